@@ -1,0 +1,135 @@
+"""Post-LayerNorm Transformer encoder block, as in BERT.
+
+    x = LayerNorm(x + Dropout(SelfAttention(x)))
+    x = LayerNorm(x + Dropout(FeedForward(x)))
+
+Shape legend: B batch, T sequence length, H hidden size, N heads.
+"""
+
+import keras
+
+from keras_bert_impl.layers.activations import ACTIVATIONS
+from keras_bert_impl.layers.feed_forward import FeedForward
+from keras_bert_impl.layers.multi_head_attention import MultiHeadAttention
+from keras_bert_impl.layers.validation import check_choice, check_positive_int, check_probability
+
+
+@keras.saving.register_keras_serializable(package="keras_bert_impl")
+class TransformerEncoder(keras.layers.Layer):
+    """One BERT encoder layer (post-LayerNorm residual blocks).
+
+    Args:
+        num_heads: int. Attention heads; must divide the input width.
+        intermediate_dim: int. Feed-forward inner width.
+        dropout: float. Dropout on each sublayer's output before the residual add.
+        attention_dropout: float or None. Dropout on attention probabilities;
+            defaults to `dropout` (BERT uses 0.1 for both).
+        activation: str. Feed-forward activation (see `FeedForward`).
+        layer_norm_epsilon: float.
+        initializer_range: float.
+
+    Call args:
+        x: [B, T, H]. padding_mask: optional [B, T] (1 = token, 0 = padding).
+        attention_mask: optional [B, T, T]. use_causal_mask: bool.
+        return_attention_scores: bool; also return probabilities [B, N, T, T].
+
+    Example:
+    >>> block = TransformerEncoder(num_heads=2, intermediate_dim=32)
+    >>> block(keras.ops.ones((2, 5, 8)), padding_mask=keras.ops.ones((2, 5))).shape
+    (2, 5, 8)
+    """
+
+    def __init__(
+        self,
+        num_heads,
+        intermediate_dim,
+        dropout=0.1,
+        attention_dropout=None,
+        activation="gelu",
+        layer_norm_epsilon=1e-12,
+        initializer_range=0.02,
+        **kwargs,
+    ):
+        super().__init__(**kwargs)
+        check_positive_int("num_heads", num_heads)
+        check_positive_int("intermediate_dim", intermediate_dim)
+        check_probability("dropout", dropout)
+        if attention_dropout is not None:
+            check_probability("attention_dropout", attention_dropout)
+        check_choice("activation", activation, ACTIVATIONS)
+        self.num_heads = num_heads
+        self.intermediate_dim = intermediate_dim
+        self.dropout = dropout
+        self.attention_dropout = attention_dropout
+        self.activation = activation
+        self.layer_norm_epsilon = layer_norm_epsilon
+        self.initializer_range = initializer_range
+
+        self.feed_forward = FeedForward(
+            intermediate_dim, activation=activation, initializer_range=initializer_range,
+            name="feed_forward", dtype=self.dtype_policy,
+        )
+        self.attention_layer_norm = keras.layers.LayerNormalization(
+            epsilon=layer_norm_epsilon, name="attention_layer_norm", dtype=self.dtype_policy
+        )
+        self.output_layer_norm = keras.layers.LayerNormalization(
+            epsilon=layer_norm_epsilon, name="output_layer_norm", dtype=self.dtype_policy
+        )
+        self.attention_output_dropout = keras.layers.Dropout(dropout, name="attention_output_dropout", dtype=self.dtype_policy)
+        self.output_dropout = keras.layers.Dropout(dropout, name="output_dropout", dtype=self.dtype_policy)
+
+    def build(self, input_shape):
+        hidden_dim = input_shape[-1]
+        self.attention = MultiHeadAttention(
+            self.num_heads,
+            hidden_dim,
+            dropout=self.dropout if self.attention_dropout is None else self.attention_dropout,
+            initializer_range=self.initializer_range,
+            name="attention",
+            dtype=self.dtype_policy,
+        )
+        self.attention.build(input_shape)
+        self.attention_layer_norm.build(input_shape)
+        self.feed_forward.build(input_shape)
+        self.output_layer_norm.build(input_shape)
+        self.built = True
+
+    def call(
+        self,
+        x,
+        padding_mask=None,
+        attention_mask=None,
+        use_causal_mask=False,
+        return_attention_scores=False,
+        training=None,
+    ):
+        attended = self.attention(
+            x,
+            padding_mask=padding_mask,
+            attention_mask=attention_mask,
+            use_causal_mask=use_causal_mask,
+            return_attention_scores=return_attention_scores,
+            training=training,
+        )
+        if return_attention_scores:
+            attended, probs = attended
+        x = self.attention_layer_norm(x + self.attention_output_dropout(attended, training=training))
+        x = self.output_layer_norm(x + self.output_dropout(self.feed_forward(x), training=training))
+        if return_attention_scores:
+            return x, probs
+        return x
+
+    def get_config(self):
+        config = super().get_config()
+        config.update(
+            {
+                "num_heads": self.num_heads,
+                "intermediate_dim": self.intermediate_dim,
+                "dropout": self.dropout,
+                "attention_dropout": self.attention_dropout,
+                "activation": self.activation,
+                "layer_norm_epsilon": self.layer_norm_epsilon,
+                "initializer_range": self.initializer_range,
+            }
+        )
+        return config

@@ -1,0 +1,25 @@
+"""Argument checks shared by layers and models; every error quotes the value."""
+
+
+def check_positive_int(name, value):
+    if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
+        raise ValueError(f"{name} must be a positive integer. Received: {name}={value!r}")
+
+
+def check_probability(name, value):
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0.0 <= value < 1.0:
+        raise ValueError(f"{name} must be a float in [0, 1). Received: {name}={value!r}")
+
+
+def check_choice(name, value, choices):
+    if value not in choices:
+        raise ValueError(f"{name} must be one of {list(choices)}. Received: {name}={value!r}")
+
+
+def check_divisible(hidden_dim, num_heads):
+    if hidden_dim % num_heads != 0:
+        raise ValueError(
+            "hidden_dim must be divisible by num_heads. "
+            f"Received: hidden_dim={hidden_dim}, num_heads={num_heads}. "
+            f"Pick num_heads among the divisors of {hidden_dim} (BERT uses hidden_dim // 64)."
+        )

@@ -1,0 +1,7 @@
+from keras_bert_impl.models.bert_backbone import BertBackbone
+from keras_bert_impl.models.bert_classifier import BertClassifier
+from keras_bert_impl.models.bert_embedder import BertEmbedder
+from keras_bert_impl.models.bert_pretrainer import BertPretrainer
+from keras_bert_impl.models.bert_span_labeler import BertSpanLabeler
+from keras_bert_impl.models.bert_token_classifier import BertTokenClassifier
+from keras_bert_impl.models.presets import BERT_PRESETS

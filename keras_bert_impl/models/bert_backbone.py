@@ -1,0 +1,308 @@
+"""The BERT encoder: embeddings, a stack of post-LN Transformer blocks, pooler.
+
+Shape legend: B batch, T sequence length, H hidden size, L layers, N heads.
+"""
+
+import json
+import os
+
+import keras
+import numpy as np
+from keras import ops
+
+from keras_bert_impl.layers.activations import ACTIVATIONS
+from keras_bert_impl.layers.bert_embeddings import POSITION_EMBEDDINGS, BertEmbeddings
+from keras_bert_impl.layers.bert_pooler import BertPooler
+from keras_bert_impl.layers.transformer_encoder import TransformerEncoder
+from keras_bert_impl.layers.validation import (
+    check_choice,
+    check_divisible,
+    check_positive_int,
+    check_probability,
+)
+from keras_bert_impl.models.config_fields import check_config_fields
+from keras_bert_impl.models.presets import BERT_PRESETS
+
+INPUT_KEYS = ("token_ids", "segment_ids", "padding_mask")
+VOCAB_ASSET = "vocab.txt"
+TOKENIZER_ASSET = "tokenizer.json"
+
+
+def _concrete(x):
+    """The value of `x` as numpy when it has one (eager call), else None (symbolic)."""
+    if isinstance(x, np.ndarray):
+        return x
+    if keras.backend.is_keras_tensor(x):
+        return None
+    try:
+        return keras.ops.convert_to_numpy(x)
+    except Exception:  # a symbolic tensor inside a traced function
+        return None
+
+
+@keras.saving.register_keras_serializable(package="keras_bert_impl")
+class BertBackbone(keras.Model):
+    """BERT encoder with named dict inputs and outputs.
+
+    Inputs: `token_ids`, `segment_ids`, `padding_mask` (1 = token, 0 = padding),
+    each int [B, T]. Outputs: `sequence_output` [B, T, H] and `pooled_output`
+    [B, H]; with `return_hidden_states`, `hidden_states` [B, L + 1, T, H]
+    (index 0 is the embedding output, index i the output of layer i); with
+    `return_attention_scores`, `attention_probs` [B, L, N, T, T].
+
+    Args:
+        vocabulary_size, num_layers, num_heads, hidden_dim, intermediate_dim: ints.
+        dropout: float. Hidden dropout (0.1 in BERT).
+        attention_dropout: float or None (defaults to `dropout`).
+        max_sequence_length: int. 512 in BERT.
+        num_segments: int. Segment (token type) vocabulary, 2 in BERT.
+        position_embedding: "learned" (BERT) or "sinusoidal".
+        activation: feed-forward activation: "gelu" (exact) or "gelu_approximate".
+        layer_norm_epsilon: float.
+        initializer_range: float.
+        return_hidden_states: bool. Also output every layer's hidden states.
+        return_attention_scores: bool. Also output every layer's attention probabilities.
+        dtype: dtype policy, e.g. "mixed_bfloat16".
+
+    Example:
+    >>> backbone = BertBackbone.from_preset("bert_tiny")
+    >>> x = {"token_ids": np.array([[101, 7592, 102, 0]]), "segment_ids": np.zeros((1, 4), "int32"),
+    ...      "padding_mask": np.array([[1, 1, 1, 0]])}
+    >>> backbone(x)["pooled_output"].shape
+    TensorShape([1, 128])
+    """
+
+    def __init__(
+        self,
+        vocabulary_size,
+        num_layers,
+        num_heads,
+        hidden_dim,
+        intermediate_dim,
+        dropout=0.1,
+        attention_dropout=None,
+        max_sequence_length=512,
+        num_segments=2,
+        position_embedding="learned",
+        activation="gelu",
+        layer_norm_epsilon=1e-12,
+        initializer_range=0.02,
+        return_hidden_states=False,
+        return_attention_scores=False,
+        dtype=None,
+        **kwargs,
+    ):
+        for name, value in (
+            ("vocabulary_size", vocabulary_size),
+            ("num_layers", num_layers),
+            ("num_heads", num_heads),
+            ("hidden_dim", hidden_dim),
+            ("intermediate_dim", intermediate_dim),
+            ("max_sequence_length", max_sequence_length),
+            ("num_segments", num_segments),
+        ):
+            check_positive_int(name, value)
+        check_divisible(hidden_dim, num_heads)
+        check_probability("dropout", dropout)
+        check_choice("position_embedding", position_embedding, POSITION_EMBEDDINGS)
+        check_choice("activation", activation, ACTIVATIONS)
+
+        # === Layers ===
+        self.embeddings = BertEmbeddings(
+            vocabulary_size=vocabulary_size,
+            hidden_dim=hidden_dim,
+            max_sequence_length=max_sequence_length,
+            num_segments=num_segments,
+            position_embedding=position_embedding,
+            dropout=dropout,
+            layer_norm_epsilon=layer_norm_epsilon,
+            initializer_range=initializer_range,
+            dtype=dtype,
+            name="embeddings",
+        )
+        self.transformer_layers = [
+            TransformerEncoder(
+                num_heads=num_heads,
+                intermediate_dim=intermediate_dim,
+                dropout=dropout,
+                attention_dropout=attention_dropout,
+                activation=activation,
+                layer_norm_epsilon=layer_norm_epsilon,
+                initializer_range=initializer_range,
+                dtype=dtype,
+                name=f"transformer_layer_{i}",
+            )
+            for i in range(num_layers)
+        ]
+        self.pooler = BertPooler(initializer_range=initializer_range, dtype=dtype, name="pooler")
+
+        # === Functional graph ===
+        inputs = {key: keras.Input(shape=(None,), dtype="int32", name=key) for key in INPUT_KEYS}
+        x = self.embeddings(inputs["token_ids"], inputs["segment_ids"])  # [B, T, H]
+        hidden_states, attention_probs = [x], []
+        for layer in self.transformer_layers:
+            if return_attention_scores:
+                x, probs = layer(x, padding_mask=inputs["padding_mask"], return_attention_scores=True)
+                attention_probs.append(probs)  # [B, N, T, T]
+            else:
+                x = layer(x, padding_mask=inputs["padding_mask"])
+            hidden_states.append(x)
+        outputs = {"sequence_output": x, "pooled_output": self.pooler(x)}
+        if return_hidden_states:
+            outputs["hidden_states"] = ops.stack(hidden_states, axis=1)  # [B, L + 1, T, H]
+        if return_attention_scores:
+            outputs["attention_probs"] = ops.stack(attention_probs, axis=1)  # [B, L, N, T, T]
+        super().__init__(inputs=inputs, outputs=outputs, dtype=dtype, **kwargs)
+
+        # === Config ===
+        self.vocabulary_size = vocabulary_size
+        self.num_layers = num_layers
+        self.num_heads = num_heads
+        self.hidden_dim = hidden_dim
+        self.intermediate_dim = intermediate_dim
+        self.dropout = dropout
+        self.attention_dropout = attention_dropout
+        self.max_sequence_length = max_sequence_length
+        self.num_segments = num_segments
+        self.position_embedding = position_embedding
+        self.activation = activation
+        self.layer_norm_epsilon = layer_norm_epsilon
+        self.initializer_range = initializer_range
+        self.return_hidden_states = return_hidden_states
+        self.return_attention_scores = return_attention_scores
+        # The WordPiece vocabulary and casing of the checkpoint this model came
+        # from; saved inside the .keras file as assets (see save_assets).
+        self.vocabulary = None
+        self.lowercase = None
+
+    @property
+    def token_embedding(self):
+        """The token embedding layer, shared with the masked-LM head."""
+        return self.embeddings.token_embedding
+
+    # --- inputs -------------------------------------------------------------
+
+    def __call__(self, inputs, *args, **kwargs):
+        self._validate_inputs(inputs)
+        return super().__call__(inputs, *args, **kwargs)
+
+    def _validate_inputs(self, inputs):
+        fix = (
+            "Pass a dict with 'token_ids', 'segment_ids' and 'padding_mask', each an integer "
+            "array of shape [batch, sequence_length]."
+        )
+        if not isinstance(inputs, dict):
+            raise ValueError(f"BertBackbone expects a dict of inputs. Received: {type(inputs).__name__}. {fix}")
+        missing = [k for k in INPUT_KEYS if k not in inputs]
+        unknown = [k for k in inputs if k not in INPUT_KEYS]
+        if missing or unknown:
+            raise ValueError(f"BertBackbone inputs: missing keys {missing}, unknown keys {unknown}. {fix}")
+        for key in INPUT_KEYS:
+            value = inputs[key]
+            shape = getattr(value, "shape", None)
+            if shape is None:
+                value = np.asarray(value)
+                shape = value.shape
+            if len(shape) != 2:
+                raise ValueError(f"Input '{key}' must have rank 2 [batch, sequence_length]. Received shape {tuple(shape)}. {fix}")
+            dtype = keras.backend.standardize_dtype(getattr(value, "dtype", "int32"))
+            if not ("int" in dtype or dtype == "bool" and key == "padding_mask"):
+                raise ValueError(
+                    f"Input '{key}' must be an integer tensor. Received dtype {dtype}. "
+                    "Token ids, segment ids and the padding mask are indices: cast them to int32."
+                )
+            length = shape[1]
+            if length is not None and not isinstance(length, int):
+                length = None
+            if length is not None and length > self.max_sequence_length:
+                raise ValueError(
+                    f"Input '{key}' has sequence length {length}, longer than max_sequence_length="
+                    f"{self.max_sequence_length}. Truncate the inputs (the preprocessor's sequence_length) "
+                    "or use a model with more positions."
+                )
+        limits = {"token_ids": self.vocabulary_size, "segment_ids": self.num_segments, "padding_mask": 2}
+        for key, limit in limits.items():
+            array = _concrete(inputs[key])
+            if array is None or array.size == 0:
+                continue
+            low, high = int(array.min()), int(array.max())
+            if low < 0 or high >= limit:
+                bad = high if high >= limit else low
+                raise ValueError(
+                    f"Input '{key}' holds the value {bad}, outside [0, {limit}). "
+                    + {
+                        "token_ids": f"The vocabulary has {limit} entries: tokenize with this model's own vocab.txt.",
+                        "segment_ids": f"The model has {limit} segment types: use 0 for sentence A, 1 for sentence B.",
+                        "padding_mask": "Use 1 for real tokens and 0 for padding.",
+                    }[key]
+                )
+
+    # --- vocabulary assets -------------------------------------------------
+
+    def set_vocabulary(self, vocabulary, lowercase):
+        """Attaches the WordPiece vocabulary (list of tokens) and casing used to
+        make the token ids; they are saved with the model."""
+        vocabulary = list(vocabulary)
+        if len(vocabulary) != self.vocabulary_size:
+            raise ValueError(
+                f"The vocabulary has {len(vocabulary)} tokens but the model's vocabulary_size is "
+                f"{self.vocabulary_size}. Use the vocab.txt that belongs to these weights."
+            )
+        self.vocabulary = vocabulary
+        self.lowercase = bool(lowercase)
+
+    def save_assets(self, dir_path):
+        if self.vocabulary is None:
+            return
+        with open(os.path.join(dir_path, VOCAB_ASSET), "w", encoding="utf-8") as f:
+            f.write("\n".join(self.vocabulary) + "\n")
+        with open(os.path.join(dir_path, TOKENIZER_ASSET), "w", encoding="utf-8") as f:
+            json.dump({"lowercase": self.lowercase}, f)
+
+    def load_assets(self, dir_path):
+        vocab_path = os.path.join(dir_path, VOCAB_ASSET)
+        if not os.path.exists(vocab_path):
+            return
+        with open(vocab_path, encoding="utf-8") as f:
+            vocabulary = f.read().split("\n")[:-1]
+        with open(os.path.join(dir_path, TOKENIZER_ASSET), encoding="utf-8") as f:
+            lowercase = json.load(f)["lowercase"]
+        self.set_vocabulary(vocabulary, lowercase)
+
+    # --- config ------------------------------------------------------------
+
+    def get_config(self):
+        return {
+            "name": self.name,
+            "trainable": self.trainable,
+            "dtype": keras.dtype_policies.serialize(self.dtype_policy),
+            "vocabulary_size": self.vocabulary_size,
+            "num_layers": self.num_layers,
+            "num_heads": self.num_heads,
+            "hidden_dim": self.hidden_dim,
+            "intermediate_dim": self.intermediate_dim,
+            "dropout": self.dropout,
+            "attention_dropout": self.attention_dropout,
+            "max_sequence_length": self.max_sequence_length,
+            "num_segments": self.num_segments,
+            "position_embedding": self.position_embedding,
+            "activation": self.activation,
+            "layer_norm_epsilon": self.layer_norm_epsilon,
+            "initializer_range": self.initializer_range,
+            "return_hidden_states": self.return_hidden_states,
+            "return_attention_scores": self.return_attention_scores,
+        }
+
+    @classmethod
+    def from_config(cls, config):
+        check_config_fields(cls, config, extra=("name", "trainable"))
+        return cls(**config)
+
+    @classmethod
+    def from_preset(cls, name, **kwargs):
+        """Builds a randomly initialised backbone from a preset name (see `BERT_PRESETS`)."""
+        if name not in BERT_PRESETS:
+            raise ValueError(
+                f"Unknown preset {name!r}. Choose one of: {', '.join(sorted(BERT_PRESETS))}."
+            )
+        return cls(**{**BERT_PRESETS[name], **kwargs})

@@ -1,0 +1,62 @@
+"""Sentence and sentence-pair classification on the pooled [CLS] output."""
+
+import keras
+
+from keras_bert_impl.layers.validation import check_choice, check_positive_int, check_probability
+from keras_bert_impl.models.bert_task import BertTask
+
+
+@keras.saving.register_keras_serializable(package="keras_bert_impl")
+class BertClassifier(BertTask):
+    """Classifier head: dropout + Dense(num_classes) on `pooled_output`.
+
+    One sentence uses segment 0 throughout; a pair packs `[CLS] A [SEP] B [SEP]`
+    with segment ids 0 for A and 1 for B. Multi-label tasks (`multi_label=True`)
+    use one independent sigmoid per class.
+
+    Args:
+        backbone: a `BertBackbone`.
+        num_classes: int.
+        multi_label: bool. Compile with binary cross-entropy per class instead of softmax cross-entropy.
+        activation: None (output `logits`), "softmax" or "sigmoid" (output `probabilities`).
+        dropout: float. Dropout before the output layer.
+
+    Example:
+    >>> classifier = BertClassifier(BertBackbone.from_preset("bert_tiny"), num_classes=2)
+    >>> classifier.fit(x, labels, epochs=1)
+    """
+
+    _task_config_keys = ("num_classes", "multi_label", "activation", "dropout")
+
+    def __init__(self, backbone, num_classes, multi_label=False, activation=None, dropout=0.1, **kwargs):
+        self._check_backbone(backbone)
+        check_positive_int("num_classes", num_classes)
+        check_choice("activation", activation, (None, "softmax", "sigmoid"))
+        check_probability("dropout", dropout)
+        self.backbone = backbone
+        self.output_dropout = keras.layers.Dropout(dropout, name="output_dropout", dtype=backbone.dtype_policy)
+        self.output_dense = keras.layers.Dense(
+            num_classes,
+            kernel_initializer=keras.initializers.TruncatedNormal(stddev=backbone.initializer_range),
+            activation=activation,
+            # Logits and probabilities in float32 keep the loss stable under mixed precision.
+            dtype="float32",
+            name="logits",
+        )
+        inputs = backbone.input
+        pooled = backbone(inputs)["pooled_output"]  # [B, H]
+        output = self.output_dense(self.output_dropout(pooled))  # [B, C]
+        key = "logits" if activation is None else "probabilities"
+        super().__init__(inputs=inputs, outputs={key: output}, **kwargs)
+        self.num_classes = num_classes
+        self.multi_label = multi_label
+        self.activation = activation
+        self.dropout = dropout
+        from_logits = activation is None
+        if multi_label:
+            loss = keras.losses.BinaryCrossentropy(from_logits=from_logits)
+            metrics = [keras.metrics.BinaryAccuracy(threshold=0.0 if from_logits else 0.5)]
+        else:
+            loss = keras.losses.SparseCategoricalCrossentropy(from_logits=from_logits)
+            metrics = [keras.metrics.SparseCategoricalAccuracy(name="accuracy")]
+        self.compile(optimizer=keras.optimizers.Adam(5e-5), loss=loss, metrics=metrics)

@@ -1,0 +1,68 @@
+"""Sentence embeddings: pooled token vectors from a chosen layer.
+
+Shape legend: B batch, T sequence length, H hidden size, L layers.
+"""
+
+import keras
+from keras import ops
+
+from keras_bert_impl.layers.multi_head_attention import MASK_VALUE
+from keras_bert_impl.layers.validation import check_choice
+from keras_bert_impl.models.bert_task import BertTask
+
+POOLING = ("cls", "mean", "max")
+
+
+@keras.saving.register_keras_serializable(package="keras_bert_impl")
+class BertEmbedder(BertTask):
+    """Outputs `embeddings` [B, H]: the [CLS] vector, or the mean or max over
+    non-padded tokens, of one layer, optionally L2-normalised (the
+    sentence-transformers recipe is mean pooling + normalisation).
+
+    Args:
+        backbone: a `BertBackbone`. For a `layer_index` other than the last layer,
+            build it with `return_hidden_states=True`.
+        pooling: "cls", "mean" or "max".
+        layer_index: int. 0 = embedding output, i = output of layer i, -1 = last layer.
+        normalize: bool. L2-normalise the embedding.
+
+    Example:
+    >>> embedder = BertEmbedder(backbone, pooling="mean", normalize=True)
+    >>> embedder.predict(inputs)["embeddings"]
+    """
+
+    _task_config_keys = ("pooling", "layer_index", "normalize")
+
+    def __init__(self, backbone, pooling="mean", layer_index=-1, normalize=True, **kwargs):
+        self._check_backbone(backbone)
+        check_choice("pooling", pooling, POOLING)
+        num_layers = backbone.num_layers
+        if isinstance(layer_index, bool) or not isinstance(layer_index, int) or not -(num_layers + 1) <= layer_index <= num_layers:
+            raise ValueError(
+                f"layer_index must be an int in [{-(num_layers + 1)}, {num_layers}] for a {num_layers}-layer backbone. "
+                f"Received: layer_index={layer_index!r}"
+            )
+        last_layer = layer_index in (-1, num_layers)
+        if not last_layer and not backbone.return_hidden_states:
+            raise ValueError(
+                f"layer_index={layer_index} needs every layer's output: build the backbone with "
+                "return_hidden_states=True (e.g. BertBackbone.from_preset(name, return_hidden_states=True))."
+            )
+        self.backbone = backbone
+        inputs = backbone.input
+        outputs = backbone(inputs)
+        hidden = outputs["sequence_output"] if last_layer else outputs["hidden_states"][:, layer_index]  # [B, T, H]
+        hidden = ops.cast(hidden, "float32")
+        mask = ops.cast(inputs["padding_mask"], "float32")[:, :, None]  # [B, T, 1]
+        if pooling == "cls":
+            pooled = hidden[:, 0, :]
+        elif pooling == "mean":
+            pooled = ops.sum(hidden * mask, axis=1) / ops.maximum(ops.sum(mask, axis=1), 1e-9)
+        else:
+            pooled = ops.max(hidden + (1.0 - mask) * MASK_VALUE, axis=1)
+        if normalize:
+            pooled = pooled / ops.maximum(ops.norm(pooled, axis=-1, keepdims=True), 1e-12)
+        super().__init__(inputs=inputs, outputs={"embeddings": pooled}, **kwargs)
+        self.pooling = pooling
+        self.layer_index = layer_index
+        self.normalize = normalize

@@ -1,0 +1,73 @@
+"""BERT pretraining: masked LM (tied to the token embedding) + next-sentence prediction.
+
+Shape legend: B batch, T sequence length, P masked positions, V vocabulary.
+"""
+
+import keras
+
+from keras_bert_impl.layers.activations import ACTIVATIONS
+from keras_bert_impl.layers.masked_lm_head import MaskedLMHead
+from keras_bert_impl.layers.next_sentence_head import NextSentenceHead
+from keras_bert_impl.layers.validation import check_choice
+from keras_bert_impl.models.bert_task import BertTask
+
+
+@keras.saving.register_keras_serializable(package="keras_bert_impl")
+class BertPretrainer(BertTask):
+    """MLM + NSP heads on a backbone.
+
+    Inputs: the backbone's three plus `mask_positions` int [B, P]. Outputs:
+    `mlm_logits` [B, P, V] and `nsp_logits` [B, 2] (0 = IsNext, 1 = NotNext).
+    Train with `y={"mlm_logits": masked_ids, "nsp_logits": nsp_labels}` and
+    `sample_weight={"mlm_logits": mask_weights}` (Google's `masked_lm_weights`),
+    so the MLM loss counts only real masked positions, not the padding of P.
+
+    Args:
+        backbone: a `BertBackbone`.
+        activation: MLM transform activation; defaults to the backbone's.
+
+    Example:
+    >>> pretrainer = BertPretrainer(BertBackbone.from_preset("bert_tiny"))
+    """
+
+    _task_config_keys = ("activation",)
+
+    def __init__(self, backbone, activation=None, **kwargs):
+        self._check_backbone(backbone)
+        activation = backbone.activation if activation is None else activation
+        check_choice("activation", activation, ACTIVATIONS)
+        self.backbone = backbone
+        self.masked_lm_head = MaskedLMHead(
+            backbone.token_embedding,
+            activation=activation,
+            layer_norm_epsilon=backbone.layer_norm_epsilon,
+            initializer_range=backbone.initializer_range,
+            dtype=backbone.dtype_policy,
+            name="masked_lm_head",
+        )
+        self.next_sentence_head = NextSentenceHead(
+            initializer_range=backbone.initializer_range, dtype=backbone.dtype_policy, name="next_sentence_head"
+        )
+        inputs = dict(backbone.input)
+        inputs["mask_positions"] = keras.Input(shape=(None,), dtype="int32", name="mask_positions")
+        outputs = backbone({k: inputs[k] for k in backbone.input})
+        mlm_logits = self.masked_lm_head(outputs["sequence_output"], inputs["mask_positions"])
+        nsp_logits = self.next_sentence_head(outputs["pooled_output"])
+        super().__init__(
+            inputs=inputs,
+            outputs={
+                "mlm_logits": keras.layers.Activation("linear", dtype="float32", name="mlm")(mlm_logits),
+                "nsp_logits": keras.layers.Activation("linear", dtype="float32", name="nsp")(nsp_logits),
+            },
+            **kwargs,
+        )
+        self.activation = activation
+        loss = keras.losses.SparseCategoricalCrossentropy(from_logits=True)
+        self.compile(
+            optimizer=keras.optimizers.Adam(1e-4),
+            loss={"mlm_logits": loss, "nsp_logits": loss},
+            weighted_metrics={
+                "mlm_logits": [keras.metrics.SparseCategoricalAccuracy(name="accuracy")],
+                "nsp_logits": [keras.metrics.SparseCategoricalAccuracy(name="accuracy")],
+            },
+        )

@@ -1,0 +1,48 @@
+"""Extractive question answering: start and end logits over the tokens."""
+
+import keras
+from keras import ops
+
+from keras_bert_impl.layers.multi_head_attention import MASK_VALUE
+from keras_bert_impl.models.bert_task import BertTask
+
+
+@keras.saving.register_keras_serializable(package="keras_bert_impl")
+class BertSpanLabeler(BertTask):
+    """SQuAD-style head: Dense(2) per token split into `start_logits` and
+    `end_logits` [B, T]; padded positions get a large negative logit so they are
+    never predicted.
+
+    Args:
+        backbone: a `BertBackbone`.
+
+    Example:
+    >>> qa = BertSpanLabeler(BertBackbone.from_preset("bert_tiny"))
+    """
+
+    def __init__(self, backbone, **kwargs):
+        self._check_backbone(backbone)
+        self.backbone = backbone
+        self.span_dense = keras.layers.Dense(
+            2,
+            kernel_initializer=keras.initializers.TruncatedNormal(stddev=backbone.initializer_range),
+            dtype="float32",
+            name="span_logits",
+        )
+        inputs = backbone.input
+        logits = self.span_dense(backbone(inputs)["sequence_output"])  # [B, T, 2]
+        padding = (1.0 - ops.cast(inputs["padding_mask"], "float32")) * MASK_VALUE  # [B, T]
+        start_logits = logits[:, :, 0] + padding
+        end_logits = logits[:, :, 1] + padding
+        super().__init__(
+            inputs=inputs, outputs={"start_logits": start_logits, "end_logits": end_logits}, **kwargs
+        )
+        loss = keras.losses.SparseCategoricalCrossentropy(from_logits=True)
+        self.compile(
+            optimizer=keras.optimizers.Adam(5e-5),
+            loss={"start_logits": loss, "end_logits": loss},
+            metrics={
+                "start_logits": [keras.metrics.SparseCategoricalAccuracy(name="accuracy")],
+                "end_logits": [keras.metrics.SparseCategoricalAccuracy(name="accuracy")],
+            },
+        )

@@ -1,0 +1,49 @@
+"""Token tagging (NER, part of speech) on every position of `sequence_output`."""
+
+import keras
+
+from keras_bert_impl.layers.validation import check_positive_int, check_probability
+from keras_bert_impl.models.bert_task import BertTask
+
+
+@keras.saving.register_keras_serializable(package="keras_bert_impl")
+class BertTokenClassifier(BertTask):
+    """Tagging head: dropout + Dense(num_classes) per token; outputs `logits` [B, T, C].
+
+    Train with `sample_weight=padding_mask` (or a first-wordpiece mask) so padding
+    and continuation pieces do not count.
+
+    Args:
+        backbone: a `BertBackbone`.
+        num_classes: int. Number of tags.
+        dropout: float.
+
+    Example:
+    >>> tagger = BertTokenClassifier(BertBackbone.from_preset("bert_tiny"), num_classes=9)
+    """
+
+    _task_config_keys = ("num_classes", "dropout")
+
+    def __init__(self, backbone, num_classes, dropout=0.1, **kwargs):
+        self._check_backbone(backbone)
+        check_positive_int("num_classes", num_classes)
+        check_probability("dropout", dropout)
+        self.backbone = backbone
+        self.output_dropout = keras.layers.Dropout(dropout, name="output_dropout", dtype=backbone.dtype_policy)
+        self.output_dense = keras.layers.Dense(
+            num_classes,
+            kernel_initializer=keras.initializers.TruncatedNormal(stddev=backbone.initializer_range),
+            dtype="float32",
+            name="logits",
+        )
+        inputs = backbone.input
+        sequence = backbone(inputs)["sequence_output"]  # [B, T, H]
+        logits = self.output_dense(self.output_dropout(sequence))  # [B, T, C]
+        super().__init__(inputs=inputs, outputs={"logits": logits}, **kwargs)
+        self.num_classes = num_classes
+        self.dropout = dropout
+        self.compile(
+            optimizer=keras.optimizers.Adam(5e-5),
+            loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True),
+            weighted_metrics=[keras.metrics.SparseCategoricalAccuracy(name="accuracy")],
+        )

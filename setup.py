@@ -1,0 +1,42 @@
+"""Packaging for keras_bert_impl.
+
+Runtime pins follow ../shared/STACK.md: TensorFlow 2.20 with its matching
+tensorflow-text, Keras 3 on the TensorFlow backend. tf-models-official is a
+runtime dependency only because the Model Garden importer reads its encoders;
+our model code never imports it (or tf_keras).
+"""
+
+from setuptools import find_packages, setup
+
+setup(
+    name="keras_bert_impl",
+    version="0.1.0",
+    description="BERT built from its parts as Keras 3 layers, with verified checkpoint import",
+    long_description=open("README.md", encoding="utf-8").read(),
+    long_description_content_type="text/markdown",
+    python_requires=">=3.11,<3.12",
+    packages=find_packages(include=["keras_bert_impl", "keras_bert_impl.*"]),
+    install_requires=[
+        "tensorflow==2.20.0",
+        "tensorflow-text==2.20.1",
+        "keras==3.15.1",
+        "tf-models-official==2.20.0",
+        "ai-edge-litert==2.3.0",
+        "safetensors==0.8.0",
+        "numpy<2.3",
+    ],
+    extras_require={
+        "dev": [
+            "pytest==8.4.2",
+            "hypothesis==6.155.2",
+            # Google's original modeling.py, the source model of the TF1 checkpoint test.
+            "bert-tensorflow==1.0.4",
+            "tf-slim==1.1.0",
+        ],
+        # Peers measured by bench/; kept out of the runtime install.
+        "bench": [
+            "keras-hub==0.32.0",
+        ],
+    },
+    entry_points={"console_scripts": ["kbert=keras_bert_impl.cli:main"]},
+)

@@ -1,0 +1,30 @@
+import os
+
+os.environ.setdefault("KERAS_BACKEND", "tensorflow")
+os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+
+import keras  # noqa: E402
+import pytest  # noqa: E402
+
+REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+DATA = os.path.join(REPO, "data")
+
+
+def pytest_configure(config):
+    config.addinivalue_line("markers", "slow: takes more than ~30 s on the 2-core CI machine")
+
+
+@pytest.fixture(autouse=True)
+def _fresh_keras_state():
+    keras.utils.set_random_seed(0)
+    keras.config.set_dtype_policy("float32")
+    yield
+    keras.config.set_dtype_policy("float32")
+    keras.backend.clear_session()
+
+
+@pytest.fixture
+def data_dir():
+    if not os.path.isdir(os.path.join(DATA, "minilm")):
+        pytest.fail("data/ is missing: run `make data` (make test does it for you).")
+    return DATA
