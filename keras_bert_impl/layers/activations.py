@@ -5,10 +5,13 @@ BERT checkpoints disagree on what "gelu" means: Google's original
 Hugging Face's "gelu" is the exact erf form. We keep both under explicit names
 so an importer can say which one its source used.
 
-Both forms go through `keras.ops.gelu`, which the TFLite converter lowers to
-its builtin GELU op (the exact form and the tanh form alike); a hand-written
-`0.5 * x * (1 + erf(x / sqrt(2)))` would instead need the ERF kernel and loses
-the fused op, so we never write it out by hand.
+Both forms go through `keras.ops.gelu` (`tf.nn.gelu` on TensorFlow), which
+the TFLite converter of TF 2.20 lowers to its builtin GELU op, exact and tanh
+alike (tests/export/test_tflite_builtins.py guards this). TFLite has no
+builtin ERF kernel (a bare tf.math.erf fails builtin-only conversion with
+"'tf.Erf' op is neither a custom op nor a flex op"), so the GELU fusion is what keeps the exact
+form convertible with builtins only; we therefore never write the formula out
+in a shape the converter might not recognise.
 """
 
 import keras

@@ -1,0 +1,124 @@
+"""Import Google's original BERT release: bert_config.json + bert_model.ckpt.* + vocab.txt."""
+
+import glob
+import json
+import os
+
+import tensorflow as tf
+
+from keras_bert_impl.checkpoints.vocabulary import read_vocabulary, vocabulary_is_uncased
+from keras_bert_impl.checkpoints.weight_map import (
+    HEAD_NAMES,
+    assign_weights,
+    backbone_variables,
+    pretrainer_variables,
+)
+from keras_bert_impl.models.bert_backbone import BertBackbone
+from keras_bert_impl.models.bert_pretrainer import BertPretrainer
+
+REQUIRED_FIELDS = (
+    "vocab_size",
+    "hidden_size",
+    "num_hidden_layers",
+    "num_attention_heads",
+    "intermediate_size",
+    "hidden_act",
+    "max_position_embeddings",
+    "type_vocab_size",
+)
+OPTIONAL_FIELDS = ("hidden_dropout_prob", "attention_probs_dropout_prob", "initializer_range")
+# Present in some of Google's releases (multilingual, Chinese) and without effect on BERT's encoder.
+INERT_FIELDS = (
+    "directionality",
+    "pooler_fc_size",
+    "pooler_num_attention_heads",
+    "pooler_num_fc_layers",
+    "pooler_size_per_head",
+    "pooler_type",
+)
+# Google's modeling.py implements "gelu" with the tanh approximation.
+HIDDEN_ACT = {"gelu": "gelu_approximate", "relu": "relu", "tanh": "tanh", "linear": "linear"}
+
+
+def backbone_kwargs_from_google_config(config, source="bert_config.json"):
+    """Maps Google's bert_config.json fields to BertBackbone arguments."""
+    unknown = sorted(set(config) - set(REQUIRED_FIELDS) - set(OPTIONAL_FIELDS) - set(INERT_FIELDS))
+    missing = sorted(set(REQUIRED_FIELDS) - set(config))
+    if unknown or missing:
+        raise ValueError(
+            f"{source}: unknown fields {unknown}, missing fields {missing}. Google's BERT config has "
+            f"{list(REQUIRED_FIELDS + OPTIONAL_FIELDS)}; is this a config of another format "
+            "(try --format huggingface)?"
+        )
+    if config["hidden_act"] not in HIDDEN_ACT:
+        raise ValueError(f"{source}: hidden_act={config['hidden_act']!r} is not supported; use one of {list(HIDDEN_ACT)}.")
+    return dict(
+        vocabulary_size=config["vocab_size"],
+        hidden_dim=config["hidden_size"],
+        num_layers=config["num_hidden_layers"],
+        num_heads=config["num_attention_heads"],
+        intermediate_dim=config["intermediate_size"],
+        activation=HIDDEN_ACT[config["hidden_act"]],
+        max_sequence_length=config["max_position_embeddings"],
+        num_segments=config["type_vocab_size"],
+        dropout=config.get("hidden_dropout_prob", 0.1),
+        attention_dropout=config.get("attention_probs_dropout_prob", 0.1),
+        initializer_range=config.get("initializer_range", 0.02),
+        layer_norm_epsilon=1e-12,  # fixed in Google's layer_norm
+    )
+
+
+def _checkpoint_prefix(src):
+    if os.path.isfile(src + ".index"):
+        return src
+    candidates = sorted(glob.glob(os.path.join(src, "*.ckpt.index")) + glob.glob(os.path.join(src, "*.ckpt-*.index")))
+    if not candidates:
+        latest = tf.train.latest_checkpoint(src)
+        if latest:
+            return latest
+        raise FileNotFoundError(
+            f"No TF checkpoint in {src}: expected bert_model.ckpt.index and bert_model.ckpt.data-* "
+            "as in Google's release zip."
+        )
+    return candidates[0][: -len(".index")]
+
+
+def load_google_checkpoint(src, with_heads=None):
+    """Builds a model from a Google release folder and loads every tensor.
+
+    Args:
+        src: folder with bert_config.json, bert_model.ckpt.* and vocab.txt.
+        with_heads: None = load the MLM/NSP heads when the checkpoint has them;
+            False = backbone only (head tensors are reported as unexpected).
+    Returns:
+        (BertBackbone or BertPretrainer, ImportReport)
+    """
+    config_path = os.path.join(src, "bert_config.json")
+    if not os.path.exists(config_path):
+        raise FileNotFoundError(f"No bert_config.json in {src}: point SRC at the unzipped Google release folder.")
+    with open(config_path, encoding="utf-8") as f:
+        config = json.load(f)
+    kwargs = backbone_kwargs_from_google_config(config, config_path)
+    prefix = _checkpoint_prefix(src)
+    reader = tf.train.load_checkpoint(prefix)
+    names = reader.get_variable_to_shape_map()
+
+    arrays, ignored = {}, []
+    for name in names:
+        if name == "global_step" or name.endswith("/adam_m") or name.endswith("/adam_v"):
+            ignored.append((name, "optimizer state"))
+        else:
+            arrays[name] = reader.get_tensor(name)
+
+    has_heads = any(n in arrays for n in HEAD_NAMES)
+    backbone = BertBackbone(**kwargs)
+    vocabulary = read_vocabulary(os.path.join(src, "vocab.txt"))
+    backbone.set_vocabulary(vocabulary, lowercase=vocabulary_is_uncased(vocabulary))
+    if has_heads and with_heads is not False:
+        model = BertPretrainer(backbone)
+        targets = pretrainer_variables(model)
+    else:
+        model = backbone
+        targets = backbone_variables(backbone)
+    report = assign_weights(targets, arrays, prefix, ignored)
+    return model, report

@@ -1,0 +1,194 @@
+"""Import Hugging Face BERT weights (config.json + model.safetensors + vocab.txt)."""
+
+import json
+import os
+import re
+
+import numpy as np
+
+from keras_bert_impl.checkpoints.vocabulary import read_vocabulary, vocabulary_is_uncased
+from keras_bert_impl.checkpoints.weight_map import (
+    HEAD_NAMES,
+    assign_weights,
+    backbone_variables,
+    pretrainer_variables,
+)
+from keras_bert_impl.models.bert_backbone import BertBackbone
+from keras_bert_impl.models.bert_pretrainer import BertPretrainer
+
+REQUIRED_FIELDS = (
+    "vocab_size",
+    "hidden_size",
+    "num_hidden_layers",
+    "num_attention_heads",
+    "intermediate_size",
+    "max_position_embeddings",
+    "type_vocab_size",
+)
+# In transformers, "gelu" is the exact erf form; these are its tanh variants.
+HIDDEN_ACT = {
+    "gelu": "gelu",
+    "gelu_new": "gelu_approximate",
+    "gelu_pytorch_tanh": "gelu_approximate",
+    "relu": "relu",
+    "tanh": "tanh",
+    "linear": "linear",
+}
+
+_LAYER = r"encoder\.layer\.(\d+)\."
+_G_LAYER = r"bert/encoder/layer_\1/"
+# (pattern on the HF name without "bert." prefix, Google name, transpose)
+# PyTorch's Linear stores weight as [out, in]; Google and Keras use [in, out].
+_RULES = [
+    (r"embeddings\.word_embeddings\.weight", "bert/embeddings/word_embeddings", False),
+    (r"embeddings\.position_embeddings\.weight", "bert/embeddings/position_embeddings", False),
+    (r"embeddings\.token_type_embeddings\.weight", "bert/embeddings/token_type_embeddings", False),
+    (r"embeddings\.LayerNorm\.(?:weight|gamma)", "bert/embeddings/LayerNorm/gamma", False),
+    (r"embeddings\.LayerNorm\.(?:bias|beta)", "bert/embeddings/LayerNorm/beta", False),
+    (_LAYER + r"attention\.self\.(query|key|value)\.weight", _G_LAYER + r"attention/self/\2/kernel", True),
+    (_LAYER + r"attention\.self\.(query|key|value)\.bias", _G_LAYER + r"attention/self/\2/bias", False),
+    (_LAYER + r"attention\.output\.dense\.weight", _G_LAYER + "attention/output/dense/kernel", True),
+    (_LAYER + r"attention\.output\.dense\.bias", _G_LAYER + "attention/output/dense/bias", False),
+    (_LAYER + r"attention\.output\.LayerNorm\.(?:weight|gamma)", _G_LAYER + "attention/output/LayerNorm/gamma", False),
+    (_LAYER + r"attention\.output\.LayerNorm\.(?:bias|beta)", _G_LAYER + "attention/output/LayerNorm/beta", False),
+    (_LAYER + r"intermediate\.dense\.weight", _G_LAYER + "intermediate/dense/kernel", True),
+    (_LAYER + r"intermediate\.dense\.bias", _G_LAYER + "intermediate/dense/bias", False),
+    (_LAYER + r"output\.dense\.weight", _G_LAYER + "output/dense/kernel", True),
+    (_LAYER + r"output\.dense\.bias", _G_LAYER + "output/dense/bias", False),
+    (_LAYER + r"output\.LayerNorm\.(?:weight|gamma)", _G_LAYER + "output/LayerNorm/gamma", False),
+    (_LAYER + r"output\.LayerNorm\.(?:bias|beta)", _G_LAYER + "output/LayerNorm/beta", False),
+    (r"pooler\.dense\.weight", "bert/pooler/dense/kernel", True),
+    (r"pooler\.dense\.bias", "bert/pooler/dense/bias", False),
+    (r"cls\.predictions\.transform\.dense\.weight", "cls/predictions/transform/dense/kernel", True),
+    (r"cls\.predictions\.transform\.dense\.bias", "cls/predictions/transform/dense/bias", False),
+    (r"cls\.predictions\.transform\.LayerNorm\.(?:weight|gamma)", "cls/predictions/transform/LayerNorm/gamma", False),
+    (r"cls\.predictions\.transform\.LayerNorm\.(?:bias|beta)", "cls/predictions/transform/LayerNorm/beta", False),
+    (r"cls\.predictions\.bias", "cls/predictions/output_bias", False),
+    # Same [2, H] layout as Google's output_weights.
+    (r"cls\.seq_relationship\.weight", "cls/seq_relationship/output_weights", False),
+    (r"cls\.seq_relationship\.bias", "cls/seq_relationship/output_bias", False),
+]
+_COMPILED = [(re.compile(p + "$"), g, t) for p, g, t in _RULES]
+_IGNORED = {
+    "embeddings.position_ids": "a buffer of position indices, not a weight",
+    "cls.predictions.decoder.weight": "tied to the word embeddings",
+    "cls.predictions.decoder.bias": "the same tensor as cls.predictions.bias",
+}
+
+
+def translate_huggingface_names(tensors):
+    """{hf_name: array} -> ({google_name: array}, ignored [(name, reason)], untranslated names)."""
+    arrays, ignored, unknown = {}, [], []
+    for name, value in tensors.items():
+        short = name[len("bert."):] if name.startswith("bert.") else name
+        if short in _IGNORED:
+            ignored.append((name, _IGNORED[short]))
+            continue
+        for pattern, google, transpose in _COMPILED:
+            if pattern.match(short):
+                arrays[pattern.sub(google, short)] = np.asarray(value).T if transpose else np.asarray(value)
+                break
+        else:
+            unknown.append(name)
+    return arrays, ignored, unknown
+
+
+def backbone_kwargs_from_huggingface_config(config, source="config.json"):
+    missing = sorted(set(REQUIRED_FIELDS) - set(config))
+    if missing:
+        raise ValueError(f"{source}: missing fields {missing}; is this a BERT config.json from transformers?")
+    model_type = config.get("model_type", "bert")
+    if model_type != "bert":
+        raise ValueError(f"{source}: model_type={model_type!r}; only BERT ('bert') checkpoints are supported.")
+    if config.get("position_embedding_type", "absolute") != "absolute":
+        raise ValueError(
+            f"{source}: position_embedding_type={config['position_embedding_type']!r}; only 'absolute' "
+            "(BERT's learned positions) is supported."
+        )
+    act = config.get("hidden_act", "gelu")
+    if act not in HIDDEN_ACT:
+        raise ValueError(f"{source}: hidden_act={act!r} is not supported; use one of {list(HIDDEN_ACT)}.")
+    return dict(
+        vocabulary_size=config["vocab_size"],
+        hidden_dim=config["hidden_size"],
+        num_layers=config["num_hidden_layers"],
+        num_heads=config["num_attention_heads"],
+        intermediate_dim=config["intermediate_size"],
+        activation=HIDDEN_ACT[act],
+        max_sequence_length=config["max_position_embeddings"],
+        num_segments=config["type_vocab_size"],
+        dropout=config.get("hidden_dropout_prob", 0.1),
+        attention_dropout=config.get("attention_probs_dropout_prob", 0.1),
+        initializer_range=config.get("initializer_range", 0.02),
+        layer_norm_epsilon=config.get("layer_norm_eps", 1e-12),
+    )
+
+
+def _read_tensors(src, allow_pickle):
+    from safetensors.numpy import load_file
+
+    single = os.path.join(src, "model.safetensors")
+    index = os.path.join(src, "model.safetensors.index.json")
+    if os.path.exists(single):
+        return load_file(single), single
+    if os.path.exists(index):
+        with open(index, encoding="utf-8") as f:
+            shards = sorted(set(json.load(f)["weight_map"].values()))
+        tensors = {}
+        for shard in shards:
+            tensors.update(load_file(os.path.join(src, shard)))
+        return tensors, index
+    pickled = os.path.join(src, "pytorch_model.bin")
+    if os.path.exists(pickled):
+        if not allow_pickle:
+            raise ValueError(
+                f"{pickled} is a pickle file, and unpickling can run arbitrary code from the file. "
+                "Convert it to safetensors (model.safetensors), or, if you trust its source, pass "
+                "allow_pickle=True (--allow-pickle on the command line; needs torch installed)."
+            )
+        try:
+            import torch
+        except ImportError as e:
+            raise ImportError("Reading pytorch_model.bin needs torch: pip install torch, or convert to safetensors.") from e
+        state = torch.load(pickled, map_location="cpu", weights_only=False)
+        return {k: v.numpy() for k, v in state.items()}, pickled
+    raise FileNotFoundError(f"No model.safetensors (or sharded index) in {src}.")
+
+
+def load_huggingface_checkpoint(src, with_heads=None, allow_pickle=False):
+    """Builds a model from a Hugging Face BERT folder and loads every tensor.
+
+    Args:
+        src: folder with config.json, model.safetensors and vocab.txt.
+        with_heads: None = load MLM/NSP heads when present; False = backbone only.
+        allow_pickle: read pytorch_model.bin when there is no safetensors file.
+    Returns:
+        (BertBackbone or BertPretrainer, ImportReport)
+    """
+    config_path = os.path.join(src, "config.json")
+    if not os.path.exists(config_path):
+        raise FileNotFoundError(f"No config.json in {src}: point SRC at the folder holding the Hugging Face model files.")
+    with open(config_path, encoding="utf-8") as f:
+        config = json.load(f)
+    kwargs = backbone_kwargs_from_huggingface_config(config, config_path)
+    tensors, weights_path = _read_tensors(src, allow_pickle)
+    arrays, ignored, unknown = translate_huggingface_names(tensors)
+
+    backbone = BertBackbone(**kwargs)
+    vocabulary = read_vocabulary(os.path.join(src, "vocab.txt"))
+    lowercase = vocabulary_is_uncased(vocabulary)
+    tokenizer_config = os.path.join(src, "tokenizer_config.json")
+    if os.path.exists(tokenizer_config):
+        with open(tokenizer_config, encoding="utf-8") as f:
+            lowercase = json.load(f).get("do_lower_case", lowercase)
+    backbone.set_vocabulary(vocabulary, lowercase=lowercase)
+
+    if any(n in arrays for n in HEAD_NAMES) and with_heads is not False:
+        model = BertPretrainer(backbone)
+        targets = pretrainer_variables(model)
+    else:
+        model = backbone
+        targets = backbone_variables(backbone)
+    report = assign_weights(targets, arrays, weights_path, ignored)
+    report.unexpected = sorted(report.unexpected + unknown)
+    return model, report

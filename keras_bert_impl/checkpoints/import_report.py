@@ -1,0 +1,85 @@
+"""What an import did, tensor by tensor, and the error raised when it cannot be done."""
+
+import json
+
+
+class CheckpointMismatchError(ValueError):
+    """Raised before anything is assigned when a checkpoint does not fit the model."""
+
+    def __init__(self, report):
+        self.report = report
+        lines = [f"Checkpoint {report.source!r} does not fit the model; nothing was loaded."]
+        if report.missing:
+            lines.append(f"Missing from the checkpoint ({len(report.missing)}): " + ", ".join(report.missing))
+        if report.shape_mismatch:
+            lines.append(
+                f"Shape mismatch ({len(report.shape_mismatch)}): "
+                + ", ".join(f"{name} checkpoint {src} vs model {dst}" for name, src, dst in report.shape_mismatch)
+            )
+        lines.append(
+            "Check that the config file belongs to these weights and that --format names the checkpoint's format."
+        )
+        super().__init__("\n".join(lines))
+
+
+class ImportReport:
+    """Per-tensor outcome of an import.
+
+    Attributes:
+        source: path or description of the checkpoint.
+        mapped: list of (checkpoint name, model variable path, shape).
+        missing: model tensors (in Google's naming) the checkpoint lacks.
+        unexpected: checkpoint tensors the model has no place for.
+        ignored: checkpoint tensors skipped on purpose (optimizer slots, buffers), with the reason.
+        shape_mismatch: list of (name, checkpoint shape, model shape).
+    """
+
+    def __init__(self, source):
+        self.source = source
+        self.mapped = []
+        self.missing = []
+        self.unexpected = []
+        self.ignored = []
+        self.shape_mismatch = []
+
+    @property
+    def ok(self):
+        return not self.missing and not self.shape_mismatch
+
+    def to_dict(self):
+        return {
+            "source": self.source,
+            "mapped": [{"checkpoint": c, "model": m, "shape": list(s)} for c, m, s in self.mapped],
+            "missing": self.missing,
+            "unexpected": self.unexpected,
+            "ignored": [{"checkpoint": n, "reason": r} for n, r in self.ignored],
+            "shape_mismatch": [{"name": n, "checkpoint": list(a), "model": list(b)} for n, a, b in self.shape_mismatch],
+        }
+
+    def to_json(self):
+        return json.dumps(self.to_dict(), indent=2)
+
+    def summary(self, verbose=False):
+        lines = [
+            f"Import report for {self.source}",
+            f"  mapped:         {len(self.mapped)} tensors, "
+            f"{sum(_size(s) for _, _, s in self.mapped):,} values",
+            f"  missing:        {len(self.missing)}",
+            f"  shape mismatch: {len(self.shape_mismatch)}",
+            f"  unexpected:     {len(self.unexpected)}" + (f" ({', '.join(self.unexpected)})" if self.unexpected else ""),
+            f"  ignored:        {len(self.ignored)}"
+            + (f" ({', '.join(f'{n}: {r}' for n, r in self.ignored[:5])}{' ...' if len(self.ignored) > 5 else ''})" if self.ignored else ""),
+        ]
+        if verbose:
+            lines += [f"    {c} -> {m} {tuple(s)}" for c, m, s in self.mapped]
+        return "\n".join(lines)
+
+    def __repr__(self):
+        return self.summary()
+
+
+def _size(shape):
+    size = 1
+    for d in shape:
+        size *= int(d)
+    return size

@@ -1,0 +1,150 @@
+"""Import a tf-models-official (Model Garden) BertEncoder: a live instance or its checkpoint.
+
+Model Garden keeps attention kernels per head ([H, N, D] and [N, D, H]); we
+reshape them to Google's [H, H].
+"""
+
+import json
+import os
+import re
+
+import numpy as np
+
+from keras_bert_impl.checkpoints.weight_map import assign_weights, backbone_variables
+from keras_bert_impl.models.bert_backbone import BertBackbone
+
+_L = r"transformer/layer_(\d+)/"
+_G = r"bert/encoder/layer_\1/"
+_RULES = [
+    (r"word_embeddings/embeddings", "bert/embeddings/word_embeddings"),
+    (r"position_embedding/embeddings", "bert/embeddings/position_embeddings"),
+    (r"type_embeddings/embeddings", "bert/embeddings/token_type_embeddings"),
+    (r"embeddings/layer_norm/(gamma|beta)", r"bert/embeddings/LayerNorm/\1"),
+    (_L + r"self_attention/(query|key|value)/(kernel|bias)", _G + r"attention/self/\2/\3"),
+    (_L + r"self_attention/attention_output/(kernel|bias)", _G + r"attention/output/dense/\2"),
+    (_L + r"self_attention_layer_norm/(gamma|beta)", _G + r"attention/output/LayerNorm/\2"),
+    (_L + r"intermediate/(kernel|bias)", _G + r"intermediate/dense/\2"),
+    (_L + r"output/(kernel|bias)", _G + r"output/dense/\2"),
+    (_L + r"output_layer_norm/(gamma|beta)", _G + r"output/LayerNorm/\2"),
+    (r"pooler_transform/(kernel|bias)", r"bert/pooler/dense/\1"),
+]
+_COMPILED = [(re.compile(p + "$"), g) for p, g in _RULES]
+
+
+def _short_name(variable_name):
+    # "bert_encoder_v2/transformer/layer_0/.../kernel:0" -> "transformer/layer_0/.../kernel"
+    name = variable_name.split(":")[0]
+    return name.split("/", 1)[1] if "/" in name else name
+
+
+def translate_model_garden_names(named_arrays):
+    arrays, unknown = {}, []
+    for name, value in named_arrays.items():
+        short = _short_name(name)
+        for pattern, google in _COMPILED:
+            if pattern.match(short):
+                value = np.asarray(value)
+                if value.ndim == 3:  # [H, N, D] -> [H, H]; [N, D, H] -> [H, H]
+                    value = value.reshape(value.shape[0], -1) if "attention_output" not in short else value.reshape(-1, value.shape[-1])
+                elif value.ndim == 2 and "self_attention/" in short and short.endswith("bias") :
+                    value = value.reshape(-1)  # [N, D] -> [H]
+                arrays[pattern.sub(google, short)] = value
+                break
+        else:
+            unknown.append(name)
+    return arrays, unknown
+
+
+def _probe_activation(fn):
+    """Tells which GELU form (or other) a Model Garden activation callable computes."""
+    from math import erf, pi, sqrt, tanh
+
+    xs = np.linspace(-3, 3, 13).astype("float32")
+    got = np.asarray(fn(xs))
+    forms = {
+        "gelu": [0.5 * x * (1 + erf(x / sqrt(2))) for x in xs],
+        "gelu_approximate": [0.5 * x * (1 + tanh(sqrt(2 / pi) * (x + 0.044715 * x**3))) for x in xs],
+        "relu": np.maximum(xs, 0),
+        "tanh": np.tanh(xs),
+    }
+    for name, ref in forms.items():
+        if np.allclose(got, ref, atol=1e-6):
+            return name
+    raise ValueError(f"The encoder's inner activation {fn!r} is none of {list(forms)}; it cannot be imported.")
+
+
+def backbone_kwargs_from_model_garden(encoder):
+    config = encoder.get_config()
+    unsupported = {
+        "norm_first": False,
+        "output_range": None,
+        "embedding_layer": None,
+    }
+    for key, expected in unsupported.items():
+        if config.get(key, expected) != expected:
+            raise ValueError(f"Model Garden encoder with {key}={config[key]!r} is not a BERT encoder we can import (need {expected!r}).")
+    width = config.get("embedding_width")
+    if width not in (None, config["hidden_size"]):
+        raise ValueError(f"embedding_width={width} differs from hidden_size={config['hidden_size']} (ALBERT-style factorised embeddings); not supported.")
+    block = encoder.transformer_layers[0]
+    return dict(
+        vocabulary_size=config["vocab_size"],
+        hidden_dim=config["hidden_size"],
+        num_layers=config["num_layers"],
+        num_heads=config["num_attention_heads"],
+        intermediate_dim=config["inner_dim"],
+        activation=_probe_activation(block._intermediate_activation_layer),
+        max_sequence_length=config["max_sequence_length"],
+        num_segments=config["type_vocab_size"],
+        dropout=config.get("output_dropout", 0.1),
+        attention_dropout=config.get("attention_dropout", 0.1),
+        layer_norm_epsilon=block._norm_epsilon,
+    )
+
+
+def load_model_garden_encoder(encoder, source=None):
+    """Copies a live tf-models-official BertEncoder/BertEncoderV2 into a new BertBackbone.
+
+    Returns:
+        (BertBackbone, ImportReport)
+    """
+    kwargs = backbone_kwargs_from_model_garden(encoder)
+    arrays, unknown = translate_model_garden_names({w.name: w.numpy() for w in encoder.weights})
+    backbone = BertBackbone(**kwargs)
+    report = assign_weights(backbone_variables(backbone), arrays, source or f"live {type(encoder).__name__}")
+    report.unexpected = sorted(report.unexpected + unknown)
+    return backbone, report
+
+
+def load_model_garden_checkpoint(src):
+    """Rebuilds a BertEncoderV2 from `encoder_config.json` in `src` (its get_config(), JSON),
+    restores the TF2 checkpoint there (saved as tf.train.Checkpoint(encoder=...)), and copies it.
+
+    A vocab.txt in `src`, when present, travels with the model.
+    """
+    import tensorflow as tf
+    from official.nlp.modeling import networks
+
+    from keras_bert_impl.checkpoints.vocabulary import read_vocabulary, vocabulary_is_uncased
+
+    config_path = os.path.join(src, "encoder_config.json")
+    if not os.path.exists(config_path):
+        raise FileNotFoundError(
+            f"No encoder_config.json in {src}: save the encoder's get_config() as JSON next to its checkpoint."
+        )
+    with open(config_path, encoding="utf-8") as f:
+        config = json.load(f)
+    encoder = networks.BertEncoderV2(**config)
+    dummy = np.zeros((1, 2), "int32")
+    encoder(dict(input_word_ids=dummy, input_mask=dummy + 1, input_type_ids=dummy))
+    path = tf.train.latest_checkpoint(src)
+    if path is None:
+        raise FileNotFoundError(f"No TF2 checkpoint (a 'checkpoint' file with ckpt-N.*) in {src}.")
+    status = tf.train.Checkpoint(encoder=encoder).read(path)
+    status.assert_existing_objects_matched()
+    backbone, report = load_model_garden_encoder(encoder, source=path)
+    vocab_path = os.path.join(src, "vocab.txt")
+    if os.path.exists(vocab_path):
+        vocabulary = read_vocabulary(vocab_path)
+        backbone.set_vocabulary(vocabulary, lowercase=vocabulary_is_uncased(vocabulary))
+    return backbone, report

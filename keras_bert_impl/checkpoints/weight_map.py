@@ -1,0 +1,101 @@
+"""Our variables under Google's original TF1 names, the common language of the importers.
+
+Every importer translates its source into a dict {google_name: numpy array in
+Google's layout} and hands it to `assign_weights`, which checks everything
+first and assigns only when the whole checkpoint fits.
+"""
+
+import numpy as np
+
+from keras_bert_impl.checkpoints.import_report import CheckpointMismatchError, ImportReport
+
+
+def _dense(prefix, layer):
+    return {f"{prefix}/kernel": (layer.kernel, False), f"{prefix}/bias": (layer.bias, False)}
+
+
+def _layer_norm(prefix, layer):
+    return {f"{prefix}/gamma": (layer.gamma, False), f"{prefix}/beta": (layer.beta, False)}
+
+
+def backbone_variables(backbone):
+    """{google_name: (variable, transpose)} for a BertBackbone."""
+    emb = backbone.embeddings
+    names = {
+        "bert/embeddings/word_embeddings": (emb.token_embedding.embeddings, False),
+        "bert/embeddings/token_type_embeddings": (emb.segment_embedding.embeddings, False),
+        **_layer_norm("bert/embeddings/LayerNorm", emb.layer_norm),
+        **_dense("bert/pooler/dense", backbone.pooler.dense),
+    }
+    if emb.position_embedding == "learned":
+        names["bert/embeddings/position_embeddings"] = (emb.position_embeddings, False)
+    for i, block in enumerate(backbone.transformer_layers):
+        p = f"bert/encoder/layer_{i}"
+        att = block.attention
+        names.update(_dense(f"{p}/attention/self/query", att.query_dense))
+        names.update(_dense(f"{p}/attention/self/key", att.key_dense))
+        names.update(_dense(f"{p}/attention/self/value", att.value_dense))
+        names.update(_dense(f"{p}/attention/output/dense", att.output_dense))
+        names.update(_layer_norm(f"{p}/attention/output/LayerNorm", block.attention_layer_norm))
+        names.update(_dense(f"{p}/intermediate/dense", block.feed_forward.intermediate_dense))
+        names.update(_dense(f"{p}/output/dense", block.feed_forward.output_dense))
+        names.update(_layer_norm(f"{p}/output/LayerNorm", block.output_layer_norm))
+    return names
+
+
+HEAD_NAMES = (
+    "cls/predictions/transform/dense/kernel",
+    "cls/predictions/transform/dense/bias",
+    "cls/predictions/transform/LayerNorm/gamma",
+    "cls/predictions/transform/LayerNorm/beta",
+    "cls/predictions/output_bias",
+    "cls/seq_relationship/output_weights",
+    "cls/seq_relationship/output_bias",
+)
+
+
+def pretrainer_variables(pretrainer):
+    """Backbone names plus Google's `cls/...` pretraining heads."""
+    mlm, nsp = pretrainer.masked_lm_head, pretrainer.next_sentence_head
+    names = backbone_variables(pretrainer.backbone)
+    names.update(_dense("cls/predictions/transform/dense", mlm.dense))
+    names.update(_layer_norm("cls/predictions/transform/LayerNorm", mlm.layer_norm))
+    names["cls/predictions/output_bias"] = (mlm.output_bias, False)
+    # Google stores the NSP weights as [2, H]; a Keras Dense kernel is [H, 2].
+    names["cls/seq_relationship/output_weights"] = (nsp.dense.kernel, True)
+    names["cls/seq_relationship/output_bias"] = (nsp.dense.bias, False)
+    return names
+
+
+def assign_weights(targets, arrays, source, ignored=()):
+    """Checks `arrays` ({google_name: array}) against `targets` and assigns them all,
+    or raises CheckpointMismatchError having assigned nothing.
+
+    Args:
+        targets: {google_name: (variable, transpose)} from backbone_variables/pretrainer_variables.
+        arrays: {google_name: numpy array} translated from the source.
+        source: str, for the report.
+        ignored: list of (source_name, reason) the translator skipped on purpose.
+    Returns:
+        ImportReport.
+    """
+    report = ImportReport(source)
+    report.ignored = list(ignored)
+    ready = []
+    for name, (variable, transpose) in targets.items():
+        if name not in arrays:
+            report.missing.append(name)
+            continue
+        value = np.asarray(arrays[name])
+        value = value.T if transpose else value
+        if tuple(value.shape) != tuple(variable.shape):
+            report.shape_mismatch.append((name, tuple(value.shape), tuple(variable.shape)))
+            continue
+        ready.append((name, variable, value))
+    report.unexpected = sorted(set(arrays) - set(targets))
+    if not report.ok:
+        raise CheckpointMismatchError(report)
+    for name, variable, value in ready:
+        variable.assign(value.astype(variable.dtype))
+        report.mapped.append((name, variable.path, tuple(value.shape)))
+    return report

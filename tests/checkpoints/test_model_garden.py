@@ -1,0 +1,82 @@
+"""Parity with tf-models-official: a BertEncoderV2 with random weights, copied
+through our importer, gives the same outputs on random ids with padding."""
+
+import json
+
+import numpy as np
+import pytest
+import tensorflow as tf
+import tf_keras
+from official.nlp.modeling import networks
+
+import keras_bert_impl as kb
+from keras_bert_impl.checkpoints import CheckpointMismatchError, convert_checkpoint
+from keras_bert_impl.checkpoints.model_garden import load_model_garden_encoder
+from tests.harness import random_inputs
+
+
+def _encoder(preset, activation="gelu", **overrides):
+    c = dict(kb.BERT_PRESETS[preset], **overrides)
+    act = {"gelu": lambda x: tf_keras.activations.gelu(x, approximate=False),
+           "gelu_approximate": lambda x: tf_keras.activations.gelu(x, approximate=True)}[activation]
+    encoder = networks.BertEncoderV2(
+        vocab_size=c["vocabulary_size"], hidden_size=c["hidden_dim"], num_layers=c["num_layers"],
+        num_attention_heads=c["num_heads"], inner_dim=c["intermediate_dim"], inner_activation=act,
+        max_sequence_length=c["max_sequence_length"], type_vocab_size=c["num_segments"],
+        initializer=tf_keras.initializers.TruncatedNormal(stddev=0.02),
+    )
+    x = random_inputs(batch=4, length=33, vocabulary_size=c["vocabulary_size"], pad_last=11, seed=5)
+    x["padding_mask"][2, 20:] = 0
+    x = {k: v * x["padding_mask"] for k, v in x.items()}
+    mg_inputs = dict(input_word_ids=x["token_ids"], input_mask=x["padding_mask"], input_type_ids=x["segment_ids"])
+    encoder(mg_inputs)
+    # Random non-trivial biases and LayerNorm parameters, so a dropped or swapped one shows.
+    rng = np.random.default_rng(11)
+    for w in encoder.weights:
+        if any(k in w.name for k in ("bias", "beta", "gamma")):
+            w.assign(w.numpy() + rng.normal(0, 0.1, w.shape).astype("float32"))
+    return encoder, x, encoder(mg_inputs, training=False)
+
+
+@pytest.mark.parametrize("preset,activation", [("bert_tiny", "gelu"), ("bert_mini", "gelu_approximate"), ("bert_small", "gelu")])
+def test_model_garden_parity(preset, activation):
+    encoder, x, ref = _encoder(preset, activation)
+    backbone, report = load_model_garden_encoder(encoder)
+    assert report.ok and not report.unexpected
+    assert backbone.activation == activation
+    out = backbone.predict(x, verbose=0)
+    real = x["padding_mask"].astype(bool)
+    seq_diff = np.abs(out["sequence_output"][real] - ref["sequence_output"].numpy()[real]).max()
+    pooled_diff = np.abs(out["pooled_output"] - ref["pooled_output"].numpy()).max()
+    print(f"{preset}: sequence {seq_diff:.2e}, pooled {pooled_diff:.2e}")
+    assert seq_diff <= 1e-5 and pooled_diff <= 1e-5
+
+
+def test_model_garden_checkpoint(tmp_path):
+    encoder, x, ref = _encoder("bert_tiny", vocabulary_size=64)
+    tf.train.Checkpoint(encoder=encoder).save(str(tmp_path / "ckpt"))
+    config = encoder.get_config()
+    config["inner_activation"] = "gelu"  # the exact form, as a name JSON can carry
+    config["initializer"] = None
+    (tmp_path / "encoder_config.json").write_text(json.dumps({k: v for k, v in config.items() if k in (
+        "vocab_size", "hidden_size", "num_layers", "num_attention_heads", "inner_dim", "inner_activation",
+        "max_sequence_length", "type_vocab_size")}))
+    backbone, report = convert_checkpoint(str(tmp_path), format="model-garden")
+    assert report.ok
+    out = backbone.predict(x, verbose=0)
+    real = x["padding_mask"].astype(bool)
+    assert np.abs(out["sequence_output"][real] - ref["sequence_output"].numpy()[real]).max() <= 1e-5
+
+
+def test_model_garden_mismatch_is_reported():
+    encoder, _, _ = _encoder("bert_tiny", vocabulary_size=64)
+    from keras_bert_impl.checkpoints.model_garden import translate_model_garden_names
+    from keras_bert_impl.checkpoints.weight_map import assign_weights, backbone_variables
+
+    arrays, _ = translate_model_garden_names({w.name: w.numpy() for w in encoder.weights})
+    del arrays["bert/encoder/layer_1/output/LayerNorm/beta"]
+    target = kb.BertBackbone(**dict(kb.BERT_PRESETS["bert_tiny"], vocabulary_size=64))
+    before = target.embeddings.token_embedding.embeddings.numpy().copy()
+    with pytest.raises(CheckpointMismatchError, match="Missing from the checkpoint \\(1\\): bert/encoder/layer_1/output/LayerNorm/beta"):
+        assign_weights(backbone_variables(target), arrays, "test")
+    np.testing.assert_array_equal(target.embeddings.token_embedding.embeddings.numpy(), before)  # nothing half-loaded
