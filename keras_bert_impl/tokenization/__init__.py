@@ -1,0 +1,1 @@
+from keras_bert_impl.tokenization.bert_preprocessor import BertPreprocessor
