@@ -42,6 +42,8 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 import numpy as np  # noqa: E402
 import tensorflow as tf  # noqa: E402
 
+tf.get_logger().setLevel("ERROR")  # one tf.function per variant trips the retracing warning
+
 # Dense + attention multiply-adds of BERT-base at T=128, times 2, per sequence:
 # 12 * 128 * 2 * (4*768*768 + 2*768*3072 + 2*128*768) = 22.35e9.
 GFLOP_PER_SEQUENCE = 22.4

@@ -126,6 +126,22 @@ class BertPreprocessor(keras.layers.Layer):
         keep = tf.logical_and(token_ids != self.pad_id, tf.logical_and(token_ids != self.cls_id, token_ids != self.sep_id))
         return self._tokenizer.detokenize(tf.ragged.boolean_mask(token_ids, keep))
 
+    def __call__(self, inputs, *args, **kwargs):
+        # Keras reads a plain list as several positional inputs; a list of
+        # Python strings here is one batch of sentences.
+        def to_tensor(x):
+            if isinstance(x, str):
+                x = [x]
+            if isinstance(x, list) and all(isinstance(t, (str, bytes)) for t in x):
+                return tf.constant(x, tf.string)
+            return x
+
+        if isinstance(inputs, tuple):
+            inputs = tuple(to_tensor(x) for x in inputs)
+        else:
+            inputs = to_tensor(inputs)
+        return super().__call__(inputs, *args, **kwargs)
+
     def call(self, inputs):
         if isinstance(inputs, dict):
             raise ValueError("BertPreprocessor takes a string tensor or a tuple (text_a, text_b), not a dict.")
@@ -150,6 +166,13 @@ class BertPreprocessor(keras.layers.Layer):
             "segment_ids": tf.cast(segment_ids.to_tensor(default_value=0, shape=shape), tf.int32),
             "padding_mask": tf.cast(tf.ones_like(token_ids).to_tensor(default_value=0, shape=shape), tf.int32),
         }
+
+    def compute_output_spec(self, inputs):
+        # Declared rather than traced: a model being loaded calls this layer
+        # symbolically before load_assets has restored the vocabulary.
+        first = inputs[0] if isinstance(inputs, (tuple, list)) else inputs
+        shape = (first.shape[0], self.sequence_length)
+        return {key: keras.KerasTensor(shape, dtype="int32") for key in ("token_ids", "segment_ids", "padding_mask")}
 
     def save_assets(self, dir_path):
         with open(os.path.join(dir_path, VOCAB_ASSET), "w", encoding="utf-8") as f:

@@ -1,0 +1,72 @@
+"""BertPreprocessor: packing, Google's pair truncation, and saving."""
+
+import itertools
+import os
+
+import keras
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from keras_bert_impl.tokenization import BertPreprocessor
+from keras_bert_impl.tokenization.bert_preprocessor import truncate_pair_lengths
+
+
+def google_truncate_seq_pair(len_a, len_b, max_length):
+    """The loop of Google's run_classifier._truncate_seq_pair, on lengths."""
+    while len_a + len_b > max_length:
+        if len_a > len_b:
+            len_a -= 1
+        else:
+            len_b -= 1
+    return len_a, len_b
+
+
+def test_pair_truncation_matches_google_loop():
+    cases = list(itertools.product(range(0, 14), range(0, 14), range(0, 12)))
+    a, b, m = (np.array(c) for c in zip(*cases))
+    keep_a, keep_b = truncate_pair_lengths(tf.constant(a), tf.constant(b), tf.constant(m))
+    expected = np.array([google_truncate_seq_pair(*c) for c in cases])
+    np.testing.assert_array_equal(np.stack([keep_a.numpy(), keep_b.numpy()], 1), expected)
+
+
+@pytest.fixture(scope="module")
+def preprocessor():
+    from tests.conftest import DATA
+
+    return BertPreprocessor(os.path.join(DATA, "minilm", "vocab.txt"), sequence_length=12)
+
+
+def test_single_and_pair_packing(preprocessor):
+    out = preprocessor(tf.constant(["The quick brown fox jumps over the lazy dog.", "hi"]))
+    ids = out["token_ids"].numpy()
+    assert ids[0].tolist() == [101, 1996, 4248, 2829, 4419, 14523, 2058, 1996, 13971, 3899, 1012, 102]
+    assert ids[1, :3].tolist() == [101, 7632, 102] and (ids[1, 3:] == 0).all()
+    assert out["padding_mask"].numpy()[1].tolist() == [1, 1, 1] + [0] * 9
+    pair = preprocessor((tf.constant(["a b c d e f g h i j"]), tf.constant(["k l m"])))
+    # budget 9 = 12 - 3: A keeps 6, B keeps 3, as Google's loop does.
+    assert pair["token_ids"].numpy()[0].tolist() == [101, 1037, 1038, 1039, 1040, 1041, 1042, 102, 1047, 1048, 1049, 102]
+    assert pair["segment_ids"].numpy()[0].tolist() == [0] * 8 + [1] * 4
+
+
+def test_detokenize(preprocessor):
+    ids = preprocessor(tf.constant(["Hello, World!"]))["token_ids"]
+    assert preprocessor.detokenize(ids).numpy().tolist() == [b"hello , world !"]
+
+
+def test_saved_with_vocabulary(preprocessor, tmp_path):
+    inputs = keras.Input(shape=(), dtype="string")
+    model = keras.Model(inputs, preprocessor(inputs))
+    model.save(tmp_path / "p.keras")
+    again = keras.saving.load_model(tmp_path / "p.keras")
+    x = tf.constant(["Über café naïve"])
+    assert again(x)["token_ids"].numpy().tolist() == model(x)["token_ids"].numpy().tolist()
+
+
+def test_bad_vocabulary(tmp_path):
+    with pytest.raises(ValueError, match="lacks BERT's special tokens \\['\\[MASK\\]'\\]"):
+        BertPreprocessor(["[PAD]", "[UNK]", "[CLS]", "[SEP]", "a"])
+    with pytest.raises(ValueError, match="duplicate entries \\['a'\\]"):
+        BertPreprocessor(["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "a", "a"])
+    with pytest.raises(ValueError, match="sequence_length must be an int >= 3"):
+        BertPreprocessor(["[PAD]"], sequence_length=2)
