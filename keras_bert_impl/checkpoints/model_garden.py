@@ -28,27 +28,23 @@ _RULES = [
     (_L + r"output_layer_norm/(gamma|beta)", _G + r"output/LayerNorm/\2"),
     (r"pooler_transform/(kernel|bias)", r"bert/pooler/dense/\1"),
 ]
-_COMPILED = [(re.compile(p + "$"), g) for p, g in _RULES]
-
-
-def _short_name(variable_name):
-    # "bert_encoder_v2/transformer/layer_0/.../kernel:0" -> "transformer/layer_0/.../kernel"
-    name = variable_name.split(":")[0]
-    return name.split("/", 1)[1] if "/" in name else name
+# BertEncoderV2 prefixes its variables with the model name ("bert_encoder_v2/..."),
+# the functional BertEncoder does not; the optional leading group takes either.
+_COMPILED = [(re.compile(r"(?:.*/)?" + p + "$"), g) for p, g in _RULES]
 
 
 def translate_model_garden_names(named_arrays):
     arrays, unknown = {}, []
     for name, value in named_arrays.items():
-        short = _short_name(name)
+        short = name.split(":")[0]
         for pattern, google in _COMPILED:
             if pattern.match(short):
                 value = np.asarray(value)
                 if value.ndim == 3:  # [H, N, D] -> [H, H]; [N, D, H] -> [H, H]
                     value = value.reshape(value.shape[0], -1) if "attention_output" not in short else value.reshape(-1, value.shape[-1])
-                elif value.ndim == 2 and "self_attention/" in short and short.endswith("bias") :
+                elif value.ndim == 2 and "self_attention/" in short and short.endswith("bias"):
                     value = value.reshape(-1)  # [N, D] -> [H]
-                arrays[pattern.sub(google, short)] = value
+                arrays[pattern.match(short).expand(google)] = value
                 break
         else:
             unknown.append(name)
@@ -103,7 +99,7 @@ def backbone_kwargs_from_model_garden(encoder):
 
 
 def load_model_garden_encoder(encoder, source=None):
-    """Copies a live tf-models-official BertEncoder/BertEncoderV2 into a new BertBackbone.
+    """Copies a live tf-models-official BertEncoder or BertEncoderV2 into a new BertBackbone.
 
     Returns:
         (BertBackbone, ImportReport)

@@ -15,16 +15,21 @@ from keras_bert_impl.checkpoints.model_garden import load_model_garden_encoder
 from tests.harness import random_inputs
 
 
-def _encoder(preset, activation="gelu", **overrides):
+def _encoder(preset, activation="gelu", encoder_class="BertEncoderV2", **overrides):
     c = dict(kb.BERT_PRESETS[preset], **overrides)
     act = {"gelu": lambda x: tf_keras.activations.gelu(x, approximate=False),
            "gelu_approximate": lambda x: tf_keras.activations.gelu(x, approximate=True)}[activation]
-    encoder = networks.BertEncoderV2(
+    common = dict(
         vocab_size=c["vocabulary_size"], hidden_size=c["hidden_dim"], num_layers=c["num_layers"],
-        num_attention_heads=c["num_heads"], inner_dim=c["intermediate_dim"], inner_activation=act,
-        max_sequence_length=c["max_sequence_length"], type_vocab_size=c["num_segments"],
+        num_attention_heads=c["num_heads"], max_sequence_length=c["max_sequence_length"],
+        type_vocab_size=c["num_segments"],
+        # BERT's own initializer range; biases and LayerNorms are perturbed below.
         initializer=tf_keras.initializers.TruncatedNormal(stddev=0.02),
     )
+    if encoder_class == "BertEncoderV2":
+        encoder = networks.BertEncoderV2(inner_dim=c["intermediate_dim"], inner_activation=act, **common)
+    else:  # the functional BertEncoder, with its own argument names and list outputs
+        encoder = networks.BertEncoder(intermediate_size=c["intermediate_dim"], activation=act, dict_outputs=True, **common)
     x = random_inputs(batch=4, length=33, vocabulary_size=c["vocabulary_size"], pad_last=11, seed=5)
     x["padding_mask"][2, 20:] = 0
     x = {k: v * x["padding_mask"] for k, v in x.items()}
@@ -38,9 +43,17 @@ def _encoder(preset, activation="gelu", **overrides):
     return encoder, x, encoder(mg_inputs, training=False)
 
 
-@pytest.mark.parametrize("preset,activation", [("bert_tiny", "gelu"), ("bert_mini", "gelu_approximate"), ("bert_small", "gelu")])
-def test_model_garden_parity(preset, activation):
-    encoder, x, ref = _encoder(preset, activation)
+@pytest.mark.parametrize(
+    "preset,activation,encoder_class",
+    [
+        ("bert_tiny", "gelu", "BertEncoder"),
+        ("bert_mini", "gelu_approximate", "BertEncoderV2"),
+        ("bert_small", "gelu", "BertEncoderV2"),
+        ("bert_small", "gelu_approximate", "BertEncoder"),
+    ],
+)
+def test_model_garden_parity(preset, activation, encoder_class):
+    encoder, x, ref = _encoder(preset, activation, encoder_class)
     backbone, report = load_model_garden_encoder(encoder)
     assert report.ok and not report.unexpected
     assert backbone.activation == activation
@@ -48,7 +61,7 @@ def test_model_garden_parity(preset, activation):
     real = x["padding_mask"].astype(bool)
     seq_diff = np.abs(out["sequence_output"][real] - ref["sequence_output"].numpy()[real]).max()
     pooled_diff = np.abs(out["pooled_output"] - ref["pooled_output"].numpy()).max()
-    print(f"{preset}: sequence {seq_diff:.2e}, pooled {pooled_diff:.2e}")
+    print(f"{encoder_class} {preset}: sequence {seq_diff:.2e}, pooled {pooled_diff:.2e}")
     assert seq_diff <= 1e-5 and pooled_diff <= 1e-5
 
 
