@@ -5,6 +5,9 @@ import os
 import sys
 import tempfile
 
+# Before TensorFlow is first imported: keep its C++ start-up chatter off the terminal.
+os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+
 
 def _atomic_save(model, output):
     """Writes the .keras file next to its destination, then renames it into place,
@@ -73,12 +76,15 @@ def build_parser():
     convert.add_argument("--report-json", help="Also write the per-tensor report as JSON to this path.")
     convert.add_argument("--verbose", action="store_true", help="List every mapped tensor.")
     convert.set_defaults(func=_convert)
+
+    from keras_bert_impl.commands import pretrain_data
+
+    pretrain_data.add_parser(sub)
     return parser
 
 
 def main(argv=None):
     args = build_parser().parse_args(argv)
-    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
     return args.func(args)
 
 

@@ -19,8 +19,9 @@ class BertPretrainer(BertTask):
     Inputs: the backbone's three plus `mask_positions` int [B, P]. Outputs:
     `mlm_logits` [B, P, V] and `nsp_logits` [B, 2] (0 = IsNext, 1 = NotNext).
     Train with `y={"mlm_logits": masked_ids, "nsp_logits": nsp_labels}` and
-    `sample_weight={"mlm_logits": mask_weights}` (Google's `masked_lm_weights`),
-    so the MLM loss counts only real masked positions, not the padding of P.
+    `sample_weight={"mlm_logits": mask_weights, "nsp_logits": ones}` (Google's
+    `masked_lm_weights`; Keras wants a weight for every output once one has
+    one), so the MLM loss counts only real masked positions, not the padding of P.
 
     Args:
         backbone: a `BertBackbone`.

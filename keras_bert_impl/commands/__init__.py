@@ -1,0 +1,1 @@
+"""Subcommands of `kbert`, each exposing add_parser(subparsers)."""

@@ -1,0 +1,134 @@
+"""`kbert pretrain-data`: text files -> sharded TFRecords of BERT MLM + NSP examples."""
+
+import os
+import sys
+import time
+
+DESCRIPTION = """\
+Create BERT pretraining examples (masked LM + next-sentence prediction) from raw
+text, following Google's create_pretraining_data.py, and write them as sharded
+TFRecords with Google's feature names (input_ids, input_mask, segment_ids,
+masked_lm_positions, masked_lm_ids, masked_lm_weights, next_sentence_labels;
+next_sentence_labels 0 = IsNext, 1 = NotNext). The input streams through a
+bounded buffer of documents, so memory does not grow with the corpus. Shards
+appear under their final names only when everything is written; DIR also gets
+pretraining.json with the settings. Read them back for BertPretrainer.fit with
+keras_bert_impl.data.PretrainingRecordReader.from_directory(DIR).dataset(...).
+"""
+
+
+def add_parser(subparsers):
+    """Registers `pretrain-data` on an argparse subparsers object."""
+    p = subparsers.add_parser(
+        "pretrain-data",
+        help="Create BERT pretraining TFRecords (MLM + NSP) from text files.",
+        description=DESCRIPTION,
+    )
+    p.add_argument(
+        "files", nargs="+", metavar="FILES",
+        help="Input files or glob patterns. --format text: one sentence per line, a blank line between "
+        "documents. --format reviews-csv: one document per row (\"label\",\"text\").",
+    )
+    p.add_argument("--vocab", required=True, help="WordPiece vocab.txt (must contain [PAD] [UNK] [CLS] [SEP] [MASK]); "
+                   "casing is read off it.")
+    p.add_argument("--output", required=True, metavar="DIR", help="Directory for the shards and pretraining.json.")
+    p.add_argument("--format", default="text", choices=["text", "reviews-csv"],
+                   help="Input format (default: text). reviews-csv splits each review into sentences at its line "
+                   "breaks, or after . ! ? when it has none.")
+    p.add_argument("--max-seq-length", type=int, default=128, help="Packed sequence length, [CLS] A [SEP] B [SEP] "
+                   "(default: 128; at least 5).")
+    p.add_argument("--max-predictions-per-seq", type=int, default=20,
+                   help="Most masked-LM targets per sequence (default: 20, Google's for 128; use 80 for 512).")
+    p.add_argument("--masked-lm-prob", type=float, default=0.15, help="Fraction of tokens to mask, in (0, 1); of "
+                   "those 80%% become [MASK], 10%% a random token, 10%% stay (default: 0.15).")
+    p.add_argument("--short-seq-prob", type=float, default=0.1,
+                   help="Probability that a document uses a random shorter target length, in [0, 1] (default: 0.1).")
+    p.add_argument("--dupe-factor", type=int, default=10,
+                   help="Passes over the corpus, each with new pairs and masks (default: 10). Use 1 with "
+                   "--dynamic-masking.")
+    p.add_argument("--whole-word-masking", action="store_true",
+                   help="Mask all WordPieces of a word together (a piece and its following ## pieces).")
+    p.add_argument("--google-nsp", action="store_true",
+                   help="Google's exact pairing, which forces NotNext for one-sentence chunks (about 54%% NotNext "
+                   "on movie reviews). Default: a fair 50/50 coin for every pair.")
+    p.add_argument("--dynamic-masking", action="store_true",
+                   help="Write unmasked examples (no masked_lm_* features); masks are then drawn afresh every epoch "
+                   "by PretrainingRecordReader(..., masker=PretrainingMasker(...)).")
+    p.add_argument("--seed", type=int, default=12345, help="Random seed; the same seed gives the same records "
+                   "(default: 12345, Google's).")
+    p.add_argument("--num-shards", type=int, default=4, help="Number of output TFRecord files (default: 4).")
+    p.add_argument("--document-buffer-size", type=int, default=1000,
+                   help="Documents held in memory: the shuffle window and the pool NotNext segments are drawn from "
+                   "(default: 1000). A corpus that fits is processed exactly as Google does.")
+    p.add_argument("--shuffle-buffer-size", type=int, default=10000,
+                   help="Examples held to shuffle the output (default: 10000).")
+    p.add_argument("--overwrite", action="store_true", help="Replace pretraining shards already in DIR.")
+    p.add_argument("--quiet", action="store_true", help="No progress bar.")
+    p.set_defaults(func=run)
+    return p
+
+
+def run(args):
+    # Imported here so `kbert --help` does not pay for TensorFlow.
+    from keras_bert_impl.data import PretrainingCorpus, PretrainingExampleBuilder
+
+    prog = "kbert pretrain-data"
+    try:
+        corpus = PretrainingCorpus(args.files, format=args.format)
+        builder = PretrainingExampleBuilder(
+            args.vocab,
+            max_seq_length=args.max_seq_length,
+            max_predictions_per_seq=args.max_predictions_per_seq,
+            masked_lm_prob=args.masked_lm_prob,
+            short_seq_prob=args.short_seq_prob,
+            dupe_factor=args.dupe_factor,
+            whole_word_masking=args.whole_word_masking,
+            balanced_nsp=not args.google_nsp,
+            document_buffer_size=args.document_buffer_size,
+            mask=not args.dynamic_masking,
+            seed=args.seed,
+        )
+        documents, sentences = corpus.scan()
+        if documents == 0:
+            raise ValueError(
+                f"The input has no text: {len(corpus.paths)} file(s), 0 documents. Check the files and --format "
+                f"({args.format})."
+            )
+        progress = _Progress(documents * args.dupe_factor, quiet=args.quiet)
+        start = time.time()
+        writer = builder.write(
+            corpus, args.output, num_shards=args.num_shards, shuffle_buffer_size=args.shuffle_buffer_size,
+            overwrite=args.overwrite, on_document=progress.document,
+        )
+        progress.done()
+    except (ValueError, FileNotFoundError, FileExistsError) as e:
+        print(f"{prog}: {e}", file=sys.stderr)
+        return 1
+    masked = "unmasked (dynamic masking)" if args.dynamic_masking else "statically masked"
+    print(
+        f"Read {documents} documents, {sentences} sentences from {len(corpus.paths)} file(s). Wrote "
+        f"{writer.count} {masked} examples in {time.time() - start:.1f} s to {len(writer.paths)} shard(s) in "
+        f"{os.path.abspath(args.output)} ({os.path.basename(writer.metadata_path)} holds the settings)."
+    )
+    return 0
+
+
+class _Progress:
+    """A Keras progress bar over document visits (documents x dupe_factor)."""
+
+    def __init__(self, target, quiet):
+        import keras
+
+        self.seen = 0
+        self.target = target
+        self.bar = None if quiet else keras.utils.Progbar(target, unit_name="document")
+
+    def document(self, new_instances):
+        self.seen += 1
+        if self.bar is not None and (self.seen % 50 == 0 or self.seen == self.target):
+            self.bar.update(min(self.seen, self.target))
+
+    def done(self):
+        if self.bar is not None and self.seen < self.target:
+            # Documents whose lines held no WordPiece tokens were skipped.
+            self.bar.update(self.target, finalize=True)

@@ -1,0 +1,162 @@
+"""Documents of sentences, streamed from disk one document at a time."""
+
+import csv
+import glob
+import os
+import re
+
+# A review field with no line breaks is cut after . ! or ? followed by space.
+# Deliberately simple (no abbreviation list): it only runs on single-line
+# fields, and the Pang & Lee reviews already come one sentence per line.
+_SENTENCE_END = re.compile(r"(?<=[.!?])\s+(?=\S)")
+
+
+class PretrainingCorpus:
+    """Text files read lazily as documents, each a list of sentence strings.
+
+    Iterating re-reads the files from the start and holds one document at a
+    time, so a corpus of any size costs the memory of its longest document.
+
+    Formats:
+        "text": Google's create_pretraining_data.py input, one sentence per
+            line, blank lines between documents. Lines are stripped; a line of
+            only whitespace is a document boundary, as in Google's reader.
+            Unlike Google's reader, the end of a file also ends a document
+            (Google carries the last document of one file into the next file
+            unless the file ends with a blank line).
+        "reviews-csv": a CSV such as data/corpora/polarity-en-pang&lee1.csv
+            (`"label","review"`, UTF-8 with or without BOM, no header). Each row
+            is a document; the review (column `text_column`) is split into
+            sentences at its line breaks (the Pang & Lee reviews are stored one
+            sentence per line) and, when a review has no line break, after
+            `.`, `!` or `?` followed by whitespace. Other columns are ignored.
+
+    Args:
+        paths: a path, a glob pattern, or a list of them.
+        format: "text" or "reviews-csv".
+        text_column: the CSV column holding the document text (reviews-csv).
+
+    Example:
+    >>> corpus = PretrainingCorpus("data/corpora/polarity-en-pang&lee1.csv", format="reviews-csv")
+    >>> next(iter(corpus))[:1]
+    ["films adapted from comic books have had plenty of success , ..."]
+    """
+
+    FORMATS = ("text", "reviews-csv")
+
+    def __init__(self, paths, format="text", text_column=-1):
+        if format not in self.FORMATS:
+            raise ValueError(f"format must be one of {list(self.FORMATS)}. Received: format={format!r}")
+        if isinstance(text_column, bool) or not isinstance(text_column, int):
+            raise ValueError(f"text_column must be an int (a CSV column index). Received: text_column={text_column!r}")
+        if isinstance(paths, (str, os.PathLike)):
+            paths = [paths]
+        paths = [os.fspath(p) for p in paths]
+        if not paths:
+            raise ValueError("PretrainingCorpus needs at least one input file. Received: paths=[]")
+        self.paths = self._expand(paths)
+        self.format = format
+        self.text_column = text_column
+
+    @staticmethod
+    def _expand(patterns):
+        files, missing = [], []
+        for pattern in patterns:
+            # A literal file name may contain glob characters (the Pang & Lee
+            # corpus names have "&"; others may have "[").
+            if os.path.exists(pattern):
+                matches = [pattern]
+            else:
+                matches = sorted(glob.glob(pattern))
+            if not matches:
+                missing.append(pattern)
+            for path in matches:
+                if os.path.isdir(path):
+                    raise ValueError(f"Input {path!r} is a directory; pass the text files in it (e.g. {path}/*.txt).")
+            files.extend(matches)
+        if missing:
+            raise FileNotFoundError(f"Input file(s) not found: {missing}")
+        return files
+
+    def __iter__(self):
+        read = self._text_documents if self.format == "text" else self._csv_documents
+        for path in self.paths:
+            yield from read(path)
+
+    def scan(self):
+        """(documents, sentences) in the corpus, from one cheap pass without tokenization.
+
+        Used to fail fast on an empty corpus and to size the progress bar."""
+        documents = sentences = 0
+        for document in self:
+            documents += 1
+            sentences += len(document)
+        return documents, sentences
+
+    def _text_documents(self, path):
+        document = []
+        with open(path, "rb") as f:
+            for number, raw in enumerate(f, 1):
+                line = _decode(raw, path, number)
+                if number == 1:
+                    line = line.lstrip("\ufeff")  # a UTF-8 byte-order mark is not text
+                line = line.strip()
+                if not line:
+                    if document:
+                        yield document
+                    document = []
+                else:
+                    document.append(line)
+        if document:
+            yield document
+
+    def _csv_documents(self, path):
+        # csv needs text mode; decoding errors are reported with the row.
+        with open(path, encoding="utf-8-sig", newline="") as f:
+            reader = csv.reader(f)
+            row_number = 0
+            while True:
+                try:
+                    row = next(reader)
+                except StopIteration:
+                    return
+                except UnicodeDecodeError as e:
+                    raise ValueError(
+                        f"{path} is not UTF-8 text (near CSV row {row_number + 1}): {e}. "
+                        "Convert it to UTF-8 or check that it is the right file."
+                    ) from None
+                except csv.Error as e:
+                    raise ValueError(f"{path}: malformed CSV near row {row_number + 1}: {e}") from None
+                row_number += 1
+                if not row:
+                    continue
+                try:
+                    text = row[self.text_column]
+                except IndexError:
+                    raise ValueError(
+                        f"{path} row {row_number} has {len(row)} column(s); text_column={self.text_column} is out "
+                        "of range. Is this a reviews CSV (\"label\",\"text\")?"
+                    ) from None
+                document = split_sentences(text)
+                if document:
+                    yield document
+
+
+def split_sentences(text):
+    """The reviews-csv rule: line breaks, else sentence-final punctuation."""
+    lines = [line.strip() for line in text.splitlines()]
+    lines = [line for line in lines if line]
+    if len(lines) == 1:
+        lines = [s.strip() for s in _SENTENCE_END.split(lines[0]) if s.strip()]
+    return lines
+
+
+def _decode(raw, path, number):
+    try:
+        return raw.decode("utf-8")
+    except UnicodeDecodeError as e:
+        raise ValueError(
+            f"{path} line {number} is not UTF-8 text ({e.reason} at byte {e.start}). Pretraining input must be "
+            "UTF-8 plain text, one sentence per line, blank lines between documents."
+        ) from None
+

@@ -1,0 +1,402 @@
+"""Documents -> sentence-pair pretraining examples, streamed with bounded memory.
+
+This follows google-research/bert create_pretraining_data.py
+(`create_training_instances`, `create_instances_from_document`,
+`truncate_seq_pair`, `create_masked_lm_predictions`), draw for draw, with one
+change: Google loads the whole corpus, shuffles it, and draws NotNext segments
+from any document of the corpus. Here documents stream through a buffer of
+`document_buffer_size` documents, which is both the shuffle window and the pool
+the random documents come from. See `PretrainingExampleBuilder` for the details.
+"""
+
+import collections
+import random
+
+import numpy as np
+import tensorflow as tf
+
+from keras_bert_impl.data.pretraining_features import IS_NEXT, NOT_NEXT, check_fraction, check_int, load_vocabulary
+from keras_bert_impl.data.pretraining_masker import PretrainingMasker
+from keras_bert_impl.data.pretraining_record_writer import PretrainingRecordWriter
+from keras_bert_impl.tokenization import BertPreprocessor
+
+PretrainingInstance = collections.namedtuple(
+    "PretrainingInstance", ["token_ids", "segment_ids", "is_random_next", "masked_lm_positions", "masked_lm_ids"]
+)
+PretrainingInstance.__doc__ = """One packed pair before padding: `[CLS] A [SEP] B [SEP]` ids, its
+segment ids, whether B is a random segment (NotNext), and the masked positions
+with their original ids (empty when the builder does not mask)."""
+
+
+class PretrainingExampleBuilder:
+    """Builds BERT's MLM + NSP examples from a `PretrainingCorpus`, in a stream.
+
+    Per document (Google's `create_instances_from_document`): sentences are
+    gathered into a chunk until it reaches the target length (max_seq_length - 3,
+    or with probability `short_seq_prob` a random length in [2, that], drawn
+    once per document as in Google's code); a random number of the chunk's
+    sentences become segment A; B is the rest of the chunk (IsNext, label 0),
+    or, half of the time, a run of sentences from a random other document
+    (NotNext, label 1), and then the unused sentences of the chunk go back to
+    the document. Pairs are truncated one token at a time from the longer side,
+    front or back at random, and masked by `PretrainingMasker`.
+
+    NSP balance: Google's code also forces NotNext whenever the chunk is a
+    single sentence (a document's last sentence left alone, and most chunks of
+    short-target documents, where one sentence already reaches the target).
+    On the Pang & Lee reviews that makes 54% of the pairs NotNext, not 50%.
+    With `balanced_nsp=True` (the default) every pair gets the fair coin: an
+    IsNext one-sentence chunk takes as B the sentences that follow it in the
+    document (until B reaches the target length), or, for the document's last
+    sentence, becomes (previous sentence, last sentence). Only one-sentence
+    documents are still forced to NotNext. `balanced_nsp=False` is Google's
+    algorithm draw for draw.
+
+    Streaming, and how it differs from Google: Google reads every document into
+    memory, shuffles them, runs `dupe_factor` passes over the shuffled list, and
+    picks NotNext segments from any document of the corpus. Here at most
+    `document_buffer_size` tokenized documents are held. Once the buffer is
+    full, each incoming document replaces a uniformly chosen buffered one, which
+    is processed first (the buffer is a shuffle window, like tf.data's), and its
+    NotNext segments come from the other buffered documents; at the end of the
+    input the rest of the buffer is shuffled and processed. Each further
+    `dupe_factor` pass re-reads the files. Memory is therefore O(document buffer)
+    and does not grow with the corpus (the bound is in documents: for
+    book-length documents, lower the buffer). Random documents come from the same
+    neighbourhood of up to `document_buffer_size` documents rather than the whole
+    corpus: with documents in random order that is still a random document for
+    NSP, but for a corpus sorted by topic, shuffle the document order first or
+    raise the buffer. When the whole corpus fits in the buffer (the input ends
+    before the buffer fills), nothing is evicted and the algorithm is Google's
+    exactly: one shuffle, then `dupe_factor` passes over the same list, with the
+    same random draws as Google's code for the same seed and tokens (with
+    `balanced_nsp=False`).
+
+    Google also shuffles all instances at the end; `PretrainingRecordWriter`
+    does that with a bounded shuffle buffer.
+
+    Args:
+        vocabulary: list of tokens, or a path to vocab.txt (WordPiece; casing is
+            read off it).
+        max_seq_length: packed length (>= 5: [CLS] a [SEP] b [SEP]).
+        max_predictions_per_seq: masked-LM targets per sequence, at most.
+        masked_lm_prob: fraction of tokens to mask, in (0, 1).
+        short_seq_prob: probability of a shorter target length, in [0, 1].
+        dupe_factor: passes over the corpus, each with new pairs and masks.
+        whole_word_masking: mask whole words (see `PretrainingMasker`).
+        balanced_nsp: a fair IsNext/NotNext coin for every pair (see above);
+            False reproduces Google's output exactly.
+        document_buffer_size: documents held at once (shuffle window and
+            NotNext pool).
+        mask: False builds unmasked examples for dynamic masking (no
+            masked_lm_* features).
+        seed: seed of the `random.Random` all draws come from (Google's
+            default is 12345).
+        tokenize_batch_size: sentences tokenized per call of the in-graph
+            tokenizer.
+
+    Example:
+    >>> builder = PretrainingExampleBuilder("data/minilm/vocab.txt", dupe_factor=1)
+    >>> corpus = PretrainingCorpus("data/corpora/polarity-en-pang&lee1.csv", format="reviews-csv")
+    >>> first = next(builder.examples(corpus))
+    >>> sorted(first)[:3]
+    ['input_ids', 'input_mask', 'masked_lm_ids']
+    """
+
+    def __init__(
+        self,
+        vocabulary,
+        max_seq_length=128,
+        max_predictions_per_seq=20,
+        masked_lm_prob=0.15,
+        short_seq_prob=0.1,
+        dupe_factor=10,
+        whole_word_masking=False,
+        balanced_nsp=True,
+        document_buffer_size=1000,
+        mask=True,
+        seed=12345,
+        tokenize_batch_size=2048,
+    ):
+        vocabulary = load_vocabulary(vocabulary)
+        check_int("max_seq_length", max_seq_length, 5)
+        check_fraction("short_seq_prob", short_seq_prob, open_low=False, open_high=False)
+        check_int("dupe_factor", dupe_factor, 1)
+        check_int("document_buffer_size", document_buffer_size, 1)
+        check_int("seed", seed, 0)
+        check_int("tokenize_batch_size", tokenize_batch_size, 1)
+        for name, value in (("mask", mask), ("balanced_nsp", balanced_nsp)):
+            if not isinstance(value, bool):
+                raise ValueError(f"{name} must be True or False. Received: {name}={value!r}")
+        # The masker checks masked_lm_prob, max_predictions_per_seq, whole_word_masking.
+        self.masker = PretrainingMasker(vocabulary, masked_lm_prob, max_predictions_per_seq, whole_word_masking)
+        self.vocabulary = vocabulary
+        self.max_seq_length = max_seq_length
+        self.max_predictions_per_seq = max_predictions_per_seq
+        self.masked_lm_prob = masked_lm_prob
+        self.short_seq_prob = short_seq_prob
+        self.dupe_factor = dupe_factor
+        self.whole_word_masking = whole_word_masking
+        self.balanced_nsp = balanced_nsp
+        self.document_buffer_size = document_buffer_size
+        self.mask = mask
+        self.seed = seed
+        self.tokenize_batch_size = tokenize_batch_size
+        self._preprocessor = BertPreprocessor(vocabulary, sequence_length=max_seq_length)
+        # One traced graph for every batch instead of eager op-by-op dispatch.
+        self._tokenize = tf.function(
+            self._preprocessor.tokenize, input_signature=[tf.TensorSpec([None], tf.string)], reduce_retracing=True
+        )
+
+    # ---- documents -> token ids ------------------------------------------
+
+    def tokenized_documents(self, corpus):
+        """Yields each document as a list of int32 arrays, one per sentence.
+
+        Sentences are tokenized in batches; a sentence with no tokens is
+        dropped and a document with no sentences skipped, as in Google's reader."""
+        pending, pending_sentences = [], 0
+        for document in corpus:
+            pending.append(document)
+            pending_sentences += len(document)
+            if pending_sentences >= self.tokenize_batch_size:
+                yield from self._tokenize_documents(pending)
+                pending, pending_sentences = [], 0
+        if pending:
+            yield from self._tokenize_documents(pending)
+
+    def _tokenize_documents(self, documents):
+        ragged = self._tokenize(tf.constant([s for d in documents for s in d], tf.string))
+        flat, splits = ragged.flat_values.numpy(), ragged.row_splits.numpy()
+        sentence = 0
+        for document in documents:
+            first, last = splits[sentence], splits[sentence + len(document)]
+            # A private copy, so a buffered document does not pin the whole batch's array.
+            ids = flat[first:last].copy()
+            bounds = splits[sentence : sentence + len(document) + 1] - first
+            sentence += len(document)
+            sentences = [ids[a:b] for a, b in zip(bounds[:-1], bounds[1:]) if b > a]
+            if sentences:
+                yield sentences
+
+    # ---- token ids -> instances --------------------------------------------
+
+    def instances(self, corpus, on_document=None):
+        """Yields `PretrainingInstance`s; `on_document(n_instances)` is called
+        after each document is processed (for progress bars)."""
+        rng = random.Random(self.seed)
+        buffer = []
+        streaming = yield from self._fill_and_evict(corpus, buffer, rng, on_document)
+        if not buffer:
+            raise ValueError(
+                "The corpus has no text: no document has a sentence with WordPiece tokens. Check the files "
+                "and --format (text: one sentence per line, blank line between documents)."
+            )
+        rng.shuffle(buffer)
+        # A corpus that fitted gets Google's dupe_factor passes over one shuffled
+        # list; a streamed one re-reads the files for each further pass.
+        passes = 1 if streaming else self.dupe_factor
+        for _ in range(passes):
+            yield from self._drain(buffer, rng, on_document)
+        for _ in range(self.dupe_factor - passes):
+            buffer = []
+            yield from self._fill_and_evict(corpus, buffer, rng, on_document)
+            rng.shuffle(buffer)
+            yield from self._drain(buffer, rng, on_document)
+
+    def _fill_and_evict(self, corpus, buffer, rng, on_document):
+        """Reads the corpus into `buffer`; once it is full, each new document
+        replaces a random buffered one, which is processed first. Returns
+        whether any document was evicted (the corpus did not fit)."""
+        evicted = False
+        for document in self.tokenized_documents(corpus):
+            if len(buffer) < self.document_buffer_size:
+                buffer.append(document)
+                continue
+            evicted = True
+            j = rng.randint(0, self.document_buffer_size - 1)
+            yield from self._document_instances(buffer, j, rng, on_document)
+            buffer[j] = document
+        return evicted
+
+    def _drain(self, buffer, rng, on_document):
+        for i in range(len(buffer)):
+            yield from self._document_instances(buffer, i, rng, on_document)
+
+    def _document_instances(self, documents, document_index, rng, on_document):
+        instances = self.instances_from_document(documents, document_index, rng)
+        if on_document is not None:
+            on_document(len(instances))
+        return instances
+
+    def instances_from_document(self, documents, document_index, rng):
+        """Google's `create_instances_from_document`: `documents` is the pool of
+        tokenized documents, `documents[document_index]` the one to split."""
+        document = documents[document_index]
+        max_num_tokens = self.max_seq_length - 3  # [CLS], [SEP], [SEP]
+        # Usually fill the sequence (padding is wasted compute); sometimes go
+        # shorter to narrow the gap to fine-tuning inputs.
+        target_seq_length = max_num_tokens
+        if rng.random() < self.short_seq_prob:
+            target_seq_length = rng.randint(2, max_num_tokens)
+
+        # Segments follow the real sentence boundaries: a random split point in
+        # the token stream would make NSP too easy.
+        instances = []
+        current_chunk, current_length = [], 0
+        i = 0
+        while i < len(document):
+            segment = document[i]
+            current_chunk.append(segment)
+            current_length += len(segment)
+            if i == len(document) - 1 or current_length >= target_seq_length:
+                if current_chunk:
+                    a_end = 1
+                    if len(current_chunk) >= 2:
+                        a_end = rng.randint(1, len(current_chunk) - 1)
+                    tokens_a = []
+                    for j in range(a_end):
+                        tokens_a.extend(current_chunk[j].tolist())
+
+                    tokens_b = []
+                    if self.balanced_nsp:
+                        # A fair coin for every pair; Google's code forces NotNext
+                        # for one-sentence chunks (see the class docstring).
+                        is_random_next = rng.random() < 0.5 or len(document) == 1
+                    else:
+                        is_random_next = len(current_chunk) == 1 or rng.random() < 0.5
+                    if is_random_next:
+                        target_b_length = target_seq_length - len(tokens_a)
+                        # Ten tries to avoid the document itself, as Google does.
+                        for _ in range(10):
+                            random_document_index = rng.randint(0, len(documents) - 1)
+                            if random_document_index != document_index:
+                                break
+                        random_document = documents[random_document_index]
+                        random_start = rng.randint(0, len(random_document) - 1)
+                        for j in range(random_start, len(random_document)):
+                            tokens_b.extend(random_document[j].tolist())
+                            if len(tokens_b) >= target_b_length:
+                                break
+                        # The chunk's unused sentences go back to the document.
+                        i -= len(current_chunk) - a_end
+                    elif len(current_chunk) > 1:
+                        for j in range(a_end, len(current_chunk)):
+                            tokens_b.extend(current_chunk[j].tolist())
+                    elif i < len(document) - 1:
+                        # balanced_nsp, one-sentence chunk mid-document: B is
+                        # the sentences that follow, consumed from the document.
+                        target_b_length = target_seq_length - len(tokens_a)
+                        while i < len(document) - 1:
+                            i += 1
+                            tokens_b.extend(document[i].tolist())
+                            if len(tokens_b) >= target_b_length:
+                                break
+                    else:
+                        # balanced_nsp, the document's last sentence alone: pair
+                        # it with the sentence before (reused from the last pair).
+                        tokens_a = document[i - 1].tolist()
+                        tokens_b = document[i].tolist()
+                    truncate_seq_pair(tokens_a, tokens_b, max_num_tokens, rng)
+                    if not tokens_a or not tokens_b:  # Google asserts; unreachable for max_seq_length >= 5
+                        raise AssertionError("empty segment after truncation")
+
+                    cls_id, sep_id = self.masker.cls_id, self.masker.sep_id
+                    tokens = [cls_id] + tokens_a + [sep_id] + tokens_b + [sep_id]
+                    segment_ids = [0] * (len(tokens_a) + 2) + [1] * (len(tokens_b) + 1)
+                    positions, labels = [], []
+                    if self.mask:
+                        tokens, positions, labels = self.masker.mask_ids(tokens, rng)
+                    instances.append(PretrainingInstance(tokens, segment_ids, is_random_next, positions, labels))
+                current_chunk, current_length = [], 0
+            i += 1
+        return instances
+
+    # ---- instances -> padded features ---------------------------------------
+
+    def to_example(self, instance):
+        """A `PretrainingInstance` -> dict of padded lists under Google's feature names."""
+        pad = self.max_seq_length - len(instance.token_ids)
+        example = {
+            "input_ids": instance.token_ids + [self.masker.pad_id] * pad,
+            "input_mask": [1] * len(instance.token_ids) + [0] * pad,
+            "segment_ids": instance.segment_ids + [0] * pad,
+        }
+        if self.mask:
+            slots = self.max_predictions_per_seq - len(instance.masked_lm_positions)
+            example["masked_lm_positions"] = instance.masked_lm_positions + [0] * slots
+            example["masked_lm_ids"] = instance.masked_lm_ids + [0] * slots
+            example["masked_lm_weights"] = [1.0] * len(instance.masked_lm_positions) + [0.0] * slots
+        example["next_sentence_labels"] = [NOT_NEXT if instance.is_random_next else IS_NEXT]
+        return example
+
+    def examples(self, corpus, on_document=None):
+        """Yields padded examples (dicts of lists, Google's names), in creation order."""
+        for instance in self.instances(corpus, on_document):
+            yield self.to_example(instance)
+
+    def metadata(self):
+        """The settings, as stored next to the records (`<prefix>.json`)."""
+        return {
+            "format": "google-bert-pretraining",
+            "masked": self.mask,
+            "max_seq_length": self.max_seq_length,
+            "max_predictions_per_seq": self.max_predictions_per_seq,
+            "masked_lm_prob": self.masked_lm_prob,
+            "short_seq_prob": self.short_seq_prob,
+            "dupe_factor": self.dupe_factor,
+            "whole_word_masking": self.whole_word_masking,
+            "balanced_nsp": self.balanced_nsp,
+            "document_buffer_size": self.document_buffer_size,
+            "seed": self.seed,
+            "vocabulary_size": len(self.vocabulary),
+            "next_sentence_labels": "0 = IsNext, 1 = NotNext (random)",
+        }
+
+    def write(self, corpus, output_dir, num_shards=4, shuffle_buffer_size=10000, overwrite=False, on_document=None,
+              prefix="pretraining"):
+        """Builds the examples of `corpus` into sharded TFRecords (see
+        `PretrainingRecordWriter`); returns the closed writer (`.paths`, `.count`)."""
+        writer = PretrainingRecordWriter(
+            output_dir, num_shards=num_shards, prefix=prefix, shuffle_buffer_size=shuffle_buffer_size,
+            seed=self.seed, overwrite=overwrite, metadata=self.metadata(),
+        )
+        with writer:
+            for example in self.examples(corpus, on_document):
+                writer.write(example)
+        return writer
+
+    def output_signature(self):
+        s, p = self.max_seq_length, self.max_predictions_per_seq
+        signature = {name: tf.TensorSpec([s], tf.int32) for name in ("input_ids", "input_mask", "segment_ids")}
+        if self.mask:
+            signature["masked_lm_positions"] = tf.TensorSpec([p], tf.int32)
+            signature["masked_lm_ids"] = tf.TensorSpec([p], tf.int32)
+            signature["masked_lm_weights"] = tf.TensorSpec([p], tf.float32)
+        signature["next_sentence_labels"] = tf.TensorSpec([1], tf.int32)
+        return signature
+
+    def as_dataset(self, corpus):
+        """The examples as an unbatched tf.data.Dataset (int32 ids, float32
+        weights), built on the fly without files. Batch it and map
+        `to_pretrainer_inputs` (or `PretrainingMasker.dynamic` first when
+        `mask=False`) to train on it. Shuffle it too: examples come in document order."""
+        signature = self.output_signature()
+
+        def generate():
+            for example in self.examples(corpus):
+                yield {k: np.asarray(v, signature[k].dtype.as_numpy_dtype) for k, v in example.items()}
+
+        return tf.data.Dataset.from_generator(generate, output_signature=signature)
+
+
+def truncate_seq_pair(tokens_a, tokens_b, max_num_tokens, rng):
+    """Google's `truncate_seq_pair`: trims the longer list (B on ties) one token
+    at a time, from the front or the back at random, in place."""
+    while len(tokens_a) + len(tokens_b) > max_num_tokens:
+        trunc_tokens = tokens_a if len(tokens_a) > len(tokens_b) else tokens_b
+        # Both ends, so the model sees no bias toward sentence starts or ends.
+        if rng.random() < 0.5:
+            del trunc_tokens[0]
+        else:
+            trunc_tokens.pop()

@@ -1,0 +1,111 @@
+"""Google's pretraining features: names, the vocabulary checks, argument checks,
+serialization to tf.train.Example and the mapping onto `BertPretrainer`'s inputs.
+
+Shape legend: B batch, S max_seq_length, P max_predictions_per_seq.
+
+The names and dtypes are those of google-research/bert's create_pretraining_data.py
+(`write_instance_to_example_files`) and run_pretraining.py (`_decode_record`), so
+records written here feed Google's run_pretraining.py and theirs feed us.
+"""
+
+import os
+
+import tensorflow as tf
+
+from keras_bert_impl.checkpoints.vocabulary import read_vocabulary
+
+# The four features of an unmasked example (what dynamic masking starts from),
+# then the three that static masking adds. Order as Google writes them.
+BASE_FEATURES = ("input_ids", "input_mask", "segment_ids")
+MASK_FEATURES = ("masked_lm_positions", "masked_lm_ids", "masked_lm_weights")
+NSP_FEATURE = "next_sentence_labels"
+REQUIRED_TOKENS = ("[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]")
+# Google's next_sentence_labels: 0 = B is the actual next segment, 1 = B is random.
+IS_NEXT, NOT_NEXT = 0, 1
+
+
+def load_vocabulary(vocabulary):
+    """A token list from a list or a vocab.txt path, with BERT's special tokens checked."""
+    source = ""
+    if isinstance(vocabulary, (str, os.PathLike)):
+        source = f" ({os.fspath(vocabulary)})"
+        vocabulary = read_vocabulary(os.fspath(vocabulary))
+    vocabulary = list(vocabulary)
+    if not vocabulary:
+        raise ValueError(f"The vocabulary{source} is empty; pass a BERT vocab.txt (one WordPiece token a line).")
+    missing = [t for t in REQUIRED_TOKENS if t not in vocabulary]
+    if missing:
+        raise ValueError(
+            f"The vocabulary{source} lacks BERT's special tokens {missing}: pretraining data needs "
+            f"{list(REQUIRED_TOKENS)} (masking writes [MASK], pairs are packed with [CLS]/[SEP], "
+            "padding is [PAD]). Use a BERT vocab.txt."
+        )
+    return vocabulary
+
+
+def check_int(name, value, minimum):
+    if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
+        raise ValueError(f"{name} must be an integer >= {minimum}. Received: {name}={value!r}")
+
+
+def check_fraction(name, value, open_low=True, open_high=True):
+    """value in (0, 1), or with closed ends where asked."""
+    ok = not isinstance(value, bool) and isinstance(value, (int, float))
+    if ok:
+        ok = (value > 0 if open_low else value >= 0) and (value < 1 if open_high else value <= 1)
+    if not ok:
+        interval = f"{'(' if open_low else '['}0, 1{')' if open_high else ']'}"
+        raise ValueError(f"{name} must be a number in {interval}. Received: {name}={value!r}")
+
+
+def feature_spec(max_seq_length, max_predictions_per_seq, masked=True):
+    """tf.io.parse_single_example spec; int64 on disk as Google writes it."""
+    spec = {name: tf.io.FixedLenFeature([max_seq_length], tf.int64) for name in BASE_FEATURES}
+    if masked:
+        spec["masked_lm_positions"] = tf.io.FixedLenFeature([max_predictions_per_seq], tf.int64)
+        spec["masked_lm_ids"] = tf.io.FixedLenFeature([max_predictions_per_seq], tf.int64)
+        spec["masked_lm_weights"] = tf.io.FixedLenFeature([max_predictions_per_seq], tf.float32)
+    spec[NSP_FEATURE] = tf.io.FixedLenFeature([1], tf.int64)
+    return spec
+
+
+def serialize_example(example):
+    """A dict of padded lists (Google's names) -> serialized tf.train.Example bytes."""
+    feature = {}
+    for name in BASE_FEATURES + MASK_FEATURES + (NSP_FEATURE,):
+        if name not in example:
+            continue
+        if name == "masked_lm_weights":
+            feature[name] = tf.train.Feature(float_list=tf.train.FloatList(value=example[name]))
+        else:
+            feature[name] = tf.train.Feature(int64_list=tf.train.Int64List(value=example[name]))
+    return tf.train.Example(features=tf.train.Features(feature=feature)).SerializeToString()
+
+
+def to_pretrainer_inputs(features):
+    """Google-named features [B, ...] -> (x, y, sample_weight) for `BertPretrainer.fit`.
+
+    x: token_ids, segment_ids, padding_mask, mask_positions (int32).
+    y: mlm_logits <- masked_lm_ids [B, P]; nsp_logits <- next_sentence_labels [B]
+       (0 = IsNext, 1 = NotNext, Google's convention and the NSP head's).
+    sample_weight: mlm_logits <- masked_lm_weights, so padded prediction slots
+       (weight 0) do not count in the MLM loss; nsp_logits <- ones [B], because
+       Keras 3 wants a weight for every output once sample_weight is a dict
+       (a dict with only "mlm_logits" fails in fit with KeyError: 'nsp_logits').
+    """
+    x = {
+        "token_ids": tf.cast(features["input_ids"], tf.int32),
+        "segment_ids": tf.cast(features["segment_ids"], tf.int32),
+        "padding_mask": tf.cast(features["input_mask"], tf.int32),
+        "mask_positions": tf.cast(features["masked_lm_positions"], tf.int32),
+    }
+    labels = tf.cast(features[NSP_FEATURE], tf.int32)
+    y = {
+        "mlm_logits": tf.cast(features["masked_lm_ids"], tf.int32),
+        "nsp_logits": tf.reshape(labels, tf.shape(labels)[:1]),  # [B, 1] on disk -> [B]
+    }
+    sample_weight = {
+        "mlm_logits": tf.cast(features["masked_lm_weights"], tf.float32),
+        "nsp_logits": tf.ones(tf.shape(labels)[:1], tf.float32),
+    }
+    return x, y, sample_weight

@@ -1,0 +1,413 @@
+"""SQuAD v1.1 / v2.0 JSON -> tf.data batches of packed question/context windows with span labels.
+
+Shape legend: B batch, S sequence length, N packed windows (features).
+"""
+
+import functools
+import json
+import re
+import unicodedata
+
+import numpy as np
+import tensorflow as tf
+
+from keras_bert_impl.data.readers import _common
+from keras_bert_impl.data.readers.malformed_row_error import MalformedRowError
+from keras_bert_impl.data.readers.read_report import ReadReport, check_on_error
+from keras_bert_impl.data.readers.squad_feature import SquadFeature
+
+# Strings tokenized per tokenizer call: large enough to amortise the op, small
+# enough to keep the ragged results modest on SQuAD-train-sized files.
+_TOKENIZE_CHUNK = 8192
+SUFFIX = "##"
+
+
+def _check_positive(name, value):
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise ValueError(f"{name} must be a positive int. Received: {name}={value!r}")
+
+
+def _is_whitespace(char):
+    # BERT's whitespace; splitting on exactly these keeps each word's tokenization
+    # equal to its share of the whole context's.
+    return char in " \t\n\r" or unicodedata.category(char) == "Zs"
+
+
+@functools.lru_cache(maxsize=1 << 16)
+def _normalized(char, lowercase):
+    """What BERT's normalisation (Google's tokenization.py) makes of one
+    non-whitespace character: dropped (control, format, NUL, U+FFFD), kept, or
+    for uncased vocabularies NFD, accents stripped and lower-cased."""
+    if char in "\x00\ufffd" or unicodedata.category(char) in ("Cc", "Cf"):
+        return ""
+    if not lowercase:
+        return char
+    return "".join(c for c in unicodedata.normalize("NFD", char) if unicodedata.category(c) != "Mn").lower()
+
+
+def _words(text):
+    """[(start, end)] character spans of the whitespace-separated words of `text`."""
+    spans, start = [], None
+    for i, char in enumerate(text):
+        if _is_whitespace(char):
+            if start is not None:
+                spans.append((start, i))
+                start = None
+        elif start is None:
+            start = i
+    if start is not None:
+        spans.append((start, len(text)))
+    return spans
+
+
+def _max_context(windows, window_index, position):
+    """Google's `_check_is_max_context`: the window where `position` has the
+    largest min(left, right) context (ties to the longer window, then the first)."""
+    best_score, best_index = None, None
+    for index, (start, length) in enumerate(windows):
+        end = start + length - 1
+        if not start <= position <= end:
+            continue
+        score = min(position - start, end - position) + 0.01 * length
+        if best_score is None or score > best_score:
+            best_score, best_index = score, index
+    return window_index == best_index
+
+
+class SquadReader:
+    """Reads SQuAD v1.1/v2.0 files into `BertSpanLabeler` training rows.
+
+    Each question is packed with its paragraph as `[CLS] question [SEP]
+    context [SEP]`, the question cut to `max_query_length` wordpieces.
+    Contexts longer than the room left are cut into windows that start
+    `doc_stride` wordpieces apart (Google's `run_squad.py`), one row each.
+
+    Answers are given as character positions in the original context. The
+    context is tokenized by the preprocessor itself, word by word, and each
+    wordpiece gets the span of original characters it came from (see
+    `_tokenize_contexts`), so lower-casing and accent stripping that change
+    lengths ("Beyoncé" -> "beyonce") cannot shift an answer. The labelled
+    start/end are the first and last wordpieces overlapping the answer's
+    characters; for answers on whole words this is exactly Google's
+    `run_squad.py` labelling (`_improve_answer_span`). As in Google's reader,
+    a window that does not contain the whole answer is labelled 0/0 ([CLS]),
+    and so is every window of a v2.0 unanswerable question. Questions with
+    several answers (dev sets) are labelled with the first; all are kept in
+    `reader.features` for evaluation.
+
+    y is a dict keyed like `BertSpanLabeler`'s outputs: `start_logits` and
+    `end_logits`, the int32 [B] positions to fit them to.
+
+    Args:
+        preprocessor: a `BertPreprocessor` with a vocabulary and an int
+            `sequence_length` (the window size).
+        doc_stride: int. Wordpieces between window starts (Google: 128).
+        max_query_length: int. Question wordpieces kept (Google: 64).
+        version_2_with_negative: bool or None. Whether questions may be
+            unanswerable; None reads it off the file (`is_impossible` keys or a
+            "v2" version string).
+        batch_size: int.
+        shuffle: bool. Shuffle the windows each epoch (training).
+        seed: int or None.
+        on_error: "raise" or "skip" (count and log) for malformed questions:
+            an answer that is not at its `answer_start` in the context, missing
+            fields, an answerable question without answers. Invalid JSON always
+            raises (it names the line).
+
+    Example:
+    >>> pre = BertPreprocessor("data/minilm/vocab.txt", sequence_length=384)
+    >>> reader = SquadReader(pre, doc_stride=128)
+    >>> train = reader.read("train-v2.0.json")
+    >>> reader.features[0].answer_text(reader.features[0].start_position, reader.features[0].end_position)
+    """
+
+    def __init__(
+        self,
+        preprocessor,
+        doc_stride=128,
+        max_query_length=64,
+        version_2_with_negative=None,
+        batch_size=32,
+        shuffle=False,
+        seed=None,
+        on_error="raise",
+    ):
+        vocabulary, lowercase, sequence_length = _common.preprocessor_settings(preprocessor)
+        if sequence_length is None:
+            raise ValueError(
+                "SquadReader packs fixed windows: build the preprocessor with an int sequence_length "
+                "(e.g. 384). Received: sequence_length=None"
+            )
+        _check_positive("doc_stride", doc_stride)
+        _check_positive("max_query_length", max_query_length)
+        if sequence_length - max_query_length - 3 < 1:
+            raise ValueError(
+                "sequence_length must leave room for [CLS], [SEP], [SEP], the question and at least one context "
+                f"wordpiece. Received: sequence_length={sequence_length}, max_query_length={max_query_length}"
+            )
+        if version_2_with_negative is not None and not isinstance(version_2_with_negative, bool):
+            raise ValueError(
+                f"version_2_with_negative must be True, False or None. Received: version_2_with_negative={version_2_with_negative!r}"
+            )
+        _common.check_batching(batch_size, shuffle, seed)
+        check_on_error(on_error)
+        self.preprocessor = preprocessor
+        self.doc_stride = doc_stride
+        self.max_query_length = max_query_length
+        self.version_2_with_negative = version_2_with_negative
+        self.batch_size = batch_size
+        self.shuffle = shuffle
+        self.seed = seed
+        self.on_error = on_error
+        self.sequence_length = sequence_length
+        ids = {token: i for i, token in enumerate(vocabulary)}
+        self._pad_id, self._cls_id, self._sep_id, self._unk_id = ids["[PAD]"], ids["[CLS]"], ids["[SEP]"], ids["[UNK]"]
+        self._lowercase = bool(lowercase)
+        # Piece text as it appears in normalised text: "##ing" continues a word as "ing".
+        self._piece_text = [t[len(SUFFIX):] if t.startswith(SUFFIX) and t != SUFFIX else t for t in vocabulary]
+        self.features = []
+        self.report = None
+
+    def read(self, path):
+        """Reads one SQuAD JSON file into a `tf.data.Dataset` of (x, y) batches.
+
+        `reader.features` gets one `SquadFeature` per row, in dataset order
+        before shuffling; `reader.report` the counts (questions, windows,
+        truncated questions, skipped questions by kind).
+        """
+        path = _common.check_file(path)
+        report = ReadReport(path, self.on_error)
+        self.report = report
+        raw = "".join(text for _, text in _common.decoded_lines(path))
+        try:
+            data = json.loads(raw)
+        except json.JSONDecodeError as e:
+            raise MalformedRowError(path, e.lineno, f"invalid JSON ({e.msg} at column {e.colno})", kind="bad_json", skippable=False) from None
+        questions = self._questions(path, raw, data, report)
+        features, arrays = self._features(raw, questions, report)
+        report.examples = len({f.example_id for f in features})
+        report.counters["windows"] = len(features)
+        report.finish()
+        self.features = features
+        return self._dataset(features, *arrays)
+
+    # -- parsing --------------------------------------------------------------
+
+    def _questions(self, path, raw, data, report):
+        """Checked questions as dicts (id, question, context index, answer char span, answers, impossible)."""
+        if not isinstance(data, dict) or not isinstance(data.get("data"), list):
+            raise MalformedRowError(path, 1, 'not a SQuAD file: expected {"version": ..., "data": [...]} at the top', kind="bad_json", skippable=False)
+        v2 = self.version_2_with_negative
+        if v2 is None:
+            v2 = "v2" in str(data.get("version", "")) or '"is_impossible"' in raw
+        self._contexts = []
+        questions = []
+        for a, article in enumerate(data["data"]):
+            paragraphs = article.get("paragraphs") if isinstance(article, dict) else None
+            if not isinstance(paragraphs, list):
+                report.fail(None, "an article without a 'paragraphs' list", kind="missing_field", location=f"data[{a}]")
+                continue
+            for p, paragraph in enumerate(paragraphs):
+                where = f"data[{a}].paragraphs[{p}]"
+                context = paragraph.get("context") if isinstance(paragraph, dict) else None
+                qas = paragraph.get("qas") if isinstance(paragraph, dict) else None
+                if not isinstance(context, str) or not isinstance(qas, list):
+                    line = _locate(raw, "context", context) if isinstance(context, str) else None
+                    report.fail(line, "a paragraph needs a 'context' string and a 'qas' list", kind="missing_field", location=where)
+                    continue
+                context_index = len(self._contexts)
+                self._contexts.append(context)
+                for q, qa in enumerate(qas):
+                    checked = self._question(raw, qa, context, context_index, v2, f"{where}.qas[{q}]", report)
+                    if checked is not None:
+                        questions.append(checked)
+        return questions
+
+    def _question(self, raw, qa, context, context_index, v2, where, report):
+        qid = qa.get("id") if isinstance(qa, dict) else None
+        if qid is not None:
+            where = f"{where} (id {qid})"
+
+        def fail(reason, kind):
+            report.fail(_locate(raw, "id", qid), reason, kind=kind, location=where)
+
+        if not isinstance(qa, dict) or not isinstance(qid, (str, int)) or not isinstance(qa.get("question"), str):
+            return fail("a question needs an 'id' and a 'question' string", "missing_field")
+        impossible = qa.get("is_impossible", False)
+        if not isinstance(impossible, bool):
+            return fail(f"'is_impossible' must be true or false. Received: {impossible!r}", "missing_field")
+        if impossible and not v2:
+            return fail("an unanswerable question (is_impossible) in a SQuAD v1.1 file; pass version_2_with_negative=True", "unexpected_impossible")
+        answers = qa.get("answers", [])
+        if not isinstance(answers, list) or any(
+            not isinstance(x, dict) or not isinstance(x.get("text"), str) or isinstance(x.get("answer_start"), bool)
+            or not isinstance(x.get("answer_start"), int) for x in answers
+        ):
+            return fail("'answers' must be a list of {'text': str, 'answer_start': int}", "missing_field")
+        question = {
+            "id": str(qid), "question": qa["question"], "context": context_index,
+            "answers": [x["text"] for x in answers], "impossible": impossible, "span": None,
+        }
+        if impossible:
+            return question
+        if not answers:
+            return fail("an answerable question without answers" + ("" if v2 else " (SQuAD v1.1 questions all have one)"), "missing_answer")
+        text, start = answers[0]["text"], answers[0]["answer_start"]
+        end = start + len(text)
+        if not text.strip():
+            return fail(f"the answer text is empty. Received: {text!r}", "answer_not_in_context")
+        if start < 0 or end > len(context) or context[start:end] != text:
+            found = context.find(text)
+            seen = context[max(0, start):max(0, end)]
+            hint = f"; the text occurs at {found}" if found >= 0 else "; the text does not occur in the context"
+            return fail(
+                f"answer {text!r} is not in its context at answer_start={start} (the context has {seen!r} there{hint})",
+                "answer_not_in_context",
+            )
+        question["span"] = (start, end)
+        return question
+
+    # -- tokenizing and packing -----------------------------------------------
+
+    def _tokenize_contexts(self, report):
+        """Per context: wordpiece ids int32 [P] and their character spans int32 [P, 2].
+
+        The ids are the preprocessor's own, tokenizing the context word by word
+        (BERT tokenizes words independently, so they equal the whole context's).
+        Each word's pieces are then laid over the word's characters: pieces
+        concatenate to the word's normalised text ("zurich" for "Zürich",
+        "i" for "İ"), and every normalised character
+        remembers the original character it came from, so lower-casing and
+        accent stripping that change lengths still map back exactly. A word
+        holding an [UNK] (no piece text to match) gives each of its pieces the
+        whole word's span; they are counted as `pieces_spanning_word`.
+        """
+        words = [_words(context) for context in self._contexts]
+        flat = [context[a:b] for context, spans in zip(self._contexts, words) for a, b in spans]
+        pieces = []
+        for first in range(0, len(flat), _TOKENIZE_CHUNK):
+            pieces.extend(self.preprocessor.tokenize(tf.constant(flat[first:first + _TOKENIZE_CHUNK], tf.string)).to_list())
+        results, cursor = [], 0
+        for context, spans in zip(self._contexts, words):
+            ids, char_spans = [], []
+            for (start, end), word_ids in zip(spans, pieces[cursor:cursor + len(spans)]):
+                ids.extend(word_ids)
+                char_spans.extend(self._piece_spans(context, start, end, word_ids, report))
+            cursor += len(spans)
+            results.append((np.asarray(ids, np.int32), np.asarray(char_spans, np.int32).reshape(-1, 2)))
+        return results
+
+    def _piece_spans(self, context, start, end, word_ids, report):
+        if not word_ids:
+            return []
+        if self._unk_id not in word_ids:
+            owner = []  # owner[k]: the original character behind normalised character k
+            for i in range(start, end):
+                owner.extend([i] * len(_normalized(context[i], self._lowercase)))
+            texts = [self._piece_text[i] for i in word_ids]
+            if sum(len(t) for t in texts) == len(owner) and "".join(texts) == "".join(
+                _normalized(c, self._lowercase) for c in context[start:end]
+            ):
+                spans, k = [], 0
+                for text in texts:
+                    spans.append((owner[k], owner[k + len(text) - 1] + 1))
+                    k += len(text)
+                return spans
+        report.counters["pieces_spanning_word"] += len(word_ids)
+        return [(start, end)] * len(word_ids)
+
+    def _tokenize_questions(self, questions):
+        ids = []
+        for first in range(0, len(questions), _TOKENIZE_CHUNK):
+            chunk = [q["question"] for q in questions[first:first + _TOKENIZE_CHUNK]]
+            ids.extend(self.preprocessor.tokenize(tf.constant(chunk, tf.string)).to_list())
+        return ids
+
+    def _features(self, raw, questions, report):
+        """SquadFeatures and the packed rows: token_ids [N, S], segment_ids [N, S], lengths [N]."""
+        contexts = self._tokenize_contexts(report)
+        question_ids = self._tokenize_questions(questions)
+        features, all_token_ids, all_segment_ids, lengths = [], [], [], []
+        length = self.sequence_length
+        for question, query in zip(questions, question_ids):
+            doc_ids, doc_spans = contexts[question["context"]]
+            context = self._contexts[question["context"]]
+            if len(doc_ids) == 0:
+                report.fail(_locate(raw, "id", question["id"]), "the context has no wordpieces", kind="empty_context",
+                            location=f"id {question['id']}")
+                continue
+            answer = None
+            if question["span"] is not None:
+                char_start, char_end = question["span"]
+                inside = np.nonzero((doc_spans[:, 1] > char_start) & (doc_spans[:, 0] < char_end))[0]
+                if len(inside) == 0:
+                    report.fail(_locate(raw, "id", question["id"]), f"the answer {question['answers'][0]!r} covers no wordpiece",
+                                kind="answer_not_in_context", location=f"id {question['id']}")
+                    continue
+                answer = (int(inside[0]), int(inside[-1]))  # wordpiece indices in the context
+            if len(query) > self.max_query_length:
+                query = query[:self.max_query_length]
+                report.counters["truncated_questions"] += 1
+            room = length - len(query) - 3
+            windows = []
+            start = 0
+            while start < len(doc_ids):
+                span = min(len(doc_ids) - start, room)
+                windows.append((start, span))
+                if start + span == len(doc_ids):
+                    break
+                start += min(span, self.doc_stride)
+            offset = len(query) + 2  # [CLS] question [SEP]
+            for index, (start, span) in enumerate(windows):
+                token_ids = np.full([length], self._pad_id, np.int32)
+                segment_ids = np.zeros([length], np.int32)
+                char_spans = np.full([length, 2], -1, np.int32)
+                max_context = np.zeros([length], bool)
+                row = [self._cls_id] + list(query) + [self._sep_id] + doc_ids[start:start + span].tolist() + [self._sep_id]
+                token_ids[:len(row)] = row
+                segment_ids[offset:len(row)] = 1
+                char_spans[offset:offset + span] = doc_spans[start:start + span]
+                for i in range(span):
+                    max_context[offset + i] = _max_context(windows, index, start + i)
+                start_position = end_position = 0
+                if answer is not None and start <= answer[0] and answer[1] <= start + span - 1:
+                    start_position, end_position = answer[0] - start + offset, answer[1] - start + offset
+                features.append(
+                    SquadFeature(
+                        example_id=question["id"], window_index=index, question=question["question"], context=context,
+                        answers=question["answers"], is_impossible=question["impossible"],
+                        start_position=start_position, end_position=end_position,
+                        char_spans=char_spans, token_is_max_context=max_context,
+                    )
+                )
+                all_token_ids.append(token_ids)
+                all_segment_ids.append(segment_ids)
+                lengths.append(len(row))
+        if not features:
+            return features, (np.zeros([0, length], np.int32), np.zeros([0, length], np.int32), np.zeros([0], np.int64))
+        return features, (np.stack(all_token_ids), np.stack(all_segment_ids), np.array(lengths))
+
+    def _dataset(self, features, token_ids, segment_ids, lengths):
+        padding_mask = (np.arange(self.sequence_length)[None, :] < lengths[:, None]).astype(np.int32)  # [N, S]
+        x = {"token_ids": token_ids, "segment_ids": segment_ids, "padding_mask": padding_mask}
+        y = {
+            "start_logits": np.array([f.start_position for f in features], np.int32),
+            "end_logits": np.array([f.end_position for f in features], np.int32),
+        }
+        dataset = tf.data.Dataset.from_tensor_slices((x, y))
+        dataset = _common.batched(dataset, len(features), self.batch_size, self.shuffle, self.seed)
+        return _common.prefetched(dataset)
+
+
+def _locate(raw, key, value):
+    """1-based line of `"key": value` in the raw JSON text, or None. Only run
+    for rows being reported, so the file is never scanned otherwise."""
+    if value is None:
+        return None
+    for text in {json.dumps(value), json.dumps(value, ensure_ascii=False)}:
+        # A long context is matched on its start (JSON escapes may differ later on).
+        needle = text[:60] if len(text) > 60 else text
+        match = re.search(r'"%s"\s*:\s*%s' % (re.escape(key), re.escape(needle)), raw)
+        if match:
+            return raw.count("\n", 0, match.start()) + 1
+    return None

@@ -1,0 +1,88 @@
+"""`kbert pretrain-data` (keras_bert_impl/commands/pretrain_data.py) end to end, and its errors."""
+
+import argparse
+import json
+import os
+
+import pytest
+
+from keras_bert_impl.commands import pretrain_data
+from keras_bert_impl.data import PretrainingRecordReader
+
+
+def run_cli(*argv):
+    parser = argparse.ArgumentParser(prog="kbert")
+    pretrain_data.add_parser(parser.add_subparsers(dest="command", required=True))
+    args = parser.parse_args(["pretrain-data", *map(str, argv)])
+    return args.func(args)
+
+
+def test_cli_writes_shards(review_subset_file, vocab_path, tmp_path, capsys):
+    out = tmp_path / "out"
+    assert run_cli(review_subset_file, "--vocab", vocab_path, "--output", out, "--dupe-factor", 1,
+                   "--num-shards", 2, "--whole-word-masking", "--max-predictions-per-seq", 18) == 0
+    printed = capsys.readouterr().out
+    assert "Read 300 documents" in printed and "2 shard(s)" in printed
+    metadata = json.loads((out / "pretraining.json").read_text())
+    assert metadata["whole_word_masking"] and metadata["max_predictions_per_seq"] == 18 and metadata["examples"] > 2000
+    x, y, _ = next(iter(PretrainingRecordReader.from_directory(out).dataset(batch_size=4)))
+    assert x["mask_positions"].shape == (4, 18)
+    assert not [p for p in os.listdir(out) if p.startswith(".tmp-")]
+
+
+def test_cli_reads_the_reviews_csv(vocab_path, tmp_path, capsys):
+    from tests.data.helpers import REVIEWS
+
+    csv_path = tmp_path / "few.csv"
+    with open(REVIEWS, encoding="utf-8-sig") as f:
+        text = f.read()
+    # The first ~20 reviews (rows end at a quote followed by a line break).
+    csv_path.write_text("\n".join(text.split('"\n')[:20]) + '"\n', encoding="utf-8")
+    assert run_cli(csv_path, "--format", "reviews-csv", "--vocab", vocab_path, "--output", tmp_path / "o",
+                   "--dupe-factor", 1, "--dynamic-masking", "--quiet") == 0
+    assert "unmasked (dynamic masking)" in capsys.readouterr().out
+
+
+BAD_SETTINGS = [
+    (["--max-predictions-per-seq", "0"], "max_predictions_per_seq must be an integer >= 1. Received: max_predictions_per_seq=0"),
+    (["--masked-lm-prob", "0"], r"masked_lm_prob must be a number in (0, 1). Received: masked_lm_prob=0.0"),
+    (["--masked-lm-prob", "1.2"], "masked_lm_prob=1.2"),
+    (["--short-seq-prob", "2"], "short_seq_prob=2.0"),
+    (["--max-seq-length", "4"], "max_seq_length=4"),
+    (["--dupe-factor", "0"], "dupe_factor=0"),
+    (["--num-shards", "0"], "num_shards=0"),
+]
+
+
+def test_cli_rejects_bad_settings(review_subset_file, vocab_path, tmp_path, capsys):
+    for extra, message in BAD_SETTINGS:
+        assert run_cli(review_subset_file, "--vocab", vocab_path, "--output", tmp_path / "o", *extra) == 1, extra
+        err = capsys.readouterr().err
+        assert err.startswith("kbert pretrain-data: ") and message in err, (extra, err)
+        assert not (tmp_path / "o").exists() or not os.listdir(tmp_path / "o")
+
+
+def test_cli_rejects_bad_inputs(review_subset_file, vocab_path, tmp_path, capsys):
+    def error(*argv):
+        assert run_cli(*argv) == 1
+        return capsys.readouterr().err
+
+    out = ["--output", tmp_path / "o"]
+    assert "Input file(s) not found: ['" in error(tmp_path / "missing.txt", "--vocab", vocab_path, *out)
+    assert "is a directory" in error(tmp_path, "--vocab", vocab_path, *out)
+    empty = tmp_path / "empty.txt"
+    empty.write_text("\n \n\n", encoding="utf-8")
+    assert "The input has no text" in error(empty, "--vocab", vocab_path, *out)
+    binary = tmp_path / "binary.txt"
+    binary.write_bytes(b"PK\x03\x04\xff\xfe\x00")
+    assert "is not UTF-8 text" in error(binary, "--vocab", vocab_path, *out)
+    bad_vocab = tmp_path / "vocab.txt"
+    bad_vocab.write_text("[PAD]\n[UNK]\n[CLS]\n[SEP]\nhello\n", encoding="utf-8")
+    assert "lacks BERT's special tokens ['[MASK]']" in error(review_subset_file, "--vocab", bad_vocab, *out)
+    assert "No vocabulary at" in error(review_subset_file, "--vocab", tmp_path / "nope.txt", *out)
+    # An existing output is never clobbered without --overwrite.
+    assert run_cli(review_subset_file, "--vocab", vocab_path, *out, "--dupe-factor", 1, "--quiet") == 0
+    capsys.readouterr()
+    assert "--overwrite" in error(review_subset_file, "--vocab", vocab_path, *out, "--dupe-factor", 1)
+    with pytest.raises(SystemExit):
+        run_cli(review_subset_file, "--vocab", vocab_path, *out, "--format", "pdf")

@@ -1,0 +1,175 @@
+"""TFRecords: Google's format both ways, atomic sharded writes, and one BertPretrainer step."""
+
+import json
+import os
+
+import numpy as np
+import pytest
+import tensorflow as tf
+
+import keras_bert_impl
+from keras_bert_impl.data import (
+    PretrainingCorpus,
+    PretrainingExampleBuilder,
+    PretrainingMasker,
+    PretrainingRecordReader,
+    PretrainingRecordWriter,
+)
+from keras_bert_impl.data.pretraining_features import load_vocabulary
+from tests.data.helpers import CLS, MASK, PAD, SEP
+from tests.harness import assert_weights_changed
+
+GOOGLE_FEATURES = {
+    "input_ids": "int64_list", "input_mask": "int64_list", "segment_ids": "int64_list",
+    "masked_lm_positions": "int64_list", "masked_lm_ids": "int64_list", "masked_lm_weights": "float_list",
+    "next_sentence_labels": "int64_list",
+}
+
+
+@pytest.fixture(scope="module")
+def subset_examples(review_subset_file, vocab_path):
+    builder = PretrainingExampleBuilder(vocab_path, dupe_factor=1, document_buffer_size=100, seed=2)
+    corpus = PretrainingCorpus(review_subset_file)
+    return builder, corpus, list(builder.examples(corpus))
+
+
+def _records(paths):
+    return [tf.train.Example.FromString(r.numpy()) for r in tf.data.TFRecordDataset(paths)]
+
+
+def _as_tuple(example):
+    return tuple(tuple(np.round(example[k], 6)) for k in GOOGLE_FEATURES if k in example)
+
+
+def test_round_trip_with_google_feature_names(subset_examples, tmp_path):
+    builder, corpus, examples = subset_examples
+    writer = builder.write(corpus, tmp_path / "out", num_shards=3, shuffle_buffer_size=200)
+    assert [os.path.basename(p) for p in writer.paths] == [f"pretraining-0000{i}-of-00003.tfrecord" for i in range(3)]
+    assert sorted(os.listdir(tmp_path / "out")) == sorted(os.path.basename(p) for p in writer.paths) + ["pretraining.json"]
+    records = _records(writer.paths)
+    assert len(records) == writer.count == len(examples)
+    for record in records[:50]:
+        kinds = {name: f.WhichOneof("kind") for name, f in record.features.feature.items()}
+        assert kinds == GOOGLE_FEATURES  # Google's names; ints as int64, weights as floats
+    decoded = [
+        {name: list(getattr(f, f.WhichOneof("kind")).value) for name, f in r.features.feature.items()} for r in records
+    ]
+    assert sorted(map(_as_tuple, decoded)) == sorted(map(_as_tuple, examples))
+    assert [_as_tuple(d) for d in decoded] != [_as_tuple(e) for e in examples]  # shuffled on the way out
+    metadata = json.loads((tmp_path / "out" / "pretraining.json").read_text())
+    assert metadata["examples"] == len(examples) and metadata["max_seq_length"] == 128 and metadata["masked"]
+
+
+def test_reader_reads_google_written_records(subset_examples, vocab_path, tmp_path):
+    """Records written by Google's write_instance_to_example_files (bert-tensorflow
+    1.0.4) from our instances read back exactly as our own records do."""
+    from bert import create_pretraining_data as google
+
+    from tests.data.helpers import GoogleTokenizerStub
+
+    builder, corpus, _ = subset_examples
+    vocab = load_vocabulary(vocab_path)
+    instances = list(builder.instances(corpus))[:300]
+
+    class Instance:
+        def __init__(self, i):
+            self.tokens = [vocab[t] for t in i.token_ids]
+            self.segment_ids = i.segment_ids
+            self.masked_lm_positions = i.masked_lm_positions
+            self.masked_lm_labels = [vocab[t] for t in i.masked_lm_ids]
+            self.is_random_next = i.is_random_next
+
+    google_path = str(tmp_path / "google.tfrecord")
+    google.write_instance_to_example_files(
+        [Instance(i) for i in instances], GoogleTokenizerStub(vocab, []), 128, 20, [google_path]
+    )
+    with PretrainingRecordWriter(tmp_path / "ours", num_shards=1, shuffle_buffer_size=1) as writer:
+        for instance in instances:
+            writer.write(builder.to_example(instance))
+    theirs = list(PretrainingRecordReader(google_path).features().as_numpy_iterator())
+    ours = list(PretrainingRecordReader(writer.paths).features().as_numpy_iterator())
+    assert len(theirs) == len(ours) == 300
+    for t, o in zip(theirs, ours):
+        assert set(t) == set(o) == set(GOOGLE_FEATURES)
+        for name in t:
+            np.testing.assert_array_equal(t[name], o[name])
+
+
+def test_writer_is_atomic_and_refuses_to_mix_runs(subset_examples, tmp_path):
+    builder, corpus, examples = subset_examples
+    out = tmp_path / "out"
+
+    def failing():
+        yield from examples[:100]
+        raise RuntimeError("disk full")
+
+    with pytest.raises(RuntimeError, match="disk full"):
+        with PretrainingRecordWriter(out, num_shards=2) as writer:
+            for example in failing():
+                writer.write(example)
+    assert os.listdir(out) == []  # no shard, no temporary file
+
+    builder.write(corpus, out, num_shards=4)
+    with pytest.raises(FileExistsError, match="already holds pretraining shards"):
+        builder.write(corpus, out, num_shards=2)
+    builder.write(corpus, out, num_shards=2, overwrite=True)
+    assert sorted(os.listdir(out)) == [
+        "pretraining-00000-of-00002.tfrecord", "pretraining-00001-of-00002.tfrecord", "pretraining.json"
+    ]
+
+
+def _check_batch(x, y, sample_weight, batch):
+    assert set(x) == {"token_ids", "segment_ids", "padding_mask", "mask_positions"}
+    assert all(v.dtype == tf.int32 for v in x.values())
+    assert x["token_ids"].shape == (batch, 128) and x["mask_positions"].shape == (batch, 20)
+    assert y["mlm_logits"].shape == (batch, 20) and y["nsp_logits"].shape == (batch,)
+    assert sample_weight["mlm_logits"].dtype == tf.float32
+    np.testing.assert_array_equal(sample_weight["nsp_logits"], np.ones(batch, "float32"))
+    tokens, positions, weights = x["token_ids"].numpy(), x["mask_positions"].numpy(), sample_weight["mlm_logits"].numpy()
+    assert (tokens[:, 0] == CLS).all() and ((tokens == SEP).sum(1) == 2).all()
+    assert ((tokens == PAD) == (x["padding_mask"].numpy() == 0)).all()
+    assert set(np.unique(y["nsp_logits"])) <= {0, 1}
+    picked = np.take_along_axis(tokens, positions, 1)[weights > 0]
+    assert (picked == MASK).mean() > 0.6  # the inputs carry the masks; labels are the originals
+    assert not np.isin(y["mlm_logits"].numpy()[weights > 0], [CLS, SEP, PAD]).any()
+
+
+def test_records_feed_bert_pretrainer(subset_examples, review_subset_file, vocab_path, tmp_path):
+    """Static records, then unmasked records with dynamic (whole-word) masks,
+    each for one `fit` step of the pretrainer from the issue."""
+    builder, corpus, _ = subset_examples
+    builder.write(corpus, tmp_path / "static", num_shards=2)
+    static = PretrainingRecordReader.from_directory(tmp_path / "static").dataset(batch_size=16, shuffle_buffer_size=100, seed=1)
+    _check_batch(*next(iter(static)), batch=16)
+
+    unmasked = PretrainingExampleBuilder(vocab_path, dupe_factor=1, mask=False, document_buffer_size=100)
+    unmasked.write(corpus, tmp_path / "dynamic", num_shards=1)
+    with pytest.raises(ValueError, match="unmasked"):
+        PretrainingRecordReader.from_directory(tmp_path / "dynamic")
+    masker = PretrainingMasker(vocab_path, whole_word_masking=True)
+    dynamic = PretrainingRecordReader.from_directory(tmp_path / "dynamic", masker=masker).dataset(batch_size=16, seed=4)
+    _check_batch(*next(iter(dynamic)), batch=16)
+    epoch1 = [x["mask_positions"].numpy() for x, _, _ in dynamic.take(2)]
+    epoch2 = [x["mask_positions"].numpy() for x, _, _ in dynamic.take(2)]
+    assert not all(np.array_equal(a, b) for a, b in zip(epoch1, epoch2))  # fresh masks per epoch
+
+    backbone = keras_bert_impl.BertBackbone(
+        vocabulary_size=30522, num_layers=2, num_heads=2, hidden_dim=32, intermediate_dim=64, max_sequence_length=128
+    )
+    pretrainer = keras_bert_impl.BertPretrainer(backbone)
+    for ds in (static, dynamic):
+        before = [w.numpy() for w in pretrainer.trainable_weights]
+        history = pretrainer.fit(ds.take(1), epochs=1, verbose=0)
+        assert np.isfinite(history.history["loss"][0])
+        assert_weights_changed(before, pretrainer)
+
+
+def test_reader_errors(tmp_path, vocab_path):
+    with pytest.raises(FileNotFoundError, match="No pretraining records match"):
+        PretrainingRecordReader(str(tmp_path / "*.tfrecord"))
+    with pytest.raises(FileNotFoundError, match="pretraining.json"):
+        PretrainingRecordReader.from_directory(tmp_path)
+    with pytest.raises(ValueError, match="max_predictions_per_seq differs"):
+        PretrainingRecordReader(vocab_path, 128, 20, masker=PretrainingMasker(vocab_path, max_predictions_per_seq=10))
+    with pytest.raises(ValueError, match="num_shards must be an integer >= 1. Received: num_shards=0"):
+        PretrainingRecordWriter(tmp_path, num_shards=0)
