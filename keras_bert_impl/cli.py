@@ -77,8 +77,9 @@ def build_parser():
     convert.add_argument("--verbose", action="store_true", help="List every mapped tensor.")
     convert.set_defaults(func=_convert)
 
-    from keras_bert_impl.commands import pretrain_data
+    from keras_bert_impl.commands import pretrain_data, vocab
 
+    vocab.add_parser(sub)
     pretrain_data.add_parser(sub)
     return parser
 

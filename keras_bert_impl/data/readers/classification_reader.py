@@ -125,7 +125,9 @@ class ClassificationReader:
             raise ValueError('multi_label=True needs class labels: label_mode "vocabulary" or "index", not "float".')
         if labels is not None:
             if label_mode != "vocabulary":
-                raise ValueError(f'labels= is a class-name vocabulary for label_mode="vocabulary". Received: label_mode={label_mode!r}')
+                raise ValueError(
+                    f'labels= is a class-name vocabulary for label_mode="vocabulary". Received: label_mode={label_mode!r}'
+                )
             if not isinstance(labels, LabelVocabulary):
                 labels = LabelVocabulary(labels)
         if not isinstance(label_delimiter, str) or not label_delimiter:
@@ -165,7 +167,8 @@ class ClassificationReader:
             if missing:
                 raise ValueError(
                     f"column_names={column_names!r} lacks the column(s) {missing!r} this reader needs "
-                    f"(text_column={self.text_column!r}, text_b_column={self.text_b_column!r}, label_column={self.label_column!r})."
+                    f"(text_column={self.text_column!r}, text_b_column={self.text_b_column!r}, "
+                    f"label_column={self.label_column!r})."
                 )
 
     @property
@@ -270,7 +273,9 @@ class ClassificationReader:
             except StopIteration:
                 break
             except csv.Error as e:
-                raise MalformedRowError(path, start, f"unreadable {file_format.upper()} ({e})", kind="bad_csv", skippable=False) from None
+                raise MalformedRowError(
+                    path, start, f"unreadable {file_format.upper()} ({e})", kind="bad_csv", skippable=False
+                ) from None
             consumed = reader.line_num
             if not fields:
                 continue  # a blank line
@@ -291,7 +296,8 @@ class ClassificationReader:
                 if len(fields) < len(names):
                     missing = [c for c in names[len(fields):] if c in self._required_columns()]
                     kind = "missing_column" if missing else "field_count"
-                    reason = f"has {len(fields)} fields but the columns are {names!r}" + (f"; missing {missing!r}" if missing else "")
+                    reason = f"has {len(fields)} fields but the columns are {names!r}"
+                    reason += f"; missing {missing!r}" if missing else ""
                 else:
                     kind = "field_count"
                     reason = f"has {len(fields)} fields but the columns are {names!r} (an unquoted delimiter in the text?)"
@@ -342,7 +348,8 @@ class ClassificationReader:
         if isinstance(raw, list):
             return [self._label_string(item) for item in raw]
         raise ValueError(
-            f"column {self.label_column!r} must hold a list of labels or a string split on {self.label_delimiter!r}. Received: {raw!r}"
+            f"column {self.label_column!r} must hold a list of labels or a string split on "
+            f"{self.label_delimiter!r}. Received: {raw!r}"
         )
 
     # -- labels ---------------------------------------------------------------
@@ -369,7 +376,9 @@ class ClassificationReader:
                     return None
                 if not 0 <= number < self._index_classes:
                     report.fail(
-                        line, f"label {label!r} is out of range for num_classes={self._index_classes} (ids 0..{self._index_classes - 1})",
+                        line,
+                        f"label {label!r} is out of range for num_classes={self._index_classes} "
+                        f"(ids 0..{self._index_classes - 1})",
                         kind="label_out_of_range",
                     )
                     return None

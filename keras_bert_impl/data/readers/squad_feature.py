@@ -7,9 +7,12 @@ import numpy as np
 
 @dataclasses.dataclass
 class SquadFeature:
-    """The bookkeeping for one [CLS] question [SEP] context-window [SEP] row.
+    """The bookkeeping for one `[CLS] question [SEP] context-window [SEP]` row.
 
-    Shape legend: S sequence length.
+    Row positions p >= `context_offset` hold context wordpieces; the arrays
+    below are indexed by p - context_offset (W = wordpieces in this window).
+    `char_spans` is a view into one array shared by all windows of the
+    paragraph, so SQuAD-train-sized files keep little beside the rows.
 
     Attributes:
         example_id: str. The question's SQuAD id.
@@ -21,15 +24,16 @@ class SquadFeature:
         start_position: int. Labelled start in the row (0, i.e. [CLS], when the
             answer is not inside this window or there is none).
         end_position: int. Labelled end, inclusive.
-        char_spans: int32 [S, 2]. Character [start, end) in `context` of each
-            context wordpiece; -1 for [CLS], question, [SEP] and padding.
-        token_is_max_context: bool [S]. Whether this window gives the token its
-            most centred view (Google's `_check_is_max_context`), for choosing
-            among overlapping windows at prediction time.
+        context_offset: int. Row position of the window's first wordpiece.
+        char_spans: int32 [W, 2]. Character [start, end) in `context` of each
+            context wordpiece of the window.
+        token_is_max_context: bool [W]. Whether this window gives the wordpiece
+            its most centred view (Google's `_check_is_max_context`), for
+            choosing among overlapping windows at prediction time.
 
     Example:
     >>> feature.answer_text(feature.start_position, feature.end_position)
-    'Denver Broncos'
+    'Huldrych Zwingli'
     """
 
     example_id: str
@@ -40,14 +44,18 @@ class SquadFeature:
     is_impossible: bool
     start_position: int
     end_position: int
+    context_offset: int
     char_spans: np.ndarray
     token_is_max_context: np.ndarray
 
     def answer_text(self, start, end):
-        """The context text under positions start..end (inclusive); "" when either is outside the context."""
-        if not 0 <= start <= end < len(self.char_spans):
+        """The context text under row positions start..end (inclusive); "" when either is outside the window."""
+        first, last = start - self.context_offset, end - self.context_offset
+        if not 0 <= first <= last < len(self.char_spans):
             return ""
-        first, last = self.char_spans[start], self.char_spans[end]
-        if first[0] < 0 or last[0] < 0:
-            return ""
-        return self.context[first[0]:last[1]]
+        return self.context[self.char_spans[first][0]:self.char_spans[last][1]]
+
+    def is_max_context(self, position):
+        """Whether row `position` is a context wordpiece best seen in this window."""
+        index = position - self.context_offset
+        return 0 <= index < len(self.token_is_max_context) and bool(self.token_is_max_context[index])

@@ -147,7 +147,8 @@ class SquadReader:
             )
         if version_2_with_negative is not None and not isinstance(version_2_with_negative, bool):
             raise ValueError(
-                f"version_2_with_negative must be True, False or None. Received: version_2_with_negative={version_2_with_negative!r}"
+                "version_2_with_negative must be True, False or None. "
+                f"Received: version_2_with_negative={version_2_with_negative!r}"
             )
         _common.check_batching(batch_size, shuffle, seed)
         check_on_error(on_error)
@@ -182,7 +183,9 @@ class SquadReader:
         try:
             data = json.loads(raw)
         except json.JSONDecodeError as e:
-            raise MalformedRowError(path, e.lineno, f"invalid JSON ({e.msg} at column {e.colno})", kind="bad_json", skippable=False) from None
+            raise MalformedRowError(
+                path, e.lineno, f"invalid JSON ({e.msg} at column {e.colno})", kind="bad_json", skippable=False
+            ) from None
         questions = self._questions(path, raw, data, report)
         features, arrays = self._features(raw, questions, report)
         report.examples = len({f.example_id for f in features})
@@ -196,7 +199,10 @@ class SquadReader:
     def _questions(self, path, raw, data, report):
         """Checked questions as dicts (id, question, context index, answer char span, answers, impossible)."""
         if not isinstance(data, dict) or not isinstance(data.get("data"), list):
-            raise MalformedRowError(path, 1, 'not a SQuAD file: expected {"version": ..., "data": [...]} at the top', kind="bad_json", skippable=False)
+            raise MalformedRowError(
+                path, 1, 'not a SQuAD file: expected {"version": ..., "data": [...]} at the top',
+                kind="bad_json", skippable=False,
+            )
         v2 = self.version_2_with_negative
         if v2 is None:
             v2 = "v2" in str(data.get("version", "")) or '"is_impossible"' in raw
@@ -213,7 +219,9 @@ class SquadReader:
                 qas = paragraph.get("qas") if isinstance(paragraph, dict) else None
                 if not isinstance(context, str) or not isinstance(qas, list):
                     line = _locate(raw, "context", context) if isinstance(context, str) else None
-                    report.fail(line, "a paragraph needs a 'context' string and a 'qas' list", kind="missing_field", location=where)
+                    report.fail(
+                        line, "a paragraph needs a 'context' string and a 'qas' list", kind="missing_field", location=where
+                    )
                     continue
                 context_index = len(self._contexts)
                 self._contexts.append(context)
@@ -237,7 +245,10 @@ class SquadReader:
         if not isinstance(impossible, bool):
             return fail(f"'is_impossible' must be true or false. Received: {impossible!r}", "missing_field")
         if impossible and not v2:
-            return fail("an unanswerable question (is_impossible) in a SQuAD v1.1 file; pass version_2_with_negative=True", "unexpected_impossible")
+            return fail(
+                "an unanswerable question (is_impossible) in a SQuAD v1.1 file; pass version_2_with_negative=True",
+                "unexpected_impossible",
+            )
         answers = qa.get("answers", [])
         if not isinstance(answers, list) or any(
             not isinstance(x, dict) or not isinstance(x.get("text"), str) or isinstance(x.get("answer_start"), bool)
@@ -251,7 +262,8 @@ class SquadReader:
         if impossible:
             return question
         if not answers:
-            return fail("an answerable question without answers" + ("" if v2 else " (SQuAD v1.1 questions all have one)"), "missing_answer")
+            hint = "" if v2 else " (SQuAD v1.1 questions all have one)"
+            return fail(f"an answerable question without answers{hint}", "missing_answer")
         text, start = answers[0]["text"], answers[0]["answer_start"]
         end = start + len(text)
         if not text.strip():
@@ -361,14 +373,10 @@ class SquadReader:
             for index, (start, span) in enumerate(windows):
                 token_ids = np.full([length], self._pad_id, np.int32)
                 segment_ids = np.zeros([length], np.int32)
-                char_spans = np.full([length, 2], -1, np.int32)
-                max_context = np.zeros([length], bool)
                 row = [self._cls_id] + list(query) + [self._sep_id] + doc_ids[start:start + span].tolist() + [self._sep_id]
                 token_ids[:len(row)] = row
                 segment_ids[offset:len(row)] = 1
-                char_spans[offset:offset + span] = doc_spans[start:start + span]
-                for i in range(span):
-                    max_context[offset + i] = _max_context(windows, index, start + i)
+                max_context = np.array([_max_context(windows, index, start + i) for i in range(span)], bool)
                 start_position = end_position = 0
                 if answer is not None and start <= answer[0] and answer[1] <= start + span - 1:
                     start_position, end_position = answer[0] - start + offset, answer[1] - start + offset
@@ -376,8 +384,8 @@ class SquadReader:
                     SquadFeature(
                         example_id=question["id"], window_index=index, question=question["question"], context=context,
                         answers=question["answers"], is_impossible=question["impossible"],
-                        start_position=start_position, end_position=end_position,
-                        char_spans=char_spans, token_is_max_context=max_context,
+                        start_position=start_position, end_position=end_position, context_offset=offset,
+                        char_spans=doc_spans[start:start + span], token_is_max_context=max_context,
                     )
                 )
                 all_token_ids.append(token_ids)

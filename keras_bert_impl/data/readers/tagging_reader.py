@@ -81,7 +81,10 @@ class TaggingReader:
         if file_format not in FORMATS:
             raise ValueError(f"file_format must be one of {list(FORMATS)}. Received: file_format={file_format!r}")
         if isinstance(tag_column, bool) or not isinstance(tag_column, int) or tag_column == 0:
-            raise ValueError(f"tag_column must be a non-zero int (column 0 holds the word; -1 is the last). Received: tag_column={tag_column!r}")
+            raise ValueError(
+                "tag_column must be a non-zero int (column 0 holds the word; -1 is the last). "
+                f"Received: tag_column={tag_column!r}"
+            )
         if labels is not None and not isinstance(labels, LabelVocabulary):
             labels = LabelVocabulary(labels)
         if isinstance(ignore_label, bool) or not isinstance(ignore_label, int):
@@ -115,7 +118,9 @@ class TaggingReader:
                 file; None builds it when there is none yet.
             max_sentences: int or None. Read only the first sentences.
         """
-        if max_sentences is not None and (isinstance(max_sentences, bool) or not isinstance(max_sentences, int) or max_sentences < 1):
+        if max_sentences is not None and (
+            isinstance(max_sentences, bool) or not isinstance(max_sentences, int) or max_sentences < 1
+        ):
             raise ValueError(f"max_sentences must be a positive int or None. Received: max_sentences={max_sentences!r}")
         path = _common.check_file(path)
         report = ReadReport(path, self.on_error)
@@ -202,7 +207,9 @@ class TaggingReader:
             cursor += len(words)
             empty = [word for (word, _), p in zip(words, word_pieces) if not p]
             if empty:
-                report.fail(line, f"the word(s) {empty[:3]!r} have no wordpieces, so their tags cannot be placed", kind="empty_word")
+                report.fail(
+                    line, f"the word(s) {empty[:3]!r} have no wordpieces, so their tags cannot be placed", kind="empty_word"
+                )
                 continue
             try:
                 tag_ids = [self.labels.index(tag) for _, tag in words]

@@ -1,0 +1,79 @@
+"""`kbert vocab`: learn a WordPiece vocab.txt from text files."""
+
+import sys
+import time
+
+
+def add_parser(subparsers):
+    """Registers `vocab` on the `kbert` subparsers; returns its parser."""
+    parser = subparsers.add_parser(
+        "vocab",
+        help="Learn a BERT WordPiece vocab.txt from text files.",
+        description="Stream text files line by line, split them into words as BertPreprocessor does "
+        "(uncased: lower-case and strip accents first), and learn a WordPiece vocabulary with "
+        "tensorflow-text's learner. The file starts with [PAD] [UNK] [CLS] [SEP] [MASK] ([PAD] is id 0), "
+        "then the [unusedN] placeholders, then every character and the learned subwords. It is written "
+        "atomically: an interrupted run leaves no partial file.",
+    )
+    parser.add_argument("files", nargs="+", metavar="FILES", help="UTF-8 text files to learn from (any line layout).")
+    parser.add_argument(
+        "--size", type=int, required=True,
+        help="Largest vocabulary size, special and [unusedN] tokens included. The learner stops at the first "
+        "vocabulary within 5%% below it; a corpus too small for it at --min-count gives fewer tokens (reported).",
+    )
+    parser.add_argument("--output", required=True, help="Path of the vocab.txt to write (one token per line).")
+    parser.add_argument(
+        "--cased", action="store_true",
+        help="Keep case and accents (a cased model). Default: uncased, i.e. lower-cased and accents stripped "
+        "(NFD), as Google's uncased BERT.",
+    )
+    parser.add_argument(
+        "--num-unused", type=int, default=0, metavar="K",
+        help="Reserve K placeholder tokens [unused0]..[unusedK-1] after the special tokens, to repurpose for "
+        "task markers later without resizing the embeddings (Google's vocabularies reserve 994). Default 0.",
+    )
+    parser.add_argument(
+        "--min-count", type=int, default=10,
+        help="A subword must occur at least this many times to be learned (tensorflow-text's lower_thresh). "
+        "Default 10; lower it for small corpora.",
+    )
+    parser.add_argument(
+        "--max-unique-chars", type=int, default=1000,
+        help="Keep the N most frequent characters; words with rarer ones are not counted. Default 1000.",
+    )
+    parser.add_argument("--quiet", action="store_true", help="Print only the final summary.")
+    parser.set_defaults(func=run)
+    return parser
+
+
+def run(args):
+    from keras_bert_impl.tokenization.vocabulary_builder import VocabularyBuilder, write_vocabulary
+
+    started = time.monotonic()
+
+    def log(message):
+        if not args.quiet:
+            print(f"[{time.monotonic() - started:6.1f}s] {message}", file=sys.stderr, flush=True)
+
+    try:
+        builder = VocabularyBuilder(
+            vocab_size=args.size,
+            lowercase=not args.cased,
+            num_unused=args.num_unused,
+            min_count=args.min_count,
+            max_unique_chars=args.max_unique_chars,
+            log=log,
+        )
+        vocabulary = builder.build(args.files)
+    except (ValueError, FileNotFoundError) as e:
+        print(f"kbert vocab: {e}", file=sys.stderr)
+        return 1
+    write_vocabulary(vocabulary, args.output)
+    casing = "cased" if args.cased else "uncased"
+    print(f"Wrote {len(vocabulary)} tokens ({casing}, target {args.size}) to {args.output}")
+    if len(vocabulary) < args.size * 0.95:
+        print(
+            f"Note: the corpus fills only {len(vocabulary)} of {args.size} tokens at --min-count {args.min_count}; "
+            "lower --min-count or add text for a larger vocabulary.",
+        )
+    return 0
