@@ -32,6 +32,8 @@ setup(
             # Google's original modeling.py, the source model of the TF1 checkpoint test.
             "bert-tensorflow==1.0.4",
             "tf-slim==1.1.0",
+            # Hugging Face's Rust tokenizer, the reference of the tokenization parity tests.
+            "tokenizers==0.23.3",
         ],
         # Peers measured by bench/; kept out of the runtime install.
         "bench": [

@@ -1,11 +1,61 @@
 """Raw strings -> BERT inputs, in the TensorFlow graph (tensorflow-text's FastBertTokenizer).
 
-Shape legend: B batch, S sequence length.
+Shape legend: B batch, S sequence length, P word pieces of a row.
+
+What the tokenization is. Google's BERT `tokenization.py`, as Hugging Face's fast
+BertTokenizer (`tokenizers`, Rust) also implements it:
+
+1. clean: drop NUL, U+FFFD and control/format characters (categories Cc, Cf,
+   except tab, newline, carriage return); map whitespace (space, \\t, \\n, \\r, Zs)
+   to a space;
+2. uncased vocabularies only: NFD, drop non-spacing marks (Mn), lower-case;
+3. split on whitespace, on punctuation (ASCII symbols and Unicode P*) and around
+   CJK ideographs;
+4. WordPiece (`##` continuations); a word with more than `max_chars_per_word`
+   characters, or with no WordPiece cover, becomes one [UNK].
+
+tensorflow-text's own normalizer differs from this (it applies ICU's
+NFKC_Casefold, so "…" becomes "...", "ß" "ss", full-width letters ASCII; and it
+turns control characters into spaces, splitting "ab\\x07cd"), and its word limit
+counts UTF-8 bytes, not characters. So steps 1-2 run as our own codepoint table
+compiled into a FastBertNormalizer model (`bert_normalizer_model`), the word
+limit is applied to characters after WordPiece (`_unk_long_words`), and tf-text
+does steps 3-4. tests/tokenization/ checks the result id for id against
+Hugging Face's tokenizer on 52,659 real sentences, on every Unicode codepoint,
+and on the hard cases in tests/fixtures/tokenization_hard_cases.json.
+
+Where we differ from Hugging Face's fast tokenizer on purpose (each follows
+Google's `tokenization.py`, which Hugging Face's Python BertTokenizer also does):
+
+* Literal "[CLS]", "[SEP]", "[MASK]", "[UNK]", "[PAD]" in the input text are
+  text ("[", "sep", "]"), never control tokens: the fast tokenizer matches them
+  as added tokens, so user text could inject a segment boundary.
+* Pair truncation is Google's `_truncate_seq_pair` (trim the longer segment one
+  piece at a time, segment B on ties). `tokenizers`' `longest_first` gives the
+  last odd piece to the longer segment instead, B on ties: when the budget is
+  odd, both segments exceed half of it and B is at least as long as A, A keeps
+  one piece more than B with us and one fewer with `tokenizers`.
+* Private-use characters (Co) are kept (a word holding one becomes [UNK]); the
+  fast tokenizer deletes them as "control" characters.
+* CJK Extension ideographs U+2B820..U+2B91F are split like every other CJK
+  ideograph; the fast tokenizer's range table starts that block at U+2B920.
+* Characters whose Unicode category changed after Unicode 9 (newer combining
+  marks, format characters, punctuation) follow our Unicode tables (Python's
+  `unicodedata`, 14.0.0 on Python 3.11, and ICU's for punctuation); the fast
+  tokenizer's category tables are older.
+
+Invalid UTF-8 raises InvalidArgumentError ("not valid UTF-8"): tf-text would
+quietly turn the bad bytes into spaces or [UNK] and the reference tokenizers
+cannot take such input at all.
 """
 
+import functools
 import os
+import unicodedata
 
+import flatbuffers
 import keras
+import numpy as np
 import tensorflow as tf
 import tensorflow_text as tf_text
 
@@ -13,6 +63,10 @@ from keras_bert_impl.checkpoints.vocabulary import read_vocabulary, vocabulary_i
 
 SPECIAL_TOKENS = ("[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]")
 VOCAB_ASSET = "vocab.txt"
+SUFFIX = "##"
+# A UTF-8 character is at most 4 bytes, so a word of `max_chars_per_word`
+# characters is at most this many times as many bytes.
+_MAX_UTF8_BYTES_PER_CHAR = 4
 
 
 def truncate_pair_lengths(len_a, len_b, budget):
@@ -30,21 +84,192 @@ def _take_first(ragged, lengths):
     return tf.ragged.boolean_mask(ragged, positions < tf.cast(lengths, positions.dtype)[:, None])
 
 
+def normalize_char(char, lowercase):
+    """BERT's normalization of one character, as a string (maybe empty or several characters).
+
+    Clean text (Google's `_clean_text`), then for uncased vocabularies NFD, drop
+    Mn, lower-case (the order of Hugging Face's BertNormalizer; Google lower-cases
+    first, which gives the same result for every codepoint; only Python's
+    context-dependent final sigma, which Google's `str.lower()` applies to whole
+    words, is never produced here or by Hugging Face).
+    """
+    cp = ord(char)
+    if cp == 0 or cp == 0xFFFD:
+        return ""
+    category = unicodedata.category(char)
+    if char in " \t\n\r" or category == "Zs":
+        return " "
+    if category in ("Cc", "Cf"):
+        return ""
+    if not lowercase or category in ("Cn", "Co"):  # unassigned and private use: nothing to fold
+        return char
+    stripped = "".join(c for c in unicodedata.normalize("NFD", char) if unicodedata.category(c) != "Mn")
+    return stripped.lower()
+
+
+def _darts_clone_trie(keys, values):
+    """A Darts-clone double-array trie (the layout tf-text's DartsCloneTrieWrapper reads).
+
+    keys: distinct byte strings, none a prefix of another, without NUL bytes;
+    values: ints in [0, 2**31). Returns the uint32 units.
+
+    Unit layout: bits 10..31 the offset to the children (node ^ offset ^ byte is
+    the child), bit 8 "has a value", bits 0..7 the byte that leads to the node;
+    a value sits at node ^ offset (the byte-0 child) with bit 31 set. Every node
+    gets its own base (node ^ offset), so a missing edge can never land on
+    another parent's child with the same label.
+    """
+    root = {}
+    for key, value in zip(keys, values):
+        node = root
+        for byte in key:
+            node = node.setdefault(byte, {})
+        node[None] = value
+    units, used, used_bases = [0] * 1024, bytearray(1024), set()
+    used[0] = 1  # the root
+    queue, head, first_free = [(0, root)], 0, 256  # bases start at 256: slots below stay free
+
+    def grow(index):
+        if index >= len(used):
+            extra = max(len(used), index + 1 - len(used))
+            units.extend([0] * extra)
+            used.extend(bytearray(extra))
+
+    while head < len(queue):
+        pos, node = queue[head]
+        head += 1
+        labels = sorted(0 if k is None else k for k in node)
+        # The first free slot that can take the smallest label fixes the base.
+        free = used.find(0, first_free)
+        while True:
+            if free < 0:
+                free = len(used)
+            base = free ^ labels[0]
+            grow(base | 0xFF)
+            if base >= 256 and base not in used_bases and not any(used[base ^ label] for label in labels):
+                break
+            free = used.find(0, free + 1)
+        used_bases.add(base)
+        offset = pos ^ base
+        if offset >= 1 << 21:
+            raise ValueError(f"Normalizer trie too large for Darts-clone offsets. Received: offset={offset}")
+        units[pos] = (offset << 10) | (0x100 if None in node else 0) | (units[pos] & 0xFF)
+        for key, child in node.items():
+            if key is None:
+                units[base] = 0x80000000 | child
+                used[base] = 1
+            else:
+                units[base ^ key] = key
+                used[base ^ key] = 1
+                queue.append((base ^ key, child))
+        first_free = used.find(0, first_free)
+        if first_free < 0:
+            first_free = len(used)
+    return np.asarray(units[: len(used.rstrip(b"\x00"))], np.uint32)
+
+
+@functools.lru_cache(maxsize=2)
+def bert_normalizer_model(lowercase):
+    """A tf-text FastBertNormalizer model (flatbuffer bytes) for `normalize_char`.
+
+    `tf_text.FastBertNormalizer(model_buffer=bert_normalizer_model(True))`
+    normalizes text exactly as BertPreprocessor does before splitting words.
+    The table has an entry for every codepoint whose normalization is not
+    itself (about 16,000 when uncased); building it takes about a second.
+    """
+    # Encoding of a mapped value (tf-text fast_bert_normalizer.h): bit 30 "differs
+    # from the input", bits 6..29 the offset in the string pool, bits 0..5 the UTF-8 length.
+    pool, where = bytearray(), {}
+
+    def encode(mapped):
+        data = mapped.encode("utf-8")
+        if data and data not in where:
+            where[data] = len(pool)
+            pool.extend(data)
+        return 0x40000000 | (where.get(data, 0) << 6) | len(data)
+
+    keys, values = [], []
+    for cp in range(1, 0x110000):
+        if 0xD800 <= cp <= 0xDFFF:
+            continue
+        char = chr(cp)
+        mapped = normalize_char(char, lowercase)
+        if mapped != char:
+            keys.append(char.encode("utf-8"))
+            values.append(encode(mapped))
+    zero = encode(normalize_char("\x00", lowercase))
+    trie = _darts_clone_trie(keys, values)
+    # table FastBertNormalizerModel { lower_case_nfd_strip_accents: bool; trie_array: [uint32];
+    #   data_for_codepoint_zero: int32; normalized_string_pool: [ubyte]; }  (the kernel ignores the bool)
+    builder = flatbuffers.Builder(4 * len(trie) + len(pool) + 1024)
+    pool_offset = builder.CreateByteVector(bytes(pool))
+    trie_offset = builder.CreateNumpyVector(trie.astype("<u4"))
+    builder.StartObject(4)
+    builder.PrependBoolSlot(0, bool(lowercase), False)
+    builder.PrependUOffsetTRelativeSlot(1, trie_offset, 0)
+    builder.PrependInt32Slot(2, zero, 0)
+    builder.PrependUOffsetTRelativeSlot(3, pool_offset, 0)
+    builder.Finish(builder.EndObject())
+    return bytes(builder.Output())
+
+
+_UTF8_ERROR = (
+    "BertPreprocessor: input text is not valid UTF-8. Decode the source with its real encoding (e.g. latin-1 "
+    "or cp1252) and pass text or UTF-8 bytes; replacing the bad bytes with U+FFFD would silently delete them, "
+    "as BERT's text cleaning drops U+FFFD. Invalid bytes are shown as U+FFFD below."
+)
+
+
+def _checked_utf8(strings):
+    """`strings` [B], after asserting that every one is valid UTF-8."""
+    # ASCII rows are valid by construction; only the others pay for a transcode,
+    # which replaces each invalid sequence (bad byte, truncation, overlong form,
+    # surrogate, > U+10FFFF) with U+FFFD and leaves valid text byte for byte.
+    is_ascii = tf.strings.regex_full_match(strings, "[\\x00-\\x7f]*")
+    rows = tf.where(tf.logical_not(is_ascii))[:, 0]
+    others = tf.gather(strings, rows)
+    repaired = tf.strings.unicode_transcode(others, "UTF-8", "UTF-8", errors="replace", replacement_char=0xFFFD)
+    invalid = tf.not_equal(others, repaired)
+    bad_rows = tf.boolean_mask(rows, invalid)[:1]
+    # The message shows the repaired text: raw invalid bytes would make the
+    # error message itself undecodable in graph mode.
+    bad_text = tf.strings.substr(tf.boolean_mask(repaired, invalid)[:1], 0, 60, unit="UTF8_CHAR")
+    if tf.executing_eagerly():
+        if bad_rows.shape[0]:
+            text = bad_text[0].numpy().decode("utf-8")
+            raise tf.errors.InvalidArgumentError(
+                None, None, f"{_UTF8_ERROR} First invalid row of the batch: {int(bad_rows[0])}, {text!r}"
+            )
+        return strings
+    check = tf.debugging.Assert(
+        tf.logical_not(tf.reduce_any(invalid)),
+        [_UTF8_ERROR + " First invalid row of the batch:", bad_rows, bad_text],
+        summarize=1,
+    )
+    with tf.control_dependencies([check]):
+        return tf.identity(strings)
+
+
 @keras.saving.register_keras_serializable(package="keras_bert_impl")
 class BertPreprocessor(keras.layers.Layer):
     """Tokenizes and packs one sentence or a sentence pair for a BERT model.
 
-    WordPiece runs in the graph (tensorflow-text FastBertTokenizer: BERT's basic
-    tokenization, then WordPiece with `##` continuations and [UNK]), so the layer
-    works in tf.data, `model.fit`/`predict` and exported SavedModels. Sequences
-    are packed as `[CLS] A [SEP]` or `[CLS] A [SEP] B [SEP]`; pairs are
-    truncated longest-first like Google's `_truncate_seq_pair`.
+    WordPiece runs in the graph (tensorflow-text FastBertTokenizer with BERT's
+    own normalization table, see the module docstring), so the layer works in
+    tf.data, `model.fit`/`predict` and exported SavedModels, and gives the ids of
+    Google's and Hugging Face's BERT tokenizers. Sequences are packed as
+    `[CLS] A [SEP]` or `[CLS] A [SEP] B [SEP]`, then padded with [PAD]; pairs
+    are truncated like Google's `_truncate_seq_pair`. Input must be valid UTF-8
+    (InvalidArgumentError otherwise).
 
     Args:
         vocabulary: list of tokens, or a path to vocab.txt.
         lowercase: bool or None. Lower-case and strip accents (uncased models);
             None reads it off the vocabulary.
         sequence_length: int, or None for per-batch padding to the longest row.
+        max_chars_per_word: int. Longer words (counted in characters after
+            normalization) become one [UNK]. 100 as in Hugging Face's BERT
+            tokenizers; Google's original `tokenization.py` uses 200.
 
     Call args:
         inputs: a string tensor [B] (single sentences) or a tuple (A, B) of two.
@@ -58,7 +283,7 @@ class BertPreprocessor(keras.layers.Layer):
     [101, 1996, 4248, 2829, 4419, 1012]
     """
 
-    def __init__(self, vocabulary=None, lowercase=None, sequence_length=128, **kwargs):
+    def __init__(self, vocabulary=None, lowercase=None, sequence_length=128, max_chars_per_word=100, **kwargs):
         super().__init__(**kwargs)
         if sequence_length is not None and (
             isinstance(sequence_length, bool) or not isinstance(sequence_length, int) or sequence_length < 3
@@ -67,7 +292,12 @@ class BertPreprocessor(keras.layers.Layer):
                 "sequence_length must be an int >= 3 ([CLS] token [SEP]) or None for per-batch padding. "
                 f"Received: sequence_length={sequence_length!r}"
             )
+        if isinstance(max_chars_per_word, bool) or not isinstance(max_chars_per_word, int) or max_chars_per_word < 1:
+            raise ValueError(
+                f"max_chars_per_word must be an int >= 1. Received: max_chars_per_word={max_chars_per_word!r}"
+            )
         self.sequence_length = sequence_length
+        self.max_chars_per_word = max_chars_per_word
         self.lowercase = lowercase
         self.vocabulary = None
         if vocabulary is not None:
@@ -103,20 +333,55 @@ class BertPreprocessor(keras.layers.Layer):
         self.vocabulary = vocabulary
         self.lowercase = bool(lowercase)
         ids = {t: i for i, t in enumerate(vocabulary)}
-        self.pad_id, self.cls_id, self.sep_id = ids["[PAD]"], ids["[CLS]"], ids["[SEP]"]
+        self.pad_id, self.unk_id, self.cls_id, self.sep_id = ids["[PAD]"], ids["[UNK]"], ids["[CLS]"], ids["[SEP]"]
         self._tokenizer = tf_text.FastBertTokenizer(
             vocab=vocabulary,
             token_out_type=tf.int32,
             unknown_token="[UNK]",
-            lower_case_nfd_strip_accents=self.lowercase,
+            # Byte limit loose enough for any word within the character limit;
+            # _unk_long_words applies the character limit itself.
+            max_bytes_per_word=_MAX_UTF8_BYTES_PER_CHAR * self.max_chars_per_word,
+            fast_bert_normalizer_model_buffer=bert_normalizer_model(self.lowercase),
             support_detokenization=True,
         )
+        # Per id: does it continue a word, and how many characters it adds to it.
+        is_suffix = [t.startswith(SUFFIX) and t != SUFFIX for t in vocabulary]
+        self._is_suffix = tf.constant(is_suffix, tf.bool)
+        self._piece_chars = tf.constant([len(t) - len(SUFFIX) * s for t, s in zip(vocabulary, is_suffix)], tf.int32)
 
     def tokenize(self, strings):
-        """Strings [B] -> ragged WordPiece ids [B, (pieces)]."""
+        """Strings [B] -> ragged WordPiece ids [B, (P)]. Raises InvalidArgumentError on invalid UTF-8."""
         if self.vocabulary is None:
             raise ValueError("BertPreprocessor has no vocabulary: pass vocabulary= (a list or a vocab.txt path).")
-        return self._tokenizer.tokenize(tf.convert_to_tensor(strings, tf.string))
+        strings = tf.convert_to_tensor(strings)
+        if strings.dtype != tf.string or strings.shape.rank not in (None, 1):
+            raise ValueError(
+                "BertPreprocessor takes a batch of strings of shape [B] (text or UTF-8 bytes). "
+                f"Received: dtype={strings.dtype.name}, shape={strings.shape}"
+            )
+        pieces = self._tokenizer.tokenize(_checked_utf8(strings))  # [B, (P)]
+        return self._unk_long_words(pieces)
+
+    def _unk_long_words(self, pieces):
+        """Words of more than max_chars_per_word characters -> one [UNK], as Google and Hugging Face do.
+
+        tf-text's own limit counts bytes, so it is set loose (4 bytes per
+        character) and words are measured here: a word is a non-`##` piece and
+        the `##` pieces after it; its characters are the sum of its pieces'.
+        """
+        ids = pieces.values  # [sum P]
+        starts = tf.logical_not(tf.gather(self._is_suffix, ids))
+        word = tf.cumsum(tf.cast(starts, tf.int32)) - 1  # a row always begins a word
+        long_word = tf.math.segment_sum(tf.gather(self._piece_chars, ids), word) > self.max_chars_per_word
+
+        def unk_them():
+            too_long = tf.gather(long_word, word)
+            keep = tf.logical_or(starts, tf.logical_not(too_long))
+            unk = tf.where(too_long, tf.constant(self.unk_id, ids.dtype), ids)
+            return tf.ragged.boolean_mask(pieces.with_values(unk), pieces.with_values(keep))
+
+        # Long words are rare: skip the masking when there are none.
+        return tf.cond(tf.reduce_any(long_word), unk_them, lambda: pieces)
 
     def detokenize(self, token_ids):
         """Ids [B, S] -> strings [B], special tokens and padding dropped."""
@@ -130,7 +395,7 @@ class BertPreprocessor(keras.layers.Layer):
         # Keras reads a plain list as several positional inputs; a list of
         # Python strings here is one batch of sentences.
         def to_tensor(x):
-            if isinstance(x, str):
+            if isinstance(x, (str, bytes)):
                 x = [x]
             if isinstance(x, list) and all(isinstance(t, (str, bytes)) for t in x):
                 return tf.constant(x, tf.string)
@@ -148,24 +413,31 @@ class BertPreprocessor(keras.layers.Layer):
         segments = list(inputs) if isinstance(inputs, (tuple, list)) else [inputs]
         if len(segments) not in (1, 2):
             raise ValueError(f"BertPreprocessor packs one or two segments. Received {len(segments)}.")
-        pieces = [self.tokenize(s) for s in segments]
-        lengths = [p.row_lengths() for p in pieces]
-        special = len(segments) + 1
+        pieces = [self.tokenize(s) for s in segments]  # each [B, (P)]
         if self.sequence_length is not None:
-            budget = tf.constant(self.sequence_length - special, lengths[0].dtype)
+            budget = self.sequence_length - len(segments) - 1  # room left by [CLS] and the [SEP]s
             if len(pieces) == 1:
-                pieces = [_take_first(pieces[0], tf.minimum(lengths[0], budget))]
+                pieces = [pieces[0][:, :budget]]
             else:
-                keep_a, keep_b = truncate_pair_lengths(lengths[0], lengths[1], budget)
+                lengths = [p.row_lengths() for p in pieces]
+                keep_a, keep_b = truncate_pair_lengths(lengths[0], lengths[1], tf.constant(budget, lengths[0].dtype))
                 pieces = [_take_first(pieces[0], keep_a), _take_first(pieces[1], keep_b)]
-        token_ids, segment_ids = tf_text.combine_segments(pieces, self.cls_id, self.sep_id)
-        width = self.sequence_length
-        shape = [None, width]
-        return {
-            "token_ids": token_ids.to_tensor(default_value=self.pad_id, shape=shape),
-            "segment_ids": tf.cast(segment_ids.to_tensor(default_value=0, shape=shape), tf.int32),
-            "padding_mask": tf.cast(tf.ones_like(token_ids).to_tensor(default_value=0, shape=shape), tf.int32),
-        }
+        rows = pieces[0].nrows()
+        cls = tf.fill(tf.stack([rows, 1]), tf.constant(self.cls_id, tf.int32))  # [B, 1]
+        sep = tf.fill(tf.stack([rows, 1]), tf.constant(self.sep_id, tf.int32))  # [B, 1]
+        parts = [cls, pieces[0], sep] + ([pieces[1], sep] if len(pieces) == 2 else [])
+        packed = tf.concat(parts, axis=1)  # [B, (n)]
+        token_ids = packed.to_tensor(default_value=self.pad_id, shape=[None, self.sequence_length])  # [B, S]
+        width = tf.shape(token_ids)[1]
+        used = tf.cast(packed.row_lengths(), tf.int32)  # [B]
+        padding_mask = tf.sequence_mask(used, width, dtype=tf.int32)  # [B, S]
+        if len(pieces) == 1:
+            segment_ids = tf.zeros_like(token_ids)
+        else:
+            # Segment B starts after [CLS] A [SEP].
+            start_b = tf.cast(pieces[0].row_lengths(), tf.int32) + 2  # [B]
+            segment_ids = tf.cast(tf.range(width)[None, :] >= start_b[:, None], tf.int32) * padding_mask
+        return {"token_ids": token_ids, "segment_ids": segment_ids, "padding_mask": padding_mask}
 
     def compute_output_spec(self, inputs):
         # Declared rather than traced: a model being loaded calls this layer
@@ -183,5 +455,11 @@ class BertPreprocessor(keras.layers.Layer):
 
     def get_config(self):
         config = super().get_config()
-        config.update({"lowercase": self.lowercase, "sequence_length": self.sequence_length})
+        config.update(
+            {
+                "lowercase": self.lowercase,
+                "sequence_length": self.sequence_length,
+                "max_chars_per_word": self.max_chars_per_word,
+            }
+        )
         return config

@@ -70,3 +70,15 @@ def test_bad_vocabulary(tmp_path):
         BertPreprocessor(["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "a", "a"])
     with pytest.raises(ValueError, match="sequence_length must be an int >= 3"):
         BertPreprocessor(["[PAD]"], sequence_length=2)
+
+
+def test_max_chars_per_word_round_trips_and_is_checked():
+    from tests.conftest import DATA
+
+    pre = BertPreprocessor(os.path.join(DATA, "minilm", "vocab.txt"), sequence_length=8, max_chars_per_word=200)
+    config = pre.get_config()
+    assert config["max_chars_per_word"] == 200 and config["lowercase"] is True
+    again = BertPreprocessor.from_config(config)
+    assert again.max_chars_per_word == 200 and again.sequence_length == 8
+    with pytest.raises(ValueError, match="max_chars_per_word must be an int >= 1. Received: max_chars_per_word=0"):
+        BertPreprocessor(max_chars_per_word=0)
