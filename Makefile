@@ -55,6 +55,8 @@ demo: $(INSTALLED) $(DATA_STAMP)
 
 bench: $(BENCH_INSTALLED) $(DATA_STAMP)
 	$(BIN)/python bench/backbone_forward.py --output bench/results/backbone_forward.json
+	$(BIN)/python bench/tokenization.py --output bench/results/tokenization.json
+	$(BIN)/python bench/pretraining_memory.py
 
 clean:
 	rm -rf $(VENV) $(DATA)
