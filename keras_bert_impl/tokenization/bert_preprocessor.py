@@ -52,6 +52,7 @@ cannot take such input at all.
 import functools
 import os
 import unicodedata
+import warnings
 
 import flatbuffers
 import keras
@@ -328,8 +329,24 @@ class BertPreprocessor(keras.layers.Layer):
             seen.add(token)
         if duplicates:
             raise ValueError(f"The vocabulary has duplicate entries {duplicates[:10]}; each token must appear once.")
+        uncased_vocabulary = vocabulary_is_uncased(vocabulary)
         if lowercase is None:
-            lowercase = vocabulary_is_uncased(vocabulary)
+            lowercase = uncased_vocabulary
+        elif bool(lowercase) != uncased_vocabulary:
+            # The common mistake: an uncased vocab with lowercase=False sends every
+            # capitalised word to [UNK] or odd pieces; a cased vocab with
+            # lowercase=True can never produce its upper-case tokens.
+            if lowercase:
+                cased = [t for t in vocabulary if t != t.lower() and not t.startswith("[")][:3]
+                detail = f"the vocabulary has upper-case tokens (e.g. {cased}) but lowercase=True"
+            else:
+                detail = "the vocabulary has no upper-case tokens but lowercase=False"
+            warnings.warn(
+                f"BertPreprocessor: {detail}; the casing of the vocabulary and the lowercase setting "
+                f"disagree. Pass lowercase={not lowercase} (or lowercase=None to follow the vocabulary) "
+                "unless the mismatch is intended.",
+                stacklevel=2,
+            )
         self.vocabulary = vocabulary
         self.lowercase = bool(lowercase)
         ids = {t: i for i, t in enumerate(vocabulary)}

@@ -9,7 +9,9 @@ text. So BertPreprocessor raises InvalidArgumentError naming the problem and
 showing the first bad string; decode the source with its real encoding.
 """
 
+import os
 import time
+import warnings
 
 import numpy as np
 import pytest
@@ -103,3 +105,18 @@ def test_wrong_dtype_or_rank(pre):
     with pytest.raises(ValueError, match="one or two segments"):
         pre((tf.constant(["a"]), tf.constant(["b"]), tf.constant(["c"])))
     assert pre("one plain string")["token_ids"].shape == (1, 128)
+
+
+def test_casing_mismatch_warns():
+    from tests.conftest import DATA
+
+    uncased = os.path.join(DATA, "minilm", "vocab.txt")
+    with pytest.warns(UserWarning, match="no upper-case tokens but lowercase=False"):
+        BertPreprocessor(uncased, lowercase=False)
+    cased = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "The", "the", "Paris"]
+    with pytest.warns(UserWarning, match="upper-case tokens \\(e.g. \\['The', 'Paris'\\]\\) but lowercase=True"):
+        BertPreprocessor(cased, lowercase=True)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        BertPreprocessor(uncased)  # follows the vocabulary: no warning
+        BertPreprocessor(cased)
