@@ -1,0 +1,48 @@
+"""One factory for tf.distribute strategies, reading TF_CONFIG / TPU settings the standard way."""
+
+import json
+import os
+
+import tensorflow as tf
+
+STRATEGIES = ("auto", "one-device", "mirrored", "multi-worker", "tpu")
+
+
+def create_strategy(name="auto", tpu=None):
+    """Returns a tf.distribute.Strategy.
+
+    Args:
+        name: "auto" (multi-worker if TF_CONFIG names several workers, else mirrored
+            over every GPU when there are several, else one device), "one-device",
+            "mirrored" (all local GPUs, or every logical CPU device when there are no GPUs),
+            "multi-worker" (MultiWorkerMirroredStrategy from TF_CONFIG), "tpu".
+        tpu: TPU name or address for "tpu" (None: the TPU_NAME environment / local TPU).
+    """
+    if name not in STRATEGIES:
+        raise ValueError(f"strategy must be one of {list(STRATEGIES)}. Received: strategy={name!r}")
+    if name == "auto":
+        workers = json.loads(os.environ.get("TF_CONFIG", "{}")).get("cluster", {}).get("worker", [])
+        if len(workers) > 1:
+            name = "multi-worker"
+        elif len(tf.config.list_logical_devices("GPU")) > 1:
+            name = "mirrored"
+        else:
+            name = "one-device"
+    if name == "one-device":
+        gpus = tf.config.list_logical_devices("GPU")
+        return tf.distribute.OneDeviceStrategy(gpus[0].name if gpus else "/cpu:0")
+    if name == "mirrored":
+        gpus = tf.config.list_logical_devices("GPU")
+        devices = [d.name for d in gpus] or [d.name for d in tf.config.list_logical_devices("CPU")]
+        return tf.distribute.MirroredStrategy(devices)
+    if name == "multi-worker":
+        if "TF_CONFIG" not in os.environ:
+            raise ValueError(
+                "strategy='multi-worker' needs TF_CONFIG describing the cluster and this worker's task, e.g. "
+                '{"cluster": {"worker": ["host1:port", "host2:port"]}, "task": {"type": "worker", "index": 0}}.'
+            )
+        return tf.distribute.MultiWorkerMirroredStrategy()
+    resolver = tf.distribute.cluster_resolver.TPUClusterResolver(tpu=tpu)
+    tf.config.experimental_connect_to_cluster(resolver)
+    tf.tpu.experimental.initialize_tpu_system(resolver)
+    return tf.distribute.TPUStrategy(resolver)

@@ -1,0 +1,67 @@
+"""The strategy factory, and mirrored training equal to one-device training."""
+
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+from keras_bert_impl.training import create_strategy
+
+REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+# Runs in a fresh process: logical CPU devices must be set before TensorFlow starts.
+SCRIPT = r"""
+import json, sys
+import tensorflow as tf
+cpu = tf.config.list_physical_devices("CPU")[0]
+tf.config.set_logical_device_configuration(cpu, [tf.config.LogicalDeviceConfiguration()] * 2)
+import keras, numpy as np
+import keras_bert_impl as kb
+from keras_bert_impl.training import create_strategy
+
+strategy = create_strategy(sys.argv[1])
+keras.utils.set_random_seed(0)
+rng = np.random.default_rng(0)
+x = {"token_ids": rng.integers(1, 50, (32, 8)).astype("int32"), "segment_ids": np.zeros((32, 8), "int32"),
+     "padding_mask": np.ones((32, 8), "int32")}
+y = rng.integers(0, 2, 32)
+with strategy.scope():
+    backbone = kb.BertBackbone(vocabulary_size=50, num_layers=2, num_heads=2, hidden_dim=16, intermediate_dim=32,
+                               max_sequence_length=16, dropout=0.0)
+    model = kb.BertClassifier(backbone, num_classes=2, dropout=0.0)
+    model.compile(optimizer=keras.optimizers.SGD(0.5), loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True))
+losses = []
+class Record(keras.callbacks.Callback):
+    def on_train_batch_end(self, batch, logs=None):
+        losses.append(float(logs["loss"]))
+dataset = tf.data.Dataset.from_tensor_slices((x, y)).batch(8)
+model.fit(dataset, epochs=1, verbose=0, callbacks=[Record()])
+print(json.dumps({"replicas": strategy.num_replicas_in_sync, "losses": losses}))
+"""
+
+
+def _run(name):
+    env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3", PYTHONPATH=REPO, KERAS_BACKEND="tensorflow")
+    out = subprocess.run([sys.executable, "-c", SCRIPT, name], capture_output=True, text=True, env=env, timeout=300)
+    assert out.returncode == 0, out.stderr[-3000:]
+    return json.loads(out.stdout.strip().splitlines()[-1])
+
+
+def test_mirrored_matches_one_device():
+    one = _run("one-device")
+    mirrored = _run("mirrored")
+    assert one["replicas"] == 1 and mirrored["replicas"] == 2
+    assert len(one["losses"]) == len(mirrored["losses"]) == 4
+    print("one-device", one["losses"], "mirrored", mirrored["losses"])
+    for a, b in zip(one["losses"], mirrored["losses"]):
+        assert abs(a - b) <= 1e-4
+
+
+def test_unknown_strategy_and_missing_tf_config(monkeypatch):
+    with pytest.raises(ValueError, match="strategy='gpu'"):
+        create_strategy("gpu")
+    monkeypatch.delenv("TF_CONFIG", raising=False)
+    with pytest.raises(ValueError, match="needs TF_CONFIG"):
+        create_strategy("multi-worker")
