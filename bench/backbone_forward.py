@@ -21,10 +21,11 @@ figure is also given as a fraction of that peak.
 Nothing is downloaded: all three models are built from their configuration
 with random weights (never `from_preset` on KerasHub).
 
-    python bench/backbone_forward.py --output bench/results/backbone_forward.json
+    python bench/backbone_forward.py --wait-idle 120 --output bench/results/backbone_forward.json
     python bench/backbone_forward.py --repeats 3 --batches 1 --only ours  # quick look
 
-A full run (5 repeats x 3 batches) takes about 7-9 minutes on a 2-core machine.
+A full run (5 repeats x 2 batches, six variants) takes about 5 minutes on an idle 2-core
+machine, plus up to --wait-idle seconds, and longer when other processes compete.
 """
 
 import argparse
@@ -59,6 +60,7 @@ BERT_BASE = dict(
 )
 
 MODELS = ("ours", "kerashub", "model_garden")
+NPROC = os.cpu_count() or 1
 
 
 def exact_flops_per_sequence(length, cfg=BERT_BASE):
@@ -93,20 +95,34 @@ def machine_info():
         "tf_inter_op_threads": tf.config.threading.get_inter_op_parallelism_threads(),
         "TF_ENABLE_ONEDNN_OPTS": os.environ.get("TF_ENABLE_ONEDNN_OPTS", "<unset: TF default, on for x86 Linux>"),
     }
-    for name, module in (("keras_hub", "keras_hub"), ("tf_keras", "tf_keras"), ("tf_models_official", "official")):
-        try:
-            from importlib.metadata import version
+    from importlib.metadata import PackageNotFoundError, version
 
-            info[name] = version({"keras_hub": "keras-hub", "tf_keras": "tf_keras",
-                                  "tf_models_official": "tf-models-official"}[name])
-        except Exception as e:  # noqa: BLE001
-            info[name] = f"unavailable: {e}"
+    for key, dist in (("keras_hub", "keras-hub"), ("tf_keras", "tf_keras"), ("tf_models_official", "tf-models-official")):
+        try:
+            info[key] = version(dist)
+        except PackageNotFoundError:
+            info[key] = "not installed"
+    info["loadavg_at_start"] = read_loadavg()
+    return info
+
+
+def read_loadavg():
     try:
         with open("/proc/loadavg", encoding="utf-8") as f:
-            info["loadavg_at_start"] = f.read().split()[:3]
+            return [float(v) for v in f.read().split()[:3]]
     except OSError:
-        pass
-    return info
+        return None
+
+
+def wait_for_idle(limit_seconds):
+    """Sleeps until the 1-minute load average is below half the cores, at most `limit_seconds`."""
+    start = time.perf_counter()
+    while time.perf_counter() - start < limit_seconds:
+        load = read_loadavg()
+        if load is None or load[0] < 0.5 * (os.cpu_count() or 1):
+            break
+        time.sleep(10)
+    return time.perf_counter() - start
 
 
 def make_inputs(batch, length, seed):
@@ -191,20 +207,23 @@ def compile_forward(model, wrap, jit):
 # --- timing -----------------------------------------------------------------
 
 
-def time_forward(forward, args, batches):
-    start = time.perf_counter()
-    for _ in range(batches):
-        seq, pooled = forward(*args)
+def time_forward(forward, args):
+    """(wall seconds, process CPU seconds) of one forward."""
+    start, cpu = time.perf_counter(), time.process_time()
+    seq, pooled = forward(*args)
     # CPU execution is synchronous, but fetch a value so nothing is left pending.
     float(pooled[0, 0].numpy())
-    return (time.perf_counter() - start) / batches
+    return time.perf_counter() - start, time.process_time() - cpu
 
 
 def time_matmul(a, b, n):
-    start = time.perf_counter()
+    """(GFLOP/s by wall clock, GFLOP/s per CPU-second of this process x nproc) of one n x n matmul."""
+    start, cpu = time.perf_counter(), time.process_time()
     c = tf.matmul(a, b)
     float(c[0, 0].numpy())
-    return 2 * n**3 / (time.perf_counter() - start) / 1e9
+    wall, cpu = time.perf_counter() - start, time.process_time() - cpu
+    flop = 2 * n**3 / 1e9
+    return flop / wall, flop / cpu * NPROC
 
 
 def summarize(times, batch):
@@ -223,7 +242,7 @@ def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--output", help="write the JSON results here")
     parser.add_argument("--repeats", type=int, default=5, help="timed rounds (interleaved across variants)")
-    parser.add_argument("--batches", type=int, default=3, help="forward passes per variant per round")
+    parser.add_argument("--batches", type=int, default=2, help="forward passes per variant per round")
     parser.add_argument("--batch-size", type=int, default=32)
     parser.add_argument("--sequence-length", type=int, default=128)
     parser.add_argument("--warmup", type=int, default=2, help="untimed forwards per variant after compiling")
@@ -234,6 +253,9 @@ def main(argv=None):
     parser.add_argument("--jit", nargs="+", choices=("off", "on"), default=["off", "on"],
                         help="tf.function variants: jit_compile off and/or on")
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--wait-idle", type=float, default=0, metavar="SECONDS",
+                        help="before timing, wait up to this long for the 1-minute load average to drop "
+                             "below half the core count (a shared machine)")
     args = parser.parse_args(argv)
 
     wall_start = time.perf_counter()
@@ -278,9 +300,16 @@ def main(argv=None):
                 errors[key] = f"{type(e).__name__}: {str(e)[:500]}"
                 print(f"# FAILED {key}: {errors[key]}", flush=True)
 
-    shapes = {tuple(v["sequence_output_shape"]) for v in sanity.values()}
-    if len(shapes) != 1 or not all(v["finite"] for v in sanity.values()):
+    shapes = {(tuple(v["sequence_output_shape"]), tuple(v["pooled_output_shape"])) for v in sanity.values()}
+    sanity_ok = len(shapes) == 1 and all(v["finite"] for v in sanity.values())
+    sanity["all_finite_and_same_shapes"] = sanity_ok
+    if not sanity_ok:
         print(f"# SANITY FAILURE: {sanity}", file=sys.stderr)
+
+    if args.wait_idle > 0:
+        waited = wait_for_idle(args.wait_idle)
+        print(f"# waited {waited:.0f}s for the machine to go idle; loadavg {read_loadavg()}", flush=True)
+    load_before_timing = read_loadavg()
 
     # Timed rounds. Each round has `batches` steps; each step times the matmul
     # and then one forward of every variant, in an order rotated every step, so
@@ -291,15 +320,21 @@ def main(argv=None):
     tf.matmul(a, b)  # warm-up
     keys = list(variants)
     step_matmul = []  # median matmul GFLOP/s of each step
+    step_matmul_cpu = []  # the same per CPU-second x nproc
     step_times = {key: [] for key in keys}  # seconds of each single forward
+    step_cpu = {key: [] for key in keys}  # process CPU seconds of each single forward
     round_times = {key: [] for key in keys}  # seconds per batch, per round
     step = 0
     for r in range(args.repeats):
         for _ in range(args.batches):
-            step_matmul.append(statistics.median(time_matmul(a, b, n) for _ in range(args.matmul_repeats)))
+            mms = [time_matmul(a, b, n) for _ in range(args.matmul_repeats)]
+            step_matmul.append(statistics.median(m[0] for m in mms))
+            step_matmul_cpu.append(statistics.median(m[1] for m in mms))
             order = keys[step % len(keys):] + keys[: step % len(keys)]
             for key in order:
-                step_times[key].append(time_forward(variants[key], tf_inputs, 1))
+                wall, cpu = time_forward(variants[key], tf_inputs)
+                step_times[key].append(wall)
+                step_cpu[key].append(cpu)
             step += 1
         for key in keys:
             round_times[key].append(sum(step_times[key][-args.batches:]) / args.batches)
@@ -318,6 +353,15 @@ def main(argv=None):
         paired = [batch * GFLOP_PER_SEQUENCE / t / g for t, g in zip(step_times[key], step_matmul)]
         s["fraction_of_matmul_peak_paired_median"] = round(statistics.median(paired), 3)
         s["seconds_per_forward"] = [round(t, 4) for t in step_times[key]]
+        # CPU-time view: throughput per CPU-second of this process, times the core count. Time
+        # other processes take from us is not counted, so it stays close to the idle-machine
+        # figure under load; it also leaves out cores idling inside our own run, so it reads
+        # a little high where a model cannot keep every core busy.
+        cpu_seq = [batch * NPROC / c for c in step_cpu[key]]
+        s["cpu_seconds_per_forward"] = [round(c, 4) for c in step_cpu[key]]
+        s["cpu_normalized_sequences_per_second_median"] = round(statistics.median(cpu_seq), 3)
+        s["fraction_of_matmul_peak_cpu_normalized_median"] = round(statistics.median(
+            q * GFLOP_PER_SEQUENCE / g for q, g in zip(cpu_seq, step_matmul_cpu)), 3)
         s["achieved_gflops_median"] = round(s["sequences_per_second_median"] * GFLOP_PER_SEQUENCE, 1)
         results[key] = s
     best_per_model = {}
@@ -327,6 +371,20 @@ def main(argv=None):
             best = max(candidates, key=lambda k: results[k]["sequences_per_second_median"])
             best_per_model[name] = best
             results[best]["best_for_model"] = True
+
+    # Other processes on a shared machine only ever add time: say so when they did.
+    load_after = read_loadavg()
+    warnings = []
+    nproc = os.cpu_count() or 1
+    for when, load in (("before timing", load_before_timing), ("after timing", load_after)):
+        if load and load[0] > 0.5 * nproc:
+            warnings.append(f"1-minute load average {load[0]:.2f} {when} on {nproc} cores: other processes "
+                            "competed for the CPU; prefer the *_paired_median and cpu_normalized figures")
+    if mm_best > 1.25 * mm_median:
+        warnings.append(f"matmul best {mm_best:.0f} vs median {mm_median:.0f} GFLOP/s: the machine's speed "
+                        "varied during the run")
+    info["loadavg_before_timing"] = load_before_timing
+    info["loadavg_at_end"] = load_after
 
     report = {
         "benchmark": "BERT-base backbone forward (inference), float32, CPU",
@@ -356,6 +414,8 @@ def main(argv=None):
         "build_seconds": build_seconds,
         "matmul": {
             "gflops_per_step": [round(g, 1) for g in step_matmul],
+            "cpu_normalized_gflops_per_step": [round(g, 1) for g in step_matmul_cpu],
+            "cpu_normalized_gflops_median": round(statistics.median(step_matmul_cpu), 1),
             "gflops_median": round(mm_median, 1),
             "gflops_best": round(mm_best, 1),
             "peak_sequences_per_second_median": round(peak_median, 3),
@@ -364,22 +424,30 @@ def main(argv=None):
         "results": results,
         "best_variant_per_model": best_per_model,
         "errors": errors,
+        "warnings": warnings,
         "wall_seconds": round(time.perf_counter() - wall_start, 1),
     }
 
     print()
     print(f"matmul {n}x{n} fp32: median {mm_median:.1f} GFLOP/s, best {mm_best:.1f} "
           f"-> peak {peak_median:.2f} seq/s (median)")
-    print(f"{'variant':40s} {'seq/s med':>10s} {'seq/s best':>10s} {'s/batch min':>11s} {'of peak':>8s} {'paired':>7s}")
+    print(f"{'variant':32s} {'seq/s med':>9s} {'best':>6s} {'s/batch min':>11s} "
+          f"{'peak% med':>9s} {'best':>6s} {'paired':>6s} | {'cpu seq/s':>9s} {'cpu peak%':>9s}")
     for key, s in results.items():
         mark = " *" if s.get("best_for_model") else ""
-        print(f"{key:40s} {s['sequences_per_second_median']:10.2f} {s['sequences_per_second_best']:10.2f} "
-              f"{s['seconds_per_batch_min']:11.3f} {s['fraction_of_matmul_peak_median']:8.1%} "
-              f"{s['fraction_of_matmul_peak_paired_median']:7.1%}{mark}")
+        print(f"{key:32s} {s['sequences_per_second_median']:9.2f} {s['sequences_per_second_best']:6.2f} "
+              f"{s['seconds_per_batch_min']:11.3f} {s['fraction_of_matmul_peak_median']:9.1%} "
+              f"{s['fraction_of_matmul_peak_best']:6.1%} {s['fraction_of_matmul_peak_paired_median']:6.1%} | "
+              f"{s['cpu_normalized_sequences_per_second_median']:9.2f} "
+              f"{s['fraction_of_matmul_peak_cpu_normalized_median']:9.1%}{mark}")
     for key, err in errors.items():
         print(f"{key:40s} FAILED: {err[:100]}")
-    print(f"(* best variant per model; of peak = median seq/s / (median matmul GFLOP/s / {GFLOP_PER_SEQUENCE}); "
-          f"paired = median over steps of the same ratio within one step; wall {report['wall_seconds']:.0f}s)")
+    for w in warnings:
+        print(f"WARNING: {w}")
+    print(f"(* best variant per model, by median seq/s. peak% med = median seq/s / (median matmul GFLOP/s / "
+          f"{GFLOP_PER_SEQUENCE}); best = best / best; paired = median over steps of the ratio within one step; "
+          f"cpu = per CPU-second of this process x nproc, the same against the matmul's. "
+          f"wall {report['wall_seconds']:.0f}s)")
 
     if args.output:
         os.makedirs(os.path.dirname(os.path.abspath(args.output)), exist_ok=True)
