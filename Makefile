@@ -54,7 +54,7 @@ demo: $(INSTALLED) $(DATA_STAMP)
 	$(BIN)/python -m keras_bert_impl.demo --model $(DATA)/demo/minilm.keras --corpus "$(DATA)/corpora/polarity-en-pang&lee2.csv"
 
 bench: $(BENCH_INSTALLED) $(DATA_STAMP)
-	$(BIN)/python bench/backbone_forward.py --output bench/results/backbone_forward.json
+	$(BIN)/python bench/backbone_forward.py --wait-idle 120 --output bench/results/backbone_forward.json
 	$(BIN)/python bench/tokenization.py --output bench/results/tokenization.json
 	$(BIN)/python bench/pretraining_memory.py
 

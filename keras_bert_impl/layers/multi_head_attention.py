@@ -99,11 +99,6 @@ class MultiHeadAttention(keras.layers.Layer):
         self.output_dense.build(tuple(query_shape[:-1]) + (self.hidden_dim,))
         self.built = True
 
-    def _split_heads(self, x):
-        # [B, S, H] -> [B, N, S, D]
-        x = ops.reshape(x, (-1, ops.shape(x)[1], self.num_heads, self.head_dim))
-        return ops.transpose(x, (0, 2, 1, 3))
-
     def call(
         self,
         query,
@@ -115,29 +110,83 @@ class MultiHeadAttention(keras.layers.Layer):
         return_attention_scores=False,
         training=None,
     ):
+        self_attention = value is None and key is None
         value = query if value is None else value
         key = value if key is None else key
-        # Scaling Q before the product touches B*N*F*D numbers instead of B*N*F*T.
-        q = self._split_heads(self.query_dense(query)) * ops.cast(1.0 / math.sqrt(self.head_dim), query.dtype)
-        k = self._split_heads(self.key_dense(key))  # [B, N, T, D]
-        v = self._split_heads(self.value_dense(value))  # [B, N, T, D]
+        batch, query_length, key_length = ops.shape(query)[0], ops.shape(query)[1], ops.shape(key)[1]
+        output, probs = self.attend_flat(
+            ops.reshape(query, (-1, query.shape[-1])),
+            None if self_attention else ops.reshape(key, (-1, key.shape[-1])),
+            None if self_attention else ops.reshape(value, (-1, value.shape[-1])),
+            batch,
+            query_length,
+            key_length,
+            padding_mask=padding_mask,
+            attention_mask=attention_mask,
+            use_causal_mask=use_causal_mask,
+            training=training,
+        )
+        output = ops.reshape(output, (-1, query_length, self.hidden_dim))  # [B, F, H]
+        if return_attention_scores:
+            return output, probs
+        return output
+
+    def attend_flat(
+        self,
+        query,
+        key,
+        value,
+        batch,
+        query_length,
+        key_length,
+        padding_mask=None,
+        attention_mask=None,
+        use_causal_mask=False,
+        training=None,
+    ):
+        """Attention on flattened tokens: query [B*F, Hq], key/value [B*T, Hk] (None for
+        self-attention). Returns (output [B*F, H], probabilities [B, N, F, T]).
+
+        Why flat: on TensorFlow a Dense on a 2-D input is one MatMul that oneDNN fuses
+        with its bias (and the encoder's residual adds), while a 3-D input goes through
+        reshape -> MatMul -> reshape and loses the fusion (bench/README.md). The
+        Transformer encoder block keeps its tokens flat and calls this directly.
+        """
+        n, d = self.num_heads, self.head_dim
+        scale = 1.0 / math.sqrt(d)
+
+        def heads(x, length):  # [B*S, H] -> [B, N, S, D]
+            return ops.transpose(ops.reshape(x, (batch, length, n, d)), (0, 2, 1, 3))
+
+        if key is None:
+            # Self-attention: one [H, 3H] projection instead of three, with the
+            # 1/sqrt(D) scale folded into the query weights. The three Dense
+            # layers keep their own variables (checkpoints map to them).
+            q_scale = ops.cast(scale, self.query_dense.kernel.dtype)
+            kernel = ops.concatenate(
+                [self.query_dense.kernel * q_scale, self.key_dense.kernel, self.value_dense.kernel], axis=1
+            )  # [H, 3H]
+            bias = ops.concatenate([self.query_dense.bias * q_scale, self.key_dense.bias, self.value_dense.bias], axis=0)
+            qkv = ops.matmul(query, ops.cast(kernel, query.dtype)) + ops.cast(bias, query.dtype)  # [B*T, 3H]
+            qkv = ops.transpose(ops.reshape(qkv, (batch, query_length, 3, n, d)), (2, 0, 3, 1, 4))  # [3, B, N, T, D]
+            q, k, v = qkv[0], qkv[1], qkv[2]
+        else:
+            q = heads(self.query_dense(query), query_length) * ops.cast(scale, query.dtype)  # [B, N, F, D]
+            k = heads(self.key_dense(key), key_length)  # [B, N, T, D]
+            v = heads(self.value_dense(value), key_length)  # [B, N, T, D]
         scores = ops.matmul(q, ops.transpose(k, (0, 1, 3, 2)))  # [B, N, F, T]
 
         # Softmax in float32 so bfloat16/float16 policies neither overflow the
         # mask value nor lose the small probabilities.
         scores = ops.cast(scores, "float32")
-        mask = merge_masks(padding_mask, attention_mask, use_causal_mask, ops.shape(query)[1], ops.shape(key)[1])
+        mask = merge_masks(padding_mask, attention_mask, use_causal_mask, query_length, key_length)
         if mask is not None:
             scores = scores + (1.0 - ops.cast(mask[:, None, :, :], "float32")) * MASK_VALUE
         probs = ops.cast(ops.softmax(scores, axis=-1), self.compute_dtype)  # [B, N, F, T]
 
         context = ops.matmul(self.dropout_layer(probs, training=training), v)  # [B, N, F, D]
-        context = ops.transpose(context, (0, 2, 1, 3))  # [B, F, N, D]
-        context = ops.reshape(context, (-1, ops.shape(context)[1], self.hidden_dim))  # [B, F, H]
-        output = self.output_dense(context)
-        if return_attention_scores:
-            return output, probs
-        return output
+        context = ops.reshape(ops.transpose(context, (0, 2, 1, 3)), (-1, self.hidden_dim))  # [B*F, H]
+        return self.output_dense(context), probs
 
     def get_config(self):
         config = super().get_config()

@@ -7,6 +7,7 @@ Shape legend: B batch, T sequence length, H hidden size, N heads.
 """
 
 import keras
+from keras import ops
 
 from keras_bert_impl.layers.activations import ACTIVATIONS
 from keras_bert_impl.layers.feed_forward import FeedForward
@@ -103,18 +104,25 @@ class TransformerEncoder(keras.layers.Layer):
         return_attention_scores=False,
         training=None,
     ):
-        attended = self.attention(
-            x,
+        batch, length, hidden = ops.shape(x)[0], ops.shape(x)[1], x.shape[-1]
+        # The block works on flat tokens [B*T, H]: every Dense is then a plain 2-D
+        # MatMul that TensorFlow fuses with its bias, activation and residual add.
+        flat = ops.reshape(x, (-1, hidden))
+        attended, probs = self.attention.attend_flat(
+            flat,
+            None,
+            None,
+            batch,
+            length,
+            length,
             padding_mask=padding_mask,
             attention_mask=attention_mask,
             use_causal_mask=use_causal_mask,
-            return_attention_scores=return_attention_scores,
             training=training,
         )
-        if return_attention_scores:
-            attended, probs = attended
-        x = self.attention_layer_norm(x + self.attention_output_dropout(attended, training=training))
-        x = self.output_layer_norm(x + self.output_dropout(self.feed_forward(x), training=training))
+        flat = self.attention_layer_norm(flat + self.attention_output_dropout(attended, training=training))
+        flat = self.output_layer_norm(flat + self.output_dropout(self.feed_forward(flat), training=training))
+        x = ops.reshape(flat, (-1, length, hidden))  # [B, T, H]
         if return_attention_scores:
             return x, probs
         return x

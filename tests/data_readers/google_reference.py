@@ -39,7 +39,8 @@ def google_tokenization():
     if "tokenization" not in _CACHE:
         path, module = _definitions("tokenization.py")
         ns = {"collections": collections, "re": re, "unicodedata": unicodedata, "six": six, "tf": tf.compat.v1,
-              "FLAGS": types.SimpleNamespace(preserve_unused_tokens=False), "__name__": "google_bert_tokenization"}
+              "FLAGS": types.SimpleNamespace(preserve_unused_tokens=False),
+              "_UNUSED_TOKEN_RE": re.compile(r"^\[unused\d+\]$"), "__name__": "google_bert_tokenization"}
         exec(compile(module, path, "exec"), ns)  # noqa: S102
         _CACHE["tokenization"] = types.SimpleNamespace(**{k: v for k, v in ns.items() if not k.startswith("__")})
     return _CACHE["tokenization"]

@@ -19,20 +19,12 @@ References:
   definitions are executed, with `FLAGS` a plain namespace.
 """
 
-import ast
-import collections
 import csv
 import functools
-import importlib.util
 import os
-import re
-import types
-import unicodedata
-
-import six
-import tensorflow as tf
 
 from tests.conftest import DATA
+from tests.data_readers.google_reference import google_tokenization
 
 VOCAB = os.path.join(DATA, "minilm", "vocab.txt")
 HF_TOKENIZER = os.path.join(DATA, "minilm", "tokenizer.json")
@@ -102,28 +94,9 @@ def hf_pieces(texts):
 
 
 @functools.lru_cache(maxsize=1)
-def _google_tokenization():
-    spec = importlib.util.find_spec("bert")
-    if spec is None:
-        raise ImportError("bert-tensorflow is not installed: pip install -e '.[dev]'")
-    path = os.path.join(os.path.dirname(spec.origin), "tokenization.py")
-    with open(path, encoding="utf-8") as f:
-        tree = ast.parse(f.read(), path)
-    module = ast.Module(body=[n for n in tree.body if isinstance(n, (ast.FunctionDef, ast.ClassDef))], type_ignores=[])
-    ns = {
-        "collections": collections, "re": re, "unicodedata": unicodedata, "six": six, "tf": tf.compat.v1,
-        "FLAGS": types.SimpleNamespace(preserve_unused_tokens=False),
-        "_UNUSED_TOKEN_RE": re.compile(r"^\[unused\d+\]$"),
-        "__name__": "google_bert_tokenization",
-    }
-    exec(compile(module, path, "exec"), ns)  # noqa: S102
-    return types.SimpleNamespace(**{k: v for k, v in ns.items() if not k.startswith("__")})
-
-
-@functools.lru_cache(maxsize=1)
 def google_tokenizer():
     """Google's FullTokenizer (uncased), its WordPiece limit set to the checkpoint's 100 characters."""
-    tokenization = _google_tokenization()
+    tokenization = google_tokenization()
     tokenizer = tokenization.FullTokenizer(vocab_file=VOCAB, do_lower_case=True)
     tokenizer.wordpiece_tokenizer.max_input_chars_per_word = MAX_CHARS_PER_WORD
     return tokenizer
