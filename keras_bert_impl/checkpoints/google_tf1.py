@@ -7,14 +7,7 @@ import os
 import tensorflow as tf
 
 from keras_bert_impl.checkpoints.vocabulary import read_vocabulary, vocabulary_is_uncased
-from keras_bert_impl.checkpoints.weight_map import (
-    HEAD_NAMES,
-    assign_weights,
-    backbone_variables,
-    pretrainer_variables,
-)
-from keras_bert_impl.models.bert_backbone import BertBackbone
-from keras_bert_impl.models.bert_pretrainer import BertPretrainer
+from keras_bert_impl.checkpoints.weight_map import build_and_load
 
 REQUIRED_FIELDS = (
     "vocab_size",
@@ -110,15 +103,7 @@ def load_google_checkpoint(src, with_heads=None):
         else:
             arrays[name] = reader.get_tensor(name)
 
-    has_heads = any(n in arrays for n in HEAD_NAMES)
-    backbone = BertBackbone(**kwargs)
     vocabulary = read_vocabulary(os.path.join(src, "vocab.txt"))
-    backbone.set_vocabulary(vocabulary, lowercase=vocabulary_is_uncased(vocabulary))
-    if has_heads and with_heads is not False:
-        model = BertPretrainer(backbone)
-        targets = pretrainer_variables(model)
-    else:
-        model = backbone
-        targets = backbone_variables(backbone)
-    report = assign_weights(targets, arrays, prefix, ignored)
-    return model, report
+    return build_and_load(
+        kwargs, arrays, prefix, vocabulary, vocabulary_is_uncased(vocabulary), ignored, with_heads=with_heads
+    )

@@ -7,14 +7,7 @@ import re
 import numpy as np
 
 from keras_bert_impl.checkpoints.vocabulary import read_vocabulary, vocabulary_is_uncased
-from keras_bert_impl.checkpoints.weight_map import (
-    HEAD_NAMES,
-    assign_weights,
-    backbone_variables,
-    pretrainer_variables,
-)
-from keras_bert_impl.models.bert_backbone import BertBackbone
-from keras_bert_impl.models.bert_pretrainer import BertPretrainer
+from keras_bert_impl.checkpoints.weight_map import build_and_load
 
 REQUIRED_FIELDS = (
     "vocab_size",
@@ -174,21 +167,12 @@ def load_huggingface_checkpoint(src, with_heads=None, allow_pickle=False):
     tensors, weights_path = _read_tensors(src, allow_pickle)
     arrays, ignored, unknown = translate_huggingface_names(tensors)
 
-    backbone = BertBackbone(**kwargs)
     vocabulary = read_vocabulary(os.path.join(src, "vocab.txt"))
     lowercase = vocabulary_is_uncased(vocabulary)
     tokenizer_config = os.path.join(src, "tokenizer_config.json")
     if os.path.exists(tokenizer_config):
         with open(tokenizer_config, encoding="utf-8") as f:
             lowercase = json.load(f).get("do_lower_case", lowercase)
-    backbone.set_vocabulary(vocabulary, lowercase=lowercase)
-
-    if any(n in arrays for n in HEAD_NAMES) and with_heads is not False:
-        model = BertPretrainer(backbone)
-        targets = pretrainer_variables(model)
-    else:
-        model = backbone
-        targets = backbone_variables(backbone)
-    report = assign_weights(targets, arrays, weights_path, ignored)
+    model, report = build_and_load(kwargs, arrays, weights_path, vocabulary, lowercase, ignored, with_heads=with_heads)
     report.unexpected = sorted(report.unexpected + unknown)
     return model, report

@@ -99,3 +99,24 @@ def assign_weights(targets, arrays, source, ignored=()):
         variable.assign(value.astype(variable.dtype))
         report.mapped.append((name, variable.path, tuple(value.shape)))
     return report
+
+
+def build_and_load(backbone_kwargs, arrays, source, vocabulary, lowercase, ignored=(), with_heads=None):
+    """Builds a BertBackbone (a BertPretrainer when `arrays` hold Google's `cls/` heads and
+    `with_heads` is not False), attaches the vocabulary and loads `arrays` into it.
+
+    Returns:
+        (model, ImportReport)
+    """
+    from keras_bert_impl.models.bert_backbone import BertBackbone
+    from keras_bert_impl.models.bert_pretrainer import BertPretrainer
+
+    backbone = BertBackbone(**backbone_kwargs)
+    backbone.set_vocabulary(vocabulary, lowercase=lowercase)
+    if with_heads is not False and any(name in arrays for name in HEAD_NAMES):
+        model = BertPretrainer(backbone)
+        targets = pretrainer_variables(model)
+    else:
+        model = backbone
+        targets = backbone_variables(backbone)
+    return model, assign_weights(targets, arrays, source, ignored)
