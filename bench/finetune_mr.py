@@ -53,6 +53,11 @@ def main():
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--warmup-fraction", type=float, default=0.1, help="share of steps for linear warm-up")
     parser.add_argument("--weight-decay", type=float, default=0.01)
+    parser.add_argument(
+        "--head", choices=["pooled", "mean"], default="pooled",
+        help="pooled: BertClassifier on pooled_output (BERT's recipe); mean: a dense layer on the "
+        "mean of the unpadded token vectors (the pooling these sentence-transformers weights were trained with)",
+    )
     args = parser.parse_args()
 
     keras.utils.set_random_seed(args.seed)
@@ -72,7 +77,13 @@ def main():
         return ds.batch(args.batch_size).map(lambda t, y: (preprocessor(t), y)).prefetch(tf.data.AUTOTUNE)
 
     steps = args.epochs * int(np.ceil(len(train) / args.batch_size))
-    model = kb.BertClassifier(backbone, num_classes=2, dropout=0.1)
+    if args.head == "pooled":
+        model = kb.BertClassifier(backbone, num_classes=2, dropout=0.1)
+    else:
+        embedder = kb.BertEmbedder(backbone, pooling="mean", normalize=False)
+        inputs = embedder.input
+        features = keras.layers.Dropout(0.1)(embedder(inputs)["embeddings"])
+        model = keras.Model(inputs, keras.layers.Dense(2, name="logits")(features))
     model.compile(
         optimizer=create_optimizer(
             args.learning_rate, train_steps=steps, warmup_steps=int(steps * args.warmup_fraction), weight_decay=args.weight_decay
