@@ -23,3 +23,13 @@ def read_vocabulary(path):
 def vocabulary_is_uncased(tokens):
     """True when no ordinary token has an upper-case letter ([CLS]-style specials aside)."""
     return not any(t != t.lower() for t in tokens if not SPECIAL.match(t))
+
+
+def duplicate_tokens(tokens):
+    """Tokens that appear more than once, in order of their second appearance."""
+    seen, duplicates = set(), []
+    for token in tokens:
+        if token in seen:
+            duplicates.append(token)
+        seen.add(token)
+    return duplicates

@@ -60,7 +60,7 @@ import numpy as np
 import tensorflow as tf
 import tensorflow_text as tf_text
 
-from keras_bert_impl.checkpoints.vocabulary import read_vocabulary, vocabulary_is_uncased
+from keras_bert_impl.checkpoints.vocabulary import duplicate_tokens, read_vocabulary, vocabulary_is_uncased
 
 SPECIAL_TOKENS = ("[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]")
 VOCAB_ASSET = "vocab.txt"
@@ -322,11 +322,7 @@ class BertPreprocessor(keras.layers.Layer):
         missing = [t for t in SPECIAL_TOKENS if t not in vocabulary]
         if missing:
             raise ValueError(f"The vocabulary lacks BERT's special tokens {missing}; use a BERT vocab.txt.")
-        seen, duplicates = set(), []
-        for token in vocabulary:
-            if token in seen:
-                duplicates.append(token)
-            seen.add(token)
+        duplicates = duplicate_tokens(vocabulary)
         if duplicates:
             raise ValueError(f"The vocabulary has duplicate entries {duplicates[:10]}; each token must appear once.")
         uncased_vocabulary = vocabulary_is_uncased(vocabulary)

@@ -17,6 +17,8 @@ import tensorflow_text as tf_text
 from tensorflow_text.python.ops.bert_tokenizer import BasicTokenizer
 from tensorflow_text.tools.wordpiece_vocab import wordpiece_tokenizer_learner_lib as learner
 
+from keras_bert_impl.checkpoints.vocabulary import duplicate_tokens
+
 # BERT's five special tokens, [PAD] first so that padding is id 0 (what
 # BertPreprocessor and the models pad with).
 RESERVED_TOKENS = ("[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]")
@@ -260,11 +262,7 @@ def write_vocabulary(tokens, path):
     bad = [t for t in tokens if not isinstance(t, str) or not t or any(c in t for c in "\r\n")]
     if bad:
         raise ValueError(f"Vocabulary tokens must be non-empty strings without line breaks. Received: {bad[:5]!r}")
-    seen, duplicates = set(), []
-    for token in tokens:
-        if token in seen:
-            duplicates.append(token)
-        seen.add(token)
+    duplicates = duplicate_tokens(tokens)
     if duplicates:
         raise ValueError(f"Vocabulary tokens must be unique. Received duplicates: {duplicates[:5]!r}")
     directory = os.path.dirname(os.path.abspath(path))
