@@ -5,6 +5,11 @@ import os
 # Keras 3 picks its backend at import time; this library's TensorFlow-side
 # pieces (tokenization, export) need the TensorFlow backend.
 os.environ.setdefault("KERAS_BACKEND", "tensorflow")
+# TensorFlow's C++ INFO lines (CUDA probing, oneDNN notes, end-of-sequence
+# notices from tf.data) drown the progress bars; warnings and errors still show.
+# Only a default: a TF_CPP_MIN_LOG_LEVEL the user set wins. It must be set before
+# TensorFlow is first imported, which is why it is here and not in cli.py.
+os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
 from keras_bert_impl import layers  # noqa: E402
 from keras_bert_impl.models import (  # noqa: E402

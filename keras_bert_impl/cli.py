@@ -3,25 +3,7 @@
 import argparse
 import os
 import sys
-import tempfile
 
-# Before TensorFlow is first imported: keep its C++ start-up chatter off the terminal.
-os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
-
-
-def _atomic_save(model, output):
-    """Writes the .keras file next to its destination, then renames it into place,
-    so a crash never leaves a half-written model at `output`."""
-    directory = os.path.dirname(os.path.abspath(output))
-    os.makedirs(directory, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=directory, prefix=".tmp-", suffix=".keras")
-    os.close(fd)
-    try:
-        model.save(tmp)
-        os.replace(tmp, output)
-    finally:
-        if os.path.exists(tmp):
-            os.remove(tmp)
 
 
 def _convert(args):
@@ -42,7 +24,9 @@ def _convert(args):
     if args.report_json:
         with open(args.report_json, "w", encoding="utf-8") as f:
             f.write(report.to_json())
-    _atomic_save(model, args.output)
+    from keras_bert_impl.commands.training_setup import atomic_save
+
+    atomic_save(model, args.output)
     backbone = getattr(model, "backbone", model)
     vocab = f"{len(backbone.vocabulary)} tokens, {'uncased' if backbone.lowercase else 'cased'}" if backbone.vocabulary else "none"
     print(f"Wrote {type(model).__name__} to {args.output} (vocabulary: {vocab})")
@@ -77,10 +61,14 @@ def build_parser():
     convert.add_argument("--verbose", action="store_true", help="List every mapped tensor.")
     convert.set_defaults(func=_convert)
 
-    from keras_bert_impl.commands import pretrain_data, vocab
+    from keras_bert_impl.commands import evaluate, finetune, predict, pretrain, pretrain_data, vocab
 
     vocab.add_parser(sub)
     pretrain_data.add_parser(sub)
+    pretrain.add_parser(sub)
+    finetune.add_parser(sub)
+    evaluate.add_parser(sub)
+    predict.add_parser(sub)
     return parser
 
 

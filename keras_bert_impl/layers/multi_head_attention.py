@@ -169,7 +169,10 @@ class MultiHeadAttention(keras.layers.Layer):
             bias = ops.concatenate([self.query_dense.bias * q_scale, self.key_dense.bias, self.value_dense.bias], axis=0)
             qkv = ops.matmul(query, ops.cast(kernel, query.dtype)) + ops.cast(bias, query.dtype)  # [B*T, 3H]
             qkv = ops.transpose(ops.reshape(qkv, (batch, query_length, 3, n, d)), (2, 0, 3, 1, 4))  # [3, B, N, T, D]
-            q, k, v = qkv[0], qkv[1], qkv[2]
+            # unstack, not qkv[0], qkv[1], qkv[2]: the gradient of each strided slice is a
+            # zero-filled [3, B, N, T, D] tensor, summed three times (a fifth of a bert_tiny
+            # training step in bench/pretraining_speed.py's profile); unstack's is one stack.
+            q, k, v = ops.unstack(qkv, 3, axis=0)
         else:
             q = heads(self.query_dense(query), query_length) * ops.cast(scale, query.dtype)  # [B, N, F, D]
             k = heads(self.key_dense(key), key_length)  # [B, N, T, D]

@@ -23,3 +23,20 @@ def check_divisible(hidden_dim, num_heads):
             f"Received: hidden_dim={hidden_dim}, num_heads={num_heads}. "
             f"Pick num_heads among the divisors of {hidden_dim} (BERT uses hidden_dim // 64)."
         )
+
+
+def check_label_names(label_names, num_classes):
+    """None, or one distinct non-empty string per class (saved with the model for predict/export)."""
+    if label_names is None:
+        return None
+    names = list(label_names) if isinstance(label_names, (list, tuple)) else None
+    if names is None or any(not isinstance(n, str) or not n for n in names) or len(set(names)) != len(names):
+        raise ValueError(
+            f"label_names must be a list of distinct non-empty strings, one per class. Received: label_names={label_names!r}"
+        )
+    if len(names) != num_classes:
+        raise ValueError(
+            f"label_names must name each of the num_classes={num_classes} classes. "
+            f"Received: {len(names)} names: {names!r}"
+        )
+    return names

@@ -2,7 +2,7 @@
 
 import keras
 
-from keras_bert_impl.layers.validation import check_choice, check_positive_int, check_probability
+from keras_bert_impl.layers.validation import check_choice, check_label_names, check_positive_int, check_probability
 from keras_bert_impl.models.bert_task import BertTask
 
 
@@ -20,17 +20,21 @@ class BertClassifier(BertTask):
         multi_label: bool. Compile with binary cross-entropy per class instead of softmax cross-entropy.
         activation: None (output `logits`), "softmax" or "sigmoid" (output `probabilities`).
         dropout: float. Dropout before the output layer.
+        label_names: list of str or None. The class names in id order, kept in the
+            config so a saved model can print names (`kbert predict`) and exports
+            can carry them.
 
     Example:
     >>> classifier = BertClassifier(BertBackbone.from_preset("bert_tiny"), num_classes=2)
     >>> classifier.fit(x, labels, epochs=1)
     """
 
-    _task_config_keys = ("num_classes", "multi_label", "activation", "dropout")
+    _task_config_keys = ("num_classes", "multi_label", "activation", "dropout", "label_names")
 
-    def __init__(self, backbone, num_classes, multi_label=False, activation=None, dropout=0.1, **kwargs):
+    def __init__(self, backbone, num_classes, multi_label=False, activation=None, dropout=0.1, label_names=None, **kwargs):
         self._check_backbone(backbone)
         check_positive_int("num_classes", num_classes)
+        label_names = check_label_names(label_names, num_classes)
         check_choice("activation", activation, (None, "softmax", "sigmoid"))
         check_probability("dropout", dropout)
         self.backbone = backbone
@@ -52,6 +56,7 @@ class BertClassifier(BertTask):
         self.multi_label = multi_label
         self.activation = activation
         self.dropout = dropout
+        self.label_names = label_names
         from_logits = activation is None
         if multi_label:
             loss = keras.losses.BinaryCrossentropy(from_logits=from_logits)

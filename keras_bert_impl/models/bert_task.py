@@ -25,6 +25,15 @@ class BertTask(keras.Model):
                 f"Received: backbone={backbone!r}"
             )
 
+    def get_compile_config(self):
+        # An optimizer that never took a step has no state to restore. Leaving the
+        # compile config out then lets a loaded head keep the compile of its own
+        # __init__; with it, Keras would build the fresh optimizer on load and warn
+        # that the saved one (unbuilt: 2 variables) does not match.
+        if getattr(self, "optimizer", None) is None or not self.optimizer.built:
+            return None
+        return super().get_compile_config()
+
     def get_config(self):
         config = {
             "name": self.name,

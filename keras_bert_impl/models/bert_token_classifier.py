@@ -2,7 +2,7 @@
 
 import keras
 
-from keras_bert_impl.layers.validation import check_positive_int, check_probability
+from keras_bert_impl.layers.validation import check_label_names, check_positive_int, check_probability
 from keras_bert_impl.models.bert_task import BertTask
 
 
@@ -17,16 +17,18 @@ class BertTokenClassifier(BertTask):
         backbone: a `BertBackbone`.
         num_classes: int. Number of tags.
         dropout: float.
+        label_names: list of str or None. The tag names in id order, kept in the config.
 
     Example:
     >>> tagger = BertTokenClassifier(BertBackbone.from_preset("bert_tiny"), num_classes=9)
     """
 
-    _task_config_keys = ("num_classes", "dropout")
+    _task_config_keys = ("num_classes", "dropout", "label_names")
 
-    def __init__(self, backbone, num_classes, dropout=0.1, **kwargs):
+    def __init__(self, backbone, num_classes, dropout=0.1, label_names=None, **kwargs):
         self._check_backbone(backbone)
         check_positive_int("num_classes", num_classes)
+        label_names = check_label_names(label_names, num_classes)
         check_probability("dropout", dropout)
         self.backbone = backbone
         self.output_dropout = keras.layers.Dropout(dropout, name="output_dropout", dtype=backbone.dtype_policy)
@@ -42,6 +44,7 @@ class BertTokenClassifier(BertTask):
         super().__init__(inputs=inputs, outputs={"logits": logits}, **kwargs)
         self.num_classes = num_classes
         self.dropout = dropout
+        self.label_names = label_names
         self.compile(
             optimizer=keras.optimizers.Adam(5e-5),
             loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True),

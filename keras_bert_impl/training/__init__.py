@@ -1,5 +1,10 @@
-"""Training utilities: optimizer and schedule, distribution strategies."""
+"""Training utilities: optimizer and schedule, distribution strategies, resumable fit."""
 
+from keras_bert_impl.training.backup_and_restore import BackupAndRestore, BackupError
+from keras_bert_impl.training.best_model_checkpoint import BestModelCheckpoint, inference_copy
+from keras_bert_impl.training.epoch_timer import EpochTimer
+from keras_bert_impl.training.fit_resumable import fit_resumable
+from keras_bert_impl.training.global_clip_adamw import GlobalClipAdamW
 from keras_bert_impl.training.optimizer import create_optimizer
 from keras_bert_impl.training.strategy import create_strategy
 from keras_bert_impl.training.warmup_polynomial_decay import WarmupPolynomialDecay

@@ -1,7 +1,7 @@
 """AdamW as BERT trains: warm-up + decay, no weight decay on LayerNorm and biases, clipping."""
 
-import keras
 
+from keras_bert_impl.training.global_clip_adamw import GlobalClipAdamW
 from keras_bert_impl.training.warmup_polynomial_decay import WarmupPolynomialDecay
 
 # Google's optimization.py excludes "LayerNorm", "layer_norm" and "bias" by name;
@@ -21,7 +21,8 @@ def create_optimizer(
     beta_2=0.999,
     epsilon=1e-6,
 ):
-    """Keras AdamW with BERT's settings.
+    """AdamW with BERT's settings (`GlobalClipAdamW`: Keras' AdamW, clipping the
+    all-replica gradient under a distribution strategy).
 
     Args:
         learning_rate: float. Peak learning rate (e.g. 5e-5 for fine-tuning, 1e-4 for pretraining).
@@ -32,12 +33,12 @@ def create_optimizer(
         beta_1, beta_2, epsilon: Adam's; epsilon 1e-6 as in Google's BERT.
 
     Returns:
-        keras.optimizers.AdamW
+        GlobalClipAdamW (a keras.optimizers.AdamW)
     """
     if warmup_steps is None:
         warmup_steps = train_steps // 10
     schedule = WarmupPolynomialDecay(learning_rate, train_steps, warmup_steps, end_learning_rate, power)
-    optimizer = keras.optimizers.AdamW(
+    optimizer = GlobalClipAdamW(
         learning_rate=schedule,
         weight_decay=weight_decay,
         beta_1=beta_1,

@@ -8,6 +8,25 @@ import tensorflow as tf
 STRATEGIES = ("auto", "one-device", "mirrored", "multi-worker", "tpu")
 
 
+class _KerasFitMultiWorkerMirroredStrategy(tf.distribute.MultiWorkerMirroredStrategy):
+    """MultiWorkerMirroredStrategy whose `reduce` takes what Keras 3's `fit` passes it.
+
+    Keras 3.15's TensorFlow trainer (keras/src/backend/tensorflow/trainer.py) stops `fit`
+    on more than one worker twice: `_maybe_symbolic_build` reduces a whole (inputs, labels)
+    structure, which the collective all-reduce cannot convert to a tensor, and every step's
+    logs (scalars) are reduced along `axis=0`, which a scalar lacks. Reducing leaf by leaf,
+    and scalars over the replicas only, is what one machine's MirroredStrategy already does.
+    Same family as keras-team/keras#20329. Checked by tests/training/test_multi_worker.py.
+    """
+
+    def reduce(self, reduce_op, value, axis):
+        def reduce_leaf(leaf):
+            leaf_axis = None if axis is not None and leaf.shape.rank == 0 else axis
+            return super(_KerasFitMultiWorkerMirroredStrategy, self).reduce(reduce_op, leaf, leaf_axis)
+
+        return tf.nest.map_structure(reduce_leaf, value)
+
+
 def create_strategy(name="auto", tpu=None):
     """Returns a tf.distribute.Strategy.
 
@@ -41,7 +60,7 @@ def create_strategy(name="auto", tpu=None):
                 "strategy='multi-worker' needs TF_CONFIG describing the cluster and this worker's task, e.g. "
                 '{"cluster": {"worker": ["host1:port", "host2:port"]}, "task": {"type": "worker", "index": 0}}.'
             )
-        return tf.distribute.MultiWorkerMirroredStrategy()
+        return _KerasFitMultiWorkerMirroredStrategy()
     resolver = tf.distribute.cluster_resolver.TPUClusterResolver(tpu=tpu)
     tf.config.experimental_connect_to_cluster(resolver)
     tf.tpu.experimental.initialize_tpu_system(resolver)

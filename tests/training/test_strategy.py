@@ -19,9 +19,10 @@ cpu = tf.config.list_physical_devices("CPU")[0]
 tf.config.set_logical_device_configuration(cpu, [tf.config.LogicalDeviceConfiguration()] * 2)
 import keras, numpy as np
 import keras_bert_impl as kb
-from keras_bert_impl.training import create_strategy
+from keras_bert_impl.training import create_optimizer, create_strategy
 
 strategy = create_strategy(sys.argv[1])
+optimizer_name = sys.argv[2]
 keras.utils.set_random_seed(0)
 rng = np.random.default_rng(0)
 x = {"token_ids": rng.integers(1, 50, (32, 8)).astype("int32"), "segment_ids": np.zeros((32, 8), "int32"),
@@ -31,7 +32,14 @@ with strategy.scope():
     backbone = kb.BertBackbone(vocabulary_size=50, num_layers=2, num_heads=2, hidden_dim=16, intermediate_dim=32,
                                max_sequence_length=16, dropout=0.0)
     model = kb.BertClassifier(backbone, num_classes=2, dropout=0.0)
-    model.compile(optimizer=keras.optimizers.SGD(0.5), loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True))
+    if optimizer_name == "sgd":
+        optimizer = keras.optimizers.SGD(0.5)
+    elif optimizer_name == "bert":
+        # A clip norm the gradients exceed (about 0.2 here), so clipping is active at every step.
+        optimizer = create_optimizer(1e-2, train_steps=4, warmup_steps=0, global_clipnorm=0.05)
+    else:  # Keras' own AdamW, which clips each replica's share before the all-reduce
+        optimizer = keras.optimizers.AdamW(1e-2, global_clipnorm=0.05)
+    model.compile(optimizer=optimizer, loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True))
 losses = []
 class Record(keras.callbacks.Callback):
     def on_train_batch_end(self, batch, logs=None):
@@ -42,9 +50,9 @@ print(json.dumps({"replicas": strategy.num_replicas_in_sync, "losses": losses}))
 """
 
 
-def _run(name):
+def _run(name, optimizer="sgd"):
     env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3", PYTHONPATH=REPO, KERAS_BACKEND="tensorflow")
-    out = subprocess.run([sys.executable, "-c", SCRIPT, name], capture_output=True, text=True, env=env, timeout=300)
+    out = subprocess.run([sys.executable, "-c", SCRIPT, name, optimizer], capture_output=True, text=True, env=env, timeout=300)
     assert out.returncode == 0, out.stderr[-3000:]
     return json.loads(out.stdout.strip().splitlines()[-1])
 
@@ -57,6 +65,22 @@ def test_mirrored_matches_one_device():
     print("one-device", one["losses"], "mirrored", mirrored["losses"])
     for a, b in zip(one["losses"], mirrored["losses"]):
         assert abs(a - b) <= 1e-4
+
+
+def test_mirrored_matches_one_device_with_bert_optimizer_clipping():
+    # create_optimizer's AdamW clips by the norm of the summed gradient of all replicas.
+    one = _run("one-device", "bert")
+    mirrored = _run("mirrored", "bert")
+    print("one-device", one["losses"], "mirrored", mirrored["losses"])
+    for a, b in zip(one["losses"], mirrored["losses"]):
+        assert abs(a - b) <= 1e-4
+    # What this guards against: Keras' AdamW clips each replica's half of the gradient,
+    # so the same run drifts away from one device.
+    keras_one = _run("one-device", "keras-adamw")
+    keras_mirrored = _run("mirrored", "keras-adamw")
+    drift = max(abs(a - b) for a, b in zip(keras_one["losses"], keras_mirrored["losses"]))
+    print("Keras AdamW, per-replica clipping: max loss difference", drift)
+    assert drift > 1e-4
 
 
 def test_unknown_strategy_and_missing_tf_config(monkeypatch):

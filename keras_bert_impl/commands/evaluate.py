@@ -1,0 +1,117 @@
+"""`kbert evaluate`: a fine-tuned model's metrics on a task file."""
+
+import json
+import os
+import sys
+
+import numpy as np
+
+from keras_bert_impl.commands import task_data, training_setup as ts
+
+
+def add_parser(subparsers):
+    parser = subparsers.add_parser(
+        "evaluate",
+        help="Print a fine-tuned model's metrics on a task file.",
+        description="Run a model from `kbert finetune` over a labelled file laid out like its training file "
+        "(the run folder's task.json supplies the layout; flags override it) and print the task's metrics: "
+        "accuracy and macro-F1 (classification, pair), micro/macro-F1 and exact match (multilabel), token "
+        "accuracy and seqeval-style entity F1 (tagging), exact match and F1 (squad, the official SQuAD v1.1 "
+        "normalisation).",
+    )
+    parser.add_argument("--model", required=True, help="A kbert finetune run folder, or its model.keras.")
+    parser.add_argument("--data", required=True, help="The labelled file to evaluate on.")
+    parser.add_argument("--json", action="store_true", help="Print the metrics as one JSON object.")
+    parser.add_argument("--batch-size", type=int, default=32, help="Default 32.")
+    parser.add_argument("--seq-len", type=int, default=None, help="Default: the run's training --seq-len, else 128.")
+    task_data.add_data_flags(parser, defaults_from_run=True)
+    parser.set_defaults(func=run)
+    return parser
+
+
+def _gather(model, dataset):
+    """Predictions and targets over a dataset of (x, y) or (x, y, w) batches, in order."""
+    outputs, ys, ws = [], [], []
+    for batch in dataset:
+        x, y = batch[0], batch[1]
+        outputs.append({k: np.asarray(v) for k, v in model.predict_on_batch(x).items()})
+        ys.append(y if not isinstance(y, dict) else {k: np.asarray(v) for k, v in y.items()})
+        if len(batch) > 2:
+            ws.append(np.asarray(batch[2]))
+    joined = {k: np.concatenate([o[k] for o in outputs]) for k in outputs[0]}
+    return joined, ys, ws
+
+
+def compute_metrics(task, model, reader, dataset, label_names):
+    """The task's metrics (plain floats and ints) of `model` on `dataset` read by `reader`."""
+    from keras_bert_impl import evaluation
+
+    outputs, ys, ws = _gather(model, dataset)
+    if task in ("classification", "pair"):
+        logits = outputs.get("logits", outputs.get("probabilities"))
+        labels = np.concatenate([np.asarray(y) for y in ys])
+        return evaluation.classification_metrics(labels, logits.argmax(-1), num_classes=logits.shape[-1], label_names=label_names)
+    if task == "multilabel":
+        from_logits = "logits" in outputs
+        scores = outputs["logits"] if from_logits else outputs["probabilities"]
+        targets = np.concatenate([np.asarray(y) for y in ys])
+        return evaluation.multilabel_metrics(targets, scores, from_logits=from_logits, label_names=label_names)
+    if task == "tagging":
+        tags = np.concatenate([np.asarray(y) for y in ys])  # [N, S]
+        weights = np.concatenate(ws)  # [N, S]; > 0 on the wordpiece that carries each word's tag
+        gold, pred = evaluation.tags_from_wordpieces(tags, outputs["logits"].argmax(-1), weights, label_names)
+        return evaluation.tagging_metrics(gold, pred)
+    predictions = evaluation.decode_squad_predictions(reader.features, outputs["start_logits"], outputs["end_logits"])
+    return evaluation.squad_metrics(predictions, evaluation.squad_gold_answers(reader.features))
+
+
+def run(args):
+    try:
+        return _run(args)
+    except ts.UsageError as e:
+        print(f"kbert evaluate: {e}", file=sys.stderr)
+        return 2
+
+
+def _run(args):
+    import keras
+
+    from keras_bert_impl.tokenization import BertPreprocessor
+
+    if args.batch_size < 1:
+        raise ts.UsageError(f"--batch-size must be a positive integer. Received: {args.batch_size}")
+    if not os.path.isfile(args.data):
+        raise ts.UsageError(f"--data {args.data!r}: no such file.")
+    model_path = ts.resolve_model_path(args.model)
+    stored = task_data.read_task_file(os.path.dirname(model_path)) or {}
+    model = keras.saving.load_model(model_path)
+    has_pair = bool(args.text_b_column or stored.get("task") == "pair")
+    try:
+        task = task_data.task_of_model(model, has_text_b=has_pair)
+    except ValueError as e:
+        raise ts.UsageError(str(e)) from None
+    settings = task_data.data_settings(args, task, stored)
+    seq_len = args.seq_len or stored.get("seq_len") or 128
+    backbone = model.backbone
+    if backbone.vocabulary is None:
+        raise ts.UsageError(f"{model_path} carries no vocabulary; it was not written by kbert finetune or convert.")
+    preprocessor = BertPreprocessor(backbone.vocabulary, lowercase=backbone.lowercase, sequence_length=seq_len)
+    label_names = getattr(model, "label_names", None)
+    if task != "squad" and label_names is None:
+        raise ts.UsageError(f"{model_path} has no label_names: fine-tune it with kbert finetune, which saves them.")
+    reader = task_data.make_reader(task, preprocessor, settings, labels=label_names, batch_size=args.batch_size)
+    try:
+        dataset = reader.read(args.data, **({} if task == "squad" else {"build_labels": False}))
+    except ValueError as e:
+        raise ts.UsageError(f"--data {e}") from None
+    metrics = compute_metrics(task, model, reader, dataset, label_names)
+    metrics = {"task": task, "examples": reader.report.examples, **metrics}
+    if args.json:
+        print(json.dumps(metrics, sort_keys=True))
+    else:
+        for key, value in metrics.items():
+            if isinstance(value, float):
+                print(f"{key}: {value:.4f}")
+            elif not isinstance(value, (dict, list)):
+                print(f"{key}: {value}")
+    return 0

@@ -1,0 +1,165 @@
+"""`kbert finetune`: fine-tune a BERT model on a task file, resumable, under any strategy."""
+
+import math
+import os
+import sys
+import time
+
+from keras_bert_impl.commands import task_data, training_setup as ts
+
+
+def add_parser(subparsers):
+    parser = subparsers.add_parser(
+        "finetune",
+        help="Fine-tune a BERT model on a classification, pair, multi-label, tagging or SQuAD file.",
+        description="Read the training and validation files (every row checked before training starts), put "
+        "the task's head on the --init model, train with AdamW (warm-up, linear decay) under a tf.distribute "
+        "strategy, and write OUTPUT/model.keras (the head, the backbone, its vocabulary and casing, and the "
+        "label names: `kbert predict` and the export need nothing else), OUTPUT/best.keras (best validation "
+        "epoch), OUTPUT/metrics.json, OUTPUT/task.json and TensorBoard logs in OUTPUT/logs. The full training "
+        "state is backed up to OUTPUT/backup every --save-every steps: if the run is killed, the same command "
+        "resumes at the exact step.",
+    )
+    parser.add_argument("--task", required=True, choices=task_data.TASKS, help="The head to train.")
+    parser.add_argument("--train", required=True, help="Training file.")
+    parser.add_argument("--validation", required=True, help="Validation file, same layout; evaluated after each epoch.")
+    parser.add_argument(
+        "--init", required=True,
+        help="Starting weights: a .keras model (backbone, pretrainer or any head), a kbert run folder, or a "
+        "checkpoint folder (Google bert_config.json, Hugging Face config.json + safetensors, Model Garden "
+        "encoder_config.json).",
+    )
+    parser.add_argument("--output", required=True, help="Run folder (created). Re-running the same command resumes the run in it.")
+    parser.add_argument("--vocab", default=None, help="vocab.txt to tokenize with, when --init carries none (it must match the embedding size).")
+    parser.add_argument("--epochs", type=int, default=3, help="Passes over the training file. Default 3.")
+    parser.add_argument("--dropout", type=float, default=0.1, help="Dropout before the head's output layer. Default 0.1.")
+    ts.add_training_flags(parser, default_learning_rate=5e-5)
+    task_data.add_data_flags(parser)
+    parser.set_defaults(func=run)
+    return parser
+
+
+def _read(reader, path, what, **kwargs):
+    from keras_bert_impl.data.readers import MalformedRowError
+
+    try:
+        return reader.read(path, **kwargs)
+    except MalformedRowError as e:
+        if e.kind == "unknown_label" and what == "--validation":
+            raise ts.UsageError(
+                f"--validation {path} line {e.line}: {e.reason}. Every validation label must occur in the "
+                "training file (the head has one output per training label)."
+            ) from None
+        raise ts.UsageError(f"{what} {e}") from None
+    except ValueError as e:
+        raise ts.UsageError(f"{what} {path}: {e}") from None
+
+
+def run(args):
+    try:
+        return _run(args)
+    except ts.UsageError as e:
+        print(f"kbert finetune: {e}", file=sys.stderr)
+        return 2
+
+
+def _run(args):
+    ts.check_training_flags(args)
+    if args.epochs < 1:
+        raise ts.UsageError(f"--epochs must be a positive integer. Received: {args.epochs}")
+    if not 0 <= args.dropout < 1:
+        raise ts.UsageError(f"--dropout must be in [0, 1). Received: {args.dropout}")
+    for flag, path in (("--train", args.train), ("--validation", args.validation)):
+        if not os.path.isfile(path):
+            raise ts.UsageError(f"{flag} {path!r}: no such file.")
+        if os.path.getsize(path) == 0:
+            raise ts.UsageError(f"{flag} {path} is empty: it needs at least one example.")
+
+    import keras
+
+    from keras_bert_impl.tokenization import BertPreprocessor
+    from keras_bert_impl.training.backup_and_restore import BackupAndRestore, BackupError
+    from keras_bert_impl.training.best_model_checkpoint import BestModelCheckpoint
+    from keras_bert_impl.training.fit_resumable import fit_resumable
+
+    started = time.monotonic()
+    strategy = ts.strategy_for(args)
+    init, source = ts.load_init(args.init)
+    backbone = ts.backbone_of(init)
+    vocabulary, lowercase = ts.check_vocabulary(backbone, args.vocab)
+    if args.seq_len > backbone.max_sequence_length:
+        raise ts.UsageError(
+            f"--seq-len {args.seq_len} exceeds the model's max_sequence_length={backbone.max_sequence_length} "
+            "(its position embeddings): use at most that."
+        )
+    preprocessor = BertPreprocessor(vocabulary, lowercase=lowercase, sequence_length=args.seq_len)
+    settings = task_data.data_settings(args, args.task)
+    # Every row of both files is parsed and checked here, before any training step.
+    try:
+        reader = task_data.make_reader(args.task, preprocessor, settings, batch_size=args.batch_size, shuffle=True, seed=args.seed)
+    except ValueError as e:
+        raise ts.UsageError(str(e)) from None
+    _read(reader, args.train, "--train")
+    train_examples = reader.report.examples if args.task != "squad" else reader.report.counters["windows"]
+    labels = getattr(reader, "labels", None)
+    label_names = list(labels.labels) if labels is not None else None
+    eval_reader = task_data.make_reader(args.task, preprocessor, settings, labels=labels, batch_size=args.batch_size)
+    validation = _read(eval_reader, args.validation, "--validation", **({} if args.task == "squad" else {"build_labels": False}))
+    steps_per_epoch = math.ceil(train_examples / args.batch_size)
+    train_steps = steps_per_epoch * args.epochs
+    print(f"kbert finetune: {args.task} from {source}; {train_examples} training examples, "
+          f"{steps_per_epoch} steps x {args.epochs} epochs on {strategy.num_replicas_in_sync} replica(s)", file=sys.stderr)
+
+    ts.set_precision(args)
+    keras.utils.set_random_seed(args.seed)
+    with strategy.scope():
+        fresh = ts.rebuilt_backbone(backbone)
+        model, loss, metrics, weighted, monitor, mode = task_data.build_head(
+            args.task, fresh, len(label_names) if label_names else None, label_names, args.dropout
+        )
+        ts.compile_for_training(model, args, train_steps, loss, metrics=metrics, weighted_metrics=weighted)
+
+    run_settings = {
+        "task": args.task, "train": os.path.abspath(args.train), "epochs": args.epochs, "batch_size": args.batch_size,
+        "seq_len": args.seq_len, "learning_rate": args.learning_rate, "warmup_fraction": args.warmup_fraction,
+        "weight_decay": args.weight_decay, "dropout": args.dropout, "seed": args.seed,
+        "mixed_precision": args.mixed_precision, "steps_per_epoch": steps_per_epoch,
+    }
+    chief = ts.is_chief(strategy)
+    backup = BackupAndRestore(
+        os.path.join(args.output, "backup"), save_every=args.save_every,
+        fingerprint={"model": model.get_config(), "run": run_settings},
+    )
+    best = BestModelCheckpoint(os.path.join(args.output, "best.keras"), monitor=monitor, mode=mode, save=chief)
+    callbacks = [best, *ts.run_callbacks(args.output, args)]
+    try:
+        with strategy.scope():
+            history = fit_resumable(
+                model, lambda: _read(reader, args.train, "--train"), epochs=args.epochs, steps_per_epoch=steps_per_epoch,
+                backup=backup, validation_data=validation, callbacks=callbacks,
+                verbose=ts.verbosity(args),
+            )
+    except BackupError as e:
+        raise ts.UsageError(str(e)) from None
+    if backup.restored_step:
+        print(f"kbert finetune: resumed from the backup at step {backup.restored_step} of {train_steps}", file=sys.stderr)
+
+    from keras_bert_impl.commands.evaluate import compute_metrics
+
+    metrics_now = compute_metrics(args.task, model, eval_reader, validation, label_names)
+    if chief:
+        ts.atomic_save(model, os.path.join(args.output, "model.keras"))
+        ts.atomic_json({**run_settings, **settings, "label_names": label_names}, os.path.join(args.output, task_data.TASK_FILE))
+        ts.atomic_json(
+            {"validation": metrics_now, "validation_file": os.path.abspath(args.validation),
+             "history": {k: [float(v) for v in vals] for k, vals in history.history.items()},
+             "resumed_from_step": backup.restored_step, "epoch_train_seconds": ts.epoch_seconds(callbacks),
+             "best": {"monitor": monitor, "value": best.best, "epoch": best.best_epoch},
+             "seconds": time.monotonic() - started},
+            os.path.join(args.output, "metrics.json"),
+        )
+    shown = ", ".join(f"{k} {v:.4f}" for k, v in metrics_now.items() if isinstance(v, float))
+    print(f"validation: {shown}")
+    print(f"Wrote {args.output}/model.keras ({type(model).__name__}, {len(vocabulary)}-token vocabulary"
+          f"{f', {len(label_names)} labels' if label_names else ''})")
+    return 0

@@ -1,0 +1,206 @@
+"""`kbert predict`: a fine-tuned model's predictions on strings or a file."""
+
+import json
+import os
+import sys
+
+import numpy as np
+
+from keras_bert_impl.commands import task_data, training_setup as ts
+
+
+def add_parser(subparsers):
+    parser = subparsers.add_parser(
+        "predict",
+        help="Predict with a fine-tuned model on strings or a text file.",
+        description="Classify texts (label and probability), tag words, or answer questions with a model "
+        "from `kbert finetune`; the model carries its vocabulary, casing and label names. Texts come as "
+        "arguments or from --file (one text per line; for pair tasks and squad a JSON object per line with "
+        "text and text_b, or question and context).",
+    )
+    parser.add_argument("--model", required=True, help="A kbert finetune run folder, or its model.keras.")
+    parser.add_argument("texts", nargs="*", metavar="TEXT", help="Texts to predict on (or use --file).")
+    parser.add_argument("--file", default=None, help="A file with one text (or JSON object) per line.")
+    parser.add_argument("--text-b", action="append", default=None,
+                        help="pair: the second text of each TEXT argument, in order (repeat the flag).")
+    parser.add_argument("--question", action="append", default=None, help="squad: a question (repeat; pairs with --context).")
+    parser.add_argument("--context", action="append", default=None, help="squad: the paragraph for each --question.")
+    parser.add_argument("--threshold", type=float, default=0.5, help="multilabel: probability to predict a label. Default 0.5.")
+    parser.add_argument("--batch-size", type=int, default=32, help="Default 32.")
+    parser.add_argument("--seq-len", type=int, default=None, help="Default: the run's training --seq-len, else 128.")
+    parser.add_argument("--json", action="store_true", help="One JSON object per input line.")
+    parser.set_defaults(func=run)
+    return parser
+
+
+def _inputs(args, task):
+    """[(text, text_b or None)] or, for squad, [(question, context)]."""
+    if args.file:
+        if args.texts:
+            raise ts.UsageError("Give texts as arguments or --file, not both.")
+        if not os.path.isfile(args.file):
+            raise ts.UsageError(f"--file {args.file!r}: no such file.")
+        rows = []
+        with open(args.file, encoding="utf-8-sig") as f:
+            for number, line in enumerate(f, 1):
+                line = line.rstrip("\n")
+                if not line.strip():
+                    continue
+                if task in ("pair", "squad"):
+                    keys = ("text", "text_b") if task == "pair" else ("question", "context")
+                    try:
+                        row = json.loads(line)
+                        rows.append((row[keys[0]], row[keys[1]]))
+                    except (json.JSONDecodeError, KeyError, TypeError):
+                        raise ts.UsageError(
+                            f"--file {args.file}:{number}: a {task} model needs a JSON object with {list(keys)} per line. "
+                            f"Received: {line[:80]!r}"
+                        ) from None
+                else:
+                    rows.append((line, None))
+        if not rows:
+            raise ts.UsageError(f"--file {args.file} has no texts.")
+        return rows
+    if task == "squad":
+        questions, contexts = args.question or [], args.context or []
+        if not questions or len(questions) != len(contexts):
+            raise ts.UsageError(
+                f"A squad model needs --question and --context pairs. Received {len(questions)} question(s) and "
+                f"{len(contexts)} context(s)."
+            )
+        return list(zip(questions, contexts))
+    if not args.texts:
+        raise ts.UsageError("Give texts to predict on as arguments, or --file FILE.")
+    if task == "pair":
+        if not args.text_b or len(args.text_b) != len(args.texts):
+            raise ts.UsageError(
+                f"A pair model needs one --text-b per TEXT. Received {len(args.texts)} text(s) and "
+                f"{len(args.text_b or [])} --text-b."
+            )
+        return list(zip(args.texts, args.text_b))
+    return [(text, None) for text in args.texts]
+
+
+def run(args):
+    try:
+        return _run(args)
+    except ts.UsageError as e:
+        print(f"kbert predict: {e}", file=sys.stderr)
+        return 2
+
+
+def _softmax(x):
+    x = x - x.max(-1, keepdims=True)
+    e = np.exp(x)
+    return e / e.sum(-1, keepdims=True)
+
+
+def _run(args):
+    import keras
+
+    from keras_bert_impl.tokenization import BertPreprocessor
+
+    model_path = ts.resolve_model_path(args.model)
+    stored = task_data.read_task_file(os.path.dirname(model_path)) or {}
+    model = keras.saving.load_model(model_path)
+    try:
+        task = task_data.task_of_model(model, has_text_b=stored.get("task") == "pair" or bool(args.text_b))
+    except ValueError as e:
+        raise ts.UsageError(str(e)) from None
+    rows = _inputs(args, task)
+    seq_len = args.seq_len or stored.get("seq_len") or 128
+    backbone = model.backbone
+    if backbone.vocabulary is None:
+        raise ts.UsageError(f"{model_path} carries no vocabulary; it was not written by kbert finetune or convert.")
+    preprocessor = BertPreprocessor(backbone.vocabulary, lowercase=backbone.lowercase, sequence_length=seq_len)
+    if task == "squad":
+        return _predict_squad(args, model, preprocessor, rows, stored)
+    if task == "tagging":
+        return _predict_tags(args, model, preprocessor, rows)
+    names = model.label_names or [str(i) for i in range(model.num_classes)]
+    for start in range(0, len(rows), args.batch_size):
+        chunk = rows[start:start + args.batch_size]
+        texts = [a for a, _ in chunk]
+        x = preprocessor((texts, [b for _, b in chunk])) if task == "pair" else preprocessor(texts)
+        out = model.predict_on_batch(x)
+        scores = np.asarray(out.get("logits", out.get("probabilities")))
+        for (text, text_b), row in zip(chunk, scores):
+            if task == "multilabel":
+                probs = 1 / (1 + np.exp(-row)) if "logits" in out else row
+                chosen = [names[i] for i in np.flatnonzero(probs >= args.threshold)]
+                result = {"text": text, "labels": chosen, "probabilities": {n: float(p) for n, p in zip(names, probs)}}
+                shown = ",".join(chosen) or "(none)"
+            else:
+                probs = _softmax(row) if "logits" in out else row
+                best = int(probs.argmax())
+                result = {"text": text, "label": names[best], "probability": float(probs[best])}
+                shown = f"{names[best]}\t{probs[best]:.4f}"
+            if text_b is not None:
+                result["text_b"] = text_b
+            print(json.dumps(result, ensure_ascii=False) if args.json else f"{shown}\t{text}")
+    return 0
+
+
+def _predict_tags(args, model, preprocessor, rows):
+    """Tags each whitespace-separated word with the prediction on its first wordpiece (as trained)."""
+    import tempfile
+
+    from keras_bert_impl.data.readers import TaggingReader
+
+    names = model.label_names or [str(i) for i in range(model.num_classes)]
+    # The reader does the word -> wordpiece alignment exactly as in training; the tags here are placeholders.
+    with tempfile.NamedTemporaryFile("w", suffix=".txt", encoding="utf-8", delete=False) as f:
+        for text, _ in rows:
+            f.write(" ".join(f"{word}/{names[0]}" for word in text.split()) + "\n")
+        path = f.name
+    try:
+        reader = TaggingReader(preprocessor, file_format="word/tag", labels=names, batch_size=args.batch_size)
+        dataset = reader.read(path)
+    finally:
+        os.remove(path)
+    i = 0
+    for x, _, weights in dataset:
+        logits = np.asarray(model.predict_on_batch(x)["logits"])
+        for row_logits, row_weights in zip(logits, np.asarray(weights)):
+            words = rows[i][0].split()
+            tags = [names[t] for t in row_logits.argmax(-1)[row_weights > 0]]
+            pairs = list(zip(words, tags))
+            if args.json:
+                print(json.dumps({"text": rows[i][0], "tags": [{"word": w, "tag": t} for w, t in pairs]}, ensure_ascii=False))
+            else:
+                print(" ".join(f"{w}/{t}" for w, t in pairs))
+            i += 1
+    return 0
+
+
+def _predict_squad(args, model, preprocessor, rows, stored):
+    import tempfile
+
+    from keras_bert_impl import evaluation
+    from keras_bert_impl.data.readers import SquadReader
+
+    data = {"version": "1.1", "data": [{"title": "predict", "paragraphs": [
+        {"context": context, "qas": [{"id": str(i), "question": question, "answers": [], "is_impossible": True}]}
+        for i, (question, context) in enumerate(rows)
+    ]}]}
+    with tempfile.NamedTemporaryFile("w", suffix=".json", encoding="utf-8", delete=False) as f:
+        json.dump(data, f)
+        path = f.name
+    try:
+        reader = SquadReader(
+            preprocessor, doc_stride=stored.get("doc_stride", 128), max_query_length=stored.get("max_query_length", 64),
+            version_2_with_negative=True, batch_size=args.batch_size,
+        )
+        dataset = reader.read(path)
+    finally:
+        os.remove(path)
+    starts, ends = [], []
+    for x, _ in dataset:
+        out = model.predict_on_batch(x)
+        starts.append(np.asarray(out["start_logits"]))
+        ends.append(np.asarray(out["end_logits"]))
+    answers = evaluation.decode_squad_predictions(reader.features, np.concatenate(starts), np.concatenate(ends))
+    for i, (question, _) in enumerate(rows):
+        answer = answers.get(str(i), "")
+        print(json.dumps({"question": question, "answer": answer}, ensure_ascii=False) if args.json else f"{answer}\t{question}")
+    return 0

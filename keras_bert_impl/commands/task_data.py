@@ -1,0 +1,136 @@
+"""Task files for `kbert finetune / evaluate / predict`: flags, readers, heads.
+
+A run folder keeps the data settings in task.json, so `evaluate` and `predict`
+read files laid out like the training file without repeating the flags.
+"""
+
+import json
+import os
+
+TASKS = ("classification", "pair", "multilabel", "tagging", "squad")
+TASK_FILE = "task.json"
+DATA_KEYS = (
+    "format", "text_column", "text_b_column", "label_column", "header", "columns",
+    "tag_format", "tag_column", "doc_stride", "max_query_length",
+)
+
+
+def add_data_flags(parser, defaults_from_run=False):
+    """Flags that say how a task file is laid out. With `defaults_from_run`, every
+    default is None and the run folder's task.json (or the built-in default) fills it."""
+    d = (lambda value: None) if defaults_from_run else (lambda value: value)
+    group = parser.add_argument_group("task file layout")
+    group.add_argument("--format", choices=["csv", "tsv", "jsonl"], default=None,
+                       help="classification/pair/multilabel files: csv, tsv or jsonl. Default: by the file extension.")
+    group.add_argument("--text-column", default=d("text"), help="Column or JSON key of the text. Default text.")
+    group.add_argument("--text-b-column", default=d(None), help="pair: column of the second text. Default text_b.")
+    group.add_argument("--label-column", default=d(None), help="Column of the label. Default label (labels for multilabel).")
+    group.add_argument("--no-header", dest="header", action="store_const", const=False, default=d(True),
+                       help="CSV/TSV without a header row: give --columns.")
+    group.add_argument("--columns", default=d(None),
+                       help="Comma-separated column names of a headerless CSV/TSV, e.g. label,text (the MR file).")
+    group.add_argument("--tag-format", choices=["conll", "word/tag"], default=d("conll"),
+                       help="tagging: conll (word ... tag per line, blank line between sentences) or word/tag "
+                       "(a sentence per line, tokens like The/DT). Default conll.")
+    group.add_argument("--tag-column", type=int, default=d(-1), help="tagging, conll: column of the tag. Default -1 (last).")
+    group.add_argument("--doc-stride", type=int, default=d(128), help="squad: wordpieces between context windows. Default 128.")
+    group.add_argument("--max-query-length", type=int, default=d(64), help="squad: question wordpieces kept. Default 64.")
+
+
+DEFAULTS = {"text_column": "text", "text_b_column": None, "label_column": None, "header": True, "columns": None,
+            "tag_format": "conll", "tag_column": -1, "doc_stride": 128, "max_query_length": 64, "format": None}
+
+
+def data_settings(args, task, stored=None):
+    """The layout settings: flags given now, else the run's stored ones, else defaults."""
+    settings = {}
+    for key in DATA_KEYS:
+        value = getattr(args, key, None)
+        if value is None:
+            value = (stored or {}).get(key, DEFAULTS[key])
+        settings[key] = value
+    if task == "pair" and settings["text_b_column"] is None:
+        settings["text_b_column"] = "text_b"
+    if isinstance(settings["columns"], str):
+        settings["columns"] = [c.strip() for c in settings["columns"].split(",") if c.strip()]
+    return settings
+
+
+def make_reader(task, preprocessor, settings, labels=None, batch_size=32, shuffle=False, seed=None):
+    from keras_bert_impl.data.readers import ClassificationReader, SquadReader, TaggingReader
+
+    if task in ("classification", "pair", "multilabel"):
+        header = settings["header"]
+        return ClassificationReader(
+            preprocessor,
+            text_column=settings["text_column"],
+            text_b_column=settings["text_b_column"] if task == "pair" else None,
+            label_column=settings["label_column"],
+            multi_label=task == "multilabel",
+            labels=labels,
+            file_format=settings["format"],
+            header=header,
+            column_names=settings["columns"] if not header else None,
+            batch_size=batch_size,
+            shuffle=shuffle,
+            seed=seed,
+        )
+    if task == "tagging":
+        return TaggingReader(
+            preprocessor, file_format=settings["tag_format"], tag_column=settings["tag_column"], labels=labels,
+            batch_size=batch_size, shuffle=shuffle, seed=seed,
+        )
+    return SquadReader(
+        preprocessor, doc_stride=settings["doc_stride"], max_query_length=settings["max_query_length"],
+        batch_size=batch_size, shuffle=shuffle, seed=seed,
+    )
+
+
+def build_head(task, backbone, num_classes, label_names, dropout):
+    """(model, loss, metrics, weighted_metrics, monitor, mode) for a task."""
+    import keras
+
+    import keras_bert_impl as kb
+
+    scce = keras.losses.SparseCategoricalCrossentropy(from_logits=True)
+    if task in ("classification", "pair"):
+        model = kb.BertClassifier(backbone, num_classes=num_classes, label_names=label_names, dropout=dropout)
+        return model, scce, [keras.metrics.SparseCategoricalAccuracy(name="accuracy")], None, "val_accuracy", "max"
+    if task == "multilabel":
+        model = kb.BertClassifier(backbone, num_classes=num_classes, label_names=label_names, multi_label=True, dropout=dropout)
+        loss = keras.losses.BinaryCrossentropy(from_logits=True)
+        return model, loss, [keras.metrics.BinaryAccuracy(name="accuracy", threshold=0.0)], None, "val_loss", "min"
+    if task in ("tagging", "squad"):
+        # These heads read sequence_output only: an untrained pooler is expected, not a bug
+        # (Keras would warn each step that it gets no gradients).
+        backbone.pooler.trainable = False
+    if task == "tagging":
+        model = kb.BertTokenClassifier(backbone, num_classes=num_classes, label_names=label_names, dropout=dropout)
+        return model, scce, None, [keras.metrics.SparseCategoricalAccuracy(name="accuracy")], "val_accuracy", "max"
+    model = kb.BertSpanLabeler(backbone)
+    metrics = {k: [keras.metrics.SparseCategoricalAccuracy(name="accuracy")] for k in ("start_logits", "end_logits")}
+    return model, {"start_logits": scce, "end_logits": scce}, metrics, None, "val_loss", "min"
+
+
+def task_of_model(model, has_text_b=False):
+    """The task a loaded head was trained for."""
+    import keras_bert_impl as kb
+
+    if isinstance(model, kb.BertClassifier):
+        return "multilabel" if model.multi_label else ("pair" if has_text_b else "classification")
+    if isinstance(model, kb.BertTokenClassifier):
+        return "tagging"
+    if isinstance(model, kb.BertSpanLabeler):
+        return "squad"
+    raise ValueError(
+        f"The model is a {type(model).__name__}: evaluate and predict take a fine-tuned BertClassifier, "
+        "BertTokenClassifier or BertSpanLabeler (the model.keras of a kbert finetune run)."
+    )
+
+
+def read_task_file(run_dir):
+    path = os.path.join(run_dir, TASK_FILE)
+    if not os.path.isfile(path):
+        return None
+    with open(path, encoding="utf-8") as f:
+        return json.load(f)

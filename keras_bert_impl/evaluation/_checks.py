@@ -1,0 +1,103 @@
+"""Input checks and small numeric helpers shared by the metric modules (numpy only)."""
+
+import numpy as np
+
+
+def preview(values, limit=5):
+    """A short repr of the first few items of `values`, for error messages."""
+    values = values.tolist() if isinstance(values, np.ndarray) else list(values)
+    shown = ", ".join(repr(v) for v in values[:limit])
+    return f"[{shown}{', ...' if len(values) > limit else ''}]"
+
+
+def as_ids(name, values, ndim):
+    """`values` as an int64 array of rank `ndim`; floats are accepted only when they hold whole numbers."""
+    array = np.asarray(values)
+    if array.ndim != ndim:
+        raise ValueError(f"{name} must be {ndim}-D integer class ids. Received: {name} with shape {array.shape}")
+    if array.dtype == bool or not (np.issubdtype(array.dtype, np.integer) or np.issubdtype(array.dtype, np.floating)):
+        raise ValueError(f"{name} must hold integer class ids. Received: {name} of dtype {array.dtype}")
+    if np.issubdtype(array.dtype, np.floating):
+        bad = array[~np.isfinite(array) | (array != np.round(array))] if array.size else array
+        if bad.size:
+            raise ValueError(
+                f"{name} must hold integer class ids; these are not whole numbers: {preview(bad.ravel())}. "
+                "Pass class ids, not scores (for scores of shape [N, C] pass them as predictions and the argmax is taken)."
+            )
+    return array.astype(np.int64)
+
+
+def check_range(name, ids, num_classes):
+    bad = ids[(ids < 0) | (ids >= num_classes)]
+    if bad.size:
+        raise ValueError(
+            f"{name} must be class ids in [0, {num_classes}). Received out-of-range ids {preview(np.unique(bad))}; "
+            "pass num_classes (or label_names) covering every class, or check that the ids come from the same label vocabulary."
+        )
+
+
+def as_scores(name, values, ndim):
+    """`values` as a finite float64 array of rank `ndim`."""
+    array = np.asarray(values)
+    if array.ndim != ndim:
+        raise ValueError(f"{name} must be a {ndim}-D array of scores. Received: {name} with shape {array.shape}")
+    if array.dtype == bool or not (np.issubdtype(array.dtype, np.integer) or np.issubdtype(array.dtype, np.floating)):
+        raise ValueError(f"{name} must hold numbers. Received: {name} of dtype {array.dtype}")
+    array = array.astype(np.float64)
+    if not np.all(np.isfinite(array)):
+        bad = np.argwhere(~np.isfinite(array))[0].tolist()
+        raise ValueError(f"{name} must be finite. Received: {array[tuple(bad)]} at index {bad}")
+    return array
+
+
+def check_positive_int(name, value):
+    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 1:
+        raise ValueError(f"{name} must be a positive int. Received: {name}={value!r}")
+    return int(value)
+
+
+def names_for(label_names, count, what):
+    """`count` string names: `label_names` (a list of str or a LabelVocabulary) checked, or "0".."count-1"."""
+    if label_names is None:
+        return [str(i) for i in range(count)]
+    if isinstance(label_names, str):
+        raise ValueError(f"label_names must be a list of names, not one string. Received: label_names={label_names!r}")
+    names = list(label_names)
+    if len(names) != count:
+        raise ValueError(
+            f"label_names must name every one of the {count} {what}. Received {len(names)} names: {preview(names)}"
+        )
+    bad = [n for n in names if not isinstance(n, str) or not n]
+    if bad:
+        raise ValueError(f"label_names must be non-empty strings. Received: {preview(bad)}")
+    if len(set(names)) != len(names):
+        duplicates = sorted({n for n in names if names.count(n) > 1})
+        raise ValueError(f"label_names must be distinct. Received duplicates: {preview(duplicates)}")
+    return names
+
+
+def divide(numerator, denominator):
+    """numerator / denominator elementwise, 0 where the denominator is 0 (scikit-learn's zero_division=0)."""
+    numerator = np.asarray(numerator, np.float64)
+    denominator = np.asarray(denominator, np.float64)
+    return np.divide(numerator, denominator, out=np.zeros(np.broadcast(numerator, denominator).shape), where=denominator != 0)
+
+
+def precision_recall_f1(tp, predicted, support):
+    """Per-class precision, recall and F1 from counts, zero where undefined.
+
+    F1 is 2*tp / (predicted + support), which equals 2PR/(P+R) when both are
+    defined and is 0 when the class was neither predicted nor present (the
+    scikit-learn formula).
+    """
+    return divide(tp, predicted), divide(tp, support), divide(2 * np.asarray(tp), np.asarray(predicted) + np.asarray(support))
+
+
+def per_class_dict(names, precision, recall, f1, support, predicted):
+    return {
+        name: {
+            "precision": float(p), "recall": float(r), "f1": float(f),
+            "support": int(s), "predicted": int(n),
+        }
+        for name, p, r, f, s, n in zip(names, precision, recall, f1, support, predicted)
+    }

@@ -1,0 +1,98 @@
+"""Keeps the best model so far (by a validation metric) as a .keras file, written atomically."""
+
+import json
+import math
+import os
+import tempfile
+
+import keras
+
+
+def inference_copy(model):
+    """The model with the same weights and vocabulary but without the optimizer's state.
+
+    A `.keras` file of a compiled, trained model holds the optimizer variables too
+    (Adam's two moments: three times the weights). A finished model needs only the
+    weights; the copy is rebuilt from the config, so it compiles itself afresh.
+    """
+    copy = type(model).from_config(model.get_config())
+    copy.set_weights(model.get_weights())
+    source, target = getattr(model, "backbone", model), getattr(copy, "backbone", copy)
+    if getattr(source, "vocabulary", None) is not None:
+        target.set_vocabulary(source.vocabulary, source.lowercase)
+    return copy
+
+
+class BestModelCheckpoint(keras.callbacks.Callback):
+    """Saves the whole model to `path` at each epoch end where `monitor` improves.
+
+    The file holds the weights without the optimizer state (`inference_copy`).
+    Unlike `keras.callbacks.ModelCheckpoint`, the file is written beside its
+    destination and renamed into place (a kill never leaves a torn best model),
+    and the best score is kept in `path + ".json"`, so a run resumed from a
+    backup keeps comparing against the best of the earlier process instead of
+    overwriting it with a worse epoch.
+
+    Args:
+        path: str. The .keras file to write.
+        monitor: str. A key of the epoch logs, e.g. "val_accuracy" or "val_loss".
+        mode: "max" or "min".
+        save: bool or None. Whether this process writes (False on non-chief workers).
+
+    Example:
+    >>> best = BestModelCheckpoint("run/best.keras", monitor="val_accuracy", mode="max")
+    """
+
+    def __init__(self, path, monitor="val_loss", mode="min", save=True):
+        super().__init__()
+        if not str(path).endswith(".keras"):
+            raise ValueError(f"path must end in .keras. Received: path={path!r}")
+        if mode not in ("max", "min"):
+            raise ValueError(f"mode must be 'max' or 'min'. Received: mode={mode!r}")
+        self.path = os.fspath(path)
+        self.monitor = monitor
+        self.mode = mode
+        self.save = save
+        self.best = None
+        self.best_epoch = None
+        score_path = self.path + ".json"
+        if os.path.exists(score_path):
+            with open(score_path, encoding="utf-8") as f:
+                stored = json.load(f)
+            if stored.get("monitor") == monitor:
+                self.best, self.best_epoch = stored["value"], stored["epoch"]
+
+    def _better(self, value):
+        if value is None or math.isnan(value):
+            return False
+        if self.best is None:
+            return True
+        return value > self.best if self.mode == "max" else value < self.best
+
+    def on_epoch_end(self, epoch, logs=None):
+        value = (logs or {}).get(self.monitor)
+        if value is None:
+            raise ValueError(
+                f"BestModelCheckpoint monitors {self.monitor!r}, which the epoch logs lack (they have "
+                f"{sorted(logs or {})}). Pass validation data, or monitor one of those keys."
+            )
+        value = float(value)
+        if not self._better(value):
+            return
+        self.best, self.best_epoch = value, epoch
+        if not self.save:
+            return
+        directory = os.path.dirname(os.path.abspath(self.path))
+        os.makedirs(directory, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(dir=directory, prefix=".tmp-", suffix=".keras")
+        os.close(fd)
+        try:
+            inference_copy(self.model).save(tmp)
+            os.replace(tmp, self.path)
+        finally:
+            if os.path.exists(tmp):
+                os.remove(tmp)
+        fd, tmp = tempfile.mkstemp(dir=directory, prefix=".tmp-", suffix=".json")
+        with os.fdopen(fd, "w", encoding="utf-8") as f:
+            json.dump({"monitor": self.monitor, "mode": self.mode, "value": value, "epoch": epoch}, f)
+        os.replace(tmp, self.path + ".json")

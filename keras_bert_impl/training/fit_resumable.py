@@ -1,0 +1,100 @@
+"""`model.fit` that resumes an interrupted run at its exact step, data position included."""
+
+import keras
+
+
+def _merge(histories):
+    merged = keras.callbacks.History()
+    merged.epoch, merged.history = [], {}
+    for history in histories:
+        merged.epoch.extend(history.epoch)
+        for key, values in history.history.items():
+            merged.history.setdefault(key, []).extend(values)
+    if histories:
+        merged.set_model(histories[-1].model)
+        merged.set_params(histories[-1].params)
+    return merged
+
+
+def fit_resumable(
+    model,
+    dataset_fn,
+    epochs,
+    steps_per_epoch,
+    backup=None,
+    validation_data=None,
+    callbacks=(),
+    verbose="auto",
+):
+    """Trains `epochs * steps_per_epoch` steps with `model.fit`, resuming from `backup`.
+
+    The data position is the global step: `dataset_fn()` must build a dataset that
+    yields the same batches in the same order on every run (shuffle with a fixed
+    seed; `reshuffle_each_iteration=True` still gives each epoch its own order,
+    the same on every run). It is repeated and the batches a restored run already
+    trained on are skipped, so the resumed run sees exactly the batches the
+    uninterrupted one would have. An interrupted epoch is finished by a first,
+    shorter `fit` call (its metrics cover only the steps after the restart).
+
+    Why a function and not a dataset: a seeded `shuffle` draws each epoch's order
+    from a generator owned by the dataset object, so a second iterator over the
+    same object continues that sequence instead of repeating it. Each `fit` call
+    here gets a freshly built dataset, whose k-th epoch is then the k-th epoch of
+    every run.
+
+    Args:
+        model: a compiled Keras model.
+        dataset_fn: callable returning a new `tf.data.Dataset` of one epoch of
+            batches, in the same order each time it is built.
+        epochs: int.
+        steps_per_epoch: int. Steps per Keras epoch (progress summary, validation,
+            epoch-end callbacks). It need not be one pass over the data: the
+            batches come from one continuous stream of repeated passes.
+        backup: `BackupAndRestore` or None. Restored first, then saves as it trains.
+        validation_data, callbacks, verbose: as for `model.fit`.
+
+    Returns:
+        `keras.callbacks.History` of the epochs run now (empty when the backup is
+        already at the last step).
+
+    Example:
+    >>> backup = BackupAndRestore("run/backup", save_every=50)
+    >>> fit_resumable(model, lambda: reader.read("train.csv"), epochs=3, steps_per_epoch=100, backup=backup)
+    """
+    for name, value in (("epochs", epochs), ("steps_per_epoch", steps_per_epoch)):
+        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+            raise ValueError(f"{name} must be a positive int. Received: {name}={value!r}")
+    callbacks = list(callbacks)
+    start = 0
+    if backup is not None:
+        start = backup.restore(model)
+        callbacks.append(backup)
+    total = epochs * steps_per_epoch
+    if start > total:
+        raise ValueError(
+            f"The backup is at step {start}, past the {total} steps asked for (epochs={epochs} x "
+            f"steps_per_epoch={steps_per_epoch}): this run was started with other settings. Resume with "
+            "those, or use a new output folder."
+        )
+    if start == total:
+        return _merge([])
+    # Skipped before the model sees anything: the stream restarts at batch `start`.
+    if not callable(dataset_fn):
+        raise ValueError(
+            "dataset_fn must be a function that builds the one-epoch tf.data.Dataset, e.g. "
+            f"lambda: reader.read(path). Received: {dataset_fn!r}"
+        )
+    stream = dataset_fn().repeat().skip(start)
+    epoch, offset = divmod(start, steps_per_epoch)
+    histories = []
+    # shuffle=False: the order is the dataset's own (Keras ignores it for datasets, with a warning).
+    common = dict(validation_data=validation_data, callbacks=callbacks, verbose=verbose, shuffle=False)
+    if offset:
+        histories.append(
+            model.fit(stream, initial_epoch=epoch, epochs=epoch + 1, steps_per_epoch=steps_per_epoch - offset, **common)
+        )
+        epoch += 1
+        stream = dataset_fn().repeat().skip(epoch * steps_per_epoch)
+    if epoch < epochs:
+        histories.append(model.fit(stream, initial_epoch=epoch, epochs=epochs, steps_per_epoch=steps_per_epoch, **common))
+    return _merge(histories)

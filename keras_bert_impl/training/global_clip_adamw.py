@@ -1,0 +1,36 @@
+"""AdamW whose global-norm clipping sees the whole batch's gradient under tf.distribute."""
+
+import keras
+import tensorflow as tf
+
+
+@keras.saving.register_keras_serializable(package="keras_bert_impl")
+class GlobalClipAdamW(keras.optimizers.AdamW):
+    """`keras.optimizers.AdamW` that clips by the norm of the all-replica gradient.
+
+    Keras clips inside each replica, before the gradients are summed across replicas
+    (keras/src/optimizers/base_optimizer.py `_backend_apply_gradients`): each replica
+    clips its own share, so with clipping active, training on N replicas differs from
+    one device with the same global batch (the issue's mirrored == one-device check).
+    Here every replica sums the gradients first (one extra all-reduce per step), takes
+    the global norm of that sum, and scales its own share by
+    `clipnorm / max(norm, clipnorm)`, so the sum the update applies is exactly
+    `tf.clip_by_global_norm(total, clipnorm)`, as on one device. Without a strategy or
+    with one replica it is plain AdamW.
+
+    Args: those of `keras.optimizers.AdamW`.
+
+    Example:
+    >>> optimizer = GlobalClipAdamW(learning_rate=5e-5, weight_decay=0.01, global_clipnorm=1.0)
+    """
+
+    def _clip_gradients(self, grads):
+        context = tf.distribute.get_replica_context()
+        if not self.global_clipnorm or context is None or context.num_replicas_in_sync == 1:
+            return super()._clip_gradients(grads)
+        present = [g for g in grads if g is not None]
+        total = context.all_reduce(tf.distribute.ReduceOp.SUM, present)
+        norm = tf.linalg.global_norm(total)
+        clip = tf.cast(self.global_clipnorm, norm.dtype)
+        scale = clip / tf.maximum(norm, clip)
+        return [None if g is None else g * tf.cast(scale, g.dtype) for g in grads]

@@ -1,0 +1,244 @@
+"""kbert pretrain / finetune / evaluate / predict end to end on a tiny model with the
+real MiniLM vocabulary, real MR sentences and the hand-written reader fixtures; and
+every bad input the training issue lists, refused before training starts."""
+
+import csv
+import json
+import os
+import subprocess
+import sys
+
+import keras
+import numpy as np
+import pytest
+
+import keras_bert_impl as kb
+from keras_bert_impl.checkpoints.vocabulary import read_vocabulary
+from keras_bert_impl.cli import main
+from keras_bert_impl.training.backup_and_restore import STATE_FILE
+
+REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+FIXTURES = os.path.join(REPO, "tests", "fixtures", "readers")
+MR = os.path.join(REPO, "data", "corpora", "polarity-en-pang&lee2.csv")
+REVIEWS = os.path.join(REPO, "data", "corpora", "polarity-en-pang&lee1.csv")
+FAST = ["--epochs", "1", "--seq-len", "32", "--batch-size", "8", "--quiet"]
+
+
+@pytest.fixture(scope="module")
+def tiny_init(tmp_path_factory):
+    """A one-layer BERT with the real MiniLM vocabulary saved as its asset, as `kbert convert` leaves one."""
+    if not os.path.isdir(os.path.join(REPO, "data", "minilm")):
+        pytest.fail("data/ is missing: run `make data` (make test does it for you).")
+    keras.utils.set_random_seed(0)
+    backbone = kb.BertBackbone(vocabulary_size=30522, num_layers=1, num_heads=2, hidden_dim=16, intermediate_dim=32,
+                               max_sequence_length=64)
+    backbone.set_vocabulary(read_vocabulary(os.path.join(REPO, "data", "minilm", "vocab.txt")), lowercase=True)
+    path = str(tmp_path_factory.mktemp("init") / "tiny.keras")
+    backbone.save(path)
+    return path
+
+
+@pytest.fixture(scope="module")
+def mr_files(tmp_path_factory):
+    """80 MR rows to train on and 40 to validate, both classes, headerless like the original."""
+    with open(MR, encoding="utf-8-sig", newline="") as f:
+        rows = list(csv.reader(f))  # quoted fields, some with line breaks inside
+    pos = [row for row in rows if row[0] == "1"]
+    neg = [row for row in rows if row[0] == "-1"]
+    folder = tmp_path_factory.mktemp("mr")
+    train, dev = folder / "train.csv", folder / "dev.csv"
+    for path, part in ((train, pos[:40] + neg[:40]), (dev, pos[40:60] + neg[40:60])):
+        with open(path, "w", encoding="utf-8", newline="") as f:
+            csv.writer(f, quoting=csv.QUOTE_ALL).writerows(part)
+    return str(train), str(dev)
+
+
+def _finetune(init, output, task, train, validation, *extra):
+    return main(["finetune", "--task", task, "--train", train, "--validation", validation, "--init", init,
+                 "--output", str(output), *FAST, *extra])
+
+
+def _json_line(text):
+    return json.loads(text.strip().splitlines()[-1])
+
+
+def test_classification_finetune_evaluate_predict(tiny_init, mr_files, tmp_path, capsys):
+    train, dev = mr_files
+    run = tmp_path / "run"
+    assert _finetune(tiny_init, run, "classification", train, dev, "--no-header", "--columns", "label,text") == 0
+    assert sorted(os.listdir(run)) == ["backup", "best.keras", "best.keras.json", "logs", "metrics.json", "model.keras", "task.json"]
+    model = keras.saving.load_model(run / "model.keras")
+    # Labels and vocabulary travel inside the model file.
+    assert model.label_names == ["-1", "1"]
+    assert model.backbone.vocabulary == read_vocabulary(os.path.join(REPO, "data", "minilm", "vocab.txt"))
+    assert os.listdir(run / "logs")  # TensorBoard event files
+    with open(run / "metrics.json") as f:
+        metrics = json.load(f)
+    capsys.readouterr()
+
+    # evaluate reads the layout (headerless, label,text) from the run's task.json.
+    assert main(["evaluate", "--model", str(run), "--data", dev, "--json"]) == 0
+    evaluated = _json_line(capsys.readouterr().out)
+    assert evaluated["examples"] == 40
+    assert evaluated["accuracy"] == pytest.approx(metrics["validation"]["accuracy"], abs=1e-9)
+
+    assert main(["predict", "--model", str(run / "model.keras"), "--json", "a gripping , funny film", "dull and slow"]) == 0
+    rows = [json.loads(line) for line in capsys.readouterr().out.strip().splitlines()]
+    assert [r["text"] for r in rows] == ["a gripping , funny film", "dull and slow"]
+    assert all(r["label"] in ("-1", "1") and 0.5 <= r["probability"] <= 1 for r in rows)
+
+
+def test_rerun_resumes_and_other_settings_or_corruption_are_refused(tiny_init, mr_files, tmp_path, capsys):
+    train, dev = mr_files
+    run = tmp_path / "run"
+    args = ("--no-header", "--columns", "label,text")
+    assert _finetune(tiny_init, run, "classification", train, dev, *args) == 0
+    before = keras.saving.load_model(run / "model.keras").get_weights()
+    capsys.readouterr()
+    # The same command again: the backup is at the last step, nothing more is trained.
+    assert _finetune(tiny_init, run, "classification", train, dev, *args) == 0
+    assert "resumed from the backup at step 10 of 10" in capsys.readouterr().err
+    for a, b in zip(before, keras.saving.load_model(run / "model.keras").get_weights()):
+        np.testing.assert_array_equal(a, b)
+    # Other settings into the same folder: refused, never a silent fresh start.
+    assert _finetune(tiny_init, run, "classification", train, dev, *args, "--learning-rate", "1e-4") == 2
+    assert "run.learning_rate: backup 5e-05, now 0.0001" in capsys.readouterr().err
+    path = run / "backup" / STATE_FILE
+    path.write_bytes(path.read_bytes()[:1000])
+    assert _finetune(tiny_init, run, "classification", train, dev, *args) == 2
+    assert "is corrupt and cannot be read" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize(
+    "task, train, dev, metric, extra",
+    [
+        ("pair", "nli_pairs.tsv", "nli_pairs.tsv", "accuracy", ()),
+        ("multilabel", "topics_train.jsonl", "topics_dev.jsonl", "micro_f1", ()),
+        ("tagging", "ner_train.conll", "ner_train.conll", "entity_f1", ()),
+        ("squad", "squad_v1.1_sample.json", "squad_v1.1_sample.json", "exact_match", ("--doc-stride", "8", "--max-query-length", "12")),
+    ],
+)
+def test_every_head_finetunes_and_evaluates(tiny_init, tmp_path, capsys, task, train, dev, metric, extra):
+    run = tmp_path / "run"
+    train, dev = os.path.join(FIXTURES, train), os.path.join(FIXTURES, dev)
+    assert _finetune(tiny_init, run, task, train, dev, *extra) == 0
+    capsys.readouterr()
+    assert main(["evaluate", "--model", str(run), "--data", dev, "--json"]) == 0
+    evaluated = _json_line(capsys.readouterr().out)
+    assert evaluated["task"] == task and metric in evaluated
+    with open(run / "metrics.json") as f:
+        assert json.load(f)["validation"][metric] == pytest.approx(evaluated[metric], abs=1e-9)
+
+
+def test_predict_tags_words_and_answers_questions(tiny_init, tmp_path, capsys):
+    tagger, reader = tmp_path / "tagger", tmp_path / "reader"
+    conll = os.path.join(FIXTURES, "ner_train.conll")
+    assert _finetune(tiny_init, tagger, "tagging", conll, conll) == 0
+    squad = os.path.join(FIXTURES, "squad_v1.1_sample.json")
+    assert _finetune(tiny_init, reader, "squad", squad, squad, "--doc-stride", "8", "--max-query-length", "12") == 0
+    capsys.readouterr()
+    assert main(["predict", "--model", str(tagger), "--json", "Airbus delivered 735 jets in 2023"]) == 0
+    tags = _json_line(capsys.readouterr().out)["tags"]
+    names = keras.saving.load_model(tagger / "model.keras").label_names
+    assert [t["word"] for t in tags] == ["Airbus", "delivered", "735", "jets", "in", "2023"]
+    assert all(t["tag"] in names for t in tags)
+    context = "The bridge was designed by Gustave Eiffel and opened in 1889."
+    assert main(["predict", "--model", str(reader), "--json", "--question", "Who designed it?", "--context", context]) == 0
+    answer = _json_line(capsys.readouterr().out)["answer"]
+    assert answer == "" or answer in context
+
+
+def test_pretrain_then_finetune_from_it(tmp_path, capsys, data_dir):
+    vocab = os.path.join(data_dir, "minilm", "vocab.txt")
+    corpus = tmp_path / "reviews.csv"
+    with open(REVIEWS, encoding="utf-8-sig") as f:
+        corpus.write_text("".join(f.readlines()[:60]), encoding="utf-8")
+    run = tmp_path / "pretrain"
+    code = main(["pretrain", "--corpus", str(corpus), "--corpus-format", "reviews-csv", "--vocab", vocab,
+                 "--preset", "bert_tiny", "--output", str(run), "--steps", "12", "--steps-per-epoch", "6",
+                 "--seq-len", "64", "--batch-size", "8", "--dupe-factor", "1", "--quiet"])
+    assert code == 0
+    out = capsys.readouterr().out
+    assert "MLM accuracy" in out and "unigram baseline" in out and "NSP accuracy" in out
+    with open(run / "metrics.json") as f:
+        metrics = json.load(f)
+    assert 0 < metrics["unigram_baseline_mlm_accuracy"] < 1
+    assert {"mlm_logits_accuracy", "nsp_logits_accuracy"} <= set(metrics["final_epoch"])
+    pretrainer = keras.saving.load_model(run / "model.keras")
+    assert isinstance(pretrainer, kb.BertPretrainer) and len(pretrainer.backbone.vocabulary) == 30522
+    sentiment = os.path.join(FIXTURES, "sentiment_train.csv")
+    assert _finetune(str(run), tmp_path / "ft", "classification", sentiment, sentiment) == 0
+
+
+# -- bad input: a clear error before any training starts ----------------------------
+
+
+def _refused(capsys, argv, *fragments):
+    # The tiny model takes 64 positions; other flags at their defaults.
+    argv = [*argv, "--seq-len", "32"]
+    assert main(argv) == 2
+    err = capsys.readouterr().err
+    for fragment in fragments:
+        assert fragment in err, err
+    return err
+
+
+def test_empty_training_file(tiny_init, tmp_path, capsys):
+    empty = tmp_path / "train.csv"
+    empty.write_text("")
+    dev = os.path.join(FIXTURES, "sentiment_train.csv")
+    _refused(capsys, ["finetune", "--task", "classification", "--train", str(empty), "--validation", dev,
+                      "--init", tiny_init, "--output", str(tmp_path / "run")], f"--train {empty} is empty")
+    header_only = tmp_path / "header.csv"
+    header_only.write_text("text,label\n")
+    _refused(capsys, ["finetune", "--task", "classification", "--train", str(header_only), "--validation", dev,
+                      "--init", tiny_init, "--output", str(tmp_path / "run")], "gave no examples")
+    assert not (tmp_path / "run").exists()
+
+
+def test_validation_label_unseen_in_training(tiny_init, tmp_path, capsys):
+    _refused(
+        capsys,
+        ["finetune", "--task", "classification", "--train", os.path.join(FIXTURES, "sentiment_train.csv"),
+         "--validation", os.path.join(FIXTURES, "sentiment_dev_unknown_label.csv"), "--init", tiny_init,
+         "--output", str(tmp_path / "run")],
+        "line 3", "unknown label 'negative'", "must occur in the training file",
+    )
+    assert not (tmp_path / "run").exists()
+
+
+def test_steps_zero_and_preset_vocab_mismatch(tiny_init, tmp_path, capsys, data_dir):
+    vocab = os.path.join(data_dir, "minilm", "vocab.txt")
+    _refused(capsys, ["pretrain", "--corpus", REVIEWS, "--vocab", vocab, "--preset", "bert_tiny",
+                      "--output", str(tmp_path / "p"), "--steps", "0"], "--steps must be a positive integer. Received: 0")
+    small_vocab = tmp_path / "vocab.txt"
+    small_vocab.write_text("\n".join(["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"] + [f"w{i}" for i in range(95)]) + "\n")
+    _refused(capsys, ["pretrain", "--corpus", REVIEWS, "--vocab", str(small_vocab), "--init", tiny_init,
+                      "--output", str(tmp_path / "p")], "has 100 tokens", "vocabulary_size=30522")
+    sentiment = os.path.join(FIXTURES, "sentiment_train.csv")
+    _refused(capsys, ["finetune", "--task", "classification", "--train", sentiment, "--validation", sentiment,
+                      "--init", tiny_init, "--vocab", str(small_vocab), "--output", str(tmp_path / "f")],
+             "has 100 tokens", "vocabulary_size=30522")
+    assert not (tmp_path / "p").exists() and not (tmp_path / "f").exists()
+
+
+# Two logical CPU devices must be configured before TensorFlow starts: a fresh process.
+MIRRORED = r"""
+import sys
+import tensorflow as tf
+cpu = tf.config.list_physical_devices("CPU")[0]
+tf.config.set_logical_device_configuration(cpu, [tf.config.LogicalDeviceConfiguration()] * 2)
+from keras_bert_impl.cli import main
+sys.exit(main(sys.argv[1:]))
+"""
+
+
+def test_batch_size_not_divisible_by_replicas(tiny_init, tmp_path):
+    sentiment = os.path.join(FIXTURES, "sentiment_train.csv")
+    argv = ["finetune", "--task", "classification", "--train", sentiment, "--validation", sentiment, "--init", tiny_init,
+            "--output", str(tmp_path / "run"), "--strategy", "mirrored", "--batch-size", "7"]
+    env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3", PYTHONPATH=REPO, KERAS_BACKEND="tensorflow")
+    done = subprocess.run([sys.executable, "-c", MIRRORED, *argv], capture_output=True, text=True, env=env, timeout=300)
+    assert done.returncode == 2, done.stderr[-2000:]
+    assert "--batch-size 7 does not split over the 2 replicas of --strategy mirrored: use a multiple of 2" in done.stderr
+    assert not (tmp_path / "run").exists()

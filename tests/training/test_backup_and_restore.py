@@ -1,0 +1,158 @@
+"""Backups: exact resume mid-epoch (weights, optimizer, dropout, data position), and
+clear errors for a corrupt backup or one of another model."""
+
+import os
+
+import keras
+import numpy as np
+import pytest
+import tensorflow as tf
+
+import keras_bert_impl as kb
+from keras_bert_impl.training import create_optimizer
+from keras_bert_impl.training.backup_and_restore import STATE_FILE, BackupAndRestore, BackupError
+from keras_bert_impl.training.best_model_checkpoint import BestModelCheckpoint
+from keras_bert_impl.training.fit_resumable import fit_resumable
+
+EPOCHS, STEPS = 2, 5
+
+
+def _model(hidden_dim=16, dropout=0.1):
+    keras.utils.set_random_seed(0)
+    backbone = kb.BertBackbone(vocabulary_size=50, num_layers=2, num_heads=2, hidden_dim=hidden_dim,
+                               intermediate_dim=32, max_sequence_length=16, dropout=dropout)
+    model = kb.BertClassifier(backbone, num_classes=2, dropout=dropout)
+    model.compile(optimizer=create_optimizer(1e-3, train_steps=EPOCHS * STEPS),
+                  loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True), metrics=["accuracy"])
+    return model
+
+
+def _dataset():
+    rng = np.random.default_rng(0)
+    x = {"token_ids": rng.integers(1, 50, (40, 8)).astype("int32"), "segment_ids": np.zeros((40, 8), "int32"),
+         "padding_mask": np.ones((40, 8), "int32")}
+    y = rng.integers(0, 2, 40)
+    # Seeded, reshuffled every epoch: each epoch its own order, the same on every run.
+    return tf.data.Dataset.from_tensor_slices((x, y)).shuffle(40, seed=1, reshuffle_each_iteration=True).batch(8)
+
+
+class _Interrupt(keras.callbacks.Callback):
+    """Stands in for a crash: stops the process's training after `step` optimizer steps."""
+
+    def __init__(self, step):
+        super().__init__()
+        self.step = step
+
+    def on_train_batch_end(self, batch, logs=None):
+        if int(self.model.optimizer.iterations.numpy()) == self.step:
+            raise KeyboardInterrupt
+
+
+def _uninterrupted():
+    model = _model()
+    fit_resumable(model, _dataset, epochs=EPOCHS, steps_per_epoch=STEPS, verbose=0)
+    return model.get_weights()
+
+
+@pytest.mark.parametrize("stop_at", [3, 7])  # inside epoch 0 (then a whole epoch 1), inside epoch 1
+def test_resume_mid_epoch_is_exact(tmp_path, stop_at):
+    reference = _uninterrupted()
+    backup_dir = tmp_path / "backup"
+    model = _model()
+    with pytest.raises(KeyboardInterrupt):
+        fit_resumable(model, _dataset, epochs=EPOCHS, steps_per_epoch=STEPS,
+                      backup=BackupAndRestore(backup_dir, save_every=2), callbacks=[_Interrupt(stop_at)], verbose=0)
+    resumed = _model()  # a fresh process would build the model anew, with the same seed
+    backup = BackupAndRestore(backup_dir, save_every=2)
+    history = fit_resumable(resumed, _dataset, epochs=EPOCHS, steps_per_epoch=STEPS, backup=backup, verbose=0)
+    assert backup.restored_step == stop_at - stop_at % 2  # the last multiple of save_every
+    assert int(resumed.optimizer.iterations.numpy()) == EPOCHS * STEPS
+    assert history.epoch == list(range(backup.restored_step // STEPS, EPOCHS))
+    # Dropout is on (0.1): equal weights mean the same batches, dropout masks and Adam state.
+    for a, b in zip(reference, resumed.get_weights()):
+        np.testing.assert_array_equal(a, b)
+
+
+def test_finished_run_does_nothing(tmp_path):
+    model = _model()
+    fit_resumable(model, _dataset, epochs=EPOCHS, steps_per_epoch=STEPS, backup=BackupAndRestore(tmp_path), verbose=0)
+    again = _model()
+    history = fit_resumable(again, _dataset, epochs=EPOCHS, steps_per_epoch=STEPS, backup=BackupAndRestore(tmp_path), verbose=0)
+    assert history.epoch == []
+    for a, b in zip(model.get_weights(), again.get_weights()):
+        np.testing.assert_array_equal(a, b)
+
+
+def test_backup_past_the_requested_steps_is_an_error(tmp_path):
+    fit_resumable(_model(), _dataset, epochs=EPOCHS, steps_per_epoch=STEPS, backup=BackupAndRestore(tmp_path), verbose=0)
+    with pytest.raises(ValueError, match=r"backup is at step 10, past the 5 steps"):
+        fit_resumable(_model(), _dataset, epochs=1, steps_per_epoch=STEPS, backup=BackupAndRestore(tmp_path), verbose=0)
+
+
+def test_corrupt_backup_is_an_error_not_a_fresh_start(tmp_path):
+    fit_resumable(_model(), _dataset, epochs=1, steps_per_epoch=STEPS, backup=BackupAndRestore(tmp_path), verbose=0)
+    path = tmp_path / STATE_FILE
+    data = path.read_bytes()
+    path.write_bytes(data[: len(data) // 2])  # a torn file, as a disk failure would leave
+    model = _model()
+    with pytest.raises(BackupError, match=r"is corrupt and cannot be read .*delete that folder to start over"):
+        fit_resumable(model, _dataset, epochs=EPOCHS, steps_per_epoch=STEPS, backup=BackupAndRestore(tmp_path), verbose=0)
+    assert int(model.optimizer.iterations.numpy()) == 0  # nothing trained
+
+
+def test_backup_of_another_model_is_an_error(tmp_path):
+    fit_resumable(_model(), _dataset, epochs=1, steps_per_epoch=STEPS, backup=BackupAndRestore(tmp_path), verbose=0)
+    with pytest.raises(BackupError, match=r"another model .*hidden_dim: backup 16, now 32"):
+        fit_resumable(_model(hidden_dim=32), _dataset, epochs=1, steps_per_epoch=STEPS,
+                      backup=BackupAndRestore(tmp_path), verbose=0)
+
+
+def test_other_run_settings_are_an_error(tmp_path):
+    fit_resumable(_model(), _dataset, epochs=1, steps_per_epoch=STEPS,
+                  backup=BackupAndRestore(tmp_path, fingerprint={"learning_rate": 1e-3}), verbose=0)
+    with pytest.raises(BackupError, match=r"learning_rate: backup 0.001, now 0.0005"):
+        BackupAndRestore(tmp_path, fingerprint={"learning_rate": 5e-4}).restore(_model())
+
+
+def test_folder_with_other_files_is_an_error(tmp_path):
+    (tmp_path / "notes.txt").write_text("not a backup")
+    with pytest.raises(BackupError, match=r"holds files but no training_state.npz"):
+        BackupAndRestore(tmp_path).restore(_model())
+
+
+def test_leftover_partial_write_is_ignored(tmp_path):
+    fit_resumable(_model(), _dataset, epochs=1, steps_per_epoch=STEPS, backup=BackupAndRestore(tmp_path), verbose=0)
+    (tmp_path / ".tmp-killed-mid-write.npz").write_bytes(b"PK\x03\x04 torn")
+    backup = BackupAndRestore(tmp_path)
+    fit_resumable(_model(), _dataset, epochs=EPOCHS, steps_per_epoch=STEPS, backup=backup, verbose=0)
+    assert backup.restored_step == STEPS
+    assert sorted(os.listdir(tmp_path)) == [STATE_FILE]
+
+
+def test_bad_arguments_are_named():
+    with pytest.raises(ValueError, match=r"save_every must be a positive int .*save_every=0"):
+        BackupAndRestore("x", save_every=0)
+    with pytest.raises(ValueError, match=r"dataset_fn must be a function"):
+        fit_resumable(_model(), _dataset(), epochs=1, steps_per_epoch=STEPS)
+    with pytest.raises(ValueError, match=r"steps_per_epoch must be a positive int. Received: steps_per_epoch=0"):
+        fit_resumable(_model(), _dataset, epochs=1, steps_per_epoch=0)
+
+
+def test_best_model_checkpoint_keeps_the_best_across_processes(tmp_path):
+    path = tmp_path / "best.keras"
+    model = _model()
+    best = BestModelCheckpoint(path, monitor="val_accuracy", mode="max")
+    best.set_model(model)
+    best.on_epoch_end(0, {"val_accuracy": 0.6})
+    saved = os.path.getmtime(path)
+    # A resumed process reads the score back and does not overwrite with a worse epoch.
+    again = BestModelCheckpoint(path, monitor="val_accuracy", mode="max")
+    again.set_model(model)
+    assert again.best == 0.6
+    again.on_epoch_end(1, {"val_accuracy": 0.55})
+    assert os.path.getmtime(path) == saved
+    reloaded = keras.saving.load_model(path)
+    # Saved without the optimizer's moments: the weights only.
+    assert not reloaded.optimizer.built
+    with pytest.raises(ValueError, match=r"monitors 'val_accuracy', which the epoch logs lack"):
+        again.on_epoch_end(2, {"loss": 0.1})

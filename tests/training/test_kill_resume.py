@@ -1,0 +1,105 @@
+"""The kill test: a training process killed with SIGKILL mid-epoch, restarted with the
+same command, ends with exactly the weights of an uninterrupted run."""
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import numpy as np
+
+REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+EPOCHS, STEPS, SAVE_EVERY = 3, 10, 3
+
+# The training "command". It reports its step to a file (so the test knows when it is
+# mid-epoch) and sleeps a little per step so the kill lands while it trains; neither
+# touches the numbers. Dropout is on, so equal weights also mean equal dropout masks.
+SCRIPT = r"""
+import json, os, sys, time
+import keras, numpy as np, tensorflow as tf
+import keras_bert_impl as kb
+from keras_bert_impl.training import create_optimizer
+from keras_bert_impl.training.backup_and_restore import BackupAndRestore
+from keras_bert_impl.training.fit_resumable import fit_resumable
+
+out, epochs, steps, save_every = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4])
+keras.utils.set_random_seed(0)
+backbone = kb.BertBackbone(vocabulary_size=60, num_layers=2, num_heads=2, hidden_dim=16, intermediate_dim=32,
+                           max_sequence_length=16, dropout=0.1)
+model = kb.BertClassifier(backbone, num_classes=3, dropout=0.1)
+model.compile(optimizer=create_optimizer(1e-3, train_steps=epochs * steps),
+              loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True))
+rng = np.random.default_rng(0)
+n = steps * 8
+x = {"token_ids": rng.integers(1, 60, (n, 12)).astype("int32"), "segment_ids": np.zeros((n, 12), "int32"),
+     "padding_mask": (np.arange(12)[None] < rng.integers(4, 13, (n, 1))).astype("int32")}
+y = rng.integers(0, 3, n)
+dataset_fn = lambda: tf.data.Dataset.from_tensor_slices((x, y)).shuffle(n, seed=7).batch(8)
+
+class Report(keras.callbacks.Callback):
+    def on_train_batch_end(self, batch, logs=None):
+        with open(os.path.join(out, "step"), "w") as f:
+            f.write(str(int(self.model.optimizer.iterations.numpy())))
+        time.sleep(0.15)
+
+backup = BackupAndRestore(os.path.join(out, "backup"), save_every=save_every)
+fit_resumable(model, dataset_fn, epochs=epochs, steps_per_epoch=steps, backup=backup, callbacks=[Report()], verbose=0)
+np.savez(os.path.join(out, "final.npz"), *model.get_weights())
+print(json.dumps({"restored_step": backup.restored_step, "step": int(model.optimizer.iterations.numpy())}))
+"""
+
+
+def _command(out):
+    return [sys.executable, "-c", SCRIPT, str(out), str(EPOCHS), str(STEPS), str(SAVE_EVERY)]
+
+
+def _env():
+    return dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3", PYTHONPATH=REPO, KERAS_BACKEND="tensorflow")
+
+
+def _finish(out):
+    done = subprocess.run(_command(out), capture_output=True, text=True, env=_env(), timeout=600)
+    assert done.returncode == 0, done.stderr[-3000:]
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+def _weights(out):
+    with np.load(os.path.join(out, "final.npz")) as data:
+        return [data[f"arr_{i}"] for i in range(len(data.files))]
+
+
+def _step(out):
+    try:
+        with open(os.path.join(out, "step")) as f:
+            return int(f.read() or 0)
+    except (FileNotFoundError, ValueError):
+        return 0
+
+
+def test_sigkill_mid_epoch_then_same_command_gives_identical_weights(tmp_path):
+    reference_dir, killed_dir = tmp_path / "reference", tmp_path / "killed"
+    reference_dir.mkdir()
+    killed_dir.mkdir()
+    assert _finish(reference_dir) == {"restored_step": 0, "step": EPOCHS * STEPS}
+
+    process = subprocess.Popen(_command(killed_dir), stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env=_env())
+    deadline = time.monotonic() + 300
+    # Kill inside the second epoch, after the backup at step 12 (a multiple of SAVE_EVERY, mid-epoch).
+    while _step(killed_dir) < STEPS + 4 and process.poll() is None and time.monotonic() < deadline:
+        time.sleep(0.01)
+    killed_at = _step(killed_dir)
+    process.send_signal(signal.SIGKILL)
+    process.wait(timeout=60)
+    assert process.returncode == -signal.SIGKILL, process.stderr.read()[-3000:]
+    assert STEPS < killed_at < EPOCHS * STEPS, f"the kill should land mid-run, it landed at step {killed_at}"
+    assert not (killed_dir / "final.npz").exists()
+
+    resumed = _finish(killed_dir)  # the same command again
+    assert resumed["step"] == EPOCHS * STEPS
+    restored = resumed["restored_step"]
+    assert 0 < restored <= killed_at and restored % STEPS != 0, f"resumed at step {restored}, killed at {killed_at}"
+    print(f"killed at step {killed_at}, resumed from the backup at step {restored}")
+    for a, b in zip(_weights(reference_dir), _weights(killed_dir)):
+        np.testing.assert_array_equal(a, b)
