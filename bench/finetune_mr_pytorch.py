@@ -140,7 +140,7 @@ def main():
         "settings": {
             **{k: v for k, v in vars(args).items() if k != "no_eval_each_epoch"},
             "split_description": {"sklearn": "train_test_split(test_size=0.2, stratify=labels, random_state=seed), numpy re-implementation",
-                                  "own": "bench/finetune_mr.py stratified_split"}[args.split],
+                                  "own": "bench/mr_split.py own_split (the split of the first finetune_mr.json)"}[args.split],
             "train_examples": int(len(train_idx)), "test_examples": int(len(test_idx)),
             "test_indices_sha256": hashlib.sha256(",".join(map(str, sorted(test_idx.tolist()))).encode()).hexdigest(),
             "examples_truncated_at_sequence_length": truncated,

@@ -94,6 +94,18 @@ def _records(args, vocabulary):
     return directory
 
 
+def pretraining_loss_and_metrics(outputs=("mlm_logits", "nsp_logits")):
+    """(loss, weighted_metrics) dicts `kbert pretrain` compiles a BertPretrainer with
+    (bench/pretraining_speed.py compiles both of its models with these too)."""
+    import keras
+
+    from keras_bert_impl.models.masked_lm_accuracy import MaskedLMAccuracy
+
+    loss = keras.losses.SparseCategoricalCrossentropy(from_logits=True)
+    metric = {"mlm_logits": MaskedLMAccuracy, "nsp_logits": keras.metrics.SparseCategoricalAccuracy}
+    return {k: loss for k in outputs}, {k: [metric[k](name="accuracy")] for k in outputs}
+
+
 def unigram_baseline(dataset, batches=200):
     """Accuracy of always predicting the most frequent masked token, over the first batches."""
     counts = {}
@@ -186,9 +198,8 @@ def _run(args):
         if isinstance(init, kb.BertPretrainer):
             # Continue with the pretrained heads too, not only the encoder.
             model.set_weights(init.get_weights())
-        loss = keras.losses.SparseCategoricalCrossentropy(from_logits=True)
-        accuracy = {k: [keras.metrics.SparseCategoricalAccuracy(name="accuracy")] for k in ("mlm_logits", "nsp_logits")}
-        ts.compile_for_training(model, args, args.steps, {"mlm_logits": loss, "nsp_logits": loss}, weighted_metrics=accuracy)
+        loss, accuracy = pretraining_loss_and_metrics()
+        ts.compile_for_training(model, args, args.steps, loss, weighted_metrics=accuracy)
 
     run_settings = {"records": os.path.abspath(records), "steps": args.steps, "steps_per_epoch": steps_per_epoch,
                     "batch_size": args.batch_size, "learning_rate": args.learning_rate, "seed": args.seed,

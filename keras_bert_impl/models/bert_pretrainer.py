@@ -9,6 +9,7 @@ from keras_bert_impl.layers.activations import ACTIVATIONS
 from keras_bert_impl.layers.masked_lm_head import MaskedLMHead
 from keras_bert_impl.layers.next_sentence_head import NextSentenceHead
 from keras_bert_impl.layers.validation import check_choice
+from keras_bert_impl.models.masked_lm_accuracy import MaskedLMAccuracy
 from keras_bert_impl.models.bert_task import BertTask
 
 
@@ -68,7 +69,7 @@ class BertPretrainer(BertTask):
             optimizer=keras.optimizers.Adam(1e-4),
             loss={"mlm_logits": loss, "nsp_logits": loss},
             weighted_metrics={
-                "mlm_logits": [keras.metrics.SparseCategoricalAccuracy(name="accuracy")],
+                "mlm_logits": [MaskedLMAccuracy(name="accuracy")],
                 "nsp_logits": [keras.metrics.SparseCategoricalAccuracy(name="accuracy")],
             },
         )
