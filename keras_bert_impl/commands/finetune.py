@@ -33,6 +33,11 @@ def add_parser(subparsers):
     parser.add_argument("--vocab", default=None, help="vocab.txt to tokenize with, when --init carries none (it must match the embedding size).")
     parser.add_argument("--epochs", type=int, default=3, help="Passes over the training file. Default 3.")
     parser.add_argument("--dropout", type=float, default=0.1, help="Dropout before the head's output layer. Default 0.1.")
+    parser.add_argument(
+        "--pooling", choices=["pooled", "mean"], default="pooled",
+        help="classification/pair/multilabel: classify BERT's pooled [CLS] output (default), or the mean of the "
+        "token vectors, the pooling sentence-transformers checkpoints (e.g. all-MiniLM-L6-v2) were trained with.",
+    )
     ts.add_training_flags(parser, default_learning_rate=5e-5)
     task_data.add_data_flags(parser)
     parser.set_defaults(func=run)
@@ -115,14 +120,14 @@ def _run(args):
     with strategy.scope():
         fresh = ts.rebuilt_backbone(backbone)
         model, loss, metrics, weighted, monitor, mode = task_data.build_head(
-            args.task, fresh, len(label_names) if label_names else None, label_names, args.dropout
+            args.task, fresh, len(label_names) if label_names else None, label_names, args.dropout, args.pooling
         )
         ts.compile_for_training(model, args, train_steps, loss, metrics=metrics, weighted_metrics=weighted)
 
     run_settings = {
         "task": args.task, "train": os.path.abspath(args.train), "epochs": args.epochs, "batch_size": args.batch_size,
         "seq_len": args.seq_len, "learning_rate": args.learning_rate, "warmup_fraction": args.warmup_fraction,
-        "weight_decay": args.weight_decay, "dropout": args.dropout, "seed": args.seed,
+        "weight_decay": args.weight_decay, "dropout": args.dropout, "pooling": args.pooling, "seed": args.seed,
         "mixed_precision": args.mixed_precision, "steps_per_epoch": steps_per_epoch,
     }
     chief = ts.is_chief(strategy)

@@ -86,24 +86,26 @@ def make_reader(task, preprocessor, settings, labels=None, batch_size=32, shuffl
     )
 
 
-def build_head(task, backbone, num_classes, label_names, dropout):
+def build_head(task, backbone, num_classes, label_names, dropout, pooling="pooled"):
     """(model, loss, metrics, weighted_metrics, monitor, mode) for a task."""
     import keras
 
     import keras_bert_impl as kb
 
-    scce = keras.losses.SparseCategoricalCrossentropy(from_logits=True)
-    if task in ("classification", "pair"):
-        model = kb.BertClassifier(backbone, num_classes=num_classes, label_names=label_names, dropout=dropout)
-        return model, scce, [keras.metrics.SparseCategoricalAccuracy(name="accuracy")], None, "val_accuracy", "max"
-    if task == "multilabel":
-        model = kb.BertClassifier(backbone, num_classes=num_classes, label_names=label_names, multi_label=True, dropout=dropout)
-        loss = keras.losses.BinaryCrossentropy(from_logits=True)
-        return model, loss, [keras.metrics.BinaryAccuracy(name="accuracy", threshold=0.0)], None, "val_loss", "min"
-    if task in ("tagging", "squad"):
+    if task in ("tagging", "squad") or pooling == "mean":
         # These heads read sequence_output only: an untrained pooler is expected, not a bug
         # (Keras would warn each step that it gets no gradients).
         backbone.pooler.trainable = False
+    scce = keras.losses.SparseCategoricalCrossentropy(from_logits=True)
+    if task in ("classification", "pair"):
+        model = kb.BertClassifier(backbone, num_classes=num_classes, label_names=label_names, dropout=dropout, pooling=pooling)
+        return model, scce, [keras.metrics.SparseCategoricalAccuracy(name="accuracy")], None, "val_accuracy", "max"
+    if task == "multilabel":
+        model = kb.BertClassifier(
+            backbone, num_classes=num_classes, label_names=label_names, multi_label=True, dropout=dropout, pooling=pooling
+        )
+        loss = keras.losses.BinaryCrossentropy(from_logits=True)
+        return model, loss, [keras.metrics.BinaryAccuracy(name="accuracy", threshold=0.0)], None, "val_loss", "min"
     if task == "tagging":
         model = kb.BertTokenClassifier(backbone, num_classes=num_classes, label_names=label_names, dropout=dropout)
         return model, scce, None, [keras.metrics.SparseCategoricalAccuracy(name="accuracy")], "val_accuracy", "max"

@@ -1,6 +1,7 @@
-"""Sentence and sentence-pair classification on the pooled [CLS] output."""
+"""Sentence and sentence-pair classification on the pooled [CLS] output or the token mean."""
 
 import keras
+from keras import ops
 
 from keras_bert_impl.layers.validation import check_choice, check_label_names, check_positive_int, check_probability
 from keras_bert_impl.models.bert_task import BertTask
@@ -8,7 +9,7 @@ from keras_bert_impl.models.bert_task import BertTask
 
 @keras.saving.register_keras_serializable(package="keras_bert_impl")
 class BertClassifier(BertTask):
-    """Classifier head: dropout + Dense(num_classes) on `pooled_output`.
+    """Classifier head: dropout + Dense(num_classes) on `pooled_output` (or the token mean).
 
     One sentence uses segment 0 throughout; a pair packs `[CLS] A [SEP] B [SEP]`
     with segment ids 0 for A and 1 for B. Multi-label tasks (`multi_label=True`)
@@ -20,6 +21,10 @@ class BertClassifier(BertTask):
         multi_label: bool. Compile with binary cross-entropy per class instead of softmax cross-entropy.
         activation: None (output `logits`), "softmax" or "sigmoid" (output `probabilities`).
         dropout: float. Dropout before the output layer.
+        pooling: "pooled" (BERT's: the tanh pooler on [CLS], trained by NSP) or "mean"
+            (the mean of `sequence_output` over unpadded tokens: the pooling
+            sentence-transformers checkpoints such as all-MiniLM-L6-v2 were trained
+            with, whose pooler never was).
         label_names: list of str or None. The class names in id order, kept in the
             config so a saved model can print names (`kbert predict`) and exports
             can carry them.
@@ -29,11 +34,15 @@ class BertClassifier(BertTask):
     >>> classifier.fit(x, labels, epochs=1)
     """
 
-    _task_config_keys = ("num_classes", "multi_label", "activation", "dropout", "label_names")
+    _task_config_keys = ("num_classes", "multi_label", "activation", "dropout", "label_names", "pooling")
 
-    def __init__(self, backbone, num_classes, multi_label=False, activation=None, dropout=0.1, label_names=None, **kwargs):
+    def __init__(
+        self, backbone, num_classes, multi_label=False, activation=None, dropout=0.1, label_names=None, pooling="pooled",
+        **kwargs,
+    ):
         self._check_backbone(backbone)
         check_positive_int("num_classes", num_classes)
+        check_choice("pooling", pooling, ("pooled", "mean"))
         label_names = check_label_names(label_names, num_classes)
         check_choice("activation", activation, (None, "softmax", "sigmoid"))
         check_probability("dropout", dropout)
@@ -48,7 +57,12 @@ class BertClassifier(BertTask):
             name="logits",
         )
         inputs = backbone.input
-        pooled = backbone(inputs)["pooled_output"]  # [B, H]
+        outputs = backbone(inputs)
+        if pooling == "pooled":
+            pooled = outputs["pooled_output"]  # [B, H]
+        else:
+            mask = ops.cast(inputs["padding_mask"], outputs["sequence_output"].dtype)[:, :, None]  # [B, T, 1]
+            pooled = ops.sum(outputs["sequence_output"] * mask, axis=1) / ops.maximum(ops.sum(mask, axis=1), 1.0)  # [B, H]
         output = self.output_dense(self.output_dropout(pooled))  # [B, C]
         key = "logits" if activation is None else "probabilities"
         super().__init__(inputs=inputs, outputs={key: output}, **kwargs)
@@ -57,6 +71,7 @@ class BertClassifier(BertTask):
         self.activation = activation
         self.dropout = dropout
         self.label_names = label_names
+        self.pooling = pooling
         from_logits = activation is None
         if multi_label:
             loss = keras.losses.BinaryCrossentropy(from_logits=from_logits)

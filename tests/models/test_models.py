@@ -40,6 +40,21 @@ def test_classifier():
     run_model_test(lambda: kb.BertClassifier(backbone(), num_classes=3), X, np.array([0, 2, 1]))
 
 
+def test_classifier_mean_pooling():
+    run_model_test(lambda: kb.BertClassifier(backbone(), num_classes=3, pooling="mean"), X, np.array([0, 2, 1]))
+    model = kb.BertClassifier(backbone(), num_classes=3, pooling="mean", label_names=["a", "b", "c"])
+    sequence = model.backbone.predict(X, verbose=0)["sequence_output"]  # [B, T, H]
+    mask = X["padding_mask"][:, :, None].astype("float32")
+    mean = (sequence * mask).sum(1) / mask.sum(1)  # only the unpadded tokens
+    kernel, bias = model.output_dense.get_weights()
+    np.testing.assert_allclose(model.predict(X, verbose=0)["logits"], mean @ kernel + bias, atol=1e-5)
+    assert X["padding_mask"].min() == 0  # the batch has padding, so the mask matters
+    with pytest.raises(ValueError, match=r"pooling must be one of \['pooled', 'mean'\]. Received: pooling='max'"):
+        kb.BertClassifier(backbone(), num_classes=3, pooling="max")
+    with pytest.raises(ValueError, match=r"label_names must name each of the num_classes=3 classes"):
+        kb.BertClassifier(backbone(), num_classes=3, label_names=["a", "b"])
+
+
 def test_classifier_multi_label():
     y = np.array([[1, 0, 1], [0, 0, 0], [1, 1, 1]], "float32")
     run_model_test(lambda: kb.BertClassifier(backbone(), num_classes=3, multi_label=True), X, y)
