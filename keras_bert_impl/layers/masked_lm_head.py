@@ -69,10 +69,15 @@ class MaskedLMHead(keras.layers.Layer):
     def call(self, sequence_output, mask_positions):
         positions = ops.cast(mask_positions, "int32")[:, :, None]  # [B, P, 1]
         x = ops.take_along_axis(sequence_output, positions, axis=1)  # [B, P, H]
+        batch, predictions, hidden = ops.shape(x)[0], ops.shape(x)[1], ops.shape(x)[2]
+        # 2-D from here on, as in the encoder blocks: on TensorFlow a Dense or matmul on a
+        # 3-D input is reshape -> MatMul -> reshape, which keeps the [B*P, V] bias add
+        # (the largest elementwise op of a pretraining step) out of the MatMul's fusion.
+        x = ops.reshape(x, (-1, hidden))  # [B*P, H]
         x = self.layer_norm(self.dense(x))
         embeddings = ops.cast(self.token_embedding.embeddings, x.dtype)  # [V, H]
-        logits = ops.matmul(x, ops.transpose(embeddings))  # [B, P, V]
-        return logits + ops.cast(self.output_bias, x.dtype)
+        logits = ops.einsum("nh,vh->nv", x, embeddings) + ops.cast(self.output_bias, x.dtype)  # [B*P, V]
+        return ops.reshape(logits, (batch, predictions, -1))  # [B, P, V]
 
     def compute_output_shape(self, sequence_output_shape, mask_positions_shape):
         return tuple(mask_positions_shape) + (self.token_embedding.input_dim,)
