@@ -101,7 +101,7 @@ def main():
     history = pretrain["history"]
     report = {
         "task": "bert_tiny pretrained from scratch (MLM + NSP) on 90% of the movie reviews, then fine-tuned on MR",
-        "command": f"python bench/pretrain_tiny.py --steps {args.steps} --steps-per-epoch {args.steps_per_epoch} "
+        "command": f"python bench/pretrain_tiny.py --work {os.path.relpath(args.work, REPO)} --steps {args.steps} --steps-per-epoch {args.steps_per_epoch} "
                    f"--pretrain-learning-rate {args.pretrain_learning_rate} --finetune-learning-rate "
                    f"{args.finetune_learning_rate} --finetune-epochs {args.finetune_epochs}",
         "timestamp_utc": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
