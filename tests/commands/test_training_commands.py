@@ -242,3 +242,20 @@ def test_batch_size_not_divisible_by_replicas(tiny_init, tmp_path):
     assert done.returncode == 2, done.stderr[-2000:]
     assert "--batch-size 7 does not split over the 2 replicas of --strategy mirrored: use a multiple of 2" in done.stderr
     assert not (tmp_path / "run").exists()
+
+
+@pytest.mark.parametrize("precision", ["bf16", "fp16"])
+def test_mixed_precision_trains_and_resumes(tiny_init, tmp_path, capsys, precision):
+    sentiment = os.path.join(FIXTURES, "sentiment_train.csv")
+    argv = ["finetune", "--task", "classification", "--train", sentiment, "--validation", sentiment, "--init", tiny_init,
+            "--output", str(tmp_path / "run"), "--epochs", "2", "--seq-len", "32", "--batch-size", "2",
+            "--mixed-precision", precision, "--save-every", "1", "--quiet"]
+    assert main(argv) == 0
+    model = keras.saving.load_model(tmp_path / "run" / "model.keras")
+    policy = {"bf16": "mixed_bfloat16", "fp16": "mixed_float16"}[precision]
+    assert model.backbone.dtype_policy.name == policy
+    assert all(w.dtype == "float32" for w in model.get_weights())  # weights stay float32
+    keras.config.set_dtype_policy("float32")
+    capsys.readouterr()
+    assert main(argv) == 0  # fp16 adds the loss scale to the optimizer state: it must restore too
+    assert "resumed from the backup at step 4 of 4" in capsys.readouterr().err
