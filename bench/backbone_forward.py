@@ -41,6 +41,7 @@ os.environ.setdefault("KERAS_BACKEND", "tensorflow")
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
 import numpy as np  # noqa: E402
+from machine import read_loadavg, wait_for_idle  # noqa: E402
 import tensorflow as tf  # noqa: E402
 
 tf.get_logger().setLevel("ERROR")  # one tf.function per variant trips the retracing warning
@@ -104,25 +105,6 @@ def machine_info():
             info[key] = "not installed"
     info["loadavg_at_start"] = read_loadavg()
     return info
-
-
-def read_loadavg():
-    try:
-        with open("/proc/loadavg", encoding="utf-8") as f:
-            return [float(v) for v in f.read().split()[:3]]
-    except OSError:
-        return None
-
-
-def wait_for_idle(limit_seconds):
-    """Sleeps until the 1-minute load average is below half the cores, at most `limit_seconds`."""
-    start = time.perf_counter()
-    while time.perf_counter() - start < limit_seconds:
-        load = read_loadavg()
-        if load is None or load[0] < 0.5 * (os.cpu_count() or 1):
-            break
-        time.sleep(10)
-    return time.perf_counter() - start
 
 
 def make_inputs(batch, length, seed):

@@ -20,7 +20,6 @@ recorded. Epoch time is training only (validation excluded) on both sides.
 """
 
 import argparse
-import csv
 import json
 import os
 import platform
@@ -32,24 +31,8 @@ import time
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(REPO, "bench"))
 
-from mr_split import load_mr, mr_split  # noqa: E402
-
-
-def loadavg():
-    with open("/proc/loadavg") as f:
-        return [float(x) for x in f.read().split()[:3]]
-
-
-def wait_idle(seconds, threshold=0.5):
-    deadline = time.monotonic() + seconds
-    while loadavg()[0] > threshold and time.monotonic() < deadline:
-        time.sleep(5)
-    return loadavg()
-
-
-def write_csv(path, rows):
-    with open(path, "w", encoding="utf-8", newline="") as f:
-        csv.writer(f, quoting=csv.QUOTE_ALL).writerows(rows)
+from machine import read_loadavg, wait_for_idle  # noqa: E402
+from mr_split import load_mr, mr_split, write_csv  # noqa: E402
 
 
 def main():
@@ -63,7 +46,7 @@ def main():
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--pooling", choices=["pooled", "mean"], default="pooled",
                         help="ours: the pooled [CLS] output (as the reference) or the token mean")
-    parser.add_argument("--wait-idle", type=float, default=0, help="Wait up to this many seconds for load < 0.5 before each side.")
+    parser.add_argument("--wait-idle", type=float, default=0, help="Wait up to this many seconds for the load to fall below half the cores before each side.")
     args = parser.parse_args()
     os.makedirs(args.work, exist_ok=True)
 
@@ -76,7 +59,9 @@ def main():
     run_dir = os.path.join(args.work, f"ours-{args.pooling}-seed{args.seed}-wu{args.warmup_fraction}-wd{args.weight_decay}")
     if os.path.exists(run_dir):
         subprocess.run(["rm", "-rf", run_dir], check=True)  # a bench measures a whole run, never a resumed one
-    load_before = wait_idle(args.wait_idle) if args.wait_idle else loadavg()
+    if args.wait_idle:
+        wait_for_idle(args.wait_idle)
+    load_before = read_loadavg()
     command = [
         "finetune", "--task", "classification", "--init", os.path.join(REPO, "data", "minilm"), "--train", train_csv,
         "--validation", test_csv, "--no-header", "--columns", "label,text", "--output", run_dir,
@@ -94,12 +79,14 @@ def main():
         "macro_f1": ours["validation"]["macro_f1"],
         "epoch_train_seconds": ours["epoch_train_seconds"],
         "loadavg_before": load_before,
-        "loadavg_after": loadavg(),
+        "loadavg_after": read_loadavg(),
     }
 
     reference = None
     if args.torch_python:
-        load_before = wait_idle(args.wait_idle) if args.wait_idle else loadavg()
+        if args.wait_idle:
+            wait_for_idle(args.wait_idle)
+        load_before = read_loadavg()
         reference_json = os.path.join(args.work, "pytorch.json")
         torch_command = [args.torch_python, os.path.join(REPO, "bench", "finetune_mr_pytorch.py"), "--output", reference_json,
                          "--epochs", str(args.epochs), "--seed", str(args.seed), "--threads", "2"]

@@ -31,15 +31,11 @@ import transformers  # noqa: E402
 from transformers import BertForSequenceClassification, BertTokenizerFast, get_linear_schedule_with_warmup  # noqa: E402
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from machine import read_loadavg  # noqa: E402
 from mr_split import REPO, SPLITS, load_mr  # noqa: E402
 
 SPOT_CHECK = ("The quick brown fox jumps over the lazy dog.",
               [101, 1996, 4248, 2829, 4419, 14523, 2058, 1996, 13971, 3899, 1012, 102])
-
-
-def loadavg():
-    with open("/proc/loadavg") as f:
-        return f.read().split()[:3]
 
 
 def evaluate(model, encodings, labels, batch_size):
@@ -71,7 +67,7 @@ def main():
                         help="only evaluate after the last epoch (evaluation is never inside the epoch timing)")
     args = parser.parse_args()
 
-    loadavg_start = loadavg()
+    loadavg_start = read_loadavg()
     torch.set_num_threads(args.threads)
     texts, labels_file = load_mr()
     labels = (labels_file > 0).astype(np.int64)  # -1 -> 0, 1 -> 1
@@ -136,7 +132,7 @@ def main():
         "machine": {"nproc": os.cpu_count(), "platform": platform.platform(), "python": platform.python_version(),
                     "torch": torch.__version__, "transformers": transformers.__version__, "numpy": np.__version__,
                     "torch_threads": torch.get_num_threads(),
-                    "loadavg_at_start": loadavg_start, "loadavg_at_end": loadavg()},
+                    "loadavg_at_start": loadavg_start, "loadavg_at_end": read_loadavg()},
         "settings": {
             **{k: v for k, v in vars(args).items() if k != "no_eval_each_epoch"},
             "split_description": {"sklearn": "train_test_split(test_size=0.2, stratify=labels, random_state=seed), numpy re-implementation",

@@ -36,6 +36,12 @@ def load_mr(path=MR_PATH, strip=True):
     return texts, labels
 
 
+def write_csv(path, rows):
+    """Rows as a fully quoted UTF-8 CSV, the layout of the MR file (headerless label,text)."""
+    with open(path, "w", encoding="utf-8", newline="") as f:
+        csv.writer(f, quoting=csv.QUOTE_ALL).writerows(rows)
+
+
 def _approximate_mode(class_counts, n_draws, rng):
     # scikit-learn's sklearn.utils.extmath._approximate_mode
     continuous = class_counts / class_counts.sum() * n_draws

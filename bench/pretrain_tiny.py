@@ -25,7 +25,8 @@ import time
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(REPO, "bench"))
 
-from mr_split import load_mr, mr_split  # noqa: E402
+from machine import read_loadavg  # noqa: E402
+from mr_split import load_mr, mr_split, write_csv  # noqa: E402
 
 REVIEWS = os.path.join(REPO, "data", "corpora", "polarity-en-pang&lee1.csv")
 VOCAB = os.path.join(REPO, "data", "minilm", "vocab.txt")
@@ -37,11 +38,6 @@ def kbert(*argv):
     started = time.monotonic()
     subprocess.run(command, check=True)
     return time.monotonic() - started
-
-
-def write_csv(path, rows):
-    with open(path, "w", encoding="utf-8", newline="") as f:
-        csv.writer(f, quoting=csv.QUOTE_ALL).writerows(rows)
 
 
 def main():
@@ -106,7 +102,7 @@ def main():
                    f"{args.finetune_learning_rate} --finetune-epochs {args.finetune_epochs}",
         "timestamp_utc": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
         "machine": {"nproc": os.cpu_count(), "platform": platform.platform(),
-                    "loadavg_at_end": open("/proc/loadavg").read().split()[:3]},
+                    "loadavg_at_end": read_loadavg()},
         "pretraining": {
             "steps": args.steps, "batch_size": 32, "seq_len": 128, "learning_rate": args.pretrain_learning_rate,
             "records_examples": None, "seconds": pretrain_seconds,

@@ -38,6 +38,8 @@ import sys
 import tempfile
 import time
 
+from machine import cpu_model, read_loadavg
+
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 CORPUS = os.path.join(REPO, "data", "corpora", "polarity-en-pang&lee1.csv")
 VOCAB = os.path.join(REPO, "data", "minilm", "vocab.txt")
@@ -123,21 +125,14 @@ def measure(corpus, output, dupe_factor, buffer):
 
 
 def machine_info():
-    cpu_model = None
-    try:
-        with open("/proc/cpuinfo", encoding="utf-8") as f:
-            cpu_model = next((l.split(":", 1)[1].strip() for l in f if l.startswith("model name")), None)
-    except OSError:
-        pass
-    info = {"nproc": os.cpu_count(), "cpu_model": cpu_model, "platform": platform.platform(),
+    info = {"nproc": os.cpu_count(), "cpu_model": cpu_model(), "platform": platform.platform(),
             "python": platform.python_version()}
     try:
         with open("/proc/meminfo", encoding="utf-8") as f:
             info["mem_total"] = f.readline().split(":", 1)[1].strip()
-        with open("/proc/loadavg", encoding="utf-8") as f:
-            info["loadavg_at_start"] = f.read().split()[:3]
     except OSError:
         pass
+    info["loadavg_at_start"] = read_loadavg()
     from importlib.metadata import version
 
     for name in ("tensorflow", "tensorflow-text", "keras"):

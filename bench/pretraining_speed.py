@@ -53,6 +53,7 @@ os.environ.setdefault("KERAS_BACKEND", "tensorflow")
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
 import numpy as np  # noqa: E402
+from machine import cpu_model, read_loadavg, wait_for_idle  # noqa: E402
 import tensorflow as tf  # noqa: E402
 
 tf.get_logger().setLevel("ERROR")
@@ -99,40 +100,12 @@ NPROC = os.cpu_count() or 1
 # --- machine ----------------------------------------------------------------
 
 
-def read_loadavg():
-    try:
-        with open("/proc/loadavg", encoding="utf-8") as f:
-            return [float(v) for v in f.read().split()[:3]]
-    except OSError:
-        return None
-
-
-def wait_for_idle(limit_seconds):
-    """Sleeps until the 1-minute load average is below half the cores, at most `limit_seconds`."""
-    start = time.perf_counter()
-    while time.perf_counter() - start < limit_seconds:
-        load = read_loadavg()
-        if load is None or load[0] < 0.5 * NPROC:
-            break
-        time.sleep(10)
-    return time.perf_counter() - start
-
-
 def machine_info():
-    cpu_model = None
-    try:
-        with open("/proc/cpuinfo", encoding="utf-8") as f:
-            for line in f:
-                if line.startswith("model name"):
-                    cpu_model = line.split(":", 1)[1].strip()
-                    break
-    except OSError:
-        pass
     from importlib.metadata import PackageNotFoundError, version
 
     info = {
         "nproc": NPROC,
-        "cpu_model": cpu_model,
+        "cpu_model": cpu_model(),
         "platform": platform.platform(),
         "python": platform.python_version(),
         "tensorflow": tf.__version__,

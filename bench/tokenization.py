@@ -52,30 +52,15 @@ import subprocess
 import sys
 import time
 
+from machine import cpu_model, read_loadavg
+
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 SEQUENCE_LENGTH = 128
 BATCH_SIZES = (256, 1024)
 MODES = ("single_thread", "default_threads")
 
 
-def read_loadavg():
-    try:
-        with open("/proc/loadavg", encoding="utf-8") as f:
-            return [float(v) for v in f.read().split()[:3]]
-    except OSError:
-        return None
-
-
 def machine_info():
-    cpu_model = None
-    try:
-        with open("/proc/cpuinfo", encoding="utf-8") as f:
-            for line in f:
-                if line.startswith("model name"):
-                    cpu_model = line.split(":", 1)[1].strip()
-                    break
-    except OSError:
-        pass
     from importlib.metadata import version
 
     versions = {}
@@ -85,7 +70,7 @@ def machine_info():
         except Exception as e:  # noqa: BLE001
             versions[package] = f"unavailable: {e}"
     return {
-        "cpu_model": cpu_model,
+        "cpu_model": cpu_model(),
         "nproc": os.cpu_count(),
         "sched_affinity": len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else None,
         "platform": platform.platform(),

@@ -104,7 +104,7 @@ def _run(args):
         reader = task_data.make_reader(args.task, preprocessor, settings, batch_size=args.batch_size, shuffle=True, seed=args.seed)
     except ValueError as e:
         raise ts.UsageError(str(e)) from None
-    _read(reader, args.train, "--train")
+    first_read = [_read(reader, args.train, "--train")]
     train_examples = reader.report.examples if args.task != "squad" else reader.report.counters["windows"]
     labels = getattr(reader, "labels", None)
     label_names = list(labels.labels) if labels is not None else None
@@ -136,11 +136,17 @@ def _run(args):
         fingerprint={"model": model.get_config(), "run": run_settings},
     )
     best = BestModelCheckpoint(os.path.join(args.output, "best.keras"), monitor=monitor, mode=mode, save=chief)
-    callbacks = [best, *ts.run_callbacks(args.output, args)]
+    callbacks = [best, *ts.run_callbacks(args.output)]
+
+    def dataset_fn():
+        # The first fit call takes the (never iterated) dataset of the checking read above;
+        # a second one, after a mid-epoch resume, needs a fresh dataset object (see fit_resumable).
+        return first_read.pop() if first_read else _read(reader, args.train, "--train")
+
     try:
         with strategy.scope():
             history = fit_resumable(
-                model, lambda: _read(reader, args.train, "--train"), epochs=args.epochs, steps_per_epoch=steps_per_epoch,
+                model, dataset_fn, epochs=args.epochs, steps_per_epoch=steps_per_epoch,
                 backup=backup, validation_data=validation, callbacks=callbacks,
                 verbose=ts.verbosity(args),
             )

@@ -211,7 +211,7 @@ def _run(args):
     if validation_reader is not None:
         validation = validation_reader.dataset(batch_size=args.batch_size).take(args.validation_steps).cache()
     started = time.monotonic()
-    callbacks = ts.run_callbacks(args.output, args)
+    callbacks = ts.run_callbacks(args.output)
     try:
         with strategy.scope():
             history = fit_resumable(

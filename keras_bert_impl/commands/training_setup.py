@@ -1,11 +1,9 @@
 """What `kbert pretrain` and `kbert finetune` share: flags, the starting weights,
 precision, the strategy, the optimizer, and the run folder's callbacks."""
 
-import json
 import math
 import os
 import sys
-import tempfile
 
 PRECISIONS = {"none": "float32", "bf16": "mixed_bfloat16", "fp16": "mixed_float16"}
 CHECKPOINT_FORMATS = {"bert_config.json": "google", "encoder_config.json": "model-garden", "config.json": "huggingface"}
@@ -182,7 +180,7 @@ def compile_for_training(model, args, train_steps, loss, metrics=None, weighted_
     model.compile(optimizer=optimizer, loss=loss, metrics=metrics, weighted_metrics=weighted_metrics, jit_compile=bool(args.xla))
 
 
-def run_callbacks(output, args):
+def run_callbacks(output):
     """TensorBoard logs under OUTPUT/logs and an epoch timer (the progress bar is fit's own)."""
     import keras
 
@@ -209,25 +207,15 @@ def atomic_save(model, output, optimizer_state=False):
         from keras_bert_impl.training.best_model_checkpoint import inference_copy
 
         model = inference_copy(model)
-    directory = os.path.dirname(os.path.abspath(output))
-    os.makedirs(directory, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=directory, prefix=".tmp-", suffix=".keras")
-    os.close(fd)
-    try:
-        model.save(tmp)
-        os.replace(tmp, output)
-    finally:
-        if os.path.exists(tmp):
-            os.remove(tmp)
+    from keras_bert_impl.atomic_write import write_atomically
+
+    write_atomically(output, model.save, suffix=".keras")
 
 
 def atomic_json(data, path):
-    directory = os.path.dirname(os.path.abspath(path))
-    os.makedirs(directory, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=directory, prefix=".tmp-", suffix=".json")
-    with os.fdopen(fd, "w", encoding="utf-8") as f:
-        json.dump(data, f, indent=2, sort_keys=True)
-    os.replace(tmp, path)
+    from keras_bert_impl.atomic_write import write_json_atomically
+
+    write_json_atomically(data, path, indent=2, sort_keys=True)
 
 
 def is_chief(strategy):

@@ -10,13 +10,13 @@ with fewer passes.
 import collections
 import math
 import os
-import tempfile
 
 import tensorflow as tf
 import tensorflow_text as tf_text
 from tensorflow_text.python.ops.bert_tokenizer import BasicTokenizer
 from tensorflow_text.tools.wordpiece_vocab import wordpiece_tokenizer_learner_lib as learner
 
+from keras_bert_impl.atomic_write import write_atomically
 from keras_bert_impl.checkpoints.vocabulary import duplicate_tokens
 
 # BERT's five special tokens, [PAD] first so that padding is id 0 (what
@@ -265,13 +265,9 @@ def write_vocabulary(tokens, path):
     duplicates = duplicate_tokens(tokens)
     if duplicates:
         raise ValueError(f"Vocabulary tokens must be unique. Received duplicates: {duplicates[:5]!r}")
-    directory = os.path.dirname(os.path.abspath(path))
-    os.makedirs(directory, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=directory, prefix=".tmp-", suffix=".txt")
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8", newline="\n") as f:
+
+    def write(tmp):
+        with open(tmp, "w", encoding="utf-8", newline="\n") as f:
             f.write("\n".join(tokens) + "\n")
-        os.replace(tmp, path)
-    finally:
-        if os.path.exists(tmp):
-            os.remove(tmp)
+
+    write_atomically(path, write, suffix=".txt")

@@ -21,11 +21,12 @@ one, never a mixture.
 import contextlib
 import json
 import os
-import tempfile
 import zipfile
 
 import keras
 import numpy as np
+
+from keras_bert_impl.atomic_write import write_atomically
 
 STATE_FILE = "training_state.npz"
 FORMAT_VERSION = 1
@@ -191,17 +192,14 @@ class BackupAndRestore(keras.callbacks.Callback):
         }
         arrays = {f"v{i}": np.asarray(keras.ops.convert_to_numpy(v.value)) for i, v in enumerate(variables)}
         arrays["meta"] = np.frombuffer(json.dumps(meta).encode("utf-8"), dtype=np.uint8)
-        os.makedirs(self.backup_dir, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(dir=self.backup_dir, prefix=".tmp-", suffix=".npz")
-        try:
-            with os.fdopen(fd, "wb") as f:
+
+        def write(tmp):
+            with open(tmp, "wb") as f:
                 np.savez(f, **arrays)
                 f.flush()
-                os.fsync(f.fileno())
-            os.replace(tmp, self.path)
-        finally:
-            if os.path.exists(tmp):
-                os.remove(tmp)
+                os.fsync(f.fileno())  # on disk before the rename makes it the backup
+
+        write_atomically(self.path, write, suffix=".npz")
         self.saved_step = step
         return self.path
 

@@ -3,9 +3,10 @@
 import json
 import math
 import os
-import tempfile
 
 import keras
+
+from keras_bert_impl.atomic_write import write_atomically, write_json_atomically
 
 
 def inference_copy(model):
@@ -82,17 +83,5 @@ class BestModelCheckpoint(keras.callbacks.Callback):
         self.best, self.best_epoch = value, epoch
         if not self.save:
             return
-        directory = os.path.dirname(os.path.abspath(self.path))
-        os.makedirs(directory, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(dir=directory, prefix=".tmp-", suffix=".keras")
-        os.close(fd)
-        try:
-            inference_copy(self.model).save(tmp)
-            os.replace(tmp, self.path)
-        finally:
-            if os.path.exists(tmp):
-                os.remove(tmp)
-        fd, tmp = tempfile.mkstemp(dir=directory, prefix=".tmp-", suffix=".json")
-        with os.fdopen(fd, "w", encoding="utf-8") as f:
-            json.dump({"monitor": self.monitor, "mode": self.mode, "value": value, "epoch": epoch}, f)
-        os.replace(tmp, self.path + ".json")
+        write_atomically(self.path, inference_copy(self.model).save, suffix=".keras")
+        write_json_atomically({"monitor": self.monitor, "mode": self.mode, "value": value, "epoch": epoch}, self.path + ".json")

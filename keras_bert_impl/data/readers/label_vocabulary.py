@@ -2,8 +2,8 @@
 
 import json
 import math
-import os
-import tempfile
+
+from keras_bert_impl.atomic_write import write_json_atomically
 
 
 def _as_number(label):
@@ -67,17 +67,7 @@ class LabelVocabulary:
 
     def save(self, path):
         """Writes {"labels": [...]} as JSON, atomically (temporary file, then rename)."""
-        directory = os.path.dirname(os.path.abspath(path))
-        os.makedirs(directory, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(dir=directory, prefix=".tmp-", suffix=".json")
-        try:
-            with os.fdopen(fd, "w", encoding="utf-8") as f:
-                json.dump({"labels": self.labels}, f, ensure_ascii=False, indent=1)
-                f.write("\n")
-            os.replace(tmp, path)
-        finally:
-            if os.path.exists(tmp):
-                os.remove(tmp)
+        write_json_atomically({"labels": self.labels}, path, ensure_ascii=False, indent=1)
 
     @classmethod
     def load(cls, path):

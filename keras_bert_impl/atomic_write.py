@@ -1,0 +1,36 @@
+"""Artifacts are written beside their destination and renamed into place."""
+
+import json
+import os
+import tempfile
+
+
+def write_atomically(path, write, suffix=""):
+    """Runs `write(tmp_path)` on a new temporary file in `path`'s folder, then renames
+    it onto `path`, so a crash at any point leaves the old file or the new one, never a
+    torn one. The temporary file (named `.tmp-*`) is removed when `write` fails.
+
+    Args:
+        path: the destination.
+        write: callable taking the temporary path and writing the whole artifact there.
+        suffix: ending of the temporary name (Keras insists on ".keras").
+    """
+    directory = os.path.dirname(os.path.abspath(path))
+    os.makedirs(directory, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=directory, prefix=".tmp-", suffix=suffix)
+    os.close(fd)
+    try:
+        write(tmp)
+        os.replace(tmp, path)
+    finally:
+        if os.path.exists(tmp):
+            os.remove(tmp)
+
+
+def write_json_atomically(data, path, **dump_kwargs):
+    def write(tmp):
+        with open(tmp, "w", encoding="utf-8") as f:
+            json.dump(data, f, **dump_kwargs)
+            f.write("\n")
+
+    write_atomically(path, write, suffix=".json")
