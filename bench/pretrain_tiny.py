@@ -40,6 +40,95 @@ def kbert(*argv):
     return time.monotonic() - started
 
 
+def kbert_output(*argv):
+    """Runs a kbert command and returns its standard output."""
+    command = [sys.executable, "-m", "keras_bert_impl.cli", *map(str, argv)]
+    print("+ kbert " + " ".join(map(str, argv)), flush=True)
+    return subprocess.run(command, check=True, stdout=subprocess.PIPE, text=True).stdout
+
+
+def pretrain_phase(args, work, folder, steps, seq_len, init):
+    """One `kbert pretrain` run (skipped when its finished metrics.json is there); returns
+    (run folder, its metrics, training seconds)."""
+    # One held-out set, at the first phase's length, for every phase: their figures compare.
+    heldout = os.path.join(work, "heldout_records")
+    if not os.path.isfile(os.path.join(heldout, "pretraining.json")):
+        kbert("pretrain-data", os.path.join(work, "reviews_heldout.csv"), "--format", "reviews-csv", "--vocab", VOCAB,
+              "--output", heldout, "--dupe-factor", "1", "--max-seq-length", args.seq_len, "--num-shards", 1,
+              "--quiet")
+    with open(os.path.join(heldout, "pretraining.json")) as f:
+        heldout_length = json.load(f)["max_seq_length"]
+    if heldout_length != args.seq_len:
+        sys.exit(f"{heldout} holds {heldout_length}-token records, not --seq-len {args.seq_len}: use another --work.")
+    run = os.path.join(work, folder)
+    metrics_file = os.path.join(run, "metrics.json")
+    if os.path.isfile(metrics_file):
+        with open(metrics_file) as f:
+            done = json.load(f)
+        if done.get("steps") == steps:
+            # metrics.json is written when a run finishes; running kbert pretrain again would
+            # start a new run (the backup of a finished run is gone).
+            print(f"{run} already holds a finished {steps}-step run", flush=True)
+            return run, done, done["train_seconds_this_process"]
+    source = ("--init", init) if init else ("--preset", "bert_tiny")
+    seconds = kbert(
+        "pretrain", "--corpus", os.path.join(work, "reviews_train.csv"), "--corpus-format", "reviews-csv",
+        "--vocab", VOCAB, *source, "--output", run, "--steps", steps,
+        "--steps-per-epoch", args.steps_per_epoch, "--batch-size", 32, "--seq-len", seq_len,
+        "--learning-rate", args.pretrain_learning_rate, "--validation-records", heldout, "--quiet",
+    )
+    with open(metrics_file) as f:
+        return run, json.load(f), seconds
+
+
+def probe_child(init, work):
+    """Prints the accuracy of a logistic regression on frozen, mean-pooled final-layer vectors
+    of the backbone in `init` (fit on mr_fit.csv, scored on mr_dev.csv and mr_test.csv)."""
+    import keras
+    import numpy as np
+    import tensorflow as tf
+    from sklearn.linear_model import LogisticRegression
+
+    from keras_bert_impl.tokenization import BertPreprocessor
+
+    model = keras.saving.load_model(init if init.endswith(".keras") else os.path.join(init, "model.keras"))
+    backbone = getattr(model, "backbone", model)
+    preprocessor = BertPreprocessor.from_model(backbone, sequence_length=64)
+
+    def features(name):
+        with open(os.path.join(work, name), encoding="utf-8", newline="") as f:
+            rows = list(csv.reader(f))
+        vectors = []
+        for start in range(0, len(rows), 256):
+            inputs = preprocessor(tf.constant([r[1] for r in rows[start:start + 256]]))
+            sequence = backbone(inputs, training=False)["sequence_output"].numpy()  # [B, T, H]
+            mask = inputs["padding_mask"].numpy()[..., None].astype("float32")
+            vectors.append((sequence * mask).sum(1) / mask.sum(1))
+        return np.concatenate(vectors), np.array([r[0] for r in rows])
+
+    x_fit, y_fit = features("mr_fit.csv")
+    classifier = LogisticRegression(max_iter=5000).fit(x_fit, y_fit)
+    print(json.dumps({part: float(classifier.score(*features(f"mr_{part}.csv"))) for part in ("dev", "test")}))
+
+
+def phase_report(run, metrics, seconds, args):
+    history = metrics["history"]
+    with open(os.path.join(run, "records", "pretraining.json")) as f:
+        records = json.load(f)
+    return {
+        "run": os.path.relpath(run, REPO), "steps": metrics["steps"], "batch_size": metrics["batch_size"],
+        "seq_len": records.get("max_seq_length"), "learning_rate": metrics["learning_rate"],
+        "records_examples": records["examples"], "seconds": seconds,
+        "heldout_seq_len": args.seq_len,
+        "unigram_baseline_mlm_accuracy": metrics["unigram_baseline_mlm_accuracy"],
+        "unigram_baseline_token": metrics["unigram_baseline_token"],
+        "train_mlm_accuracy_per_epoch": history.get("mlm_logits_accuracy"),
+        "train_nsp_accuracy_per_epoch": history.get("nsp_logits_accuracy"),
+        "heldout_mlm_accuracy_per_epoch": history.get("val_mlm_logits_accuracy"),
+        "heldout_nsp_accuracy_per_epoch": history.get("val_nsp_logits_accuracy"),
+    }
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--output", default=os.path.join(REPO, "bench", "results", "pretrain_tiny.json"))
@@ -47,10 +136,23 @@ def main():
     parser.add_argument("--steps", type=int, default=3000)
     parser.add_argument("--steps-per-epoch", type=int, default=500)
     parser.add_argument("--pretrain-learning-rate", type=float, default=5e-4)
-    parser.add_argument("--finetune-learning-rate", type=float, default=1e-4)
+    parser.add_argument("--finetune-learning-rates", type=float, nargs="+", default=[1e-4, 3e-4, 1e-3, 3e-3],
+                        help="Grid searched per init on the dev set.")
+    parser.add_argument("--pooling", choices=("pooled", "mean"), default="mean",
+                        help="Fine-tuning head input (kbert finetune --pooling). mean: the tokens' MLM-trained "
+                             "vectors; pooled: the [CLS] pooler, which only NSP trains.")
     parser.add_argument("--finetune-epochs", type=int, default=3)
+    parser.add_argument("--seq-len", type=int, default=128, help="Pretraining sequence length in wordpieces.")
+    parser.add_argument("--phase2-steps", type=int, default=0,
+                        help="Then continue (kbert pretrain --init, heads included) for this many steps at "
+                             "--phase2-seq-len, as BERT did (90%% of its steps at 128 tokens, the rest at 512).")
+    parser.add_argument("--phase2-seq-len", type=int, default=128)
+    parser.add_argument("--probe-child", metavar="MODEL", help=argparse.SUPPRESS)
+    parser.add_argument("--pretrain-only", action="store_true", help="Stop after pretraining (fine-tune on a later call).")
     args = parser.parse_args()
     work = args.work
+    if args.probe_child:
+        return probe_child(args.probe_child, work)
     os.makedirs(work, exist_ok=True)
 
     with open(REVIEWS, encoding="utf-8-sig", newline="") as f:
@@ -62,19 +164,15 @@ def main():
     for name, index in (("mr_train.csv", train_idx), ("mr_test.csv", test_idx)):
         write_csv(os.path.join(work, name), [(str(labels[i]), texts[i]) for i in index])
 
-    heldout = os.path.join(work, "heldout_records")
-    if not os.path.isfile(os.path.join(heldout, "pretraining.json")):
-        kbert("pretrain-data", os.path.join(work, "reviews_heldout.csv"), "--format", "reviews-csv", "--vocab", VOCAB,
-              "--output", heldout, "--dupe-factor", "1", "--max-seq-length", 128, "--num-shards", 1, "--quiet")
-    pretrain_dir = os.path.join(work, "pretrain")
-    pretrain_seconds = kbert(
-        "pretrain", "--corpus", os.path.join(work, "reviews_train.csv"), "--corpus-format", "reviews-csv",
-        "--vocab", VOCAB, "--preset", "bert_tiny", "--output", pretrain_dir, "--steps", args.steps,
-        "--steps-per-epoch", args.steps_per_epoch, "--batch-size", 32, "--seq-len", 128,
-        "--learning-rate", args.pretrain_learning_rate, "--validation-records", heldout, "--quiet",
-    )
-    with open(os.path.join(pretrain_dir, "metrics.json")) as f:
-        pretrain = json.load(f)
+    phases = [("pretrain", args.steps, args.seq_len, None)]
+    if args.phase2_steps:
+        phases.append(("pretrain_phase2", args.phase2_steps, args.phase2_seq_len, os.path.join(work, "pretrain")))
+    pretrain_runs = []
+    for folder, steps, seq_len, init in phases:
+        pretrain_runs.append(pretrain_phase(args, work, folder, steps, seq_len, init))
+    pretrain_dir = pretrain_runs[-1][0]
+    if args.pretrain_only:
+        return
 
     # The same architecture and vocabulary with random weights (what pretraining starts from).
     random_init = os.path.join(work, "bert_tiny_random.keras")
@@ -84,55 +182,75 @@ def main():
         f"b.set_vocabulary(read_vocabulary({VOCAB!r}), lowercase=True); b.save({random_init!r})"
     )], check=True)
 
+    # Each init gets the learning rate that scores best on a dev set (10% of MR's training part,
+    # stratified, seed 0); the test part is scored once per run and never used to choose.
+    train_texts = [texts[i] for i in train_idx]
+    train_labels = [labels[i] for i in train_idx]
+    fit_idx, dev_idx = mr_split(train_texts, train_labels, seed=0, test_size=0.1)
+    for name, index in (("mr_fit.csv", fit_idx), ("mr_dev.csv", dev_idx)):
+        write_csv(os.path.join(work, name), [(str(train_labels[i]), train_texts[i]) for i in index])
     finetuned = {}
+    pretrained_name = "pretrained" if len(phases) == 1 else "pretrained_phase2"
     for name, init in (("pretrained", pretrain_dir), ("random_init", random_init)):
-        run = os.path.join(work, f"mr_{name}")
-        kbert("finetune", "--task", "classification", "--train", os.path.join(work, "mr_train.csv"),
-              "--validation", os.path.join(work, "mr_test.csv"), "--init", init, "--output", run, "--no-header",
-              "--columns", "label,text", "--epochs", args.finetune_epochs, "--batch-size", 32, "--seq-len", 64,
-              "--learning-rate", args.finetune_learning_rate, "--quiet")
-        with open(os.path.join(run, "metrics.json")) as f:
-            finetuned[name] = json.load(f)["validation"]
+        grid = {}
+        for lr in args.finetune_learning_rates:
+            folder = pretrained_name if name == "pretrained" else name
+            run = os.path.join(work, f"mr_{folder}_{args.pooling}_lr{lr:g}")
+            if not os.path.isfile(os.path.join(run, "metrics.json")):
+                kbert("finetune", "--task", "classification", "--train", os.path.join(work, "mr_fit.csv"),
+                      "--validation", os.path.join(work, "mr_dev.csv"), "--init", init, "--output", run,
+                      "--no-header", "--columns", "label,text", "--epochs", args.finetune_epochs,
+                      "--batch-size", 32, "--seq-len", 64, "--learning-rate", lr, "--pooling", args.pooling,
+                      "--quiet")
+            with open(os.path.join(run, "metrics.json")) as f:
+                dev = json.load(f)["validation"]
+            test = json.loads(kbert_output("evaluate", "--model", run, "--data", os.path.join(work, "mr_test.csv"),
+                                           "--json"))
+            grid[f"{lr:g}"] = {"dev_accuracy": dev["accuracy"], "test_accuracy": test["accuracy"], "test": test}
+        best = max(grid, key=lambda k: grid[k]["dev_accuracy"])  # first (smallest lr) on ties
+        finetuned[name] = {"chosen_learning_rate": float(best), **grid[best], "grid": grid}
+        # What pretraining put into the vectors, without fine-tuning them: a linear probe.
+        probe = subprocess.run([sys.executable, os.path.abspath(__file__), "--work", work, "--probe-child", init],
+                               check=True, stdout=subprocess.PIPE, text=True).stdout
+        finetuned[name]["frozen_linear_probe_accuracy"] = json.loads(probe.strip().splitlines()[-1])
 
-    history = pretrain["history"]
     report = {
         "task": "bert_tiny pretrained from scratch (MLM + NSP) on 90% of the movie reviews, then fine-tuned on MR",
-        "command": f"python bench/pretrain_tiny.py --work {os.path.relpath(args.work, REPO)} --steps {args.steps} --steps-per-epoch {args.steps_per_epoch} "
-                   f"--pretrain-learning-rate {args.pretrain_learning_rate} --finetune-learning-rate "
-                   f"{args.finetune_learning_rate} --finetune-epochs {args.finetune_epochs}",
+        "command": f"python bench/pretrain_tiny.py --work {os.path.relpath(args.work, REPO)} --steps {args.steps} "
+                   f"--steps-per-epoch {args.steps_per_epoch} --seq-len {args.seq_len} "
+                   + (f"--phase2-steps {args.phase2_steps} --phase2-seq-len {args.phase2_seq_len} " if args.phase2_steps else "")
+                   + f"--pretrain-learning-rate {args.pretrain_learning_rate} --finetune-learning-rates "
+                   f"{' '.join(f'{lr:g}' for lr in args.finetune_learning_rates)} --pooling {args.pooling} "
+                   f"--finetune-epochs {args.finetune_epochs}",
         "timestamp_utc": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
         "machine": {"nproc": os.cpu_count(), "platform": platform.platform(),
                     "loadavg_at_end": read_loadavg()},
-        "pretraining": {
-            "steps": args.steps, "batch_size": 32, "seq_len": 128, "learning_rate": args.pretrain_learning_rate,
-            "records_examples": None, "seconds": pretrain_seconds,
-            "unigram_baseline_mlm_accuracy": pretrain["unigram_baseline_mlm_accuracy"],
-            "unigram_baseline_token": pretrain["unigram_baseline_token"],
-            "train_mlm_accuracy_per_epoch": history.get("mlm_logits_accuracy"),
-            "train_nsp_accuracy_per_epoch": history.get("nsp_logits_accuracy"),
-            "heldout_mlm_accuracy_per_epoch": history.get("val_mlm_logits_accuracy"),
-            "heldout_nsp_accuracy_per_epoch": history.get("val_nsp_logits_accuracy"),
-        },
+        "pretraining_phases": [phase_report(run, metrics, seconds, args) for run, metrics, seconds in pretrain_runs],
         "mr_finetune": {
-            "settings": {"split": "scikit-learn stratified 80/20, seed 0 (bench/mr_split.py)", "epochs": args.finetune_epochs,
-                         "batch_size": 32, "seq_len": 64, "learning_rate": args.finetune_learning_rate},
-            "pretrained_accuracy": finetuned["pretrained"]["accuracy"],
-            "random_init_accuracy": finetuned["random_init"]["accuracy"],
+            "settings": {"split": "scikit-learn stratified 80/20, seed 0 (bench/mr_split.py); the 80% split "
+                                  "again 90/10 (seed 0) into fit and dev", "epochs": args.finetune_epochs,
+                         "batch_size": 32, "seq_len": 64, "pooling": args.pooling,
+                         "learning_rates": args.finetune_learning_rates,
+                         "selection": "per init, the learning rate with the best dev accuracy",
+                         "frozen_linear_probe": "scikit-learn LogisticRegression (defaults, max_iter 5000) on the "
+                                                "frozen backbone's mean-pooled final-layer vectors, fit on the fit part"},
+            "pretrained_test_accuracy": finetuned["pretrained"]["test_accuracy"],
+            "random_init_test_accuracy": finetuned["random_init"]["test_accuracy"],
             "pretrained": finetuned["pretrained"],
             "random_init": finetuned["random_init"],
         },
     }
-    with open(os.path.join(pretrain_dir, "records", "pretraining.json")) as f:
-        report["pretraining"]["records_examples"] = json.load(f)["examples"]
     tmp = args.output + ".tmp"
     with open(tmp, "w", encoding="utf-8") as f:
         json.dump(report, f, indent=2)
     os.replace(tmp, args.output)
-    p = report["pretraining"]
+    p = report["pretraining_phases"][-1]
     print(f"held-out MLM accuracy {p['heldout_mlm_accuracy_per_epoch'][-1]:.4f} (unigram baseline "
           f"{p['unigram_baseline_mlm_accuracy']:.4f}), NSP {p['heldout_nsp_accuracy_per_epoch'][-1]:.4f}; MR accuracy "
-          f"pretrained {report['mr_finetune']['pretrained_accuracy']:.4f} vs random init "
-          f"{report['mr_finetune']['random_init_accuracy']:.4f}")
+          f"pretrained {report['mr_finetune']['pretrained_test_accuracy']:.4f} vs random init "
+          f"{report['mr_finetune']['random_init_test_accuracy']:.4f} (learning rates chosen on dev); frozen linear probe "
+          f"{finetuned['pretrained']['frozen_linear_probe_accuracy']['test']:.4f} vs "
+          f"{finetuned['random_init']['frozen_linear_probe_accuracy']['test']:.4f}")
 
 
 if __name__ == "__main__":
