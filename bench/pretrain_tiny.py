@@ -5,12 +5,17 @@ Everything runs through the `kbert` commands a user would type:
 1. `kbert pretrain-data` on the held-out reviews (every 10th review of
    polarity-en-pang&lee1.csv) -> validation records;
 2. `kbert pretrain --corpus` on the other 90% with the MiniLM uncased vocabulary,
-   `--preset bert_tiny`, from scratch;
+   `--preset bert_tiny`, from scratch; with --phase2-steps, a second run continues it
+   (`kbert pretrain --init`) at a longer length;
 3. `kbert finetune` on MR (the scikit-learn stratified 80/20 split with seed 0 of
-   bench/mr_split.py) from the pretrained model and from a randomly initialised
-   bert_tiny with the same vocabulary, with identical settings.
+   bench/mr_split.py, the 80% split again 90/10 into fit and dev) from the pretrained
+   model and from a randomly initialised bert_tiny with the same vocabulary, over a
+   learning-rate grid; each init's rate is chosen on dev, `kbert evaluate` scores the
+   test part; plus a linear probe on each init's frozen vectors.
 
-    .venv/bin/python bench/pretrain_tiny.py --output bench/results/pretrain_tiny.json
+    .venv/bin/python bench/pretrain_tiny.py --work data/bench/pretrain_tiny_len64 --steps 12000 \
+        --seq-len 64 --phase2-steps 3000 --phase2-seq-len 128 --pretrain-learning-rate 1e-3 \
+        --extra-seeds 4 --output bench/results/pretrain_tiny_len64_phase2.json
 """
 
 import argparse
@@ -147,6 +152,8 @@ def main():
                         help="Then continue (kbert pretrain --init, heads included) for this many steps at "
                              "--phase2-seq-len, as BERT did (90%% of its steps at 128 tokens, the rest at 512).")
     parser.add_argument("--phase2-seq-len", type=int, default=128)
+    parser.add_argument("--extra-seeds", type=int, default=0,
+                        help="Fine-tune each init's chosen learning rate again with seeds 1..N; report the mean.")
     parser.add_argument("--probe-child", metavar="MODEL", help=argparse.SUPPRESS)
     parser.add_argument("--pretrain-only", action="store_true", help="Stop after pretraining (fine-tune on a later call).")
     args = parser.parse_args()
@@ -191,24 +198,36 @@ def main():
         write_csv(os.path.join(work, name), [(str(train_labels[i]), train_texts[i]) for i in index])
     finetuned = {}
     pretrained_name = "pretrained" if len(phases) == 1 else "pretrained_phase2"
+    def finetune(init, run, lr, seed):
+        """(dev metrics, test metrics) of one `kbert finetune` run, reused when finished."""
+        if not os.path.isfile(os.path.join(run, "metrics.json")):
+            kbert("finetune", "--task", "classification", "--train", os.path.join(work, "mr_fit.csv"),
+                  "--validation", os.path.join(work, "mr_dev.csv"), "--init", init, "--output", run,
+                  "--no-header", "--columns", "label,text", "--epochs", args.finetune_epochs,
+                  "--batch-size", 32, "--seq-len", 64, "--learning-rate", lr, "--pooling", args.pooling,
+                  "--seed", seed, "--quiet")
+        with open(os.path.join(run, "metrics.json")) as f:
+            dev = json.load(f)["validation"]
+        test = json.loads(kbert_output("evaluate", "--model", run, "--data", os.path.join(work, "mr_test.csv"),
+                                       "--json"))
+        return dev, test
+
     for name, init in (("pretrained", pretrain_dir), ("random_init", random_init)):
+        folder = pretrained_name if name == "pretrained" else name
         grid = {}
         for lr in args.finetune_learning_rates:
-            folder = pretrained_name if name == "pretrained" else name
-            run = os.path.join(work, f"mr_{folder}_{args.pooling}_lr{lr:g}")
-            if not os.path.isfile(os.path.join(run, "metrics.json")):
-                kbert("finetune", "--task", "classification", "--train", os.path.join(work, "mr_fit.csv"),
-                      "--validation", os.path.join(work, "mr_dev.csv"), "--init", init, "--output", run,
-                      "--no-header", "--columns", "label,text", "--epochs", args.finetune_epochs,
-                      "--batch-size", 32, "--seq-len", 64, "--learning-rate", lr, "--pooling", args.pooling,
-                      "--quiet")
-            with open(os.path.join(run, "metrics.json")) as f:
-                dev = json.load(f)["validation"]
-            test = json.loads(kbert_output("evaluate", "--model", run, "--data", os.path.join(work, "mr_test.csv"),
-                                           "--json"))
+            dev, test = finetune(init, os.path.join(work, f"mr_{folder}_{args.pooling}_lr{lr:g}"), lr, 0)
             grid[f"{lr:g}"] = {"dev_accuracy": dev["accuracy"], "test_accuracy": test["accuracy"], "test": test}
         best = max(grid, key=lambda k: grid[k]["dev_accuracy"])  # first (smallest lr) on ties
         finetuned[name] = {"chosen_learning_rate": float(best), **grid[best], "grid": grid}
+        # Fine-tuning noise: the chosen learning rate again with other seeds (head init, dropout, order).
+        seeds = {0: grid[best]["test_accuracy"]}
+        for seed in range(1, args.extra_seeds + 1):
+            run = os.path.join(work, f"mr_{folder}_{args.pooling}_lr{best}_seed{seed}")
+            seeds[seed] = finetune(init, run, float(best), seed)[1]["accuracy"]
+        if args.extra_seeds:
+            finetuned[name]["test_accuracy_per_seed"] = seeds
+            finetuned[name]["test_accuracy_mean_over_seeds"] = sum(seeds.values()) / len(seeds)
         # What pretraining put into the vectors, without fine-tuning them: a linear probe.
         probe = subprocess.run([sys.executable, os.path.abspath(__file__), "--work", work, "--probe-child", init],
                                check=True, stdout=subprocess.PIPE, text=True).stdout
@@ -221,7 +240,8 @@ def main():
                    + (f"--phase2-steps {args.phase2_steps} --phase2-seq-len {args.phase2_seq_len} " if args.phase2_steps else "")
                    + f"--pretrain-learning-rate {args.pretrain_learning_rate} --finetune-learning-rates "
                    f"{' '.join(f'{lr:g}' for lr in args.finetune_learning_rates)} --pooling {args.pooling} "
-                   f"--finetune-epochs {args.finetune_epochs}",
+                   f"--finetune-epochs {args.finetune_epochs}"
+                   + (f" --extra-seeds {args.extra_seeds}" if args.extra_seeds else ""),
         "timestamp_utc": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
         "machine": {"nproc": os.cpu_count(), "platform": platform.platform(),
                     "loadavg_at_end": read_loadavg()},
@@ -251,6 +271,10 @@ def main():
           f"{report['mr_finetune']['random_init_test_accuracy']:.4f} (learning rates chosen on dev); frozen linear probe "
           f"{finetuned['pretrained']['frozen_linear_probe_accuracy']['test']:.4f} vs "
           f"{finetuned['random_init']['frozen_linear_probe_accuracy']['test']:.4f}")
+    if args.extra_seeds:
+        print(f"MR test accuracy, mean over seeds 0-{args.extra_seeds}: pretrained "
+              f"{finetuned['pretrained']['test_accuracy_mean_over_seeds']:.4f} vs random init "
+              f"{finetuned['random_init']['test_accuracy_mean_over_seeds']:.4f}")
 
 
 if __name__ == "__main__":
