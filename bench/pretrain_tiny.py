@@ -37,19 +37,11 @@ REVIEWS = os.path.join(REPO, "data", "corpora", "polarity-en-pang&lee1.csv")
 VOCAB = os.path.join(REPO, "data", "minilm", "vocab.txt")
 
 
-def kbert(*argv):
+def kbert(*argv, capture=False):
+    """Runs a kbert command; returns its standard output when `capture`."""
     command = [sys.executable, "-m", "keras_bert_impl.cli", *map(str, argv)]
     print("+ kbert " + " ".join(map(str, argv)), flush=True)
-    started = time.monotonic()
-    subprocess.run(command, check=True)
-    return time.monotonic() - started
-
-
-def kbert_output(*argv):
-    """Runs a kbert command and returns its standard output."""
-    command = [sys.executable, "-m", "keras_bert_impl.cli", *map(str, argv)]
-    print("+ kbert " + " ".join(map(str, argv)), flush=True)
-    return subprocess.run(command, check=True, stdout=subprocess.PIPE, text=True).stdout
+    return subprocess.run(command, check=True, stdout=subprocess.PIPE if capture else None, text=True).stdout
 
 
 def pretrain_phase(args, work, folder, steps, seq_len, init):
@@ -76,14 +68,15 @@ def pretrain_phase(args, work, folder, steps, seq_len, init):
             print(f"{run} already holds a finished {steps}-step run", flush=True)
             return run, done, done["train_seconds_this_process"]
     source = ("--init", init) if init else ("--preset", "bert_tiny")
-    seconds = kbert(
+    kbert(
         "pretrain", "--corpus", os.path.join(work, "reviews_train.csv"), "--corpus-format", "reviews-csv",
         "--vocab", VOCAB, *source, "--output", run, "--steps", steps,
         "--steps-per-epoch", args.steps_per_epoch, "--batch-size", 32, "--seq-len", seq_len,
         "--learning-rate", args.pretrain_learning_rate, "--validation-records", heldout, "--quiet",
     )
     with open(metrics_file) as f:
-        return run, json.load(f), seconds
+        done = json.load(f)
+    return run, done, done["train_seconds_this_process"]
 
 
 def probe_child(init, work):
@@ -208,8 +201,8 @@ def main():
                   "--seed", seed, "--quiet")
         with open(os.path.join(run, "metrics.json")) as f:
             dev = json.load(f)["validation"]
-        test = json.loads(kbert_output("evaluate", "--model", run, "--data", os.path.join(work, "mr_test.csv"),
-                                       "--json"))
+        test = json.loads(kbert("evaluate", "--model", run, "--data", os.path.join(work, "mr_test.csv"), "--json",
+                                capture=True))
         return dev, test
 
     for name, init in (("pretrained", pretrain_dir), ("random_init", random_init)):
