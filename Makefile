@@ -55,6 +55,7 @@ demo: $(INSTALLED) $(DATA_STAMP)
 
 bench: $(BENCH_INSTALLED) $(DATA_STAMP)
 	$(BIN)/python bench/backbone_forward.py --wait-idle 120 --output bench/results/backbone_forward.json
+	$(BIN)/python bench/backbone_profile.py --wait-idle 60 --output bench/results/backbone_profile.json
 	$(BIN)/python bench/tokenization.py --output bench/results/tokenization.json
 	$(BIN)/python bench/pretraining_memory.py
 
