@@ -101,12 +101,17 @@ def parse_verbose(stdout):
     return records
 
 
+def inner_product_shape(problem):
+    """(M, K, N) of an inner_product problem descriptor such as mb4096ic768oc3072."""
+    mb, rest = problem.split("mb", 1)[1].split("ic", 1)
+    ic, oc = rest.split("oc", 1)
+    return int(mb), int(ic), int(oc.split("_")[0])
+
+
 def gflop(kind, problem):
     """FLOP (in GFLOP) of a GEMM-like primitive from its problem descriptor, else 0."""
-    if kind == "inner_product":  # mb4096ic768oc3072
-        mb = int(problem.split("mb")[1].split("ic")[0])
-        ic = int(problem.split("ic")[1].split("oc")[0])
-        oc = int(problem.split("oc")[1].split("_")[0])
+    if kind == "inner_product":
+        mb, ic, oc = inner_product_shape(problem)
         return 2 * mb * ic * oc / 1e9
     if kind in ("matmul", "gemm_api"):  # 32x12x128x64:32x12x64x128 or 512x512:512x512
         a, b = problem.split(":")[:2]
@@ -120,10 +125,9 @@ def gflop(kind, problem):
 
 def category(kind, post_ops, problem):
     if kind in ("inner_product", "gemm_api"):
-        shape = (problem.split("mb")[1].split("ic")[0], problem.split("ic")[1].split("oc")[0],
-                 problem.split("oc")[1]) if kind == "inner_product" else None
-        for name, (m, k, n) in GEMMS.items():
-            if shape == (str(m), str(k), str(n)):
+        shape = inner_product_shape(problem) if kind == "inner_product" else None
+        for name, gemm in GEMMS.items():
+            if shape == gemm:
                 return name
         return "pooler_and_other_dense"
     if kind == "matmul":
