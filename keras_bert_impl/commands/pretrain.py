@@ -100,10 +100,12 @@ def pretraining_loss_and_metrics(outputs=("mlm_logits", "nsp_logits")):
     import keras
 
     from keras_bert_impl.models.masked_lm_accuracy import MaskedLMAccuracy
+    from keras_bert_impl.models.masked_sparse_crossentropy import MaskedSparseCrossentropy
 
-    loss = keras.losses.SparseCategoricalCrossentropy(from_logits=True)
+    # MLM: the mean over the real masked positions (Google's loss); NSP: every example counts.
+    loss = {"mlm_logits": MaskedSparseCrossentropy(), "nsp_logits": keras.losses.SparseCategoricalCrossentropy(from_logits=True)}
     metric = {"mlm_logits": MaskedLMAccuracy, "nsp_logits": keras.metrics.SparseCategoricalAccuracy}
-    return {k: loss for k in outputs}, {k: [metric[k](name="accuracy")] for k in outputs}
+    return {k: loss[k] for k in outputs}, {k: [metric[k](name="accuracy")] for k in outputs}
 
 
 def unigram_baseline(dataset, batches=200):

@@ -91,6 +91,7 @@ def build_head(task, backbone, num_classes, label_names, dropout, pooling="poole
     import keras
 
     import keras_bert_impl as kb
+    from keras_bert_impl.models.masked_sparse_crossentropy import MaskedSparseCrossentropy
 
     if task in ("tagging", "squad") or pooling == "mean":
         # These heads read sequence_output only: an untrained pooler is expected, not a bug
@@ -108,7 +109,9 @@ def build_head(task, backbone, num_classes, label_names, dropout, pooling="poole
         return model, loss, [keras.metrics.BinaryAccuracy(name="accuracy", threshold=0.0)], None, "val_loss", "min"
     if task == "tagging":
         model = kb.BertTokenClassifier(backbone, num_classes=num_classes, label_names=label_names, dropout=dropout)
-        return model, scce, None, [keras.metrics.SparseCategoricalAccuracy(name="accuracy")], "val_accuracy", "max"
+        # The mean over the labelled wordpieces (sample weight 1), not over every position.
+        loss = MaskedSparseCrossentropy()
+        return model, loss, None, [keras.metrics.SparseCategoricalAccuracy(name="accuracy")], "val_accuracy", "max"
     model = kb.BertSpanLabeler(backbone)
     metrics = {k: [keras.metrics.SparseCategoricalAccuracy(name="accuracy")] for k in ("start_logits", "end_logits")}
     return model, {"start_logits": scce, "end_logits": scce}, metrics, None, "val_loss", "min"

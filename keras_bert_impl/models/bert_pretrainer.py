@@ -10,6 +10,7 @@ from keras_bert_impl.layers.masked_lm_head import MaskedLMHead
 from keras_bert_impl.layers.next_sentence_head import NextSentenceHead
 from keras_bert_impl.layers.validation import check_choice
 from keras_bert_impl.models.masked_lm_accuracy import MaskedLMAccuracy
+from keras_bert_impl.models.masked_sparse_crossentropy import MaskedSparseCrossentropy
 from keras_bert_impl.models.bert_task import BertTask
 
 
@@ -22,7 +23,8 @@ class BertPretrainer(BertTask):
     Train with `y={"mlm_logits": masked_ids, "nsp_logits": nsp_labels}` and
     `sample_weight={"mlm_logits": mask_weights, "nsp_logits": ones}` (Google's
     `masked_lm_weights`; Keras wants a weight for every output once one has
-    one), so the MLM loss counts only real masked positions, not the padding of P.
+    one), so the MLM loss is the mean over the real masked positions, not over every slot
+    of P (`MaskedSparseCrossentropy`, Google's masked-LM loss).
 
     Args:
         backbone: a `BertBackbone`.
@@ -64,10 +66,12 @@ class BertPretrainer(BertTask):
             **kwargs,
         )
         self.activation = activation
-        loss = keras.losses.SparseCategoricalCrossentropy(from_logits=True)
         self.compile(
             optimizer=keras.optimizers.Adam(1e-4),
-            loss={"mlm_logits": loss, "nsp_logits": loss},
+            loss={
+                "mlm_logits": MaskedSparseCrossentropy(),  # averaged over the real masked positions, as Google's
+                "nsp_logits": keras.losses.SparseCategoricalCrossentropy(from_logits=True),
+            },
             weighted_metrics={
                 "mlm_logits": [MaskedLMAccuracy(name="accuracy")],
                 "nsp_logits": [keras.metrics.SparseCategoricalAccuracy(name="accuracy")],

@@ -4,6 +4,7 @@ import keras
 
 from keras_bert_impl.layers.validation import check_label_names, check_positive_int, check_probability
 from keras_bert_impl.models.bert_task import BertTask
+from keras_bert_impl.models.masked_sparse_crossentropy import MaskedSparseCrossentropy
 
 
 @keras.saving.register_keras_serializable(package="keras_bert_impl")
@@ -47,6 +48,6 @@ class BertTokenClassifier(BertTask):
         self.label_names = label_names
         self.compile(
             optimizer=keras.optimizers.Adam(5e-5),
-            loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True),
+            loss=MaskedSparseCrossentropy(),  # the mean over labelled wordpieces, as Model Garden's tagging task
             weighted_metrics=[keras.metrics.SparseCategoricalAccuracy(name="accuracy")],
         )

@@ -1,11 +1,13 @@
 """One training run for tests/training/test_multi_worker.py.
 
-Usage: python multi_worker_worker.py STRATEGY SEED WEIGHTS.npz
+Usage: python multi_worker_worker.py STRATEGY SEED WEIGHTS.npz [MODEL]
     STRATEGY: a `create_strategy` name ("multi-worker", "auto" or "one-device").
     SEED: the Keras seed for this process's weight initialisation.
     WEIGHTS.npz: where to save the trained weights.
+    MODEL: "classifier" (default) or "pretrainer" (MLM + NSP, whose MLM loss all-reduces
+        the count of real masked positions).
 
-Trains a tiny BertClassifier for STEPS steps at a global batch of GLOBAL_BATCH with
+Trains a tiny BertClassifier or BertPretrainer for STEPS steps at a global batch of GLOBAL_BATCH with
 `train`, saves the weights and prints `train`'s summary as one JSON line (the last line of
 stdout). The test also imports `train` to run the one-device reference in its own process.
 """
@@ -33,7 +35,7 @@ def weights_hash(weights):
     return digest.hexdigest()
 
 
-def dataset():
+def dataset(model_kind="classifier"):
     """The same examples, in the same order, in every process (not seeded by SEED)."""
     rng = np.random.default_rng(0)
     n = GLOBAL_BATCH * STEPS
@@ -43,7 +45,17 @@ def dataset():
         "padding_mask": np.ones((n, SEQUENCE_LENGTH), "int32"),
     }
     y = rng.integers(0, 2, n).astype("int32")
-    data = tf.data.Dataset.from_tensor_slices((x, y)).batch(GLOBAL_BATCH)
+    if model_kind == "classifier":
+        data = tf.data.Dataset.from_tensor_slices((x, y)).batch(GLOBAL_BATCH)
+    else:
+        # 4 prediction slots; the first half of every global batch (one worker's share) has
+        # 1 real masked position per example, the second half 4, so the workers' MLM
+        # losses only add up to one device's if each divides by the global count.
+        x["mask_positions"] = rng.integers(1, SEQUENCE_LENGTH, (n, 4)).astype("int32")
+        real = np.where((np.arange(n) % GLOBAL_BATCH < GLOBAL_BATCH // 2)[:, None], [1, 0, 0, 0], [1, 1, 1, 1])
+        labels = {"mlm_logits": rng.integers(1, 50, (n, 4)).astype("int32"), "nsp_logits": y}
+        weights = {"mlm_logits": real.astype("float32"), "nsp_logits": np.ones(n, "float32")}
+        data = tf.data.Dataset.from_tensor_slices((x, labels, weights)).batch(GLOBAL_BATCH)
     # In-memory data has no files to shard by, so AUTO would try FILE, fail and fall back to
     # DATA with a warning; ask for DATA directly. tf.distribute splits every global batch of 8
     # into per-replica batches of 4; with DATA worker i keeps every i-th of those, so each
@@ -55,8 +67,10 @@ def dataset():
     return data.with_options(options)
 
 
-def train(name, seed):
+def train(name, seed, model_kind="classifier"):
     """Trains with `create_strategy(name)`; returns (summary dict, final weights)."""
+    if model_kind not in ("classifier", "pretrainer"):
+        raise ValueError(f"MODEL must be classifier or pretrainer. Received: {model_kind!r}")
     # create_strategy's multi-worker strategy carries the fix for Keras 3.15's reduce calls in fit.
     strategy = create_strategy(name)
 
@@ -71,11 +85,13 @@ def train(name, seed):
             max_sequence_length=16,
             dropout=0.0,
         )
-        model = kb.BertClassifier(backbone, num_classes=2, dropout=0.0)
-        model.compile(
-            optimizer=create_optimizer(1e-3, train_steps=STEPS),
-            loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True),
-        )
+        if model_kind == "classifier":
+            model = kb.BertClassifier(backbone, num_classes=2, dropout=0.0)
+            loss = keras.losses.SparseCategoricalCrossentropy(from_logits=True)
+        else:
+            model = kb.BertPretrainer(backbone)
+            loss = model.loss  # MaskedSparseCrossentropy for MLM, as `kbert pretrain`
+        model.compile(optimizer=create_optimizer(1e-3, train_steps=STEPS), loss=loss)
     initial = model.get_weights()
 
     losses = []
@@ -84,7 +100,7 @@ def train(name, seed):
         def on_train_batch_end(self, batch, logs=None):
             losses.append(float(logs["loss"]))
 
-    model.fit(dataset(), epochs=1, verbose=0, shuffle=False, callbacks=[Record()])
+    model.fit(dataset(model_kind), epochs=1, verbose=0, shuffle=False, callbacks=[Record()])
     final = model.get_weights()
     summary = {
         # tf.distribute.MultiWorkerMirroredStrategy's class is CollectiveAllReduceStrategy.
@@ -102,7 +118,7 @@ def train(name, seed):
 
 def main():
     name, seed, weights_path = sys.argv[1], int(sys.argv[2]), sys.argv[3]
-    summary, weights = train(name, seed)
+    summary, weights = train(name, seed, sys.argv[4] if len(sys.argv) > 4 else "classifier")
     np.savez(weights_path, *weights)
     print(json.dumps(summary), flush=True)
 

@@ -94,7 +94,7 @@ def _report(results, names):
     )
 
 
-def _train_two_workers(tmp_path, attempt, meanwhile):
+def _train_two_workers(tmp_path, attempt, meanwhile, model_kind):
     ports = _free_ports(2)
     cluster = {"worker": [f"127.0.0.1:{port}" for port in ports]}
     jobs = []
@@ -103,23 +103,24 @@ def _train_two_workers(tmp_path, attempt, meanwhile):
     # its initial weights must still be worker 0's, broadcast when the variables are created.
     for index, name in enumerate(["multi-worker", "auto"]):
         tf_config = {"cluster": cluster, "task": {"type": "worker", "index": index}}
-        prefix = str(tmp_path / f"worker{index}_{attempt}")
-        jobs.append(([name, str(index), f"{prefix}.npz"], _env(tf_config), prefix))
+        prefix = str(tmp_path / f"{model_kind}_worker{index}_{attempt}")
+        jobs.append(([name, str(index), f"{prefix}.npz", model_kind], _env(tf_config), prefix))
     reference, results = _run_all(jobs, meanwhile)
     return reference, results, [job[0][2] for job in jobs]
 
 
-@pytest.mark.slow
-def test_two_workers_train_together_and_match_one_device(tmp_path):
+def _two_workers_and_one_device(tmp_path, model_kind):
+    """(worker 0 summary, worker 1 summary, one-device summary, one-device weights, worker 0's
+    weight file) of one training run of `model_kind` on two workers and on one device."""
     names = ["worker 0 (multi-worker)", "worker 1 (auto)"]
     reference = None
 
     def one_device():
         # The reference trains in this process while the workers start up (once).
-        return reference or train("one-device", 0)
+        return reference or train("one-device", 0, model_kind)
 
     for attempt in range(2):
-        reference, results, weight_files = _train_two_workers(tmp_path, attempt, one_device)
+        reference, results, weight_files = _train_two_workers(tmp_path, attempt, one_device, model_kind)
         # A port picked here can be taken by another process before TensorFlow binds it;
         # that race, and only that, earns one more try on fresh ports.
         port_race = any(r["code"] != 0 and any(s in r["err"] for s in PORT_TAKEN) for r in results)
@@ -131,6 +132,12 @@ def test_two_workers_train_together_and_match_one_device(tmp_path):
     worker0, worker1 = (json.loads(r["out"].strip().splitlines()[-1]) for r in results)
     one, one_weights = reference
     print("worker 0", worker0, "\nworker 1", worker1, "\none device", one)
+    return worker0, worker1, one, one_weights, weight_files[0]
+
+
+@pytest.mark.slow
+def test_two_workers_train_together_and_match_one_device(tmp_path):
+    worker0, worker1, one, one_weights, weight_file = _two_workers_and_one_device(tmp_path, "classifier")
 
     assert worker0["multi_worker"] and worker1["multi_worker"]
     assert worker0["replicas"] == worker1["replicas"] == 2
@@ -157,7 +164,23 @@ def test_two_workers_train_together_and_match_one_device(tmp_path):
     # create_optimizer's global_clipnorm=1.0; clipping would break this equality, because
     # Keras clips each replica's gradient before the all-reduce.
     np.testing.assert_allclose(worker0["losses"], one["losses"], rtol=0, atol=1e-4)
-    distributed = np.load(weight_files[0])
+    distributed = np.load(weight_file)
     assert len(distributed.files) == len(one_weights)
     for i, expected in enumerate(one_weights):
         np.testing.assert_allclose(distributed[f"arr_{i}"], expected, rtol=0, atol=1e-6, err_msg=f"weight {i}")
+
+
+@pytest.mark.slow
+def test_two_workers_pretrain_together_and_match_one_device(tmp_path):
+    # BertPretrainer: the MLM loss all-reduces the count of real masked positions across the
+    # workers (one holds 1 per example, the other 4), NSP weighs every example.
+    worker0, worker1, one, one_weights, weight_file = _two_workers_and_one_device(tmp_path, "pretrainer")
+    assert worker0["multi_worker"] and worker1["multi_worker"] and worker0["replicas"] == 2
+    assert worker0["steps"] == worker1["steps"] == one["steps"] == 4
+    assert worker0["initial_sha256"] == worker1["initial_sha256"] == one["initial_sha256"]
+    assert worker0["sha256"] == worker1["sha256"] and worker0["moved"] > 0.1
+    assert worker0["losses"] == worker1["losses"]
+    np.testing.assert_allclose(worker0["losses"], one["losses"], rtol=0, atol=1e-4)
+    distributed = np.load(weight_file)
+    for i, expected in enumerate(one_weights):
+        np.testing.assert_allclose(distributed[f"arr_{i}"], expected, rtol=0, atol=1e-5, err_msg=f"weight {i}")

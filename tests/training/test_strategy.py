@@ -5,6 +5,7 @@ import os
 import subprocess
 import sys
 
+import numpy as np
 import pytest
 
 from keras_bert_impl.training import create_strategy
@@ -50,9 +51,46 @@ print(json.dumps({"replicas": strategy.num_replicas_in_sync, "losses": losses}))
 """
 
 
-def _run(name, optimizer="sgd"):
+# The pretrainer, whose MLM loss is a mean over the real masked positions: in every global
+# batch of 8 the first replica's 4 examples hold 1 real position each, the second's 4 each.
+PRETRAINER_SCRIPT = r"""
+import json, sys
+import tensorflow as tf
+cpu = tf.config.list_physical_devices("CPU")[0]
+tf.config.set_logical_device_configuration(cpu, [tf.config.LogicalDeviceConfiguration()] * 2)
+import keras, numpy as np
+import keras_bert_impl as kb
+from keras_bert_impl.training import create_strategy
+
+strategy = create_strategy(sys.argv[1])
+keras.utils.set_random_seed(0)
+rng = np.random.default_rng(0)
+x = {"token_ids": rng.integers(5, 50, (32, 8)).astype("int32"), "segment_ids": np.zeros((32, 8), "int32"),
+     "padding_mask": np.ones((32, 8), "int32"), "mask_positions": rng.integers(1, 8, (32, 4)).astype("int32")}
+y = {"mlm_logits": rng.integers(5, 50, (32, 4)), "nsp_logits": rng.integers(0, 2, 32)}
+mlm_weights = np.where((np.arange(32) % 8 < 4)[:, None], [1.0, 0.0, 0.0, 0.0], [1.0, 1.0, 1.0, 1.0]).astype("float32")
+w = {"mlm_logits": mlm_weights, "nsp_logits": np.ones(32, "float32")}
+with strategy.scope():
+    backbone = kb.BertBackbone(vocabulary_size=50, num_layers=2, num_heads=2, hidden_dim=16, intermediate_dim=32,
+                               max_sequence_length=16, dropout=0.0)
+    model = kb.BertPretrainer(backbone)
+    mlm_loss = (keras.losses.SparseCategoricalCrossentropy(from_logits=True, reduction="mean_with_sample_weight")
+                if sys.argv[2] == "per-replica-mean" else model.loss["mlm_logits"])
+    model.compile(optimizer=keras.optimizers.SGD(0.5),
+                  loss={"mlm_logits": mlm_loss, "nsp_logits": keras.losses.SparseCategoricalCrossentropy(from_logits=True)})
+losses = []
+class Record(keras.callbacks.Callback):
+    def on_train_batch_end(self, batch, logs=None):
+        losses.append(float(logs["loss"]))
+dataset = tf.data.Dataset.from_tensor_slices((x, y, w)).batch(8)
+model.fit(dataset, epochs=1, verbose=0, callbacks=[Record()])
+print(json.dumps({"replicas": strategy.num_replicas_in_sync, "losses": losses}))
+"""
+
+
+def _run(name, optimizer="sgd", script=SCRIPT):
     env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3", PYTHONPATH=REPO, KERAS_BACKEND="tensorflow")
-    out = subprocess.run([sys.executable, "-c", SCRIPT, name, optimizer], capture_output=True, text=True, env=env, timeout=300)
+    out = subprocess.run([sys.executable, "-c", script, name, optimizer], capture_output=True, text=True, env=env, timeout=300)
     assert out.returncode == 0, out.stderr[-3000:]
     return json.loads(out.stdout.strip().splitlines()[-1])
 
@@ -81,6 +119,24 @@ def test_mirrored_matches_one_device_with_bert_optimizer_clipping():
     drift = max(abs(a - b) for a, b in zip(keras_one["losses"], keras_mirrored["losses"]))
     print("Keras AdamW, per-replica clipping: max loss difference", drift)
     assert drift > 1e-4
+
+
+def test_mirrored_pretrainer_matches_one_device_with_uneven_masked_positions():
+    # MaskedSparseCrossentropy divides each replica's sum by the weight of the whole batch.
+    one = _run("one-device", "ours", PRETRAINER_SCRIPT)
+    mirrored = _run("mirrored", "ours", PRETRAINER_SCRIPT)
+    assert one["replicas"] == 1 and mirrored["replicas"] == 2 and len(one["losses"]) == len(mirrored["losses"]) == 4
+    print("one-device", one["losses"], "mirrored", mirrored["losses"])
+    for a, b in zip(one["losses"], mirrored["losses"]):
+        assert abs(a - b) <= 1e-4
+    # What this guards against: a per-replica mean (Keras' "mean_with_sample_weight") weighs
+    # the first replica's lone positions four times as much as one device does.
+    keras_one = _run("one-device", "per-replica-mean", PRETRAINER_SCRIPT)
+    keras_mirrored = _run("mirrored", "per-replica-mean", PRETRAINER_SCRIPT)
+    np.testing.assert_allclose(keras_one["losses"][0], one["losses"][0], rtol=1e-5)  # the same loss on one device
+    drift = max(abs(a - b) for a, b in zip(keras_one["losses"], keras_mirrored["losses"]))
+    print("per-replica mean: max loss difference", drift)
+    assert drift > 1e-3
 
 
 def test_unknown_strategy_and_missing_tf_config(monkeypatch):
