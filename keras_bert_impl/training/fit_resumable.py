@@ -16,6 +16,26 @@ def _merge(histories):
     return merged
 
 
+def _with_stated_length(validation_data):
+    """A tf.data validation set of unknown length, counted once and stated.
+
+    Given a dataset whose cardinality it does not know, Keras 3.15's evaluate ends with one
+    more step on no data, and the per-output loss metrics of a multi-output model
+    (val_mlm_logits_loss, val_nsp_logits_loss) average that step's 0 in with the weight of a
+    whole batch: 20 batches of held-out pretraining records read 20/21 of their loss (the
+    total val_loss weighs steps by batch size and stays right). A dataset that states its
+    length ends cleanly.
+    """
+    import tensorflow as tf
+
+    if not isinstance(validation_data, tf.data.Dataset):
+        return validation_data
+    if int(validation_data.cardinality()) != int(tf.data.UNKNOWN_CARDINALITY):
+        return validation_data
+    count = int(validation_data.reduce(0, lambda n, *_: n + 1))
+    return validation_data.apply(tf.data.experimental.assert_cardinality(count))
+
+
 def fit_resumable(
     model,
     dataset_fn,
@@ -88,7 +108,7 @@ def fit_resumable(
     epoch, offset = divmod(start, steps_per_epoch)
     histories = []
     # shuffle=False: the order is the dataset's own (Keras ignores it for datasets, with a warning).
-    common = dict(validation_data=validation_data, callbacks=callbacks, verbose=verbose, shuffle=False)
+    common = dict(validation_data=_with_stated_length(validation_data), callbacks=callbacks, verbose=verbose, shuffle=False)
     if offset:
         histories.append(
             model.fit(stream, initial_epoch=epoch, epochs=epoch + 1, steps_per_epoch=steps_per_epoch - offset, **common)

@@ -156,3 +156,33 @@ def test_best_model_checkpoint_keeps_the_best_across_processes(tmp_path):
     assert not reloaded.optimizer.built
     with pytest.raises(ValueError, match=r"monitors 'val_accuracy', which the epoch logs lack"):
         again.on_epoch_end(2, {"loss": 0.1})
+
+
+def test_validation_of_unknown_length_reports_true_per_output_losses():
+    # Records read from TFRecord files have no known length; Keras 3.15 alone would average
+    # one extra, empty step into val_mlm_logits_loss and val_nsp_logits_loss (8/9 of their
+    # value here), while val_loss stayed right.
+    rng = np.random.default_rng(0)
+    n = 64
+    x = {"token_ids": rng.integers(5, 50, (n, 8)).astype("int32"), "segment_ids": np.zeros((n, 8), "int32"),
+         "padding_mask": np.ones((n, 8), "int32"), "mask_positions": rng.integers(1, 8, (n, 4)).astype("int32")}
+    y = {"mlm_logits": rng.integers(5, 50, (n, 4)), "nsp_logits": rng.integers(0, 2, n)}
+    w = {"mlm_logits": (rng.random((n, 4)) < 0.5).astype("float32"), "nsp_logits": np.ones(n, "float32")}
+    data = tf.data.Dataset.from_tensor_slices((x, y, w)).batch(8)
+    validation = data.filter(lambda *_: True)  # the same 8 batches, length unknown
+    assert int(validation.cardinality()) == int(tf.data.UNKNOWN_CARDINALITY)
+    keras.utils.set_random_seed(0)
+    model = kb.BertPretrainer(kb.BertBackbone(vocabulary_size=50, num_layers=1, num_heads=2, hidden_dim=16,
+                                              intermediate_dim=32, max_sequence_length=16, dropout=0.0))
+    model.compile(optimizer=keras.optimizers.SGD(0.0), loss=model.loss)  # lr 0: the weights stay put
+    history = fit_resumable(model, lambda: data, epochs=1, steps_per_epoch=8, validation_data=validation, verbose=0).history
+    # Per batch, straight from the losses (every batch holds 8 examples, so the plain mean).
+    parts = {"mlm_logits": [], "nsp_logits": []}
+    for xb, yb, wb in data:
+        out = model(xb, training=False)
+        for key in parts:
+            parts[key].append(float(model.loss[key](yb[key], out[key], wb[key])))
+    for key, values in parts.items():
+        np.testing.assert_allclose(history[f"val_{key}_loss"][0], np.mean(values), rtol=1e-5)
+    np.testing.assert_allclose(history["val_loss"][0], history["val_mlm_logits_loss"][0] + history["val_nsp_logits_loss"][0],
+                               rtol=1e-5)
