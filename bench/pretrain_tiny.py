@@ -34,7 +34,7 @@ from machine import read_loadavg  # noqa: E402
 from mr_split import load_mr, mr_split, write_csv  # noqa: E402
 
 REVIEWS = os.path.join(REPO, "data", "corpora", "polarity-en-pang&lee1.csv")
-VOCAB = os.path.join(REPO, "data", "minilm", "vocab.txt")
+MINILM_VOCAB = os.path.join(REPO, "data", "minilm", "vocab.txt")
 
 
 def kbert(*argv, capture=False):
@@ -50,7 +50,7 @@ def pretrain_phase(args, work, folder, steps, seq_len, init):
     # One held-out set, at the first phase's length, for every phase: their figures compare.
     heldout = os.path.join(work, "heldout_records")
     if not os.path.isfile(os.path.join(heldout, "pretraining.json")):
-        kbert("pretrain-data", os.path.join(work, "reviews_heldout.csv"), "--format", "reviews-csv", "--vocab", VOCAB,
+        kbert("pretrain-data", os.path.join(work, "reviews_heldout.csv"), "--format", "reviews-csv", "--vocab", args.vocab,
               "--output", heldout, "--dupe-factor", "1", "--max-seq-length", args.seq_len, "--num-shards", 1,
               "--quiet")
     with open(os.path.join(heldout, "pretraining.json")) as f:
@@ -70,7 +70,7 @@ def pretrain_phase(args, work, folder, steps, seq_len, init):
     source = ("--init", init) if init else ("--preset", "bert_tiny")
     kbert(
         "pretrain", "--corpus", os.path.join(work, "reviews_train.csv"), "--corpus-format", "reviews-csv",
-        "--vocab", VOCAB, *source, "--output", run, "--steps", steps,
+        "--vocab", args.vocab, *source, "--output", run, "--steps", steps,
         "--steps-per-epoch", args.steps_per_epoch, "--batch-size", 32, "--seq-len", seq_len,
         "--learning-rate", args.pretrain_learning_rate, "--validation-records", heldout, "--quiet",
     )
@@ -147,13 +147,29 @@ def main():
     parser.add_argument("--phase2-seq-len", type=int, default=128)
     parser.add_argument("--extra-seeds", type=int, default=0,
                         help="Fine-tune each init's chosen learning rate again with seeds 1..N; report the mean.")
+    parser.add_argument("--vocab-size", type=int,
+                        help="Learn a WordPiece vocabulary of about this size from the pretraining reviews "
+                             "(kbert vocab) instead of using MiniLM's 30,522-token uncased vocabulary.")
     parser.add_argument("--probe-child", metavar="MODEL", help=argparse.SUPPRESS)
     parser.add_argument("--pretrain-only", action="store_true", help="Stop after pretraining (fine-tune on a later call).")
     args = parser.parse_args()
     work = args.work
+    os.makedirs(work, exist_ok=True)
+    if args.vocab_size:
+        # A WordPiece vocabulary learned from the pretraining reviews only (never the held-out
+        # reviews or MR), for the pretrained and the random model alike.
+        args.vocab = os.path.join(work, "vocab.txt")
+        if not os.path.isfile(args.vocab):
+            with open(REVIEWS, encoding="utf-8-sig", newline="") as f:
+                texts = [r[1] for i, r in enumerate(csv.reader(f)) if i % 10 != 9]
+            corpus = os.path.join(work, "reviews_train.txt")
+            with open(corpus, "w", encoding="utf-8") as f:
+                f.write("\n".join(texts) + "\n")
+            kbert("vocab", corpus, "--size", args.vocab_size, "--output", args.vocab, "--quiet")
+    else:
+        args.vocab = MINILM_VOCAB
     if args.probe_child:
         return probe_child(args.probe_child, work)
-    os.makedirs(work, exist_ok=True)
 
     with open(REVIEWS, encoding="utf-8-sig", newline="") as f:
         reviews = list(csv.reader(f))
@@ -178,8 +194,9 @@ def main():
     random_init = os.path.join(work, "bert_tiny_random.keras")
     subprocess.run([sys.executable, "-c", (
         "import keras, keras_bert_impl as kb; from keras_bert_impl.checkpoints.vocabulary import read_vocabulary;"
-        "keras.utils.set_random_seed(0); b = kb.BertBackbone.from_preset('bert_tiny');"
-        f"b.set_vocabulary(read_vocabulary({VOCAB!r}), lowercase=True); b.save({random_init!r})"
+        f"v = read_vocabulary({args.vocab!r}); keras.utils.set_random_seed(0);"
+        "b = kb.BertBackbone.from_preset('bert_tiny', vocabulary_size=len(v));"
+        f"b.set_vocabulary(v, lowercase=True); b.save({random_init!r})"
     )], check=True)
 
     # Each init gets the learning rate that scores best on a dev set (10% of MR's training part,
@@ -234,10 +251,14 @@ def main():
                    + f"--pretrain-learning-rate {args.pretrain_learning_rate} --finetune-learning-rates "
                    f"{' '.join(f'{lr:g}' for lr in args.finetune_learning_rates)} --pooling {args.pooling} "
                    f"--finetune-epochs {args.finetune_epochs}"
-                   + (f" --extra-seeds {args.extra_seeds}" if args.extra_seeds else ""),
+                   + (f" --extra-seeds {args.extra_seeds}" if args.extra_seeds else "")
+                   + (f" --vocab-size {args.vocab_size}" if args.vocab_size else ""),
         "timestamp_utc": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
         "machine": {"nproc": os.cpu_count(), "platform": platform.platform(),
                     "loadavg_at_end": read_loadavg()},
+        "vocabulary": {"file": os.path.relpath(args.vocab, REPO), "tokens": sum(1 for _ in open(args.vocab, encoding="utf-8")),
+                       "source": f"kbert vocab --size {args.vocab_size} on the pretraining reviews" if args.vocab_size
+                                 else "all-MiniLM-L6-v2's (BERT uncased) vocab.txt"},
         "pretraining_phases": [phase_report(run, metrics, seconds, args) for run, metrics, seconds in pretrain_runs],
         "mr_finetune": {
             "settings": {"split": "scikit-learn stratified 80/20, seed 0 (bench/mr_split.py); the 80% split "
