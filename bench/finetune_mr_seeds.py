@@ -1,0 +1,149 @@
+"""MR fine-tune of all-MiniLM-L6-v2 over several seeds: how much of the 0.81 target is noise.
+
+The training issue's real-task item asks for accuracy >= 0.81 on the 800 held-out
+sentences (one sentence is 0.00125) and quotes 0.811 for a PyTorch + transformers
+fine-tune. A single run of either side moves with the seed (classifier init, dropout,
+batch order), so this runs the settings of bench/finetune_mr.py (scikit-learn
+stratified 80/20 split with seed 0, length 64, batch 32, lr 5e-5, 3 epochs, no warm-up,
+no weight decay, clipping at 1.0) for seeds 0..N-1 on three sides:
+
+- ours, pooled [CLS] head (`kbert finetune --pooling pooled`, the reference's head);
+- ours, mean-pooled head (`--pooling mean`, how all-MiniLM-L6-v2 was trained);
+- the PyTorch reference (bench/finetune_mr_pytorch.py, BertForSequenceClassification).
+
+The split is the same for every seed; only the training seed changes. Finished runs
+(a run folder with metrics.json, or a reference JSON) are reused, so the sweep can be
+stopped and continued. Accuracy only: the epoch-time comparison is bench/finetune_mr.py.
+
+    .venv/bin/python bench/finetune_mr_seeds.py --seeds 5 --torch-python /tmp/refvenv/bin/python
+"""
+
+import argparse
+import hashlib
+import json
+import os
+import platform
+import statistics
+import subprocess
+import sys
+import time
+
+REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, os.path.join(REPO, "bench"))
+
+from machine import read_loadavg  # noqa: E402
+from mr_split import load_mr, mr_split, write_csv  # noqa: E402
+
+TARGET = 0.81
+
+
+def ours(work, train_csv, test_csv, pooling, seed, epochs):
+    """Test accuracy per epoch of one `kbert finetune` run (the test part is its validation file)."""
+    run = os.path.join(work, f"ours-{pooling}-seed{seed}-wu0.0-wd0.0")  # bench/finetune_mr.py's folder name
+    if not os.path.isfile(os.path.join(run, "metrics.json")):
+        if os.path.exists(run):
+            subprocess.run(["rm", "-rf", run], check=True)  # an unfinished run: start it again whole
+        command = [
+            "finetune", "--task", "classification", "--init", os.path.join(REPO, "data", "minilm"),
+            "--train", train_csv, "--validation", test_csv, "--no-header", "--columns", "label,text",
+            "--output", run, "--epochs", str(epochs), "--batch-size", "32", "--seq-len", "64",
+            "--learning-rate", "5e-5", "--warmup-fraction", "0.0", "--weight-decay", "0.0",
+            "--seed", str(seed), "--pooling", pooling, "--save-every", "1000", "--quiet",
+        ]
+        print("+ kbert " + " ".join(command), flush=True)
+        subprocess.run([sys.executable, "-m", "keras_bert_impl.cli", *command], check=True)
+    with open(os.path.join(run, "metrics.json")) as f:
+        metrics = json.load(f)
+    if len(metrics["history"]["val_accuracy"]) != epochs:
+        sys.exit(f"{run} holds a {len(metrics['history']['val_accuracy'])}-epoch run, not --epochs {epochs}")
+    return metrics["validation"]["accuracy"], metrics["history"]["val_accuracy"]
+
+
+def reference(work, torch_python, seed, epochs):
+    """Test accuracy (and per epoch) of one PyTorch + transformers run."""
+    output = os.path.join(work, f"pytorch-seed{seed}.json")
+    if not os.path.isfile(output):
+        command = [torch_python, os.path.join(REPO, "bench", "finetune_mr_pytorch.py"), "--output", output,
+                   "--epochs", str(epochs), "--seed", str(seed), "--threads", "2"]
+        print("+ " + " ".join(command), flush=True)
+        subprocess.run(command, check=True)
+    with open(output) as f:
+        result = json.load(f)
+    settings = result["settings"]
+    if settings["seed"] != seed or settings["epochs"] != epochs or settings.get("split_seed", 0) != 0:
+        sys.exit(f"{output} is not a seed {seed}, {epochs}-epoch run on the split with seed 0")
+    return result["test_accuracy"], [e["test_accuracy"] for e in result["eval_per_epoch"]], settings["test_indices_sha256"]
+
+
+def summary(values):
+    return {"mean": statistics.fmean(values), "sd": statistics.stdev(values) if len(values) > 1 else 0.0,
+            "min": min(values), "max": max(values), "runs_at_or_above_target": sum(v >= TARGET for v in values),
+            "runs": len(values)}
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--output", default=os.path.join(REPO, "bench", "results", "finetune_mr_seeds.json"))
+    parser.add_argument("--work", default=os.path.join(REPO, "data", "bench", "finetune_mr"))
+    parser.add_argument("--seeds", type=int, default=5, help="Seeds 0..N-1.")
+    parser.add_argument("--epochs", type=int, default=3)
+    parser.add_argument("--torch-python", help="Python of a venv with torch + transformers; omit to run ours only.")
+    parser.add_argument("--sides", nargs="+", choices=("pooled", "mean", "pytorch"), default=["pooled", "mean", "pytorch"])
+    args = parser.parse_args()
+    if args.seeds < 1:
+        parser.error(f"--seeds must be at least 1, got {args.seeds}")
+    if "pytorch" in args.sides and not args.torch_python:
+        parser.error("--sides includes pytorch: pass --torch-python (a venv with torch + transformers)")
+    os.makedirs(args.work, exist_ok=True)
+
+    texts, labels = load_mr()
+    train_idx, test_idx = mr_split(texts, labels, seed=0)
+    train_csv, test_csv = os.path.join(args.work, "mr_train.csv"), os.path.join(args.work, "mr_test.csv")
+    write_csv(train_csv, [(str(labels[i]), texts[i]) for i in train_idx])
+    write_csv(test_csv, [(str(labels[i]), texts[i]) for i in test_idx])
+
+    # The reference computes its own split; every seed must hold out these 800 sentences.
+    expected_test_hash = hashlib.sha256(",".join(map(str, sorted(test_idx.tolist()))).encode()).hexdigest()
+    runs = {side: {} for side in args.sides}
+    # Seed by seed, so that a stopped sweep has every side for the seeds it finished.
+    for seed in range(args.seeds):
+        for side in args.sides:
+            if side == "pytorch":
+                accuracy, per_epoch, test_hash = reference(args.work, args.torch_python, seed, args.epochs)
+                if test_hash != expected_test_hash:
+                    sys.exit(f"the PyTorch run with seed {seed} held out other sentences than bench/mr_split.py's "
+                             f"split (test-index hash {test_hash}, expected {expected_test_hash})")
+            else:
+                accuracy, per_epoch = ours(args.work, train_csv, test_csv, side, seed, args.epochs)
+            runs[side][seed] = {"test_accuracy": accuracy, "test_accuracy_per_epoch": per_epoch}
+            print(f"seed {seed} {side}: {accuracy:.4f}", flush=True)
+
+    report = {
+        "task": "MR sentence polarity, all-MiniLM-L6-v2 weights, fine-tuned over several seeds",
+        "command": f"python bench/finetune_mr_seeds.py --seeds {args.seeds} --epochs {args.epochs} "
+                   f"--sides {' '.join(args.sides)}" + (" --torch-python PYTHON" if args.torch_python else ""),
+        "timestamp_utc": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+        "machine": {"nproc": os.cpu_count(), "platform": platform.platform(), "loadavg_at_end": read_loadavg()},
+        "settings": {"split": "scikit-learn stratified 80/20, seed 0 (bench/mr_split.py), the same for every seed",
+                     "train_examples": len(train_idx), "test_examples": len(test_idx), "epochs": args.epochs,
+                     "batch_size": 32, "seq_len": 64, "learning_rate": 5e-5, "warmup_fraction": 0.0,
+                     "weight_decay": 0.0, "seeds": list(range(args.seeds)),
+                     "seed_controls": "ours: --seed (head init, dropout, shuffling); PyTorch: torch.manual_seed and "
+                                      "the shuffling generator"},
+        "target": f"accuracy >= {TARGET} (the issue's PyTorch figure: 0.811)",
+        "sides": {side: {"runs": {str(s): r for s, r in per_seed.items()},
+                         "summary": summary([r["test_accuracy"] for r in per_seed.values()])}
+                  for side, per_seed in runs.items()},
+    }
+    tmp = args.output + ".tmp"
+    with open(tmp, "w", encoding="utf-8") as f:
+        json.dump(report, f, indent=2)
+    os.replace(tmp, args.output)
+    for side, body in report["sides"].items():
+        s = body["summary"]
+        print(f"{side:8s} mean {s['mean']:.4f} sd {s['sd']:.4f} min {s['min']:.4f} max {s['max']:.4f} "
+              f"({s['runs_at_or_above_target']}/{s['runs']} runs >= {TARGET})")
+
+
+if __name__ == "__main__":
+    main()
