@@ -32,7 +32,23 @@ REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(REPO, "bench"))
 
 from machine import read_loadavg, wait_for_idle  # noqa: E402
-from mr_split import load_mr, mr_split, write_csv  # noqa: E402
+from mr_split import write_mr_split  # noqa: E402
+
+
+def run_folder(work, pooling, seed, warmup_fraction=0.0, weight_decay=0.0):
+    """The run folder of one of our fine-tunes (bench/finetune_mr_seeds.py reuses them)."""
+    return os.path.join(work, f"ours-{pooling}-seed{seed}-wu{warmup_fraction}-wd{weight_decay}")
+
+
+def finetune_command(train_csv, test_csv, run_dir, epochs, pooling, seed, warmup_fraction=0.0, weight_decay=0.0):
+    """`kbert finetune` arguments of the real task: the MiniLM weights, length 64, batch 32, lr 5e-5."""
+    return [
+        "finetune", "--task", "classification", "--init", os.path.join(REPO, "data", "minilm"), "--train", train_csv,
+        "--validation", test_csv, "--no-header", "--columns", "label,text", "--output", run_dir,
+        "--epochs", str(epochs), "--batch-size", "32", "--seq-len", "64", "--learning-rate", "5e-5",
+        "--warmup-fraction", str(warmup_fraction), "--weight-decay", str(weight_decay),
+        "--seed", str(seed), "--pooling", pooling, "--save-every", "1000", "--quiet",
+    ]
 
 
 def main():
@@ -50,25 +66,16 @@ def main():
     args = parser.parse_args()
     os.makedirs(args.work, exist_ok=True)
 
-    texts, labels = load_mr()
-    train_idx, test_idx = mr_split(texts, labels, seed=0)
-    train_csv, test_csv = os.path.join(args.work, "mr_train.csv"), os.path.join(args.work, "mr_test.csv")
-    write_csv(train_csv, [(str(labels[i]), texts[i]) for i in train_idx])
-    write_csv(test_csv, [(str(labels[i]), texts[i]) for i in test_idx])
+    _, _, train_idx, test_idx, train_csv, test_csv = write_mr_split(args.work)
 
-    run_dir = os.path.join(args.work, f"ours-{args.pooling}-seed{args.seed}-wu{args.warmup_fraction}-wd{args.weight_decay}")
+    run_dir = run_folder(args.work, args.pooling, args.seed, args.warmup_fraction, args.weight_decay)
     if os.path.exists(run_dir):
         subprocess.run(["rm", "-rf", run_dir], check=True)  # a bench measures a whole run, never a resumed one
     if args.wait_idle:
         wait_for_idle(args.wait_idle)
     load_before = read_loadavg()
-    command = [
-        "finetune", "--task", "classification", "--init", os.path.join(REPO, "data", "minilm"), "--train", train_csv,
-        "--validation", test_csv, "--no-header", "--columns", "label,text", "--output", run_dir,
-        "--epochs", str(args.epochs), "--batch-size", "32", "--seq-len", "64", "--learning-rate", "5e-5",
-        "--warmup-fraction", str(args.warmup_fraction), "--weight-decay", str(args.weight_decay),
-        "--seed", str(args.seed), "--pooling", args.pooling, "--save-every", "1000", "--quiet",
-    ]
+    command = finetune_command(train_csv, test_csv, run_dir, args.epochs, args.pooling, args.seed,
+                               args.warmup_fraction, args.weight_decay)
     print("+ kbert " + " ".join(command), flush=True)
     subprocess.run([sys.executable, "-m", "keras_bert_impl.cli", *command], check=True)
     with open(os.path.join(run_dir, "metrics.json")) as f:

@@ -32,24 +32,19 @@ REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(REPO, "bench"))
 
 from machine import read_loadavg  # noqa: E402
-from mr_split import load_mr, mr_split, write_csv  # noqa: E402
+from finetune_mr import finetune_command, run_folder  # noqa: E402
+from mr_split import write_mr_split  # noqa: E402
 
 TARGET = 0.81
 
 
 def ours(work, train_csv, test_csv, pooling, seed, epochs):
     """Test accuracy per epoch of one `kbert finetune` run (the test part is its validation file)."""
-    run = os.path.join(work, f"ours-{pooling}-seed{seed}-wu0.0-wd0.0")  # bench/finetune_mr.py's folder name
+    run = run_folder(work, pooling, seed)
     if not os.path.isfile(os.path.join(run, "metrics.json")):
         if os.path.exists(run):
             subprocess.run(["rm", "-rf", run], check=True)  # an unfinished run: start it again whole
-        command = [
-            "finetune", "--task", "classification", "--init", os.path.join(REPO, "data", "minilm"),
-            "--train", train_csv, "--validation", test_csv, "--no-header", "--columns", "label,text",
-            "--output", run, "--epochs", str(epochs), "--batch-size", "32", "--seq-len", "64",
-            "--learning-rate", "5e-5", "--warmup-fraction", "0.0", "--weight-decay", "0.0",
-            "--seed", str(seed), "--pooling", pooling, "--save-every", "1000", "--quiet",
-        ]
+        command = finetune_command(train_csv, test_csv, run, epochs, pooling, seed)
         print("+ kbert " + " ".join(command), flush=True)
         subprocess.run([sys.executable, "-m", "keras_bert_impl.cli", *command], check=True)
     with open(os.path.join(run, "metrics.json")) as f:
@@ -96,11 +91,7 @@ def main():
         parser.error("--sides includes pytorch: pass --torch-python (a venv with torch + transformers)")
     os.makedirs(args.work, exist_ok=True)
 
-    texts, labels = load_mr()
-    train_idx, test_idx = mr_split(texts, labels, seed=0)
-    train_csv, test_csv = os.path.join(args.work, "mr_train.csv"), os.path.join(args.work, "mr_test.csv")
-    write_csv(train_csv, [(str(labels[i]), texts[i]) for i in train_idx])
-    write_csv(test_csv, [(str(labels[i]), texts[i]) for i in test_idx])
+    _, _, train_idx, test_idx, train_csv, test_csv = write_mr_split(args.work)
 
     # The reference computes its own split; every seed must hold out these 800 sentences.
     expected_test_hash = hashlib.sha256(",".join(map(str, sorted(test_idx.tolist()))).encode()).hexdigest()

@@ -42,6 +42,17 @@ def write_csv(path, rows):
         csv.writer(f, quoting=csv.QUOTE_ALL).writerows(rows)
 
 
+def write_mr_split(folder, seed=0):
+    """Writes the 80/20 split as folder/mr_train.csv and folder/mr_test.csv (the file's own
+    layout); returns (texts, labels, train_idx, test_idx, train_csv, test_csv)."""
+    texts, labels = load_mr()
+    train_idx, test_idx = mr_split(texts, labels, seed=seed)
+    train_csv, test_csv = os.path.join(folder, "mr_train.csv"), os.path.join(folder, "mr_test.csv")
+    write_csv(train_csv, [(str(labels[i]), texts[i]) for i in train_idx])
+    write_csv(test_csv, [(str(labels[i]), texts[i]) for i in test_idx])
+    return texts, labels, train_idx, test_idx, train_csv, test_csv
+
+
 def _approximate_mode(class_counts, n_draws, rng):
     # scikit-learn's sklearn.utils.extmath._approximate_mode
     continuous = class_counts / class_counts.sum() * n_draws

@@ -31,7 +31,7 @@ REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(REPO, "bench"))
 
 from machine import read_loadavg  # noqa: E402
-from mr_split import load_mr, mr_split, write_csv  # noqa: E402
+from mr_split import mr_split, write_csv, write_mr_split  # noqa: E402
 
 REVIEWS = os.path.join(REPO, "data", "corpora", "polarity-en-pang&lee1.csv")
 MINILM_VOCAB = os.path.join(REPO, "data", "minilm", "vocab.txt")
@@ -175,10 +175,7 @@ def main():
         reviews = list(csv.reader(f))
     write_csv(os.path.join(work, "reviews_train.csv"), [r for i, r in enumerate(reviews) if i % 10 != 9])
     write_csv(os.path.join(work, "reviews_heldout.csv"), [r for i, r in enumerate(reviews) if i % 10 == 9])
-    texts, labels = load_mr()
-    train_idx, test_idx = mr_split(texts, labels, seed=0)
-    for name, index in (("mr_train.csv", train_idx), ("mr_test.csv", test_idx)):
-        write_csv(os.path.join(work, name), [(str(labels[i]), texts[i]) for i in index])
+    texts, labels, train_idx, _, _, _ = write_mr_split(work)
 
     phases = [("pretrain", args.steps, args.seq_len, None)]
     if args.phase2_steps:
