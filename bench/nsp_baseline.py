@@ -21,7 +21,6 @@ pretrainer sees 15% of the tokens masked.
 """
 
 import argparse
-import glob
 import json
 import os
 import platform
@@ -39,24 +38,17 @@ from machine import read_loadavg  # noqa: E402
 
 def read_pairs(directory):
     """(segment A id lists, segment B id lists, labels 1 = NotNext) of the records in
-    `directory`, with masked positions restored to their original ids."""
-    import tensorflow as tf
+    `directory`, in the order kbert pretrain reads them, with masked positions restored
+    to their original ids."""
+    from keras_bert_impl.data.pretraining_features import NSP_FEATURE
+    from keras_bert_impl.data.pretraining_record_reader import PretrainingRecordReader
 
-    from keras_bert_impl.data.pretraining_features import NSP_FEATURE, feature_spec
-
-    with open(os.path.join(directory, "pretraining.json")) as f:
-        meta = json.load(f)
-    if meta.get("format") != "google-bert-pretraining":
-        sys.exit(f"{directory}/pretraining.json is not a pretraining records manifest (format={meta.get('format')!r}).")
-    spec = feature_spec(meta["max_seq_length"], meta["max_predictions_per_seq"], masked=meta["masked"])
-    files = sorted(glob.glob(os.path.join(directory, "*.tfrecord")))
-    dataset = tf.data.TFRecordDataset(files).batch(4096).map(lambda r: tf.io.parse_example(r, spec))
+    reader = PretrainingRecordReader.from_directory(directory)  # masked records: the restore needs them
     segments_a, segments_b, labels = [], [], []
-    for batch in dataset.as_numpy_iterator():
+    for batch in reader.features().batch(4096).as_numpy_iterator():
         ids = batch["input_ids"].copy()
-        if meta["masked"]:
-            rows = np.nonzero(batch["masked_lm_weights"] > 0)
-            ids[rows[0], batch["masked_lm_positions"][rows]] = batch["masked_lm_ids"][rows]
+        rows = np.nonzero(batch["masked_lm_weights"] > 0)
+        ids[rows[0], batch["masked_lm_positions"][rows]] = batch["masked_lm_ids"][rows]
         for row, segment, mask in zip(ids, batch["segment_ids"], batch["input_mask"]):
             length = int(mask.sum())
             a_end = int((segment[:length] == 0).sum())  # [CLS] A [SEP]
