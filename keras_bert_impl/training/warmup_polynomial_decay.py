@@ -10,7 +10,13 @@ from keras_bert_impl.layers.validation import check_positive_int
 class WarmupPolynomialDecay(keras.optimizers.schedules.LearningRateSchedule):
     """lr(step) = peak * step / warmup_steps while step < warmup_steps, then
     (peak - end) * (1 - (step - warmup) / (decay_steps - warmup)) ** power + end,
-    held at `end` after `decay_steps` (Google's optimization.py with power=1).
+    held at `end` after `decay_steps`.
+
+    The decay starts where warm-up ends, so the rate is continuous (transformers'
+    `get_linear_schedule_with_warmup` when power=1 and end=0). Google's
+    optimization.py and Model Garden count the (linear) decay from step 0 instead: from
+    the end of warm-up on, their rate is this one's times (1 - warmup_steps / decay_steps)
+    (bench/pretrain_reference_tfm.py runs theirs).
 
     Args:
         peak_learning_rate: float. Rate reached at the end of warm-up.

@@ -22,6 +22,23 @@ def test_schedule_warmup_then_keras_polynomial_decay():
     assert float(again(42)) == float(schedule(42))
 
 
+def test_schedule_against_model_garden_and_google():
+    # Model Garden's WarmUp over PolynomialDecay(num_train_steps), the schedule of Google's
+    # optimization.py, counts the decay from step 0; ours starts it where warm-up ends.
+    # Pinned: identical during warm-up, then theirs = ours * (1 - warmup / decay_steps).
+    import tf_keras
+    from official.nlp.optimization import WarmUp
+
+    peak, total, warmup = 1e-3, 30000, 3000
+    theirs = WarmUp(peak, tf_keras.optimizers.schedules.PolynomialDecay(peak, total, 0.0, power=1.0), warmup)
+    ours = WarmupPolynomialDecay(peak, decay_steps=total, warmup_steps=warmup)
+    for step in (1, 1500, 2999):
+        assert float(ours(step)) == pytest.approx(float(theirs(step)), rel=1e-5)
+    for step in (3000, 5000, 12000, 29000):
+        assert float(theirs(step)) == pytest.approx(float(ours(step)) * (1 - warmup / total), rel=1e-5)
+    assert float(ours(total)) == float(theirs(total)) == 0.0
+
+
 def test_schedule_rejects_bad_warmup():
     with pytest.raises(ValueError, match="warmup_steps=100"):
         WarmupPolynomialDecay(1e-3, decay_steps=100, warmup_steps=100)
