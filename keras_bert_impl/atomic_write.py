@@ -21,10 +21,19 @@ def write_atomically(path, write, suffix=""):
     os.close(fd)
     try:
         write(tmp)
+        # mkstemp creates the file private (0600); an artifact gets the mode open() would give
+        # it under the umask, so a server running as another user can read the model.
+        os.chmod(tmp, 0o666 & ~_umask())
         os.replace(tmp, path)
     finally:
         if os.path.exists(tmp):
             os.remove(tmp)
+
+
+def _umask():
+    mask = os.umask(0)  # the only way to read it is to set it
+    os.umask(mask)
+    return mask
 
 
 def write_json_atomically(data, path, **dump_kwargs):
