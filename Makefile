@@ -7,10 +7,12 @@ INSTALLED := $(VENV)/.installed
 BENCH_INSTALLED := $(VENV)/.bench-installed
 DATA := data
 DATA_STAMP := $(DATA)/.fetched
+AUSTEN_STAMP := $(DATA)/austen/.fetched
+AUSTEN_DEB := r-cran-janeaustenr_1.0.0-1_all.deb
 # pytest -m "not slow" is the quick loop; `make test` runs everything CI needs.
 PYTEST_ARGS ?=
 
-.PHONY: install data test test-fast demo bench clean
+.PHONY: install data data-austen test test-fast demo bench clean
 
 install: $(INSTALLED)
 
@@ -41,6 +43,24 @@ $(DATA_STAMP): $(INSTALLED)
 	rm -rf $(DATA)/minilm $(DATA)/corpora
 	mv $(DATA)/.tmp/minilm $(DATA)/.tmp/corpora $(DATA)/
 	rm -rf $(DATA)/.tmp
+	touch $@
+
+# The second unlabeled corpus of DATA.md, for the pretraining benches only (make test does
+# not need it): Jane Austen's novels from Debian's r-cran-janeaustenr, as a text file of
+# chapters (bench/austen_corpus.py). apt-get download needs the package lists; a machine
+# without them gets them from apt-get update.
+data-austen: $(AUSTEN_STAMP)
+
+$(AUSTEN_STAMP): $(BENCH_INSTALLED)
+	rm -rf $(DATA)/.tmp-austen && mkdir -p $(DATA)/.tmp-austen
+	cd $(DATA)/.tmp-austen && { apt-get download -q r-cran-janeaustenr=1.0.0-1 \
+	  || { apt-get update -q && apt-get download -q r-cran-janeaustenr=1.0.0-1; }; }
+	cd $(DATA)/.tmp-austen && dpkg-deb -x $(AUSTEN_DEB) pkg \
+	  && mv pkg/usr/lib/R/site-library/janeaustenr janeaustenr && sha256sum -c ../../bench/austen.sha256
+	$(BIN)/python bench/austen_corpus.py --package $(DATA)/.tmp-austen/janeaustenr --output $(DATA)/.tmp-austen/austen.txt
+	rm -rf $(DATA)/austen && mkdir -p $(DATA)/austen
+	mv $(DATA)/.tmp-austen/janeaustenr $(DATA)/.tmp-austen/austen.txt $(DATA)/austen/
+	rm -rf $(DATA)/.tmp-austen
 	touch $@
 
 test: $(INSTALLED) $(DATA_STAMP)

@@ -13,6 +13,15 @@ Everything runs through the `kbert` commands a user would type:
    learning-rate grid; each init's rate is chosen on dev, `kbert evaluate` scores the
    test part; plus a linear probe on each init's frozen vectors.
 
+With --extra-corpus (Google's text format: a sentence per line, a blank line between
+documents; `make data-austen` writes the Austen novels of DATA.md as data/austen/austen.txt)
+every 10th document of it is held out too, and the other documents join the training
+reviews in one text file, the documents of both shuffled together (seed 0) so that
+NotNext segments come from either corpus as in BERT's Wikipedia + BookCorpus. Pretraining
+still validates on the held-out reviews (every run's figures compare); at the end the
+final pretrainer is also scored on the held-out extra documents alone and on both held-out
+sets together (the training mixture).
+
     .venv/bin/python bench/pretrain_tiny.py --work data/bench/pretrain_tiny_len64 --steps 12000 \
         --seq-len 64 --phase2-steps 3000 --phase2-seq-len 128 --pretrain-learning-rate 1e-3 \
         --extra-seeds 4 --output bench/results/pretrain_tiny_len64_phase2.json
@@ -68,8 +77,10 @@ def pretrain_phase(args, work, folder, steps, seq_len, init):
             print(f"{run} already holds a finished {steps}-step run", flush=True)
             return run, done, done["train_seconds_this_process"]
     source = ("--init", init) if init else ("--preset", "bert_tiny")
+    corpus = (("--corpus", os.path.join(work, "pretrain_corpus.txt"), "--corpus-format", "text") if args.extra_corpus
+              else ("--corpus", os.path.join(work, "reviews_train.csv"), "--corpus-format", "reviews-csv"))
     kbert(
-        "pretrain", "--corpus", os.path.join(work, "reviews_train.csv"), "--corpus-format", "reviews-csv",
+        "pretrain", *corpus,
         "--vocab", args.vocab, *source, "--output", run, "--steps", steps,
         "--steps-per-epoch", args.steps_per_epoch, "--batch-size", 32, "--seq-len", seq_len,
         "--learning-rate", args.pretrain_learning_rate, "--validation-records", heldout, "--quiet",
@@ -77,6 +88,65 @@ def pretrain_phase(args, work, folder, steps, seq_len, init):
     with open(metrics_file) as f:
         done = json.load(f)
     return run, done, done["train_seconds_this_process"]
+
+
+def extra_documents(args):
+    """Documents (lists of sentences) of the --extra-corpus files, in order; every 10th of
+    this list is held out."""
+    from keras_bert_impl.data import PretrainingCorpus
+
+    return list(PretrainingCorpus(args.extra_corpus, format="text")) if args.extra_corpus else []
+
+
+def write_text_documents(path, documents):
+    with open(path, "w", encoding="utf-8") as f:
+        f.write("\n\n".join("\n".join(document) for document in documents) + "\n")
+
+
+def write_mixed_corpora(args, work, reviews):
+    """With --extra-corpus: pretrain_corpus.txt (90% of the reviews and 90% of the extra
+    documents, shuffled together) and the held-out text files; returns the held-out record
+    sets to score at the end as {name: (text file, records folder)}."""
+    import random
+
+    from keras_bert_impl.data.pretraining_corpus import split_sentences
+
+    # The reviews' rows split as reviews_train.csv / reviews_heldout.csv are.
+    review_docs = [(i, split_sentences(r[-1])) for i, r in enumerate(reviews)]
+    extra_docs = list(enumerate(extra_documents(args)))
+    train = [d for i, d in review_docs + extra_docs if d and i % 10 != 9]
+    heldout_extra = [d for i, d in extra_docs if i % 10 == 9]
+    heldout_mixed = [d for i, d in review_docs if d and i % 10 == 9] + heldout_extra
+    # The record builder's NotNext pool is a window of 1,000 documents over the file, so the
+    # order of the file decides which corpora a NotNext segment can come from: shuffle.
+    random.Random(0).shuffle(train)
+    random.Random(0).shuffle(heldout_mixed)
+    write_text_documents(os.path.join(work, "pretrain_corpus.txt"), train)
+    sets = {"extra_heldout": heldout_extra, "mixed_heldout": heldout_mixed}
+    for name, documents in sets.items():
+        write_text_documents(os.path.join(work, f"{name}.txt"), documents)
+    return {name: (os.path.join(work, f"{name}.txt"), os.path.join(work, f"{name}_records")) for name in sets}
+
+
+def pretraining_accuracy_child(model_path, records):
+    """Prints the MLM and NSP accuracy of a saved BertPretrainer over every record of a folder."""
+    import keras
+    import numpy as np
+
+    from keras_bert_impl.data import PretrainingRecordReader
+
+    model = keras.saving.load_model(model_path)
+    mlm_hits = mlm_total = nsp_hits = examples = 0.0
+    for x, y, w in PretrainingRecordReader.from_directory(records).dataset(batch_size=64):
+        out = model(x, training=False)
+        predicted = np.asarray(out["mlm_logits"]).argmax(-1)  # [B, P]
+        weights = np.asarray(w["mlm_logits"])
+        mlm_hits += float(((predicted == np.asarray(y["mlm_logits"])) * weights).sum())
+        mlm_total += float(weights.sum())
+        nsp = np.asarray(out["nsp_logits"]).argmax(-1)
+        nsp_hits += float((nsp == np.asarray(y["nsp_logits"]).reshape(nsp.shape)).sum())
+        examples += len(nsp)
+    print(json.dumps({"examples": int(examples), "mlm_accuracy": mlm_hits / mlm_total, "nsp_accuracy": nsp_hits / examples}))
 
 
 def probe_child(init, work):
@@ -150,7 +220,12 @@ def main():
     parser.add_argument("--vocab-size", type=int,
                         help="Learn a WordPiece vocabulary of about this size from the pretraining reviews "
                              "(kbert vocab) instead of using MiniLM's 30,522-token uncased vocabulary.")
+    parser.add_argument("--extra-corpus", nargs="+", metavar="FILE",
+                        help="More pretraining text in Google's format (a sentence per line, blank lines between "
+                             "documents), e.g. data/austen/austen.txt from `make data-austen`; every 10th document "
+                             "is held out.")
     parser.add_argument("--probe-child", metavar="MODEL", help=argparse.SUPPRESS)
+    parser.add_argument("--accuracy-child", nargs=2, metavar=("MODEL", "RECORDS"), help=argparse.SUPPRESS)
     parser.add_argument("--pretrain-only", action="store_true", help="Stop after pretraining (fine-tune on a later call).")
     args = parser.parse_args()
     work = args.work
@@ -162,6 +237,8 @@ def main():
         if not os.path.isfile(args.vocab):
             with open(REVIEWS, encoding="utf-8-sig", newline="") as f:
                 texts = [r[1] for i, r in enumerate(csv.reader(f)) if i % 10 != 9]
+            # With --extra-corpus, its training documents (not the held-out tenth) count too.
+            texts += ["\n".join(d) for i, d in enumerate(extra_documents(args)) if i % 10 != 9]
             corpus = os.path.join(work, "reviews_train.txt")
             with open(corpus, "w", encoding="utf-8") as f:
                 f.write("\n".join(texts) + "\n")
@@ -170,11 +247,14 @@ def main():
         args.vocab = MINILM_VOCAB
     if args.probe_child:
         return probe_child(args.probe_child, work)
+    if args.accuracy_child:
+        return pretraining_accuracy_child(*args.accuracy_child)
 
     with open(REVIEWS, encoding="utf-8-sig", newline="") as f:
         reviews = list(csv.reader(f))
     write_csv(os.path.join(work, "reviews_train.csv"), [r for i, r in enumerate(reviews) if i % 10 != 9])
     write_csv(os.path.join(work, "reviews_heldout.csv"), [r for i, r in enumerate(reviews) if i % 10 == 9])
+    extra_heldout = write_mixed_corpora(args, work, reviews) if args.extra_corpus else {}
     texts, labels, train_idx, _, _, _ = write_mr_split(work)
 
     phases = [("pretrain", args.steps, args.seq_len, None)]
@@ -184,6 +264,20 @@ def main():
     for folder, steps, seq_len, init in phases:
         pretrain_runs.append(pretrain_phase(args, work, folder, steps, seq_len, init))
     pretrain_dir = pretrain_runs[-1][0]
+    # The final pretrainer on the other held-out sets (records at the first phase's length).
+    final_heldout = {"reviews_heldout": os.path.join(work, "heldout_records")}
+    for name, (text, records) in extra_heldout.items():
+        if not os.path.isfile(os.path.join(records, "pretraining.json")):
+            kbert("pretrain-data", text, "--format", "text", "--vocab", args.vocab, "--output", records,
+                  "--dupe-factor", "1", "--max-seq-length", args.seq_len, "--num-shards", 1, "--quiet")
+        final_heldout[name] = records
+    final_scores = {}
+    for name, records in final_heldout.items():
+        out = subprocess.run([sys.executable, os.path.abspath(__file__), "--work", work, "--accuracy-child",
+                              os.path.join(pretrain_dir, "model.keras"), records],
+                             check=True, stdout=subprocess.PIPE, text=True).stdout
+        final_scores[name] = json.loads(out.strip().splitlines()[-1])
+        print(f"final pretrainer on {name}: {final_scores[name]}", flush=True)
     if args.pretrain_only:
         return
 
@@ -249,14 +343,28 @@ def main():
                    f"{' '.join(f'{lr:g}' for lr in args.finetune_learning_rates)} --pooling {args.pooling} "
                    f"--finetune-epochs {args.finetune_epochs}"
                    + (f" --extra-seeds {args.extra_seeds}" if args.extra_seeds else "")
-                   + (f" --vocab-size {args.vocab_size}" if args.vocab_size else ""),
+                   + (f" --vocab-size {args.vocab_size}" if args.vocab_size else "")
+                   + (f" --extra-corpus {' '.join(os.path.relpath(p, REPO) for p in args.extra_corpus)}"
+                      if args.extra_corpus else ""),
         "timestamp_utc": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
         "machine": {"nproc": os.cpu_count(), "platform": platform.platform(),
                     "loadavg_at_end": read_loadavg()},
         "vocabulary": {"file": os.path.relpath(args.vocab, REPO), "tokens": sum(1 for _ in open(args.vocab, encoding="utf-8")),
-                       "source": f"kbert vocab --size {args.vocab_size} on the pretraining reviews" if args.vocab_size
+                       "source": f"kbert vocab --size {args.vocab_size} on the pretraining reviews"
+                                 + (" and the extra corpus's training documents" if args.extra_corpus else "") if args.vocab_size
                                  else "all-MiniLM-L6-v2's (BERT uncased) vocab.txt"},
+        "pretraining_corpora": {
+            "reviews": "polarity-en-pang&lee1.csv, every 10th review held out",
+            **({"extra": [os.path.relpath(p, REPO) for p in args.extra_corpus],
+                "extra_heldout": "every 10th document of the extra corpus",
+                "mixing": "training documents of both in one file, shuffled (seed 0)"} if args.extra_corpus else {}),
+        },
         "pretraining_phases": [phase_report(run, metrics, seconds, args) for run, metrics, seconds in pretrain_runs],
+        "final_pretrainer_heldout": {
+            "note": "the last phase's pretrainer over every record of each held-out set (records at the first "
+                    "phase's length, dupe factor 1); reviews_heldout is what pretraining validated on",
+            **final_scores,
+        },
         "mr_finetune": {
             "settings": {"split": "scikit-learn stratified 80/20, seed 0 (bench/mr_split.py); the 80% split "
                                   "again 90/10 (seed 0) into fit and dev", "epochs": args.finetune_epochs,
