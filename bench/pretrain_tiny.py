@@ -20,7 +20,13 @@ reviews in one text file, the documents of both shuffled together (seed 0) so th
 NotNext segments come from either corpus as in BERT's Wikipedia + BookCorpus. Pretraining
 still validates on the held-out reviews (every run's figures compare); at the end the
 final pretrainer is also scored on the held-out extra documents alone and on both held-out
-sets together (the training mixture).
+sets together (the training mixture); `--validate-on mixed_heldout` scores the mixture after
+every epoch instead.
+
+    make data-austen
+    .venv/bin/python bench/pretrain_tiny.py --work data/bench/pretrain_tiny_austen_30k --vocab-size 8000 \
+        --steps 30000 --steps-per-epoch 1000 --seq-len 64 --pretrain-learning-rate 1e-3 --selection-seeds 5 \
+        --extra-corpus data/austen/austen.txt --output bench/results/pretrain_tiny_austen_30k.json
 
     .venv/bin/python bench/pretrain_tiny.py --work data/bench/pretrain_tiny_len64 --steps 12000 \
         --seq-len 64 --phase2-steps 3000 --phase2-seq-len 128 --pretrain-learning-rate 1e-3 \
@@ -53,19 +59,28 @@ def kbert(*argv, capture=False):
     return subprocess.run(command, check=True, stdout=subprocess.PIPE if capture else None, text=True).stdout
 
 
-def pretrain_phase(args, work, folder, steps, seq_len, init):
-    """One `kbert pretrain` run (skipped when its finished metrics.json is there); returns
-    (run folder, its metrics, training seconds)."""
-    # One held-out set, at the first phase's length, for every phase: their figures compare.
-    heldout = os.path.join(work, "heldout_records")
-    if not os.path.isfile(os.path.join(heldout, "pretraining.json")):
-        kbert("pretrain-data", os.path.join(work, "reviews_heldout.csv"), "--format", "reviews-csv", "--vocab", args.vocab,
-              "--output", heldout, "--dupe-factor", "1", "--max-seq-length", args.seq_len, "--num-shards", 1,
-              "--quiet")
-    with open(os.path.join(heldout, "pretraining.json")) as f:
-        heldout_length = json.load(f)["max_seq_length"]
-    if heldout_length != args.seq_len:
-        sys.exit(f"{heldout} holds {heldout_length}-token records, not --seq-len {args.seq_len}: use another --work.")
+def heldout_records(args, work, extra_heldout):
+    """{name: records folder} of every held-out set, built once at the first phase's length
+    and used by every phase (so their figures compare): the held-out reviews, and with
+    --extra-corpus the held-out extra documents and both together."""
+    sets = {"reviews_heldout": (os.path.join(work, "reviews_heldout.csv"), "reviews-csv",
+                                os.path.join(work, "heldout_records"))}
+    sets.update({name: (text, "text", records) for name, (text, records) in extra_heldout.items()})
+    for name, (source, text_format, records) in sets.items():
+        if not os.path.isfile(os.path.join(records, "pretraining.json")):
+            kbert("pretrain-data", source, "--format", text_format, "--vocab", args.vocab, "--output", records,
+                  "--dupe-factor", "1", "--max-seq-length", args.seq_len, "--num-shards", 1, "--quiet")
+        with open(os.path.join(records, "pretraining.json")) as f:
+            length = json.load(f)["max_seq_length"]
+        if length != args.seq_len:
+            sys.exit(f"{records} holds {length}-token records, not --seq-len {args.seq_len}: use another --work.")
+    return {name: records for name, (_, _, records) in sets.items()}
+
+
+def pretrain_phase(args, work, folder, steps, seq_len, init, validation):
+    """One `kbert pretrain` run (skipped when its finished metrics.json is there), scored
+    after every epoch on the `validation` records; returns (run folder, its metrics,
+    training seconds)."""
     run = os.path.join(work, folder)
     metrics_file = os.path.join(run, "metrics.json")
     if os.path.isfile(metrics_file):
@@ -83,7 +98,7 @@ def pretrain_phase(args, work, folder, steps, seq_len, init):
         "pretrain", *corpus,
         "--vocab", args.vocab, *source, "--output", run, "--steps", steps,
         "--steps-per-epoch", args.steps_per_epoch, "--batch-size", 32, "--seq-len", seq_len,
-        "--learning-rate", args.pretrain_learning_rate, "--validation-records", heldout, "--quiet",
+        "--learning-rate", args.pretrain_learning_rate, "--validation-records", validation, "--quiet",
     )
     with open(metrics_file) as f:
         done = json.load(f)
@@ -187,7 +202,7 @@ def phase_report(run, metrics, seconds, args):
         "run": os.path.relpath(run, REPO), "steps": metrics["steps"], "batch_size": metrics["batch_size"],
         "seq_len": records.get("max_seq_length"), "learning_rate": metrics["learning_rate"],
         "records_examples": records["examples"], "seconds": seconds,
-        "heldout_seq_len": args.seq_len,
+        "heldout_seq_len": args.seq_len, "heldout_per_epoch_is": args.validate_on,
         "unigram_baseline_mlm_accuracy": metrics["unigram_baseline_mlm_accuracy"],
         "unigram_baseline_token": metrics["unigram_baseline_token"],
         "train_mlm_accuracy_per_epoch": history.get("mlm_logits_accuracy"),
@@ -215,6 +230,9 @@ def main():
                         help="Then continue (kbert pretrain --init, heads included) for this many steps at "
                              "--phase2-seq-len, as BERT did (90%% of its steps at 128 tokens, the rest at 512).")
     parser.add_argument("--phase2-seq-len", type=int, default=128)
+    parser.add_argument("--selection-seeds", type=int, default=1,
+                        help="Fine-tune every grid point with seeds 0..N-1 and choose each init's learning rate by "
+                             "the mean dev accuracy; dev and test accuracies are then means over those seeds.")
     parser.add_argument("--extra-seeds", type=int, default=0,
                         help="Fine-tune each init's chosen learning rate again with seeds 1..N; report the mean.")
     parser.add_argument("--vocab-size", type=int,
@@ -224,10 +242,19 @@ def main():
                         help="More pretraining text in Google's format (a sentence per line, blank lines between "
                              "documents), e.g. data/austen/austen.txt from `make data-austen`; every 10th document "
                              "is held out.")
+    parser.add_argument("--validate-on", default="reviews_heldout",
+                        choices=("reviews_heldout", "extra_heldout", "mixed_heldout"),
+                        help="The held-out set kbert pretrain scores after every epoch (the others need "
+                             "--extra-corpus). Default: the held-out reviews, as every earlier run.")
     parser.add_argument("--probe-child", metavar="MODEL", help=argparse.SUPPRESS)
     parser.add_argument("--accuracy-child", nargs=2, metavar=("MODEL", "RECORDS"), help=argparse.SUPPRESS)
     parser.add_argument("--pretrain-only", action="store_true", help="Stop after pretraining (fine-tune on a later call).")
     args = parser.parse_args()
+    if args.selection_seeds < 1 or (args.selection_seeds > 1 and args.extra_seeds):
+        parser.error(f"--selection-seeds must be >= 1 and cannot be combined with --extra-seeds. Received: "
+                     f"--selection-seeds {args.selection_seeds}, --extra-seeds {args.extra_seeds}")
+    if args.validate_on != "reviews_heldout" and not args.extra_corpus:
+        parser.error(f"--validate-on {args.validate_on} needs --extra-corpus (only the reviews are held out without it).")
     work = args.work
     os.makedirs(work, exist_ok=True)
     if args.vocab_size:
@@ -260,19 +287,14 @@ def main():
     phases = [("pretrain", args.steps, args.seq_len, None)]
     if args.phase2_steps:
         phases.append(("pretrain_phase2", args.phase2_steps, args.phase2_seq_len, os.path.join(work, "pretrain")))
+    heldout = heldout_records(args, work, extra_heldout)
     pretrain_runs = []
     for folder, steps, seq_len, init in phases:
-        pretrain_runs.append(pretrain_phase(args, work, folder, steps, seq_len, init))
+        pretrain_runs.append(pretrain_phase(args, work, folder, steps, seq_len, init, heldout[args.validate_on]))
     pretrain_dir = pretrain_runs[-1][0]
-    # The final pretrainer on the other held-out sets (records at the first phase's length).
-    final_heldout = {"reviews_heldout": os.path.join(work, "heldout_records")}
-    for name, (text, records) in extra_heldout.items():
-        if not os.path.isfile(os.path.join(records, "pretraining.json")):
-            kbert("pretrain-data", text, "--format", "text", "--vocab", args.vocab, "--output", records,
-                  "--dupe-factor", "1", "--max-seq-length", args.seq_len, "--num-shards", 1, "--quiet")
-        final_heldout[name] = records
+    # The final pretrainer on every held-out set.
     final_scores = {}
-    for name, records in final_heldout.items():
+    for name, records in heldout.items():
         out = subprocess.run([sys.executable, os.path.abspath(__file__), "--work", work, "--accuracy-child",
                               os.path.join(pretrain_dir, "model.keras"), records],
                              check=True, stdout=subprocess.PIPE, text=True).stdout
@@ -317,8 +339,18 @@ def main():
         folder = pretrained_name if name == "pretrained" else name
         grid = {}
         for lr in args.finetune_learning_rates:
-            dev, test = finetune(init, os.path.join(work, f"mr_{folder}_{args.pooling}_lr{lr:g}"), lr, 0)
-            grid[f"{lr:g}"] = {"dev_accuracy": dev["accuracy"], "test_accuracy": test["accuracy"], "test": test}
+            # Seed 0 keeps its old run folder name, so earlier runs are reused.
+            runs = {seed: finetune(init, os.path.join(work, f"mr_{folder}_{args.pooling}_lr{lr:g}" + (f"_seed{seed}" if seed else "")),
+                                   lr, seed) for seed in range(args.selection_seeds)}
+            if args.selection_seeds == 1:
+                dev, test = runs[0]
+                grid[f"{lr:g}"] = {"dev_accuracy": dev["accuracy"], "test_accuracy": test["accuracy"], "test": test}
+            else:
+                dev_per_seed = {seed: dev["accuracy"] for seed, (dev, _) in runs.items()}
+                test_per_seed = {seed: test["accuracy"] for seed, (_, test) in runs.items()}
+                grid[f"{lr:g}"] = {"dev_accuracy": sum(dev_per_seed.values()) / len(runs),
+                                   "test_accuracy": sum(test_per_seed.values()) / len(runs),
+                                   "dev_accuracy_per_seed": dev_per_seed, "test_accuracy_per_seed": test_per_seed}
         best = max(grid, key=lambda k: grid[k]["dev_accuracy"])  # first (smallest lr) on ties
         finetuned[name] = {"chosen_learning_rate": float(best), **grid[best], "grid": grid}
         # Fine-tuning noise: the chosen learning rate again with other seeds (head init, dropout, order).
@@ -335,7 +367,8 @@ def main():
         finetuned[name]["frozen_linear_probe_accuracy"] = json.loads(probe.strip().splitlines()[-1])
 
     report = {
-        "task": "bert_tiny pretrained from scratch (MLM + NSP) on 90% of the movie reviews, then fine-tuned on MR",
+        "task": "bert_tiny pretrained from scratch (MLM + NSP) on 90% of the movie reviews"
+                + (" and 90% of the documents of the extra corpus" if args.extra_corpus else "") + ", then fine-tuned on MR",
         "command": f"python bench/pretrain_tiny.py --work {os.path.relpath(args.work, REPO)} --steps {args.steps} "
                    f"--steps-per-epoch {args.steps_per_epoch} --seq-len {args.seq_len} "
                    + (f"--phase2-steps {args.phase2_steps} --phase2-seq-len {args.phase2_seq_len} " if args.phase2_steps else "")
@@ -343,9 +376,11 @@ def main():
                    f"{' '.join(f'{lr:g}' for lr in args.finetune_learning_rates)} --pooling {args.pooling} "
                    f"--finetune-epochs {args.finetune_epochs}"
                    + (f" --extra-seeds {args.extra_seeds}" if args.extra_seeds else "")
+                   + (f" --selection-seeds {args.selection_seeds}" if args.selection_seeds > 1 else "")
                    + (f" --vocab-size {args.vocab_size}" if args.vocab_size else "")
                    + (f" --extra-corpus {' '.join(os.path.relpath(p, REPO) for p in args.extra_corpus)}"
-                      if args.extra_corpus else ""),
+                      if args.extra_corpus else "")
+                   + (f" --validate-on {args.validate_on}" if args.validate_on != "reviews_heldout" else ""),
         "timestamp_utc": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
         "machine": {"nproc": os.cpu_count(), "platform": platform.platform(),
                     "loadavg_at_end": read_loadavg()},
@@ -370,7 +405,9 @@ def main():
                                   "again 90/10 (seed 0) into fit and dev", "epochs": args.finetune_epochs,
                          "batch_size": 32, "seq_len": 64, "pooling": args.pooling,
                          "learning_rates": args.finetune_learning_rates,
-                         "selection": "per init, the learning rate with the best dev accuracy",
+                         "selection": "per init, the learning rate with the best dev accuracy"
+                                      + (f" averaged over fine-tuning seeds 0-{args.selection_seeds - 1}; every dev and "
+                                         "test accuracy is that mean" if args.selection_seeds > 1 else ""),
                          "frozen_linear_probe": "scikit-learn LogisticRegression (defaults, max_iter 5000) on the "
                                                 "frozen backbone's mean-pooled final-layer vectors, fit on the fit part"},
             "pretrained_test_accuracy": finetuned["pretrained"]["test_accuracy"],
