@@ -38,7 +38,8 @@ import zlib
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, REPO)
 
-from keras_bert_impl.atomic_write import write_atomically  # noqa: E402
+from keras_bert_impl.atomic_write import write_text_atomically  # noqa: E402
+from keras_bert_impl.data.pretraining_corpus import documents_to_text  # noqa: E402
 
 # The order of publication; the .rdx lists them alphabetically.
 NOVELS = ("sensesensibility", "prideprejudice", "mansfieldpark", "emma", "northangerabbey", "persuasion")
@@ -132,12 +133,7 @@ def main():
     if missing:
         sys.exit(f"{args.package}: the database lacks {missing}; found {sorted(novels)}.")
     documents = [(name, doc) for name in NOVELS for doc in chapters(novels[name])]
-    text = "\n\n".join("\n".join(doc) for _, doc in documents) + "\n"
-    def write(tmp):
-        with open(tmp, "w", encoding="utf-8") as f:
-            f.write(text)
-
-    write_atomically(args.output, write, suffix=".txt")
+    write_text_atomically(documents_to_text(doc for _, doc in documents), args.output)
     sentences = sum(len(doc) for _, doc in documents)
     words = sum(len(s.split()) for _, doc in documents for s in doc)
     per_novel = {n: sum(1 for name, _ in documents if name == n) for n in NOVELS}

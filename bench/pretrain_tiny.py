@@ -113,22 +113,18 @@ def extra_documents(args):
     return list(PretrainingCorpus(args.extra_corpus, format="text")) if args.extra_corpus else []
 
 
-def write_text_documents(path, documents):
-    with open(path, "w", encoding="utf-8") as f:
-        f.write("\n\n".join("\n".join(document) for document in documents) + "\n")
-
-
-def write_mixed_corpora(args, work, reviews):
+def write_mixed_corpora(work, reviews, extra):
     """With --extra-corpus: pretrain_corpus.txt (90% of the reviews and 90% of the extra
     documents, shuffled together) and the held-out text files; returns the held-out record
     sets to score at the end as {name: (text file, records folder)}."""
     import random
 
-    from keras_bert_impl.data.pretraining_corpus import split_sentences
+    from keras_bert_impl.atomic_write import write_text_atomically
+    from keras_bert_impl.data.pretraining_corpus import documents_to_text, split_sentences
 
     # The reviews' rows split as reviews_train.csv / reviews_heldout.csv are.
     review_docs = [(i, split_sentences(r[-1])) for i, r in enumerate(reviews)]
-    extra_docs = list(enumerate(extra_documents(args)))
+    extra_docs = list(enumerate(extra))
     train = [d for i, d in review_docs + extra_docs if d and i % 10 != 9]
     heldout_extra = [d for i, d in extra_docs if i % 10 == 9]
     heldout_mixed = [d for i, d in review_docs if d and i % 10 == 9] + heldout_extra
@@ -136,10 +132,10 @@ def write_mixed_corpora(args, work, reviews):
     # order of the file decides which corpora a NotNext segment can come from: shuffle.
     random.Random(0).shuffle(train)
     random.Random(0).shuffle(heldout_mixed)
-    write_text_documents(os.path.join(work, "pretrain_corpus.txt"), train)
+    write_text_atomically(documents_to_text(train), os.path.join(work, "pretrain_corpus.txt"))
     sets = {"extra_heldout": heldout_extra, "mixed_heldout": heldout_mixed}
     for name, documents in sets.items():
-        write_text_documents(os.path.join(work, f"{name}.txt"), documents)
+        write_text_atomically(documents_to_text(documents), os.path.join(work, f"{name}.txt"))
     return {name: (os.path.join(work, f"{name}.txt"), os.path.join(work, f"{name}_records")) for name in sets}
 
 
@@ -257,6 +253,7 @@ def main():
         parser.error(f"--validate-on {args.validate_on} needs --extra-corpus (only the reviews are held out without it).")
     work = args.work
     os.makedirs(work, exist_ok=True)
+    extra = extra_documents(args)
     if args.vocab_size:
         # A WordPiece vocabulary learned from the pretraining reviews only (never the held-out
         # reviews or MR), for the pretrained and the random model alike.
@@ -265,7 +262,7 @@ def main():
             with open(REVIEWS, encoding="utf-8-sig", newline="") as f:
                 texts = [r[1] for i, r in enumerate(csv.reader(f)) if i % 10 != 9]
             # With --extra-corpus, its training documents (not the held-out tenth) count too.
-            texts += ["\n".join(d) for i, d in enumerate(extra_documents(args)) if i % 10 != 9]
+            texts += ["\n".join(d) for i, d in enumerate(extra) if i % 10 != 9]
             corpus = os.path.join(work, "reviews_train.txt")
             with open(corpus, "w", encoding="utf-8") as f:
                 f.write("\n".join(texts) + "\n")
@@ -281,7 +278,7 @@ def main():
         reviews = list(csv.reader(f))
     write_csv(os.path.join(work, "reviews_train.csv"), [r for i, r in enumerate(reviews) if i % 10 != 9])
     write_csv(os.path.join(work, "reviews_heldout.csv"), [r for i, r in enumerate(reviews) if i % 10 == 9])
-    extra_heldout = write_mixed_corpora(args, work, reviews) if args.extra_corpus else {}
+    extra_heldout = write_mixed_corpora(work, reviews, extra) if args.extra_corpus else {}
     texts, labels, train_idx, _, _, _ = write_mr_split(work)
 
     phases = [("pretrain", args.steps, args.seq_len, None)]

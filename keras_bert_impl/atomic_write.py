@@ -36,6 +36,15 @@ def _umask():
     return mask
 
 
+def write_text_atomically(text, path):
+    """`text` as UTF-8 with "\n" line ends (on every platform), written atomically."""
+    def write(tmp):
+        with open(tmp, "w", encoding="utf-8", newline="\n") as f:
+            f.write(text)
+
+    write_atomically(path, write, suffix=".txt")
+
+
 def write_json_atomically(data, path, **dump_kwargs):
     def write(tmp):
         with open(tmp, "w", encoding="utf-8") as f:

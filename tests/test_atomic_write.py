@@ -3,21 +3,12 @@ import stat
 
 import pytest
 
-from keras_bert_impl.atomic_write import write_atomically, write_json_atomically
-
-
-def _write_text(text):
-    def write(tmp):
-        with open(tmp, "w", encoding="utf-8") as f:
-            f.write(text)
-
-    return write
-
+from keras_bert_impl.atomic_write import write_atomically, write_json_atomically, write_text_atomically
 
 def test_artifact_gets_the_mode_a_plain_open_would_give(tmp_path):
     old = os.umask(0o022)
     try:
-        write_atomically(str(tmp_path / "a.txt"), _write_text("x"))
+        write_text_atomically("x", str(tmp_path / "a.txt"))
         with open(tmp_path / "b.txt", "w") as f:
             f.write("x")
     finally:

@@ -151,6 +151,12 @@ def split_sentences(text):
     return lines
 
 
+def documents_to_text(documents):
+    """Documents (lists of sentences) in the "text" format this corpus reads: a sentence per
+    line, a blank line between documents."""
+    return "\n\n".join("\n".join(document) for document in documents) + "\n"
+
+
 def _decode(raw, path, number):
     try:
         return raw.decode("utf-8")

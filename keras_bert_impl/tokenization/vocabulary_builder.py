@@ -16,7 +16,7 @@ import tensorflow_text as tf_text
 from tensorflow_text.python.ops.bert_tokenizer import BasicTokenizer
 from tensorflow_text.tools.wordpiece_vocab import wordpiece_tokenizer_learner_lib as learner
 
-from keras_bert_impl.atomic_write import write_atomically
+from keras_bert_impl.atomic_write import write_text_atomically
 from keras_bert_impl.checkpoints.vocabulary import duplicate_tokens
 
 # BERT's five special tokens, [PAD] first so that padding is id 0 (what
@@ -265,9 +265,4 @@ def write_vocabulary(tokens, path):
     duplicates = duplicate_tokens(tokens)
     if duplicates:
         raise ValueError(f"Vocabulary tokens must be unique. Received duplicates: {duplicates[:5]!r}")
-
-    def write(tmp):
-        with open(tmp, "w", encoding="utf-8", newline="\n") as f:
-            f.write("\n".join(tokens) + "\n")
-
-    write_atomically(path, write, suffix=".txt")
+    write_text_atomically("\n".join(tokens) + "\n", path)
