@@ -29,7 +29,7 @@ with their original ids (empty when the builder does not mask)."""
 
 
 class PretrainingExampleBuilder:
-    """Builds BERT's MLM + NSP examples from a `PretrainingCorpus`, in a stream.
+    r"""Builds BERT's MLM + NSP examples from a `PretrainingCorpus`, in a stream.
 
     Per document (Google's `create_instances_from_document`): sentences are
     gathered into a chunk until it reaches the target length (max_seq_length - 3,
@@ -96,11 +96,16 @@ class PretrainingExampleBuilder:
             tokenizer.
 
     Example:
-    >>> builder = PretrainingExampleBuilder("data/minilm/vocab.txt", dupe_factor=1)
-    >>> corpus = PretrainingCorpus("data/corpora/polarity-en-pang&lee1.csv", format="reviews-csv")
-    >>> first = next(builder.examples(corpus))
-    >>> sorted(first)[:3]
-    ['input_ids', 'input_mask', 'masked_lm_ids']
+    >>> from keras_bert_impl.data import PretrainingCorpus
+    >>> with open("reviews.txt", "w") as f:  # a sentence per line, a blank line between documents
+    ...     _ = f.write("a long film.\nit is also funny.\nthe end drags.\n\na dull story.\nno one laughs.\n")
+    >>> builder = PretrainingExampleBuilder("data/minilm/vocab.txt", max_seq_length=16, max_predictions_per_seq=4)
+    >>> first = next(builder.examples(PretrainingCorpus("reviews.txt")))
+    >>> first["input_ids"], first["segment_ids"]
+    ([101, 1037, 2146, 2143, 1012, 2009, 2003, 2036, 6057, 102, 103, 2203, 8011, 2015, 1012, 102],
+     [0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1])
+    >>> first["masked_lm_positions"], first["masked_lm_ids"], first["next_sentence_labels"]
+    ([1, 10, 0, 0], [1037, 1996, 0, 0], [0])
     """
 
     def __init__(

@@ -46,8 +46,11 @@ class PretrainingMasker:
         whole_word_masking: mask all pieces of a word together.
 
     Example:
-    >>> masker = PretrainingMasker("data/minilm/vocab.txt")
-    >>> ids, positions, labels = masker.mask_ids([101, 1996, 4248, 2829, 102], random.Random(0))
+    >>> import random
+    >>> masker = PretrainingMasker("data/minilm/vocab.txt", masked_lm_prob=0.4)
+    >>> # [CLS] the quick brown fox [SEP]: two targets, here both replaced by [MASK] (103)
+    >>> masker.mask_ids([101, 1996, 4248, 2829, 4419, 102], random.Random(0))
+    ([101, 103, 4248, 103, 4419, 102], [1, 3], [1996, 2829])
     """
 
     def __init__(self, vocabulary, masked_lm_prob=0.15, max_predictions_per_seq=20, whole_word_masking=False):

@@ -10,7 +10,7 @@ from keras_bert_impl.data.pretraining_features import check_int, feature_spec, t
 
 
 class PretrainingRecordReader:
-    """Reads records in Google's pretraining format (ours or Google's
+    r"""Reads records in Google's pretraining format (ours or Google's
     create_pretraining_data.py output) as `(x, y, sample_weight)` batches.
 
     x = {token_ids, segment_ids, padding_mask, mask_positions} (int32),
@@ -30,8 +30,17 @@ class PretrainingRecordReader:
             static masks stored in the records.
 
     Example:
-    >>> reader = PretrainingRecordReader.from_directory("out")
-    >>> pretrainer.fit(reader.dataset(batch_size=32, shuffle_buffer_size=10000), epochs=1)
+    >>> from keras_bert_impl.data import PretrainingCorpus, PretrainingExampleBuilder
+    >>> with open("reviews.txt", "w") as f:
+    ...     _ = f.write("a long film.\nit is also funny.\nthe end drags.\n\na dull story.\nno one laughs.\n")
+    >>> builder = PretrainingExampleBuilder("data/minilm/vocab.txt", max_seq_length=16, max_predictions_per_seq=4)
+    >>> _ = builder.write(PretrainingCorpus("reviews.txt"), "out")
+    >>> reader = PretrainingRecordReader.from_directory("out")  # lengths from out/pretraining.json
+    >>> x, y, sample_weight = next(iter(reader.dataset(batch_size=8)))
+    >>> {name: tuple(x[name].shape) for name in x}
+    {'token_ids': (8, 16), 'segment_ids': (8, 16), 'padding_mask': (8, 16), 'mask_positions': (8, 4)}
+    >>> pretrainer = kb.BertPretrainer(kb.BertBackbone.from_preset("bert_tiny"))
+    >>> _ = pretrainer.fit(reader.dataset(batch_size=8, shuffle_buffer_size=100), epochs=1, verbose=0)
     """
 
     def __init__(self, files, max_seq_length=128, max_predictions_per_seq=20, masker=None):

@@ -38,11 +38,14 @@ class PretrainingRecordWriter:
         metadata: dict stored in `<prefix>.json`.
 
     Example:
+    >>> # One padded example under Google's names; PretrainingExampleBuilder.examples makes them.
+    >>> example = {"input_ids": [101, 2204, 2143, 102], "input_mask": [1, 1, 1, 1], "segment_ids": [0, 0, 0, 0],
+    ...            "next_sentence_labels": [0]}
     >>> with PretrainingRecordWriter("out", num_shards=2) as writer:
-    ...     for example in builder.examples(corpus):
+    ...     for _ in range(3):
     ...         writer.write(example)
-    >>> writer.paths
-    ['out/pretraining-00000-of-00002.tfrecord', 'out/pretraining-00001-of-00002.tfrecord']
+    >>> writer.paths, writer.count
+    (['out/pretraining-00000-of-00002.tfrecord', 'out/pretraining-00001-of-00002.tfrecord'], 3)
     """
 
     def __init__(self, output_dir, num_shards=4, prefix="pretraining", shuffle_buffer_size=10000, seed=12345,

@@ -42,9 +42,18 @@ def best_squad_spans(features, start_logits, end_logits, max_answer_length=30, n
         pair (possible only with tiny `n_best`).
 
     Example:
-    >>> spans = best_squad_spans(reader.features, out["start_logits"], out["end_logits"])
-    >>> spans["5733be284776f41900661182"]["text"]
-    'Saint Bernadette Soubirous'
+    >>> import json
+    >>> from keras_bert_impl.data.readers import SquadReader
+    >>> from keras_bert_impl.tokenization import BertPreprocessor
+    >>> qa = {"id": "q1", "question": "Where is the grotto?", "answers": [{"text": "Lourdes", "answer_start": 21}]}
+    >>> with open("dev.json", "w") as f:
+    ...     json.dump({"data": [{"paragraphs": [{"context": "The grotto stands at Lourdes in France.", "qas": [qa]}]}]}, f)
+    >>> reader = SquadReader(BertPreprocessor("data/minilm/vocab.txt", sequence_length=96))
+    >>> x, y = next(iter(reader.read("dev.json")))
+    >>> logits = np.eye(96)  # stand-ins for BertSpanLabeler's outputs, peaked on the labelled span
+    >>> best_squad_spans(reader.features, logits[y["start_logits"]], logits[y["end_logits"]])
+    {'q1': {'text': 'Lourdes', 'feature_index': 0, 'start': 13, 'end': 14, 'start_logit': 1.0, 'end_logit': 1.0,
+            'score': 2.0}}
     """
     features = _check_features(features)
     start_logits = _checks.as_scores("start_logits", start_logits, 2)
@@ -115,9 +124,19 @@ def decode_squad_predictions(features, start_logits, end_logits, max_answer_leng
         dict {question id: answer text}, ready for `squad_metrics`.
 
     Example:
-    >>> out = model.predict(dataset)  # SquadReader(...).read("dev-v1.1.json"), unshuffled
+    >>> import json
+    >>> from keras_bert_impl.data.readers import SquadReader
+    >>> from keras_bert_impl.evaluation import squad_metrics
+    >>> from keras_bert_impl.tokenization import BertPreprocessor
+    >>> qa = {"id": "q1", "question": "When?", "answers": [{"text": "in 1858", "answer_start": 20}]}
+    >>> with open("dev.json", "w") as f:
+    ...     json.dump({"data": [{"paragraphs": [{"context": "Mary appeared there in 1858.", "qas": [qa]}]}]}, f)
+    >>> reader = SquadReader(BertPreprocessor("data/minilm/vocab.txt", sequence_length=96))
+    >>> model = kb.BertSpanLabeler(kb.BertBackbone.from_preset("bert_tiny"))  # untrained: any span will do
+    >>> out = model.predict(reader.read("dev.json"), verbose=0)  # an unshuffled dataset
     >>> predictions = decode_squad_predictions(reader.features, out["start_logits"], out["end_logits"])
-    >>> squad_metrics(predictions, squad_gold_answers(reader.features))["f1"]
+    >>> squad_metrics(predictions, squad_gold_answers(reader.features))
+    {'exact_match': ..., 'f1': ..., 'num_questions': 1, 'num_unanswered': 0}
     """
     spans = best_squad_spans(features, start_logits, end_logits, max_answer_length, n_best)
     return {qid: span["text"] if span is not None else "" for qid, span in spans.items()}
@@ -127,8 +146,17 @@ def squad_gold_answers(features):
     """{question id: list of gold answer texts} from `SquadReader.features` (every answer given in the file).
 
     Example:
-    >>> squad_gold_answers(reader.features)["5733be284776f41900661182"]
-    ['Saint Bernadette Soubirous']
+    >>> import json
+    >>> from keras_bert_impl.data.readers import SquadReader
+    >>> from keras_bert_impl.tokenization import BertPreprocessor
+    >>> qa = {"id": "q1", "question": "When?", "answers": [{"text": "1858", "answer_start": 23},
+    ...                                                   {"text": "in 1858", "answer_start": 20}]}
+    >>> with open("dev.json", "w") as f:
+    ...     json.dump({"data": [{"paragraphs": [{"context": "Mary appeared there in 1858.", "qas": [qa]}]}]}, f)
+    >>> reader = SquadReader(BertPreprocessor("data/minilm/vocab.txt", sequence_length=96))
+    >>> _ = reader.read("dev.json")
+    >>> squad_gold_answers(reader.features)
+    {'q1': ['1858', 'in 1858']}
     """
     gold = {}
     for feature in _check_features(features):

@@ -44,7 +44,7 @@ class BertEmbeddings(keras.layers.Layer):
     Example:
     >>> layer = BertEmbeddings(vocabulary_size=100, hidden_dim=16, max_sequence_length=8)
     >>> layer(ops.ones((2, 8), "int32"), ops.zeros((2, 8), "int32")).shape
-    (2, 8, 16)
+    TensorShape([2, 8, 16])
     """
 
     def __init__(

@@ -12,7 +12,7 @@ class BertPooler(keras.layers.Layer):
 
     Example:
     >>> BertPooler()(keras.ops.ones((2, 5, 8))).shape
-    (2, 8)
+    TensorShape([2, 8])
     """
 
     def __init__(self, initializer_range=0.02, **kwargs):

@@ -21,7 +21,7 @@ class FeedForward(keras.layers.Layer):
 
     Example:
     >>> FeedForward(intermediate_dim=32)(keras.ops.ones((2, 4, 8))).shape
-    (2, 4, 8)
+    TensorShape([2, 4, 8])
     """
 
     def __init__(self, intermediate_dim, activation="gelu", initializer_range=0.02, **kwargs):

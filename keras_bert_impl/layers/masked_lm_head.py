@@ -31,7 +31,7 @@ class MaskedLMHead(keras.layers.Layer):
     >>> embedding.build((None,))
     >>> head = MaskedLMHead(embedding)
     >>> head(ops.ones((2, 5, 8)), ops.zeros((2, 3), "int32")).shape
-    (2, 3, 100)
+    TensorShape([2, 3, 100])
     """
 
     def __init__(self, token_embedding, activation="gelu", layer_norm_epsilon=1e-12, initializer_range=0.02, **kwargs):

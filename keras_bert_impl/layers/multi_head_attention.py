@@ -58,10 +58,15 @@ class MultiHeadAttention(keras.layers.Layer):
 
     Example:
     >>> layer = MultiHeadAttention(num_heads=2, hidden_dim=8)
-    >>> x = ops.ones((1, 5, 8))
+    >>> x = ops.ones((1, 4, 8))
     >>> out, probs = layer(x, use_causal_mask=True, return_attention_scores=True)
-    >>> probs.shape
-    (1, 2, 5, 5)
+    >>> out.shape, probs.shape
+    (TensorShape([1, 4, 8]), TensorShape([1, 2, 4, 4]))
+    >>> ops.convert_to_numpy(probs)[0, 0].round(2)  # head 0: token i attends to tokens 0..i only
+    array([[1.  , 0.  , 0.  , 0.  ],
+           [0.5 , 0.5 , 0.  , 0.  ],
+           [0.33, 0.33, 0.33, 0.  ],
+           [0.25, 0.25, 0.25, 0.25]], dtype=float32)
     """
 
     def __init__(self, num_heads, hidden_dim, dropout=0.0, initializer_range=0.02, **kwargs):

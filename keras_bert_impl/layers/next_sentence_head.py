@@ -12,7 +12,7 @@ class NextSentenceHead(keras.layers.Layer):
 
     Example:
     >>> NextSentenceHead()(keras.ops.ones((4, 8))).shape
-    (4, 2)
+    TensorShape([4, 2])
     """
 
     def __init__(self, initializer_range=0.02, **kwargs):

@@ -37,7 +37,7 @@ class TransformerEncoder(keras.layers.Layer):
     Example:
     >>> block = TransformerEncoder(num_heads=2, intermediate_dim=32)
     >>> block(keras.ops.ones((2, 5, 8)), padding_mask=keras.ops.ones((2, 5))).shape
-    (2, 5, 8)
+    TensorShape([2, 5, 8])
     """
 
     def __init__(

@@ -30,8 +30,12 @@ class BertClassifier(BertTask):
             can carry them.
 
     Example:
-    >>> classifier = BertClassifier(BertBackbone.from_preset("bert_tiny"), num_classes=2)
-    >>> classifier.fit(x, labels, epochs=1)
+    >>> from keras_bert_impl.tokenization import BertPreprocessor
+    >>> x = BertPreprocessor("data/minilm/vocab.txt", sequence_length=16)(["a gripping, funny film", "a dull mess"])
+    >>> classifier = BertClassifier(kb.BertBackbone.from_preset("bert_tiny"), num_classes=2)  # compiled already
+    >>> history = classifier.fit(x, np.array([1, 0]), epochs=1, verbose=0)
+    >>> classifier.predict(x, verbose=0)["logits"].shape
+    (2, 2)
     """
 
     _task_config_keys = ("num_classes", "multi_label", "activation", "dropout", "label_names", "pooling")

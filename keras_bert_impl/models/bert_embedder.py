@@ -27,8 +27,12 @@ class BertEmbedder(BertTask):
         normalize: bool. L2-normalise the embedding.
 
     Example:
-    >>> embedder = BertEmbedder(backbone, pooling="mean", normalize=True)
-    >>> embedder.predict(inputs)["embeddings"]
+    >>> from keras_bert_impl.tokenization import BertPreprocessor
+    >>> x = BertPreprocessor("data/minilm/vocab.txt", sequence_length=16)(["a gripping, funny film", "a dull mess"])
+    >>> embedder = BertEmbedder(kb.BertBackbone.from_preset("bert_tiny"), pooling="mean", normalize=True)
+    >>> embeddings = embedder.predict(x, verbose=0)["embeddings"]
+    >>> embeddings.shape, np.linalg.norm(embeddings, axis=1).round(4)
+    ((2, 128), array([1., 1.], dtype=float32))
     """
 
     _task_config_keys = ("pooling", "layer_index", "normalize")

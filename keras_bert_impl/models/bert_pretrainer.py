@@ -31,7 +31,13 @@ class BertPretrainer(BertTask):
         activation: MLM transform activation; defaults to the backbone's.
 
     Example:
-    >>> pretrainer = BertPretrainer(BertBackbone.from_preset("bert_tiny"))
+    >>> from keras_bert_impl.tokenization import BertPreprocessor
+    >>> x = BertPreprocessor("data/minilm/vocab.txt", sequence_length=8)(["the quick brown fox"])
+    >>> x["mask_positions"] = keras.ops.array([[2, 3]], "int32")  # predict the tokens at positions 2 and 3
+    >>> pretrainer = BertPretrainer(kb.BertBackbone.from_preset("bert_tiny"))
+    >>> outputs = pretrainer(x)
+    >>> outputs["mlm_logits"].shape, outputs["nsp_logits"].shape
+    (TensorShape([1, 2, 30522]), TensorShape([1, 2]))
     """
 
     _task_config_keys = ("activation",)

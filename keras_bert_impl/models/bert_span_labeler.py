@@ -17,7 +17,13 @@ class BertSpanLabeler(BertTask):
         backbone: a `BertBackbone`.
 
     Example:
-    >>> qa = BertSpanLabeler(BertBackbone.from_preset("bert_tiny"))
+    >>> from keras_bert_impl.tokenization import BertPreprocessor
+    >>> pre = BertPreprocessor("data/minilm/vocab.txt", sequence_length=16)
+    >>> x = pre((["who saw mary?"], ["mary appeared to bernadette."]))  # 14 tokens, then 2 of padding
+    >>> qa = BertSpanLabeler(kb.BertBackbone.from_preset("bert_tiny"))
+    >>> outputs = qa(x)
+    >>> outputs["start_logits"].shape, keras.ops.convert_to_numpy(outputs["start_logits"])[0, -2:]
+    (TensorShape([1, 16]), array([-1.e+09, -1.e+09], dtype=float32))
     """
 
     def __init__(self, backbone, **kwargs):

@@ -21,7 +21,11 @@ class BertTokenClassifier(BertTask):
         label_names: list of str or None. The tag names in id order, kept in the config.
 
     Example:
-    >>> tagger = BertTokenClassifier(BertBackbone.from_preset("bert_tiny"), num_classes=9)
+    >>> from keras_bert_impl.tokenization import BertPreprocessor
+    >>> x = BertPreprocessor("data/minilm/vocab.txt", sequence_length=8)(["Pierre Vinken joined the board"])
+    >>> tagger = BertTokenClassifier(kb.BertBackbone.from_preset("bert_tiny"), num_classes=9)
+    >>> tagger(x)["logits"].shape
+    TensorShape([1, 8, 9])
     """
 
     _task_config_keys = ("num_classes", "dropout", "label_names")

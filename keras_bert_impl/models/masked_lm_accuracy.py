@@ -23,7 +23,12 @@ class MaskedLMAccuracy(keras.metrics.MeanMetricWrapper):
         name: str.
 
     Example:
-    >>> pretrainer.compile(..., weighted_metrics={"mlm_logits": [MaskedLMAccuracy(name="accuracy")]})
+    >>> metric = MaskedLMAccuracy()  # BertPretrainer's default weighted metric on `mlm_logits`
+    >>> logits = np.array([[[0.1, 2.0, 0.3], [1.5, 0.2, 0.1], [0.0, 0.0, 9.0]]])  # [B=1, P=3, V=3]
+    >>> # label 1 has the top logit, label 2 has not, and the third slot is padding (weight 0)
+    >>> metric.update_state(np.array([[1, 2, 0]]), logits, sample_weight=np.array([[1.0, 1.0, 0.0]]))
+    >>> float(metric.result())
+    0.5
     """
 
     def __init__(self, name="masked_lm_accuracy", dtype=None):

@@ -279,9 +279,14 @@ class BertPreprocessor(keras.layers.Layer):
         dict with `token_ids`, `segment_ids`, `padding_mask`, each int32 [B, S].
 
     Example:
-    >>> pre = BertPreprocessor("data/minilm/vocab.txt", sequence_length=16)
-    >>> pre(tf.constant(["The quick brown fox."]))["token_ids"][0, :6]
-    [101, 1996, 4248, 2829, 4419, 1012]
+    >>> pre = BertPreprocessor("data/minilm/vocab.txt", sequence_length=12)
+    >>> pre(tf.constant(["The quick brown fox."]))["token_ids"][0, :7].numpy()
+    array([ 101, 1996, 4248, 2829, 4419, 1012,  102], dtype=int32)
+    >>> x = pre((["The quick brown fox."], ["It jumps!"]))  # a pair: [CLS] A [SEP] B [SEP] [PAD]
+    >>> x["token_ids"].numpy(), x["segment_ids"].numpy(), x["padding_mask"].numpy()
+    (array([[  101,  1996,  4248,  2829,  4419,  1012,   102,  2009, 14523,   999,   102,     0]], dtype=int32),
+     array([[0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 0]], dtype=int32),
+     array([[1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 0]], dtype=int32))
     """
 
     def __init__(self, vocabulary=None, lowercase=None, sequence_length=128, max_chars_per_word=100, **kwargs):

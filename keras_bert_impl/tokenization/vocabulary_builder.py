@@ -32,7 +32,7 @@ def _check_int(name, value, minimum):
 
 
 class VocabularyBuilder:
-    """Learns a WordPiece vocabulary from text files, BERT's reserved tokens first.
+    r"""Learns a WordPiece vocabulary from text files, BERT's reserved tokens first.
 
     Text is streamed line by line through tf.data and normalised as Google's
     BERT `tokenization.py` does, which is what `BertPreprocessor` runs:
@@ -81,8 +81,12 @@ class VocabularyBuilder:
         log: optional callable taking a progress message (str).
 
     Example:
-    >>> builder = VocabularyBuilder(vocab_size=8000, lowercase=True)
-    >>> vocab = builder.build(["reviews.txt"])
+    >>> from keras_bert_impl.tokenization import write_vocabulary
+    >>> with open("reviews.txt", "w") as f:
+    ...     _ = f.write("a gripping film, a funny film.\n" * 20 + "the films drag on.\n" * 20)
+    >>> vocab = VocabularyBuilder(vocab_size=60, lowercase=True).build(["reviews.txt"])
+    >>> len(vocab), vocab[:5], vocab[24:31]  # reserved tokens, characters, words, then ##characters
+    (50, ['[PAD]', '[UNK]', '[CLS]', '[SEP]', '[MASK]'], ['film', 'drag', 'films', 'funny', 'gripping', 'on', 'the'])
     >>> write_vocabulary(vocab, "vocab.txt")
     """
 

@@ -67,8 +67,16 @@ class BackupAndRestore(keras.callbacks.Callback):
             (e.g. the model config); None uses `model.get_config()`.
 
     Example:
-    >>> backup = BackupAndRestore("run/backup", save_every=100)
-    >>> history = fit_resumable(model, dataset, epochs=3, steps_per_epoch=250, backup=backup)
+    >>> from keras_bert_impl.training import fit_resumable
+    >>> model = keras.Sequential([keras.Input((4,)), keras.layers.Dense(1)])
+    >>> model.compile(optimizer="sgd", loss="mse")
+    >>> dataset_fn = lambda: tf.data.Dataset.from_tensor_slices((np.ones((8, 4)), np.ones((8, 1)))).batch(2)
+    >>> backup = BackupAndRestore("run/backup", save_every=2)
+    >>> _ = fit_resumable(model, dataset_fn, epochs=1, steps_per_epoch=6, backup=backup, verbose=0)
+    >>> os.listdir("run/backup"), backup.saved_step
+    (['training_state.npz'], 6)
+    >>> BackupAndRestore("run/backup").restore(model)  # the step a restarted run resumes from
+    6
     """
 
     def __init__(self, backup_dir, save_every=None, fingerprint=None):

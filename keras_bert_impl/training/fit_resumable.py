@@ -78,8 +78,16 @@ def fit_resumable(
         already at the last step).
 
     Example:
-    >>> backup = BackupAndRestore("run/backup", save_every=50)
-    >>> fit_resumable(model, lambda: reader.read("train.csv"), epochs=3, steps_per_epoch=100, backup=backup)
+    >>> from keras_bert_impl.training import BackupAndRestore
+    >>> model = keras.Sequential([keras.Input((3,)), keras.layers.Dense(2)])
+    >>> model.compile(optimizer="adam", loss="mse")
+    >>> def dataset_fn():  # the same batches in the same order on every call
+    ...     return tf.data.Dataset.from_tensor_slices((np.ones((6, 3)), np.zeros((6, 2)))).shuffle(6, seed=0).batch(2)
+    >>> fit_resumable(model, dataset_fn, 2, steps_per_epoch=3, backup=BackupAndRestore("run"), verbose=0).epoch
+    [0, 1]
+    >>> # Run again, as after a crash: the backup is at step 6, so only the third epoch is left.
+    >>> fit_resumable(model, dataset_fn, 3, steps_per_epoch=3, backup=BackupAndRestore("run"), verbose=0).epoch
+    [2]
     """
     for name, value in (("epochs", epochs), ("steps_per_epoch", steps_per_epoch)):
         if isinstance(value, bool) or not isinstance(value, int) or value < 1:

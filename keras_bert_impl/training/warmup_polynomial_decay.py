@@ -27,8 +27,8 @@ class WarmupPolynomialDecay(keras.optimizers.schedules.LearningRateSchedule):
 
     Example:
     >>> schedule = WarmupPolynomialDecay(5e-5, decay_steps=1000, warmup_steps=100)
-    >>> float(schedule(50))
-    2.5e-05
+    >>> [round(float(schedule(step)), 10) for step in (0, 50, 100, 550, 1000, 2000)]
+    [0.0, 2.5e-05, 5e-05, 2.5e-05, 0.0, 0.0]
     """
 
     def __init__(self, peak_learning_rate, decay_steps, warmup_steps=0, end_learning_rate=0.0, power=1.0):

@@ -74,11 +74,15 @@ class ClassificationReader:
             counts them in `reader.report` and logs a warning.
 
     Example:
+    >>> from keras_bert_impl.tokenization import BertPreprocessor
     >>> pre = BertPreprocessor("data/minilm/vocab.txt", sequence_length=64)
     >>> reader = ClassificationReader(pre, header=False, column_names=("label", "text"))
     >>> train = reader.read("data/corpora/polarity-en-pang&lee2.csv")
     >>> reader.labels.labels, reader.report.examples
     (['-1', '1'], 4000)
+    >>> x, y = next(iter(train))  # y: label ids, 0 for "-1" and 1 for "1"
+    >>> x["token_ids"].shape, y.shape
+    (TensorShape([32, 64]), TensorShape([32]))
     """
 
     def __init__(

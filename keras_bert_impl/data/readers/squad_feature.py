@@ -32,6 +32,17 @@ class SquadFeature:
             choosing among overlapping windows at prediction time.
 
     Example:
+    >>> import json
+    >>> from keras_bert_impl.data.readers import SquadReader
+    >>> from keras_bert_impl.tokenization import BertPreprocessor
+    >>> reader = SquadReader(BertPreprocessor("data/minilm/vocab.txt", sequence_length=128))
+    >>> qa = {"id": "q1", "question": "Who preached?", "answers": [{"text": "Huldrych Zwingli", "answer_start": 0}]}
+    >>> with open("dev.json", "w") as f:
+    ...     json.dump({"data": [{"paragraphs": [{"context": "Huldrych Zwingli preached in Zurich.", "qas": [qa]}]}]}, f)
+    >>> _ = reader.read("dev.json")
+    >>> feature = reader.features[0]  # [CLS] who preached ? [SEP] hu ##ld ##ry ##ch z ##wing ##li preached ...
+    >>> feature.context_offset, feature.start_position, feature.end_position
+    (5, 5, 11)
     >>> feature.answer_text(feature.start_position, feature.end_position)
     'Huldrych Zwingli'
     """

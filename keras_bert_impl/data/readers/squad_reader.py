@@ -115,10 +115,20 @@ class SquadReader:
             raises (it names the line).
 
     Example:
-    >>> pre = BertPreprocessor("data/minilm/vocab.txt", sequence_length=384)
-    >>> reader = SquadReader(pre, doc_stride=128)
-    >>> train = reader.read("train-v2.0.json")
-    >>> reader.features[0].answer_text(reader.features[0].start_position, reader.features[0].end_position)
+    >>> import json
+    >>> from keras_bert_impl.tokenization import BertPreprocessor
+    >>> context = "The Virgin Mary reputedly appeared to Saint Bernadette Soubirous in 1858 at Lourdes, France."
+    >>> answer = {"text": "Saint Bernadette Soubirous", "answer_start": 38}
+    >>> qa = {"id": "q1", "question": "To whom did Mary appear?", "answers": [answer]}
+    >>> with open("dev.json", "w") as f:
+    ...     json.dump({"version": "1.1", "data": [{"paragraphs": [{"context": context, "qas": [qa]}]}]}, f)
+    >>> pre = BertPreprocessor("data/minilm/vocab.txt", sequence_length=24)
+    >>> reader = SquadReader(pre, doc_stride=8, max_query_length=8)
+    >>> x, y = next(iter(reader.read("dev.json")))  # two windows; the second cuts the answer: 0/0 ([CLS])
+    >>> y["start_logits"].numpy(), y["end_logits"].numpy()
+    (array([15,  0], dtype=int32), array([22,  0], dtype=int32))
+    >>> [f.answer_text(f.start_position, f.end_position) for f in reader.features]
+    ['Saint Bernadette Soubirous', '']
     """
 
     def __init__(

@@ -59,10 +59,15 @@ class TaggingReader:
             line without a tag, an unknown tag, a word with no wordpieces.
 
     Example:
+    >>> from keras_bert_impl.tokenization import BertPreprocessor
     >>> pre = BertPreprocessor("data/minilm/vocab.txt", sequence_length=128)
     >>> reader = TaggingReader(pre, file_format="word/tag")
     >>> train = reader.read("data/corpora/tagged-en-wsj.txt")
-    >>> len(reader.labels), reader.report.counters["truncated_sequences"]
+    >>> len(reader.labels), reader.report.examples, reader.report.counters["truncated_sequences"]
+    (44, 1001, 0)
+    >>> x, y, sample_weight = next(iter(train))  # [CLS] pierre vin ##ken , 61: tags NNP (19), "," (4), CD (8)
+    >>> y[0, :6].numpy(), sample_weight[0, :6].numpy()
+    (array([ 0, 19, 19,  0,  4,  8], dtype=int32), array([0., 1., 1., 0., 1., 1.], dtype=float32))
     """
 
     def __init__(
