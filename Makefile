@@ -11,8 +11,27 @@ AUSTEN_STAMP := $(DATA)/austen/.fetched
 AUSTEN_DEB := r-cran-janeaustenr_1.0.0-1_all.deb
 # pytest -m "not slow" is the quick loop; `make test` runs everything CI needs.
 PYTEST_ARGS ?=
+# The benches (bench/README.md): where results files and run folders go, and extra flags for
+# the one script a target runs (last on its command line, so they win), e.g. a smoke run:
+#   make bench-backbone-forward BENCH_RESULTS=/tmp/smoke ARGS="--repeats 1 --batches 1"
+BENCH_RESULTS ?= bench/results
+BENCH_WORK ?= $(DATA)/bench
+ARGS ?=
+# The PyTorch reference of the MR benches runs in a venv of its own, with the versions the
+# committed results used (torch==2.13.0 installs the CPU build here; see ../shared/DATA.md).
+TORCH_VENV := .venv-torch
+TORCH_INSTALLED := $(TORCH_VENV)/.installed
+TORCH_PINS := torch==2.13.0 transformers==5.23.0
+PERF := backbone-forward backbone-profile tokenization pretraining-memory pretraining-speed finetune-mr finetune-mr-mean
+EXPERIMENTS := finetune-mr-seeds mr-baseline pretrain-tiny nsp-baseline pretrain-reference-tfm
+# The committed runs of bench/experiments/pretrain_tiny.py (its RUNS); PRETRAIN_TINY_ARGS go
+# to the runs other experiments read (nsp-baseline, pretrain-reference-tfm).
+PRETRAIN_TINY_RUNS ?= 5k len64 len64_phase2 vocab8k vocab8k_phase2 vocab8k_30k austen_5k austen_30k
+PRETRAIN_TINY_ARGS ?=
+VOCAB8K_30K := $(BENCH_WORK)/pretrain_tiny_vocab8k_30k
 
-.PHONY: install data data-austen test test-fast demo bench clean
+.PHONY: install data data-austen test test-fast demo bench experiments clean \
+	$(addprefix bench-,$(PERF)) $(addprefix experiment-,$(EXPERIMENTS))
 
 install: $(INSTALLED)
 
@@ -24,6 +43,12 @@ $(INSTALLED): setup.py
 
 $(BENCH_INSTALLED): $(INSTALLED)
 	$(BIN)/pip install -q -e ".[dev,bench]"
+	touch $@
+
+$(TORCH_INSTALLED):
+	test -x $(TORCH_VENV)/bin/python || $(PYTHON) -m venv $(TORCH_VENV)
+	$(TORCH_VENV)/bin/pip install -q --upgrade pip
+	$(TORCH_VENV)/bin/pip install -q $(TORCH_PINS)
 	touch $@
 
 data: $(DATA_STAMP)
@@ -47,8 +72,8 @@ $(DATA_STAMP): $(INSTALLED)
 
 # The second unlabeled corpus of DATA.md, for the pretraining benches only (make test does
 # not need it): Jane Austen's novels from Debian's r-cran-janeaustenr, as a text file of
-# chapters (bench/austen_corpus.py). apt-get download needs the package lists; a machine
-# without them gets them from apt-get update.
+# chapters (bench/corpora/austen_corpus.py). apt-get download needs the package lists; a
+# machine without them gets them from apt-get update.
 data-austen: $(AUSTEN_STAMP)
 
 $(AUSTEN_STAMP): $(BENCH_INSTALLED)
@@ -56,8 +81,9 @@ $(AUSTEN_STAMP): $(BENCH_INSTALLED)
 	cd $(DATA)/.tmp-austen && { apt-get download -q r-cran-janeaustenr=1.0.0-1 \
 	  || { apt-get update -q && apt-get download -q r-cran-janeaustenr=1.0.0-1; }; }
 	cd $(DATA)/.tmp-austen && dpkg-deb -x $(AUSTEN_DEB) pkg \
-	  && mv pkg/usr/lib/R/site-library/janeaustenr janeaustenr && sha256sum -c ../../bench/austen.sha256
-	$(BIN)/python bench/austen_corpus.py --package $(DATA)/.tmp-austen/janeaustenr --output $(DATA)/.tmp-austen/austen.txt
+	  && mv pkg/usr/lib/R/site-library/janeaustenr janeaustenr && sha256sum -c ../../bench/corpora/austen.sha256
+	$(BIN)/python -m bench.corpora.austen_corpus --package $(DATA)/.tmp-austen/janeaustenr \
+	  --output $(DATA)/.tmp-austen/austen.txt
 	rm -rf $(DATA)/austen && mkdir -p $(DATA)/austen
 	mv $(DATA)/.tmp-austen/janeaustenr $(DATA)/.tmp-austen/austen.txt $(DATA)/austen/
 	rm -rf $(DATA)/.tmp-austen
@@ -73,11 +99,70 @@ demo: $(INSTALLED) $(DATA_STAMP)
 	$(BIN)/kbert convert $(DATA)/minilm --format huggingface --output $(DATA)/demo/minilm.keras
 	$(BIN)/python -m keras_bert_impl.demo --model $(DATA)/demo/minilm.keras --corpus "$(DATA)/corpora/polarity-en-pang&lee2.csv"
 
-bench: $(BENCH_INSTALLED) $(DATA_STAMP)
-	$(BIN)/python bench/backbone_forward.py --wait-idle 120 --output bench/results/backbone_forward.json
-	$(BIN)/python bench/backbone_profile.py --wait-idle 60 --output bench/results/backbone_profile.json
-	$(BIN)/python bench/tokenization.py --output bench/results/tokenization.json
-	$(BIN)/python bench/pretraining_memory.py
+# Every speed and memory benchmark (bench/perf/), one target each, each writing its
+# results file; about 50 minutes on an idle 2-core machine, plus the installs.
+bench: $(addprefix bench-,$(PERF))
+
+bench-backbone-forward: $(BENCH_INSTALLED)
+	$(BIN)/python -m bench.perf.backbone_forward --wait-idle 120 --output $(BENCH_RESULTS)/backbone_forward.json $(ARGS)
+
+bench-backbone-profile: $(INSTALLED)
+	$(BIN)/python -m bench.perf.backbone_profile --wait-idle 60 --output $(BENCH_RESULTS)/backbone_profile.json $(ARGS)
+
+bench-tokenization: $(INSTALLED) $(DATA_STAMP)
+	$(BIN)/python -m bench.perf.tokenization --repeats 7 --output $(BENCH_RESULTS)/tokenization.json $(ARGS)
+
+bench-pretraining-memory: $(INSTALLED) $(DATA_STAMP)
+	$(BIN)/python -m bench.perf.pretraining_memory --output $(BENCH_RESULTS)/pretraining_memory.json $(ARGS)
+
+bench-pretraining-speed: $(BENCH_INSTALLED)
+	$(BIN)/python -m bench.perf.pretraining_speed --wait-idle 60 --rounds 16 --steps 30 \
+	  --only ours kerashub ours_mlm_only kerashub_default_metric --output $(BENCH_RESULTS)/pretraining_speed.json $(ARGS)
+
+bench-finetune-mr: $(INSTALLED) $(DATA_STAMP) $(TORCH_INSTALLED)
+	$(BIN)/python -m bench.perf.finetune_mr --wait-idle 60 --torch-python $(TORCH_VENV)/bin/python \
+	  --work $(BENCH_WORK)/finetune_mr --output $(BENCH_RESULTS)/finetune_mr.json $(ARGS)
+
+bench-finetune-mr-mean: $(INSTALLED) $(DATA_STAMP)
+	$(BIN)/python -m bench.perf.finetune_mr --pooling mean --wait-idle 30 \
+	  --work $(BENCH_WORK)/finetune_mr --output $(BENCH_RESULTS)/finetune_mr_mean.json $(ARGS)
+
+# The quality studies (bench/experiments/), one target each; hours each at their committed
+# settings. Finished runs in $(BENCH_WORK) are reused.
+experiments: $(addprefix experiment-,$(EXPERIMENTS))
+
+experiment-finetune-mr-seeds: $(INSTALLED) $(DATA_STAMP) $(TORCH_INSTALLED)
+	$(BIN)/python -m bench.experiments.finetune_mr_seeds --seeds 5 --torch-python $(TORCH_VENV)/bin/python \
+	  --work $(BENCH_WORK)/finetune_mr --output $(BENCH_RESULTS)/finetune_mr_seeds.json $(ARGS)
+
+experiment-mr-baseline: $(INSTALLED) $(DATA_STAMP)
+	$(BIN)/python -m bench.experiments.mr_baseline --output $(BENCH_RESULTS)/mr_baseline.json $(ARGS)
+
+# The Austen runs need DATA.md's second corpus; the others do not fetch it.
+experiment-pretrain-tiny: $(INSTALLED) $(DATA_STAMP) $(if $(filter austen%,$(PRETRAIN_TINY_RUNS)),$(AUSTEN_STAMP))
+	for run in $(PRETRAIN_TINY_RUNS); do \
+	  $(BIN)/python -m bench.experiments.pretrain_tiny --run $$run --work-root $(BENCH_WORK) \
+	    --results-dir $(BENCH_RESULTS) $(ARGS) || exit 1; \
+	done
+
+# nsp-baseline and pretrain-reference-tfm read the records of the vocab8k_30k pretraining run,
+# and the reference also that run's results file (committed: a fresh clone pretrains only).
+$(BENCH_RESULTS)/pretrain_tiny_vocab8k_30k.json: | $(INSTALLED) $(DATA_STAMP)
+	$(BIN)/python -m bench.experiments.pretrain_tiny --run vocab8k_30k --work-root $(BENCH_WORK) \
+	  --results-dir $(BENCH_RESULTS) $(PRETRAIN_TINY_ARGS)
+
+$(VOCAB8K_30K)/pretrain/metrics.json: | $(INSTALLED) $(DATA_STAMP)
+	$(BIN)/python -m bench.experiments.pretrain_tiny --run vocab8k_30k --work-root $(BENCH_WORK) \
+	  --results-dir $(BENCH_RESULTS) --pretrain-only $(PRETRAIN_TINY_ARGS)
+
+experiment-nsp-baseline: $(INSTALLED) $(DATA_STAMP) $(VOCAB8K_30K)/pretrain/metrics.json
+	$(BIN)/python -m bench.experiments.nsp_baseline --work $(VOCAB8K_30K) \
+	  --output $(BENCH_RESULTS)/nsp_baseline.json $(ARGS)
+
+experiment-pretrain-reference-tfm: $(INSTALLED) $(DATA_STAMP) $(BENCH_RESULTS)/pretrain_tiny_vocab8k_30k.json \
+	  $(VOCAB8K_30K)/pretrain/metrics.json
+	$(BIN)/python -m bench.experiments.pretrain_reference_tfm --work $(VOCAB8K_30K) --steps 12000 \
+	  --ours $(BENCH_RESULTS)/pretrain_tiny_vocab8k_30k.json --output $(BENCH_RESULTS)/pretrain_reference_tfm.json $(ARGS)
 
 clean:
 	rm -rf $(VENV) $(DATA)

@@ -1,8 +1,8 @@
 """Where a BERT-base forward's time goes on this CPU: the gap to the matmul peak, itemised.
 
-bench/backbone_forward.py measures our backbone at about 80% of the machine's large-matmul
+bench/perf/backbone_forward.py measures our backbone at about 80% of the machine's large-matmul
 rate. This script says what the other 20% is. It runs the forward of
-bench/backbone_forward.py (batch 32, length 128, float32, tf.function, no XLA) with oneDNN's
+backbone_forward.py (batch 32, length 128, float32, tf.function, no XLA) with oneDNN's
 verbose log on (ONEDNN_VERBOSE=1, with timestamps) in a child process, which prints every
 oneDNN primitive that executes and its time. Grouped by primitive, shape and fused
 post-op, and set against
@@ -17,14 +17,15 @@ it splits the forward's excess over `FLOP / peak` into: GEMM shapes slower than 
 square matmul, the fused epilogues (GELU, residual add), attention's batched matmuls,
 layout reorders (the heads split and merge), softmax, and everything outside oneDNN.
 
-    python bench/backbone_profile.py --wait-idle 60 --output bench/results/backbone_profile.json
+    make bench-backbone-profile     # or:
+    python -m bench.perf.backbone_profile --wait-idle 60 --output bench/results/backbone_profile.json
+    python -m bench.perf.backbone_profile --repeats 1 --output /tmp/backbone_profile.json  # quick look
 
 About 2 minutes on an idle 2-core machine.
 """
 
 import argparse
 import collections
-import datetime
 import json
 import os
 import statistics
@@ -32,10 +33,7 @@ import subprocess
 import sys
 import time
 
-REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-sys.path.insert(0, os.path.join(REPO, "bench"))
-
-from machine import read_loadavg, wait_for_idle  # noqa: E402
+from bench.common import REPO, RESULTS, machine_info, read_loadavg, wait_for_idle, write_report
 
 BATCH, LENGTH, HIDDEN, INTERMEDIATE, HEADS, LAYERS = 32, 128, 768, 3072, 12, 12
 TOKENS = BATCH * LENGTH
@@ -55,7 +53,7 @@ def child(args):
     import numpy as np
     import tensorflow as tf
 
-    from backbone_forward import build_ours, compile_forward, make_inputs
+    from bench.perf.backbone_forward import build_ours, compile_forward, make_inputs
 
     def mark(phase, start, end, **extra):
         print(json.dumps({"phase": phase, "start_ms": start * 1e3, "end_ms": end * 1e3, **extra}), file=sys.stderr,
@@ -223,22 +221,25 @@ def analyse(records, phases):
     }
 
 
-def main():
+def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--output", default=os.path.join(REPO, "bench", "results", "backbone_profile.json"))
+    parser.add_argument("--output", default=os.path.join(RESULTS, "backbone_profile.json"))
     parser.add_argument("--repeats", type=int, default=5)
     parser.add_argument("--wait-idle", type=float, default=0, help="Seconds to wait for a quiet machine first.")
     parser.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
-    args = parser.parse_args()
+    args = parser.parse_args(argv)
+    if args.repeats < 1:
+        parser.error(f"--repeats must be >= 1. Received: {args.repeats}")
     if args.child:
         return child(args)
 
+    machine = machine_info()
     idle = wait_for_idle(args.wait_idle) if args.wait_idle else None
     load_before = read_loadavg()
     env = dict(os.environ, ONEDNN_VERBOSE="1", ONEDNN_VERBOSE_TIMESTAMP="1", TF_CPP_MIN_LOG_LEVEL="2")
     started = time.monotonic()
-    proc = subprocess.run([sys.executable, os.path.abspath(__file__), "--child", "--repeats", str(args.repeats)],
-                          env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    proc = subprocess.run([sys.executable, "-m", __spec__.name, "--child", "--repeats", str(args.repeats)],
+                          env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=REPO)
     if proc.returncode:
         sys.exit(f"the profiled child failed (exit {proc.returncode}):\n{proc.stderr[-4000:]}")
     phases = []
@@ -249,14 +250,8 @@ def main():
     if not records:
         sys.exit("oneDNN printed no verbose records: is TF_ENABLE_ONEDNN_OPTS=0 set?")
     result = analyse(records, phases)
-    import tensorflow as tf
-
+    machine.update(loadavg_before=load_before, waited_for_idle=idle)
     report = {
-        "benchmark": "BERT-base forward (batch 32, length 128, float32, tf.function) itemised by oneDNN primitive",
-        "timestamp_utc": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
-        "command": "python bench/backbone_profile.py --wait-idle 60 --output bench/results/backbone_profile.json",
-        "machine": {"nproc": os.cpu_count(), "tensorflow": tf.__version__, "loadavg_before": load_before,
-                    "loadavg_at_end": read_loadavg(), "waited_for_idle": idle},
         "method": ("ONEDNN_VERBOSE=1 timestamps each primitive; primitives are assigned to phases by time. "
                    "'ms_over_peak' = primitive time minus its FLOP at the 4096^3 matmul rate; "
                    "'ms_plain_matmul_over_peak' = the same shape as a plain tf.matmul minus that; "
@@ -265,15 +260,14 @@ def main():
         **result,
         "wall_seconds": round(time.monotonic() - started, 1),
     }
-    tmp = args.output + ".tmp"
-    with open(tmp, "w", encoding="utf-8") as f:
-        json.dump(report, f, indent=2)
-    os.replace(tmp, args.output)
+    write_report(args.output, "BERT-base forward (batch 32, length 128, float32, tf.function) itemised by oneDNN "
+                              "primitive", report, machine)
     m = result["median_forward"]
     print(f"forward {m['wall_ms']:.0f} ms = {m['fraction_of_peak']:.1%} of the {result['peak_gflop_per_s_median']:.0f} "
           f"GFLOP/s peak; gap {m['gap_to_peak_ms']:.0f} ms:")
     for k, v in m["gap_budget_ms"].items():
         print(f"  {k:45s} {v:8.1f} ms")
+    return 0
 
 
 if __name__ == "__main__":

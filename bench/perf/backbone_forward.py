@@ -21,18 +21,16 @@ figure is also given as a fraction of that peak.
 Nothing is downloaded: all three models are built from their configuration
 with random weights (never `from_preset` on KerasHub).
 
-    python bench/backbone_forward.py --wait-idle 120 --output bench/results/backbone_forward.json
-    python bench/backbone_forward.py --repeats 3 --batches 1 --only ours  # quick look
+    make bench-backbone-forward     # or:
+    python -m bench.perf.backbone_forward --wait-idle 120 --output bench/results/backbone_forward.json
+    python -m bench.perf.backbone_forward --repeats 3 --batches 1 --only ours  # quick look
 
 A full run (5 repeats x 2 batches, six variants) takes about 5 minutes on an idle 2-core
 machine, plus up to --wait-idle seconds, and longer when other processes compete.
 """
 
 import argparse
-import datetime
-import json
 import os
-import platform
 import statistics
 import sys
 import time
@@ -41,8 +39,10 @@ os.environ.setdefault("KERAS_BACKEND", "tensorflow")
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
 import numpy as np  # noqa: E402
-from machine import read_loadavg, wait_for_idle  # noqa: E402
 import tensorflow as tf  # noqa: E402
+
+from bench.common import (  # noqa: E402
+    NPROC, command_line, load_warnings, machine_info, read_loadavg, tensorflow_threads, wait_for_idle, write_report)
 
 tf.get_logger().setLevel("ERROR")  # one tf.function per variant trips the retracing warning
 
@@ -61,50 +61,12 @@ BERT_BASE = dict(
 )
 
 MODELS = ("ours", "kerashub", "model_garden")
-NPROC = os.cpu_count() or 1
 
 
 def exact_flops_per_sequence(length, cfg=BERT_BASE):
     h, i, n_layers = cfg["hidden_dim"], cfg["intermediate_dim"], cfg["num_layers"]
     per_token = 4 * h * h + 2 * h * i + 2 * length * h  # multiply-adds
     return 2 * n_layers * length * per_token
-
-
-def machine_info():
-    cpu_model, flags = None, []
-    try:
-        with open("/proc/cpuinfo", encoding="utf-8") as f:
-            for line in f:
-                if cpu_model is None and line.startswith("model name"):
-                    cpu_model = line.split(":", 1)[1].strip()
-                if not flags and line.startswith("flags"):
-                    flags = line.split(":", 1)[1].split()
-    except OSError:
-        pass
-    import keras
-
-    info = {
-        "nproc": os.cpu_count(),
-        "sched_affinity": len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else None,
-        "cpu_model": cpu_model,
-        "cpu_simd": sorted(f for f in flags if f.startswith(("avx", "fma", "amx"))),
-        "platform": platform.platform(),
-        "python": platform.python_version(),
-        "tensorflow": tf.__version__,
-        "keras": keras.__version__,
-        "tf_intra_op_threads": tf.config.threading.get_intra_op_parallelism_threads(),
-        "tf_inter_op_threads": tf.config.threading.get_inter_op_parallelism_threads(),
-        "TF_ENABLE_ONEDNN_OPTS": os.environ.get("TF_ENABLE_ONEDNN_OPTS", "<unset: TF default, on for x86 Linux>"),
-    }
-    from importlib.metadata import PackageNotFoundError, version
-
-    for key, dist in (("keras_hub", "keras-hub"), ("tf_keras", "tf_keras"), ("tf_models_official", "tf-models-official")):
-        try:
-            info[key] = version(dist)
-        except PackageNotFoundError:
-            info[key] = "not installed"
-    info["loadavg_at_start"] = read_loadavg()
-    return info
 
 
 def make_inputs(batch, length, seed):
@@ -248,8 +210,8 @@ def main(argv=None):
     np_inputs = make_inputs(batch, length, args.seed)
     tf_inputs = tuple(tf.constant(x) for x in np_inputs)
 
-    info = machine_info()
-    print(f"# {info['cpu_model']}, nproc={info['nproc']}, TF {info['tensorflow']}, Keras {info['keras']}", flush=True)
+    info = machine_info(**tensorflow_threads())
+    print(f"# {info['cpu_model']}, nproc={info['nproc']}, packages {info['packages']}", flush=True)
 
     # Build, compile, warm up, sanity-check.
     variants, errors, sanity, build_seconds = {}, {}, {}, {}
@@ -356,12 +318,7 @@ def main(argv=None):
 
     # Other processes on a shared machine only ever add time: say so when they did.
     load_after = read_loadavg()
-    warnings = []
-    nproc = os.cpu_count() or 1
-    for when, load in (("before timing", load_before_timing), ("after timing", load_after)):
-        if load and load[0] > 0.5 * nproc:
-            warnings.append(f"1-minute load average {load[0]:.2f} {when} on {nproc} cores: other processes "
-                            "competed for the CPU; prefer the *_paired_median and cpu_normalized figures")
+    warnings = load_warnings(load_before_timing, load_after, "the *_paired_median and cpu_normalized figures")
     if mm_best > 1.25 * mm_median:
         warnings.append(f"matmul best {mm_best:.0f} vs median {mm_median:.0f} GFLOP/s: the machine's speed "
                         "varied during the run")
@@ -369,10 +326,6 @@ def main(argv=None):
     info["loadavg_at_end"] = load_after
 
     report = {
-        "benchmark": "BERT-base backbone forward (inference), float32, CPU",
-        "timestamp_utc": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
-        "command": "python bench/backbone_forward.py " + " ".join(sys.argv[1:] if argv is None else argv),
-        "machine": info,
         "settings": {
             "batch_size": batch,
             "sequence_length": length,
@@ -432,11 +385,8 @@ def main(argv=None):
           f"wall {report['wall_seconds']:.0f}s)")
 
     if args.output:
-        os.makedirs(os.path.dirname(os.path.abspath(args.output)), exist_ok=True)
-        with open(args.output, "w", encoding="utf-8") as f:
-            json.dump(report, f, indent=2)
-            f.write("\n")
-        print(f"wrote {args.output}")
+        write_report(args.output, "BERT-base backbone forward (inference), float32, CPU", report, info,
+                     command=command_line(argv))
     return 0
 
 

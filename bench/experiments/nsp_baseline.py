@@ -3,7 +3,7 @@
 The pretraining item asks for NSP accuracy above 0.6 on the movie reviews. To tell whether
 that is a low or a high bar for this corpus, this fits classifiers that see only how much
 segment B shares with segment A (no word meanings, no order) on the training records of a
-`bench/pretrain_tiny.py` run and scores them on its held-out records:
+bench/experiments/pretrain_tiny.py run and scores them on its held-out records:
 
 - features per pair: lengths of A and B, Jaccard overlap of their WordPiece sets, the
   IDF-weighted share of B's tokens found in A, and the TF-IDF cosine of A and B (IDF from
@@ -16,32 +16,27 @@ The records' masked positions are filled back with their original tokens first, 
 classifiers see the unmasked pair: an upper bound for overlap features, since the
 pretrainer sees 15% of the tokens masked.
 
-    .venv/bin/python bench/nsp_baseline.py --work data/bench/pretrain_tiny_vocab8k_30k \
+    make experiment-nsp-baseline     # or, once pretrain_tiny.py --run vocab8k_30k has made the records:
+    .venv/bin/python -m bench.experiments.nsp_baseline --work data/bench/pretrain_tiny_vocab8k_30k \
         --output bench/results/nsp_baseline.json
 """
 
 import argparse
 import json
 import os
-import platform
 import sys
 import time
 
 import numpy as np
 
-REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-sys.path.insert(0, os.path.join(REPO, "bench"))
-sys.path.insert(0, REPO)
-
-from machine import read_loadavg  # noqa: E402
+from bench.common import REPO, machine_info, write_report
 
 
 def read_pairs(directory):
     """(segment A id lists, segment B id lists, labels 1 = NotNext) of the records in
     `directory`, in the order kbert pretrain reads them, with masked positions restored
     to their original ids."""
-    from keras_bert_impl.data.pretraining_features import NSP_FEATURE
-    from keras_bert_impl.data.pretraining_record_reader import PretrainingRecordReader
+    from keras_bert_impl.data import NSP_FEATURE, PretrainingRecordReader
 
     reader = PretrainingRecordReader.from_directory(directory)  # masked records: the restore needs them
     segments_a, segments_b, labels = [], [], []
@@ -81,15 +76,15 @@ def overlap_features(segments_a, segments_b, idf):
     return np.array(rows)
 
 
-def main():
+def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--work", required=True,
-                        help="A bench/pretrain_tiny.py --work folder (pretrain/records, heldout_records).")
+                        help="A bench/experiments/pretrain_tiny.py --work folder (pretrain/records, heldout_records).")
     parser.add_argument("--validation-examples", type=int, default=1600,
                         help="Also score the first N held-out pairs: what kbert pretrain evaluates "
                              "(--validation-steps 50 x --batch-size 32, in file order). Default 1600.")
     parser.add_argument("--output", help="Write the JSON results here.")
-    args = parser.parse_args()
+    args = parser.parse_args(argv)
     if args.validation_examples < 1:
         parser.error(f"--validation-examples must be at least 1. Received: {args.validation_examples}")
 
@@ -102,10 +97,12 @@ def main():
     heldout_dir = os.path.join(args.work, "heldout_records")
     for directory in (train_dir, heldout_dir):
         if not os.path.isfile(os.path.join(directory, "pretraining.json")):
-            sys.exit(f"{directory} holds no pretraining records: run bench/pretrain_tiny.py with --work {args.work} first.")
+            sys.exit(f"{directory} holds no pretraining records: run `python -m bench.experiments.pretrain_tiny "
+                     f"--work {args.work} --pretrain-only` (or `make experiment-nsp-baseline`) first.")
     with open(os.path.join(train_dir, "pretraining.json")) as f:
         vocab_size = json.load(f)["vocabulary_size"]
 
+    machine = machine_info()
     start = time.perf_counter()
     train_a, train_b, y_train = read_pairs(train_dir)
     heldout_a, heldout_b, y_heldout = read_pairs(heldout_dir)
@@ -136,10 +133,6 @@ def main():
     print(f"{'majority class':34s} held out {majority:.4f}")
 
     report = {
-        "task": "NSP from lexical overlap only, on the records of a bench/pretrain_tiny.py run",
-        "command": "python " + " ".join([os.path.relpath(__file__, REPO), *sys.argv[1:]]),
-        "timestamp_utc": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
-        "machine": {"nproc": os.cpu_count(), "platform": platform.platform(), "loadavg_at_end": read_loadavg()},
         "train_records": os.path.relpath(train_dir, REPO), "heldout_records": os.path.relpath(heldout_dir, REPO),
         "train_pairs": len(y_train), "heldout_pairs": len(y_heldout),
         "train_notnext_fraction": float(np.mean(y_train)), "heldout_notnext_fraction": float(np.mean(y_heldout)),
@@ -151,11 +144,10 @@ def main():
         "seconds": time.perf_counter() - start,
     }
     if args.output:
-        from keras_bert_impl.atomic_write import write_json_atomically
-
-        write_json_atomically(report, args.output, indent=2)
-        print(f"wrote {args.output}")
+        write_report(args.output, "NSP from lexical overlap only, on the records of a bench/experiments/pretrain_tiny.py run",
+                     report, machine)
+    return 0
 
 
 if __name__ == "__main__":
-    main()
+    raise SystemExit(main())

@@ -8,7 +8,7 @@ Everything runs through the `kbert` commands a user would type:
    `--preset bert_tiny`, from scratch; with --phase2-steps, a second run continues it
    (`kbert pretrain --init`) at a longer length;
 3. `kbert finetune` on MR (the scikit-learn stratified 80/20 split with seed 0 of
-   bench/mr_split.py, the 80% split again 90/10 into fit and dev) from the pretrained
+   bench/corpora/mr_split.py, the 80% split again 90/10 into fit and dev) from the pretrained
    model and from a randomly initialised bert_tiny with the same vocabulary, over a
    learning-rate grid; each init's rate is chosen on dev, `kbert evaluate` scores the
    test part; plus a linear probe on each init's frozen vectors.
@@ -23,40 +23,60 @@ final pretrainer is also scored on the held-out extra documents alone and on bot
 sets together (the training mixture); `--validate-on mixed_heldout` scores the mixture after
 every epoch instead.
 
+`--run NAME` runs one of the committed configurations (RUNS below: its settings, its work
+folder under --work-root, its results file in --results-dir); flags after it override
+its settings. `make experiment-pretrain-tiny` runs them all (PRETRAIN_TINY_RUNS picks some):
+
     make data-austen
-    .venv/bin/python bench/pretrain_tiny.py --work data/bench/pretrain_tiny_austen_30k --vocab-size 8000 \
+    .venv/bin/python -m bench.experiments.pretrain_tiny --run austen_30k
+    # the same as
+    .venv/bin/python -m bench.experiments.pretrain_tiny --work data/bench/pretrain_tiny_austen_30k --vocab-size 8000 \
         --steps 30000 --steps-per-epoch 1000 --seq-len 64 --pretrain-learning-rate 1e-3 --selection-seeds 5 \
         --extra-corpus data/austen/austen.txt --output bench/results/pretrain_tiny_austen_30k.json
-
-    .venv/bin/python bench/pretrain_tiny.py --work data/bench/pretrain_tiny_len64 --steps 12000 \
-        --seq-len 64 --phase2-steps 3000 --phase2-seq-len 128 --pretrain-learning-rate 1e-3 \
-        --extra-seeds 4 --output bench/results/pretrain_tiny_len64_phase2.json
+    # a smoke run: a few steps, one learning rate, one epoch, in scratch folders
+    .venv/bin/python -m bench.experiments.pretrain_tiny --run vocab8k_30k --work-root /tmp/smoke/work \
+        --results-dir /tmp/smoke --steps 20 --steps-per-epoch 10 --finetune-learning-rates 1e-3 \
+        --finetune-epochs 1 --extra-seeds 0
 """
 
 import argparse
 import csv
 import json
 import os
-import platform
+import shlex
 import subprocess
 import sys
-import time
 
-REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-sys.path.insert(0, os.path.join(REPO, "bench"))
+from bench.common import (AUSTEN, MINILM_VOCAB, RESULTS, REVIEWS, REPO, WORK, kbert, machine_info, run_json_child,
+                          write_report)
+from bench.corpora.mr_split import mr_split, write_csv, write_mr_split
 
-from machine import read_loadavg  # noqa: E402
-from mr_split import mr_split, write_csv, write_mr_split  # noqa: E402
-
-REVIEWS = os.path.join(REPO, "data", "corpora", "polarity-en-pang&lee1.csv")
-MINILM_VOCAB = os.path.join(REPO, "data", "minilm", "vocab.txt")
-
-
-def kbert(*argv, capture=False):
-    """Runs a kbert command; returns its standard output when `capture`."""
-    command = [sys.executable, "-m", "keras_bert_impl.cli", *map(str, argv)]
-    print("+ kbert " + " ".join(map(str, argv)), flush=True)
-    return subprocess.run(command, check=True, stdout=subprocess.PIPE if capture else None, text=True).stdout
+# The committed runs (bench/README.md): name -> (work folder under --work-root, results file
+# in --results-dir, settings). Runs that share a work folder share their pretraining.
+RUNS = {
+    "5k": ("pretrain_tiny_5k", "pretrain_tiny.json",
+           "--steps 5000 --steps-per-epoch 1000 --seq-len 128 --pretrain-learning-rate 1e-3"),
+    "len64": ("pretrain_tiny_len64", "pretrain_tiny_len64.json",
+              "--steps 12000 --steps-per-epoch 1000 --seq-len 64 --pretrain-learning-rate 1e-3"),
+    "len64_phase2": ("pretrain_tiny_len64", "pretrain_tiny_len64_phase2.json",
+                     "--steps 12000 --steps-per-epoch 1000 --seq-len 64 --phase2-steps 3000 --phase2-seq-len 128 "
+                     "--pretrain-learning-rate 1e-3 --extra-seeds 4"),
+    "vocab8k": ("pretrain_tiny_vocab8k", "pretrain_tiny_vocab8k.json",
+                "--vocab-size 8000 --steps 12000 --steps-per-epoch 1000 --seq-len 64 --pretrain-learning-rate 1e-3 "
+                "--extra-seeds 4"),
+    "vocab8k_phase2": ("pretrain_tiny_vocab8k", "pretrain_tiny_vocab8k_phase2.json",
+                       "--vocab-size 8000 --steps 12000 --steps-per-epoch 1000 --seq-len 64 --phase2-steps 3000 "
+                       "--phase2-seq-len 128 --pretrain-learning-rate 1e-3 --extra-seeds 4"),
+    "vocab8k_30k": ("pretrain_tiny_vocab8k_30k", "pretrain_tiny_vocab8k_30k.json",
+                    "--vocab-size 8000 --steps 30000 --steps-per-epoch 1000 --seq-len 64 --pretrain-learning-rate 1e-3 "
+                    "--extra-seeds 4"),
+    "austen_5k": ("pretrain_tiny_austen_5k", "pretrain_tiny_austen_5k.json",
+                  "--vocab-size 8000 --steps 5000 --steps-per-epoch 500 --seq-len 64 --pretrain-learning-rate 1e-3 "
+                  "--selection-seeds 5 --extra-corpus {austen} --validate-on mixed_heldout"),
+    "austen_30k": ("pretrain_tiny_austen_30k", "pretrain_tiny_austen_30k.json",
+                   "--vocab-size 8000 --steps 30000 --steps-per-epoch 1000 --seq-len 64 --pretrain-learning-rate 1e-3 "
+                   "--selection-seeds 5 --extra-corpus {austen}"),
+}
 
 
 def heldout_records(args, work, extra_heldout):
@@ -120,7 +140,7 @@ def write_mixed_corpora(work, reviews, extra):
     import random
 
     from keras_bert_impl.atomic_write import write_text_atomically
-    from keras_bert_impl.data.pretraining_corpus import documents_to_text, split_sentences
+    from keras_bert_impl.data import documents_to_text, split_sentences
 
     # The reviews' rows split as reviews_train.csv / reviews_heldout.csv are.
     review_docs = [(i, split_sentences(r[-1])) for i, r in enumerate(reviews)]
@@ -208,10 +228,16 @@ def phase_report(run, metrics, seconds, args):
     }
 
 
-def main():
+def parse_args(argv=None):
+    """The arguments, with --run NAME's settings put before the ones given (which win)."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--output", default=os.path.join(REPO, "bench", "results", "pretrain_tiny.json"))
-    parser.add_argument("--work", default=os.path.join(REPO, "data", "bench", "pretrain_tiny"), help="Run folders.")
+    parser.add_argument("--run", choices=sorted(RUNS),
+                        help="One of the committed configurations: its settings, --work and --output.")
+    parser.add_argument("--work-root", default=WORK, help=f"With --run: the folder of its work folder. Default {WORK}.")
+    parser.add_argument("--results-dir", default=RESULTS,
+                        help=f"With --run: the folder of its results file. Default {RESULTS}.")
+    parser.add_argument("--output", help="The results file (default: --run's, else pretrain_tiny.json in --results-dir).")
+    parser.add_argument("--work", help="Run folders (default: --run's, else pretrain_tiny in --work-root).")
     parser.add_argument("--steps", type=int, default=3000)
     parser.add_argument("--steps-per-epoch", type=int, default=500)
     parser.add_argument("--pretrain-learning-rate", type=float, default=5e-4)
@@ -245,14 +271,34 @@ def main():
     parser.add_argument("--probe-child", metavar="MODEL", help=argparse.SUPPRESS)
     parser.add_argument("--accuracy-child", nargs=2, metavar=("MODEL", "RECORDS"), help=argparse.SUPPRESS)
     parser.add_argument("--pretrain-only", action="store_true", help="Stop after pretraining (fine-tune on a later call).")
-    args = parser.parse_args()
+    argv = sys.argv[1:] if argv is None else [str(a) for a in argv]
+    args = parser.parse_args(argv)
+    folder, results_file = "pretrain_tiny", "pretrain_tiny.json"
+    if args.run:
+        folder, results_file, settings = RUNS[args.run]
+        args = parser.parse_args(shlex.split(settings.format(austen=os.path.join(AUSTEN, "austen.txt"))) + argv)
+    args.work = args.work or os.path.join(args.work_root, folder)
+    args.output = args.output or os.path.join(args.results_dir, results_file)
     if args.selection_seeds < 1 or (args.selection_seeds > 1 and args.extra_seeds):
         parser.error(f"--selection-seeds must be >= 1 and cannot be combined with --extra-seeds. Received: "
                      f"--selection-seeds {args.selection_seeds}, --extra-seeds {args.extra_seeds}")
     if args.validate_on != "reviews_heldout" and not args.extra_corpus:
         parser.error(f"--validate-on {args.validate_on} needs --extra-corpus (only the reviews are held out without it).")
+    for path in args.extra_corpus or ():
+        if not os.path.isfile(path):
+            parser.error(f"--extra-corpus {path}: no such file (the Austen novels: `make data-austen`).")
+    return args
+
+
+def main(argv=None):
+    args = parse_args(argv)
     work = args.work
     os.makedirs(work, exist_ok=True)
+    if args.probe_child:
+        return probe_child(args.probe_child, work)
+    if args.accuracy_child:
+        return pretraining_accuracy_child(*args.accuracy_child)
+    machine = machine_info()
     extra = extra_documents(args)
     if args.vocab_size:
         # A WordPiece vocabulary learned from the pretraining reviews only (never the held-out
@@ -263,16 +309,13 @@ def main():
                 texts = [r[1] for i, r in enumerate(csv.reader(f)) if i % 10 != 9]
             # With --extra-corpus, its training documents (not the held-out tenth) count too.
             texts += ["\n".join(d) for i, d in enumerate(extra) if i % 10 != 9]
+            from keras_bert_impl.atomic_write import write_text_atomically
+
             corpus = os.path.join(work, "reviews_train.txt")
-            with open(corpus, "w", encoding="utf-8") as f:
-                f.write("\n".join(texts) + "\n")
+            write_text_atomically("\n".join(texts) + "\n", corpus)
             kbert("vocab", corpus, "--size", args.vocab_size, "--output", args.vocab, "--quiet")
     else:
         args.vocab = MINILM_VOCAB
-    if args.probe_child:
-        return probe_child(args.probe_child, work)
-    if args.accuracy_child:
-        return pretraining_accuracy_child(*args.accuracy_child)
 
     with open(REVIEWS, encoding="utf-8-sig", newline="") as f:
         reviews = list(csv.reader(f))
@@ -292,22 +335,20 @@ def main():
     # The final pretrainer on every held-out set.
     final_scores = {}
     for name, records in heldout.items():
-        out = subprocess.run([sys.executable, os.path.abspath(__file__), "--work", work, "--accuracy-child",
-                              os.path.join(pretrain_dir, "model.keras"), records],
-                             check=True, stdout=subprocess.PIPE, text=True).stdout
-        final_scores[name] = json.loads(out.strip().splitlines()[-1])
+        final_scores[name] = run_json_child([sys.executable, "-m", __spec__.name, "--work", work, "--accuracy-child",
+                                             os.path.join(pretrain_dir, "model.keras"), records])
         print(f"final pretrainer on {name}: {final_scores[name]}", flush=True)
     if args.pretrain_only:
-        return
+        return 0
 
     # The same architecture and vocabulary with random weights (what pretraining starts from).
     random_init = os.path.join(work, "bert_tiny_random.keras")
     subprocess.run([sys.executable, "-c", (
-        "import keras, keras_bert_impl as kb; from keras_bert_impl.checkpoints.vocabulary import read_vocabulary;"
+        "import keras, keras_bert_impl as kb; from keras_bert_impl.tokenization import read_vocabulary;"
         f"v = read_vocabulary({args.vocab!r}); keras.utils.set_random_seed(0);"
         "b = kb.BertBackbone.from_preset('bert_tiny', vocabulary_size=len(v));"
         f"b.set_vocabulary(v, lowercase=True); b.save({random_init!r})"
-    )], check=True)
+    )], check=True, cwd=REPO)
 
     # Each init gets the learning rate that scores best on a dev set (10% of MR's training part,
     # stratified, seed 0); the test part is scored once per run and never used to choose.
@@ -359,28 +400,21 @@ def main():
             finetuned[name]["test_accuracy_per_seed"] = seeds
             finetuned[name]["test_accuracy_mean_over_seeds"] = sum(seeds.values()) / len(seeds)
         # What pretraining put into the vectors, without fine-tuning them: a linear probe.
-        probe = subprocess.run([sys.executable, os.path.abspath(__file__), "--work", work, "--probe-child", init],
-                               check=True, stdout=subprocess.PIPE, text=True).stdout
-        finetuned[name]["frozen_linear_probe_accuracy"] = json.loads(probe.strip().splitlines()[-1])
+        finetuned[name]["frozen_linear_probe_accuracy"] = run_json_child(
+            [sys.executable, "-m", __spec__.name, "--work", work, "--probe-child", init])
 
+    benchmark = ("bert_tiny pretrained from scratch (MLM + NSP) on 90% of the movie reviews"
+                 + (" and 90% of the documents of the extra corpus" if args.extra_corpus else "")
+                 + ", then fine-tuned on MR")
     report = {
-        "task": "bert_tiny pretrained from scratch (MLM + NSP) on 90% of the movie reviews"
-                + (" and 90% of the documents of the extra corpus" if args.extra_corpus else "") + ", then fine-tuned on MR",
-        "command": f"python bench/pretrain_tiny.py --work {os.path.relpath(args.work, REPO)} --steps {args.steps} "
-                   f"--steps-per-epoch {args.steps_per_epoch} --seq-len {args.seq_len} "
-                   + (f"--phase2-steps {args.phase2_steps} --phase2-seq-len {args.phase2_seq_len} " if args.phase2_steps else "")
-                   + f"--pretrain-learning-rate {args.pretrain_learning_rate} --finetune-learning-rates "
-                   f"{' '.join(f'{lr:g}' for lr in args.finetune_learning_rates)} --pooling {args.pooling} "
-                   f"--finetune-epochs {args.finetune_epochs}"
-                   + (f" --extra-seeds {args.extra_seeds}" if args.extra_seeds else "")
-                   + (f" --selection-seeds {args.selection_seeds}" if args.selection_seeds > 1 else "")
-                   + (f" --vocab-size {args.vocab_size}" if args.vocab_size else "")
-                   + (f" --extra-corpus {' '.join(os.path.relpath(p, REPO) for p in args.extra_corpus)}"
-                      if args.extra_corpus else "")
-                   + (f" --validate-on {args.validate_on}" if args.validate_on != "reviews_heldout" else ""),
-        "timestamp_utc": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
-        "machine": {"nproc": os.cpu_count(), "platform": platform.platform(),
-                    "loadavg_at_end": read_loadavg()},
+        "settings": {
+            "run": args.run, "work": os.path.relpath(args.work, REPO),
+            **{k: getattr(args, k) for k in (
+                "steps", "steps_per_epoch", "seq_len", "phase2_steps", "phase2_seq_len", "pretrain_learning_rate",
+                "finetune_learning_rates", "pooling", "finetune_epochs", "selection_seeds", "extra_seeds", "vocab_size",
+                "validate_on")},
+            "extra_corpus": [os.path.relpath(p, REPO) for p in args.extra_corpus or ()],
+        },
         "vocabulary": {"file": os.path.relpath(args.vocab, REPO), "tokens": sum(1 for _ in open(args.vocab, encoding="utf-8")),
                        "source": f"kbert vocab --size {args.vocab_size} on the pretraining reviews"
                                  + (" and the extra corpus's training documents" if args.extra_corpus else "") if args.vocab_size
@@ -398,7 +432,7 @@ def main():
             **final_scores,
         },
         "mr_finetune": {
-            "settings": {"split": "scikit-learn stratified 80/20, seed 0 (bench/mr_split.py); the 80% split "
+            "settings": {"split": "scikit-learn stratified 80/20, seed 0 (bench/corpora/mr_split.py); the 80% split "
                                   "again 90/10 (seed 0) into fit and dev", "epochs": args.finetune_epochs,
                          "batch_size": 32, "seq_len": 64, "pooling": args.pooling,
                          "learning_rates": args.finetune_learning_rates,
@@ -413,10 +447,7 @@ def main():
             "random_init": finetuned["random_init"],
         },
     }
-    tmp = args.output + ".tmp"
-    with open(tmp, "w", encoding="utf-8") as f:
-        json.dump(report, f, indent=2)
-    os.replace(tmp, args.output)
+    write_report(args.output, benchmark, report, machine)
     p = report["pretraining_phases"][-1]
     print(f"held-out MLM accuracy {p['heldout_mlm_accuracy_per_epoch'][-1]:.4f} (unigram baseline "
           f"{p['unigram_baseline_mlm_accuracy']:.4f}), NSP {p['heldout_nsp_accuracy_per_epoch'][-1]:.4f}; MR accuracy "
@@ -428,7 +459,8 @@ def main():
         print(f"MR test accuracy, mean over seeds 0-{args.extra_seeds}: pretrained "
               f"{finetuned['pretrained']['test_accuracy_mean_over_seeds']:.4f} vs random init "
               f"{finetuned['random_init']['test_accuracy_mean_over_seeds']:.4f}")
+    return 0
 
 
 if __name__ == "__main__":
-    main()
+    raise SystemExit(main())

@@ -22,8 +22,8 @@ opening quote, except after the honorifics and initials the novels use (Mr., Mrs
 St., Col., Esq., Rev., Hon., Wm., single capitals). Casing is kept; an uncased vocabulary
 lower-cases at tokenization time.
 
-    make data-austen        # fetches the package, then runs:
-    .venv/bin/python bench/austen_corpus.py --package data/austen/janeaustenr --output data/austen/austen.txt
+    make data-austen        # fetches the package, checks it against bench/corpora/austen.sha256, then runs:
+    .venv/bin/python -m bench.corpora.austen_corpus --package data/austen/janeaustenr --output data/austen/austen.txt
 """
 
 import argparse
@@ -35,11 +35,10 @@ import sys
 import warnings
 import zlib
 
-REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-sys.path.insert(0, REPO)
+from keras_bert_impl.atomic_write import write_text_atomically
+from keras_bert_impl.data import documents_to_text
 
-from keras_bert_impl.atomic_write import write_text_atomically  # noqa: E402
-from keras_bert_impl.data.pretraining_corpus import documents_to_text  # noqa: E402
+from bench.common import AUSTEN
 
 # The order of publication; the .rdx lists them alphabetically.
 NOVELS = ("sensesensibility", "prideprejudice", "mansfieldpark", "emma", "northangerabbey", "persuasion")
@@ -122,12 +121,12 @@ def chapters(lines):
     return documents
 
 
-def main():
+def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--package", default=os.path.join(REPO, "data", "austen", "janeaustenr"),
+    parser.add_argument("--package", default=os.path.join(AUSTEN, "janeaustenr"),
                         help="The janeaustenr folder of the unpacked Debian package.")
-    parser.add_argument("--output", default=os.path.join(REPO, "data", "austen", "austen.txt"))
-    args = parser.parse_args()
+    parser.add_argument("--output", default=os.path.join(AUSTEN, "austen.txt"))
+    args = parser.parse_args(argv)
     novels = read_lazy_load_db(os.path.join(args.package, "data"))
     missing = [n for n in NOVELS if n not in novels]
     if missing:
@@ -138,7 +137,8 @@ def main():
     words = sum(len(s.split()) for _, doc in documents for s in doc)
     per_novel = {n: sum(1 for name, _ in documents if name == n) for n in NOVELS}
     print(f"Wrote {args.output}: {len(documents)} chapters {per_novel}, {sentences} sentences, {words} words")
+    return 0
 
 
 if __name__ == "__main__":
-    main()
+    raise SystemExit(main())

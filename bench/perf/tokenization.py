@@ -36,47 +36,25 @@ of this process (less disturbed by other processes on a shared machine), and,
 per round, the ratio of HF's time to ours (the paired median of those ratios is
 the least noisy wall-clock figure).
 
-    python bench/tokenization.py --output bench/results/tokenization.json
-    python bench/tokenization.py --repeats 2 --sentences 12000   # quick look
+    make bench-tokenization     # or:
+    python -m bench.perf.tokenization --repeats 7 --output bench/results/tokenization.json
+    python -m bench.perf.tokenization --repeats 2 --sentences 12000   # quick look
 
 A full run takes about 6-10 minutes on a busy 2-core machine.
 """
 
 import argparse
-import datetime
 import json
 import os
-import platform
 import statistics
-import subprocess
 import sys
 import time
 
-from machine import cpu_model, read_loadavg
+from bench.common import machine_info, read_loadavg, run_json_child, write_report
 
-REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 SEQUENCE_LENGTH = 128
 BATCH_SIZES = (256, 1024)
 MODES = ("single_thread", "default_threads")
-
-
-def machine_info():
-    from importlib.metadata import version
-
-    versions = {}
-    for package in ("tensorflow", "tensorflow-text", "keras", "tokenizers", "numpy"):
-        try:
-            versions[package] = version(package)
-        except Exception as e:  # noqa: BLE001
-            versions[package] = f"unavailable: {e}"
-    return {
-        "cpu_model": cpu_model(),
-        "nproc": os.cpu_count(),
-        "sched_affinity": len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else None,
-        "platform": platform.platform(),
-        "python": platform.python_version(),
-        "versions": versions,
-    }
 
 
 # --- child: one mode, all variants ------------------------------------------------
@@ -94,9 +72,9 @@ def run_child(mode, repeats, limit):
     import tensorflow_text as tf_text
     from tokenizers import Tokenizer
 
-    sys.path.insert(0, REPO)
-    from keras_bert_impl.checkpoints.vocabulary import read_vocabulary
-    from keras_bert_impl.tokenization import BertPreprocessor
+    from keras_bert_impl.tokenization import BertPreprocessor, read_vocabulary
+    # The corpus of the tokenization parity tests, so the throughput is measured on the
+    # sentences whose ids are checked against Hugging Face's.
     from tests.tokenization import references
 
     tf.get_logger().setLevel("ERROR")
@@ -241,14 +219,14 @@ def summarize(child):
     return {"results": rows, "ratios_vs_hf": ratios, "ours_breakdown": breakdown}
 
 
-def main():
+def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--output", help="JSON results file (default: print only)")
     parser.add_argument("--repeats", type=int, default=5, help="timed passes per variant (default 5)")
     parser.add_argument("--sentences", type=int, default=None, help="use only the first N sentences")
     parser.add_argument("--modes", nargs="+", choices=MODES, default=list(MODES))
     parser.add_argument("--child", choices=MODES, help=argparse.SUPPRESS)
-    args = parser.parse_args()
+    args = parser.parse_args(argv)
     if args.repeats < 1:
         parser.error(f"--repeats must be >= 1. Received: {args.repeats}")
 
@@ -256,13 +234,8 @@ def main():
         print(json.dumps(run_child(args.child, args.repeats, args.sentences)))
         return 0
 
-    started = datetime.datetime.now(datetime.timezone.utc)
+    machine = machine_info()
     report = {
-        "benchmark": "tokenization throughput, sentences/s",
-        "command": " ".join(["python", "bench/tokenization.py"] + sys.argv[1:]),
-        "date_utc": started.isoformat(timespec="seconds"),
-        "machine": machine_info(),
-        "loadavg_at_start": read_loadavg(),
         "sequence_length": SEQUENCE_LENGTH,
         "batch_sizes": list(BATCH_SIZES),
         "repeats": args.repeats,
@@ -276,33 +249,25 @@ def main():
         else:
             env.pop("RAYON_NUM_THREADS", None)
             env.pop("TOKENIZERS_PARALLELISM", None)
-        cmd = [sys.executable, os.path.abspath(__file__), "--child", mode, "--repeats", str(args.repeats)]
+        cmd = [sys.executable, "-m", __spec__.name, "--child", mode, "--repeats", str(args.repeats)]
         if args.sentences:
             cmd += ["--sentences", str(args.sentences)]
         print(f"[{mode}] running ...", file=sys.stderr, flush=True)
-        proc = subprocess.run(cmd, capture_output=True, text=True, env=env, cwd=REPO)
-        if proc.returncode != 0:
-            print(proc.stderr[-4000:], file=sys.stderr)
-            return proc.returncode
-        child = json.loads(proc.stdout.strip().splitlines()[-1])
+        child = run_json_child(cmd, env=env)
         report["modes"][mode] = {**{k: v for k, v in child.items() if k != "seconds"}, **summarize(child)}
         for name, row in report["modes"][mode]["results"].items():
             median, best = row["sentences_per_s_median"], row["sentences_per_s_best"]
             print(f"[{mode}] {name:28s} {median:>9,d} sent/s (best {best:,d})", file=sys.stderr)
         for name, ratio in report["modes"][mode]["ratios_vs_hf"].items():
             print(f"[{mode}] {name:44s} x{ratio['paired_median']}", file=sys.stderr)
-    report["loadavg_at_end"] = read_loadavg()
     single = report["modes"].get("single_thread")
     if single:
         ratio = single["ratios_vs_hf"][f"ours_full@{BATCH_SIZES[-1]} / hf_full@{BATCH_SIZES[-1]}"]["paired_median"]
         report["target"] = {"ours_full >= 8x hf_full, single thread, batch 1024": ratio >= 8, "ratio": ratio}
-    text = json.dumps(report, indent=1)
     if args.output:
-        os.makedirs(os.path.dirname(os.path.abspath(args.output)), exist_ok=True)
-        with open(args.output, "w", encoding="utf-8") as f:
-            f.write(text + "\n")
+        write_report(args.output, "tokenization throughput, sentences/s", report, machine)
     else:
-        print(text)
+        print(json.dumps(report, indent=1))
     return 0
 
 

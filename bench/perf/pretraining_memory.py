@@ -22,15 +22,14 @@ peak(10x) / peak(1x) <= 1.5. As a contrast (and a check that the measurement
 sees corpus-sized memory), 1x and 10x run again with a document buffer larger
 than the corpus, which keeps every document in memory as Google's script does.
 
-    .venv/bin/python bench/pretraining_memory.py
-    .venv/bin/python bench/pretraining_memory.py --dupe-factor 1 --output /tmp/m.json  # quicker look
+    make bench-pretraining-memory     # or:
+    .venv/bin/python -m bench.perf.pretraining_memory --output bench/results/pretraining_memory.json
+    .venv/bin/python -m bench.perf.pretraining_memory --dupe-factor 1 --output /tmp/m.json  # quicker look
 """
 
 import argparse
-import datetime
 import json
 import os
-import platform
 import resource
 import shutil
 import subprocess
@@ -38,12 +37,11 @@ import sys
 import tempfile
 import time
 
-from machine import cpu_model, read_loadavg
+from bench.common import MINILM_VOCAB as VOCAB
+from bench.common import REPO, RESULTS
+from bench.common import REVIEWS as CORPUS
+from bench.common import machine_info, write_report
 
-REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-CORPUS = os.path.join(REPO, "data", "corpora", "polarity-en-pang&lee1.csv")
-VOCAB = os.path.join(REPO, "data", "minilm", "vocab.txt")
-RESULTS = os.path.join(REPO, "bench", "results", "pretraining_memory.json")
 DOCUMENT_BUFFER = 1000  # the CLI default
 WHOLE_CORPUS = 10**9  # a buffer no corpus here fills: every document stays in memory, as in Google's script
 
@@ -71,25 +69,25 @@ def child(args):
     """One measured run, inside the child process."""
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
     start = time.time()
-    from keras_bert_impl.commands import pretrain_data
+    from keras_bert_impl import cli
     from keras_bert_impl.data import PretrainingExampleBuilder
 
     # Everything a run needs before it reads data: imports, vocabulary, the traced tokenizer.
-    PretrainingExampleBuilder(VOCAB, dupe_factor=args.dupe_factor)._tokenize(["warm up the tokenizer graph"])
+    builder = PretrainingExampleBuilder(VOCAB, dupe_factor=args.dupe_factor)
+    list(builder.tokenized_documents([["warm up the tokenizer graph"]]))
     report = {"import_seconds": time.time() - start}
     report["rss_before_data_kib"] = _status_kib("VmRSS")
     report["peak_reset"] = _reset_peak()
     start = time.time()
     if args.child_corpus != "-":
-        parser = argparse.ArgumentParser()
-        pretrain_data.add_parser(parser.add_subparsers())
-        cli = parser.parse_args([
+        # `kbert pretrain-data` in this process, so its peak is this child's.
+        status = cli.main([
             "pretrain-data", args.child_corpus, "--format", "reviews-csv", "--vocab", VOCAB,
             "--output", args.child_output, "--dupe-factor", str(args.dupe_factor), "--quiet",
             "--document-buffer-size", str(args.child_buffer),
         ])
-        if pretrain_data.run(cli) != 0:
-            sys.exit(1)
+        if status != 0:
+            sys.exit(f"kbert pretrain-data exited with {status}")
         with open(os.path.join(args.child_output, "pretraining.json"), encoding="utf-8") as f:
             report["examples"] = json.load(f)["examples"]
     report["seconds"] = time.time() - start
@@ -99,11 +97,11 @@ def child(args):
 
 
 def measure(corpus, output, dupe_factor, buffer):
-    cmd = [sys.executable, os.path.abspath(__file__), "--child-corpus", corpus, "--child-output", output,
+    cmd = [sys.executable, "-m", __spec__.name, "--child-corpus", corpus, "--child-output", output,
            "--dupe-factor", str(dupe_factor), "--child-buffer", str(buffer)]
     start = time.time()
     with tempfile.TemporaryFile("w+") as err:
-        proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=err, text=True)
+        proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=err, text=True, cwd=REPO)
         out = proc.stdout.read()
         proc.stdout.close()
         # wait4 reaps this very child and returns its own rusage (RUSAGE_CHILDREN
@@ -124,32 +122,19 @@ def measure(corpus, output, dupe_factor, buffer):
     return result
 
 
-def machine_info():
-    info = {"nproc": os.cpu_count(), "cpu_model": cpu_model(), "platform": platform.platform(),
-            "python": platform.python_version()}
-    try:
-        with open("/proc/meminfo", encoding="utf-8") as f:
-            info["mem_total"] = f.readline().split(":", 1)[1].strip()
-    except OSError:
-        pass
-    info["loadavg_at_start"] = read_loadavg()
-    from importlib.metadata import version
-
-    for name in ("tensorflow", "tensorflow-text", "keras"):
-        info[name] = version(name)
-    return info
-
-
-def main():
+def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--dupe-factor", type=int, default=2)
     parser.add_argument("--repeat", type=int, default=10, help="Size of the large corpus, in copies of the reviews.")
-    parser.add_argument("--output", default=RESULTS)
+    parser.add_argument("--output", default=os.path.join(RESULTS, "pretraining_memory.json"))
     parser.add_argument("--child-corpus", help=argparse.SUPPRESS)
     parser.add_argument("--child-output", help=argparse.SUPPRESS)
     parser.add_argument("--child-buffer", type=int, default=DOCUMENT_BUFFER, help=argparse.SUPPRESS)
     parser.add_argument("--no-contrast", action="store_true", help="Skip the whole-corpus-in-memory contrast runs.")
-    args = parser.parse_args()
+    args = parser.parse_args(argv)
+    for name in ("dupe_factor", "repeat"):
+        if getattr(args, name) < 1:
+            parser.error(f"--{name.replace('_', '-')} must be >= 1. Received: {getattr(args, name)}")
     if args.child_corpus:
         return child(args)
 
@@ -189,9 +174,6 @@ def main():
     ratio = large["peak_rss_mib"] / small["peak_rss_mib"]
     data_ratio = large["data_phase_peak_rss_mib"] / small["data_phase_peak_rss_mib"]
     result = {
-        "benchmark": f"peak RSS of kbert pretrain-data, 1x vs {args.repeat}x corpus",
-        "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
-        "reproduce": "make install data && .venv/bin/python bench/pretraining_memory.py",
         "settings": {
             "corpus": os.path.relpath(CORPUS, REPO), "format": "reviews-csv", "large_corpus": f"the reviews x{args.repeat}",
             "vocab": os.path.relpath(VOCAB, REPO), "dupe_factor": args.dupe_factor, "max_seq_length": 128,
@@ -218,17 +200,13 @@ def main():
             "which these runs do not): their data-phase growth scales with the corpus, showing what the bounded "
             "buffer saves and that the measurement does see corpus-sized memory"
         ),
-        "machine": info,
     }
-    os.makedirs(os.path.dirname(os.path.abspath(args.output)), exist_ok=True)
-    with open(args.output, "w", encoding="utf-8") as f:
-        json.dump(result, f, indent=2)
-        f.write("\n")
+    write_report(args.output, f"peak RSS of kbert pretrain-data, 1x vs {args.repeat}x corpus", result, info)
     print(json.dumps({k: result[k] for k in ("peak_rss_mib", "data_phase_peak_rss_mib", "data_phase_growth_mib",
                                               "seconds", "ratio_large_over_small",
                                               "data_phase_ratio_large_over_small", "meets_target")}, indent=2))
-    print(f"wrote {args.output}")
+    return 0
 
 
 if __name__ == "__main__":
-    main()
+    raise SystemExit(main())

@@ -8,26 +8,26 @@ venv without scikit-learn (PyTorch + transformers).
 re-implemented in numpy: the algorithm of `StratifiedShuffleSplit._iter_indices` with a
 legacy `np.random.RandomState(seed)`, and the same sizes (`n_test = ceil(0.2 * n)`,
 `n_train = n - n_test`). It returns the indices in scikit-learn's order (shuffled, not
-sorted). Run this file in a venv with scikit-learn to check that the two agree:
+sorted). Run this module in a venv with scikit-learn to check that the two agree:
 
-    .venv/bin/python bench/mr_split.py
+    .venv/bin/python -m bench.corpora.mr_split
 
-`own_split` is the split of bench/finetune_mr.py (`stratified_split`: per class a
-`np.random.default_rng(seed)` permutation, the first 20% of each class held out), copied
+`own_split` is the split of the first finetune_mr.json (`stratified_split`: per class a
+`np.random.default_rng(seed)` permutation, the first 20% of each class held out), kept
 here so that it can be compared without importing TensorFlow.
 """
 
 import csv
+import hashlib
 import math
 import os
 
 import numpy as np
 
-REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-MR_PATH = os.path.join(REPO, "data", "corpora", "polarity-en-pang&lee2.csv")
+from bench.common import MR
 
 
-def load_mr(path=MR_PATH, strip=True):
+def load_mr(path=MR, strip=True):
     """Texts and labels of polarity-en-pang&lee2.csv; labels as in the file (1 / -1)."""
     with open(path, encoding="utf-8-sig", newline="") as f:
         rows = list(csv.reader(f))
@@ -42,15 +42,32 @@ def write_csv(path, rows):
         csv.writer(f, quoting=csv.QUOTE_ALL).writerows(rows)
 
 
-def write_mr_split(folder, seed=0):
+def write_mr_split(folder, seed=0, subset=None):
     """Writes the 80/20 split as folder/mr_train.csv and folder/mr_test.csv (the file's own
-    layout); returns (texts, labels, train_idx, test_idx, train_csv, test_csv)."""
+    layout); returns (texts, labels, train_idx, test_idx, train_csv, test_csv). `subset`:
+    keep only the first N sentences of each part (`take_subset`)."""
     texts, labels = load_mr()
-    train_idx, test_idx = mr_split(texts, labels, seed=seed)
+    train_idx, test_idx = take_subset(*mr_split(texts, labels, seed=seed), subset)
     train_csv, test_csv = os.path.join(folder, "mr_train.csv"), os.path.join(folder, "mr_test.csv")
     write_csv(train_csv, [(str(labels[i]), texts[i]) for i in train_idx])
     write_csv(test_csv, [(str(labels[i]), texts[i]) for i in test_idx])
     return texts, labels, train_idx, test_idx, train_csv, test_csv
+
+
+def take_subset(train_idx, test_idx, subset):
+    """The first `subset` indices of each part (all of them for None): a smoke run's data,
+    the same on both sides of a comparison. Its accuracies say nothing about the task."""
+    if subset is None:
+        return train_idx, test_idx
+    if subset < 1:
+        raise ValueError(f"subset must be a positive number of sentences. Received: subset={subset}")
+    return train_idx[:subset], test_idx[:subset]
+
+
+def test_indices_sha256(test_idx):
+    """A fingerprint of the held-out sentences, so a run in the other venv can be checked
+    to have held out the same ones."""
+    return hashlib.sha256(",".join(map(str, sorted(int(i) for i in test_idx))).encode()).hexdigest()
 
 
 def _approximate_mode(class_counts, n_draws, rng):
@@ -98,7 +115,7 @@ def mr_split(texts, labels, seed=0, test_size=0.2):
 
 
 def own_split(texts, labels, seed=0, test_fraction=0.2):
-    """The split of bench/finetune_mr.py (its stratified_split on 0/1 labels), sorted indices."""
+    """The split of the first finetune_mr.json (its stratified_split on 0/1 labels), sorted indices."""
     labels = (np.asarray(labels) > 0).astype(int)
     rng = np.random.default_rng(seed)
     train, test = [], []

@@ -1,0 +1,1 @@
+"""Quality studies (accuracy against references and baselines), one `make experiment-...` target each."""
