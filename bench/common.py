@@ -146,10 +146,10 @@ def load_warnings(load_before, load_after, prefer):
 def git_revision():
     """The header's `git_revision`: HEAD and whether tracked files differ from it (a run of
     uncommitted code), or None for both outside a git checkout."""
-    try:
-        def git(*argv):
-            return subprocess.run(["git", "-C", REPO, *argv], check=True, capture_output=True, text=True).stdout
+    def git(*argv):
+        return subprocess.run(["git", "-C", REPO, *argv], check=True, capture_output=True, text=True).stdout
 
+    try:
         commit = git("rev-parse", "HEAD").strip()
         dirty = bool(git("status", "--porcelain", "--untracked-files=no").strip())
     except (OSError, subprocess.CalledProcessError):
