@@ -170,14 +170,15 @@ def command_line(argv=None):
     return " ".join(["python", script, shlex.join(arguments)]).rstrip()
 
 
-def report_header(benchmark, command=None, machine=None, date=None, revision=None):
-    """The fixed header of a results file (see the module docstring); None takes this run's."""
+def report_header(benchmark, machine, command=None):
+    """The fixed header of a results file (see the module docstring), dated now; `command`
+    defaults to this process's."""
     return {
         "benchmark": benchmark,
-        "date": date or utc_now(),
+        "date": utc_now(),
         "command": command or command_line(),
-        "machine": machine if machine is not None else machine_info(),
-        "git_revision": revision if revision is not None else git_revision(),
+        "machine": machine,
+        "git_revision": git_revision(),
     }
 
 
@@ -190,10 +191,10 @@ def write_report(path, benchmark, results, machine, command=None):
 
     clash = sorted(set(HEADER) & set(results))
     if clash:
-        raise ValueError(f"results must not use the header's keys {clash}: pass them as arguments "
-                         "(benchmark, command, machine) or rename the key.")
+        raise ValueError(f"results must not use the header's keys {clash}: write_report fills the header "
+                         "(pass benchmark, machine and command as its arguments); rename the result's key.")
     machine = {**machine, "loadavg_at_end": machine.get("loadavg_at_end") or read_loadavg()}
-    report = {**report_header(benchmark, command, machine), **results}
+    report = {**report_header(benchmark, machine, command), **results}
     write_json_atomically(report, path, indent=2)
     print(f"wrote {path}", flush=True)
     return report
