@@ -7,17 +7,14 @@ normalisation (the published recipe of all-MiniLM-L6-v2).
 
 import argparse
 import csv
-import os
 import time
 
-os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+import keras
+import numpy as np
+import tensorflow as tf
 
-import keras  # noqa: E402
-import numpy as np  # noqa: E402
-import tensorflow as tf  # noqa: E402
-
-from keras_bert_impl.models.bert_embedder import BertEmbedder  # noqa: E402
-from keras_bert_impl.tokenization import BertPreprocessor  # noqa: E402
+from keras_bert_impl.models.bert_embedder import BertEmbedder
+from keras_bert_impl.tokenization import BertPreprocessor
 
 PAIRS = [
     "A man is playing a guitar on stage.",

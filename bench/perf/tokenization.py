@@ -84,7 +84,7 @@ def run_child(mode, repeats, limit):
     spec = [tf.TensorSpec([None], tf.string)]
     full = tf.function(pre, input_signature=spec)
     tokenize = tf.function(pre.tokenize, input_signature=spec)
-    wordpiece = tf.function(pre._tokenizer.tokenize, input_signature=spec)
+    wordpiece = tf.function(pre.tokenizer.tokenize, input_signature=spec)
     stock = tf_text.FastBertTokenizer(vocab=vocab, token_out_type=tf.int32, lower_case_nfd_strip_accents=True)
     stock_fn = tf.function(stock.tokenize, input_signature=spec)
     table = tf.lookup.StaticVocabularyTable(

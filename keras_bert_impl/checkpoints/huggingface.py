@@ -6,7 +6,7 @@ import re
 
 import numpy as np
 
-from keras_bert_impl.checkpoints.vocabulary import read_vocabulary, vocabulary_is_uncased
+from keras_bert_impl.tokenization.vocabulary import read_vocabulary, vocabulary_is_uncased
 from keras_bert_impl.checkpoints.weight_map import build_and_load
 
 REQUIRED_FIELDS = (

@@ -121,7 +121,7 @@ def load_model_garden_checkpoint(src):
     import tensorflow as tf
     from official.nlp.modeling import networks
 
-    from keras_bert_impl.checkpoints.vocabulary import read_vocabulary, vocabulary_is_uncased
+    from keras_bert_impl.tokenization.vocabulary import read_vocabulary, vocabulary_is_uncased
 
     config_path = os.path.join(src, "encoder_config.json")
     if not os.path.exists(config_path):

@@ -6,7 +6,8 @@ import sys
 
 import numpy as np
 
-from keras_bert_impl.commands import task_data, training_setup as ts
+from keras_bert_impl.commands import task_data
+from keras_bert_impl.commands.errors import UsageError
 
 
 def add_parser(subparsers):
@@ -68,7 +69,7 @@ def compute_metrics(task, model, reader, dataset, label_names):
 def run(args):
     try:
         return _run(args)
-    except ts.UsageError as e:
+    except UsageError as e:
         print(f"kbert evaluate: {e}", file=sys.stderr)
         return 2
 
@@ -76,34 +77,35 @@ def run(args):
 def _run(args):
     import keras
 
+    from keras_bert_impl.commands.model_files import resolve_model_path
     from keras_bert_impl.tokenization import BertPreprocessor
 
     if args.batch_size < 1:
-        raise ts.UsageError(f"--batch-size must be a positive integer. Received: {args.batch_size}")
+        raise UsageError(f"--batch-size must be a positive integer. Received: {args.batch_size}")
     if not os.path.isfile(args.data):
-        raise ts.UsageError(f"--data {args.data!r}: no such file.")
-    model_path = ts.resolve_model_path(args.model)
+        raise UsageError(f"--data {args.data!r}: no such file.")
+    model_path = resolve_model_path(args.model)
     stored = task_data.read_task_file(os.path.dirname(model_path)) or {}
     model = keras.saving.load_model(model_path)
     has_pair = bool(args.text_b_column or stored.get("task") == "pair")
     try:
         task = task_data.task_of_model(model, has_text_b=has_pair)
     except ValueError as e:
-        raise ts.UsageError(str(e)) from None
+        raise UsageError(str(e)) from None
     settings = task_data.data_settings(args, task, stored)
     seq_len = args.seq_len or stored.get("seq_len") or 128
     backbone = model.backbone
     if backbone.vocabulary is None:
-        raise ts.UsageError(f"{model_path} carries no vocabulary; it was not written by kbert finetune or convert.")
+        raise UsageError(f"{model_path} carries no vocabulary; it was not written by kbert finetune or convert.")
     preprocessor = BertPreprocessor(backbone.vocabulary, lowercase=backbone.lowercase, sequence_length=seq_len)
     label_names = getattr(model, "label_names", None)
     if task != "squad" and label_names is None:
-        raise ts.UsageError(f"{model_path} has no label_names: fine-tune it with kbert finetune, which saves them.")
+        raise UsageError(f"{model_path} has no label_names: fine-tune it with kbert finetune, which saves them.")
     reader = task_data.make_reader(task, preprocessor, settings, labels=label_names, batch_size=args.batch_size)
     try:
         dataset = reader.read(args.data, **({} if task == "squad" else {"build_labels": False}))
     except ValueError as e:
-        raise ts.UsageError(f"--data {e}") from None
+        raise UsageError(f"--data {e}") from None
     metrics = compute_metrics(task, model, reader, dataset, label_names)
     metrics = {"task": task, "examples": reader.report.examples, **metrics}
     if args.json:

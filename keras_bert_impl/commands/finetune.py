@@ -5,7 +5,9 @@ import os
 import sys
 import time
 
-from keras_bert_impl.commands import task_data, training_setup as ts
+from keras_bert_impl.commands import task_data
+from keras_bert_impl.commands.errors import UsageError
+from keras_bert_impl.commands.training_flags import add_training_flags, check_training_flags, verbosity
 
 
 def add_parser(subparsers):
@@ -38,7 +40,7 @@ def add_parser(subparsers):
         help="classification/pair/multilabel: classify BERT's pooled [CLS] output (default), or the mean of the "
         "token vectors, the pooling sentence-transformers checkpoints (e.g. all-MiniLM-L6-v2) were trained with.",
     )
-    ts.add_training_flags(parser, default_learning_rate=5e-5)
+    add_training_flags(parser, default_learning_rate=5e-5)
     task_data.add_data_flags(parser)
     parser.set_defaults(func=run)
     return parser
@@ -51,49 +53,50 @@ def _read(reader, path, what, **kwargs):
         return reader.read(path, **kwargs)
     except MalformedRowError as e:
         if e.kind == "unknown_label" and what == "--validation":
-            raise ts.UsageError(
+            raise UsageError(
                 f"--validation {path} line {e.line}: {e.reason}. Every validation label must occur in the "
                 "training file (the head has one output per training label)."
             ) from None
-        raise ts.UsageError(f"{what} {e}") from None
+        raise UsageError(f"{what} {e}") from None
     except ValueError as e:
-        raise ts.UsageError(f"{what} {path}: {e}") from None
+        raise UsageError(f"{what} {path}: {e}") from None
 
 
 def run(args):
     try:
         return _run(args)
-    except ts.UsageError as e:
+    except UsageError as e:
         print(f"kbert finetune: {e}", file=sys.stderr)
         return 2
 
 
 def _run(args):
-    ts.check_training_flags(args)
+    check_training_flags(args)
     if args.epochs < 1:
-        raise ts.UsageError(f"--epochs must be a positive integer. Received: {args.epochs}")
+        raise UsageError(f"--epochs must be a positive integer. Received: {args.epochs}")
     if not 0 <= args.dropout < 1:
-        raise ts.UsageError(f"--dropout must be in [0, 1). Received: {args.dropout}")
+        raise UsageError(f"--dropout must be in [0, 1). Received: {args.dropout}")
     for flag, path in (("--train", args.train), ("--validation", args.validation)):
         if not os.path.isfile(path):
-            raise ts.UsageError(f"{flag} {path!r}: no such file.")
+            raise UsageError(f"{flag} {path!r}: no such file.")
         if os.path.getsize(path) == 0:
-            raise ts.UsageError(f"{flag} {path} is empty: it needs at least one example.")
+            raise UsageError(f"{flag} {path} is empty: it needs at least one example.")
 
     import keras
 
+    from keras_bert_impl.commands import model_files
+    from keras_bert_impl.commands import training_run as tr
+    from keras_bert_impl.commands.evaluate import compute_metrics
     from keras_bert_impl.tokenization import BertPreprocessor
-    from keras_bert_impl.training.backup_and_restore import BackupAndRestore, BackupError
-    from keras_bert_impl.training.best_model_checkpoint import BestModelCheckpoint
-    from keras_bert_impl.training.fit_resumable import fit_resumable
+    from keras_bert_impl.training import BackupAndRestore, BackupError, BestModelCheckpoint, fit_resumable
 
     started = time.monotonic()
-    strategy = ts.strategy_for(args)
-    init, source = ts.load_init(args.init)
-    backbone = ts.backbone_of(init)
-    vocabulary, lowercase = ts.check_vocabulary(backbone, args.vocab)
+    strategy = tr.strategy_for(args)
+    init, source = model_files.load_init(args.init)
+    backbone = model_files.backbone_of(init)
+    vocabulary, lowercase = model_files.vocabulary_for(backbone, args.vocab)
     if args.seq_len > backbone.max_sequence_length:
-        raise ts.UsageError(
+        raise UsageError(
             f"--seq-len {args.seq_len} exceeds the model's max_sequence_length={backbone.max_sequence_length} "
             "(its position embeddings): use at most that."
         )
@@ -103,7 +106,7 @@ def _run(args):
     try:
         reader = task_data.make_reader(args.task, preprocessor, settings, batch_size=args.batch_size, shuffle=True, seed=args.seed)
     except ValueError as e:
-        raise ts.UsageError(str(e)) from None
+        raise UsageError(str(e)) from None
     first_read = [_read(reader, args.train, "--train")]
     train_examples = reader.report.examples if args.task != "squad" else reader.report.counters["windows"]
     labels = getattr(reader, "labels", None)
@@ -115,14 +118,14 @@ def _run(args):
     print(f"kbert finetune: {args.task} from {source}; {train_examples} training examples, "
           f"{steps_per_epoch} steps x {args.epochs} epochs on {strategy.num_replicas_in_sync} replica(s)", file=sys.stderr)
 
-    ts.set_precision(args)
+    tr.set_precision(args)
     keras.utils.set_random_seed(args.seed)
     with strategy.scope():
-        fresh = ts.rebuilt_backbone(backbone)
-        model, loss, metrics, weighted, monitor, mode = task_data.build_head(
+        fresh = model_files.rebuilt_backbone(backbone)
+        model, monitor, mode = task_data.build_head(
             args.task, fresh, len(label_names) if label_names else None, label_names, args.dropout, args.pooling
         )
-        ts.compile_for_training(model, args, train_steps, loss, metrics=metrics, weighted_metrics=weighted)
+        tr.compile_for_training(model, args, train_steps)
 
     run_settings = {
         "task": args.task, "train": os.path.abspath(args.train), "epochs": args.epochs, "batch_size": args.batch_size,
@@ -130,13 +133,13 @@ def _run(args):
         "weight_decay": args.weight_decay, "dropout": args.dropout, "pooling": args.pooling, "seed": args.seed,
         "mixed_precision": args.mixed_precision, "steps_per_epoch": steps_per_epoch,
     }
-    chief = ts.is_chief(strategy)
+    chief = tr.is_chief(strategy)
     backup = BackupAndRestore(
         os.path.join(args.output, "backup"), save_every=args.save_every,
         fingerprint={"model": model.get_config(), "run": run_settings},
     )
     best = BestModelCheckpoint(os.path.join(args.output, "best.keras"), monitor=monitor, mode=mode, save=chief)
-    callbacks = [best, *ts.run_callbacks(args.output)]
+    callbacks = [best, *tr.run_callbacks(args.output)]
 
     def dataset_fn():
         # The first fit call takes the (never iterated) dataset of the checking read above;
@@ -148,23 +151,21 @@ def _run(args):
             history = fit_resumable(
                 model, dataset_fn, epochs=args.epochs, steps_per_epoch=steps_per_epoch,
                 backup=backup, validation_data=validation, callbacks=callbacks,
-                verbose=ts.verbosity(args),
+                verbose=verbosity(args),
             )
     except BackupError as e:
-        raise ts.UsageError(str(e)) from None
+        raise UsageError(str(e)) from None
     if backup.restored_step:
         print(f"kbert finetune: resumed from the backup at step {backup.restored_step} of {train_steps}", file=sys.stderr)
 
-    from keras_bert_impl.commands.evaluate import compute_metrics
-
     metrics_now = compute_metrics(args.task, model, eval_reader, validation, label_names)
     if chief:
-        ts.atomic_save(model, os.path.join(args.output, "model.keras"))
-        ts.atomic_json({**run_settings, **settings, "label_names": label_names}, os.path.join(args.output, task_data.TASK_FILE))
-        ts.atomic_json(
+        tr.atomic_save(model, os.path.join(args.output, "model.keras"))
+        tr.atomic_json({**run_settings, **settings, "label_names": label_names}, os.path.join(args.output, task_data.TASK_FILE))
+        tr.atomic_json(
             {"validation": metrics_now, "validation_file": os.path.abspath(args.validation),
              "history": {k: [float(v) for v in vals] for k, vals in history.history.items()},
-             "resumed_from_step": backup.restored_step, "epoch_train_seconds": ts.epoch_seconds(callbacks),
+             "resumed_from_step": backup.restored_step, "epoch_train_seconds": tr.epoch_seconds(callbacks),
              "best": {"monitor": monitor, "value": best.best, "epoch": best.best_epoch},
              "seconds": time.monotonic() - started},
             os.path.join(args.output, "metrics.json"),

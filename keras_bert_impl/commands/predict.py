@@ -6,7 +6,8 @@ import sys
 
 import numpy as np
 
-from keras_bert_impl.commands import task_data, training_setup as ts
+from keras_bert_impl.commands import task_data
+from keras_bert_impl.commands.errors import UsageError
 
 
 def add_parser(subparsers):
@@ -37,9 +38,9 @@ def _inputs(args, task):
     """[(text, text_b or None)] or, for squad, [(question, context)]."""
     if args.file:
         if args.texts:
-            raise ts.UsageError("Give texts as arguments or --file, not both.")
+            raise UsageError("Give texts as arguments or --file, not both.")
         if not os.path.isfile(args.file):
-            raise ts.UsageError(f"--file {args.file!r}: no such file.")
+            raise UsageError(f"--file {args.file!r}: no such file.")
         rows = []
         with open(args.file, encoding="utf-8-sig") as f:
             for number, line in enumerate(f, 1):
@@ -52,28 +53,28 @@ def _inputs(args, task):
                         row = json.loads(line)
                         rows.append((row[keys[0]], row[keys[1]]))
                     except (json.JSONDecodeError, KeyError, TypeError):
-                        raise ts.UsageError(
+                        raise UsageError(
                             f"--file {args.file}:{number}: a {task} model needs a JSON object with {list(keys)} per line. "
                             f"Received: {line[:80]!r}"
                         ) from None
                 else:
                     rows.append((line, None))
         if not rows:
-            raise ts.UsageError(f"--file {args.file} has no texts.")
+            raise UsageError(f"--file {args.file} has no texts.")
         return rows
     if task == "squad":
         questions, contexts = args.question or [], args.context or []
         if not questions or len(questions) != len(contexts):
-            raise ts.UsageError(
+            raise UsageError(
                 f"A squad model needs --question and --context pairs. Received {len(questions)} question(s) and "
                 f"{len(contexts)} context(s)."
             )
         return list(zip(questions, contexts))
     if not args.texts:
-        raise ts.UsageError("Give texts to predict on as arguments, or --file FILE.")
+        raise UsageError("Give texts to predict on as arguments, or --file FILE.")
     if task == "pair":
         if not args.text_b or len(args.text_b) != len(args.texts):
-            raise ts.UsageError(
+            raise UsageError(
                 f"A pair model needs one --text-b per TEXT. Received {len(args.texts)} text(s) and "
                 f"{len(args.text_b or [])} --text-b."
             )
@@ -84,7 +85,7 @@ def _inputs(args, task):
 def run(args):
     try:
         return _run(args)
-    except ts.UsageError as e:
+    except UsageError as e:
         print(f"kbert predict: {e}", file=sys.stderr)
         return 2
 
@@ -98,20 +99,21 @@ def _softmax(x):
 def _run(args):
     import keras
 
+    from keras_bert_impl.commands.model_files import resolve_model_path
     from keras_bert_impl.tokenization import BertPreprocessor
 
-    model_path = ts.resolve_model_path(args.model)
+    model_path = resolve_model_path(args.model)
     stored = task_data.read_task_file(os.path.dirname(model_path)) or {}
     model = keras.saving.load_model(model_path)
     try:
         task = task_data.task_of_model(model, has_text_b=stored.get("task") == "pair" or bool(args.text_b))
     except ValueError as e:
-        raise ts.UsageError(str(e)) from None
+        raise UsageError(str(e)) from None
     rows = _inputs(args, task)
     seq_len = args.seq_len or stored.get("seq_len") or 128
     backbone = model.backbone
     if backbone.vocabulary is None:
-        raise ts.UsageError(f"{model_path} carries no vocabulary; it was not written by kbert finetune or convert.")
+        raise UsageError(f"{model_path} carries no vocabulary; it was not written by kbert finetune or convert.")
     preprocessor = BertPreprocessor(backbone.vocabulary, lowercase=backbone.lowercase, sequence_length=seq_len)
     if task == "squad":
         return _predict_squad(args, model, preprocessor, rows, stored)

@@ -8,7 +8,8 @@ import time
 
 import numpy as np
 
-from keras_bert_impl.commands import training_setup as ts
+from keras_bert_impl.commands.errors import UsageError
+from keras_bert_impl.commands.training_flags import add_training_flags, check_training_flags, verbosity
 
 
 def add_parser(subparsers):
@@ -43,7 +44,7 @@ def add_parser(subparsers):
     parser.add_argument("--validation-records", metavar="DIR", default=None,
                         help="Held-out pretraining TFRecords: MLM/NSP accuracy on them at each epoch end.")
     parser.add_argument("--validation-steps", type=int, default=50, help="Batches of --validation-records per evaluation. Default 50.")
-    ts.add_training_flags(parser, default_learning_rate=1e-4)
+    add_training_flags(parser, default_learning_rate=1e-4)
     parser.set_defaults(func=run)
     return parser
 
@@ -51,7 +52,7 @@ def add_parser(subparsers):
 def run(args):
     try:
         return _run(args)
-    except ts.UsageError as e:
+    except UsageError as e:
         print(f"kbert pretrain: {e}", file=sys.stderr)
         return 2
 
@@ -62,7 +63,7 @@ def _records(args, vocabulary):
 
     if args.records:
         if not os.path.isfile(os.path.join(args.records, "pretraining.json")):
-            raise ts.UsageError(f"--records {args.records}: no pretraining.json there; make the records with kbert pretrain-data.")
+            raise UsageError(f"--records {args.records}: no pretraining.json there; make the records with kbert pretrain-data.")
         return args.records
     directory = os.path.join(args.output, "records")
     builder = PretrainingExampleBuilder(
@@ -76,7 +77,7 @@ def _records(args, vocabulary):
         wanted = builder.metadata()
         differ = {k: (stored.get(k), v) for k, v in wanted.items() if stored.get(k) != v}
         if differ:
-            raise ts.UsageError(
+            raise UsageError(
                 f"{directory} holds records made with other settings ({differ}): resume with those, or use a new --output."
             )
         return directory
@@ -84,28 +85,14 @@ def _records(args, vocabulary):
         corpus = PretrainingCorpus(args.corpus, format=args.corpus_format)
         documents, _ = corpus.scan()
     except (ValueError, FileNotFoundError) as e:
-        raise ts.UsageError(f"--corpus: {e}") from None
+        raise UsageError(f"--corpus: {e}") from None
     if documents == 0:
-        raise ts.UsageError(f"--corpus {args.corpus} has no text (0 documents with --corpus-format {args.corpus_format}).")
+        raise UsageError(f"--corpus {args.corpus} has no text (0 documents with --corpus-format {args.corpus_format}).")
     started = time.monotonic()
     writer = builder.write(corpus, directory)
     print(f"kbert pretrain: built {writer.count} examples from {documents} documents in "
           f"{time.monotonic() - started:.0f} s into {directory}", file=sys.stderr)
     return directory
-
-
-def pretraining_loss_and_metrics(outputs=("mlm_logits", "nsp_logits")):
-    """(loss, weighted_metrics) dicts `kbert pretrain` compiles a BertPretrainer with
-    (bench/pretraining_speed.py compiles both of its models with these too)."""
-    import keras
-
-    from keras_bert_impl.models.masked_lm_accuracy import MaskedLMAccuracy
-    from keras_bert_impl.models.masked_sparse_crossentropy import MaskedSparseCrossentropy
-
-    # MLM: the mean over the real masked positions (Google's loss); NSP: every example counts.
-    loss = {"mlm_logits": MaskedSparseCrossentropy(), "nsp_logits": keras.losses.SparseCategoricalCrossentropy(from_logits=True)}
-    metric = {"mlm_logits": MaskedLMAccuracy, "nsp_logits": keras.metrics.SparseCategoricalAccuracy}
-    return {k: loss[k] for k in outputs}, {k: [metric[k](name="accuracy")] for k in outputs}
 
 
 def unigram_baseline(dataset, batches=200):
@@ -125,60 +112,61 @@ def unigram_baseline(dataset, batches=200):
 
 
 def _run(args):
-    ts.check_training_flags(args)
+    check_training_flags(args)
     if args.steps < 1:
-        raise ts.UsageError(f"--steps must be a positive integer. Received: {args.steps}")
+        raise UsageError(f"--steps must be a positive integer. Received: {args.steps}")
     steps_per_epoch = args.steps_per_epoch or min(args.steps, 1000)
     if steps_per_epoch < 1:
-        raise ts.UsageError(f"--steps-per-epoch must be a positive integer. Received: {args.steps_per_epoch}")
+        raise UsageError(f"--steps-per-epoch must be a positive integer. Received: {args.steps_per_epoch}")
     if args.steps % steps_per_epoch:
-        raise ts.UsageError(
+        raise UsageError(
             f"--steps {args.steps} must be a multiple of --steps-per-epoch {steps_per_epoch} (each epoch is that many steps)."
         )
     if not os.path.isfile(args.vocab):
-        raise ts.UsageError(f"--vocab {args.vocab!r}: no such file.")
+        raise UsageError(f"--vocab {args.vocab!r}: no such file.")
     if args.init is None and args.preset is None:
-        raise ts.UsageError("Give --preset NAME for a new model (e.g. bert_tiny) or --init MODEL to continue one.")
+        raise UsageError("Give --preset NAME for a new model (e.g. bert_tiny) or --init MODEL to continue one.")
 
     import keras
 
     import keras_bert_impl as kb
-    from keras_bert_impl.checkpoints.vocabulary import read_vocabulary, vocabulary_is_uncased
+    from keras_bert_impl.commands import model_files
+    from keras_bert_impl.commands import training_run as tr
     from keras_bert_impl.data import PretrainingRecordReader
-    from keras_bert_impl.training.backup_and_restore import BackupAndRestore, BackupError
-    from keras_bert_impl.training.fit_resumable import fit_resumable
+    from keras_bert_impl.tokenization.vocabulary import read_vocabulary, vocabulary_is_uncased
+    from keras_bert_impl.training import BackupAndRestore, BackupError, fit_resumable
 
-    strategy = ts.strategy_for(args)
+    strategy = tr.strategy_for(args)
     if args.init:
-        init, source = ts.load_init(args.init)
-        backbone = ts.backbone_of(init)
-        vocabulary, _ = ts.check_vocabulary(backbone, args.vocab)
+        init, source = model_files.load_init(args.init)
+        backbone = model_files.backbone_of(init)
+        vocabulary, _ = model_files.vocabulary_for(backbone, args.vocab)
         lowercase = backbone.lowercase if backbone.vocabulary is not None else vocabulary_is_uncased(vocabulary)
     else:
         if args.preset not in kb.BERT_PRESETS:
-            raise ts.UsageError(f"--preset {args.preset!r} is not a preset. Choose one of: {', '.join(sorted(kb.BERT_PRESETS))}.")
+            raise UsageError(f"--preset {args.preset!r} is not a preset. Choose one of: {', '.join(sorted(kb.BERT_PRESETS))}.")
         vocabulary = read_vocabulary(args.vocab)
         lowercase = vocabulary_is_uncased(vocabulary)
         init, source = None, f"preset {args.preset} (random init)"
     max_len = backbone.max_sequence_length if init is not None else kb.BERT_PRESETS[args.preset]["max_sequence_length"]
     if args.seq_len > max_len:
-        raise ts.UsageError(f"--seq-len {args.seq_len} exceeds the model's max_sequence_length={max_len}.")
+        raise UsageError(f"--seq-len {args.seq_len} exceeds the model's max_sequence_length={max_len}.")
 
     records = _records(args, vocabulary)
     try:
         reader = PretrainingRecordReader.from_directory(records)
         validation_reader = PretrainingRecordReader.from_directory(args.validation_records) if args.validation_records else None
     except (ValueError, FileNotFoundError) as e:
-        raise ts.UsageError(str(e)) from None
+        raise UsageError(str(e)) from None
     with open(os.path.join(records, "pretraining.json"), encoding="utf-8") as f:
         records_meta = json.load(f)
     if records_meta.get("vocabulary_size") not in (None, len(vocabulary)):
-        raise ts.UsageError(
+        raise UsageError(
             f"The records in {records} were made with a {records_meta['vocabulary_size']}-token vocabulary, "
             f"--vocab has {len(vocabulary)}: make the records with the same vocab.txt."
         )
     if reader.max_seq_length > max_len:
-        raise ts.UsageError(f"The records are {reader.max_seq_length} tokens long; the model takes at most {max_len}.")
+        raise UsageError(f"The records are {reader.max_seq_length} tokens long; the model takes at most {max_len}.")
 
     def dataset_fn():
         return reader.dataset(batch_size=args.batch_size, shuffle_buffer_size=10000, seed=args.seed)
@@ -188,11 +176,11 @@ def _run(args):
           f"on {strategy.num_replicas_in_sync} replica(s); unigram MLM baseline {baseline:.4f} "
           f"(always {vocabulary[token]!r})", file=sys.stderr)
 
-    ts.set_precision(args)
+    tr.set_precision(args)
     keras.utils.set_random_seed(args.seed)
     with strategy.scope():
         if init is not None:
-            fresh = ts.rebuilt_backbone(backbone)
+            fresh = model_files.rebuilt_backbone(backbone)
         else:
             fresh = kb.BertBackbone.from_preset(args.preset, vocabulary_size=len(vocabulary))
             fresh.set_vocabulary(vocabulary, lowercase)
@@ -200,8 +188,9 @@ def _run(args):
         if isinstance(init, kb.BertPretrainer):
             # Continue with the pretrained heads too, not only the encoder.
             model.set_weights(init.get_weights())
-        loss, accuracy = pretraining_loss_and_metrics()
-        ts.compile_for_training(model, args, args.steps, loss, weighted_metrics=accuracy)
+        # The pretrainer's own loss and metrics: MLM averaged over the real masked
+        # positions (Google's loss), NSP over every example.
+        tr.compile_for_training(model, args, args.steps)
 
     run_settings = {"records": os.path.abspath(records), "steps": args.steps, "steps_per_epoch": steps_per_epoch,
                     "batch_size": args.batch_size, "learning_rate": args.learning_rate, "seed": args.seed,
@@ -213,27 +202,27 @@ def _run(args):
     if validation_reader is not None:
         validation = validation_reader.dataset(batch_size=args.batch_size).take(args.validation_steps).cache()
     started = time.monotonic()
-    callbacks = ts.run_callbacks(args.output)
+    callbacks = tr.run_callbacks(args.output)
     try:
         with strategy.scope():
             history = fit_resumable(
                 model, dataset_fn, epochs=args.steps // steps_per_epoch, steps_per_epoch=steps_per_epoch, backup=backup,
-                validation_data=validation, callbacks=callbacks, verbose=ts.verbosity(args),
+                validation_data=validation, callbacks=callbacks, verbose=verbosity(args),
             )
     except BackupError as e:
-        raise ts.UsageError(str(e)) from None
+        raise UsageError(str(e)) from None
     seconds = time.monotonic() - started
     last = {k: float(v[-1]) for k, v in history.history.items()}
     result = {
         "unigram_baseline_mlm_accuracy": baseline, "unigram_baseline_token": vocabulary[token],
         "final_epoch": last, "history": {k: [float(x) for x in v] for k, v in history.history.items()},
         "resumed_from_step": backup.restored_step, "train_seconds_this_process": seconds,
-        "epoch_train_seconds": ts.epoch_seconds(callbacks),
+        "epoch_train_seconds": tr.epoch_seconds(callbacks),
         "steps_this_process": args.steps - backup.restored_step, **run_settings,
     }
-    if ts.is_chief(strategy):
-        ts.atomic_save(model, os.path.join(args.output, "model.keras"))
-        ts.atomic_json(result, os.path.join(args.output, "metrics.json"))
+    if tr.is_chief(strategy):
+        tr.atomic_save(model, os.path.join(args.output, "model.keras"))
+        tr.atomic_json(result, os.path.join(args.output, "metrics.json"))
     if last:
         parts = [f"MLM accuracy {last.get('mlm_logits_accuracy', math.nan):.4f} (unigram baseline {baseline:.4f})",
                  f"NSP accuracy {last.get('nsp_logits_accuracy', math.nan):.4f}"]

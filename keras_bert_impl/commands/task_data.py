@@ -87,34 +87,24 @@ def make_reader(task, preprocessor, settings, labels=None, batch_size=32, shuffl
 
 
 def build_head(task, backbone, num_classes, label_names, dropout, pooling="pooled"):
-    """(model, loss, metrics, weighted_metrics, monitor, mode) for a task."""
-    import keras
-
+    """(model, monitor, mode): the task's head on `backbone`, compiled with its own loss and
+    metrics, and the validation metric that picks best.keras."""
     import keras_bert_impl as kb
-    from keras_bert_impl.models.masked_sparse_crossentropy import MaskedSparseCrossentropy
 
     if task in ("tagging", "squad") or pooling == "mean":
         # These heads read sequence_output only: an untrained pooler is expected, not a bug
         # (Keras would warn each step that it gets no gradients).
         backbone.pooler.trainable = False
-    scce = keras.losses.SparseCategoricalCrossentropy(from_logits=True)
-    if task in ("classification", "pair"):
-        model = kb.BertClassifier(backbone, num_classes=num_classes, label_names=label_names, dropout=dropout, pooling=pooling)
-        return model, scce, [keras.metrics.SparseCategoricalAccuracy(name="accuracy")], None, "val_accuracy", "max"
-    if task == "multilabel":
+    if task in ("classification", "pair", "multilabel"):
         model = kb.BertClassifier(
-            backbone, num_classes=num_classes, label_names=label_names, multi_label=True, dropout=dropout, pooling=pooling
+            backbone, num_classes=num_classes, label_names=label_names, multi_label=task == "multilabel",
+            dropout=dropout, pooling=pooling,
         )
-        loss = keras.losses.BinaryCrossentropy(from_logits=True)
-        return model, loss, [keras.metrics.BinaryAccuracy(name="accuracy", threshold=0.0)], None, "val_loss", "min"
+        return (model, "val_loss", "min") if task == "multilabel" else (model, "val_accuracy", "max")
     if task == "tagging":
         model = kb.BertTokenClassifier(backbone, num_classes=num_classes, label_names=label_names, dropout=dropout)
-        # The mean over the labelled wordpieces (sample weight 1), not over every position.
-        loss = MaskedSparseCrossentropy()
-        return model, loss, None, [keras.metrics.SparseCategoricalAccuracy(name="accuracy")], "val_accuracy", "max"
-    model = kb.BertSpanLabeler(backbone)
-    metrics = {k: [keras.metrics.SparseCategoricalAccuracy(name="accuracy")] for k in ("start_logits", "end_logits")}
-    return model, {"start_logits": scce, "end_logits": scce}, metrics, None, "val_loss", "min"
+        return model, "val_accuracy", "max"
+    return kb.BertSpanLabeler(backbone), "val_loss", "min"
 
 
 def task_of_model(model, has_text_b=False):

@@ -47,7 +47,8 @@ def add_parser(subparsers):
 
 
 def run(args):
-    from keras_bert_impl.tokenization.vocabulary_builder import VocabularyBuilder, write_vocabulary
+    from keras_bert_impl.tokenization.vocabulary import write_vocabulary
+    from keras_bert_impl.tokenization.vocabulary_builder import VocabularyBuilder
 
     started = time.monotonic()
 

@@ -1,8 +1,16 @@
 """Pretraining data: documents -> sentence pairs -> masked examples -> TFRecords -> tf.data."""
 
-from keras_bert_impl.data.pretraining_corpus import PretrainingCorpus
-from keras_bert_impl.data.pretraining_example_builder import PretrainingExampleBuilder, PretrainingInstance
-from keras_bert_impl.data.pretraining_features import to_pretrainer_inputs
+from keras_bert_impl.data.pretraining_corpus import PretrainingCorpus, documents_to_text, split_sentences
+from keras_bert_impl.data.pretraining_example_builder import PretrainingExampleBuilder
+from keras_bert_impl.data.pretraining_features import (
+    IS_NEXT,
+    NOT_NEXT,
+    NSP_FEATURE,
+    feature_spec,
+    tensor_signature,
+    to_pretrainer_inputs,
+)
+from keras_bert_impl.data.pretraining_instance import PretrainingInstance
 from keras_bert_impl.data.pretraining_masker import PretrainingMasker
 from keras_bert_impl.data.pretraining_record_reader import PretrainingRecordReader
 from keras_bert_impl.data.pretraining_record_writer import PretrainingRecordWriter

@@ -4,6 +4,7 @@ import csv
 import glob
 import os
 import re
+from keras_bert_impl.validation import check_int
 
 # A review field with no line breaks is cut after . ! or ? followed by space.
 # Deliberately simple (no abbreviation list): it only runs on single-line
@@ -47,8 +48,7 @@ class PretrainingCorpus:
     def __init__(self, paths, format="text", text_column=-1):
         if format not in self.FORMATS:
             raise ValueError(f"format must be one of {list(self.FORMATS)}. Received: format={format!r}")
-        if isinstance(text_column, bool) or not isinstance(text_column, int):
-            raise ValueError(f"text_column must be an int (a CSV column index). Received: text_column={text_column!r}")
+        check_int("text_column", text_column)
         if isinstance(paths, (str, os.PathLike)):
             paths = [paths]
         paths = [os.fspath(p) for p in paths]

@@ -9,24 +9,18 @@ from any document of the corpus. Here documents stream through a buffer of
 the random documents come from. See `PretrainingExampleBuilder` for the details.
 """
 
-import collections
 import random
 
 import numpy as np
 import tensorflow as tf
 
-from keras_bert_impl.data.pretraining_features import IS_NEXT, NOT_NEXT, check_fraction, check_int, load_vocabulary
+from keras_bert_impl.data.pretraining_features import instance_to_example, tensor_signature
+from keras_bert_impl.data.pretraining_instance import PretrainingInstance, truncate_seq_pair
 from keras_bert_impl.data.pretraining_masker import PretrainingMasker
 from keras_bert_impl.data.pretraining_record_writer import PretrainingRecordWriter
-from keras_bert_impl.tokenization import BertPreprocessor
-
-PretrainingInstance = collections.namedtuple(
-    "PretrainingInstance", ["token_ids", "segment_ids", "is_random_next", "masked_lm_positions", "masked_lm_ids"]
-)
-PretrainingInstance.__doc__ = """One packed pair before padding: `[CLS] A [SEP] B [SEP]` ids, its
-segment ids, whether B is a random segment (NotNext), and the masked positions
-with their original ids (empty when the builder does not mask)."""
-
+from keras_bert_impl.tokenization.bert_preprocessor import BertPreprocessor
+from keras_bert_impl.tokenization.vocabulary import load_vocabulary
+from keras_bert_impl.validation import check_bool, check_fraction, check_int
 
 class PretrainingExampleBuilder:
     r"""Builds BERT's MLM + NSP examples from a `PretrainingCorpus`, in a stream.
@@ -130,9 +124,8 @@ class PretrainingExampleBuilder:
         check_int("document_buffer_size", document_buffer_size, 1)
         check_int("seed", seed, 0)
         check_int("tokenize_batch_size", tokenize_batch_size, 1)
-        for name, value in (("mask", mask), ("balanced_nsp", balanced_nsp)):
-            if not isinstance(value, bool):
-                raise ValueError(f"{name} must be True or False. Received: {name}={value!r}")
+        check_bool("mask", mask)
+        check_bool("balanced_nsp", balanced_nsp)
         # The masker checks masked_lm_prob, max_predictions_per_seq, whole_word_masking.
         self.masker = PretrainingMasker(vocabulary, masked_lm_prob, max_predictions_per_seq, whole_word_masking)
         self.vocabulary = vocabulary
@@ -321,19 +314,7 @@ class PretrainingExampleBuilder:
 
     def to_example(self, instance):
         """A `PretrainingInstance` -> dict of padded lists under Google's feature names."""
-        pad = self.max_seq_length - len(instance.token_ids)
-        example = {
-            "input_ids": instance.token_ids + [self.masker.pad_id] * pad,
-            "input_mask": [1] * len(instance.token_ids) + [0] * pad,
-            "segment_ids": instance.segment_ids + [0] * pad,
-        }
-        if self.mask:
-            slots = self.max_predictions_per_seq - len(instance.masked_lm_positions)
-            example["masked_lm_positions"] = instance.masked_lm_positions + [0] * slots
-            example["masked_lm_ids"] = instance.masked_lm_ids + [0] * slots
-            example["masked_lm_weights"] = [1.0] * len(instance.masked_lm_positions) + [0.0] * slots
-        example["next_sentence_labels"] = [NOT_NEXT if instance.is_random_next else IS_NEXT]
-        return example
+        return instance_to_example(instance, self.max_seq_length, self.max_predictions_per_seq, self.masker.pad_id, self.mask)
 
     def examples(self, corpus, on_document=None):
         """Yields padded examples (dicts of lists, Google's names), in creation order."""
@@ -371,22 +352,12 @@ class PretrainingExampleBuilder:
                 writer.write(example)
         return writer
 
-    def output_signature(self):
-        s, p = self.max_seq_length, self.max_predictions_per_seq
-        signature = {name: tf.TensorSpec([s], tf.int32) for name in ("input_ids", "input_mask", "segment_ids")}
-        if self.mask:
-            signature["masked_lm_positions"] = tf.TensorSpec([p], tf.int32)
-            signature["masked_lm_ids"] = tf.TensorSpec([p], tf.int32)
-            signature["masked_lm_weights"] = tf.TensorSpec([p], tf.float32)
-        signature["next_sentence_labels"] = tf.TensorSpec([1], tf.int32)
-        return signature
-
     def as_dataset(self, corpus):
         """The examples as an unbatched tf.data.Dataset (int32 ids, float32
         weights), built on the fly without files. Batch it and map
         `to_pretrainer_inputs` (or `PretrainingMasker.dynamic` first when
         `mask=False`) to train on it. Shuffle it too: examples come in document order."""
-        signature = self.output_signature()
+        signature = tensor_signature(self.max_seq_length, self.max_predictions_per_seq, masked=self.mask)
 
         def generate():
             for example in self.examples(corpus):
@@ -394,14 +365,3 @@ class PretrainingExampleBuilder:
 
         return tf.data.Dataset.from_generator(generate, output_signature=signature)
 
-
-def truncate_seq_pair(tokens_a, tokens_b, max_num_tokens, rng):
-    """Google's `truncate_seq_pair`: trims the longer list (B on ties) one token
-    at a time, from the front or the back at random, in place."""
-    while len(tokens_a) + len(tokens_b) > max_num_tokens:
-        trunc_tokens = tokens_a if len(tokens_a) > len(tokens_b) else tokens_b
-        # Both ends, so the model sees no bias toward sentence starts or ends.
-        if rng.random() < 0.5:
-            del trunc_tokens[0]
-        else:
-            trunc_tokens.pop()

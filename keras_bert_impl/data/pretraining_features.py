@@ -1,5 +1,5 @@
-"""Google's pretraining features: names, the vocabulary checks, argument checks,
-serialization to tf.train.Example and the mapping onto `BertPretrainer`'s inputs.
+"""Google's pretraining features: names, dtypes, serialization to tf.train.Example
+and the mapping onto `BertPretrainer`'s inputs.
 
 Shape legend: B batch, S max_seq_length, P max_predictions_per_seq.
 
@@ -8,54 +8,15 @@ The names and dtypes are those of google-research/bert's create_pretraining_data
 records written here feed Google's run_pretraining.py and theirs feed us.
 """
 
-import os
-
 import tensorflow as tf
-
-from keras_bert_impl.checkpoints.vocabulary import read_vocabulary
 
 # The four features of an unmasked example (what dynamic masking starts from),
 # then the three that static masking adds. Order as Google writes them.
 BASE_FEATURES = ("input_ids", "input_mask", "segment_ids")
 MASK_FEATURES = ("masked_lm_positions", "masked_lm_ids", "masked_lm_weights")
 NSP_FEATURE = "next_sentence_labels"
-REQUIRED_TOKENS = ("[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]")
 # Google's next_sentence_labels: 0 = B is the actual next segment, 1 = B is random.
 IS_NEXT, NOT_NEXT = 0, 1
-
-
-def load_vocabulary(vocabulary):
-    """A token list from a list or a vocab.txt path, with BERT's special tokens checked."""
-    source = ""
-    if isinstance(vocabulary, (str, os.PathLike)):
-        source = f" ({os.fspath(vocabulary)})"
-        vocabulary = read_vocabulary(os.fspath(vocabulary))
-    vocabulary = list(vocabulary)
-    if not vocabulary:
-        raise ValueError(f"The vocabulary{source} is empty; pass a BERT vocab.txt (one WordPiece token a line).")
-    missing = [t for t in REQUIRED_TOKENS if t not in vocabulary]
-    if missing:
-        raise ValueError(
-            f"The vocabulary{source} lacks BERT's special tokens {missing}: pretraining data needs "
-            f"{list(REQUIRED_TOKENS)} (masking writes [MASK], pairs are packed with [CLS]/[SEP], "
-            "padding is [PAD]). Use a BERT vocab.txt."
-        )
-    return vocabulary
-
-
-def check_int(name, value, minimum):
-    if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
-        raise ValueError(f"{name} must be an integer >= {minimum}. Received: {name}={value!r}")
-
-
-def check_fraction(name, value, open_low=True, open_high=True):
-    """value in (0, 1), or with closed ends where asked."""
-    ok = not isinstance(value, bool) and isinstance(value, (int, float))
-    if ok:
-        ok = (value > 0 if open_low else value >= 0) and (value < 1 if open_high else value <= 1)
-    if not ok:
-        interval = f"{'(' if open_low else '['}0, 1{')' if open_high else ']'}"
-        raise ValueError(f"{name} must be a number in {interval}. Received: {name}={value!r}")
 
 
 def feature_spec(max_seq_length, max_predictions_per_seq, masked=True):
@@ -67,6 +28,35 @@ def feature_spec(max_seq_length, max_predictions_per_seq, masked=True):
         spec["masked_lm_weights"] = tf.io.FixedLenFeature([max_predictions_per_seq], tf.float32)
     spec[NSP_FEATURE] = tf.io.FixedLenFeature([1], tf.int64)
     return spec
+
+
+def tensor_signature(max_seq_length, max_predictions_per_seq, masked=True):
+    """`feature_spec` as tf.TensorSpecs of what the pipeline carries: int32 ids (int64 only on
+    disk), float32 weights."""
+    spec = feature_spec(max_seq_length, max_predictions_per_seq, masked=masked)
+    return {
+        name: tf.TensorSpec(feature.shape, tf.int32 if feature.dtype == tf.int64 else feature.dtype)
+        for name, feature in spec.items()
+    }
+
+
+def instance_to_example(instance, max_seq_length, max_predictions_per_seq, pad_id, masked=True):
+    """A `PretrainingInstance` -> dict of padded lists under Google's names (what
+    `serialize_example` writes): ids padded with `pad_id`, unused prediction slots
+    with position 0, id 0 and weight 0."""
+    pad = max_seq_length - len(instance.token_ids)
+    example = {
+        "input_ids": list(instance.token_ids) + [pad_id] * pad,
+        "input_mask": [1] * len(instance.token_ids) + [0] * pad,
+        "segment_ids": list(instance.segment_ids) + [0] * pad,
+    }
+    if masked:
+        slots = max_predictions_per_seq - len(instance.masked_lm_positions)
+        example["masked_lm_positions"] = list(instance.masked_lm_positions) + [0] * slots
+        example["masked_lm_ids"] = list(instance.masked_lm_ids) + [0] * slots
+        example["masked_lm_weights"] = [1.0] * len(instance.masked_lm_positions) + [0.0] * slots
+    example[NSP_FEATURE] = [NOT_NEXT if instance.is_random_next else IS_NEXT]
+    return example
 
 
 def serialize_example(example):

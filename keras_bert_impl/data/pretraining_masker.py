@@ -8,7 +8,8 @@ Shape legend: B batch, S max_seq_length, P max_predictions_per_seq, V vocabulary
 import numpy as np
 import tensorflow as tf
 
-from keras_bert_impl.data.pretraining_features import check_fraction, check_int, load_vocabulary
+from keras_bert_impl.tokenization.vocabulary import is_continuation, load_vocabulary, special_token_ids
+from keras_bert_impl.validation import check_bool, check_fraction, check_int
 
 # Google's replacement split for a chosen position: 80% [MASK]; of the other
 # 20%, half keep the original token and half take a random vocabulary entry.
@@ -57,16 +58,15 @@ class PretrainingMasker:
         vocabulary = load_vocabulary(vocabulary)
         check_fraction("masked_lm_prob", masked_lm_prob)
         check_int("max_predictions_per_seq", max_predictions_per_seq, 1)
-        if not isinstance(whole_word_masking, bool):
-            raise ValueError(f"whole_word_masking must be True or False. Received: whole_word_masking={whole_word_masking!r}")
+        check_bool("whole_word_masking", whole_word_masking)
         self.vocabulary = vocabulary
         self.masked_lm_prob = float(masked_lm_prob)
         self.max_predictions_per_seq = max_predictions_per_seq
         self.whole_word_masking = whole_word_masking
-        ids = {t: i for i, t in enumerate(vocabulary)}
+        ids = special_token_ids(vocabulary)
         self.pad_id, self.cls_id, self.sep_id, self.mask_id = ids["[PAD]"], ids["[CLS]"], ids["[SEP]"], ids["[MASK]"]
         self.vocabulary_size = len(vocabulary)
-        self.is_continuation = np.array([t.startswith("##") for t in vocabulary], bool)
+        self.is_continuation = np.array([is_continuation(t) for t in vocabulary], bool)
 
     def num_to_predict(self, length):
         """Google's target count for a packed sequence of `length` tokens."""

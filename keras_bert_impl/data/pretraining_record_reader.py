@@ -6,7 +6,8 @@ import os
 
 import tensorflow as tf
 
-from keras_bert_impl.data.pretraining_features import check_int, feature_spec, to_pretrainer_inputs
+from keras_bert_impl.data.pretraining_features import feature_spec, to_pretrainer_inputs
+from keras_bert_impl.validation import check_int
 
 
 class PretrainingRecordReader:

@@ -7,7 +7,8 @@ import random
 
 import tensorflow as tf
 
-from keras_bert_impl.data.pretraining_features import check_int, serialize_example
+from keras_bert_impl.data.pretraining_features import serialize_example
+from keras_bert_impl.validation import check_int
 
 
 class PretrainingRecordWriter:

@@ -2,12 +2,7 @@
 
 import numpy as np
 
-
-def preview(values, limit=5):
-    """A short repr of the first few items of `values`, for error messages."""
-    values = values.tolist() if isinstance(values, np.ndarray) else list(values)
-    shown = ", ".join(repr(v) for v in values[:limit])
-    return f"[{shown}{', ...' if len(values) > limit else ''}]"
+from keras_bert_impl.validation import check_label_names, check_positive_int, preview  # noqa: F401 (re-exported for the metric modules)
 
 
 def as_ids(name, values, ndim):
@@ -50,30 +45,10 @@ def as_scores(name, values, ndim):
     return array
 
 
-def check_positive_int(name, value):
-    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 1:
-        raise ValueError(f"{name} must be a positive int. Received: {name}={value!r}")
-    return int(value)
-
-
 def names_for(label_names, count, what):
     """`count` string names: `label_names` (a list of str or a LabelVocabulary) checked, or "0".."count-1"."""
-    if label_names is None:
-        return [str(i) for i in range(count)]
-    if isinstance(label_names, str):
-        raise ValueError(f"label_names must be a list of names, not one string. Received: label_names={label_names!r}")
-    names = list(label_names)
-    if len(names) != count:
-        raise ValueError(
-            f"label_names must name every one of the {count} {what}. Received {len(names)} names: {preview(names)}"
-        )
-    bad = [n for n in names if not isinstance(n, str) or not n]
-    if bad:
-        raise ValueError(f"label_names must be non-empty strings. Received: {preview(bad)}")
-    if len(set(names)) != len(names):
-        duplicates = sorted({n for n in names if names.count(n) > 1})
-        raise ValueError(f"label_names must be distinct. Received duplicates: {preview(duplicates)}")
-    return names
+    names = check_label_names(label_names, count, what)
+    return [str(i) for i in range(count)] if names is None else names
 
 
 def divide(numerator, denominator):

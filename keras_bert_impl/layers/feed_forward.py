@@ -6,7 +6,7 @@ Shape legend: B batch, T sequence length, H hidden size, I intermediate size.
 import keras
 
 from keras_bert_impl.layers.activations import ACTIVATIONS, get_activation
-from keras_bert_impl.layers.validation import check_choice, check_positive_int
+from keras_bert_impl.validation import check_choice, check_positive_int
 
 
 @keras.saving.register_keras_serializable(package="keras_bert_impl")

@@ -9,32 +9,8 @@ import math
 import keras
 from keras import ops
 
-from keras_bert_impl.layers.validation import check_divisible, check_positive_int, check_probability
-
-# Added to masked scores before the softmax. The softmax runs in float32 (see
-# call), so a finite value this large drives masked probabilities to exactly 0
-# without producing inf - inf = NaN.
-MASK_VALUE = -1e9
-
-
-def merge_masks(padding_mask, attention_mask, use_causal_mask, query_length, key_length):
-    """Combines the optional masks into one boolean [B or 1, 1 or F, T] mask (True = attend),
-    or None when there is nothing to mask."""
-    mask = None
-    if padding_mask is not None:
-        mask = ops.cast(padding_mask, "bool")[:, None, :]  # [B, 1, T]
-    if attention_mask is not None:
-        attention_mask = ops.cast(attention_mask, "bool")
-        if len(attention_mask.shape) == 2:  # a [B, T] padding-style mask
-            attention_mask = attention_mask[:, None, :]
-        mask = attention_mask if mask is None else ops.logical_and(mask, attention_mask)
-    if use_causal_mask:
-        rows = ops.arange(query_length)[:, None]  # [F, 1]
-        cols = ops.arange(key_length)[None, :]  # [1, T]
-        causal = ops.greater_equal(rows, cols)[None, :, :]  # [1, F, T]: key j visible from query i iff j <= i
-        mask = causal if mask is None else ops.logical_and(mask, causal)
-    return mask
-
+from keras_bert_impl.layers.masking import mask_bias, merge_masks
+from keras_bert_impl.validation import check_divisible, check_positive_int, check_probability
 
 @keras.saving.register_keras_serializable(package="keras_bert_impl")
 class MultiHeadAttention(keras.layers.Layer):
@@ -121,11 +97,11 @@ class MultiHeadAttention(keras.layers.Layer):
         batch, query_length, key_length = ops.shape(query)[0], ops.shape(query)[1], ops.shape(key)[1]
         output, probs = self.attend_flat(
             ops.reshape(query, (-1, query.shape[-1])),
-            None if self_attention else ops.reshape(key, (-1, key.shape[-1])),
-            None if self_attention else ops.reshape(value, (-1, value.shape[-1])),
-            batch,
-            query_length,
-            key_length,
+            key=None if self_attention else ops.reshape(key, (-1, key.shape[-1])),
+            value=None if self_attention else ops.reshape(value, (-1, value.shape[-1])),
+            batch=batch,
+            query_length=query_length,
+            key_length=key_length,
             padding_mask=padding_mask,
             attention_mask=attention_mask,
             use_causal_mask=use_causal_mask,
@@ -139,8 +115,9 @@ class MultiHeadAttention(keras.layers.Layer):
     def attend_flat(
         self,
         query,
-        key,
-        value,
+        *,
+        key=None,
+        value=None,
         batch,
         query_length,
         key_length,
@@ -149,8 +126,12 @@ class MultiHeadAttention(keras.layers.Layer):
         use_causal_mask=False,
         training=None,
     ):
-        """Attention on flattened tokens: query [B*F, Hq], key/value [B*T, Hk] (None for
-        self-attention). Returns (output [B*F, H], probabilities [B, N, F, T]).
+        """Attention on flattened tokens: query [B*F, Hq], key/value [B*T, Hk] (both None
+        for self-attention). Returns (output [B*F, H], probabilities [B, N, F, T]).
+
+        Every argument after `query` is keyword-only. `batch`, `query_length` and
+        `key_length` (B, F, T, ints or scalar tensors) restore the shapes the flat
+        tokens lost; the masks and `training` are those of `call`.
 
         Why flat: on TensorFlow a Dense on a 2-D input is one MatMul that oneDNN fuses
         with its bias (and the encoder's residual adds), while a 3-D input goes through
@@ -176,7 +157,7 @@ class MultiHeadAttention(keras.layers.Layer):
             qkv = ops.transpose(ops.reshape(qkv, (batch, query_length, 3, n, d)), (2, 0, 3, 1, 4))  # [3, B, N, T, D]
             # unstack, not qkv[0], qkv[1], qkv[2]: the gradient of each strided slice is a
             # zero-filled [3, B, N, T, D] tensor, summed three times (a fifth of a bert_tiny
-            # training step in bench/pretraining_speed.py's profile); unstack's is one stack.
+            # training step in bench/perf/pretraining_speed.py's profile); unstack's is one stack.
             q, k, v = ops.unstack(qkv, 3, axis=0)
         else:
             q = heads(self.query_dense(query), query_length) * ops.cast(scale, query.dtype)  # [B, N, F, D]
@@ -189,7 +170,7 @@ class MultiHeadAttention(keras.layers.Layer):
         scores = ops.cast(scores, "float32")
         mask = merge_masks(padding_mask, attention_mask, use_causal_mask, query_length, key_length)
         if mask is not None:
-            scores = scores + (1.0 - ops.cast(mask[:, None, :, :], "float32")) * MASK_VALUE
+            scores = scores + mask_bias(ops.expand_dims(mask, 1))  # [B or 1, 1, F or 1, T]
         probs = ops.cast(ops.softmax(scores, axis=-1), self.compute_dtype)  # [B, N, F, T]
 
         context = ops.matmul(self.dropout_layer(probs, training=training), v)  # [B, N, F, D]

@@ -12,7 +12,7 @@ from keras import ops
 from keras_bert_impl.layers.activations import ACTIVATIONS
 from keras_bert_impl.layers.feed_forward import FeedForward
 from keras_bert_impl.layers.multi_head_attention import MultiHeadAttention
-from keras_bert_impl.layers.validation import check_choice, check_positive_int, check_probability
+from keras_bert_impl.validation import check_choice, check_positive_int, check_probability
 
 
 @keras.saving.register_keras_serializable(package="keras_bert_impl")
@@ -110,11 +110,9 @@ class TransformerEncoder(keras.layers.Layer):
         flat = ops.reshape(x, (-1, hidden))
         attended, probs = self.attention.attend_flat(
             flat,
-            None,
-            None,
-            batch,
-            length,
-            length,
+            batch=batch,
+            query_length=length,
+            key_length=length,
             padding_mask=padding_mask,
             attention_mask=attention_mask,
             use_causal_mask=use_causal_mask,

@@ -3,5 +3,8 @@ from keras_bert_impl.models.bert_classifier import BertClassifier
 from keras_bert_impl.models.bert_embedder import BertEmbedder
 from keras_bert_impl.models.bert_pretrainer import BertPretrainer
 from keras_bert_impl.models.bert_span_labeler import BertSpanLabeler
+from keras_bert_impl.models.bert_task import BertTask
 from keras_bert_impl.models.bert_token_classifier import BertTokenClassifier
+from keras_bert_impl.models.masked_lm_accuracy import MaskedLMAccuracy
+from keras_bert_impl.models.masked_sparse_crossentropy import MaskedSparseCrossentropy
 from keras_bert_impl.models.presets import BERT_PRESETS

@@ -10,21 +10,19 @@ import keras
 import numpy as np
 from keras import ops
 
+from keras_bert_impl.atomic_write import write_json_atomically
 from keras_bert_impl.layers.activations import ACTIVATIONS
 from keras_bert_impl.layers.bert_embeddings import POSITION_EMBEDDINGS, BertEmbeddings
 from keras_bert_impl.layers.bert_pooler import BertPooler
 from keras_bert_impl.layers.transformer_encoder import TransformerEncoder
-from keras_bert_impl.layers.validation import (
-    check_choice,
-    check_divisible,
-    check_positive_int,
-    check_probability,
-)
 from keras_bert_impl.models.config_fields import check_config_fields
 from keras_bert_impl.models.presets import BERT_PRESETS
+from keras_bert_impl.tokenization.vocabulary import load_vocabulary_asset, save_vocabulary_asset
+from keras_bert_impl.validation import check_choice, check_divisible, check_positive_int, check_probability
 
 INPUT_KEYS = ("token_ids", "segment_ids", "padding_mask")
-VOCAB_ASSET = "vocab.txt"
+# The casing that goes with the vocabulary (the vocabulary itself is tokenization's
+# VOCAB_ASSET), in the .keras file's assets.
 TOKENIZER_ASSET = "tokenizer.json"
 
 
@@ -254,17 +252,13 @@ class BertBackbone(keras.Model):
     def save_assets(self, dir_path):
         if self.vocabulary is None:
             return
-        with open(os.path.join(dir_path, VOCAB_ASSET), "w", encoding="utf-8") as f:
-            f.write("\n".join(self.vocabulary) + "\n")
-        with open(os.path.join(dir_path, TOKENIZER_ASSET), "w", encoding="utf-8") as f:
-            json.dump({"lowercase": self.lowercase}, f)
+        save_vocabulary_asset(dir_path, self.vocabulary)
+        write_json_atomically({"lowercase": self.lowercase}, os.path.join(dir_path, TOKENIZER_ASSET))
 
     def load_assets(self, dir_path):
-        vocab_path = os.path.join(dir_path, VOCAB_ASSET)
-        if not os.path.exists(vocab_path):
+        vocabulary = load_vocabulary_asset(dir_path)
+        if vocabulary is None:
             return
-        with open(vocab_path, encoding="utf-8") as f:
-            vocabulary = f.read().split("\n")[:-1]
         with open(os.path.join(dir_path, TOKENIZER_ASSET), encoding="utf-8") as f:
             lowercase = json.load(f)["lowercase"]
         self.set_vocabulary(vocabulary, lowercase)
@@ -272,30 +266,31 @@ class BertBackbone(keras.Model):
     # --- config ------------------------------------------------------------
 
     def get_config(self):
-        return {
-            "name": self.name,
-            "trainable": self.trainable,
-            "dtype": keras.dtype_policies.serialize(self.dtype_policy),
-            "vocabulary_size": self.vocabulary_size,
-            "num_layers": self.num_layers,
-            "num_heads": self.num_heads,
-            "hidden_dim": self.hidden_dim,
-            "intermediate_dim": self.intermediate_dim,
-            "dropout": self.dropout,
-            "attention_dropout": self.attention_dropout,
-            "max_sequence_length": self.max_sequence_length,
-            "num_segments": self.num_segments,
-            "position_embedding": self.position_embedding,
-            "activation": self.activation,
-            "layer_norm_epsilon": self.layer_norm_epsilon,
-            "initializer_range": self.initializer_range,
-            "return_hidden_states": self.return_hidden_states,
-            "return_attention_scores": self.return_attention_scores,
-        }
+        config = super().get_config()  # name, trainable, dtype
+        config.update(
+            {
+                "vocabulary_size": self.vocabulary_size,
+                "num_layers": self.num_layers,
+                "num_heads": self.num_heads,
+                "hidden_dim": self.hidden_dim,
+                "intermediate_dim": self.intermediate_dim,
+                "dropout": self.dropout,
+                "attention_dropout": self.attention_dropout,
+                "max_sequence_length": self.max_sequence_length,
+                "num_segments": self.num_segments,
+                "position_embedding": self.position_embedding,
+                "activation": self.activation,
+                "layer_norm_epsilon": self.layer_norm_epsilon,
+                "initializer_range": self.initializer_range,
+                "return_hidden_states": self.return_hidden_states,
+                "return_attention_scores": self.return_attention_scores,
+            }
+        )
+        return config
 
     @classmethod
     def from_config(cls, config):
-        check_config_fields(cls, config, extra=("name", "trainable"))
+        check_config_fields(cls, config, extra=("name", "trainable", "dtype"))
         return cls(**config)
 
     @classmethod

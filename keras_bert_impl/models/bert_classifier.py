@@ -1,10 +1,10 @@
 """Sentence and sentence-pair classification on the pooled [CLS] output or the token mean."""
 
 import keras
-from keras import ops
 
-from keras_bert_impl.layers.validation import check_choice, check_label_names, check_positive_int, check_probability
+from keras_bert_impl.layers.masking import masked_mean
 from keras_bert_impl.models.bert_task import BertTask
+from keras_bert_impl.validation import check_choice, check_label_names, check_positive_int, check_probability
 
 
 @keras.saving.register_keras_serializable(package="keras_bert_impl")
@@ -65,8 +65,7 @@ class BertClassifier(BertTask):
         if pooling == "pooled":
             pooled = outputs["pooled_output"]  # [B, H]
         else:
-            mask = ops.cast(inputs["padding_mask"], outputs["sequence_output"].dtype)[:, :, None]  # [B, T, 1]
-            pooled = ops.sum(outputs["sequence_output"] * mask, axis=1) / ops.maximum(ops.sum(mask, axis=1), 1.0)  # [B, H]
+            pooled = masked_mean(outputs["sequence_output"], inputs["padding_mask"])  # [B, H]
         output = self.output_dense(self.output_dropout(pooled))  # [B, C]
         key = "logits" if activation is None else "probabilities"
         super().__init__(inputs=inputs, outputs={key: output}, **kwargs)
@@ -76,11 +75,16 @@ class BertClassifier(BertTask):
         self.dropout = dropout
         self.label_names = label_names
         self.pooling = pooling
-        from_logits = activation is None
-        if multi_label:
-            loss = keras.losses.BinaryCrossentropy(from_logits=from_logits)
-            metrics = [keras.metrics.BinaryAccuracy(threshold=0.0 if from_logits else 0.5)]
-        else:
-            loss = keras.losses.SparseCategoricalCrossentropy(from_logits=from_logits)
-            metrics = [keras.metrics.SparseCategoricalAccuracy(name="accuracy")]
-        self.compile(optimizer=keras.optimizers.Adam(5e-5), loss=loss, metrics=metrics)
+        self.compile()
+
+    def default_loss(self):
+        from_logits = self.activation is None
+        if self.multi_label:
+            return keras.losses.BinaryCrossentropy(from_logits=from_logits)
+        return keras.losses.SparseCategoricalCrossentropy(from_logits=from_logits)
+
+    def default_metrics(self):
+        if self.multi_label:
+            # Per-label accuracy at probability 0.5 (logit 0).
+            return [keras.metrics.BinaryAccuracy(name="accuracy", threshold=0.0 if self.activation is None else 0.5)]
+        return [keras.metrics.SparseCategoricalAccuracy(name="accuracy")]

@@ -6,9 +6,9 @@ Shape legend: B batch, T sequence length, H hidden size, L layers.
 import keras
 from keras import ops
 
-from keras_bert_impl.layers.multi_head_attention import MASK_VALUE
-from keras_bert_impl.layers.validation import check_choice
+from keras_bert_impl.layers.masking import masked_max, masked_mean
 from keras_bert_impl.models.bert_task import BertTask
+from keras_bert_impl.validation import check_choice
 
 POOLING = ("cls", "mean", "max")
 
@@ -57,13 +57,12 @@ class BertEmbedder(BertTask):
         outputs = backbone(inputs)
         hidden = outputs["sequence_output"] if last_layer else outputs["hidden_states"][:, layer_index]  # [B, T, H]
         hidden = ops.cast(hidden, "float32")
-        mask = ops.cast(inputs["padding_mask"], "float32")[:, :, None]  # [B, T, 1]
         if pooling == "cls":
-            pooled = hidden[:, 0, :]
+            pooled = hidden[:, 0, :]  # [B, H]
         elif pooling == "mean":
-            pooled = ops.sum(hidden * mask, axis=1) / ops.maximum(ops.sum(mask, axis=1), 1e-9)
+            pooled = masked_mean(hidden, inputs["padding_mask"])  # [B, H]
         else:
-            pooled = ops.max(hidden + (1.0 - mask) * MASK_VALUE, axis=1)
+            pooled = masked_max(hidden, inputs["padding_mask"])  # [B, H]
         if normalize:
             pooled = pooled / ops.maximum(ops.norm(pooled, axis=-1, keepdims=True), 1e-12)
         super().__init__(inputs=inputs, outputs={"embeddings": pooled}, **kwargs)

@@ -8,10 +8,10 @@ import keras
 from keras_bert_impl.layers.activations import ACTIVATIONS
 from keras_bert_impl.layers.masked_lm_head import MaskedLMHead
 from keras_bert_impl.layers.next_sentence_head import NextSentenceHead
-from keras_bert_impl.layers.validation import check_choice
+from keras_bert_impl.models.bert_task import BertTask
 from keras_bert_impl.models.masked_lm_accuracy import MaskedLMAccuracy
 from keras_bert_impl.models.masked_sparse_crossentropy import MaskedSparseCrossentropy
-from keras_bert_impl.models.bert_task import BertTask
+from keras_bert_impl.validation import check_choice
 
 
 @keras.saving.register_keras_serializable(package="keras_bert_impl")
@@ -41,6 +41,7 @@ class BertPretrainer(BertTask):
     """
 
     _task_config_keys = ("activation",)
+    default_learning_rate = 1e-4
 
     def __init__(self, backbone, activation=None, **kwargs):
         self._check_backbone(backbone)
@@ -72,14 +73,16 @@ class BertPretrainer(BertTask):
             **kwargs,
         )
         self.activation = activation
-        self.compile(
-            optimizer=keras.optimizers.Adam(1e-4),
-            loss={
-                "mlm_logits": MaskedSparseCrossentropy(),  # averaged over the real masked positions, as Google's
-                "nsp_logits": keras.losses.SparseCategoricalCrossentropy(from_logits=True),
-            },
-            weighted_metrics={
-                "mlm_logits": [MaskedLMAccuracy(name="accuracy")],
-                "nsp_logits": [keras.metrics.SparseCategoricalAccuracy(name="accuracy")],
-            },
-        )
+        self.compile()
+
+    def default_loss(self):
+        return {
+            "mlm_logits": MaskedSparseCrossentropy(),  # the mean over the real masked positions, as Google's
+            "nsp_logits": keras.losses.SparseCategoricalCrossentropy(from_logits=True),  # every example counts
+        }
+
+    def default_weighted_metrics(self):
+        return {
+            "mlm_logits": [MaskedLMAccuracy(name="accuracy")],
+            "nsp_logits": [keras.metrics.SparseCategoricalAccuracy(name="accuracy")],
+        }

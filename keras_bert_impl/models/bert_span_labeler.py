@@ -1,9 +1,8 @@
 """Extractive question answering: start and end logits over the tokens."""
 
 import keras
-from keras import ops
 
-from keras_bert_impl.layers.multi_head_attention import MASK_VALUE
+from keras_bert_impl.layers.masking import mask_bias
 from keras_bert_impl.models.bert_task import BertTask
 
 
@@ -37,18 +36,17 @@ class BertSpanLabeler(BertTask):
         )
         inputs = backbone.input
         logits = self.span_dense(backbone(inputs)["sequence_output"])  # [B, T, 2]
-        padding = (1.0 - ops.cast(inputs["padding_mask"], "float32")) * MASK_VALUE  # [B, T]
+        padding = mask_bias(inputs["padding_mask"])  # [B, T]: 0 on tokens, MASK_VALUE on padding
         start_logits = logits[:, :, 0] + padding
         end_logits = logits[:, :, 1] + padding
         super().__init__(
             inputs=inputs, outputs={"start_logits": start_logits, "end_logits": end_logits}, **kwargs
         )
+        self.compile()
+
+    def default_loss(self):
         loss = keras.losses.SparseCategoricalCrossentropy(from_logits=True)
-        self.compile(
-            optimizer=keras.optimizers.Adam(5e-5),
-            loss={"start_logits": loss, "end_logits": loss},
-            metrics={
-                "start_logits": [keras.metrics.SparseCategoricalAccuracy(name="accuracy")],
-                "end_logits": [keras.metrics.SparseCategoricalAccuracy(name="accuracy")],
-            },
-        )
+        return {"start_logits": loss, "end_logits": loss}
+
+    def default_metrics(self):
+        return {key: [keras.metrics.SparseCategoricalAccuracy(name="accuracy")] for key in ("start_logits", "end_logits")}

@@ -16,6 +16,37 @@ class BertTask(keras.Model):
     """
 
     _task_config_keys = ()
+    # The learning rate of the "auto" optimizer (Adam): fine-tuning's usual 5e-5.
+    default_learning_rate = 5e-5
+
+    def default_loss(self):
+        """The loss `compile(loss="auto")` uses (None: the head does not train)."""
+        return None
+
+    def default_metrics(self):
+        """The metrics `compile(metrics="auto")` uses."""
+        return None
+
+    def default_weighted_metrics(self):
+        """The weighted metrics `compile(weighted_metrics="auto")` uses."""
+        return None
+
+    def compile(self, optimizer="auto", loss="auto", metrics="auto", weighted_metrics="auto", **kwargs):
+        """Keras' `compile`, where "auto" (the default of each) is the head's own choice:
+        Adam at `default_learning_rate`, and the loss and metrics that fit its outputs
+        (KerasHub's Task.compile pattern). Pass anything else to override one of them.
+        """
+
+        def auto(value):
+            return isinstance(value, str) and value == "auto"
+
+        super().compile(
+            optimizer=keras.optimizers.Adam(self.default_learning_rate) if auto(optimizer) else optimizer,
+            loss=self.default_loss() if auto(loss) else loss,
+            metrics=self.default_metrics() if auto(metrics) else metrics,
+            weighted_metrics=self.default_weighted_metrics() if auto(weighted_metrics) else weighted_metrics,
+            **kwargs,
+        )
 
     @staticmethod
     def _check_backbone(backbone):
@@ -24,6 +55,14 @@ class BertTask(keras.Model):
                 "backbone must be a keras_bert_impl.BertBackbone, e.g. BertBackbone.from_preset('bert_tiny'). "
                 f"Received: backbone={backbone!r}"
             )
+
+    def compile_from_config(self, config):
+        # Keras skips (with a warning) the compile of a loaded model whose class overrides
+        # compile; ours takes the same arguments as Keras', so a saved compile is replayed.
+        config = keras.saving.deserialize_keras_object(config)
+        self.compile(**config)
+        if self.built:
+            self.optimizer.build(self.trainable_variables)
 
     def get_compile_config(self):
         # An optimizer that never took a step has no state to restore. Leaving the
@@ -35,17 +74,14 @@ class BertTask(keras.Model):
         return super().get_compile_config()
 
     def get_config(self):
-        config = {
-            "name": self.name,
-            "trainable": self.trainable,
-            "backbone": keras.layers.serialize(self.backbone),
-        }
+        config = super().get_config()
+        config.update({"backbone": keras.layers.serialize(self.backbone)})
         config.update({key: getattr(self, key) for key in self._task_config_keys})
         return config
 
     @classmethod
     def from_config(cls, config):
-        check_config_fields(cls, config, extra=("name", "trainable"))
+        check_config_fields(cls, config, extra=("name", "trainable", "dtype"))
         config = dict(config)
         if isinstance(config["backbone"], dict):
             config["backbone"] = keras.layers.deserialize(config["backbone"])

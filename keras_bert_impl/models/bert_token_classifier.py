@@ -2,9 +2,9 @@
 
 import keras
 
-from keras_bert_impl.layers.validation import check_label_names, check_positive_int, check_probability
 from keras_bert_impl.models.bert_task import BertTask
 from keras_bert_impl.models.masked_sparse_crossentropy import MaskedSparseCrossentropy
+from keras_bert_impl.validation import check_label_names, check_positive_int, check_probability
 
 
 @keras.saving.register_keras_serializable(package="keras_bert_impl")
@@ -50,8 +50,12 @@ class BertTokenClassifier(BertTask):
         self.num_classes = num_classes
         self.dropout = dropout
         self.label_names = label_names
-        self.compile(
-            optimizer=keras.optimizers.Adam(5e-5),
-            loss=MaskedSparseCrossentropy(),  # the mean over labelled wordpieces, as Model Garden's tagging task
-            weighted_metrics=[keras.metrics.SparseCategoricalAccuracy(name="accuracy")],
-        )
+        self.compile()
+
+    def default_loss(self):
+        # The mean over the labelled wordpieces (sample weight 1), as Model Garden's tagging
+        # task, not over every position.
+        return MaskedSparseCrossentropy()
+
+    def default_weighted_metrics(self):
+        return [keras.metrics.SparseCategoricalAccuracy(name="accuracy")]

@@ -17,7 +17,7 @@ class MaskedLMAccuracy(keras.metrics.MeanMetricWrapper):
     Equals `SparseCategoricalAccuracy` except on exact ties for the top logit (counted as
     correct here). Keras' argmax over [B, P, 30522] logits adds a -0.0 fix-up with four
     extra passes over the tensor: 39 ms of a bert_tiny training step on this CPU, against
-    4.5 ms for one gather and one max (bench/pretraining_speed.py's profile).
+    4.5 ms for one gather and one max (bench/perf/pretraining_speed.py's profile).
 
     Args:
         name: str.

@@ -49,22 +49,25 @@ quietly turn the bad bytes into spaces or [UNK] and the reference tokenizers
 cannot take such input at all.
 """
 
-import functools
-import os
-import unicodedata
 import warnings
 
-import flatbuffers
 import keras
-import numpy as np
 import tensorflow as tf
 import tensorflow_text as tf_text
 
-from keras_bert_impl.checkpoints.vocabulary import duplicate_tokens, read_vocabulary, vocabulary_is_uncased
+from keras_bert_impl.tokenization.bert_normalizer import bert_normalizer_model
+from keras_bert_impl.tokenization.vocabulary import (
+    TOKENIZE_CHUNK,
+    is_continuation,
+    load_vocabulary,
+    load_vocabulary_asset,
+    piece_text,
+    save_vocabulary_asset,
+    special_token_ids,
+    vocabulary_is_uncased,
+)
+from keras_bert_impl.validation import check_positive_int
 
-SPECIAL_TOKENS = ("[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]")
-VOCAB_ASSET = "vocab.txt"
-SUFFIX = "##"
 # A UTF-8 character is at most 4 bytes, so a word of `max_chars_per_word`
 # characters is at most this many times as many bytes.
 _MAX_UTF8_BYTES_PER_CHAR = 4
@@ -83,135 +86,6 @@ def truncate_pair_lengths(len_a, len_b, budget):
 def _take_first(ragged, lengths):
     positions = tf.ragged.range(ragged.row_lengths())
     return tf.ragged.boolean_mask(ragged, positions < tf.cast(lengths, positions.dtype)[:, None])
-
-
-def normalize_char(char, lowercase):
-    """BERT's normalization of one character, as a string (maybe empty or several characters).
-
-    Clean text (Google's `_clean_text`), then for uncased vocabularies NFD, drop
-    Mn, lower-case (the order of Hugging Face's BertNormalizer; Google lower-cases
-    first, which gives the same result for every codepoint; only Python's
-    context-dependent final sigma, which Google's `str.lower()` applies to whole
-    words, is never produced here or by Hugging Face).
-    """
-    cp = ord(char)
-    if cp == 0 or cp == 0xFFFD:
-        return ""
-    category = unicodedata.category(char)
-    if char in " \t\n\r" or category == "Zs":
-        return " "
-    if category in ("Cc", "Cf"):
-        return ""
-    if not lowercase or category in ("Cn", "Co"):  # unassigned and private use: nothing to fold
-        return char
-    stripped = "".join(c for c in unicodedata.normalize("NFD", char) if unicodedata.category(c) != "Mn")
-    return stripped.lower()
-
-
-def _darts_clone_trie(keys, values):
-    """A Darts-clone double-array trie (the layout tf-text's DartsCloneTrieWrapper reads).
-
-    keys: distinct byte strings, none a prefix of another, without NUL bytes;
-    values: ints in [0, 2**31). Returns the uint32 units.
-
-    Unit layout: bits 10..31 the offset to the children (node ^ offset ^ byte is
-    the child), bit 8 "has a value", bits 0..7 the byte that leads to the node;
-    a value sits at node ^ offset (the byte-0 child) with bit 31 set. Every node
-    gets its own base (node ^ offset), so a missing edge can never land on
-    another parent's child with the same label.
-    """
-    root = {}
-    for key, value in zip(keys, values):
-        node = root
-        for byte in key:
-            node = node.setdefault(byte, {})
-        node[None] = value
-    units, used, used_bases = [0] * 1024, bytearray(1024), set()
-    used[0] = 1  # the root
-    queue, head, first_free = [(0, root)], 0, 256  # bases start at 256: slots below stay free
-
-    def grow(index):
-        if index >= len(used):
-            extra = max(len(used), index + 1 - len(used))
-            units.extend([0] * extra)
-            used.extend(bytearray(extra))
-
-    while head < len(queue):
-        pos, node = queue[head]
-        head += 1
-        labels = sorted(0 if k is None else k for k in node)
-        # The first free slot that can take the smallest label fixes the base.
-        free = used.find(0, first_free)
-        while True:
-            if free < 0:
-                free = len(used)
-            base = free ^ labels[0]
-            grow(base | 0xFF)
-            if base >= 256 and base not in used_bases and not any(used[base ^ label] for label in labels):
-                break
-            free = used.find(0, free + 1)
-        used_bases.add(base)
-        offset = pos ^ base
-        if offset >= 1 << 21:
-            raise ValueError(f"Normalizer trie too large for Darts-clone offsets. Received: offset={offset}")
-        units[pos] = (offset << 10) | (0x100 if None in node else 0) | (units[pos] & 0xFF)
-        for key, child in node.items():
-            if key is None:
-                units[base] = 0x80000000 | child
-                used[base] = 1
-            else:
-                units[base ^ key] = key
-                used[base ^ key] = 1
-                queue.append((base ^ key, child))
-        first_free = used.find(0, first_free)
-        if first_free < 0:
-            first_free = len(used)
-    return np.asarray(units[: len(used.rstrip(b"\x00"))], np.uint32)
-
-
-@functools.lru_cache(maxsize=2)
-def bert_normalizer_model(lowercase):
-    """A tf-text FastBertNormalizer model (flatbuffer bytes) for `normalize_char`.
-
-    `tf_text.FastBertNormalizer(model_buffer=bert_normalizer_model(True))`
-    normalizes text exactly as BertPreprocessor does before splitting words.
-    The table has an entry for every codepoint whose normalization is not
-    itself (about 16,000 when uncased); building it takes about a second.
-    """
-    # Encoding of a mapped value (tf-text fast_bert_normalizer.h): bit 30 "differs
-    # from the input", bits 6..29 the offset in the string pool, bits 0..5 the UTF-8 length.
-    pool, where = bytearray(), {}
-
-    def encode(mapped):
-        data = mapped.encode("utf-8")
-        if data and data not in where:
-            where[data] = len(pool)
-            pool.extend(data)
-        return 0x40000000 | (where.get(data, 0) << 6) | len(data)
-
-    keys, values = [], []
-    for cp in range(1, 0x110000):
-        if 0xD800 <= cp <= 0xDFFF:
-            continue
-        char = chr(cp)
-        mapped = normalize_char(char, lowercase)
-        if mapped != char:
-            keys.append(char.encode("utf-8"))
-            values.append(encode(mapped))
-    zero = encode(normalize_char("\x00", lowercase))
-    trie = _darts_clone_trie(keys, values)
-    # table FastBertNormalizerModel { lower_case_nfd_strip_accents: bool; trie_array: [uint32];
-    #   data_for_codepoint_zero: int32; normalized_string_pool: [ubyte]; }  (the kernel ignores the bool)
-    builder = flatbuffers.Builder(4 * len(trie) + len(pool) + 1024)
-    pool_offset = builder.CreateByteVector(bytes(pool))
-    trie_offset = builder.CreateNumpyVector(trie.astype("<u4"))
-    builder.StartObject(4)
-    builder.PrependBoolSlot(0, bool(lowercase), False)
-    builder.PrependUOffsetTRelativeSlot(1, trie_offset, 0)
-    builder.PrependInt32Slot(2, zero, 0)
-    builder.PrependUOffsetTRelativeSlot(3, pool_offset, 0)
-    builder.Finish(builder.EndObject())
-    return bytes(builder.Output())
 
 
 _UTF8_ERROR = (
@@ -273,10 +147,13 @@ class BertPreprocessor(keras.layers.Layer):
             tokenizers; Google's original `tokenization.py` uses 200.
 
     Call args:
-        inputs: a string tensor [B] (single sentences) or a tuple (A, B) of two.
+        inputs: a string tensor [B] (single sentences) or a tuple (A, B) of two;
+            or scalar strings (one example, as `tf.data.Dataset.map` passes them
+            before batching).
 
     Returns:
-        dict with `token_ids`, `segment_ids`, `padding_mask`, each int32 [B, S].
+        dict with `token_ids`, `segment_ids`, `padding_mask`, each int32 [B, S]
+        ([S] for scalar inputs).
 
     Example:
     >>> pre = BertPreprocessor("data/minilm/vocab.txt", sequence_length=12)
@@ -298,10 +175,7 @@ class BertPreprocessor(keras.layers.Layer):
                 "sequence_length must be an int >= 3 ([CLS] token [SEP]) or None for per-batch padding. "
                 f"Received: sequence_length={sequence_length!r}"
             )
-        if isinstance(max_chars_per_word, bool) or not isinstance(max_chars_per_word, int) or max_chars_per_word < 1:
-            raise ValueError(
-                f"max_chars_per_word must be an int >= 1. Received: max_chars_per_word={max_chars_per_word!r}"
-            )
+        check_positive_int("max_chars_per_word", max_chars_per_word)
         self.sequence_length = sequence_length
         self.max_chars_per_word = max_chars_per_word
         self.lowercase = lowercase
@@ -321,15 +195,7 @@ class BertPreprocessor(keras.layers.Layer):
         return cls(backbone.vocabulary, lowercase=backbone.lowercase, **kwargs)
 
     def set_vocabulary(self, vocabulary, lowercase=None):
-        if isinstance(vocabulary, (str, os.PathLike)):
-            vocabulary = read_vocabulary(os.fspath(vocabulary))
-        vocabulary = list(vocabulary)
-        missing = [t for t in SPECIAL_TOKENS if t not in vocabulary]
-        if missing:
-            raise ValueError(f"The vocabulary lacks BERT's special tokens {missing}; use a BERT vocab.txt.")
-        duplicates = duplicate_tokens(vocabulary)
-        if duplicates:
-            raise ValueError(f"The vocabulary has duplicate entries {duplicates[:10]}; each token must appear once.")
+        vocabulary = load_vocabulary(vocabulary)
         uncased_vocabulary = vocabulary_is_uncased(vocabulary)
         if lowercase is None:
             lowercase = uncased_vocabulary
@@ -350,7 +216,7 @@ class BertPreprocessor(keras.layers.Layer):
             )
         self.vocabulary = vocabulary
         self.lowercase = bool(lowercase)
-        ids = {t: i for i, t in enumerate(vocabulary)}
+        ids = special_token_ids(vocabulary)
         self.pad_id, self.unk_id, self.cls_id, self.sep_id = ids["[PAD]"], ids["[UNK]"], ids["[CLS]"], ids["[SEP]"]
         self._tokenizer = tf_text.FastBertTokenizer(
             vocab=vocabulary,
@@ -363,9 +229,18 @@ class BertPreprocessor(keras.layers.Layer):
             support_detokenization=True,
         )
         # Per id: does it continue a word, and how many characters it adds to it.
-        is_suffix = [t.startswith(SUFFIX) and t != SUFFIX for t in vocabulary]
-        self._is_suffix = tf.constant(is_suffix, tf.bool)
-        self._piece_chars = tf.constant([len(t) - len(SUFFIX) * s for t, s in zip(vocabulary, is_suffix)], tf.int32)
+        self._is_suffix = tf.constant([is_continuation(t) for t in vocabulary], tf.bool)
+        self._piece_chars = tf.constant([len(piece_text(t)) for t in vocabulary], tf.int32)
+
+    @property
+    def tokenizer(self):
+        """The tensorflow-text FastBertTokenizer this layer runs (BERT's normaliser table, the
+        vocabulary, a byte limit per word loose enough for `max_chars_per_word`), for code that
+        packs its own graph around the same WordPiece step (the text-in TFLite export).
+        `tokenize` adds the character limit on words to what it returns."""
+        if self.vocabulary is None:
+            raise ValueError("BertPreprocessor has no vocabulary: pass vocabulary= (a list or a vocab.txt path).")
+        return self._tokenizer
 
     def tokenize(self, strings):
         """Strings [B] -> ragged WordPiece ids [B, (P)]. Raises InvalidArgumentError on invalid UTF-8."""
@@ -379,6 +254,14 @@ class BertPreprocessor(keras.layers.Layer):
             )
         pieces = self._tokenizer.tokenize(_checked_utf8(strings))  # [B, (P)]
         return self._unk_long_words(pieces)
+
+    def tokenize_lists(self, strings):
+        """Python strings -> WordPiece ids as Python lists, one per string, tokenized in
+        chunks of TOKENIZE_CHUNK (the task readers' word-by-word alignment uses it)."""
+        ids = []
+        for first in range(0, len(strings), TOKENIZE_CHUNK):
+            ids.extend(self.tokenize(tf.constant(strings[first:first + TOKENIZE_CHUNK], tf.string)).to_list())
+        return ids
 
     def _unk_long_words(self, pieces):
         """Words of more than max_chars_per_word characters -> one [UNK], as Google and Hugging Face do.
@@ -431,6 +314,12 @@ class BertPreprocessor(keras.layers.Layer):
         segments = list(inputs) if isinstance(inputs, (tuple, list)) else [inputs]
         if len(segments) not in (1, 2):
             raise ValueError(f"BertPreprocessor packs one or two segments. Received {len(segments)}.")
+        segments = [tf.convert_to_tensor(s) for s in segments]
+        if all(s.shape.rank == 0 for s in segments):
+            # One example (what tf.data's unbatched map passes): packed as a batch of one,
+            # returned without the batch axis.
+            packed = self.call(tuple(s[None] for s in segments))
+            return {key: value[0] for key, value in packed.items()}  # each [S]
         pieces = [self.tokenize(s) for s in segments]  # each [B, (P)]
         if self.sequence_length is not None:
             budget = self.sequence_length - len(segments) - 1  # room left by [CLS] and the [SEP]s
@@ -461,15 +350,14 @@ class BertPreprocessor(keras.layers.Layer):
         # Declared rather than traced: a model being loaded calls this layer
         # symbolically before load_assets has restored the vocabulary.
         first = inputs[0] if isinstance(inputs, (tuple, list)) else inputs
-        shape = (first.shape[0], self.sequence_length)
+        shape = (self.sequence_length,) if len(first.shape) == 0 else (first.shape[0], self.sequence_length)
         return {key: keras.KerasTensor(shape, dtype="int32") for key in ("token_ids", "segment_ids", "padding_mask")}
 
     def save_assets(self, dir_path):
-        with open(os.path.join(dir_path, VOCAB_ASSET), "w", encoding="utf-8") as f:
-            f.write("\n".join(self.vocabulary) + "\n")
+        save_vocabulary_asset(dir_path, self.vocabulary)
 
     def load_assets(self, dir_path):
-        self.set_vocabulary(os.path.join(dir_path, VOCAB_ASSET), self.lowercase)
+        self.set_vocabulary(load_vocabulary_asset(dir_path), self.lowercase)
 
     def get_config(self):
         config = super().get_config()

@@ -16,19 +16,12 @@ import tensorflow_text as tf_text
 from tensorflow_text.python.ops.bert_tokenizer import BasicTokenizer
 from tensorflow_text.tools.wordpiece_vocab import wordpiece_tokenizer_learner_lib as learner
 
-from keras_bert_impl.atomic_write import write_text_atomically
-from keras_bert_impl.checkpoints.vocabulary import duplicate_tokens
+from keras_bert_impl.tokenization.bert_normalizer import bert_normalizer_model
+from keras_bert_impl.tokenization.vocabulary import SPECIAL_TOKENS, SUFFIX_INDICATOR
+from keras_bert_impl.validation import check_bool, check_int, check_probability
 
-# BERT's five special tokens, [PAD] first so that padding is id 0 (what
-# BertPreprocessor and the models pad with).
-RESERVED_TOKENS = ("[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]")
 # Progress while counting: every this many batches (~200k lines at the default batch size).
 _LOG_EVERY_BATCHES = 200
-
-
-def _check_int(name, value, minimum):
-    if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
-        raise ValueError(f"{name} must be an int >= {minimum}. Received: {name}={value!r}")
 
 
 class VocabularyBuilder:
@@ -41,11 +34,14 @@ class VocabularyBuilder:
     vocabularies NFD, accents (Mn) stripped and lower-cased. It is then split
     into words as BERT does (whitespace, ASCII symbols and Unicode
     punctuation, CJK ideographs), counted, and handed to tensorflow-text's
-    WordPiece learner. tensorflow-text's own normalisers are not used:
-    `BasicTokenizer(lower_case=True)` and `FastBertNormalizer` apply ICU's
-    NFKC case folding ("…" -> "...", "ß" -> "ss") and turn control characters
-    into spaces, so they would learn pieces the run-time tokenizer never
-    produces. The vocabulary is `[PAD] [UNK] [CLS] [SEP] [MASK]`, then
+    WordPiece learner. The normalisation is the preprocessor's own
+    codepoint table (`bert_normalizer.bert_normalizer_model`) run by
+    tensorflow-text's FastBertNormalizer: tf-text's default normalisers apply
+    ICU's NFKC case folding ("…" -> "...", "ß" -> "ss") and turn control
+    characters into spaces, and even NFD + lower-casing in the graph differs
+    from the run-time rule (ICU lower-cases a final capital sigma to "ς", and
+    its Unicode tables class some codepoints differently from Python's), so
+    they would learn pieces the run-time tokenizer never produces. The vocabulary is `[PAD] [UNK] [CLS] [SEP] [MASK]`, then
     `[unused0..K-1]`, then every character (bare and `##`-prefixed) and the
     learned subwords by descending count.
 
@@ -102,16 +98,14 @@ class VocabularyBuilder:
         batch_size=1024,
         log=None,
     ):
-        _check_int("num_unused", num_unused, 0)
-        _check_int("vocab_size", vocab_size, len(RESERVED_TOKENS) + num_unused + 1)
-        _check_int("min_count", min_count, 1)
-        _check_int("max_token_length", max_token_length, 1)
-        _check_int("max_unique_chars", max_unique_chars, 1)
-        _check_int("batch_size", batch_size, 1)
-        if not isinstance(lowercase, bool):
-            raise ValueError(f"lowercase must be True (uncased) or False (cased). Received: lowercase={lowercase!r}")
-        if isinstance(slack_ratio, bool) or not isinstance(slack_ratio, (int, float)) or not 0 <= slack_ratio < 1:
-            raise ValueError(f"slack_ratio must be a float in [0, 1). Received: slack_ratio={slack_ratio!r}")
+        check_int("num_unused", num_unused, 0)
+        check_int("vocab_size", vocab_size, len(SPECIAL_TOKENS) + num_unused + 1)
+        check_int("min_count", min_count, 1)
+        check_int("max_token_length", max_token_length, 1)
+        check_int("max_unique_chars", max_unique_chars, 1)
+        check_int("batch_size", batch_size, 1)
+        check_bool("lowercase", lowercase)
+        check_probability("slack_ratio", slack_ratio)
         self.vocab_size = vocab_size
         self.lowercase = lowercase
         self.num_unused = num_unused
@@ -121,27 +115,21 @@ class VocabularyBuilder:
         self.slack_ratio = slack_ratio
         self.batch_size = batch_size
         self.log = log or (lambda message: None)
-        # Only the splitting: normalisation is done in split_words.
+        # Only the splitting: BasicTokenizer(lower_case=True) would normalise with ICU's
+        # NFKC_Casefold, not BERT's rule (see the class docstring).
+        self._normalizer = tf_text.FastBertNormalizer(model_buffer=bert_normalizer_model(lowercase))
         self._splitter = BasicTokenizer(lower_case=False)
         self.invalid_utf8_lines = 0
 
     @property
     def reserved_tokens(self):
-        return list(RESERVED_TOKENS) + [f"[unused{i}]" for i in range(self.num_unused)]
+        return list(SPECIAL_TOKENS) + [f"[unused{i}]" for i in range(self.num_unused)]
 
     def split_words(self, lines):
         """Strings [N] -> ragged words [N, (words)], as BertPreprocessor splits them."""
-        # Google's _clean_text: whitespace (\t \n \r and category Zs) -> " ";
-        # NUL, U+FFFD, control (Cc) and format (Cf) characters dropped.
-        text = tf.strings.regex_replace(lines, r"[\t\n\r\p{Zs}]", " ")
-        text = tf.strings.regex_replace(text, r"[\x{0}\x{FFFD}\p{Cc}\p{Cf}]", "")
-        if self.lowercase:
-            # NFD, drop non-spacing marks, lower-case: BertPreprocessor's order
-            # (Hugging Face's); Google lower-cases first, to the same characters.
-            text = tf_text.normalize_utf8(text, "NFD")
-            text = tf.strings.regex_replace(text, r"\p{Mn}", "")
-            text = tf.strings.lower(text, encoding="utf-8")
-        return self._splitter.tokenize(text)
+        # The preprocessor's own normalisation table, so the words counted are the
+        # words the run-time tokenizer will see, codepoint for codepoint.
+        return self._splitter.tokenize(self._normalizer.normalize(lines))
 
     def count_words(self, files):
         """Streams the files and counts their words. Returns a `collections.Counter` (str -> int)."""
@@ -197,7 +185,7 @@ class VocabularyBuilder:
             vocab_size=self.vocab_size,
             slack_ratio=self.slack_ratio,
             include_joiner_token=True,
-            joiner="##",
+            joiner=SUFFIX_INDICATOR,
             reserved_tokens=reserved,
         )
         # The same input filtering as tf-text's learn().
@@ -257,16 +245,3 @@ class VocabularyBuilder:
         """Count the files' words and learn the vocabulary (list of str)."""
         return self.learn(self.count_words(files))
 
-
-def write_vocabulary(tokens, path):
-    """Writes vocab.txt (one token per line, in id order) atomically: to a
-    temporary file beside `path`, then renamed, so a crash never leaves a
-    truncated vocabulary behind."""
-    tokens = list(tokens)
-    bad = [t for t in tokens if not isinstance(t, str) or not t or any(c in t for c in "\r\n")]
-    if bad:
-        raise ValueError(f"Vocabulary tokens must be non-empty strings without line breaks. Received: {bad[:5]!r}")
-    duplicates = duplicate_tokens(tokens)
-    if duplicates:
-        raise ValueError(f"Vocabulary tokens must be unique. Received duplicates: {duplicates[:5]!r}")
-    write_text_atomically("\n".join(tokens) + "\n", path)

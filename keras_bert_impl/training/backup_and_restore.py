@@ -27,6 +27,7 @@ import keras
 import numpy as np
 
 from keras_bert_impl.atomic_write import write_atomically
+from keras_bert_impl.validation import check_positive_int
 
 STATE_FILE = "training_state.npz"
 FORMAT_VERSION = 1
@@ -83,8 +84,7 @@ class BackupAndRestore(keras.callbacks.Callback):
         super().__init__()
         if not isinstance(backup_dir, (str, os.PathLike)) or not os.fspath(backup_dir):
             raise ValueError(f"backup_dir must be a folder path. Received: backup_dir={backup_dir!r}")
-        if save_every is not None and (isinstance(save_every, bool) or not isinstance(save_every, int) or save_every < 1):
-            raise ValueError(f"save_every must be a positive int (steps) or None. Received: save_every={save_every!r}")
+        save_every = check_positive_int("save_every", save_every, allow_none=True)
         self.backup_dir = os.fspath(backup_dir)
         self.save_every = save_every
         self.fingerprint = fingerprint

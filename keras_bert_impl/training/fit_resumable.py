@@ -1,6 +1,7 @@
 """`model.fit` that resumes an interrupted run at its exact step, data position included."""
 
 import keras
+from keras_bert_impl.validation import check_positive_int
 
 
 def _merge(histories):
@@ -89,9 +90,8 @@ def fit_resumable(
     >>> fit_resumable(model, dataset_fn, 3, steps_per_epoch=3, backup=BackupAndRestore("run"), verbose=0).epoch
     [2]
     """
-    for name, value in (("epochs", epochs), ("steps_per_epoch", steps_per_epoch)):
-        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-            raise ValueError(f"{name} must be a positive int. Received: {name}={value!r}")
+    epochs = check_positive_int("epochs", epochs)
+    steps_per_epoch = check_positive_int("steps_per_epoch", steps_per_epoch)
     callbacks = list(callbacks)
     start = 0
     if backup is not None:

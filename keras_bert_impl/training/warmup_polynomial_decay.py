@@ -3,7 +3,7 @@
 import keras
 from keras import ops
 
-from keras_bert_impl.layers.validation import check_positive_int
+from keras_bert_impl.validation import check_positive_int
 
 
 @keras.saving.register_keras_serializable(package="keras_bert_impl")
@@ -16,7 +16,7 @@ class WarmupPolynomialDecay(keras.optimizers.schedules.LearningRateSchedule):
     `get_linear_schedule_with_warmup` when power=1 and end=0). Google's
     optimization.py and Model Garden count the (linear) decay from step 0 instead: from
     the end of warm-up on, their rate is this one's times (1 - warmup_steps / decay_steps)
-    (bench/pretrain_reference_tfm.py runs theirs).
+    (bench/experiments/pretrain_reference_tfm.py runs theirs).
 
     Args:
         peak_learning_rate: float. Rate reached at the end of warm-up.

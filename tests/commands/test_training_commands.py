@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 
 import keras_bert_impl as kb
-from keras_bert_impl.checkpoints.vocabulary import read_vocabulary
+from keras_bert_impl.tokenization.vocabulary import read_vocabulary
 from keras_bert_impl.cli import main
 from keras_bert_impl.training.backup_and_restore import STATE_FILE
 

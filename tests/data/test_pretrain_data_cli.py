@@ -44,7 +44,7 @@ def test_cli_reads_the_reviews_csv(vocab_path, tmp_path, capsys):
 
 
 BAD_SETTINGS = [
-    (["--max-predictions-per-seq", "0"], "max_predictions_per_seq must be an integer >= 1. Received: max_predictions_per_seq=0"),
+    (["--max-predictions-per-seq", "0"], "max_predictions_per_seq must be a positive integer. Received: max_predictions_per_seq=0"),
     (["--masked-lm-prob", "0"], r"masked_lm_prob must be a number in (0, 1). Received: masked_lm_prob=0.0"),
     (["--masked-lm-prob", "1.2"], "masked_lm_prob=1.2"),
     (["--short-seq-prob", "2"], "short_seq_prob=2.0"),

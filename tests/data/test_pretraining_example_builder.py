@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from keras_bert_impl.data import PretrainingCorpus, PretrainingExampleBuilder
-from keras_bert_impl.data.pretraining_features import load_vocabulary
+from keras_bert_impl.tokenization.vocabulary import load_vocabulary
 from tests.data.helpers import CLS, SEP, GoogleTokenizerStub, original_ids
 
 
@@ -162,7 +162,7 @@ BAD_BUILDER_ARGUMENTS = [
     ({"max_seq_length": 4}, r"max_seq_length must be an integer >= 5. Received: max_seq_length=4"),
     ({"short_seq_prob": 1.5}, r"short_seq_prob must be a number in \[0, 1\]. Received: short_seq_prob=1.5"),
     ({"short_seq_prob": -0.1}, r"short_seq_prob=-0.1"),
-    ({"dupe_factor": 0}, r"dupe_factor must be an integer >= 1. Received: dupe_factor=0"),
+    ({"dupe_factor": 0}, r"dupe_factor must be a positive integer. Received: dupe_factor=0"),
     ({"document_buffer_size": 0}, r"document_buffer_size=0"),
     ({"masked_lm_prob": 0}, r"masked_lm_prob=0"),
     ({"max_predictions_per_seq": 0}, r"max_predictions_per_seq=0"),

@@ -7,7 +7,7 @@ import pytest
 import tensorflow as tf
 
 from keras_bert_impl.data import PretrainingMasker
-from keras_bert_impl.data.pretraining_features import load_vocabulary
+from keras_bert_impl.tokenization.vocabulary import load_vocabulary
 from tests.data.helpers import CLS, MASK, PAD, SEP, num_to_predict, original_ids, replacement_split, words
 
 
@@ -157,7 +157,7 @@ BAD_MASKER_ARGUMENTS = [
     ({"masked_lm_prob": 1.0}, r"masked_lm_prob=1.0"),
     ({"masked_lm_prob": 1.5}, r"masked_lm_prob=1.5"),
     ({"masked_lm_prob": "0.15"}, r"masked_lm_prob='0.15'"),
-    ({"max_predictions_per_seq": 0}, r"max_predictions_per_seq must be an integer >= 1. Received: max_predictions_per_seq=0"),
+    ({"max_predictions_per_seq": 0}, r"max_predictions_per_seq must be a positive integer. Received: max_predictions_per_seq=0"),
     ({"max_predictions_per_seq": -3}, r"max_predictions_per_seq=-3"),
     ({"max_predictions_per_seq": 2.5}, r"max_predictions_per_seq=2.5"),
     ({"whole_word_masking": "yes"}, r"whole_word_masking='yes'"),

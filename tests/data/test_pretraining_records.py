@@ -15,7 +15,7 @@ from keras_bert_impl.data import (
     PretrainingRecordReader,
     PretrainingRecordWriter,
 )
-from keras_bert_impl.data.pretraining_features import load_vocabulary
+from keras_bert_impl.tokenization.vocabulary import load_vocabulary
 from tests.data.helpers import CLS, MASK, PAD, SEP
 from tests.harness import assert_weights_changed
 
@@ -171,5 +171,5 @@ def test_reader_errors(tmp_path, vocab_path):
         PretrainingRecordReader.from_directory(tmp_path)
     with pytest.raises(ValueError, match="max_predictions_per_seq differs"):
         PretrainingRecordReader(vocab_path, 128, 20, masker=PretrainingMasker(vocab_path, max_predictions_per_seq=10))
-    with pytest.raises(ValueError, match="num_shards must be an integer >= 1. Received: num_shards=0"):
+    with pytest.raises(ValueError, match="num_shards must be a positive integer. Received: num_shards=0"):
         PretrainingRecordWriter(tmp_path, num_shards=0)

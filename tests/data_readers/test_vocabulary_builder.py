@@ -16,10 +16,10 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from keras_bert_impl.checkpoints.vocabulary import read_vocabulary, vocabulary_is_uncased
 from keras_bert_impl.commands import vocab as vocab_command
 from keras_bert_impl.tokenization import BertPreprocessor
-from keras_bert_impl.tokenization.vocabulary_builder import RESERVED_TOKENS, VocabularyBuilder, write_vocabulary
+from keras_bert_impl.tokenization.vocabulary import SPECIAL_TOKENS, read_vocabulary, vocabulary_is_uncased, write_vocabulary
+from keras_bert_impl.tokenization.vocabulary_builder import VocabularyBuilder
 from tests.data_readers.google_reference import google_tokenization
 
 CORPORA = os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))), "data", "corpora")
@@ -80,7 +80,7 @@ def test_same_vocabulary_as_tf_text_learn():
 
 def test_reviews_vocab_is_uncased_and_accent_free(reviews_vocab):
     vocab, _ = reviews_vocab
-    ordinary = [t for t in vocab if t not in RESERVED_TOKENS and not t.startswith("[unused")]
+    ordinary = [t for t in vocab if t not in SPECIAL_TOKENS and not t.startswith("[unused")]
     assert [t for t in ordinary if t != t.lower()] == []
     assert [t for t in ordinary if any(unicodedata.category(c) == "Mn" for c in unicodedata.normalize("NFD", t))] == []
     assert vocabulary_is_uncased(vocab)
@@ -116,7 +116,7 @@ def test_words_are_what_the_preprocessor_sees(path, lowercase):
     those words, whole, and no [UNK]."""
     lines = _csv_texts(path)[:1500] + ACCENTED
     words = [[w.decode() for w in ws] for ws in VocabularyBuilder(1000, lowercase=lowercase).split_words(tf.constant(lines)).to_list()]
-    vocab = list(RESERVED_TOKENS) + sorted({w for ws in words for w in ws})
+    vocab = list(SPECIAL_TOKENS) + sorted({w for ws in words for w in ws})
     pre = BertPreprocessor(vocab, lowercase=lowercase, sequence_length=None)
     ids = pre.tokenize(tf.constant(lines)).to_list()
     assert [[vocab[i] for i in row] for row in ids] == words
@@ -194,7 +194,7 @@ def test_small_corpus_gives_what_it_has_and_counts_bad_utf8(tmp_path):
 
 
 def test_builder_validates_arguments(tmp_path):
-    with pytest.raises(ValueError, match=r"vocab_size must be an int >= 9. Received: vocab_size=8"):
+    with pytest.raises(ValueError, match=r"vocab_size must be an integer >= 9. Received: vocab_size=8"):
         VocabularyBuilder(vocab_size=8, num_unused=3)
     with pytest.raises(ValueError, match=r"num_unused=-1"):
         VocabularyBuilder(vocab_size=100, num_unused=-1)

@@ -133,7 +133,12 @@ def test_masked_lm_head_tied_to_embedding():
     embedding = keras.layers.Embedding(30, 8)
     embedding.build((None,))
     positions = np.array([[0, 2], [4, 1]], "int32")
-    run_layer_test(MaskedLMHead, dict(token_embedding=embedding), (X, positions), expected_shape=(2, 2, 30))
+    mixed_embedding = keras.layers.Embedding(30, 8, dtype="mixed_bfloat16")
+    mixed_embedding.build((None,))
+    run_layer_test(
+        MaskedLMHead, dict(token_embedding=embedding), (X, positions), expected_shape=(2, 2, 30),
+        mixed_init_kwargs=dict(token_embedding=mixed_embedding),
+    )
     head = MaskedLMHead(embedding)
     logits = head(X, positions).numpy()
     gathered = np.stack([X[0, [0, 2]], X[1, [4, 1]]])

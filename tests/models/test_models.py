@@ -51,7 +51,7 @@ def test_classifier_mean_pooling():
     assert X["padding_mask"].min() == 0  # the batch has padding, so the mask matters
     with pytest.raises(ValueError, match=r"pooling must be one of \['pooled', 'mean'\]. Received: pooling='max'"):
         kb.BertClassifier(backbone(), num_classes=3, pooling="max")
-    with pytest.raises(ValueError, match=r"label_names must name each of the num_classes=3 classes"):
+    with pytest.raises(ValueError, match=r"label_names must name each of the 3 classes"):
         kb.BertClassifier(backbone(), num_classes=3, label_names=["a", "b"])
 
 

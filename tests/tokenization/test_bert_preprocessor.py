@@ -10,6 +10,7 @@ import tensorflow as tf
 
 from keras_bert_impl.tokenization import BertPreprocessor
 from keras_bert_impl.tokenization.bert_preprocessor import truncate_pair_lengths
+from tests.harness import run_preprocessor_test
 
 
 def google_truncate_seq_pair(len_a, len_b, max_length):
@@ -49,6 +50,14 @@ def test_single_and_pair_packing(preprocessor):
     assert pair["segment_ids"].numpy()[0].tolist() == [0] * 8 + [1] * 4
 
 
+def test_same_ids_through_tf_data_batched_and_unbatched(preprocessor):
+    texts = ["The quick brown fox jumps over the lazy dog.", "hi", "Über café naïve", ""]
+    single = run_preprocessor_test(preprocessor, texts)
+    assert single["token_ids"].shape == (4, 12)
+    pair = run_preprocessor_test(preprocessor, (texts, ["a b c d e f g h i j", "k", "", "l m"]))
+    assert pair["segment_ids"].numpy()[1].tolist() == [0, 0, 0, 1, 1] + [0] * 7
+
+
 def test_detokenize(preprocessor):
     ids = preprocessor(tf.constant(["Hello, World!"]))["token_ids"]
     assert preprocessor.detokenize(ids).numpy().tolist() == [b"hello , world !"]
@@ -80,5 +89,5 @@ def test_max_chars_per_word_round_trips_and_is_checked():
     assert config["max_chars_per_word"] == 200 and config["lowercase"] is True
     again = BertPreprocessor.from_config(config)
     assert again.max_chars_per_word == 200 and again.sequence_length == 8
-    with pytest.raises(ValueError, match="max_chars_per_word must be an int >= 1. Received: max_chars_per_word=0"):
+    with pytest.raises(ValueError, match="max_chars_per_word must be a positive integer. Received: max_chars_per_word=0"):
         BertPreprocessor(max_chars_per_word=0)

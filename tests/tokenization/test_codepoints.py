@@ -21,7 +21,8 @@ import tensorflow as tf
 import tensorflow_text as tf_text
 
 from keras_bert_impl.tokenization import BertPreprocessor
-from keras_bert_impl.tokenization.bert_preprocessor import _checked_utf8, bert_normalizer_model, normalize_char
+from keras_bert_impl.tokenization.bert_normalizer import bert_normalizer_model, normalize_char
+from keras_bert_impl.tokenization.bert_preprocessor import _checked_utf8
 from tests.conftest import REPO
 from tests.tokenization import references
 

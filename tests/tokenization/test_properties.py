@@ -19,7 +19,8 @@ from hypothesis import strategies as st
 import tensorflow as tf
 
 from keras_bert_impl.tokenization import BertPreprocessor
-from keras_bert_impl.tokenization.bert_preprocessor import SPECIAL_TOKENS, truncate_pair_lengths
+from keras_bert_impl.tokenization.bert_preprocessor import truncate_pair_lengths
+from keras_bert_impl.tokenization.vocabulary import SPECIAL_TOKENS
 from tests.conftest import REPO
 from tests.tokenization import references
 

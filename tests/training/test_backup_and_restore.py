@@ -130,11 +130,11 @@ def test_leftover_partial_write_is_ignored(tmp_path):
 
 
 def test_bad_arguments_are_named():
-    with pytest.raises(ValueError, match=r"save_every must be a positive int .*save_every=0"):
+    with pytest.raises(ValueError, match=r"save_every must be a positive integer or None. Received: save_every=0"):
         BackupAndRestore("x", save_every=0)
     with pytest.raises(ValueError, match=r"dataset_fn must be a function"):
         fit_resumable(_model(), _dataset(), epochs=1, steps_per_epoch=STEPS)
-    with pytest.raises(ValueError, match=r"steps_per_epoch must be a positive int. Received: steps_per_epoch=0"):
+    with pytest.raises(ValueError, match=r"steps_per_epoch must be a positive integer. Received: steps_per_epoch=0"):
         fit_resumable(_model(), _dataset, epochs=1, steps_per_epoch=0)
 
 

@@ -6,6 +6,7 @@ import os
 import tensorflow as tf
 
 from keras_bert_impl.data.readers.malformed_row_error import MalformedRowError
+from keras_bert_impl.validation import check_bool, check_int, check_positive_int
 
 BOM = "\ufeff"
 
@@ -51,12 +52,9 @@ def preprocessor_settings(preprocessor):
 
 
 def check_batching(batch_size, shuffle, seed):
-    if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
-        raise ValueError(f"batch_size must be a positive int. Received: batch_size={batch_size!r}")
-    if not isinstance(shuffle, bool):
-        raise ValueError(f"shuffle must be True or False. Received: shuffle={shuffle!r}")
-    if seed is not None and (isinstance(seed, bool) or not isinstance(seed, int)):
-        raise ValueError(f"seed must be an int or None. Received: seed={seed!r}")
+    check_positive_int("batch_size", batch_size)
+    check_bool("shuffle", shuffle)
+    check_int("seed", seed, allow_none=True)
 
 
 def batched(dataset, size, batch_size, shuffle, seed):

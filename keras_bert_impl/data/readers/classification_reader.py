@@ -15,6 +15,7 @@ from keras_bert_impl.data.readers import _common
 from keras_bert_impl.data.readers.label_vocabulary import LabelVocabulary
 from keras_bert_impl.data.readers.malformed_row_error import MalformedRowError
 from keras_bert_impl.data.readers.read_report import ReadReport, check_on_error, logger
+from keras_bert_impl.validation import check_bool
 
 FORMATS = ("csv", "tsv", "jsonl")
 LABEL_MODES = ("vocabulary", "index", "float")
@@ -112,8 +113,7 @@ class ClassificationReader:
         for name, value in (("text_column", text_column), ("label_column", label_column), ("text_b_column", text_b_column)):
             if value is not None and (not isinstance(value, str) or not value):
                 raise ValueError(f"{name} must be a non-empty string. Received: {name}={value!r}")
-        if not isinstance(multi_label, bool):
-            raise ValueError(f"multi_label must be True or False. Received: multi_label={multi_label!r}")
+        check_bool("multi_label", multi_label)
         if label_mode == "index":
             if isinstance(num_classes, bool) or not isinstance(num_classes, int) or num_classes < 1:
                 raise ValueError(
@@ -136,8 +136,7 @@ class ClassificationReader:
                 labels = LabelVocabulary(labels)
         if not isinstance(label_delimiter, str) or not label_delimiter:
             raise ValueError(f"label_delimiter must be a non-empty string. Received: label_delimiter={label_delimiter!r}")
-        if not isinstance(header, bool):
-            raise ValueError(f"header must be True or False. Received: header={header!r}")
+        check_bool("header", header)
         if column_names is not None:
             if header:
                 raise ValueError(

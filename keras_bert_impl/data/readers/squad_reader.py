@@ -6,7 +6,6 @@ Shape legend: B batch, S sequence length, N packed windows (features).
 import functools
 import json
 import re
-import unicodedata
 
 import numpy as np
 import tensorflow as tf
@@ -15,41 +14,22 @@ from keras_bert_impl.data.readers import _common
 from keras_bert_impl.data.readers.malformed_row_error import MalformedRowError
 from keras_bert_impl.data.readers.read_report import ReadReport, check_on_error
 from keras_bert_impl.data.readers.squad_feature import SquadFeature
+from keras_bert_impl.tokenization.bert_normalizer import is_whitespace, normalize_char
+from keras_bert_impl.tokenization.vocabulary import piece_text, special_token_ids
+from keras_bert_impl.validation import check_positive_int
 
-# Strings tokenized per tokenizer call: large enough to amortise the op, small
-# enough to keep the ragged results modest on SQuAD-train-sized files.
-_TOKENIZE_CHUNK = 8192
-SUFFIX = "##"
-
-
-def _check_positive(name, value):
-    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-        raise ValueError(f"{name} must be a positive int. Received: {name}={value!r}")
-
-
-def _is_whitespace(char):
-    # BERT's whitespace; splitting on exactly these keeps each word's tokenization
-    # equal to its share of the whole context's.
-    return char in " \t\n\r" or unicodedata.category(char) == "Zs"
-
-
-@functools.lru_cache(maxsize=1 << 16)
-def _normalized(char, lowercase):
-    """What BERT's normalisation (Google's tokenization.py) makes of one
-    non-whitespace character: dropped (control, format, NUL, U+FFFD), kept, or
-    for uncased vocabularies NFD, accents stripped and lower-cased."""
-    if char in "\x00\ufffd" or unicodedata.category(char) in ("Cc", "Cf"):
-        return ""
-    if not lowercase:
-        return char
-    return "".join(c for c in unicodedata.normalize("NFD", char) if unicodedata.category(c) != "Mn").lower()
+# What BERT's normalisation makes of one character, asked once per character of every context.
+_normalized = functools.lru_cache(maxsize=1 << 16)(normalize_char)
 
 
 def _words(text):
-    """[(start, end)] character spans of the whitespace-separated words of `text`."""
+    """[(start, end)] character spans of the whitespace-separated words of `text`.
+
+    BERT's own whitespace: splitting on exactly it keeps each word's tokenization
+    equal to its share of the whole context's."""
     spans, start = [], None
     for i, char in enumerate(text):
-        if _is_whitespace(char):
+        if is_whitespace(char):
             if start is not None:
                 spans.append((start, i))
                 start = None
@@ -148,8 +128,8 @@ class SquadReader:
                 "SquadReader packs fixed windows: build the preprocessor with an int sequence_length "
                 "(e.g. 384). Received: sequence_length=None"
             )
-        _check_positive("doc_stride", doc_stride)
-        _check_positive("max_query_length", max_query_length)
+        check_positive_int("doc_stride", doc_stride)
+        check_positive_int("max_query_length", max_query_length)
         if sequence_length - max_query_length - 3 < 1:
             raise ValueError(
                 "sequence_length must leave room for [CLS], [SEP], [SEP], the question and at least one context "
@@ -171,11 +151,11 @@ class SquadReader:
         self.seed = seed
         self.on_error = on_error
         self.sequence_length = sequence_length
-        ids = {token: i for i, token in enumerate(vocabulary)}
+        ids = special_token_ids(vocabulary)
         self._pad_id, self._cls_id, self._sep_id, self._unk_id = ids["[PAD]"], ids["[CLS]"], ids["[SEP]"], ids["[UNK]"]
         self._lowercase = bool(lowercase)
         # Piece text as it appears in normalised text: "##ing" continues a word as "ing".
-        self._piece_text = [t[len(SUFFIX):] if t.startswith(SUFFIX) and t != SUFFIX else t for t in vocabulary]
+        self._piece_text = [piece_text(t) for t in vocabulary]
         self.features = []
         self.report = None
 
@@ -306,9 +286,7 @@ class SquadReader:
         """
         words = [_words(context) for context in self._contexts]
         flat = [context[a:b] for context, spans in zip(self._contexts, words) for a, b in spans]
-        pieces = []
-        for first in range(0, len(flat), _TOKENIZE_CHUNK):
-            pieces.extend(self.preprocessor.tokenize(tf.constant(flat[first:first + _TOKENIZE_CHUNK], tf.string)).to_list())
+        pieces = self.preprocessor.tokenize_lists(flat)
         results, cursor = [], 0
         for context, spans in zip(self._contexts, words):
             ids, char_spans = [], []
@@ -339,11 +317,7 @@ class SquadReader:
         return [(start, end)] * len(word_ids)
 
     def _tokenize_questions(self, questions):
-        ids = []
-        for first in range(0, len(questions), _TOKENIZE_CHUNK):
-            chunk = [q["question"] for q in questions[first:first + _TOKENIZE_CHUNK]]
-            ids.extend(self.preprocessor.tokenize(tf.constant(chunk, tf.string)).to_list())
-        return ids
+        return self.preprocessor.tokenize_lists([q["question"] for q in questions])
 
     def _features(self, raw, questions, report):
         """SquadFeatures and the packed rows: token_ids [N, S], segment_ids [N, S], lengths [N]."""

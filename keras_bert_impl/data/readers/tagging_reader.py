@@ -9,10 +9,10 @@ import tensorflow as tf
 from keras_bert_impl.data.readers import _common
 from keras_bert_impl.data.readers.label_vocabulary import LabelVocabulary
 from keras_bert_impl.data.readers.read_report import ReadReport, check_on_error, logger
+from keras_bert_impl.tokenization.vocabulary import special_token_ids
+from keras_bert_impl.validation import check_int, check_positive_int
 
 FORMATS = ("conll", "word/tag")
-# Words tokenized per tokenizer call.
-_TOKENIZE_CHUNK = 8192
 
 
 class TaggingReader:
@@ -92,8 +92,7 @@ class TaggingReader:
             )
         if labels is not None and not isinstance(labels, LabelVocabulary):
             labels = LabelVocabulary(labels)
-        if isinstance(ignore_label, bool) or not isinstance(ignore_label, int):
-            raise ValueError(f"ignore_label must be an int. Received: ignore_label={ignore_label!r}")
+        check_int("ignore_label", ignore_label)
         _common.check_batching(batch_size, shuffle, seed)
         check_on_error(on_error)
         self.preprocessor = preprocessor
@@ -106,7 +105,7 @@ class TaggingReader:
         self.seed = seed
         self.on_error = on_error
         self.sequence_length = sequence_length
-        ids = {token: i for i, token in enumerate(vocabulary)}
+        ids = special_token_ids(vocabulary)
         self._pad_id, self._cls_id, self._sep_id = ids["[PAD]"], ids["[CLS]"], ids["[SEP]"]
         self.report = None
 
@@ -123,10 +122,7 @@ class TaggingReader:
                 file; None builds it when there is none yet.
             max_sentences: int or None. Read only the first sentences.
         """
-        if max_sentences is not None and (
-            isinstance(max_sentences, bool) or not isinstance(max_sentences, int) or max_sentences < 1
-        ):
-            raise ValueError(f"max_sentences must be a positive int or None. Received: max_sentences={max_sentences!r}")
+        check_positive_int("max_sentences", max_sentences, allow_none=True)
         path = _common.check_file(path)
         report = ReadReport(path, self.on_error)
         self.report = report
@@ -201,9 +197,7 @@ class TaggingReader:
     def _encode(self, sentences, report):
         """token_ids, tag ids, weights: lists of int32 [length] rows."""
         flat = [word for _, words in sentences for word, _ in words]
-        pieces = []
-        for first in range(0, len(flat), _TOKENIZE_CHUNK):
-            pieces.extend(self.preprocessor.tokenize(tf.constant(flat[first:first + _TOKENIZE_CHUNK], tf.string)).to_list())
+        pieces = self.preprocessor.tokenize_lists(flat)
         room = None if self.sequence_length is None else self.sequence_length - 2
         all_ids, all_tags, all_weights = [], [], []
         cursor = 0

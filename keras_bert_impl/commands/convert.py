@@ -1,0 +1,59 @@
+"""`kbert convert`: a checkpoint folder -> a .keras model with its vocabulary and casing."""
+
+import os
+import sys
+
+
+def add_parser(subparsers):
+    parser = subparsers.add_parser(
+        "convert",
+        help="Convert a checkpoint to a .keras model (with its vocabulary and casing).",
+        description="Import a BERT checkpoint, print a per-tensor report, and save a .keras model that "
+        "carries the checkpoint's WordPiece vocabulary and casing. Nothing is half-loaded: if any tensor "
+        "is missing or has the wrong shape, nothing is written and the tensors are named.",
+    )
+    parser.add_argument(
+        "src",
+        help="Checkpoint folder. google: bert_config.json, bert_model.ckpt.*, vocab.txt. huggingface: "
+        "config.json, model.safetensors, vocab.txt. model-garden: encoder_config.json (BertEncoderV2 "
+        "get_config() as JSON) and a TF2 checkpoint of tf.train.Checkpoint(encoder=...), optional vocab.txt.",
+    )
+    parser.add_argument("--format", required=True, choices=["google", "huggingface", "model-garden"], help="Checkpoint format of SRC.")
+    parser.add_argument("--output", required=True, help="Path of the .keras file to write.")
+    parser.add_argument("--backbone-only", action="store_true", help="Ignore MLM/NSP heads even when the checkpoint has them.")
+    parser.add_argument(
+        "--allow-pickle", action="store_true",
+        help="huggingface: read pytorch_model.bin when there is no safetensors file. Unpickling can run code "
+        "from the file: only for sources you trust. Needs torch.",
+    )
+    parser.add_argument("--report-json", help="Also write the per-tensor report as JSON to this path.")
+    parser.add_argument("--verbose", action="store_true", help="List every mapped tensor.")
+    parser.set_defaults(func=run)
+    return parser
+
+
+def run(args):
+    if not args.output.endswith(".keras"):
+        raise SystemExit(f"--output must end in .keras. Received: {args.output!r}")
+    if not os.path.isdir(args.src):
+        raise SystemExit(f"SRC must be a checkpoint folder. Received: {args.src!r} (not a directory)")
+
+    from keras_bert_impl.atomic_write import write_text_atomically
+    from keras_bert_impl.checkpoints import CheckpointMismatchError, convert_checkpoint
+    from keras_bert_impl.commands.training_run import atomic_save
+
+    try:
+        model, report = convert_checkpoint(
+            args.src, args.format, with_heads=False if args.backbone_only else None, allow_pickle=args.allow_pickle
+        )
+    except (CheckpointMismatchError, ValueError, FileNotFoundError) as e:
+        print(f"kbert convert: {e}", file=sys.stderr)
+        return 1
+    print(report.summary(verbose=args.verbose))
+    if args.report_json:
+        write_text_atomically(report.to_json(), args.report_json)
+    atomic_save(model, args.output)
+    backbone = getattr(model, "backbone", model)
+    vocab = f"{len(backbone.vocabulary)} tokens, {'uncased' if backbone.lowercase else 'cased'}" if backbone.vocabulary else "none"
+    print(f"Wrote {type(model).__name__} to {args.output} (vocabulary: {vocab})")
+    return 0

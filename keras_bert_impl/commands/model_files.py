@@ -1,0 +1,94 @@
+"""Finding and loading the models the commands start from: `.keras` files, run folders,
+checkpoint folders, and the vocabulary that goes with them."""
+
+import os
+
+import keras
+
+from keras_bert_impl.checkpoints import convert_checkpoint
+from keras_bert_impl.commands.errors import UsageError
+from keras_bert_impl.models import BertBackbone
+from keras_bert_impl.tokenization.vocabulary import read_vocabulary
+
+# The config file that tells a checkpoint folder's format.
+CHECKPOINT_FORMATS = {"bert_config.json": "google", "encoder_config.json": "model-garden", "config.json": "huggingface"}
+
+
+def checkpoint_format(path):
+    """The importer format of a checkpoint folder, from the config file it holds."""
+    for name, fmt in CHECKPOINT_FORMATS.items():
+        if os.path.exists(os.path.join(path, name)):
+            return fmt
+    return None
+
+
+def resolve_model_path(path, flag="--model"):
+    """A .keras file, or a run folder of `kbert pretrain/finetune` (its model.keras)."""
+    if os.path.isdir(path) and os.path.isfile(os.path.join(path, "model.keras")):
+        return os.path.join(path, "model.keras")
+    if os.path.isfile(path) and path.endswith(".keras"):
+        return path
+    raise UsageError(
+        f"{flag} must be a .keras file or a run folder of kbert pretrain/finetune (holding model.keras). "
+        f"Received: {path!r} ({'a folder without model.keras' if os.path.isdir(path) else 'no such file' if not os.path.exists(path) else 'not a .keras file'})"
+    )
+
+
+def load_init(path):
+    """The starting model: a .keras file, a run folder, or a checkpoint folder
+    (Google, Hugging Face or Model Garden, told apart by their config file).
+
+    Returns:
+        (model, description): the loaded model (backbone or task model) on the host.
+    """
+    if os.path.isdir(path) and not os.path.isfile(os.path.join(path, "model.keras")):
+        fmt = checkpoint_format(path)
+        if fmt is None:
+            raise UsageError(
+                f"--init {path!r} is a folder with neither model.keras (a kbert run folder) nor a checkpoint config "
+                f"({', '.join(CHECKPOINT_FORMATS)}). Pass a .keras file, a kbert run folder or a checkpoint folder."
+            )
+        model, report = convert_checkpoint(path, fmt)
+        return model, f"{fmt} checkpoint {path} ({report.summary().splitlines()[0]})"
+    model_path = resolve_model_path(path, flag="--init")
+    return keras.saving.load_model(model_path), model_path
+
+
+def backbone_of(model):
+    backbone = model if isinstance(model, BertBackbone) else getattr(model, "backbone", None)
+    if not isinstance(backbone, BertBackbone):
+        raise UsageError(f"--init must hold a keras_bert_impl BERT model. Received a {type(model).__name__}.")
+    return backbone
+
+
+def vocabulary_for(backbone, vocab_path):
+    """(vocabulary, lowercase) to tokenize with: --vocab if given (it must fit the embedding;
+    lowercase None = read off the vocabulary), else the model's own."""
+    if vocab_path:
+        if not os.path.isfile(vocab_path):
+            raise UsageError(f"--vocab {vocab_path!r}: no such file.")
+        vocabulary = read_vocabulary(vocab_path)
+        if len(vocabulary) != backbone.vocabulary_size:
+            raise UsageError(
+                f"--vocab {vocab_path} has {len(vocabulary)} tokens but the --init model's token embedding has "
+                f"vocabulary_size={backbone.vocabulary_size}: the ids would not match the weights. Use the vocab.txt "
+                "the model was trained with (or leave out --vocab: a converted or kbert-trained model carries its own)."
+            )
+        return vocabulary, None
+    if backbone.vocabulary is None:
+        raise UsageError("The --init model carries no vocabulary: pass --vocab vocab.txt (the one its weights were trained with).")
+    return backbone.vocabulary, backbone.lowercase
+
+
+def rebuilt_backbone(backbone, **overrides):
+    """A fresh backbone with `backbone`'s weights and vocabulary, built in the current
+    strategy scope and dtype policy (a loaded model keeps the policy it was saved with)."""
+    config = backbone.get_config()
+    config.pop("dtype", None)
+    config.pop("name", None)
+    config.update(overrides)
+    fresh = BertBackbone.from_config(config)
+    fresh.set_weights(backbone.get_weights())
+    if backbone.vocabulary is not None:
+        fresh.set_vocabulary(backbone.vocabulary, backbone.lowercase)
+    return fresh

@@ -1,0 +1,57 @@
+"""The flags every training command takes (`kbert pretrain`, `kbert finetune`), and their checks.
+
+argparse only: imported while the parser is built, before any command runs.
+"""
+
+import sys
+
+from keras_bert_impl.commands.errors import UsageError
+
+PRECISIONS = {"none": "float32", "bf16": "mixed_bfloat16", "fp16": "mixed_float16"}
+
+
+def add_training_flags(parser, default_learning_rate):
+    """Flags every training command takes."""
+    parser.add_argument("--batch-size", type=int, default=32, help="Global batch size, split evenly over the replicas. Default 32.")
+    parser.add_argument("--seq-len", type=int, default=128, help="Sequence length in wordpieces (padded and truncated to it). Default 128.")
+    parser.add_argument("--learning-rate", type=float, default=default_learning_rate, help=f"Peak learning rate of AdamW. Default {default_learning_rate}.")
+    parser.add_argument("--warmup-fraction", type=float, default=0.1, help="Share of the steps for linear warm-up, then linear decay to 0. Default 0.1.")
+    parser.add_argument("--weight-decay", type=float, default=0.01, help="AdamW weight decay (never on biases or LayerNorm). Default 0.01.")
+    parser.add_argument("--seed", type=int, default=0, help="Seed for weights of new layers, dropout and data order. Default 0.")
+    parser.add_argument(
+        "--strategy", default="auto", choices=["auto", "one-device", "mirrored", "multi-worker", "tpu"],
+        help="tf.distribute strategy. auto: multi-worker when TF_CONFIG lists several workers, mirrored over "
+        "several GPUs, else one device. multi-worker reads TF_CONFIG; tpu reads --tpu / TPU_NAME.",
+    )
+    parser.add_argument("--tpu", default=None, help="TPU name or grpc:// address for --strategy tpu.")
+    parser.add_argument(
+        "--mixed-precision", default="none", choices=sorted(PRECISIONS),
+        help="bf16: mixed_bfloat16 (CPUs with AVX512-BF16, TPUs, recent GPUs); fp16: mixed_float16 with dynamic "
+        "loss scaling (GPUs). Weights stay float32 either way. Default none.",
+    )
+    parser.add_argument("--xla", action="store_true", help="Compile the train step with XLA (jit_compile=True).")
+    parser.add_argument(
+        "--save-every", type=int, default=200,
+        help="Back up the full training state (weights, optimizer, data position) every N steps, and at each "
+        "epoch end, to OUTPUT/backup. A killed run restarted with the same command resumes there. Default 200.",
+    )
+    parser.add_argument("--quiet", action="store_true", help="No progress bar: one line per epoch.")
+
+
+def check_training_flags(args):
+    """Errors before anything is built or read."""
+    for name in ("batch_size", "seq_len", "save_every"):
+        value = getattr(args, name)
+        if value < 1:
+            raise UsageError(f"--{name.replace('_', '-')} must be a positive integer. Received: {value}")
+    if not args.learning_rate > 0:
+        raise UsageError(f"--learning-rate must be > 0. Received: {args.learning_rate}")
+    if not 0 <= args.warmup_fraction < 1:
+        raise UsageError(f"--warmup-fraction must be in [0, 1). Received: {args.warmup_fraction}")
+    if args.weight_decay < 0:
+        raise UsageError(f"--weight-decay must be >= 0. Received: {args.weight_decay}")
+
+
+def verbosity(args):
+    """fit's verbose: a progress bar on a terminal, one line per epoch otherwise or with --quiet."""
+    return 2 if args.quiet or not sys.stderr.isatty() else 1

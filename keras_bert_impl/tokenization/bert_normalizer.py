@@ -1,0 +1,151 @@
+"""BERT's text normalisation, and the same as a tensorflow-text FastBertNormalizer model.
+
+Google's `tokenization.py` (and Hugging Face's BertNormalizer) clean the text
+and, for uncased vocabularies, strip accents and lower-case it before splitting
+words. `normalize_char` is that rule for one character; `bert_normalizer_model`
+compiles it for every codepoint into the flatbuffer that tensorflow-text's
+FastBertNormalizer (and FastBertTokenizer) reads, because tf-text's own
+normaliser applies ICU's NFKC_Casefold instead ("…" -> "...", "ß" -> "ss").
+Everything that normalises text (the preprocessor, the vocabulary learner, the
+SQuAD reader's character alignment) goes through this module.
+"""
+
+import functools
+import unicodedata
+
+import flatbuffers
+import numpy as np
+
+
+def is_whitespace(char):
+    """BERT's whitespace: space, tab, newline, carriage return and the Unicode space separators (Zs)."""
+    return char in " \t\n\r" or unicodedata.category(char) == "Zs"
+
+
+def normalize_char(char, lowercase):
+    """BERT's normalization of one character, as a string (maybe empty or several characters).
+
+    Clean text (Google's `_clean_text`), then for uncased vocabularies NFD, drop
+    Mn, lower-case (the order of Hugging Face's BertNormalizer; Google lower-cases
+    first, which gives the same result for every codepoint; only Python's
+    context-dependent final sigma, which Google's `str.lower()` applies to whole
+    words, is never produced here or by Hugging Face).
+    """
+    cp = ord(char)
+    if cp == 0 or cp == 0xFFFD:
+        return ""
+    if is_whitespace(char):
+        return " "
+    category = unicodedata.category(char)
+    if category in ("Cc", "Cf"):
+        return ""
+    if not lowercase or category in ("Cn", "Co"):  # unassigned and private use: nothing to fold
+        return char
+    stripped = "".join(c for c in unicodedata.normalize("NFD", char) if unicodedata.category(c) != "Mn")
+    return stripped.lower()
+
+
+def _darts_clone_trie(keys, values):
+    """A Darts-clone double-array trie (the layout tf-text's DartsCloneTrieWrapper reads).
+
+    keys: distinct byte strings, none a prefix of another, without NUL bytes;
+    values: ints in [0, 2**31). Returns the uint32 units.
+
+    Unit layout: bits 10..31 the offset to the children (node ^ offset ^ byte is
+    the child), bit 8 "has a value", bits 0..7 the byte that leads to the node;
+    a value sits at node ^ offset (the byte-0 child) with bit 31 set. Every node
+    gets its own base (node ^ offset), so a missing edge can never land on
+    another parent's child with the same label.
+    """
+    root = {}
+    for key, value in zip(keys, values):
+        node = root
+        for byte in key:
+            node = node.setdefault(byte, {})
+        node[None] = value
+    units, used, used_bases = [0] * 1024, bytearray(1024), set()
+    used[0] = 1  # the root
+    queue, head, first_free = [(0, root)], 0, 256  # bases start at 256: slots below stay free
+
+    def grow(index):
+        if index >= len(used):
+            extra = max(len(used), index + 1 - len(used))
+            units.extend([0] * extra)
+            used.extend(bytearray(extra))
+
+    while head < len(queue):
+        pos, node = queue[head]
+        head += 1
+        labels = sorted(0 if k is None else k for k in node)
+        # The first free slot that can take the smallest label fixes the base.
+        free = used.find(0, first_free)
+        while True:
+            if free < 0:
+                free = len(used)
+            base = free ^ labels[0]
+            grow(base | 0xFF)
+            if base >= 256 and base not in used_bases and not any(used[base ^ label] for label in labels):
+                break
+            free = used.find(0, free + 1)
+        used_bases.add(base)
+        offset = pos ^ base
+        if offset >= 1 << 21:
+            raise ValueError(f"Normalizer trie too large for Darts-clone offsets. Received: offset={offset}")
+        units[pos] = (offset << 10) | (0x100 if None in node else 0) | (units[pos] & 0xFF)
+        for key, child in node.items():
+            if key is None:
+                units[base] = 0x80000000 | child
+                used[base] = 1
+            else:
+                units[base ^ key] = key
+                used[base ^ key] = 1
+                queue.append((base ^ key, child))
+        first_free = used.find(0, first_free)
+        if first_free < 0:
+            first_free = len(used)
+    return np.asarray(units[: len(used.rstrip(b"\x00"))], np.uint32)
+
+
+@functools.lru_cache(maxsize=2)
+def bert_normalizer_model(lowercase):
+    """A tf-text FastBertNormalizer model (flatbuffer bytes) for `normalize_char`.
+
+    `tf_text.FastBertNormalizer(model_buffer=bert_normalizer_model(True))`
+    normalizes text exactly as BertPreprocessor does before splitting words.
+    The table has an entry for every codepoint whose normalization is not
+    itself (about 16,000 when uncased); building it takes about a second.
+    """
+    # Encoding of a mapped value (tf-text fast_bert_normalizer.h): bit 30 "differs
+    # from the input", bits 6..29 the offset in the string pool, bits 0..5 the UTF-8 length.
+    pool, where = bytearray(), {}
+
+    def encode(mapped):
+        data = mapped.encode("utf-8")
+        if data and data not in where:
+            where[data] = len(pool)
+            pool.extend(data)
+        return 0x40000000 | (where.get(data, 0) << 6) | len(data)
+
+    keys, values = [], []
+    for cp in range(1, 0x110000):
+        if 0xD800 <= cp <= 0xDFFF:
+            continue
+        char = chr(cp)
+        mapped = normalize_char(char, lowercase)
+        if mapped != char:
+            keys.append(char.encode("utf-8"))
+            values.append(encode(mapped))
+    zero = encode(normalize_char("\x00", lowercase))
+    trie = _darts_clone_trie(keys, values)
+    # table FastBertNormalizerModel { lower_case_nfd_strip_accents: bool; trie_array: [uint32];
+    #   data_for_codepoint_zero: int32; normalized_string_pool: [ubyte]; }  (the kernel ignores the bool)
+    builder = flatbuffers.Builder(4 * len(trie) + len(pool) + 1024)
+    pool_offset = builder.CreateByteVector(bytes(pool))
+    trie_offset = builder.CreateNumpyVector(trie.astype("<u4"))
+    builder.StartObject(4)
+    builder.PrependBoolSlot(0, bool(lowercase), False)
+    builder.PrependUOffsetTRelativeSlot(1, trie_offset, 0)
+    builder.PrependInt32Slot(2, zero, 0)
+    builder.PrependUOffsetTRelativeSlot(3, pool_offset, 0)
+    builder.Finish(builder.EndObject())
+    return bytes(builder.Output())

@@ -1,0 +1,121 @@
+"""WordPiece vocabularies: BERT's special tokens, reading and writing vocab.txt, casing.
+
+Plain Python (no TensorFlow): the models read and write the vocabulary that
+travels inside a `.keras` file through these functions too, and model code
+must not pull in tensorflow-text.
+"""
+
+import os
+import re
+
+from keras_bert_impl.atomic_write import write_text_atomically
+
+# BERT's five special tokens, in the order a new vocabulary lists them: [PAD]
+# first, so that padding is id 0 (what BertPreprocessor and the models pad with).
+SPECIAL_TOKENS = ("[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]")
+# WordPiece marks a piece that continues a word with this prefix ("##ing");
+# tensorflow-text calls it the suffix indicator.
+SUFFIX_INDICATOR = "##"
+# The vocabulary's file name inside a saved model's assets and an export folder.
+VOCAB_ASSET = "vocab.txt"
+# Strings tokenized per call when a Python loop tokenizes many (task readers):
+# large enough to amortise the op, small enough to keep the ragged results modest.
+TOKENIZE_CHUNK = 8192
+# Bracketed tokens such as [CLS] or [unused3]: not words, so they say nothing about casing.
+_BRACKETED = re.compile(r"^\[[A-Za-z0-9_]+\]$")
+
+
+def read_vocabulary(path):
+    """One token per line, in id order. Raises FileNotFoundError naming the path."""
+    path = os.fspath(path)
+    if not os.path.exists(path):
+        raise FileNotFoundError(
+            f"No vocabulary at {path}. The converted model keeps the checkpoint's WordPiece vocab: "
+            "put its vocab.txt next to the weights."
+        )
+    with open(path, encoding="utf-8") as f:
+        tokens = [line.rstrip("\n").rstrip("\r") for line in f]
+    while tokens and tokens[-1] == "":
+        tokens.pop()
+    return tokens
+
+
+def write_vocabulary(tokens, path):
+    """Writes vocab.txt (one token per line, in id order) atomically, so a crash never
+    leaves a truncated vocabulary behind."""
+    tokens = list(tokens)
+    bad = [t for t in tokens if not isinstance(t, str) or not t or any(c in t for c in "\r\n")]
+    if bad:
+        raise ValueError(f"Vocabulary tokens must be non-empty strings without line breaks. Received: {bad[:5]!r}")
+    duplicates = duplicate_tokens(tokens)
+    if duplicates:
+        raise ValueError(f"Vocabulary tokens must be unique. Received duplicates: {duplicates[:5]!r}")
+    write_text_atomically("\n".join(tokens) + "\n", path)
+
+
+def vocabulary_is_uncased(tokens):
+    """True when no ordinary token has an upper-case letter ([CLS]-style tokens aside)."""
+    return not any(t != t.lower() for t in tokens if not _BRACKETED.match(t))
+
+
+def duplicate_tokens(tokens):
+    """Tokens that appear more than once, in order of their second appearance."""
+    seen, duplicates = set(), []
+    for token in tokens:
+        if token in seen:
+            duplicates.append(token)
+        seen.add(token)
+    return duplicates
+
+
+def load_vocabulary(vocabulary):
+    """A token list from a list or a vocab.txt path, checked for what BERT needs: not
+    empty, every special token present, no token twice."""
+    source = ""
+    if isinstance(vocabulary, (str, os.PathLike)):
+        source = f" ({os.fspath(vocabulary)})"
+        vocabulary = read_vocabulary(vocabulary)
+    vocabulary = list(vocabulary)
+    if not vocabulary:
+        raise ValueError(f"The vocabulary{source} is empty; pass a BERT vocab.txt (one WordPiece token a line).")
+    missing = [t for t in SPECIAL_TOKENS if t not in vocabulary]
+    if missing:
+        raise ValueError(
+            f"The vocabulary{source} lacks BERT's special tokens {missing}: tokenizing needs "
+            f"{list(SPECIAL_TOKENS)} (sequences are packed with [CLS]/[SEP] and padded with [PAD], unknown "
+            "words become [UNK], pretraining masks with [MASK]). Use a BERT vocab.txt."
+        )
+    duplicates = duplicate_tokens(vocabulary)
+    if duplicates:
+        raise ValueError(f"The vocabulary{source} has duplicate entries {duplicates[:10]}; each token must appear once.")
+    return vocabulary
+
+
+def special_token_ids(vocabulary):
+    """{"[PAD]": id, "[UNK]": id, ...} for the five special tokens of a checked vocabulary."""
+    ids = {token: i for i, token in enumerate(vocabulary)}
+    return {token: ids[token] for token in SPECIAL_TOKENS}
+
+
+def piece_text(token):
+    """The characters a WordPiece token stands for in normalised text: "##ing" -> "ing"."""
+    if token.startswith(SUFFIX_INDICATOR) and token != SUFFIX_INDICATOR:
+        return token[len(SUFFIX_INDICATOR):]
+    return token
+
+
+def is_continuation(token):
+    """Whether a WordPiece token continues the word before it ("##ing")."""
+    return token.startswith(SUFFIX_INDICATOR) and token != SUFFIX_INDICATOR
+
+
+def save_vocabulary_asset(dir_path, vocabulary):
+    """Writes the vocabulary into a Keras asset folder (`save_assets`). Unchecked, unlike
+    `write_vocabulary`: a model keeps whatever vocabulary its checkpoint came with."""
+    write_text_atomically("\n".join(vocabulary) + "\n", os.path.join(dir_path, VOCAB_ASSET))
+
+
+def load_vocabulary_asset(dir_path):
+    """The vocabulary of a Keras asset folder (`load_assets`), or None when it holds none."""
+    path = os.path.join(dir_path, VOCAB_ASSET)
+    return read_vocabulary(path) if os.path.exists(path) else None

@@ -1,0 +1,89 @@
+"""The package's dependency rules (docs/ARCHITECTURE.md), checked on the source's imports."""
+
+import ast
+import os
+
+import pytest
+
+PACKAGE = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "keras_bert_impl")
+
+
+def _modules():
+    for root, _, files in os.walk(PACKAGE):
+        for name in files:
+            if name.endswith(".py"):
+                path = os.path.join(root, name)
+                relative = os.path.relpath(path, os.path.dirname(PACKAGE))[: -len(".py")]
+                module = relative.replace(os.sep, ".").removesuffix(".__init__")
+                yield module, path
+
+
+def _imports(path, top_level_only=False):
+    """(imported module, [names]) for every import statement of a file, function-level ones
+    included unless `top_level_only`."""
+    with open(path, encoding="utf-8") as f:
+        tree = ast.parse(f.read(), path)
+    for node in tree.body if top_level_only else ast.walk(tree):
+        if isinstance(node, ast.Import):
+            for alias in node.names:
+                yield alias.name, []
+        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            yield node.module, [alias.name for alias in node.names]
+
+
+MODULES = dict(_modules())
+
+
+def _package_of(module):
+    return module.rsplit(".", 1)[0]
+
+
+def test_every_module_is_seen():
+    assert "keras_bert_impl.models.bert_backbone" in MODULES and len(MODULES) > 60
+
+
+@pytest.mark.parametrize(
+    "package, forbidden",
+    [
+        # Reading vocab.txt is tokenization's job; checkpoints sit above it, never below.
+        ("keras_bert_impl.tokenization", ("keras_bert_impl.checkpoints",)),
+        # Model code is keras.ops only, so it runs on any Keras backend (a function may
+        # reach for TensorFlow behind a backend check: MaskedSparseCrossentropy's all-reduce).
+        ("keras_bert_impl.layers", ("tensorflow", "tensorflow_text", "keras_bert_impl.tokenization.bert_preprocessor")),
+        ("keras_bert_impl.models", ("tensorflow", "tensorflow_text", "keras_bert_impl.tokenization.bert_preprocessor")),
+        # Only the CLI's own modules import the commands.
+        ("keras_bert_impl.layers", ("keras_bert_impl.commands", "keras_bert_impl.cli")),
+        ("keras_bert_impl.models", ("keras_bert_impl.commands", "keras_bert_impl.cli")),
+        ("keras_bert_impl.data", ("keras_bert_impl.commands", "keras_bert_impl.cli")),
+        ("keras_bert_impl.training", ("keras_bert_impl.commands", "keras_bert_impl.cli")),
+        ("keras_bert_impl.tokenization", ("keras_bert_impl.commands", "keras_bert_impl.cli")),
+        ("keras_bert_impl.checkpoints", ("keras_bert_impl.commands", "keras_bert_impl.cli")),
+        ("keras_bert_impl.evaluation", ("keras_bert_impl.commands", "keras_bert_impl.cli")),
+    ],
+)
+def test_layering(package, forbidden):
+    top_level_only = "tensorflow" in forbidden
+    bad = [
+        (module, imported)
+        for module, path in MODULES.items()
+        if module == package or module.startswith(package + ".")
+        for imported, _ in _imports(path, top_level_only)
+        if any(imported == f or imported.startswith(f + ".") for f in forbidden)
+    ]
+    assert not bad, bad
+
+
+def test_no_private_names_cross_packages():
+    """`from a.b import _x` only inside package a (a module's private helpers are its package's business)."""
+    bad = []
+    for module, path in MODULES.items():
+        for imported, names in _imports(path):
+            if not imported.startswith("keras_bert_impl"):
+                continue
+            is_package = imported in MODULES and os.path.basename(MODULES[imported]) == "__init__.py"
+            source_package = imported if is_package else _package_of(imported)
+            private = [n for n in names if n.startswith("_")]
+            private_module = [p for p in imported.split(".") if p.startswith("_")]
+            if (private or private_module) and not _package_of(module).startswith(source_package):
+                bad.append((module, imported, private))
+    assert not bad, bad
