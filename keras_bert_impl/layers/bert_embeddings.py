@@ -8,7 +8,7 @@ import math
 import keras
 from keras import ops
 
-from keras_bert_impl.layers.validation import check_choice, check_positive_int, check_probability
+from keras_bert_impl.validation import check_choice, check_positive_int, check_probability
 
 POSITION_EMBEDDINGS = ("learned", "sinusoidal")
 
@@ -16,11 +16,11 @@ POSITION_EMBEDDINGS = ("learned", "sinusoidal")
 def sinusoidal_positions(length, hidden_dim, dtype="float32"):
     """The Transformer's fixed encoding: PE[p, 2i] = sin(p / 10000^(2i/H)),
     PE[p, 2i+1] = cos(p / 10000^(2i/H)). Returns [length, hidden_dim]."""
-    positions = ops.cast(ops.arange(length), "float32")[:, None]  # [T, 1]
+    positions = ops.expand_dims(ops.cast(ops.arange(length), "float32"), 1)  # [T, 1]
     inv_freq = ops.exp(
         ops.cast(ops.arange(0, hidden_dim, 2), "float32") * (-math.log(10000.0) / hidden_dim)
     )  # [H/2]
-    angles = positions * inv_freq[None, :]  # [T, H/2]
+    angles = positions * ops.expand_dims(inv_freq, 0)  # [T, H/2]
     # Interleave so even columns hold sin and odd columns cos, as in the paper.
     encoding = ops.reshape(ops.stack([ops.sin(angles), ops.cos(angles)], axis=-1), (length, hidden_dim))
     return ops.cast(encoding, dtype)
@@ -112,7 +112,7 @@ class BertEmbeddings(keras.layers.Layer):
             positions = ops.slice(self.position_embeddings, (0, 0), (length, self.hidden_dim))
         else:
             positions = sinusoidal_positions(length, self.hidden_dim, self.compute_dtype)
-        x = x + ops.cast(positions, x.dtype)[None, :, :]
+        x = x + ops.expand_dims(ops.cast(positions, x.dtype), 0)  # [B, T, H]
         x = self.layer_norm(x)
         return self.dropout_layer(x, training=training)
 

@@ -8,7 +8,7 @@ import keras
 from keras import ops
 
 from keras_bert_impl.layers.activations import ACTIVATIONS, get_activation
-from keras_bert_impl.layers.validation import check_choice
+from keras_bert_impl.validation import check_choice
 
 
 @keras.saving.register_keras_serializable(package="keras_bert_impl")
@@ -67,7 +67,7 @@ class MaskedLMHead(keras.layers.Layer):
         self.built = True
 
     def call(self, sequence_output, mask_positions):
-        positions = ops.cast(mask_positions, "int32")[:, :, None]  # [B, P, 1]
+        positions = ops.expand_dims(ops.cast(mask_positions, "int32"), -1)  # [B, P, 1]
         x = ops.take_along_axis(sequence_output, positions, axis=1)  # [B, P, H]
         batch, predictions, hidden = ops.shape(x)[0], ops.shape(x)[1], ops.shape(x)[2]
         # 2-D from here on, as in the encoder blocks: on TensorFlow a Dense or matmul on a
