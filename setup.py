@@ -15,7 +15,11 @@ setup(
     long_description=open("README.md", encoding="utf-8").read(),
     long_description_content_type="text/markdown",
     python_requires=">=3.11,<3.12",
-    packages=find_packages(include=["keras_bert_impl", "keras_bert_impl.*"]),
+    # The export wing lives in the top-level export/ folder (the product card's layout) and
+    # installs under a namespaced name, never as a generic top-level `export` module.
+    packages=find_packages(include=["keras_bert_impl", "keras_bert_impl.*"])
+    + find_packages("export", include=["keras_bert_impl_export", "keras_bert_impl_export.*"]),
+    package_dir={"keras_bert_impl_export": "export/keras_bert_impl_export"},
     install_requires=[
         "tensorflow==2.20.0",
         "tensorflow-text==2.20.1",
@@ -24,6 +28,10 @@ setup(
         "ai-edge-litert==2.3.0",
         "safetensors==0.8.0",
         "numpy<2.3",
+        # The export wing: TF Serving's PredictionLog protos for the warm-up requests, and
+        # the report's chart (both already in tf-models-official's tree; pinned here).
+        "tensorflow-serving-api==2.20.0",
+        "matplotlib==3.11.2",
     ],
     extras_require={
         "dev": [

@@ -1,0 +1,11 @@
+"""The export wing of keras_bert_impl: a trained `.keras` model into the artifacts that run it
+elsewhere (SavedModels for TF Serving, TFLite files for LiteRT and MediaPipe Tasks), each
+checked in the runtime that serves it, with a report.
+
+It depends on the library's public API and the library never imports it, except the `kbert
+export` command, which loads it lazily (tests/test_architecture.py holds both rules).
+Installed from `export/keras_bert_impl_export/` as the `keras_bert_impl_export` package.
+"""
+
+# The library first: its __init__ sets TensorFlow's C++ log level before TensorFlow loads.
+import keras_bert_impl  # noqa: F401,E402
