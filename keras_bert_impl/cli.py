@@ -3,10 +3,11 @@
 import argparse
 import sys
 
-from keras_bert_impl.commands import convert, evaluate, finetune, predict, pretrain, pretrain_data, vocab
+from keras_bert_impl.commands.errors import UsageError
+from keras_bert_impl.commands import convert, evaluate, export, finetune, predict, pretrain, pretrain_data, vocab
 
 # In the order `kbert --help` lists them: the pipeline from a checkpoint to predictions.
-COMMANDS = (convert, vocab, pretrain_data, pretrain, finetune, evaluate, predict)
+COMMANDS = (convert, vocab, pretrain_data, pretrain, finetune, evaluate, predict, export)
 
 
 def build_parser():
@@ -20,7 +21,12 @@ def build_parser():
 def main(argv=None):
     """Runs `kbert` with `argv` (default: the process's arguments); returns the exit status."""
     args = build_parser().parse_args(argv)
-    return args.func(args)
+    try:
+        return args.func(args)
+    except UsageError as e:
+        # A flag or input that cannot work: one line naming it, exit status 2.
+        print(f"kbert {args.command}: {e}", file=sys.stderr)
+        return 2
 
 
 if __name__ == "__main__":

@@ -87,3 +87,39 @@ def test_no_private_names_cross_packages():
             if (private or private_module) and not _package_of(module).startswith(source_package):
                 bad.append((module, imported, private))
     assert not bad, bad
+
+
+WING = os.path.join(os.path.dirname(PACKAGE), "export", "keras_bert_impl_export")
+# The library's public API: what these packages' __init__ files export, and these modules.
+PUBLIC = (
+    "keras_bert_impl", "keras_bert_impl.layers", "keras_bert_impl.models", "keras_bert_impl.tokenization",
+    "keras_bert_impl.data", "keras_bert_impl.data.readers", "keras_bert_impl.training", "keras_bert_impl.checkpoints",
+    "keras_bert_impl.evaluation", "keras_bert_impl.validation", "keras_bert_impl.atomic_write",
+)
+
+
+def test_only_kbert_export_reaches_the_export_wing():
+    """The export wing depends on the library, never the other way round; `kbert export`'s
+    command module is the one door (a function-level import)."""
+    bad = [
+        (module, imported)
+        for module, path in MODULES.items()
+        for imported, _ in _imports(path)
+        if imported.startswith("keras_bert_impl_export") and module != "keras_bert_impl.commands.export"
+    ]
+    assert not bad, bad
+    top_level = [i for i, _ in _imports(MODULES["keras_bert_impl.commands.export"], top_level_only=True)]
+    assert not [i for i in top_level if i.startswith("keras_bert_impl_export")], top_level
+
+
+def test_the_export_wing_uses_the_public_api_only():
+    files = [os.path.join(WING, n) for n in os.listdir(WING) if n.endswith(".py")]
+    assert len(files) > 3
+    bad = [
+        (os.path.basename(path), imported, names)
+        for path in files
+        for imported, names in _imports(path)
+        if imported.startswith("keras_bert_impl.") or imported == "keras_bert_impl"
+        if imported not in PUBLIC or [n for n in names if n.startswith("_")]
+    ]
+    assert not bad, bad

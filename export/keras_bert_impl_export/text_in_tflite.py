@@ -41,7 +41,7 @@ import numpy as np
 import tensorflow as tf
 
 from keras_bert_impl.models import BertClassifier, BertEmbedder, BertSpanLabeler, BertTokenClassifier
-from keras_bert_impl.tokenization import SUFFIX_INDICATOR, BertPreprocessor
+from keras_bert_impl.tokenization import BertPreprocessor, is_continuation, piece_text
 from keras_bert_impl.validation import check_bool, check_int
 
 # The custom ops a text-in .tflite holds: tensorflow-text's kernels, which
@@ -52,15 +52,6 @@ ID_OUTPUTS = ("token_ids", "segment_ids", "padding_mask")
 _HEADS = (BertClassifier, BertTokenClassifier, BertSpanLabeler, BertEmbedder)
 # The string inputs of a text-in .tflite, in call order (see text_input_names).
 _INPUT_LAYOUTS = (("text",), ("text", "text_b"), ("question", "context"))
-
-
-def _is_continuation(token):
-    # A "##" piece continues the word before it; "##" alone is a word of its own.
-    return token.startswith(SUFFIX_INDICATOR) and token != SUFFIX_INDICATOR
-
-
-def _piece_chars(token):
-    return len(token) - len(SUFFIX_INDICATOR) if _is_continuation(token) else len(token)
 
 
 def text_input_names(model, pair=False):
@@ -80,8 +71,8 @@ class _TextInGraph:
         self.sequence_length = preprocessor.sequence_length
         self.max_chars_per_word = preprocessor.max_chars_per_word
         vocabulary = preprocessor.vocabulary
-        self.is_suffix = tf.constant([_is_continuation(t) for t in vocabulary], tf.bool)
-        self.piece_chars = tf.constant([_piece_chars(t) for t in vocabulary], tf.int32)
+        self.is_suffix = tf.constant([is_continuation(t) for t in vocabulary], tf.bool)
+        self.piece_chars = tf.constant([len(piece_text(t)) for t in vocabulary], tf.int32)
 
     def pieces(self, strings, width):
         """Strings [B] -> (ids [B, width] padded with [PAD] and truncated, lengths [B] before

@@ -12,8 +12,11 @@ from keras_bert_impl.tokenization.vocabulary import (
     SPECIAL_TOKENS,
     SUFFIX_INDICATOR,
     VOCAB_ASSET,
+    is_continuation,
     load_vocabulary,
+    piece_text,
     read_vocabulary,
+    special_token_ids,
     vocabulary_is_uncased,
     write_vocabulary,
 )
@@ -29,8 +32,11 @@ __all__ = [
     "SUFFIX_INDICATOR",
     "VOCAB_ASSET",
     "VocabularyBuilder",
+    "is_continuation",
     "load_vocabulary",
+    "piece_text",
     "read_vocabulary",
+    "special_token_ids",
     "vocabulary_is_uncased",
     "write_vocabulary",
 ]

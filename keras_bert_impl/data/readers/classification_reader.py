@@ -197,6 +197,16 @@ class ClassificationReader:
             (`token_ids`, `segment_ids`, `padding_mask`, int32 [B, S]).
             `reader.report` holds the counts (examples, skipped rows by kind).
         """
+        return self._dataset(*self.read_examples(path, build_labels))
+
+    def read_examples(self, path, build_labels=None):
+        """Reads one file into its raw examples, checked as `read` checks them.
+
+        Returns:
+            (texts, texts_b, targets): lists of strings (texts_b holds None for single-text
+            files) and the encoded labels (class ids, or multi-hot float32 arrays), what the
+            export's calibration and report run on. `reader.report` holds the counts.
+        """
         path = _common.check_file(path)
         report = ReadReport(path, self.on_error)
         self.report = report
@@ -221,7 +231,7 @@ class ClassificationReader:
             targets.append(target)
         report.examples = len(texts)
         report.finish()
-        return self._dataset(texts, texts_b, targets)
+        return texts, texts_b, targets
 
     # -- rows -----------------------------------------------------------------
 

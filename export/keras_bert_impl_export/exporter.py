@@ -1,0 +1,275 @@
+"""`kbert export`'s work: every artifact of one model in one folder, written atomically.
+
+Layout of the output folder (NAME from --name):
+
+    serving/NAME/1/          SavedModel, raw text in (tensorflow-text ops), TF Serving layout
+    serving/NAME_ids/1/      SavedModel, token ids in, no tensorflow-text op
+    tflite/NAME_QUANT.tflite ids in, any batch and length, builtin ops only
+    mediapipe/NAME.tflite    [1, S] ids in, one output, with MediaPipe Tasks metadata
+    text/NAME_text_in.tflite strings in, tensorflow-text's tokenizer inside (custom ops)
+    vocab.txt, labels.txt    the model's vocabulary and label names
+    export.json              what was written, inputs and outputs, casing, sequence length
+
+Everything is built in a sibling folder `OUTPUT.partial-PID` and renamed into place at the
+end, so a killed export leaves no half-written OUTPUT (the next run deletes the leftover).
+"""
+
+import glob
+import json
+import os
+import shutil
+import time
+
+import keras
+import numpy as np
+import tensorflow as tf
+
+from keras_bert_impl.atomic_write import write_json_atomically, write_text_atomically
+from keras_bert_impl.validation import check_choice
+from keras_bert_impl_export import tflite_converter
+from keras_bert_impl_export.serving_model import ID_INPUTS, ServingModel
+from keras_bert_impl_export.warmup import write_warmup_requests
+
+FORMATS = ("saved_model", "tflite", "mediapipe", "text_tflite")
+MANIFEST = "export.json"
+# Examples the full-int8 calibration runs (Model Garden's and TFLite's guides use 100-500).
+CALIBRATION_EXAMPLES = 200
+WARMUP_EXAMPLES = 4
+
+
+class ExportExistsError(FileExistsError):
+    pass
+
+
+def prepare_output(output, overwrite):
+    """Checks OUTPUT and clears the leftovers of killed exports; returns the work folder."""
+    output = os.path.abspath(output)
+    if os.path.exists(output) and not (os.path.isdir(output) and not os.listdir(output)):
+        if not overwrite:
+            raise ExportExistsError(
+                f"--output {output} already exists{' and holds an export' if os.path.exists(os.path.join(output, MANIFEST)) else ''}. "
+                "Pass --overwrite to replace it, or choose another folder."
+            )
+    for leftover in glob.glob(glob.escape(output) + ".partial-*"):
+        shutil.rmtree(leftover, ignore_errors=True)
+    work = f"{output}.partial-{os.getpid()}"
+    os.makedirs(work)
+    return work
+
+
+def commit_output(work, output):
+    """Renames the finished work folder to OUTPUT (the old export, if any, goes last)."""
+    output = os.path.abspath(output)
+    old = None
+    if os.path.exists(output):
+        old = f"{output}.old-{os.getpid()}"
+        os.rename(output, old)
+    os.rename(work, output)
+    if old:
+        shutil.rmtree(old, ignore_errors=True)
+
+
+def id_examples(serving, texts):
+    """Texts (or (a, b) pairs) -> [{ids, mask, segment_ids}] int32 arrays [1, S], one per example."""
+    x = tokenize(serving, texts)
+    return [{name: x[name][i : i + 1] for name in ID_INPUTS} for i in range(len(x["ids"]))]
+
+
+def tokenize(serving, texts):
+    """Texts (or (a, b) pairs) -> {ids, mask, segment_ids} int32 arrays [N, S]."""
+    if serving.pair:
+        segments = (tf.constant([a for a, _ in texts]), tf.constant([b for _, b in texts]))
+    else:
+        segments = tf.constant(list(texts))
+    x = serving.preprocessor(segments)
+    return {
+        "ids": x["token_ids"].numpy(),
+        "mask": x["padding_mask"].numpy(),
+        "segment_ids": x["segment_ids"].numpy(),
+    }
+
+
+def text_request(serving, texts):
+    if serving.pair:
+        return {serving.text_inputs[0]: [a for a, _ in texts], serving.text_inputs[1]: [b for _, b in texts]}
+    return {"text": list(texts)}
+
+
+def export_model(
+    model,
+    output,
+    *,
+    name="bert",
+    sequence_length=128,
+    pair=False,
+    formats=FORMATS,
+    quantizations=tflite_converter.QUANTIZATIONS,
+    calibration_texts=None,
+    overwrite=False,
+    finish=None,
+    log=print,
+):
+    """Writes every artifact of `model` under `output`; returns the manifest (export.json).
+
+    Args:
+        model: a head with its vocabulary (see ServingModel).
+        output: the folder to create (refused if it holds anything, unless `overwrite`).
+        name: the model name in TF Serving's layout and the file names.
+        sequence_length, pair: see ServingModel.
+        formats: a subset of FORMATS.
+        quantizations: the .tflite precisions (tflite_converter.QUANTIZATIONS).
+        calibration_texts: real examples of the task (texts, or (a, b) pairs): full-int8
+            calibration and the warm-up requests. Required for "full_int8".
+        overwrite: replace an existing OUTPUT.
+        finish: called with (work folder, manifest) before the rename, to add files (the report).
+        log: progress lines go here.
+    """
+    for fmt in formats:
+        check_choice("formats", fmt, FORMATS)
+    for quantization in quantizations:
+        check_choice("quantizations", quantization, tflite_converter.QUANTIZATIONS)
+    if not name or not name.replace("_", "").replace("-", "").isalnum():
+        raise ValueError(f"name must be letters, digits, '-' or '_' (a TF Serving model name). Received: name={name!r}")
+    serving = ServingModel(model, sequence_length, pair=pair)
+    if "tflite" in formats and "full_int8" in quantizations and not calibration_texts:
+        raise ValueError("full_int8 needs calibration examples: pass --calibration FILE (real examples of the task).")
+    samples = list(calibration_texts or [])[:WARMUP_EXAMPLES] or _default_samples(serving)
+    work = prepare_output(output, overwrite)
+    try:
+        manifest = _write_all(serving, work, name, formats, quantizations, calibration_texts, samples, log)
+        if finish is not None:
+            finish(work, manifest)
+        write_json_atomically(manifest, os.path.join(work, MANIFEST), indent=1)
+        commit_output(work, output)
+    except BaseException:
+        shutil.rmtree(work, ignore_errors=True)
+        raise
+    return manifest
+
+
+def _default_samples(serving):
+    if serving.pair:
+        return [("What is BERT?", "BERT is a language model.")]
+    return ["A first warm-up sentence.", "Another one, a little longer than the first."]
+
+
+def _timed(log, what, fn, *args, **kwargs):
+    start = time.perf_counter()
+    log(f"  {what} ...")
+    result = fn(*args, **kwargs)
+    log(f"  {what}: {time.perf_counter() - start:.1f} s")
+    return result
+
+
+def _write_all(serving, work, name, formats, quantizations, calibration_texts, samples, log):
+    model = serving.model
+    backbone = model.backbone
+    files = {}
+    ids_dir = os.path.join(work, "serving", f"{name}_ids", "1")
+    # The ids SavedModel is also what the .tflite files are converted from.
+    _timed(log, "SavedModel (token ids)", serving.export_archive(text=False).write_out, ids_dir, verbose=False)
+    x = tokenize(serving, samples)
+    write_warmup_requests(ids_dir, f"{name}_ids", [{k: x[k] for k in ID_INPUTS}])
+    if "saved_model" in formats:
+        files["saved_model_ids"] = os.path.relpath(ids_dir, work)
+        text_dir = os.path.join(work, "serving", name, "1")
+        _timed(log, "SavedModel (raw text)", serving.export_archive(text=True).write_out, text_dir, verbose=False)
+        write_warmup_requests(text_dir, name, [text_request(serving, samples)])
+        files["saved_model_text"] = os.path.relpath(text_dir, work)
+    if "tflite" in formats:
+        calibration = None
+        if "full_int8" in quantizations:
+            calibration = id_examples(serving, list(calibration_texts)[:CALIBRATION_EXAMPLES])
+        for quantization in quantizations:
+            flatbuffer = _timed(
+                log, f"TFLite {quantization}", tflite_converter.convert, ids_dir, quantization, calibration
+            )
+            tflite_converter.check_builtins_only(flatbuffer)
+            path = os.path.join(work, "tflite", f"{name}_{quantization}.tflite")
+            os.makedirs(os.path.dirname(path), exist_ok=True)
+            with open(path, "wb") as f:
+                f.write(flatbuffer)
+            files[f"tflite_{quantization}"] = os.path.relpath(path, work)
+    if "text_tflite" in formats:
+        from keras_bert_impl_export.text_in_tflite import convert_text_in
+
+        flatbuffer = _timed(
+            log, "TFLite text-in", convert_text_in, model, sequence_length=serving.sequence_length,
+            pair=serving.pair and serving.kind == "classifier",
+        )
+        path = os.path.join(work, "text", f"{name}_text_in.tflite")
+        os.makedirs(os.path.dirname(path), exist_ok=True)
+        with open(path, "wb") as f:
+            f.write(flatbuffer)
+        files["text_tflite"] = os.path.relpath(path, work)
+    if "mediapipe" in formats and serving.kind in ("classifier", "embedder"):
+        files.update(_write_mediapipe(serving, work, name, log))
+    if "saved_model" not in formats:
+        shutil.rmtree(os.path.join(work, "serving"))
+    write_text_atomically("".join(t + "\n" for t in backbone.vocabulary), os.path.join(work, "vocab.txt"))
+    if serving.label_names:
+        write_text_atomically("".join(n + "\n" for n in serving.label_names), os.path.join(work, "labels.txt"))
+    return {
+        "name": name,
+        "head": serving.kind,
+        "model_class": type(model).__name__,
+        "sequence_length": serving.sequence_length,
+        "max_sequence_length": backbone.max_sequence_length,
+        "lowercase": bool(backbone.lowercase),
+        "pair": serving.pair,
+        "text_inputs": list(serving.text_inputs),
+        "id_inputs": list(ID_INPUTS),
+        "id_outputs": list(serving.output_names()),
+        "label_names": serving.label_names,
+        "special_ids": {
+            "pad": serving.preprocessor.pad_id,
+            "unk": serving.preprocessor.unk_id,
+            "cls": serving.preprocessor.cls_id,
+            "sep": serving.preprocessor.sep_id,
+        },
+        "files": files,
+        # A few sentences and the ids our tokenizer gives them: what a client that tokenizes
+        # for itself (the web and Android demos) is checked against.
+        "golden": [
+            {"input": sample, "ids": [int(i) for i in np.asarray(ids)[np.asarray(mask) == 1]]}
+            for sample, ids, mask in zip(samples, x["ids"], x["mask"])
+        ],
+    }
+
+
+def _write_mediapipe(serving, work, name, log):
+    """[1, S] ids in, the one output MediaPipe Tasks read (probabilities or embeddings),
+    float32, with the metadata that carries the vocabulary and the labels."""
+    from keras_bert_impl_export import tflite_metadata
+
+    output_name = "embeddings" if serving.kind == "embedder" else "probabilities"
+    saved = os.path.join(work, ".mediapipe_saved_model")
+    archive = keras.export.ExportArchive()
+    archive.track(serving.model)
+
+    def serve(ids, mask, segment_ids):
+        return {output_name: serving.id_outputs(ids, mask, segment_ids)[output_name]}
+
+    archive.add_endpoint(
+        "serving_default", serve, input_signature=serving.id_signature(batch=1, length=serving.sequence_length)
+    )
+    archive.write_out(saved, verbose=False)
+    flatbuffer = _timed(log, "TFLite for MediaPipe", tflite_converter.convert, saved, "float32")
+    shutil.rmtree(saved)
+    tflite_converter.check_builtins_only(flatbuffer)
+    backbone = serving.model.backbone
+    flatbuffer = tflite_metadata.add_metadata(
+        flatbuffer,
+        kind="embedder" if serving.kind == "embedder" else "classifier",
+        vocabulary=list(backbone.vocabulary),
+        lowercase=bool(backbone.lowercase),
+        label_names=serving.label_names or None,
+        name=name,
+        description=f"{type(serving.model).__name__} exported by kbert export",
+        version="1",
+    )
+    path = os.path.join(work, "mediapipe", f"{name}.tflite")
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+    with open(path, "wb") as f:
+        f.write(flatbuffer)
+    return {"mediapipe": os.path.relpath(path, work)}

@@ -1,0 +1,193 @@
+"""A fine-tuned model as the functions a server calls: token ids in, or raw text in.
+
+Shape legend: B batch, S sequence length (the export's --seq-len for text input, any length
+up to the model's positions for ids), C classes, H hidden size.
+"""
+
+import keras
+import tensorflow as tf
+
+from keras_bert_impl.models import BertClassifier, BertEmbedder, BertSpanLabeler, BertTokenClassifier
+from keras_bert_impl.tokenization import BertPreprocessor
+from keras_bert_impl.validation import check_bool, check_int
+
+# What each kind of head is called in the CLI, the report and the artifacts' metadata.
+HEAD_KINDS = {
+    BertClassifier: "classifier",
+    BertTokenClassifier: "tagger",
+    BertSpanLabeler: "span_labeler",
+    BertEmbedder: "embedder",
+}
+# The id inputs of every exported graph: the names LiteRT and MediaPipe Tasks expect of a
+# BERT model (MediaPipe's BertTokenizer feeds tensors called ids, mask and segment_ids).
+ID_INPUTS = ("ids", "mask", "segment_ids")
+# Longest answer, in tokens, the span labeler's text signature returns (Google's run_squad.py).
+MAX_ANSWER_TOKENS = 30
+
+
+def head_kind(model):
+    """"classifier", "tagger", "span_labeler" or "embedder"; a clear error for anything else."""
+    for cls, kind in HEAD_KINDS.items():
+        if isinstance(model, cls):
+            return kind
+    raise ValueError(
+        f"kbert export has no export for a {type(model).__name__}. It exports the heads kbert finetune "
+        f"makes ({', '.join(c.__name__ for c in HEAD_KINDS)}); wrap a bare backbone in a BertEmbedder "
+        "to export sentence embeddings."
+    )
+
+
+class ServingModel:
+    """A task model and its tokenizer, as the two functions the exports serve.
+
+    `id_outputs` takes token ids (what TFLite files and the tensorflow-text-free SavedModel
+    run); `text_outputs` takes raw strings and tokenizes them in the graph with the model's
+    own vocabulary and casing (`BertPreprocessor`), then post-processes the head's output
+    into what a client wants: label names and the top label, per-token tags, an answer
+    span, or an embedding.
+
+    Args:
+        model: a BertClassifier, BertTokenClassifier, BertSpanLabeler or BertEmbedder
+            carrying its vocabulary (a converted or `kbert finetune`d model does).
+        sequence_length: int >= 3. Texts are truncated to this many tokens, [CLS] and [SEP]
+            included, and padded to it; at most the model's max_sequence_length.
+        pair: bool. A classifier reading two texts (`text` and `text_b`); the span labeler
+            always reads two (`question` and `context`).
+    """
+
+    def __init__(self, model, sequence_length, pair=False):
+        self.kind = head_kind(model)
+        backbone = model.backbone
+        check_int("sequence_length", sequence_length, minimum=3)
+        if sequence_length > backbone.max_sequence_length:
+            raise ValueError(
+                f"sequence_length={sequence_length} is beyond the model's {backbone.max_sequence_length} "
+                f"positions. Pass --seq-len {backbone.max_sequence_length} or less."
+            )
+        check_bool("pair", pair)
+        if pair and self.kind != "classifier":
+            raise ValueError(f"pair=True is for classifiers (text, text_b). Received a {self.kind}.")
+        self.model = model
+        self.sequence_length = sequence_length
+        self.pair = pair or self.kind == "span_labeler"
+        self.preprocessor = BertPreprocessor.from_model(model, sequence_length=sequence_length)
+        self.label_names = list(getattr(model, "label_names", None) or [])
+        if self.kind in ("classifier", "tagger") and not self.label_names:
+            self.label_names = [f"label_{i}" for i in range(model.num_classes)]
+
+    @property
+    def text_inputs(self):
+        if self.kind == "span_labeler":
+            return ("question", "context")
+        return ("text", "text_b") if self.pair else ("text",)
+
+    def output_names(self):
+        """The id outputs, in the order the exports list them."""
+        return {
+            "classifier": ("logits", "probabilities") if self.model.activation is None else ("probabilities",),
+            "tagger": ("logits", "probabilities"),
+            "span_labeler": ("start_logits", "end_logits"),
+            "embedder": ("embeddings",),
+        }[self.kind]
+
+    def id_outputs(self, ids, mask, segment_ids):
+        """Ids [B, S] int32 -> the head's outputs, float32, plus probabilities where the
+        head gives logits."""
+        outputs = self.model({"token_ids": ids, "segment_ids": segment_ids, "padding_mask": mask}, training=False)
+        outputs = {k: tf.cast(v, tf.float32) for k, v in outputs.items()}
+        if self.kind == "classifier" and "logits" in outputs:
+            activation = tf.sigmoid if self.model.multi_label else tf.nn.softmax
+            outputs["probabilities"] = activation(outputs["logits"])  # [B, C]
+        elif self.kind == "tagger":
+            outputs["probabilities"] = tf.nn.softmax(outputs["logits"])  # [B, S, C]
+        return outputs
+
+    def text_outputs(self, *texts):
+        """Strings [B] (two of them for pairs and spans) -> the id outputs plus readable ones."""
+        segments = tuple(texts) if len(texts) > 1 else texts[0]
+        x = self.preprocessor(segments)  # each [B, S]
+        ids, mask, segment_ids = x["token_ids"], x["padding_mask"], x["segment_ids"]
+        outputs = self.id_outputs(ids, mask, segment_ids)
+        outputs["token_ids"] = ids
+        rows = tf.shape(ids)[0]
+        if self.kind in ("classifier", "tagger"):
+            names = tf.constant(self.label_names)
+            probabilities = outputs["probabilities"]
+            top = tf.argmax(probabilities, axis=-1, output_type=tf.int32)  # [B] or [B, S]
+            if self.kind == "classifier":
+                outputs["top_label"] = tf.gather(names, top)  # [B]
+                outputs["top_score"] = tf.reduce_max(probabilities, axis=-1)  # [B]
+                # One row of names per example: TF Serving's row format needs a batch axis.
+                outputs["label_names"] = tf.tile(names[None], tf.stack([rows, 1]))  # [B, C]
+            else:
+                # Tags and word pieces per token; "" on [CLS], [SEP] and padding.
+                special = tf.logical_or(
+                    mask == 0, tf.logical_or(ids == self.preprocessor.cls_id, ids == self.preprocessor.sep_id)
+                )
+                outputs["tags"] = tf.where(special, "", tf.gather(names, top))  # [B, S]
+                pieces = tf.gather(tf.constant(self.preprocessor.vocabulary), ids)
+                outputs["tokens"] = tf.where(mask == 0, "", pieces)  # [B, S]
+        elif self.kind == "span_labeler":
+            outputs.update(self._best_span(ids, mask, segment_ids, outputs["start_logits"], outputs["end_logits"]))
+        return outputs
+
+    def _best_span(self, ids, mask, segment_ids, start_logits, end_logits):
+        """The highest start + end logit with start <= end < start + MAX_ANSWER_TOKENS, both
+        inside the context (segment 1, not its closing [SEP]); its text detokenized."""
+        width = tf.shape(ids)[1]
+        in_context = tf.logical_and(
+            tf.logical_and(segment_ids == 1, mask == 1), ids != self.preprocessor.sep_id
+        )  # [B, S]
+        scores = start_logits[:, :, None] + end_logits[:, None, :]  # [B, S, S]
+        i = tf.range(width)[:, None]
+        j = tf.range(width)[None, :]
+        shape_ok = tf.logical_and(i <= j, j - i < MAX_ANSWER_TOKENS)  # [S, S]
+        valid = tf.logical_and(
+            tf.logical_and(in_context[:, :, None], in_context[:, None, :]), shape_ok[None]
+        )  # [B, S, S]
+        scores = tf.where(valid, scores, tf.constant(-float("inf"), scores.dtype))
+        best = tf.argmax(tf.reshape(scores, tf.stack([-1, width * width])), axis=-1, output_type=tf.int32)  # [B]
+        start, end = best // width, best % width
+        positions = tf.range(width)[None, :]
+        inside = tf.logical_and(positions >= start[:, None], positions <= end[:, None])  # [B, S]
+        answer_ids = tf.ragged.boolean_mask(ids, inside)
+        answer = self.preprocessor.tokenizer.detokenize(answer_ids)  # [B]
+        # A context with no token at all (an empty one) has no span: -1, -1, "".
+        found = tf.reduce_any(in_context, axis=1)
+        return {
+            "start": tf.where(found, start, -1),
+            "end": tf.where(found, end, -1),
+            "score": tf.where(found, tf.reduce_max(tf.reshape(scores, tf.stack([-1, width * width])), -1), 0.0),
+            "answer": tf.where(found, answer, ""),
+        }
+
+    def id_signature(self, batch=None, length=None):
+        return [tf.TensorSpec([batch, length], tf.int32, name=name) for name in ID_INPUTS]
+
+    def text_signature(self):
+        return [tf.TensorSpec([None], tf.string, name=name) for name in self.text_inputs]
+
+    def export_archive(self, text):
+        """A keras.export.ExportArchive with the model's variables and one `serving_default`
+        endpoint: raw strings in when `text`, else token ids. The id archive holds no
+        tensorflow-text op (nothing of the tokenizer is traced into it)."""
+        archive = keras.export.ExportArchive()
+        archive.track(self.model)
+        if text:
+            names = self.text_inputs
+            if len(names) == 1:
+                def serve(text):
+                    return self.text_outputs(text)
+            elif names == ("text", "text_b"):
+                def serve(text, text_b):
+                    return self.text_outputs(text, text_b)
+            else:
+                def serve(question, context):
+                    return self.text_outputs(question, context)
+            archive.add_endpoint("serving_default", serve, input_signature=self.text_signature())
+        else:
+            def serve(ids, mask, segment_ids):
+                return self.id_outputs(ids, mask, segment_ids)
+
+            archive.add_endpoint("serving_default", serve, input_signature=self.id_signature())
+        return archive

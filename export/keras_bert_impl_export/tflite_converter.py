@@ -1,0 +1,141 @@
+"""SavedModel (token ids in) -> .tflite with TFLite's builtin ops only, in four precisions.
+
+`float32` is the model as trained; `float16` stores the weights in half precision (half the
+size, computed in float32); `dynamic_int8` stores the weights in int8 and quantizes
+activations on the fly per batch; `full_int8` also quantizes activations, with ranges
+calibrated on real examples. BERT's activations defeat a plain full-int8 conversion (the
+-1e9 attention mask bias, LayerNorm's variance and GELU's outliers share one int8 scale with
+ordinary values), so `full_int8` quantizes only the op kinds in FULL_INT8_QUANTIZED_OPS,
+minus the nodes in FULL_INT8_FLOAT_NODES, and keeps the rest float.
+"""
+
+import re
+
+import numpy as np
+import tensorflow as tf
+
+from keras_bert_impl.validation import check_choice
+
+QUANTIZATIONS = ("float32", "float16", "dynamic_int8", "full_int8")
+# full_int8 quantizes the matrix multiplications and the embedding lookups (nearly all the
+# weights and the time) and keeps every other op kind float: the mask's additive -1e9,
+# softmax, LayerNorm's mean/variance/rsqrt, GELU, the residual adds, and the attention's
+# BATCH_MATMULs (probabilities times values). Measured on MiniLM fine-tuned on MR, 500
+# held-out sentences (docs/export.md): with every op int8 the top label agreed with Keras on
+# 75% of them; FULLY_CONNECTED, BATCH_MATMUL and GATHER int8: 77%; FULLY_CONNECTED and GATHER:
+# 93%; and with the feed-forward output layers float as well (their input is GELU's output,
+# whose outliers a single int8 scale cannot hold): 98.6%, accuracy unchanged.
+FULL_INT8_QUANTIZED_OPS = ("FULLY_CONNECTED", "GATHER")
+# Nodes of those kinds kept float all the same (regular expressions on TFLite tensor names).
+FULL_INT8_FLOAT_NODES = (r"feed_forward[^/]*/output[^/]*/",)
+
+
+class ConversionError(ValueError):
+    """A model TFLite cannot run with its builtin ops; the message names the op and the layer."""
+
+
+def explain_converter_error(error):
+    """The first op the converter could not lower, and the Keras layer it came from, as a
+    one-line message (the converter's own message is pages of MLIR)."""
+    text = str(error)
+    match = re.search(r'fused\["(\w+):", "([^"@]+)@', text)
+    if match is None:
+        op = re.search(r"'(tf\.\w+)' op", text)
+        what = f"TensorFlow op {op.group(1)}" if op else "an op"
+        return f"TFLite cannot convert {what} with builtin ops only. Converter said: {text.strip().splitlines()[0][:300]}"
+    op, node = match.groups()
+    layer = node.rsplit("/", 1)[0] if "/" in node else node
+    return (
+        f"TFLite has no builtin op for TensorFlow's {op}, used in layer {layer!r} (node {node}). "
+        "Rewrite that layer with ops TFLite supports as builtins (see docs/ARCHITECTURE.md: new "
+        "axes with ops.expand_dims, GELU as keras.activations.gelu), or export without --formats tflite."
+    )
+
+
+def convert(saved_model_dir, quantization="float32", calibration_inputs=None):
+    """The .tflite bytes of the SavedModel's serving signature, builtin ops only.
+
+    Args:
+        saved_model_dir: a SavedModel whose `serving_default` takes int32 ids, mask and
+            segment_ids (ServingModel.export_archive(text=False) writes one).
+        quantization: one of QUANTIZATIONS.
+        calibration_inputs: for "full_int8", a list of dicts {ids, mask, segment_ids} of
+            int32 arrays [1, S]: real examples the activation ranges are measured on.
+    """
+    check_choice("quantization", quantization, QUANTIZATIONS)
+    converter = tf.lite.TFLiteConverter.from_saved_model(saved_model_dir)
+    converter.target_spec.supported_ops = [tf.lite.OpsSet.TFLITE_BUILTINS]
+    converter.allow_custom_ops = False
+    if quantization != "float32":
+        converter.optimizations = [tf.lite.Optimize.DEFAULT]
+    if quantization == "float16":
+        converter.target_spec.supported_types = [tf.float16]
+    try:
+        if quantization != "full_int8":
+            return converter.convert()
+        if not calibration_inputs:
+            raise ValueError("full_int8 needs calibration_inputs: real examples to measure activation ranges on.")
+        return _full_int8(converter, calibration_inputs)
+    except Exception as error:
+        # tensorflow.lite.python.convert_phase.ConverterError: not exported under tf.lite.
+        if type(error).__name__ == "ConverterError":
+            raise ConversionError(explain_converter_error(error)) from None
+        raise
+
+
+def _full_int8(converter, calibration_inputs):
+    """Calibrated int8 activations and weights for FULL_INT8_QUANTIZED_OPS, except the nodes
+    matching FULL_INT8_FLOAT_NODES; every other op kind denylisted, so it stays float
+    (tf.lite.experimental.QuantizationDebugger is the converter's public route to a denylist)."""
+    def representative():
+        for example in calibration_inputs:
+            yield {name: np.asarray(value, np.int32) for name, value in example.items()}
+
+    converter.representative_dataset = representative
+    float_ops = _float_ops(converter)
+    denylisted_ops = sorted({op for op, _ in float_ops if op not in FULL_INT8_QUANTIZED_OPS})
+    denylisted_nodes = sorted(
+        name for op, name in float_ops
+        if op in FULL_INT8_QUANTIZED_OPS and any(re.search(p, name) for p in FULL_INT8_FLOAT_NODES)
+    )
+    debugger = tf.lite.experimental.QuantizationDebugger(
+        converter=converter,
+        debug_dataset=representative,
+        debug_options=tf.lite.experimental.QuantizationDebugOptions(
+            denylisted_ops=denylisted_ops, denylisted_nodes=denylisted_nodes
+        ),
+    )
+    return debugger.get_nondebug_quantized_model()
+
+
+def _float_ops(converter):
+    """(op name, output tensor name) of every op of the float conversion, which the denylist
+    is chosen from."""
+    from ai_edge_litert.interpreter import Interpreter
+
+    optimizations, converter.optimizations = converter.optimizations, []
+    dataset, converter.representative_dataset = converter.representative_dataset, None
+    try:
+        interpreter = Interpreter(model_content=converter.convert())
+    finally:
+        converter.optimizations, converter.representative_dataset = optimizations, dataset
+    names = {t["index"]: t["name"] for t in interpreter.get_tensor_details()}
+    return [(op["op_name"], names[op["outputs"][0]]) for op in interpreter._get_ops_details() if len(op["outputs"])]
+
+
+def tflite_ops(flatbuffer):
+    """The set of op names a .tflite runs ("FULLY_CONNECTED", "CUSTOM", "FlexX"...)."""
+    from ai_edge_litert.interpreter import Interpreter
+
+    # _get_ops_details is the interpreter's only listing of its ops (no public twin).
+    interpreter = Interpreter(model_content=flatbuffer)
+    return {op["op_name"] for op in interpreter._get_ops_details()}
+
+
+def check_builtins_only(flatbuffer, allowed_custom=()):
+    """Raises ConversionError if the .tflite needs Flex ops or custom ops beyond `allowed_custom`."""
+    ops = tflite_ops(flatbuffer)
+    bad = sorted(op for op in ops if op.startswith("Flex") or (op == "CUSTOM" and not allowed_custom))
+    if bad:
+        raise ConversionError(f"The .tflite needs ops outside TFLite's builtins: {bad}.")
+    return ops

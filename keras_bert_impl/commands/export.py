@@ -1,0 +1,188 @@
+"""`kbert export`: a fine-tuned model into SavedModels for TF Serving and TFLite files,
+checked and measured in the runtimes that run them. The work is the export wing's
+(`keras_bert_impl_export`, the top-level export/ folder); this module reads the flags and the
+files and imports the wing lazily, the one place the library reaches it."""
+
+import json
+import os
+import sys
+
+from keras_bert_impl.commands import task_data
+from keras_bert_impl.commands.errors import UsageError
+
+FORMAT_CHOICES = ("saved_model", "tflite", "mediapipe", "text_tflite")
+QUANTIZATION_CHOICES = ("float32", "float16", "dynamic_int8", "full_int8")
+
+
+def add_parser(subparsers):
+    parser = subparsers.add_parser(
+        "export",
+        help="Export a model to TF Serving SavedModels and TFLite files, with a report.",
+        description="Write OUTPUT/serving/NAME/1 (raw text in, for TF Serving, with warm-up requests), "
+        "OUTPUT/serving/NAME_ids/1 (token ids in, no tensorflow-text op), OUTPUT/tflite/NAME_QUANT.tflite "
+        "(builtin ops only, any batch and length), OUTPUT/mediapipe/NAME.tflite (with MediaPipe Tasks "
+        "metadata), OUTPUT/text/NAME_text_in.tflite (strings in, tensorflow-text's tokenizer inside), vocab.txt, "
+        "labels.txt and export.json; with --validation, OUTPUT/report.md/.json/.png "
+        "(size, latency, accuracy and difference from the Keras model of every artifact). The model carries "
+        "its vocabulary, casing and label names. OUTPUT appears only when everything is written.",
+    )
+    parser.add_argument("--model", required=True,
+                        help="A kbert finetune run folder or a .keras head; a .keras backbone (kbert convert) "
+                        "is exported as a sentence embedder (mean pooling, L2-normalised).")
+    parser.add_argument("--output", required=True, help="Folder to create; refused if it holds anything (see --overwrite).")
+    parser.add_argument("--formats", default=",".join(FORMAT_CHOICES),
+                        help=f"Comma-separated subset of {','.join(FORMAT_CHOICES)}. Default: all.")
+    parser.add_argument("--quantizations", default=",".join(QUANTIZATION_CHOICES),
+                        help=f"TFLite precisions, comma-separated subset of {','.join(QUANTIZATION_CHOICES)}. "
+                        "Default: all (full_int8 needs --calibration).")
+    parser.add_argument("--validation", default=None,
+                        help="Examples to check and measure every artifact on (the training file's layout; "
+                        "for an embedder, one text per line). Writes the report.")
+    parser.add_argument("--calibration", default=None,
+                        help="Real examples for full-int8 calibration, same layout. Default: the run's training file.")
+    parser.add_argument("--seq-len", type=int, default=None,
+                        help="Tokens per text in the raw-text and MediaPipe models (longer texts are truncated). "
+                        "Default: the run's training --seq-len, else 128.")
+    parser.add_argument("--name", default="bert", help="Model name in TF Serving's layout and the file names. Default bert.")
+    parser.add_argument("--pair", action="store_true",
+                        help="A classifier of text pairs, when the model is a .keras file without its run folder.")
+    parser.add_argument("--overwrite", action="store_true", help="Replace an existing OUTPUT.")
+    parser.add_argument("--repeats", type=int, default=20, help="Latency rounds in the report. Default 20.")
+    task_data.add_data_flags(parser, defaults_from_run=True)
+    parser.set_defaults(func=run)
+    return parser
+
+
+def _choices(flag, value, allowed):
+    items = [v.strip() for v in value.split(",") if v.strip()]
+    bad = [v for v in items if v not in allowed]
+    if bad or not items:
+        raise UsageError(f"{flag} takes a comma-separated subset of {','.join(allowed)}. Received: {value!r}")
+    return items
+
+
+def _read_lines(path, flag, pair):
+    """One text per line, or for pair models a JSON object {text, text_b} (or {question, context})."""
+    rows = []
+    with open(path, encoding="utf-8-sig") as f:
+        for number, line in enumerate(f, 1):
+            line = line.rstrip("\n")
+            if not line.strip():
+                continue
+            if not pair:
+                rows.append(line)
+                continue
+            try:
+                row = json.loads(line)
+                keys = ("question", "context") if "question" in row else ("text", "text_b")
+                rows.append((row[keys[0]], row[keys[1]]))
+            except (json.JSONDecodeError, KeyError, TypeError):
+                raise UsageError(
+                    f"{flag} {path}:{number}: a pair model needs a JSON object with text and text_b (or question "
+                    f"and context) per line. Received: {line[:80]!r}"
+                ) from None
+    return rows
+
+
+def _examples(path, flag, task, model, settings):
+    """(examples, labels) of a task file: texts or (a, b) pairs, and class ids or None."""
+    if not os.path.isfile(path):
+        raise UsageError(f"{flag} {path!r}: no such file.")
+    if task in ("classification", "pair", "multilabel"):
+        from keras_bert_impl.data.readers import MalformedRowError
+
+        from keras_bert_impl.tokenization import BertPreprocessor
+
+        # The reader checks rows and labels; read_examples leaves the tokenizing to the export.
+        reader = task_data.make_reader(task, BertPreprocessor.from_model(model), settings, labels=model.label_names)
+        try:
+            texts, texts_b, targets = reader.read_examples(path, build_labels=False)
+        except (ValueError, MalformedRowError) as e:
+            raise UsageError(f"{flag} {e}") from None
+        examples = list(zip(texts, texts_b)) if task == "pair" else texts
+        import numpy as np
+
+        labels = np.stack(targets) if task == "multilabel" else np.asarray(targets)
+    else:
+        examples, labels = _read_lines(path, flag, pair=task == "squad"), None
+    if not examples:
+        raise UsageError(f"{flag} {path} holds no examples.")
+    return examples, labels
+
+
+def run(args):
+    import keras
+
+    import keras_bert_impl as kb
+    from keras_bert_impl.commands.model_files import resolve_model_path
+
+    formats = _choices("--formats", args.formats, FORMAT_CHOICES)
+    quantizations = _choices("--quantizations", args.quantizations, QUANTIZATION_CHOICES)
+    if args.repeats < 1:
+        raise UsageError(f"--repeats must be a positive integer. Received: {args.repeats}")
+    model_path = resolve_model_path(args.model)
+    stored = task_data.read_task_file(os.path.dirname(model_path)) or {}
+    model = keras.saving.load_model(model_path)
+    if isinstance(model, kb.BertBackbone):
+        model = kb.BertEmbedder(model, pooling="mean", normalize=True)
+    backbone = getattr(model, "backbone", None)
+    if backbone is None or backbone.vocabulary is None:
+        raise UsageError(
+            f"{model_path} carries no vocabulary. Re-create it with kbert convert or kbert finetune (which keep "
+            "the checkpoint's vocab.txt), or attach one: backbone.set_vocabulary('vocab.txt') and save."
+        )
+    pair = bool(args.pair or stored.get("task") == "pair")
+    if isinstance(model, kb.BertEmbedder):
+        task = "embedding"
+    else:
+        try:
+            task = task_data.task_of_model(model, has_text_b=pair)
+        except ValueError as e:
+            raise UsageError(str(e).replace("evaluate and predict take", "kbert export takes")) from None
+    seq_len = args.seq_len or stored.get("seq_len") or min(128, backbone.max_sequence_length)
+    if seq_len > backbone.max_sequence_length or seq_len < 3:
+        raise UsageError(
+            f"--seq-len {seq_len} is outside 3..{backbone.max_sequence_length} (the model's positions). "
+            f"Pass --seq-len {backbone.max_sequence_length} or less."
+        )
+    settings = task_data.data_settings(args, task, stored) if task in task_data.TASKS else {}
+    validation = _examples(args.validation, "--validation", task, model, settings) if args.validation else None
+    calibration_path = args.calibration or stored.get("train")
+    calibration = None
+    if "tflite" in formats and "full_int8" in quantizations:
+        if not calibration_path:
+            raise UsageError(
+                "full_int8 needs real examples to calibrate on: pass --calibration FILE (or leave full_int8 out "
+                "of --quantizations)."
+            )
+        calibration, _ = _examples(calibration_path, "--calibration", task, model, settings)
+
+    from keras_bert_impl_export.exporter import ExportExistsError, export_model
+    from keras_bert_impl_export.report import build_report
+    from keras_bert_impl_export.serving_model import ServingModel
+    from keras_bert_impl_export.tflite_converter import ConversionError
+
+    def log(line):
+        print(f"kbert export: {line.strip()}", file=sys.stderr, flush=True)
+
+    def finish(work, manifest):
+        if validation is not None:
+            log(f"report on {len(validation[0])} validation examples")
+            serving = ServingModel(model, seq_len, pair=pair and task == "pair")
+            report = build_report(work, manifest, serving, validation[0], validation[1], repeats=args.repeats, log=log)
+            print(open(os.path.join(work, "report.md"), encoding="utf-8").read())
+            del report
+
+    log(f"{type(model).__name__} ({task}) from {model_path}, sequence length {seq_len}, formats {formats}")
+    try:
+        manifest = export_model(
+            model, args.output, name=args.name, sequence_length=seq_len, pair=pair and task == "pair",
+            formats=formats, quantizations=quantizations if "tflite" in formats else (),
+            calibration_texts=calibration, overwrite=args.overwrite, finish=finish, log=log,
+        )
+    except (ExportExistsError, ConversionError) as e:
+        raise UsageError(str(e)) from None
+    except ValueError as e:
+        raise UsageError(str(e)) from None
+    log(f"wrote {args.output}: {', '.join(sorted(manifest['files']))}")
+    return 0

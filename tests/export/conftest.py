@@ -1,0 +1,73 @@
+"""Session-wide exports shared by the export tests: the conversions are the slow part, so
+each model is fine-tuned and exported once per `make test`.
+
+The model is the real all-MiniLM-L6-v2 fine-tuned briefly on real MR sentences (a real
+classifier, so int8's top-label agreement is measured on confident predictions, not on a
+random head's near-ties); the export is checked on 500 other MR sentences."""
+
+import csv
+import os
+
+import numpy as np
+import pytest
+
+from keras_bert_impl.cli import main
+
+REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+MR = os.path.join(REPO, "data", "corpora", "polarity-en-pang&lee2.csv")
+TRAIN_EXAMPLES, VALIDATION_EXAMPLES = 640, 500
+SEQ_LEN = 64
+
+
+def mr_rows():
+    """The MR file's (label, text) rows in a fixed shuffled order (the file is sorted by label)."""
+    with open(MR, encoding="utf-8-sig", newline="") as f:
+        rows = [(label, text.strip()) for label, text in csv.reader(f)]
+    order = np.random.default_rng(0).permutation(len(rows))
+    return [rows[i] for i in order]
+
+
+def write_rows(path, rows):
+    with open(path, "w", encoding="utf-8", newline="") as f:
+        csv.writer(f, quoting=csv.QUOTE_ALL).writerows(rows)
+    return str(path)
+
+
+@pytest.fixture(scope="session")
+def mr_files(tmp_path_factory):
+    if not os.path.isfile(MR):
+        pytest.fail("data/ is missing: run `make data` (make test does it for you).")
+    folder = tmp_path_factory.mktemp("mr")
+    rows = mr_rows()
+    train = write_rows(folder / "train.csv", rows[:TRAIN_EXAMPLES])
+    validation = write_rows(folder / "validation.csv", rows[TRAIN_EXAMPLES : TRAIN_EXAMPLES + VALIDATION_EXAMPLES])
+    return {"train": train, "validation": validation, "validation_rows": rows[TRAIN_EXAMPLES : TRAIN_EXAMPLES + VALIDATION_EXAMPLES]}
+
+
+@pytest.fixture(scope="session")
+def minilm_keras(tmp_path_factory):
+    path = str(tmp_path_factory.mktemp("minilm") / "minilm.keras")
+    assert main(["convert", os.path.join(REPO, "data", "minilm"), "--format", "huggingface", "--output", path]) == 0
+    return path
+
+
+@pytest.fixture(scope="session")
+def mr_run(tmp_path_factory, minilm_keras, mr_files):
+    """A kbert finetune run of MiniLM on 640 MR sentences (one epoch, mean pooling)."""
+    run = str(tmp_path_factory.mktemp("run") / "mr")
+    assert main([
+        "finetune", "--task", "classification", "--init", minilm_keras, "--train", mr_files["train"],
+        "--validation", mr_files["validation"], "--no-header", "--columns", "label,text", "--seq-len", str(SEQ_LEN),
+        "--epochs", "1", "--batch-size", "16", "--learning-rate", "5e-5", "--pooling", "mean", "--output", run, "--quiet",
+    ]) == 0
+    return run
+
+
+@pytest.fixture(scope="session")
+def mr_export(tmp_path_factory, mr_run, mr_files):
+    """Every format of the fine-tuned MR classifier, with its report on the 500 validation sentences."""
+    output = str(tmp_path_factory.mktemp("export") / "mr")
+    assert main([
+        "export", "--model", mr_run, "--output", output, "--validation", mr_files["validation"], "--repeats", "3",
+    ]) == 0
+    return output

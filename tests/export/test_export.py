@@ -1,0 +1,331 @@
+"""kbert export of a real fine-tuned MiniLM on real MR sentences: every artifact checked in
+the runtime that serves it (LiteRT, TensorFlow's session loader as TF Serving's C++ loader
+uses it, tf.saved_model.load, saved_model_cli), the report's figures, and bad input."""
+
+import json
+import os
+import subprocess
+import sys
+
+import keras
+import numpy as np
+import pytest
+import tensorflow as tf
+from ai_edge_litert.interpreter import Interpreter
+
+import keras_bert_impl as kb
+from keras_bert_impl.cli import main
+from keras_bert_impl_export.exporter import tokenize
+from keras_bert_impl_export.serving_model import ID_INPUTS, ServingModel
+from keras_bert_impl_export.tflite_converter import ConversionError, convert, explain_converter_error, tflite_ops
+from keras_bert_impl_export.warmup import read_warmup_requests
+from tests.export.conftest import SEQ_LEN, VALIDATION_EXAMPLES
+
+pytestmark = pytest.mark.slow
+
+
+def _manifest(folder):
+    with open(os.path.join(folder, "export.json"), encoding="utf-8") as f:
+        return json.load(f)
+
+
+@pytest.fixture(scope="module")
+def reference(mr_run, mr_export, mr_files):
+    """The Keras model's logits on the validation sentences, computed here (not by the report)."""
+    model = keras.saving.load_model(os.path.join(mr_run, "model.keras"))
+    texts = [text for _, text in mr_files["validation_rows"]]
+    serving = ServingModel(model, SEQ_LEN)
+    x = tokenize(serving, texts)
+    logits = model.predict(
+        {"token_ids": x["ids"], "segment_ids": x["segment_ids"], "padding_mask": x["mask"]}, batch_size=64, verbose=0
+    )["logits"]
+    return {"texts": texts, "x": x, "logits": logits, "model": model}
+
+
+def _run_tflite(path, x, batch=50):
+    runner = Interpreter(model_path=path).get_signature_runner("serving_default")
+    parts = [runner(**{k: x[k][i : i + batch] for k in ID_INPUTS}) for i in range(0, len(x["ids"]), batch)]
+    return {k: np.concatenate([p[k] for p in parts]) for k in parts[0]}
+
+
+def test_layout_and_manifest(mr_export):
+    manifest = _manifest(mr_export)
+    assert manifest["head"] == "classifier" and manifest["sequence_length"] == SEQ_LEN
+    assert manifest["label_names"] == ["-1", "1"]
+    for relative in manifest["files"].values():
+        assert os.path.exists(os.path.join(mr_export, relative)), relative
+    assert os.path.isfile(os.path.join(mr_export, "serving", "bert", "1", "saved_model.pb"))
+    assert os.path.isfile(os.path.join(mr_export, "serving", "bert_ids", "1", "saved_model.pb"))
+    with open(os.path.join(mr_export, "labels.txt"), encoding="utf-8") as f:
+        assert f.read().split() == ["-1", "1"]
+    assert not [n for n in os.listdir(os.path.dirname(mr_export)) if ".partial-" in n]
+
+
+def test_tflite_files_match_keras_on_500_mr_sentences(mr_export, reference):
+    files = _manifest(mr_export)["files"]
+    x, want = reference["x"], reference["logits"]
+    assert len(want) >= VALIDATION_EXAMPLES
+    results = {}
+    for quantization in ("float32", "float16", "dynamic_int8", "full_int8"):
+        path = os.path.join(mr_export, files[f"tflite_{quantization}"])
+        flatbuffer = open(path, "rb").read()
+        ops = tflite_ops(flatbuffer)
+        assert not [op for op in ops if op.startswith("Flex") or op == "CUSTOM"], (quantization, ops)
+        runner = Interpreter(model_content=flatbuffer).get_signature_runner("serving_default")
+        assert sorted(runner.get_input_details()) == sorted(ID_INPUTS)
+        for name, detail in runner.get_input_details().items():
+            assert list(detail["shape_signature"]) == [-1, -1] and detail["dtype"] == np.int32, (name, detail)
+        got = _run_tflite(path, x)["logits"]
+        results[quantization] = (np.abs(got - want).max(), np.mean(got.argmax(-1) == want.argmax(-1)))
+    assert results["float32"][0] <= 1e-4, results
+    assert results["float16"][0] <= 1e-2, results
+    assert results["dynamic_int8"][1] >= 0.98, results
+    assert results["full_int8"][1] >= 0.98, results
+    assert os.path.getsize(os.path.join(mr_export, files["tflite_dynamic_int8"])) <= 0.30 * os.path.getsize(
+        os.path.join(mr_export, files["tflite_float32"])
+    )
+
+
+def test_float_tflite_resizes_to_any_batch_and_length(mr_export, reference):
+    path = os.path.join(mr_export, _manifest(mr_export)["files"]["tflite_float32"])
+    model, texts = reference["model"], reference["texts"]
+    for batch, length in ((1, 9), (3, 17), (5, 128), (2, 512)):
+        serving = ServingModel(model, length)
+        x = tokenize(serving, texts[:batch])
+        got = _run_tflite(path, x)["logits"]
+        want = model.predict({"token_ids": x["ids"], "segment_ids": x["segment_ids"], "padding_mask": x["mask"]}, verbose=0)
+        assert got.shape == (batch, 2)
+        np.testing.assert_allclose(got, want["logits"], atol=1e-4, rtol=0)
+
+
+def test_saved_models_match_keras(mr_export, reference):
+    files = _manifest(mr_export)["files"]
+    x, want, texts = reference["x"], reference["logits"], reference["texts"]
+    ids_fn = tf.saved_model.load(os.path.join(mr_export, files["saved_model_ids"])).signatures["serving_default"]
+    text_fn = tf.saved_model.load(os.path.join(mr_export, files["saved_model_text"])).signatures["serving_default"]
+    got_ids = np.concatenate(
+        [ids_fn(**{k: tf.constant(x[k][i : i + 100]) for k in ID_INPUTS})["logits"].numpy() for i in range(0, len(texts), 100)]
+    )
+    text_out = [text_fn(text=tf.constant(texts[i : i + 100])) for i in range(0, len(texts), 100)]
+    got_text = np.concatenate([o["logits"].numpy() for o in text_out])
+    assert np.abs(got_ids - want).max() <= 1e-4
+    assert np.abs(got_text - want).max() <= 1e-4
+    np.testing.assert_array_equal(np.concatenate([o["token_ids"].numpy() for o in text_out]), x["ids"])
+    top = np.concatenate([o["top_label"].numpy() for o in text_out])
+    assert [t.decode() for t in top] == [["-1", "1"][i] for i in want.argmax(-1)]
+    names = text_out[0]["label_names"].numpy()
+    assert names.shape == (100, 2) and [n.decode() for n in names[0]] == ["-1", "1"]
+
+
+def test_text_signature_truncates_long_text_and_takes_empty_input(mr_export, reference):
+    text_fn = tf.saved_model.load(os.path.join(mr_export, "serving", "bert", "1")).signatures["serving_default"]
+    long_text = " ".join(reference["texts"][:20])
+    out = text_fn(text=tf.constant([long_text, ""]))
+    ids = out["token_ids"].numpy()
+    assert ids.shape == (2, SEQ_LEN)
+    assert ids[0, -1] == 102 and (ids[0] != 0).all()  # truncated to SEQ_LEN, [SEP] last
+    assert list(ids[1, :3]) == [101, 102, 0]  # an empty string is [CLS] [SEP]
+    empty = text_fn(text=tf.constant([], tf.string))
+    assert empty["probabilities"].shape == (0, 2) and empty["top_label"].shape == (0,)
+
+
+def test_warmup_requests_are_tf_serving_prediction_logs(mr_export):
+    text = read_warmup_requests(os.path.join(mr_export, "serving", "bert", "1"))
+    ids = read_warmup_requests(os.path.join(mr_export, "serving", "bert_ids", "1"))
+    assert text and ids
+    name, signature, inputs = text[0]
+    assert (name, signature, sorted(inputs)) == ("bert", "serving_default", ["text"])
+    assert inputs["text"].dtype == object and len(inputs["text"]) >= 1
+    name, signature, inputs = ids[0]
+    assert (name, signature, sorted(inputs)) == ("bert_ids", "serving_default", sorted(ID_INPUTS))
+    fn = tf.saved_model.load(os.path.join(mr_export, "serving", "bert_ids", "1")).signatures["serving_default"]
+    assert fn(**{k: tf.constant(v) for k, v in inputs.items()})["logits"].shape[0] == len(inputs["ids"])
+
+
+# TensorFlow's session-based loader, as TF Serving's C++ SavedModelBundle loads a model: the
+# signature's tensors looked up by name and run in a session. In a fresh process.
+SESSION_LOADER = r"""
+import json, sys
+import numpy as np
+import tensorflow as tf
+text_model = sys.argv[3] == "text"
+if text_model:
+    import tensorflow_text  # noqa: F401  registers the tokenizer's ops, as TF Serving must
+tf.compat.v1.disable_eager_execution()
+with tf.compat.v1.Session(graph=tf.Graph()) as sess:
+    meta = tf.compat.v1.saved_model.loader.load(sess, ["serve"], sys.argv[1])
+    signature = meta.signature_def["serving_default"]
+    feeds = json.load(open(sys.argv[2]))
+    feed = {signature.inputs[k].name: np.array(v, dtype=object if text_model else np.int32) for k, v in feeds.items()}
+    logits = sess.run(signature.outputs["logits"].name, feed)
+print(json.dumps({"logits": logits.tolist(), "tensorflow_text": "tensorflow_text" in sys.modules}))
+"""
+
+
+def _fresh_process(code, *args):
+    result = subprocess.run([sys.executable, "-c", code, *args], capture_output=True, text=True, timeout=300)
+    assert result.returncode == 0, result.stderr[-3000:]
+    return json.loads(result.stdout.strip().splitlines()[-1])
+
+
+def test_session_loader_in_a_fresh_process(mr_export, reference, tmp_path):
+    x, want = reference["x"], reference["logits"]
+    feeds = tmp_path / "ids.json"
+    feeds.write_text(json.dumps({k: x[k][:16].tolist() for k in ID_INPUTS}))
+    out = _fresh_process(SESSION_LOADER, os.path.join(mr_export, "serving", "bert_ids", "1"), str(feeds), "ids")
+    assert out["tensorflow_text"] is False  # the id model needs no tensorflow-text op
+    assert np.abs(np.array(out["logits"]) - want[:16]).max() <= 1e-4
+    texts = tmp_path / "text.json"
+    texts.write_text(json.dumps({"text": reference["texts"][:16]}))
+    out = _fresh_process(SESSION_LOADER, os.path.join(mr_export, "serving", "bert", "1"), str(texts), "text")
+    assert np.abs(np.array(out["logits"]) - want[:16]).max() <= 1e-4
+
+
+def test_saved_model_cli_runs_both_models(mr_export, reference):
+    # saved_model_cli's own entry point, with tensorflow_text imported first for the text model.
+    cli = "import sys, tensorflow_text; from tensorflow.python.tools import saved_model_cli; sys.exit(saved_model_cli.main())"
+    texts = reference["texts"][:2]
+    result = subprocess.run(
+        [sys.executable, "-c", cli, "run", "--dir", os.path.join(mr_export, "serving", "bert", "1"), "--tag_set", "serve",
+         "--signature_def", "serving_default", "--input_exprs", f"text={texts!r}"],
+        capture_output=True, text=True, timeout=300,
+    )
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert "top_label" in result.stdout and "logits" in result.stdout
+    ids = reference["x"]["ids"][:2].tolist()
+    mask = reference["x"]["mask"][:2].tolist()
+    result = subprocess.run(
+        [sys.executable, "-c", cli, "run", "--dir", os.path.join(mr_export, "serving", "bert_ids", "1"), "--tag_set",
+         "serve", "--signature_def", "serving_default", "--input_exprs",
+         f"ids=np.array({ids}, np.int32);mask=np.array({mask}, np.int32);segment_ids=np.zeros((2, {len(ids[0])}), np.int32)"],
+        capture_output=True, text=True, timeout=300,
+    )
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert "probabilities" in result.stdout
+
+
+def test_report_covers_every_artifact(mr_export):
+    with open(os.path.join(mr_export, "report.json"), encoding="utf-8") as f:
+        report = json.load(f)
+    assert report["validation_examples"] == VALIDATION_EXAMPLES
+    rows = {row["artifact"]: row for row in report["artifacts"]}
+    assert set(rows) == set(_manifest(mr_export)["files"])
+    for row in rows.values():
+        assert row["size_bytes"] > 0 and row["batch1_p50_ms"] > 0 and 0 <= row["value"] <= 1
+        assert row["batch1_p90_ms"] >= row["batch1_p50_ms"]
+    assert rows["tflite_float32"]["max_abs_difference"] <= 1e-4
+    assert abs(rows["tflite_dynamic_int8"]["value"] - report["keras"]["value"]) <= 0.01
+    with open(os.path.join(mr_export, "report.png"), "rb") as f:
+        assert f.read(8) == b"\x89PNG\r\n\x1a\n"
+    assert "| tflite_dynamic_int8 |" in open(os.path.join(mr_export, "report.md"), encoding="utf-8").read()
+
+
+# ---- bad input ------------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def tiny_classifier(tmp_path_factory):
+    from keras_bert_impl.tokenization import read_vocabulary
+    from tests.export.conftest import REPO
+
+    keras.utils.set_random_seed(0)
+    backbone = kb.BertBackbone(vocabulary_size=30522, num_layers=1, num_heads=2, hidden_dim=16, intermediate_dim=32,
+                               max_sequence_length=64)
+    backbone.set_vocabulary(read_vocabulary(os.path.join(REPO, "data", "minilm", "vocab.txt")), lowercase=True)
+    path = str(tmp_path_factory.mktemp("tiny") / "tiny.keras")
+    kb.BertClassifier(backbone, num_classes=2, label_names=["neg", "pos"]).save(path)
+    return path
+
+
+def _export(capsys, *argv):
+    code = main(["export", *argv])
+    return code, capsys.readouterr().err
+
+
+QUICK = ["--formats", "saved_model", "--seq-len", "16"]
+
+
+def test_existing_output_is_refused_unless_overwrite(tiny_classifier, tmp_path, capsys):
+    out = str(tmp_path / "out")
+    assert _export(capsys, "--model", tiny_classifier, "--output", out, *QUICK)[0] == 0
+    stamp = os.path.getmtime(os.path.join(out, "export.json"))
+    code, err = _export(capsys, "--model", tiny_classifier, "--output", out, *QUICK)
+    assert code == 2 and "already exists and holds an export" in err and "--overwrite" in err
+    assert os.path.getmtime(os.path.join(out, "export.json")) == stamp
+    assert _export(capsys, "--model", tiny_classifier, "--output", out, *QUICK, "--overwrite")[0] == 0
+
+
+@pytest.mark.parametrize(
+    "extra, message",
+    [
+        (["--seq-len", "65"], "--seq-len 65 is outside 3..64"),
+        (["--formats", "saved_model,onnx"], "--formats takes a comma-separated subset of"),
+        (["--formats", "tflite", "--quantizations", "full_int8"], "full_int8 needs real examples to calibrate on"),
+        (["--formats", "tflite", "--quantizations", "full_int8", "--calibration", "EMPTY"], "gave no examples"),
+        (["--formats", "tflite", "--quantizations", "full_int8", "--calibration", "MISSING"], "no such file"),
+        (["--validation", "OTHER_TASK"], "--validation"),
+    ],
+)
+def test_bad_flags_exit_2_and_write_nothing(tiny_classifier, tmp_path, capsys, extra, message):
+    (tmp_path / "empty.csv").write_text("")
+    (tmp_path / "other.jsonl").write_text('{"question": "q", "context": "c"}\n')
+    extra = [
+        {"EMPTY": str(tmp_path / "empty.csv"), "MISSING": str(tmp_path / "nope.csv"),
+         "OTHER_TASK": str(tmp_path / "other.jsonl")}.get(a, a)
+        for a in extra
+    ]
+    out = tmp_path / "out"
+    code, err = _export(capsys, "--model", tiny_classifier, "--output", str(out), *extra)
+    assert code == 2 and message in err, err
+    assert len(err.strip().splitlines()) == 1, err
+    assert not out.exists() and not [p for p in os.listdir(tmp_path) if ".partial-" in p]
+
+
+def test_model_without_vocabulary_says_how_to_fix(tmp_path, capsys):
+    backbone = kb.BertBackbone(vocabulary_size=50, num_layers=1, num_heads=2, hidden_dim=8, intermediate_dim=16,
+                               max_sequence_length=16)
+    path = str(tmp_path / "novocab.keras")
+    kb.BertClassifier(backbone, num_classes=2).save(path)
+    code, err = _export(capsys, "--model", path, "--output", str(tmp_path / "out"))
+    assert code == 2 and "carries no vocabulary" in err and "set_vocabulary" in err
+
+
+def test_a_head_without_export_is_named(tmp_path, capsys, tiny_classifier):
+    model = keras.saving.load_model(tiny_classifier)
+    with pytest.raises(ValueError, match="kbert export has no export for a BertPretrainer"):
+        ServingModel(kb.BertPretrainer(model.backbone), 16)
+
+
+def test_unconvertible_op_names_the_op_and_the_layer(tmp_path, monkeypatch, tiny_classifier):
+    """A layer written with x[:, None] (a StridedSlice with a new axis, which needs Flex at
+    dynamic shapes): the error names the TensorFlow op and the Keras layer."""
+    import keras_bert_impl.layers.multi_head_attention as attention
+
+    monkeypatch.setattr(attention, "merge_masks", lambda padding_mask, *a: keras.ops.cast(padding_mask, "bool")[:, None, :])
+    model = keras.saving.load_model(tiny_classifier)
+    ServingModel(model, 16).export_archive(text=False).write_out(str(tmp_path / "sm"), verbose=False)
+    with pytest.raises(ConversionError, match=r"TFLite has no builtin op for TensorFlow's StridedSlice, used in layer '.*transformer_layer_0"):
+        convert(str(tmp_path / "sm"), "float32")
+    assert "StridedSlice" in explain_converter_error(Exception('fused["StridedSlice:", "a/b/strided_slice@x"]'))
+
+
+def test_killed_export_leaves_nothing_and_the_next_run_starts_clean(tiny_classifier, tmp_path):
+    out = tmp_path / "out"
+    code = (
+        "import os, signal, sys\n"
+        "import keras_bert_impl_export.exporter as e\n"
+        "original = e.write_warmup_requests\n"
+        "def killed(*a, **k):\n"
+        "    original(*a, **k)\n"
+        "    os.kill(os.getpid(), signal.SIGKILL)\n"
+        "e.write_warmup_requests = killed\n"
+        "from keras_bert_impl.cli import main\n"
+        f"sys.exit(main(['export', '--model', {tiny_classifier!r}, '--output', {str(out)!r}, '--formats', 'saved_model', '--seq-len', '16']))\n"
+    )
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
+    assert result.returncode == -9
+    leftovers = [p for p in os.listdir(tmp_path) if ".partial-" in p]
+    assert leftovers and not out.exists()  # a half-written folder, never at OUTPUT
+    assert main(["export", "--model", tiny_classifier, "--output", str(out), "--formats", "saved_model", "--seq-len", "16"]) == 0
+    assert not [p for p in os.listdir(tmp_path) if ".partial-" in p]
+    assert os.path.isfile(out / "export.json")
