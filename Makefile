@@ -22,6 +22,11 @@ ARGS ?=
 TORCH_VENV := .venv-torch
 TORCH_INSTALLED := $(TORCH_VENV)/.installed
 TORCH_PINS := torch==2.13.0 transformers==5.23.0
+# MediaPipe Tasks, the client the export tests load the .tflite files in, needs its own venv too:
+# mediapipe pins a protobuf and numpy that TensorFlow 2.20 cannot share (tests/export/mediapipe_client.py).
+MEDIAPIPE_VENV := .venv-mediapipe
+MEDIAPIPE_INSTALLED := $(MEDIAPIPE_VENV)/.installed
+MEDIAPIPE_PINS := tests/export/mediapipe_requirements.txt
 PERF := backbone-forward backbone-profile tokenization pretraining-memory pretraining-speed finetune-mr finetune-mr-mean
 EXPERIMENTS := finetune-mr-seeds mr-baseline pretrain-tiny nsp-baseline pretrain-reference-tfm
 # The committed runs of bench/experiments/pretrain_tiny.py (its RUNS); PRETRAIN_TINY_ARGS go
@@ -30,7 +35,7 @@ PRETRAIN_TINY_RUNS ?= 5k len64 len64_phase2 vocab8k vocab8k_phase2 vocab8k_30k a
 PRETRAIN_TINY_ARGS ?=
 VOCAB8K_30K := $(BENCH_WORK)/pretrain_tiny_vocab8k_30k
 
-.PHONY: install data data-austen test test-fast demo bench experiments clean \
+.PHONY: install data data-austen test test-fast demo bench experiments clean mediapipe-venv \
 	$(addprefix bench-,$(PERF)) $(addprefix experiment-,$(EXPERIMENTS))
 
 install: $(INSTALLED)
@@ -49,6 +54,15 @@ $(TORCH_INSTALLED):
 	test -x $(TORCH_VENV)/bin/python || $(PYTHON) -m venv $(TORCH_VENV)
 	$(TORCH_VENV)/bin/pip install -q --upgrade pip
 	$(TORCH_VENV)/bin/pip install -q $(TORCH_PINS)
+	touch $@
+
+# tests/export/test_tflite_metadata.py runs this itself (quick once the stamp exists).
+mediapipe-venv: $(MEDIAPIPE_INSTALLED)
+
+$(MEDIAPIPE_INSTALLED): $(MEDIAPIPE_PINS)
+	test -x $(MEDIAPIPE_VENV)/bin/python || $(PYTHON) -m venv $(MEDIAPIPE_VENV)
+	$(MEDIAPIPE_VENV)/bin/pip install -q --upgrade pip
+	$(MEDIAPIPE_VENV)/bin/pip install -q -r $(MEDIAPIPE_PINS)
 	touch $@
 
 data: $(DATA_STAMP)
