@@ -35,7 +35,7 @@ PRETRAIN_TINY_RUNS ?= 5k len64 len64_phase2 vocab8k vocab8k_phase2 vocab8k_30k a
 PRETRAIN_TINY_ARGS ?=
 VOCAB8K_30K := $(BENCH_WORK)/pretrain_tiny_vocab8k_30k
 
-.PHONY: install data data-austen test test-fast demo bench experiments clean mediapipe-venv \
+.PHONY: install data data-austen test test-fast demo demo-embeddings bench experiments clean mediapipe-venv \
 	$(addprefix bench-,$(PERF)) $(addprefix experiment-,$(EXPERIMENTS))
 
 install: $(INSTALLED)
@@ -109,7 +109,15 @@ test: $(INSTALLED) $(DATA_STAMP)
 test-fast: $(INSTALLED) $(DATA_STAMP)
 	$(BIN)/python -m pytest -m "not slow" $(PYTEST_ARGS)
 
+# The main job: convert the real MiniLM, fine-tune it on MR, export every format with its
+# report, classify raw sentences through the exported SavedModel and int8 .tflite.
 demo: $(INSTALLED) $(DATA_STAMP)
+	$(BIN)/kbert convert $(DATA)/minilm --format huggingface --output $(DATA)/demo/minilm.keras
+	$(BIN)/python -m keras_bert_impl_export.demo --model $(DATA)/demo/minilm.keras \
+	  --corpus "$(DATA)/corpora/polarity-en-pang&lee2.csv" --work $(DATA)/demo
+
+# The earlier demo: sentence similarity and semantic search with the converted MiniLM.
+demo-embeddings: $(INSTALLED) $(DATA_STAMP)
 	$(BIN)/kbert convert $(DATA)/minilm --format huggingface --output $(DATA)/demo/minilm.keras
 	$(BIN)/python -m keras_bert_impl.demo --model $(DATA)/demo/minilm.keras --corpus "$(DATA)/corpora/polarity-en-pang&lee2.csv"
 

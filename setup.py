@@ -32,6 +32,8 @@ setup(
         # the report's chart (both already in tf-models-official's tree; pinned here).
         "tensorflow-serving-api==2.20.0",
         "matplotlib==3.11.2",
+        # The TFLite metadata writer builds its flatbuffer directly (TensorFlow brings it too).
+        "flatbuffers==25.12.19",
     ],
     extras_require={
         "dev": [

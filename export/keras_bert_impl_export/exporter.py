@@ -5,7 +5,8 @@ Layout of the output folder (NAME from --name):
     serving/NAME/1/          SavedModel, raw text in (tensorflow-text ops), TF Serving layout
     serving/NAME_ids/1/      SavedModel, token ids in, no tensorflow-text op
     tflite/NAME_QUANT.tflite ids in, any batch and length, builtin ops only
-    mediapipe/NAME.tflite    [1, S] ids in, one output, with MediaPipe Tasks metadata
+    mediapipe/NAME.tflite    [1, S] ids in, one output, with MediaPipe Tasks metadata (float32;
+                             NAME_int8.tflite: dynamic-range int8)
     text/NAME_text_in.tflite strings in, tensorflow-text's tokenizer inside (custom ops)
     vocab.txt, labels.txt    the model's vocabulary and label names
     export.json              what was written, inputs and outputs, casing, sequence length
@@ -202,8 +203,13 @@ def _write_all(serving, work, name, formats, quantizations, calibration_texts, s
         with open(path, "wb") as f:
             f.write(flatbuffer)
         files["text_tflite"] = os.path.relpath(path, work)
-    if "mediapipe" in formats and serving.kind in ("classifier", "embedder"):
-        files.update(_write_mediapipe(serving, work, name, log))
+    if "mediapipe" in formats:
+        if serving.kind not in ("classifier", "embedder"):
+            log(f"  no MediaPipe model for a {serving.kind}: MediaPipe Tasks' text tasks are classifiers and embedders")
+        elif not backbone.lowercase:
+            log("  no MediaPipe model: MediaPipe's BERT tokenizer always lower-cases, and this model is cased")
+        else:
+            files.update(_write_mediapipe(serving, work, name, log))
     if "saved_model" not in formats:
         shutil.rmtree(os.path.join(work, "serving"))
     write_text_atomically("".join(t + "\n" for t in backbone.vocabulary), os.path.join(work, "vocab.txt"))
@@ -254,22 +260,25 @@ def _write_mediapipe(serving, work, name, log):
         "serving_default", serve, input_signature=serving.id_signature(batch=1, length=serving.sequence_length)
     )
     archive.write_out(saved, verbose=False)
-    flatbuffer = _timed(log, "TFLite for MediaPipe", tflite_converter.convert, saved, "float32")
-    shutil.rmtree(saved)
-    tflite_converter.check_builtins_only(flatbuffer)
+    files = {}
     backbone = serving.model.backbone
-    flatbuffer = tflite_metadata.add_metadata(
-        flatbuffer,
-        kind="embedder" if serving.kind == "embedder" else "classifier",
-        vocabulary=list(backbone.vocabulary),
-        lowercase=bool(backbone.lowercase),
-        label_names=serving.label_names or None,
-        name=name,
-        description=f"{type(serving.model).__name__} exported by kbert export",
-        version="1",
-    )
-    path = os.path.join(work, "mediapipe", f"{name}.tflite")
-    os.makedirs(os.path.dirname(path), exist_ok=True)
-    with open(path, "wb") as f:
-        f.write(flatbuffer)
-    return {"mediapipe": os.path.relpath(path, work)}
+    for quantization, suffix in (("float32", ""), ("dynamic_int8", "_int8")):
+        flatbuffer = _timed(log, f"TFLite for MediaPipe, {quantization}", tflite_converter.convert, saved, quantization)
+        tflite_converter.check_builtins_only(flatbuffer)
+        flatbuffer = tflite_metadata.add_metadata(
+            flatbuffer,
+            kind="embedder" if serving.kind == "embedder" else "classifier",
+            vocabulary=list(backbone.vocabulary),
+            lowercase=bool(backbone.lowercase),
+            label_names=serving.label_names or None,
+            name=name,
+            description=f"{type(serving.model).__name__} exported by kbert export ({quantization})",
+            version="1",
+        )
+        path = os.path.join(work, "mediapipe", f"{name}{suffix}.tflite")
+        os.makedirs(os.path.dirname(path), exist_ok=True)
+        with open(path, "wb") as f:
+            f.write(flatbuffer)
+        files["mediapipe" + suffix] = os.path.relpath(path, work)
+    shutil.rmtree(saved)
+    return files

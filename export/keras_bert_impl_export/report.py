@@ -95,7 +95,7 @@ def build_report(work, manifest, serving, texts, labels=None, repeats=20, log=pr
     key = _compared_output(serving, keras_out)
     runners = []
     for file_key, relative in manifest["files"].items():
-        kind = "tflite" if file_key.startswith("tflite_") else file_key
+        kind = "tflite" if file_key.startswith("tflite_") else "mediapipe" if file_key.startswith("mediapipe") else file_key
         runners.append(_Runner(file_key, os.path.join(work, relative), kind, serving))
     rows = [_quality(r, serving, x, texts, labels, keras_out, key, log) for r in runners]
     keras_row = {"artifact": "keras", "size_bytes": None, "compared_output": key}

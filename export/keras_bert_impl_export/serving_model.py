@@ -83,8 +83,9 @@ class ServingModel:
 
     def output_names(self):
         """The id outputs, in the order the exports list them."""
+        if self.kind == "classifier":
+            return ("logits", "probabilities") if self.model.activation is None else ("probabilities",)
         return {
-            "classifier": ("logits", "probabilities") if self.model.activation is None else ("probabilities",),
             "tagger": ("logits", "probabilities"),
             "span_labeler": ("start_logits", "end_logits"),
             "embedder": ("embeddings",),

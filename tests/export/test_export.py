@@ -20,6 +20,7 @@ from keras_bert_impl_export.serving_model import ID_INPUTS, ServingModel
 from keras_bert_impl_export.tflite_converter import ConversionError, convert, explain_converter_error, tflite_ops
 from keras_bert_impl_export.warmup import read_warmup_requests
 from tests.export.conftest import SEQ_LEN, VALIDATION_EXAMPLES
+from tests.export.test_tflite_metadata import mediapipe_venv, run_mediapipe, strip_accents  # noqa: F401 (a fixture)
 
 pytestmark = pytest.mark.slow
 
@@ -181,7 +182,7 @@ def test_session_loader_in_a_fresh_process(mr_export, reference, tmp_path):
     assert np.abs(np.array(out["logits"]) - want[:16]).max() <= 1e-4
 
 
-def test_saved_model_cli_runs_both_models(mr_export, reference):
+def test_saved_model_cli_runs_both_models(mr_export, reference, tmp_path):
     # saved_model_cli's own entry point, with tensorflow_text imported first for the text model.
     cli = "import sys, tensorflow_text; from tensorflow.python.tools import saved_model_cli; sys.exit(saved_model_cli.main())"
     texts = reference["texts"][:2]
@@ -192,12 +193,13 @@ def test_saved_model_cli_runs_both_models(mr_export, reference):
     )
     assert result.returncode == 0, result.stderr[-3000:]
     assert "top_label" in result.stdout and "logits" in result.stdout
-    ids = reference["x"]["ids"][:2].tolist()
-    mask = reference["x"]["mask"][:2].tolist()
+    inputs = []
+    for name in ID_INPUTS:  # its --input_exprs evaluates literals only: int32 arrays go in .npy files
+        np.save(tmp_path / f"{name}.npy", reference["x"][name][:2])
+        inputs.append(f"{name}={tmp_path / f'{name}.npy'}")
     result = subprocess.run(
         [sys.executable, "-c", cli, "run", "--dir", os.path.join(mr_export, "serving", "bert_ids", "1"), "--tag_set",
-         "serve", "--signature_def", "serving_default", "--input_exprs",
-         f"ids=np.array({ids}, np.int32);mask=np.array({mask}, np.int32);segment_ids=np.zeros((2, {len(ids[0])}), np.int32)"],
+         "serve", "--signature_def", "serving_default", "--inputs", ";".join(inputs)],
         capture_output=True, text=True, timeout=300,
     )
     assert result.returncode == 0, result.stderr[-3000:]
@@ -329,3 +331,24 @@ def test_killed_export_leaves_nothing_and_the_next_run_starts_clean(tiny_classif
     assert main(["export", "--model", tiny_classifier, "--output", str(out), "--formats", "saved_model", "--seq-len", "16"]) == 0
     assert not [p for p in os.listdir(tmp_path) if ".partial-" in p]
     assert os.path.isfile(out / "export.json")
+
+
+def test_mediapipe_text_classifier_runs_the_exported_models(mr_export, reference, mediapipe_venv, tmp_path):
+    """MediaPipe Tasks (its own venv) loads mediapipe/bert.tflite and bert_int8.tflite as
+    written and classifies raw MR sentences like our Python pipeline. MediaPipe's tokenizer
+    keeps accents that BERT's uncased normalisation strips, so sentences with accented
+    letters are counted apart (tests/export/test_tflite_metadata.py measures them)."""
+    files = _manifest(mr_export)["files"]
+    texts, want = reference["texts"][:250], reference["logits"][:250]
+    result = run_mediapipe(
+        tmp_path, texts, classify=[os.path.join(mr_export, files["mediapipe"]), os.path.join(mr_export, files["mediapipe_int8"])]
+    )
+    probabilities = np.exp(want) / np.exp(want).sum(-1, keepdims=True)
+    same = np.array([strip_accents(t) == t for t in texts])
+    assert same.sum() >= 200
+    float_scores = np.array(result["classify"][os.path.join(mr_export, files["mediapipe"])])
+    int8_scores = np.array(result["classify"][os.path.join(mr_export, files["mediapipe_int8"])])
+    assert result["labels"][os.path.join(mr_export, files["mediapipe"])] == ["-1", "1"]
+    np.testing.assert_array_equal(float_scores[same].argmax(1), want[same].argmax(1))
+    assert np.abs(float_scores[same] - probabilities[same]).max() <= 1e-3
+    assert np.mean(int8_scores[same].argmax(1) == want[same].argmax(1)) >= 0.98
