@@ -87,11 +87,11 @@ def main(argv=None):
     import tensorflow as tf
     from ai_edge_litert.interpreter import Interpreter
 
-    import keras_bert_impl as kb
+    from keras_bert_impl.tokenization import BertPreprocessor
 
     text_model = tf.saved_model.load(os.path.join(export, "serving", "mr", "1")).signatures["serving_default"]
     served = text_model(text=tf.constant(SENTENCES))
-    preprocessor = kb.BertPreprocessor(os.path.join(export, "vocab.txt"), sequence_length=args.seq_len)
+    preprocessor = BertPreprocessor(os.path.join(export, "vocab.txt"), sequence_length=args.seq_len)
     x = preprocessor(tf.constant(SENTENCES))
     runner = Interpreter(model_path=os.path.join(export, "tflite", "mr_dynamic_int8.tflite")).get_signature_runner(
         "serving_default"

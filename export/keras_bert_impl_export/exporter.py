@@ -250,8 +250,7 @@ def _write_mediapipe(serving, work, name, log):
 
     output_name = "embeddings" if serving.kind == "embedder" else "probabilities"
     saved = os.path.join(work, ".mediapipe_saved_model")
-    archive = keras.export.ExportArchive()
-    archive.track(serving.model)
+    archive = keras.export.ExportArchive()  # untracked, as in ServingModel.export_archive
 
     def serve(ids, mask, segment_ids):
         return {output_name: serving.id_outputs(ids, mask, segment_ids)[output_name]}

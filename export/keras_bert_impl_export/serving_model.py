@@ -173,7 +173,9 @@ class ServingModel:
         endpoint: raw strings in when `text`, else token ids. The id archive holds no
         tensorflow-text op (nothing of the tokenizer is traced into it)."""
         archive = keras.export.ExportArchive()
-        archive.track(self.model)
+        # No archive.track(model): the archive already saves every variable its endpoints use,
+        # and Keras 3.15 saves tracked ones a second time (as the KerasVariable wrappers),
+        # which doubled the SavedModel on disk and in a server's memory.
         if text:
             names = self.text_inputs
             if len(names) == 1:

@@ -62,6 +62,14 @@ def test_layout_and_manifest(mr_export):
     assert not [n for n in os.listdir(os.path.dirname(mr_export)) if ".partial-" in n]
 
 
+def test_saved_models_hold_each_weight_once(mr_export, reference):
+    weights = sum(w.numpy().nbytes for w in reference["model"].weights)
+    for name in ("bert", "bert_ids"):
+        folder = os.path.join(mr_export, "serving", name, "1", "variables")
+        size = sum(os.path.getsize(os.path.join(folder, f)) for f in os.listdir(folder))
+        assert weights <= size <= 1.05 * weights, (name, size, weights)
+
+
 def test_tflite_files_match_keras_on_500_mr_sentences(mr_export, reference):
     files = _manifest(mr_export)["files"]
     x, want = reference["x"], reference["logits"]
