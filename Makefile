@@ -28,7 +28,7 @@ MEDIAPIPE_VENV := .venv-mediapipe
 MEDIAPIPE_INSTALLED := $(MEDIAPIPE_VENV)/.installed
 MEDIAPIPE_PINS := tests/export/mediapipe_requirements.txt
 PERF := backbone-forward backbone-profile tokenization pretraining-memory pretraining-speed finetune-mr finetune-mr-mean
-EXPERIMENTS := finetune-mr-seeds mr-baseline pretrain-tiny nsp-baseline pretrain-reference-tfm
+EXPERIMENTS := finetune-mr-seeds mr-baseline pretrain-tiny nsp-baseline pretrain-reference-tfm full-int8-denylist
 # The committed runs of bench/experiments/pretrain_tiny.py (its RUNS); PRETRAIN_TINY_ARGS go
 # to the runs other experiments read (nsp-baseline, pretrain-reference-tfm).
 PRETRAIN_TINY_RUNS ?= 5k len64 len64_phase2 vocab8k vocab8k_phase2 vocab8k_30k austen_5k austen_30k
@@ -185,6 +185,12 @@ experiment-pretrain-reference-tfm: $(INSTALLED) $(DATA_STAMP) $(BENCH_RESULTS)/p
 	  $(VOCAB8K_30K)/pretrain/metrics.json
 	$(BIN)/python -m bench.experiments.pretrain_reference_tfm --work $(VOCAB8K_30K) --steps 12000 \
 	  --ours $(BENCH_RESULTS)/pretrain_tiny_vocab8k_30k.json --output $(BENCH_RESULTS)/pretrain_reference_tfm.json $(ARGS)
+
+# Which ops the full-int8 TFLite of make demo's MR classifier may quantize. Reads the model and
+# split `make demo` writes (data/demo/mr_run/model.keras, data/demo/mr_*.csv): run that first.
+experiment-full-int8-denylist: $(INSTALLED)
+	$(BIN)/python -m bench.experiments.full_int8_denylist --work $(BENCH_WORK)/full_int8_denylist \
+	  --output $(BENCH_RESULTS)/full_int8_denylist.json $(ARGS)
 
 clean:
 	rm -rf $(VENV) $(DATA)
