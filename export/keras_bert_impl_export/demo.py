@@ -85,6 +85,7 @@ def main(argv=None):
 
     step("Raw sentences through the exported models")
     import tensorflow as tf
+    import tensorflow_text  # noqa: F401  the raw-text SavedModel's tokenizer ops, registered before loading
     from ai_edge_litert.interpreter import Interpreter
 
     from keras_bert_impl.tokenization import BertPreprocessor

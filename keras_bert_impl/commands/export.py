@@ -169,9 +169,9 @@ def run(args):
         if validation is not None:
             log(f"report on {len(validation[0])} validation examples")
             serving = ServingModel(model, seq_len, pair=pair and task == "pair")
-            report = build_report(work, manifest, serving, validation[0], validation[1], repeats=args.repeats, log=log)
-            print(open(os.path.join(work, "report.md"), encoding="utf-8").read())
-            del report
+            build_report(work, manifest, serving, validation[0], validation[1], repeats=args.repeats, log=log)
+            with open(os.path.join(work, "report.md"), encoding="utf-8") as f:
+                print(f.read())
 
     log(f"{type(model).__name__} ({task}) from {model_path}, sequence length {seq_len}, formats {formats}")
     try:

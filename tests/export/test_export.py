@@ -107,6 +107,15 @@ def test_float_tflite_resizes_to_any_batch_and_length(mr_export, reference):
         np.testing.assert_allclose(got, want["logits"], atol=1e-4, rtol=0)
 
 
+def test_id_tflite_refuses_an_empty_batch_with_an_error(mr_export):
+    """Documented (docs/export.md): LiteRT's UNPACK kernel rejects a zero-sized tensor."""
+    path = os.path.join(mr_export, _manifest(mr_export)["files"]["tflite_float32"])
+    runner = Interpreter(model_path=path).get_signature_runner("serving_default")
+    empty = np.zeros((0, 8), np.int32)
+    with pytest.raises(RuntimeError, match="UNPACK"):
+        runner(ids=empty, mask=empty, segment_ids=empty)
+
+
 def test_saved_models_match_keras(mr_export, reference):
     files = _manifest(mr_export)["files"]
     x, want, texts = reference["x"], reference["logits"], reference["texts"]
