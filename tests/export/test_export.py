@@ -369,3 +369,22 @@ def test_mediapipe_text_classifier_runs_the_exported_models(mr_export, reference
     np.testing.assert_array_equal(float_scores[same].argmax(1), want[same].argmax(1))
     assert np.abs(float_scores[same] - probabilities[same]).max() <= 1e-3
     assert np.mean(int8_scores[same].argmax(1) == want[same].argmax(1)) >= 0.98
+
+
+def test_mediapipe_text_embedder_runs_the_exported_embedder(minilm_keras, mr_files, mediapipe_venv, tmp_path):
+    """kbert export of a converted backbone (a mean-pooled BertEmbedder): MediaPipe's
+    TextEmbedder on mediapipe/bert.tflite gives Keras' embeddings (cosine >= 0.9999) on raw
+    MR sentences whose ids MediaPipe's tokenizer shares (no accented letters)."""
+    out = str(tmp_path / "embedder")
+    assert main(["export", "--model", minilm_keras, "--output", out, "--formats", "mediapipe", "--seq-len", "32"]) == 0
+    manifest = _manifest(out)
+    assert manifest["head"] == "embedder" and set(manifest["files"]) == {"mediapipe", "mediapipe_int8"}
+    texts = [text for _, text in mr_files["validation_rows"] if strip_accents(text) == text][:200]
+    path = os.path.join(out, manifest["files"]["mediapipe"])
+    got = np.array(run_mediapipe(tmp_path, texts, embed=[path])["embed"][path])
+    embedder = kb.BertEmbedder(keras.saving.load_model(minilm_keras), pooling="mean")
+    x = tokenize(ServingModel(embedder, 32), texts)
+    want = embedder.predict({"token_ids": x["ids"], "segment_ids": x["segment_ids"], "padding_mask": x["mask"]}, verbose=0)
+    want = want["embeddings"]
+    cosine = np.sum(got * want, -1) / (np.linalg.norm(got, axis=-1) * np.linalg.norm(want, axis=-1))
+    assert len(texts) == 200 and cosine.min() >= 0.9999, cosine.min()
