@@ -5,7 +5,6 @@ Latency is timed round-robin (one call of each artifact in turn, `repeats` round
 busy moment on a shared machine slows every artifact alike and the ratios hold.
 """
 
-import json
 import os
 import time
 
@@ -250,7 +249,3 @@ def _chart(report):
     plt.close(figure)
     return buffer.getvalue()
 
-
-def load_report(folder):
-    with open(os.path.join(folder, "report.json"), encoding="utf-8") as f:
-        return json.load(f)

@@ -177,7 +177,7 @@ def run(args):
     try:
         manifest = export_model(
             model, args.output, name=args.name, sequence_length=seq_len, pair=pair and task == "pair",
-            formats=formats, quantizations=quantizations if "tflite" in formats else (),
+            formats=formats, quantizations=quantizations,
             calibration_texts=calibration, overwrite=args.overwrite, finish=finish, log=log,
         )
     except (ExportExistsError, ConversionError) as e:

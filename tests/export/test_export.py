@@ -351,24 +351,25 @@ def test_killed_export_leaves_nothing_and_the_next_run_starts_clean(tiny_classif
 
 
 def test_mediapipe_text_classifier_runs_the_exported_models(mr_export, reference, mediapipe_venv, tmp_path):
-    """MediaPipe Tasks (its own venv) loads mediapipe/bert.tflite and bert_int8.tflite as
+    """MediaPipe Tasks (its own venv) loads mediapipe/bert*.tflite (three precisions) as
     written and classifies raw MR sentences like our Python pipeline. MediaPipe's tokenizer
     keeps accents that BERT's uncased normalisation strips, so sentences with accented
     letters are counted apart (tests/export/test_tflite_metadata.py measures them)."""
     files = _manifest(mr_export)["files"]
     texts, want = reference["texts"][:250], reference["logits"][:250]
-    result = run_mediapipe(
-        tmp_path, texts, classify=[os.path.join(mr_export, files["mediapipe"]), os.path.join(mr_export, files["mediapipe_int8"])]
-    )
+    assert sorted(k for k in files if k.startswith("mediapipe")) == ["mediapipe", "mediapipe_float16", "mediapipe_int8"]
+    paths = {key: os.path.join(mr_export, files[key]) for key in ("mediapipe", "mediapipe_float16", "mediapipe_int8")}
+    result = run_mediapipe(tmp_path, texts, classify=list(paths.values()))
     probabilities = np.exp(want) / np.exp(want).sum(-1, keepdims=True)
     same = np.array([strip_accents(t) == t for t in texts])
     assert same.sum() >= 200
-    float_scores = np.array(result["classify"][os.path.join(mr_export, files["mediapipe"])])
-    int8_scores = np.array(result["classify"][os.path.join(mr_export, files["mediapipe_int8"])])
-    assert result["labels"][os.path.join(mr_export, files["mediapipe"])] == ["-1", "1"]
-    np.testing.assert_array_equal(float_scores[same].argmax(1), want[same].argmax(1))
-    assert np.abs(float_scores[same] - probabilities[same]).max() <= 1e-3
-    assert np.mean(int8_scores[same].argmax(1) == want[same].argmax(1)) >= 0.98
+    scores = {key: np.array(result["classify"][path])[same] for key, path in paths.items()}
+    for path in paths.values():
+        assert result["labels"][path] == ["-1", "1"]
+    np.testing.assert_array_equal(scores["mediapipe"].argmax(1), want[same].argmax(1))
+    assert np.abs(scores["mediapipe"] - probabilities[same]).max() <= 1e-3
+    assert np.abs(scores["mediapipe_float16"] - probabilities[same]).max() <= 1e-2
+    assert np.mean(scores["mediapipe_int8"].argmax(1) == want[same].argmax(1)) >= 0.98
 
 
 def test_mediapipe_text_embedder_runs_the_exported_embedder(minilm_keras, mr_files, mediapipe_venv, tmp_path):
@@ -376,7 +377,8 @@ def test_mediapipe_text_embedder_runs_the_exported_embedder(minilm_keras, mr_fil
     TextEmbedder on mediapipe/bert.tflite gives Keras' embeddings (cosine >= 0.9999) on raw
     MR sentences whose ids MediaPipe's tokenizer shares (no accented letters)."""
     out = str(tmp_path / "embedder")
-    assert main(["export", "--model", minilm_keras, "--output", out, "--formats", "mediapipe", "--seq-len", "32"]) == 0
+    assert main(["export", "--model", minilm_keras, "--output", out, "--formats", "mediapipe", "--seq-len", "32",
+                 "--quantizations", "float32,dynamic_int8"]) == 0
     manifest = _manifest(out)
     assert manifest["head"] == "embedder" and set(manifest["files"]) == {"mediapipe", "mediapipe_int8"}
     texts = [text for _, text in mr_files["validation_rows"] if strip_accents(text) == text][:200]
