@@ -16,7 +16,6 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from keras_bert_impl.checkpoints import convert_checkpoint
 from keras_bert_impl.models import BertBackbone, BertClassifier, BertEmbedder, BertSpanLabeler, BertTokenClassifier
 from keras_bert_impl.tokenization import BertPreprocessor, read_vocabulary
 from keras_bert_impl_export.text_in_tflite import (
@@ -78,14 +77,6 @@ def _assert_ops(flatbuffer):
     assert sorted(custom_op_names(flatbuffer)) == sorted(TEXT_IN_CUSTOM_OPS), ops
     assert not [op for op in ops if op.startswith("Flex")], ops
     assert "GELU" in ops and "FULLY_CONNECTED" in ops
-
-
-@pytest.fixture(scope="session")
-def minilm():
-    if not os.path.isdir(os.path.join(DATA, "minilm")):
-        pytest.fail("data/ is missing: run `make data` (make test does it for you).")
-    backbone, _ = convert_checkpoint(os.path.join(DATA, "minilm"), "huggingface", with_heads=False)
-    return backbone
 
 
 @pytest.fixture(scope="session")

@@ -27,7 +27,6 @@ import tensorflow as tf
 from ai_edge_litert.interpreter import Interpreter
 
 import keras_bert_impl as kb
-from keras_bert_impl.checkpoints import convert_checkpoint
 from keras_bert_impl.tokenization import BertPreprocessor
 from keras_bert_impl_export.tflite_metadata import add_metadata, read_metadata
 from tests.harness import random_inputs, tiny_backbone_config
@@ -110,15 +109,6 @@ def mediapipe_venv():
     if done.returncode != 0:
         pytest.fail(f"`make mediapipe-venv` failed:\n{done.stdout[-2000:]}\n{done.stderr[-2000:]}")
     return MEDIAPIPE_PYTHON
-
-
-@pytest.fixture(scope="session")
-def minilm():
-    """The real all-MiniLM-L6-v2 as a BertBackbone carrying its vocabulary, converted once."""
-    if not os.path.isdir(os.path.join(DATA, "minilm")):
-        pytest.fail("data/ is missing: run `make data` (make test does it for you).")
-    backbone, _ = convert_checkpoint(os.path.join(DATA, "minilm"), "huggingface", with_heads=False)
-    return backbone
 
 
 @pytest.fixture(scope="session")
