@@ -35,7 +35,7 @@ PRETRAIN_TINY_RUNS ?= 5k len64 len64_phase2 vocab8k vocab8k_phase2 vocab8k_30k a
 PRETRAIN_TINY_ARGS ?=
 VOCAB8K_30K := $(BENCH_WORK)/pretrain_tiny_vocab8k_30k
 
-.PHONY: install data data-austen test test-fast demo demo-embeddings bench experiments clean mediapipe-venv \
+.PHONY: install data data-austen test test-fast demo demo-embeddings bench experiments clean mediapipe-venv edge-setup web-demo \
 	$(addprefix bench-,$(PERF)) $(addprefix experiment-,$(EXPERIMENTS))
 
 install: $(INSTALLED)
@@ -63,6 +63,24 @@ $(MEDIAPIPE_INSTALLED): $(MEDIAPIPE_PINS)
 	test -x $(MEDIAPIPE_VENV)/bin/python || $(PYTHON) -m venv $(MEDIAPIPE_VENV)
 	$(MEDIAPIPE_VENV)/bin/pip install -q --upgrade pip
 	$(MEDIAPIPE_VENV)/bin/pip install -q -r $(MEDIAPIPE_PINS)
+	touch $@
+
+# The edge demos' set-up (web_demo/, android_demo/; tests/export/test_web_demo.py and
+# test_android_logic.py run it, so make test does): Debian's chromium (the browser test) and
+# junit4 (the app logic's JVM tests) when dpkg lacks them, and web_demo's pinned npm packages
+# (npm ci) when package-lock.json is newer than the stamp. A second run does nothing.
+EDGE_APT := chromium junit4
+WEB_NPM_STAMP := web_demo/node_modules/.installed
+
+edge-setup: $(WEB_NPM_STAMP)
+	@missing=$$(for p in $(EDGE_APT); do dpkg-query -W -f='$${Status}' $$p 2>/dev/null | grep -q 'install ok installed' || echo $$p; done); \
+	if [ -n "$$missing" ]; then \
+	  echo "edge-setup: installing" $$missing; \
+	  apt-get update -q && DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends $$missing; \
+	fi
+
+$(WEB_NPM_STAMP): web_demo/package.json web_demo/package-lock.json
+	cd web_demo && npm ci --no-audit --no-fund
 	touch $@
 
 data: $(DATA_STAMP)

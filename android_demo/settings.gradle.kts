@@ -1,0 +1,18 @@
+// The edge demo app (issue 20). Not built on the project's machines: no Android SDK and no
+// Maven repository there; see the README's "Android demo" section for what is tested instead.
+pluginManagement {
+    repositories {
+        google()
+        mavenCentral()
+        gradlePluginPortal()
+    }
+}
+dependencyResolutionManagement {
+    repositoriesMode.set(RepositoriesMode.FAIL_ON_PROJECT_REPOS)
+    repositories {
+        google()
+        mavenCentral()
+    }
+}
+rootProject.name = "kbert-edge-demo"
+include(":app")

@@ -1,0 +1,77 @@
+"""The Python pipeline's answers that the edge demos (android_demo/'s Java, web_demo/'s page)
+are held to: BertPreprocessor's ids and the Keras model's probabilities.
+
+Shared by tests/export/test_android_logic.py and tests/export/test_web_demo.py; every value
+is computed here from the real model and tokenizer, none is typed in."""
+
+import json
+import os
+
+import keras
+import numpy as np
+
+from keras_bert_impl.tokenization import BertPreprocessor
+
+REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+HARD_CASES = os.path.join(REPO, "tests", "fixtures", "tokenization_hard_cases.json")
+CHAR_TABLE = os.path.join(REPO, "android_demo", "app", "src", "main", "assets", "bert_unicode.txt")
+
+# The bad input of the issue, as the app and the page meet it (each also gets the pipeline's ids).
+# "ሰላም ዓለም" is Amharic (Ethiopic script), which the MiniLM vocabulary has no piece of.
+BAD_INPUT = {
+    "empty": "",
+    "whitespace": "  \t\n ",
+    "only_ignored_characters": "\u200b\ufeff\u00ad",
+    "emoji_only": "\U0001F600\U0001F602\U0001F389\U0001F44D\U0001F3FD",
+    "script_not_in_vocabulary": "\u1230\u120b\u121d \u12d3\u1208\u121d",
+}
+
+
+def long_text(sentences, chars=10_000):
+    """A 10,000-character text made of real sentences (what a paste of a review looks like)."""
+    text = ""
+    while len(text) < chars:
+        text += " ".join(sentences) + " "
+    return text[:chars]
+
+
+def preprocess(vocabulary, texts, sequence_length, texts_b=None):
+    """BertPreprocessor's packed inputs as int lists (pairs when texts_b is given)."""
+    pre = BertPreprocessor(vocabulary, sequence_length=sequence_length)
+    x = pre((list(texts), list(texts_b)) if texts_b is not None else list(texts))
+    return {k: x[k].numpy().astype(int).tolist() for k in ("token_ids", "segment_ids", "padding_mask")}
+
+
+def hard_cases(vocabulary):
+    """Every case of tests/fixtures/tokenization_hard_cases.json with BertPreprocessor's ids."""
+    with open(HARD_CASES, encoding="utf-8") as f:
+        cases = json.load(f)["cases"]
+    out = []
+    for case in cases:
+        length = case.get("sequence_length", 32)
+        x = preprocess(vocabulary, [case["text"]], length, [case["text_b"]] if "text_b" in case else None)
+        row = {"name": case["name"], "text": case["text"], "sequence_length": length}
+        if "text_b" in case:
+            row["text_b"] = case["text_b"]
+        row.update({k: v[0] for k, v in x.items()})
+        out.append(row)
+    return out
+
+
+class KerasReference:
+    """The fine-tuned Keras classifier of a `kbert finetune` run, with its own preprocessor."""
+
+    def __init__(self, run_dir, sequence_length):
+        self.model = keras.saving.load_model(os.path.join(run_dir, "model.keras"))
+        self.preprocessor = BertPreprocessor.from_model(self.model, sequence_length=sequence_length)
+
+    def predict(self, texts):
+        x = self.preprocessor(list(texts))
+        logits = self.model.predict(
+            {k: x[k] for k in ("token_ids", "segment_ids", "padding_mask")}, batch_size=64, verbose=0
+        )["logits"]
+        logits = np.asarray(logits, np.float32)
+        # Softmax in float64: the reference for the apps' probabilities.
+        shifted = logits.astype(np.float64) - logits.max(axis=1, keepdims=True)
+        probabilities = np.exp(shifted) / np.exp(shifted).sum(axis=1, keepdims=True)
+        return {"token_ids": x["token_ids"].numpy().astype(int), "logits": logits, "probabilities": probabilities}
