@@ -28,3 +28,27 @@ def data_dir():
     if not os.path.isdir(os.path.join(DATA, "minilm")):
         pytest.fail("data/ is missing: run `make data` (make test does it for you).")
     return DATA
+
+
+@pytest.fixture(scope="session")
+def minilm():
+    """The real all-MiniLM-L6-v2 as a BertBackbone carrying its vocabulary, converted once per
+    session (shared by the export and inspection tests; none of them trains it)."""
+    from keras_bert_impl.checkpoints import convert_checkpoint
+
+    if not os.path.isdir(os.path.join(DATA, "minilm")):
+        pytest.fail("data/ is missing: run `make data` (make test does it for you).")
+    backbone, _ = convert_checkpoint(os.path.join(DATA, "minilm"), "huggingface", with_heads=False)
+    return backbone
+
+
+@pytest.fixture(scope="session")
+def minilm_keras(tmp_path_factory):
+    """The same model written by `kbert convert`, for tests that go through the CLI."""
+    from keras_bert_impl.cli import main
+
+    if not os.path.isdir(os.path.join(DATA, "minilm")):
+        pytest.fail("data/ is missing: run `make data` (make test does it for you).")
+    path = str(tmp_path_factory.mktemp("minilm") / "minilm.keras")
+    assert main(["convert", os.path.join(DATA, "minilm"), "--format", "huggingface", "--output", path]) == 0
+    return path

@@ -11,7 +11,6 @@ import os
 import numpy as np
 import pytest
 
-from keras_bert_impl.checkpoints import convert_checkpoint
 from keras_bert_impl.cli import main
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -43,23 +42,6 @@ def mr_files(tmp_path_factory):
     train = write_rows(folder / "train.csv", rows[:TRAIN_EXAMPLES])
     validation = write_rows(folder / "validation.csv", rows[TRAIN_EXAMPLES : TRAIN_EXAMPLES + VALIDATION_EXAMPLES])
     return {"train": train, "validation": validation, "validation_rows": rows[TRAIN_EXAMPLES : TRAIN_EXAMPLES + VALIDATION_EXAMPLES]}
-
-
-@pytest.fixture(scope="session")
-def minilm():
-    """The real all-MiniLM-L6-v2 as a BertBackbone carrying its vocabulary, converted once
-    (shared by the export tests; none of them trains it)."""
-    if not os.path.isdir(os.path.join(REPO, "data", "minilm")):
-        pytest.fail("data/ is missing: run `make data` (make test does it for you).")
-    backbone, _ = convert_checkpoint(os.path.join(REPO, "data", "minilm"), "huggingface", with_heads=False)
-    return backbone
-
-
-@pytest.fixture(scope="session")
-def minilm_keras(tmp_path_factory):
-    path = str(tmp_path_factory.mktemp("minilm") / "minilm.keras")
-    assert main(["convert", os.path.join(REPO, "data", "minilm"), "--format", "huggingface", "--output", path]) == 0
-    return path
 
 
 @pytest.fixture(scope="session")
