@@ -4,10 +4,27 @@ import argparse
 import sys
 
 from keras_bert_impl.commands.errors import UsageError
-from keras_bert_impl.commands import convert, evaluate, export, finetune, predict, pretrain, pretrain_data, vocab
+from keras_bert_impl.commands import (
+    attention,
+    convert,
+    embed,
+    evaluate,
+    export,
+    finetune,
+    index,
+    plot_embeddings,
+    predict,
+    pretrain,
+    pretrain_data,
+    search,
+    vocab,
+    word_senses,
+)
 
-# In the order `kbert --help` lists them: the pipeline from a checkpoint to predictions.
-COMMANDS = (convert, vocab, pretrain_data, pretrain, finetune, evaluate, predict, export)
+# In the order `kbert --help` lists them: the pipeline from a checkpoint to predictions, then
+# the commands that look inside a model.
+COMMANDS = (convert, vocab, pretrain_data, pretrain, finetune, evaluate, predict, export,
+            attention, embed, index, search, plot_embeddings, word_senses)
 
 
 def build_parser():

@@ -2,6 +2,7 @@
 checkpoint folders, and the vocabulary that goes with them."""
 
 import os
+import zipfile
 
 import keras
 
@@ -34,9 +35,9 @@ def resolve_model_path(path, flag="--model"):
     )
 
 
-def load_init(path):
+def load_init(path, flag="--init"):
     """The starting model: a .keras file, a run folder, or a checkpoint folder
-    (Google, Hugging Face or Model Garden, told apart by their config file).
+    (Google, Hugging Face or Model Garden, told apart by their config file), given as `flag`.
 
     Returns:
         (model, description): the loaded model (backbone or task model) on the host.
@@ -45,20 +46,41 @@ def load_init(path):
         fmt = checkpoint_format(path)
         if fmt is None:
             raise UsageError(
-                f"--init {path!r} is a folder with neither model.keras (a kbert run folder) nor a checkpoint config "
+                f"{flag} {path!r} is a folder with neither model.keras (a kbert run folder) nor a checkpoint config "
                 f"({', '.join(CHECKPOINT_FORMATS)}). Pass a .keras file, a kbert run folder or a checkpoint folder."
             )
         model, report = convert_checkpoint(path, fmt)
         return model, f"{fmt} checkpoint {path} ({report.summary().splitlines()[0]})"
-    model_path = resolve_model_path(path, flag="--init")
+    model_path = resolve_model_path(path, flag=flag)
     return keras.saving.load_model(model_path), model_path
 
 
-def backbone_of(model):
+def backbone_of(model, flag="--init"):
     backbone = model if isinstance(model, BertBackbone) else getattr(model, "backbone", None)
     if not isinstance(backbone, BertBackbone):
-        raise UsageError(f"--init must hold a keras_bert_impl BERT model. Received a {type(model).__name__}.")
+        raise UsageError(f"{flag} must hold a keras_bert_impl BERT model. Received a {type(model).__name__}.")
     return backbone
+
+
+def load_backbone(path, flag="--model"):
+    """(backbone carrying its vocabulary, description) from anything `load_init` takes: the
+    encoder of a task model, or a converted or pretrained backbone."""
+    if not os.path.exists(path):
+        raise UsageError(f"{flag} {path!r}: no such file or folder. Pass a .keras file, a kbert run folder or a checkpoint folder.")
+    try:
+        model, description = load_init(path, flag=flag)
+    except UsageError:
+        raise
+    except (ValueError, OSError, KeyError, zipfile.BadZipFile) as e:
+        raise UsageError(f"{flag} {path!r} could not be loaded as a model ({type(e).__name__}: {str(e)[:200]}). "
+                         "Is it complete? Re-create it with kbert convert or finetune.") from None
+    backbone = backbone_of(model, flag=flag)
+    if backbone.vocabulary is None:
+        raise UsageError(
+            f"{flag} {path!r} carries no vocabulary, so text cannot be tokenized for it: use a model written by "
+            "kbert convert, pretrain or finetune, or a checkpoint folder with its vocab.txt."
+        )
+    return backbone, description
 
 
 def vocabulary_for(backbone, vocab_path):

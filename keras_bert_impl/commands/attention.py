@@ -1,0 +1,64 @@
+"""`kbert attention`: pictures of a model's attention on one text or pair."""
+
+import sys
+
+from keras_bert_impl.commands.errors import UsageError
+
+
+def add_parser(subparsers):
+    parser = subparsers.add_parser(
+        "attention",
+        help="Draw a model's attention on a text: heatmaps (PNG) and an interactive HTML page.",
+        description="Run the model on TEXT (and --pair TEXT_B) and draw the attention probabilities with the "
+        "wordpieces on both axes: --layer and --head give one head large, --layer alone every head of that layer, "
+        "neither a layer-by-head overview. --html writes a self-contained page (no network needed): choose the layer "
+        "and head, hover a token to see its attention lines.",
+    )
+    parser.add_argument("text", metavar="TEXT", help="The text (the first segment).")
+    parser.add_argument("--pair", default=None, metavar="TEXT_B", help="A second segment, packed as [CLS] A [SEP] B [SEP].")
+    parser.add_argument("--model", required=True,
+                        help="A .keras model (kbert convert/pretrain/finetune), a run folder, or a checkpoint folder.")
+    parser.add_argument("--layer", type=int, default=None, help="0-based encoder layer (-1 = last).")
+    parser.add_argument("--head", type=int, default=None, help="0-based head within --layer.")
+    parser.add_argument("--output", default=None, help="PNG to write.")
+    parser.add_argument("--html", default=None, help="Interactive HTML page to write.")
+    parser.add_argument("--seq-len", type=int, default=128, help="Wordpieces, [CLS] and [SEP]s included; longer is truncated. Default 128.")
+    parser.set_defaults(func=run)
+    return parser
+
+
+def run(args):
+    if not args.output and not args.html:
+        raise UsageError("Say what to write: --output attention.png and/or --html attention.html.")
+    if args.output and not args.output.lower().endswith(".png"):
+        raise UsageError(f"--output must end in .png. Received: {args.output!r}")
+    if args.html and not args.html.lower().endswith((".html", ".htm")):
+        raise UsageError(f"--html must end in .html. Received: {args.html!r}")
+    if args.head is not None and args.layer is None:
+        raise UsageError("--head needs --layer (e.g. --layer 5 --head 3).")
+    if not args.text.strip() and not (args.pair or "").strip():
+        raise UsageError("TEXT is empty: give the text to look at.")
+    from keras_bert_impl.commands.model_files import load_backbone
+    from keras_bert_impl.inspection.attention_html import write_attention_html
+    from keras_bert_impl.inspection.attention_maps import AttentionMaps
+    from keras_bert_impl.inspection.attention_plot import plot_attention
+
+    backbone, _ = load_backbone(args.model)
+    minimum = 3 if args.pair is None else 4
+    if not minimum <= args.seq_len <= backbone.max_sequence_length:
+        raise UsageError(f"--seq-len must be in [{minimum}, {backbone.max_sequence_length}] for this model. Received: {args.seq_len}")
+    for flag, value, count in (("--layer", args.layer, backbone.num_layers), ("--head", args.head, backbone.num_heads)):
+        if value is not None and not -count <= value < count:
+            raise UsageError(f"{flag} {value} is out of range: this model has {count} {flag[2:]}s (0 to {count - 1}, or -1 for the last).")
+    maps = AttentionMaps.compute(backbone, args.text, text_b=args.pair, sequence_length=args.seq_len)
+    if maps.truncated:
+        print(f"kbert attention: the text is longer than --seq-len {args.seq_len} wordpieces; the pictures show its "
+              f"first {len(maps.tokens)}.", file=sys.stderr)
+    if args.output:
+        layer, head = plot_attention(maps, args.output, layer=args.layer, head=args.head)
+        view = "overview of every layer and head" if layer is None else f"every head of layer {layer}" if head is None else f"layer {layer}, head {head}"
+        print(f"Wrote {args.output} ({view}, {len(maps.tokens)} wordpieces)")
+    if args.html:
+        write_attention_html(maps, args.html, layer=-1 if args.layer is None else args.layer, head=args.head)
+        print(f"Wrote {args.html} (open it in a browser; no network needed)")
+    return 0

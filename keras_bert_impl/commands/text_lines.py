@@ -1,0 +1,35 @@
+"""Reading the text files the inspection commands take: one text per line, UTF-8 (a
+byte-order mark allowed), read lazily so that files of any size stream through."""
+
+import os
+
+from keras_bert_impl.commands.errors import UsageError
+
+
+def check_text_file(path, flag):
+    """Raises UsageError unless `path` is a non-empty UTF-8 text file; returns its line count.
+    (A pass of its own, so a bad file is refused before any model is loaded or output written.)"""
+    if not os.path.isfile(path):
+        raise UsageError(f"{flag} {path!r}: no such file.")
+    count = 0
+    for _ in read_lines(path, flag):
+        count += 1
+    if count == 0:
+        raise UsageError(f"{flag} {path!r} is empty: give a file with one text per line.")
+    return count
+
+
+def read_lines(path, flag):
+    """Yields every line of `path` (without its line end), blank ones included, so that
+    output row i belongs to input line i + 1. Invalid UTF-8 is a UsageError naming the line."""
+    with open(path, "rb") as f:
+        for number, raw in enumerate(f, 1):
+            if number == 1 and raw.startswith(b"\xef\xbb\xbf"):
+                raw = raw[3:]
+            try:
+                yield raw.decode("utf-8").rstrip("\r\n")
+            except UnicodeDecodeError as e:
+                raise UsageError(
+                    f"{flag} {path}:{number} is not valid UTF-8 (byte {e.start}: {raw[e.start:e.start + 4]!r}). "
+                    "Convert the file to UTF-8, e.g. iconv -f latin1 -t utf-8."
+                ) from None

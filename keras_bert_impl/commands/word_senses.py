@@ -1,0 +1,65 @@
+"""`kbert word-senses`: the contextual vectors of one word across sentences, as a picture."""
+
+from keras_bert_impl.commands.errors import UsageError
+from keras_bert_impl.commands.text_lines import check_text_file, read_lines
+
+
+def add_parser(subparsers):
+    parser = subparsers.add_parser(
+        "word-senses",
+        help="Plot one word's contextual vectors across the sentences of one or more files.",
+        description="Find WORD (as a whole word) in the lines of each --file, take its vector in every sentence "
+        "(the mean over its wordpieces at --layer), and write a PCA scatter coloured by file, with a snippet of "
+        "the first sentences beside their points. Senses of a word form separate clouds.",
+    )
+    parser.add_argument("word", metavar="WORD", help="One word, e.g. bank or play.")
+    parser.add_argument("--file", action="append", required=True,
+                        help="UTF-8 text, one sentence per line; repeat to compare sources (one colour each).")
+    parser.add_argument("--model", required=True,
+                        help="A .keras model (kbert convert/pretrain/finetune), a run folder, or a checkpoint folder.")
+    parser.add_argument("--output", required=True, help="PNG to write.")
+    parser.add_argument("--layer", type=int, default=-1, help="0 = embeddings (no context), -1 = last layer (default).")
+    parser.add_argument("--max-sentences", type=int, default=200, help="Sentences with WORD used per file. Default 200.")
+    parser.add_argument("--annotate", type=int, default=12, help="How many points get a sentence snippet. Default 12.")
+    parser.add_argument("--seq-len", type=int, default=128, help="Default 128.")
+    parser.set_defaults(func=run)
+    return parser
+
+
+def run(args):
+    if not args.output.lower().endswith(".png"):
+        raise UsageError(f"--output must end in .png. Received: {args.output!r}")
+    if len(args.word.split()) != 1:
+        raise UsageError(f"WORD must be one word without spaces. Received: {args.word!r}")
+    if args.max_sentences < 2:
+        raise UsageError(f"--max-sentences must be at least 2. Received: {args.max_sentences}")
+    needle = args.word.lower()
+    sentences, groups = [], []
+    for path in args.file:
+        check_text_file(path, "--file")
+        # A cheap text filter first; the model's own tokenization decides the whole-word matches.
+        found = [line for line in read_lines(path, "--file") if needle in line.lower()][: args.max_sentences]
+        sentences += found
+        groups += [path] * len(found)
+    if len(sentences) < 2:
+        raise UsageError(f"WORD {args.word!r} occurs in {len(sentences)} line(s) of --file: the picture needs at least 2.")
+    from keras_bert_impl.commands.model_files import load_backbone
+    from keras_bert_impl.inspection.embedding_plot import plot_word_senses
+    from keras_bert_impl.inspection.word_vectors import word_vectors
+
+    backbone, _ = load_backbone(args.model)
+    if not -(backbone.num_layers + 1) <= args.layer <= backbone.num_layers:
+        raise UsageError(f"--layer {args.layer} is out of range for this {backbone.num_layers}-layer model.")
+    try:
+        vectors, rows = word_vectors(backbone, args.word, sentences, layer=args.layer, sequence_length=args.seq_len)
+    except ValueError as e:
+        raise UsageError(str(e)) from None
+    if len(vectors) < 2:
+        raise UsageError(f"WORD {args.word!r} occurs as a whole word only once: the picture needs at least 2.")
+    import os
+
+    names = [os.path.basename(groups[r]) for r in rows]
+    plot_word_senses(vectors, [sentences[r] for r in rows], args.word, args.output,
+                     groups=names if len(args.file) > 1 else None, annotate=args.annotate)
+    print(f"Wrote {args.output} ({len(vectors)} occurrences of {args.word!r} in {len(set(rows.tolist()))} sentences)")
+    return 0

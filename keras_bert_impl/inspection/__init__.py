@@ -1,0 +1,1 @@
+"""Look inside a BERT model: sentence vectors, a vector index, attention maps and pictures."""
