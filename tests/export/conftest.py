@@ -12,6 +12,7 @@ import numpy as np
 import pytest
 
 from keras_bert_impl.cli import main
+from tests.export.edge_reference import run_edge_setup, write_golden
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 MR = os.path.join(REPO, "data", "corpora", "polarity-en-pang&lee2.csv")
@@ -64,3 +65,24 @@ def mr_export(tmp_path_factory, mr_run, mr_files):
         "export", "--model", mr_run, "--output", output, "--validation", mr_files["validation"], "--repeats", "3",
     ]) == 0
     return output
+
+
+# --- the edge demos (tests/export/test_android_logic.py, test_web_demo.py) -----------------
+
+
+@pytest.fixture(scope="session")
+def edge_setup():
+    """`make edge-setup`: Debian's chromium and junit4, web_demo's npm packages (quick when done)."""
+    error = run_edge_setup()
+    if error:
+        pytest.fail(error)
+
+
+@pytest.fixture(scope="session")
+def edge_golden(tmp_path_factory, mr_export, mr_run, mr_files):
+    """The pipeline's golden ids and logits for the Java and JavaScript tokenizers and apps:
+    all 4,000 MR sentences, the hard cases, the bad input, Keras logits for 20 held-out sentences."""
+    path = tmp_path_factory.mktemp("edge_golden") / "golden.json"
+    texts = [text for _, text in mr_rows()]
+    held_out = [text for _, text in mr_files["validation_rows"]]
+    return write_golden(path, mr_export, mr_run, texts, held_out, SEQ_LEN)

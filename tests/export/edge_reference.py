@@ -6,6 +6,7 @@ is computed here from the real model and tokenizer, none is typed in."""
 
 import json
 import os
+import subprocess
 
 import keras
 import numpy as np
@@ -75,3 +76,47 @@ class KerasReference:
         shifted = logits.astype(np.float64) - logits.max(axis=1, keepdims=True)
         probabilities = np.exp(shifted) / np.exp(shifted).sum(axis=1, keepdims=True)
         return {"token_ids": x["token_ids"].numpy().astype(int), "logits": logits, "probabilities": probabilities}
+
+
+def run_edge_setup():
+    """Debian's chromium and junit4, web_demo's npm packages: `make edge-setup` (quick when done).
+    Returns an error message, or None."""
+    done = subprocess.run(["make", "-C", REPO, "edge-setup"], capture_output=True, text=True, timeout=1200)
+    if done.returncode != 0:
+        return f"`make edge-setup` failed:\n{done.stdout[-2000:]}\n{done.stderr[-2000:]}"
+    return None
+
+
+def write_golden(path, export_dir, run_dir, texts, held_out, sequence_length, logits_sentences=20):
+    """The pipeline's answers as one JSON file for the JVM and Node tests: BertPreprocessor's ids
+    for every hard case, for `texts` and for the bad input; the Keras model's logits and
+    probabilities for the first `logits_sentences` of `held_out`. ASCII-escaped, so the readers'
+    \\u and surrogate-pair handling is exercised on every non-ASCII text."""
+    vocabulary = os.path.join(export_dir, "vocab.txt")
+    with open(os.path.join(export_dir, "export.json"), encoding="utf-8") as f:
+        manifest = json.load(f)
+    mr_ids = preprocess(vocabulary, texts, sequence_length)["token_ids"]
+    bad = dict(BAD_INPUT, **{"10000_characters": long_text(texts[:40])})
+    bad_ids = preprocess(vocabulary, list(bad.values()), sequence_length)["token_ids"]
+    few = held_out[:logits_sentences]
+    reference = KerasReference(run_dir, sequence_length).predict(few)
+    data = {
+        "vocabulary": vocabulary,
+        "char_table": CHAR_TABLE,
+        "lowercase": manifest["lowercase"],
+        "labels": manifest["label_names"],
+        "hard_cases": hard_cases(vocabulary),
+        "mr": {"sequence_length": sequence_length, "texts": list(texts), "token_ids": mr_ids},
+        "bad_input": [
+            {"name": name, "text": text, "sequence_length": sequence_length, "token_ids": ids}
+            for (name, text), ids in zip(bad.items(), bad_ids)
+        ],
+        "logits": [
+            {"text": text, "logits": [float(v) for v in logits], "probabilities": [float(p) for p in probabilities],
+             "label": manifest["label_names"][int(np.argmax(logits))]}
+            for text, logits, probabilities in zip(few, reference["logits"], reference["probabilities"])
+        ],
+    }
+    with open(path, "w", encoding="ascii") as f:
+        json.dump(data, f, ensure_ascii=True)
+    return str(path)

@@ -26,8 +26,7 @@ from ai_edge_litert.interpreter import Interpreter
 
 from keras_bert_impl_export.edge_unicode_table import build_table
 from keras_bert_impl_export.tflite_metadata import read_metadata
-from tests.export.conftest import SEQ_LEN, mr_rows
-from tests.export.edge_reference import BAD_INPUT, CHAR_TABLE, KerasReference, REPO, hard_cases, long_text, preprocess
+from tests.export.edge_reference import CHAR_TABLE, REPO
 
 pytestmark = pytest.mark.slow
 
@@ -36,15 +35,6 @@ MAIN_JAVA = os.path.join(APP, "src", "main", "java")
 TEST_JAVA = os.path.join(APP, "src", "test", "java")
 PACKAGE = "org.kerasbertimpl.edgedemo.logic"
 JUNIT_CLASSPATH = ["/usr/share/java/junit4.jar", "/usr/share/java/hamcrest-core.jar"]
-LOGITS_SENTENCES = 20
-
-
-@pytest.fixture(scope="session")
-def edge_setup():
-    """Debian's junit4 and chromium, web_demo's npm packages: `make edge-setup` (quick when done)."""
-    done = subprocess.run(["make", "-C", REPO, "edge-setup"], capture_output=True, text=True, timeout=1200)
-    if done.returncode != 0:
-        pytest.fail(f"`make edge-setup` failed:\n{done.stdout[-2000:]}\n{done.stderr[-2000:]}")
 
 
 @pytest.fixture(scope="module")
@@ -70,41 +60,6 @@ def java(classes, *args, properties=None):
     return subprocess.run(command, capture_output=True, text=True, timeout=600)
 
 
-@pytest.fixture(scope="module")
-def golden(tmp_path_factory, mr_export, mr_run, mr_files):
-    """The Python pipeline's answers, as JSON for the JVM tests (ASCII-escaped, so the Java
-    reader's \\u and surrogate-pair handling is exercised on every non-ASCII text)."""
-    vocabulary = os.path.join(mr_export, "vocab.txt")
-    with open(os.path.join(mr_export, "export.json"), encoding="utf-8") as f:
-        manifest = json.load(f)
-    texts = [text for _, text in mr_rows()]  # all 4,000 MR sentences, raw as the file holds them
-    mr_ids = preprocess(vocabulary, texts, SEQ_LEN)["token_ids"]
-    bad = dict(BAD_INPUT, **{"10000_characters": long_text(texts[:40])})
-    bad_ids = preprocess(vocabulary, list(bad.values()), SEQ_LEN)["token_ids"]
-    held_out = [text for _, text in mr_files["validation_rows"][:LOGITS_SENTENCES]]
-    reference = KerasReference(mr_run, SEQ_LEN).predict(held_out)
-    data = {
-        "vocabulary": vocabulary,
-        "char_table": CHAR_TABLE,
-        "lowercase": manifest["lowercase"],
-        "labels": manifest["label_names"],
-        "hard_cases": hard_cases(vocabulary),
-        "mr": {"sequence_length": SEQ_LEN, "texts": texts, "token_ids": mr_ids},
-        "bad_input": [
-            {"name": name, "text": text, "sequence_length": SEQ_LEN, "token_ids": ids}
-            for (name, text), ids in zip(bad.items(), bad_ids)
-        ],
-        "logits": [
-            {"text": text, "logits": [float(v) for v in logits], "probabilities": [float(p) for p in probabilities],
-             "label": manifest["label_names"][int(np.argmax(logits))]}
-            for text, logits, probabilities in zip(held_out, reference["logits"], reference["probabilities"])
-        ],
-    }
-    path = tmp_path_factory.mktemp("golden") / "android_golden.json"
-    path.write_text(json.dumps(data, ensure_ascii=True), encoding="ascii")
-    return str(path)
-
-
 def test_char_table_is_the_pipelines(mr_export):
     """The committed bert_unicode.txt is what the generator writes today (from the export's vocabulary)."""
     with open(CHAR_TABLE, encoding="utf-8") as f:
@@ -117,7 +72,7 @@ def test_char_table_is_the_pipelines(mr_export):
     )
 
 
-def test_app_logic_passes_its_jvm_tests_on_the_golden_vectors(jvm_classes, golden, mr_export):
+def test_app_logic_passes_its_jvm_tests_on_the_golden_vectors(jvm_classes, edge_golden, mr_export):
     test_classes = sorted(
         f"{PACKAGE}.{name[:-5]}"
         for name in os.listdir(os.path.join(TEST_JAVA, *PACKAGE.split(".")))
@@ -125,7 +80,7 @@ def test_app_logic_passes_its_jvm_tests_on_the_golden_vectors(jvm_classes, golde
     )
     assert len(test_classes) >= 7, test_classes
     done = java(jvm_classes, "org.junit.runner.JUnitCore", *test_classes,
-                properties={"golden": golden, "export": mr_export})
+                properties={"golden": edge_golden, "export": mr_export})
     print(done.stdout[-3000:])
     assert done.returncode == 0, done.stdout[-6000:] + done.stderr[-3000:]
     ran = re.search(r"^OK \((\d+) tests\)", done.stdout, re.MULTILINE)

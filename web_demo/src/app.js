@@ -1,0 +1,232 @@
+// The web demo: a classifier written by `kbert export` in MediaPipe Tasks Text, in this page.
+// Everything is served from this folder (build.mjs copies MediaPipe's wasm and the model);
+// the page never contacts another host.
+import { FilesetResolver, TextClassifier } from "./mediapipe/text_bundle.mjs";
+import { WordPieceTokenizer, parseCharTable } from "./bert_tokenizer.js";
+
+const MODEL_DIR = "model/";
+// Longer pastes are refused: the model reads only its first word pieces, and the textarea stays responsive.
+const MAX_INPUT_CHARS = 50000;
+// ?model=int8 picks the dynamic-range int8 file (a quarter of the size); float32 by default.
+const PRECISION_KEYS = { float32: "mediapipe", int8: "mediapipe_int8" };
+
+const $ = (id) => document.getElementById(id);
+// State the browser test reads (tests/export/test_web_demo.py); the screen shows the same.
+const demo = (window.kbertDemo = { ready: false, error: null, runs: 0, lastResult: null });
+
+class UserError extends Error {}
+
+function showModelError(message) {
+  demo.error = message;
+  const line = $("model-line");
+  line.textContent = message;
+  line.classList.add("error");
+  $("text").disabled = true;
+}
+
+async function fetchOk(path, what) {
+  let response;
+  try {
+    response = await fetch(path);
+  } catch (e) {
+    throw new UserError(`Could not read ${what} (${path}): ${e.message}`);
+  }
+  if (!response.ok) {
+    throw new UserError(`${what} is missing: ${path} answered ${response.status}. Run \`make web-demo\` ` +
+      "(it exports the demo model) or build with `node web_demo/build.mjs --export DIR`.");
+  }
+  return response;
+}
+
+async function loadManifest() {
+  const response = await fetchOk(MODEL_DIR + "export.json", "The model's export.json");
+  let manifest;
+  try {
+    manifest = await response.json();
+  } catch (e) {
+    throw new UserError(`model/export.json is not JSON (${e.message}): copy a folder written by \`kbert export\`.`);
+  }
+  if (manifest.head !== "classifier") {
+    throw new UserError(`This model is a ${manifest.head ?? "model without a head"}, not a classifier: ` +
+      "the demo shows labels and probabilities, so export a `kbert finetune --task classification` run.");
+  }
+  if (manifest.pair) {
+    throw new UserError("This classifier takes sentence pairs; the demo classifies one text.");
+  }
+  return manifest;
+}
+
+async function loadClassifier(manifest, precision) {
+  const key = PRECISION_KEYS[precision];
+  if (!key) throw new UserError(`Unknown ?model=${precision}: use float32 or int8.`);
+  const file = manifest.files?.[key];
+  if (!file) throw new UserError(`export.json lists no "${key}" file: export with MediaPipe files (--formats mediapipe).`);
+  const bytes = new Uint8Array(await (await fetchOk(MODEL_DIR + file, "The model file")).arrayBuffer());
+  // A TFLite flatbuffer says "TFL3" at bytes 4-7; anything else would fail deep inside the wasm.
+  if (bytes.length < 8 || String.fromCharCode(...bytes.subarray(4, 8)) !== "TFL3") {
+    throw new UserError(`${file} is not a TFLite model (${bytes.length} bytes without the TFL3 mark).`);
+  }
+  const fileset = await FilesetResolver.forTextTasks("mediapipe/wasm");
+  let classifier;
+  try {
+    classifier = await TextClassifier.createFromOptions(fileset, {
+      baseOptions: { modelAssetBuffer: bytes },
+      maxResults: -1,
+    });
+  } catch (e) {
+    throw new UserError(`${file} is not a MediaPipe text classifier: ${e.message ?? e}`);
+  }
+  // One run checks the model's outputs against labels.txt (and warms it up).
+  const categories = classifier.classify("warm up").classifications[0]?.categories ?? [];
+  if (categories.length !== manifest.label_names.length) {
+    classifier.close();
+    throw new UserError(`${file} gives ${categories.length} categories but export.json lists ` +
+      `${manifest.label_names.length} labels: not the classifier of this export.`);
+  }
+  return { classifier, file };
+}
+
+async function loadTokenizer(manifest) {
+  const vocabulary = (await (await fetchOk(MODEL_DIR + "vocab.txt", "The model's vocab.txt")).text()).split("\n");
+  if (vocabulary.at(-1) === "") vocabulary.pop();
+  const table = parseCharTable(await (await fetchOk("bert_unicode.txt", "The page's bert_unicode.txt")).text());
+  return new WordPieceTokenizer(vocabulary, table, manifest.lowercase);
+}
+
+// The checks of android_demo's InputCheck.java, with the same messages: a problem (no
+// prediction) or notes shown beside the prediction. Our tokenizer gives the pipeline's word
+// pieces, so "unknown" and "truncated" are exact, whatever MediaPipe's tokenizer does.
+function checkInput(text, tokenizer, manifest) {
+  if (text.trim() === "") return { problem: "Type or paste some text to classify." };
+  const budget = manifest.sequence_length - 2;
+  if (text.length > MAX_INPUT_CHARS) {
+    return { problem: `The text has ${[...text].length.toLocaleString("en")} characters; paste at most ` +
+      `${MAX_INPUT_CHARS.toLocaleString("en")} (the model reads only its first ${budget} word pieces).` };
+  }
+  const encoded = tokenizer.encode(text, manifest.sequence_length);
+  if (encoded.keptPieces === 0) {
+    return { problem: "Nothing to classify: the text holds only characters BERT ignores " +
+      "(spaces, control or format characters)." };
+  }
+  const notes = [];
+  if (encoded.unknownPieces === encoded.keptPieces) {
+    notes.push(`The vocabulary knows none of this text (all ${encoded.keptPieces} word pieces are [UNK]): ` +
+      "the label is a guess.");
+  } else if (2 * encoded.unknownPieces >= encoded.keptPieces) {
+    notes.push(`Much of this text is outside the vocabulary (${encoded.unknownPieces} of ${encoded.keptPieces} ` +
+      "word pieces are [UNK]).");
+  }
+  if (encoded.truncated) {
+    notes.push(`Long text: the model reads its first ${budget} word pieces, as in training; the rest is ignored.`);
+  }
+  // MediaPipe's BERT tokenizer keeps accents that the model's own (uncased) tokenizer strips.
+  if (manifest.lowercase && /\p{Mn}/u.test(text.normalize("NFD"))) {
+    notes.push("Accented letters: MediaPipe's tokenizer keeps the accents that training stripped, so its " +
+      "word pieces (and scores) can differ from the Python pipeline's here.");
+  }
+  return { problem: null, note: notes.join(" ") };
+}
+
+function render(text, categories, labels, ms, note) {
+  const probabilities = new Array(labels.length).fill(0);
+  for (const c of categories) probabilities[c.index] = c.score;
+  let top = 0;
+  probabilities.forEach((p, i) => { if (p > probabilities[top]) top = i; });
+  $("label").textContent = labels[top];
+  $("latency").textContent = `${ms.toFixed(1)} ms`;
+  const bars = $("bars");
+  bars.replaceChildren(...labels.map((name, i) => {
+    const row = document.createElement("div");
+    row.className = "bar-row" + (i === top ? " top" : "");
+    row.dataset.label = name;
+    row.dataset.probability = String(probabilities[i]);
+    const nameCell = document.createElement("span");
+    nameCell.textContent = name;
+    const track = document.createElement("div");
+    track.className = "bar-track";
+    const fill = document.createElement("div");
+    fill.className = "bar-fill";
+    fill.style.width = `${(100 * probabilities[i]).toFixed(2)}%`;
+    track.append(fill);
+    const value = document.createElement("span");
+    value.className = "bar-value";
+    value.textContent = `${(100 * probabilities[i]).toFixed(1)}%`;
+    row.append(nameCell, track, value);
+    return row;
+  }));
+  const result = $("result");
+  result.hidden = false;
+  result.dataset.text = text;
+  $("message").textContent = note;
+  $("message").classList.remove("error");
+  demo.lastResult = { text, label: labels[top], probabilities, latencyMs: ms, note };
+}
+
+function renderProblem(text, message) {
+  $("result").hidden = true;
+  $("result").dataset.text = text;
+  $("message").textContent = message;
+  demo.lastResult = { text, label: null, probabilities: null, latencyMs: null, note: message };
+}
+
+function startClassifying(classifier, tokenizer, manifest) {
+  const textarea = $("text");
+  let scheduled = false;
+  // classify() is synchronous: key presses and pastes that arrive while it runs wait in the
+  // event queue; each only records the text, and one run then takes the newest, so a paste
+  // during a prediction never queues a backlog of stale predictions.
+  const runLatest = () => {
+    scheduled = false;
+    const text = textarea.value;
+    const { problem, note } = checkInput(text, tokenizer, manifest);
+    if (problem) return renderProblem(text, problem);
+    try {
+      const start = performance.now();
+      const categories = classifier.classify(text).classifications[0].categories;
+      const ms = performance.now() - start;
+      demo.runs += 1;
+      render(text, categories, manifest.label_names, ms, note);
+    } catch (e) {
+      renderProblem(text, `Prediction failed: ${e.message ?? e}`);
+      $("message").classList.add("error");
+    }
+  };
+  textarea.addEventListener("input", () => {
+    if (!scheduled) {
+      scheduled = true;
+      setTimeout(runLatest, 0);
+    }
+  });
+  textarea.disabled = false;
+  textarea.focus();
+  runLatest();
+}
+
+function setUpTabs() {
+  for (const tab of document.querySelectorAll('[role="tab"]')) {
+    tab.addEventListener("click", () => {
+      for (const other of document.querySelectorAll('[role="tab"]')) {
+        other.setAttribute("aria-selected", String(other === tab));
+        $(other.dataset.panel).hidden = other !== tab;
+      }
+    });
+  }
+}
+
+async function main() {
+  setUpTabs();
+  const precision = new URLSearchParams(location.search).get("model") ?? "float32";
+  try {
+    const manifest = await loadManifest();
+    const tokenizer = await loadTokenizer(manifest);
+    const { classifier, file } = await loadClassifier(manifest, precision);
+    $("model-line").textContent = `${manifest.name}: ${manifest.model_class}, labels ${manifest.label_names.join(", ")}; ` +
+      `${file} (${precision}), ${manifest.sequence_length} tokens.`;
+    startClassifying(classifier, tokenizer, manifest);
+    demo.ready = true;
+  } catch (e) {
+    showModelError(e instanceof UserError ? e.message : `The model could not be loaded: ${e.message ?? e}`);
+  }
+}
+
+main();

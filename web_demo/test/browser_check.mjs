@@ -1,0 +1,122 @@
+// Drives the built web demo in Debian's headless Chromium with playwright-core, for
+// tests/export/test_web_demo.py: types sentences, reads what the page shows, tries the bad
+// input, loads broken model folders, takes a screenshot, and records every request the
+// page made (any outside 127.0.0.1 is blocked and reported). Prints one JSON object.
+//
+//   node web_demo/test/browser_check.mjs CONFIG.json
+// CONFIG: {"url", "chromium", "sentences": [...], "typed_sentence_index", "bad_input": {name: text},
+//          "broken_pages": {name: url}, "screenshot", "screenshot_text"}
+import fs from "node:fs";
+import { chromium } from "playwright-core";
+
+const config = JSON.parse(fs.readFileSync(process.argv[2], "utf8"));
+const LOCAL = /^http:\/\/127\.0\.0\.1(:\d+)?\//;
+// The flags the issue asks for: no sandbox (root in a container), no GPU, and none of
+// Chromium's own background traffic (component updates, sync, field trials).
+const FLAGS = ["--no-sandbox", "--disable-gpu", "--no-first-run", "--disable-background-networking",
+  "--disable-component-update", "--disable-sync"];
+
+const requests = [];
+const outside = [];
+const consoleErrors = [];
+
+async function resultFor(page, text, previousRuns) {
+  // The page marks #result with the text it last handled; wait until that is this text.
+  await page.waitForFunction(([t, runs]) => {
+    const d = window.kbertDemo;
+    return d.lastResult && d.lastResult.text === t && (d.lastResult.label === null || d.runs > runs);
+  }, [text, previousRuns], { timeout: 120000, polling: 20 });
+  return page.evaluate(() => {
+    const result = document.getElementById("result");
+    const bars = [...document.querySelectorAll("#bars .bar-row")];
+    return {
+      shown: !result.hidden,
+      label: result.hidden ? null : document.getElementById("label").textContent,
+      latency_text: result.hidden ? null : document.getElementById("latency").textContent,
+      latency_ms: window.kbertDemo.lastResult.latencyMs,
+      probabilities: result.hidden ? null : bars.map((b) => Number(b.dataset.probability)),
+      bar_labels: bars.map((b) => b.dataset.label),
+      message: document.getElementById("message").textContent,
+    };
+  });
+}
+
+async function enter(page, text, { typed = false } = {}) {
+  const runs = await page.evaluate(() => window.kbertDemo.runs);
+  await page.fill("#text", "");
+  await page.focus("#text");
+  if (typed) {
+    // Key by key: each key press arrives while earlier predictions run (the latest-only path).
+    await page.keyboard.type(text);
+  } else {
+    // One input event for the whole text, as a paste or an IME commit gives.
+    await page.keyboard.insertText(text);
+  }
+  return resultFor(page, text, runs);
+}
+
+async function main() {
+  const browser = await chromium.launch({ executablePath: config.chromium, headless: true, args: FLAGS });
+  const context = await browser.newContext({ viewport: { width: 900, height: 720 } });
+  await context.route("**/*", (route) => {
+    const url = route.request().url();
+    if (LOCAL.test(url)) return route.continue();
+    outside.push(url);
+    return route.abort("blockedbyclient");
+  });
+  context.on("request", (request) => requests.push(request.url()));
+  const page = await context.newPage();
+  page.on("console", (m) => { if (m.type() === "error") consoleErrors.push(m.text()); });
+  page.on("pageerror", (e) => consoleErrors.push(`pageerror: ${e.message}`));
+
+  const loadStart = Date.now();
+  await page.goto(config.url);
+  await page.waitForFunction(() => window.kbertDemo && (window.kbertDemo.ready || window.kbertDemo.error),
+    null, { timeout: 300000 });
+  const loadError = await page.evaluate(() => window.kbertDemo.error);
+  const out = { load_seconds: (Date.now() - loadStart) / 1000, load_error: loadError, model_line: null,
+    results: [], bad_input: {}, paste_during_prediction: null, broken_pages: {} };
+  if (!loadError) {
+    out.model_line = await page.textContent("#model-line");
+    for (const [i, sentence] of config.sentences.entries()) {
+      out.results.push({ text: sentence, typed: i === config.typed_sentence_index,
+        ...(await enter(page, sentence, { typed: i === config.typed_sentence_index })) });
+    }
+    for (const [name, text] of Object.entries(config.bad_input)) {
+      const start = Date.now();
+      out.bad_input[name] = { ...(await enter(page, text)), seconds: (Date.now() - start) / 1000 };
+    }
+    // Paste a long text and, without waiting, a second one: the page must end on the second.
+    const runs = await page.evaluate(() => window.kbertDemo.runs);
+    await page.fill("#text", "");
+    await page.focus("#text");
+    await page.keyboard.insertText(config.bad_input["10000_characters"]);
+    await page.keyboard.insertText(" " + config.sentences[0]);
+    const final = await page.inputValue("#text");
+    out.paste_during_prediction = { ...(await resultFor(page, final, runs)),
+      runs: (await page.evaluate(() => window.kbertDemo.runs)) - runs };
+    const shot = await enter(page, config.screenshot_text);
+    out.screenshot_result = shot;
+    await page.screenshot({ path: config.screenshot, fullPage: true });
+  }
+  for (const [name, url] of Object.entries(config.broken_pages ?? {})) {
+    const broken = await context.newPage();
+    await broken.goto(url);
+    await broken.waitForFunction(() => window.kbertDemo && (window.kbertDemo.ready || window.kbertDemo.error),
+      null, { timeout: 60000 });
+    out.broken_pages[name] = { error: await broken.evaluate(() => window.kbertDemo.error),
+      shown: await broken.textContent("#model-line"), textarea_disabled: await broken.isDisabled("#text") };
+    await broken.close();
+  }
+  out.browser_version = browser.version();
+  await browser.close();
+  out.requests = requests;
+  out.outside = outside;
+  out.console_errors = consoleErrors;
+  console.log(JSON.stringify(out));
+}
+
+main().catch((e) => {
+  console.error(e.stack ?? String(e));
+  process.exit(1);
+});
