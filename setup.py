@@ -34,6 +34,8 @@ setup(
         "matplotlib==3.11.2",
         # The TFLite metadata writer builds its flatbuffer directly (TensorFlow brings it too).
         "flatbuffers==25.12.19",
+        # `kbert index`'s approximate search (HNSW) for large sets: Meta's faiss, CPU wheels.
+        "faiss-cpu==1.15.1",
     ],
     extras_require={
         "dev": [
