@@ -83,6 +83,17 @@ $(WEB_NPM_STAMP): web_demo/package.json web_demo/package-lock.json
 	cd web_demo && npm ci --no-audit --no-fund
 	touch $@
 
+# The web demo (README's "Web demo"): exports make demo's classifier when WEB_EXPORT has no
+# export.json, builds the page into web_demo/dist and serves it on 127.0.0.1 (a free port, or
+# WEB_PORT), printing the URL; Ctrl-C stops it. WEB_EXPORT may name any `kbert export` folder.
+WEB_EXPORT ?= $(DATA)/demo/mr_export
+WEB_PORT ?=
+
+web-demo: $(WEB_NPM_STAMP)
+	test -f "$(WEB_EXPORT)/export.json" || $(MAKE) demo
+	node web_demo/build.mjs --export "$(WEB_EXPORT)" --out web_demo/dist
+	node web_demo/serve.mjs web_demo/dist $(if $(WEB_PORT),--port $(WEB_PORT))
+
 data: $(DATA_STAMP)
 
 # Fetched through the package registry only (no hubs), unpacked into a

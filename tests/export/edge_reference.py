@@ -11,6 +11,7 @@ import subprocess
 import keras
 import numpy as np
 
+import keras_bert_impl as kb
 from keras_bert_impl.tokenization import BertPreprocessor
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -57,6 +58,15 @@ def hard_cases(vocabulary):
         row.update({k: v[0] for k, v in x.items()})
         out.append(row)
     return out
+
+
+def keras_sentence_embeddings(backbone_keras, texts, sequence_length):
+    """Mean-pooled, L2-normalised embeddings of a `kbert convert` backbone (what `kbert export`
+    exports as a sentence embedder), on BertPreprocessor's ids."""
+    embedder = kb.BertEmbedder(keras.saving.load_model(backbone_keras), pooling="mean")
+    x = BertPreprocessor.from_model(embedder.backbone, sequence_length=sequence_length)(list(texts))
+    out = embedder.predict({k: x[k] for k in ("token_ids", "segment_ids", "padding_mask")}, batch_size=64, verbose=0)
+    return np.asarray(out["embeddings"], np.float64)
 
 
 class KerasReference:

@@ -28,8 +28,9 @@ import unicodedata
 import numpy as np
 import pytest
 
+from keras_bert_impl.cli import main
 from tests.export.conftest import SEQ_LEN
-from tests.export.edge_reference import BAD_INPUT, REPO, KerasReference, long_text
+from tests.export.edge_reference import BAD_INPUT, REPO, KerasReference, keras_sentence_embeddings, long_text
 
 pytestmark = pytest.mark.slow
 
@@ -37,6 +38,7 @@ WEB = os.path.join(REPO, "web_demo")
 CHROMIUM = "/usr/bin/chromium"
 SENTENCES = 24
 PROBABILITY_TOLERANCE = 1e-3
+SEARCH_CORPUS, SEARCH_QUERIES, NEIGHBOURS = 200, 3, 5
 
 
 def has_accent(text):
@@ -48,18 +50,36 @@ def _link_page(built, folder, model_files=()):
     server follows them)."""
     os.makedirs(os.path.join(folder, "model"))
     for name in os.listdir(built):
-        if name != "model":
+        if name not in ("model", "embedder"):
             os.symlink(os.path.join(built, name), os.path.join(folder, name))
     for name in model_files:
         os.symlink(os.path.join(built, "model", name), os.path.join(folder, "model", name))
 
 
 @pytest.fixture(scope="module")
-def site(edge_setup, mr_export, tmp_path_factory):
+def search_data(minilm_keras, mr_files, tmp_path_factory):
+    """The search tab's embedder (the real MiniLM exported by `kbert export` as a sentence
+    embedder, MediaPipe float32) and its sentences: held-out MR sentences without accents (as
+    for the classifier, MediaPipe's tokenizer keeps them), the last few held back as queries."""
+    out = str(tmp_path_factory.mktemp("embedder") / "minilm")
+    assert main(["export", "--model", minilm_keras, "--output", out, "--formats", "mediapipe",
+                 "--quantizations", "float32", "--seq-len", str(SEQ_LEN), "--name", "minilm"]) == 0
+    plain = [text for _, text in mr_files["validation_rows"] if not has_accent(text)]
+    corpus, queries = plain[:SEARCH_CORPUS], plain[SEARCH_CORPUS : SEARCH_CORPUS + SEARCH_QUERIES]
+    sentences = os.path.join(out, "..", "sentences.txt")
+    with open(sentences, "w", encoding="utf-8") as f:
+        f.write("\n".join(corpus) + "\n")
+    return {"export": out, "sentences": sentences, "corpus": corpus, "queries": queries}
+
+
+@pytest.fixture(scope="module")
+def site(edge_setup, mr_export, search_data, tmp_path_factory):
     """The served folder: ok/ built by build.mjs from the export, and three broken model folders."""
     root = tmp_path_factory.mktemp("web")
     built = str(root / "ok")
-    done = subprocess.run(["node", os.path.join(WEB, "build.mjs"), "--export", mr_export, "--out", built],
+    done = subprocess.run(["node", os.path.join(WEB, "build.mjs"), "--export", mr_export, "--out", built,
+                           "--embedder", search_data["export"], "--sentences", search_data["sentences"],
+                           "--max-sentences", str(SEARCH_CORPUS)],
                           capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stderr
     with open(os.path.join(built, "model", "export.json"), encoding="utf-8") as f:
@@ -94,7 +114,7 @@ def site(edge_setup, mr_export, tmp_path_factory):
 
 
 @pytest.fixture(scope="module")
-def browser_run(site, mr_run, mr_files, tmp_path_factory):
+def browser_run(site, mr_run, mr_files, search_data, tmp_path_factory):
     held_out = [text for _, text in mr_files["validation_rows"]]
     candidates = held_out[: SENTENCES + 10]
     sentences = [t for t in held_out if not has_accent(t)][:SENTENCES]
@@ -112,6 +132,8 @@ def browser_run(site, mr_run, mr_files, tmp_path_factory):
                          for name in ("missing_model", "manifest_not_classifier", "tflite_not_classifier")},
         "screenshot": str(out / "web_demo.png"),
         "screenshot_text": sentences[0],
+        "search_queries": search_data["queries"],
+        "search_screenshot": str(out / "web_demo_search.png"),
     }
     (out / "config.json").write_text(json.dumps(config), encoding="utf-8")
     done = subprocess.run(["node", os.path.join(WEB, "test", "browser_check.mjs"), str(out / "config.json")],
@@ -120,7 +142,7 @@ def browser_run(site, mr_run, mr_files, tmp_path_factory):
     result = json.loads(done.stdout)
     reference = KerasReference(mr_run, SEQ_LEN).predict(sentences)
     return {"result": result, "sentences": sentences, "skipped": skipped, "reference": reference,
-            "screenshot": config["screenshot"], "bad": bad}
+            "screenshot": config["screenshot"], "search_screenshot": config["search_screenshot"], "bad": bad}
 
 
 def test_page_loads_offline_and_requests_nothing_outside_127_0_0_1(browser_run, site):
@@ -185,6 +207,7 @@ def test_broken_model_folders_say_what_is_wrong(browser_run):
     assert "is not a MediaPipe text classifier" in broken["tflite_not_classifier"]["error"]
     for name, page in broken.items():
         assert page["shown"] == page["error"] and page["textarea_disabled"], name
+        assert page["search_error"].startswith("No sentence embedder is bundled"), (name, page["search_error"])
 
 
 def test_screenshot_is_written(browser_run):
@@ -194,9 +217,31 @@ def test_screenshot_is_written(browser_run):
     assert os.path.getsize(path) > 10_000
     shot = browser_run["result"]["screenshot_result"]
     assert shot["shown"] and shot["label"] in browser_run["result"]["results"][0]["bar_labels"]
-    keep = os.environ.get("KBERT_WEB_SCREENSHOT")
-    if keep:  # how docs/web_demo.png was made: copy this run's screenshot
-        shutil.copyfile(path, keep)
+    keep = os.environ.get("KBERT_WEB_SCREENSHOTS")
+    if keep:  # how docs/web_demo*.png were made: this run's screenshots, copied into that folder
+        shutil.copyfile(path, os.path.join(keep, "web_demo.png"))
+        shutil.copyfile(browser_run["search_screenshot"], os.path.join(keep, "web_demo_search.png"))
+
+
+def test_search_tab_finds_the_pipelines_nearest_sentences(browser_run, search_data, minilm_keras, capsys):
+    """MediaPipe's TextEmbedder in the page ranks the corpus as the Keras embedder does: the same
+    five nearest sentences in the same order, cosine similarities within 1e-3."""
+    search = browser_run["result"]["search"]
+    assert search["error"] is None and search["indexed"] == SEARCH_CORPUS
+    corpus, queries = search_data["corpus"], search_data["queries"]
+    vectors = keras_sentence_embeddings(minilm_keras, corpus + queries, SEQ_LEN)
+    scores = vectors[len(corpus):] @ vectors[: len(corpus)].T  # [queries, corpus]
+    worst = 0.0
+    for query, shown, row in zip(queries, search["queries"], scores):
+        want = np.argsort(-row, kind="stable")[:NEIGHBOURS]
+        assert [n["index"] for n in shown["shown"]] == list(want), query
+        assert [n["text"] for n in shown["shown"]] == [corpus[i] for i in want]
+        worst = max(worst, max(abs(n["score"] - row[n["index"]]) for n in shown["shown"]))
+    assert worst < PROBABILITY_TOLERANCE
+    with capsys.disabled():
+        print(f"\nweb demo search: {len(queries)} queries over {len(corpus)} MR sentences, same top {NEIGHBOURS} as "
+              f"Keras, max cosine difference {worst:.2e}; indexing took {search['index_seconds']:.1f} s, "
+              f"median query {statistics.median(q['latency_ms'] for q in search['queries']):.1f} ms")
 
 
 def test_javascript_tokenizer_gives_bert_preprocessors_ids(edge_setup, edge_golden):

@@ -1,10 +1,14 @@
 // The web demo: a classifier written by `kbert export` in MediaPipe Tasks Text, in this page.
 // Everything is served from this folder (build.mjs copies MediaPipe's wasm and the model);
 // the page never contacts another host.
-import { FilesetResolver, TextClassifier } from "./mediapipe/text_bundle.mjs";
+import { FilesetResolver, TextClassifier, TextEmbedder } from "./mediapipe/text_bundle.mjs";
 import { WordPieceTokenizer, parseCharTable } from "./bert_tokenizer.js";
 
 const MODEL_DIR = "model/";
+const EMBEDDER_DIR = "embedder/";
+const NEIGHBOURS = 5;
+// Sentences embedded per slice while indexing; the page stays responsive between slices.
+const INDEX_SLICE = 8;
 // Longer pastes are refused: the model reads only its first word pieces, and the textarea stays responsive.
 const MAX_INPUT_CHARS = 50000;
 // ?model=int8 picks the dynamic-range int8 file (a quarter of the size); float32 by default.
@@ -12,7 +16,12 @@ const PRECISION_KEYS = { float32: "mediapipe", int8: "mediapipe_int8" };
 
 const $ = (id) => document.getElementById(id);
 // State the browser test reads (tests/export/test_web_demo.py); the screen shows the same.
-const demo = (window.kbertDemo = { ready: false, error: null, runs: 0, lastResult: null });
+const demo = (window.kbertDemo = {
+  ready: false, error: null, runs: 0, lastResult: null,
+  search: { started: false, ready: false, error: null, indexed: 0, total: 0, runs: 0, lastResult: null },
+});
+let filesetPromise = null;
+const wasmFileset = () => (filesetPromise ??= FilesetResolver.forTextTasks("mediapipe/wasm"));
 
 class UserError extends Error {}
 
@@ -66,7 +75,7 @@ async function loadClassifier(manifest, precision) {
   if (bytes.length < 8 || String.fromCharCode(...bytes.subarray(4, 8)) !== "TFL3") {
     throw new UserError(`${file} is not a TFLite model (${bytes.length} bytes without the TFL3 mark).`);
   }
-  const fileset = await FilesetResolver.forTextTasks("mediapipe/wasm");
+  const fileset = await wasmFileset();
   let classifier;
   try {
     classifier = await TextClassifier.createFromOptions(fileset, {
@@ -202,6 +211,118 @@ function startClassifying(classifier, tokenizer, manifest) {
   runLatest();
 }
 
+function searchMessage(text, isError = false) {
+  $("search-message").textContent = text;
+  $("search-message").classList.toggle("error", isError);
+}
+
+async function loadEmbedder() {
+  const manifest = await loadJson(EMBEDDER_DIR + "export.json", "No sentence embedder is bundled: build with " +
+    "`--embedder DIR --sentences FILE` (make web-demo does).");
+  if (manifest.head !== "embedder") {
+    throw new UserError(`embedder/export.json is a ${manifest.head}, not a sentence embedder.`);
+  }
+  const file = manifest.files?.mediapipe;
+  if (!file) throw new UserError('embedder/export.json lists no "mediapipe" file.');
+  const bytes = new Uint8Array(await (await fetchOk(EMBEDDER_DIR + file, "The embedder file")).arrayBuffer());
+  let embedder;
+  try {
+    embedder = await TextEmbedder.createFromOptions(await wasmFileset(), {
+      baseOptions: { modelAssetBuffer: bytes }, l2Normalize: true, quantize: false,
+    });
+  } catch (e) {
+    throw new UserError(`${file} is not a MediaPipe text embedder: ${e.message ?? e}`);
+  }
+  const sentences = (await (await fetchOk(EMBEDDER_DIR + "sentences.txt", "The sentences to search")).text())
+    .split("\n").filter((line) => line !== "");
+  return { embedder, sentences, manifest };
+}
+
+async function loadJson(path, missing) {
+  const response = await fetch(path);
+  if (!response.ok) throw new UserError(missing);
+  try {
+    return await response.json();
+  } catch (e) {
+    throw new UserError(`${path} is not JSON: ${e.message}`);
+  }
+}
+
+const embed = (embedder, text) => embedder.embed(text).embeddings[0].floatEmbedding;
+
+// Embeds the sentences a slice at a time, yielding between slices so typing stays live.
+async function buildIndex(embedder, sentences) {
+  const vectors = [];
+  demo.search.total = sentences.length;
+  for (let i = 0; i < sentences.length; i += INDEX_SLICE) {
+    for (const sentence of sentences.slice(i, i + INDEX_SLICE)) vectors.push(embed(embedder, sentence));
+    demo.search.indexed = vectors.length;
+    searchMessage(`Indexing ${vectors.length} of ${sentences.length} sentences…`);
+    await new Promise((resolve) => setTimeout(resolve, 0));
+  }
+  return vectors;
+}
+
+function nearest(vectors, query) {
+  // Both sides are unit length (l2Normalize), so the dot product is the cosine similarity.
+  const scores = vectors.map((v) => v.reduce((sum, x, k) => sum + x * query[k], 0));
+  return scores.map((score, index) => ({ index, score })).sort((a, b) => b.score - a.score).slice(0, NEIGHBOURS);
+}
+
+async function startSearch() {
+  if (demo.search.started) return;
+  demo.search.started = true;
+  try {
+    const { embedder, sentences, manifest } = await loadEmbedder();
+    const vectors = await buildIndex(embedder, sentences);
+    const input = $("query");
+    let scheduled = false;
+    const runLatest = () => {
+      scheduled = false;
+      const query = input.value;
+      if (query.trim() === "" || query.length > MAX_INPUT_CHARS) {
+        $("neighbours").replaceChildren();
+        const problem = query.trim() === "" ? "Type a sentence to find its nearest neighbours." :
+          `The text has ${query.length.toLocaleString("en")} characters; paste at most ${MAX_INPUT_CHARS.toLocaleString("en")}.`;
+        searchMessage(problem);
+        demo.search.lastResult = { query, neighbours: null, message: problem };
+        return;
+      }
+      const start = performance.now();
+      const found = nearest(vectors, embed(embedder, query));
+      const ms = performance.now() - start;
+      demo.search.runs += 1;
+      $("neighbours").replaceChildren(...found.map(({ index, score }) => {
+        const item = document.createElement("li");
+        item.dataset.index = String(index);
+        item.dataset.score = String(score);
+        const scoreCell = document.createElement("span");
+        scoreCell.className = "score";
+        scoreCell.textContent = score.toFixed(3);
+        item.append(scoreCell, document.createTextNode(sentences[index]));
+        return item;
+      }));
+      searchMessage(`${ms.toFixed(1)} ms to embed the query and rank ${sentences.length} sentences ` +
+        `(${manifest.name}, cosine similarity).`);
+      demo.search.lastResult = { query, neighbours: found, latencyMs: ms };
+    };
+    input.addEventListener("input", () => {
+      if (!scheduled) {
+        scheduled = true;
+        setTimeout(runLatest, 0);
+      }
+    });
+    input.disabled = false;
+    input.focus();
+    runLatest();
+    demo.search.ready = true;
+  } catch (e) {
+    const message = e instanceof UserError ? e.message : `The embedder could not be loaded: ${e.message ?? e}`;
+    demo.search.error = message;
+    searchMessage(message, true);
+  }
+}
+
 function setUpTabs() {
   for (const tab of document.querySelectorAll('[role="tab"]')) {
     tab.addEventListener("click", () => {
@@ -209,6 +330,8 @@ function setUpTabs() {
         other.setAttribute("aria-selected", String(other === tab));
         $(other.dataset.panel).hidden = other !== tab;
       }
+      // The index is built the first time the tab is opened, not at page load.
+      if (tab.id === "tab-search") startSearch();
     });
   }
 }

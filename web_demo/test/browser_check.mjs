@@ -5,7 +5,8 @@
 //
 //   node web_demo/test/browser_check.mjs CONFIG.json
 // CONFIG: {"url", "chromium", "sentences": [...], "typed_sentence_index", "bad_input": {name: text},
-//          "broken_pages": {name: url}, "screenshot", "screenshot_text"}
+//          "broken_pages": {name: url}, "screenshot", "screenshot_text",
+//          "search_queries": [...], "search_screenshot"}
 import fs from "node:fs";
 import { chromium } from "playwright-core";
 
@@ -55,6 +56,33 @@ async function enter(page, text, { typed = false } = {}) {
   return resultFor(page, text, runs);
 }
 
+async function search(page) {
+  const start = Date.now();
+  await page.click("#tab-search");
+  await page.waitForFunction(() => window.kbertDemo.search.ready || window.kbertDemo.search.error,
+    null, { timeout: 300000, polling: 100 });
+  const result = { index_seconds: (Date.now() - start) / 1000, error: await page.evaluate(() => window.kbertDemo.search.error),
+    indexed: await page.evaluate(() => window.kbertDemo.search.indexed), queries: [] };
+  if (result.error) return result;
+  for (const query of config.search_queries) {
+    const runs = await page.evaluate(() => window.kbertDemo.search.runs);
+    await page.fill("#query", "");
+    await page.focus("#query");
+    await page.keyboard.insertText(query);
+    await page.waitForFunction(([q, r]) => {
+      const s = window.kbertDemo.search;
+      return s.lastResult && s.lastResult.query === q && s.runs > r;
+    }, [query, runs], { timeout: 60000, polling: 20 });
+    result.queries.push(await page.evaluate(() => ({
+      shown: [...document.querySelectorAll("#neighbours li")].map((li) => ({
+        index: Number(li.dataset.index), score: Number(li.dataset.score), text: li.lastChild.textContent })),
+      latency_ms: window.kbertDemo.search.lastResult.latencyMs,
+    })));
+  }
+  await page.screenshot({ path: config.search_screenshot, fullPage: true });
+  return result;
+}
+
 async function main() {
   const browser = await chromium.launch({ executablePath: config.chromium, headless: true, args: FLAGS });
   const context = await browser.newContext({ viewport: { width: 900, height: 720 } });
@@ -98,6 +126,7 @@ async function main() {
     const shot = await enter(page, config.screenshot_text);
     out.screenshot_result = shot;
     await page.screenshot({ path: config.screenshot, fullPage: true });
+    if (config.search_queries) out.search = await search(page);
   }
   for (const [name, url] of Object.entries(config.broken_pages ?? {})) {
     const broken = await context.newPage();
@@ -106,6 +135,11 @@ async function main() {
       null, { timeout: 60000 });
     out.broken_pages[name] = { error: await broken.evaluate(() => window.kbertDemo.error),
       shown: await broken.textContent("#model-line"), textarea_disabled: await broken.isDisabled("#text") };
+    // These folders bundle no embedder either: the search tab must say so.
+    await broken.click("#tab-search");
+    await broken.waitForFunction(() => window.kbertDemo.search.ready || window.kbertDemo.search.error,
+      null, { timeout: 60000 });
+    out.broken_pages[name].search_error = await broken.evaluate(() => window.kbertDemo.search.error);
     await broken.close();
   }
   out.browser_version = browser.version();
