@@ -35,7 +35,7 @@ PRETRAIN_TINY_RUNS ?= 5k len64 len64_phase2 vocab8k vocab8k_phase2 vocab8k_30k a
 PRETRAIN_TINY_ARGS ?=
 VOCAB8K_30K := $(BENCH_WORK)/pretrain_tiny_vocab8k_30k
 
-.PHONY: install data data-austen test test-fast demo demo-embeddings bench experiments clean mediapipe-venv edge-setup web-demo \
+.PHONY: install data data-austen test test-fast demo demo-embeddings look-inside-pictures bench experiments clean mediapipe-venv edge-setup web-demo \
 	$(addprefix bench-,$(PERF)) $(addprefix experiment-,$(EXPERIMENTS))
 
 install: $(INSTALLED)
@@ -84,14 +84,22 @@ $(WEB_NPM_STAMP): web_demo/package.json web_demo/package-lock.json
 	touch $@
 
 # The web demo (README's "Web demo"): exports make demo's classifier when WEB_EXPORT has no
-# export.json, builds the page into web_demo/dist and serves it on 127.0.0.1 (a free port, or
-# WEB_PORT), printing the URL; Ctrl-C stops it. WEB_EXPORT may name any `kbert export` folder.
+# export.json (or WEB_SENTENCES is missing), exports the MiniLM backbone as the search tab's
+# sentence embedder when WEB_EMBEDDER has none, builds the page into web_demo/dist and serves
+# it on 127.0.0.1 (a free port, or WEB_PORT), printing the URL; Ctrl-C stops it.
 WEB_EXPORT ?= $(DATA)/demo/mr_export
+WEB_EMBEDDER ?= $(DATA)/demo/minilm_embedder
+WEB_SENTENCES ?= $(DATA)/demo/mr_validation.csv
 WEB_PORT ?=
 
-web-demo: $(WEB_NPM_STAMP)
-	test -f "$(WEB_EXPORT)/export.json" || $(MAKE) demo
-	node web_demo/build.mjs --export "$(WEB_EXPORT)" --out web_demo/dist
+web-demo: $(WEB_NPM_STAMP) $(INSTALLED) $(DATA_STAMP)
+	test -f "$(WEB_EXPORT)/export.json" -a -f "$(WEB_SENTENCES)" || $(MAKE) demo
+	test -f "$(WEB_EMBEDDER)/export.json" || { \
+	  test -f $(DATA)/demo/minilm.keras || $(BIN)/kbert convert $(DATA)/minilm --format huggingface --output $(DATA)/demo/minilm.keras; \
+	  $(BIN)/kbert export --model $(DATA)/demo/minilm.keras --output "$(WEB_EMBEDDER)" --formats mediapipe \
+	    --quantizations float32 --seq-len 64 --name minilm; }
+	node web_demo/build.mjs --export "$(WEB_EXPORT)" --embedder "$(WEB_EMBEDDER)" --sentences "$(WEB_SENTENCES)" \
+	  --out web_demo/dist
 	node web_demo/serve.mjs web_demo/dist $(if $(WEB_PORT),--port $(WEB_PORT))
 
 data: $(DATA_STAMP)
@@ -144,6 +152,28 @@ demo: $(INSTALLED) $(DATA_STAMP)
 	$(BIN)/kbert convert $(DATA)/minilm --format huggingface --output $(DATA)/demo/minilm.keras
 	$(BIN)/python -m keras_bert_impl_export.demo --model $(DATA)/demo/minilm.keras \
 	  --corpus "$(DATA)/corpora/polarity-en-pang&lee2.csv" --work $(DATA)/demo
+
+# The pictures of README's "Look inside" section (docs/), made by the kbert commands themselves
+# on the real MiniLM: attention on the Transformer paper's "it" sentence, MR's 4,000 sentence
+# vectors by label, and "play" as a noun and as a verb in the tagged WSJ/OANC sentences.
+LOOK := $(DATA)/look_inside
+ANIMAL := "The animal didn't cross the street because it was too tired"
+
+look-inside-pictures: $(INSTALLED) $(DATA_STAMP)
+	mkdir -p $(LOOK)
+	test -f $(LOOK)/minilm.keras || $(BIN)/kbert convert $(DATA)/minilm --format huggingface --output $(LOOK)/minilm.keras
+	$(BIN)/kbert attention $(ANIMAL) --model $(LOOK)/minilm.keras --layer 5 --head 11 \
+	  --output docs/attention_animal_l5h11.png --html docs/attention_animal.html
+	$(BIN)/kbert attention $(ANIMAL) --model $(LOOK)/minilm.keras --layer 5 --output docs/attention_animal_layer5.png
+	$(BIN)/python -c "from bench.corpora.mr_split import load_mr; t, l = load_mr(); \
+	  open('$(LOOK)/mr.txt', 'w').write('\n'.join(t) + '\n'); \
+	  open('$(LOOK)/mr_labels.txt', 'w').write('\n'.join('positive' if x == 1 else 'negative' for x in l) + '\n')"
+	$(BIN)/kbert embed $(LOOK)/mr.txt --model $(LOOK)/minilm.keras --output $(LOOK)/mr.npy --normalize
+	$(BIN)/kbert plot-embeddings $(LOOK)/mr.npy --labels $(LOOK)/mr_labels.txt --output docs/mr_embeddings_pca.png \
+	  --title "4,000 MR sentences, all-MiniLM-L6-v2 (mean pooling, normalised), PCA"
+	$(BIN)/python -m bench.corpora.tagged_sentences play --output-prefix $(LOOK)/play
+	$(BIN)/kbert word-senses play --file $(LOOK)/play_noun.txt --file $(LOOK)/play_verb.txt \
+	  --model $(LOOK)/minilm.keras --output docs/word_senses_play.png --annotate 10
 
 # The earlier demo: sentence similarity and semantic search with the converted MiniLM.
 demo-embeddings: $(INSTALLED) $(DATA_STAMP)

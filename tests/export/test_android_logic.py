@@ -24,7 +24,7 @@ import numpy as np
 import pytest
 from ai_edge_litert.interpreter import Interpreter
 
-from keras_bert_impl_export.edge_unicode_table import build_table
+from keras_bert_impl.tokenization.char_table import build_table
 from keras_bert_impl_export.tflite_metadata import read_metadata
 from tests.export.edge_reference import CHAR_TABLE, REPO
 
@@ -67,7 +67,7 @@ def test_char_table_is_the_pipelines(mr_export):
     regenerated = build_table(os.path.join(mr_export, "vocab.txt"))
     assert committed == regenerated, (
         "android_demo/app/src/main/assets/bert_unicode.txt is stale: run "
-        "`.venv/bin/python -m keras_bert_impl_export.edge_unicode_table --output "
+        "`.venv/bin/python -m keras_bert_impl.tokenization.char_table --output "
         "android_demo/app/src/main/assets/bert_unicode.txt` (and `make web-demo`)."
     )
 

@@ -1,7 +1,7 @@
 // BERT WordPiece tokenization and packing that gives BertPreprocessor's ids, in JavaScript
 // (the page's notes on unknown and truncated text; a token-id runtime could take the ids).
 // The same algorithm as android_demo's WordPieceTokenizer.java, on the same character table
-// (bert_unicode.txt, written by `python -m keras_bert_impl_export.edge_unicode_table`): the
+// (bert_unicode.txt, written by `python -m keras_bert_impl.tokenization.char_table`): the
 // browser's own Unicode tables (its ICU's version) are not asked, so every browser gives the
 // pipeline's ids. tests/export/test_web_demo.py runs this module in Node against the
 // pipeline's golden ids (every hard case and 4,000 MR sentences).

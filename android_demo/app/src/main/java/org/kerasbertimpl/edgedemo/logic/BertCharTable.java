@@ -13,7 +13,7 @@ import java.util.Map;
 
 /**
  * BERT's per-character rules, read from bert_unicode.txt (written by
- * {@code python -m keras_bert_impl_export.edge_unicode_table}).
+ * {@code python -m keras_bert_impl.tokenization.char_table}).
  *
  * <p>Why a table and not {@link Character#getType}: Java 17 knows Unicode 13, each Android
  * release its own ICU, while BertPreprocessor follows Python's Unicode 14 tables for cleaning

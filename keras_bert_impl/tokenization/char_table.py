@@ -18,7 +18,7 @@ device. It is written from the pipeline itself:
   codepoint that cleaning keeps, so the set is tensorflow-text's (its ICU knows 38
   punctuation marks newer than Python's Unicode 14), not a re-derivation.
 
-    python -m keras_bert_impl_export.edge_unicode_table --output PATH
+    python -m keras_bert_impl.tokenization.char_table --output PATH
 
 tests/export/test_android_logic.py regenerates it and compares it with the committed copy
 (android_demo/app/src/main/assets/bert_unicode.txt), and the Java tokenizer built on it is
@@ -33,7 +33,7 @@ import numpy as np
 import tensorflow as tf
 
 from keras_bert_impl.atomic_write import write_text_atomically
-from keras_bert_impl.tokenization import BertPreprocessor
+from keras_bert_impl.tokenization.bert_preprocessor import BertPreprocessor
 from keras_bert_impl.tokenization.bert_normalizer import normalize_char
 from keras_bert_impl.tokenization.vocabulary import TOKENIZE_CHUNK, is_continuation
 
@@ -99,7 +99,7 @@ def build_table(vocabulary):
     space = sorted(space + tf_text_space)
     lines = [
         f"# keras_bert_impl BERT character table, format {FORMAT_VERSION}: written by "
-        "python -m keras_bert_impl_export.edge_unicode_table (see its docstring).",
+        "python -m keras_bert_impl.tokenization.char_table (see its docstring).",
         f"# unicodedata {unicodedata.unidata_version}; {len(removed)} removed, {len(space)} space, "
         f"{len(split)} split, {len(fold)} folded when uncased.",
         "# R/W/S FIRST LAST: removed / word-separating / split-off codepoint ranges (hex, inclusive);",
