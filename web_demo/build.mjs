@@ -14,6 +14,7 @@ import { fileURLToPath } from "node:url";
 
 const HERE = path.dirname(fileURLToPath(import.meta.url));
 const MEDIAPIPE = path.join(HERE, "node_modules", "@mediapipe", "tasks-text");
+const LITERT = path.join(HERE, "node_modules", "@litertjs");
 // BERT's character table for the page's tokenizer: one copy, the Android app's asset.
 const CHAR_TABLE = path.join(HERE, "..", "android_demo", "app", "src", "main", "assets", "bert_unicode.txt");
 // export.json "files" keys the page can load (float32 and dynamic-range int8).
@@ -99,6 +100,16 @@ function main() {
   copy(path.join(MEDIAPIPE, "text_bundle.mjs"), path.join(partial, "mediapipe", "text_bundle.mjs"));
   for (const name of fs.readdirSync(path.join(MEDIAPIPE, "wasm"))) {
     copy(path.join(MEDIAPIPE, "wasm", name), path.join(partial, "mediapipe", "wasm", name));
+  }
+  // LiteRT.js's module imports its helper package by name; browsers resolve only paths, so the
+  // copy points at the helper's bundle beside it.
+  const core = fs.readFileSync(path.join(LITERT, "core", "dist", "index.js"), "utf8");
+  if (!core.includes('from "@litertjs/wasm-utils"')) fail("@litertjs/core no longer imports @litertjs/wasm-utils as expected");
+  fs.mkdirSync(path.join(partial, "litert"), { recursive: true });
+  fs.writeFileSync(path.join(partial, "litert", "core.js"), core.replaceAll('from "@litertjs/wasm-utils"', 'from "./wasm-utils.js"'));
+  copy(path.join(LITERT, "wasm-utils", "dist", "bundle.js"), path.join(partial, "litert", "wasm-utils.js"));
+  for (const name of fs.readdirSync(path.join(LITERT, "core", "wasm"))) {
+    copy(path.join(LITERT, "core", "wasm", name), path.join(partial, "litert", "wasm", name));
   }
   const model = path.join(partial, "model");
   for (const name of ["export.json", "labels.txt", "vocab.txt"]) copy(path.join(args.export, name), path.join(model, name));

@@ -16,6 +16,12 @@ sentences get other ids, each for an accented letter: tests/export/test_tflite_m
 so on accented text the page is not expected to equal the pipeline and those sentences are
 left out here, counted and printed. On the others the page must show the Keras model's top
 label and its probabilities within 1e-3.
+
+The page's second runtime, LiteRT.js (@litertjs/core), runs on the ids of the page's own
+JavaScript tokenizer (web_demo/src/bert_tokenizer.js, held to BertPreprocessor id for id
+below), so there the same 24 sentences plus 6 accented ones must agree with Keras within
+1e-3. The 6 accented ones also go through MediaPipe, and what it gives there is printed, not
+asserted (the page notes that MediaPipe's ids can differ on such text).
 """
 
 import json
@@ -39,6 +45,7 @@ CHROMIUM = "/usr/bin/chromium"
 SENTENCES = 24
 PROBABILITY_TOLERANCE = 1e-3
 SEARCH_CORPUS, SEARCH_QUERIES, NEIGHBOURS = 200, 3, 5
+ACCENTED = 6  # accented held-out sentences added to the LiteRT.js run
 
 
 def has_accent(text):
@@ -133,6 +140,8 @@ def browser_run(site, mr_run, mr_files, search_data, tmp_path_factory):
         "screenshot": str(out / "web_demo.png"),
         "screenshot_text": sentences[0],
         "search_queries": search_data["queries"],
+        "litert_sentences": sentences + [t for t in held_out if has_accent(t)][:ACCENTED],
+        "mediapipe_accented": [t for t in held_out if has_accent(t)][:ACCENTED],
         "search_screenshot": str(out / "web_demo_search.png"),
     }
     (out / "config.json").write_text(json.dumps(config), encoding="utf-8")
@@ -140,8 +149,11 @@ def browser_run(site, mr_run, mr_files, search_data, tmp_path_factory):
                           capture_output=True, text=True, timeout=600, cwd=WEB)
     assert done.returncode == 0, done.stderr[-4000:]
     result = json.loads(done.stdout)
-    reference = KerasReference(mr_run, SEQ_LEN).predict(sentences)
+    keras = KerasReference(mr_run, SEQ_LEN)
+    reference = keras.predict(sentences)
+    litert_reference = keras.predict(config["litert_sentences"])
     return {"result": result, "sentences": sentences, "skipped": skipped, "reference": reference,
+            "litert_sentences": config["litert_sentences"], "litert_reference": litert_reference,
             "screenshot": config["screenshot"], "search_screenshot": config["search_screenshot"], "bad": bad}
 
 
@@ -153,8 +165,10 @@ def test_page_loads_offline_and_requests_nothing_outside_127_0_0_1(browser_run, 
     loaded = {u[len(site["url"]):] for u in result["requests"]}
     assert "ok/model/" + site["manifest"]["files"]["mediapipe"] in loaded
     assert any(u.startswith("ok/mediapipe/wasm/") and u.endswith(".wasm") for u in loaded), loaded
-    # MediaPipe logs its XNNPACK line at console.error level; anything else is a real error.
-    assert [e for e in result["console_errors"] if not e.startswith("INFO: ")] == []
+    # MediaPipe's and LiteRT's native logs reach console.error as "INFO: ..." / "WARNING: ..."
+    # (XNNPACK created, no NPU accelerator on a desktop); anything else (a failed load, an
+    # uncaught exception) is a real error.
+    assert [e for e in result["console_errors"] if not e.startswith(("INFO: ", "WARNING: "))] == []
 
 
 def test_page_agrees_with_the_python_pipeline(browser_run, capsys):
@@ -253,3 +267,35 @@ def test_javascript_tokenizer_gives_bert_preprocessors_ids(edge_setup, edge_gold
     result = json.loads(done.stdout)
     assert result["hard_cases"] >= 90 and result["mr"] == 4000
     assert result["wrong"] == [], result["wrong"][:5]
+
+
+def test_litert_path_on_our_ids_agrees_with_the_pipeline_accents_included(browser_run, capsys):
+    """LiteRT.js (@litertjs/core) on the MediaPipe file's id model ([1, 64]; LiteRT.js refuses
+    the dynamic [-1, -1] id .tflite), fed by the page's JavaScript tokenizer: the same 24
+    sentences plus 6 accented ones, where our ids are the pipeline's and MediaPipe's are not.
+    Top label equal, probabilities within 1e-3."""
+    rows = browser_run["result"]["litert"]
+    texts = browser_run["litert_sentences"]
+    assert [row["text"] for row in rows] == texts and sum(map(has_accent, texts)) == ACCENTED
+    assert all(row["runtime"] == "litert" and row["shown"] for row in rows)
+    reference = browser_run["litert_reference"]["probabilities"]
+    names = rows[0]["bar_labels"]
+    assert [row["label"] for row in rows] == [names[i] for i in np.argmax(reference, axis=1)]
+    diff = np.abs(np.array([row["probabilities"] for row in rows]) - reference).max()
+    assert diff < PROBABILITY_TOLERANCE
+    # MediaPipe's accent note is not shown on the LiteRT path: there the ids are ours.
+    assert not any("Accented letters" in row["message"] for row in rows)
+    bad = browser_run["result"]["litert_bad_input"]
+    assert bad["shown"] and bad["message"].startswith("The vocabulary knows none of this text")
+    # The same accented sentences through MediaPipe's own tokenizer, for the record.
+    accented = browser_run["result"]["mediapipe_accented"]
+    accented_reference = reference[len(texts) - ACCENTED :]
+    mp_diff = np.abs(np.array([row["probabilities"] for row in accented]) - accented_reference).max()
+    mp_same = sum(row["label"] == names[i] for row, i in zip(accented, np.argmax(accented_reference, axis=1)))
+    assert all("Accented letters" in row["message"] for row in accented)  # the page says so there
+    with capsys.disabled():
+        print(f"\nweb demo, the {ACCENTED} accented sentences through MediaPipe (its own ids): top label equal on "
+              f"{mp_same}, max probability difference {mp_diff:.2e}")
+        print(f"web demo on LiteRT.js: {len(rows)} held-out MR sentences ({ACCENTED} accented), top label equal on "
+              f"all, max probability difference {diff:.2e}, median per-sentence latency "
+              f"{statistics.median(row['latency_ms'] for row in rows):.1f} ms")

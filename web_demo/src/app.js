@@ -3,6 +3,7 @@
 // the page never contacts another host.
 import { FilesetResolver, TextClassifier, TextEmbedder } from "./mediapipe/text_bundle.mjs";
 import { WordPieceTokenizer, parseCharTable } from "./bert_tokenizer.js";
+import { Tensor, loadAndCompile, loadLiteRt } from "./litert/core.js";
 
 const MODEL_DIR = "model/";
 const EMBEDDER_DIR = "embedder/";
@@ -12,6 +13,7 @@ const INDEX_SLICE = 8;
 // Longer pastes are refused: the model reads only its first word pieces, and the textarea stays responsive.
 const MAX_INPUT_CHARS = 50000;
 // ?model=int8 picks the dynamic-range int8 file (a quarter of the size); float32 by default.
+// ?runtime=litert starts on LiteRT.js instead of MediaPipe (the page has a switch too).
 const PRECISION_KEYS = { float32: "mediapipe", int8: "mediapipe_int8" };
 
 const $ = (id) => document.getElementById(id);
@@ -136,7 +138,7 @@ function checkInput(text, tokenizer, manifest) {
   return { problem: null, note: notes.join(" ") };
 }
 
-function render(text, categories, labels, ms, note) {
+function render(text, categories, labels, ms, note, runtime) {
   const probabilities = new Array(labels.length).fill(0);
   for (const c of categories) probabilities[c.index] = c.score;
   let top = 0;
@@ -168,7 +170,8 @@ function render(text, categories, labels, ms, note) {
   result.dataset.text = text;
   $("message").textContent = note;
   $("message").classList.remove("error");
-  demo.lastResult = { text, label: labels[top], probabilities, latencyMs: ms, note };
+  demo.lastResult = { text, label: labels[top], probabilities, latencyMs: ms, note, runtime };
+  result.dataset.runtime = runtime;
 }
 
 function renderProblem(text, message) {
@@ -178,37 +181,99 @@ function renderProblem(text, message) {
   demo.lastResult = { text, label: null, probabilities: null, latencyMs: null, note: message };
 }
 
-function startClassifying(classifier, tokenizer, manifest) {
+// LiteRT.js runs a token-id model on our own tokenizer's ids. It needs static shapes, and the
+// id .tflite files take any [batch, length] ([-1, -1], refused by LiteRT.js 2.5.3), so it runs
+// the MediaPipe file of the same precision: the same id model at [1, sequence_length] with
+// inputs ids / mask / segment_ids and one probabilities output (LiteRT ignores the metadata).
+async function loadLiteRtModel(manifest, precision) {
+  const file = manifest.files?.[PRECISION_KEYS[precision]];
+  if (!file) throw new UserError(`export.json lists no "${PRECISION_KEYS[precision]}" file for LiteRT.js.`);
+  await loadLiteRt("litert/wasm/");
+  const bytes = new Uint8Array(await (await fetchOk(MODEL_DIR + file, "The model file")).arrayBuffer());
+  const model = await loadAndCompile(bytes, { accelerator: "wasm" });
+  const inputs = model.getInputDetails().map((d) => `${d.name}:${d.dtype}[${Object.values(d.shape)}]`).sort();
+  const want = ["ids", "mask", "segment_ids"].map((n) => `${n}:int32[1,${manifest.sequence_length}]`);
+  if (inputs.join() !== want.join()) {
+    throw new UserError(`${file} takes ${inputs.join(", ")}, not the token ids ${want.join(", ")}.`);
+  }
+  return { model, file };
+}
+
+async function classifyWithLiteRt(litert, encoded, labels) {
+  const shape = [1, encoded.ids.length];
+  const inputs = { ids: new Tensor(encoded.ids, shape), mask: new Tensor(encoded.mask, shape),
+    segment_ids: new Tensor(encoded.segmentIds, shape) };
+  try {
+    const outputs = await litert.model.run(inputs);
+    const probabilities = Array.from(outputs.probabilities.toTypedArray());
+    for (const tensor of Object.values(outputs)) tensor.delete();
+    if (probabilities.length !== labels.length) {
+      throw new Error(`${probabilities.length} probabilities for ${labels.length} labels`);
+    }
+    return probabilities.map((score, index) => ({ index, score }));
+  } finally {
+    for (const tensor of Object.values(inputs)) tensor.delete();
+  }
+}
+
+function startClassifying(classifier, tokenizer, manifest, precision) {
   const textarea = $("text");
-  let scheduled = false;
-  // classify() is synchronous: key presses and pastes that arrive while it runs wait in the
-  // event queue; each only records the text, and one run then takes the newest, so a paste
-  // during a prediction never queues a backlog of stale predictions.
-  const runLatest = () => {
-    scheduled = false;
+  const runtimeChoice = $("runtime");
+  let litert = null;
+  let running = false;
+  let dirty = false;
+  // Key presses and pastes that arrive while a prediction runs only mark the text dirty; when
+  // the prediction ends, one more run takes the newest text, so a paste during a prediction
+  // never queues a backlog of stale predictions.
+  const classifyOnce = async () => {
     const text = textarea.value;
+    const runtime = runtimeChoice.value;
     const { problem, note } = checkInput(text, tokenizer, manifest);
     if (problem) return renderProblem(text, problem);
     try {
-      const start = performance.now();
-      const categories = classifier.classify(text).classifications[0].categories;
-      const ms = performance.now() - start;
+      let categories;
+      let ms;
+      if (runtime === "litert") {
+        if (!litert) {
+          $("message").textContent = "Loading LiteRT.js and the model…";
+          litert = await loadLiteRtModel(manifest, precision);
+        }
+        const start = performance.now();
+        const encoded = tokenizer.encode(text, manifest.sequence_length);
+        categories = await classifyWithLiteRt(litert, encoded, manifest.label_names);
+        ms = performance.now() - start;
+      } else {
+        const start = performance.now();
+        categories = classifier.classify(text).classifications[0].categories;
+        ms = performance.now() - start;
+      }
       demo.runs += 1;
-      render(text, categories, manifest.label_names, ms, note);
+      // The LiteRT path feeds our own ids, so MediaPipe's accent note does not apply to it.
+      const shownNote = runtime === "litert" ? note.replace(/ ?Accented letters: .*$/, "") : note;
+      render(text, categories, manifest.label_names, ms, shownNote, runtime);
     } catch (e) {
-      renderProblem(text, `Prediction failed: ${e.message ?? e}`);
+      renderProblem(text, e instanceof UserError ? e.message : `Prediction failed: ${e.message ?? e}`);
       $("message").classList.add("error");
+      if (runtime === "litert") litert = null;
     }
   };
-  textarea.addEventListener("input", () => {
-    if (!scheduled) {
-      scheduled = true;
-      setTimeout(runLatest, 0);
+  const request = async () => {
+    dirty = true;
+    if (running) return;
+    running = true;
+    while (dirty) {
+      dirty = false;
+      await classifyOnce();
+      await new Promise((resolve) => setTimeout(resolve, 0)); // let queued input events mark dirty
     }
-  });
+    running = false;
+  };
+  textarea.addEventListener("input", request);
+  runtimeChoice.addEventListener("change", request);
   textarea.disabled = false;
+  runtimeChoice.disabled = false;
   textarea.focus();
-  runLatest();
+  request();
 }
 
 function searchMessage(text, isError = false) {
@@ -338,14 +403,16 @@ function setUpTabs() {
 
 async function main() {
   setUpTabs();
-  const precision = new URLSearchParams(location.search).get("model") ?? "float32";
+  const params = new URLSearchParams(location.search);
+  const precision = params.get("model") ?? "float32";
+  if (params.get("runtime") === "litert") $("runtime").value = "litert";
   try {
     const manifest = await loadManifest();
     const tokenizer = await loadTokenizer(manifest);
     const { classifier, file } = await loadClassifier(manifest, precision);
     $("model-line").textContent = `${manifest.name}: ${manifest.model_class}, labels ${manifest.label_names.join(", ")}; ` +
       `${file} (${precision}), ${manifest.sequence_length} tokens.`;
-    startClassifying(classifier, tokenizer, manifest);
+    startClassifying(classifier, tokenizer, manifest, precision);
     demo.ready = true;
   } catch (e) {
     showModelError(e instanceof UserError ? e.message : `The model could not be loaded: ${e.message ?? e}`);

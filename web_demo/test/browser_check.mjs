@@ -6,7 +6,7 @@
 //   node web_demo/test/browser_check.mjs CONFIG.json
 // CONFIG: {"url", "chromium", "sentences": [...], "typed_sentence_index", "bad_input": {name: text},
 //          "broken_pages": {name: url}, "screenshot", "screenshot_text",
-//          "search_queries": [...], "search_screenshot"}
+//          "search_queries": [...], "search_screenshot", "litert_sentences": [...], "mediapipe_accented": [...]}
 import fs from "node:fs";
 import { chromium } from "playwright-core";
 
@@ -21,12 +21,13 @@ const requests = [];
 const outside = [];
 const consoleErrors = [];
 
-async function resultFor(page, text, previousRuns) {
-  // The page marks #result with the text it last handled; wait until that is this text.
-  await page.waitForFunction(([t, runs]) => {
+async function resultFor(page, text, previousRuns, runtime = "mediapipe") {
+  // The page records the text (and runtime) it last handled; wait until that is this one.
+  await page.waitForFunction(([t, runs, rt]) => {
     const d = window.kbertDemo;
-    return d.lastResult && d.lastResult.text === t && (d.lastResult.label === null || d.runs > runs);
-  }, [text, previousRuns], { timeout: 120000, polling: 20 });
+    return d.lastResult && d.lastResult.text === t &&
+      (d.lastResult.label === null || (d.runs > runs && d.lastResult.runtime === rt));
+  }, [text, previousRuns, runtime], { timeout: 120000, polling: 20 });
   return page.evaluate(() => {
     const result = document.getElementById("result");
     const bars = [...document.querySelectorAll("#bars .bar-row")];
@@ -35,6 +36,7 @@ async function resultFor(page, text, previousRuns) {
       label: result.hidden ? null : document.getElementById("label").textContent,
       latency_text: result.hidden ? null : document.getElementById("latency").textContent,
       latency_ms: window.kbertDemo.lastResult.latencyMs,
+      runtime: window.kbertDemo.lastResult.runtime ?? null,
       probabilities: result.hidden ? null : bars.map((b) => Number(b.dataset.probability)),
       bar_labels: bars.map((b) => b.dataset.label),
       message: document.getElementById("message").textContent,
@@ -42,7 +44,7 @@ async function resultFor(page, text, previousRuns) {
   });
 }
 
-async function enter(page, text, { typed = false } = {}) {
+async function enter(page, text, { typed = false, runtime = "mediapipe" } = {}) {
   const runs = await page.evaluate(() => window.kbertDemo.runs);
   await page.fill("#text", "");
   await page.focus("#text");
@@ -53,7 +55,7 @@ async function enter(page, text, { typed = false } = {}) {
     // One input event for the whole text, as a paste or an IME commit gives.
     await page.keyboard.insertText(text);
   }
-  return resultFor(page, text, runs);
+  return resultFor(page, text, runs, runtime);
 }
 
 async function search(page) {
@@ -110,6 +112,11 @@ async function main() {
       out.results.push({ text: sentence, typed: i === config.typed_sentence_index,
         ...(await enter(page, sentence, { typed: i === config.typed_sentence_index })) });
     }
+    // Accented sentences through MediaPipe too: measured and reported, not expected to agree.
+    out.mediapipe_accented = [];
+    for (const sentence of config.mediapipe_accented ?? []) {
+      out.mediapipe_accented.push({ text: sentence, ...(await enter(page, sentence)) });
+    }
     for (const [name, text] of Object.entries(config.bad_input)) {
       const start = Date.now();
       out.bad_input[name] = { ...(await enter(page, text)), seconds: (Date.now() - start) / 1000 };
@@ -126,6 +133,16 @@ async function main() {
     const shot = await enter(page, config.screenshot_text);
     out.screenshot_result = shot;
     await page.screenshot({ path: config.screenshot, fullPage: true });
+    if (config.litert_sentences) {
+      // The same page on LiteRT.js: our tokenizer's ids into the id model.
+      await page.selectOption("#runtime", "litert");
+      out.litert = [];
+      for (const sentence of config.litert_sentences) {
+        out.litert.push({ text: sentence, ...(await enter(page, sentence, { runtime: "litert" })) });
+      }
+      out.litert_bad_input = await enter(page, config.bad_input.script_not_in_vocabulary, { runtime: "litert" });
+      await page.selectOption("#runtime", "mediapipe");
+    }
     if (config.search_queries) out.search = await search(page);
   }
   for (const [name, url] of Object.entries(config.broken_pages ?? {})) {
