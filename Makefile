@@ -27,7 +27,8 @@ TORCH_PINS := torch==2.13.0 transformers==5.23.0
 MEDIAPIPE_VENV := .venv-mediapipe
 MEDIAPIPE_INSTALLED := $(MEDIAPIPE_VENV)/.installed
 MEDIAPIPE_PINS := tests/export/mediapipe_requirements.txt
-PERF := backbone-forward backbone-profile tokenization pretraining-memory pretraining-speed finetune-mr finetune-mr-mean
+PERF := backbone-forward backbone-profile tokenization pretraining-memory pretraining-speed finetune-mr finetune-mr-mean \
+	embed-throughput semantic-search
 EXPERIMENTS := finetune-mr-seeds mr-baseline pretrain-tiny nsp-baseline pretrain-reference-tfm full-int8-denylist
 # The committed runs of bench/experiments/pretrain_tiny.py (its RUNS); PRETRAIN_TINY_ARGS go
 # to the runs other experiments read (nsp-baseline, pretrain-reference-tfm).
@@ -189,6 +190,13 @@ bench-backbone-forward: $(BENCH_INSTALLED)
 
 bench-backbone-profile: $(INSTALLED)
 	$(BIN)/python -m bench.perf.backbone_profile --wait-idle 60 --output $(BENCH_RESULTS)/backbone_profile.json $(ARGS)
+
+bench-embed-throughput: $(INSTALLED) $(DATA_STAMP) $(TORCH_INSTALLED)
+	$(BIN)/python -m bench.perf.embed_throughput --wait-idle 60 --torch-python $(TORCH_VENV)/bin/python \
+	  --output $(BENCH_RESULTS)/embed_throughput.json $(ARGS)
+
+bench-semantic-search: $(INSTALLED) $(DATA_STAMP)
+	$(BIN)/python -m bench.perf.semantic_search --wait-idle 60 --output $(BENCH_RESULTS)/semantic_search.json $(ARGS)
 
 bench-tokenization: $(INSTALLED) $(DATA_STAMP)
 	$(BIN)/python -m bench.perf.tokenization --repeats 7 --output $(BENCH_RESULTS)/tokenization.json $(ARGS)

@@ -44,7 +44,7 @@ def run(args):
     if len(sentences) < 2:
         raise UsageError(f"WORD {args.word!r} occurs in {len(sentences)} line(s) of --file: the picture needs at least 2.")
     from keras_bert_impl.commands.model_files import load_backbone
-    from keras_bert_impl.inspection.embedding_plot import plot_word_senses
+    from keras_bert_impl.inspection.embedding_plot import nearest_neighbour_agreement, plot_word_senses
     from keras_bert_impl.inspection.word_vectors import word_vectors
 
     backbone, _ = load_backbone(args.model)
@@ -62,4 +62,9 @@ def run(args):
     plot_word_senses(vectors, [sentences[r] for r in rows], args.word, args.output,
                      groups=names if len(args.file) > 1 else None, annotate=args.annotate)
     print(f"Wrote {args.output} ({len(vectors)} occurrences of {args.word!r} in {len(set(rows.tolist()))} sentences)")
+    if len(set(names)) > 1:
+        agreement = nearest_neighbour_agreement(vectors, names)
+        counts = ", ".join(f"{name} {names.count(name)}" for name in sorted(set(names)))
+        print(f"Nearest-neighbour agreement of the files ({counts}): {agreement:.1%} of occurrences have their nearest "
+              "other occurrence (cosine) in the same file")
     return 0

@@ -54,9 +54,9 @@ def plot_embeddings(vectors, labels, path, title="Sentence vectors (PCA)"):
 
 def plot_word_senses(vectors, contexts, word, path, groups=None, annotate=12):
     """The contextual vectors of `word` [M, H] on their first two principal components, each
-    point labelled with a snippet of its sentence (`contexts`, M strings; the first `annotate`
-    only, so the picture stays readable) and coloured by `groups` (M strings, e.g. a sense
-    or a source) if given."""
+    point labelled with a snippet of its sentence (`contexts`, M strings; about `annotate` in
+    all, the first of each group, so the picture stays readable) and coloured by `groups` (M
+    strings, e.g. a sense or a source) if given."""
     if len(contexts) != len(vectors):
         raise ValueError(f"contexts must give one sentence per vector. Received {len(contexts)} for {len(vectors)} vectors.")
     points, explained = pca_2d(vectors)
@@ -71,7 +71,10 @@ def plot_word_senses(vectors, contexts, word, path, groups=None, annotate=12):
     for i, name in enumerate(names):
         chosen = np.array([g == name for g in groups])
         axes.scatter(points[chosen, 0], points[chosen, 1], s=30, alpha=0.8, color=cmap(i), label=name)
-    for i in range(min(annotate, len(contexts))):
+    # The first few points of every group get their sentence, so each colour is explained.
+    per_group = -(-annotate // len(names)) if annotate else 0
+    shown = [i for name in names for i in [j for j, g in enumerate(groups) if g == name][:per_group]]
+    for i in shown:
         snippet = _snippet(contexts[i], word)
         axes.annotate(snippet, points[i], fontsize=7, alpha=0.85, xytext=(4, 3), textcoords="offset points")
     axes.set_xlabel(f"PC 1 ({explained[0]:.1%} of the variance)")
@@ -91,3 +94,17 @@ def _snippet(sentence, word, width=28):
         return sentence[:2 * width]
     start, end = max(0, at - width), min(len(sentence), at + len(word) + width)
     return ("..." if start else "") + sentence[start:end].strip() + ("..." if end < len(sentence) else "")
+
+
+def nearest_neighbour_agreement(vectors, groups):
+    """The fraction of vectors whose nearest other vector (cosine) has the same group: how well
+    the groups separate in the full space, not only in the 2-D picture (leave-one-out 1-NN)."""
+    vectors = np.asarray(vectors, np.float64)
+    if len(vectors) != len(groups) or len(vectors) < 2:
+        raise ValueError(f"Need one group per vector and at least 2 vectors. Received {len(vectors)} vectors, {len(groups)} groups.")
+    unit = vectors / np.maximum(np.linalg.norm(vectors, axis=1, keepdims=True), 1e-12)
+    similarity = unit @ unit.T
+    np.fill_diagonal(similarity, -np.inf)
+    nearest = similarity.argmax(axis=1)
+    groups = np.asarray(groups)
+    return float(np.mean(groups[nearest] == groups))
