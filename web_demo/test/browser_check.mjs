@@ -4,7 +4,7 @@
 // page made (any outside 127.0.0.1 is blocked and reported). Prints one JSON object.
 //
 //   node web_demo/test/browser_check.mjs CONFIG.json
-// CONFIG: {"url", "chromium", "sentences": [...], "typed_sentence_index", "bad_input": {name: text},
+// CONFIG: {"url", "chromium", "sentences": [...] (typed key by key), "bad_input": {name: text} (pasted),
 //          "broken_pages": {name: url}, "screenshot", "screenshot_text",
 //          "search_queries": [...], "search_screenshot", "litert_sentences": [...], "mediapipe_accented": [...]}
 import fs from "node:fs";
@@ -108,9 +108,10 @@ async function main() {
     results: [], bad_input: {}, paste_during_prediction: null, broken_pages: {} };
   if (!loadError) {
     out.model_line = await page.textContent("#model-line");
-    for (const [i, sentence] of config.sentences.entries()) {
-      out.results.push({ text: sentence, typed: i === config.typed_sentence_index,
-        ...(await enter(page, sentence, { typed: i === config.typed_sentence_index })) });
+    for (const sentence of config.sentences) {
+      const start = Date.now();
+      out.results.push({ text: sentence, typed: true, ...(await enter(page, sentence, { typed: true })),
+        seconds: (Date.now() - start) / 1000 });
     }
     // Accented sentences through MediaPipe too: measured and reported, not expected to agree.
     out.mediapipe_accented = [];
