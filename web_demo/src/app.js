@@ -110,8 +110,10 @@ async function loadTokenizer(manifest) {
 function checkInput(text, tokenizer, manifest) {
   if (text.trim() === "") return { problem: "Type or paste some text to classify." };
   const budget = manifest.sequence_length - 2;
-  if (text.length > MAX_INPUT_CHARS) {
-    return { problem: `The text has ${[...text].length.toLocaleString("en")} characters; paste at most ` +
+  // Characters are code points (an emoji is one); only a text over the limit in UTF-16 units needs counting.
+  const chars = text.length > MAX_INPUT_CHARS ? [...text].length : text.length;
+  if (chars > MAX_INPUT_CHARS) {
+    return { problem: `The text has ${chars.toLocaleString("en")} characters; paste at most ` +
       `${MAX_INPUT_CHARS.toLocaleString("en")} (the model reads only its first ${budget} word pieces).` };
   }
   const encoded = tokenizer.encode(text, manifest.sequence_length);

@@ -33,8 +33,9 @@ public final class InputCheck {
         if (text == null || text.trim().isEmpty()) {
             return new Verdict(false, "Type or paste some text to classify.", null);
         }
+        // Characters are code points (an emoji is one), as the message says.
         int chars = text.codePointCount(0, text.length());
-        if (text.length() > MAX_INPUT_CHARS) {
+        if (chars > MAX_INPUT_CHARS) {
             return new Verdict(false, String.format(Locale.ROOT,
                     "The text has %,d characters; paste at most %,d (the model reads only its first %d word pieces).",
                     chars, MAX_INPUT_CHARS, sequenceLength - 2), null);

@@ -79,6 +79,18 @@ public class InputCheckTest {
     }
 
     @Test
+    public void theLimitCountsCharactersNotUtf16Units() throws Exception {
+        // 30,000 emoji are 60,000 UTF-16 units but 30,000 characters: under the limit.
+        StringBuilder s = new StringBuilder();
+        for (int i = 0; i < 30_000; i++) {
+            s.appendCodePoint(0x1F600);
+        }
+        InputCheck.Verdict v = InputCheck.check(s.toString(), Golden.tokenizer(), LENGTH);
+        assertTrue(v.message, v.ok);
+        assertTrue(v.message, v.message.startsWith("The vocabulary knows none of this text"));
+    }
+
+    @Test
     public void loneSurrogatesDoNotThrow() throws Exception {
         // Malformed UTF-16 (half an emoji) is dropped like U+FFFD, the rest is classified.
         InputCheck.Verdict v = InputCheck.check("good \ud83d movie", Golden.tokenizer(), LENGTH);
