@@ -97,15 +97,34 @@ def run_edge_setup():
     return None
 
 
+def codepoint_sample():
+    """Every codepoint of the Basic Multilingual Plane and every 7th above it (surrogates
+    excluded): 63,488 + 148,736 codepoints, each of Unicode's categories many times over."""
+    return [cp for cp in range(0x110000) if not 0xD800 <= cp <= 0xDFFF and (cp < 0x10000 or cp % 7 == 0)]
+
+
+def codepoint_ids(vocabulary, codepoints):
+    """BertPreprocessor's word pieces of "ab{c}cd {c}" for each codepoint c: inside a word and
+    alone, which shows whether c is deleted, a space, folded, split off or kept in the word."""
+    pre = BertPreprocessor(vocabulary, sequence_length=None)
+    texts = [f"ab{chr(cp)}cd {chr(cp)}" for cp in codepoints]
+    ids = []
+    for first in range(0, len(texts), 65536):
+        ids.extend(pre.tokenize(texts[first : first + 65536]).to_list())
+    return ids
+
+
 def write_golden(path, export_dir, run_dir, texts, held_out, sequence_length, logits_sentences=20):
     """The pipeline's answers as one JSON file for the JVM and Node tests: BertPreprocessor's ids
-    for every hard case, for `texts` and for the bad input; the Keras model's logits and
+    for every hard case, for `texts`, for the bad input and for "ab{c}cd {c}" over
+    codepoint_sample(); the Keras model's logits and
     probabilities for the first `logits_sentences` of `held_out`. ASCII-escaped, so the readers'
     \\u and surrogate-pair handling is exercised on every non-ASCII text."""
     vocabulary = os.path.join(export_dir, "vocab.txt")
     with open(os.path.join(export_dir, "export.json"), encoding="utf-8") as f:
         manifest = json.load(f)
     mr_ids = preprocess(vocabulary, texts, sequence_length)["token_ids"]
+    codepoints = codepoint_sample()
     bad = dict(BAD_INPUT, **{"10000_characters": long_text(texts[:40])})
     bad_ids = preprocess(vocabulary, list(bad.values()), sequence_length)["token_ids"]
     few = held_out[:logits_sentences]
@@ -117,6 +136,7 @@ def write_golden(path, export_dir, run_dir, texts, held_out, sequence_length, lo
         "labels": manifest["label_names"],
         "hard_cases": hard_cases(vocabulary),
         "mr": {"sequence_length": sequence_length, "texts": list(texts), "token_ids": mr_ids},
+        "codepoints": {"codepoints": codepoints, "token_ids": codepoint_ids(vocabulary, codepoints)},
         "bad_input": [
             {"name": name, "text": text, "sequence_length": sequence_length, "token_ids": ids}
             for (name, text), ids in zip(bad.items(), bad_ids)

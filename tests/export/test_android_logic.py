@@ -86,6 +86,7 @@ def test_app_logic_passes_its_jvm_tests_on_the_golden_vectors(jvm_classes, edge_
     ran = re.search(r"^OK \((\d+) tests\)", done.stdout, re.MULTILINE)
     assert ran and int(ran.group(1)) >= 20, done.stdout[-2000:]
     assert "MR sentences with ids equal to BertPreprocessor's: 4000 of 4000" in done.stdout
+    assert re.search(r"codepoints with ids equal to BertPreprocessor's: (\d+) of \1", done.stdout)
 
 
 def _signature_details(path):

@@ -265,13 +265,14 @@ def test_search_tab_finds_the_pipelines_nearest_sentences(browser_run, search_da
 
 def test_javascript_tokenizer_gives_bert_preprocessors_ids(edge_setup, edge_golden):
     """web_demo/src/bert_tokenizer.js in Node on the pipeline's golden ids: every hard case
-    (pairs included), all 4,000 MR sentences, the bad input."""
+    (pairs included), all 4,000 MR sentences, "ab{c}cd {c}" for every BMP codepoint and every
+    7th above, the bad input."""
     done = subprocess.run(["node", os.path.join(WEB, "test", "tokenizer_check.mjs"), edge_golden],
                           capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stderr[-3000:]
     result = json.loads(done.stdout)
-    assert result["hard_cases"] >= 90 and result["mr"] == 4000
-    assert result["wrong"] == [], result["wrong"][:5]
+    assert result["hard_cases"] >= 90 and result["mr"] == 4000 and result["codepoints"] > 200_000
+    assert result["wrong_count"] == 0, result["wrong"][:5]
 
 
 def test_litert_path_on_our_ids_agrees_with_the_pipeline_accents_included(browser_run, capsys):

@@ -1,5 +1,5 @@
 // Runs web_demo/src/bert_tokenizer.js on the golden ids the Python pipeline wrote
-// (tests/export/test_android_logic.py's file: hard cases, MR sentences, bad input) and
+// (tests/export/edge_reference.py's file: hard cases, MR sentences, codepoints, bad input) and
 // prints {"checked": N, "wrong": [...]} as JSON, for tests/export/test_web_demo.py.
 //
 //   node web_demo/test/tokenizer_check.mjs GOLDEN.json
@@ -32,7 +32,14 @@ for (const c of golden.hard_cases) {
 golden.mr.texts.forEach((text, i) => {
   check(`mr ${i}`, { ids: tokenizer.encode(text, golden.mr.sequence_length).ids }, { ids: golden.mr.token_ids[i] });
 });
+// "ab{c}cd {c}" for every BMP codepoint and every 7th above.
+golden.codepoints.codepoints.forEach((cp, i) => {
+  const c = String.fromCodePoint(cp);
+  check(`U+${cp.toString(16).toUpperCase()}`, { ids: tokenizer.tokenize(`ab${c}cd ${c}`, Infinity) },
+    { ids: golden.codepoints.token_ids[i] });
+});
 for (const c of golden.bad_input) {
   check(c.name, { ids: tokenizer.encode(c.text, c.sequence_length).ids }, { ids: c.token_ids });
 }
-console.log(JSON.stringify({ checked, hard_cases: golden.hard_cases.length, mr: golden.mr.texts.length, wrong }));
+console.log(JSON.stringify({ checked, hard_cases: golden.hard_cases.length, mr: golden.mr.texts.length,
+  codepoints: golden.codepoints.codepoints.length, wrong: wrong.slice(0, 20), wrong_count: wrong.length }));

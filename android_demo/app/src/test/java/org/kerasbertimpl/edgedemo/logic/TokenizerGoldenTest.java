@@ -61,6 +61,31 @@ public class TokenizerGoldenTest {
     }
 
     @Test
+    @SuppressWarnings("unchecked")
+    public void codepointsInsideAWordAndAloneGiveBertPreprocessorsIds() throws Exception {
+        // "ab{c}cd {c}" for every BMP codepoint and every 7th above: the character table's
+        // every rule (deleted, space, folded, split, kept) against the pipeline.
+        WordPieceTokenizer t = Golden.tokenizer();
+        Map<String, Object> golden = (Map<String, Object>) Golden.get().get("codepoints");
+        int[] codepoints = Golden.ints(golden.get("codepoints"));
+        List<Object> ids = (List<Object>) golden.get("token_ids");
+        List<String> wrong = new ArrayList<>();
+        for (int i = 0; i < codepoints.length; i++) {
+            String text = new StringBuilder("ab").appendCodePoint(codepoints[i]).append("cd ")
+                    .appendCodePoint(codepoints[i]).toString();
+            int[] want = Golden.ints(ids.get(i));
+            int[] got = t.tokenize(text, Integer.MAX_VALUE);
+            if (!Arrays.equals(got, want)) {
+                wrong.add(String.format("U+%04X: got %s want %s", codepoints[i], Arrays.toString(got), Arrays.toString(want)));
+            }
+        }
+        assertTrue("too few codepoints: " + codepoints.length, codepoints.length > 200_000);
+        assertTrue(wrong.size() + " of " + codepoints.length + " codepoints differ, first:\n"
+                + String.join("\n", wrong.subList(0, Math.min(10, wrong.size()))), wrong.isEmpty());
+        System.out.println("codepoints with ids equal to BertPreprocessor's: " + codepoints.length + " of " + codepoints.length);
+    }
+
+    @Test
     public void exportManifestsGoldenSentencesGiveItsIds() throws Exception {
         // export.json carries a few sentences with the ids our tokenizer gave them at export time.
         ExportManifest m = ExportManifest.parse(Golden.readFile(Golden.exportDir() + "/" + ExportContract.MANIFEST));
