@@ -143,3 +143,18 @@ def test_paraphrases_rank_above_unrelated_text(minilm):
     assert accuracy == 1.0
     # Same topic, written independently: harder, and the light revisions are the easier half.
     assert np.mean(hard["light revision"]) > np.mean(hard["heavy revision"]) > 0.5
+
+
+def test_stream_reads_its_input_one_chunk_at_a_time(minilm):
+    """Memory is bounded by the chunk: the first vectors come out before the rest of the input is read."""
+    pulled = []
+
+    def texts():
+        for i in range(100):
+            pulled.append(i)
+            yield f"sentence number {i}"
+
+    stream = SentenceEncoder(minilm, batch_size=8).encode_stream(texts(), chunk_size=16)
+    first = next(stream)
+    assert first.shape == (16, 384) and len(pulled) == 16
+    assert sum(len(chunk) for chunk in stream) == 84 and len(pulled) == 100
