@@ -24,6 +24,8 @@ from keras_bert_impl.models import (  # noqa: E402
     BertSpanLabeler,
     BertTask,
     BertTokenClassifier,
+    DistillationLoss,
+    Distiller,
     MaskedLMAccuracy,
     MaskedSparseCrossentropy,
 )

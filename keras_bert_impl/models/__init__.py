@@ -5,6 +5,9 @@ from keras_bert_impl.models.bert_pretrainer import BertPretrainer
 from keras_bert_impl.models.bert_span_labeler import BertSpanLabeler
 from keras_bert_impl.models.bert_task import BertTask
 from keras_bert_impl.models.bert_token_classifier import BertTokenClassifier
+from keras_bert_impl.models.distillation_loss import DistillationLoss
+from keras_bert_impl.models.distiller import Distiller
 from keras_bert_impl.models.masked_lm_accuracy import MaskedLMAccuracy
 from keras_bert_impl.models.masked_sparse_crossentropy import MaskedSparseCrossentropy
 from keras_bert_impl.models.presets import BERT_PRESETS
+from keras_bert_impl.models.student_init import backbone_from_layers
