@@ -7,6 +7,7 @@ from keras_bert_impl.commands.errors import UsageError
 from keras_bert_impl.commands import (
     attention,
     convert,
+    distill,
     embed,
     evaluate,
     export,
@@ -23,7 +24,7 @@ from keras_bert_impl.commands import (
 
 # In the order `kbert --help` lists them: the pipeline from a checkpoint to predictions, then
 # the commands that look inside a model.
-COMMANDS = (convert, vocab, pretrain_data, pretrain, finetune, evaluate, predict, export,
+COMMANDS = (convert, vocab, pretrain_data, pretrain, finetune, distill, evaluate, predict, export,
             attention, embed, index, search, plot_embeddings, word_senses)
 
 

@@ -10,11 +10,12 @@ from keras_bert_impl.commands.errors import UsageError
 PRECISIONS = {"none": "float32", "bf16": "mixed_bfloat16", "fp16": "mixed_float16"}
 
 
-def add_training_flags(parser, default_learning_rate):
-    """Flags every training command takes."""
+def add_training_flags(parser, default_learning_rate, learning_rate_default=None):
+    """Flags every training command takes (`learning_rate_default`: the help's words for a
+    default the command picks itself, when `default_learning_rate` is None)."""
     parser.add_argument("--batch-size", type=int, default=32, help="Global batch size, split evenly over the replicas. Default 32.")
     parser.add_argument("--seq-len", type=int, default=128, help="Sequence length in wordpieces (padded and truncated to it). Default 128.")
-    parser.add_argument("--learning-rate", type=float, default=default_learning_rate, help=f"Peak learning rate of AdamW. Default {default_learning_rate}.")
+    parser.add_argument("--learning-rate", type=float, default=default_learning_rate, help=f"Peak learning rate of AdamW. Default {learning_rate_default or default_learning_rate}.")
     parser.add_argument("--warmup-fraction", type=float, default=0.1, help="Share of the steps for linear warm-up, then linear decay to 0. Default 0.1.")
     parser.add_argument("--weight-decay", type=float, default=0.01, help="AdamW weight decay (never on biases or LayerNorm). Default 0.01.")
     parser.add_argument("--seed", type=int, default=0, help="Seed for weights of new layers, dropout and data order. Default 0.")

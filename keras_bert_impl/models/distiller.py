@@ -4,7 +4,10 @@ teacher's softened outputs, optionally mixed with the labels' own loss.
 The teacher runs inside each training step (frozen, in inference mode), so any transfer set
 works without a pass that writes teacher logits to disk, augmented text included, and
 distribution strategies and mixed precision apply to both models as they apply to any
-Keras model.
+Keras model. For a fixed transfer set trained over several epochs (or several students),
+the teacher's logits can be computed once (`teacher_logits`) and passed in the inputs
+under `"teacher_logits"`: the step then skips the teacher's forward pass, which for a
+MiniLM teacher and a tiny student is most of the step's work.
 
 Shape legend: B batch, T tokens, C classes.
 """
@@ -25,7 +28,11 @@ class Distiller(keras.Model):
 
     Calling the Distiller runs the student: predictions, evaluation and export use it
     directly (`distiller.student`). Fit on `(x, y)` with labels, or on `x` alone (alpha 0)
-    for an unlabeled transfer set the teacher labels as it goes.
+    for an unlabeled transfer set the teacher labels as it goes. An `x` that holds
+    `"teacher_logits"` ([B, C] or [B, T, C], from `teacher_logits(x)`) uses them instead of
+    running the teacher, and an `x` that holds `"label_weight"` ([B], 1 for a labelled row,
+    0 for a transfer-set row whose label is a placeholder) weighs the labels' term row by
+    row, so one batch can mix labelled and unlabeled rows.
 
     Args:
         teacher: a fine-tuned `BertClassifier` or `BertTokenClassifier` with `logits` output;
@@ -76,7 +83,18 @@ class Distiller(keras.Model):
         self.compile()
 
     def call(self, inputs, training=False):
-        return self.student(inputs, training=training)
+        return self.student(_model_inputs(inputs), training=training)
+
+    @property
+    def inference_model(self):
+        """What a checkpoint or export of the Distiller saves: the student alone."""
+        return self.student
+
+    def teacher_logits(self, x, batch_size=64, verbose=0):
+        """The frozen teacher's logits for `x` (a dict of arrays or a dataset of such
+        dicts), as a numpy array to store beside a fixed transfer set as its
+        `"teacher_logits"`."""
+        return self.teacher.predict(x, batch_size=batch_size, verbose=verbose)["logits"]
 
     def compile(self, optimizer="auto", loss="auto", metrics="auto", **kwargs):
         """Keras' compile; "auto": Adam at the student's fine-tuning rate, the student's own
@@ -93,7 +111,10 @@ class Distiller(keras.Model):
         )
 
     def compute_loss(self, x=None, y=None, y_pred=None, sample_weight=None, training=True):
-        teacher_logits = ops.stop_gradient(self.teacher(x, training=False)["logits"])  # [B, C] or [B, T, C]
+        if TEACHER_LOGITS in x:
+            teacher_logits = ops.cast(x[TEACHER_LOGITS], "float32")  # computed once, beside the transfer set
+        else:
+            teacher_logits = ops.stop_gradient(self.teacher(_model_inputs(x), training=False)["logits"])  # [B, C] or [B, T, C]
         # Token-level: padded positions carry no teacher signal.
         weight = ops.cast(x["padding_mask"], "float32") if self.token_level else sample_weight
         loss = (1.0 - self.alpha) * self.distillation_loss(teacher_logits, y_pred["logits"], sample_weight=weight)
@@ -101,6 +122,10 @@ class Distiller(keras.Model):
             if y is None:
                 raise ValueError(f"alpha={self.alpha} weighs the labels' loss, but the data has no labels: pass (x, y), "
                                  "or alpha=0 for an unlabeled transfer set.")
+            label_weight = x.get(LABEL_WEIGHT) if isinstance(x, dict) else None
+            if label_weight is not None:
+                label_weight = ops.cast(label_weight, "float32")  # [B]
+                sample_weight = label_weight if sample_weight is None else label_weight * ops.cast(sample_weight, "float32")
             loss = loss + self.alpha * super().compute_loss(x, y, y_pred, sample_weight, training=training)
         return loss
 
@@ -108,6 +133,9 @@ class Distiller(keras.Model):
         if y is None:
             # An unlabeled transfer set: the loss is all there is to report.
             return self.get_metrics_result()
+        if isinstance(x, dict) and LABEL_WEIGHT in x:
+            # Transfer-set rows carry placeholder labels: the metrics count labelled rows only.
+            sample_weight = x[LABEL_WEIGHT] if sample_weight is None else x[LABEL_WEIGHT] * sample_weight
         return super().compute_metrics(x, y, y_pred, sample_weight)
 
     def get_metrics_result(self):
@@ -137,6 +165,16 @@ class Distiller(keras.Model):
         config["teacher"] = keras.layers.deserialize(config["teacher"])
         config["student"] = keras.layers.deserialize(config["student"])
         return cls(**config)
+
+
+TEACHER_LOGITS, LABEL_WEIGHT = "teacher_logits", "label_weight"
+
+
+def _model_inputs(inputs):
+    """The models' own inputs: the dict without the Distiller's own entries."""
+    if isinstance(inputs, dict) and (TEACHER_LOGITS in inputs or LABEL_WEIGHT in inputs):
+        return {key: value for key, value in inputs.items() if key not in (TEACHER_LOGITS, LABEL_WEIGHT)}
+    return inputs
 
 
 def _check_same_vocabulary(teacher, student):

@@ -1,5 +1,8 @@
-"""Students initialised from their teacher (DistilBERT, Sanh et al. 2019: "taking one layer
-out of two" of the teacher, same width)."""
+"""Students initialised from their teacher: its own layers (DistilBERT, Sanh et al. 2019:
+"taking one layer out of two" of the teacher, same width), or, for a narrower student, its
+embedding tables projected onto their principal directions."""
+
+import numpy as np
 
 from keras_bert_impl.models.bert_backbone import BertBackbone
 
@@ -41,3 +44,46 @@ def backbone_from_layers(teacher, layers, **overrides):
     if teacher.vocabulary is not None:
         student.set_vocabulary(teacher.vocabulary, teacher.lowercase)
     return student
+
+
+def embeddings_from_teacher(teacher, student):
+    """Sets a narrower (or as wide) `student`'s token, position and segment embeddings to
+    the `teacher`'s projected onto the teacher token table's top `student.hidden_dim`
+    principal directions, so that a randomly initialised student starts from the
+    teacher's word similarities instead of noise; the student's layers stay random.
+    Both are `BertBackbone`s with the same vocabulary size and position embedding kind.
+
+    Returns the fraction of the token table's variance the projection keeps.
+
+    Example:
+    >>> teacher = kb.BertBackbone.from_preset("bert_mini")  # H 256
+    >>> student = kb.BertBackbone.from_preset("bert_tiny")  # H 128
+    >>> 0 < embeddings_from_teacher(teacher, student) <= 1
+    True
+    """
+    for name, model in (("teacher", teacher), ("student", student)):
+        if not isinstance(model, BertBackbone):
+            raise ValueError(f"{name} must be a BertBackbone. Received: {type(model).__name__}")
+    if student.hidden_dim > teacher.hidden_dim or student.vocabulary_size != teacher.vocabulary_size:
+        raise ValueError(
+            "The student must be at most as wide as the teacher and share its vocabulary. Received: teacher "
+            f"hidden_dim={teacher.hidden_dim}, vocabulary_size={teacher.vocabulary_size}; student "
+            f"hidden_dim={student.hidden_dim}, vocabulary_size={student.vocabulary_size}"
+        )
+    source, target = teacher.embeddings, student.embeddings
+    tokens = np.asarray(source.token_embedding.embeddings, dtype="float64")  # [V, H_teacher]
+    centred = tokens - tokens.mean(axis=0)
+    _, singular, directions = np.linalg.svd(centred, full_matrices=False)
+    projection = directions[: student.hidden_dim].T  # [H_teacher, H_student]
+    # The student's embedding LayerNorm renormalises the sum; the scale only has to be sane:
+    # the same standard deviation per dimension as the teacher's table.
+    scale = tokens.std() / max(float((centred @ projection).std()), 1e-12)
+    target.token_embedding.embeddings.assign((centred @ projection * scale).astype("float32"))
+    target.segment_embedding.embeddings.assign(
+        (np.asarray(source.segment_embedding.embeddings, "float64") @ projection * scale).astype("float32"))
+    if getattr(source, "position_embeddings", None) is not None and getattr(target, "position_embeddings", None) is not None:
+        positions = np.asarray(source.position_embeddings, "float64")[: target.position_embeddings.shape[0]]
+        target.position_embeddings.assign((positions @ projection * scale).astype("float32"))
+    if student.vocabulary is None and teacher.vocabulary is not None:
+        student.set_vocabulary(teacher.vocabulary, teacher.lowercase)
+    return float((singular[: student.hidden_dim] ** 2).sum() / (singular**2).sum())

@@ -16,6 +16,8 @@ def inference_copy(model):
     (Adam's two moments: three times the weights). A finished model needs only the
     weights; the copy is rebuilt from the config, so it compiles itself afresh.
     """
+    # A wrapper that trains another model (the Distiller's student) names what it saves.
+    model = getattr(model, "inference_model", model)
     copy = type(model).from_config(model.get_config())
     copy.set_weights(model.get_weights())
     source, target = getattr(model, "backbone", model), getattr(copy, "backbone", copy)

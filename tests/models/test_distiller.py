@@ -202,3 +202,56 @@ def test_student_from_every_other_teacher_layer():
     for bad in ((), (4,), (1, 1), (-1,)):
         with pytest.raises(ValueError, match="distinct layer indices in \\[0, 3\\]"):
             backbone_from_layers(teacher, bad)
+
+
+def test_precomputed_teacher_logits_give_the_loss_and_the_step_of_the_teacher_in_the_step():
+    teacher, student = _pair()
+    x = random_inputs(batch=8, length=6, seed=3)
+    distiller = Distiller(teacher, student, temperature=2.0)
+    cached = {**x, "teacher_logits": distiller.teacher_logits(x)}
+    np.testing.assert_allclose(cached["teacher_logits"], teacher(x)["logits"], atol=1e-6)
+    y_pred = distiller(cached)  # the student ignores the extra input
+    np.testing.assert_allclose(y_pred["logits"], student(x)["logits"], atol=1e-6)
+    np.testing.assert_allclose(float(distiller.compute_loss(cached, None, y_pred)),
+                               float(distiller.compute_loss(x, None, y_pred)), rtol=1e-6)
+    # A different teacher signal changes the loss: the cached logits are really used.
+    shifted = {**cached, "teacher_logits": cached["teacher_logits"] + np.array([3.0, 0.0, -3.0], "float32")}
+    assert float(distiller.compute_loss(shifted, None, y_pred)) > float(distiller.compute_loss(x, None, y_pred)) + 0.1
+
+    # Training: the same steps either way (no dropout, so the two runs can be compared).
+    teacher = BertClassifier(BertBackbone(**tiny_backbone_config(dropout=0.0)), num_classes=3, dropout=0.0)
+    student = BertClassifier(BertBackbone(**tiny_backbone_config(num_layers=1, dropout=0.0)), num_classes=3, dropout=0.0)
+    cached = {**x, "teacher_logits": teacher.predict(x, verbose=0)["logits"]}
+    weights = [w.copy() for w in student.get_weights()]
+    results = []
+    for inputs in (x, cached):
+        student.set_weights(weights)
+        d = Distiller(teacher, student, temperature=2.0)
+        d.compile(optimizer=keras.optimizers.SGD(0.1))
+        d.fit(inputs, epochs=2, batch_size=4, shuffle=False, verbose=0)
+        results.append([w.copy() for w in student.get_weights()])
+    for a, b in zip(*results):
+        np.testing.assert_allclose(a, b, atol=1e-5)
+
+
+def test_student_embeddings_from_the_teachers_principal_directions():
+    from keras_bert_impl.models.student_init import embeddings_from_teacher
+
+    teacher = BertBackbone(**tiny_backbone_config(hidden_dim=32, num_heads=2, intermediate_dim=64))
+    teacher.set_vocabulary([f"w{i}" for i in range(50)], lowercase=True)
+    student = BertBackbone(**tiny_backbone_config(hidden_dim=16, num_heads=2, intermediate_dim=32))
+    kept = embeddings_from_teacher(teacher, student)
+    tokens = np.asarray(teacher.embeddings.token_embedding.embeddings, "float64")
+    centred = tokens - tokens.mean(0)
+    # numpy's own PCA: the variance kept and the geometry (pairwise inner products up to one
+    # scale) of the token table's best 16-dimensional projection.
+    eigenvalues = np.linalg.eigvalsh(centred.T @ centred)[::-1]
+    assert kept == pytest.approx(eigenvalues[:16].sum() / eigenvalues.sum(), rel=1e-6)
+    projected = np.asarray(student.embeddings.token_embedding.embeddings, "float64")
+    _, _, vt = np.linalg.svd(centred, full_matrices=False)
+    best = centred @ vt[:16].T
+    scale = np.linalg.norm(projected) / np.linalg.norm(best)
+    np.testing.assert_allclose(projected @ projected.T, scale**2 * (best @ best.T), atol=1e-4)
+    assert student.vocabulary == teacher.vocabulary
+    with pytest.raises(ValueError, match="at most as wide as the teacher"):
+        embeddings_from_teacher(student, teacher)

@@ -1,0 +1,309 @@
+"""`kbert distill`: a smaller student from a fine-tuned teacher run, resumable, under any strategy."""
+
+import math
+import os
+import sys
+import time
+
+from keras_bert_impl.commands import task_data
+from keras_bert_impl.commands.errors import UsageError
+from keras_bert_impl.commands.training_flags import add_training_flags, check_training_flags, verbosity
+
+TASKS = ("classification", "pair", "multilabel")
+# Turc et al. (2019) fine-tune the compact BERTs at 1e-4 .. 3e-4: random layers need the
+# upper end; a student made of the teacher's own layers trains like the teacher.
+LEARNING_RATE = {"preset": 3e-4, "teacher": 5e-5}
+
+
+def add_parser(subparsers):
+    parser = subparsers.add_parser(
+        "distill",
+        help="Distil a fine-tuned classifier into a smaller student (soft targets, optional labels and unlabeled text).",
+        description="Train a student to match the --teacher run's softened outputs: (1 - alpha) * T^2 * "
+        "KL(teacher/T || student/T) + alpha * the labels' loss, the teacher frozen inside each step. The "
+        "transfer set is the --train rows (labelled) plus the --unlabeled texts (soft targets only). The run "
+        "folder is laid out like kbert finetune's: OUTPUT/model.keras (the student with the teacher's "
+        "vocabulary and label names: evaluate, predict and export take it), best.keras, metrics.json, "
+        "task.json, logs; the training state is backed up to OUTPUT/backup, and the same command resumes a "
+        "killed run at the exact step.",
+    )
+    parser.add_argument("--teacher", required=True, help="A kbert finetune run folder (or its model.keras) of a "
+                        "classification, pair or multilabel model.")
+    student = parser.add_mutually_exclusive_group(required=True)
+    student.add_argument("--student-preset", metavar="NAME",
+                         help="A BERT_PRESETS architecture (e.g. bert_tiny, bert_mini), its layers random.")
+    student.add_argument("--student-from-teacher", metavar="LAYERS",
+                         help="Comma-separated teacher layer indices, 0-based (DistilBERT: e.g. 0,2,4 of 6): a "
+                         "student as wide as the teacher, made of those layers and its embeddings.")
+    parser.add_argument("--student-embeddings", choices=["teacher", "random"], default="teacher",
+                        help="--student-preset: start the embedding tables from the teacher's, projected onto their "
+                        "principal directions (teacher, default), or random.")
+    parser.add_argument("--train", required=True, help="Labelled training file, laid out like the teacher's (its "
+                        "task.json supplies the layout; flags override it).")
+    parser.add_argument("--unlabeled", default=None, help="Unlabeled in-domain text, one text per line (single-text "
+                        "tasks): the teacher labels it for the student. Blank lines are skipped and counted.")
+    parser.add_argument("--validation", required=True, help="Labelled validation file, evaluated after each epoch.")
+    parser.add_argument("--output", required=True, help="Run folder (created). Re-running the same command resumes it.")
+    parser.add_argument("--temperature", type=float, default=2.0, help="Softening of both distributions, > 0. Default 2.")
+    parser.add_argument("--alpha", type=float, default=0.5,
+                        help="Weight of the labels' own loss in [0, 1] (labelled rows only); 0 = soft targets only. Default 0.5.")
+    parser.add_argument("--epochs", type=int, default=3, help="Passes over the transfer set. Default 3.")
+    parser.add_argument("--dropout", type=float, default=0.1, help="Dropout of the student's head. Default 0.1.")
+    add_training_flags(parser, default_learning_rate=None,
+                       learning_rate_default="3e-4 for --student-preset, 5e-5 for --student-from-teacher")
+    parser.set_defaults(seq_len=None)
+    parser._option_string_actions["--seq-len"].help = "Sequence length in wordpieces. Default: the teacher run's."
+    task_data.add_data_flags(parser, defaults_from_run=True)
+    parser.set_defaults(func=run)
+    return parser
+
+
+def run(args):
+    try:
+        return _run(args)
+    except UsageError as e:
+        print(f"kbert distill: {e}", file=sys.stderr)
+        return 2
+
+
+def _layers(value):
+    try:
+        layers = [int(part) for part in value.split(",")]
+    except ValueError:
+        raise UsageError(f"--student-from-teacher takes comma-separated layer indices, e.g. 0,2,4. Received: {value!r}") from None
+    return layers
+
+
+def _check_flags(args):
+    if args.learning_rate is None:
+        args.learning_rate = LEARNING_RATE["teacher" if args.student_from_teacher else "preset"]
+    if args.seq_len is None:
+        args.seq_len = 128  # checked here; the teacher's own length replaces it below
+        args.seq_len_from_teacher = True
+    check_training_flags(args)
+    if args.epochs < 1:
+        raise UsageError(f"--epochs must be a positive integer. Received: {args.epochs}")
+    if not args.temperature > 0:
+        raise UsageError(f"--temperature must be > 0 (1 = the plain softmax; Hinton et al. use 2 to 20). "
+                         f"Received: {args.temperature}")
+    if not 0 <= args.alpha <= 1:
+        raise UsageError(f"--alpha must be in [0, 1] (0: soft targets only, 1: labels only). Received: {args.alpha}")
+    if not 0 <= args.dropout < 1:
+        raise UsageError(f"--dropout must be in [0, 1). Received: {args.dropout}")
+    for flag, path in (("--train", args.train), ("--validation", args.validation)):
+        if not os.path.isfile(path):
+            raise UsageError(f"{flag} {path!r}: no such file.")
+        if os.path.getsize(path) == 0:
+            raise UsageError(f"{flag} {path} is empty: it needs at least one example.")
+
+
+def _read(reader, path, flag, **kwargs):
+    from keras_bert_impl.data.readers import MalformedRowError
+
+    try:
+        return reader.read_examples(path, **kwargs)
+    except MalformedRowError as e:
+        if e.kind == "unknown_label":
+            raise UsageError(f"{flag} {path} line {e.line}: {e.reason}. The student predicts the teacher's labels "
+                             f"({', '.join(reader.labels.labels)}): every label must be one of them.") from None
+        raise UsageError(f"{flag} {e}") from None
+    except ValueError as e:
+        raise UsageError(f"{flag} {path}: {e}") from None
+
+
+def _unlabeled_texts(path):
+    from keras_bert_impl.commands.text_lines import check_text_file, read_lines
+
+    check_text_file(path, "--unlabeled")
+    texts, blank = [], 0
+    for line in read_lines(path, "--unlabeled"):
+        if line.strip():
+            texts.append(line)
+        else:
+            blank += 1
+    if not texts:
+        raise UsageError(f"--unlabeled {path!r} holds only blank lines: give one text per line.")
+    return texts, blank
+
+
+def _student_backbone(args, teacher_backbone):
+    import keras_bert_impl as kb
+    from keras_bert_impl.models import backbone_from_layers, embeddings_from_teacher
+
+    if args.student_from_teacher:
+        layers = _layers(args.student_from_teacher)
+        try:
+            return backbone_from_layers(teacher_backbone, layers), f"teacher layers {layers}"
+        except ValueError as e:
+            raise UsageError(f"--student-from-teacher {args.student_from_teacher}: {e}") from None
+    if args.student_preset not in kb.BERT_PRESETS:
+        raise UsageError(f"--student-preset {args.student_preset!r} is not a preset. Choose one of: "
+                         f"{', '.join(sorted(kb.BERT_PRESETS))}.")
+    backbone = kb.BertBackbone.from_preset(
+        args.student_preset, vocabulary_size=teacher_backbone.vocabulary_size,
+        max_sequence_length=teacher_backbone.max_sequence_length,
+    )
+    backbone.set_vocabulary(teacher_backbone.vocabulary, teacher_backbone.lowercase)
+    if args.student_embeddings == "random":
+        return backbone, f"{args.student_preset}, random"
+    if backbone.hidden_dim > teacher_backbone.hidden_dim:
+        raise UsageError(f"--student-preset {args.student_preset} is wider (hidden_dim {backbone.hidden_dim}) than the "
+                         f"teacher ({teacher_backbone.hidden_dim}): its embeddings cannot start from the teacher's; "
+                         "pass --student-embeddings random or a narrower preset.")
+    kept = embeddings_from_teacher(teacher_backbone, backbone)
+    return backbone, f"{args.student_preset}, embeddings from the teacher's by PCA ({100 * kept:.1f}% of the variance)"
+
+
+def _transfer_dataset(preprocessor, texts, texts_b, targets, unlabeled, batch_size, seed, epochs):
+    """Labelled rows and unlabeled texts, shuffled together, every epoch of the run in one
+    dataset: ({model inputs, label_weight}, y) batches, epoch e in the order of
+    numpy's default_rng((seed, e)). The order is a function of (seed, epoch) alone, so a
+    resumed run that skips to batch k sees the uninterrupted run's batch k (tf.data's
+    reshuffle_each_iteration draws each epoch's order from a generator whose state is not
+    kept across dataset objects, which is what fit_resumable builds on a resume)."""
+    import numpy as np
+    import tensorflow as tf
+
+    labelled = len(texts)
+    all_texts = list(texts) + list(unlabeled)
+    y = np.stack([np.asarray(t) for t in targets])
+    if unlabeled:
+        y = np.concatenate([y, np.zeros((len(unlabeled),) + y.shape[1:], y.dtype)])  # placeholders, weight 0
+    weight = np.concatenate([np.ones(labelled, "float32"), np.zeros(len(unlabeled), "float32")])
+    features = {"text": tf.constant(all_texts, tf.string), "label_weight": tf.constant(weight)}
+    if texts_b is not None and any(t is not None for t in texts_b):
+        features["text_b"] = tf.constant(list(texts_b), tf.string)
+    targets_tensor = tf.constant(y)
+    orders = np.stack([np.random.default_rng((seed, epoch)).permutation(len(all_texts)) for epoch in range(epochs)])
+    # [epochs, N] -> per epoch, batches of row indices (the last one of an epoch may be short).
+    batches = tf.data.Dataset.from_tensor_slices(orders).flat_map(
+        lambda order: tf.data.Dataset.from_tensor_slices(order).batch(batch_size))
+
+    def preprocess(rows):
+        batch = {key: tf.gather(value, rows) for key, value in features.items()}
+        inputs = batch["text"] if "text_b" not in batch else (batch["text"], batch["text_b"])
+        return {**preprocessor(inputs), "label_weight": batch["label_weight"]}, tf.gather(targets_tensor, rows)
+
+    return batches.map(preprocess, num_parallel_calls=tf.data.AUTOTUNE).prefetch(tf.data.AUTOTUNE)
+
+
+def _run(args):
+    _check_flags(args)
+    import keras
+
+    from keras_bert_impl.commands import model_files
+    from keras_bert_impl.commands import training_run as tr
+    from keras_bert_impl.commands.evaluate import compute_metrics
+    from keras_bert_impl.models import Distiller
+    from keras_bert_impl.tokenization import BertPreprocessor
+    from keras_bert_impl.training import BackupAndRestore, BackupError, BestModelCheckpoint, fit_resumable
+
+    started = time.monotonic()
+    teacher_path = model_files.resolve_model_path(args.teacher, "--teacher")
+    stored = task_data.read_task_file(os.path.dirname(teacher_path)) or {}
+    strategy = tr.strategy_for(args)
+    with strategy.scope():
+        teacher = keras.saving.load_model(teacher_path)
+    try:
+        task = task_data.task_of_model(teacher, has_text_b=stored.get("task") == "pair")
+    except ValueError as e:
+        raise UsageError(f"--teacher {teacher_path}: {e}") from None
+    if task not in TASKS:
+        raise UsageError(f"--teacher {teacher_path} is a {task} model: kbert distill takes classification, pair and "
+                         "multilabel teachers.")
+    if getattr(teacher, "activation", None) is not None or teacher.label_names is None:
+        raise UsageError(f"--teacher {teacher_path} must output logits and carry label names, as kbert finetune's "
+                         "model.keras does.")
+    if args.unlabeled and task == "pair":
+        raise UsageError("--unlabeled holds single texts, but the teacher classifies pairs: give pairs as --train rows.")
+    unlabeled, blank = _unlabeled_texts(args.unlabeled) if args.unlabeled else ([], 0)
+    if getattr(args, "seq_len_from_teacher", False):
+        args.seq_len = stored.get("seq_len", 128)
+    teacher_backbone = teacher.backbone
+    if teacher_backbone.vocabulary is None:
+        raise UsageError(f"--teacher {teacher_path} carries no vocabulary: use a kbert finetune run.")
+    preprocessor = BertPreprocessor(teacher_backbone.vocabulary, lowercase=teacher_backbone.lowercase,
+                                    sequence_length=args.seq_len)
+    settings = task_data.data_settings(args, task, stored)
+    label_names = list(teacher.label_names)
+    reader = task_data.make_reader(task, preprocessor, settings, labels=label_names, batch_size=args.batch_size)
+    texts, texts_b, targets = _read(reader, args.train, "--train", build_labels=False)
+    eval_reader = task_data.make_reader(task, preprocessor, settings, labels=label_names, batch_size=args.batch_size)
+    try:
+        validation = eval_reader.read(args.validation, build_labels=False)
+    except ValueError as e:
+        raise UsageError(f"--validation {e}") from None
+
+    examples = len(texts) + len(unlabeled)
+    steps_per_epoch = math.ceil(examples / args.batch_size)
+    train_steps = steps_per_epoch * args.epochs
+    print(f"kbert distill: {task} teacher {teacher_path}; {len(texts)} labelled + {len(unlabeled)} unlabeled "
+          f"examples{f' ({blank} blank lines skipped)' if blank else ''}, {steps_per_epoch} steps x {args.epochs} "
+          f"epochs on {strategy.num_replicas_in_sync} replica(s)", file=sys.stderr)
+
+    tr.set_precision(args)
+    keras.utils.set_random_seed(args.seed)
+    with strategy.scope():
+        backbone, init = _student_backbone(args, teacher_backbone)
+        if teacher.pooling == "mean":
+            backbone.pooler.trainable = False  # the head reads the token vectors only
+        student = type(teacher)(backbone, num_classes=teacher.num_classes, label_names=label_names,
+                                multi_label=teacher.multi_label, dropout=args.dropout, pooling=teacher.pooling)
+        try:
+            distiller = Distiller(teacher, student, temperature=args.temperature, alpha=args.alpha)
+        except ValueError as e:
+            raise UsageError(f"--teacher {teacher_path} and the student: {e}") from None
+        tr.compile_for_training(distiller, args, train_steps)
+    print(f"kbert distill: student {init}: {student.count_params():,} parameters (teacher {teacher.count_params():,})",
+          file=sys.stderr)
+
+    run_settings = {
+        "task": task, "teacher": os.path.abspath(teacher_path), "train": os.path.abspath(args.train),
+        "unlabeled": os.path.abspath(args.unlabeled) if args.unlabeled else None, "student": init,
+        "temperature": args.temperature, "alpha": args.alpha, "epochs": args.epochs, "batch_size": args.batch_size,
+        "seq_len": args.seq_len, "learning_rate": args.learning_rate, "warmup_fraction": args.warmup_fraction,
+        "weight_decay": args.weight_decay, "dropout": args.dropout, "pooling": teacher.pooling, "seed": args.seed,
+        "mixed_precision": args.mixed_precision, "steps_per_epoch": steps_per_epoch,
+    }
+    monitor, mode = ("val_loss", "min") if task == "multilabel" else ("val_accuracy", "max")
+    chief = tr.is_chief(strategy)
+    backup = BackupAndRestore(os.path.join(args.output, "backup"), save_every=args.save_every,
+                              fingerprint={"model": student.get_config(), "run": run_settings})
+    best = BestModelCheckpoint(os.path.join(args.output, "best.keras"), monitor=monitor, mode=mode, save=chief)
+    callbacks = [best, *tr.run_callbacks(args.output)]
+
+    def dataset_fn():
+        return _transfer_dataset(preprocessor, texts, texts_b, targets, unlabeled, args.batch_size, args.seed, args.epochs)
+
+    try:
+        with strategy.scope():
+            history = fit_resumable(distiller, dataset_fn, epochs=args.epochs, steps_per_epoch=steps_per_epoch,
+                                    backup=backup, validation_data=validation, callbacks=callbacks,
+                                    verbose=verbosity(args))
+    except BackupError as e:
+        raise UsageError(str(e)) from None
+    if backup.restored_step:
+        print(f"kbert distill: resumed from the backup at step {backup.restored_step} of {train_steps}", file=sys.stderr)
+
+    metrics_now = compute_metrics(task, student, eval_reader, validation, label_names)
+    teacher_metrics = compute_metrics(task, teacher, eval_reader, validation, label_names)
+    if chief:
+        tr.atomic_save(student, os.path.join(args.output, "model.keras"))
+        tr.atomic_json({**run_settings, **settings, "label_names": label_names}, os.path.join(args.output, task_data.TASK_FILE))
+        tr.atomic_json(
+            {"validation": metrics_now, "teacher_validation": teacher_metrics,
+             "validation_file": os.path.abspath(args.validation),
+             "history": {k: [float(v) for v in vals] for k, vals in history.history.items()},
+             "resumed_from_step": backup.restored_step, "epoch_train_seconds": tr.epoch_seconds(callbacks),
+             "best": {"monitor": monitor, "value": best.best, "epoch": best.best_epoch},
+             "parameters": {"student": student.count_params(), "teacher": teacher.count_params()},
+             "seconds": time.monotonic() - started},
+            os.path.join(args.output, "metrics.json"),
+        )
+    key = "accuracy" if task != "multilabel" else "micro_f1"
+    if key in metrics_now and key in teacher_metrics:
+        print(f"validation {key}: student {metrics_now[key]:.4f}, teacher {teacher_metrics[key]:.4f} "
+              f"({100 * metrics_now[key] / max(teacher_metrics[key], 1e-12):.1f}% of the teacher)")
+    print(f"Wrote {args.output}/model.keras ({type(student).__name__}, {student.count_params():,} parameters, "
+          f"{len(label_names)} labels)")
+    return 0

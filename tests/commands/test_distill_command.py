@@ -1,0 +1,163 @@
+"""kbert distill end to end on a tiny teacher with the real MiniLM vocabulary and real MR
+sentences (labelled rows) and full-review sentences (the unlabeled transfer set): the run
+folder other commands take, resume after SIGKILL with the weights of an uninterrupted run,
+and every bad input of the distillation issue refused before training starts."""
+
+import csv
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import keras
+import numpy as np
+import pytest
+
+import keras_bert_impl as kb
+from keras_bert_impl.cli import main
+from keras_bert_impl.tokenization.vocabulary import read_vocabulary
+
+REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+MR = os.path.join(REPO, "data", "corpora", "polarity-en-pang&lee2.csv")
+REVIEWS = os.path.join(REPO, "data", "corpora", "polarity-en-pang&lee1.csv")
+LAYOUT = ["--no-header", "--columns", "label,text"]
+FAST = ["--seq-len", "32", "--batch-size", "8", "--quiet"]
+
+
+@pytest.fixture(scope="module")
+def files(tmp_path_factory):
+    """120 MR rows to train on, 40 to validate, 300 full-review sentences as unlabeled text."""
+    if not os.path.isfile(MR):
+        pytest.fail("data/ is missing: run `make data` (make test does it for you).")
+    with open(MR, encoding="utf-8-sig", newline="") as f:
+        rows = list(csv.reader(f))
+    pos, neg = [r for r in rows if r[0] == "1"], [r for r in rows if r[0] == "-1"]
+    folder = tmp_path_factory.mktemp("distill_data")
+    paths = {"train": folder / "train.csv", "dev": folder / "dev.csv", "unlabeled": folder / "reviews.txt"}
+    for key, part in (("train", pos[:60] + neg[:60]), ("dev", pos[60:80] + neg[60:80])):
+        with open(paths[key], "w", encoding="utf-8", newline="") as f:
+            csv.writer(f, quoting=csv.QUOTE_ALL).writerows(part)
+    sentences = []
+    with open(REVIEWS, encoding="utf-8-sig", newline="") as f:
+        for _, review in csv.reader(f):
+            sentences += [line.strip() for line in review.split("\n") if line.strip()]
+            if len(sentences) >= 300:
+                break
+    paths["unlabeled"].write_text("\n".join(sentences[:300]) + "\n\n", encoding="utf-8")  # a blank line too
+    return {key: str(path) for key, path in paths.items()}
+
+
+@pytest.fixture(scope="module")
+def teacher(tmp_path_factory, files):
+    """A `kbert finetune` run of a 2-layer, 128-wide BERT (real vocabulary) on the MR rows."""
+    keras.utils.set_random_seed(0)
+    backbone = kb.BertBackbone(vocabulary_size=30522, num_layers=2, num_heads=2, hidden_dim=128, intermediate_dim=256,
+                               max_sequence_length=64)
+    backbone.set_vocabulary(read_vocabulary(os.path.join(REPO, "data", "minilm", "vocab.txt")), lowercase=True)
+    init = str(tmp_path_factory.mktemp("init") / "tiny.keras")
+    backbone.save(init)
+    run = str(tmp_path_factory.mktemp("teacher") / "run")
+    assert main(["finetune", "--task", "classification", "--init", init, "--train", files["train"], "--validation",
+                 files["dev"], "--output", run, "--epochs", "2", "--learning-rate", "1e-3", *LAYOUT, *FAST]) == 0
+    return run
+
+
+def _distill(teacher, files, output, *extra):
+    return ["distill", "--teacher", teacher, "--train", files["train"], "--validation", files["dev"],
+            "--output", str(output), "--epochs", "1", *FAST, *extra]
+
+
+def test_distill_writes_a_run_folder_that_evaluate_and_predict_take(teacher, files, tmp_path, capsys):
+    run = tmp_path / "student"
+    assert main(_distill(teacher, files, run, "--student-preset", "bert_tiny", "--unlabeled", files["unlabeled"],
+                         "--alpha", "0.3", "--temperature", "3")) == 0
+    captured = capsys.readouterr()
+    assert "120 labelled + 300 unlabeled examples (1 blank lines skipped)" in captured.err
+    assert "embeddings from the teacher's by PCA" in captured.err
+    assert "% of the teacher" in captured.out
+    student = keras.saving.load_model(run / "model.keras")
+    teacher_model = keras.saving.load_model(os.path.join(teacher, "model.keras"))
+    assert isinstance(student, kb.BertClassifier) and student.backbone.hidden_dim == 128
+    assert student.label_names == teacher_model.label_names
+    assert student.backbone.vocabulary == teacher_model.backbone.vocabulary
+    # The best epoch's file is the student too, not the Distiller with its teacher inside.
+    assert type(keras.saving.load_model(run / "best.keras")) is kb.BertClassifier
+    assert main(["evaluate", "--model", str(run), "--data", files["dev"], "--json"]) == 0
+    assert '"examples": 40' in capsys.readouterr().out
+    assert main(["predict", "--model", str(run), "a warm , funny film"]) == 0
+    predicted = capsys.readouterr().out.split("\t")[0]
+    assert predicted in teacher_model.label_names, predicted
+
+
+def test_student_from_teacher_layers_starts_as_those_layers(teacher, files, tmp_path, capsys):
+    run = tmp_path / "student"
+    assert main(_distill(teacher, files, run, "--student-from-teacher", "1", "--alpha", "0")) == 0
+    assert "teacher layers [1]" in capsys.readouterr().err
+    student = keras.saving.load_model(run / "model.keras")
+    assert student.backbone.num_layers == 1 and student.backbone.hidden_dim == 128
+
+
+def _weights(path):
+    return keras.saving.load_model(path).get_weights()
+
+
+def test_sigkill_then_the_same_command_resumes_to_the_uninterrupted_weights(teacher, files, tmp_path):
+    # 15 steps an epoch, a backup every 5: the kill lands in the first epoch and the resumed
+    # run crosses an epoch boundary (where a tf.data reshuffle would not repeat itself).
+    argv = _distill(teacher, files, "OUT", "--student-preset", "bert_tiny", "--epochs", "2", "--save-every", "5")
+    env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3", PYTHONPATH=REPO)
+
+    def command(output):
+        return [sys.executable, "-m", "keras_bert_impl.cli", *[str(output) if a == "OUT" else a for a in argv]]
+
+    reference, killed = tmp_path / "reference", tmp_path / "killed"
+    done = subprocess.run(command(reference), capture_output=True, text=True, env=env, timeout=600)
+    assert done.returncode == 0, done.stderr[-3000:]
+
+    process = subprocess.Popen(command(killed), stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env=env)
+    state = killed / "backup" / "training_state.npz"
+    deadline = time.monotonic() + 300
+    while not state.exists() and process.poll() is None and time.monotonic() < deadline:
+        time.sleep(0.01)
+    process.send_signal(signal.SIGKILL)
+    process.wait(timeout=60)
+    assert process.returncode == -signal.SIGKILL, "the run ended before the kill: " + process.stderr.read().decode()[-2000:]
+    assert not (killed / "model.keras").exists()
+
+    resumed = subprocess.run(command(killed), capture_output=True, text=True, env=env, timeout=600)
+    assert resumed.returncode == 0, resumed.stderr[-3000:]
+    assert "resumed from the backup at step" in resumed.stderr
+    for a, b in zip(_weights(reference / "model.keras"), _weights(killed / "model.keras")):
+        np.testing.assert_array_equal(a, b)
+
+
+def _refused(capsys, argv, *fragments):
+    assert main(argv) == 2
+    err = capsys.readouterr().err
+    for fragment in fragments:
+        assert fragment in err, err
+    assert "Traceback" not in err
+
+
+def test_bad_input_is_refused_before_training(teacher, files, tmp_path, capsys):
+    out = tmp_path / "never"
+    tiny = ("--student-preset", "bert_tiny")
+    _refused(capsys, _distill(teacher, files, out, *tiny, "--temperature", "0"), "--temperature must be > 0", "Received: 0.0")
+    _refused(capsys, _distill(teacher, files, out, *tiny, "--alpha", "1.5"), "--alpha must be in [0, 1]", "1.5")
+    _refused(capsys, _distill(teacher, files, out, "--student-from-teacher", "0,2"),
+             "--student-from-teacher 0,2", "distinct layer indices in [0, 1]", "[0, 2]")
+    _refused(capsys, _distill(teacher, files, out, "--student-from-teacher", "zero"), "comma-separated layer indices")
+    _refused(capsys, _distill(teacher, files, out, "--student-preset", "bert_huge"), "'bert_huge' is not a preset")
+    _refused(capsys, _distill(teacher, files, out, "--student-preset", "bert_mini"),
+             "wider (hidden_dim 256) than the teacher (128)", "--student-embeddings random")
+    empty = tmp_path / "empty.txt"
+    empty.write_text("")
+    _refused(capsys, _distill(teacher, files, out, *tiny, "--unlabeled", str(empty)), "--unlabeled", "is empty")
+    # The teacher's vocabulary is the student's by construction (a differing one is the
+    # Distiller's refusal, tests/models/test_distiller.py). A training file of another task
+    # than the teacher's: multi-label JSON rows for a single-label classifier.
+    topics = os.path.join(REPO, "tests", "fixtures", "readers", "topics_train.jsonl")
+    _refused(capsys, ["distill", "--teacher", teacher, "--train", topics, "--validation", files["dev"],
+                      "--output", str(out), *tiny, "--format", "jsonl"], "--train", "topics_train.jsonl")
+    assert not out.exists()
