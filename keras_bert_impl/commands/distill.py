@@ -7,7 +7,7 @@ import time
 
 from keras_bert_impl.commands import task_data
 from keras_bert_impl.commands.errors import UsageError
-from keras_bert_impl.commands.training_flags import add_training_flags, check_training_flags, verbosity
+from keras_bert_impl.commands.training_flags import add_training_flags, check_head_training_flags, verbosity
 
 TASKS = ("classification", "pair", "multilabel")
 # Turc et al. (2019) fine-tune the compact BERTs at 1e-4 .. 3e-4: random layers take the
@@ -81,21 +81,12 @@ def _check_flags(args):
     if args.seq_len is None:
         args.seq_len = 128  # checked here; the teacher's own length replaces it below
         args.seq_len_from_teacher = True
-    check_training_flags(args)
-    if args.epochs < 1:
-        raise UsageError(f"--epochs must be a positive integer. Received: {args.epochs}")
+    check_head_training_flags(args)
     if not args.temperature > 0:
         raise UsageError(f"--temperature must be > 0 (1 = the plain softmax; Hinton et al. use 2 to 20). "
                          f"Received: {args.temperature}")
     if not 0 <= args.alpha <= 1:
         raise UsageError(f"--alpha must be in [0, 1] (0: soft targets only, 1: labels only). Received: {args.alpha}")
-    if not 0 <= args.dropout < 1:
-        raise UsageError(f"--dropout must be in [0, 1). Received: {args.dropout}")
-    for flag, path in (("--train", args.train), ("--validation", args.validation)):
-        if not os.path.isfile(path):
-            raise UsageError(f"{flag} {path!r}: no such file.")
-        if os.path.getsize(path) == 0:
-            raise UsageError(f"{flag} {path} is empty: it needs at least one example.")
 
 
 def _read(reader, path, flag, **kwargs):

@@ -7,7 +7,7 @@ import time
 
 from keras_bert_impl.commands import task_data
 from keras_bert_impl.commands.errors import UsageError
-from keras_bert_impl.commands.training_flags import add_training_flags, check_training_flags, verbosity
+from keras_bert_impl.commands.training_flags import add_training_flags, check_head_training_flags, verbosity
 
 
 def add_parser(subparsers):
@@ -71,16 +71,7 @@ def run(args):
 
 
 def _run(args):
-    check_training_flags(args)
-    if args.epochs < 1:
-        raise UsageError(f"--epochs must be a positive integer. Received: {args.epochs}")
-    if not 0 <= args.dropout < 1:
-        raise UsageError(f"--dropout must be in [0, 1). Received: {args.dropout}")
-    for flag, path in (("--train", args.train), ("--validation", args.validation)):
-        if not os.path.isfile(path):
-            raise UsageError(f"{flag} {path!r}: no such file.")
-        if os.path.getsize(path) == 0:
-            raise UsageError(f"{flag} {path} is empty: it needs at least one example.")
+    check_head_training_flags(args)
 
     import keras
 

@@ -3,6 +3,7 @@
 argparse only: imported while the parser is built, before any command runs.
 """
 
+import os
 import sys
 
 from keras_bert_impl.commands.errors import UsageError
@@ -51,6 +52,21 @@ def check_training_flags(args):
         raise UsageError(f"--warmup-fraction must be in [0, 1). Received: {args.warmup_fraction}")
     if args.weight_decay < 0:
         raise UsageError(f"--weight-decay must be >= 0. Received: {args.weight_decay}")
+
+
+def check_head_training_flags(args):
+    """The checks of a command that trains a head on task files (`finetune`, `distill`):
+    the training flags, --epochs, --dropout, and non-empty --train and --validation files."""
+    check_training_flags(args)
+    if args.epochs < 1:
+        raise UsageError(f"--epochs must be a positive integer. Received: {args.epochs}")
+    if not 0 <= args.dropout < 1:
+        raise UsageError(f"--dropout must be in [0, 1). Received: {args.dropout}")
+    for flag, path in (("--train", args.train), ("--validation", args.validation)):
+        if not os.path.isfile(path):
+            raise UsageError(f"{flag} {path!r}: no such file.")
+        if os.path.getsize(path) == 0:
+            raise UsageError(f"{flag} {path} is empty: it needs at least one example.")
 
 
 def verbosity(args):
