@@ -98,7 +98,9 @@ def _run(args):
         reader = task_data.make_reader(args.task, preprocessor, settings, batch_size=args.batch_size, shuffle=True, seed=args.seed)
     except ValueError as e:
         raise UsageError(str(e)) from None
-    first_read = [_read(reader, args.train, "--train")]
+    # All epochs in one dataset, epoch e ordered by (--seed, e) alone: a resumed run
+    # trains on exactly the batches of an uninterrupted one, across epoch boundaries too.
+    first_read = [_read(reader, args.train, "--train", epochs=args.epochs)]
     train_examples = reader.report.examples if args.task != "squad" else reader.report.counters["windows"]
     labels = getattr(reader, "labels", None)
     label_names = list(labels.labels) if labels is not None else None
@@ -135,7 +137,7 @@ def _run(args):
     def dataset_fn():
         # The first fit call takes the (never iterated) dataset of the checking read above;
         # a second one, after a mid-epoch resume, needs a fresh dataset object (see fit_resumable).
-        return first_read.pop() if first_read else _read(reader, args.train, "--train")
+        return first_read.pop() if first_read else _read(reader, args.train, "--train", epochs=args.epochs)
 
     try:
         with strategy.scope():

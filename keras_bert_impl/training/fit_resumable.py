@@ -50,23 +50,26 @@ def fit_resumable(
     """Trains `epochs * steps_per_epoch` steps with `model.fit`, resuming from `backup`.
 
     The data position is the global step: `dataset_fn()` must build a dataset that
-    yields the same batches in the same order on every run (shuffle with a fixed
-    seed; `reshuffle_each_iteration=True` still gives each epoch its own order,
-    the same on every run). It is repeated and the batches a restored run already
-    trained on are skipped, so the resumed run sees exactly the batches the
-    uninterrupted one would have. An interrupted epoch is finished by a first,
-    shorter `fit` call (its metrics cover only the steps after the restart).
+    yields the same batches in the same order on every run. It is repeated and the
+    batches a restored run already trained on are skipped, so the resumed run sees
+    exactly the batches the uninterrupted one would have. An interrupted epoch is
+    finished by a first, shorter `fit` call (its metrics cover only the steps after
+    the restart), then a freshly built dataset serves the rest.
 
-    Why a function and not a dataset: a seeded `shuffle` draws each epoch's order
-    from a generator owned by the dataset object, so a second iterator over the
-    same object continues that sequence instead of repeating it. Each `fit` call
-    here gets a freshly built dataset, whose k-th epoch is then the k-th epoch of
-    every run.
+    Why a function and not a dataset, and why every epoch should be in it: a seeded
+    `shuffle(reshuffle_each_iteration=True)` draws each epoch's order from a
+    generator owned by the dataset object. A second iterator over the same object
+    continues that sequence instead of repeating it, and under a tf.distribute
+    strategy's `fit` a freshly built object does not give its k-th epoch the order
+    of the uninterrupted run's k-th epoch either. So build all epochs into the
+    dataset, each ordered by (seed, epoch) alone: the readers' `read(path,
+    epochs=N)` does.
 
     Args:
         model: a compiled Keras model.
-        dataset_fn: callable returning a new `tf.data.Dataset` of one epoch of
-            batches, in the same order each time it is built.
+        dataset_fn: callable returning a new `tf.data.Dataset` of the run's
+            batches (all epochs, or one epoch that is repeated), in the same order
+            each time it is built.
         epochs: int.
         steps_per_epoch: int. Steps per Keras epoch (progress summary, validation,
             epoch-end callbacks). It need not be one pass over the data: the

@@ -206,3 +206,28 @@ def test_invalid_utf8_names_the_line(pre, tmp_path):
     with pytest.raises(MalformedRowError, match=r"latin1.csv:2: not valid UTF-8") as info:
         ClassificationReader(pre, on_error="skip").read(table)
     assert (info.value.kind, info.value.skippable) == ("invalid_utf8", False)
+
+
+def test_epochs_are_permutations_ordered_by_seed_and_epoch_alone(pre):
+    """read(epochs=N): N passes in one dataset, each a permutation of the file that a dataset
+    built afresh repeats exactly (what resuming across an epoch boundary needs), and no
+    batch straddling two passes."""
+    def reader(seed):
+        return ClassificationReader(pre, header=False, column_names=("label", "text"), batch_size=300, shuffle=True, seed=seed)
+
+    def batches(dataset):
+        return [x["token_ids"].numpy() for x, _ in dataset]
+
+    one_pass = _all(reader(3).read(MR))[0]["token_ids"]  # [4000, S]
+    first, again = batches(reader(3).read(MR, epochs=3)), batches(reader(3).read(MR, epochs=3))
+    per_pass = 14  # 13 x 300 + 100
+    assert [len(b) for b in first] == ([300] * 13 + [100]) * 3
+    for a, b in zip(first, again):
+        np.testing.assert_array_equal(a, b)
+    passes = [np.concatenate(first[i * per_pass:(i + 1) * per_pass]) for i in range(3)]
+    rows = lambda array: sorted(map(bytes, array))
+    assert all(rows(p) == rows(one_pass) for p in passes)
+    assert not np.array_equal(passes[0], passes[1]) and not np.array_equal(passes[1], passes[2])
+    assert not np.array_equal(np.concatenate(batches(reader(4).read(MR, epochs=1))), passes[0])
+    with pytest.raises(ValueError, match="epochs"):
+        reader(3).read(MR, epochs=0)

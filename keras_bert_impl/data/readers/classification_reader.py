@@ -183,7 +183,7 @@ class ClassificationReader:
             return 1
         return len(self.labels) if self.labels is not None else None
 
-    def read(self, path, build_labels=None):
+    def read(self, path, build_labels=None, epochs=None):
         """Reads one file into a `tf.data.Dataset` of (x, y) batches.
 
         Args:
@@ -191,13 +191,18 @@ class ClassificationReader:
             build_labels: bool or None. Build the label vocabulary from this
                 file (replacing any); None builds it when there is none yet,
                 so the first file read should be the training file.
+            epochs: int or None. None: one pass (reshuffled each time it is
+                iterated, for `model.fit(..., epochs=N)`). An int: that many
+                passes in one dataset, pass e ordered by (seed, e) alone, the
+                same in every run: what `fit_resumable` needs to resume exactly.
 
         Returns:
             `tf.data.Dataset` of (x, y): x the preprocessor's dict
             (`token_ids`, `segment_ids`, `padding_mask`, int32 [B, S]).
             `reader.report` holds the counts (examples, skipped rows by kind).
         """
-        return self._dataset(*self.read_examples(path, build_labels))
+        _common.check_epochs(epochs)
+        return self._dataset(*self.read_examples(path, build_labels), epochs=epochs)
 
     def read_examples(self, path, build_labels=None):
         """Reads one file into its raw examples, checked as `read` checks them.
@@ -410,7 +415,7 @@ class ClassificationReader:
 
     # -- dataset --------------------------------------------------------------
 
-    def _dataset(self, texts, texts_b, targets):
+    def _dataset(self, texts, texts_b, targets, epochs=None):
         features = {"text": tf.constant(texts, tf.string)}
         if self.text_b_column is not None:
             features["text_b"] = tf.constant(texts_b, tf.string)
@@ -420,8 +425,7 @@ class ClassificationReader:
             y = tf.constant(targets, tf.float32)  # [N]
         else:
             y = tf.constant(targets, tf.int32)  # [N]
-        dataset = tf.data.Dataset.from_tensor_slices((features, y))
-        dataset = _common.batched(dataset, len(texts), self.batch_size, self.shuffle, self.seed)
+        dataset = _common.batched((features, y), len(texts), self.batch_size, self.shuffle, self.seed, epochs)
         preprocessor = self.preprocessor
 
         def preprocess(features, y):

@@ -159,13 +159,16 @@ class SquadReader:
         self.features = []
         self.report = None
 
-    def read(self, path):
+    def read(self, path, epochs=None):
         """Reads one SQuAD JSON file into a `tf.data.Dataset` of (x, y) batches.
 
         `reader.features` gets one `SquadFeature` per row, in dataset order
         before shuffling; `reader.report` the counts (questions, windows,
-        truncated questions, skipped questions by kind).
+        truncated questions, skipped questions by kind). `epochs` as for
+        `ClassificationReader.read`: None one pass, an int that many passes
+        ordered by (seed, pass) alone.
         """
+        _common.check_epochs(epochs)
         path = _common.check_file(path)
         report = ReadReport(path, self.on_error)
         self.report = report
@@ -182,7 +185,7 @@ class SquadReader:
         report.counters["windows"] = len(features)
         report.finish()
         self.features = features
-        return self._dataset(features, *arrays)
+        return self._dataset(features, *arrays, epochs=epochs)
 
     # -- parsing --------------------------------------------------------------
 
@@ -379,15 +382,14 @@ class SquadReader:
             return features, (np.zeros([0, length], np.int32), np.zeros([0, length], np.int32), np.zeros([0], np.int64))
         return features, (np.stack(all_token_ids), np.stack(all_segment_ids), np.array(lengths))
 
-    def _dataset(self, features, token_ids, segment_ids, lengths):
+    def _dataset(self, features, token_ids, segment_ids, lengths, epochs=None):
         padding_mask = (np.arange(self.sequence_length)[None, :] < lengths[:, None]).astype(np.int32)  # [N, S]
         x = {"token_ids": token_ids, "segment_ids": segment_ids, "padding_mask": padding_mask}
         y = {
             "start_logits": np.array([f.start_position for f in features], np.int32),
             "end_logits": np.array([f.end_position for f in features], np.int32),
         }
-        dataset = tf.data.Dataset.from_tensor_slices((x, y))
-        dataset = _common.batched(dataset, len(features), self.batch_size, self.shuffle, self.seed)
+        dataset = _common.batched((x, y), len(features), self.batch_size, self.shuffle, self.seed, epochs)
         return _common.prefetched(dataset)
 
 

@@ -113,7 +113,7 @@ class TaggingReader:
     def num_classes(self):
         return len(self.labels) if self.labels is not None else None
 
-    def read(self, path, build_labels=None, max_sentences=None):
+    def read(self, path, build_labels=None, max_sentences=None, epochs=None):
         """Reads one file into a `tf.data.Dataset` of (x, y, sample_weight) batches.
 
         Args:
@@ -121,8 +121,11 @@ class TaggingReader:
             build_labels: bool or None. Build the tag vocabulary from this
                 file; None builds it when there is none yet.
             max_sentences: int or None. Read only the first sentences.
+            epochs: int or None. As for `ClassificationReader.read`: None one
+                pass, an int that many passes ordered by (seed, pass) alone.
         """
         check_positive_int("max_sentences", max_sentences, allow_none=True)
+        _common.check_epochs(epochs)
         path = _common.check_file(path)
         report = ReadReport(path, self.on_error)
         self.report = report
@@ -145,7 +148,7 @@ class TaggingReader:
                 path, report.counters["truncated_sequences"], report.examples, self.sequence_length,
                 report.counters["truncated_words"],
             )
-        return self._dataset(*encoded)
+        return self._dataset(*encoded, epochs=epochs)
 
     def sentences(self, path, report):
         """Yields (line, [(word, tag), ...]) per sentence, line being where it starts."""
@@ -236,7 +239,7 @@ class TaggingReader:
             all_weights.append(weights)
         return all_ids, all_tags, all_weights
 
-    def _dataset(self, all_ids, all_tags, all_weights):
+    def _dataset(self, all_ids, all_tags, all_weights, epochs=None):
         width = self.sequence_length or max(len(ids) for ids in all_ids)
         n = len(all_ids)
         token_ids = np.full([n, width], self._pad_id, np.int32)  # [N, S]
@@ -249,8 +252,7 @@ class TaggingReader:
             weights[i, :len(ids)] = row_weights
             padding_mask[i, :len(ids)] = 1
         x = {"token_ids": token_ids, "segment_ids": np.zeros_like(token_ids), "padding_mask": padding_mask}
-        dataset = tf.data.Dataset.from_tensor_slices((x, tags, weights))
-        dataset = _common.batched(dataset, n, self.batch_size, self.shuffle, self.seed)
+        dataset = _common.batched((x, tags, weights), n, self.batch_size, self.shuffle, self.seed, epochs)
         if self.sequence_length is None:
             # Per-batch padding, like the preprocessor's: cut the columns no row uses.
             def trim(x, y, w):
