@@ -108,9 +108,13 @@ async function main() {
     results: [], bad_input: {}, paste_during_prediction: null, broken_pages: {} };
   if (!loadError) {
     out.model_line = await page.textContent("#model-line");
-    for (const sentence of config.sentences) {
+    // The first TYPED sentences key by key (the latest-only path while keys arrive), the rest
+    // pasted: typing all of them cost about 80 s of the test suite and checked nothing more.
+    const TYPED = 4;
+    for (const [i, sentence] of config.sentences.entries()) {
       const start = Date.now();
-      out.results.push({ text: sentence, typed: true, ...(await enter(page, sentence, { typed: true })),
+      const typed = i < TYPED;
+      out.results.push({ text: sentence, typed, ...(await enter(page, sentence, { typed })),
         seconds: (Date.now() - start) / 1000 });
     }
     // Accented sentences through MediaPipe too: measured and reported, not expected to agree.
