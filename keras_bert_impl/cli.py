@@ -1,6 +1,7 @@
 """The `kbert` command: one subcommand per module of `keras_bert_impl.commands`."""
 
 import argparse
+import os
 import sys
 
 from keras_bert_impl.commands.errors import UsageError
@@ -30,20 +31,58 @@ COMMANDS = (convert, vocab, pretrain_data, pretrain, finetune, distill, evaluate
 
 def build_parser():
     parser = argparse.ArgumentParser(prog="kbert", description="keras_bert_impl: BERT as Keras 3 layers.")
+    parser.add_argument(
+        "--debug", action="store_true",
+        help="Show the Python traceback of a failure instead of its one-line message (or set KBERT_DEBUG=1).",
+    )
     sub = parser.add_subparsers(dest="command", required=True)
     for command in COMMANDS:
         command.add_parser(sub)
     return parser
 
 
+def _expected_failures():
+    """What a user's input can cause, as opposed to a bug: one line, exit status 2."""
+    from keras_bert_impl.checkpoints import CheckpointMismatchError
+    from keras_bert_impl.data.readers import MalformedRowError
+    from keras_bert_impl.training import BackupError
+
+    return (UsageError, MalformedRowError, CheckpointMismatchError, BackupError, OSError, UnicodeDecodeError)
+
+
+def _interrupted_message(args):
+    output = getattr(args, "output", None)
+    if isinstance(output, str) and os.path.isdir(os.path.join(output, "backup")):
+        return (f"interrupted. The training state of the last backup is in {os.path.join(output, 'backup')}: "
+                "run the same command again to resume from there.")
+    return "interrupted. Every file is written whole or not at all: run the same command again."
+
+
 def main(argv=None):
-    """Runs `kbert` with `argv` (default: the process's arguments); returns the exit status."""
+    """Runs `kbert` with `argv` (default: the process's arguments); returns the exit status.
+
+    Every expected failure (a bad flag, file or model, an interrupted run) is one line on
+    stderr naming the input and the fix, exit status 2; `--debug` or KBERT_DEBUG=1 re-raises
+    it with its traceback. Anything else is a bug and keeps its traceback.
+    """
     args = build_parser().parse_args(argv)
+    debug = args.debug or os.environ.get("KBERT_DEBUG", "") not in ("", "0")
     try:
         return args.func(args)
-    except UsageError as e:
-        # A flag or input that cannot work: one line naming it, exit status 2.
-        print(f"kbert {args.command}: {e}", file=sys.stderr)
+    except KeyboardInterrupt:
+        if debug:
+            raise
+        print(f"kbert {args.command}: {_interrupted_message(args)}", file=sys.stderr)
+        return 2
+    except BrokenPipeError:
+        # `kbert predict ... | head`: the reader left; not an error of ours.
+        sys.stderr.close()
+        return 0
+    except Exception as e:
+        if debug or not isinstance(e, _expected_failures()):
+            raise
+        message = " ".join(str(e).split()) or type(e).__name__
+        print(f"kbert {args.command}: {message}", file=sys.stderr)
         return 2
 
 

@@ -27,6 +27,11 @@ def test_convert_writes_model_with_vocabulary(data_dir, tmp_path, capsys):
     assert ids[:12].tolist() == [101, 1996, 4248, 2829, 4419, 14523, 2058, 1996, 13971, 3899, 1012, 102]
     assert np.isfinite(model.predict(pre(["hello world"]), verbose=0)["pooled_output"]).all()
     assert [p for p in os.listdir(tmp_path) if p.startswith(".tmp-")] == []
+    # An existing model is never replaced without --overwrite.
+    written = out.read_bytes()
+    assert main(["convert", os.path.join(data_dir, "minilm"), "--format", "huggingface", "--output", str(out)]) == 2
+    assert "already exists: add --overwrite" in capsys.readouterr().err
+    assert out.read_bytes() == written
 
 
 def test_convert_failure_writes_nothing(data_dir, tmp_path, capsys):
@@ -38,14 +43,14 @@ def test_convert_failure_writes_nothing(data_dir, tmp_path, capsys):
     config["num_attention_heads"] = 4
     (src / "config.json").write_text(json.dumps(config))
     out = tmp_path / "bad.keras"
-    assert main(["convert", str(src), "--format", "huggingface", "--output", str(out)]) == 1
+    assert main(["convert", str(src), "--format", "huggingface", "--output", str(out)]) == 2
     err = capsys.readouterr().err
     assert "does not fit the model; nothing was loaded" in err and "bert/embeddings/word_embeddings checkpoint (30522, 384) vs model (30522, 256)" in err
     assert not out.exists()
 
 
-def test_convert_rejects_bad_arguments(tmp_path):
+def test_convert_rejects_bad_arguments(tmp_path, capsys):
     with pytest.raises(SystemExit):
         main(["convert", str(tmp_path), "--format", "onnx", "--output", "x.keras"])
-    with pytest.raises(SystemExit, match="must end in .keras"):
-        main(["convert", str(tmp_path), "--format", "google", "--output", "x.h5"])
+    assert main(["convert", str(tmp_path), "--format", "google", "--output", "x.h5"]) == 2
+    assert "--output must end in .keras" in capsys.readouterr().err

@@ -3,6 +3,8 @@
 import os
 import sys
 
+from keras_bert_impl.commands.errors import UsageError
+
 
 def add_parser(subparsers):
     parser = subparsers.add_parser(
@@ -19,7 +21,8 @@ def add_parser(subparsers):
         "get_config() as JSON) and a TF2 checkpoint of tf.train.Checkpoint(encoder=...), optional vocab.txt.",
     )
     parser.add_argument("--format", required=True, choices=["google", "huggingface", "model-garden"], help="Checkpoint format of SRC.")
-    parser.add_argument("--output", required=True, help="Path of the .keras file to write.")
+    parser.add_argument("--output", required=True, help="Path of the .keras file to write; an existing file is refused (see --overwrite).")
+    parser.add_argument("--overwrite", action="store_true", help="Replace an existing --output file.")
     parser.add_argument("--backbone-only", action="store_true", help="Ignore MLM/NSP heads even when the checkpoint has them.")
     parser.add_argument(
         "--allow-pickle", action="store_true",
@@ -34,9 +37,11 @@ def add_parser(subparsers):
 
 def run(args):
     if not args.output.endswith(".keras"):
-        raise SystemExit(f"--output must end in .keras. Received: {args.output!r}")
+        raise UsageError(f"--output must end in .keras. Received: {args.output!r}")
     if not os.path.isdir(args.src):
-        raise SystemExit(f"SRC must be a checkpoint folder. Received: {args.src!r} (not a directory)")
+        raise UsageError(f"SRC must be a checkpoint folder. Received: {args.src!r} (not a directory)")
+    if os.path.exists(args.output) and not args.overwrite:
+        raise UsageError(f"--output {args.output} already exists: add --overwrite to replace it, or give another path.")
 
     from keras_bert_impl.atomic_write import write_text_atomically
     from keras_bert_impl.checkpoints import CheckpointMismatchError, convert_checkpoint
@@ -48,7 +53,7 @@ def run(args):
         )
     except (CheckpointMismatchError, ValueError, FileNotFoundError) as e:
         print(f"kbert convert: {e}", file=sys.stderr)
-        return 1
+        return 2
     print(report.summary(verbose=args.verbose))
     if args.report_json:
         write_text_atomically(report.to_json(), args.report_json)

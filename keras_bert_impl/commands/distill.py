@@ -7,6 +7,7 @@ import time
 
 from keras_bert_impl.commands import task_data
 from keras_bert_impl.commands.errors import UsageError
+from keras_bert_impl.commands.run_folder import RunFolder, add_run_folder_flags
 from keras_bert_impl.commands.training_flags import add_training_flags, check_head_training_flags, verbosity
 
 TASKS = ("classification", "pair", "multilabel")
@@ -44,7 +45,9 @@ def add_parser(subparsers):
     parser.add_argument("--unlabeled", default=None, help="Unlabeled in-domain text, one text per line (single-text "
                         "tasks): the teacher labels it for the student. Blank lines are skipped and counted.")
     parser.add_argument("--validation", required=True, help="Labelled validation file, evaluated after each epoch.")
-    parser.add_argument("--output", required=True, help="Run folder (created). Re-running the same command resumes it.")
+    parser.add_argument("--output", required=True, help="Run folder (created). The same command again resumes an unfinished "
+                        "run and leaves a finished one as it is; other settings or edited inputs are refused.")
+    add_run_folder_flags(parser)
     parser.add_argument("--temperature", type=float, default=2.0, help="Softening of both distributions, > 0. Default 2.")
     parser.add_argument("--alpha", type=float, default=0.5,
                         help="Weight of the labels' own loss in [0, 1] (labelled rows only); 0 = soft targets only. Default 0.5.")
@@ -60,11 +63,8 @@ def add_parser(subparsers):
 
 
 def run(args):
-    try:
-        return _run(args)
-    except UsageError as e:
-        print(f"kbert distill: {e}", file=sys.stderr)
-        return 2
+    # A UsageError goes up to cli.main: one line and status 2, or its traceback with --debug.
+    return _run(args)
 
 
 def _layers(value):
@@ -181,6 +181,10 @@ def _transfer_dataset(preprocessor, texts, texts_b, targets, unlabeled, batch_si
 
 def _run(args):
     _check_flags(args)
+    folder = RunFolder(args.output, "distill", args, inputs=("teacher", "train", "unlabeled", "validation"))
+    if folder.check() == "finished":
+        folder.report_finished("kbert distill")
+        return 0
     import keras
 
     from keras_bert_impl.commands import model_files
@@ -191,11 +195,10 @@ def _run(args):
     from keras_bert_impl.training import BackupAndRestore, BackupError, BestModelCheckpoint, fit_resumable
 
     started = time.monotonic()
-    teacher_path = model_files.resolve_model_path(args.teacher, "--teacher")
-    stored = task_data.read_task_file(os.path.dirname(teacher_path)) or {}
     strategy = tr.strategy_for(args)
     with strategy.scope():
-        teacher = keras.saving.load_model(teacher_path)
+        teacher, teacher_path = model_files.load_model(args.teacher, "--teacher")
+    stored = task_data.read_task_file(os.path.dirname(teacher_path)) or {}
     try:
         task = task_data.task_of_model(teacher, has_text_b=stored.get("task") == "pair")
     except ValueError as e:
@@ -214,6 +217,7 @@ def _run(args):
     teacher_backbone = teacher.backbone
     if teacher_backbone.vocabulary is None:
         raise UsageError(f"--teacher {teacher_path} carries no vocabulary: use a kbert finetune run.")
+    model_files.check_sequence_length(args.seq_len, teacher_backbone)
     preprocessor = BertPreprocessor(teacher_backbone.vocabulary, lowercase=teacher_backbone.lowercase,
                                     sequence_length=args.seq_len)
     settings = task_data.data_settings(args, task, stored)
@@ -259,6 +263,7 @@ def _run(args):
     }
     monitor, mode = ("val_loss", "min") if task == "multilabel" else ("val_accuracy", "max")
     chief = tr.is_chief(strategy)
+    folder.start(write=chief)  # every check passed: a replaced run's files go, this run is recorded
     backup = BackupAndRestore(os.path.join(args.output, "backup"), save_every=args.save_every,
                               fingerprint={"model": student.get_config(), "run": run_settings})
     best = BestModelCheckpoint(os.path.join(args.output, "best.keras"), monitor=monitor, mode=mode, save=chief)
@@ -279,6 +284,7 @@ def _run(args):
 
     metrics_now = compute_metrics(task, student, eval_reader, validation, label_names)
     teacher_metrics = compute_metrics(task, teacher, eval_reader, validation, label_names)
+    best_file = folder.best_file(best.best_epoch, args.epochs - 1)
     if chief:
         tr.atomic_save(student, os.path.join(args.output, "model.keras"))
         tr.atomic_json({**run_settings, **settings, "label_names": label_names}, os.path.join(args.output, task_data.TASK_FILE))
@@ -287,11 +293,12 @@ def _run(args):
              "validation_file": os.path.abspath(args.validation),
              "history": {k: [float(v) for v in vals] for k, vals in history.history.items()},
              "resumed_from_step": backup.restored_step, "epoch_train_seconds": tr.epoch_seconds(callbacks),
-             "best": {"monitor": monitor, "value": best.best, "epoch": best.best_epoch},
+             "best": {"monitor": monitor, "value": best.best, "epoch": best.best_epoch, "file": best_file},
              "parameters": {"student": student.count_params(), "teacher": teacher.count_params()},
              "seconds": time.monotonic() - started},
             os.path.join(args.output, "metrics.json"),
         )
+    folder.finish(best_file, write=chief)
     key = "accuracy" if task != "multilabel" else "micro_f1"
     if key in metrics_now and key in teacher_metrics:
         print(f"validation {key}: student {metrics_now[key]:.4f}, teacher {teacher_metrics[key]:.4f} "

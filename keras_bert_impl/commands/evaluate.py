@@ -67,34 +67,28 @@ def compute_metrics(task, model, reader, dataset, label_names):
 
 
 def run(args):
-    try:
-        return _run(args)
-    except UsageError as e:
-        print(f"kbert evaluate: {e}", file=sys.stderr)
-        return 2
+    # A UsageError goes up to cli.main: one line and status 2, or its traceback with --debug.
+    return _run(args)
 
 
 def _run(args):
-    import keras
-
-    from keras_bert_impl.commands.model_files import resolve_model_path
+    from keras_bert_impl.commands.model_files import check_sequence_length, load_model
     from keras_bert_impl.tokenization import BertPreprocessor
 
     if args.batch_size < 1:
         raise UsageError(f"--batch-size must be a positive integer. Received: {args.batch_size}")
     if not os.path.isfile(args.data):
         raise UsageError(f"--data {args.data!r}: no such file.")
-    model_path = resolve_model_path(args.model)
+    model, model_path = load_model(args.model)
     stored = task_data.read_task_file(os.path.dirname(model_path)) or {}
-    model = keras.saving.load_model(model_path)
     has_pair = bool(args.text_b_column or stored.get("task") == "pair")
     try:
         task = task_data.task_of_model(model, has_text_b=has_pair)
     except ValueError as e:
         raise UsageError(str(e)) from None
     settings = task_data.data_settings(args, task, stored)
-    seq_len = args.seq_len or stored.get("seq_len") or 128
     backbone = model.backbone
+    seq_len = check_sequence_length(args.seq_len or stored.get("seq_len") or min(128, backbone.max_sequence_length), backbone)
     if backbone.vocabulary is None:
         raise UsageError(f"{model_path} carries no vocabulary; it was not written by kbert finetune or convert.")
     preprocessor = BertPreprocessor(backbone.vocabulary, lowercase=backbone.lowercase, sequence_length=seq_len)

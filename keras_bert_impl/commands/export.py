@@ -111,18 +111,15 @@ def _examples(path, flag, task, model, settings):
 
 
 def run(args):
-    import keras
-
     import keras_bert_impl as kb
-    from keras_bert_impl.commands.model_files import resolve_model_path
+    from keras_bert_impl.commands.model_files import load_model
 
     formats = _choices("--formats", args.formats, FORMAT_CHOICES)
     quantizations = _choices("--quantizations", args.quantizations, QUANTIZATION_CHOICES)
     if args.repeats < 1:
         raise UsageError(f"--repeats must be a positive integer. Received: {args.repeats}")
-    model_path = resolve_model_path(args.model)
+    model, model_path = load_model(args.model)
     stored = task_data.read_task_file(os.path.dirname(model_path)) or {}
-    model = keras.saving.load_model(model_path)
     if isinstance(model, kb.BertBackbone):
         model = kb.BertEmbedder(model, pooling="mean", normalize=True)
     backbone = getattr(model, "backbone", None)

@@ -7,6 +7,7 @@ import time
 
 from keras_bert_impl.commands import task_data
 from keras_bert_impl.commands.errors import UsageError
+from keras_bert_impl.commands.run_folder import RunFolder, add_run_folder_flags
 from keras_bert_impl.commands.training_flags import add_training_flags, check_head_training_flags, verbosity
 
 
@@ -31,7 +32,12 @@ def add_parser(subparsers):
         "checkpoint folder (Google bert_config.json, Hugging Face config.json + safetensors, Model Garden "
         "encoder_config.json).",
     )
-    parser.add_argument("--output", required=True, help="Run folder (created). Re-running the same command resumes the run in it.")
+    parser.add_argument(
+        "--output", required=True,
+        help="Run folder (created). The same command again resumes an unfinished run and leaves a finished one as "
+        "it is; other settings or edited input files are refused (see --overwrite).",
+    )
+    add_run_folder_flags(parser)
     parser.add_argument("--vocab", default=None, help="vocab.txt to tokenize with, when --init carries none (it must match the embedding size).")
     parser.add_argument("--epochs", type=int, default=3, help="Passes over the training file. Default 3.")
     parser.add_argument("--dropout", type=float, default=0.1, help="Dropout before the head's output layer. Default 0.1.")
@@ -63,15 +69,16 @@ def _read(reader, path, what, **kwargs):
 
 
 def run(args):
-    try:
-        return _run(args)
-    except UsageError as e:
-        print(f"kbert finetune: {e}", file=sys.stderr)
-        return 2
+    # A UsageError goes up to cli.main: one line and status 2, or its traceback with --debug.
+    return _run(args)
 
 
 def _run(args):
     check_head_training_flags(args)
+    folder = RunFolder(args.output, "finetune", args, inputs=("train", "validation", "init", "vocab"))
+    if folder.check() == "finished":
+        folder.report_finished("kbert finetune")
+        return 0
 
     import keras
 
@@ -86,11 +93,7 @@ def _run(args):
     init, source = model_files.load_init(args.init)
     backbone = model_files.backbone_of(init)
     vocabulary, lowercase = model_files.vocabulary_for(backbone, args.vocab)
-    if args.seq_len > backbone.max_sequence_length:
-        raise UsageError(
-            f"--seq-len {args.seq_len} exceeds the model's max_sequence_length={backbone.max_sequence_length} "
-            "(its position embeddings): use at most that."
-        )
+    model_files.check_sequence_length(args.seq_len, backbone)
     preprocessor = BertPreprocessor(vocabulary, lowercase=lowercase, sequence_length=args.seq_len)
     settings = task_data.data_settings(args, args.task)
     # Every row of both files is parsed and checked here, before any training step.
@@ -127,6 +130,7 @@ def _run(args):
         "mixed_precision": args.mixed_precision, "steps_per_epoch": steps_per_epoch,
     }
     chief = tr.is_chief(strategy)
+    folder.start(write=chief)  # every check passed: a replaced run's files go, this run is recorded
     backup = BackupAndRestore(
         os.path.join(args.output, "backup"), save_every=args.save_every,
         fingerprint={"model": model.get_config(), "run": run_settings},
@@ -152,6 +156,7 @@ def _run(args):
         print(f"kbert finetune: resumed from the backup at step {backup.restored_step} of {train_steps}", file=sys.stderr)
 
     metrics_now = compute_metrics(args.task, model, eval_reader, validation, label_names)
+    best_file = folder.best_file(best.best_epoch, args.epochs - 1)
     if chief:
         tr.atomic_save(model, os.path.join(args.output, "model.keras"))
         tr.atomic_json({**run_settings, **settings, "label_names": label_names}, os.path.join(args.output, task_data.TASK_FILE))
@@ -159,10 +164,11 @@ def _run(args):
             {"validation": metrics_now, "validation_file": os.path.abspath(args.validation),
              "history": {k: [float(v) for v in vals] for k, vals in history.history.items()},
              "resumed_from_step": backup.restored_step, "epoch_train_seconds": tr.epoch_seconds(callbacks),
-             "best": {"monitor": monitor, "value": best.best, "epoch": best.best_epoch},
+             "best": {"monitor": monitor, "value": best.best, "epoch": best.best_epoch, "file": best_file},
              "seconds": time.monotonic() - started},
             os.path.join(args.output, "metrics.json"),
         )
+    folder.finish(best_file, write=chief)
     shown = ", ".join(f"{k} {v:.4f}" for k, v in metrics_now.items() if isinstance(v, float))
     print(f"validation: {shown}")
     print(f"Wrote {args.output}/model.keras ({type(model).__name__}, {len(vocabulary)}-token vocabulary"

@@ -35,6 +35,23 @@ def resolve_model_path(path, flag="--model"):
     )
 
 
+def load_model(path, flag="--model"):
+    """The model of a .keras file or run folder given as `flag`; a file that exists but is
+    not a whole .keras model (truncated, another format, a corrupt entry) is a UsageError
+    that says so, where Keras says "File not found" or raises from deep in h5py."""
+    model_path = resolve_model_path(path, flag=flag)
+    try:
+        return keras.saving.load_model(model_path), model_path
+    except (ValueError, OSError, KeyError, EOFError, zipfile.BadZipFile) as e:
+        if not zipfile.is_zipfile(model_path):
+            problem = "not a .keras model (a .keras file is a zip archive: this one is truncated or another format)"
+        else:
+            problem = f"a .keras archive that cannot be loaded ({type(e).__name__}: {str(e).splitlines()[0][:200] if str(e) else ''})"
+        raise UsageError(
+            f"{flag} {model_path} is {problem}. Re-create it (kbert convert, finetune or distill), or check the path."
+        ) from None
+
+
 def load_init(path, flag="--init"):
     """The starting model: a .keras file, a run folder, or a checkpoint folder
     (Google, Hugging Face or Model Garden, told apart by their config file), given as `flag`.
@@ -51,8 +68,18 @@ def load_init(path, flag="--init"):
             )
         model, report = convert_checkpoint(path, fmt)
         return model, f"{fmt} checkpoint {path} ({report.summary().splitlines()[0]})"
-    model_path = resolve_model_path(path, flag=flag)
-    return keras.saving.load_model(model_path), model_path
+    return load_model(path, flag=flag)
+
+
+def check_sequence_length(seq_len, backbone, flag="--seq-len"):
+    """A sequence length the model can take: [CLS] a token [SEP] at least, its position
+    embeddings at most."""
+    if not 3 <= seq_len <= backbone.max_sequence_length:
+        raise UsageError(
+            f"{flag} {seq_len} is outside 3..{backbone.max_sequence_length}: at least [CLS], one wordpiece and "
+            f"[SEP], at most the model's max_sequence_length={backbone.max_sequence_length} (its position embeddings)."
+        )
+    return seq_len
 
 
 def backbone_of(model, flag="--init"):

@@ -8,6 +8,7 @@ import numpy as np
 
 from keras_bert_impl.commands import task_data
 from keras_bert_impl.commands.errors import UsageError
+from keras_bert_impl.commands.text_lines import read_lines
 
 
 def add_parser(subparsers):
@@ -17,11 +18,12 @@ def add_parser(subparsers):
         description="Classify texts (label and probability), tag words, or answer questions with a model "
         "from `kbert finetune`; the model carries its vocabulary, casing and label names. Texts come as "
         "arguments or from --file (one text per line; for pair tasks and squad a JSON object per line with "
-        "text and text_b, or question and context).",
+        "text and text_b, or question and context). One output line per input line: a blank input line gives "
+        "an empty result (empty fields; null label and probability in --json).",
     )
     parser.add_argument("--model", required=True, help="A kbert finetune run folder, or its model.keras.")
     parser.add_argument("texts", nargs="*", metavar="TEXT", help="Texts to predict on (or use --file).")
-    parser.add_argument("--file", default=None, help="A file with one text (or JSON object) per line.")
+    parser.add_argument("--file", default=None, help="A UTF-8 file with one text (or JSON object) per line; - reads stdin.")
     parser.add_argument("--text-b", action="append", default=None,
                         help="pair: the second text of each TEXT argument, in order (repeat the flag).")
     parser.add_argument("--question", action="append", default=None, help="squad: a question (repeat; pairs with --context).")
@@ -35,31 +37,33 @@ def add_parser(subparsers):
 
 
 def _inputs(args, task):
-    """[(text, text_b or None)] or, for squad, [(question, context)]."""
+    """[(text, text_b or None)] or, for squad, [(question, context)]; a blank --file line is
+    (None, None), so that output line i answers input line i."""
     if args.file:
         if args.texts:
             raise UsageError("Give texts as arguments or --file, not both.")
-        if not os.path.isfile(args.file):
+        if args.file != "-" and not os.path.isfile(args.file):
             raise UsageError(f"--file {args.file!r}: no such file.")
         rows = []
-        with open(args.file, encoding="utf-8-sig") as f:
-            for number, line in enumerate(f, 1):
-                line = line.rstrip("\n")
-                if not line.strip():
-                    continue
-                if task in ("pair", "squad"):
-                    keys = ("text", "text_b") if task == "pair" else ("question", "context")
-                    try:
-                        row = json.loads(line)
-                        rows.append((row[keys[0]], row[keys[1]]))
-                    except (json.JSONDecodeError, KeyError, TypeError):
-                        raise UsageError(
-                            f"--file {args.file}:{number}: a {task} model needs a JSON object with {list(keys)} per line. "
-                            f"Received: {line[:80]!r}"
-                        ) from None
-                else:
-                    rows.append((line, None))
-        if not rows:
+        for number, line in enumerate(read_lines(args.file, "--file"), 1):
+            if not line.strip():
+                rows.append((None, None))
+            elif task in ("pair", "squad"):
+                keys = ("text", "text_b") if task == "pair" else ("question", "context")
+                try:
+                    row = json.loads(line)
+                    pair = (row[keys[0]], row[keys[1]])
+                except (json.JSONDecodeError, KeyError, TypeError):
+                    pair = None
+                if pair is None or not all(isinstance(t, str) for t in pair):
+                    raise UsageError(
+                        f"--file {args.file}:{number}: a {task} model needs a JSON object with string {list(keys)} per "
+                        f"line. Received: {line[:80]!r}"
+                    )
+                rows.append(pair)
+            else:
+                rows.append((line, None))
+        if all(text is None for text, _ in rows):
             raise UsageError(f"--file {args.file} has no texts.")
         return rows
     if task == "squad":
@@ -83,11 +87,8 @@ def _inputs(args, task):
 
 
 def run(args):
-    try:
-        return _run(args)
-    except UsageError as e:
-        print(f"kbert predict: {e}", file=sys.stderr)
-        return 2
+    # A UsageError goes up to cli.main: one line and status 2, or its traceback with --debug.
+    return _run(args)
 
 
 def _softmax(x):
@@ -97,21 +98,23 @@ def _softmax(x):
 
 
 def _run(args):
-    import keras
-
-    from keras_bert_impl.commands.model_files import resolve_model_path
+    from keras_bert_impl.commands.model_files import check_sequence_length, load_model
     from keras_bert_impl.tokenization import BertPreprocessor
 
-    model_path = resolve_model_path(args.model)
+    model, model_path = load_model(args.model)
     stored = task_data.read_task_file(os.path.dirname(model_path)) or {}
-    model = keras.saving.load_model(model_path)
     try:
         task = task_data.task_of_model(model, has_text_b=stored.get("task") == "pair" or bool(args.text_b))
     except ValueError as e:
         raise UsageError(str(e)) from None
+    if args.text_b and stored.get("task") in ("classification", "multilabel"):
+        raise UsageError(
+            f"--text-b given, but {model_path} was fine-tuned on single texts (--task {stored['task']}): leave out "
+            "--text-b, or use a model fine-tuned with --task pair."
+        )
     rows = _inputs(args, task)
-    seq_len = args.seq_len or stored.get("seq_len") or 128
     backbone = model.backbone
+    seq_len = check_sequence_length(args.seq_len or stored.get("seq_len") or min(128, backbone.max_sequence_length), backbone)
     if backbone.vocabulary is None:
         raise UsageError(f"{model_path} carries no vocabulary; it was not written by kbert finetune or convert.")
     preprocessor = BertPreprocessor(backbone.vocabulary, lowercase=backbone.lowercase, sequence_length=seq_len)
@@ -120,13 +123,21 @@ def _run(args):
     if task == "tagging":
         return _predict_tags(args, model, preprocessor, rows)
     names = model.label_names or [str(i) for i in range(model.num_classes)]
+    progress = _Progress(len(rows), args.batch_size)
     for start in range(0, len(rows), args.batch_size):
         chunk = rows[start:start + args.batch_size]
-        texts = [a for a, _ in chunk]
-        x = preprocessor((texts, [b for _, b in chunk])) if task == "pair" else preprocessor(texts)
-        out = model.predict_on_batch(x)
-        scores = np.asarray(out.get("logits", out.get("probabilities")))
-        for (text, text_b), row in zip(chunk, scores):
+        given = [(a, b) for a, b in chunk if a is not None]
+        scores = iter(())
+        if given:
+            texts = [a for a, _ in given]
+            x = preprocessor((texts, [b for _, b in given])) if task == "pair" else preprocessor(texts)
+            out = model.predict_on_batch(x)
+            scores = iter(np.asarray(out.get("logits", out.get("probabilities"))))
+        for text, text_b in chunk:
+            if text is None:
+                _print_empty(args, task, {"text": None, "text_b": None} if task == "pair" else {"text": ""})
+                continue
+            row = next(scores)
             if task == "multilabel":
                 probs = 1 / (1 + np.exp(-row)) if "logits" in out else row
                 chosen = [names[i] for i in np.flatnonzero(probs >= args.threshold)]
@@ -140,7 +151,36 @@ def _run(args):
             if text_b is not None:
                 result["text_b"] = text_b
             print(json.dumps(result, ensure_ascii=False) if args.json else f"{shown}\t{text}")
+        progress.update(len(chunk))
+    progress.done()
     return 0
+
+
+def _print_empty(args, task, fields):
+    """The result of a blank input line: empty fields, or nulls in JSON."""
+    if args.json:
+        empty = {"multilabel": {"labels": None, "probabilities": None}, "tagging": {"tags": []},
+                 "squad": {"answer": None}}.get(task, {"label": None, "probability": None})
+        print(json.dumps({**fields, **empty}, ensure_ascii=False))
+    else:
+        print({"multilabel": "\t", "tagging": "", "squad": "\t"}.get(task, "\t\t"))
+
+
+class _Progress:
+    """`N/M texts` on stderr, rewritten in place, when stderr is a terminal and the input is long."""
+
+    def __init__(self, total, batch_size):
+        self.total, self.done_count = total, 0
+        self.active = sys.stderr.isatty() and total > 4 * batch_size
+
+    def update(self, count):
+        self.done_count += count
+        if self.active:
+            print(f"\rkbert predict: {self.done_count:,}/{self.total:,} texts", end="", file=sys.stderr, flush=True)
+
+    def done(self):
+        if self.active:
+            print(file=sys.stderr)
 
 
 def _predict_tags(args, model, preprocessor, rows):
@@ -150,9 +190,10 @@ def _predict_tags(args, model, preprocessor, rows):
     from keras_bert_impl.data.readers import TaggingReader
 
     names = model.label_names or [str(i) for i in range(model.num_classes)]
+    given = [text for text, _ in rows if text is not None]
     # The reader does the word -> wordpiece alignment exactly as in training; the tags here are placeholders.
     with tempfile.NamedTemporaryFile("w", suffix=".txt", encoding="utf-8", delete=False) as f:
-        for text, _ in rows:
+        for text in given:
             f.write(" ".join(f"{word}/{names[0]}" for word in text.split()) + "\n")
         path = f.name
     try:
@@ -160,18 +201,22 @@ def _predict_tags(args, model, preprocessor, rows):
         dataset = reader.read(path)
     finally:
         os.remove(path)
-    i = 0
+    tagged = []
     for x, _, weights in dataset:
         logits = np.asarray(model.predict_on_batch(x)["logits"])
         for row_logits, row_weights in zip(logits, np.asarray(weights)):
-            words = rows[i][0].split()
-            tags = [names[t] for t in row_logits.argmax(-1)[row_weights > 0]]
-            pairs = list(zip(words, tags))
-            if args.json:
-                print(json.dumps({"text": rows[i][0], "tags": [{"word": w, "tag": t} for w, t in pairs]}, ensure_ascii=False))
-            else:
-                print(" ".join(f"{w}/{t}" for w, t in pairs))
-            i += 1
+            words = given[len(tagged)].split()
+            tagged.append(list(zip(words, [names[t] for t in row_logits.argmax(-1)[row_weights > 0]])))
+    answers = iter(tagged)
+    for text, _ in rows:
+        if text is None:
+            _print_empty(args, "tagging", {"text": ""})
+            continue
+        pairs = next(answers)
+        if args.json:
+            print(json.dumps({"text": text, "tags": [{"word": w, "tag": t} for w, t in pairs]}, ensure_ascii=False))
+        else:
+            print(" ".join(f"{w}/{t}" for w, t in pairs))
     return 0
 
 
@@ -183,7 +228,7 @@ def _predict_squad(args, model, preprocessor, rows, stored):
 
     data = {"version": "1.1", "data": [{"title": "predict", "paragraphs": [
         {"context": context, "qas": [{"id": str(i), "question": question, "answers": [], "is_impossible": True}]}
-        for i, (question, context) in enumerate(rows)
+        for i, (question, context) in enumerate(rows) if question is not None
     ]}]}
     with tempfile.NamedTemporaryFile("w", suffix=".json", encoding="utf-8", delete=False) as f:
         json.dump(data, f)
@@ -203,6 +248,9 @@ def _predict_squad(args, model, preprocessor, rows, stored):
         ends.append(np.asarray(out["end_logits"]))
     answers = evaluation.decode_squad_predictions(reader.features, np.concatenate(starts), np.concatenate(ends))
     for i, (question, _) in enumerate(rows):
+        if question is None:
+            _print_empty(args, "squad", {"question": None})
+            continue
         answer = answers.get(str(i), "")
         print(json.dumps({"question": question, "answer": answer}, ensure_ascii=False) if args.json else f"{answer}\t{question}")
     return 0

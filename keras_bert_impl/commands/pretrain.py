@@ -50,11 +50,8 @@ def add_parser(subparsers):
 
 
 def run(args):
-    try:
-        return _run(args)
-    except UsageError as e:
-        print(f"kbert pretrain: {e}", file=sys.stderr)
-        return 2
+    # A UsageError goes up to cli.main: one line and status 2, or its traceback with --debug.
+    return _run(args)
 
 
 def _records(args, vocabulary):

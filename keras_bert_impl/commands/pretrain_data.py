@@ -103,7 +103,7 @@ def run(args):
         progress.done()
     except (ValueError, FileNotFoundError, FileExistsError) as e:
         print(f"{prog}: {e}", file=sys.stderr)
-        return 1
+        return 2
     masked = "unmasked (dynamic masking)" if args.dynamic_masking else "statically masked"
     print(
         f"Read {documents} documents, {sentences} sentences from {len(corpus.paths)} file(s). Wrote "

@@ -2,6 +2,7 @@
 byte-order mark allowed), read lazily so that files of any size stream through."""
 
 import os
+import sys
 
 from keras_bert_impl.commands.errors import UsageError
 
@@ -20,16 +21,24 @@ def check_text_file(path, flag):
 
 
 def read_lines(path, flag):
-    """Yields every line of `path` (without its line end), blank ones included, so that
-    output row i belongs to input line i + 1. Invalid UTF-8 is a UsageError naming the line."""
+    """Yields every line of `path` (without its line end; "-" is stdin), blank ones included,
+    so that output row i belongs to input line i + 1. Invalid UTF-8 is a UsageError naming
+    the line."""
+    if path == "-":
+        yield from _decoded(sys.stdin.buffer, "stdin", flag)
+        return
     with open(path, "rb") as f:
-        for number, raw in enumerate(f, 1):
-            if number == 1 and raw.startswith(b"\xef\xbb\xbf"):
-                raw = raw[3:]
-            try:
-                yield raw.decode("utf-8").rstrip("\r\n")
-            except UnicodeDecodeError as e:
-                raise UsageError(
-                    f"{flag} {path}:{number} is not valid UTF-8 (byte {e.start}: {raw[e.start:e.start + 4]!r}). "
-                    "Convert the file to UTF-8, e.g. iconv -f latin1 -t utf-8."
-                ) from None
+        yield from _decoded(f, path, flag)
+
+
+def _decoded(f, path, flag):
+    for number, raw in enumerate(f, 1):
+        if number == 1 and raw.startswith(b"\xef\xbb\xbf"):
+            raw = raw[3:]
+        try:
+            yield raw.decode("utf-8").rstrip("\r\n")
+        except UnicodeDecodeError as e:
+            raise UsageError(
+                f"{flag} {path}:{number} is not valid UTF-8 (byte {e.start}: {raw[e.start:e.start + 4]!r}). "
+                "Convert the file to UTF-8, e.g. iconv -f latin1 -t utf-8."
+            ) from None

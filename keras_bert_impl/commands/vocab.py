@@ -68,7 +68,7 @@ def run(args):
         vocabulary = builder.build(args.files)
     except (ValueError, FileNotFoundError) as e:
         print(f"kbert vocab: {e}", file=sys.stderr)
-        return 1
+        return 2
     write_vocabulary(vocabulary, args.output)
     casing = "cased" if args.cased else "uncased"
     print(f"Wrote {len(vocabulary)} tokens ({casing}, target {args.size}) to {args.output}")

@@ -4,6 +4,7 @@ folder other commands take, resume after SIGKILL with the weights of an uninterr
 and every bad input of the distillation issue refused before training starts."""
 
 import csv
+import json
 import os
 import signal
 import subprocess
@@ -81,8 +82,9 @@ def test_distill_writes_a_run_folder_that_evaluate_and_predict_take(teacher, fil
     assert isinstance(student, kb.BertClassifier) and student.backbone.hidden_dim == 128
     assert student.label_names == teacher_model.label_names
     assert student.backbone.vocabulary == teacher_model.backbone.vocabulary
-    # The best epoch's file is the student too, not the Distiller with its teacher inside.
-    assert type(keras.saving.load_model(run / "best.keras")) is kb.BertClassifier
+    # One epoch: the final model is the best one, kept once; the backup is gone after success.
+    assert json.loads((run / "metrics.json").read_text())["best"]["file"] == "model.keras"
+    assert sorted(os.listdir(run)) == ["logs", "metrics.json", "model.keras", "run.json", "task.json"]
     assert main(["evaluate", "--model", str(run), "--data", files["dev"], "--json"]) == 0
     assert '"examples": 40' in capsys.readouterr().out
     assert main(["predict", "--model", str(run), "a warm , funny film"]) == 0

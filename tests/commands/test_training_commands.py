@@ -24,35 +24,6 @@ REVIEWS = os.path.join(REPO, "data", "corpora", "polarity-en-pang&lee1.csv")
 FAST = ["--epochs", "1", "--seq-len", "32", "--batch-size", "8", "--quiet"]
 
 
-@pytest.fixture(scope="module")
-def tiny_init(tmp_path_factory):
-    """A one-layer BERT with the real MiniLM vocabulary saved as its asset, as `kbert convert` leaves one."""
-    if not os.path.isdir(os.path.join(REPO, "data", "minilm")):
-        pytest.fail("data/ is missing: run `make data` (make test does it for you).")
-    keras.utils.set_random_seed(0)
-    backbone = kb.BertBackbone(vocabulary_size=30522, num_layers=1, num_heads=2, hidden_dim=16, intermediate_dim=32,
-                               max_sequence_length=64)
-    backbone.set_vocabulary(read_vocabulary(os.path.join(REPO, "data", "minilm", "vocab.txt")), lowercase=True)
-    path = str(tmp_path_factory.mktemp("init") / "tiny.keras")
-    backbone.save(path)
-    return path
-
-
-@pytest.fixture(scope="module")
-def mr_files(tmp_path_factory):
-    """80 MR rows to train on and 40 to validate, both classes, headerless like the original."""
-    with open(MR, encoding="utf-8-sig", newline="") as f:
-        rows = list(csv.reader(f))  # quoted fields, some with line breaks inside
-    pos = [row for row in rows if row[0] == "1"]
-    neg = [row for row in rows if row[0] == "-1"]
-    folder = tmp_path_factory.mktemp("mr")
-    train, dev = folder / "train.csv", folder / "dev.csv"
-    for path, part in ((train, pos[:40] + neg[:40]), (dev, pos[40:60] + neg[40:60])):
-        with open(path, "w", encoding="utf-8", newline="") as f:
-            csv.writer(f, quoting=csv.QUOTE_ALL).writerows(part)
-    return str(train), str(dev)
-
-
 def _finetune(init, output, task, train, validation, *extra):
     return main(["finetune", "--task", task, "--train", train, "--validation", validation, "--init", init,
                  "--output", str(output), *FAST, *extra])
@@ -66,7 +37,8 @@ def test_classification_finetune_evaluate_predict(tiny_init, mr_files, tmp_path,
     train, dev = mr_files
     run = tmp_path / "run"
     assert _finetune(tiny_init, run, "classification", train, dev, "--no-header", "--columns", "label,text") == 0
-    assert sorted(os.listdir(run)) == ["backup", "best.keras", "best.keras.json", "logs", "metrics.json", "model.keras", "task.json"]
+    # One epoch: the best epoch is the final model (no best.keras copy), the backup is gone.
+    assert sorted(os.listdir(run)) == ["logs", "metrics.json", "model.keras", "run.json", "task.json"]
     model = keras.saving.load_model(run / "model.keras")
     # Labels and vocabulary travel inside the model file.
     assert model.label_names == ["-1", "1"]
@@ -88,29 +60,94 @@ def test_classification_finetune_evaluate_predict(tiny_init, mr_files, tmp_path,
     assert all(r["label"] in ("-1", "1") and 0.5 <= r["probability"] <= 1 for r in rows)
 
 
-def test_rerun_resumes_and_other_settings_or_corruption_are_refused(tiny_init, mr_files, tmp_path, capsys):
-    train, dev = mr_files
+def _files(folder):
+    return {p: p.read_bytes() for p in sorted(folder.rglob("*")) if p.is_file()}
+
+
+def test_finished_run_is_left_alone_and_another_run_is_never_overwritten(tiny_init, mr_files, tmp_path, capsys):
+    train_given, dev = mr_files
+    train = tmp_path / "train.csv"
+    train.write_bytes(open(train_given, "rb").read())
     run = tmp_path / "run"
-    args = ("--no-header", "--columns", "label,text")
-    assert _finetune(tiny_init, run, "classification", train, dev, *args) == 0
-    before = keras.saving.load_model(run / "model.keras").get_weights()
+    args = ("--no-header", "--columns", "label,text", "--epochs", "2")
+    assert _finetune(tiny_init, run, "classification", str(train), dev, *args) == 0
+    record = json.loads((run / "run.json").read_text())
+    assert record["state"] == "finished" and record["settings"]["learning_rate"] == 5e-05
+    assert set(record["inputs"]) == {"train", "validation", "init"}
+    best = json.loads((run / "metrics.json").read_text())["best"]
+    assert best["file"] == ("model.keras" if best["epoch"] == 1 else "best.keras")
+    assert (run / "best.keras").exists() == (best["file"] == "best.keras") and not (run / "backup").exists()
+    before = _files(run)
     capsys.readouterr()
-    # The same command again: the backup is at the last step, nothing more is trained.
-    assert _finetune(tiny_init, run, "classification", train, dev, *args) == 0
-    assert "resumed from the backup at step 10 of 10" in capsys.readouterr().err
-    for a, b in zip(before, keras.saving.load_model(run / "model.keras").get_weights()):
-        np.testing.assert_array_equal(a, b)
-    # Other settings into the same folder: refused, never a silent fresh start.
-    assert _finetune(tiny_init, run, "classification", train, dev, *args, "--learning-rate", "1e-4") == 2
-    assert "run.learning_rate: backup 5e-05, now 0.0001" in capsys.readouterr().err
-    path = run / "backup" / STATE_FILE
-    path.write_bytes(path.read_bytes()[:1000])
-    assert _finetune(tiny_init, run, "classification", train, dev, *args) == 2
-    assert "is corrupt and cannot be read" in capsys.readouterr().err
+
+    # The same command again: nothing trained, nothing written.
+    assert _finetune(tiny_init, run, "classification", str(train), dev, *args) == 0
+    assert "already holds this finished run" in capsys.readouterr().err
+    assert _files(run) == before
+    # Other settings, an edited training file: refused with what differs, nothing written.
+    assert _finetune(tiny_init, run, "classification", str(train), dev, *args, "--learning-rate", "1e-4") == 2
+    assert "--learning-rate 5e-05 then, 0.0001 now" in capsys.readouterr().err
+    with open(train, "a", encoding="utf-8") as f:
+        f.write('"1","one more row"\n')
+    assert _finetune(tiny_init, run, "classification", str(train), dev, *args) == 2
+    err = capsys.readouterr().err
+    assert f"--train {train} changed since" in err and "--overwrite" in err
+    assert _files(run) == before
+    # --overwrite replaces the run.
+    assert _finetune(tiny_init, run, "classification", str(train), dev, *args, "--overwrite") == 0
+    assert (run / "model.keras").read_bytes() != before[run / "model.keras"]
+    assert json.loads((run / "run.json").read_text())["inputs"]["train"]["sha256"] != record["inputs"]["train"]["sha256"]
+
+    # A folder of someone else's files, --overwrite or not, and a file as --output.
+    other = tmp_path / "other"
+    other.mkdir()
+    (other / "notes.txt").write_text("mine")
+    for extra in ((), ("--overwrite",)):
+        assert _finetune(tiny_init, other, "classification", str(train), dev, *args, *extra) == 2
+        assert "holds files a kbert run does not write (notes.txt)" in capsys.readouterr().err
+    assert sorted(os.listdir(other)) == ["notes.txt"]
+    assert _finetune(tiny_init, other / "notes.txt", "classification", str(train), dev, *args) == 2
+    assert "is a file, not a folder" in capsys.readouterr().err
+
+    # Through the real entry point: status 2, one line, no traceback, nothing written.
+    with open(train, "a", encoding="utf-8") as f:
+        f.write('"-1","and another"\n')
+    before = _files(run)
+    for argv, message in (
+        (["finetune", "--task", "classification", "--train", str(train), "--validation", dev, "--init", tiny_init,
+          "--output", str(run), *FAST, *args], f"--train {train} changed since"),
+        (["finetune", "--task", "classification", "--train", str(train), "--validation", dev, "--init", tiny_init,
+          "--output", str(other), *FAST, *args, "--overwrite"], "holds files a kbert run does not write"),
+        (["convert", os.path.join(REPO, "data", "minilm"), "--format", "huggingface", "--output", tiny_init],
+         "already exists: add --overwrite"),
+    ):
+        done = subprocess.run([sys.executable, "-m", "keras_bert_impl.cli", *argv], capture_output=True, text=True,
+                              env=dict(os.environ, PYTHONPATH=REPO), timeout=300)
+        assert done.returncode == 2 and message in done.stderr, done.stderr[-2000:]
+        assert len(done.stderr.strip().splitlines()) == 1 and "Traceback" not in done.stderr, done.stderr
+    assert _files(run) == before and sorted(os.listdir(other)) == ["notes.txt"]
 
 
 class _Interrupted(Exception):
     pass
+
+
+def _interrupted(monkeypatch, run, step):
+    """Runs `run()` and stops it after training step `step` (the backups written up to then
+    stay, as after a kill)."""
+    from keras_bert_impl.training import BackupAndRestore
+
+    saving = BackupAndRestore.on_train_batch_end
+
+    def stop(self, batch, logs=None):
+        saving(self, batch, logs)
+        if int(self.model.optimizer.iterations.numpy()) == step:
+            raise _Interrupted
+
+    with monkeypatch.context() as patch:
+        patch.setattr(BackupAndRestore, "on_train_batch_end", stop)
+        with pytest.raises(_Interrupted):
+            run()
 
 
 def test_interrupted_then_rerun_gives_the_uninterrupted_weights_across_an_epoch_boundary(
@@ -124,21 +161,16 @@ def test_interrupted_then_rerun_gives_the_uninterrupted_weights_across_an_epoch_
     assert _finetune(tiny_init, tmp_path / "reference", "classification", train, dev, *args) == 0
     reference = keras.saving.load_model(tmp_path / "reference" / "model.keras").get_weights()
 
-    from keras_bert_impl.training import BackupAndRestore
-
-    saving = BackupAndRestore.on_train_batch_end
-
-    def stop_after_step_7(self, batch, logs=None):
-        saving(self, batch, logs)
-        if int(self.model.optimizer.iterations.numpy()) == 7:
-            raise _Interrupted
-
-    with monkeypatch.context() as patch:
-        patch.setattr(BackupAndRestore, "on_train_batch_end", stop_after_step_7)
-        with pytest.raises(_Interrupted):
-            _finetune(tiny_init, tmp_path / "run", "classification", train, dev, *args)
+    _interrupted(monkeypatch, lambda: _finetune(tiny_init, tmp_path / "run", "classification", train, dev, *args), 7)
     assert not (tmp_path / "run" / "model.keras").exists()
     capsys.readouterr()
+    # A corrupt backup is an error, never a silent fresh start.
+    state = tmp_path / "run" / "backup" / STATE_FILE
+    intact = state.read_bytes()
+    state.write_bytes(intact[:1000])
+    assert _finetune(tiny_init, tmp_path / "run", "classification", train, dev, *args) == 2
+    assert "is corrupt and cannot be read" in capsys.readouterr().err
+    state.write_bytes(intact)
     assert _finetune(tiny_init, tmp_path / "run", "classification", train, dev, *args) == 0
     assert "resumed from the backup at step 6 of 20" in capsys.readouterr().err
     for a, b in zip(reference, keras.saving.load_model(tmp_path / "run" / "model.keras").get_weights()):
@@ -281,17 +313,18 @@ def test_batch_size_not_divisible_by_replicas(tiny_init, tmp_path):
 
 
 @pytest.mark.parametrize("precision", ["bf16", "fp16"])
-def test_mixed_precision_trains_and_resumes(tiny_init, tmp_path, capsys, precision):
+def test_mixed_precision_trains_and_resumes(tiny_init, tmp_path, capsys, monkeypatch, precision):
     sentiment = os.path.join(FIXTURES, "sentiment_train.csv")
     argv = ["finetune", "--task", "classification", "--train", sentiment, "--validation", sentiment, "--init", tiny_init,
             "--output", str(tmp_path / "run"), "--epochs", "2", "--seq-len", "32", "--batch-size", "2",
             "--mixed-precision", precision, "--save-every", "1", "--quiet"]
-    assert main(argv) == 0
+    _interrupted(monkeypatch, lambda: main(argv), 3)
+    keras.config.set_dtype_policy("float32")
+    capsys.readouterr()
+    assert main(argv) == 0  # fp16 adds the loss scale to the optimizer state: it must restore too
+    assert "resumed from the backup at step 3 of 4" in capsys.readouterr().err
     model = keras.saving.load_model(tmp_path / "run" / "model.keras")
     policy = {"bf16": "mixed_bfloat16", "fp16": "mixed_float16"}[precision]
     assert model.backbone.dtype_policy.name == policy
     assert all(w.dtype == "float32" for w in model.get_weights())  # weights stay float32
     keras.config.set_dtype_policy("float32")
-    capsys.readouterr()
-    assert main(argv) == 0  # fp16 adds the loss scale to the optimizer state: it must restore too
-    assert "resumed from the backup at step 4 of 4" in capsys.readouterr().err

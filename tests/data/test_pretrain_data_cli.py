@@ -56,7 +56,7 @@ BAD_SETTINGS = [
 
 def test_cli_rejects_bad_settings(review_subset_file, vocab_path, tmp_path, capsys):
     for extra, message in BAD_SETTINGS:
-        assert run_cli(review_subset_file, "--vocab", vocab_path, "--output", tmp_path / "o", *extra) == 1, extra
+        assert run_cli(review_subset_file, "--vocab", vocab_path, "--output", tmp_path / "o", *extra) == 2, extra
         err = capsys.readouterr().err
         assert err.startswith("kbert pretrain-data: ") and message in err, (extra, err)
         assert not (tmp_path / "o").exists() or not os.listdir(tmp_path / "o")
@@ -64,7 +64,7 @@ def test_cli_rejects_bad_settings(review_subset_file, vocab_path, tmp_path, caps
 
 def test_cli_rejects_bad_inputs(review_subset_file, vocab_path, tmp_path, capsys):
     def error(*argv):
-        assert run_cli(*argv) == 1
+        assert run_cli(*argv) == 2
         return capsys.readouterr().err
 
     out = ["--output", tmp_path / "o"]

@@ -168,12 +168,12 @@ def test_vocab_command_cased(tmp_path, capsys):
 def test_vocab_command_errors(tmp_path, capsys):
     parser = _vocab_parser()
     args = parser.parse_args(["vocab", str(tmp_path / "missing.txt"), "--size", "100", "--output", str(tmp_path / "v.txt")])
-    assert args.func(args) == 1
+    assert args.func(args) == 2
     assert "No text file at" in capsys.readouterr().err
     corpus = tmp_path / "tiny.txt"
     corpus.write_text("abcdefghij klmnopqrst uvwxyz 0123456789\n" * 20, encoding="utf-8")
     args = parser.parse_args(["vocab", str(corpus), "--size", "40", "--output", str(tmp_path / "v.txt")])
-    assert args.func(args) == 1
+    assert args.func(args) == 2
     assert "vocab_size=40 is smaller than this corpus's alphabet" in capsys.readouterr().err
     assert not (tmp_path / "v.txt").exists()
     with pytest.raises(SystemExit):

@@ -49,6 +49,22 @@ def _run_tflite(path, x, batch=50):
     return {k: np.concatenate([p[k] for p in parts]) for k in parts[0]}
 
 
+def _bytes(path):
+    if os.path.isfile(path):
+        return os.path.getsize(path)
+    return sum(os.path.getsize(os.path.join(root, f)) for root, _, files in os.walk(path) for f in files)
+
+
+def test_minilm_run_folder_after_one_epoch_is_one_model_file_and_logs(mr_run):
+    """Issue 17: the backup (the training state, about 3x the model) goes after a successful
+    run, and best.keras is not a second copy of the final model."""
+    total, model, logs = _bytes(mr_run), _bytes(os.path.join(mr_run, "model.keras")), _bytes(os.path.join(mr_run, "logs"))
+    print(f"run folder {total / 1e6:.1f} MB: model.keras {model / 1e6:.1f} MB, logs {logs / 1e6:.2f} MB, "
+          f"{sorted(os.listdir(mr_run))}")
+    assert total <= 1.1 * (model + logs)
+    assert sorted(os.listdir(mr_run)) == ["logs", "metrics.json", "model.keras", "run.json", "task.json"]
+
+
 def test_layout_and_manifest(mr_export):
     manifest = _manifest(mr_export)
     assert manifest["head"] == "classifier" and manifest["sequence_length"] == SEQ_LEN

@@ -5,6 +5,7 @@ import numpy as np
 import pytest
 
 import keras
+from keras_bert_impl.training import inference_copy
 from keras_bert_impl.models import BertBackbone, BertClassifier, BertTokenClassifier
 from keras_bert_impl.models.distillation_loss import DistillationLoss
 from keras_bert_impl.models.distiller import Distiller
@@ -105,6 +106,10 @@ def test_save_and_load_the_distiller_and_the_student(tmp_path):
     path = str(tmp_path / "student.keras")
     distiller.student.save(path)
     np.testing.assert_allclose(keras.saving.load_model(path)(x)["logits"], student(x)["logits"], atol=1e-6)
+    # What the run folder's checkpoints save of a Distiller: the student alone.
+    copy = inference_copy(distiller)
+    assert type(copy) is type(student)
+    np.testing.assert_allclose(copy(x)["logits"], student(x)["logits"], atol=1e-6)
 
 
 def test_refusals():

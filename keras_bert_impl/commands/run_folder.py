@@ -1,0 +1,222 @@
+"""A training command's output folder: what made it, and the rules that keep a user's work.
+
+argparse-level only (no TensorFlow): the checks run before any model is loaded.
+"""
+
+import datetime
+import hashlib
+import json
+import os
+import shutil
+import sys
+import zipfile
+
+from keras_bert_impl.atomic_write import write_json_atomically
+from keras_bert_impl.commands.errors import UsageError
+
+RECORD = "run.json"
+# What a training command writes into its folder; --overwrite removes these and nothing else.
+RUN_ENTRIES = ("model.keras", "best.keras", "best.keras.json", "metrics.json", "task.json", "logs", "backup", RECORD)
+# Flags that change how a run reports or how often it saves, not what it computes.
+UNRECORDED = ("func", "command", "output", "overwrite", "keep_backup", "quiet", "debug", "save_every")
+_HASH_SKIPS = ("backup", "logs")  # a run folder given as an input: its model files, not its training state
+
+
+def add_run_folder_flags(parser):
+    parser.add_argument(
+        "--overwrite", action="store_true",
+        help="Replace the run in --output when it was made by other settings or inputs (only the files a kbert "
+        "run writes are removed; a folder holding other files is always refused).",
+    )
+    parser.add_argument(
+        "--keep-backup", action="store_true",
+        help="Keep OUTPUT/backup (the full training state, about 3x the model) after the run succeeds.",
+    )
+
+
+def file_digest(path):
+    """sha256 of a file, or of a folder's files (relative names and contents, in name order;
+    a run folder's backup/ and logs/ left out). A .keras file hashes its entries' names and
+    contents, without the save time (the zip's dates, metadata.json)."""
+    digest = hashlib.sha256()
+    if os.path.isdir(path):
+        for root, dirs, files in os.walk(path):
+            dirs[:] = sorted(d for d in dirs if not (root == path and d in _HASH_SKIPS))
+            for name in sorted(files):
+                full = os.path.join(root, name)
+                digest.update(os.path.relpath(full, path).encode("utf-8") + b"\0")
+                _update(digest, full)
+    else:
+        _update(digest, path)
+    return digest.hexdigest()
+
+
+def _update(digest, path):
+    if path.endswith(".keras") and zipfile.is_zipfile(path):
+        # A .keras file is a zip with the time it was saved (in metadata.json and the entries'
+        # dates): the same model saved again (kbert convert re-run) must hash the same.
+        with zipfile.ZipFile(path) as archive:
+            for name in sorted(n for n in archive.namelist() if n != "metadata.json"):
+                digest.update(name.encode("utf-8") + b"\0")
+                with archive.open(name) as f:
+                    for block in iter(lambda: f.read(1 << 20), b""):
+                        digest.update(block)
+        return
+    with open(path, "rb") as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            digest.update(block)
+
+
+def _flag(key):
+    return "--" + key.replace("_", "-")
+
+
+class RunFolder:
+    """The rules of a training command's `--output` folder.
+
+    The folder records what made it in `run.json`: the command, every setting, and the
+    sha256 of every input file. Running a command into it:
+    - a new or empty folder: a new run;
+    - the same command, settings and inputs, unfinished: resume (the backup holds the state);
+    - the same, finished: nothing is changed, and the command says where the results are;
+    - anything else (other settings, an edited input, another command, files of a run made
+      before run.json existed): refused with what differs, unless `--overwrite`, which removes
+      the previous run's files (`RUN_ENTRIES`) and starts afresh;
+    - a folder holding files a run does not write, or a regular file: always refused.
+
+    Args:
+        path: the --output folder.
+        command: the command's name, e.g. "finetune".
+        args: the parsed flags (`argparse.Namespace`); all but `UNRECORDED` are recorded.
+        inputs: flag names (dest) of the input files, hashed instead of compared by path.
+    """
+
+    def __init__(self, path, command, args, inputs):
+        self.path = path
+        self.command = command
+        self.overwrite = bool(getattr(args, "overwrite", False))
+        self.keep_backup = bool(getattr(args, "keep_backup", False))
+        values = {k: v for k, v in sorted(vars(args).items()) if k not in UNRECORDED}
+        self.inputs = {
+            k: {"path": os.path.abspath(values[k]), "sha256": file_digest(values[k])}
+            for k in inputs if values.get(k) is not None and os.path.exists(values[k])
+        }
+        self.settings = {k: v for k, v in values.items() if k not in inputs}
+        self.state = None
+
+    @property
+    def record_path(self):
+        return os.path.join(self.path, RECORD)
+
+    def check(self):
+        """Reads the folder without writing: "new", "resume" or "finished"; raises UsageError
+        for a folder this run must not touch."""
+        if os.path.exists(self.path) and not os.path.isdir(self.path):
+            raise UsageError(f"--output {self.path} is a file, not a folder: give the path of a new folder.")
+        entries = sorted(e for e in os.listdir(self.path) if not e.startswith(".tmp-")) if os.path.isdir(self.path) else []
+        foreign = [e for e in entries if e not in RUN_ENTRIES]
+        if foreign:
+            raise UsageError(
+                f"--output {self.path} holds files a kbert run does not write ({', '.join(foreign[:5])}"
+                f"{', ...' if len(foreign) > 5 else ''}): give a new or empty folder (kbert never deletes them, "
+                "--overwrite included)."
+            )
+        if not entries:
+            self.state = "new"
+            return self.state
+        record = self._record()
+        differences = self._differences(record)
+        if differences:
+            if self.overwrite:
+                self.state = "new"
+                return self.state
+            raise UsageError(
+                f"--output {self.path} holds a run made by {'; '.join(differences)}. Run the same command as "
+                "before to resume it, give a new --output, or add --overwrite to replace that run."
+            )
+        self.state = "finished" if record.get("state") == "finished" else "resume"
+        return self.state
+
+    def _record(self):
+        try:
+            with open(self.record_path, encoding="utf-8") as f:
+                return json.load(f)
+        except FileNotFoundError:
+            return None
+        except (OSError, ValueError) as e:
+            raise UsageError(
+                f"--output {self.path}: its {RECORD} cannot be read ({e}): add --overwrite to replace the run, "
+                "or give a new --output."
+            ) from None
+
+    def _differences(self, record):
+        if record is None:
+            return ["a kbert version that kept no run.json (or it was deleted)"]
+        if record.get("command") != self.command:
+            return [f"kbert {record.get('command')}, not kbert {self.command}"]
+        differences = []
+        then_settings = record.get("settings", {})
+        for key in sorted(set(then_settings) | set(self.settings)):
+            then, now = then_settings.get(key), self.settings.get(key)
+            if then != now:
+                differences.append(f"{_flag(key)} {then} then, {now} now")
+        then_inputs = record.get("inputs", {})
+        for key in sorted(set(then_inputs) | set(self.inputs)):
+            then, now = then_inputs.get(key), self.inputs.get(key)
+            if then is None or now is None:
+                differences.append(f"{_flag(key)} {(then or now)['path']} {'given now only' if then is None else 'given then only'}")
+            elif then["sha256"] != now["sha256"]:
+                differences.append(
+                    f"{_flag(key)} {now['path']} changed since (sha256 {then['sha256'][:12]} then, {now['sha256'][:12]} now)"
+                )
+        return differences
+
+    def start(self, write=True):
+        """Before training: a new run clears a replaced run's files and records itself."""
+        if self.state is None:
+            raise RuntimeError("RunFolder.check() must run before start().")
+        if self.state != "new" or not write:
+            return
+        if os.path.isdir(self.path):
+            for entry in os.listdir(self.path):
+                if entry in RUN_ENTRIES:
+                    full = os.path.join(self.path, entry)
+                    shutil.rmtree(full) if os.path.isdir(full) else os.remove(full)
+        self._write("running")
+
+    @staticmethod
+    def best_file(best_epoch, last_epoch):
+        """Where the best epoch's model is once the run finishes: model.keras when the best
+        epoch is the last (best.keras would be a second copy of the same weights)."""
+        if best_epoch is None:
+            return None
+        return "model.keras" if best_epoch == last_epoch else "best.keras"
+
+    def finish(self, best_file, write=True):
+        """After a successful run (model and metrics written): removes best.keras when the
+        final model is the best, and the backup unless --keep-backup; records the run finished."""
+        if not write:
+            return
+        if best_file == "model.keras":
+            for name in ("best.keras", "best.keras.json"):
+                if os.path.exists(os.path.join(self.path, name)):
+                    os.remove(os.path.join(self.path, name))
+        if not self.keep_backup:
+            shutil.rmtree(os.path.join(self.path, "backup"), ignore_errors=True)
+        self._write("finished")
+
+    def report_finished(self, prefix):
+        print(
+            f"{prefix}: {self.path} already holds this finished run (the same settings and inputs); nothing was "
+            f"changed. Results: {os.path.join(self.path, 'metrics.json')}, model: {os.path.join(self.path, 'model.keras')}.",
+            file=sys.stderr,
+        )
+
+    def _write(self, state):
+        now = datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")
+        record = self._record() if state == "finished" and os.path.exists(self.record_path) else {}
+        record.update({"command": self.command, "settings": self.settings, "inputs": self.inputs, "state": state})
+        record.setdefault("started", now)
+        if state == "finished":
+            record["finished"] = now
+        write_json_atomically(record, self.record_path, indent=2, sort_keys=True)

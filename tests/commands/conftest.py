@@ -1,0 +1,43 @@
+"""Fixtures the command tests share: a one-layer BERT with the real MiniLM vocabulary, and
+real MR rows to train and validate on."""
+
+import csv
+import os
+
+import keras
+import pytest
+
+import keras_bert_impl as kb
+from keras_bert_impl.tokenization.vocabulary import read_vocabulary
+
+REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+MR = os.path.join(REPO, "data", "corpora", "polarity-en-pang&lee2.csv")
+
+
+@pytest.fixture(scope="session")
+def tiny_init(tmp_path_factory):
+    """A one-layer BERT with the real MiniLM vocabulary saved as its asset, as `kbert convert` leaves one."""
+    if not os.path.isdir(os.path.join(REPO, "data", "minilm")):
+        pytest.fail("data/ is missing: run `make data` (make test does it for you).")
+    keras.utils.set_random_seed(0)
+    backbone = kb.BertBackbone(vocabulary_size=30522, num_layers=1, num_heads=2, hidden_dim=16, intermediate_dim=32,
+                               max_sequence_length=64)
+    backbone.set_vocabulary(read_vocabulary(os.path.join(REPO, "data", "minilm", "vocab.txt")), lowercase=True)
+    path = str(tmp_path_factory.mktemp("init") / "tiny.keras")
+    backbone.save(path)
+    return path
+
+
+@pytest.fixture(scope="session")
+def mr_files(tmp_path_factory):
+    """80 MR rows to train on and 40 to validate, both classes, headerless like the original."""
+    with open(MR, encoding="utf-8-sig", newline="") as f:
+        rows = list(csv.reader(f))  # quoted fields, some with line breaks inside
+    pos = [row for row in rows if row[0] == "1"]
+    neg = [row for row in rows if row[0] == "-1"]
+    folder = tmp_path_factory.mktemp("mr")
+    train, dev = folder / "train.csv", folder / "dev.csv"
+    for path, part in ((train, pos[:40] + neg[:40]), (dev, pos[40:60] + neg[40:60])):
+        with open(path, "w", encoding="utf-8", newline="") as f:
+            csv.writer(f, quoting=csv.QUOTE_ALL).writerows(part)
+    return str(train), str(dev)

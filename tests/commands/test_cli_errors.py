@@ -1,0 +1,128 @@
+"""Issue 17's one error path, through the real `kbert` entry point in a subprocess where the
+process matters (tracebacks, signals, stdin): every expected failure is one line on stderr
+with exit status 2, nothing half-written; --debug shows the traceback; Ctrl-C says what was
+saved; `predict` keeps one output line per input line."""
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import pytest
+
+from keras_bert_impl.cli import main
+
+REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+LAYOUT = ["--no-header", "--columns", "label,text"]
+
+
+def _kbert(*argv, stdin=None, env=None):
+    return subprocess.run([sys.executable, "-m", "keras_bert_impl.cli", *map(str, argv)], input=stdin,
+                          capture_output=True, text=True, env=dict(os.environ, PYTHONPATH=REPO, **(env or {})),
+                          timeout=300)
+
+
+def _one_line_failure(done, *fragments):
+    assert done.returncode == 2, (done.returncode, done.stderr[-3000:])
+    lines = done.stderr.strip().splitlines()
+    assert len(lines) == 1 and "Traceback" not in done.stderr, done.stderr[-3000:]
+    for fragment in fragments:
+        assert fragment in lines[0], lines[0]
+    return lines[0]
+
+
+@pytest.fixture(scope="module")
+def run(tiny_init, mr_files, tmp_path_factory):
+    """A finished classification run of the tiny model on 80 MR rows."""
+    train, dev = mr_files
+    output = tmp_path_factory.mktemp("errors") / "run"
+    assert main(["finetune", "--task", "classification", "--train", train, "--validation", dev, "--init", tiny_init,
+                 "--output", str(output), "--epochs", "1", "--seq-len", "32", "--batch-size", "8", "--quiet",
+                 *LAYOUT]) == 0
+    return output
+
+
+def test_corrupt_or_foreign_model_files_are_one_line_and_debug_shows_the_traceback(run, tmp_path):
+    truncated = tmp_path / "truncated.keras"
+    truncated.write_bytes((run / "model.keras").read_bytes()[:5000])
+    text = tmp_path / "notes.keras"
+    text.write_text("not a model\n")
+    for path in (truncated, text):
+        _one_line_failure(_kbert("predict", "--model", path, "a fine film"), f"--model {path} is not a .keras model")
+    done = _kbert("evaluate", "--model", truncated, "--data", tmp_path / "missing.csv")
+    _one_line_failure(done, "--data", "no such file")
+    debug = _kbert("--debug", "predict", "--model", truncated, "a fine film")
+    assert debug.returncode != 0 and "Traceback" in debug.stderr
+    assert "Traceback" in _kbert("predict", "--model", truncated, "x", env={"KBERT_DEBUG": "1"}).stderr
+
+
+def test_predict_keeps_one_output_line_per_input_line_and_reads_stdin(run, tmp_path):
+    lines = ["a gripping , funny film", "", "dull and slow", "   ", "the best film of the year"]
+    stdin = "\n".join(lines) + "\n"
+    plain = _kbert("predict", "--model", run, "--file", "-", stdin=stdin)
+    assert plain.returncode == 0, plain.stderr[-3000:]
+    out = plain.stdout.split("\n")[:-1]
+    assert len(out) == len(lines)
+    for given, shown in zip(lines, out):
+        fields = shown.split("\t")
+        if given.strip():
+            assert fields[0] in ("-1", "1") and 0.5 <= float(fields[1]) <= 1 and fields[2] == given
+        else:
+            assert fields == ["", "", ""]
+    path = tmp_path / "texts.txt"
+    path.write_text(stdin, encoding="utf-8")
+    assert main(["predict", "--model", str(run), "--file", str(path), "--json"]) == 0
+
+
+def test_predict_json_results_for_blank_lines(run, tmp_path, capsys):
+    path = tmp_path / "texts.txt"
+    path.write_text("\ufeffa warm , funny film\n\nflat\n", encoding="utf-8")
+    assert main(["predict", "--model", str(run), "--file", str(path), "--json"]) == 0
+    rows = [json.loads(line) for line in capsys.readouterr().out.strip().split("\n")]
+    assert [r["text"] for r in rows] == ["a warm , funny film", "", "flat"]
+    assert rows[1]["label"] is None and rows[1]["probability"] is None
+    assert rows[0]["label"] in ("-1", "1") and rows[2]["label"] in ("-1", "1")
+
+
+def test_inference_flags_that_cannot_work_are_refused(run, mr_files, tmp_path, capsys):
+    _, dev = mr_files
+    bad = tmp_path / "latin1.txt"
+    bad.write_bytes("fine\ncaf\xe9 cr\xe8me\n".encode("latin-1"))
+    refusals = [
+        (["predict", "--model", str(run), "--file", str(bad)], f"--file {bad}:2 is not valid UTF-8"),
+        (["predict", "--model", str(run), "--seq-len", "2", "a film"], "--seq-len 2 is outside 3..64"),
+        (["predict", "--model", str(run), "--seq-len", "65", "a film"], "--seq-len 65 is outside 3..64"),
+        (["evaluate", "--model", str(run), "--data", dev, "--seq-len", "1000"], "--seq-len 1000 is outside 3..64"),
+        (["predict", "--model", str(run), "a film", "--text-b", "another"], "fine-tuned on single texts"),
+    ]
+    for argv, message in refusals:
+        assert main(argv) == 2, argv
+        err = capsys.readouterr().err
+        assert message in err and len(err.strip().splitlines()) == 1, err
+
+
+def test_ctrl_c_during_training_says_what_was_saved_and_the_same_command_resumes(tiny_init, mr_files, tmp_path):
+    train, dev = mr_files
+    output = tmp_path / "run"
+    argv = ["finetune", "--task", "classification", "--train", train, "--validation", dev, "--init", tiny_init,
+            "--output", output, "--epochs", "3", "--seq-len", "32", "--batch-size", "8", "--save-every", "2",
+            "--quiet", *LAYOUT]
+    process = subprocess.Popen([sys.executable, "-m", "keras_bert_impl.cli", *map(str, argv)],
+                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                               env=dict(os.environ, PYTHONPATH=REPO))
+    state = output / "backup" / "training_state.npz"
+    deadline = time.monotonic() + 300
+    while not state.exists() and process.poll() is None and time.monotonic() < deadline:
+        time.sleep(0.05)
+    process.send_signal(signal.SIGINT)
+    _, err = process.communicate(timeout=120)
+    assert process.returncode == 2, err[-3000:]
+    assert "Traceback" not in err, err[-3000:]
+    last = err.strip().splitlines()[-1]
+    assert last == (f"kbert finetune: interrupted. The training state of the last backup is in {output / 'backup'}: "
+                    "run the same command again to resume from there."), last
+    assert not (output / "model.keras").exists()
+    resumed = _kbert(*argv)
+    assert resumed.returncode == 0 and "resumed from the backup at step" in resumed.stderr, resumed.stderr[-3000:]
