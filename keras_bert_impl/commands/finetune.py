@@ -7,6 +7,7 @@ import time
 
 from keras_bert_impl.commands import task_data
 from keras_bert_impl.commands.errors import UsageError
+from keras_bert_impl.commands.label_checks import check_training_labels, report_labels
 from keras_bert_impl.commands.run_folder import RunFolder, add_run_folder_flags
 from keras_bert_impl.commands.training_flags import add_training_flags, check_head_training_flags, verbosity
 
@@ -45,6 +46,10 @@ def add_parser(subparsers):
         "--pooling", choices=["pooled", "mean"], default="pooled",
         help="classification/pair/multilabel: classify BERT's pooled [CLS] output (default), or the mean of the "
         "token vectors, the pooling sentence-transformers checkpoints (e.g. all-MiniLM-L6-v2) were trained with.",
+    )
+    parser.add_argument(
+        "--allow-label-variants", action="store_true",
+        help="Train even when labels look like spellings of one label (1 and 1.0, Pos and pos): each is a class.",
     )
     add_training_flags(parser, default_learning_rate=5e-5)
     task_data.add_data_flags(parser)
@@ -104,11 +109,14 @@ def _run(args):
     # All epochs in one dataset, epoch e ordered by (--seed, e) alone: a resumed run
     # trains on exactly the batches of an uninterrupted one, across epoch boundaries too.
     first_read = [_read(reader, args.train, "--train", epochs=args.epochs)]
-    train_examples = reader.report.examples if args.task != "squad" else reader.report.counters["windows"]
+    train_report = reader.report
+    train_examples = train_report.examples if args.task != "squad" else train_report.counters["windows"]
+    check_training_labels(args.task, args.train, train_report.label_counts, allow_variants=args.allow_label_variants)
     labels = getattr(reader, "labels", None)
     label_names = list(labels.labels) if labels is not None else None
     eval_reader = task_data.make_reader(args.task, preprocessor, settings, labels=labels, batch_size=args.batch_size)
     validation = _read(eval_reader, args.validation, "--validation", **({} if args.task == "squad" else {"build_labels": False}))
+    report_labels(args.task, train_report.label_counts, args.validation, eval_reader.report.label_counts)
     steps_per_epoch = math.ceil(train_examples / args.batch_size)
     train_steps = steps_per_epoch * args.epochs
     print(f"kbert finetune: {args.task} from {source}; {train_examples} training examples, "

@@ -46,7 +46,7 @@ def test_classification_finetune_evaluate_predict(tiny_init, mr_files, tmp_path,
     assert os.listdir(run / "logs")  # TensorBoard event files
     with open(run / "metrics.json") as f:
         metrics = json.load(f)
-    capsys.readouterr()
+    assert "labels: --train '-1' 40, '1' 40; --validation '-1' 20, '1' 20" in capsys.readouterr().err
 
     # evaluate reads the layout (headerless, label,text) from the run's task.json.
     assert main(["evaluate", "--model", str(run), "--data", dev, "--json"]) == 0
@@ -126,6 +126,35 @@ def test_finished_run_is_left_alone_and_another_run_is_never_overwritten(tiny_in
         assert done.returncode == 2 and message in done.stderr, done.stderr[-2000:]
         assert len(done.stderr.strip().splitlines()) == 1 and "Traceback" not in done.stderr, done.stderr
     assert _files(run) == before and sorted(os.listdir(other)) == ["notes.txt"]
+
+
+def test_labels_are_checked_before_training(tiny_init, mr_files, tmp_path, capsys):
+    _, dev = mr_files
+    one_class, spellings = tmp_path / "one.csv", tmp_path / "spellings.csv"
+    one_class.write_text("".join(f'"1","good film {i}"\n' for i in range(12)), encoding="utf-8")
+    rows = [("1", "good"), ("1.0", "fine"), ("-1", "bad"), ("1", "great"), ("-1", "dull"), ("-1.0", "flat")]
+    spellings.write_text("".join(f'"{label}","{text}"\n' for label, text in rows), encoding="utf-8")
+    args = ("--no-header", "--columns", "label,text")
+    assert _finetune(tiny_init, tmp_path / "a", "classification", str(one_class), dev, *args) == 2
+    assert f"--train {one_class} has one label only ('1' on all 12 rows)" in capsys.readouterr().err
+    assert _finetune(tiny_init, tmp_path / "b", "classification", str(spellings), dev, *args) == 2
+    err = capsys.readouterr().err
+    assert "look like spellings of one label: '-1' (2 rows) and '-1.0' (1 rows); '1' (2 rows) and '1.0' (1 rows)" in err
+    assert "--allow-label-variants" in err
+    assert not (tmp_path / "a").exists() and not (tmp_path / "b").exists()
+    # Asked for, the variants are classes of their own (the validation file has no 1.0 or -1.0).
+    assert _finetune(tiny_init, tmp_path / "b", "classification", str(spellings), dev, *args, "--allow-label-variants") == 0
+    assert "labels: --train '-1' 2, '1' 2, '-1.0' 1, '1.0' 1; --validation '-1' 20, '1' 20" in capsys.readouterr().err
+    assert keras.saving.load_model(tmp_path / "b" / "model.keras").label_names == ["-1", "-1.0", "1", "1.0"]
+
+
+def test_label_variants_and_multilabel_validation_warning():
+    from keras_bert_impl.commands.label_checks import report_labels, variants
+
+    assert variants(["pos", "Pos ", "neg", "1", "1.0", "01", "2", "NaN", "nan"]) == [["01", "1", "1.0"], ["NaN", "nan"], ["Pos ", "pos"]]
+    lines = []
+    report_labels("multilabel", {"sports": 3, "politics": 2, "tech": 1}, "d.jsonl", {"sports": 1}, log=lines.append)
+    assert lines[-1].startswith("warning: no --validation d.jsonl row has the label(s) 'politics', 'tech'")
 
 
 class _Interrupted(Exception):

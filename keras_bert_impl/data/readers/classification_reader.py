@@ -234,6 +234,7 @@ class ClassificationReader:
             texts.append(text)
             texts_b.append(text_b)
             targets.append(target)
+            report.label_counts.update(raw if self.multi_label else [raw])
         report.examples = len(texts)
         report.finish()
         return texts, texts_b, targets

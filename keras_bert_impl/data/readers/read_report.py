@@ -18,8 +18,9 @@ def check_on_error(on_error):
 
 
 class ReadReport:
-    """Counts for one `read()`: examples produced, rows skipped per kind, and
-    reader-specific counters (truncated sequences, windows, ...).
+    """Counts for one `read()`: examples produced, rows skipped per kind,
+    reader-specific counters (truncated sequences, windows, ...) and rows per label
+    (`label_counts`, from `ClassificationReader`).
 
     With `on_error="raise"`, `fail` raises the `MalformedRowError`; with
     `on_error="skip"` it counts the row and keeps the first errors, so nothing
@@ -45,6 +46,8 @@ class ReadReport:
         self.skipped_by_kind = collections.Counter()
         self.errors = []
         self.counters = collections.Counter()
+        # Rows per label as written in the file (labels of the rows kept), where a reader counts them.
+        self.label_counts = collections.Counter()
 
     def fail(self, line, reason, kind="malformed", location=None, skippable=True):
         error = MalformedRowError(self.path, line, reason, kind=kind, location=location, skippable=skippable)
