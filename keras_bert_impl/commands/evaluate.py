@@ -8,6 +8,7 @@ import numpy as np
 
 from keras_bert_impl.commands import task_data
 from keras_bert_impl.commands.errors import UsageError
+from keras_bert_impl.commands.progress import Progress
 
 
 def add_parser(subparsers):
@@ -30,12 +31,14 @@ def add_parser(subparsers):
     return parser
 
 
-def _gather(model, dataset):
+def _gather(model, dataset, progress=None):
     """Predictions and targets over a dataset of (x, y) or (x, y, w) batches, in order."""
     outputs, ys, ws = [], [], []
     for batch in dataset:
         x, y = batch[0], batch[1]
         outputs.append({k: np.asarray(v) for k, v in model.predict_on_batch(x).items()})
+        if progress is not None:
+            progress.update(len(np.asarray(x["token_ids"])))
         ys.append(y if not isinstance(y, dict) else {k: np.asarray(v) for k, v in y.items()})
         if len(batch) > 2:
             ws.append(np.asarray(batch[2]))
@@ -43,11 +46,13 @@ def _gather(model, dataset):
     return joined, ys, ws
 
 
-def compute_metrics(task, model, reader, dataset, label_names):
+def compute_metrics(task, model, reader, dataset, label_names, progress=None):
     """The task's metrics (plain floats and ints) of `model` on `dataset` read by `reader`."""
     from keras_bert_impl import evaluation
 
-    outputs, ys, ws = _gather(model, dataset)
+    outputs, ys, ws = _gather(model, dataset, progress)
+    if progress is not None:
+        progress.done()
     if task in ("classification", "pair"):
         logits = outputs.get("logits", outputs.get("probabilities"))
         labels = np.concatenate([np.asarray(y) for y in ys])
@@ -100,14 +105,32 @@ def _run(args):
         dataset = reader.read(args.data, **({} if task == "squad" else {"build_labels": False}))
     except ValueError as e:
         raise UsageError(f"--data {e}") from None
-    metrics = compute_metrics(task, model, reader, dataset, label_names)
+    rows = reader.report.examples if task != "squad" else reader.report.counters["windows"]
+    progress = Progress("evaluate", rows, args.batch_size, unit="examples" if task != "squad" else "windows")
+    metrics = compute_metrics(task, model, reader, dataset, label_names, progress)
+    for same_count in ("num_examples", "num_questions"):  # what "examples" counts, under one name
+        metrics.pop(same_count, None)
     metrics = {"task": task, "examples": reader.report.examples, **metrics}
     if args.json:
         print(json.dumps(metrics, sort_keys=True))
-    else:
-        for key, value in metrics.items():
-            if isinstance(value, float):
-                print(f"{key}: {value:.4f}")
-            elif not isinstance(value, (dict, list)):
-                print(f"{key}: {value}")
+        return 0
+    for key, value in metrics.items():
+        if isinstance(value, float):
+            print(f"{key}: {value:.4f}")
+        elif not isinstance(value, (dict, list)):
+            print(f"{key}: {value}")
+    for key, value in metrics.items():
+        if isinstance(value, dict) and value and all(isinstance(v, dict) for v in value.values()):
+            _print_table(key, value)
     return 0
+
+
+def _print_table(title, rows):
+    """A per-class (per-label, per-type) dict of dicts as aligned columns."""
+    columns = list(next(iter(rows.values())))
+    width = max(len(str(name)) for name in rows) + 2
+    print(f"{title}:")
+    print("  " + "".ljust(width) + "".join(c.rjust(11) for c in columns))
+    for name, values in rows.items():
+        cells = "".join((f"{v:.4f}" if isinstance(v, float) else str(v)).rjust(11) for v in values.values())
+        print("  " + str(name).ljust(width) + cells)

@@ -8,6 +8,7 @@ import numpy as np
 
 from keras_bert_impl.commands import task_data
 from keras_bert_impl.commands.errors import UsageError
+from keras_bert_impl.commands.progress import Progress
 from keras_bert_impl.commands.text_lines import read_lines
 
 
@@ -123,7 +124,7 @@ def _run(args):
     if task == "tagging":
         return _predict_tags(args, model, preprocessor, rows)
     names = model.label_names or [str(i) for i in range(model.num_classes)]
-    progress = _Progress(len(rows), args.batch_size)
+    progress = Progress("predict", len(rows), args.batch_size)
     for start in range(0, len(rows), args.batch_size):
         chunk = rows[start:start + args.batch_size]
         given = [(a, b) for a, b in chunk if a is not None]
@@ -164,23 +165,6 @@ def _print_empty(args, task, fields):
         print(json.dumps({**fields, **empty}, ensure_ascii=False))
     else:
         print({"multilabel": "\t", "tagging": "", "squad": "\t"}.get(task, "\t\t"))
-
-
-class _Progress:
-    """`N/M texts` on stderr, rewritten in place, when stderr is a terminal and the input is long."""
-
-    def __init__(self, total, batch_size):
-        self.total, self.done_count = total, 0
-        self.active = sys.stderr.isatty() and total > 4 * batch_size
-
-    def update(self, count):
-        self.done_count += count
-        if self.active:
-            print(f"\rkbert predict: {self.done_count:,}/{self.total:,} texts", end="", file=sys.stderr, flush=True)
-
-    def done(self):
-        if self.active:
-            print(file=sys.stderr)
 
 
 def _predict_tags(args, model, preprocessor, rows):

@@ -27,6 +27,9 @@ def add_data_flags(parser, defaults_from_run=False):
     group.add_argument("--label-column", default=d(None), help="Column of the label. Default label (labels for multilabel).")
     group.add_argument("--no-header", dest="header", action="store_const", const=False, default=d(True),
                        help="CSV/TSV without a header row: give --columns.")
+    group.add_argument("--header", dest="header", action="store_const", const=True,
+                       help="CSV/TSV with a header row naming the columns (the default; overrides a run's "
+                       "--no-header for evaluate and distill).")
     group.add_argument("--columns", default=d(None),
                        help="Comma-separated column names of a headerless CSV/TSV, e.g. label,text (the MR file).")
     group.add_argument("--tag-format", choices=["conll", "word/tag"], default=d("conll"),

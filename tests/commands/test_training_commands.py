@@ -51,7 +51,22 @@ def test_classification_finetune_evaluate_predict(tiny_init, mr_files, tmp_path,
     # evaluate reads the layout (headerless, label,text) from the run's task.json.
     assert main(["evaluate", "--model", str(run), "--data", dev, "--json"]) == 0
     evaluated = _json_line(capsys.readouterr().out)
-    assert evaluated["examples"] == 40
+    assert evaluated["examples"] == 40 and "num_examples" not in evaluated  # one name for the count
+    assert main(["evaluate", "--model", str(run), "--data", dev]) == 0
+    plain = capsys.readouterr().out.splitlines()
+    assert "examples: 40" in plain and "per_class:" in plain
+    header = plain[plain.index("per_class:") + 1].split()
+    assert header[:3] == ["precision", "recall", "f1"] and "support" in header
+    rows = {line.split()[0]: line.split() for line in plain[plain.index("per_class:") + 2:]}
+    assert set(rows) == {"-1", "1"}
+    assert sum(int(rows[name][1 + header.index("support")]) for name in rows) == 40
+    # --header overrides the run's headerless layout for a file that has one.
+    headed = tmp_path / "dev_with_header.csv"
+    headed.write_text("label,text\n" + open(dev, encoding="utf-8").read(), encoding="utf-8")
+    assert main(["evaluate", "--model", str(run), "--data", str(headed), "--json"]) == 2
+    assert "unknown label 'label'" in capsys.readouterr().err
+    assert main(["evaluate", "--model", str(run), "--data", str(headed), "--json", "--header"]) == 0
+    assert _json_line(capsys.readouterr().out)["examples"] == 40
     assert evaluated["accuracy"] == pytest.approx(metrics["validation"]["accuracy"], abs=1e-9)
 
     assert main(["predict", "--model", str(run / "model.keras"), "--json", "a gripping , funny film", "dull and slow"]) == 0
