@@ -3,9 +3,13 @@
 import math
 import os
 import sys
+import tempfile
 import time
 
+import numpy as np
+
 from keras_bert_impl.commands import task_data
+from keras_bert_impl.atomic_write import write_text_atomically
 from keras_bert_impl.commands.errors import UsageError
 from keras_bert_impl.commands.label_checks import check_training_labels, report_labels
 from keras_bert_impl.commands.run_folder import RunFolder, add_run_folder_flags
@@ -26,7 +30,12 @@ def add_parser(subparsers):
     )
     parser.add_argument("--task", required=True, choices=task_data.TASKS, help="The head to train.")
     parser.add_argument("--train", required=True, help="Training file.")
-    parser.add_argument("--validation", required=True, help="Validation file, same layout; evaluated after each epoch.")
+    parser.add_argument("--validation", default=None, help="Validation file, same layout; evaluated after each epoch.")
+    parser.add_argument(
+        "--validation-split", type=float, default=None, metavar="FRACTION",
+        help="Instead of --validation (classification, pair, multilabel): hold out this fraction of --train, "
+        "stratified by label and drawn by --seed; both parts are kept in OUTPUT/split/ as JSONL.",
+    )
     parser.add_argument(
         "--init", required=True,
         help="Starting weights: a .keras model (backbone, pretrainer or any head), a kbert run folder, or a "
@@ -57,11 +66,11 @@ def add_parser(subparsers):
     return parser
 
 
-def _read(reader, path, what, **kwargs):
+def _read(reader, path, what, method="read", **kwargs):
     from keras_bert_impl.data.readers import MalformedRowError
 
     try:
-        return reader.read(path, **kwargs)
+        return getattr(reader, method)(path, **kwargs)
     except MalformedRowError as e:
         if e.kind == "unknown_label" and what == "--validation":
             raise UsageError(
@@ -75,10 +84,45 @@ def _read(reader, path, what, **kwargs):
 
 def run(args):
     # A UsageError goes up to cli.main: one line and status 2, or its traceback with --debug.
-    return _run(args)
+    with tempfile.TemporaryDirectory(prefix="kbert-finetune-") as scratch:
+        return _run(args, scratch)
 
 
-def _run(args):
+def _check_validation_flags(args):
+    if (args.validation is None) == (args.validation_split is None):
+        raise UsageError("Give either --validation FILE or --validation-split FRACTION (exactly one of them).")
+    if args.validation_split is None:
+        return
+    if not 0 < args.validation_split < 1:
+        raise UsageError(f"--validation-split must be a fraction in (0, 1), e.g. 0.1. Received: {args.validation_split}")
+    if args.task not in ("classification", "pair", "multilabel"):
+        raise UsageError(f"--validation-split splits row files (classification, pair, multilabel): give --task "
+                         f"{args.task} a --validation file.")
+
+
+def _split(args, preprocessor, settings, scratch):
+    """The training file's rows split into scratch/train.jsonl and scratch/validation.jsonl."""
+    from keras_bert_impl.commands.validation_split import split_rows
+
+    reader = task_data.make_reader(args.task, preprocessor, settings)
+    texts, texts_b, targets = _read(reader, args.train, "--train", method="read_examples")
+    names = reader.labels.labels
+    if args.task == "multilabel":
+        labels = [[names[i] for i in np.flatnonzero(target)] for target in targets]
+    else:
+        labels = [names[int(target)] for target in targets]
+    train, validation, layout, (n_train, n_validation) = split_rows(
+        texts, texts_b, labels, args.validation_split, args.seed, settings, scratch)
+    if n_train == 0 or n_validation == 0:
+        raise UsageError(f"--validation-split {args.validation_split} of {len(texts)} rows leaves "
+                         f"{n_train} to train on and {n_validation} to validate: use more rows or another fraction.")
+    print(f"kbert finetune: --validation-split {args.validation_split}: {n_train} rows to train on, {n_validation} "
+          f"held out (stratified by label, --seed {args.seed})", file=sys.stderr)
+    return train, validation, layout
+
+
+def _run(args, scratch):
+    _check_validation_flags(args)
     check_head_training_flags(args)
     folder = RunFolder(args.output, "finetune", args, inputs=("train", "validation", "init", "vocab"))
     if folder.check() == "finished":
@@ -102,21 +146,24 @@ def _run(args):
     preprocessor = BertPreprocessor(vocabulary, lowercase=lowercase, sequence_length=args.seq_len)
     settings = task_data.data_settings(args, args.task)
     # Every row of both files is parsed and checked here, before any training step.
+    train_path, validation_path, layout = args.train, args.validation, settings
     try:
-        reader = task_data.make_reader(args.task, preprocessor, settings, batch_size=args.batch_size, shuffle=True, seed=args.seed)
+        if args.validation_split is not None:
+            train_path, validation_path, layout = _split(args, preprocessor, settings, scratch)
+        reader = task_data.make_reader(args.task, preprocessor, layout, batch_size=args.batch_size, shuffle=True, seed=args.seed)
     except ValueError as e:
         raise UsageError(str(e)) from None
     # All epochs in one dataset, epoch e ordered by (--seed, e) alone: a resumed run
     # trains on exactly the batches of an uninterrupted one, across epoch boundaries too.
-    first_read = [_read(reader, args.train, "--train", epochs=args.epochs)]
+    first_read = [_read(reader, train_path, "--train", epochs=args.epochs)]
     train_report = reader.report
     train_examples = train_report.examples if args.task != "squad" else train_report.counters["windows"]
     check_training_labels(args.task, args.train, train_report.label_counts, allow_variants=args.allow_label_variants)
     labels = getattr(reader, "labels", None)
     label_names = list(labels.labels) if labels is not None else None
-    eval_reader = task_data.make_reader(args.task, preprocessor, settings, labels=labels, batch_size=args.batch_size)
-    validation = _read(eval_reader, args.validation, "--validation", **({} if args.task == "squad" else {"build_labels": False}))
-    report_labels(args.task, train_report.label_counts, args.validation, eval_reader.report.label_counts)
+    eval_reader = task_data.make_reader(args.task, preprocessor, layout, labels=labels, batch_size=args.batch_size)
+    validation = _read(eval_reader, validation_path, "--validation", **({} if args.task == "squad" else {"build_labels": False}))
+    report_labels(args.task, train_report.label_counts, validation_path, eval_reader.report.label_counts)
     steps_per_epoch = math.ceil(train_examples / args.batch_size)
     train_steps = steps_per_epoch * args.epochs
     print(f"kbert finetune: {args.task} from {source}; {train_examples} training examples, "
@@ -139,6 +186,15 @@ def _run(args):
     }
     chief = tr.is_chief(strategy)
     folder.start(write=chief)  # every check passed: a replaced run's files go, this run is recorded
+    if args.validation_split is not None and chief:
+        # The run keeps its held-out rows (kbert evaluate --data OUTPUT/split/validation.jsonl).
+        from keras_bert_impl.commands.validation_split import SPLIT_FOLDER
+
+        kept = os.path.join(args.output, SPLIT_FOLDER)
+        for name in ("train.jsonl", "validation.jsonl"):
+            with open(os.path.join(scratch, name), encoding="utf-8") as f:
+                write_text_atomically(f.read(), os.path.join(kept, name))
+        train_path, validation_path = os.path.join(kept, "train.jsonl"), os.path.join(kept, "validation.jsonl")
     backup = BackupAndRestore(
         os.path.join(args.output, "backup"), save_every=args.save_every,
         fingerprint={"model": model.get_config(), "run": run_settings},
@@ -149,7 +205,7 @@ def _run(args):
     def dataset_fn():
         # The first fit call takes the (never iterated) dataset of the checking read above;
         # a second one, after a mid-epoch resume, needs a fresh dataset object (see fit_resumable).
-        return first_read.pop() if first_read else _read(reader, args.train, "--train", epochs=args.epochs)
+        return first_read.pop() if first_read else _read(reader, train_path, "--train", epochs=args.epochs)
 
     try:
         with strategy.scope():
@@ -169,7 +225,7 @@ def _run(args):
         tr.atomic_save(model, os.path.join(args.output, "model.keras"))
         tr.atomic_json({**run_settings, **settings, "label_names": label_names}, os.path.join(args.output, task_data.TASK_FILE))
         tr.atomic_json(
-            {"validation": metrics_now, "validation_file": os.path.abspath(args.validation),
+            {"validation": metrics_now, "validation_file": os.path.abspath(validation_path),
              "history": {k: [float(v) for v in vals] for k, vals in history.history.items()},
              "resumed_from_step": backup.restored_step, "epoch_train_seconds": tr.epoch_seconds(callbacks),
              "best": {"monitor": monitor, "value": best.best, "epoch": best.best_epoch, "file": best_file},

@@ -16,7 +16,7 @@ from keras_bert_impl.commands.errors import UsageError
 
 RECORD = "run.json"
 # What a training command writes into its folder; --overwrite removes these and nothing else.
-RUN_ENTRIES = ("model.keras", "best.keras", "best.keras.json", "metrics.json", "task.json", "logs", "backup", RECORD)
+RUN_ENTRIES = ("model.keras", "best.keras", "best.keras.json", "metrics.json", "task.json", "logs", "backup", "split", RECORD)
 # Flags that change how a run reports or how often it saves, not what it computes.
 UNRECORDED = ("func", "command", "output", "overwrite", "keep_backup", "quiet", "debug", "save_every")
 _HASH_SKIPS = ("backup", "logs")  # a run folder given as an input: its model files, not its training state

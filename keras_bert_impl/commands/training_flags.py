@@ -63,6 +63,8 @@ def check_head_training_flags(args):
     if not 0 <= args.dropout < 1:
         raise UsageError(f"--dropout must be in [0, 1). Received: {args.dropout}")
     for flag, path in (("--train", args.train), ("--validation", args.validation)):
+        if path is None:  # finetune --validation-split
+            continue
         if not os.path.isfile(path):
             raise UsageError(f"{flag} {path!r}: no such file.")
         if os.path.getsize(path) == 0:

@@ -172,6 +172,40 @@ def test_label_variants_and_multilabel_validation_warning():
     assert lines[-1].startswith("warning: no --validation d.jsonl row has the label(s) 'politics', 'tech'")
 
 
+def test_validation_split_holds_out_a_stratified_part_the_run_keeps(tiny_init, mr_files, tmp_path, capsys):
+    train, dev = mr_files
+    run = tmp_path / "run"
+    argv = ["finetune", "--task", "classification", "--train", train, "--init", tiny_init, "--output", str(run),
+            "--no-header", "--columns", "label,text", *FAST]
+    assert main([*argv, "--validation-split", "0.25"]) == 0
+    assert "60 rows to train on, 20 held out" in capsys.readouterr().err
+    held = [json.loads(line) for line in (run / "split" / "validation.jsonl").read_text().splitlines()]
+    kept = [json.loads(line) for line in (run / "split" / "train.jsonl").read_text().splitlines()]
+    assert sorted(r["label"] for r in held) == ["-1"] * 10 + ["1"] * 10  # stratified: 25% of each class
+    with open(train, encoding="utf-8", newline="") as f:
+        rows = [{"label": label, "text": text} for label, text in csv.reader(f)]
+    key = lambda row: json.dumps(row, sort_keys=True)
+    assert sorted(map(key, held + kept)) == sorted(map(key, rows))  # every row, once
+    metrics = json.loads((run / "metrics.json").read_text())
+    assert metrics["validation"]["num_examples"] == 20 and metrics["validation_file"] == str(run / "split" / "validation.jsonl")
+    assert main(["evaluate", "--model", str(run), "--data", str(run / "split" / "validation.jsonl"), "--json"]) == 0
+    assert _json_line(capsys.readouterr().out)["accuracy"] == pytest.approx(metrics["validation"]["accuracy"], abs=1e-9)
+    # The same command again (the same split, drawn by --seed): the finished run is left alone.
+    assert main([*argv, "--validation-split", "0.25"]) == 0
+    assert "already holds this finished run" in capsys.readouterr().err
+    for extra, message in (
+        (["--validation-split", "0.25", "--validation", dev], "exactly one of them"),
+        ([], "exactly one of them"),
+        (["--validation-split", "1.5"], "--validation-split must be a fraction in (0, 1)"),
+    ):
+        assert main([*argv[:-len(FAST)], *FAST, *extra]) == 2, extra
+        assert message in capsys.readouterr().err
+    ner = os.path.join(FIXTURES, "ner_train.conll")
+    assert main(["finetune", "--task", "tagging", "--train", ner, "--init", tiny_init, "--output", str(tmp_path / "t"),
+                 "--validation-split", "0.2", *FAST]) == 2
+    assert "give --task tagging a --validation file" in capsys.readouterr().err
+
+
 class _Interrupted(Exception):
     pass
 
