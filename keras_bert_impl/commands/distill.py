@@ -89,18 +89,10 @@ def _check_flags(args):
         raise UsageError(f"--alpha must be in [0, 1] (0: soft targets only, 1: labels only). Received: {args.alpha}")
 
 
-def _read(reader, path, flag, **kwargs):
-    from keras_bert_impl.data.readers import MalformedRowError
-
-    try:
-        return reader.read_examples(path, **kwargs)
-    except MalformedRowError as e:
-        if e.kind == "unknown_label":
-            raise UsageError(f"{flag} {path} line {e.line}: {e.reason}. The student predicts the teacher's labels "
-                             f"({', '.join(reader.labels.labels)}): every label must be one of them.") from None
-        raise UsageError(f"{flag} {e}") from None
-    except ValueError as e:
-        raise UsageError(f"{flag} {path}: {e}") from None
+def _read(reader, path, flag, method="read_examples", **kwargs):
+    hint = (f"The student predicts the teacher's labels ({', '.join(reader.labels.labels)}): every label must be "
+            "one of them.")
+    return task_data.read_checked(reader, path, flag, "distill", method=method, unknown_label_hint=hint, **kwargs)
 
 
 def _unlabeled_texts(path):
@@ -222,13 +214,12 @@ def _run(args):
                                     sequence_length=args.seq_len)
     settings = task_data.data_settings(args, task, stored)
     label_names = list(teacher.label_names)
-    reader = task_data.make_reader(task, preprocessor, settings, labels=label_names, batch_size=args.batch_size)
+    reader = task_data.make_reader(task, preprocessor, settings, labels=label_names, batch_size=args.batch_size,
+                                   on_error=args.on_error)
     texts, texts_b, targets = _read(reader, args.train, "--train", build_labels=False)
-    eval_reader = task_data.make_reader(task, preprocessor, settings, labels=label_names, batch_size=args.batch_size)
-    try:
-        validation = eval_reader.read(args.validation, build_labels=False)
-    except ValueError as e:
-        raise UsageError(f"--validation {e}") from None
+    eval_reader = task_data.make_reader(task, preprocessor, settings, labels=label_names, batch_size=args.batch_size,
+                                        on_error=args.on_error)
+    validation = _read(eval_reader, args.validation, "--validation", method="read", build_labels=False)
 
     examples = len(texts) + len(unlabeled)
     steps_per_epoch = math.ceil(examples / args.batch_size)

@@ -100,11 +100,10 @@ def _run(args):
     label_names = getattr(model, "label_names", None)
     if task != "squad" and label_names is None:
         raise UsageError(f"{model_path} has no label_names: fine-tune it with kbert finetune, which saves them.")
-    reader = task_data.make_reader(task, preprocessor, settings, labels=label_names, batch_size=args.batch_size)
-    try:
-        dataset = reader.read(args.data, **({} if task == "squad" else {"build_labels": False}))
-    except ValueError as e:
-        raise UsageError(f"--data {e}") from None
+    reader = task_data.make_reader(task, preprocessor, settings, labels=label_names, batch_size=args.batch_size,
+                                   on_error=args.on_error)
+    dataset = task_data.read_checked(reader, args.data, "--data", "evaluate",
+                                     **({} if task == "squad" else {"build_labels": False}))
     rows = reader.report.examples if task != "squad" else reader.report.counters["windows"]
     progress = Progress("evaluate", rows, args.batch_size, unit="examples" if task != "squad" else "windows")
     metrics = compute_metrics(task, model, reader, dataset, label_names, progress)

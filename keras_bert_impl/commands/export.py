@@ -84,21 +84,18 @@ def _read_lines(path, flag, pair):
     return rows
 
 
-def _examples(path, flag, task, model, settings):
+def _examples(path, flag, task, model, settings, on_error="fail"):
     """(examples, labels) of a task file: texts or (a, b) pairs, and class ids or None."""
     if not os.path.isfile(path):
         raise UsageError(f"{flag} {path!r}: no such file.")
     if task in ("classification", "pair", "multilabel"):
-        from keras_bert_impl.data.readers import MalformedRowError
-
         from keras_bert_impl.tokenization import BertPreprocessor
 
         # The reader checks rows and labels; read_examples leaves the tokenizing to the export.
-        reader = task_data.make_reader(task, BertPreprocessor.from_model(model), settings, labels=model.label_names)
-        try:
-            texts, texts_b, targets = reader.read_examples(path, build_labels=False)
-        except (ValueError, MalformedRowError) as e:
-            raise UsageError(f"{flag} {e}") from None
+        reader = task_data.make_reader(task, BertPreprocessor.from_model(model), settings, labels=model.label_names,
+                                       on_error=on_error)
+        texts, texts_b, targets = task_data.read_checked(reader, path, flag, "export", method="read_examples",
+                                                         build_labels=False)
         examples = list(zip(texts, texts_b)) if task == "pair" else texts
         import numpy as np
 
@@ -143,7 +140,7 @@ def run(args):
             f"Pass --seq-len {backbone.max_sequence_length} or less."
         )
     settings = task_data.data_settings(args, task, stored) if task in task_data.TASKS else {}
-    validation = _examples(args.validation, "--validation", task, model, settings) if args.validation else None
+    validation = _examples(args.validation, "--validation", task, model, settings, args.on_error) if args.validation else None
     calibration_path = args.calibration or stored.get("train")
     calibration = None
     if "tflite" in formats and "full_int8" in quantizations:
@@ -152,7 +149,7 @@ def run(args):
                 "full_int8 needs real examples to calibrate on: pass --calibration FILE (or leave full_int8 out "
                 "of --quantizations)."
             )
-        calibration, _ = _examples(calibration_path, "--calibration", task, model, settings)
+        calibration, _ = _examples(calibration_path, "--calibration", task, model, settings, args.on_error)
 
     from keras_bert_impl_export.exporter import ExportExistsError, export_model
     from keras_bert_impl_export.report import build_report

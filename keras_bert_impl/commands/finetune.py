@@ -67,19 +67,9 @@ def add_parser(subparsers):
 
 
 def _read(reader, path, what, method="read", **kwargs):
-    from keras_bert_impl.data.readers import MalformedRowError
-
-    try:
-        return getattr(reader, method)(path, **kwargs)
-    except MalformedRowError as e:
-        if e.kind == "unknown_label" and what == "--validation":
-            raise UsageError(
-                f"--validation {path} line {e.line}: {e.reason}. Every validation label must occur in the "
-                "training file (the head has one output per training label)."
-            ) from None
-        raise UsageError(f"{what} {e}") from None
-    except ValueError as e:
-        raise UsageError(f"{what} {path}: {e}") from None
+    hint = ("Every validation label must occur in the training file (the head has one output per training label)."
+            if what == "--validation" else None)
+    return task_data.read_checked(reader, path, what, "finetune", method=method, unknown_label_hint=hint, **kwargs)
 
 
 def run(args):
@@ -104,7 +94,7 @@ def _split(args, preprocessor, settings, scratch):
     """The training file's rows split into scratch/train.jsonl and scratch/validation.jsonl."""
     from keras_bert_impl.commands.validation_split import split_rows
 
-    reader = task_data.make_reader(args.task, preprocessor, settings)
+    reader = task_data.make_reader(args.task, preprocessor, settings, on_error=args.on_error)
     texts, texts_b, targets = _read(reader, args.train, "--train", method="read_examples")
     names = reader.labels.labels
     if args.task == "multilabel":
@@ -150,7 +140,8 @@ def _run(args, scratch):
     try:
         if args.validation_split is not None:
             train_path, validation_path, layout = _split(args, preprocessor, settings, scratch)
-        reader = task_data.make_reader(args.task, preprocessor, layout, batch_size=args.batch_size, shuffle=True, seed=args.seed)
+        reader = task_data.make_reader(args.task, preprocessor, layout, batch_size=args.batch_size, shuffle=True,
+                                       seed=args.seed, on_error=args.on_error)
     except ValueError as e:
         raise UsageError(str(e)) from None
     # All epochs in one dataset, epoch e ordered by (--seed, e) alone: a resumed run
@@ -161,7 +152,8 @@ def _run(args, scratch):
     check_training_labels(args.task, args.train, train_report.label_counts, allow_variants=args.allow_label_variants)
     labels = getattr(reader, "labels", None)
     label_names = list(labels.labels) if labels is not None else None
-    eval_reader = task_data.make_reader(args.task, preprocessor, layout, labels=labels, batch_size=args.batch_size)
+    eval_reader = task_data.make_reader(args.task, preprocessor, layout, labels=labels, batch_size=args.batch_size,
+                                        on_error=args.on_error)
     validation = _read(eval_reader, validation_path, "--validation", **({} if args.task == "squad" else {"build_labels": False}))
     report_labels(args.task, train_report.label_counts, validation_path, eval_reader.report.label_counts)
     steps_per_epoch = math.ceil(train_examples / args.batch_size)

@@ -6,6 +6,8 @@ read files laid out like the training file without repeating the flags.
 
 import json
 import os
+import re
+import sys
 
 TASKS = ("classification", "pair", "multilabel", "tagging", "squad")
 TASK_FILE = "task.json"
@@ -36,6 +38,10 @@ def add_data_flags(parser, defaults_from_run=False):
                        help="tagging: conll (word ... tag per line, blank line between sentences) or word/tag "
                        "(a sentence per line, tokens like The/DT). Default conll.")
     group.add_argument("--tag-column", type=int, default=d(-1), help="tagging, conll: column of the tag. Default -1 (last).")
+    group.add_argument("--on-error", choices=["fail", "skip"], default="fail",
+                       help="A malformed row (bad JSON, a missing column, an unknown label, invalid UTF-8 in a "
+                       "line-based file): fail names it (default); skip leaves it out, and the rows skipped are "
+                       "counted and the first ones shown.")
     group.add_argument("--doc-stride", type=int, default=d(128), help="squad: wordpieces between context windows. Default 128.")
     group.add_argument("--max-query-length", type=int, default=d(64), help="squad: question wordpieces kept. Default 64.")
 
@@ -59,8 +65,10 @@ def data_settings(args, task, stored=None):
     return settings
 
 
-def make_reader(task, preprocessor, settings, labels=None, batch_size=32, shuffle=False, seed=None):
+def make_reader(task, preprocessor, settings, labels=None, batch_size=32, shuffle=False, seed=None, on_error="fail"):
     from keras_bert_impl.data.readers import ClassificationReader, SquadReader, TaggingReader
+
+    on_error = {"fail": "raise", "skip": "skip"}[on_error]
 
     if task in ("classification", "pair", "multilabel"):
         header = settings["header"]
@@ -77,16 +85,61 @@ def make_reader(task, preprocessor, settings, labels=None, batch_size=32, shuffl
             batch_size=batch_size,
             shuffle=shuffle,
             seed=seed,
+            on_error=on_error,
         )
     if task == "tagging":
         return TaggingReader(
             preprocessor, file_format=settings["tag_format"], tag_column=settings["tag_column"], labels=labels,
-            batch_size=batch_size, shuffle=shuffle, seed=seed,
+            batch_size=batch_size, shuffle=shuffle, seed=seed, on_error=on_error,
         )
     return SquadReader(
         preprocessor, doc_stride=settings["doc_stride"], max_query_length=settings["max_query_length"],
-        batch_size=batch_size, shuffle=shuffle, seed=seed,
+        batch_size=batch_size, shuffle=shuffle, seed=seed, on_error=on_error,
     )
+
+
+# The readers speak their Python arguments; a CLI user types flags.
+_FLAG_SPELLINGS = [
+    (r"on_error='skip'", "--on-error skip"),
+    (r"header=False", "--no-header"),
+    (r"header=True", "--header"),
+    (r"column_names=\[\.\.\.\]", "--columns"),
+    (r"column_names=", "--columns "),
+    (r"text_b_column=", "--text-b-column "),
+    (r"text_column=", "--text-column "),
+    (r"label_column=", "--label-column "),
+]
+
+
+def as_flags(message):
+    """A reader's message with its Python argument names replaced by the CLI's flags."""
+    message = message.replace("text_column=/label_column=", "--text-column/--label-column")
+    for pattern, flag in _FLAG_SPELLINGS:
+        message = re.sub(pattern, flag, message)
+    return message
+
+
+def read_checked(reader, path, flag, command, method="read", unknown_label_hint=None, **kwargs):
+    """`reader.<method>(path)` for a CLI command: a malformed row or file is a UsageError in the
+    CLI's words; rows skipped under --on-error skip are counted on stderr, the first shown."""
+    from keras_bert_impl.commands.errors import UsageError
+    from keras_bert_impl.data.readers import MalformedRowError
+
+    try:
+        result = getattr(reader, method)(path, **kwargs)
+    except MalformedRowError as e:
+        if e.kind == "unknown_label" and unknown_label_hint:
+            raise UsageError(f"{flag} {path} line {e.line}: {e.reason}. {unknown_label_hint}") from None
+        raise UsageError(as_flags(f"{flag} {e}")) from None
+    except ValueError as e:
+        raise UsageError(as_flags(f"{flag} {path}: {e}")) from None
+    report = reader.report
+    if report is not None and report.skipped:
+        kinds = ", ".join(f"{kind} {n}" for kind, n in sorted(report.skipped_by_kind.items()))
+        first = report.errors[0]
+        print(f"kbert {command}: {flag} {path}: skipped {report.skipped} malformed row(s) ({kinds}); the first, "
+              f"line {first.line}: {first.reason}", file=sys.stderr)
+    return result
 
 
 def build_head(task, backbone, num_classes, label_names, dropout, pooling="pooled"):

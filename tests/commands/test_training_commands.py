@@ -351,6 +351,26 @@ def test_validation_label_unseen_in_training(tiny_init, tmp_path, capsys):
         "line 3", "unknown label 'negative'", "must occur in the training file",
     )
     assert not (tmp_path / "run").exists()
+    # --on-error skip: the row is left out, counted and shown.
+    assert main(["finetune", "--task", "classification", "--train", os.path.join(FIXTURES, "sentiment_train.csv"),
+                 "--validation", os.path.join(FIXTURES, "sentiment_dev_unknown_label.csv"), "--init", tiny_init,
+                 "--output", str(tmp_path / "run"), "--on-error", "skip", *FAST]) == 0
+    err = capsys.readouterr().err
+    assert "skipped 1 malformed row(s) (unknown_label 1); the first, line 3: unknown label 'negative'" in err
+    assert json.loads((tmp_path / "run" / "metrics.json").read_text())["validation"]["num_examples"] == 2
+
+
+def test_reader_messages_name_the_cli_flags(tiny_init, tmp_path, capsys):
+    headed = tmp_path / "headed.csv"
+    headed.write_text("sentence,polarity\nfine,pos\nbad,neg\n", encoding="utf-8")
+    _refused(capsys, ["finetune", "--task", "classification", "--train", str(headed), "--validation", str(headed),
+                      "--init", tiny_init, "--output", str(tmp_path / "run")],
+             "--text-column/--label-column naming yours, or --no-header with --columns for a headerless file")
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text('{"text": "fine", "label": "pos"}\n{"text": "bad"\n{"text": "ok", "label": "neg"}\n', encoding="utf-8")
+    _refused(capsys, ["finetune", "--task", "classification", "--train", str(bad), "--validation", str(bad),
+                      "--init", tiny_init, "--output", str(tmp_path / "run")],
+             f"--train {bad}:2", "--on-error skip to skip and count such rows")
 
 
 def test_steps_zero_and_preset_vocab_mismatch(tiny_init, tmp_path, capsys, data_dir):
