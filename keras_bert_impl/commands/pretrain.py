@@ -9,6 +9,7 @@ import time
 import numpy as np
 
 from keras_bert_impl.commands.errors import UsageError
+from keras_bert_impl.commands.run_folder import RunFolder, add_run_folder_flags
 from keras_bert_impl.commands.training_flags import add_training_flags, check_training_flags, verbosity
 
 
@@ -35,7 +36,9 @@ def add_parser(subparsers):
     model_source = parser.add_mutually_exclusive_group()
     model_source.add_argument("--preset", default=None, help="Architecture of a new model, e.g. bert_tiny (random init).")
     model_source.add_argument("--init", default=None, help="Continue from a model (.keras, run folder or checkpoint folder).")
-    parser.add_argument("--output", required=True, help="Run folder (created). Re-running the same command resumes it.")
+    parser.add_argument("--output", required=True, help="Run folder (created). The same command again resumes an unfinished "
+                        "run and leaves a finished one as it is; other settings or edited inputs are refused.")
+    add_run_folder_flags(parser)
     parser.add_argument("--steps", type=int, default=10000, help="Optimizer steps in all. Default 10000.")
     parser.add_argument("--steps-per-epoch", type=int, default=None,
                         help="Steps between progress summaries, validation and epoch-end backups. Default min(--steps, 1000).")
@@ -123,6 +126,11 @@ def _run(args):
         raise UsageError(f"--vocab {args.vocab!r}: no such file.")
     if args.init is None and args.preset is None:
         raise UsageError("Give --preset NAME for a new model (e.g. bert_tiny) or --init MODEL to continue one.")
+    folder = RunFolder(args.output, "pretrain", args,
+                       inputs=("corpus", "records", "vocab", "init", "validation_records"))
+    if folder.check() == "finished":
+        folder.report_finished("kbert pretrain")
+        return 0
 
     import keras
 
@@ -149,6 +157,8 @@ def _run(args):
     if args.seq_len > max_len:
         raise UsageError(f"--seq-len {args.seq_len} exceeds the model's max_sequence_length={max_len}.")
 
+    strategy_chief = tr.is_chief(strategy)
+    folder.start(write=strategy_chief)  # the checks that need no data passed; the records go into the run folder
     records = _records(args, vocabulary)
     try:
         reader = PretrainingRecordReader.from_directory(records)
@@ -217,9 +227,10 @@ def _run(args):
         "epoch_train_seconds": tr.epoch_seconds(callbacks),
         "steps_this_process": args.steps - backup.restored_step, **run_settings,
     }
-    if tr.is_chief(strategy):
+    if strategy_chief:
         tr.atomic_save(model, os.path.join(args.output, "model.keras"))
         tr.atomic_json(result, os.path.join(args.output, "metrics.json"))
+    folder.finish(None, write=strategy_chief)
     if last:
         parts = [f"MLM accuracy {last.get('mlm_logits_accuracy', math.nan):.4f} (unigram baseline {baseline:.4f})",
                  f"NSP accuracy {last.get('nsp_logits_accuracy', math.nan):.4f}"]

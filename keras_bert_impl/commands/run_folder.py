@@ -16,7 +16,8 @@ from keras_bert_impl.commands.errors import UsageError
 
 RECORD = "run.json"
 # What a training command writes into its folder; --overwrite removes these and nothing else.
-RUN_ENTRIES = ("model.keras", "best.keras", "best.keras.json", "metrics.json", "task.json", "logs", "backup", "split", RECORD)
+RUN_ENTRIES = ("model.keras", "best.keras", "best.keras.json", "metrics.json", "task.json", "logs", "backup", "split",
+               "records", RECORD)
 # Flags that change how a run reports or how often it saves, not what it computes.
 UNRECORDED = ("func", "command", "output", "overwrite", "keep_backup", "quiet", "debug", "save_every")
 _HASH_SKIPS = ("backup", "logs")  # a run folder given as an input: its model files, not its training state
@@ -67,6 +68,18 @@ def _update(digest, path):
             digest.update(block)
 
 
+def _input_record(value):
+    """{"path", "sha256"} of an input file or folder, or of a list of them (one digest over
+    theirs, in order); None when one does not exist (the command's own check says so)."""
+    paths = value if isinstance(value, list) else [value]
+    if not all(os.path.exists(p) for p in paths):
+        return None
+    if not isinstance(value, list):
+        return {"path": os.path.abspath(value), "sha256": file_digest(value)}
+    digest = hashlib.sha256("\n".join(file_digest(p) for p in paths).encode("ascii")).hexdigest()
+    return {"path": [os.path.abspath(p) for p in paths], "sha256": digest}
+
+
 def _flag(key):
     return "--" + key.replace("_", "-")
 
@@ -97,10 +110,8 @@ class RunFolder:
         self.overwrite = bool(getattr(args, "overwrite", False))
         self.keep_backup = bool(getattr(args, "keep_backup", False))
         values = {k: v for k, v in sorted(vars(args).items()) if k not in UNRECORDED}
-        self.inputs = {
-            k: {"path": os.path.abspath(values[k]), "sha256": file_digest(values[k])}
-            for k in inputs if values.get(k) is not None and os.path.exists(values[k])
-        }
+        self.inputs = {k: _input_record(values[k]) for k in inputs if values.get(k) is not None}
+        self.inputs = {k: v for k, v in self.inputs.items() if v is not None}
         self.settings = {k: v for k, v in values.items() if k not in inputs}
         self.state = None
 

@@ -300,12 +300,19 @@ def test_pretrain_then_finetune_from_it(tmp_path, capsys, data_dir):
     with open(REVIEWS, encoding="utf-8-sig") as f:
         corpus.write_text("".join(f.readlines()[:60]), encoding="utf-8")
     run = tmp_path / "pretrain"
-    code = main(["pretrain", "--corpus", str(corpus), "--corpus-format", "reviews-csv", "--vocab", vocab,
-                 "--preset", "bert_tiny", "--output", str(run), "--steps", "12", "--steps-per-epoch", "6",
-                 "--seq-len", "64", "--batch-size", "8", "--dupe-factor", "1", "--quiet"])
-    assert code == 0
+    argv = ["pretrain", "--corpus", str(corpus), "--corpus-format", "reviews-csv", "--vocab", vocab,
+            "--preset", "bert_tiny", "--output", str(run), "--steps", "12", "--steps-per-epoch", "6",
+            "--seq-len", "64", "--batch-size", "8", "--dupe-factor", "1", "--quiet"]
+    assert main(argv) == 0
     out = capsys.readouterr().out
     assert "MLM accuracy" in out and "unigram baseline" in out and "NSP accuracy" in out
+    # The run folder rules of finetune: the backup goes after success, a re-run changes nothing.
+    assert sorted(os.listdir(run)) == ["logs", "metrics.json", "model.keras", "records", "run.json"]
+    before = (run / "model.keras").read_bytes()
+    assert main(argv) == 0 and "already holds this finished run" in capsys.readouterr().err
+    assert (run / "model.keras").read_bytes() == before
+    assert main([*argv[:-1], "--steps", "18", "--quiet"]) == 2
+    assert "--steps 12 then, 18 now" in capsys.readouterr().err
     with open(run / "metrics.json") as f:
         metrics = json.load(f)
     assert 0 < metrics["unigram_baseline_mlm_accuracy"] < 1
