@@ -169,17 +169,17 @@ ANIMAL := "The animal didn't cross the street because it was too tired"
 look-inside-pictures: $(INSTALLED) $(DATA_STAMP)
 	mkdir -p $(LOOK)
 	test -f $(LOOK)/minilm.keras || $(BIN)/kbert convert $(DATA)/minilm --format huggingface --output $(LOOK)/minilm.keras
-	$(BIN)/kbert attention $(ANIMAL) --model $(LOOK)/minilm.keras --layer 5 --head 11 \
+	$(BIN)/kbert attention $(ANIMAL) --model $(LOOK)/minilm.keras --layer 5 --head 11 --overwrite \
 	  --output docs/attention_animal_l5h11.png --html docs/attention_animal.html
-	$(BIN)/kbert attention $(ANIMAL) --model $(LOOK)/minilm.keras --layer 5 --output docs/attention_animal_layer5.png
+	$(BIN)/kbert attention $(ANIMAL) --model $(LOOK)/minilm.keras --layer 5 --output docs/attention_animal_layer5.png --overwrite
 	$(BIN)/python -c "from bench.corpora.mr_split import load_mr; t, l = load_mr(); \
 	  open('$(LOOK)/mr.txt', 'w').write('\n'.join(t) + '\n'); \
 	  open('$(LOOK)/mr_labels.txt', 'w').write('\n'.join('positive' if x == 1 else 'negative' for x in l) + '\n')"
-	$(BIN)/kbert embed $(LOOK)/mr.txt --model $(LOOK)/minilm.keras --output $(LOOK)/mr.npy --normalize
-	$(BIN)/kbert plot-embeddings $(LOOK)/mr.npy --labels $(LOOK)/mr_labels.txt --output docs/mr_embeddings_pca.png \
+	$(BIN)/kbert embed $(LOOK)/mr.txt --model $(LOOK)/minilm.keras --output $(LOOK)/mr.npy --normalize --overwrite
+	$(BIN)/kbert plot-embeddings $(LOOK)/mr.npy --labels $(LOOK)/mr_labels.txt --output docs/mr_embeddings_pca.png --overwrite \
 	  --title "4,000 MR sentences, all-MiniLM-L6-v2 (mean pooling, normalised), PCA"
 	$(BIN)/python -m bench.corpora.tagged_sentences play --output-prefix $(LOOK)/play
-	$(BIN)/kbert word-senses play --file $(LOOK)/play_noun.txt --file $(LOOK)/play_verb.txt \
+	$(BIN)/kbert word-senses play --file $(LOOK)/play_noun.txt --file $(LOOK)/play_verb.txt --overwrite \
 	  --model $(LOOK)/minilm.keras --output docs/word_senses_play.png --annotate 10
 
 # The earlier demo: sentence similarity and semantic search with the converted MiniLM.

@@ -72,7 +72,7 @@ def main(argv=None):
     npy = os.path.join(WORK, "embed_throughput_vectors.npy")
     start = time.perf_counter()
     subprocess.run([sys.executable, "-m", "keras_bert_impl.cli", "embed", text, "--model", MINILM_KERAS, "--output", npy,
-                    "--normalize", "--batch-size", str(args.batch_size)], check=True)
+                    "--normalize", "--batch-size", str(args.batch_size), "--overwrite"], check=True)
     process_seconds = time.perf_counter() - start
     np.testing.assert_allclose(np.load(npy), vectors, atol=1e-5)
 

@@ -3,6 +3,7 @@
 import sys
 
 from keras_bert_impl.commands.errors import UsageError
+from keras_bert_impl.commands.output_files import add_overwrite_flag, refuse_existing
 
 
 def add_parser(subparsers):
@@ -22,12 +23,14 @@ def add_parser(subparsers):
     parser.add_argument("--head", type=int, default=None, help="0-based head within --layer.")
     parser.add_argument("--output", default=None, help="PNG to write.")
     parser.add_argument("--html", default=None, help="Interactive HTML page to write.")
+    add_overwrite_flag(parser, "--output and --html files")
     parser.add_argument("--seq-len", type=int, default=128, help="Wordpieces, [CLS] and [SEP]s included; longer is truncated. Default 128.")
     parser.set_defaults(func=run)
     return parser
 
 
 def run(args):
+    refuse_existing(args, "output", "html")
     if not args.output and not args.html:
         raise UsageError("Say what to write: --output attention.png and/or --html attention.html.")
     if args.output and not args.output.lower().endswith(".png"):

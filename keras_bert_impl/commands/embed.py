@@ -7,6 +7,7 @@ import sys
 from keras_bert_impl.commands.encoder_flags import add_encoder_flags, encoder_from_args, progress_bar, report_truncated
 from keras_bert_impl.commands.errors import UsageError
 from keras_bert_impl.commands.text_lines import check_text_file, read_lines
+from keras_bert_impl.commands.output_files import add_overwrite_flag, refuse_existing
 
 FORMATS = (".npy", ".jsonl")
 
@@ -22,6 +23,7 @@ def add_parser(subparsers):
     )
     parser.add_argument("file", metavar="FILE", help="UTF-8 text, one text per line.")
     parser.add_argument("--output", required=True, help="vectors.npy or vectors.jsonl (written atomically).")
+    add_overwrite_flag(parser)
     add_encoder_flags(parser)
     parser.set_defaults(func=run)
     return parser
@@ -32,6 +34,7 @@ def run(args):
         raise UsageError(f"--output must end in .npy or .jsonl. Received: {args.output!r}")
     if os.path.isdir(args.output):
         raise UsageError(f"--output {args.output!r} is a folder: give a file name ending in .npy or .jsonl.")
+    refuse_existing(args, "output")
     total = check_text_file(args.file, "FILE")
     encoder, description = encoder_from_args(args)
     print(f"Embedding {total} lines of {args.file} with {description} ({args.pooling} pooling, layers {args.layer}, "

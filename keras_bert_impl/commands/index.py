@@ -6,6 +6,7 @@ import time
 
 from keras_bert_impl.commands.encoder_flags import add_encoder_flags, encoder_from_args, progress_bar, report_truncated
 from keras_bert_impl.commands.errors import UsageError
+from keras_bert_impl.commands.output_files import add_overwrite_flag, refuse_existing
 from keras_bert_impl.commands.text_lines import check_text_file, read_lines
 
 
@@ -19,7 +20,9 @@ def add_parser(subparsers):
         "model's fingerprint: a query embedded by another model is refused.",
     )
     parser.add_argument("file", metavar="FILE", help="UTF-8 text, one sentence per line (blank lines are skipped and counted).")
-    parser.add_argument("--output", required=True, help="The index folder to write (atomically; an existing index is replaced).")
+    parser.add_argument("--output", required=True, help="The index folder to write (atomically; an existing index is replaced "
+                        "only with --overwrite).")
+    add_overwrite_flag(parser, "an existing index folder")
     parser.add_argument("--method", default="auto", choices=("auto", "exact", "hnsw"),
                         help="exact: numpy over every vector; hnsw: faiss' HNSW graph; auto (default): hnsw above 20,000 lines.")
     add_encoder_flags(parser, normalize_flag=False)
@@ -32,6 +35,7 @@ def run(args):
         raise UsageError(
             f"--output {args.output!r} exists and is not an index folder: choose a new path (nothing there is replaced)."
         )
+    refuse_existing(args, "output")
     total = check_text_file(args.file, "FILE")
     texts = [text for text in read_lines(args.file, "FILE") if text.strip()]
     if not texts:

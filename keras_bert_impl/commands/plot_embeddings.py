@@ -5,6 +5,7 @@ import os
 
 from keras_bert_impl.commands.errors import UsageError
 from keras_bert_impl.commands.text_lines import check_text_file, read_lines
+from keras_bert_impl.commands.output_files import add_overwrite_flag, refuse_existing
 
 
 def add_parser(subparsers):
@@ -17,6 +18,7 @@ def add_parser(subparsers):
     parser.add_argument("vectors", metavar="VECTORS", help="vectors.npy or vectors.jsonl from kbert embed.")
     parser.add_argument("--labels", required=True, help="A text file with one label per line (at most 20 distinct).")
     parser.add_argument("--output", required=True, help="PNG to write.")
+    add_overwrite_flag(parser)
     parser.add_argument("--title", default="Sentence vectors (PCA)", help="The picture's title.")
     parser.set_defaults(func=run)
     return parser
@@ -45,6 +47,7 @@ def _read_vectors(path):
 def run(args):
     if not args.output.lower().endswith(".png"):
         raise UsageError(f"--output must end in .png. Received: {args.output!r}")
+    refuse_existing(args, "output")
     vectors = _read_vectors(args.vectors)
     check_text_file(args.labels, "--labels")
     labels = [line.strip() for line in read_lines(args.labels, "--labels")]

@@ -3,6 +3,8 @@
 import sys
 import time
 
+from keras_bert_impl.commands.output_files import add_overwrite_flag, refuse_existing
+
 
 def add_parser(subparsers):
     """Registers `vocab` on the `kbert` subparsers; returns its parser."""
@@ -22,6 +24,7 @@ def add_parser(subparsers):
         "vocabulary within 5%% below it; a corpus too small for it at --min-count gives fewer tokens (reported).",
     )
     parser.add_argument("--output", required=True, help="Path of the vocab.txt to write (one token per line).")
+    add_overwrite_flag(parser)
     parser.add_argument(
         "--cased", action="store_true",
         help="Keep case and accents (a cased model). Default: uncased, i.e. lower-cased and accents stripped "
@@ -47,6 +50,7 @@ def add_parser(subparsers):
 
 
 def run(args):
+    refuse_existing(args, "output")
     from keras_bert_impl.tokenization.vocabulary import write_vocabulary
     from keras_bert_impl.tokenization.vocabulary_builder import VocabularyBuilder
 

@@ -2,6 +2,7 @@
 
 from keras_bert_impl.commands.errors import UsageError
 from keras_bert_impl.commands.text_lines import check_text_file, read_lines
+from keras_bert_impl.commands.output_files import add_overwrite_flag, refuse_existing
 
 
 def add_parser(subparsers):
@@ -18,6 +19,7 @@ def add_parser(subparsers):
     parser.add_argument("--model", required=True,
                         help="A .keras model (kbert convert/pretrain/finetune), a run folder, or a checkpoint folder.")
     parser.add_argument("--output", required=True, help="PNG to write.")
+    add_overwrite_flag(parser)
     parser.add_argument("--layer", type=int, default=-1, help="0 = embeddings (no context), -1 = last layer (default).")
     parser.add_argument("--max-sentences", type=int, default=200, help="Sentences with WORD used per file. Default 200.")
     parser.add_argument("--annotate", type=int, default=12, help="How many points get a sentence snippet. Default 12.")
@@ -29,6 +31,7 @@ def add_parser(subparsers):
 def run(args):
     if not args.output.lower().endswith(".png"):
         raise UsageError(f"--output must end in .png. Received: {args.output!r}")
+    refuse_existing(args, "output")
     if len(args.word.split()) != 1:
         raise UsageError(f"WORD must be one word without spaces. Received: {args.word!r}")
     if args.max_sentences < 2:

@@ -110,6 +110,7 @@ def test_search_refuses_another_model_and_a_corrupt_index(mr_text, minilm, minil
     _fails(["search", index, "a film"], capsys, "texts.jsonl does not match its checksum")
     _fails(["search", str(tmp_path), "a film"], capsys, "no manifest.json")
     _fails(["index", mr_text["text"], "--model", minilm_keras, "--output", mr_text["text"]], capsys, "is not an index folder")
+    _fails(["index", mr_text["text"], "--model", minilm_keras, "--output", index], capsys, "already exists: add --overwrite")
 
 
 def test_attention_command(minilm_keras, tmp_path, capsys):
@@ -118,7 +119,10 @@ def test_attention_command(minilm_keras, tmp_path, capsys):
     assert main(["attention", text, "--model", minilm_keras, "--layer", "5", "--head", "11", "--output", png, "--html", page]) == 0
     out = capsys.readouterr().out
     assert "layer 5, head 11, 15 wordpieces" in out and os.path.getsize(png) > 10_000 and os.path.getsize(page) > 10_000
-    assert main(["attention", " ".join(["word"] * 200), "--model", minilm_keras, "--output", png]) == 0
+    # An existing picture is replaced only when asked.
+    _fails(["attention", "a text", "--model", minilm_keras, "--output", png], capsys, f"--output {png} already exists")
+    _fails(["attention", "a text", "--model", minilm_keras, "--html", page], capsys, f"--html {page} already exists")
+    assert main(["attention", " ".join(["word"] * 200), "--model", minilm_keras, "--output", png, "--overwrite"]) == 0
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "longer than --seq-len 128" in err[0]
 
