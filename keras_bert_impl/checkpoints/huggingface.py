@@ -117,19 +117,29 @@ def backbone_kwargs_from_huggingface_config(config, source="config.json"):
     )
 
 
-def _read_tensors(src, allow_pickle):
+def _load_safetensors(path):
+    from safetensors import SafetensorError
     from safetensors.numpy import load_file
 
+    try:
+        return load_file(path)
+    except SafetensorError as e:
+        raise ValueError(
+            f"{path} is not a complete safetensors file ({e}): it is truncated or damaged; download or copy it again."
+        ) from None
+
+
+def _read_tensors(src, allow_pickle):
     single = os.path.join(src, "model.safetensors")
     index = os.path.join(src, "model.safetensors.index.json")
     if os.path.exists(single):
-        return load_file(single), single
+        return _load_safetensors(single), single
     if os.path.exists(index):
         with open(index, encoding="utf-8") as f:
             shards = sorted(set(json.load(f)["weight_map"].values()))
         tensors = {}
         for shard in shards:
-            tensors.update(load_file(os.path.join(src, shard)))
+            tensors.update(_load_safetensors(os.path.join(src, shard)))
         return tensors, index
     pickled = os.path.join(src, "pytorch_model.bin")
     if os.path.exists(pickled):

@@ -5,6 +5,7 @@ import os
 import zipfile
 
 import keras
+import tensorflow as tf
 
 from keras_bert_impl.checkpoints import convert_checkpoint
 from keras_bert_impl.commands.errors import UsageError
@@ -66,7 +67,12 @@ def load_init(path, flag="--init"):
                 f"{flag} {path!r} is a folder with neither model.keras (a kbert run folder) nor a checkpoint config "
                 f"({', '.join(CHECKPOINT_FORMATS)}). Pass a .keras file, a kbert run folder or a checkpoint folder."
             )
-        model, report = convert_checkpoint(path, fmt)
+        try:
+            model, report = convert_checkpoint(path, fmt)
+        except (ValueError, OSError, tf.errors.OpError) as e:
+            # A truncated safetensors file, a damaged TF checkpoint, a config that does not fit.
+            message = " ".join(str(e).split())
+            raise UsageError(f"{flag} {path}: the {fmt} checkpoint cannot be read: {message[:400]}") from None
         return model, f"{fmt} checkpoint {path} ({report.summary().splitlines()[0]})"
     return load_model(path, flag=flag)
 

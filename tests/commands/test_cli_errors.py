@@ -18,10 +18,16 @@ REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)
 LAYOUT = ["--no-header", "--columns", "label,text"]
 
 
+def _user_env(**extra):
+    """A user's environment: without the test suite's TF_CPP_MIN_LOG_LEVEL, so the package's
+    own default (no CUDA lines on a CPU machine) is what the user gets."""
+    env = {k: v for k, v in os.environ.items() if k != "TF_CPP_MIN_LOG_LEVEL"}
+    return dict(env, PYTHONPATH=REPO, **extra)
+
+
 def _kbert(*argv, stdin=None, env=None):
     return subprocess.run([sys.executable, "-m", "keras_bert_impl.cli", *map(str, argv)], input=stdin,
-                          capture_output=True, text=True, env=dict(os.environ, PYTHONPATH=REPO, **(env or {})),
-                          timeout=300)
+                          capture_output=True, text=True, env=_user_env(**(env or {})), timeout=300)
 
 
 def _one_line_failure(done, *fragments):
@@ -110,8 +116,7 @@ def test_ctrl_c_during_training_says_what_was_saved_and_the_same_command_resumes
             "--output", output, "--epochs", "3", "--seq-len", "32", "--batch-size", "8", "--save-every", "2",
             "--quiet", *LAYOUT]
     process = subprocess.Popen([sys.executable, "-m", "keras_bert_impl.cli", *map(str, argv)],
-                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                               env=dict(os.environ, PYTHONPATH=REPO))
+                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=_user_env())
     state = output / "backup" / "training_state.npz"
     deadline = time.monotonic() + 300
     while not state.exists() and process.poll() is None and time.monotonic() < deadline:
@@ -126,3 +131,19 @@ def test_ctrl_c_during_training_says_what_was_saved_and_the_same_command_resumes
     assert not (output / "model.keras").exists()
     resumed = _kbert(*argv)
     assert resumed.returncode == 0 and "resumed from the backup at step" in resumed.stderr, resumed.stderr[-3000:]
+
+
+def test_truncated_safetensors_is_one_line_for_convert_and_finetune(mr_files, tmp_path):
+    source = tmp_path / "truncated_minilm"
+    source.mkdir()
+    for name in ("config.json", "vocab.txt"):
+        (source / name).write_bytes((open(os.path.join(REPO, "data", "minilm", name), "rb")).read())
+    with open(os.path.join(REPO, "data", "minilm", "model.safetensors"), "rb") as f:
+        (source / "model.safetensors").write_bytes(f.read(1_000_000))
+    message = f"{source / 'model.safetensors'} is not a complete safetensors file"
+    _one_line_failure(_kbert("convert", source, "--format", "huggingface", "--output", tmp_path / "m.keras"), message)
+    assert not (tmp_path / "m.keras").exists()
+    train, dev = mr_files
+    _one_line_failure(_kbert("finetune", "--task", "classification", "--train", train, "--validation", dev,
+                             "--init", source, "--output", tmp_path / "run", *LAYOUT), f"--init {source}", message)
+    assert not (tmp_path / "run").exists()
