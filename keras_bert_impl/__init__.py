@@ -14,20 +14,57 @@ os.environ.setdefault("KERAS_BACKEND", "tensorflow")
 # set before TensorFlow is first imported, which is why it is here and not in cli.py.
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2" if os.path.exists("/proc/driver/nvidia") else "3")
 
-from keras_bert_impl import layers  # noqa: E402
-from keras_bert_impl.models import (  # noqa: E402
-    BERT_PRESETS,
-    BertBackbone,
-    BertClassifier,
-    BertEmbedder,
-    BertPretrainer,
-    BertSpanLabeler,
-    BertTask,
-    BertTokenClassifier,
-    DistillationLoss,
-    Distiller,
-    MaskedLMAccuracy,
-    MaskedSparseCrossentropy,
-)
+import sys  # noqa: E402
+
+
+# The public names, and the module each comes from.
+_PUBLIC = {
+    "layers": None,
+    **{name: "keras_bert_impl.models" for name in (
+        "BERT_PRESETS", "BertBackbone", "BertClassifier", "BertEmbedder", "BertPretrainer", "BertSpanLabeler",
+        "BertTask", "BertTokenClassifier", "DistillationLoss", "Distiller", "MaskedLMAccuracy",
+        "MaskedSparseCrossentropy",
+    )},
+}
+__all__ = sorted(_PUBLIC)
+
+
+def __getattr__(name):
+    """The public names, imported when first used (see below)."""
+    import importlib
+
+    if name not in _PUBLIC:
+        raise AttributeError(f"module 'keras_bert_impl' has no attribute {name!r}")
+    value = importlib.import_module("keras_bert_impl.layers") if name == "layers" else getattr(
+        importlib.import_module(_PUBLIC[name]), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__():
+    return sorted(set(globals()) | set(_PUBLIC))
+
+
+# `import keras_bert_impl` registers every layer and model with Keras, so that
+# `keras.saving.load_model` finds them: Keras does not import a module named in a .keras
+# file by itself. That import is TensorFlow's and takes seconds. The `kbert` command
+# defers it: `kbert --help` and a flag error answer at once, and `cli.main` imports the
+# models before it runs a command.
+if not os.path.basename(sys.argv[0] if sys.argv else "") == "kbert":
+    from keras_bert_impl import layers  # noqa: E402,F401
+    from keras_bert_impl.models import (  # noqa: E402,F401
+        BERT_PRESETS,
+        BertBackbone,
+        BertClassifier,
+        BertEmbedder,
+        BertPretrainer,
+        BertSpanLabeler,
+        BertTask,
+        BertTokenClassifier,
+        DistillationLoss,
+        Distiller,
+        MaskedLMAccuracy,
+        MaskedSparseCrossentropy,
+    )
 
 __version__ = "0.1.0"

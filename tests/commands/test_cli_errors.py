@@ -147,3 +147,22 @@ def test_truncated_safetensors_is_one_line_for_convert_and_finetune(mr_files, tm
     _one_line_failure(_kbert("finetune", "--task", "classification", "--train", train, "--validation", dev,
                              "--init", source, "--output", tmp_path / "run", *LAYOUT), f"--init {source}", message)
     assert not (tmp_path / "run").exists()
+
+
+def test_help_and_flag_errors_answer_without_importing_tensorflow(run):
+    """Issue 19: `kbert --help`, `kbert CMD --help` and a flag error come from argparse alone;
+    TensorFlow (seconds to import) is imported only when a command runs."""
+    script = os.path.join(os.path.dirname(sys.executable), "kbert")  # the installed console script
+    for argv, status in ((["--help"], 0), (["finetune", "--help"], 0), (["predict", "--model"], 2),
+                         (["finetune", "--task", "nope"], 2)):
+        done = subprocess.run([sys.executable, "-X", "importtime", script, *argv], capture_output=True, text=True,
+                              env=_user_env(), timeout=120)
+        assert done.returncode == status, (argv, done.stderr[-2000:])
+        imported = [line.split("|")[-1].strip() for line in done.stderr.splitlines() if line.startswith("import time:")]
+        assert "keras_bert_impl.cli" in imported
+        heavy = [m for m in imported if m.split(".")[0] in ("tensorflow", "keras", "tensorflow_text")]
+        assert heavy == [], (argv, heavy[:5])
+    # A command runs through the same script: cli.main registers the models before loading one.
+    done = subprocess.run([script, "predict", "--model", str(run), "a warm , funny film"], capture_output=True,
+                          text=True, env=_user_env(), timeout=300)
+    assert done.returncode == 0 and done.stdout.split("\t")[0] in ("-1", "1"), done.stderr[-2000:]
