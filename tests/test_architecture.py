@@ -60,6 +60,7 @@ def test_every_module_is_seen():
         ("keras_bert_impl.checkpoints", ("keras_bert_impl.commands", "keras_bert_impl.cli")),
         ("keras_bert_impl.evaluation", ("keras_bert_impl.commands", "keras_bert_impl.cli")),
         ("keras_bert_impl.inspection", ("keras_bert_impl.commands", "keras_bert_impl.cli")),
+        ("keras_bert_impl.inference", ("keras_bert_impl.commands", "keras_bert_impl.cli")),
     ],
 )
 def test_layering(package, forbidden):

@@ -113,6 +113,8 @@ def _run(args):
             f"--text-b given, but {model_path} was fine-tuned on single texts (--task {stored['task']}): leave out "
             "--text-b, or use a model fine-tuned with --task pair."
         )
+    if args.batch_size < 1:
+        raise UsageError(f"--batch-size must be a positive integer. Received: {args.batch_size}")
     rows = _inputs(args, task)
     backbone = model.backbone
     seq_len = check_sequence_length(args.seq_len or stored.get("seq_len") or min(128, backbone.max_sequence_length), backbone)
@@ -123,37 +125,36 @@ def _run(args):
         return _predict_squad(args, model, preprocessor, rows, stored)
     if task == "tagging":
         return _predict_tags(args, model, preprocessor, rows)
+    from keras_bert_impl.inference import TextPredictor
+
     names = model.label_names or [str(i) for i in range(model.num_classes)]
-    progress = Progress("predict", len(rows), args.batch_size)
-    for start in range(0, len(rows), args.batch_size):
-        chunk = rows[start:start + args.batch_size]
-        given = [(a, b) for a, b in chunk if a is not None]
-        scores = iter(())
-        if given:
-            texts = [a for a, _ in given]
-            x = preprocessor((texts, [b for _, b in given])) if task == "pair" else preprocessor(texts)
-            out = model.predict_on_batch(x)
-            scores = iter(np.asarray(out.get("logits", out.get("probabilities"))))
-        for text, text_b in chunk:
-            if text is None:
-                _print_empty(args, task, {"text": None, "text_b": None} if task == "pair" else {"text": ""})
-                continue
-            row = next(scores)
-            if task == "multilabel":
-                probs = 1 / (1 + np.exp(-row)) if "logits" in out else row
-                chosen = [names[i] for i in np.flatnonzero(probs >= args.threshold)]
-                result = {"text": text, "labels": chosen, "probabilities": {n: float(p) for n, p in zip(names, probs)}}
-                shown = ",".join(chosen) or "(none)"
-            else:
-                probs = _softmax(row) if "logits" in out else row
-                best = int(probs.argmax())
-                result = {"text": text, "label": names[best], "probability": float(probs[best])}
-                shown = f"{names[best]}\t{probs[best]:.4f}"
-            if text_b is not None:
-                result["text_b"] = text_b
-            print(json.dumps(result, ensure_ascii=False) if args.json else f"{shown}\t{text}")
-        progress.update(len(chunk))
+    given = [(a, b) for a, b in rows if a is not None]
+    progress = Progress("predict", len(given), args.batch_size)
+    # Sorted by length and padded per batch (a multiple of 16), not to --seq-len: the same
+    # numbers (within 1e-5), several times faster on short texts.
+    outputs = TextPredictor(model, sequence_length=seq_len, batch_size=args.batch_size).predict(
+        [a for a, _ in given], [b for _, b in given] if task == "pair" else None, progress=progress.update)
     progress.done()
+    from_logits = "logits" in outputs
+    scores = iter(outputs["logits"] if from_logits else outputs.get("probabilities", []))
+    for text, text_b in rows:
+        if text is None:
+            _print_empty(args, task, {"text": None, "text_b": None} if task == "pair" else {"text": ""})
+            continue
+        row = next(scores)
+        if task == "multilabel":
+            probs = 1 / (1 + np.exp(-row)) if from_logits else row
+            chosen = [names[i] for i in np.flatnonzero(probs >= args.threshold)]
+            result = {"text": text, "labels": chosen, "probabilities": {n: float(p) for n, p in zip(names, probs)}}
+            shown = ",".join(chosen) or "(none)"
+        else:
+            probs = _softmax(row) if from_logits else row
+            best = int(probs.argmax())
+            result = {"text": text, "label": names[best], "probability": float(probs[best])}
+            shown = f"{names[best]}\t{probs[best]:.4f}"
+        if text_b is not None:
+            result["text_b"] = text_b
+        print(json.dumps(result, ensure_ascii=False) if args.json else f"{shown}\t{text}")
     return 0
 
 

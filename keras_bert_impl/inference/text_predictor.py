@@ -1,0 +1,108 @@
+"""Raw texts through a fine-tuned sequence classifier, batched by length.
+
+MR sentences average about 27 wordpieces: padded to 128, most of the work multiplies
+padding. Here the texts of a chunk are tokenized at the model's sequence length (so
+truncation is what padding to it would give), sorted by length, and each batch is cut to
+its own longest row rounded up to a multiple of `bucket_multiple`; the outputs go back to
+input order. Attention and pooling ignore padded positions, so the result equals padding
+every text to `sequence_length` (tests/inference: within 1e-5).
+
+Shape legend: N texts in a chunk, S sequence_length, B batch, T a batch's padded width.
+"""
+
+import numpy as np
+import tensorflow as tf
+
+from keras_bert_impl.models.bert_classifier import BertClassifier
+from keras_bert_impl.tokenization.bert_preprocessor import BertPreprocessor
+from keras_bert_impl.validation import check_positive_int
+
+
+class TextPredictor:
+    """Predicts a `BertClassifier`'s outputs for raw texts (or text pairs), in input order.
+
+    Args:
+        model: a `BertClassifier` whose backbone carries its vocabulary (what `kbert
+            finetune` writes).
+        sequence_length: int >= 3. Texts are cut to it, as in training.
+        batch_size: int. Texts per forward pass.
+        bucket_multiple: int. Batch widths are rounded up to a multiple of it: few distinct
+            shapes for the compiled forward pass, little padding.
+
+    Example:
+    >>> from keras_bert_impl.tokenization.vocabulary import read_vocabulary
+    >>> backbone = kb.BertBackbone(vocabulary_size=30522, num_layers=1, num_heads=2, hidden_dim=16,
+    ...                            intermediate_dim=32, max_sequence_length=64)
+    >>> backbone.set_vocabulary(read_vocabulary("data/minilm/vocab.txt"), lowercase=True)
+    >>> model = kb.BertClassifier(backbone, num_classes=2)
+    >>> outputs = TextPredictor(model, sequence_length=64).predict(["a fine film", "dull"])
+    >>> outputs["logits"].shape
+    (2, 2)
+    """
+
+    def __init__(self, model, sequence_length=128, batch_size=32, bucket_multiple=16):
+        if not isinstance(model, BertClassifier):
+            raise ValueError(
+                "TextPredictor takes a BertClassifier (sequence-level outputs). Received: "
+                f"model={type(model).__name__}"
+            )
+        backbone = model.backbone
+        if backbone.vocabulary is None:
+            raise ValueError("The model's backbone carries no vocabulary: call backbone.set_vocabulary(...) first.")
+        check_positive_int("batch_size", batch_size)
+        check_positive_int("bucket_multiple", bucket_multiple)
+        if not 3 <= sequence_length <= backbone.max_sequence_length:
+            raise ValueError(
+                f"sequence_length must be in [3, {backbone.max_sequence_length}] for this model. "
+                f"Received: sequence_length={sequence_length!r}"
+            )
+        self.model = model
+        self.sequence_length = sequence_length
+        self.batch_size = batch_size
+        self.bucket_multiple = bucket_multiple
+        self._preprocessor = BertPreprocessor(backbone.vocabulary, lowercase=backbone.lowercase,
+                                              sequence_length=sequence_length)
+        spec = tf.TensorSpec([None, None], tf.int32)
+
+        # One trace for every batch shape: the batch and width dimensions are left unknown.
+        @tf.function(input_signature=[spec, spec, spec])
+        def forward(token_ids, segment_ids, padding_mask):
+            return model({"token_ids": token_ids, "segment_ids": segment_ids, "padding_mask": padding_mask},
+                         training=False)
+
+        self._forward = forward
+
+    def predict(self, texts, texts_b=None, chunk_size=4096, progress=None):
+        """texts (list of str; `texts_b` the second texts of pairs) -> {output name: float32
+        array [N, ...]} in input order. `progress(n)` is called after each batch with its size."""
+        texts = list(texts)
+        if texts_b is not None and len(texts_b) != len(texts):
+            raise ValueError(f"texts_b must have one entry per text. Received {len(texts)} texts and {len(texts_b)}.")
+        check_positive_int("chunk_size", chunk_size)
+        parts = []
+        for start in range(0, len(texts), chunk_size):
+            chunk_b = None if texts_b is None else list(texts_b[start:start + chunk_size])
+            parts.append(self._predict_chunk(texts[start:start + chunk_size], chunk_b, progress))
+        if not parts:
+            return {}
+        return {name: np.concatenate([p[name] for p in parts]) for name in parts[0]}
+
+    def _predict_chunk(self, texts, texts_b, progress):
+        x = self._preprocessor(texts if texts_b is None else (texts, texts_b))
+        token_ids, segment_ids, mask = (np.asarray(x[k]) for k in ("token_ids", "segment_ids", "padding_mask"))  # [N, S]
+        lengths = mask.sum(axis=1)  # [N]
+        # Longest first: the first batch meets the widest shape, and each batch pads only a little.
+        order = np.argsort(-lengths, kind="stable")
+        outputs = {}
+        for start in range(0, len(order), self.batch_size):
+            rows = order[start:start + self.batch_size]
+            width = int(min(-(-lengths[rows].max() // self.bucket_multiple) * self.bucket_multiple, token_ids.shape[1]))
+            out = self._forward(*(tf.constant(a[rows, :width]) for a in (token_ids, segment_ids, mask)))  # [B, T] each
+            for name, value in out.items():
+                value = np.asarray(value, np.float32)
+                if name not in outputs:
+                    outputs[name] = np.empty((len(texts), *value.shape[1:]), np.float32)
+                outputs[name][rows] = value
+            if progress is not None:
+                progress(len(rows))
+        return outputs

@@ -1,0 +1,52 @@
+"""TextPredictor: length-bucketed batches give what padding every text to the sequence length
+gives (issue 19: within 1e-5), on the real MiniLM and real MR sentences, in input order."""
+
+import csv
+import os
+
+import numpy as np
+import pytest
+
+import keras_bert_impl as kb
+from keras_bert_impl.inference import TextPredictor
+from keras_bert_impl.tokenization import BertPreprocessor
+
+REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+MR = os.path.join(REPO, "data", "corpora", "polarity-en-pang&lee2.csv")
+
+
+@pytest.fixture(scope="module")
+def sentences():
+    with open(MR, encoding="utf-8-sig", newline="") as f:
+        texts = [row[1] for row in csv.reader(f)][:300]
+    # One text longer than the sequence length: cut, as padding to it would cut it.
+    return texts + [" ".join(texts[:12]), "", "a"]
+
+
+@pytest.mark.parametrize("pooling, multi_label", [("mean", False), ("pooled", True)])
+def test_buckets_equal_padding_to_the_sequence_length(minilm, sentences, pooling, multi_label):
+    model = kb.BertClassifier(minilm, num_classes=3, pooling=pooling, multi_label=multi_label)
+    predictor = TextPredictor(model, sequence_length=128, batch_size=32)
+    seen = []
+    got = predictor.predict(sentences, chunk_size=128, progress=seen.append)
+    assert sum(seen) == len(sentences)
+    x = BertPreprocessor(minilm.vocabulary, lowercase=minilm.lowercase, sequence_length=128)(sentences)
+    name = "logits"
+    want = np.concatenate([np.asarray(model.predict_on_batch({k: v[i:i + 64] for k, v in x.items()})[name])
+                           for i in range(0, len(sentences), 64)])
+    assert got[name].shape == want.shape
+    np.testing.assert_allclose(got[name], want, atol=1e-5)
+
+
+def test_pairs_and_bad_arguments(minilm, sentences):
+    model = kb.BertClassifier(minilm, num_classes=2)
+    a, b = sentences[:40], sentences[40:80]
+    got = TextPredictor(model, sequence_length=64, batch_size=16).predict(a, b)["logits"]
+    x = BertPreprocessor(minilm.vocabulary, lowercase=minilm.lowercase, sequence_length=64)((a, b))
+    np.testing.assert_allclose(got, np.asarray(model.predict_on_batch(x)["logits"]), atol=1e-5)
+    with pytest.raises(ValueError, match="sequence_length must be in \\[3, 512\\]"):
+        TextPredictor(model, sequence_length=513)
+    with pytest.raises(ValueError, match="TextPredictor takes a BertClassifier"):
+        TextPredictor(minilm)
+    with pytest.raises(ValueError, match="texts_b must have one entry per text"):
+        TextPredictor(model).predict(a, b[:3])
