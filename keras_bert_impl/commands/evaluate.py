@@ -46,6 +46,20 @@ def _gather(model, dataset, progress=None):
     return joined, ys, ws
 
 
+def sequence_metrics(task, outputs, targets, label_names):
+    """Metrics of a classifier's outputs ({"logits"} or {"probabilities"}, [N, C]) against its
+    targets (class ids [N], or multi-hot [N, C])."""
+    from keras_bert_impl import evaluation
+
+    if task in ("classification", "pair"):
+        logits = outputs.get("logits", outputs.get("probabilities"))
+        return evaluation.classification_metrics(np.asarray(targets), logits.argmax(-1), num_classes=logits.shape[-1],
+                                                 label_names=label_names)
+    from_logits = "logits" in outputs
+    scores = outputs["logits"] if from_logits else outputs["probabilities"]
+    return evaluation.multilabel_metrics(np.asarray(targets), scores, from_logits=from_logits, label_names=label_names)
+
+
 def compute_metrics(task, model, reader, dataset, label_names, progress=None):
     """The task's metrics (plain floats and ints) of `model` on `dataset` read by `reader`."""
     from keras_bert_impl import evaluation
@@ -53,15 +67,8 @@ def compute_metrics(task, model, reader, dataset, label_names, progress=None):
     outputs, ys, ws = _gather(model, dataset, progress)
     if progress is not None:
         progress.done()
-    if task in ("classification", "pair"):
-        logits = outputs.get("logits", outputs.get("probabilities"))
-        labels = np.concatenate([np.asarray(y) for y in ys])
-        return evaluation.classification_metrics(labels, logits.argmax(-1), num_classes=logits.shape[-1], label_names=label_names)
-    if task == "multilabel":
-        from_logits = "logits" in outputs
-        scores = outputs["logits"] if from_logits else outputs["probabilities"]
-        targets = np.concatenate([np.asarray(y) for y in ys])
-        return evaluation.multilabel_metrics(targets, scores, from_logits=from_logits, label_names=label_names)
+    if task in ("classification", "pair", "multilabel"):
+        return sequence_metrics(task, outputs, np.concatenate([np.asarray(y) for y in ys]), label_names)
     if task == "tagging":
         tags = np.concatenate([np.asarray(y) for y in ys])  # [N, S]
         weights = np.concatenate(ws)  # [N, S]; > 0 on the wordpiece that carries each word's tag
@@ -102,11 +109,24 @@ def _run(args):
         raise UsageError(f"{model_path} has no label_names: fine-tune it with kbert finetune, which saves them.")
     reader = task_data.make_reader(task, preprocessor, settings, labels=label_names, batch_size=args.batch_size,
                                    on_error=args.on_error)
-    dataset = task_data.read_checked(reader, args.data, "--data", "evaluate",
-                                     **({} if task == "squad" else {"build_labels": False}))
-    rows = reader.report.examples if task != "squad" else reader.report.counters["windows"]
-    progress = Progress("evaluate", rows, args.batch_size, unit="examples" if task != "squad" else "windows")
-    metrics = compute_metrics(task, model, reader, dataset, label_names, progress)
+    if task in ("classification", "pair", "multilabel"):
+        # Raw texts in length-sorted batches (TextPredictor): the metrics of padding every row to
+        # --seq-len, a fraction of the work on short texts.
+        from keras_bert_impl.inference import TextPredictor
+
+        texts, texts_b, targets = task_data.read_checked(reader, args.data, "--data", "evaluate",
+                                                         method="read_examples", build_labels=False)
+        progress = Progress("evaluate", len(texts), args.batch_size, unit="examples")
+        outputs = TextPredictor(model, sequence_length=seq_len, batch_size=args.batch_size).predict(
+            texts, texts_b if task == "pair" else None, progress=progress.update)
+        progress.done()
+        metrics = sequence_metrics(task, outputs, np.stack(targets) if task == "multilabel" else targets, label_names)
+    else:
+        dataset = task_data.read_checked(reader, args.data, "--data", "evaluate",
+                                         **({} if task == "squad" else {"build_labels": False}))
+        rows = reader.report.examples if task != "squad" else reader.report.counters["windows"]
+        progress = Progress("evaluate", rows, args.batch_size, unit="examples" if task != "squad" else "windows")
+        metrics = compute_metrics(task, model, reader, dataset, label_names, progress)
     for same_count in ("num_examples", "num_questions"):  # what "examples" counts, under one name
         metrics.pop(same_count, None)
     metrics = {"task": task, "examples": reader.report.examples, **metrics}
