@@ -17,7 +17,7 @@ import pytest
 
 import keras_bert_impl as kb
 from keras_bert_impl.cli import main
-from keras_bert_impl.tokenization.vocabulary import read_vocabulary
+from tests.commands.conftest import save_small_bert
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 MR = os.path.join(REPO, "data", "corpora", "polarity-en-pang&lee2.csv")
@@ -52,12 +52,7 @@ def files(tmp_path_factory):
 @pytest.fixture(scope="module")
 def teacher(tmp_path_factory, files):
     """A `kbert finetune` run of a 2-layer, 128-wide BERT (real vocabulary) on the MR rows."""
-    keras.utils.set_random_seed(0)
-    backbone = kb.BertBackbone(vocabulary_size=30522, num_layers=2, num_heads=2, hidden_dim=128, intermediate_dim=256,
-                               max_sequence_length=64)
-    backbone.set_vocabulary(read_vocabulary(os.path.join(REPO, "data", "minilm", "vocab.txt")), lowercase=True)
-    init = str(tmp_path_factory.mktemp("init") / "tiny.keras")
-    backbone.save(init)
+    init = save_small_bert(tmp_path_factory.mktemp("init"), num_layers=2, hidden_dim=128, intermediate_dim=256)
     run = str(tmp_path_factory.mktemp("teacher") / "run")
     assert main(["finetune", "--task", "classification", "--init", init, "--train", files["train"], "--validation",
                  files["dev"], "--output", run, "--epochs", "2", "--learning-rate", "1e-3", *LAYOUT, *FAST]) == 0
