@@ -166,3 +166,30 @@ def test_help_and_flag_errors_answer_without_importing_tensorflow(run):
     done = subprocess.run([script, "predict", "--model", str(run), "a warm , funny film"], capture_output=True,
                           text=True, env=_user_env(), timeout=300)
     assert done.returncode == 0 and done.stdout.split("\t")[0] in ("-1", "1"), done.stderr[-2000:]
+
+
+def test_more_refusals_through_the_entry_point(run, tiny_init, mr_files, tmp_path):
+    """The classes of failure tested in-process elsewhere, once each as a user meets them:
+    status 2, one line on stderr, nothing written."""
+    train, dev = mr_files
+    latin1 = tmp_path / "latin1.txt"
+    latin1.write_bytes("fine\ncaf\xe9\n".encode("latin-1"))
+    a_file = tmp_path / "notes.txt"
+    a_file.write_text("mine\n")
+    one_class = tmp_path / "one.csv"
+    one_class.write_text("".join(f'"1","good film {i}"\n' for i in range(12)), encoding="utf-8")
+    headed = tmp_path / "headed.csv"
+    headed.write_text("sentence,polarity\nfine,pos\nbad,neg\n", encoding="utf-8")
+    finetune = ["finetune", "--task", "classification", "--init", tiny_init, "--seq-len", "32"]
+    cases = [
+        (["predict", "--model", run, "--file", latin1], [f"--file {latin1}:2 is not valid UTF-8"]),
+        ([*finetune, "--train", train, "--validation", dev, "--output", a_file, *LAYOUT], ["is a file, not a folder"]),
+        (["predict", "--model", run, "--seq-len", "2", "a film"], ["--seq-len 2 is outside 3..64"]),
+        ([*finetune, "--train", one_class, "--validation", dev, "--output", tmp_path / "a", *LAYOUT],
+         [f"--train {one_class} has one label only"]),
+        ([*finetune, "--train", headed, "--validation", headed, "--output", tmp_path / "b"],
+         ["--text-column/--label-column", "--no-header with --columns"]),
+    ]
+    for argv, fragments in cases:
+        _one_line_failure(_kbert(*argv), *fragments)
+    assert a_file.read_text() == "mine\n" and not (tmp_path / "a").exists() and not (tmp_path / "b").exists()
