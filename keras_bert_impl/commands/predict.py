@@ -120,11 +120,12 @@ def _run(args):
     seq_len = check_sequence_length(args.seq_len or stored.get("seq_len") or min(128, backbone.max_sequence_length), backbone)
     if backbone.vocabulary is None:
         raise UsageError(f"{model_path} carries no vocabulary; it was not written by kbert finetune or convert.")
-    preprocessor = BertPreprocessor(backbone.vocabulary, lowercase=backbone.lowercase, sequence_length=seq_len)
-    if task == "squad":
-        return _predict_squad(args, model, preprocessor, rows, stored)
-    if task == "tagging":
+    if task in ("squad", "tagging"):
+        preprocessor = BertPreprocessor(backbone.vocabulary, lowercase=backbone.lowercase, sequence_length=seq_len)
+        if task == "squad":
+            return _predict_squad(args, model, preprocessor, rows, stored)
         return _predict_tags(args, model, preprocessor, rows)
+    # Classifiers: TextPredictor tokenizes for itself.
     from keras_bert_impl.inference import TextPredictor
 
     names = model.label_names or [str(i) for i in range(model.num_classes)]
