@@ -10,7 +10,9 @@ a backup of another model from a corrupt one. This callback keeps, in one file:
 - every optimizer variable: the step counter (which drives the learning-rate
   schedule), Adam's moments, a loss scale;
 - the global step, the epoch, and a fingerprint of the model (its config and
-  the paths, shapes and dtypes of its variables).
+  the paths, shapes and dtypes of its variables);
+- the logs of every finished epoch, so a resumed run's history starts at epoch 0
+  and not at the epoch the last process began with.
 
 `fit_resumable` (fit_resumable.py) turns the restored step into the data
 position. The file is written next to its destination and renamed into place,
@@ -91,6 +93,8 @@ class BackupAndRestore(keras.callbacks.Callback):
         self.path = os.path.join(self.backup_dir, STATE_FILE)
         self.restored_step = 0
         self.saved_step = None
+        # [epoch, {metric: value}] of every finished epoch of the run, earlier processes included.
+        self.epoch_logs = []
 
     # -- restore ----------------------------------------------------------------
 
@@ -160,6 +164,7 @@ class BackupAndRestore(keras.callbacks.Callback):
             BackupError: the backup is corrupt or was written for another model.
         """
         self.restored_step = 0
+        self.epoch_logs = []
         if not os.path.exists(self.path):
             if os.path.isdir(self.backup_dir) and any(not n.startswith(".tmp-") for n in os.listdir(self.backup_dir)):
                 raise BackupError(
@@ -173,6 +178,7 @@ class BackupAndRestore(keras.callbacks.Callback):
         for variable, value in zip(variables, arrays):
             variable.assign(value)
         self.restored_step = int(meta["step"])
+        self.epoch_logs = [[int(epoch), dict(logs)] for epoch, logs in meta.get("epoch_logs", [])]
         return self.restored_step
 
     # -- save -------------------------------------------------------------------
@@ -197,6 +203,7 @@ class BackupAndRestore(keras.callbacks.Callback):
             "epoch": epoch,
             "fingerprint": self._fingerprint(model),
             "variables": _spec(variables),
+            "epoch_logs": self.epoch_logs,
         }
         arrays = {f"v{i}": np.asarray(keras.ops.convert_to_numpy(v.value)) for i, v in enumerate(variables)}
         arrays["meta"] = np.frombuffer(json.dumps(meta).encode("utf-8"), dtype=np.uint8)
@@ -219,13 +226,19 @@ class BackupAndRestore(keras.callbacks.Callback):
                     os.remove(os.path.join(self.backup_dir, name))
 
     def on_train_batch_end(self, batch, logs=None):
-        if self.save_every:
+        # The epoch's last batch is saved by on_epoch_end, with the epoch's logs.
+        if self.save_every and batch + 1 != self.params.get("steps"):
             step = int(self.model.optimizer.iterations.numpy())
             if step % self.save_every == 0 and step != self.saved_step:
                 self.save()
 
     def on_epoch_end(self, epoch, logs=None):
-        step = int(self.model.optimizer.iterations.numpy())
-        if step != self.saved_step:
-            self.save(epoch=epoch)
+        values = {}
+        for key, value in (logs or {}).items():
+            try:
+                values[key] = float(value)
+            except (TypeError, ValueError):
+                pass  # not a number: nothing a history holds
+        self.epoch_logs = [entry for entry in self.epoch_logs if entry[0] != epoch] + [[int(epoch), values]]
+        self.save(epoch=epoch)
 

@@ -4,9 +4,17 @@ import keras
 from keras_bert_impl.validation import check_positive_int
 
 
-def _merge(histories):
+def _merge(histories, earlier=()):
+    """One History of the epochs `earlier` ([epoch, logs] from a backup) and `histories`."""
     merged = keras.callbacks.History()
     merged.epoch, merged.history = [], {}
+    done = {epoch for history in histories for epoch in history.epoch}
+    for epoch, logs in earlier:
+        if epoch in done:
+            continue
+        merged.epoch.append(epoch)
+        for key, value in logs.items():
+            merged.history.setdefault(key, []).append(value)
     for history in histories:
         merged.epoch.extend(history.epoch)
         for key, values in history.history.items():
@@ -78,8 +86,9 @@ def fit_resumable(
         validation_data, callbacks, verbose: as for `model.fit`.
 
     Returns:
-        `keras.callbacks.History` of the epochs run now (empty when the backup is
-        already at the last step).
+        `keras.callbacks.History` of every epoch of the run: those finished by
+        earlier processes (kept in the backup) and those run now. An epoch
+        interrupted and finished now counts only its steps after the restart.
 
     Example:
     >>> from keras_bert_impl.training import BackupAndRestore
@@ -89,9 +98,10 @@ def fit_resumable(
     ...     return tf.data.Dataset.from_tensor_slices((np.ones((6, 3)), np.zeros((6, 2)))).shuffle(6, seed=0).batch(2)
     >>> fit_resumable(model, dataset_fn, 2, steps_per_epoch=3, backup=BackupAndRestore("run"), verbose=0).epoch
     [0, 1]
-    >>> # Run again, as after a crash: the backup is at step 6, so only the third epoch is left.
-    >>> fit_resumable(model, dataset_fn, 3, steps_per_epoch=3, backup=BackupAndRestore("run"), verbose=0).epoch
-    [2]
+    >>> # Run again, as after a crash: the backup is at step 6, so only the third epoch is run now.
+    >>> history = fit_resumable(model, dataset_fn, 3, steps_per_epoch=3, backup=BackupAndRestore("run"), verbose=0)
+    >>> history.epoch, len(history.history["loss"])
+    ([0, 1, 2], 3)
     """
     epochs = check_positive_int("epochs", epochs)
     steps_per_epoch = check_positive_int("steps_per_epoch", steps_per_epoch)
@@ -107,8 +117,9 @@ def fit_resumable(
             f"steps_per_epoch={steps_per_epoch}): this run was started with other settings. Resume with "
             "those, or use a new output folder."
         )
+    earlier = list(backup.epoch_logs) if backup is not None else []
     if start == total:
-        return _merge([])
+        return _merge([], earlier)
     # Skipped before the model sees anything: the stream restarts at batch `start`.
     if not callable(dataset_fn):
         raise ValueError(
@@ -128,4 +139,4 @@ def fit_resumable(
         stream = dataset_fn().repeat().skip(epoch * steps_per_epoch)
     if epoch < epochs:
         histories.append(model.fit(stream, initial_epoch=epoch, epochs=epochs, steps_per_epoch=steps_per_epoch, **common))
-    return _merge(histories)
+    return _merge(histories, earlier)

@@ -50,13 +50,13 @@ class _Interrupt(keras.callbacks.Callback):
 
 def _uninterrupted():
     model = _model()
-    fit_resumable(model, _dataset, epochs=EPOCHS, steps_per_epoch=STEPS, verbose=0)
-    return model.get_weights()
+    history = fit_resumable(model, _dataset, epochs=EPOCHS, steps_per_epoch=STEPS, verbose=0)
+    return model.get_weights(), history.history
 
 
 @pytest.mark.parametrize("stop_at", [3, 7])  # inside epoch 0 (then a whole epoch 1), inside epoch 1
 def test_resume_mid_epoch_is_exact(tmp_path, stop_at):
-    reference = _uninterrupted()
+    reference, reference_history = _uninterrupted()
     backup_dir = tmp_path / "backup"
     model = _model()
     with pytest.raises(KeyboardInterrupt):
@@ -67,7 +67,13 @@ def test_resume_mid_epoch_is_exact(tmp_path, stop_at):
     history = fit_resumable(resumed, _dataset, epochs=EPOCHS, steps_per_epoch=STEPS, backup=backup, verbose=0)
     assert backup.restored_step == stop_at - stop_at % 2  # the last multiple of save_every
     assert int(resumed.optimizer.iterations.numpy()) == EPOCHS * STEPS
-    assert history.epoch == list(range(backup.restored_step // STEPS, EPOCHS))
+    # The history covers the whole run: epochs the first process finished come from the backup.
+    assert history.epoch == list(range(EPOCHS))
+    interrupted_epoch = stop_at // STEPS  # its logs count only the steps after the restart
+    for epoch in range(EPOCHS):
+        if epoch != interrupted_epoch:
+            assert history.history["loss"][epoch] == pytest.approx(reference_history["loss"][epoch], rel=1e-6)
+            assert history.history["accuracy"][epoch] == reference_history["accuracy"][epoch]
     # Dropout is on (0.1): equal weights mean the same batches, dropout masks and Adam state.
     for a, b in zip(reference, resumed.get_weights()):
         np.testing.assert_array_equal(a, b)
@@ -78,7 +84,8 @@ def test_finished_run_does_nothing(tmp_path):
     fit_resumable(model, _dataset, epochs=EPOCHS, steps_per_epoch=STEPS, backup=BackupAndRestore(tmp_path), verbose=0)
     again = _model()
     history = fit_resumable(again, _dataset, epochs=EPOCHS, steps_per_epoch=STEPS, backup=BackupAndRestore(tmp_path), verbose=0)
-    assert history.epoch == []
+    assert history.epoch == [0, 1]  # from the backup; no step was run
+    assert int(again.optimizer.iterations.numpy()) == EPOCHS * STEPS
     for a, b in zip(model.get_weights(), again.get_weights()):
         np.testing.assert_array_equal(a, b)
 
