@@ -10,7 +10,7 @@ DATA_STAMP := $(DATA)/.fetched
 AUSTEN_STAMP := $(DATA)/austen/.fetched
 AUSTEN_DEB := r-cran-janeaustenr_1.0.0-1_all.deb
 # pytest -m "not slow" is the quick loop; `make test` runs everything CI needs.
-PYTEST_ARGS ?=
+PYTEST_ARGS ?= --durations=30
 # The benches (bench/README.md): where results files and run folders go, and extra flags for
 # the one script a target runs (last on its command line, so they win), e.g. a smoke run:
 #   make bench-backbone-forward BENCH_RESULTS=/tmp/smoke ARGS="--repeats 1 --batches 1"
@@ -28,7 +28,7 @@ MEDIAPIPE_VENV := .venv-mediapipe
 MEDIAPIPE_INSTALLED := $(MEDIAPIPE_VENV)/.installed
 MEDIAPIPE_PINS := tests/export/mediapipe_requirements.txt
 PERF := backbone-forward backbone-profile tokenization pretraining-memory pretraining-speed finetune-mr finetune-mr-mean \
-	embed-throughput semantic-search
+	embed-throughput semantic-search serve-load
 EXPERIMENTS := finetune-mr-seeds mr-baseline pretrain-tiny nsp-baseline pretrain-reference-tfm full-int8-denylist distill-mr
 # The committed runs of bench/experiments/pretrain_tiny.py (its RUNS); PRETRAIN_TINY_ARGS go
 # to the runs other experiments read (nsp-baseline, pretrain-reference-tfm).
@@ -199,6 +199,9 @@ bench-backbone-profile: $(INSTALLED)
 bench-embed-throughput: $(INSTALLED) $(DATA_STAMP) $(TORCH_INSTALLED)
 	$(BIN)/python -m bench.perf.embed_throughput --wait-idle 60 --torch-python $(TORCH_VENV)/bin/python \
 	  --output $(BENCH_RESULTS)/embed_throughput.json $(ARGS)
+
+bench-serve-load: $(INSTALLED) $(DATA_STAMP)
+	$(BIN)/python -m bench.perf.serve_load --wait-idle 60 --output $(BENCH_RESULTS)/serve_load.json $(ARGS)
 
 bench-semantic-search: $(INSTALLED) $(DATA_STAMP)
 	$(BIN)/python -m bench.perf.semantic_search --wait-idle 60 --output $(BENCH_RESULTS)/semantic_search.json $(ARGS)

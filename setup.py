@@ -36,6 +36,11 @@ setup(
         "flatbuffers==25.12.19",
         # `kbert index`'s approximate search (HNSW) for large sets: Meta's faiss, CPU wheels.
         "faiss-cpu==1.15.1",
+        # `kbert serve`: TF Serving's REST API on Starlette's routing and uvicorn's HTTP/1.1
+        # server (graceful shutdown), with Prometheus' own client for the metrics page.
+        "starlette==1.10.0",
+        "uvicorn==0.54.0",
+        "prometheus-client==0.26.0",
     ],
     extras_require={
         "dev": [

@@ -19,13 +19,14 @@ from keras_bert_impl.commands import (
     pretrain,
     pretrain_data,
     search,
+    serve,
     vocab,
     word_senses,
 )
 
 # In the order `kbert --help` lists them: the pipeline from a checkpoint to predictions, then
 # the commands that look inside a model.
-COMMANDS = (convert, vocab, pretrain_data, pretrain, finetune, distill, evaluate, predict, export,
+COMMANDS = (convert, vocab, pretrain_data, pretrain, finetune, distill, evaluate, predict, export, serve,
             attention, embed, index, search, plot_embeddings, word_senses)
 
 

@@ -100,18 +100,22 @@ PUBLIC = (
 )
 
 
-def test_only_kbert_export_reaches_the_export_wing():
-    """The export wing depends on the library, never the other way round; `kbert export`'s
-    command module is the one door (a function-level import)."""
+DOORS = ("keras_bert_impl.commands.export", "keras_bert_impl.commands.serve")
+
+
+def test_only_kbert_export_and_serve_reach_the_export_wing():
+    """The export wing depends on the library, never the other way round; the command modules
+    of `kbert export` and `kbert serve` are the doors (function-level imports)."""
     bad = [
         (module, imported)
         for module, path in MODULES.items()
         for imported, _ in _imports(path)
-        if imported.startswith("keras_bert_impl_export") and module != "keras_bert_impl.commands.export"
+        if imported.startswith("keras_bert_impl_export") and module not in DOORS
     ]
     assert not bad, bad
-    top_level = [i for i, _ in _imports(MODULES["keras_bert_impl.commands.export"], top_level_only=True)]
-    assert not [i for i in top_level if i.startswith("keras_bert_impl_export")], top_level
+    for door in DOORS:
+        top_level = [i for i, _ in _imports(MODULES[door], top_level_only=True)]
+        assert not [i for i in top_level if i.startswith("keras_bert_impl_export")], (door, top_level)
 
 
 def test_the_export_wing_uses_the_public_api_only():

@@ -2,8 +2,10 @@
 elsewhere (SavedModels for TF Serving, TFLite files for LiteRT and MediaPipe Tasks), each
 checked in the runtime that serves it, with a report.
 
+It also holds `kbert serve`'s local stand-in for TF Serving (`model_server.ModelServer`).
 It depends on the library's public API and the library never imports it, except the `kbert
-export` command, which loads it lazily (tests/test_architecture.py holds both rules).
+export` and `kbert serve` commands, which load it lazily (tests/test_architecture.py holds
+both rules).
 Installed from `export/keras_bert_impl_export/` as the `keras_bert_impl_export` package.
 """
 

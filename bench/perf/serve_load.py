@@ -1,0 +1,183 @@
+"""`kbert serve` under load: 32 concurrent clients on 127.0.0.1 against the fine-tuned MiniLM MR
+classifier's raw-text SavedModel, versus the offline batch throughput of the same SavedModel.
+
+The requests are 1-8 real MR sentences each (drawn with a fixed seed from the 4,000 MR sentences
+of bench/experiments/distill_mr.py); each client holds one keep-alive connection and sends its
+next request when the last is answered, until --seconds pass or --requests are sent. The
+offline figure is the same SavedModel's signature called in this process on batches of
+--max-batch-size, before and after the load (their mean). Every answered sentence's label is
+compared with `kbert predict --json` on the run folder.
+
+    .venv/bin/python -m bench.perf.serve_load --output bench/results/serve_load.json
+"""
+
+import argparse
+import http.client
+import json
+import os
+import random
+import statistics
+import subprocess
+import sys
+import threading
+import time
+
+from bench.common import REPO, WORK, kbert, machine_info, wait_for_idle, write_report
+
+RUN = os.path.join(WORK, "distill_mr", "ours-mean-seed0-wu0.0-wd0.0")
+SENTENCES = os.path.join(WORK, "distill_mr", "mr_sentences.txt")
+
+
+def _offline(model, texts, batch_size):
+    """Sentences per second of the SavedModel's signature on `texts` in batches."""
+    import numpy as np
+
+    started = time.perf_counter()
+    for start in range(0, len(texts), batch_size):
+        model.run("serving_default", {"text": np.array(texts[start:start + batch_size], dtype=object)})
+    return len(texts) / (time.perf_counter() - started)
+
+
+def _percentile(values, q):
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, int(round(q / 100 * (len(ordered) - 1))))]
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--run", default=RUN, help="A kbert finetune run folder of a classifier.")
+    parser.add_argument("--sentences", default=SENTENCES, help="One sentence per line.")
+    parser.add_argument("--clients", type=int, default=32)
+    parser.add_argument("--seconds", type=float, default=60)
+    parser.add_argument("--requests", type=int, default=10_000)
+    parser.add_argument("--max-batch-size", type=int, default=32)
+    parser.add_argument("--batch-timeout-ms", type=float, default=2.0)
+    parser.add_argument("--offline-sentences", type=int, default=1000)
+    parser.add_argument("--wait-idle", type=float, default=0, help="Wait up to this many seconds for an idle machine.")
+    parser.add_argument("--output", default=os.path.join("bench", "results", "serve_load.json"))
+    args = parser.parse_args(argv)
+    for path, what in ((args.run, "--run"), (args.sentences, "--sentences")):
+        if not os.path.exists(path):
+            raise SystemExit(f"{what} {path}: missing. `make experiment-distill-mr` writes both (its teacher run and "
+                             "the MR sentences); or pass any classifier run and a sentence file.")
+    with open(args.sentences, encoding="utf-8") as f:
+        texts = [line.rstrip("\n") for line in f if line.strip()]
+
+    export = os.path.join(WORK, "serve_load", "export")
+    if not os.path.isdir(export):
+        kbert("export", "--model", args.run, "--output", export, "--formats", "saved_model", "--name", "mr")
+    predicted_path = os.path.join(WORK, "serve_load", "predicted.jsonl")
+    if not os.path.isfile(predicted_path):
+        with open(predicted_path + ".tmp", "w", encoding="utf-8") as out:
+            subprocess.run([sys.executable, "-m", "keras_bert_impl.cli", "predict", "--model", args.run, "--file",
+                            args.sentences, "--json"], check=True, stdout=out, cwd=REPO)
+        os.replace(predicted_path + ".tmp", predicted_path)
+    with open(predicted_path, encoding="utf-8") as f:
+        predicted = {row["text"]: row for row in map(json.loads, f) if row.get("text")}
+
+    rng = random.Random(0)
+    requests = [rng.sample(texts, rng.randint(1, 8)) for _ in range(args.requests)]
+    machine = machine_info()
+    if args.wait_idle:
+        wait_for_idle(args.wait_idle)
+
+    from keras_bert_impl_export.served_model import ServedModel
+
+    model = ServedModel("mr", 1, os.path.join(export, "serving", "mr", "1"))
+    offline_texts = texts[:args.offline_sentences]
+    _offline(model, offline_texts[:64], args.max_batch_size)  # warm-up
+    offline_before = _offline(model, offline_texts, args.max_batch_size)
+
+    server = subprocess.Popen(
+        [sys.executable, "-m", "keras_bert_impl.cli", "serve", "--model", export, "--port", "0",
+         "--max-batch-size", str(args.max_batch_size), "--batch-timeout-ms", str(args.batch_timeout_ms)],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=REPO)
+    started_at = time.perf_counter()
+    line = server.stdout.readline()
+    start_up = time.perf_counter() - started_at
+    port = int(line.split("http://127.0.0.1:")[1].split("/")[0])
+    # One request to warm the server (its first call traces nothing, but oneDNN picks its kernels).
+    warm = http.client.HTTPConnection("127.0.0.1", port)
+    warm.request("POST", "/v1/models/mr:predict", json.dumps({"instances": texts[:32]}))
+    warm.getresponse().read()
+
+    lock = threading.Lock()
+    next_request = [0]
+    results = []  # (status, seconds, sentences, answers)
+    deadline = time.perf_counter() + args.seconds
+
+    def client():
+        conn = http.client.HTTPConnection("127.0.0.1", port, timeout=120)
+        while time.perf_counter() < deadline:
+            with lock:
+                if next_request[0] >= len(requests):
+                    return
+                body = requests[next_request[0]]
+                next_request[0] += 1
+            sent = time.perf_counter()
+            conn.request("POST", "/v1/models/mr:predict", json.dumps({"instances": body}),
+                         {"Content-Type": "application/json"})
+            response = conn.getresponse()
+            payload = json.loads(response.read())
+            results.append((response.status, time.perf_counter() - sent, body, payload))
+
+    load_started = time.perf_counter()
+    threads = [threading.Thread(target=client) for _ in range(args.clients)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    load_seconds = time.perf_counter() - load_started
+
+    metrics = http.client.HTTPConnection("127.0.0.1", port)
+    metrics.request("GET", "/monitoring/prometheus/metrics")
+    exposition = metrics.getresponse().read().decode()
+    server.terminate()
+    _, err = server.communicate(timeout=120)
+    offline_after = _offline(model, offline_texts, args.max_batch_size)
+
+    ok = [r for r in results if r[0] == 200]
+    sentences = sum(len(r[2]) for r in ok)
+    mismatched, max_difference = 0, 0.0
+    for _, _, body, payload in ok:
+        for text, answer in zip(body, payload["predictions"]):
+            expected = predicted[text]
+            mismatched += answer["top_label"] != expected["label"]
+            max_difference = max(max_difference, abs(answer["top_score"] - expected["probability"]))
+    batches = [line for line in exposition.splitlines() if line.startswith("kbert_serve_batch_rows_")]
+    count = float(next(l for l in batches if l.startswith("kbert_serve_batch_rows_count")).split()[-1])
+    rows = float(next(l for l in batches if l.startswith("kbert_serve_batch_rows_sum")).split()[-1])
+    offline = (offline_before + offline_after) / 2
+    throughput = sentences / load_seconds
+    latencies = [r[1] for r in ok]
+    results_json = {
+        "model": {"run": os.path.relpath(args.run, REPO), "export": "kbert export --formats saved_model",
+                  "seq_len_padded_to": json.load(open(os.path.join(args.run, "task.json")))["seq_len"]},
+        "settings": {"clients": args.clients, "seconds": args.seconds, "requests_planned": args.requests,
+                     "sentences_per_request": "1-8, uniform", "max_batch_size": args.max_batch_size,
+                     "batch_timeout_ms": args.batch_timeout_ms},
+        "server_start_up_seconds": round(start_up, 2),
+        "requests": len(results), "status_counts": {str(s): sum(1 for r in results if r[0] == s)
+                                                    for s in sorted({r[0] for r in results})},
+        "server_5xx": sum(1 for r in results if r[0] >= 500),
+        "load_seconds": round(load_seconds, 2),
+        "throughput_sentences_per_s": round(throughput, 1),
+        "throughput_requests_per_s": round(len(ok) / load_seconds, 1),
+        "latency_ms": {"p50": round(1000 * _percentile(latencies, 50), 1),
+                       "p90": round(1000 * _percentile(latencies, 90), 1),
+                       "p99": round(1000 * _percentile(latencies, 99), 1)},
+        "mean_rows_per_model_call": round(rows / count, 2),
+        "offline_sentences_per_s": {"before": round(offline_before, 1), "after": round(offline_after, 1),
+                                    "sentences": len(offline_texts), "batch_size": args.max_batch_size},
+        "served_over_offline": round(throughput / offline, 3),
+        "labels_differing_from_kbert_predict": mismatched,
+        "max_probability_difference_from_kbert_predict": max_difference,
+        "server_stderr_tail": err.strip().splitlines()[-1:],
+    }
+    print(json.dumps(results_json, indent=2))
+    write_report(args.output, "serve_load", results_json, machine, command=None)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,163 @@
+"""Concurrent requests merged into one model call, with TF Serving's batching parameters.
+
+TF Serving's batching (`--enable_batching`, its batching_parameters file) is the model:
+`max_batch_size` rows per call, `batch_timeout_micros` (here milliseconds) that the first
+request of a batch waits for others, `num_batch_threads` calls at once, a bounded queue
+(`max_enqueued_batches`) whose overflow is refused at once (TF Serving: UNAVAILABLE) rather than
+waited on, and large requests split into batches of `max_batch_size` rows
+(`enable_large_batch_splitting`). Requests are merged only when they go to the same signature
+with the same per-example shapes (the `key`); the model runs in worker threads, so the event
+loop keeps reading requests (a slow client never holds a batch back: its request joins
+the queue only once its body has arrived), and an answer nobody waits for any more (the
+client left) is dropped, not computed.
+"""
+
+import asyncio
+import collections
+import concurrent.futures
+import time
+
+import numpy as np
+
+from keras_bert_impl.validation import check_int
+
+
+class QueueFullError(Exception):
+    """The queue holds max_enqueued_batches * max_batch_size rows already."""
+
+
+class _Item:
+    __slots__ = ("key", "inputs", "rows", "future", "enqueued")
+
+    def __init__(self, key, inputs, rows, future):
+        self.key, self.inputs, self.rows, self.future = key, inputs, rows, future
+        self.enqueued = time.monotonic()
+
+
+class DynamicBatcher:
+    """Merges `submit`ted requests into calls of `run(key, inputs)`.
+
+    Args:
+        run: callable(key, {name: numpy [B, ...]}) -> {name: numpy [B, ...]}, called in a
+            worker thread; B is at most max_batch_size.
+        max_batch_size: int >= 1. Rows per call.
+        batch_timeout_ms: float >= 0. How long a batch that is not full waits for more rows.
+        num_batch_threads: int >= 1. Calls running at once.
+        max_enqueued_batches: int >= 1. The queue holds at most this many full batches of rows;
+            a request beyond that is refused (QueueFullError).
+        on_batch: callable(rows, seconds) or None, told of every call (metrics).
+
+    Use it from one asyncio event loop: `await start()`, `await submit(...)`, `await stop()`.
+    """
+
+    def __init__(self, run, max_batch_size=32, batch_timeout_ms=2.0, num_batch_threads=1,
+                 max_enqueued_batches=1000, on_batch=None):
+        self._run = run
+        self.max_batch_size = check_int("max_batch_size", max_batch_size, minimum=1)
+        if isinstance(batch_timeout_ms, bool) or not isinstance(batch_timeout_ms, (int, float)) or batch_timeout_ms < 0:
+            raise ValueError(f"batch_timeout_ms must be a number >= 0. Received: batch_timeout_ms={batch_timeout_ms!r}")
+        self.batch_timeout = batch_timeout_ms / 1000.0
+        self.num_batch_threads = check_int("num_batch_threads", num_batch_threads, minimum=1)
+        self.max_enqueued_rows = check_int("max_enqueued_batches", max_enqueued_batches, minimum=1) * self.max_batch_size
+        self._on_batch = on_batch
+        self._queue = collections.deque()
+        self.queued_rows = 0
+        self._wakeup = None
+        self._workers = []
+        self._executor = None
+        self._stopping = False
+
+    async def start(self):
+        self._wakeup = asyncio.Event()
+        self._executor = concurrent.futures.ThreadPoolExecutor(self.num_batch_threads, thread_name_prefix="batch")
+        self._workers = [asyncio.create_task(self._work()) for _ in range(self.num_batch_threads)]
+
+    async def stop(self):
+        """Answers everything queued, then stops the workers."""
+        self._stopping = True
+        self._wakeup.set()
+        await asyncio.gather(*self._workers)
+        self._executor.shutdown(wait=True)
+
+    async def submit(self, key, inputs, rows):
+        """{name: numpy [rows, ...]} -> {name: numpy [rows, ...]}, computed in batches."""
+        if self._stopping:
+            raise QueueFullError("the server is shutting down")
+        if self.queued_rows + rows > self.max_enqueued_rows:
+            raise QueueFullError(
+                f"the batch queue holds {self.queued_rows} rows; {rows} more would pass its "
+                f"{self.max_enqueued_rows} (max_enqueued_batches x max_batch_size)"
+            )
+        loop = asyncio.get_running_loop()
+        futures = []
+        for start in range(0, rows, self.max_batch_size):
+            part = {name: value[start:start + self.max_batch_size] for name, value in inputs.items()}
+            count = min(self.max_batch_size, rows - start)
+            future = loop.create_future()
+            self._queue.append(_Item(key, part, count, future))
+            self.queued_rows += count
+            futures.append(future)
+        self._wakeup.set()
+        parts = await asyncio.gather(*futures)
+        if len(parts) == 1:
+            return parts[0]
+        return {name: np.concatenate([part[name] for part in parts]) for name in parts[0]}
+
+    def _rows_for(self, key):
+        return sum(item.rows for item in self._queue if item.key == key)
+
+    def _take(self, key):
+        """The oldest items of `key` that fit one batch, removed from the queue."""
+        batch, rows, kept = [], 0, collections.deque()
+        while self._queue:
+            item = self._queue.popleft()
+            if item.future.done():  # cancelled: its client is gone
+                self.queued_rows -= item.rows
+            elif item.key == key and rows + item.rows <= self.max_batch_size:
+                batch.append(item)
+                rows += item.rows
+                self.queued_rows -= item.rows
+            else:
+                kept.append(item)
+        self._queue = kept
+        return batch
+
+    async def _work(self):
+        loop = asyncio.get_running_loop()
+        while True:
+            if not self._queue:
+                if self._stopping:
+                    return
+                self._wakeup.clear()
+                await self._wakeup.wait()
+                continue
+            key = self._queue[0].key
+            deadline = self._queue[0].enqueued + self.batch_timeout
+            while self._rows_for(key) < self.max_batch_size and not self._stopping:
+                remaining = deadline - time.monotonic()
+                if remaining <= 0:
+                    break
+                self._wakeup.clear()
+                try:
+                    await asyncio.wait_for(self._wakeup.wait(), remaining)
+                except asyncio.TimeoutError:
+                    break
+            batch = self._take(key)
+            if not batch:
+                continue
+            inputs = {name: np.concatenate([item.inputs[name] for item in batch]) for name in batch[0].inputs}
+            started = time.monotonic()
+            try:
+                outputs = await loop.run_in_executor(self._executor, self._run, key, inputs)
+            except Exception as e:  # the model failed: every request of the batch hears why
+                for item in batch:
+                    if not item.future.done():
+                        item.future.set_exception(e)
+                continue
+            if self._on_batch is not None:
+                self._on_batch(sum(item.rows for item in batch), time.monotonic() - started)
+            start = 0
+            for item in batch:
+                if not item.future.done():
+                    item.future.set_result({name: value[start:start + item.rows] for name, value in outputs.items()})
+                start += item.rows

@@ -1,0 +1,228 @@
+"""A local server with TF Serving's REST API, for developing clients before deploying to TF Serving.
+
+Built on Starlette (routing, requests, responses) and uvicorn (HTTP/1.1, graceful shutdown).
+The endpoints and bodies are TF Serving's:
+
+    GET  /v1/models/NAME[/versions/N]             model_version_status
+    GET  /v1/models/NAME[/versions/N]/metadata    the SignatureDefs
+    POST /v1/models/NAME[/versions/N]:predict     {"instances": ...} or {"inputs": ...}
+
+plus `GET /healthz` and Prometheus metrics at TF Serving's path
+`/monitoring/prometheus/metrics` (and `/metrics`). Errors are TF Serving's `{"error": "..."}`
+with 400 (a bad request), 404 (no such model, version or path), 413 (a body over the limit)
+or 503 (the batch queue is full). Concurrent `:predict` calls
+are merged by a `DynamicBatcher`. On SIGTERM or SIGINT the server stops accepting connections,
+answers every request it has accepted, and returns.
+"""
+
+import contextlib
+import re
+import signal
+import socket
+import time
+
+import tensorflow as tf
+import uvicorn
+from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, Counter, Gauge, Histogram, generate_latest
+from starlette.applications import Starlette
+from starlette.responses import JSONResponse, Response
+from starlette.routing import Route
+
+from keras_bert_impl.validation import check_int
+from keras_bert_impl_export.dynamic_batcher import DynamicBatcher, QueueFullError
+from keras_bert_impl_export.rest_api import RestApiError, format_predict_response, parse_predict_body
+
+_MODEL_PATH = re.compile(
+    r"^(?P<name>[^/:]+)(?:/versions/(?P<version>[0-9]+))?(?:/(?P<metadata>metadata)|:(?P<method>[A-Za-z]+))?$"
+)
+SHUTDOWN_SECONDS = 30  # how long SIGTERM waits for accepted requests
+
+
+class ModelServer:
+    """Serves `models` (ServedModel objects) over TF Serving's REST API.
+
+    Args:
+        models: list of ServedModel; several versions of one name are allowed, and the
+            highest answers requests that name no version (TF Serving's default policy).
+        max_batch_size, batch_timeout_ms, num_batch_threads, max_enqueued_batches: the
+            batching parameters (see DynamicBatcher).
+        max_body_bytes: int. A larger request body is refused with 413.
+    """
+
+    def __init__(self, models, max_batch_size=32, batch_timeout_ms=2.0, num_batch_threads=1,
+                 max_enqueued_batches=1000, max_body_bytes=16 * 1024 * 1024):
+        if not models:
+            raise ValueError("ModelServer needs at least one model.")
+        self.models = {}
+        for model in models:
+            self.models.setdefault(model.name, {})[model.version] = model
+        self.max_body_bytes = check_int("max_body_bytes", max_body_bytes, minimum=1)
+        self.registry = CollectorRegistry()
+        self._requests = Counter("kbert_serve_requests", "Requests answered, by model, method and HTTP status.",
+                                 ["model", "method", "code"], registry=self.registry)
+        self._latency = Histogram("kbert_serve_request_seconds", "Time from the body's arrival to the answer.",
+                                  ["model", "method"], registry=self.registry,
+                                  buckets=(0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30))
+        self._batch_rows = Histogram("kbert_serve_batch_rows", "Rows per model call.", registry=self.registry,
+                                     buckets=tuple(2 ** i for i in range(11)))
+        self._batch_seconds = Histogram("kbert_serve_batch_seconds", "Seconds per model call.", registry=self.registry)
+        self.batcher = DynamicBatcher(
+            self._run, max_batch_size=max_batch_size, batch_timeout_ms=batch_timeout_ms,
+            num_batch_threads=num_batch_threads, max_enqueued_batches=max_enqueued_batches,
+            on_batch=self._observe_batch,
+        )
+        Gauge("kbert_serve_queued_rows", "Rows waiting for a batch.", registry=self.registry).set_function(
+            lambda: self.batcher.queued_rows)
+        self.draining = False
+        self.accepted = self.answered = 0  # :predict requests read, and answered (any status)
+        self.on_ready = None  # called once the batcher runs (the command prints its address then)
+        self.app = Starlette(
+            routes=[
+                Route("/v1/models/{path:path}", self._models, methods=["GET", "POST"]),
+                Route("/healthz", self._health, methods=["GET"]),
+                Route("/monitoring/prometheus/metrics", self._metrics, methods=["GET"]),
+                Route("/metrics", self._metrics, methods=["GET"]),
+            ],
+            lifespan=self._lifespan,
+        )
+        self.app.add_exception_handler(404, self._not_found)
+        self.app.add_exception_handler(405, self._not_found)
+
+    # -- lifecycle --------------------------------------------------------------
+
+    @contextlib.asynccontextmanager
+    async def _lifespan(self, app):
+        await self.batcher.start()
+        if self.on_ready is not None:
+            self.on_ready()
+        yield
+        await self.batcher.stop()
+
+    def serve(self, host="127.0.0.1", port=8501, on_ready=None):
+        """Runs until SIGTERM or SIGINT, then shuts down gracefully. `on_ready(port)` is called
+        once requests are answered (port 0 picks a free one)."""
+        sock = socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET, socket.SOCK_STREAM)
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            sock.bind((host, port))
+        except OSError as e:
+            sock.close()
+            raise OSError(f"cannot listen on {host}:{port} ({e.strerror}): pass another --port, or 0 for a free one") from None
+        sock.listen(2048)
+        bound = sock.getsockname()[1]
+        self.on_ready = (lambda: on_ready(bound)) if on_ready is not None else None
+        config = uvicorn.Config(self.app, log_level="warning", access_log=False, lifespan="on",
+                                timeout_graceful_shutdown=SHUTDOWN_SECONDS)
+        server = _Server(config, self)
+        # uvicorn re-raises the signal that stopped it once it has shut down; these handlers
+        # take it, so a SIGTERM'd server returns normally (exit status 0) after its last answer.
+        previous = {sig: signal.signal(sig, lambda *_: None) for sig in (signal.SIGTERM, signal.SIGINT)}
+        try:
+            server.run(sockets=[sock])
+        finally:
+            for sig, handler in previous.items():
+                signal.signal(sig, handler)
+            sock.close()
+        return 0
+
+    # -- requests ---------------------------------------------------------------
+
+    def _run(self, key, inputs):
+        name, version, signature = key[:3]
+        return self.models[name][version].run(signature, inputs)
+
+    def _observe_batch(self, rows, seconds):
+        self._batch_rows.observe(rows)
+        self._batch_seconds.observe(seconds)
+
+    def _answer(self, model, method, started, body, status=200):
+        if method == "predict":
+            self.answered += 1
+        self._requests.labels(model, method, str(status)).inc()
+        self._latency.labels(model, method).observe(time.monotonic() - started)
+        return JSONResponse(body, status_code=status)
+
+    async def _not_found(self, request, exc):
+        return JSONResponse({"error": f"Malformed request: {request.method} {request.url.path}"}, status_code=404)
+
+    async def _health(self, request):
+        if self.draining:
+            return JSONResponse({"status": "shutting down"}, status_code=503)
+        return JSONResponse({"status": "ok", "models": sorted(self.models)})
+
+    async def _metrics(self, request):
+        return Response(generate_latest(self.registry), media_type=CONTENT_TYPE_LATEST)
+
+    def _model(self, name, version):
+        versions = self.models.get(name)
+        if versions is None:
+            raise RestApiError(f"Servable not found for request: Latest({name}). This server has "
+                               f"{', '.join(sorted(self.models))}.", status=404)
+        if version is None:
+            return versions[max(versions)]
+        if int(version) not in versions:
+            raise RestApiError(f"Servable not found for request: Specific({name}, {version}). Loaded versions: "
+                               f"{', '.join(str(v) for v in sorted(versions))}.", status=404)
+        return versions[int(version)]
+
+    async def _read_body(self, request):
+        length = request.headers.get("content-length")
+        if length is not None and length.isdigit() and int(length) > self.max_body_bytes:
+            raise RestApiError(f"The request body has {int(length)} bytes, over this server's limit of "
+                               f"{self.max_body_bytes} (--max-body-bytes): send fewer examples per request.", status=413)
+        chunks, size = [], 0
+        async for chunk in request.stream():
+            size += len(chunk)
+            if size > self.max_body_bytes:
+                raise RestApiError(f"The request body is over this server's limit of {self.max_body_bytes} bytes "
+                                   "(--max-body-bytes): send fewer examples per request.", status=413)
+            chunks.append(chunk)
+        return b"".join(chunks)
+
+    async def _models(self, request):
+        started = time.monotonic()
+        path = request.path_params["path"]
+        match = _MODEL_PATH.match(path)
+        name = match.group("name") if match else "-"
+        method = (match.group("method") or ("metadata" if match.group("metadata") else "status")) if match else "-"
+        if method == "predict":
+            self.accepted += 1
+        try:
+            if match is None or (request.method == "POST") != bool(match.group("method")):
+                raise RestApiError(f"Malformed request: {request.method} {request.url.path}", status=404)
+            model = self._model(name, match.group("version"))
+            if method == "status":
+                versions = [model] if match.group("version") else [self.models[name][v] for v in sorted(self.models[name])]
+                return self._answer(name, method, started, {"model_version_status": [m.status() for m in versions]})
+            if method == "metadata":
+                return self._answer(name, method, started, model.metadata())
+            if method != "predict":
+                raise RestApiError(f"{method} needs a classification or regression signature (tf.Example input); "
+                                   f"{name} has predict signatures only: POST .../{name}:predict.", status=400)
+            body = await self._read_body(request)
+            signature, inputs, rows, row_format = parse_predict_body(body, model.signatures)
+            key = (model.name, model.version, signature,
+                   tuple((k, v.shape[1:]) for k, v in sorted(inputs.items())))
+            try:
+                outputs = await self.batcher.submit(key, inputs, rows)
+            except QueueFullError as e:
+                raise RestApiError(f"The server is overloaded: {e}. Retry later.", status=503) from None
+            except (tf.errors.InvalidArgumentError, ValueError) as e:
+                raise RestApiError(" ".join(str(e).split())[:1000], status=400) from None
+            return self._answer(name, method, started, format_predict_response(outputs, row_format))
+        except RestApiError as e:
+            return self._answer(name, method, started, {"error": str(e)}, status=e.status)
+        except Exception as e:  # a bug of ours: the client hears it, the server lives on
+            return self._answer(name, method, started, {"error": f"Internal error: {type(e).__name__}: {e}"}, status=500)
+
+
+class _Server(uvicorn.Server):
+    """uvicorn's server, telling the ModelServer when shutdown starts (health says 503 then)."""
+
+    def __init__(self, config, model_server):
+        super().__init__(config)
+        self._model_server = model_server
+
+    async def shutdown(self, sockets=None):
+        self._model_server.draining = True
+        await super().shutdown(sockets=sockets)

@@ -1,0 +1,188 @@
+"""TF Serving's REST request and response bodies for `:predict`, as numpy arrays.
+
+The formats are TF Serving's (its "RESTful API" guide): a request holds `signature_name`
+(default "serving_default") and either `instances` (row format: a list with one entry per
+example; a bare value per example when the signature has one input, else an object keyed by
+input name) or `inputs` (columnar: a value when the signature has one input, else an object
+of name -> list over the examples). The answer mirrors it: `predictions` (a list of values
+when there is one output, else of objects) or `outputs`. Strings are JSON strings; a tensor
+whose name ends in `_bytes` is `{"b64": ...}` both ways. Every mistake is a `RestApiError`:
+HTTP status 400 and one line naming the input, the value and the fix, which the server
+returns as TF Serving does, `{"error": "..."}`.
+"""
+
+import base64
+import binascii
+import json
+
+import numpy as np
+import tensorflow as tf
+
+DEFAULT_SIGNATURE = "serving_default"
+
+
+class RestApiError(Exception):
+    """A request TF Serving would refuse: `status` is the HTTP status, `str()` the message."""
+
+    def __init__(self, message, status=400):
+        super().__init__(message)
+        self.status = status
+
+
+def _json_body(body):
+    try:
+        request = json.loads(body)
+    except (UnicodeDecodeError, json.JSONDecodeError) as e:
+        raise RestApiError(f"JSON Parse error: {e}. The body must be a JSON object such as "
+                           '{"instances": ["a text"]}.') from None
+    if not isinstance(request, dict):
+        raise RestApiError(f"The request body must be a JSON object, not a {type(request).__name__}: "
+                           'send {"instances": [...]} or {"inputs": ...}.')
+    return request
+
+
+def _leaf(value, name, dtype, where):
+    """One JSON scalar as the input's dtype."""
+    if dtype == tf.string:
+        if name.endswith("_bytes"):
+            if not (isinstance(value, dict) and set(value) == {"b64"} and isinstance(value["b64"], str)):
+                raise RestApiError(f"{where} of input {name!r} must be {{\"b64\": \"...\"}} (its name ends in _bytes).")
+            try:
+                return base64.b64decode(value["b64"], validate=True)
+            except binascii.Error as e:
+                raise RestApiError(f"{where} of input {name!r} is not valid base64 ({e}).") from None
+        if not isinstance(value, str):
+            raise RestApiError(f"{where} of input {name!r} must be a string; received {json.dumps(value)[:60]} "
+                               f"({type(value).__name__}). Send texts as JSON strings.")
+        return value.encode("utf-8")
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise RestApiError(f"{where} of input {name!r} must be a number ({dtype.name}); "
+                           f"received {json.dumps(value)[:60]}.")
+    if dtype.is_integer and not float(value).is_integer():
+        raise RestApiError(f"{where} of input {name!r} must be an integer ({dtype.name}); received {value!r}.")
+    return value
+
+
+def _array(values, name, spec, where):
+    """A list over the examples -> numpy [N, ...] of the spec's dtype and rank."""
+    rank = spec.shape.rank
+    if not isinstance(values, list):
+        raise RestApiError(f"{where}: input {name!r} must be a list over the examples; received "
+                           f"{type(values).__name__}.")
+
+    def convert(value, depth, position):
+        if depth == rank:
+            return _leaf(value, name, spec.dtype, position)
+        if not isinstance(value, list):
+            raise RestApiError(f"{position} of input {name!r} must be a list ({rank - 1}-d per example, "
+                               f"shape {spec.shape.as_list()[1:]}); received {json.dumps(value)[:60]}.")
+        return [convert(item, depth + 1, f"{position}[{i}]") for i, item in enumerate(value)]
+
+    rows = [convert(value, 1, f"{where}[{i}]") for i, value in enumerate(values)]
+    if spec.dtype == tf.string:
+        array = np.empty(len(rows), dtype=object)
+        array[:] = rows  # one bytes object per example (rank-1 string inputs)
+        if rank != 1:
+            array = np.array(rows, dtype=object)
+    else:
+        try:
+            array = np.array(rows, dtype=spec.dtype.as_numpy_dtype)
+        except ValueError:
+            raise RestApiError(f"{where}: the examples of input {name!r} have different lengths; pad them to one "
+                               "length per request (TF Serving needs a rectangular tensor).") from None
+    if array.ndim != rank:
+        raise RestApiError(f"{where}: input {name!r} has {array.ndim - 1} dimension(s) per example; the signature "
+                           f"takes {rank - 1} (shape {spec.shape.as_list()}).")
+    for axis, size in enumerate(spec.shape.as_list()[1:], 1):
+        if size is not None and array.shape[axis] != size:
+            raise RestApiError(f"{where}: input {name!r} has size {array.shape[axis]} on axis {axis}; the "
+                               f"signature takes {size}.")
+    return array
+
+
+def parse_predict_body(body, signatures):
+    """A `:predict` body -> (signature name, {input: numpy [N, ...]}, N, row_format).
+
+    Args:
+        body: bytes, the request body.
+        signatures: {name: {"inputs": {input: TensorSpec}, ...}} of the model.
+    """
+    request = _json_body(body)
+    signature = request.get("signature_name", DEFAULT_SIGNATURE)
+    if not isinstance(signature, str) or signature not in signatures:
+        raise RestApiError(f"Serving signature name: {json.dumps(signature)} not found in signature def. The model "
+                           f"has {', '.join(sorted(signatures))}.")
+    specs = signatures[signature]["inputs"]
+    names = sorted(specs)
+    unknown = sorted(set(request) - {"signature_name", "instances", "inputs"})
+    if unknown:
+        raise RestApiError(f"Unknown key(s) {unknown} in the request: it takes signature_name and one of "
+                           "instances or inputs.")
+    if ("instances" in request) == ("inputs" in request):
+        raise RestApiError("Missing 'inputs' or 'instances' key: send exactly one of them.")
+    row_format = "instances" in request
+    if row_format:
+        instances = request["instances"]
+        if not isinstance(instances, list):
+            raise RestApiError(f"'instances' must be a list with one entry per example; received "
+                               f"{type(instances).__name__}.")
+        if not instances:
+            raise RestApiError("'instances' is an empty list: send at least one example.")
+        objects = [isinstance(item, dict) and not (len(item) == 1 and "b64" in item) for item in instances]
+        if len(names) > 1 and not all(objects):
+            raise RestApiError(f"Each instance must be an object with the inputs {names}: the signature "
+                               f"{signature!r} has more than one.")
+        if any(objects):
+            if not all(objects):
+                raise RestApiError("'instances' mixes objects and bare values: use one form for every example.")
+            columns = {}
+            for i, item in enumerate(instances):
+                if set(item) != set(names):
+                    raise RestApiError(f"instances[{i}] has the keys {sorted(item)}; the signature {signature!r} "
+                                       f"takes {names}.")
+                for name in names:
+                    columns.setdefault(name, []).append(item[name])
+        else:
+            columns = {names[0]: instances}
+        where = "instances"
+    else:
+        inputs = request["inputs"]
+        if isinstance(inputs, dict) and not (len(inputs) == 1 and "b64" in inputs):
+            if set(inputs) != set(names):
+                raise RestApiError(f"'inputs' has the keys {sorted(inputs)}; the signature {signature!r} takes {names}.")
+            columns = inputs
+        elif len(names) == 1:
+            columns = {names[0]: inputs}
+        else:
+            raise RestApiError(f"'inputs' must be an object with the inputs {names}.")
+        where = "inputs"
+    arrays = {name: _array(columns[name], name, specs[name], where) for name in names}
+    sizes = {name: len(array) for name, array in arrays.items()}
+    if len(set(sizes.values())) != 1:
+        raise RestApiError(f"The inputs have different numbers of examples {sizes}: every input needs one "
+                           "value per example.")
+    rows = next(iter(sizes.values()))
+    if rows == 0:
+        raise RestApiError(f"'{where}' holds no example: send at least one.")
+    return signature, arrays, rows, row_format
+
+
+def _jsonable(array, name):
+    if array.dtype == object or array.dtype.kind == "S":
+        if name.endswith("_bytes"):
+            encode = np.vectorize(lambda b: {"b64": base64.b64encode(b).decode("ascii")}, otypes=[object])
+        else:
+            encode = np.vectorize(lambda b: b.decode("utf-8", errors="replace"), otypes=[object])
+        return encode(array).tolist() if array.size else array.tolist()
+    return array.tolist()
+
+
+def format_predict_response(outputs, row_format):
+    """{output: numpy [N, ...]} -> the JSON object TF Serving answers a `:predict` with."""
+    values = {name: _jsonable(array, name) for name, array in sorted(outputs.items())}
+    if not row_format:
+        return {"outputs": next(iter(values.values())) if len(values) == 1 else values}
+    if len(values) == 1:
+        return {"predictions": next(iter(values.values()))}
+    rows = len(next(iter(values.values())))
+    return {"predictions": [{name: column[i] for name, column in values.items()} for i in range(rows)]}

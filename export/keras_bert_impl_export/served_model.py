@@ -1,0 +1,116 @@
+"""One SavedModel version as TF Serving holds it: its signatures, their metadata, and a call.
+
+TF Serving answers `GET /v1/models/NAME/metadata` with the SavedModel's SignatureDefs
+rendered as JSON (proto field names, defaults included); `ServedModel.metadata()` renders
+the same protos (tensorflow-serving-api's GetModelMetadataResponse pieces) the same way, read
+from the SavedModel's own saved_model.pb, not rebuilt from Python objects.
+"""
+
+import os
+
+import numpy as np
+import tensorflow as tf
+import tensorflow_text  # noqa: F401  registers its ops (FastBertNormalize, ...): the raw-text SavedModels use them
+from google.protobuf import json_format
+from tensorflow.core.protobuf import saved_model_pb2
+from tensorflow_serving.apis import get_model_metadata_pb2
+
+SAVED_MODEL_FILE = "saved_model.pb"
+
+
+def _to_dict(message):
+    # TF Serving prints proto field names and every field, defaults included ("name": "").
+    return json_format.MessageToDict(
+        message, preserving_proto_field_name=True, always_print_fields_with_no_presence=True
+    )
+
+
+class ServedModel:
+    """A loaded SavedModel version: `signatures` (name -> input and output specs) and `run`.
+
+    Args:
+        name: str. The model name clients use in `/v1/models/NAME`.
+        version: int. The version folder it was loaded from.
+        path: str. The SavedModel folder (holding saved_model.pb).
+    """
+
+    def __init__(self, name, version, path):
+        if not os.path.isfile(os.path.join(path, SAVED_MODEL_FILE)):
+            raise ValueError(f"{path!r} is not a SavedModel folder: it has no {SAVED_MODEL_FILE}.")
+        self.name = name
+        self.version = int(version)
+        self.path = path
+        self._loaded = tf.saved_model.load(path)
+        self._functions = dict(self._loaded.signatures)
+        if not self._functions:
+            raise ValueError(f"The SavedModel {path!r} has no serving signature (TF Serving would not serve it).")
+        # name -> {"inputs": {input: TensorSpec}, "outputs": {output: TensorSpec}}
+        self.signatures = {}
+        for signature, function in self._functions.items():
+            inputs = dict(function.structured_input_signature[1])
+            outputs = {k: tf.TensorSpec(v.shape, v.dtype, k) for k, v in function.structured_outputs.items()}
+            self.signatures[signature] = {"inputs": inputs, "outputs": outputs}
+        with open(os.path.join(path, SAVED_MODEL_FILE), "rb") as f:
+            proto = saved_model_pb2.SavedModel.FromString(f.read())
+        self._signature_defs = proto.meta_graphs[0].signature_def
+
+    def metadata(self):
+        """The body of TF Serving's `GET /v1/models/NAME[/versions/N]/metadata`."""
+        signature_map = get_model_metadata_pb2.SignatureDefMap()
+        for key, signature_def in self._signature_defs.items():
+            if key in self._functions:  # not TF's internal __saved_model_init_op
+                signature_map.signature_def[key].CopyFrom(signature_def)
+        return {
+            "model_spec": {"name": self.name, "signature_name": "", "version": str(self.version)},
+            "metadata": {"signature_def": _to_dict(signature_map)},
+        }
+
+    def status(self):
+        """One entry of TF Serving's `model_version_status` list."""
+        return {"version": str(self.version), "state": "AVAILABLE", "status": {"error_code": "OK", "error_message": ""}}
+
+    def run(self, signature, inputs):
+        """Calls `signature` on {input name: numpy array}; returns {output name: numpy array}."""
+        function = self._functions[signature]
+        specs = self.signatures[signature]["inputs"]
+        tensors = {key: tf.constant(value, dtype=specs[key].dtype) for key, value in inputs.items()}
+        return {key: np.asarray(value) for key, value in function(**tensors).items()}
+
+
+def _latest_version(folder):
+    versions = [int(n) for n in os.listdir(folder) if n.isdigit() and os.path.isfile(os.path.join(folder, n, SAVED_MODEL_FILE))]
+    return max(versions) if versions else None
+
+
+def find_servables(path, name=None):
+    """[(name, version, SavedModel folder)] to serve from `path`, as TF Serving would find them.
+
+    `path` is a `kbert export` folder (every model under its serving/), a model base path
+    (numbered version folders: the highest is served, TF Serving's default policy) or one
+    SavedModel folder (version 1 unless its folder name is a number). `name` renames the
+    model of the last two (default: the base folder's name).
+    """
+    path = os.path.abspath(path)
+    if not os.path.isdir(path):
+        raise ValueError(f"--model {path!r}: no such folder.")
+    serving = os.path.join(path, "serving")
+    if os.path.isdir(serving):
+        found = []
+        for model in sorted(os.listdir(serving)):
+            version = _latest_version(os.path.join(serving, model))
+            if version is not None:
+                found.append((model, version, os.path.join(serving, model, str(version))))
+        if found:
+            return found
+    if os.path.isfile(os.path.join(path, SAVED_MODEL_FILE)):
+        base, folder = os.path.split(path)
+        if folder.isdigit():
+            return [(name or os.path.basename(base), int(folder), path)]
+        return [(name or folder, 1, path)]
+    version = _latest_version(path)
+    if version is not None:
+        return [(name or os.path.basename(path), version, os.path.join(path, str(version)))]
+    raise ValueError(
+        f"--model {path!r} holds no SavedModel: pass a kbert export folder, a model folder with numbered "
+        "versions (TF Serving's layout), a SavedModel folder, or a kbert finetune run folder."
+    )

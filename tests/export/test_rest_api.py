@@ -1,0 +1,151 @@
+"""TF Serving's REST bodies (rest_api) and the dynamic batcher, without a server."""
+
+import asyncio
+import json
+import threading
+
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from keras_bert_impl_export.dynamic_batcher import DynamicBatcher, QueueFullError
+from keras_bert_impl_export.rest_api import RestApiError, format_predict_response, parse_predict_body
+
+TEXT = {"serving_default": {"inputs": {"text": tf.TensorSpec([None], tf.string, "text")}}}
+PAIR = {"serving_default": {"inputs": {"text": tf.TensorSpec([None], tf.string, "text"),
+                                       "text_b": tf.TensorSpec([None], tf.string, "text_b")}}}
+IDS = {"serving_default": {"inputs": {name: tf.TensorSpec([None, None], tf.int32, name)
+                                      for name in ("ids", "mask", "segment_ids")}}}
+
+
+def _parse(body, signatures=TEXT):
+    return parse_predict_body(json.dumps(body).encode(), signatures)
+
+
+def test_row_and_columnar_bodies_give_the_same_arrays():
+    for body in ({"instances": ["a", "b"]}, {"instances": [{"text": "a"}, {"text": "b"}]},
+                 {"inputs": ["a", "b"]}, {"inputs": {"text": ["a", "b"]}}):
+        signature, arrays, rows, _ = _parse(body)
+        assert (signature, rows) == ("serving_default", 2)
+        assert list(arrays["text"]) == [b"a", b"b"], body
+    _, arrays, rows, row_format = _parse({"instances": [{"text": "q", "text_b": "c"}]}, PAIR)
+    assert rows == 1 and row_format and arrays["text_b"][0] == b"c"
+    _, arrays, rows, _ = _parse({"inputs": {"ids": [[101, 7, 102]], "mask": [[1, 1, 1]], "segment_ids": [[0, 0, 0]]}}, IDS)
+    assert arrays["ids"].dtype == np.int32 and arrays["ids"].shape == (1, 3)
+
+
+def test_responses_follow_tf_serving():
+    outputs = {"probabilities": np.array([[0.25, 0.75]], np.float32), "top_label": np.array([b"pos"], object)}
+    assert format_predict_response(outputs, row_format=True) == {
+        "predictions": [{"probabilities": [0.25, 0.75], "top_label": "pos"}]}
+    assert format_predict_response(outputs, row_format=False) == {
+        "outputs": {"probabilities": [[0.25, 0.75]], "top_label": ["pos"]}}
+    # One output: no names (TF Serving's rule).
+    assert format_predict_response({"embeddings": np.array([[1.0], [2.0]], np.float32)}, True) == {
+        "predictions": [[1.0], [2.0]]}
+    assert format_predict_response({"raw_bytes": np.array([b"\xff"], object)}, False) == {"outputs": [{"b64": "/w=="}]}
+
+
+@pytest.mark.parametrize("body, fragment", [
+    (b"{not json", "JSON Parse error"),
+    (b"[1, 2]", "must be a JSON object"),
+    ({"instances": []}, "'instances' is an empty list"),
+    ({"instances": "a text"}, "'instances' must be a list"),
+    ({"instances": ["a"], "inputs": ["a"]}, "exactly one of them"),
+    ({}, "Missing 'inputs' or 'instances'"),
+    ({"instances": ["a"], "signature_name": "classify"}, 'signature name: "classify" not found'),
+    ({"instances": [3]}, "instances[0] of input 'text' must be a string"),
+    ({"instances": ["a", None]}, "instances[1] of input 'text' must be a string"),
+    ({"instances": [{"txt": "a"}]}, "has the keys ['txt']"),
+    ({"inputs": {"txt": ["a"]}}, "'inputs' has the keys ['txt']"),
+    ({"instances": [["a"]]}, "must be a string"),
+    ({"instances": ["a"], "output_filter": ["x"]}, "Unknown key(s) ['output_filter']"),
+])
+def test_bad_bodies_are_400_with_a_reason(body, fragment):
+    raw = body if isinstance(body, bytes) else json.dumps(body).encode()
+    with pytest.raises(RestApiError) as error:
+        parse_predict_body(raw, TEXT)
+    assert error.value.status == 400 and fragment in str(error.value), str(error.value)
+
+
+def test_bad_pair_and_id_bodies():
+    with pytest.raises(RestApiError, match="object with the inputs"):
+        _parse({"instances": ["a"]}, PAIR)
+    with pytest.raises(RestApiError, match="different numbers of examples"):
+        _parse({"inputs": {"text": ["a", "b"], "text_b": ["c"]}}, PAIR)
+    with pytest.raises(RestApiError, match="different lengths"):
+        _parse({"inputs": {"ids": [[1, 2], [1]], "mask": [[1, 1], [1]], "segment_ids": [[0, 0], [0]]}}, IDS)
+    with pytest.raises(RestApiError, match="must be an integer"):
+        _parse({"inputs": {"ids": [[1.5]], "mask": [[1]], "segment_ids": [[0]]}}, IDS)
+    with pytest.raises(RestApiError, match="must be a number"):
+        _parse({"inputs": {"ids": [[True]], "mask": [[1]], "segment_ids": [[0]]}}, IDS)
+
+
+class _Recorder:
+    """A model that doubles its input and records each call's batch size."""
+
+    def __init__(self, delay=0.0):
+        self.sizes, self.delay, self.event = [], delay, threading.Event()
+
+    def __call__(self, key, inputs):
+        self.sizes.append(len(inputs["x"]))
+        if self.delay:
+            self.event.wait(self.delay)
+        return {"y": inputs["x"] * 2}
+
+
+def _submit_all(batcher, requests):
+    async def main():
+        await batcher.start()
+        try:
+            return await asyncio.gather(*(batcher.submit("k", {"x": x}, len(x)) for x in requests))
+        finally:
+            await batcher.stop()
+    return asyncio.run(main())
+
+
+def test_concurrent_requests_share_calls_and_keep_their_rows():
+    model = _Recorder()
+    requests = [np.arange(i, i + 1 + i % 3, dtype=np.float32) for i in range(40)]  # 1-3 rows each
+    results = _submit_all(DynamicBatcher(model, max_batch_size=8, batch_timeout_ms=50), requests)
+    for x, result in zip(requests, results):
+        np.testing.assert_array_equal(result["y"], x * 2)
+    assert sum(model.sizes) == sum(len(x) for x in requests)
+    assert max(model.sizes) <= 8 and len(model.sizes) < len(requests) / 2, model.sizes
+
+
+def test_a_large_request_is_split_into_batches():
+    model = _Recorder()
+    x = np.arange(100, dtype=np.float32)
+    (result,) = _submit_all(DynamicBatcher(model, max_batch_size=32, batch_timeout_ms=0), [x])
+    np.testing.assert_array_equal(result["y"], x * 2)
+    assert model.sizes == [32, 32, 32, 4]
+
+
+def test_a_full_queue_refuses_at_once_and_a_gone_client_costs_nothing():
+    model = _Recorder(delay=0.3)
+
+    async def main():
+        batcher = DynamicBatcher(model, max_batch_size=4, batch_timeout_ms=0, max_enqueued_batches=2)
+        await batcher.start()
+        first = asyncio.create_task(batcher.submit("k", {"x": np.ones(4, np.float32)}, 4))
+        await asyncio.sleep(0.05)  # the first batch runs; the queue is empty again
+        gone = asyncio.create_task(batcher.submit("k", {"x": np.ones(4, np.float32)}, 4))
+        kept = asyncio.create_task(batcher.submit("k", {"x": np.ones(4, np.float32)}, 4))
+        await asyncio.sleep(0.01)
+        with pytest.raises(QueueFullError, match="would pass its 8"):
+            await batcher.submit("k", {"x": np.ones(1, np.float32)}, 1)
+        gone.cancel()  # its client disconnected while it waited
+        await first
+        await kept
+        await batcher.stop()
+
+    asyncio.run(main())
+    assert model.sizes == [4, 4]  # the cancelled request was never computed
+
+
+def test_bad_batcher_settings_are_named():
+    with pytest.raises(ValueError, match="max_batch_size"):
+        DynamicBatcher(lambda k, x: x, max_batch_size=0)
+    with pytest.raises(ValueError, match="batch_timeout_ms"):
+        DynamicBatcher(lambda k, x: x, batch_timeout_ms=-1)
