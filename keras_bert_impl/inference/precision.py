@@ -1,0 +1,66 @@
+"""A trained model to run in another precision: bf16 through Keras' mixed_bfloat16 policy.
+
+On a CPU with AVX512-BF16, oneDNN runs bfloat16 matmuls on those units; Keras' mixed policy
+keeps the variables in float32 and computes in bfloat16 (LayerNormalization and the losses
+stay float32 by Keras' own rules). A `.keras` file saved in float32 carries a float32 policy
+on every layer, so the copy is rebuilt from the model's config without those policies,
+under mixed_bfloat16, and given the same weights, vocabulary and label names.
+
+int8 is not offered here: Keras' own `model.quantize("int8")` (3.15, TensorFlow backend) made
+the fine-tuned MiniLM slower on this CPU, not faster, and its .keras file did not load back
+(`bench/perf/inference_precision.py`); the int8 that is fast here is the export's dynamic-range
+int8 TFLite on XNNPACK (`kbert export`).
+"""
+
+import keras
+import numpy as np
+
+from keras_bert_impl.validation import check_choice
+
+PRECISIONS = ("fp32", "bf16")
+_POLICIES = {"bf16": "mixed_bfloat16"}
+
+
+def _without_dtypes(config):
+    if isinstance(config, dict):
+        return {k: _without_dtypes(v) for k, v in config.items() if k != "dtype"}
+    if isinstance(config, list):
+        return [_without_dtypes(v) for v in config]
+    return config
+
+
+def with_precision(model, precision):
+    """`model` itself for "fp32"; for "bf16", a copy computing in bfloat16 (mixed_bfloat16).
+
+    Args:
+        model: a built BERT model of this library (a backbone or a task model).
+        precision: "fp32" or "bf16".
+
+    Example:
+    >>> backbone = kb.BertBackbone.from_preset("bert_tiny", vocabulary_size=100)
+    >>> classifier = kb.BertClassifier(backbone, num_classes=2)
+    >>> _ = classifier({"token_ids": np.ones((1, 4), "int32"), "segment_ids": np.zeros((1, 4), "int32"),
+    ...                 "padding_mask": np.ones((1, 4), "int32")})
+    >>> fast = with_precision(classifier, "bf16")
+    >>> fast.dtype_policy.name, fast.backbone.dtype_policy.compute_dtype, keras.config.dtype_policy().name
+    ('mixed_bfloat16', 'bfloat16', 'float32')
+    """
+    check_choice("precision", precision, PRECISIONS)
+    if precision == "fp32":
+        return model
+    if not model.built:
+        raise ValueError("with_precision needs a built model (call it once, or load a trained one).")
+    previous = keras.config.dtype_policy()
+    keras.config.set_dtype_policy(_POLICIES[precision])
+    try:
+        copy = type(model).from_config(_without_dtypes(model.get_config()))
+        # Built by one call, so that set_weights finds every variable.
+        copy({"token_ids": np.ones((1, 4), "int32"), "segment_ids": np.zeros((1, 4), "int32"),
+              "padding_mask": np.ones((1, 4), "int32")})
+    finally:
+        keras.config.set_dtype_policy(previous)
+    copy.set_weights(model.get_weights())
+    source, target = getattr(model, "backbone", model), getattr(copy, "backbone", copy)
+    if getattr(source, "vocabulary", None) is not None:
+        target.set_vocabulary(source.vocabulary, lowercase=source.lowercase)
+    return copy
