@@ -23,10 +23,12 @@ def rows():
         return list(csv.reader(f))
 
 
-def test_bf16_copy_gives_the_fp32_labels(minilm, rows):
+def test_bf16_copy_gives_the_fp32_labels(minilm_keras, rows):
     texts = [text for _, text in rows[:100] + rows[-100:]]  # both classes
     labels = np.array([0 if label == "-1" else 1 for label, _ in rows[:100] + rows[-100:]])
-    model = kb.BertClassifier(minilm, num_classes=2, pooling="mean", label_names=["-1", "1"])
+    # A private copy of MiniLM: this test trains it, and the session's `minilm` must stay as converted.
+    backbone = keras.saving.load_model(minilm_keras)
+    model = kb.BertClassifier(backbone, num_classes=2, pooling="mean", label_names=["-1", "1"])
     # A quick fit on other real rows, so the head is a real classifier, not near-ties.
     train = rows[200:328] + rows[-328:-200]
     x = BertPreprocessor.from_model(model, sequence_length=64)([text for _, text in train])
@@ -34,7 +36,7 @@ def test_bf16_copy_gives_the_fp32_labels(minilm, rows):
     fast = with_precision(model, "bf16")
     assert fast.dtype_policy.name == "mixed_bfloat16" and model.dtype_policy.name == "float32"
     assert keras.config.dtype_policy().name == "float32"
-    assert fast.label_names == ["-1", "1"] and fast.backbone.vocabulary == minilm.vocabulary
+    assert fast.label_names == ["-1", "1"] and fast.backbone.vocabulary == backbone.vocabulary
     want = TextPredictor(model, sequence_length=64).predict(texts)["logits"]
     got = TextPredictor(fast, sequence_length=64).predict(texts)["logits"]
     assert got.dtype == np.float32
