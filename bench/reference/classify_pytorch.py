@@ -6,26 +6,12 @@ the local data/minilm folder (no hub; the classification head is new, which chan
 of the speed), eval mode, `torch.inference_mode()`, --threads intra-op threads. Batches of
 --batch-size texts, each padded to its longest text (truncation at --seq-len), labels out
 (argmax); --order input keeps the file's order (a plain transformers loop), --order length
-sorts by length first. Tokenization is timed with the model.
-
-Runs in the torch venv without TensorFlow; prints one JSON line for the calling bench:
+sorts by length first. Tokenization is timed with the model. Blank lines are skipped.
 
     .venv-torch/bin/python -m bench.reference.classify_pytorch --sentences data/bench/distill_mr/mr_sentences.txt
 """
 
-import argparse
-import json
-import os
-import sys
-import time
-
-os.environ.setdefault("HF_HUB_OFFLINE", "1")
-os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
-os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
-
-import numpy as np  # noqa: E402
-import torch  # noqa: E402
-import transformers  # noqa: E402
+from bench.reference.torch_harness import run, torch  # sets Hugging Face offline before transformers loads
 from transformers import BertForSequenceClassification, BertTokenizerFast  # noqa: E402
 
 from bench.common import MINILM  # noqa: E402
@@ -40,36 +26,9 @@ def classify(model, tokenizer, texts, batch_size, seq_len):
     return torch.cat(labels).numpy()
 
 
-def main():
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--sentences", required=True, help="A text file, one sentence per line.")
-    parser.add_argument("--order", choices=("input", "length"), default="input")
-    parser.add_argument("--batch-size", type=int, default=32)
-    parser.add_argument("--seq-len", type=int, default=128)
-    parser.add_argument("--threads", type=int, default=2)
-    args = parser.parse_args()
-    started = time.perf_counter()
-    torch.set_num_threads(args.threads)
-    with open(args.sentences, encoding="utf-8") as f:
-        texts = [line.rstrip("\n") for line in f if line.strip()]
-    tokenizer = BertTokenizerFast.from_pretrained(MINILM)
-    model = BertForSequenceClassification.from_pretrained(MINILM, num_labels=2).eval()
-    with torch.inference_mode():
-        classify(model, tokenizer, texts[:256], args.batch_size, args.seq_len)  # warm-up
-        loaded = time.perf_counter()
-        order = np.arange(len(texts))
-        if args.order == "length":
-            order = np.argsort([-len(t) for t in texts], kind="stable")
-        classify(model, tokenizer, [texts[i] for i in order], args.batch_size, args.seq_len)
-        done = time.perf_counter()
-    print(f"pytorch ({args.order} order): {len(texts) / (done - loaded):.1f} sentences/s", file=sys.stderr)
-    print(json.dumps({
-        "order": args.order, "sentences": len(texts), "batch_size": args.batch_size, "seq_len": args.seq_len,
-        "threads": args.threads, "seconds": done - loaded, "sentences_per_second": len(texts) / (done - loaded),
-        "start_up_seconds": loaded - started, "torch": torch.__version__, "transformers": transformers.__version__,
-        "attention": model.config._attn_implementation,
-    }))
+def load():
+    return BertForSequenceClassification.from_pretrained(MINILM, num_labels=2).eval(), BertTokenizerFast.from_pretrained(MINILM)
 
 
 if __name__ == "__main__":
-    main()
+    run(__doc__.splitlines()[0], load, classify, batch_size=32, keep_blank_lines=False)

@@ -12,19 +12,9 @@ Runs in the torch venv without TensorFlow; prints one JSON line for the calling 
     .venv-torch/bin/python -m bench.reference.embed_pytorch --sentences data/bench/reviews_10k.txt --order input
 """
 
-import argparse
-import json
-import os
-import sys
-import time
+import numpy as np
 
-os.environ.setdefault("HF_HUB_OFFLINE", "1")
-os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
-os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
-
-import numpy as np  # noqa: E402
-import torch  # noqa: E402
-import transformers  # noqa: E402
+from bench.reference.torch_harness import run, torch  # sets Hugging Face offline before transformers loads
 from transformers import BertModel, BertTokenizerFast  # noqa: E402
 
 from bench.common import MINILM  # noqa: E402
@@ -42,42 +32,20 @@ def embed(model, tokenizer, texts, batch_size, seq_len):
     return torch.cat(out).numpy()
 
 
-def main():
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--sentences", required=True, help="A text file, one sentence per line.")
-    parser.add_argument("--order", choices=("input", "length"), default="input")
-    parser.add_argument("--batch-size", type=int, default=64)
-    parser.add_argument("--seq-len", type=int, default=128)
-    parser.add_argument("--threads", type=int, default=2)
-    parser.add_argument("--vectors", default=None, help="Also save the vectors (input order) as .npy here.")
-    args = parser.parse_args()
-    started = time.perf_counter()
-    torch.set_num_threads(args.threads)
-    with open(args.sentences, encoding="utf-8") as f:
-        texts = [line.rstrip("\n") for line in f]
-    tokenizer = BertTokenizerFast.from_pretrained(MINILM)
+def load():
     # transformers' default attention (scaled_dot_product_attention), its fastest on CPU.
-    model = BertModel.from_pretrained(MINILM).eval()
-    with torch.inference_mode():
-        embed(model, tokenizer, texts[:256], args.batch_size, args.seq_len)  # warm-up
-        loaded = time.perf_counter()
-        order = np.arange(len(texts))
-        if args.order == "length":
-            order = np.argsort([-len(t) for t in texts], kind="stable")  # sentence-transformers sorts by characters
-        vectors = embed(model, tokenizer, [texts[i] for i in order], args.batch_size, args.seq_len)
-        done = time.perf_counter()
-    restored = np.empty_like(vectors)
-    restored[order] = vectors
+    return BertModel.from_pretrained(MINILM).eval(), BertTokenizerFast.from_pretrained(MINILM)
+
+
+def save_vectors(args, vectors, order):
     if args.vectors:
+        restored = np.empty_like(vectors)
+        restored[order] = vectors
         np.save(args.vectors, restored)
-    print(f"pytorch ({args.order} order): {len(texts) / (done - loaded):.1f} sentences/s", file=sys.stderr)
-    print(json.dumps({
-        "order": args.order, "sentences": len(texts), "batch_size": args.batch_size, "seq_len": args.seq_len,
-        "threads": args.threads, "seconds": done - loaded, "sentences_per_second": len(texts) / (done - loaded),
-        "start_up_seconds": loaded - started, "torch": torch.__version__, "transformers": transformers.__version__,
-        "attention": model.config._attn_implementation,
-    }))
 
 
 if __name__ == "__main__":
-    main()
+    run(__doc__.splitlines()[0], load, embed, batch_size=64, keep_blank_lines=True,
+        add_arguments=lambda p: p.add_argument("--vectors", default=None,
+                                               help="Also save the vectors (input order) as .npy here."),
+        finish=save_vectors)
