@@ -72,7 +72,7 @@ def main(argv=None):
         return hub[name].predict(batches, verbose=0).argmax(-1)
 
     contenders = {**{n: run_ours for n in ours}, **{n: run_hub for n in hub}}
-    for name, fn in contenders.items():  # warm-up: traces and oneDNN's first kernels
+    for name in contenders:  # warm-up: traces and oneDNN's first kernels
         if name.startswith("ours"):
             ours[name].predict(texts[:256])
         else:
