@@ -48,6 +48,14 @@ def check_fraction(name, value, open_low=True, open_high=True):
     return float(value)
 
 
+def check_non_negative(name, value):
+    """A finite number >= 0 (a loss weight); returned as float."""
+    ok = isinstance(value, numbers.Real) and not isinstance(value, bool) and 0 <= value < float("inf")
+    if not ok:
+        raise ValueError(f"{name} must be a number >= 0. Received: {name}={value!r}")
+    return float(value)
+
+
 def check_probability(name, value):
     """A dropout-style rate: a number in [0, 1)."""
     return check_fraction(name, value, open_low=False, open_high=True)

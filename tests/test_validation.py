@@ -9,6 +9,7 @@ from keras_bert_impl.validation import (
     check_fraction,
     check_int,
     check_label_names,
+    check_non_negative,
     check_positive_int,
     check_probability,
 )
@@ -37,6 +38,13 @@ def test_fractions_bools_choices():
         check_bool("flag", 1)
     with pytest.raises(ValueError, match=r"pooling must be one of \['cls', 'mean'\]. Received: pooling='max'"):
         check_choice("pooling", "max", ("cls", "mean"))
+
+
+def test_non_negative_numbers():
+    assert check_non_negative("hidden_weight", 0) == 0.0 and check_non_negative("w", np.float32(0.5)) == 0.5
+    for bad in (-0.1, float("nan"), float("inf"), True, "1", None):
+        with pytest.raises(ValueError, match=f"w must be a number >= 0. Received: w={bad!r}"):
+            check_non_negative("w", bad)
 
 
 def test_label_names():

@@ -136,20 +136,12 @@ class BertBackbone(keras.Model):
 
         # === Functional graph ===
         inputs = {key: keras.Input(shape=(None,), dtype="int32", name=key) for key in INPUT_KEYS}
-        x = self.embeddings(inputs["token_ids"], inputs["segment_ids"])  # [B, T, H]
-        hidden_states, attention_probs = [x], []
-        for layer in self.transformer_layers:
-            if return_attention_scores:
-                x, probs = layer(x, padding_mask=inputs["padding_mask"], return_attention_scores=True)
-                attention_probs.append(probs)  # [B, N, T, T]
-            else:
-                x = layer(x, padding_mask=inputs["padding_mask"])
-            hidden_states.append(x)
-        outputs = {"sequence_output": x, "pooled_output": self.pooler(x)}
+        layers = self._run_layers(inputs, return_attention_scores, first_call=True)
+        outputs = {"sequence_output": layers["sequence_output"], "pooled_output": layers["pooled_output"]}
         if return_hidden_states:
-            outputs["hidden_states"] = ops.stack(hidden_states, axis=1)  # [B, L + 1, T, H]
+            outputs["hidden_states"] = ops.stack(layers["hidden_states"], axis=1)  # [B, L + 1, T, H]
         if return_attention_scores:
-            outputs["attention_probs"] = ops.stack(attention_probs, axis=1)  # [B, L, N, T, T]
+            outputs["attention_probs"] = ops.stack(layers["attention_probs"], axis=1)  # [B, L, N, T, T]
         super().__init__(inputs=inputs, outputs=outputs, dtype=dtype, **kwargs)
 
         # === Config ===
@@ -172,6 +164,41 @@ class BertBackbone(keras.Model):
         # from; saved inside the .keras file as assets (see save_assets).
         self.vocabulary = None
         self.lowercase = None
+
+    def layer_outputs(self, inputs, return_attention_scores=False):
+        """Runs this backbone's layers on `inputs` (the three input tensors, symbolic or
+        concrete) and returns every intermediate result as a dict: `sequence_output`
+        [B, T, H], `pooled_output` [B, H], `hidden_states` (a list of L + 1 tensors
+        [B, T, H]: index 0 the embedding output, index i layer i's output) and, with
+        `return_attention_scores`, `attention_probs` (a list of L tensors [B, N, T, T]).
+
+        The backbone's own graph is built from it. Called on new `keras.Input`s it gives a
+        second graph over the same layers (so the same weights) whose outputs may be any of
+        the intermediate tensors, without changing the backbone's own outputs or what it
+        saves: the Distiller's intermediate-layer transfer reads the student's and the
+        teacher's hidden states and attention this way.
+        """
+        return self._run_layers(inputs, return_attention_scores, first_call=False)
+
+    def _run_layers(self, inputs, return_attention_scores, first_call):
+        x = self.embeddings(inputs["token_ids"], inputs["segment_ids"])  # [B, T, H]
+        hidden_states, attention_probs = [x], []
+        for layer in self.transformer_layers:
+            if return_attention_scores:
+                # Keras 3.15's Functional checks that a graph is connected with each layer's
+                # first call's output count: an encoder first called without scores (one
+                # output) then with them (two) fails that check. A wrapper layer of its own,
+                # made for this graph, is first called with scores (and holds no weights).
+                scoring = layer if first_call else _WithAttentionScores(layer)
+                x, probs = scoring(x, padding_mask=inputs["padding_mask"], return_attention_scores=True)
+                attention_probs.append(probs)  # [B, N, T, T]
+            else:
+                x = layer(x, padding_mask=inputs["padding_mask"])
+            hidden_states.append(x)
+        outputs = {"sequence_output": x, "pooled_output": self.pooler(x), "hidden_states": hidden_states}
+        if return_attention_scores:
+            outputs["attention_probs"] = attention_probs
+        return outputs
 
     @property
     def token_embedding(self):
@@ -301,3 +328,15 @@ class BertBackbone(keras.Model):
                 f"Unknown preset {name!r}. Choose one of: {', '.join(sorted(BERT_PRESETS))}."
             )
         return cls(**{**BERT_PRESETS[name], **kwargs})
+
+
+class _WithAttentionScores(keras.layers.Layer):
+    """A TransformerEncoder's call with its attention probabilities, as a layer of its own
+    (see BertBackbone._run_layers): its variables are the encoder's."""
+
+    def __init__(self, encoder, **kwargs):
+        super().__init__(name=f"{encoder.name}_with_scores", dtype=encoder.dtype_policy, **kwargs)
+        self.encoder = encoder
+
+    def call(self, x, padding_mask=None, return_attention_scores=True, training=None):
+        return self.encoder(x, padding_mask=padding_mask, return_attention_scores=True, training=training)

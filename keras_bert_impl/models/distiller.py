@@ -9,17 +9,28 @@ the teacher's logits can be computed once (`teacher_logits`) and passed in the i
 under `"teacher_logits"`: the step then skips the teacher's forward pass, which for a
 MiniLM teacher and a tiny student is most of the step's work.
 
-Shape legend: B batch, T tokens, C classes.
+Intermediate-layer transfer (TinyBERT, Jiao et al. 2020) is opt-in: with a `layer_map` the
+student's hidden states (and optionally attention probabilities, and its embedding output)
+are also pulled towards the teacher's mapped layers. The intermediate tensors come from
+second functional graphs over the same layer objects (`BertBackbone.layer_outputs`), so
+weights are shared and the saved student is unchanged.
+
+Shape legend: B batch, T tokens, C classes, H width (Hs student, Ht teacher), K mapped
+layers, N heads.
 """
+
+import numbers
 
 import keras
 from keras import ops
 
+from keras_bert_impl.models.bert_backbone import INPUT_KEYS
 from keras_bert_impl.models.bert_classifier import BertClassifier
 from keras_bert_impl.models.bert_task import BertTask
 from keras_bert_impl.models.bert_token_classifier import BertTokenClassifier
 from keras_bert_impl.models.distillation_loss import DistillationLoss
-from keras_bert_impl.validation import check_probability
+from keras_bert_impl.models.masked_sparse_crossentropy import _sum_over_replicas
+from keras_bert_impl.validation import check_non_negative, check_probability
 
 
 @keras.saving.register_keras_serializable(package="keras_bert_impl")
@@ -34,6 +45,25 @@ class Distiller(keras.Model):
     0 for a transfer-set row whose label is a placeholder) weighs the labels' term row by
     row, so one batch can mix labelled and unlabeled rows.
 
+    Intermediate-layer transfer (off by default) adds to that loss, TinyBERT's terms:
+    - `hidden_weight` * the mean squared error between student layer i's output (hidden
+      state i + 1) and the teacher's hidden state `layer_map[i]`, the student's states
+      through a learned `Dense(teacher width, use_bias=False)` (TinyBERT's W_h) when the
+      widths differ, averaged over the mapped layers, the width and the real tokens;
+    - `attention_weight` * KL(teacher || student) of each head's attention probabilities
+      over the keys, for the same layer pairs, averaged over the layers, heads and real
+      query tokens (padded keys carry no probability and are left out); the two models
+      need the same number of heads;
+    - `embedding_weight` * the same mean squared error between the embedding outputs
+      (hidden state 0), through a projection of its own.
+    Each term is reported in `fit`'s logs (`hidden_loss`, `attention_loss`,
+    `embedding_loss`). The projections belong to the Distiller (saved with it, trained,
+    never part of the student). The teacher's intermediate states need its forward pass,
+    so inputs with `"teacher_logits"` are refused while a term is on (the cache would save
+    nothing). Calling the Distiller then also returns the student's intermediate tensors
+    (`embedding_output`, `hidden_states`, `attention_probs`) beside its outputs, for the
+    loss; `predict` returns the student's outputs alone.
+
     Args:
         teacher: a fine-tuned `BertClassifier` or `BertTokenClassifier` with `logits` output;
             frozen here.
@@ -42,6 +72,13 @@ class Distiller(keras.Model):
         temperature: float > 0, the softening of both distributions.
         alpha: float in [0, 1], the weight of the labels' own loss (the student's
             `default_loss`); 0 = soft targets only.
+        layer_map: None (no intermediate transfer), a list with one teacher hidden-state
+            index in [1, teacher layers] per student layer, or "uniform": TinyBERT's
+            m(i) = (i + 1) * teacher_layers // student_layers.
+        hidden_weight: float >= 0, the weight of the hidden states' MSE (needs layer_map).
+        attention_weight: float >= 0, the weight of the attention KL (needs layer_map and
+            equal head counts).
+        embedding_weight: float >= 0, the weight of the embedding outputs' MSE.
 
     Example:
     >>> teacher = kb.BertClassifier(kb.BertBackbone.from_preset("bert_mini"), num_classes=2)
@@ -52,9 +89,15 @@ class Distiller(keras.Model):
     >>> history = distiller.fit(x, np.array([1]), epochs=1, verbose=0)
     >>> sorted(history.history)
     ['accuracy', 'loss']
+    >>> tinybert = Distiller(teacher, student, layer_map="uniform", hidden_weight=1.0)
+    >>> tinybert.mapped_layers  # student layer i (0-based) learns the teacher's hidden state m(i)
+    [2, 4]
+    >>> sorted(tinybert.fit(x, np.array([1]), epochs=1, verbose=0).history)
+    ['accuracy', 'hidden_loss', 'loss']
     """
 
-    def __init__(self, teacher, student, temperature=2.0, alpha=0.0, **kwargs):
+    def __init__(self, teacher, student, temperature=2.0, alpha=0.0, layer_map=None, hidden_weight=0.0,
+                 attention_weight=0.0, embedding_weight=0.0, **kwargs):
         super().__init__(**kwargs)
         for name, model in (("teacher", teacher), ("student", student)):
             if not isinstance(model, (BertClassifier, BertTokenClassifier)) or "logits" not in model.output:
@@ -80,10 +123,83 @@ class Distiller(keras.Model):
         self.temperature = float(temperature)
         self.alpha = float(alpha)
         self.token_level = isinstance(student, BertTokenClassifier)
+        self.hidden_weight = check_non_negative("hidden_weight", hidden_weight)
+        self.attention_weight = check_non_negative("attention_weight", attention_weight)
+        self.embedding_weight = check_non_negative("embedding_weight", embedding_weight)
+        self.layer_map = layer_map
+        self.mapped_layers = _resolve_layer_map(layer_map, teacher.backbone.num_layers, student.backbone.num_layers)
+        self._check_transfer(teacher.backbone, student.backbone)
+        self._build_transfer(teacher, student)
         self.compile()
 
+    def _check_transfer(self, teacher, student):
+        mapped_terms = self.hidden_weight > 0 or self.attention_weight > 0
+        if mapped_terms and self.mapped_layers is None:
+            raise ValueError(f"hidden_weight={self.hidden_weight} and attention_weight={self.attention_weight} compare "
+                             "mapped layers: pass layer_map (a teacher layer per student layer, or 'uniform').")
+        if self.mapped_layers is not None and not mapped_terms:
+            raise ValueError(f"layer_map={self.layer_map!r} maps layers for hidden_weight and attention_weight, "
+                             "which are both 0: give one of them a weight > 0, or drop layer_map.")
+        if self.attention_weight > 0 and teacher.num_heads != student.num_heads:
+            raise ValueError(
+                f"attention_weight={self.attention_weight} compares attention head by head, but the teacher has "
+                f"{teacher.num_heads} heads and the student {student.num_heads}. Pass attention_weight=0 (MiniLM's "
+                "head-count-free transfer of the last layer's value relations is not available here), or a student "
+                f"with {teacher.num_heads} heads."
+            )
+
+    def _build_transfer(self, teacher, student):
+        """The projections (trained, saved with the Distiller) and the two feature models
+        (graphs over the teacher's and the student's own layers: nothing of their own)."""
+        self._features = None
+        self.hidden_projection = None
+        self.embedding_projection = None
+        self.transfer_trackers = {}
+        if not (self.hidden_weight or self.attention_weight or self.embedding_weight):
+            return
+        teacher_width, student_width = teacher.backbone.hidden_dim, student.backbone.hidden_dim
+
+        def projection(name):
+            # float32 like the logits: the loss compares it with the teacher's states in float32.
+            layer = keras.layers.Dense(teacher_width, use_bias=False, dtype="float32", name=name)
+            layer.build((None, None, student_width))
+            return layer
+
+        if teacher_width != student_width:
+            if self.hidden_weight > 0:
+                self.hidden_projection = projection("hidden_projection")
+            if self.embedding_weight > 0:
+                self.embedding_projection = projection("embedding_projection")
+        wanted = {
+            "embedding_output": self.embedding_weight > 0,
+            "hidden_states": self.hidden_weight > 0,
+            "attention_probs": self.attention_weight > 0,
+        }
+        student_layers = list(range(student.backbone.num_layers))  # every student layer is mapped
+        teacher_layers = [m - 1 for m in self.mapped_layers] if self.mapped_layers else []
+        # A plain holder, not an attribute Keras tracks: the feature models hold no weights
+        # of their own, and saving them would store the teacher's and student's twice.
+        self._features = _FeatureModels(
+            teacher=_feature_model(teacher, wanted, teacher_layers),
+            student=_feature_model(student, wanted, student_layers),
+        )
+        self.transfer_trackers = {
+            name: keras.metrics.Mean(name=name)
+            for name, weight in (("hidden_loss", self.hidden_weight), ("attention_loss", self.attention_weight),
+                                 ("embedding_loss", self.embedding_weight))
+            if weight > 0
+        }
+
     def call(self, inputs, training=False):
-        return self.student(_model_inputs(inputs), training=training)
+        inputs = _model_inputs(inputs)
+        if self._features is None:
+            return self.student(inputs, training=training)
+        # One student forward pass gives the logits and the intermediate tensors.
+        return self._features.student(inputs, training=training)
+
+    def predict_step(self, data):
+        outputs = super().predict_step(data)
+        return {key: value for key, value in outputs.items() if key not in FEATURES}
 
     @property
     def inference_model(self):
@@ -111,13 +227,38 @@ class Distiller(keras.Model):
         )
 
     def compute_loss(self, x=None, y=None, y_pred=None, sample_weight=None, training=True):
-        if TEACHER_LOGITS in x:
+        student_features = {key: y_pred[key] for key in FEATURES if key in y_pred}
+        y_pred = {key: value for key, value in y_pred.items() if key not in FEATURES}
+        teacher_features = None
+        if self._features is not None:
+            if TEACHER_LOGITS in x:
+                raise ValueError(
+                    "The inputs carry teacher_logits, but intermediate-layer transfer (layer_map, hidden_weight, "
+                    "attention_weight, embedding_weight) needs the teacher's own forward pass on every step, so the "
+                    "cached logits would save nothing: drop teacher_logits from the inputs."
+                )
+            missing = [key for key in self._features.student.output if key not in y_pred and key not in student_features]
+            if missing:
+                raise ValueError(f"y_pred lacks {missing}: pass the Distiller's own outputs (distiller(x)), which hold "
+                                 "the student's intermediate tensors beside its logits.")
+            teacher_features = {key: ops.stop_gradient(value)
+                                for key, value in self._features.teacher(_model_inputs(x), training=False).items()}
+            teacher_logits = teacher_features.pop("logits")
+        elif TEACHER_LOGITS in x:
             teacher_logits = ops.cast(x[TEACHER_LOGITS], "float32")  # computed once, beside the transfer set
         else:
             teacher_logits = ops.stop_gradient(self.teacher(_model_inputs(x), training=False)["logits"])  # [B, C] or [B, T, C]
         # Token-level: padded positions carry no teacher signal.
         weight = ops.cast(x["padding_mask"], "float32") if self.token_level else sample_weight
         loss = (1.0 - self.alpha) * self.distillation_loss(teacher_logits, y_pred["logits"], sample_weight=weight)
+        if teacher_features is not None:
+            scales = {"hidden_loss": self.hidden_weight, "attention_loss": self.attention_weight,
+                      "embedding_loss": self.embedding_weight}
+            for name, term in self.transfer_terms(student_features, teacher_features, x["padding_mask"]).items():
+                loss = loss + scales[name] * term
+                # Each replica's term is its share of the global batch's mean (see
+                # transfer_terms): times the replica count, the Mean over replicas reports it.
+                self.transfer_trackers[name].update_state(term * _replicas_in_sync())
         if self.alpha > 0:
             if y is None:
                 raise ValueError(f"alpha={self.alpha} weighs the labels' loss, but the data has no labels: pass (x, y), "
@@ -129,7 +270,39 @@ class Distiller(keras.Model):
             loss = loss + self.alpha * super().compute_loss(x, y, y_pred, sample_weight, training=training)
         return loss
 
+    def transfer_terms(self, student, teacher, padding_mask):
+        """The intermediate-layer terms, unweighted: {"hidden_loss", "attention_loss",
+        "embedding_loss"} (those with a weight > 0), from the student's and the teacher's
+        feature dicts (`embedding_output` [B, T, H], `hidden_states` [B, K, T, H],
+        `attention_probs` [B, K, N, T, T]) and the padding mask [B, T].
+
+        Each is a mean over the real tokens of the global batch: under a tf.distribute
+        strategy a replica divides its sum by the token count summed over every replica,
+        so the replicas' values add up to the one-device value (MaskedSparseCrossentropy's
+        rule) whatever their share of padding.
+        """
+        mask = ops.cast(padding_mask, "float32")  # [B, T]
+        tokens = _sum_over_replicas(ops.sum(mask))  # real tokens in the global batch
+        terms = {}
+        if self.hidden_weight > 0:
+            states = student["hidden_states"]  # [B, K, T, Hs]
+            if self.hidden_projection is not None:
+                states = self.hidden_projection(states)  # [B, K, T, Ht]
+            terms["hidden_loss"] = _masked_mse(states, teacher["hidden_states"], mask, tokens)
+        if self.attention_weight > 0:
+            terms["attention_loss"] = _masked_attention_kl(
+                teacher["attention_probs"], student["attention_probs"], mask, tokens)
+        if self.embedding_weight > 0:
+            states = student["embedding_output"]  # [B, T, Hs]
+            if self.embedding_projection is not None:
+                states = self.embedding_projection(states)  # [B, T, Ht]
+            # A [B, 1, T, H] view: one "layer".
+            terms["embedding_loss"] = _masked_mse(ops.expand_dims(states, 1),
+                                                  ops.expand_dims(teacher["embedding_output"], 1), mask, tokens)
+        return terms
+
     def compute_metrics(self, x, y, y_pred, sample_weight=None):
+        y_pred = {key: value for key, value in y_pred.items() if key not in FEATURES}
         if y is None:
             # An unlabeled transfer set: the loss is all there is to report.
             return self.get_metrics_result()
@@ -156,6 +329,10 @@ class Distiller(keras.Model):
             "student": keras.layers.serialize(self.student),
             "temperature": self.temperature,
             "alpha": self.alpha,
+            "layer_map": self.layer_map,
+            "hidden_weight": self.hidden_weight,
+            "attention_weight": self.attention_weight,
+            "embedding_weight": self.embedding_weight,
         })
         return config
 
@@ -168,6 +345,119 @@ class Distiller(keras.Model):
 
 
 TEACHER_LOGITS, LABEL_WEIGHT = "teacher_logits", "label_weight"
+# What the feature models output beside the heads' own outputs (those the terms need).
+FEATURES = ("embedding_output", "hidden_states", "attention_probs")
+# A floor under the attention probabilities before their log: a real key whose probability
+# underflowed to 0 in float32 gets log(1e-30) = -69, finite, instead of -inf (0 * -inf = NaN).
+_TINY = 1e-30
+
+
+class _FeatureModels:
+    """The teacher's and the student's feature models, out of Keras' attribute tracking."""
+
+    def __init__(self, teacher, student):
+        self.teacher = teacher
+        self.student = student
+
+
+def _resolve_layer_map(layer_map, teacher_layers, student_layers):
+    """`layer_map` as a list of teacher hidden-state indices, one per student layer, or None."""
+    if layer_map is None:
+        return None
+    if isinstance(layer_map, str):
+        if layer_map != "uniform":
+            raise ValueError(f"layer_map must be None, 'uniform' or a list of teacher layers. Received: "
+                             f"layer_map={layer_map!r}")
+        mapped = [(i + 1) * teacher_layers // student_layers for i in range(student_layers)]
+        if mapped[0] < 1:
+            raise ValueError(f"layer_map='uniform' needs a student no deeper than the teacher. Received: "
+                             f"{student_layers} student layers, {teacher_layers} teacher layers.")
+        return mapped
+    try:
+        mapped = list(layer_map)
+    except TypeError:
+        raise ValueError(f"layer_map must be None, 'uniform' or a list of teacher layers. Received: "
+                         f"layer_map={layer_map!r}") from None
+    if len(mapped) != student_layers:
+        raise ValueError(f"layer_map must give one teacher layer per student layer ({student_layers}). Received "
+                         f"{len(mapped)}: layer_map={mapped!r}")
+    for i, value in enumerate(mapped):
+        if not isinstance(value, numbers.Integral) or isinstance(value, bool) or not 1 <= value <= teacher_layers:
+            raise ValueError(
+                f"layer_map[{i}] must be a teacher layer in [1, {teacher_layers}] (hidden state 0, the embedding "
+                f"output, is matched by embedding_weight). Received: layer_map[{i}]={value!r} in "
+                f"layer_map={mapped!r}"
+            )
+    return [int(value) for value in mapped]
+
+
+def _feature_model(head, wanted, layers):
+    """A functional model over `head`'s own layers (weights shared) whose outputs are the
+    head's outputs plus the wanted intermediate tensors of its backbone: `embedding_output`
+    [B, T, H], `hidden_states` [B, K, T, H] of `layers` (0-based transformer layers: their
+    outputs), `attention_probs` [B, K, N, T, T] of the same layers."""
+    backbone = head.backbone
+    features = {}
+
+    def call_function(layer, *args, **kwargs):
+        if layer is not backbone:
+            return layer(*args, **kwargs)
+        outputs = backbone.layer_outputs(args[0], return_attention_scores=wanted["attention_probs"])
+        hidden = outputs["hidden_states"]
+        if wanted["embedding_output"]:
+            features["embedding_output"] = hidden[0]
+        if wanted["hidden_states"]:
+            features["hidden_states"] = ops.stack([hidden[i + 1] for i in layers], axis=1)
+        if wanted["attention_probs"]:
+            features["attention_probs"] = ops.stack([outputs["attention_probs"][i] for i in layers], axis=1)
+        # The head's graph reads the backbone's outputs by position: give it the same structure.
+        own = {"sequence_output": outputs["sequence_output"], "pooled_output": outputs["pooled_output"]}
+        if backbone.return_hidden_states:
+            own["hidden_states"] = ops.stack(hidden, axis=1)
+        if backbone.return_attention_scores:
+            own["attention_probs"] = ops.stack(outputs["attention_probs"], axis=1)
+        return own
+
+    inputs = {key: keras.Input(shape=(None,), dtype="int32", name=key) for key in INPUT_KEYS}
+    # clone_model with the layers themselves (not copies) replays the head's graph on new
+    # inputs; only the backbone's call is replaced by its layers' calls. It replays an
+    # uncompiled view of the head (same graph, no new nodes): cloning a compiled model
+    # also compiles the clone, which for a trained teacher builds a second optimizer state.
+    view = keras.Model(head.input, head.output)
+    replayed = keras.models.clone_model(view, input_tensors=inputs, clone_function=lambda layer: layer,
+                                        call_function=call_function)
+    return keras.Model(inputs, {**replayed.output, **features}, name=f"{head.name}_features")
+
+
+def _masked_mse(student, teacher, mask, tokens):
+    """Squared error of [B, K, T, H] states averaged over the width, the K layers and the
+    real tokens (mask [B, T]; `tokens` their count in the global batch)."""
+    error = ops.mean(ops.square(ops.cast(student, "float32") - ops.cast(teacher, "float32")), axis=-1)  # [B, K, T]
+    layers = ops.cast(ops.shape(error)[1], "float32")
+    return ops.divide_no_nan(ops.sum(error * ops.expand_dims(mask, 1)), tokens * layers)
+
+
+def _masked_attention_kl(teacher, student, mask, tokens):
+    """KL(teacher || student) over the keys of [B, K, N, T, T] attention probabilities,
+    averaged over the K layers, the N heads and the real query tokens; padded keys (mask
+    [B, T]) left out."""
+    p = ops.cast(teacher, "float32")
+    log_ratio = ops.log(ops.maximum(p, _TINY)) - ops.log(ops.maximum(ops.cast(student, "float32"), _TINY))
+    keys = ops.expand_dims(ops.expand_dims(ops.expand_dims(mask, 1), 1), 1)  # [B, 1, 1, 1, T]
+    kl = ops.sum(p * log_ratio * keys, axis=-1)  # [B, K, N, T]
+    queries = ops.expand_dims(ops.expand_dims(mask, 1), 1)  # [B, 1, 1, T]
+    layers_heads = ops.cast(ops.shape(kl)[1] * ops.shape(kl)[2], "float32")
+    return ops.divide_no_nan(ops.sum(kl * queries), tokens * layers_heads)
+
+
+def _replicas_in_sync():
+    """How many replicas share the step (1 outside a tf.distribute strategy)."""
+    if keras.backend.backend() != "tensorflow":
+        return 1
+    import tensorflow as tf
+
+    context = tf.distribute.get_replica_context()
+    return 1 if context is None else context.num_replicas_in_sync
 
 
 def _model_inputs(inputs):

@@ -153,23 +153,33 @@ rng = np.random.default_rng(0)
 x = {"token_ids": rng.integers(1, 50, (32, 8)).astype("int32"), "segment_ids": np.zeros((32, 8), "int32"),
      "padding_mask": np.ones((32, 8), "int32")}
 y = rng.integers(0, 3, 32)
+transfer = {}
+if sys.argv[2] == "transfer":
+    # Replicas with different numbers of real tokens: the terms' means are over the global batch.
+    x["padding_mask"][np.arange(32) % 8 < 4, 5:] = 0
+    x["token_ids"] *= x["padding_mask"]
+    transfer = dict(layer_map="uniform", hidden_weight=1.0, attention_weight=1.0, embedding_weight=0.5)
 config = dict(vocabulary_size=50, num_heads=2, max_sequence_length=16, dropout=0.0)
 with strategy.scope():
     teacher = kb.BertClassifier(kb.BertBackbone(num_layers=2, hidden_dim=16, intermediate_dim=32, **config), num_classes=3, dropout=0.0)
     student = kb.BertClassifier(kb.BertBackbone(num_layers=1, hidden_dim=8, intermediate_dim=16, **config), num_classes=3, dropout=0.0)
-    distiller = Distiller(teacher, student, temperature=2.0, alpha=0.5)
+    distiller = Distiller(teacher, student, temperature=2.0, alpha=0.5, **transfer)
     distiller.compile(optimizer=keras.optimizers.SGD(0.5))
 losses = []
 class Record(keras.callbacks.Callback):
     def on_train_batch_end(self, batch, logs=None):
         losses.append(float(logs["loss"]))
-distiller.fit(tf.data.Dataset.from_tensor_slices((x, y)).batch(8), epochs=1, verbose=0, callbacks=[Record()])
+history = distiller.fit(tf.data.Dataset.from_tensor_slices((x, y)).batch(8), epochs=1, verbose=0, callbacks=[Record()])
+projection = distiller.hidden_projection.kernel.numpy() if transfer else np.zeros(1)
 print(json.dumps({"replicas": strategy.num_replicas_in_sync, "losses": losses,
-                  "weights": float(sum(np.abs(w).sum() for w in student.get_weights()))}))
+                  "logs": {k: v[-1] for k, v in history.history.items()},
+                  "weights": float(sum(np.abs(w).sum() for w in student.get_weights())),
+                  "projection": float(np.abs(projection).sum())}))
 """
 
 
-def test_mirrored_over_two_cpus_equals_one_device():
+@pytest.mark.parametrize("transfer", ["logits", "transfer"])
+def test_mirrored_over_two_cpus_equals_one_device(transfer):
     import json
     import os
     import subprocess
@@ -179,8 +189,8 @@ def test_mirrored_over_two_cpus_equals_one_device():
 
     def run(name):
         env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3", PYTHONPATH=REPO, KERAS_BACKEND="tensorflow")
-        out = subprocess.run([sys.executable, "-c", MIRRORED_SCRIPT, name], capture_output=True, text=True, env=env,
-                             timeout=300)
+        out = subprocess.run([sys.executable, "-c", MIRRORED_SCRIPT, name, transfer], capture_output=True, text=True,
+                             env=env, timeout=300)
         assert out.returncode == 0, out.stderr[-3000:]
         return json.loads(out.stdout.strip().splitlines()[-1])
 
@@ -188,6 +198,11 @@ def test_mirrored_over_two_cpus_equals_one_device():
     assert one["replicas"] == 1 and mirrored["replicas"] == 2 and len(one["losses"]) == 4
     np.testing.assert_allclose(mirrored["losses"], one["losses"], rtol=1e-4)
     np.testing.assert_allclose(mirrored["weights"], one["weights"], rtol=1e-5)
+    np.testing.assert_allclose(mirrored["projection"], one["projection"], rtol=1e-5)
+    if transfer == "transfer":
+        assert sorted(one["logs"]) == ["accuracy", "attention_loss", "embedding_loss", "hidden_loss", "loss"]
+        for key, value in one["logs"].items():
+            np.testing.assert_allclose(mirrored["logs"][key], value, rtol=1e-4, err_msg=key)
 
 
 def test_student_from_every_other_teacher_layer():
@@ -260,3 +275,198 @@ def test_student_embeddings_from_the_teachers_principal_directions():
     assert student.vocabulary == teacher.vocabulary
     with pytest.raises(ValueError, match="at most as wide as the teacher"):
         embeddings_from_teacher(student, teacher)
+
+
+# --- intermediate-layer transfer (TinyBERT) -------------------------------------------------
+
+
+def _deep_pair(teacher_heads=2, student_heads=2, dropout=0.0):
+    """A 4-layer, 16-wide teacher and a 2-layer, 8-wide student (a projection is needed).
+    Weights drawn wider than BERT's 0.02 so that attention is far from uniform and the KL
+    between the two models' attention far from 0 (float32 round-off would dominate it)."""
+    spread = dict(dropout=dropout, initializer_range=0.5)
+    teacher = BertClassifier(BertBackbone(**tiny_backbone_config(num_layers=4, hidden_dim=16, num_heads=teacher_heads,
+                                                                 intermediate_dim=32, **spread)),
+                             num_classes=3, dropout=dropout)
+    student = BertClassifier(BertBackbone(**tiny_backbone_config(num_layers=2, hidden_dim=8, num_heads=student_heads,
+                                                                 **spread)), num_classes=3, dropout=dropout)
+    return teacher, student
+
+
+def _states(backbone, x):
+    """Every hidden state and attention probability by calling the layers one by one, eagerly
+    (independent of the Distiller's feature graphs): ([L + 1] x [B, T, H], [L] x [B, N, T, T])."""
+    h = backbone.embeddings(x["token_ids"], x["segment_ids"])
+    hidden, probs = [np.asarray(h, "float64")], []
+    for layer in backbone.transformer_layers:
+        h, p = layer(h, padding_mask=x["padding_mask"], return_attention_scores=True)
+        hidden.append(np.asarray(h, "float64"))
+        probs.append(np.asarray(p, "float64"))
+    return hidden, probs
+
+
+def _padded_inputs():
+    x = random_inputs(batch=3, length=7, seed=4)
+    x["padding_mask"][1, -4:] = 0  # rows with 5, 3 and 7 real tokens
+    x["token_ids"] *= x["padding_mask"]
+    x["segment_ids"] *= x["padding_mask"]
+    return x
+
+
+def test_transfer_terms_equal_a_hand_computation_with_padding_and_the_projection():
+    teacher, student = _deep_pair()
+    distiller = Distiller(teacher, student, temperature=2.0, alpha=0.0, layer_map=[1, 3], hidden_weight=0.7,
+                          attention_weight=2.0, embedding_weight=0.3)
+    x = _padded_inputs()
+    mask = x["padding_mask"].astype("float64")  # [B, T]
+    t_hidden, t_probs = _states(teacher.backbone, x)
+    s_hidden, s_probs = _states(student.backbone, x)
+    w_h = np.asarray(distiller.hidden_projection.kernel, "float64")  # [8, 16]
+    w_e = np.asarray(distiller.embedding_projection.kernel, "float64")
+
+    def mse(s, t):  # [B, T, H] each -> summed over real tokens of the width's mean
+        return ((s - t) ** 2).mean(-1)[mask == 1].sum()
+
+    hidden = sum(mse(s_hidden[i + 1] @ w_h, t_hidden[m]) for i, m in enumerate([1, 3])) / (2 * mask.sum())
+    embedding = mse(s_hidden[0] @ w_e, t_hidden[0]) / mask.sum()
+    kl = 0.0
+    for i, m in enumerate([1, 3]):
+        p, q = t_probs[m - 1], s_probs[i]  # [B, N, T, T]
+        keys = mask[:, None, None, :] == 1
+        per_query = np.where(keys, p * np.log(np.where(keys, p, 1) / np.where(keys, q, 1)), 0).sum(-1)  # [B, N, T]
+        kl += (per_query * mask[:, None, :]).sum()
+    attention = kl / (2 * 2 * mask.sum())  # layers x heads x real queries
+
+    y_pred = distiller(x)
+    np.testing.assert_allclose(y_pred["logits"], student(x)["logits"], atol=1e-6)
+    student_features = {key: y_pred[key] for key in ("embedding_output", "hidden_states", "attention_probs")}
+    teacher_features = distiller._features.teacher(x)
+    terms = distiller.transfer_terms(student_features, teacher_features, x["padding_mask"])
+    np.testing.assert_allclose(float(terms["hidden_loss"]), hidden, rtol=1e-5)
+    np.testing.assert_allclose(float(terms["attention_loss"]), attention, rtol=1e-4)
+    np.testing.assert_allclose(float(terms["embedding_loss"]), embedding, rtol=1e-5)
+    assert attention > 0.01 and hidden > 0.01
+
+    soft = float(DistillationLoss(2.0)(teacher(x)["logits"], student(x)["logits"]))
+    total = float(distiller.compute_loss(x, None, y_pred))
+    np.testing.assert_allclose(total, soft + 0.7 * hidden + 2.0 * attention + 0.3 * embedding, rtol=1e-5)
+
+    # Padded positions count for nothing: other token ids there change no term.
+    garbage = dict(x, token_ids=np.where(x["padding_mask"] == 1, x["token_ids"], 17).astype("int32"))
+    np.testing.assert_allclose(float(distiller.compute_loss(garbage, None, distiller(garbage))), total, rtol=1e-5)
+
+
+def test_the_feature_graphs_give_each_heads_own_outputs():
+    x = _padded_inputs()
+    token_teacher = BertTokenClassifier(BertBackbone(**tiny_backbone_config(num_layers=2, dropout=0.0)), num_classes=5)
+    token_student = BertTokenClassifier(BertBackbone(**tiny_backbone_config(num_layers=1, dropout=0.0)), num_classes=5)
+    mean_teacher = BertClassifier(BertBackbone(**tiny_backbone_config(dropout=0.0)), num_classes=2, pooling="mean")
+    # A backbone that outputs its hidden states too: the head's graph reads its outputs by position.
+    mean_student = BertClassifier(BertBackbone(**tiny_backbone_config(num_layers=1, dropout=0.0,
+                                                                      return_hidden_states=True)),
+                                  num_classes=2, pooling="mean")
+    for teacher, student in ((token_teacher, token_student), (mean_teacher, mean_student)):
+        distiller = Distiller(teacher, student, layer_map="uniform", hidden_weight=1.0, attention_weight=1.0)
+        assert distiller.mapped_layers == [2] and distiller.hidden_projection is None  # same width: no projection
+        np.testing.assert_allclose(distiller(x)["logits"], student(x)["logits"], atol=1e-6)
+        np.testing.assert_allclose(distiller._features.teacher(x)["logits"], teacher(x)["logits"], atol=1e-6)
+        assert np.isfinite(float(distiller.compute_loss(x, None, distiller(x))))
+
+
+def test_defaults_add_nothing():
+    teacher, student = _deep_pair()
+    distiller = Distiller(teacher, student)
+    x = _padded_inputs()
+    assert sorted(distiller(x)) == ["logits"] and distiller.hidden_projection is None
+    assert [m.name for m in distiller.metrics] == ["loss", "compile_metrics"]
+    assert len(distiller.weights) == len(teacher.weights) + len(student.weights)
+
+
+def test_uniform_layer_map_is_tinyberts():
+    teacher = BertClassifier(BertBackbone(**tiny_backbone_config(num_layers=6)), num_classes=2)
+    for depth, expected in ((1, [6]), (2, [3, 6]), (3, [2, 4, 6]), (4, [1, 3, 4, 6]), (6, [1, 2, 3, 4, 5, 6])):
+        student = BertClassifier(BertBackbone(**tiny_backbone_config(num_layers=depth)), num_classes=2)
+        assert Distiller(teacher, student, layer_map="uniform", hidden_weight=1.0).mapped_layers == expected
+
+
+def test_transfer_refusals_quote_the_bad_value():
+    teacher, student = _deep_pair()
+    cases = [
+        (dict(layer_map=[1, 2, 3], hidden_weight=1.0), r"one teacher layer per student layer \(2\). Received 3: "
+                                                      r"layer_map=\[1, 2, 3\]"),
+        (dict(layer_map=[0, 2], hidden_weight=1.0), r"layer_map\[0\] must be a teacher layer in \[1, 4\].*"
+                                                    r"Received: layer_map\[0\]=0"),
+        (dict(layer_map=[2, 5], hidden_weight=1.0), r"Received: layer_map\[1\]=5 in layer_map=\[2, 5\]"),
+        (dict(layer_map=[2, 2.0], hidden_weight=1.0), r"Received: layer_map\[1\]=2.0"),
+        (dict(layer_map="even", hidden_weight=1.0), r"None, 'uniform' or a list of teacher layers. "
+                                                    r"Received: layer_map='even'"),
+        (dict(layer_map="uniform", hidden_weight=-1.0), r"hidden_weight must be a number >= 0. Received: hidden_weight=-1.0"),
+        (dict(layer_map="uniform", attention_weight=float("nan")), r"attention_weight must be a number >= 0. "
+                                                                   r"Received: attention_weight=nan"),
+        (dict(embedding_weight=-0.5), r"embedding_weight must be a number >= 0. Received: embedding_weight=-0.5"),
+        (dict(hidden_weight=1.0), r"hidden_weight=1.0 and attention_weight=0.0 compare mapped layers: pass layer_map"),
+        (dict(layer_map=[1, 2]), r"layer_map=\[1, 2\] maps layers for hidden_weight and attention_weight, which are both 0"),
+    ]
+    for kwargs, message in cases:
+        with pytest.raises(ValueError, match=message):
+            Distiller(teacher, student, **kwargs)
+    deep_student = BertClassifier(BertBackbone(**tiny_backbone_config(num_layers=5)), num_classes=3)
+    with pytest.raises(ValueError, match="no deeper than the teacher. Received: 5 student layers, 4 teacher layers"):
+        Distiller(teacher, deep_student, layer_map="uniform", hidden_weight=1.0)
+    teacher4, student2 = _deep_pair(teacher_heads=4, student_heads=2)
+    with pytest.raises(ValueError, match="teacher has 4 heads and the student 2. Pass attention_weight=0"):
+        Distiller(teacher4, student2, layer_map="uniform", attention_weight=1.0)
+    Distiller(teacher4, student2, layer_map="uniform", hidden_weight=1.0)  # hidden states only: heads may differ
+    # Cached teacher logits would save nothing: the teacher runs for its hidden states anyway.
+    distiller = Distiller(teacher, student, layer_map="uniform", hidden_weight=1.0)
+    x = _padded_inputs()
+    cached = {**x, "teacher_logits": distiller.teacher_logits(x)}
+    with pytest.raises(ValueError, match="cached logits would save nothing: drop teacher_logits"):
+        distiller.compute_loss(cached, None, distiller(cached))
+    with pytest.raises(ValueError, match=r"y_pred lacks \['hidden_states'\]: pass the Distiller's own outputs"):
+        distiller.compute_loss(x, None, student(x))
+
+
+def test_transfer_config_and_keras_round_trip_keep_the_projections_and_the_loss():
+    teacher, student = _deep_pair()
+    student_weights = len(student.weights)
+    distiller = Distiller(teacher, student, layer_map="uniform", hidden_weight=1.0, attention_weight=0.5,
+                          embedding_weight=0.25)
+    distiller.hidden_projection.kernel.assign(np.random.default_rng(0).normal(size=(8, 16)).astype("float32"))
+    x = _padded_inputs()
+    loss = float(distiller.compute_loss(x, None, distiller(x)))
+
+    config = distiller.get_config()
+    assert {k: config[k] for k in ("layer_map", "hidden_weight", "attention_weight", "embedding_weight")} == {
+        "layer_map": "uniform", "hidden_weight": 1.0, "attention_weight": 0.5, "embedding_weight": 0.25}
+    rebuilt = Distiller.from_config(config)
+    assert rebuilt.mapped_layers == [2, 4] and rebuilt.get_config()["layer_map"] == "uniform"
+
+    loaded = save_and_reload(distiller)
+    assert isinstance(loaded, Distiller) and loaded.mapped_layers == [2, 4] and loaded.attention_weight == 0.5
+    for name in ("hidden_projection", "embedding_projection"):
+        np.testing.assert_array_equal(getattr(loaded, name).kernel, getattr(distiller, name).kernel)
+    np.testing.assert_allclose(float(loaded.compute_loss(x, None, loaded(x))), loss, rtol=1e-6)
+    # The student saves nothing of the transfer: its own weights only, and it reloads alone.
+    assert len(student.weights) == student_weights
+    copy = save_and_reload(inference_copy(distiller))
+    assert type(copy) is BertClassifier and len(copy.weights) == student_weights
+    np.testing.assert_allclose(copy(x)["logits"], student(x)["logits"], atol=1e-6)
+
+
+def test_fit_reduces_the_hidden_loss_and_logs_each_term():
+    teacher, student = _deep_pair()
+    distiller = Distiller(teacher, student, layer_map="uniform", hidden_weight=1.0, attention_weight=1.0)
+    distiller.compile(optimizer=keras.optimizers.Adam(1e-2))
+    x = random_inputs(batch=16, length=9, seed=2)
+    projection = distiller.hidden_projection.kernel.numpy().copy()
+    history = distiller.fit(x, epochs=8, batch_size=8, verbose=0).history
+    assert sorted(history) == ["attention_loss", "hidden_loss", "loss"]
+    assert history["hidden_loss"][-1] < 0.5 * history["hidden_loss"][0], history["hidden_loss"]
+    assert not np.array_equal(projection, distiller.hidden_projection.kernel.numpy())  # W_h is trained
+    # The logged terms are the batch means of transfer_terms.
+    y_pred = distiller(x)
+    terms = distiller.transfer_terms({k: y_pred[k] for k in ("hidden_states", "attention_probs")},
+                                     distiller._features.teacher(x), x["padding_mask"])
+    evaluated = distiller.evaluate(x, batch_size=16, verbose=0, return_dict=True)
+    np.testing.assert_allclose(evaluated["hidden_loss"], float(terms["hidden_loss"]), rtol=1e-5)

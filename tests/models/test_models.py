@@ -27,6 +27,22 @@ def test_backbone_outputs_and_harness():
     np.testing.assert_array_equal(out["hidden_states"][:, -1].numpy(), out["sequence_output"].numpy())
 
 
+def test_layer_outputs_in_a_second_graph_share_the_weights_and_save_nothing():
+    plain = backbone(dropout=0.0)
+    full = backbone(dropout=0.0, return_hidden_states=True, return_attention_scores=True)
+    full.set_weights(plain.get_weights())
+    config, layers = plain.get_config(), len(plain.layers)
+    inputs = {key: keras.Input(shape=(None,), dtype="int32", name=key) for key in X}
+    outputs = plain.layer_outputs(inputs, return_attention_scores=True)
+    second = keras.Model(inputs, {"hidden": keras.ops.stack(outputs["hidden_states"], axis=1),
+                                  "probs": keras.ops.stack(outputs["attention_probs"], axis=1)})
+    got, expected = second(X), full(X)
+    np.testing.assert_allclose(got["hidden"], expected["hidden_states"], atol=1e-6)
+    np.testing.assert_allclose(got["probs"], expected["attention_probs"], atol=1e-6)
+    assert plain.get_config() == config and len(plain.layers) == layers and sorted(plain.output) == [
+        "pooled_output", "sequence_output"]
+
+
 def test_backbone_fit_save_mixed_precision():
     def make():
         bb = backbone()
