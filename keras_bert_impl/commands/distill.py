@@ -51,6 +51,22 @@ def add_parser(subparsers):
     parser.add_argument("--temperature", type=float, default=2.0, help="Softening of both distributions, > 0. Default 2.")
     parser.add_argument("--alpha", type=float, default=0.5,
                         help="Weight of the labels' own loss in [0, 1] (labelled rows only); 0 = soft targets only. Default 0.5.")
+    transfer = parser.add_argument_group(
+        "intermediate-layer transfer (TinyBERT; off by default)",
+        "Also pull the student's hidden states, attention and embedding output towards the teacher's. The terms "
+        "are added to the loss above and logged per epoch (hidden_loss, attention_loss, embedding_loss).")
+    transfer.add_argument("--layer-map", default=None, metavar="uniform|I,J,K",
+                          help="The teacher layer (1-based hidden state) each student layer learns, one per student "
+                          "layer, e.g. 2,4 for a 2-layer student of a 4-layer teacher; uniform: TinyBERT's "
+                          "(i + 1) * teacher_layers // student_layers. Needed by --hidden-weight and --attention-weight.")
+    transfer.add_argument("--hidden-weight", type=float, default=0.0, metavar="W",
+                          help="Weight of the MSE between the mapped hidden states (the student's through a learned "
+                          "projection when it is narrower). Default 0.")
+    transfer.add_argument("--attention-weight", type=float, default=0.0, metavar="W",
+                          help="Weight of the per-head KL between the mapped layers' attention probabilities (the "
+                          "student needs the teacher's head count). Default 0.")
+    transfer.add_argument("--embedding-weight", type=float, default=0.0, metavar="W",
+                          help="Weight of the MSE between the embedding outputs. Default 0.")
     parser.add_argument("--epochs", type=int, default=3, help="Passes over the transfer set. Default 3.")
     parser.add_argument("--dropout", type=float, default=0.1, help="Dropout of the student's head. Default 0.1.")
     add_training_flags(parser, default_learning_rate=None,
@@ -87,6 +103,36 @@ def _check_flags(args):
                          f"Received: {args.temperature}")
     if not 0 <= args.alpha <= 1:
         raise UsageError(f"--alpha must be in [0, 1] (0: soft targets only, 1: labels only). Received: {args.alpha}")
+    for flag in ("hidden_weight", "attention_weight", "embedding_weight"):
+        value = getattr(args, flag)
+        if not 0 <= value < math.inf:
+            raise UsageError(f"--{flag.replace('_', '-')} must be a number >= 0 (0: off). Received: {value}")
+    args.layer_map = _layer_map(args.layer_map)
+    mapped_terms = args.hidden_weight > 0 or args.attention_weight > 0
+    if mapped_terms and args.layer_map is None:
+        raise UsageError("--hidden-weight and --attention-weight compare mapped layers: pass --layer-map "
+                         "(uniform, or one teacher layer per student layer, e.g. 2,4).")
+    if args.layer_map is not None and not mapped_terms:
+        raise UsageError(f"--layer-map {_layer_map_text(args.layer_map)} does nothing without --hidden-weight or "
+                         "--attention-weight > 0.")
+
+
+def _layer_map(value):
+    """--layer-map as the Distiller's layer_map: None, "uniform" or a list of ints >= 1."""
+    if value is None or value == "uniform":
+        return value
+    try:
+        layers = [int(part) for part in value.split(",")]
+    except ValueError:
+        layers = None
+    if not layers or min(layers) < 1:
+        raise UsageError(f"--layer-map takes uniform or comma-separated teacher layers counted from 1 (the first "
+                         f"layer's output), e.g. 2,4. Received: {value!r}")
+    return layers
+
+
+def _layer_map_text(layer_map):
+    return layer_map if isinstance(layer_map, str) else ",".join(str(i) for i in layer_map)
 
 
 def _read(reader, path, flag, method="read_examples", **kwargs):
@@ -237,8 +283,16 @@ def _run(args):
         student = type(teacher)(backbone, num_classes=teacher.num_classes, label_names=label_names,
                                 multi_label=teacher.multi_label, dropout=args.dropout, pooling=teacher.pooling)
         try:
-            distiller = Distiller(teacher, student, temperature=args.temperature, alpha=args.alpha)
+            distiller = Distiller(teacher, student, temperature=args.temperature, alpha=args.alpha,
+                                  layer_map=args.layer_map, hidden_weight=args.hidden_weight,
+                                  attention_weight=args.attention_weight, embedding_weight=args.embedding_weight)
         except ValueError as e:
+            # Name the flag the Distiller's message is about (its depth and head checks).
+            depths = (f"a {backbone.num_layers}-layer student of a {teacher_backbone.num_layers}-layer teacher")
+            if "layer_map" in str(e):
+                raise UsageError(f"--layer-map {_layer_map_text(args.layer_map)} for {depths}: {e}") from None
+            if "attention_weight" in str(e):
+                raise UsageError(f"--attention-weight {args.attention_weight} for {depths}: {e}") from None
             raise UsageError(f"--teacher {teacher_path} and the student: {e}") from None
         tr.compile_for_training(distiller, args, train_steps)
     print(f"kbert distill: student {init}: {student.count_params():,} parameters (teacher {teacher.count_params():,})",
@@ -251,6 +305,8 @@ def _run(args):
         "seq_len": args.seq_len, "learning_rate": args.learning_rate, "warmup_fraction": args.warmup_fraction,
         "weight_decay": args.weight_decay, "dropout": args.dropout, "pooling": teacher.pooling, "seed": args.seed,
         "mixed_precision": args.mixed_precision, "steps_per_epoch": steps_per_epoch,
+        "layer_map": distiller.mapped_layers, "hidden_weight": args.hidden_weight,
+        "attention_weight": args.attention_weight, "embedding_weight": args.embedding_weight,
     }
     monitor, mode = ("val_loss", "min") if task == "multilabel" else ("val_accuracy", "max")
     chief = tr.is_chief(strategy)

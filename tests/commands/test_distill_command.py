@@ -158,3 +158,57 @@ def test_bad_input_is_refused_before_training(teacher, files, tmp_path, capsys):
     _refused(capsys, ["distill", "--teacher", teacher, "--train", topics, "--validation", files["dev"],
                       "--output", str(out), *tiny, "--format", "jsonl"], "--train", "topics_train.jsonl")
     assert not out.exists()
+
+
+def test_intermediate_layer_transfer_trains_and_is_recorded(teacher, files, tmp_path, capsys):
+    run = tmp_path / "student"
+    assert main(_distill(teacher, files, run, "--student-preset", "bert_tiny", "--alpha", "0.3", "--layer-map",
+                         "uniform", "--hidden-weight", "1", "--attention-weight", "1", "--embedding-weight", "0.5")) == 0
+    capsys.readouterr()
+    metrics = json.loads((run / "metrics.json").read_text())
+    for term in ("hidden_loss", "attention_loss", "embedding_loss"):
+        assert np.isfinite(metrics["history"][term][0]) and term in metrics["history"], metrics["history"]
+        assert "val_" + term in metrics["history"]
+    task = json.loads((run / "task.json").read_text())
+    assert (task["layer_map"], task["hidden_weight"], task["attention_weight"], task["embedding_weight"]) == (
+        [1, 2], 1.0, 1.0, 0.5)
+    # The saved student is a plain student: the same weights as one without transfer would hold.
+    student = keras.saving.load_model(run / "model.keras")
+    assert isinstance(student, kb.BertClassifier) and student.backbone.num_layers == 2
+    assert len(student.weights) == len(kb.BertClassifier(kb.BertBackbone.from_preset(
+        "bert_tiny", vocabulary_size=30522, max_sequence_length=64), num_classes=2).weights)
+
+
+def test_bad_transfer_flags_are_one_line_before_training(teacher, files, tmp_path, capsys):
+    out = tmp_path / "never"
+    tiny = ("--student-preset", "bert_tiny")
+
+    def refused(extra, *fragments, progress=False):
+        assert main(_distill(teacher, files, out, *extra)) == 2
+        err = capsys.readouterr().err
+        assert "Traceback" not in err, err
+        # The flag checks answer before anything is read; the model checks after the
+        # command's progress lines, the error one line still.
+        lines = err.strip().splitlines()
+        assert (len(lines) > 1) == progress and lines[-1].startswith("kbert distill: --"), err
+        for fragment in fragments:
+            assert fragment in lines[-1], err
+
+    refused((*tiny, "--layer-map", "uniform", "--hidden-weight", "-1"), "--hidden-weight must be a number >= 0",
+            "Received: -1.0")
+    refused((*tiny, "--embedding-weight", "nan"), "--embedding-weight must be a number >= 0", "Received: nan")
+    refused((*tiny, "--layer-map", "0,2", "--hidden-weight", "1"), "--layer-map takes uniform or comma-separated",
+            "Received: '0,2'")
+    refused((*tiny, "--layer-map", "every", "--hidden-weight", "1"), "Received: 'every'")
+    refused((*tiny, "--hidden-weight", "1"), "--hidden-weight and --attention-weight compare mapped layers")
+    refused((*tiny, "--layer-map", "uniform"), "--layer-map uniform does nothing without --hidden-weight")
+    # Checked against the two models once they are built, still before training.
+    refused((*tiny, "--layer-map", "1,2,3", "--hidden-weight", "1"),
+            "--layer-map 1,2,3 for a 2-layer student of a 2-layer teacher", "one teacher layer per student layer (2). "
+            "Received 3", progress=True)
+    refused((*tiny, "--layer-map", "1,3", "--hidden-weight", "1"), "layer_map[1] must be a teacher layer in [1, 2]",
+            "Received: layer_map[1]=3", progress=True)
+    refused(("--student-preset", "bert_mini", "--student-embeddings", "random", "--layer-map", "1,1,2,2",
+             "--attention-weight", "1"), "--attention-weight 1.0 for a 4-layer student of a 2-layer teacher",
+            "the teacher has 2 heads and the student 4. Pass attention_weight=0", progress=True)
+    assert not out.exists()
