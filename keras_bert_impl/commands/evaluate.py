@@ -8,6 +8,7 @@ import numpy as np
 
 from keras_bert_impl.commands import task_data
 from keras_bert_impl.commands.errors import UsageError
+from keras_bert_impl.commands.precision_flag import add_precision_flag, model_in_precision, predictor_precision
 from keras_bert_impl.commands.progress import Progress
 
 
@@ -26,9 +27,7 @@ def add_parser(subparsers):
     parser.add_argument("--json", action="store_true", help="Print the metrics as one JSON object.")
     parser.add_argument("--batch-size", type=int, default=32, help="Default 32.")
     parser.add_argument("--seq-len", type=int, default=None, help="Default: the run's training --seq-len, else 128.")
-    parser.add_argument("--precision", default="fp32", choices=["fp32", "bf16"],
-                        help="bf16: compute in bfloat16 (Keras' mixed_bfloat16; fast on CPUs with AVX512-BF16, "
-                        "labels nearly always the same). Default fp32.")
+    add_precision_flag(parser)
     task_data.add_data_flags(parser, defaults_from_run=True)
     parser.set_defaults(func=run)
     return parser
@@ -106,10 +105,7 @@ def _run(args):
     seq_len = check_sequence_length(args.seq_len or stored.get("seq_len") or min(128, backbone.max_sequence_length), backbone)
     if backbone.vocabulary is None:
         raise UsageError(f"{model_path} carries no vocabulary; it was not written by kbert finetune or convert.")
-    if args.precision != "fp32":
-        from keras_bert_impl.inference import with_precision
-
-        model = with_precision(model, args.precision)
+    model = model_in_precision(model, args.precision, task)
     preprocessor = BertPreprocessor(backbone.vocabulary, lowercase=backbone.lowercase, sequence_length=seq_len)
     label_names = getattr(model, "label_names", None)
     if task != "squad" and label_names is None:
@@ -124,7 +120,8 @@ def _run(args):
         texts, texts_b, targets = task_data.read_checked(reader, args.data, "--data", "evaluate",
                                                          method="read_examples", build_labels=False)
         progress = Progress("evaluate", len(texts), args.batch_size, unit="examples")
-        outputs = TextPredictor(model, sequence_length=seq_len, batch_size=args.batch_size).predict(
+        outputs = TextPredictor(model, sequence_length=seq_len, batch_size=args.batch_size,
+                            precision=predictor_precision(args.precision)).predict(
             texts, texts_b if task == "pair" else None, progress=progress.update)
         progress.done()
         metrics = sequence_metrics(task, outputs, np.stack(targets) if task == "multilabel" else targets, label_names)

@@ -8,6 +8,7 @@ import numpy as np
 
 from keras_bert_impl.commands import task_data
 from keras_bert_impl.commands.errors import UsageError
+from keras_bert_impl.commands.precision_flag import add_precision_flag, model_in_precision, predictor_precision
 from keras_bert_impl.commands.progress import Progress
 from keras_bert_impl.commands.text_lines import read_lines
 
@@ -32,9 +33,7 @@ def add_parser(subparsers):
     parser.add_argument("--threshold", type=float, default=0.5, help="multilabel: probability to predict a label. Default 0.5.")
     parser.add_argument("--batch-size", type=int, default=32, help="Default 32.")
     parser.add_argument("--seq-len", type=int, default=None, help="Default: the run's training --seq-len, else 128.")
-    parser.add_argument("--precision", default="fp32", choices=["fp32", "bf16"],
-                        help="bf16: compute in bfloat16 (Keras' mixed_bfloat16; fast on CPUs with AVX512-BF16, "
-                        "labels nearly always the same). Default fp32.")
+    add_precision_flag(parser)
     parser.add_argument("--json", action="store_true", help="One JSON object per input line.")
     parser.set_defaults(func=run)
     return parser
@@ -123,10 +122,7 @@ def _run(args):
     seq_len = check_sequence_length(args.seq_len or stored.get("seq_len") or min(128, backbone.max_sequence_length), backbone)
     if backbone.vocabulary is None:
         raise UsageError(f"{model_path} carries no vocabulary; it was not written by kbert finetune or convert.")
-    if args.precision != "fp32":
-        from keras_bert_impl.inference import with_precision
-
-        model = with_precision(model, args.precision)
+    model = model_in_precision(model, args.precision, task)
     if task in ("squad", "tagging"):
         preprocessor = BertPreprocessor(backbone.vocabulary, lowercase=backbone.lowercase, sequence_length=seq_len)
         if task == "squad":
@@ -138,9 +134,10 @@ def _run(args):
     names = model.label_names or [str(i) for i in range(model.num_classes)]
     given = [(a, b) for a, b in rows if a is not None]
     progress = Progress("predict", len(given), args.batch_size)
-    # Sorted by length and padded per batch (a multiple of 16), not to --seq-len: the same
+    # Sorted by length and padded per batch (to its longest row), not to --seq-len: the same
     # numbers (within 1e-5), several times faster on short texts.
-    outputs = TextPredictor(model, sequence_length=seq_len, batch_size=args.batch_size).predict(
+    outputs = TextPredictor(model, sequence_length=seq_len, batch_size=args.batch_size,
+                            precision=predictor_precision(args.precision)).predict(
         [a for a, _ in given], [b for _, b in given] if task == "pair" else None, progress=progress.update)
     progress.done()
     from_logits = "logits" in outputs

@@ -1,6 +1,7 @@
-"""Fast inference on raw text: length-bucketed batches of a fine-tuned model."""
+"""Fast inference on raw text: length-bucketed batches of a fine-tuned model, in fp32, bf16 or int8."""
 
-from keras_bert_impl.inference.precision import PRECISIONS, with_precision
-from keras_bert_impl.inference.text_predictor import TextPredictor
+from keras_bert_impl.inference.int8_forward import Int8Forward
+from keras_bert_impl.inference.precision import with_precision
+from keras_bert_impl.inference.text_predictor import PRECISIONS, TextPredictor
 
-__all__ = ["PRECISIONS", "TextPredictor", "with_precision"]
+__all__ = ["PRECISIONS", "Int8Forward", "TextPredictor", "with_precision"]

@@ -6,10 +6,10 @@ stay float32 by Keras' own rules). A `.keras` file saved in float32 carries a fl
 on every layer, so the copy is rebuilt from the model's config without those policies,
 under mixed_bfloat16, and given the same weights, vocabulary and label names.
 
-int8 is not offered here: Keras' own `model.quantize("int8")` (3.15, TensorFlow backend) made
-the fine-tuned MiniLM slower on this CPU, not faster, and its .keras file did not load back
-(`bench/perf/inference_precision.py`); the int8 that is fast here is the export's dynamic-range
-int8 TFLite on XNNPACK (`kbert export`).
+int8 is not a Keras model here: Keras' own `model.quantize("int8")` (3.15, TensorFlow backend)
+made the fine-tuned MiniLM slower on this CPU, not faster, and its .keras file did not load back
+(`bench/perf/inference_precision.py`); `Int8Forward` (TFLite dynamic-range int8 on XNNPACK) is
+the int8 that is fast here, and `TextPredictor(..., precision="int8")` uses it.
 """
 
 import keras
@@ -17,7 +17,7 @@ import numpy as np
 
 from keras_bert_impl.validation import check_choice
 
-PRECISIONS = ("fp32", "bf16")
+PRECISIONS = ("fp32", "bf16")  # what with_precision makes as a Keras model
 _POLICIES = {"bf16": "mixed_bfloat16"}
 
 

@@ -1,7 +1,10 @@
-"""with_precision: a bf16 copy of a trained model gives fp32's labels on real MR sentences,
-leaves the original and Keras' global policy alone; `kbert predict --precision bf16` uses it."""
+"""Inference precisions on a trained MiniLM classifier and real MR sentences: the bf16 copy
+(`with_precision`) and the int8 forward (`Int8Forward`, TFLite dynamic-range int8 on
+XNNPACK) give fp32's labels and its accuracy; the bf16 copy leaves the original and Keras'
+global policy alone; `kbert predict` / `evaluate --precision` use them."""
 
 import csv
+import json
 import os
 
 import keras
@@ -10,7 +13,7 @@ import pytest
 
 import keras_bert_impl as kb
 from keras_bert_impl.cli import main
-from keras_bert_impl.inference import TextPredictor, with_precision
+from keras_bert_impl.inference import Int8Forward, TextPredictor, with_precision
 from keras_bert_impl.tokenization import BertPreprocessor
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -23,21 +26,29 @@ def rows():
         return list(csv.reader(f))
 
 
-def test_bf16_copy_gives_the_fp32_labels(minilm_keras, rows):
-    texts = [text for _, text in rows[:100] + rows[-100:]]  # both classes
-    labels = np.array([0 if label == "-1" else 1 for label, _ in rows[:100] + rows[-100:]])
-    # A private copy of MiniLM: this test trains it, and the session's `minilm` must stay as converted.
+@pytest.fixture(scope="module")
+def trained(minilm_keras, rows):
+    """A MiniLM classifier after a quick fit on real MR rows (a real classifier, not
+    near-ties), 200 held-out sentences of both classes, their labels, and fp32's logits."""
+    # A private copy of MiniLM: this trains it, and the session's `minilm` must stay as converted.
     backbone = keras.saving.load_model(minilm_keras)
     model = kb.BertClassifier(backbone, num_classes=2, pooling="mean", label_names=["-1", "1"])
-    # A quick fit on other real rows, so the head is a real classifier, not near-ties.
     train = rows[200:328] + rows[-328:-200]
     x = BertPreprocessor.from_model(model, sequence_length=64)([text for _, text in train])
     model.fit(x, np.array([0 if label == "-1" else 1 for label, _ in train]), epochs=1, batch_size=32, verbose=0)
+    held_out = rows[:100] + rows[-100:]
+    texts = [text for _, text in held_out]
+    labels = np.array([0 if label == "-1" else 1 for label, _ in held_out])
+    fp32 = TextPredictor(model, sequence_length=64).predict(texts)["logits"]
+    return model, texts, labels, fp32
+
+
+def test_bf16_copy_gives_the_fp32_labels(trained):
+    model, texts, labels, want = trained
     fast = with_precision(model, "bf16")
     assert fast.dtype_policy.name == "mixed_bfloat16" and model.dtype_policy.name == "float32"
     assert keras.config.dtype_policy().name == "float32"
-    assert fast.label_names == ["-1", "1"] and fast.backbone.vocabulary == backbone.vocabulary
-    want = TextPredictor(model, sequence_length=64).predict(texts)["logits"]
+    assert fast.label_names == ["-1", "1"] and fast.backbone.vocabulary == model.backbone.vocabulary
     got = TextPredictor(fast, sequence_length=64).predict(texts)["logits"]
     assert got.dtype == np.float32
     # bf16 keeps 8 bits of mantissa: logits move by hundredths, labels stay.
@@ -45,22 +56,68 @@ def test_bf16_copy_gives_the_fp32_labels(minilm_keras, rows):
     assert np.mean(got.argmax(-1) == want.argmax(-1)) >= 0.98
     assert abs(np.mean(got.argmax(-1) == labels) - np.mean(want.argmax(-1) == labels)) <= 0.02
     assert with_precision(model, "fp32") is model
+    # TextPredictor's own bf16 is the same copy.
+    np.testing.assert_allclose(TextPredictor(model, sequence_length=64, precision="bf16").predict(texts)["logits"],
+                               got, atol=1e-6)
+
+
+def test_int8_forward_gives_the_fp32_labels(trained):
+    model, texts, labels, want = trained
+    predictor = TextPredictor(model, sequence_length=64, precision="int8")
+    forward = predictor._forward
+    assert isinstance(forward, Int8Forward) and forward.output_names == ("logits",)
+    # int8 weights: a quarter of the float32 bytes, plus the float LayerNorm/bias vectors.
+    float_bytes = sum(w.size * 4 for w in model.get_weights())
+    assert forward.size_bytes < 0.3 * float_bytes, (forward.size_bytes, float_bytes)
+    got = predictor.predict(texts)["logits"]
+    assert got.dtype == np.float32 and got.shape == want.shape
+    # Weights rounded to 256 levels per channel, activations per batch: logits move by
+    # hundredths (0.017-0.027 in three trainings here). The head is one quick epoch, so about
+    # 40% of the rows are near-ties (fp32 margin < 0.1), where a label may flip; above that
+    # margin none may.
+    assert np.abs(got - want).max() < 0.1, np.abs(got - want).max()
+    sure = np.abs(want[:, 1] - want[:, 0]) > 0.1
+    assert sure.mean() > 0.3 and (got.argmax(-1)[sure] == want.argmax(-1)[sure]).all()
+    assert np.mean(got.argmax(-1) == want.argmax(-1)) >= 0.95
+    assert abs(np.mean(got.argmax(-1) == labels) - np.mean(want.argmax(-1) == labels)) <= 0.02
+    # Batch shapes change from call to call (length buckets): the same row gives the same
+    # logits whatever batch it is in, up to the per-batch activation scale.
+    ids = BertPreprocessor.from_model(model, sequence_length=64)(texts[:8])
+    alone = forward(*(np.asarray(ids[k])[:1, :20] for k in ("token_ids", "segment_ids", "padding_mask")))["logits"]
+    assert np.abs(alone[0] - got[0]).max() < 0.2
 
 
 def test_bad_precision_is_named(minilm):
     with pytest.raises(ValueError, match=r"precision must be one of \['fp32', 'bf16'\]. Received: precision='int8'"):
         with_precision(minilm, "int8")
+    model = kb.BertClassifier(minilm, num_classes=2)
+    with pytest.raises(ValueError, match=r"precision must be one of \['fp32', 'bf16', 'int8'\]. Received: precision='fp16'"):
+        TextPredictor(model, precision="fp16")
 
 
-def test_kbert_predict_takes_precision(minilm, tmp_path, capsys):
-    model = kb.BertClassifier(minilm, num_classes=2, label_names=["neg", "pos"])
+def test_kbert_predict_and_evaluate_take_precision(minilm, rows, tmp_path, capsys):
+    model = kb.BertClassifier(minilm, num_classes=2, label_names=["-1", "1"])
     path = str(tmp_path / "classifier.keras")
     model.save(path)
     outputs = {}
-    for precision in ("fp32", "bf16"):
+    for precision in ("fp32", "bf16", "int8"):
         assert main(["predict", "--model", path, "--precision", precision, "--json", "a gripping , funny film"]) == 0
-        outputs[precision] = capsys.readouterr().out
-    import json
+        outputs[precision] = json.loads(capsys.readouterr().out)
+    for precision in ("bf16", "int8"):
+        assert abs(outputs["fp32"]["probability"] - outputs[precision]["probability"]) < 0.03, outputs
+    data = tmp_path / "dev.csv"
+    with open(data, "w", encoding="utf-8", newline="") as f:
+        csv.writer(f).writerows([("label", "text")] + rows[:20] + rows[-20:])
+    metrics = {}
+    for precision in ("fp32", "int8"):
+        assert main(["evaluate", "--model", path, "--data", str(data), "--precision", precision, "--json"]) == 0
+        metrics[precision] = json.loads(capsys.readouterr().out)
+    assert metrics["int8"]["examples"] == metrics["fp32"]["examples"] == 40, metrics
 
-    fp32, bf16 = (json.loads(outputs[p]) for p in ("fp32", "bf16"))
-    assert abs(fp32["probability"] - bf16["probability"]) < 0.02
+
+def test_int8_refuses_token_heads(minilm, tmp_path, capsys):
+    path = str(tmp_path / "tagger.keras")
+    kb.BertTokenClassifier(minilm, num_classes=3, label_names=["O", "B-X", "I-X"]).save(path)
+    assert main(["predict", "--model", path, "--precision", "int8", "the cat sat"]) == 2
+    err = capsys.readouterr().err
+    assert "--precision int8 runs classification, pair and multilabel models; this model's task is tagging" in err, err

@@ -1,0 +1,117 @@
+"""A classifier's forward pass in int8: TFLite's dynamic-range quantization on XNNPACK.
+
+Why not Keras' own `model.quantize("int8")`: on this stack (Keras 3.15, TensorFlow 2.20) it
+made the fine-tuned MiniLM 0.44x as fast as float32 (its int8 matmuls do not reach oneDNN's
+VNNI kernels through TensorFlow), and the quantized .keras file does not load back
+(bench/perf/inference_precision.py records both). TensorFlow offers no other maintained int8
+route to oneDNN. TFLite's dynamic-range int8 is the maintained path that does reach the CPU's
+int8 dot-product units: the weights of every fully connected layer are stored in int8 with a
+scale per output channel, each batch's activations are quantized on the fly, and XNNPACK runs
+the products with its AVX512-VNNI kernels; LayerNorm, softmax and GELU stay float32. It is the
+same conversion as `kbert export`'s `dynamic_int8` .tflite, done in memory with the batch and
+length dimensions left free, so length-bucketed batches of any shape run without retracing.
+
+Shape legend: B batch, T a batch's padded width.
+"""
+
+import contextlib
+import os
+import sys
+import tempfile
+
+import keras
+import numpy as np
+import tensorflow as tf
+
+from keras_bert_impl.validation import check_positive_int
+
+ID_INPUTS = ("token_ids", "segment_ids", "padding_mask")
+
+
+class Int8Forward:
+    """`(token_ids, segment_ids, padding_mask) -> {output: float32 array}` of a Keras BERT
+    model, computed by its dynamic-range int8 TFLite conversion.
+
+    Args:
+        model: a built BERT task model of this library (dict inputs `token_ids`,
+            `segment_ids`, `padding_mask`; a dict of outputs).
+        num_threads: int. XNNPACK's threads; default: the CPUs this process may use.
+
+    Example:
+    >>> backbone = kb.BertBackbone.from_preset("bert_tiny", vocabulary_size=100)
+    >>> model = kb.BertClassifier(backbone, num_classes=2)
+    >>> ids = np.array([[2, 7, 3, 0]], "int32")
+    >>> forward = Int8Forward(model, num_threads=1)
+    >>> forward(ids, np.zeros_like(ids), (ids > 0).astype("int32"))["logits"].shape
+    (1, 2)
+    """
+
+    def __init__(self, model, num_threads=None):
+        if not model.built:
+            raise ValueError("Int8Forward needs a built model (call it once, or load a trained one).")
+        if num_threads is None:
+            num_threads = len(os.sched_getaffinity(0))
+        check_positive_int("num_threads", num_threads)
+        # ai_edge_litert is imported here: it is only needed when int8 is asked for.
+        from ai_edge_litert.interpreter import Interpreter
+
+        with _native_stderr_captured():
+            self.flatbuffer = _convert(model)
+            self._interpreter = Interpreter(model_content=self.flatbuffer, num_threads=num_threads)
+            self._runner = self._interpreter.get_signature_runner("serving_default")
+            # XNNPACK is applied (and says so) on the first run: here, inside the capture.
+            ids = np.ones((1, 4), np.int32)
+            self._runner(token_ids=ids, segment_ids=np.zeros_like(ids), padding_mask=ids)
+        self.output_names = tuple(sorted(self._runner.get_output_details()))
+
+    @property
+    def size_bytes(self):
+        return len(self.flatbuffer)
+
+    def __call__(self, token_ids, segment_ids, padding_mask):
+        # The signature runner resizes its inputs to each batch's [B, T] (and re-plans its
+        # buffers only when the shape changed).
+        feed = {name: np.asarray(value, np.int32) for name, value in zip(ID_INPUTS, (token_ids, segment_ids, padding_mask))}
+        outputs = self._runner(**feed)
+        return {name: np.array(value, np.float32) for name, value in outputs.items()}
+
+
+@contextlib.contextmanager
+def _native_stderr_captured():
+    """The converter and the interpreter log from C++ straight to file descriptor 2 (absl's
+    "Ignored output_format", MLIR's pass notes, "Created TensorFlow Lite XNNPACK delegate"),
+    past TF_CPP_MIN_LOG_LEVEL: held in a temporary file, and shown only if something fails."""
+    sys.stderr.flush()
+    saved = os.dup(2)
+    with tempfile.TemporaryFile(mode="w+b") as held:
+        os.dup2(held.fileno(), 2)
+        try:
+            yield
+        except BaseException:
+            os.dup2(saved, 2)
+            held.seek(0)
+            sys.stderr.write(held.read().decode("utf-8", "replace"))
+            raise
+        finally:
+            os.dup2(saved, 2)
+            os.close(saved)
+
+
+def _convert(model):
+    """The model's dynamic-range int8 .tflite bytes, builtin ops only, [None, None] inputs."""
+    specs = [tf.TensorSpec([None, None], tf.int32, name=name) for name in ID_INPUTS]  # [B, T] each
+
+    def serve(token_ids, segment_ids, padding_mask):
+        outputs = model({"token_ids": token_ids, "segment_ids": segment_ids, "padding_mask": padding_mask},
+                        training=False)
+        return {name: tf.cast(value, tf.float32) for name, value in outputs.items()}
+
+    archive = keras.export.ExportArchive()
+    archive.add_endpoint("serving_default", serve, input_signature=specs)
+    with tempfile.TemporaryDirectory(prefix="kbert-int8-") as folder:
+        saved_model = os.path.join(folder, "saved_model")
+        archive.write_out(saved_model, verbose=False)
+        converter = tf.lite.TFLiteConverter.from_saved_model(saved_model)
+        converter.target_spec.supported_ops = [tf.lite.OpsSet.TFLITE_BUILTINS]
+        converter.optimizations = [tf.lite.Optimize.DEFAULT]
+        return converter.convert()
