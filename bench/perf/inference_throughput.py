@@ -1,9 +1,12 @@
-"""Raw MR text -> labels: ours (fp32 and bf16) vs PyTorch + transformers vs KerasHub's
-BertTextClassifier, MiniLM-L6 shape, the 4,000 MR sentences, 2 threads, one run, alternating.
+"""Raw MR text -> labels: ours (fp32, bf16, int8) vs PyTorch + transformers vs KerasHub's
+BertTextClassifier, MiniLM-L6 shape, the 4,000 MR sentences, 2 threads, one run, alternating;
+then where the time goes.
 
-Ours: `TextPredictor` on the fine-tuned MiniLM run (length-sorted batches of 32 padded to a
-multiple of 16, truncation at 128, tokenization included), fp32 and `with_precision(..., "bf16")`,
-timed in this process after a warm-up. KerasHub: `BertTextClassifier` with its
+Ours: `TextPredictor` on the fine-tuned MiniLM run (length-sorted batches of 32, each cut to
+its longest row, truncation at 128, tokenization included) in fp32, bf16 (`with_precision`)
+and int8 (`Int8Forward`: TFLite dynamic-range int8 on XNNPACK; its conversion is timed
+apart, once), and fp32 with widths rounded up to 16 (the earlier default), timed in this
+process after a warm-up. KerasHub: `BertTextClassifier` with its
 `BertTextClassifierPreprocessor` (in-graph tokenizer, every text padded to its
 `sequence_length`: 64 and 128 are measured, "at its best length") on a MiniLM-shaped
 backbone with random weights (speed does not depend on them), `predict` in batches of 32.
@@ -60,8 +63,13 @@ def main(argv=None):
         wait_for_idle(args.wait_idle)
 
     model = keras.saving.load_model(os.path.join(args.run, "model.keras"))
+    started = time.perf_counter()
+    int8 = TextPredictor(model, sequence_length=128, batch_size=32, precision="int8")
+    int8_conversion_s = time.perf_counter() - started
     ours = {"ours_fp32": TextPredictor(model, sequence_length=128, batch_size=32),
-            "ours_bf16": TextPredictor(with_precision(model, "bf16"), sequence_length=128, batch_size=32)}
+            "ours_fp32_width16": TextPredictor(model, sequence_length=128, batch_size=32, bucket_multiple=16),
+            "ours_bf16": TextPredictor(with_precision(model, "bf16"), sequence_length=128, batch_size=32),
+            "ours_int8": int8}
     hub = {f"kerashub_len{length}": _kerashub_classifier(length) for length in (64, 128)}
     batches = tf.data.Dataset.from_tensor_slices(texts).batch(32)
 
@@ -94,6 +102,9 @@ def main(argv=None):
     rate = {name: len(texts) / min(values) for name, values in seconds.items()}
     peers = {name: r for name, r in rate.items() if not name.startswith("ours")}
     best_peer = max(peers, key=peers.get)
+    flop = _flop_executed(model, ours["ours_fp32"], texts)
+    peak = {dtype: _matmul_peak(dtype) for dtype in ("float32", "bfloat16")}
+    ceiling = peak["float32"] * 1e9 / (flop / len(texts))
     results = {
         "sentences": len(texts), "batch_size": 32, "truncation": 128, "rounds": args.rounds,
         "seconds": {name: [round(s, 3) for s in values] for name, values in seconds.items()},
@@ -101,6 +112,18 @@ def main(argv=None):
         "fastest_peer": best_peer,
         "ours_fp32_over_fastest_peer": round(rate["ours_fp32"] / peers[best_peer], 3),
         "ours_bf16_over_ours_fp32": round(rate["ours_bf16"] / rate["ours_fp32"], 3),
+        "ours_int8_over_ours_fp32": round(rate["ours_int8"] / rate["ours_fp32"], 3),
+        "ours_fp32_over_ours_fp32_width16": round(rate["ours_fp32"] / rate["ours_fp32_width16"], 3),
+        "int8_conversion_seconds": round(int8_conversion_s, 1),
+        "where_the_time_goes": {
+            "gflop_per_sentence_executed": round(flop / len(texts) / 1e9, 4),
+            "matmul_2048_gflop_per_s": {k: round(v, 1) for k, v in peak.items()},
+            "fp32_ceiling_sentences_per_s": round(ceiling, 1),
+            "share_of_fp32_ceiling": {name: round(r / ceiling, 3) for name, r in rate.items()},
+            "fp32_target_400_needs_gflop_per_s": round(400 * flop / len(texts) / 1e9, 1),
+            "forward_32x28_by_op_ms": {p: _op_profile(model if p == "fp32" else with_precision(model, p))
+                                       for p in ("fp32", "bf16")},
+        },
         "pytorch": torch_info,
         "targets": {"ours_fp32_sentences_per_s": 400, "ours_fp32_over_fastest_peer": 2.0, "best_low_precision_over_fp32": 2.0},
     }
@@ -108,6 +131,80 @@ def main(argv=None):
         print(f"{key}: {value}", flush=True)
     write_report(args.output, "inference_throughput", results, machine)
     return 0
+
+
+def _flop_executed(model, predictor, texts):
+    """Multiply-adds x 2 of the fp32 run over `texts`: every batch as TextPredictor cuts it
+    (sorted by length, batches of its batch_size, each as wide as its longest row), the
+    dense layers per token and attention's two batched products per sequence."""
+    backbone = model.backbone
+    hidden, inner, layers = backbone.hidden_dim, backbone.intermediate_dim, backbone.num_layers
+    per_token = 2 * layers * (4 * hidden * hidden + 2 * hidden * inner)  # Q, K, V, output; the feed-forward pair
+    lengths = np.sort(np.asarray(predictor._preprocessor(texts)["padding_mask"]).sum(axis=1))[::-1]
+    total = 0
+    for start in range(0, len(lengths), predictor.batch_size):
+        width = int(lengths[start:start + predictor.batch_size].max())
+        rows = len(lengths[start:start + predictor.batch_size])
+        total += rows * (width * per_token + layers * 2 * 2 * width * width * hidden + 2 * hidden * hidden)
+    return total
+
+
+def _matmul_peak(dtype, n=2048, repeats=7):
+    import tensorflow as tf
+
+    a = tf.cast(tf.random.normal((n, n)), dtype)
+    product = tf.function(lambda: tf.matmul(a, a))
+    product()
+    times = []
+    for _ in range(repeats):
+        started = time.perf_counter()
+        product().numpy()
+        times.append(time.perf_counter() - started)
+    return 2 * n ** 3 / float(np.median(times)) / 1e9
+
+
+def _op_profile(model, batch=32, width=28, calls=5):
+    """{op type: ms per forward} of one [batch, width] forward, summed over TensorFlow's op
+    events in a profiler trace (ops on the two threads may overlap), and the wall time."""
+    import collections
+    import glob
+    import tempfile
+
+    import tensorflow as tf
+    from tensorflow.tsl.profiler.protobuf import xplane_pb2
+
+    ids = tf.constant(np.random.default_rng(0).integers(1000, 2000, (batch, width)), tf.int32)
+    x = {"token_ids": ids, "segment_ids": tf.zeros_like(ids), "padding_mask": tf.ones_like(ids)}
+    forward = tf.function(lambda x: model(x, training=False))
+    for _ in range(3):
+        forward(x)
+    walls = []
+    for _ in range(calls):
+        started = time.perf_counter()
+        forward(x)["logits"].numpy()
+        walls.append(time.perf_counter() - started)
+    with tempfile.TemporaryDirectory() as folder:
+        tf.profiler.experimental.start(folder)
+        for _ in range(calls):
+            forward(x)["logits"].numpy()
+        tf.profiler.experimental.stop()
+        space = xplane_pb2.XSpace()
+        with open(glob.glob(os.path.join(folder, "**", "*.xplane.pb"), recursive=True)[0], "rb") as f:
+            space.ParseFromString(f.read())
+    per_op = collections.defaultdict(float)
+    for plane in space.planes:
+        names = {key: value.name for key, value in plane.event_metadata.items()}
+        for line in plane.lines:
+            for event in line.events:
+                name = names.get(event.metadata_id, "")
+                kind = name.rsplit(":", 1)[-1].strip()
+                # TensorFlow op events are "node:OpType"; the function call and executor events wrap them.
+                if ":" in name and kind not in ("Process", "Run") and not kind.startswith("__"):
+                    per_op[kind] += event.duration_ps / 1e9 / calls
+    top = dict(sorted(per_op.items(), key=lambda kv: -kv[1])[:12])
+    matmul = sum(v for k, v in per_op.items() if "MatMul" in k)
+    return {"wall_ms": round(float(np.median(walls)) * 1e3, 1), "matmul_ops_ms": round(matmul, 1),
+            "other_ops_ms": round(sum(per_op.values()) - matmul, 1), "top_ops_ms": {k: round(v, 2) for k, v in top.items()}}
 
 
 if __name__ == "__main__":
