@@ -231,3 +231,76 @@ def test_epochs_are_permutations_ordered_by_seed_and_epoch_alone(pre):
     assert not np.array_equal(np.concatenate(batches(reader(4).read(MR, epochs=1))), passes[0])
     with pytest.raises(ValueError, match="epochs"):
         reader(3).read(MR, epochs=0)
+
+
+def test_length_buckets_cut_each_batch_and_keep_every_row_once_per_pass(pre):
+    """length_buckets: each pass still holds every MR row exactly once, in as many batches as
+    fixed-length batching (ceil(4000 / 32) = 125), each batch cut to its longest row rounded
+    up to 8 with nothing real cut off; batches are made of similar lengths (far less padding
+    than random batches), come in an order that mixes lengths, and are the same in a dataset
+    built afresh for the same seed and pass; unshuffled (validation) reading keeps file order."""
+    def reader(seed, buckets, shuffle=True):
+        return ClassificationReader(pre, header=False, column_names=("label", "text"), batch_size=32,
+                                    shuffle=shuffle, seed=seed, length_buckets=buckets)
+
+    full, full_y = _all(reader(3, False, shuffle=False).read(MR))  # [4000, S], file order
+    lengths = full["padding_mask"].sum(axis=1)
+    key = {bytes(row[:n]): n for row, n in zip(full["token_ids"], lengths)}  # a row's real tokens -> its length
+
+    def passes(dataset):
+        return [(x, y) for x, y in dataset]
+
+    first = passes(reader(3, True).read(MR, epochs=2))
+    assert len(first) == 2 * 125
+    widths = []
+    for number in range(2):
+        seen = []
+        for x, y in first[number * 125:(number + 1) * 125]:
+            ids, mask = x["token_ids"].numpy(), x["padding_mask"].numpy()
+            longest = mask.sum(axis=1).max()
+            assert ids.shape[1] == min(LENGTH, -(-longest // 8) * 8), (ids.shape, longest)
+            assert set(x) == {"token_ids", "segment_ids", "padding_mask"} and y.shape == (len(ids),)
+            seen += [bytes(row[:n]) for row, n in zip(ids, mask.sum(axis=1))]
+            widths.append(ids.shape[1])
+        assert sorted(seen) == sorted(key), "a pass must hold every row once"
+    # Similar lengths together: padding per row far below random batches' (about 9 here).
+    padded = sum(w * 32 for w in widths[:124]) / (124 * 32) - lengths.mean()
+    assert padded < 4, padded
+    # Lengths mixed over the pass: the widths are not sorted.
+    assert widths[:125] != sorted(widths[:125]) and widths[:125] != sorted(widths[:125], reverse=True)
+    again = passes(reader(3, True).read(MR, epochs=2))
+    for (a, _), (b, _) in zip(first, again):
+        np.testing.assert_array_equal(a["token_ids"], b["token_ids"])
+    other = passes(reader(4, True).read(MR, epochs=1))
+    assert not all(np.array_equal(a["token_ids"], b["token_ids"]) for (a, _), (b, _) in zip(first, other))
+    # Not shuffled: file order, each batch cut, the same rows and labels as the full width.
+    cut, cut_y = zip(*[(x, y) for x, y in reader(3, True, shuffle=False).read(MR)])
+    np.testing.assert_array_equal(np.concatenate([y.numpy() for y in cut_y]), full_y)
+    start = 0
+    for x in cut:
+        width = x["token_ids"].shape[1]
+        np.testing.assert_array_equal(x["token_ids"].numpy(), full["token_ids"][start:start + len(x["token_ids"]), :width])
+        assert full["padding_mask"][start:start + len(x["token_ids"]), width:].sum() == 0
+        start += len(x["token_ids"])
+    with pytest.raises(ValueError, match=r"Shuffled length buckets need an int epochs and a seed.*epochs=None"):
+        reader(3, True).read(MR)
+    with pytest.raises(ValueError, match=r"length_buckets must be True or False. Received: length_buckets='yes'"):
+        reader(3, "yes")
+
+
+def test_length_buckets_give_the_full_width_outputs(pre):
+    """A classifier on a batch cut to its longest row gives the outputs of the batch padded
+    to the whole sequence length (what the cut relies on), pairs included."""
+    import keras_bert_impl as kb
+
+    pre = BertPreprocessor(pre.vocabulary, sequence_length=64)  # MR batches' longest rows are shorter
+    backbone = kb.BertBackbone.from_preset("bert_tiny", vocabulary_size=len(pre.vocabulary))
+    model = kb.BertClassifier(backbone, num_classes=2)
+    settings = ({"header": False, "column_names": ("label", "text"), "batch_size": 16}, MR, 3)
+    pairs = ({"text_b_column": "text_b", "batch_size": 2}, fixture("nli_pairs.tsv"), 2)
+    for kwargs, path, batches in (settings, pairs):
+        full = ClassificationReader(pre, **kwargs).read(path).take(batches)
+        cut = ClassificationReader(pre, length_buckets=True, **kwargs).read(path).take(batches)
+        for (a, _), (b, _) in zip(full, cut):
+            assert b["token_ids"].shape[1] < a["token_ids"].shape[1]
+            np.testing.assert_allclose(model(b)["logits"], model(a)["logits"], atol=1e-5)

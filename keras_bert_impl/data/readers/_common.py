@@ -5,6 +5,7 @@ import os
 
 import tensorflow as tf
 
+from keras_bert_impl.data.length_buckets import bucketed_batch_indices, index_dataset
 from keras_bert_impl.data.readers.malformed_row_error import MalformedRowError
 from keras_bert_impl.validation import check_bool, check_int, check_positive_int
 
@@ -87,6 +88,21 @@ def batched(elements, size, batch_size, shuffle, seed, epochs=None):
         return tf.data.Dataset.from_tensor_slices(order).batch(batch_size)
 
     indices = tf.data.Dataset.range(epochs).flat_map(one_pass)  # [B] example indices per batch
+    return indices.map(lambda index: tf.nest.map_structure(lambda t: tf.gather(t, index), elements))
+
+
+def length_bucketed(elements, lengths, batch_size, shuffle, seed, epochs=None):
+    """Batches of the in-memory `elements` whose rows have similar `lengths` (int [N]), as
+    keras_bert_impl.data.length_buckets draws them: each pass's batches a pure function of
+    (seed, pass), as in `batched`, so `epochs` must be an int. Not shuffled: file order,
+    batches as `batched` cuts them (a validation or prediction pass)."""
+    if not shuffle:
+        return batched(elements, len(lengths), batch_size, shuffle, seed, epochs)
+    if epochs is None or seed is None:
+        raise ValueError("Shuffled length buckets need an int epochs and a seed (each pass's batches are drawn "
+                         f"from (seed, pass)). Received: epochs={epochs!r}, seed={seed!r}")
+    elements = tf.nest.map_structure(tf.convert_to_tensor, elements)
+    indices = index_dataset(bucketed_batch_indices(lengths, batch_size, seed, epochs))  # [B] per batch
     return indices.map(lambda index: tf.nest.map_structure(lambda t: tf.gather(t, index), elements))
 
 
