@@ -27,7 +27,7 @@ TORCH_PINS := torch==2.13.0 transformers==5.23.0
 MEDIAPIPE_VENV := .venv-mediapipe
 MEDIAPIPE_INSTALLED := $(MEDIAPIPE_VENV)/.installed
 MEDIAPIPE_PINS := tests/export/mediapipe_requirements.txt
-PERF := backbone-forward backbone-profile tokenization pretraining-memory pretraining-speed finetune-mr finetune-mr-mean \
+PERF := backbone-forward backbone-profile tokenization pretraining-memory pretraining-speed finetune-mr finetune-mr-buckets finetune-mr-mean \
 	embed-throughput semantic-search serve-load inference-precision inference-throughput
 EXPERIMENTS := finetune-mr-seeds mr-baseline pretrain-tiny nsp-baseline pretrain-reference-tfm full-int8-denylist distill-mr
 # The committed runs of bench/experiments/pretrain_tiny.py (its RUNS); PRETRAIN_TINY_ARGS go
@@ -226,6 +226,10 @@ bench-pretraining-speed: $(BENCH_INSTALLED)
 bench-finetune-mr: $(INSTALLED) $(DATA_STAMP) $(TORCH_INSTALLED)
 	$(BIN)/python -m bench.perf.finetune_mr --wait-idle 60 --torch-python $(TORCH_VENV)/bin/python \
 	  --work $(BENCH_WORK)/finetune_mr --output $(BENCH_RESULTS)/finetune_mr.json $(ARGS)
+
+bench-finetune-mr-buckets: $(INSTALLED) $(DATA_STAMP) $(TORCH_INSTALLED)
+	$(BIN)/python -m bench.perf.finetune_mr_buckets --seeds 3 --torch-python $(TORCH_VENV)/bin/python \
+	  --work $(BENCH_WORK)/finetune_mr_buckets --output $(BENCH_RESULTS)/finetune_mr_buckets.json $(ARGS)
 
 bench-finetune-mr-mean: $(INSTALLED) $(DATA_STAMP)
 	$(BIN)/python -m bench.perf.finetune_mr --pooling mean --wait-idle 30 \

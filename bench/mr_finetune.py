@@ -14,20 +14,23 @@ REFERENCE_MODULE = "bench.reference.finetune_mr_pytorch"
 BATCH_SIZE, SEQ_LEN, LEARNING_RATE = 32, 64, 5e-5
 
 
-def run_folder(work, pooling, seed, warmup_fraction=0.0, weight_decay=0.0):
+def run_folder(work, pooling, seed, warmup_fraction=0.0, weight_decay=0.0, length_buckets=False):
     """The run folder of one of our fine-tunes (finetune_mr_seeds.py reuses finetune_mr.py's)."""
-    return os.path.join(work, f"ours-{pooling}-seed{seed}-wu{warmup_fraction}-wd{weight_decay}")
+    suffix = "-buckets" if length_buckets else ""
+    return os.path.join(work, f"ours-{pooling}-seed{seed}-wu{warmup_fraction}-wd{weight_decay}{suffix}")
 
 
-def finetune_command(train_csv, test_csv, run_dir, epochs, pooling, seed, warmup_fraction=0.0, weight_decay=0.0):
-    """`kbert finetune` arguments of the real task: the MiniLM weights, length 64, batch 32, lr 5e-5."""
+def finetune_command(train_csv, test_csv, run_dir, epochs, pooling, seed, warmup_fraction=0.0, weight_decay=0.0,
+                     length_buckets=False):
+    """`kbert finetune` arguments of the real task: the MiniLM weights, length 64, batch 32, lr 5e-5;
+    fixed-length batches (what the earlier results measured) unless `length_buckets`."""
     return [
         "finetune", "--task", "classification", "--init", MINILM, "--train", train_csv,
         "--validation", test_csv, "--no-header", "--columns", "label,text", "--output", run_dir,
         "--epochs", str(epochs), "--batch-size", str(BATCH_SIZE), "--seq-len", str(SEQ_LEN),
         "--learning-rate", str(LEARNING_RATE), "--warmup-fraction", str(warmup_fraction),
         "--weight-decay", str(weight_decay), "--seed", str(seed), "--pooling", pooling, "--save-every", "1000", "--quiet",
-    ]
+    ] + ([] if length_buckets else ["--fixed-length"])
 
 
 def finetune_ours(command, run_dir, reuse):
@@ -42,7 +45,7 @@ def finetune_ours(command, run_dir, reuse):
         return json.load(f)
 
 
-def finetune_reference(torch_python, epochs, seed, subset=None, threads=2):
+def finetune_reference(torch_python, epochs, seed, subset=None, threads=2, padding="max_length"):
     """One PyTorch + transformers run on the same split (the split's seed stays 0), run by
     the torch venv's Python; returns its result (the reference's JSON)."""
     if not (torch_python and os.access(torch_python, os.X_OK)):
@@ -51,7 +54,7 @@ def finetune_reference(torch_python, epochs, seed, subset=None, threads=2):
             "(`make .venv-torch/.installed`, then --torch-python .venv-torch/bin/python)."
         )
     command = [torch_python, "-m", REFERENCE_MODULE, "--epochs", str(epochs), "--seed", str(seed),
-               "--threads", str(threads)]
+               "--threads", str(threads), "--padding", padding]
     if subset is not None:
         command += ["--subset", str(subset)]
     print("+ " + " ".join(command), flush=True)

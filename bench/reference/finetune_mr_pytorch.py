@@ -63,6 +63,9 @@ def main():
     parser.add_argument("--threads", type=int, default=2, help="torch.set_num_threads (the issue's figure: 2).")
     parser.add_argument("--batch-size", type=int, default=32, help="Training and evaluation batch. Default 32.")
     parser.add_argument("--sequence-length", type=int, default=64, help="Truncate and pad to this. Default 64.")
+    parser.add_argument("--padding", choices=["max_length", "longest"], default="max_length",
+                        help="max_length: every batch padded to --sequence-length; longest: each training batch cut "
+                        "to its longest row (transformers' DataCollatorWithPadding). Default max_length.")
     parser.add_argument("--learning-rate", type=float, default=5e-5, help="Peak AdamW rate. Default 5e-5.")
     parser.add_argument("--split", choices=sorted(SPLITS), default="sklearn",
                         help="sklearn: train_test_split(stratify, random_state=split_seed) (default); own: the first "
@@ -111,6 +114,9 @@ def main():
         for step in range(steps_per_epoch):
             rows = order[step * args.batch_size : (step + 1) * args.batch_size]
             batch = {k: v[rows] for k, v in train_enc.items()}
+            if args.padding == "longest":
+                width = int(batch["attention_mask"].sum(dim=1).max())
+                batch = {k: v[:, :width] for k, v in batch.items()}
             y = train_y[rows]
             out = model(**batch, labels=y)
             out.loss.backward()
@@ -146,7 +152,8 @@ def main():
             "test_indices_sha256": test_indices_sha256(test_idx),
             "examples_truncated_at_sequence_length": truncated,
             "model": "BertForSequenceClassification (pooled output -> dropout 0.1 -> linear), head freshly initialised",
-            "tokenizer": "BertTokenizerFast.from_pretrained(model_dir) (tokenizer.json), truncation, padding to max_length",
+            "tokenizer": "BertTokenizerFast.from_pretrained(model_dir) (tokenizer.json), truncation, padding to max_length"
+                         + ("; each training batch then cut to its longest row" if args.padding == "longest" else ""),
             "optimizer": "torch.optim.AdamW lr 5e-5, betas (0.9, 0.999), eps 1e-8, weight_decay 0.0; linear decay to 0, no warm-up; clip_grad_norm 1.0",
             "steps_per_epoch": steps_per_epoch, "total_steps": total_steps,
             "shuffle": "torch.randperm with torch.Generator().manual_seed(seed), new order every epoch",
