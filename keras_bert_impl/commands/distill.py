@@ -8,7 +8,12 @@ import time
 from keras_bert_impl.commands import task_data
 from keras_bert_impl.commands.errors import UsageError
 from keras_bert_impl.commands.run_folder import RunFolder, add_run_folder_flags
-from keras_bert_impl.commands.training_flags import add_training_flags, check_head_training_flags, verbosity
+from keras_bert_impl.commands.training_flags import (
+    add_fixed_length_flag,
+    add_training_flags,
+    check_head_training_flags,
+    verbosity,
+)
 
 TASKS = ("classification", "pair", "multilabel")
 # Turc et al. (2019) fine-tune the compact BERTs at 1e-4 .. 3e-4: random layers take the
@@ -71,6 +76,7 @@ def add_parser(subparsers):
     parser.add_argument("--dropout", type=float, default=0.1, help="Dropout of the student's head. Default 0.1.")
     add_training_flags(parser, default_learning_rate=None,
                        learning_rate_default="3e-4 for --student-preset, 2e-4 for --student-from-teacher")
+    add_fixed_length_flag(parser)
     parser.set_defaults(seq_len=None)
     parser._option_string_actions["--seq-len"].help = "Sequence length in wordpieces. Default: the teacher run's."
     task_data.add_data_flags(parser, defaults_from_run=True)
@@ -184,10 +190,12 @@ def _student_backbone(args, teacher_backbone):
     return backbone, f"{args.student_preset}, embeddings from the teacher's by PCA ({100 * kept:.1f}% of the variance)"
 
 
-def _transfer_dataset(preprocessor, texts, texts_b, targets, unlabeled, batch_size, seed, epochs):
+def _transfer_dataset(preprocessor, texts, texts_b, targets, unlabeled, batch_size, seed, epochs, length_buckets):
     """Labelled rows and unlabeled texts, shuffled together, every epoch of the run in one
     dataset: ({model inputs, label_weight}, y) batches, epoch e in the order of
-    numpy's default_rng((seed, e)). The order is a function of (seed, epoch) alone, so a
+    numpy's default_rng((seed, e)); with `length_buckets`, rows of similar length batched
+    together and each batch cut to its longest row (keras_bert_impl.data.length_buckets).
+    The order is a function of (seed, epoch) alone, so a
     resumed run that skips to batch k sees the uninterrupted run's batch k (tf.data's
     reshuffle_each_iteration draws each epoch's order from a generator whose state is not
     kept across dataset objects, which is what fit_resumable builds on a resume)."""
@@ -204,15 +212,25 @@ def _transfer_dataset(preprocessor, texts, texts_b, targets, unlabeled, batch_si
     if texts_b is not None and any(t is not None for t in texts_b):
         features["text_b"] = tf.constant(list(texts_b), tf.string)
     targets_tensor = tf.constant(y)
-    orders = np.stack([np.random.default_rng((seed, epoch)).permutation(len(all_texts)) for epoch in range(epochs)])
-    # [epochs, N] -> per epoch, batches of row indices (the last one of an epoch may be short).
-    batches = tf.data.Dataset.from_tensor_slices(orders).flat_map(
-        lambda order: tf.data.Dataset.from_tensor_slices(order).batch(batch_size))
+    if length_buckets:
+        from keras_bert_impl.data.length_buckets import bucketed_batch_indices, cut_to_longest, index_dataset
+
+        whole = preprocessor(features["text"] if "text_b" not in features else (features["text"], features["text_b"]))
+        lengths = tf.reduce_sum(tf.cast(whole["padding_mask"], tf.int32), axis=1).numpy()  # [N]
+        batches = index_dataset(bucketed_batch_indices(lengths, batch_size, seed, epochs))
+    else:
+        orders = np.stack([np.random.default_rng((seed, epoch)).permutation(len(all_texts)) for epoch in range(epochs)])
+        # [epochs, N] -> per epoch, batches of row indices (the last one of an epoch may be short).
+        batches = tf.data.Dataset.from_tensor_slices(orders).flat_map(
+            lambda order: tf.data.Dataset.from_tensor_slices(order).batch(batch_size))
 
     def preprocess(rows):
         batch = {key: tf.gather(value, rows) for key, value in features.items()}
         inputs = batch["text"] if "text_b" not in batch else (batch["text"], batch["text_b"])
-        return {**preprocessor(inputs), "label_weight": batch["label_weight"]}, tf.gather(targets_tensor, rows)
+        x = preprocessor(inputs)
+        if length_buckets:
+            x = cut_to_longest(x)
+        return {**x, "label_weight": batch["label_weight"]}, tf.gather(targets_tensor, rows)
 
     return batches.map(preprocess, num_parallel_calls=tf.data.AUTOTUNE).prefetch(tf.data.AUTOTUNE)
 
@@ -263,8 +281,9 @@ def _run(args):
     reader = task_data.make_reader(task, preprocessor, settings, labels=label_names, batch_size=args.batch_size,
                                    on_error=args.on_error)
     texts, texts_b, targets = _read(reader, args.train, "--train", build_labels=False)
+    length_buckets = task in ("classification", "pair", "multilabel") and not args.fixed_length
     eval_reader = task_data.make_reader(task, preprocessor, settings, labels=label_names, batch_size=args.batch_size,
-                                        on_error=args.on_error)
+                                        on_error=args.on_error, length_buckets=length_buckets)
     validation = _read(eval_reader, args.validation, "--validation", method="read", build_labels=False)
 
     examples = len(texts) + len(unlabeled)
@@ -304,7 +323,7 @@ def _run(args):
         "temperature": args.temperature, "alpha": args.alpha, "epochs": args.epochs, "batch_size": args.batch_size,
         "seq_len": args.seq_len, "learning_rate": args.learning_rate, "warmup_fraction": args.warmup_fraction,
         "weight_decay": args.weight_decay, "dropout": args.dropout, "pooling": teacher.pooling, "seed": args.seed,
-        "mixed_precision": args.mixed_precision, "steps_per_epoch": steps_per_epoch,
+        "mixed_precision": args.mixed_precision, "steps_per_epoch": steps_per_epoch, "length_buckets": length_buckets,
         "layer_map": distiller.mapped_layers, "hidden_weight": args.hidden_weight,
         "attention_weight": args.attention_weight, "embedding_weight": args.embedding_weight,
     }
@@ -317,7 +336,8 @@ def _run(args):
     callbacks = [best, *tr.run_callbacks(args.output)]
 
     def dataset_fn():
-        return _transfer_dataset(preprocessor, texts, texts_b, targets, unlabeled, args.batch_size, args.seed, args.epochs)
+        return _transfer_dataset(preprocessor, texts, texts_b, targets, unlabeled, args.batch_size, args.seed, args.epochs,
+                                 length_buckets)
 
     try:
         with strategy.scope():

@@ -13,7 +13,12 @@ from keras_bert_impl.atomic_write import write_text_atomically
 from keras_bert_impl.commands.errors import UsageError
 from keras_bert_impl.commands.label_checks import check_training_labels, report_labels
 from keras_bert_impl.commands.run_folder import RunFolder, add_run_folder_flags
-from keras_bert_impl.commands.training_flags import add_training_flags, check_head_training_flags, verbosity
+from keras_bert_impl.commands.training_flags import (
+    add_fixed_length_flag,
+    add_training_flags,
+    check_head_training_flags,
+    verbosity,
+)
 
 
 def add_parser(subparsers):
@@ -61,6 +66,7 @@ def add_parser(subparsers):
         help="Train even when labels look like spellings of one label (1 and 1.0, Pos and pos): each is a class.",
     )
     add_training_flags(parser, default_learning_rate=5e-5)
+    add_fixed_length_flag(parser)
     task_data.add_data_flags(parser)
     parser.set_defaults(func=run)
     return parser
@@ -137,11 +143,12 @@ def _run(args, scratch):
     settings = task_data.data_settings(args, args.task)
     # Every row of both files is parsed and checked here, before any training step.
     train_path, validation_path, layout = args.train, args.validation, settings
+    length_buckets = args.task in ("classification", "pair", "multilabel") and not args.fixed_length
     try:
         if args.validation_split is not None:
             train_path, validation_path, layout = _split(args, preprocessor, settings, scratch)
         reader = task_data.make_reader(args.task, preprocessor, layout, batch_size=args.batch_size, shuffle=True,
-                                       seed=args.seed, on_error=args.on_error)
+                                       seed=args.seed, on_error=args.on_error, length_buckets=length_buckets)
     except ValueError as e:
         raise UsageError(str(e)) from None
     # All epochs in one dataset, epoch e ordered by (--seed, e) alone: a resumed run
@@ -153,7 +160,7 @@ def _run(args, scratch):
     labels = getattr(reader, "labels", None)
     label_names = list(labels.labels) if labels is not None else None
     eval_reader = task_data.make_reader(args.task, preprocessor, layout, labels=labels, batch_size=args.batch_size,
-                                        on_error=args.on_error)
+                                        on_error=args.on_error, length_buckets=length_buckets)
     validation = _read(eval_reader, validation_path, "--validation", **({} if args.task == "squad" else {"build_labels": False}))
     report_labels(args.task, train_report.label_counts, validation_path, eval_reader.report.label_counts)
     steps_per_epoch = math.ceil(train_examples / args.batch_size)
@@ -174,7 +181,7 @@ def _run(args, scratch):
         "task": args.task, "train": os.path.abspath(args.train), "epochs": args.epochs, "batch_size": args.batch_size,
         "seq_len": args.seq_len, "learning_rate": args.learning_rate, "warmup_fraction": args.warmup_fraction,
         "weight_decay": args.weight_decay, "dropout": args.dropout, "pooling": args.pooling, "seed": args.seed,
-        "mixed_precision": args.mixed_precision, "steps_per_epoch": steps_per_epoch,
+        "mixed_precision": args.mixed_precision, "steps_per_epoch": steps_per_epoch, "length_buckets": length_buckets,
     }
     chief = tr.is_chief(strategy)
     folder.start(write=chief)  # every check passed: a replaced run's files go, this run is recorded

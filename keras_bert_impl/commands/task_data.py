@@ -65,7 +65,11 @@ def data_settings(args, task, stored=None):
     return settings
 
 
-def make_reader(task, preprocessor, settings, labels=None, batch_size=32, shuffle=False, seed=None, on_error="fail"):
+def make_reader(task, preprocessor, settings, labels=None, batch_size=32, shuffle=False, seed=None, on_error="fail",
+                length_buckets=False):
+    """The reader of `task`'s files. `length_buckets`: the sequence tasks' batches of similar
+    lengths, cut to their longest row (ClassificationReader); tagging and SQuAD read at the
+    full sequence length."""
     from keras_bert_impl.data.readers import ClassificationReader, SquadReader, TaggingReader
 
     on_error = {"fail": "raise", "skip": "skip"}[on_error]
@@ -86,6 +90,7 @@ def make_reader(task, preprocessor, settings, labels=None, batch_size=32, shuffl
             shuffle=shuffle,
             seed=seed,
             on_error=on_error,
+            length_buckets=length_buckets,
         )
     if task == "tagging":
         return TaggingReader(

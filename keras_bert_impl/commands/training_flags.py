@@ -15,7 +15,7 @@ def add_training_flags(parser, default_learning_rate, learning_rate_default=None
     """Flags every training command takes (`learning_rate_default`: the help's words for a
     default the command picks itself, when `default_learning_rate` is None)."""
     parser.add_argument("--batch-size", type=int, default=32, help="Global batch size, split evenly over the replicas. Default 32.")
-    parser.add_argument("--seq-len", type=int, default=128, help="Sequence length in wordpieces (padded and truncated to it). Default 128.")
+    parser.add_argument("--seq-len", type=int, default=128, help="Sequence length in wordpieces: longer texts are truncated to it. Default 128.")
     parser.add_argument("--learning-rate", type=float, default=default_learning_rate, help=f"Peak learning rate of AdamW. Default {learning_rate_default or default_learning_rate}.")
     parser.add_argument("--warmup-fraction", type=float, default=0.1, help="Share of the steps for linear warm-up, then linear decay to 0. Default 0.1.")
     parser.add_argument("--weight-decay", type=float, default=0.01, help="AdamW weight decay (never on biases or LayerNorm). Default 0.01.")
@@ -38,6 +38,16 @@ def add_training_flags(parser, default_learning_rate, learning_rate_default=None
         "epoch end, to OUTPUT/backup. A killed run restarted with the same command resumes there. Default 200.",
     )
     parser.add_argument("--quiet", action="store_true", help="No progress bar: one line per epoch.")
+
+
+def add_fixed_length_flag(parser):
+    """`kbert finetune` and `distill`: length-bucketed batches unless --fixed-length."""
+    parser.add_argument(
+        "--fixed-length", action="store_true",
+        help="classification, pair, multilabel: pad every training batch to --seq-len. By default texts are batched "
+        "with others of similar wordpiece length (sorted within shuffled chunks of 64 batches, batches in random "
+        "order, the same for a --seed and epoch, so a resumed run is exact) and each batch is cut to its longest "
+        "row: the same model, far less work on short texts.")
 
 
 def check_training_flags(args):

@@ -127,6 +127,8 @@ def test_sigkill_then_the_same_command_resumes_to_the_uninterrupted_weights(teac
     assert "resumed from the backup at step" in resumed.stderr
     for a, b in zip(_weights(reference / "model.keras"), _weights(killed / "model.keras")):
         np.testing.assert_array_equal(a, b)
+    # That was with length-bucketed batches, distill's default.
+    assert json.loads((killed / "task.json").read_text())["length_buckets"] is True
 
 
 def _refused(capsys, argv, *fragments):

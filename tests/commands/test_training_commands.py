@@ -253,6 +253,8 @@ def test_interrupted_then_rerun_gives_the_uninterrupted_weights_across_an_epoch_
     assert "resumed from the backup at step 6 of 20" in capsys.readouterr().err
     for a, b in zip(reference, keras.saving.load_model(tmp_path / "run" / "model.keras").get_weights()):
         np.testing.assert_array_equal(a, b)
+    # That was with length-bucketed batches, finetune's default.
+    assert json.loads((tmp_path / "run" / "task.json").read_text())["length_buckets"] is True
     # Both epochs in metrics.json; the second ran whole in the rerun, so its validation is the reference's.
     history = json.loads((tmp_path / "run" / "metrics.json").read_text())["history"]
     reference_history = json.loads((tmp_path / "reference" / "metrics.json").read_text())["history"]
