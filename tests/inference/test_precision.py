@@ -32,6 +32,9 @@ def trained(minilm_keras, rows):
     near-ties), 200 held-out sentences of both classes, their labels, and fp32's logits."""
     # A private copy of MiniLM: this trains it, and the session's `minilm` must stay as converted.
     backbone = keras.saving.load_model(minilm_keras)
+    # Seeded: the head and the batches, so the classifier (and its share of near-ties) is the
+    # same whatever ran before in the session.
+    keras.utils.set_random_seed(0)
     model = kb.BertClassifier(backbone, num_classes=2, pooling="mean", label_names=["-1", "1"])
     train = rows[200:328] + rows[-328:-200]
     x = BertPreprocessor.from_model(model, sequence_length=64)([text for _, text in train])
@@ -77,7 +80,9 @@ def test_int8_forward_gives_the_fp32_labels(trained):
     # margin none may.
     assert np.abs(got - want).max() < 0.1, np.abs(got - want).max()
     sure = np.abs(want[:, 1] - want[:, 0]) > 0.1
-    assert sure.mean() > 0.3 and (got.argmax(-1)[sure] == want.argmax(-1)[sure]).all()
+    assert sure.mean() > 0.3, sure.mean()
+    flipped = np.flatnonzero(sure & (got.argmax(-1) != want.argmax(-1)))
+    assert not len(flipped), (want[flipped], got[flipped])
     assert np.mean(got.argmax(-1) == want.argmax(-1)) >= 0.95
     assert abs(np.mean(got.argmax(-1) == labels) - np.mean(want.argmax(-1) == labels)) <= 0.02
     # Batch shapes change from call to call (length buckets): the same row gives the same
