@@ -113,8 +113,10 @@ def test_ctrl_c_during_training_says_what_was_saved_and_the_same_command_resumes
     train, dev = mr_files
     output = tmp_path / "run"
     argv = ["finetune", "--task", "classification", "--train", train, "--validation", dev, "--init", tiny_init,
-            "--output", output, "--epochs", "3", "--seq-len", "32", "--batch-size", "8", "--save-every", "2",
+            "--output", output, "--epochs", "20", "--seq-len", "32", "--batch-size", "8", "--save-every", "2",
             "--quiet", *LAYOUT]
+    # 20 epochs of 10 steps: the run must still be training when the first backup appears and
+    # Ctrl-C follows (with 3 epochs, length-bucketed batches of this tiny model once finished first).
     process = subprocess.Popen([sys.executable, "-m", "keras_bert_impl.cli", *map(str, argv)],
                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=_user_env())
     state = output / "backup" / "training_state.npz"
