@@ -213,10 +213,15 @@ def _transfer_dataset(preprocessor, texts, texts_b, targets, unlabeled, batch_si
         features["text_b"] = tf.constant(list(texts_b), tf.string)
     targets_tensor = tf.constant(y)
     if length_buckets:
-        from keras_bert_impl.data.length_buckets import bucketed_batch_indices, cut_to_longest, index_dataset
+        from keras_bert_impl.data.length_buckets import (
+            bucketed_batch_indices,
+            cut_to_longest,
+            index_dataset,
+            wordpiece_lengths,
+        )
 
-        whole = preprocessor(features["text"] if "text_b" not in features else (features["text"], features["text_b"]))
-        lengths = tf.reduce_sum(tf.cast(whole["padding_mask"], tf.int32), axis=1).numpy()  # [N]
+        lengths = wordpiece_lengths(preprocessor, features["text"] if "text_b" not in features
+                                    else (features["text"], features["text_b"]))  # [N]
         batches = index_dataset(bucketed_batch_indices(lengths, batch_size, seed, epochs))
     else:
         orders = np.stack([np.random.default_rng((seed, epoch)).permutation(len(all_texts)) for epoch in range(epochs)])

@@ -8,7 +8,7 @@ import numpy as np
 
 from keras_bert_impl.commands import task_data
 from keras_bert_impl.commands.errors import UsageError
-from keras_bert_impl.commands.precision_flag import add_precision_flag, model_in_precision, predictor_precision
+from keras_bert_impl.commands.precision_flag import add_precision_flag, model_in_precision
 from keras_bert_impl.commands.progress import Progress
 
 
@@ -121,7 +121,7 @@ def _run(args):
                                                          method="read_examples", build_labels=False)
         progress = Progress("evaluate", len(texts), args.batch_size, unit="examples")
         outputs = TextPredictor(model, sequence_length=seq_len, batch_size=args.batch_size,
-                            precision=predictor_precision(args.precision)).predict(
+                            precision=args.precision).predict(
             texts, texts_b if task == "pair" else None, progress=progress.update)
         progress.done()
         metrics = sequence_metrics(task, outputs, np.stack(targets) if task == "multilabel" else targets, label_names)

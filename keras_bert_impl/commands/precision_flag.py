@@ -20,21 +20,17 @@ def add_precision_flag(parser):
 
 
 def model_in_precision(model, precision, task):
-    """The model to run: a bf16 copy for --precision bf16 (any task); for int8 the model
-    itself, which `TextPredictor(..., precision="int8")` converts; int8 refused for the token
-    and span heads, whose outputs TextPredictor does not batch."""
-    if precision == "int8" and task not in TEXT_CLASSIFIER_TASKS:
+    """The model to run. Classifiers go to `TextPredictor(..., precision=...)`, which makes
+    their bf16 copy or int8 conversion itself, so they come back as they are; the token and
+    span heads get their bf16 copy here, and int8 is refused for them (TextPredictor does
+    not batch their outputs)."""
+    if task in TEXT_CLASSIFIER_TASKS or precision == "fp32":
+        return model
+    if precision == "int8":
         raise UsageError(
             f"--precision int8 runs classification, pair and multilabel models; this model's task is {task}. "
             "Use --precision fp32 or bf16."
         )
-    if precision == "bf16":
-        from keras_bert_impl.inference import with_precision
+    from keras_bert_impl.inference import with_precision
 
-        return with_precision(model, "bf16")
-    return model
-
-
-def predictor_precision(precision):
-    """TextPredictor's `precision` for a model that `model_in_precision` already prepared."""
-    return "int8" if precision == "int8" else "fp32"
+    return with_precision(model, precision)

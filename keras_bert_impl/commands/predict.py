@@ -8,7 +8,7 @@ import numpy as np
 
 from keras_bert_impl.commands import task_data
 from keras_bert_impl.commands.errors import UsageError
-from keras_bert_impl.commands.precision_flag import add_precision_flag, model_in_precision, predictor_precision
+from keras_bert_impl.commands.precision_flag import add_precision_flag, model_in_precision
 from keras_bert_impl.commands.progress import Progress
 from keras_bert_impl.commands.text_lines import read_lines
 
@@ -137,7 +137,7 @@ def _run(args):
     # Sorted by length and padded per batch (to its longest row), not to --seq-len: the same
     # numbers (within 1e-5), several times faster on short texts.
     outputs = TextPredictor(model, sequence_length=seq_len, batch_size=args.batch_size,
-                            precision=predictor_precision(args.precision)).predict(
+                            precision=args.precision).predict(
         [a for a, _ in given], [b for _, b in given] if task == "pair" else None, progress=progress.update)
     progress.done()
     from_logits = "logits" in outputs

@@ -17,6 +17,13 @@ import numpy as np
 import tensorflow as tf
 
 
+def wordpiece_lengths(preprocessor, texts):
+    """Each row's length in wordpieces at the preprocessor's sequence length (truncation
+    included): int array [N]. `texts`: a string tensor [N], or a pair of them."""
+    packed = preprocessor(texts)
+    return tf.reduce_sum(tf.cast(packed["padding_mask"], tf.int32), axis=1).numpy()
+
+
 def bucketed_batch_indices(lengths, batch_size, seed, epochs, chunk_batches=64):
     """Row indices of every batch of `epochs` passes, pass after pass.
 

@@ -11,7 +11,7 @@ import os
 import numpy as np
 import tensorflow as tf
 
-from keras_bert_impl.data.length_buckets import cut_to_longest
+from keras_bert_impl.data.length_buckets import cut_to_longest, wordpiece_lengths
 from keras_bert_impl.data.readers import _common
 from keras_bert_impl.data.readers.label_vocabulary import LabelVocabulary
 from keras_bert_impl.data.readers.malformed_row_error import MalformedRowError
@@ -436,10 +436,8 @@ class ClassificationReader:
             y = tf.constant(targets, tf.int32)  # [N]
         preprocessor = self.preprocessor
         if self.length_buckets:
-            # Wordpiece lengths at the sequence length (truncation included), in one call.
-            whole = preprocessor(features["text"] if texts_b is None or self.text_b_column is None
-                                 else (features["text"], features["text_b"]))
-            lengths = tf.reduce_sum(tf.cast(whole["padding_mask"], tf.int32), axis=1).numpy()  # [N]
+            lengths = wordpiece_lengths(preprocessor, features["text"] if "text_b" not in features
+                                        else (features["text"], features["text_b"]))  # [N]
             dataset = _common.length_bucketed((features, y), lengths, self.batch_size, self.shuffle, self.seed, epochs)
         else:
             dataset = _common.batched((features, y), len(texts), self.batch_size, self.shuffle, self.seed, epochs)
