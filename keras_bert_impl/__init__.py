@@ -22,7 +22,7 @@ _PUBLIC = {
     "layers": None,
     **{name: "keras_bert_impl.models" for name in (
         "BERT_PRESETS", "BertBackbone", "BertClassifier", "BertEmbedder", "BertPretrainer", "BertSpanLabeler",
-        "BertTask", "BertTokenClassifier", "DistillationLoss", "Distiller", "MaskedLMAccuracy",
+        "BertTask", "BertTokenClassifier", "DistillationLoss", "Distiller", "GeneralDistiller", "MaskedLMAccuracy",
         "MaskedSparseCrossentropy",
     )},
 }
@@ -63,6 +63,7 @@ if not os.path.basename(sys.argv[0] if sys.argv else "") == "kbert":
         BertTokenClassifier,
         DistillationLoss,
         Distiller,
+        GeneralDistiller,
         MaskedLMAccuracy,
         MaskedSparseCrossentropy,
     )

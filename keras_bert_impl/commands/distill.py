@@ -19,7 +19,10 @@ TASKS = ("classification", "pair", "multilabel")
 # Turc et al. (2019) fine-tune the compact BERTs at 1e-4 .. 3e-4: random layers take the
 # upper end. A student of teacher layers is not the teacher: one MiniLM layer under a new
 # head reached 0.68 on MR at the teacher's 5e-5 and 0.77 at 2e-4 (bench/experiments/distill_mr.py).
-LEARNING_RATE = {"preset": 3e-4, "teacher": 2e-4}
+# General distillation regresses hidden states: the random-layer rate serves it too.
+LEARNING_RATE = {"preset": 3e-4, "teacher": 2e-4, "init": 2e-4, "general": 3e-4}
+# Task distillation's defaults (Hinton et al. soften with T in 2..20); --general has neither.
+TASK_TEMPERATURE, TASK_ALPHA = 2.0, 0.5
 
 
 def add_parser(subparsers):
@@ -32,30 +35,43 @@ def add_parser(subparsers):
         "folder is laid out like kbert finetune's: OUTPUT/model.keras (the student with the teacher's "
         "vocabulary and label names: evaluate, predict and export take it), best.keras, metrics.json, "
         "task.json, logs; the training state is backed up to OUTPUT/backup, and the same command resumes a "
-        "killed run at the exact step.",
+        "killed run at the exact step. With --general: task-agnostic distillation (TinyBERT's first stage), "
+        "no labels and no head: the student's layers learn to reproduce the teacher's on the --unlabeled text, "
+        "and OUTPUT/model.keras is the student backbone, for kbert finetune --init or kbert distill --student-init.",
     )
     parser.add_argument("--teacher", required=True, help="A kbert finetune run folder (or its model.keras) of a "
-                        "classification, pair or multilabel model.")
+                        "classification, pair or multilabel model. With --general: any model kbert finetune --init "
+                        "takes (its encoder is the teacher), e.g. a converted checkpoint folder.")
+    parser.add_argument("--general", action="store_true",
+                        help="Task-agnostic distillation of a student backbone on --unlabeled text (no --train, no "
+                        "labels): --layer-map defaults to uniform and --hidden-weight to 1.")
     student = parser.add_mutually_exclusive_group(required=True)
     student.add_argument("--student-preset", metavar="NAME",
                          help="A BERT_PRESETS architecture (e.g. bert_tiny, bert_mini), its layers random.")
     student.add_argument("--student-from-teacher", metavar="LAYERS",
                          help="Comma-separated teacher layer indices, 0-based (DistilBERT: e.g. 0,2,4 of 6): a "
                          "student as wide as the teacher, made of those layers and its embeddings.")
+    student.add_argument("--student-init", metavar="MODEL",
+                         help="A student encoder with the teacher's vocabulary: a kbert distill --general run folder, "
+                         "or any model kbert finetune --init takes.")
     parser.add_argument("--student-embeddings", choices=["teacher", "random"], default="teacher",
                         help="--student-preset: start the embedding tables from the teacher's, projected onto their "
                         "principal directions (teacher, default), or random.")
-    parser.add_argument("--train", required=True, help="Labelled training file, laid out like the teacher's (its "
-                        "task.json supplies the layout; flags override it).")
+    parser.add_argument("--train", help="Labelled training file, laid out like the teacher's (its task.json supplies "
+                        "the layout; flags override it). Required, except with --general.")
     parser.add_argument("--unlabeled", default=None, help="Unlabeled in-domain text, one text per line (single-text "
-                        "tasks): the teacher labels it for the student. Blank lines are skipped and counted.")
-    parser.add_argument("--validation", required=True, help="Labelled validation file, evaluated after each epoch.")
+                        "tasks): the teacher labels it for the student. Blank lines are skipped and counted. "
+                        "Required with --general: the whole transfer set.")
+    parser.add_argument("--validation", help="Labelled validation file, evaluated after each epoch. Required, except "
+                        "with --general, where it is optional held-out text, one per line (val_ terms per epoch).")
     parser.add_argument("--output", required=True, help="Run folder (created). The same command again resumes an unfinished "
                         "run and leaves a finished one as it is; other settings or edited inputs are refused.")
     add_run_folder_flags(parser)
-    parser.add_argument("--temperature", type=float, default=2.0, help="Softening of both distributions, > 0. Default 2.")
-    parser.add_argument("--alpha", type=float, default=0.5,
-                        help="Weight of the labels' own loss in [0, 1] (labelled rows only); 0 = soft targets only. Default 0.5.")
+    parser.add_argument("--temperature", type=float, default=None,
+                        help=f"Softening of both distributions, > 0. Default {TASK_TEMPERATURE:g}.")
+    parser.add_argument("--alpha", type=float, default=None,
+                        help="Weight of the labels' own loss in [0, 1] (labelled rows only); 0 = soft targets only. "
+                        f"Default {TASK_ALPHA:g}.")
     transfer = parser.add_argument_group(
         "intermediate-layer transfer (TinyBERT; off by default)",
         "Also pull the student's hidden states, attention and embedding output towards the teacher's. The terms "
@@ -64,9 +80,9 @@ def add_parser(subparsers):
                           help="The teacher layer (1-based hidden state) each student layer learns, one per student "
                           "layer, e.g. 2,4 for a 2-layer student of a 4-layer teacher; uniform: TinyBERT's "
                           "(i + 1) * teacher_layers // student_layers. Needed by --hidden-weight and --attention-weight.")
-    transfer.add_argument("--hidden-weight", type=float, default=0.0, metavar="W",
+    transfer.add_argument("--hidden-weight", type=float, default=None, metavar="W",
                           help="Weight of the MSE between the mapped hidden states (the student's through a learned "
-                          "projection when it is narrower). Default 0.")
+                          "projection when it is narrower). Default 0 (1 with --general).")
     transfer.add_argument("--attention-weight", type=float, default=0.0, metavar="W",
                           help="Weight of the per-head KL between the mapped layers' attention probabilities (the "
                           "student needs the teacher's head count). Default 0.")
@@ -75,10 +91,12 @@ def add_parser(subparsers):
     parser.add_argument("--epochs", type=int, default=3, help="Passes over the transfer set. Default 3.")
     parser.add_argument("--dropout", type=float, default=0.1, help="Dropout of the student's head. Default 0.1.")
     add_training_flags(parser, default_learning_rate=None,
-                       learning_rate_default="3e-4 for --student-preset, 2e-4 for --student-from-teacher")
+                       learning_rate_default="3e-4 for --student-preset and --general, 2e-4 for --student-from-teacher "
+                       "and --student-init")
     add_fixed_length_flag(parser)
     parser.set_defaults(seq_len=None)
-    parser._option_string_actions["--seq-len"].help = "Sequence length in wordpieces. Default: the teacher run's."
+    parser._option_string_actions["--seq-len"].help = ("Sequence length in wordpieces. Default: the teacher run's (128 "
+                                                       "for a teacher without a run's task.json).")
     task_data.add_data_flags(parser, defaults_from_run=True)
     parser.set_defaults(func=run)
     return parser
@@ -98,21 +116,38 @@ def _layers(value):
 
 
 def _check_flags(args):
+    if args.general:
+        _check_general_flags(args)
+    else:
+        for flag in ("train", "validation"):
+            if getattr(args, flag) is None:
+                raise UsageError(f"--{flag} is required (labelled rows laid out like the teacher's), except with "
+                                 "--general (task-agnostic distillation on --unlabeled text).")
+        args.temperature = TASK_TEMPERATURE if args.temperature is None else args.temperature
+        args.alpha = TASK_ALPHA if args.alpha is None else args.alpha
+        args.hidden_weight = 0.0 if args.hidden_weight is None else args.hidden_weight
     if args.learning_rate is None:
-        args.learning_rate = LEARNING_RATE["teacher" if args.student_from_teacher else "preset"]
+        kind = ("general" if args.general else "teacher" if args.student_from_teacher
+                else "init" if args.student_init else "preset")
+        args.learning_rate = LEARNING_RATE[kind]
     if args.seq_len is None:
         args.seq_len = 128  # checked here; the teacher's own length replaces it below
         args.seq_len_from_teacher = True
     check_head_training_flags(args)
-    if not args.temperature > 0:
+    if not args.general and not args.temperature > 0:
         raise UsageError(f"--temperature must be > 0 (1 = the plain softmax; Hinton et al. use 2 to 20). "
                          f"Received: {args.temperature}")
-    if not 0 <= args.alpha <= 1:
+    if not args.general and not 0 <= args.alpha <= 1:
         raise UsageError(f"--alpha must be in [0, 1] (0: soft targets only, 1: labels only). Received: {args.alpha}")
     for flag in ("hidden_weight", "attention_weight", "embedding_weight"):
         value = getattr(args, flag)
         if not 0 <= value < math.inf:
             raise UsageError(f"--{flag.replace('_', '-')} must be a number >= 0 (0: off). Received: {value}")
+    if args.general and not (args.hidden_weight or args.attention_weight or args.embedding_weight):
+        raise UsageError("--general learns from the teacher's layers alone: give --hidden-weight, --attention-weight "
+                         "or --embedding-weight a value > 0. Received: all 0.")
+    if args.general and args.layer_map is None and (args.hidden_weight or args.attention_weight):
+        args.layer_map = "uniform"
     args.layer_map = _layer_map(args.layer_map)
     mapped_terms = args.hidden_weight > 0 or args.attention_weight > 0
     if mapped_terms and args.layer_map is None:
@@ -121,6 +156,18 @@ def _check_flags(args):
     if args.layer_map is not None and not mapped_terms:
         raise UsageError(f"--layer-map {_layer_map_text(args.layer_map)} does nothing without --hidden-weight or "
                          "--attention-weight > 0.")
+
+
+def _check_general_flags(args):
+    """--general has no labels, no logits and no head: refuse the flags that shape them."""
+    if args.unlabeled is None:
+        raise UsageError("--general distils on unlabeled text: pass --unlabeled FILE (one text per line).")
+    given = [flag for flag, value in (("--train", args.train), ("--temperature", args.temperature),
+                                      ("--alpha", args.alpha)) if value is not None]
+    if given:
+        raise UsageError(f"--general trains no head and reads no labels or logits, so {' and '.join(given)} "
+                         f"{'has' if len(given) == 1 else 'have'} no effect: drop {'it' if len(given) == 1 else 'them'}.")
+    args.hidden_weight = 1.0 if args.hidden_weight is None else args.hidden_weight
 
 
 def _layer_map(value):
@@ -166,6 +213,16 @@ def _student_backbone(args, teacher_backbone):
     import keras_bert_impl as kb
     from keras_bert_impl.models import backbone_from_layers, embeddings_from_teacher
 
+    if args.student_init:
+        from keras_bert_impl.commands.model_files import load_backbone
+
+        backbone, description = load_backbone(args.student_init, "--student-init")
+        if list(backbone.vocabulary) != list(teacher_backbone.vocabulary) or backbone.lowercase != teacher_backbone.lowercase:
+            raise UsageError(f"--student-init {args.student_init} tokenizes with another vocabulary than the teacher "
+                             f"({len(backbone.vocabulary)} vs {len(teacher_backbone.vocabulary)} tokens, lowercase "
+                             f"{backbone.lowercase} vs {teacher_backbone.lowercase}): the same ids would mean different "
+                             "tokens. Start from a student distilled from this teacher's encoder (kbert distill --general).")
+        return backbone, f"{description}"
     if args.student_from_teacher:
         layers = _layers(args.student_from_teacher)
         try:
@@ -192,7 +249,8 @@ def _student_backbone(args, teacher_backbone):
 
 def _transfer_dataset(preprocessor, texts, texts_b, targets, unlabeled, batch_size, seed, epochs, length_buckets):
     """Labelled rows and unlabeled texts, shuffled together, every epoch of the run in one
-    dataset: ({model inputs, label_weight}, y) batches, epoch e in the order of
+    dataset: ({model inputs, label_weight}, y) batches (model inputs alone when `targets` is
+    None: general distillation's unlabeled text), epoch e in the order of
     numpy's default_rng((seed, e)); with `length_buckets`, rows of similar length batched
     together and each batch cut to its longest row (keras_bert_impl.data.length_buckets).
     The order is a function of (seed, epoch) alone, so a
@@ -204,14 +262,16 @@ def _transfer_dataset(preprocessor, texts, texts_b, targets, unlabeled, batch_si
 
     labelled = len(texts)
     all_texts = list(texts) + list(unlabeled)
-    y = np.stack([np.asarray(t) for t in targets])
-    if unlabeled:
-        y = np.concatenate([y, np.zeros((len(unlabeled),) + y.shape[1:], y.dtype)])  # placeholders, weight 0
-    weight = np.concatenate([np.ones(labelled, "float32"), np.zeros(len(unlabeled), "float32")])
-    features = {"text": tf.constant(all_texts, tf.string), "label_weight": tf.constant(weight)}
+    features = {"text": tf.constant(all_texts, tf.string)}
+    if targets is not None:
+        y = np.stack([np.asarray(t) for t in targets])
+        if unlabeled:
+            y = np.concatenate([y, np.zeros((len(unlabeled),) + y.shape[1:], y.dtype)])  # placeholders, weight 0
+        weight = np.concatenate([np.ones(labelled, "float32"), np.zeros(len(unlabeled), "float32")])
+        features["label_weight"] = tf.constant(weight)
+        targets_tensor = tf.constant(y)
     if texts_b is not None and any(t is not None for t in texts_b):
         features["text_b"] = tf.constant(list(texts_b), tf.string)
-    targets_tensor = tf.constant(y)
     if length_buckets:
         from keras_bert_impl.data.length_buckets import (
             bucketed_batch_indices,
@@ -235,6 +295,8 @@ def _transfer_dataset(preprocessor, texts, texts_b, targets, unlabeled, batch_si
         x = preprocessor(inputs)
         if length_buckets:
             x = cut_to_longest(x)
+        if targets is None:
+            return x
         return {**x, "label_weight": batch["label_weight"]}, tf.gather(targets_tensor, rows)
 
     return batches.map(preprocess, num_parallel_calls=tf.data.AUTOTUNE).prefetch(tf.data.AUTOTUNE)
@@ -242,10 +304,13 @@ def _transfer_dataset(preprocessor, texts, texts_b, targets, unlabeled, batch_si
 
 def _run(args):
     _check_flags(args)
-    folder = RunFolder(args.output, "distill", args, inputs=("teacher", "train", "unlabeled", "validation"))
+    folder = RunFolder(args.output, "distill", args,
+                       inputs=("teacher", "train", "unlabeled", "validation", "student_init"))
     if folder.check() == "finished":
         folder.report_finished("kbert distill")
         return 0
+    if args.general:
+        return _run_general(args, folder)
     import keras
 
     from keras_bert_impl.commands import model_files
@@ -377,4 +442,107 @@ def _run(args):
               f"({100 * metrics_now[key] / max(teacher_metrics[key], 1e-12):.1f}% of the teacher)")
     print(f"Wrote {args.output}/model.keras ({type(student).__name__}, {student.count_params():,} parameters, "
           f"{len(label_names)} labels)")
+    return 0
+
+
+def _run_general(args, folder):
+    """Task-agnostic distillation: the student backbone learns the teacher encoder's layers
+    on --unlabeled text (GeneralDistiller); OUTPUT/model.keras is the student backbone."""
+    import keras
+
+    from keras_bert_impl.commands import model_files
+    from keras_bert_impl.commands import training_run as tr
+    from keras_bert_impl.models import GeneralDistiller
+    from keras_bert_impl.tokenization import BertPreprocessor
+    from keras_bert_impl.training import BackupAndRestore, BackupError, fit_resumable
+
+    started = time.monotonic()
+    unlabeled, blank = _unlabeled_texts(args.unlabeled)
+    held_out = _unlabeled_texts(args.validation)[0] if args.validation else None
+    strategy = tr.strategy_for(args)
+    with strategy.scope():
+        teacher, teacher_description = model_files.load_backbone(args.teacher, "--teacher")
+    if getattr(args, "seq_len_from_teacher", False):
+        run_dir = args.teacher if os.path.isdir(args.teacher) else os.path.dirname(args.teacher)
+        stored = task_data.read_task_file(run_dir)
+        args.seq_len = (stored or {}).get("seq_len", 128)
+    model_files.check_sequence_length(args.seq_len, teacher)
+    preprocessor = BertPreprocessor(teacher.vocabulary, lowercase=teacher.lowercase, sequence_length=args.seq_len)
+    steps_per_epoch = math.ceil(len(unlabeled) / args.batch_size)
+    train_steps = steps_per_epoch * args.epochs
+    print(f"kbert distill --general: teacher encoder {teacher_description}; {len(unlabeled)} texts"
+          f"{f' ({blank} blank lines skipped)' if blank else ''}, {steps_per_epoch} steps x {args.epochs} epochs on "
+          f"{strategy.num_replicas_in_sync} replica(s)", file=sys.stderr)
+
+    tr.set_precision(args)
+    keras.utils.set_random_seed(args.seed)
+    with strategy.scope():
+        student, init = _student_backbone(args, teacher)
+        # No term reads the pooler: frozen while distilling (no optimizer moments, no Keras
+        # warning about missing gradients), trainable again in the saved encoder.
+        student.pooler.trainable = False
+        try:
+            distiller = GeneralDistiller(teacher, student, layer_map=args.layer_map, hidden_weight=args.hidden_weight,
+                                         attention_weight=args.attention_weight, embedding_weight=args.embedding_weight)
+        except ValueError as e:
+            depths = f"a {student.num_layers}-layer student of a {teacher.num_layers}-layer teacher"
+            if "layer_map" in str(e):
+                raise UsageError(f"--layer-map {_layer_map_text(args.layer_map)} for {depths}: {e}") from None
+            if "attention_weight" in str(e):
+                raise UsageError(f"--attention-weight {args.attention_weight} for {depths}: {e}") from None
+            raise UsageError(f"--teacher {args.teacher} and the student: {e}") from None
+        tr.compile_for_training(distiller, args, train_steps)
+    print(f"kbert distill --general: student {init}: {student.count_params():,} parameters (teacher "
+          f"{teacher.count_params():,}); layer map {distiller.mapped_layers}", file=sys.stderr)
+
+    length_buckets = not args.fixed_length
+    run_settings = {
+        "general": True, "teacher": os.path.abspath(args.teacher), "unlabeled": os.path.abspath(args.unlabeled),
+        "validation": os.path.abspath(args.validation) if args.validation else None, "student": init,
+        "layer_map": distiller.mapped_layers, "hidden_weight": args.hidden_weight,
+        "attention_weight": args.attention_weight, "embedding_weight": args.embedding_weight, "epochs": args.epochs,
+        "batch_size": args.batch_size, "seq_len": args.seq_len, "learning_rate": args.learning_rate,
+        "warmup_fraction": args.warmup_fraction, "weight_decay": args.weight_decay, "seed": args.seed,
+        "mixed_precision": args.mixed_precision, "steps_per_epoch": steps_per_epoch, "length_buckets": length_buckets,
+    }
+    chief = tr.is_chief(strategy)
+    folder.start(write=chief)
+    backup = BackupAndRestore(os.path.join(args.output, "backup"), save_every=args.save_every,
+                              fingerprint={"model": student.get_config(), "run": run_settings})
+    callbacks = tr.run_callbacks(args.output)
+
+    def dataset_fn():
+        return _transfer_dataset(preprocessor, [], None, None, unlabeled, args.batch_size, args.seed, args.epochs,
+                                 length_buckets)
+
+    # Held-out text: one pass, file order (the loss is a mean, the order does not change it).
+    validation = (_transfer_dataset(preprocessor, [], None, None, held_out, args.batch_size, args.seed, 1,
+                                    length_buckets=False) if held_out else None)
+    try:
+        with strategy.scope():
+            history = fit_resumable(distiller, dataset_fn, epochs=args.epochs, steps_per_epoch=steps_per_epoch,
+                                    backup=backup, validation_data=validation, callbacks=callbacks,
+                                    verbose=verbosity(args))
+    except BackupError as e:
+        raise UsageError(str(e)) from None
+    if backup.restored_step:
+        print(f"kbert distill --general: resumed from the backup at step {backup.restored_step} of {train_steps}",
+              file=sys.stderr)
+    logs = {k: [float(v) for v in vals] for k, vals in history.history.items()}
+    student.pooler.trainable = True
+    if chief:
+        tr.atomic_save(student, os.path.join(args.output, "model.keras"))
+        tr.atomic_json(
+            {"history": logs, "resumed_from_step": backup.restored_step,
+             "epoch_train_seconds": tr.epoch_seconds(callbacks),
+             "parameters": {"student": student.count_params(), "teacher": teacher.count_params()},
+             "seconds": time.monotonic() - started, **run_settings},
+            os.path.join(args.output, "metrics.json"),
+        )
+    folder.finish(None, write=chief)
+    final = ", ".join(f"{k} {v[-1]:.4f}" for k, v in sorted(logs.items()))
+    print(f"last epoch: {final}")
+    print(f"Wrote {args.output}/model.keras (BertBackbone, {student.num_layers} layers, width {student.hidden_dim}, "
+          f"{student.count_params():,} parameters): kbert finetune --init {args.output}, or kbert distill "
+          f"--student-init {args.output}")
     return 0

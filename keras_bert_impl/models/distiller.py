@@ -19,8 +19,6 @@ Shape legend: B batch, T tokens, C classes, H width (Hs student, Ht teacher), K 
 layers, N heads.
 """
 
-import numbers
-
 import keras
 from keras import ops
 
@@ -29,7 +27,17 @@ from keras_bert_impl.models.bert_classifier import BertClassifier
 from keras_bert_impl.models.bert_task import BertTask
 from keras_bert_impl.models.bert_token_classifier import BertTokenClassifier
 from keras_bert_impl.models.distillation_loss import DistillationLoss
-from keras_bert_impl.models.masked_sparse_crossentropy import _sum_over_replicas
+from keras_bert_impl.models.transfer_terms import (
+    TERMS,
+    check_same_vocabulary,
+    check_transfer,
+    projection,
+    replicas_in_sync,
+    resolve_layer_map,
+    select_features,
+    transfer_terms,
+    wanted_features,
+)
 from keras_bert_impl.validation import check_non_negative, check_probability
 
 
@@ -114,7 +122,7 @@ class Distiller(keras.Model):
                              f"{teacher.num_classes} and {student.num_classes}")
         if getattr(teacher, "multi_label", False) != getattr(student, "multi_label", False):
             raise ValueError("teacher and student must both be multi-label or both not.")
-        _check_same_vocabulary(teacher.backbone, student.backbone)
+        check_same_vocabulary(teacher.backbone, student.backbone)
         check_probability("alpha", alpha)
         self.distillation_loss = DistillationLoss(temperature, multi_label=getattr(student, "multi_label", False))
         self.teacher = teacher
@@ -127,26 +135,11 @@ class Distiller(keras.Model):
         self.attention_weight = check_non_negative("attention_weight", attention_weight)
         self.embedding_weight = check_non_negative("embedding_weight", embedding_weight)
         self.layer_map = layer_map
-        self.mapped_layers = _resolve_layer_map(layer_map, teacher.backbone.num_layers, student.backbone.num_layers)
-        self._check_transfer(teacher.backbone, student.backbone)
+        self.mapped_layers = resolve_layer_map(layer_map, teacher.backbone.num_layers, student.backbone.num_layers)
+        check_transfer(layer_map, self.mapped_layers, self.hidden_weight, self.attention_weight, teacher.backbone,
+                       student.backbone)
         self._build_transfer(teacher, student)
         self.compile()
-
-    def _check_transfer(self, teacher, student):
-        mapped_terms = self.hidden_weight > 0 or self.attention_weight > 0
-        if mapped_terms and self.mapped_layers is None:
-            raise ValueError(f"hidden_weight={self.hidden_weight} and attention_weight={self.attention_weight} compare "
-                             "mapped layers: pass layer_map (a teacher layer per student layer, or 'uniform').")
-        if self.mapped_layers is not None and not mapped_terms:
-            raise ValueError(f"layer_map={self.layer_map!r} maps layers for hidden_weight and attention_weight, "
-                             "which are both 0: give one of them a weight > 0, or drop layer_map.")
-        if self.attention_weight > 0 and teacher.num_heads != student.num_heads:
-            raise ValueError(
-                f"attention_weight={self.attention_weight} compares attention head by head, but the teacher has "
-                f"{teacher.num_heads} heads and the student {student.num_heads}. Pass attention_weight=0 (MiniLM's "
-                "head-count-free transfer of the last layer's value relations is not available here), or a student "
-                f"with {teacher.num_heads} heads."
-            )
 
     def _build_transfer(self, teacher, student):
         """The projections (trained, saved with the Distiller) and the two feature models
@@ -159,22 +152,12 @@ class Distiller(keras.Model):
             return
         teacher_width, student_width = teacher.backbone.hidden_dim, student.backbone.hidden_dim
 
-        def projection(name):
-            # float32 like the logits: the loss compares it with the teacher's states in float32.
-            layer = keras.layers.Dense(teacher_width, use_bias=False, dtype="float32", name=name)
-            layer.build((None, None, student_width))
-            return layer
-
         if teacher_width != student_width:
             if self.hidden_weight > 0:
-                self.hidden_projection = projection("hidden_projection")
+                self.hidden_projection = projection("hidden_projection", student_width, teacher_width)
             if self.embedding_weight > 0:
-                self.embedding_projection = projection("embedding_projection")
-        wanted = {
-            "embedding_output": self.embedding_weight > 0,
-            "hidden_states": self.hidden_weight > 0,
-            "attention_probs": self.attention_weight > 0,
-        }
+                self.embedding_projection = projection("embedding_projection", student_width, teacher_width)
+        wanted = wanted_features(self.hidden_weight, self.attention_weight, self.embedding_weight)
         student_layers = list(range(student.backbone.num_layers))  # every student layer is mapped
         teacher_layers = [m - 1 for m in self.mapped_layers] if self.mapped_layers else []
         # A plain holder, not an attribute Keras tracks: the feature models hold no weights
@@ -258,7 +241,7 @@ class Distiller(keras.Model):
                 loss = loss + scales[name] * term
                 # Each replica's term is its share of the global batch's mean (see
                 # transfer_terms): times the replica count, the Mean over replicas reports it.
-                self.transfer_trackers[name].update_state(term * _replicas_in_sync())
+                self.transfer_trackers[name].update_state(term * replicas_in_sync())
         if self.alpha > 0:
             if y is None:
                 raise ValueError(f"alpha={self.alpha} weighs the labels' loss, but the data has no labels: pass (x, y), "
@@ -274,32 +257,11 @@ class Distiller(keras.Model):
         """The intermediate-layer terms, unweighted: {"hidden_loss", "attention_loss",
         "embedding_loss"} (those with a weight > 0), from the student's and the teacher's
         feature dicts (`embedding_output` [B, T, H], `hidden_states` [B, K, T, H],
-        `attention_probs` [B, K, N, T, T]) and the padding mask [B, T].
-
-        Each is a mean over the real tokens of the global batch: under a tf.distribute
-        strategy a replica divides its sum by the token count summed over every replica,
-        so the replicas' values add up to the one-device value (MaskedSparseCrossentropy's
-        rule) whatever their share of padding.
-        """
-        mask = ops.cast(padding_mask, "float32")  # [B, T]
-        tokens = _sum_over_replicas(ops.sum(mask))  # real tokens in the global batch
-        terms = {}
-        if self.hidden_weight > 0:
-            states = student["hidden_states"]  # [B, K, T, Hs]
-            if self.hidden_projection is not None:
-                states = self.hidden_projection(states)  # [B, K, T, Ht]
-            terms["hidden_loss"] = _masked_mse(states, teacher["hidden_states"], mask, tokens)
-        if self.attention_weight > 0:
-            terms["attention_loss"] = _masked_attention_kl(
-                teacher["attention_probs"], student["attention_probs"], mask, tokens)
-        if self.embedding_weight > 0:
-            states = student["embedding_output"]  # [B, T, Hs]
-            if self.embedding_projection is not None:
-                states = self.embedding_projection(states)  # [B, T, Ht]
-            # A [B, 1, T, H] view: one "layer".
-            terms["embedding_loss"] = _masked_mse(ops.expand_dims(states, 1),
-                                                  ops.expand_dims(teacher["embedding_output"], 1), mask, tokens)
-        return terms
+        `attention_probs` [B, K, N, T, T]) and the padding mask [B, T]: each a mean over the
+        global batch's real tokens (`transfer_terms.transfer_terms`)."""
+        weights = dict(zip(TERMS, (self.hidden_weight, self.attention_weight, self.embedding_weight)))
+        return transfer_terms(weights, student, teacher, padding_mask, self.hidden_projection,
+                              self.embedding_projection)
 
     def compute_metrics(self, x, y, y_pred, sample_weight=None):
         y_pred = {key: value for key, value in y_pred.items() if key not in FEATURES}
@@ -347,9 +309,6 @@ class Distiller(keras.Model):
 TEACHER_LOGITS, LABEL_WEIGHT = "teacher_logits", "label_weight"
 # What the feature models output beside the heads' own outputs (those the terms need).
 FEATURES = ("embedding_output", "hidden_states", "attention_probs")
-# A floor under the attention probabilities before their log: a real key whose probability
-# underflowed to 0 in float32 gets log(1e-30) = -69, finite, instead of -inf (0 * -inf = NaN).
-_TINY = 1e-30
 
 
 class _FeatureModels:
@@ -358,37 +317,6 @@ class _FeatureModels:
     def __init__(self, teacher, student):
         self.teacher = teacher
         self.student = student
-
-
-def _resolve_layer_map(layer_map, teacher_layers, student_layers):
-    """`layer_map` as a list of teacher hidden-state indices, one per student layer, or None."""
-    if layer_map is None:
-        return None
-    if isinstance(layer_map, str):
-        if layer_map != "uniform":
-            raise ValueError(f"layer_map must be None, 'uniform' or a list of teacher layers. Received: "
-                             f"layer_map={layer_map!r}")
-        mapped = [(i + 1) * teacher_layers // student_layers for i in range(student_layers)]
-        if mapped[0] < 1:
-            raise ValueError(f"layer_map='uniform' needs a student no deeper than the teacher. Received: "
-                             f"{student_layers} student layers, {teacher_layers} teacher layers.")
-        return mapped
-    try:
-        mapped = list(layer_map)
-    except TypeError:
-        raise ValueError(f"layer_map must be None, 'uniform' or a list of teacher layers. Received: "
-                         f"layer_map={layer_map!r}") from None
-    if len(mapped) != student_layers:
-        raise ValueError(f"layer_map must give one teacher layer per student layer ({student_layers}). Received "
-                         f"{len(mapped)}: layer_map={mapped!r}")
-    for i, value in enumerate(mapped):
-        if not isinstance(value, numbers.Integral) or isinstance(value, bool) or not 1 <= value <= teacher_layers:
-            raise ValueError(
-                f"layer_map[{i}] must be a teacher layer in [1, {teacher_layers}] (hidden state 0, the embedding "
-                f"output, is matched by embedding_weight). Received: layer_map[{i}]={value!r} in "
-                f"layer_map={mapped!r}"
-            )
-    return [int(value) for value in mapped]
 
 
 def _feature_model(head, wanted, layers):
@@ -403,13 +331,8 @@ def _feature_model(head, wanted, layers):
         if layer is not backbone:
             return layer(*args, **kwargs)
         outputs = backbone.layer_outputs(args[0], return_attention_scores=wanted["attention_probs"])
+        features.update(select_features(outputs, wanted, layers))
         hidden = outputs["hidden_states"]
-        if wanted["embedding_output"]:
-            features["embedding_output"] = hidden[0]
-        if wanted["hidden_states"]:
-            features["hidden_states"] = ops.stack([hidden[i + 1] for i in layers], axis=1)
-        if wanted["attention_probs"]:
-            features["attention_probs"] = ops.stack([outputs["attention_probs"][i] for i in layers], axis=1)
         # The head's graph reads the backbone's outputs by position: give it the same structure.
         own = {"sequence_output": outputs["sequence_output"], "pooled_output": outputs["pooled_output"]}
         if backbone.return_hidden_states:
@@ -429,54 +352,8 @@ def _feature_model(head, wanted, layers):
     return keras.Model(inputs, {**replayed.output, **features}, name=f"{head.name}_features")
 
 
-def _masked_mse(student, teacher, mask, tokens):
-    """Squared error of [B, K, T, H] states averaged over the width, the K layers and the
-    real tokens (mask [B, T]; `tokens` their count in the global batch)."""
-    error = ops.mean(ops.square(ops.cast(student, "float32") - ops.cast(teacher, "float32")), axis=-1)  # [B, K, T]
-    layers = ops.cast(ops.shape(error)[1], "float32")
-    return ops.divide_no_nan(ops.sum(error * ops.expand_dims(mask, 1)), tokens * layers)
-
-
-def _masked_attention_kl(teacher, student, mask, tokens):
-    """KL(teacher || student) over the keys of [B, K, N, T, T] attention probabilities,
-    averaged over the K layers, the N heads and the real query tokens; padded keys (mask
-    [B, T]) left out."""
-    p = ops.cast(teacher, "float32")
-    log_ratio = ops.log(ops.maximum(p, _TINY)) - ops.log(ops.maximum(ops.cast(student, "float32"), _TINY))
-    keys = ops.expand_dims(ops.expand_dims(ops.expand_dims(mask, 1), 1), 1)  # [B, 1, 1, 1, T]
-    kl = ops.sum(p * log_ratio * keys, axis=-1)  # [B, K, N, T]
-    queries = ops.expand_dims(ops.expand_dims(mask, 1), 1)  # [B, 1, 1, T]
-    layers_heads = ops.cast(ops.shape(kl)[1] * ops.shape(kl)[2], "float32")
-    return ops.divide_no_nan(ops.sum(kl * queries), tokens * layers_heads)
-
-
-def _replicas_in_sync():
-    """How many replicas share the step (1 outside a tf.distribute strategy)."""
-    if keras.backend.backend() != "tensorflow":
-        return 1
-    import tensorflow as tf
-
-    context = tf.distribute.get_replica_context()
-    return 1 if context is None else context.num_replicas_in_sync
-
-
 def _model_inputs(inputs):
     """The models' own inputs: the dict without the Distiller's own entries."""
     if isinstance(inputs, dict) and (TEACHER_LOGITS in inputs or LABEL_WEIGHT in inputs):
         return {key: value for key, value in inputs.items() if key not in (TEACHER_LOGITS, LABEL_WEIGHT)}
     return inputs
-
-
-def _check_same_vocabulary(teacher, student):
-    if teacher.vocabulary_size != student.vocabulary_size:
-        raise ValueError(
-            f"The teacher's and the student's token embeddings have {teacher.vocabulary_size} and "
-            f"{student.vocabulary_size} rows: the same ids would mean different tokens. Give the student the teacher's "
-            "vocabulary (BertBackbone.from_preset(name, vocabulary_size=...) and set_vocabulary)."
-        )
-    if teacher.vocabulary is not None and student.vocabulary is not None:
-        if list(teacher.vocabulary) != list(student.vocabulary) or teacher.lowercase != student.lowercase:
-            first = next((i for i, (a, b) in enumerate(zip(teacher.vocabulary, student.vocabulary)) if a != b), None)
-            where = f"token {first}: {teacher.vocabulary[first]!r} vs {student.vocabulary[first]!r}" if first is not None else "casing"
-            raise ValueError(f"The teacher's and the student's vocabularies differ ({where}): distill into a student "
-                             "that tokenizes like the teacher.")

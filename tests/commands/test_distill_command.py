@@ -214,3 +214,71 @@ def test_bad_transfer_flags_are_one_line_before_training(teacher, files, tmp_pat
              "--attention-weight", "1"), "--attention-weight 1.0 for a 4-layer student of a 2-layer teacher",
             "the teacher has 2 heads and the student 4. Pass attention_weight=0", progress=True)
     assert not out.exists()
+
+
+# --- general (task-agnostic) distillation ----------------------------------------------------
+
+
+def test_general_distillation_writes_a_student_encoder_that_task_distillation_starts_from(teacher, files, tmp_path,
+                                                                                         capsys):
+    general = tmp_path / "general"
+    held_out = tmp_path / "held_out.txt"
+    held_out.write_text("\n".join(open(files["unlabeled"], encoding="utf-8").read().split("\n")[:40]) + "\n")
+    assert main(["distill", "--general", "--teacher", teacher, "--student-preset", "bert_tiny", "--unlabeled",
+                 files["unlabeled"], "--validation", str(held_out), "--embedding-weight", "1", "--output", str(general),
+                 "--epochs", "2", *FAST]) == 0
+    captured = capsys.readouterr()
+    assert "300 texts (1 blank lines skipped)" in captured.err and "layer map [1, 2]" in captured.err, captured.err
+    encoder = keras.saving.load_model(general / "model.keras")
+    teacher_model = keras.saving.load_model(os.path.join(teacher, "model.keras"))
+    assert type(encoder) is kb.BertBackbone and (encoder.num_layers, encoder.hidden_dim) == (2, 128)
+    assert encoder.pooler.trainable  # frozen while no term read it, trainable for whoever fine-tunes it
+    assert encoder.vocabulary == teacher_model.backbone.vocabulary
+    metrics = json.loads((general / "metrics.json").read_text())
+    history = metrics["history"]
+    for term in ("hidden_loss", "embedding_loss"):
+        assert history[term][1] < history[term][0], history
+        assert np.isfinite(history["val_" + term]).all(), history
+    assert (metrics["general"], metrics["layer_map"], metrics["hidden_weight"], metrics["seq_len"]) == (True, [1, 2], 1.0, 32)
+    assert sorted(os.listdir(general)) == ["logs", "metrics.json", "model.keras", "run.json"]
+    # The same command again leaves the finished run as it is.
+    assert main(["distill", "--general", "--teacher", teacher, "--student-preset", "bert_tiny", "--unlabeled",
+                 files["unlabeled"], "--validation", str(held_out), "--embedding-weight", "1", "--output", str(general),
+                 "--epochs", "2", *FAST]) == 0
+    assert "finished" in capsys.readouterr().err
+
+    # The task distillation's student starts as that encoder.
+    run = tmp_path / "task"
+    assert main(_distill(teacher, files, run, "--student-init", str(general), "--alpha", "0")) == 0
+    assert str(general) in capsys.readouterr().err
+    student = keras.saving.load_model(run / "model.keras")
+    assert (student.backbone.num_layers, student.backbone.hidden_dim) == (2, 128)
+    assert json.loads((run / "task.json").read_text())["learning_rate"] == 2e-4
+
+
+def test_general_distillation_bad_input_is_refused_before_training(teacher, files, tmp_path, capsys):
+    out = tmp_path / "never"
+    general = ["distill", "--general", "--teacher", teacher, "--student-preset", "bert_tiny", "--output", str(out),
+               *FAST]
+    _refused(capsys, general, "--general distils on unlabeled text: pass --unlabeled FILE")
+    with_text = [*general, "--unlabeled", files["unlabeled"]]
+    _refused(capsys, [*with_text, "--train", files["train"]], "--train has no effect")
+    _refused(capsys, [*with_text, "--alpha", "0.5", "--temperature", "2"], "--temperature and --alpha have no effect",
+             "drop them")
+    _refused(capsys, [*with_text, "--hidden-weight", "0"], "give --hidden-weight, --attention-weight or "
+             "--embedding-weight a value > 0. Received: all 0")
+    _refused(capsys, [*with_text, "--layer-map", "1,3"], "--layer-map 1,3", "layer_map[1] must be a teacher layer in [1, 2]")
+    _refused(capsys, [*with_text, "--attention-weight", "1", "--student-preset", "bert_mini", "--layer-map", "1,1,2,2",
+                      "--student-embeddings", "random"], "--attention-weight 1.0", "teacher has 2 heads and the student 4")
+    # Task distillation still needs its labelled files.
+    _refused(capsys, ["distill", "--teacher", teacher, "--student-preset", "bert_tiny", "--output", str(out)],
+             "--train is required", "except with --general")
+    # A student encoder whose vocabulary is not the teacher's.
+    vocabulary = list(keras.saving.load_model(os.path.join(teacher, "model.keras")).backbone.vocabulary)
+    vocabulary[1000], vocabulary[1001] = vocabulary[1001], vocabulary[1000]
+    other = kb.BertBackbone.from_preset("bert_tiny", vocabulary_size=len(vocabulary), max_sequence_length=64)
+    other.set_vocabulary(vocabulary, lowercase=True)
+    other.save(tmp_path / "other.keras")
+    _refused(capsys, _distill(teacher, files, out, "--student-init", str(tmp_path / "other.keras")),
+             "--student-init", "another vocabulary than the teacher")
+    assert not out.exists()
