@@ -18,7 +18,12 @@ Students (--students), each trained for every seed in 0..N-1:
                top 128 principal directions, layers random;
   mini-pca     bert_mini (L4 H256), the same with 256 directions;
   teacher-l1   one layer of the teacher (its layer --l1-layer), its embeddings, H384;
-  tiny, mini   the presets, random.
+  tiny, mini   the presets, random;
+  tiny-general bert_tiny after task-agnostic distillation (`kbert distill --general`, TinyBERT's
+               first stage): its PCA embeddings and random layers trained to reproduce the
+               pre-trained all-MiniLM-L6-v2's hidden states (uniform layer map, through a
+               learned projection) and embedding output on the review sentences alone
+               (--general-epochs), before the task distillation above.
 
 and two references: the same student on the 3,200 labels alone (`label-only`, for the
 students in --label-only), and TF-IDF + logistic regression on the same split. Batches are
@@ -43,18 +48,32 @@ import time
 
 import numpy as np
 
-from bench.common import RESULTS, WORK, machine_info, write_report
+from bench.common import MINILM, RESULTS, WORK, kbert, machine_info, write_report
 from bench.corpora.mr_split import write_mr_split
-from bench.corpora.review_sentences import review_sentences
+from bench.corpora.review_sentences import review_sentences, write_sentences
 from bench.mr_finetune import finetune_command, finetune_ours, run_folder
 
 SEQ_LEN, BATCH_SIZE = 64, 32
-STUDENTS = ("tiny-pca", "mini-pca", "teacher-l1", "tiny", "mini")
+STUDENTS = ("tiny-pca", "mini-pca", "teacher-l1", "tiny", "mini", "tiny-general")
 PRESET = {"tiny-pca": "bert_tiny", "mini-pca": "bert_mini", "tiny": "bert_tiny", "mini": "bert_mini"}
 
 
-def build_student(kind, teacher, seed, l1_layer):
-    """A BertClassifier like the teacher's head (classes, labels, mean pooling) on the student backbone."""
+def general_run(work, epochs, limit):
+    """`kbert distill --general` of bert_tiny from the pre-trained MiniLM on the review
+    sentences (run once, kept; an unfinished run resumes); returns its run folder."""
+    run = os.path.join(work, f"general-tiny-e{epochs}" + (f"-limit{limit}" if limit else ""))
+    if not os.path.isfile(os.path.join(run, "metrics.json")):
+        texts = os.path.join(work, f"review_sentences{f'-{limit}' if limit else ''}.txt")
+        write_sentences(texts, limit=limit)
+        kbert("distill", "--general", "--teacher", MINILM, "--student-preset", "bert_tiny", "--unlabeled", texts,
+              "--hidden-weight", "1", "--embedding-weight", "1", "--epochs", epochs, "--seq-len", SEQ_LEN,
+              "--batch-size", BATCH_SIZE, "--seed", 0, "--output", run, "--quiet")
+    return run
+
+
+def build_student(kind, teacher, seed, l1_layer, general=None):
+    """A BertClassifier like the teacher's head (classes, labels, mean pooling) on the student
+    backbone (`general`: the run folder of tiny-general's encoder)."""
     import keras
 
     import keras_bert_impl as kb
@@ -63,7 +82,15 @@ def build_student(kind, teacher, seed, l1_layer):
     keras.utils.set_random_seed(seed)
     source = teacher.backbone
     info = {}
-    if kind == "teacher-l1":
+    if kind == "tiny-general":
+        backbone = keras.saving.load_model(os.path.join(general, "model.keras"))
+        with open(os.path.join(general, "metrics.json"), encoding="utf-8") as f:
+            general_metrics = json.load(f)
+        info["init"] = ("kbert distill --general of bert_tiny (PCA embeddings) from the pre-trained all-MiniLM-L6-v2 "
+                        "on the review sentences")
+        info["general_distillation"] = {key: general_metrics[key] for key in (
+            "history", "epochs", "layer_map", "hidden_weight", "embedding_weight", "learning_rate", "seconds")}
+    elif kind == "teacher-l1":
         backbone = backbone_from_layers(source, (l1_layer,))
         info["init"] = f"the teacher's embeddings and its layer {l1_layer}"
     else:
@@ -82,8 +109,9 @@ def build_student(kind, teacher, seed, l1_layer):
 def learning_rate(kind):
     # Turc et al. fine-tune the compact BERTs at 1e-4 .. 3e-4; random layers take the upper
     # end. One teacher layer under a new head at the teacher's own 5e-5 reached only 0.6825
-    # (seed 0): it has to move far from the layer it was, so it gets 2e-4.
-    return 2e-4 if kind.startswith("teacher") else 3e-4
+    # (seed 0): it has to move far from the layer it was, so it gets 2e-4; so does the
+    # generally distilled student, whose layers are trained already (kbert distill's rates).
+    return 2e-4 if kind.startswith("teacher") or kind.endswith("general") else 3e-4
 
 
 def length_batches(lengths, batch_size, seed, pool=50, multiple=16):
@@ -198,8 +226,8 @@ def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--output", default=os.path.join(RESULTS, "distill_mr.json"))
     parser.add_argument("--work", default=os.path.join(WORK, "distill_mr"))
-    parser.add_argument("--students", nargs="+", choices=STUDENTS, default=["tiny-pca", "teacher-l1", "tiny"])
-    parser.add_argument("--label-only", nargs="*", choices=STUDENTS, default=["tiny-pca", "tiny"],
+    parser.add_argument("--students", nargs="+", choices=STUDENTS, default=["tiny-pca", "teacher-l1", "tiny", "tiny-general"])
+    parser.add_argument("--label-only", nargs="*", choices=STUDENTS, default=["tiny-pca", "tiny", "tiny-general"],
                         help="Students also trained on the labels alone.")
     parser.add_argument("--seeds", type=int, default=3)
     parser.add_argument("--epochs", type=int, default=2, help="Epochs over the transfer set.")
@@ -207,6 +235,7 @@ def main(argv=None):
     parser.add_argument("--temperature", type=float, default=2.0)
     parser.add_argument("--teacher-seed", type=int, default=0)
     parser.add_argument("--l1-layer", type=int, default=0)
+    parser.add_argument("--general-epochs", type=int, default=3, help="Epochs of tiny-general's general distillation.")
     parser.add_argument("--speed-rounds", type=int, default=3,
                         help="Rounds of `kbert predict --file` over the 4,000 MR sentences per model (0: none).")
     parser.add_argument("--subset", type=int, default=None, help="Smoke run: the first N of each part of the split.")
@@ -259,11 +288,16 @@ def main(argv=None):
     runs = json.load(open(runs_path)) if os.path.isfile(runs_path) else {}
     models = {"teacher": {"parameters": teacher.count_params(), "flops_per_sequence": count_flops(teacher)}}
 
+    general = (general_run(args.work, args.general_epochs, args.transfer_limit) if "tiny-general" in args.students
+               else None)
+
     def run(kind, mode, seed):
         name = f"{kind}/{mode}/seed{seed}/e{args.epochs if mode == 'distilled' else args.label_epochs}/T{args.temperature}"
         if kind.startswith("teacher"):
             name += f"/lr{learning_rate(kind)}"
-        student, info = build_student(kind, teacher, seed, args.l1_layer)
+        if kind == "tiny-general":
+            name += f"/general-e{args.general_epochs}"
+        student, info = build_student(kind, teacher, seed, args.l1_layer, general)
         if kind not in models:
             models[kind] = {"parameters": student.count_params(), "flops_per_sequence": count_flops(student), **info}
         if name in runs:
@@ -302,7 +336,8 @@ def main(argv=None):
         with open(texts_path, "w", encoding="utf-8") as f:
             f.write("\n".join(t.replace("\n", " ") for t in texts) + "\n")
         seed0 = {kind: os.path.join(args.work, "students", f"{kind}-distilled-seed0-e{args.epochs}-T{args.temperature}"
-                                    + (f"-lr{learning_rate(kind)}" if kind.startswith("teacher") else ""), "model.keras")
+                                    + (f"-lr{learning_rate(kind)}" if kind.startswith("teacher") else "")
+                                    + (f"-general-e{args.general_epochs}" if kind == "tiny-general" else ""), "model.keras")
                  for kind in args.students}
         speed = predict_speed({"teacher": teacher_run, **seed0}, texts_path, args.speed_rounds)
         for name, path in {"teacher": teacher_run, **seed0}.items():
@@ -318,7 +353,8 @@ def main(argv=None):
                      "transfer_sentences": len(transfer_texts), "review_sentences": len(reviews),
                      "seq_len": SEQ_LEN, "batch_size": BATCH_SIZE, "epochs_transfer": args.epochs,
                      "epochs_label_only": args.label_epochs, "temperature": args.temperature, "alpha": 0.0,
-                     "optimizer": "Adam, clipnorm 1.0, linear decay to 0; lr 3e-4 (random layers), 2e-4 (teacher layers)",
+                     "optimizer": "Adam, clipnorm 1.0, linear decay to 0; lr 3e-4 (random layers), 2e-4 (teacher "
+                                  "layers, generally distilled layers)", "general_epochs": args.general_epochs,
                      "seeds": list(range(args.seeds)), "teacher_seed": args.teacher_seed,
                      "teacher_logits": "computed once for the fixed transfer set and cached"},
         "teacher": {"run": os.path.relpath(teacher_run, args.work), "test_accuracy": teacher_accuracy},
