@@ -9,8 +9,9 @@ DATA := data
 DATA_STAMP := $(DATA)/.fetched
 AUSTEN_STAMP := $(DATA)/austen/.fetched
 AUSTEN_DEB := r-cran-janeaustenr_1.0.0-1_all.deb
-# pytest -m "not slow" is the quick loop; `make test` runs everything CI needs.
-PYTEST_ARGS ?= --durations=30
+# pytest -m "not slow" is the quick loop; `make test` runs everything CI needs, on two
+# pytest-xdist workers (tests/conftest.py keeps each module, and all of tests/export/, on one).
+PYTEST_ARGS ?= --durations=30 -n 2 --dist loadgroup
 # The benches (bench/README.md): where results files and run folders go, and extra flags for
 # the one script a target runs (last on its command line, so they win), e.g. a smoke run:
 #   make bench-backbone-forward BENCH_RESULTS=/tmp/smoke ARGS="--repeats 1 --batches 1"
@@ -28,7 +29,7 @@ MEDIAPIPE_VENV := .venv-mediapipe
 MEDIAPIPE_INSTALLED := $(MEDIAPIPE_VENV)/.installed
 MEDIAPIPE_PINS := tests/export/mediapipe_requirements.txt
 PERF := backbone-forward backbone-profile tokenization pretraining-memory pretraining-speed finetune-mr finetune-mr-buckets finetune-mr-mean \
-	embed-throughput semantic-search serve-load inference-precision inference-throughput
+	embed-throughput semantic-search serve-load inference-precision inference-throughput train-step-optimizer
 EXPERIMENTS := finetune-mr-seeds mr-baseline pretrain-tiny nsp-baseline pretrain-reference-tfm full-int8-denylist distill-mr
 # The committed runs of bench/experiments/pretrain_tiny.py (its RUNS); PRETRAIN_TINY_ARGS go
 # to the runs other experiments read (nsp-baseline, pretrain-reference-tfm).
@@ -206,6 +207,9 @@ bench-inference-throughput: $(BENCH_INSTALLED) $(DATA_STAMP) $(TORCH_INSTALLED)
 
 bench-inference-precision: $(INSTALLED) $(DATA_STAMP)
 	$(BIN)/python -m bench.perf.inference_precision --wait-idle 60 --output $(BENCH_RESULTS)/inference_precision.json $(ARGS)
+
+bench-train-step-optimizer: $(INSTALLED) $(DATA_STAMP)
+	$(BIN)/python -m bench.perf.train_step_optimizer --wait-idle 60 --output $(BENCH_RESULTS)/train_step_optimizer.json $(ARGS)
 
 bench-serve-load: $(INSTALLED) $(DATA_STAMP)
 	$(BIN)/python -m bench.perf.serve_load --wait-idle 60 --output $(BENCH_RESULTS)/serve_load.json $(ARGS)

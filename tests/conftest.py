@@ -14,6 +14,19 @@ def pytest_configure(config):
     config.addinivalue_line("markers", "slow: takes more than ~30 s on the 2-core CI machine")
 
 
+def pytest_collection_modifyitems(config, items):
+    """Groups for pytest-xdist's --dist loadgroup (make test runs two workers): each module's
+    tests stay on one worker, so a module-scoped fixture (a teacher run, a served model) is
+    built once; every test under tests/export/ shares one worker, as they share the session's
+    MiniLM export and the edge demos' set-up (minutes each, and files in android_demo/ and
+    web_demo/)."""
+    export = os.path.join(REPO, "tests", "export") + os.sep
+    for item in items:
+        path = str(item.path)
+        group = "export" if path.startswith(export) else os.path.relpath(path, REPO)
+        item.add_marker(pytest.mark.xdist_group(group))
+
+
 @pytest.fixture(autouse=True)
 def _fresh_keras_state():
     keras.utils.set_random_seed(0)
