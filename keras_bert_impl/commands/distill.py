@@ -188,6 +188,17 @@ def _layer_map_text(layer_map):
     return layer_map if isinstance(layer_map, str) else ",".join(str(i) for i in layer_map)
 
 
+def _distiller_error(error, args, student, teacher, teacher_path):
+    """A (General)Distiller's ValueError as a UsageError naming the flag its message is about
+    (its depth and head checks); `student`, `teacher`: the backbones."""
+    depths = f"a {student.num_layers}-layer student of a {teacher.num_layers}-layer teacher"
+    if "layer_map" in str(error):
+        return UsageError(f"--layer-map {_layer_map_text(args.layer_map)} for {depths}: {error}")
+    if "attention_weight" in str(error):
+        return UsageError(f"--attention-weight {args.attention_weight} for {depths}: {error}")
+    return UsageError(f"--teacher {teacher_path} and the student: {error}")
+
+
 def _read(reader, path, flag, method="read_examples", **kwargs):
     hint = (f"The student predicts the teacher's labels ({', '.join(reader.labels.labels)}): every label must be "
             "one of them.")
@@ -376,13 +387,7 @@ def _run(args):
                                   layer_map=args.layer_map, hidden_weight=args.hidden_weight,
                                   attention_weight=args.attention_weight, embedding_weight=args.embedding_weight)
         except ValueError as e:
-            # Name the flag the Distiller's message is about (its depth and head checks).
-            depths = (f"a {backbone.num_layers}-layer student of a {teacher_backbone.num_layers}-layer teacher")
-            if "layer_map" in str(e):
-                raise UsageError(f"--layer-map {_layer_map_text(args.layer_map)} for {depths}: {e}") from None
-            if "attention_weight" in str(e):
-                raise UsageError(f"--attention-weight {args.attention_weight} for {depths}: {e}") from None
-            raise UsageError(f"--teacher {teacher_path} and the student: {e}") from None
+            raise _distiller_error(e, args, backbone, teacher_backbone, teacher_path) from None
         tr.compile_for_training(distiller, args, train_steps)
     print(f"kbert distill: student {init}: {student.count_params():,} parameters (teacher {teacher.count_params():,})",
           file=sys.stderr)
@@ -485,12 +490,7 @@ def _run_general(args, folder):
             distiller = GeneralDistiller(teacher, student, layer_map=args.layer_map, hidden_weight=args.hidden_weight,
                                          attention_weight=args.attention_weight, embedding_weight=args.embedding_weight)
         except ValueError as e:
-            depths = f"a {student.num_layers}-layer student of a {teacher.num_layers}-layer teacher"
-            if "layer_map" in str(e):
-                raise UsageError(f"--layer-map {_layer_map_text(args.layer_map)} for {depths}: {e}") from None
-            if "attention_weight" in str(e):
-                raise UsageError(f"--attention-weight {args.attention_weight} for {depths}: {e}") from None
-            raise UsageError(f"--teacher {args.teacher} and the student: {e}") from None
+            raise _distiller_error(e, args, student, teacher, args.teacher) from None
         tr.compile_for_training(distiller, args, train_steps)
     print(f"kbert distill --general: student {init}: {student.count_params():,} parameters (teacher "
           f"{teacher.count_params():,}); layer map {distiller.mapped_layers}", file=sys.stderr)
