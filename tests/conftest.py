@@ -14,16 +14,26 @@ def pytest_configure(config):
     config.addinivalue_line("markers", "slow: takes more than ~30 s on the 2-core CI machine")
 
 
+# Modules outside tests/export/ that run `make edge-setup` (apt-get, npm ci: one at a time).
+EDGE_SETUP_USERS = {os.path.join("tests", "inspection", "test_attention.py")}
+
+
+# tryfirst: xdist's own hook turns the xdist_group marks into node ids, so the marks must be
+# there before it runs (without it the groups were silently ignored and two workers raced to
+# build .venv-mediapipe).
+@pytest.hookimpl(tryfirst=True)
 def pytest_collection_modifyitems(config, items):
     """Groups for pytest-xdist's --dist loadgroup (make test runs two workers): each module's
     tests stay on one worker, so a module-scoped fixture (a teacher run, a served model) is
     built once; every test under tests/export/ shares one worker, as they share the session's
-    MiniLM export and the edge demos' set-up (minutes each, and files in android_demo/ and
-    web_demo/)."""
+    MiniLM export and the edge demos' set-up (minutes each, make targets that must not run
+    twice at once, and files in android_demo/ and web_demo/), and so does
+    tests/inspection/test_attention.py, which runs the same `make edge-setup`."""
     export = os.path.join(REPO, "tests", "export") + os.sep
     for item in items:
         path = str(item.path)
-        group = "export" if path.startswith(export) else os.path.relpath(path, REPO)
+        relative = os.path.relpath(path, REPO)
+        group = "export" if path.startswith(export) or relative in EDGE_SETUP_USERS else relative
         item.add_marker(pytest.mark.xdist_group(group))
 
 
