@@ -112,12 +112,12 @@ class GeneralDistiller(keras.Model):
     def compute_loss(self, x=None, y=None, y_pred=None, sample_weight=None, training=True):
         x = _backbone_inputs(x)
         teacher = {key: ops.stop_gradient(value) for key, value in self._features[0](x, training=False).items()}
-        terms = transfer_terms(dict(zip(TERMS, self._weights())), y_pred, teacher, x["padding_mask"],
-                               self.hidden_projection, self.embedding_projection)
-        scales = dict(zip(TERMS, self._weights()))
+        weights = dict(zip(TERMS, self._weights()))
+        terms = transfer_terms(weights, y_pred, teacher, x["padding_mask"], self.hidden_projection,
+                               self.embedding_projection)
         loss = 0.0
         for name, term in terms.items():
-            loss = loss + scales[name] * term
+            loss = loss + weights[name] * term
             # A replica's term is its share of the global mean: times the replica count, the
             # Mean over replicas reports the global value.
             self.trackers[name].update_state(term * replicas_in_sync())
