@@ -24,6 +24,13 @@ def model_in_precision(model, precision, task):
     their bf16 copy or int8 conversion itself, so they come back as they are; the token and
     span heads get their bf16 copy here, and int8 is refused for them (TextPredictor does
     not batch their outputs)."""
+    quantized = sorted({layer.quantization_mode for layer in model._flatten_layers() if layer.quantization_mode})
+    if quantized and precision != "fp32":
+        # A model saved after Keras' model.quantize already runs in its own precision.
+        raise UsageError(
+            f"--precision {precision} needs a float model; this one was quantized ({', '.join(quantized)}) with "
+            "Keras' model.quantize. Leave --precision out to run it as saved, or pass the float model."
+        )
     if task in TEXT_CLASSIFIER_TASKS or precision == "fp32":
         return model
     if precision == "int8":

@@ -1,9 +1,9 @@
 """A classifier's forward pass in int8: TFLite's dynamic-range quantization on XNNPACK.
 
 Why not Keras' own `model.quantize("int8")`: on this stack (Keras 3.15, TensorFlow 2.20) it
-made the fine-tuned MiniLM 0.44x as fast as float32 (its int8 matmuls do not reach oneDNN's
-VNNI kernels through TensorFlow), and the quantized .keras file does not load back
-(bench/perf/inference_precision.py records both). TensorFlow offers no other maintained int8
+makes the fine-tuned MiniLM 0.35x as fast as float32 (its int8 matmuls do not reach oneDNN's
+VNNI kernels through TensorFlow; bench/perf/inference_precision.py). It does work on our
+models, and saves and loads as .keras (models/quantized_layers.py). TensorFlow offers no other maintained int8
 route to oneDNN. TFLite's dynamic-range int8 is the maintained path that does reach the CPU's
 int8 dot-product units: the weights of every fully connected layer are stored in int8 with a
 scale per output channel, each batch's activations are quantized on the fly, and XNNPACK runs

@@ -7,9 +7,10 @@ on every layer, so the copy is rebuilt from the model's config without those pol
 under mixed_bfloat16, and given the same weights, vocabulary and label names.
 
 int8 is not a Keras model here: Keras' own `model.quantize("int8")` (3.15, TensorFlow backend)
-made the fine-tuned MiniLM slower on this CPU, not faster, and its .keras file did not load back
-(`bench/perf/inference_precision.py`); `Int8Forward` (TFLite dynamic-range int8 on XNNPACK) is
-the int8 that is fast here, and `TextPredictor(..., precision="int8")` uses it.
+works on our models and its .keras file loads back (models/quantized_layers.py), but it makes
+the fine-tuned MiniLM slower on this CPU, not faster (`bench/perf/inference_precision.py`);
+`Int8Forward` (TFLite dynamic-range int8 on XNNPACK) is the int8 that is fast here, and
+`TextPredictor(..., precision="int8")` uses it.
 """
 
 import keras
@@ -50,6 +51,12 @@ def with_precision(model, precision):
         return model
     if not model.built:
         raise ValueError("with_precision needs a built model (call it once, or load a trained one).")
+    quantized = sorted({layer.quantization_mode for layer in model._flatten_layers() if layer.quantization_mode})
+    if quantized:
+        raise ValueError(
+            f"with_precision({precision!r}) needs a float model; this one was quantized ({', '.join(quantized)}) "
+            "with model.quantize. Load the float model it came from instead."
+        )
     previous = keras.config.dtype_policy()
     keras.config.set_dtype_policy(_POLICIES[precision])
     try:

@@ -75,7 +75,7 @@ class MaskedLMHead(keras.layers.Layer):
         # (the largest elementwise op of a pretraining step) out of the MatMul's fusion.
         x = ops.reshape(x, (-1, hidden))  # [B*P, H]
         x = self.layer_norm(self.dense(x))
-        embeddings = ops.cast(self.token_embedding.embeddings, x.dtype)  # [V, H]
+        embeddings = ops.cast(_float_embedding_matrix(self.token_embedding), x.dtype)  # [V, H]
         logits = ops.einsum("nh,vh->nv", x, embeddings) + ops.cast(self.output_bias, x.dtype)  # [B*P, V]
         return ops.reshape(logits, (batch, predictions, -1))  # [B, P, V]
 
@@ -99,3 +99,23 @@ class MaskedLMHead(keras.layers.Layer):
         config = dict(config)
         config["token_embedding"] = keras.layers.deserialize(config["token_embedding"])
         return cls(**config)
+
+
+def _float_embedding_matrix(embedding):
+    """The [V, H] matrix of a `keras.layers.Embedding`, dequantized if Keras' int8
+    quantization replaced it (the masked-LM head multiplies by the whole matrix, which
+    Keras' quantized Embedding never does itself)."""
+    mode = embedding.quantization_mode
+    if mode is None:
+        return embedding.embeddings
+    if mode == "int8":
+        # Keras' int8 Embedding stores round(E * scale) with one scale per row.
+        return ops.divide(
+            ops.cast(embedding.embeddings, embedding.compute_dtype),
+            ops.expand_dims(ops.cast(embedding.embeddings_scale, embedding.compute_dtype), -1),
+        )
+    raise ValueError(
+        f"The masked-LM head is tied to the token embedding '{embedding.path}', quantized with mode {mode!r}; "
+        "only int8 (or no quantization) can be multiplied as a whole matrix. Quantize with mode='int8', or "
+        "pass filters= to model.quantize to leave the token embedding in float."
+    )

@@ -144,10 +144,13 @@ class MultiHeadAttention(keras.layers.Layer):
         def heads(x, length):  # [B*S, H] -> [B, N, S, D]
             return ops.transpose(ops.reshape(x, (batch, length, n, d)), (0, 2, 1, 3))
 
-        if key is None:
+        projections = (self.query_dense, self.key_dense, self.value_dense)
+        if key is None and all(layer.quantization_mode is None for layer in projections):
             # Self-attention: one [H, 3H] projection instead of three, with the
             # 1/sqrt(D) scale folded into the query weights. The three Dense
-            # layers keep their own variables (checkpoints map to them).
+            # layers keep their own variables (checkpoints map to them). Layers
+            # quantized by Keras' model.quantize hold integer kernels with scales,
+            # which only their own call applies: they take the path below.
             q_scale = ops.cast(scale, self.query_dense.kernel.dtype)
             kernel = ops.concatenate(
                 [self.query_dense.kernel * q_scale, self.key_dense.kernel, self.value_dense.kernel], axis=1
@@ -160,6 +163,8 @@ class MultiHeadAttention(keras.layers.Layer):
             # training step in bench/perf/pretraining_speed.py's profile); unstack's is one stack.
             q, k, v = ops.unstack(qkv, 3, axis=0)
         else:
+            key = query if key is None else key
+            value = query if value is None else value
             q = heads(self.query_dense(query), query_length) * ops.cast(scale, query.dtype)  # [B, N, F, D]
             k = heads(self.key_dense(key), key_length)  # [B, N, T, D]
             v = heads(self.value_dense(value), key_length)  # [B, N, T, D]

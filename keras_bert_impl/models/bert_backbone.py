@@ -13,6 +13,7 @@ from keras import ops
 from keras_bert_impl.atomic_write import write_json_atomically
 from keras_bert_impl.layers.activations import ACTIVATIONS
 from keras_bert_impl.layers.bert_embeddings import POSITION_EMBEDDINGS, BertEmbeddings
+from keras_bert_impl.models.quantized_layers import QUANTIZED_LAYERS, quantized_layer_policies, restore_quantized_layers
 from keras_bert_impl.layers.bert_pooler import BertPooler
 from keras_bert_impl.layers.transformer_encoder import TransformerEncoder
 from keras_bert_impl.models.config_fields import check_config_fields
@@ -313,12 +314,19 @@ class BertBackbone(keras.Model):
                 "return_attention_scores": self.return_attention_scores,
             }
         )
+        quantized = quantized_layer_policies(self)
+        if quantized:  # after model.quantize(...): see models/quantized_layers.py
+            config[QUANTIZED_LAYERS] = quantized
         return config
 
     @classmethod
     def from_config(cls, config):
-        check_config_fields(cls, config, extra=("name", "trainable", "dtype"))
-        return cls(**config)
+        check_config_fields(cls, config, extra=("name", "trainable", "dtype", QUANTIZED_LAYERS))
+        config = dict(config)
+        quantized = config.pop(QUANTIZED_LAYERS, None)
+        backbone = cls(**config)
+        restore_quantized_layers(backbone, quantized)
+        return backbone
 
     @classmethod
     def from_preset(cls, name, **kwargs):

@@ -4,6 +4,7 @@ import keras
 
 from keras_bert_impl.models.bert_backbone import BertBackbone
 from keras_bert_impl.models.config_fields import check_config_fields
+from keras_bert_impl.models.quantized_layers import QUANTIZED_LAYERS, quantized_layer_policies, restore_quantized_layers
 
 
 class BertTask(keras.Model):
@@ -77,12 +78,19 @@ class BertTask(keras.Model):
         config = super().get_config()
         config.update({"backbone": keras.layers.serialize(self.backbone)})
         config.update({key: getattr(self, key) for key in self._task_config_keys})
+        # The head's own quantized layers (the backbone's are in its config).
+        quantized = quantized_layer_policies(self, exclude=self.backbone)
+        if quantized:
+            config[QUANTIZED_LAYERS] = quantized
         return config
 
     @classmethod
     def from_config(cls, config):
-        check_config_fields(cls, config, extra=("name", "trainable", "dtype"))
+        check_config_fields(cls, config, extra=("name", "trainable", "dtype", QUANTIZED_LAYERS))
         config = dict(config)
+        quantized = config.pop(QUANTIZED_LAYERS, None)
         if isinstance(config["backbone"], dict):
             config["backbone"] = keras.layers.deserialize(config["backbone"])
-        return cls(**config)
+        task = cls(**config)
+        restore_quantized_layers(task, quantized)
+        return task
