@@ -32,13 +32,18 @@ def trained(minilm_keras, rows):
     near-ties), 200 held-out sentences of both classes, their labels, and fp32's logits."""
     # A private copy of MiniLM: this trains it, and the session's `minilm` must stay as converted.
     backbone = keras.saving.load_model(minilm_keras)
-    # Seeded: the head and the batches, so the classifier (and its share of near-ties) is the
-    # same whatever ran before in the session.
+    # Seeded: the head's initialisation and the batches. The fit itself still differs a little
+    # from run to run (held-out accuracy 0.57-0.61 in two identical runs of the old settings).
     keras.utils.set_random_seed(0)
     model = kb.BertClassifier(backbone, num_classes=2, pooling="mean", label_names=["-1", "1"])
+    # Two epochs at 1e-4: after one at 5e-5 (8 steps) the logits stayed within 0.25 of each
+    # other, about 70% of the held-out rows were near-ties (margin < 0.1), and which rows
+    # flipped between precisions changed from run to run (TensorFlow's CPU training is not
+    # bit-reproducible); here about 93% have a margin above 0.1 (measured in 2 runs).
+    model.compile(optimizer=keras.optimizers.Adam(1e-4))
     train = rows[200:328] + rows[-328:-200]
     x = BertPreprocessor.from_model(model, sequence_length=64)([text for _, text in train])
-    model.fit(x, np.array([0 if label == "-1" else 1 for label, _ in train]), epochs=1, batch_size=32, verbose=0)
+    model.fit(x, np.array([0 if label == "-1" else 1 for label, _ in train]), epochs=2, batch_size=32, verbose=0)
     held_out = rows[:100] + rows[-100:]
     texts = [text for _, text in held_out]
     labels = np.array([0 if label == "-1" else 1 for label, _ in held_out])
@@ -75,12 +80,11 @@ def test_int8_forward_gives_the_fp32_labels(trained):
     got = predictor.predict(texts)["logits"]
     assert got.dtype == np.float32 and got.shape == want.shape
     # Weights rounded to 256 levels per channel, activations per batch: logits move by
-    # hundredths (0.017-0.027 in three trainings here). The head is one quick epoch, so about
-    # 40% of the rows are near-ties (fp32 margin < 0.1), where a label may flip; above that
-    # margin none may.
+    # hundredths (0.04-0.05 in the fixture's trainings here). Near-ties (fp32 margin < 0.1)
+    # may flip; above that margin none may.
     assert np.abs(got - want).max() < 0.1, np.abs(got - want).max()
     sure = np.abs(want[:, 1] - want[:, 0]) > 0.1
-    assert sure.mean() > 0.3, sure.mean()
+    assert sure.mean() > 0.6, sure.mean()
     flipped = np.flatnonzero(sure & (got.argmax(-1) != want.argmax(-1)))
     assert not len(flipped), (want[flipped], got[flipped])
     assert np.mean(got.argmax(-1) == want.argmax(-1)) >= 0.95
@@ -88,8 +92,10 @@ def test_int8_forward_gives_the_fp32_labels(trained):
     # Batch shapes change from call to call (length buckets): the same row gives the same
     # logits whatever batch it is in, up to the per-batch activation scale.
     ids = BertPreprocessor.from_model(model, sequence_length=64)(texts[:8])
-    alone = forward(*(np.asarray(ids[k])[:1, :20] for k in ("token_ids", "segment_ids", "padding_mask")))["logits"]
-    assert np.abs(alone[0] - got[0]).max() < 0.2
+    # Row 0 alone at its own width (no padding at all), against its logits in a batch of 32.
+    width = int(np.asarray(ids["padding_mask"])[0].sum())
+    alone = forward(*(np.asarray(ids[k])[:1, :width] for k in ("token_ids", "segment_ids", "padding_mask")))["logits"]
+    assert np.abs(alone[0] - got[0]).max() < 0.1, (alone[0], got[0])
 
 
 def test_bad_precision_is_named(minilm):
@@ -126,3 +132,39 @@ def test_int8_refuses_token_heads(minilm, tmp_path, capsys):
     assert main(["predict", "--model", path, "--precision", "int8", "the cat sat"]) == 2
     err = capsys.readouterr().err
     assert "--precision int8 runs classification, pair and multilabel models; this model's task is tagging" in err, err
+
+
+def test_keras_int8_quantized_classifier_saves_loads_and_predicts(trained, tmp_path, capsys):
+    """Keras' own model.quantize("int8") on the trained classifier: the .keras file loads back
+    quantized and `kbert predict` on it gives fp32's labels; bf16 on top of it is refused."""
+    model, texts, labels, want = trained
+    quantized = kb.BertClassifier.from_config(model.get_config())
+    quantized.set_weights(model.get_weights())
+    quantized.backbone.set_vocabulary(model.backbone.vocabulary, model.backbone.lowercase)
+    quantized.quantize("int8")
+    path = str(tmp_path / "int8.keras")
+    quantized.save(path)
+    loaded = keras.saving.load_model(path)
+    assert loaded.backbone.embeddings.token_embedding.embeddings.dtype == "int8"
+    assert loaded.get_layer("logits").quantization_mode == "int8"
+    got = TextPredictor(loaded, sequence_length=64).predict(texts)["logits"]
+    # The bar of the int8 forward above: logits move by hundredths; near-ties (fp32 margin
+    # < 0.1) may flip, nothing above that margin may.
+    print(f"Keras int8 vs fp32: max |logit diff| {np.abs(got - want).max():.4f}, label agreement "
+          f"{np.mean(got.argmax(-1) == want.argmax(-1)):.3f}")
+    assert np.abs(got - want).max() < 0.1, np.abs(got - want).max()
+    sure = np.abs(want[:, 1] - want[:, 0]) > 0.1
+    assert not np.any(sure & (got.argmax(-1) != want.argmax(-1)))
+    assert np.mean(got.argmax(-1) == want.argmax(-1)) >= 0.95
+    assert abs(np.mean(got.argmax(-1) == labels) - np.mean(want.argmax(-1) == labels)) <= 0.02
+    sentences = tmp_path / "sentences.txt"
+    sentences.write_text("".join(text.strip() + "\n" for text in texts[:10]), encoding="utf-8")
+    capsys.readouterr()
+    assert main(["predict", "--model", path, "--file", str(sentences), "--json"]) == 0
+    rows = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
+    assert [row["label"] for row in rows] == [["-1", "1"][i] for i in got[:10].argmax(-1)]
+    with pytest.raises(ValueError, match=r"with_precision\('bf16'\) needs a float model; this one was quantized \(int8\)"):
+        with_precision(loaded, "bf16")
+    for precision in ("bf16", "int8"):
+        assert main(["predict", "--model", path, "--precision", precision, "a gripping , funny film"]) == 2
+        assert f"--precision {precision} needs a float model; this one was quantized (int8)" in capsys.readouterr().err
