@@ -24,7 +24,9 @@ def model_in_precision(model, precision, task):
     their bf16 copy or int8 conversion itself, so they come back as they are; the token and
     span heads get their bf16 copy here, and int8 is refused for them (TextPredictor does
     not batch their outputs)."""
-    quantized = sorted({layer.quantization_mode for layer in model._flatten_layers() if layer.quantization_mode})
+    from keras_bert_impl.models.quantized_layers import quantization_modes
+
+    quantized = quantization_modes(model)
     if quantized and precision != "fp32":
         # A model saved after Keras' model.quantize already runs in its own precision.
         raise UsageError(

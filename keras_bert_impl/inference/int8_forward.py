@@ -2,9 +2,9 @@
 
 Why not Keras' own `model.quantize("int8")`: on this stack (Keras 3.15, TensorFlow 2.20) it
 makes the fine-tuned MiniLM 0.35x as fast as float32 (its int8 matmuls do not reach oneDNN's
-VNNI kernels through TensorFlow; bench/perf/inference_precision.py). It does work on our
-models, and saves and loads as .keras (models/quantized_layers.py). TensorFlow offers no other maintained int8
-route to oneDNN. TFLite's dynamic-range int8 is the maintained path that does reach the CPU's
+VNNI kernels through TensorFlow; bench/perf/inference_precision.py), though it works on our
+models and saves and loads as .keras (models/quantized_layers.py). TensorFlow offers no other
+maintained int8 route to oneDNN. TFLite's dynamic-range int8 is the maintained path that does reach the CPU's
 int8 dot-product units: the weights of every fully connected layer are stored in int8 with a
 scale per output channel, each batch's activations are quantized on the fly, and XNNPACK runs
 the products with its AVX512-VNNI kernels; LayerNorm, softmax and GELU stay float32. It is the

@@ -16,6 +16,7 @@ the fine-tuned MiniLM slower on this CPU, not faster (`bench/perf/inference_prec
 import keras
 import numpy as np
 
+from keras_bert_impl.models.quantized_layers import quantization_modes
 from keras_bert_impl.validation import check_choice
 
 PRECISIONS = ("fp32", "bf16")  # what with_precision makes as a Keras model
@@ -51,7 +52,7 @@ def with_precision(model, precision):
         return model
     if not model.built:
         raise ValueError("with_precision needs a built model (call it once, or load a trained one).")
-    quantized = sorted({layer.quantization_mode for layer in model._flatten_layers() if layer.quantization_mode})
+    quantized = quantization_modes(model)
     if quantized:
         raise ValueError(
             f"with_precision({precision!r}) needs a float model; this one was quantized ({', '.join(quantized)}) "

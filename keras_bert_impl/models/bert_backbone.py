@@ -13,11 +13,11 @@ from keras import ops
 from keras_bert_impl.atomic_write import write_json_atomically
 from keras_bert_impl.layers.activations import ACTIVATIONS
 from keras_bert_impl.layers.bert_embeddings import POSITION_EMBEDDINGS, BertEmbeddings
-from keras_bert_impl.models.quantized_layers import QUANTIZED_LAYERS, quantized_layer_policies, restore_quantized_layers
 from keras_bert_impl.layers.bert_pooler import BertPooler
 from keras_bert_impl.layers.transformer_encoder import TransformerEncoder
 from keras_bert_impl.models.config_fields import check_config_fields
 from keras_bert_impl.models.presets import BERT_PRESETS
+from keras_bert_impl.models.quantized_layers import QUANTIZED_LAYERS, build_with_quantized_layers, quantized_layer_policies
 from keras_bert_impl.tokenization.vocabulary import load_vocabulary_asset, save_vocabulary_asset
 from keras_bert_impl.validation import check_choice, check_divisible, check_positive_int, check_probability
 
@@ -324,9 +324,9 @@ class BertBackbone(keras.Model):
         check_config_fields(cls, config, extra=("name", "trainable", "dtype", QUANTIZED_LAYERS))
         config = dict(config)
         quantized = config.pop(QUANTIZED_LAYERS, None)
-        backbone = cls(**config)
-        restore_quantized_layers(backbone, quantized)
-        return backbone
+        if quantized is not None:
+            return build_with_quantized_layers(cls, config, quantized)
+        return cls(**config)
 
     @classmethod
     def from_preset(cls, name, **kwargs):

@@ -8,15 +8,25 @@ so without help the rebuilt sublayers are float ones and loading stops at "Layer
 'segment_embedding' expected 1 variables, but received 2".
 
 The help: `get_config` records the quantized policy of each quantized layer under its
-path (the same path Keras' own `DTypePolicyMap` uses), and `from_config` gives those
-policies back to the rebuilt layers. Setting a quantized policy on a built layer is
-Keras' documented way to quantize it, so the layer then holds int8 variables of the
-saved shapes, and the saved values are loaded into them.
+path, and `from_config` gives those policies back:
+- a backbone is constructed with a `keras.dtype_policies.DTypePolicyMap` of them (Keras' own
+  mechanism, as KerasHub's backbones use it): every sublayer receives the map as its dtype,
+  looks its own path up when it is built, and is built quantized, int8 variables of the
+  saved shapes with no float weights made first;
+- a head's few layers (a classifier's `logits`) are quantized after construction through
+  Keras' `dtype_policy` setter. It quantizes a built layer's weights in place, and Keras
+  calls `gc.collect()` for each variable it replaces (0.23 s each in a fresh process), so
+  that path is kept for the handful of head layers.
 """
 
 import keras
 
 QUANTIZED_LAYERS = "quantized_layers"
+
+
+def quantization_modes(model):
+    """The sorted modes ("int8", ...) of `model`'s quantized layers; empty for a float model."""
+    return sorted({layer.quantization_mode for layer in model._flatten_layers() if layer.quantization_mode})
 
 
 def quantized_layer_policies(model, exclude=None):
@@ -32,23 +42,49 @@ def quantized_layer_policies(model, exclude=None):
     }
 
 
-def restore_quantized_layers(model, policies):
-    """Quantizes the layers of a freshly built `model` named in `policies` (as written by
-    `quantized_layer_policies`), so that saved int8 weights fit them."""
-    if not policies:
-        return
+def _check_policies(cls, policies):
     if not isinstance(policies, dict):
         raise ValueError(
-            f"{type(model).__name__} config field '{QUANTIZED_LAYERS}' must map layer paths to dtype "
+            f"{cls.__name__} config field '{QUANTIZED_LAYERS}' must map layer paths to dtype "
             f"policies. Received: {policies!r}. Fix the config JSON, or save the model again."
         )
-    layers = {layer.path: layer for layer in model._flatten_layers(include_self=False) if layer.path}
-    unknown = sorted(set(policies) - set(layers))
+    return {path: keras.dtype_policies.deserialize(policy) if isinstance(policy, dict)
+            else keras.dtype_policies.get(policy) for path, policy in policies.items()}
+
+
+def _check_all_found(model, policies):
+    layers = {layer.path for layer in model._flatten_layers(include_self=False) if layer.path}
+    unknown = sorted(set(policies) - layers)
     if unknown:
         raise ValueError(
             f"{type(model).__name__} config lists quantized layers that the model does not have: {unknown}. "
             f"Its layers are: {sorted(layers)}. The config was written for another architecture."
         )
+
+
+def build_with_quantized_layers(cls, config, policies):
+    """`cls(**config)` with the layers named in `policies` (as written by
+    `quantized_layer_policies`) built quantized, through a `DTypePolicyMap` given as the
+    model's dtype. The model's own dtype policy is the config's afterwards (the map lives
+    on in its sublayers), so its config and `dtype_policy` read as before."""
+    policies = _check_policies(cls, policies)
+    default = config.get("dtype")
+    default = keras.dtype_policies.get(default) if default is not None else keras.config.dtype_policy()
+    model = cls(**{**config, "dtype": keras.dtype_policies.DTypePolicyMap(default, policies)})
+    model._dtype_policy = default  # no public way to replace a map without editing it
+    _check_all_found(model, policies)
+    return model
+
+
+def restore_quantized_layers(model, policies):
+    """Quantizes the layers of a freshly built `model` named in `policies` (as written by
+    `quantized_layer_policies`), so that saved int8 weights fit them: for a head's few
+    layers (see the module docstring)."""
+    if not policies:
+        return
+    policies = _check_policies(type(model), policies)
+    _check_all_found(model, policies)
+    layers = {layer.path: layer for layer in model._flatten_layers(include_self=False) if layer.path}
     for path, policy in policies.items():
-        layers[path].dtype_policy = keras.dtype_policies.deserialize(policy)
+        layers[path].dtype_policy = policy
 

@@ -15,6 +15,7 @@ import keras_bert_impl as kb
 from keras_bert_impl.cli import main
 from keras_bert_impl.inference import Int8Forward, TextPredictor, with_precision
 from keras_bert_impl.tokenization import BertPreprocessor
+from tests.harness import quantize
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 MR = os.path.join(REPO, "data", "corpora", "polarity-en-pang&lee2.csv")
@@ -141,7 +142,7 @@ def test_keras_int8_quantized_classifier_saves_loads_and_predicts(trained, tmp_p
     quantized = kb.BertClassifier.from_config(model.get_config())
     quantized.set_weights(model.get_weights())
     quantized.backbone.set_vocabulary(model.backbone.vocabulary, model.backbone.lowercase)
-    quantized.quantize("int8")
+    quantize(quantized, "int8")
     path = str(tmp_path / "int8.keras")
     quantized.save(path)
     loaded = keras.saving.load_model(path)

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 import keras_bert_impl as kb
-from tests.harness import random_inputs, save_and_reload, tiny_backbone_config
+from tests.harness import quantize, random_inputs, save_and_reload, tiny_backbone_config
 
 FIXTURE = os.path.join(os.path.dirname(__file__), "..", "fixtures", "minilm_reference.npz")
 
@@ -32,7 +32,7 @@ def test_int8_minilm_matches_transformers_and_loads_back(minilm):
     ref = np.load(FIXTURE)
     x = {"token_ids": ref["input_ids"], "segment_ids": ref["token_type_ids"], "padding_mask": ref["attention_mask"]}
     backbone = _copy(minilm)
-    backbone.quantize("int8")
+    quantize(backbone, "int8")
     assert len(_quantized_paths(backbone)) == 6 * 6 + 3  # 6 Dense per block; 2 embeddings, pooler
     embeddings = kb.BertEmbedder(backbone, pooling="mean", normalize=True).predict(x, verbose=0)["embeddings"]
     want = ref["sentence_embedding"]
@@ -53,7 +53,7 @@ def test_int8_classifier_head_round_trips():
     model = kb.BertClassifier(backbone, num_classes=3)
     x = random_inputs()
     fp32 = model.predict(x, verbose=0)["logits"]
-    model.quantize("int8")
+    quantize(model, "int8")
     int8 = model.predict(x, verbose=0)["logits"]
     assert not np.array_equal(int8, fp32)
     np.testing.assert_allclose(int8, fp32, atol=0.05 * np.abs(fp32).max())
@@ -74,7 +74,7 @@ def test_int8_pretrainer_masked_lm_uses_the_dequantized_tied_embedding():
     x = random_inputs()
     x["mask_positions"] = np.array([[1, 2], [0, 3], [4, 5]], "int32")
     fp32 = pretrainer.predict(x, verbose=0)["mlm_logits"]
-    pretrainer.quantize("int8")
+    quantize(pretrainer, "int8")
     assert backbone.token_embedding.embeddings.dtype == "int8"
     int8 = pretrainer.predict(x, verbose=0)["mlm_logits"]
     np.testing.assert_allclose(int8, fp32, atol=0.05 * np.abs(fp32).max())
@@ -83,7 +83,7 @@ def test_int8_pretrainer_masked_lm_uses_the_dequantized_tied_embedding():
 
 def test_masked_lm_refuses_a_token_embedding_it_cannot_dequantize():
     pretrainer = kb.BertPretrainer(kb.BertBackbone(**tiny_backbone_config(hidden_dim=16, intermediate_dim=32)))
-    pretrainer.quantize("int4")
+    quantize(pretrainer, "int4")
     x = random_inputs()
     x["mask_positions"] = np.array([[1], [0], [4]], "int32")
     with pytest.raises(ValueError, match="quantized with mode 'int4'.*Quantize with mode='int8'"):
@@ -103,7 +103,7 @@ def test_quantized_layers_naming_a_missing_layer_are_refused():
 def test_quantized_policy_keeps_working_through_keras_deserialize():
     """The policies are stored as Keras serializes them, and a bare policy name works too."""
     backbone = kb.BertBackbone(**tiny_backbone_config())
-    backbone.quantize("int8")
+    quantize(backbone, "int8")
     config = keras.saving.serialize_keras_object(backbone)
     rebuilt = keras.saving.deserialize_keras_object(config)
     assert _quantized_paths(rebuilt) == _quantized_paths(backbone)
