@@ -42,7 +42,7 @@ def quantized_layer_policies(model, exclude=None):
     }
 
 
-def _check_policies(cls, policies):
+def _deserialize_policies(cls, policies):
     if not isinstance(policies, dict):
         raise ValueError(
             f"{cls.__name__} config field '{QUANTIZED_LAYERS}' must map layer paths to dtype "
@@ -52,14 +52,16 @@ def _check_policies(cls, policies):
             else keras.dtype_policies.get(policy) for path, policy in policies.items()}
 
 
-def _check_all_found(model, policies):
-    layers = {layer.path for layer in model._flatten_layers(include_self=False) if layer.path}
-    unknown = sorted(set(policies) - layers)
+def _layers_by_path(model, policies):
+    """{path: layer} of `model`; refuses policies naming a path it does not have."""
+    layers = {layer.path: layer for layer in model._flatten_layers(include_self=False) if layer.path}
+    unknown = sorted(set(policies) - set(layers))
     if unknown:
         raise ValueError(
             f"{type(model).__name__} config lists quantized layers that the model does not have: {unknown}. "
             f"Its layers are: {sorted(layers)}. The config was written for another architecture."
         )
+    return layers
 
 
 def build_with_quantized_layers(cls, config, policies):
@@ -67,12 +69,12 @@ def build_with_quantized_layers(cls, config, policies):
     `quantized_layer_policies`) built quantized, through a `DTypePolicyMap` given as the
     model's dtype. The model's own dtype policy is the config's afterwards (the map lives
     on in its sublayers), so its config and `dtype_policy` read as before."""
-    policies = _check_policies(cls, policies)
+    policies = _deserialize_policies(cls, policies)
     default = config.get("dtype")
     default = keras.dtype_policies.get(default) if default is not None else keras.config.dtype_policy()
     model = cls(**{**config, "dtype": keras.dtype_policies.DTypePolicyMap(default, policies)})
     model._dtype_policy = default  # no public way to replace a map without editing it
-    _check_all_found(model, policies)
+    _layers_by_path(model, policies)
     return model
 
 
@@ -82,9 +84,8 @@ def restore_quantized_layers(model, policies):
     layers (see the module docstring)."""
     if not policies:
         return
-    policies = _check_policies(type(model), policies)
-    _check_all_found(model, policies)
-    layers = {layer.path: layer for layer in model._flatten_layers(include_self=False) if layer.path}
+    policies = _deserialize_policies(type(model), policies)
+    layers = _layers_by_path(model, policies)
     for path, policy in policies.items():
         layers[path].dtype_policy = policy
 
