@@ -51,6 +51,10 @@ def test_every_module_is_seen():
         # reach for TensorFlow behind a backend check: MaskedSparseCrossentropy's all-reduce).
         ("keras_bert_impl.layers", ("tensorflow", "tensorflow_text", "keras_bert_impl.tokenization.bert_preprocessor")),
         ("keras_bert_impl.models", ("tensorflow", "tensorflow_text", "keras_bert_impl.tokenization.bert_preprocessor")),
+        # The optimizer, its schedule and the callbacks run on every backend too (tests/backends/):
+        # tf.distribute is reached inside functions, on the TensorFlow backend only.
+        ("keras_bert_impl.training", ("tensorflow", "tensorflow_text", "keras_bert_impl.tokenization.bert_preprocessor",
+                                      "keras_bert_impl.data")),
         # Only the CLI's own modules import the commands.
         ("keras_bert_impl.layers", ("keras_bert_impl.commands", "keras_bert_impl.cli")),
         ("keras_bert_impl.models", ("keras_bert_impl.commands", "keras_bert_impl.cli")),
@@ -96,7 +100,7 @@ WING = os.path.join(os.path.dirname(PACKAGE), "export", "keras_bert_impl_export"
 PUBLIC = (
     "keras_bert_impl", "keras_bert_impl.layers", "keras_bert_impl.models", "keras_bert_impl.tokenization",
     "keras_bert_impl.data", "keras_bert_impl.data.readers", "keras_bert_impl.training", "keras_bert_impl.checkpoints",
-    "keras_bert_impl.evaluation", "keras_bert_impl.validation", "keras_bert_impl.atomic_write", "keras_bert_impl.cli",
+    "keras_bert_impl.evaluation", "keras_bert_impl.validation", "keras_bert_impl.atomic_write", "keras_bert_impl.backend_support", "keras_bert_impl.cli",
 )
 
 

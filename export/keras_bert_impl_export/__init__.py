@@ -11,3 +11,10 @@ Installed from `export/keras_bert_impl_export/` as the `keras_bert_impl_export` 
 
 # The library first: its __init__ sets TensorFlow's C++ log level before TensorFlow loads.
 import keras_bert_impl  # noqa: F401,E402
+from keras_bert_impl.backend_support import require_tensorflow  # noqa: E402
+
+require_tensorflow(
+    "The export wing (SavedModel, TFLite, kbert serve)",
+    "Save the model as .keras on this backend (model.save), then export it from a TensorFlow process: "
+    "a .keras file loads on every backend.",
+)

@@ -1,5 +1,12 @@
 """Fast inference on raw text: length-bucketed batches of a fine-tuned model, in fp32, bf16 or int8."""
 
+from keras_bert_impl.backend_support import require_tensorflow
+
+require_tensorflow(
+    "keras_bert_impl.inference (TextPredictor: the in-graph tokenizer, tf.function and TFLite int8)",
+    "On another backend call model.predict on token ids made in a TensorFlow process.",
+)
+
 from keras_bert_impl.inference.int8_forward import Int8Forward
 from keras_bert_impl.inference.precision import with_precision
 from keras_bert_impl.inference.text_predictor import PRECISIONS, TextPredictor

@@ -109,7 +109,9 @@ class BertEmbeddings(keras.layers.Layer):
         length = ops.shape(token_ids)[1]
         x = self.token_embedding(token_ids) + self.segment_embedding(segment_ids)  # [B, T, H]
         if self.position_embedding == "learned":
-            positions = ops.slice(self.position_embeddings, (0, 0), (length, self.hidden_dim))
+            # .value, not the variable: JAX refuses a Keras variable as an operand of a traced op
+            # ("Triggering __jax_array__() during abstractification is no longer supported").
+            positions = ops.slice(self.position_embeddings.value, (0, 0), (length, self.hidden_dim))
         else:
             positions = sinusoidal_positions(length, self.hidden_dim, self.compute_dtype)
         x = x + ops.expand_dims(ops.cast(positions, x.dtype), 0)  # [B, T, H]

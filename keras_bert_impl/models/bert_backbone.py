@@ -15,6 +15,7 @@ from keras_bert_impl.layers.activations import ACTIVATIONS
 from keras_bert_impl.layers.bert_embeddings import POSITION_EMBEDDINGS, BertEmbeddings
 from keras_bert_impl.layers.bert_pooler import BertPooler
 from keras_bert_impl.layers.transformer_encoder import TransformerEncoder
+from keras_bert_impl.models._early_attributes import set_attribute
 from keras_bert_impl.models.config_fields import check_config_fields
 from keras_bert_impl.models.presets import BERT_PRESETS
 from keras_bert_impl.models.quantized_layers import QUANTIZED_LAYERS, build_with_quantized_layers, quantized_layer_policies
@@ -165,6 +166,10 @@ class BertBackbone(keras.Model):
         # from; saved inside the .keras file as assets (see save_assets).
         self.vocabulary = None
         self.lowercase = None
+
+    def __setattr__(self, name, value):
+        # Layers are attributes before keras.Model.__init__ (see models/_early_attributes.py).
+        set_attribute(self, name, value, super().__setattr__)
 
     def layer_outputs(self, inputs, return_attention_scores=False):
         """Runs this backbone's layers on `inputs` (the three input tensors, symbolic or

@@ -64,7 +64,10 @@ class BertEmbedder(BertTask):
         else:
             pooled = masked_max(hidden, inputs["padding_mask"])  # [B, H]
         if normalize:
-            pooled = pooled / ops.maximum(ops.norm(pooled, axis=-1, keepdims=True), 1e-12)
+            # The norm written out: Keras 3.15's ops.norm hands JAX 0.11 its axis as a list,
+            # which jit refuses ("Non-hashable static arguments are not supported").
+            norm = ops.sqrt(ops.sum(ops.square(pooled), axis=-1, keepdims=True))  # [B, 1]
+            pooled = pooled / ops.maximum(norm, 1e-12)
         super().__init__(inputs=inputs, outputs={"embeddings": pooled}, **kwargs)
         self.pooling = pooling
         self.layer_index = layer_index

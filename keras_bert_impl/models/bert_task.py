@@ -3,6 +3,7 @@
 import keras
 
 from keras_bert_impl.models.bert_backbone import BertBackbone
+from keras_bert_impl.models._early_attributes import set_attribute
 from keras_bert_impl.models.config_fields import check_config_fields
 from keras_bert_impl.models.quantized_layers import QUANTIZED_LAYERS, quantized_layer_policies, restore_quantized_layers
 
@@ -19,6 +20,10 @@ class BertTask(keras.Model):
     _task_config_keys = ()
     # The learning rate of the "auto" optimizer (Adam): fine-tuning's usual 5e-5.
     default_learning_rate = 5e-5
+
+    def __setattr__(self, name, value):
+        # Layers are attributes before keras.Model.__init__ (see models/_early_attributes.py).
+        set_attribute(self, name, value, super().__setattr__)
 
     def default_loss(self):
         """The loss `compile(loss="auto")` uses (None: the head does not train)."""

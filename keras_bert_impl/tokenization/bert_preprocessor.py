@@ -52,8 +52,13 @@ cannot take such input at all.
 import warnings
 
 import keras
-import tensorflow as tf
-import tensorflow_text as tf_text
+
+from keras_bert_impl.backend_support import TOKENIZE_ELSEWHERE, require_tensorflow
+
+require_tensorflow("BertPreprocessor (tensorflow-text's WordPiece kernels)", TOKENIZE_ELSEWHERE)
+
+import tensorflow as tf  # noqa: E402
+import tensorflow_text as tf_text  # noqa: E402
 
 from keras_bert_impl.tokenization.bert_normalizer import bert_normalizer_model
 from keras_bert_impl.tokenization.vocabulary import (

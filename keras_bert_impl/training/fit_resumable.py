@@ -1,5 +1,7 @@
 """`model.fit` that resumes an interrupted run at its exact step, data position included."""
 
+import sys
+
 import keras
 from keras_bert_impl.validation import check_positive_int
 
@@ -35,6 +37,8 @@ def _with_stated_length(validation_data):
     total val_loss weighs steps by batch size and stays right). A dataset that states its
     length ends cleanly.
     """
+    if "tensorflow" not in sys.modules:  # no tf.data.Dataset can exist (the JAX and PyTorch backends)
+        return validation_data
     import tensorflow as tf
 
     if not isinstance(validation_data, tf.data.Dataset):

@@ -1,7 +1,6 @@
 """AdamW whose global-norm clipping sees the whole batch's gradient under tf.distribute."""
 
 import keras
-import tensorflow as tf
 
 
 @keras.saving.register_keras_serializable(package="keras_bert_impl")
@@ -16,7 +15,7 @@ class GlobalClipAdamW(keras.optimizers.AdamW):
     the global norm of that sum, and scales its own share by
     `clipnorm / max(norm, clipnorm)`, so the sum the update applies is exactly
     `tf.clip_by_global_norm(total, clipnorm)`, as on one device. Without a strategy or
-    with one replica it is plain AdamW.
+    with one replica it is plain AdamW, and so it is on the JAX and PyTorch backends.
 
     Args: those of `keras.optimizers.AdamW`.
 
@@ -25,6 +24,12 @@ class GlobalClipAdamW(keras.optimizers.AdamW):
     """
 
     def _clip_gradients(self, grads):
+        if keras.backend.backend() != "tensorflow":
+            # No tf.distribute replicas elsewhere: JAX's keras.distribution shards one global
+            # computation, whose gradient norm is already the whole batch's.
+            return super()._clip_gradients(grads)
+        import tensorflow as tf
+
         context = tf.distribute.get_replica_context()
         if not self.global_clipnorm or context is None or context.num_replicas_in_sync == 1:
             return super()._clip_gradients(grads)

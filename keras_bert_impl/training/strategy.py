@@ -1,14 +1,21 @@
-"""One factory for tf.distribute strategies, reading TF_CONFIG / TPU settings the standard way."""
+"""One factory for tf.distribute strategies, reading TF_CONFIG / TPU settings the standard way.
 
+tf.distribute is TensorFlow's: on the JAX backend, data parallelism is Keras' own
+`keras.distribution.DataParallel` (tests/backends/test_backends.py), and
+`create_strategy` says so.
+"""
+
+import functools
 import json
 import os
 
-import tensorflow as tf
+from keras_bert_impl.backend_support import require_tensorflow
 
 STRATEGIES = ("auto", "one-device", "mirrored", "multi-worker", "tpu")
 
 
-class _KerasFitMultiWorkerMirroredStrategy(tf.distribute.MultiWorkerMirroredStrategy):
+@functools.cache
+def _keras_fit_multi_worker_strategy(tf):
     """MultiWorkerMirroredStrategy whose `reduce` takes what Keras 3's `fit` passes it.
 
     Keras 3.15's TensorFlow trainer (keras/src/backend/tensorflow/trainer.py) stops `fit`
@@ -17,14 +24,18 @@ class _KerasFitMultiWorkerMirroredStrategy(tf.distribute.MultiWorkerMirroredStra
     logs (scalars) are reduced along `axis=0`, which a scalar lacks. Reducing leaf by leaf,
     and scalars over the replicas only, is what one machine's MirroredStrategy already does.
     Same family as keras-team/keras#20329. Checked by tests/training/test_multi_worker.py.
+    (A class made on first use, so that importing this module needs no TensorFlow.)
     """
 
-    def reduce(self, reduce_op, value, axis):
-        def reduce_leaf(leaf):
-            leaf_axis = None if axis is not None and leaf.shape.rank == 0 else axis
-            return super(_KerasFitMultiWorkerMirroredStrategy, self).reduce(reduce_op, leaf, leaf_axis)
+    class KerasFitMultiWorkerMirroredStrategy(tf.distribute.MultiWorkerMirroredStrategy):
+        def reduce(self, reduce_op, value, axis):
+            def reduce_leaf(leaf):
+                leaf_axis = None if axis is not None and leaf.shape.rank == 0 else axis
+                return super(KerasFitMultiWorkerMirroredStrategy, self).reduce(reduce_op, leaf, leaf_axis)
 
-        return tf.nest.map_structure(reduce_leaf, value)
+            return tf.nest.map_structure(reduce_leaf, value)
+
+    return KerasFitMultiWorkerMirroredStrategy
 
 
 def create_strategy(name="auto", tpu=None):
@@ -39,6 +50,11 @@ def create_strategy(name="auto", tpu=None):
     """
     if name not in STRATEGIES:
         raise ValueError(f"strategy must be one of {list(STRATEGIES)}. Received: strategy={name!r}")
+    tf = require_tensorflow(
+        "create_strategy (tf.distribute)",
+        "On JAX, train data-parallel with keras.distribution.set_distribution(keras.distribution.DataParallel()) "
+        "before building the model; on PyTorch, train on one device.",
+    )
     if name == "auto":
         workers = json.loads(os.environ.get("TF_CONFIG", "{}")).get("cluster", {}).get("worker", [])
         if len(workers) > 1:
@@ -60,7 +76,7 @@ def create_strategy(name="auto", tpu=None):
                 "strategy='multi-worker' needs TF_CONFIG describing the cluster and this worker's task, e.g. "
                 '{"cluster": {"worker": ["host1:port", "host2:port"]}, "task": {"type": "worker", "index": 0}}.'
             )
-        return _KerasFitMultiWorkerMirroredStrategy()
+        return _keras_fit_multi_worker_strategy(tf)()
     resolver = tf.distribute.cluster_resolver.TPUClusterResolver(tpu=tpu)
     tf.config.experimental_connect_to_cluster(resolver)
     tf.tpu.experimental.initialize_tpu_system(resolver)
