@@ -22,7 +22,17 @@ ARGS ?=
 # committed results used (torch==2.13.0 installs the CPU build here; see ../shared/DATA.md).
 TORCH_VENV := .venv-torch
 TORCH_INSTALLED := $(TORCH_VENV)/.installed
-TORCH_PINS := torch==2.13.0 transformers==5.23.0
+TORCH_PINS := torch==2.13.0 transformers==5.23.0 keras==3.15.1
+# The model code on Keras' other backends (tests/backends/, bench/gpu/): JAX on the CPU in a
+# Python 3.12 venv without TensorFlow (JAX 0.11 needs Python >= 3.12; these are the lent GPU
+# machine's versions), and PyTorch in .venv-torch above (keras is in its pins).
+JAX_VENV := .venv-jax
+JAX_INSTALLED := $(JAX_VENV)/.installed
+JAX_PINS := jax==0.11.2 jaxlib==0.11.2 keras==3.15.1
+# The first Python 3.12 that runs: pyenv's own (its shim fails where 3.12 is not the active
+# version), then python3.12 on the PATH.
+PYTHON312 ?= $(shell for p in $$HOME/.pyenv/versions/3.12*/bin/python3.12 $$(command -v python3.12); do \
+  "$$p" -c 'import sys; assert sys.version_info[:2] == (3, 12)' 2>/dev/null && { echo "$$p"; break; }; done)
 # MediaPipe Tasks, the client the export tests load the .tflite files in, needs its own venv too:
 # mediapipe pins a protobuf and numpy that TensorFlow 2.20 cannot share (tests/export/mediapipe_client.py).
 MEDIAPIPE_VENV := .venv-mediapipe
@@ -37,7 +47,7 @@ PRETRAIN_TINY_RUNS ?= 5k len64 len64_phase2 vocab8k vocab8k_phase2 vocab8k_30k a
 PRETRAIN_TINY_ARGS ?=
 VOCAB8K_30K := $(BENCH_WORK)/pretrain_tiny_vocab8k_30k
 
-.PHONY: install data data-austen test test-fast demo demo-embeddings look-inside-pictures bench experiments clean mediapipe-venv edge-setup web-demo \
+.PHONY: install data data-austen test test-fast backend-venvs bench-gpu-prepare bench-gpu bench-gpu-cpu demo demo-embeddings look-inside-pictures bench experiments clean mediapipe-venv edge-setup web-demo \
 	$(addprefix bench-,$(PERF)) $(addprefix experiment-,$(EXPERIMENTS))
 
 install: $(INSTALLED)
@@ -57,6 +67,16 @@ $(TORCH_INSTALLED):
 	$(TORCH_VENV)/bin/pip install -q --upgrade pip
 	$(TORCH_VENV)/bin/pip install -q $(TORCH_PINS)
 	touch $@
+
+$(JAX_INSTALLED):
+	@test -n "$(PYTHON312)" || { echo "make: the JAX venv needs Python 3.12 (JAX 0.11 has no wheels for older ones): install it, or set PYTHON312=/path/to/python3.12" >&2; exit 2; }
+	test -x $(JAX_VENV)/bin/python || $(PYTHON312) -m venv $(JAX_VENV)
+	$(JAX_VENV)/bin/pip install -q --upgrade pip
+	$(JAX_VENV)/bin/pip install -q $(JAX_PINS)
+	touch $@
+
+# Both side venvs of tests/backends/ (make test builds them).
+backend-venvs: $(JAX_INSTALLED) $(TORCH_INSTALLED)
 
 # tests/export/test_tflite_metadata.py runs this itself (quick once the stamp exists).
 mediapipe-venv: $(MEDIAPIPE_INSTALLED)
@@ -142,7 +162,7 @@ $(AUSTEN_STAMP): $(BENCH_INSTALLED)
 	rm -rf $(DATA)/.tmp-austen
 	touch $@
 
-test: $(INSTALLED) $(DATA_STAMP)
+test: $(INSTALLED) $(DATA_STAMP) $(JAX_INSTALLED) $(TORCH_INSTALLED)
 	$(BIN)/python -m pytest $(PYTEST_ARGS)
 
 test-fast: $(INSTALLED) $(DATA_STAMP)
@@ -238,6 +258,24 @@ bench-finetune-mr-buckets: $(INSTALLED) $(DATA_STAMP) $(TORCH_INSTALLED)
 bench-finetune-mr-mean: $(INSTALLED) $(DATA_STAMP)
 	$(BIN)/python -m bench.perf.finetune_mr --pooling mean --wait-idle 30 \
 	  --work $(BENCH_WORK)/finetune_mr --output $(BENCH_RESULTS)/finetune_mr_mean.json $(ARGS)
+
+# The GPU benchmark (bench/gpu/, bench/README.md): bench-gpu-prepare packs the real MiniLM
+# weights (float16), the tokenized MR split and the Keras wheels into bench/gpu/carry (46 MiB);
+# bench-gpu runs bench/gpu/run.sh, the one command for the lent GPU machine (carry
+# bench/gpu/carry; its results go to bench/results/gpu/); bench-gpu-cpu runs the same script
+# at toy sizes on the JAX CPU backend (as tests/bench/test_gpu_bench.py does).
+GPU_CARRY := bench/gpu/carry
+
+bench-gpu-prepare: $(INSTALLED) $(DATA_STAMP)
+	$(BIN)/python -m bench.gpu.prepare --output $(GPU_CARRY)
+
+bench-gpu:
+	bash bench/gpu/run.sh $(BENCH_RESULTS)/gpu $(ARGS)
+
+bench-gpu-cpu: $(JAX_INSTALLED)
+	test -f $(GPU_CARRY)/manifest.json || $(MAKE) bench-gpu-prepare
+	KERAS_BACKEND=jax PYTHONPATH=. $(JAX_VENV)/bin/python -m bench.gpu.gpu_bench --carry $(GPU_CARRY) --tiny \
+	  --output $(BENCH_WORK)/gpu_bench_tiny.json $(ARGS)
 
 # The quality studies (bench/experiments/), one target each; hours each at their committed
 # settings. Finished runs in $(BENCH_WORK) are reused.

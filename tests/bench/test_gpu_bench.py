@@ -1,0 +1,105 @@
+"""bench/gpu/: the FLOP count against the built models' own kernels, the datasheet lookup, and
+the whole script at toy sizes on the JAX CPU backend (the GPU machine's JAX 0.11.2, no
+TensorFlow), from a carry folder made by bench/gpu/prepare.py."""
+
+import json
+import os
+import subprocess
+
+import numpy as np
+import pytest
+
+from bench.gpu.gpu_bench import datasheet_peak, forward_flops, train_flops
+from keras_bert_impl.models import BERT_PRESETS, BertBackbone, BertClassifier, BertPretrainer
+from tests.conftest import REPO
+
+JAX_PYTHON = os.path.join(REPO, ".venv-jax", "bin", "python")
+
+
+def kernel_flops(model, batch, seq_len, predictions=0):
+    """2 * in * out per row for every Dense kernel of the model, each applied to the rows it
+    sees (tokens, masked positions or sequences), plus the attention's two T x T matmuls and
+    the masked-LM head's tied output projection: counted from the variables, not the config."""
+    total = 0
+    for variable in model.weights:
+        path, shape = variable.path, tuple(variable.shape)
+        if not path.endswith("/kernel") or len(shape) != 2:
+            continue
+        if path.startswith("transformer_layer_"):
+            rows = batch * seq_len
+        elif path.startswith("masked_lm_head/"):
+            rows = batch * predictions
+        else:  # the pooler, the NSP head, a classifier's logits: once per sequence
+            rows = batch
+        total += 2 * shape[0] * shape[1] * rows
+    backbone = model.backbone
+    total += backbone.num_layers * 2 * 2 * seq_len * seq_len * backbone.hidden_dim * batch
+    if predictions:
+        total += 2 * backbone.hidden_dim * backbone.vocabulary_size * batch * predictions
+    return total
+
+
+@pytest.mark.parametrize("preset", ["bert_tiny", "bert_base"])
+def test_the_flop_count_matches_the_kernels_of_the_built_models(preset):
+    config = BERT_PRESETS[preset]
+    pretrainer = BertPretrainer(BertBackbone(**config))
+    assert forward_flops(config, 4, 128, predictions=20) == kernel_flops(pretrainer, 4, 128, predictions=20)
+    classifier = BertClassifier(BertBackbone(**config), num_classes=2)
+    assert forward_flops(config, 32, 64, num_classes=2) == kernel_flops(classifier, 32, 64)
+    assert train_flops(config, 4, 128, predictions=20) == 3 * forward_flops(config, 4, 128, predictions=20)
+
+
+def test_bert_base_pretraining_flops_are_near_six_times_parameters_times_tokens():
+    """Kaplan et al.'s rule of thumb (6 N per token for a training step, N the non-embedding
+    parameters) as an outside cross-check: the attention's T x T matmuls and the MLM head add
+    a few percent at length 128."""
+    config = BERT_PRESETS["bert_base"]
+    h, i, layers = config["hidden_dim"], config["intermediate_dim"], config["num_layers"]
+    non_embedding = layers * (4 * h * h + 2 * h * i)
+    rule = 6 * non_embedding * 128
+    ours = train_flops(config, 1, 128)
+    assert 1.0 < ours / rule < 1.1, ours / rule
+
+
+def test_the_datasheet_peak_is_found_by_device_kind():
+    assert datasheet_peak("NVIDIA H100 80GB HBM3") == ("H100 SXM", 989.4)
+    assert datasheet_peak("NVIDIA H100 PCIe") == ("H100 PCIe", 756.0)
+    assert datasheet_peak("NVIDIA H200") == ("H200", 989.4)
+    assert datasheet_peak("cpu") == (None, None)
+
+
+@pytest.mark.slow
+def test_the_gpu_bench_runs_on_the_jax_cpu_backend_at_tiny_sizes(tmp_path):
+    from bench.gpu.prepare import main as prepare
+
+    if not os.access(JAX_PYTHON, os.X_OK):
+        pytest.fail(f"{JAX_PYTHON} is missing: run `make backend-venvs` (make test does it for you).")
+    carry = tmp_path / "carry"
+    prepare(["--output", str(carry), "--no-wheels"])
+    manifest = json.loads((carry / "manifest.json").read_text())
+    assert manifest["total_bytes"] < 60 * 2**20  # room for the wheels (2.9 MB) within the 64 MiB a call carries
+    with np.load(carry / "mr_ids.npz") as ids:
+        assert ids["train_token_ids"].shape == (3200, 64) and ids["test_token_ids"].shape == (800, 64)
+        assert ids["train_token_ids"].dtype == np.uint16 and (ids["train_token_ids"][:, 0] == 101).all()  # [CLS]
+        assert ids["test_labels"].sum() == 400  # the stratified split: 400 of each class held out
+
+    output = tmp_path / "tiny.json"
+    environment = {key: value for key, value in os.environ.items() if not key.startswith(("KERAS_", "XLA_", "TF_"))}
+    environment.update({"KERAS_BACKEND": "jax", "PYTHONPATH": REPO})
+    result = subprocess.run([JAX_PYTHON, "-m", "bench.gpu.gpu_bench", "--carry", str(carry), "--output", str(output),
+                             "--tiny", "--seeds", "0"], capture_output=True, text=True, env=environment, cwd=REPO,
+                            timeout=900)
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+    report = json.loads(output.read_text())
+    assert "errors" not in report
+    assert report["environment"]["keras_backend"] == "jax" and report["environment"]["jax"] == "0.11.2"
+    assert report["environment"]["tensorflow_imported"] is False
+    assert report["matmul"]["tflops"] > 0
+    run = report["pretrain"]["runs"][0]
+    assert run["batch"] == 4 and run["steps_timed"] == 3 and run["step_s_median"] > 0
+    assert run["train_flops_per_step"] == train_flops(BERT_PRESETS["bert_tiny"], 4, 16, predictions=4)
+    assert np.isfinite(run["final_loss"]) and 0 < run["mfu_measured_matmul"]
+    finetune = report["finetune"]
+    assert finetune["train_examples"] == 64 and finetune["test_examples"] == 32
+    assert 0.0 <= finetune["runs"]["0"]["test_accuracy"] <= 1.0
+    assert finetune["seed_spread_cpu_fp32"]["min"] <= finetune["seed_spread_cpu_fp32"]["max"]
