@@ -361,11 +361,10 @@ def environment(carry):
 
 def write(path, report):
     """The whole report, atomically (a temporary file, then a rename)."""
+    from keras_bert_impl.atomic_write import write_json_atomically
+
     report["elapsed_s"] = elapsed()
-    temporary = f"{path}.partial-{os.getpid()}"
-    with open(temporary, "w", encoding="utf-8") as f:
-        json.dump(report, f, indent=1)
-    os.replace(temporary, path)
+    write_json_atomically(report, path, indent=1)
 
 
 def main(argv=None):

@@ -8,8 +8,6 @@ without loading tensorflow-text.
 
 import importlib
 
-from keras_bert_impl.backend_support import TOKENIZE_ELSEWHERE, require_tensorflow
-
 from keras_bert_impl.tokenization.vocabulary import (
     SPECIAL_TOKENS,
     SUFFIX_INDICATOR,
@@ -46,6 +44,5 @@ __all__ = [
 
 def __getattr__(name):
     if name in _LAZY:
-        require_tensorflow(f"{name} (tensorflow-text's WordPiece kernels)", TOKENIZE_ELSEWHERE)
         return getattr(importlib.import_module(_LAZY[name]), name)
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -11,10 +11,15 @@ import collections
 import math
 import os
 
-import tensorflow as tf
-import tensorflow_text as tf_text
-from tensorflow_text.python.ops.bert_tokenizer import BasicTokenizer
-from tensorflow_text.tools.wordpiece_vocab import wordpiece_tokenizer_learner_lib as learner
+from keras_bert_impl.backend_support import require_tensorflow
+
+require_tensorflow("VocabularyBuilder (tensorflow-text's WordPiece learner)",
+                   "Build the vocabulary in a TensorFlow process; vocab.txt is plain text every backend reads.")
+
+import tensorflow as tf  # noqa: E402
+import tensorflow_text as tf_text  # noqa: E402
+from tensorflow_text.python.ops.bert_tokenizer import BasicTokenizer  # noqa: E402
+from tensorflow_text.tools.wordpiece_vocab import wordpiece_tokenizer_learner_lib as learner  # noqa: E402
 
 from keras_bert_impl.tokenization.bert_normalizer import bert_normalizer_model
 from keras_bert_impl.tokenization.vocabulary import SPECIAL_TOKENS, SUFFIX_INDICATOR
