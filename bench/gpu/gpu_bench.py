@@ -135,8 +135,10 @@ def pretrain(args, report, save):
     seq_len, predictions = (16, 4) if args.tiny else (SEQ_LEN, PREDICTIONS)
     config = dict(kb.BERT_PRESETS[preset])
     config["dropout"] = args.dropout
+    config["attention_dropout"] = args.attention_dropout
     results = report["pretrain"] = {"preset": preset, "seq_len": seq_len, "predictions": predictions,
-                                    "dropout": args.dropout, "dtype_policy": "mixed_bfloat16",
+                                    "dropout": args.dropout, "attention_dropout": args.attention_dropout,
+                                    "prng": args.prng, "dtype_policy": "mixed_bfloat16",
                                     "data": "token ids drawn at random", "runs": []}
     for batch in args.pretrain_batches:
         if elapsed() > args.deadline_s - args.phase_reserve_s:
@@ -198,6 +200,29 @@ def pretrain(args, report, save):
         keras.backend.clear_session()
 
 
+def use_rbg_dropout_keys():
+    """Makes every random draw of Keras' JAX backend use XLA's RngBitGenerator ("unsafe_rbg")
+    instead of JAX's default threefry, whose bits cost a GPU many integer operations each.
+
+    Keras keeps its seeds as threefry-shaped uint32[2] states (SeedGenerator) and JAX refuses
+    those as keys of another implementation, so jax_default_prng_impl cannot be set; instead
+    each drawn [2] state is spread into the uint32[4] key data unsafe_rbg takes. Same-seed
+    runs stay reproducible; the masks are a different (still uniform) stream than threefry's.
+    """
+    import jax
+    import jax.numpy as jnp
+    from keras.src.backend.jax import random as jax_random
+
+    draw = jax_random.jax_draw_seed
+
+    def draw_rbg(seed):
+        state = jnp.asarray(draw(seed), jnp.uint32)  # [2]
+        mixed = state * jnp.uint32(0x9E3779B1) ^ jnp.uint32(0x85EBCA77)
+        return jax.random.wrap_key_data(jnp.concatenate([state, mixed]), impl="unsafe_rbg")
+
+    jax_random.jax_draw_seed = draw_rbg
+
+
 def profile_fit(model, x, y, w, batch, steps, folder):
     """Device time per training step by kernel, from JAX's profiler (a Perfetto trace of `steps`
     more fit steps): the kernels' summed durations on the GPU streams, the top 30 by name and
@@ -237,6 +262,8 @@ def profile_fit(model, x, y, w, batch, steps, folder):
 
     def kind(name):
         lower = name.lower()
+        if "sdpa" in lower or "cudnn::fusion" in lower:  # cuDNN's fused attention and its helpers
+            return "fused_attention"
         if any(tag in lower for tag in ("gemm", "cutlass", "cublas", "matmul", "xmma", "sm90")):
             return "matmul"
         if "fusion" in lower or "loop_" in lower or "input_" in lower:
@@ -351,7 +378,7 @@ def environment(carry):
     info = {"python": platform.python_version(), "jax": jax.__version__, "keras": keras.__version__,
             "keras_backend": keras.backend.backend(), "platform": device.platform,
             "device_kind": getattr(device, "device_kind", str(device)), "device_count": jax.device_count(),
-            "tensorflow_imported": "tensorflow" in sys.modules}
+            "tensorflow_imported": "tensorflow" in sys.modules, "xla_flags": os.environ.get("XLA_FLAGS")}
     manifest = os.path.join(carry, "manifest.json")
     if os.path.isfile(manifest):
         with open(manifest, encoding="utf-8") as f:
@@ -379,6 +406,11 @@ def main(argv=None):
     parser.add_argument("--pretrain-steps", type=int, default=None, help="timed steps per batch size (default 30)")
     parser.add_argument("--warmup-steps", type=int, default=3, help="untimed first steps (the first compiles)")
     parser.add_argument("--dropout", type=float, default=0.1, help="the pretraining model's dropout (BERT's 0.1)")
+    parser.add_argument("--attention-dropout", type=float, default=None,
+                        help="dropout on the attention probabilities (default: --dropout, as in BERT); at 0 the "
+                             "attention is one fused op (cuDNN's flash attention on a GPU)")
+    parser.add_argument("--prng", choices=["threefry", "unsafe_rbg"], default="threefry",
+                        help="the random bits of dropout: JAX's default threefry, or XLA's RngBitGenerator")
     parser.add_argument("--profile-steps", type=int, default=0,
                         help="after timing, profile this many more pretraining steps with JAX's profiler (0: none)")
     parser.add_argument("--profile-dir", default="/tmp/gpu_bench_profile", help="where the profiler's traces go")
@@ -394,6 +426,8 @@ def main(argv=None):
     os.environ.setdefault("KERAS_BACKEND", "jax")
     if os.environ["KERAS_BACKEND"] != "jax":
         raise SystemExit(f"gpu_bench runs on the JAX backend; KERAS_BACKEND={os.environ['KERAS_BACKEND']!r}")
+    if args.prng == "unsafe_rbg":
+        use_rbg_dropout_keys()
     report = {"benchmark": "BERT on a GPU through Keras 3's JAX backend: pretraining MFU and MR fine-tuning",
               "date": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
               "command": "python -m bench.gpu.gpu_bench " + " ".join(sys.argv[1:] if argv is None else argv),

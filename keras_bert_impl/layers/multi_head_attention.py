@@ -105,6 +105,7 @@ class MultiHeadAttention(keras.layers.Layer):
             padding_mask=padding_mask,
             attention_mask=attention_mask,
             use_causal_mask=use_causal_mask,
+            return_probs=return_attention_scores,
             training=training,
         )
         output = ops.reshape(output, (-1, query_length, self.hidden_dim))  # [B, F, H]
@@ -124,14 +125,19 @@ class MultiHeadAttention(keras.layers.Layer):
         padding_mask=None,
         attention_mask=None,
         use_causal_mask=False,
+        return_probs=True,
         training=None,
     ):
         """Attention on flattened tokens: query [B*F, Hq], key/value [B*T, Hk] (both None
-        for self-attention). Returns (output [B*F, H], probabilities [B, N, F, T]).
+        for self-attention). Returns (output [B*F, H], probabilities [B, N, F, T] or None).
 
         Every argument after `query` is keyword-only. `batch`, `query_length` and
         `key_length` (B, F, T, ints or scalar tensors) restore the shapes the flat
-        tokens lost; the masks and `training` are those of `call`.
+        tokens lost; the masks and `training` are those of `call`. With
+        `return_probs=False` the probabilities may be None: on the JAX backend, when no
+        dropout applies to them, the attention is then one fused
+        `ops.dot_product_attention` (cuDNN's flash attention on a GPU), which never
+        writes the [B, N, F, T] scores to memory.
 
         Why flat: on TensorFlow a Dense on a 2-D input is one MatMul that oneDNN fuses
         with its bias (and the encoder's residual adds), while a 3-D input goes through
@@ -168,12 +174,28 @@ class MultiHeadAttention(keras.layers.Layer):
             q = heads(self.query_dense(query), query_length) * ops.cast(scale, query.dtype)  # [B, N, F, D]
             k = heads(self.key_dense(key), key_length)  # [B, N, T, D]
             v = heads(self.value_dense(value), key_length)  # [B, N, T, D]
+        mask = merge_masks(padding_mask, attention_mask, use_causal_mask, query_length, key_length)
+        if (
+            not return_probs
+            and keras.backend.backend() == "jax"
+            and not (self.dropout > 0 and training)  # JAX's `training` is a Python bool
+        ):
+            # Only on JAX: on TensorFlow the explicit form below is what the SavedModel and
+            # TFLite exports are proven on, op for op. The fused op takes [B, S, N, D];
+            # cuDNN wants the mask at its full [B, 1, F, T] (it checks the bias' lengths);
+            # the scale is already folded into q.
+            if mask is not None:
+                mask = ops.broadcast_to(ops.expand_dims(mask, 1), (batch, 1, query_length, key_length))
+            context = ops.dot_product_attention(
+                ops.transpose(q, (0, 2, 1, 3)), ops.transpose(k, (0, 2, 1, 3)), ops.transpose(v, (0, 2, 1, 3)),
+                mask=mask, scale=1.0,
+            )  # [B, F, N, D]
+            return self.output_dense(ops.reshape(context, (-1, self.hidden_dim))), None
         scores = ops.matmul(q, ops.transpose(k, (0, 1, 3, 2)))  # [B, N, F, T]
 
         # Softmax in float32 so bfloat16/float16 policies neither overflow the
         # mask value nor lose the small probabilities.
         scores = ops.cast(scores, "float32")
-        mask = merge_masks(padding_mask, attention_mask, use_causal_mask, query_length, key_length)
         if mask is not None:
             scores = scores + mask_bias(ops.expand_dims(mask, 1))  # [B or 1, 1, F or 1, T]
         probs = ops.cast(ops.softmax(scores, axis=-1), self.compute_dtype)  # [B, N, F, T]

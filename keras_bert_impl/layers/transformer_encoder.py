@@ -116,6 +116,7 @@ class TransformerEncoder(keras.layers.Layer):
             padding_mask=padding_mask,
             attention_mask=attention_mask,
             use_causal_mask=use_causal_mask,
+            return_probs=return_attention_scores,
             training=training,
         )
         flat = self.attention_layer_norm(flat + self.attention_output_dropout(attended, training=training))

@@ -156,6 +156,21 @@ def workout(workdir):
     report["causal_upper_triangle"] = float(np.max(np.triu(keras.ops.convert_to_numpy(causal)[0, 0], 1)))
     cross = attention(np.ones((1, 3, 8), "float32"), value=np.ones((1, 5, 8), "float32"))
     report["cross_attention_shape"] = list(cross.shape)
+    # Without probabilities out, JAX takes the fused ops.dot_product_attention: it must give
+    # the explicit softmax path's output under every mask (other backends take one path).
+    attention = kb.layers.MultiHeadAttention(num_heads=2, hidden_dim=8)
+    draws = np.random.default_rng(1)
+    query, value = draws.normal(size=(2, 5, 8)).astype("float32"), draws.normal(size=(2, 7, 8)).astype("float32")
+    padding = np.array([[1] * 7, [1] * 4 + [0] * 3], "int32")
+    cases = {"padding": dict(query=query, value=None, padding_mask=padding[:, :5]),
+             "causal": dict(query=query, value=None, use_causal_mask=True),
+             "causal_and_padding": dict(query=query, value=None, use_causal_mask=True, padding_mask=padding[:, :5]),
+             "cross_with_padding": dict(query=query, value=value, padding_mask=padding)}
+    report["fused_minus_explicit"] = {
+        name: float(np.max(np.abs(
+            keras.ops.convert_to_numpy(attention(**case))
+            - keras.ops.convert_to_numpy(attention(**case, return_attention_scores=True)[0]))))
+        for name, case in cases.items()}
     report["heads"] = {name: train_and_reload(model, x, y, weight, workdir, name)
                        for name, model, x, y, weight in heads(rng)}
     embedder = kb.BertEmbedder(kb.BertBackbone(**tiny_config()), pooling="mean")

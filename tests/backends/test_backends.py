@@ -114,6 +114,7 @@ def test_layers_masks_and_optimizer_schedule_behave_as_on_tensorflow(backend, wo
     assert report["attention_row_sums"] == pytest.approx([1.0, 1.0], abs=1e-6)
     assert report["causal_upper_triangle"] == 0.0
     assert report["cross_attention_shape"] == [1, 3, 8]
+    assert max(report["fused_minus_explicit"].values()) <= 1e-6, report["fused_minus_explicit"]
     assert report["embedder_norms"] == pytest.approx([1.0] * 8, abs=1e-6)
     # WarmupPolynomialDecay's docstring values (checked on TensorFlow by the docstring test).
     assert report["schedule"] == pytest.approx([0.0, 2.5e-05, 5e-05, 2.5e-05, 0.0, 0.0], rel=1e-6, abs=1e-12)

@@ -103,3 +103,40 @@ def test_the_gpu_bench_runs_on_the_jax_cpu_backend_at_tiny_sizes(tmp_path):
     assert finetune["train_examples"] == 64 and finetune["test_examples"] == 32
     assert 0.0 <= finetune["runs"]["0"]["test_accuracy"] <= 1.0
     assert finetune["seed_spread_cpu_fp32"]["min"] <= finetune["seed_spread_cpu_fp32"]["max"]
+
+
+@pytest.mark.slow
+def test_the_levers_run_at_tiny_sizes_and_rbg_dropout_drops_its_rate(tmp_path):
+    """--attention-dropout 0 (JAX's fused attention) and --prng unsafe_rbg, the levers of
+    bench/results/gpu/levers/, on the JAX CPU backend; unsafe_rbg's masks keep the rate and
+    change from draw to draw."""
+    from bench.gpu.prepare import main as prepare
+
+    if not os.access(JAX_PYTHON, os.X_OK):
+        pytest.fail(f"{JAX_PYTHON} is missing: run `make backend-venvs` (make test does it for you).")
+    carry = tmp_path / "carry"
+    prepare(["--output", str(carry), "--no-wheels"])
+    environment = {key: value for key, value in os.environ.items() if not key.startswith(("KERAS_", "XLA_", "TF_"))}
+    environment.update({"KERAS_BACKEND": "jax", "PYTHONPATH": REPO})
+    output = tmp_path / "levers.json"
+    result = subprocess.run([JAX_PYTHON, "-m", "bench.gpu.gpu_bench", "--carry", str(carry), "--output", str(output),
+                             "--tiny", "--phases", "pretrain", "--attention-dropout", "0", "--prng", "unsafe_rbg"],
+                            capture_output=True, text=True, env=environment, cwd=REPO, timeout=900)
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+    report = json.loads(output.read_text())
+    assert "errors" not in report
+    assert report["pretrain"]["attention_dropout"] == 0.0 and report["pretrain"]["prng"] == "unsafe_rbg"
+    assert np.isfinite(report["pretrain"]["runs"][0]["final_loss"])
+    check = ("import json, keras, numpy as np\n"
+             "from bench.gpu.gpu_bench import use_rbg_dropout_keys\n"
+             "use_rbg_dropout_keys()\n"
+             "seed = keras.random.SeedGenerator(0)\n"
+             "a, b = (keras.ops.convert_to_numpy(keras.random.dropout(np.ones(100_000, 'float32'), 0.1, seed=seed))"
+             " for _ in range(2))\n"
+             "print(json.dumps([float((a == 0).mean()), float((b == 0).mean()), float((a != b).mean())]))\n")
+    result = subprocess.run([JAX_PYTHON, "-c", check], capture_output=True, text=True, env=environment, cwd=REPO,
+                            timeout=300)
+    assert result.returncode == 0, result.stderr[-3000:]
+    dropped_a, dropped_b, differ = json.loads(result.stdout.strip().splitlines()[-1])
+    assert 0.095 < dropped_a < 0.105 and 0.095 < dropped_b < 0.105  # 100,000 draws: sd 0.001
+    assert 0.15 < differ < 0.21  # two independent masks differ where one drops and the other keeps: 2 x 0.1 x 0.9
