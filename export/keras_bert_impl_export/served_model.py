@@ -12,8 +12,11 @@ import numpy as np
 import tensorflow as tf
 import tensorflow_text  # noqa: F401  registers its ops (FastBertNormalize, ...): the raw-text SavedModels use them
 from google.protobuf import json_format
+from google.protobuf.message import DecodeError
 from tensorflow.core.protobuf import saved_model_pb2
 from tensorflow_serving.apis import get_model_metadata_pb2
+
+from keras_bert_impl.damaged_file_error import damaged_export_file
 
 SAVED_MODEL_FILE = "saved_model.pb"
 
@@ -40,7 +43,13 @@ class ServedModel:
         self.name = name
         self.version = int(version)
         self.path = path
-        self._loaded = tf.saved_model.load(path)
+        try:
+            self._loaded = tf.saved_model.load(path)
+            with open(os.path.join(path, SAVED_MODEL_FILE), "rb") as f:
+                proto = saved_model_pb2.SavedModel.FromString(f.read())
+        except (tf.errors.OpError, ValueError, OSError, DecodeError) as e:
+            # A variables shard failing its checksum, a cut saved_model.pb: one line naming the folder.
+            raise damaged_export_file(path, e, flag="--model") from None
         self._functions = dict(self._loaded.signatures)
         if not self._functions:
             raise ValueError(f"The SavedModel {path!r} has no serving signature (TF Serving would not serve it).")
@@ -50,8 +59,6 @@ class ServedModel:
             inputs = dict(function.structured_input_signature[1])
             outputs = {k: tf.TensorSpec(v.shape, v.dtype, k) for k, v in function.structured_outputs.items()}
             self.signatures[signature] = {"inputs": inputs, "outputs": outputs}
-        with open(os.path.join(path, SAVED_MODEL_FILE), "rb") as f:
-            proto = saved_model_pb2.SavedModel.FromString(f.read())
         self._signature_defs = proto.meta_graphs[0].signature_def
 
     def metadata(self):

@@ -2,7 +2,6 @@
 
 import json
 import os
-import sys
 
 import numpy as np
 
@@ -10,6 +9,8 @@ from keras_bert_impl.commands import task_data
 from keras_bert_impl.commands.errors import UsageError
 from keras_bert_impl.commands.precision_flag import add_precision_flag, model_in_precision
 from keras_bert_impl.commands.progress import Progress
+# finetune and distill import compute_metrics from here too; its home is the library.
+from keras_bert_impl.evaluation import compute_metrics, sequence_metrics
 
 
 def add_parser(subparsers):
@@ -31,53 +32,6 @@ def add_parser(subparsers):
     task_data.add_data_flags(parser, defaults_from_run=True)
     parser.set_defaults(func=run)
     return parser
-
-
-def _gather(model, dataset, progress=None):
-    """Predictions and targets over a dataset of (x, y) or (x, y, w) batches, in order."""
-    outputs, ys, ws = [], [], []
-    for batch in dataset:
-        x, y = batch[0], batch[1]
-        outputs.append({k: np.asarray(v) for k, v in model.predict_on_batch(x).items()})
-        if progress is not None:
-            progress.update(len(np.asarray(x["token_ids"])))
-        ys.append(y if not isinstance(y, dict) else {k: np.asarray(v) for k, v in y.items()})
-        if len(batch) > 2:
-            ws.append(np.asarray(batch[2]))
-    joined = {k: np.concatenate([o[k] for o in outputs]) for k in outputs[0]}
-    return joined, ys, ws
-
-
-def sequence_metrics(task, outputs, targets, label_names):
-    """Metrics of a classifier's outputs ({"logits"} or {"probabilities"}, [N, C]) against its
-    targets (class ids [N], or multi-hot [N, C])."""
-    from keras_bert_impl import evaluation
-
-    if task in ("classification", "pair"):
-        logits = outputs.get("logits", outputs.get("probabilities"))
-        return evaluation.classification_metrics(np.asarray(targets), logits.argmax(-1), num_classes=logits.shape[-1],
-                                                 label_names=label_names)
-    from_logits = "logits" in outputs
-    scores = outputs["logits"] if from_logits else outputs["probabilities"]
-    return evaluation.multilabel_metrics(np.asarray(targets), scores, from_logits=from_logits, label_names=label_names)
-
-
-def compute_metrics(task, model, reader, dataset, label_names, progress=None):
-    """The task's metrics (plain floats and ints) of `model` on `dataset` read by `reader`."""
-    from keras_bert_impl import evaluation
-
-    outputs, ys, ws = _gather(model, dataset, progress)
-    if progress is not None:
-        progress.done()
-    if task in ("classification", "pair", "multilabel"):
-        return sequence_metrics(task, outputs, np.concatenate([np.asarray(y) for y in ys]), label_names)
-    if task == "tagging":
-        tags = np.concatenate([np.asarray(y) for y in ys])  # [N, S]
-        weights = np.concatenate(ws)  # [N, S]; > 0 on the wordpiece that carries each word's tag
-        gold, pred = evaluation.tags_from_wordpieces(tags, outputs["logits"].argmax(-1), weights, label_names)
-        return evaluation.tagging_metrics(gold, pred)
-    predictions = evaluation.decode_squad_predictions(reader.features, outputs["start_logits"], outputs["end_logits"])
-    return evaluation.squad_metrics(predictions, evaluation.squad_gold_answers(reader.features))
 
 
 def run(args):

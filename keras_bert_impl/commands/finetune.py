@@ -129,7 +129,7 @@ def _run(args, scratch):
 
     from keras_bert_impl.commands import model_files
     from keras_bert_impl.commands import training_run as tr
-    from keras_bert_impl.commands.evaluate import compute_metrics
+    from keras_bert_impl.evaluation import compute_metrics
     from keras_bert_impl.tokenization import BertPreprocessor
     from keras_bert_impl.training import BackupAndRestore, BackupError, BestModelCheckpoint, fit_resumable
 

@@ -9,6 +9,7 @@ import tensorflow as tf
 
 from keras_bert_impl.checkpoints import convert_checkpoint
 from keras_bert_impl.commands.errors import UsageError
+from keras_bert_impl.damaged_file_error import DamagedFileError, check_keras_archive
 from keras_bert_impl.models import BertBackbone
 from keras_bert_impl.tokenization.vocabulary import read_vocabulary
 
@@ -38,18 +39,18 @@ def resolve_model_path(path, flag="--model"):
 
 def load_model(path, flag="--model"):
     """The model of a .keras file or run folder given as `flag`; a file that exists but is
-    not a whole .keras model (truncated, another format, a corrupt entry) is a UsageError
-    that says so, where Keras says "File not found" or raises from deep in h5py."""
+    not a whole .keras model (truncated, another format, a corrupt entry) is a DamagedFileError
+    that names it, where Keras says "File not found" or raises from deep in h5py."""
     model_path = resolve_model_path(path, flag=flag)
+    check_keras_archive(model_path, flag=flag)
     try:
         return keras.saving.load_model(model_path), model_path
     except (ValueError, OSError, KeyError, EOFError, zipfile.BadZipFile) as e:
-        if not zipfile.is_zipfile(model_path):
-            problem = "not a .keras model (a .keras file is a zip archive: this one is truncated or another format)"
-        else:
-            problem = f"a .keras archive that cannot be loaded ({type(e).__name__}: {str(e).splitlines()[0][:200] if str(e) else ''})"
-        raise UsageError(
-            f"{flag} {model_path} is {problem}. Re-create it (kbert convert, finetune or distill), or check the path."
+        # A whole archive whose contents Keras refuses (an entry of another program's zip).
+        raise DamagedFileError(
+            model_path,
+            f"a .keras archive that cannot be loaded ({type(e).__name__}: {str(e).splitlines()[0][:200] if str(e) else ''})",
+            flag=flag,
         ) from None
 
 
@@ -102,7 +103,7 @@ def load_backbone(path, flag="--model"):
         raise UsageError(f"{flag} {path!r}: no such file or folder. Pass a .keras file, a kbert run folder or a checkpoint folder.")
     try:
         model, description = load_init(path, flag=flag)
-    except UsageError:
+    except (UsageError, DamagedFileError):
         raise
     except (ValueError, OSError, KeyError, zipfile.BadZipFile) as e:
         raise UsageError(f"{flag} {path!r} could not be loaded as a model ({type(e).__name__}: {str(e)[:200]}). "

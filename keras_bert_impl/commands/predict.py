@@ -175,22 +175,13 @@ def _print_empty(args, task, fields):
 
 def _predict_tags(args, model, preprocessor, rows):
     """Tags each whitespace-separated word with the prediction on its first wordpiece (as trained)."""
-    import tempfile
-
     from keras_bert_impl.data.readers import TaggingReader
 
     names = model.label_names or [str(i) for i in range(model.num_classes)]
     given = [text for text, _ in rows if text is not None]
     # The reader does the word -> wordpiece alignment exactly as in training; the tags here are placeholders.
-    with tempfile.NamedTemporaryFile("w", suffix=".txt", encoding="utf-8", delete=False) as f:
-        for text in given:
-            f.write(" ".join(f"{word}/{names[0]}" for word in text.split()) + "\n")
-        path = f.name
-    try:
-        reader = TaggingReader(preprocessor, file_format="word/tag", labels=names, batch_size=args.batch_size)
-        dataset = reader.read(path)
-    finally:
-        os.remove(path)
+    reader = TaggingReader(preprocessor, labels=names, batch_size=args.batch_size)
+    dataset = reader.read_sentences([[(word, names[0]) for word in text.split()] for text in given], source="predict")
     tagged = []
     for x, _, weights in dataset:
         logits = np.asarray(model.predict_on_batch(x)["logits"])
@@ -211,8 +202,6 @@ def _predict_tags(args, model, preprocessor, rows):
 
 
 def _predict_squad(args, model, preprocessor, rows, stored):
-    import tempfile
-
     from keras_bert_impl import evaluation
     from keras_bert_impl.data.readers import SquadReader
 
@@ -220,17 +209,11 @@ def _predict_squad(args, model, preprocessor, rows, stored):
         {"context": context, "qas": [{"id": str(i), "question": question, "answers": [], "is_impossible": True}]}
         for i, (question, context) in enumerate(rows) if question is not None
     ]}]}
-    with tempfile.NamedTemporaryFile("w", suffix=".json", encoding="utf-8", delete=False) as f:
-        json.dump(data, f)
-        path = f.name
-    try:
-        reader = SquadReader(
-            preprocessor, doc_stride=stored.get("doc_stride", 128), max_query_length=stored.get("max_query_length", 64),
-            version_2_with_negative=True, batch_size=args.batch_size,
-        )
-        dataset = reader.read(path)
-    finally:
-        os.remove(path)
+    reader = SquadReader(
+        preprocessor, doc_stride=stored.get("doc_stride", 128), max_query_length=stored.get("max_query_length", 64),
+        version_2_with_negative=True, batch_size=args.batch_size,
+    )
+    dataset = reader.read_data(data, source="predict")
     starts, ends = [], []
     for x, _ in dataset:
         out = model.predict_on_batch(x)

@@ -13,6 +13,7 @@ import zipfile
 
 from keras_bert_impl.atomic_write import write_json_atomically
 from keras_bert_impl.commands.errors import UsageError
+from keras_bert_impl.damaged_file_error import ZIP_DAMAGE, damaged_archive
 
 RECORD = "run.json"
 # What a training command writes into its folder; --overwrite removes these and nothing else.
@@ -56,12 +57,16 @@ def _update(digest, path):
     if path.endswith(".keras") and zipfile.is_zipfile(path):
         # A .keras file is a zip with the time it was saved (in metadata.json and the entries'
         # dates): the same model saved again (kbert convert re-run) must hash the same.
-        with zipfile.ZipFile(path) as archive:
-            for name in sorted(n for n in archive.namelist() if n != "metadata.json"):
-                digest.update(name.encode("utf-8") + b"\0")
-                with archive.open(name) as f:
-                    for block in iter(lambda: f.read(1 << 20), b""):
-                        digest.update(block)
+        try:
+            with zipfile.ZipFile(path) as archive:
+                for name in sorted(n for n in archive.namelist() if n != "metadata.json"):
+                    digest.update(name.encode("utf-8") + b"\0")
+                    with archive.open(name) as f:
+                        for block in iter(lambda: f.read(1 << 20), b""):
+                            digest.update(block)
+        except ZIP_DAMAGE as e:
+            # Reading every entry checks its CRC-32: the first reader of a damaged input says so.
+            raise damaged_archive(path, e) from None
         return
     with open(path, "rb") as f:
         for block in iter(lambda: f.read(1 << 20), b""):

@@ -170,8 +170,6 @@ class SquadReader:
         """
         _common.check_epochs(epochs)
         path = _common.check_file(path)
-        report = ReadReport(path, self.on_error)
-        self.report = report
         raw = "".join(text for _, text in _common.decoded_lines(path))
         try:
             data = json.loads(raw)
@@ -179,7 +177,32 @@ class SquadReader:
             raise MalformedRowError(
                 path, e.lineno, f"invalid JSON ({e.msg} at column {e.colno})", kind="bad_json", skippable=False
             ) from None
-        questions = self._questions(path, raw, data, report)
+        return self._read(path, raw, data, epochs)
+
+    def read_data(self, data, source="<in memory>", epochs=None):
+        """`read` of a SQuAD file's parsed JSON, `{"version": ..., "data": [...]}`, from memory
+        (`kbert predict`'s questions): no file is written or read.
+
+        Args:
+            data: dict. What `json.load` gives of a SQuAD v1.1/v2.0 file.
+            source: str. The name errors give in place of a file's path.
+            epochs: int or None. As for `read`.
+
+        Example:
+        >>> from keras_bert_impl.tokenization import BertPreprocessor
+        >>> reader = SquadReader(BertPreprocessor(["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "a", "b"], sequence_length=16), max_query_length=4)
+        >>> _ = reader.read_data({"data": [{"paragraphs": [{"context": "a b", "qas": [{"id": "1", "question": "a", "answers": [{"text": "b", "answer_start": 2}]}]}]}]})
+        >>> len(reader.features)
+        1
+        """
+        _common.check_epochs(epochs)
+        # Errors locate a question by its line in the JSON text: the text json.dump would have written.
+        return self._read(source, json.dumps(data), data, epochs)
+
+    def _read(self, source, raw, data, epochs):
+        report = ReadReport(source, self.on_error)
+        self.report = report
+        questions = self._questions(source, raw, data, report)
         features, arrays = self._features(raw, questions, report)
         report.examples = len({f.example_id for f in features})
         report.counters["windows"] = len(features)

@@ -134,6 +134,32 @@ class TaggingReader:
             sentences.append(sentence)
             if max_sentences is not None and len(sentences) >= max_sentences:
                 break
+        return self._read(path, sentences, report, build_labels, epochs)
+
+    def read_sentences(self, sentences, build_labels=None, source="<in memory>", epochs=None):
+        """`read` of sentences held in memory (`kbert predict`'s texts): no file is written or read.
+
+        Args:
+            sentences: list of sentences, each a list of (word, tag) pairs (a tag of the
+                vocabulary; for prediction any one of them, since only x is used).
+            build_labels: bool or None. As for `read`.
+            source: str. The name errors give in place of a file's path; sentence i is its "line" i + 1.
+            epochs: int or None. As for `read`.
+
+        Example:
+        >>> from keras_bert_impl.tokenization import BertPreprocessor
+        >>> reader = TaggingReader(BertPreprocessor(["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "a", "b"], sequence_length=8))
+        >>> x, y, w = next(iter(reader.read_sentences([[("a", "B-X"), ("b", "O")]])))
+        >>> x["token_ids"].numpy().tolist(), w.numpy().tolist()
+        ([[2, 5, 6, 3, 0, 0, 0, 0]], [[0.0, 1.0, 1.0, 0.0, 0.0, 0.0, 0.0, 0.0]])
+        """
+        _common.check_epochs(epochs)
+        report = ReadReport(source, self.on_error)
+        self.report = report
+        numbered = [(line, list(words)) for line, words in enumerate(sentences, 1)]
+        return self._read(source, numbered, report, build_labels, epochs)
+
+    def _read(self, path, sentences, report, build_labels, epochs):
         if build_labels or (build_labels is None and self.labels is None):
             if not sentences:
                 report.finish()
