@@ -6,7 +6,7 @@ from keras_bert_impl.models.bert_span_labeler import BertSpanLabeler
 from keras_bert_impl.models.bert_task import BertTask
 from keras_bert_impl.models.bert_token_classifier import BertTokenClassifier
 from keras_bert_impl.models.distillation_argument_error import DistillationArgumentError
-from keras_bert_impl.models.distillation_defaults import DISTILLATION_DEFAULTS, DistillationDefaults
+from keras_bert_impl.distillation_defaults import DISTILLATION_DEFAULTS, DistillationDefaults
 from keras_bert_impl.models.distillation_loss import DistillationLoss
 from keras_bert_impl.models.distillation_term import DistillationTerm
 from keras_bert_impl.models.distiller import Distiller

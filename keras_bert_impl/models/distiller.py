@@ -32,7 +32,7 @@ from keras_bert_impl.models.bert_classifier import BertClassifier
 from keras_bert_impl.models.bert_task import BertTask
 from keras_bert_impl.models.bert_token_classifier import BertTokenClassifier
 from keras_bert_impl.models.distillation_argument_error import DistillationArgumentError
-from keras_bert_impl.models.distillation_defaults import DISTILLATION_DEFAULTS
+from keras_bert_impl.distillation_defaults import DISTILLATION_DEFAULTS
 from keras_bert_impl.models.distillation_term import DistillationTerm
 from keras_bert_impl.models.transfer_terms import (
     check_same_vocabulary,

@@ -1,4 +1,5 @@
-"""The distillation defaults, in one place: the `Distiller`'s and `kbert distill`'s."""
+"""The distillation defaults, in one place: the `Distiller`'s and `kbert distill`'s. Plain Python
+(no Keras), so the command reads them when it builds its flags without importing Keras."""
 
 import dataclasses
 
