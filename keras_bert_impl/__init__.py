@@ -22,7 +22,8 @@ _PUBLIC = {
     "layers": None,
     **{name: "keras_bert_impl.models" for name in (
         "BERT_PRESETS", "BertBackbone", "BertClassifier", "BertEmbedder", "BertPretrainer", "BertSpanLabeler",
-        "BertTask", "BertTokenClassifier", "DistillationLoss", "Distiller", "GeneralDistiller", "MaskedLMAccuracy",
+        "BertTask", "BertTokenClassifier", "DISTILLATION_DEFAULTS", "DistillationArgumentError", "DistillationDefaults",
+        "DistillationLoss", "DistillationTerm", "Distiller", "MaskedLMAccuracy",
         "MaskedSparseCrossentropy",
     )},
 }
@@ -61,9 +62,12 @@ if not os.path.basename(sys.argv[0] if sys.argv else "") == "kbert":
         BertSpanLabeler,
         BertTask,
         BertTokenClassifier,
+        DISTILLATION_DEFAULTS,
+        DistillationArgumentError,
+        DistillationDefaults,
         DistillationLoss,
+        DistillationTerm,
         Distiller,
-        GeneralDistiller,
         MaskedLMAccuracy,
         MaskedSparseCrossentropy,
     )

@@ -100,8 +100,9 @@ WING = os.path.join(os.path.dirname(PACKAGE), "export", "keras_bert_impl_export"
 PUBLIC = (
     "keras_bert_impl", "keras_bert_impl.layers", "keras_bert_impl.models", "keras_bert_impl.tokenization",
     "keras_bert_impl.data", "keras_bert_impl.data.readers", "keras_bert_impl.training", "keras_bert_impl.checkpoints",
-    "keras_bert_impl.evaluation", "keras_bert_impl.validation", "keras_bert_impl.atomic_write", "keras_bert_impl.damaged_file_error",
-    "keras_bert_impl.backend_support", "keras_bert_impl.cli",
+    "keras_bert_impl.evaluation", "keras_bert_impl.validation", "keras_bert_impl.distillation_defaults",
+    "keras_bert_impl.atomic_write", "keras_bert_impl.damaged_file_error", "keras_bert_impl.backend_support",
+    "keras_bert_impl.cli",
 )
 
 

@@ -14,6 +14,7 @@ from keras_bert_impl.commands.training_flags import (
     check_head_training_flags,
     verbosity,
 )
+from keras_bert_impl.distillation_defaults import DISTILLATION_DEFAULTS as DEFAULTS
 
 TASKS = ("classification", "pair", "multilabel")
 # Turc et al. (2019) fine-tune the compact BERTs at 1e-4 .. 3e-4: random layers take the
@@ -21,8 +22,6 @@ TASKS = ("classification", "pair", "multilabel")
 # head reached 0.68 on MR at the teacher's 5e-5 and 0.77 at 2e-4 (bench/experiments/distill_mr.py).
 # General distillation regresses hidden states: the random-layer rate serves it too.
 LEARNING_RATE = {"preset": 3e-4, "teacher": 2e-4, "init": 2e-4, "general": 3e-4}
-# Task distillation's defaults (Hinton et al. soften with T in 2..20); --general has neither.
-TASK_TEMPERATURE, TASK_ALPHA = 2.0, 0.5
 
 
 def add_parser(subparsers):
@@ -68,10 +67,10 @@ def add_parser(subparsers):
                         "run and leaves a finished one as it is; other settings or edited inputs are refused.")
     add_run_folder_flags(parser)
     parser.add_argument("--temperature", type=float, default=None,
-                        help=f"Softening of both distributions, > 0. Default {TASK_TEMPERATURE:g}.")
+                        help=f"Softening of both distributions, > 0. Default {DEFAULTS.temperature:g}.")
     parser.add_argument("--alpha", type=float, default=None,
                         help="Weight of the labels' own loss in [0, 1] (labelled rows only); 0 = soft targets only. "
-                        f"Default {TASK_ALPHA:g}.")
+                        f"Default {DEFAULTS.labelled_alpha:g}.")
     transfer = parser.add_argument_group(
         "intermediate-layer transfer (TinyBERT; off by default)",
         "Also pull the student's hidden states, attention and embedding output towards the teacher's. The terms "
@@ -123,8 +122,8 @@ def _check_flags(args):
             if getattr(args, flag) is None:
                 raise UsageError(f"--{flag} is required (labelled rows laid out like the teacher's), except with "
                                  "--general (task-agnostic distillation on --unlabeled text).")
-        args.temperature = TASK_TEMPERATURE if args.temperature is None else args.temperature
-        args.alpha = TASK_ALPHA if args.alpha is None else args.alpha
+        args.temperature = DEFAULTS.temperature if args.temperature is None else args.temperature
+        args.alpha = DEFAULTS.labelled_alpha if args.alpha is None else args.alpha
         args.hidden_weight = 0.0 if args.hidden_weight is None else args.hidden_weight
     if args.learning_rate is None:
         kind = ("general" if args.general else "teacher" if args.student_from_teacher
@@ -147,7 +146,7 @@ def _check_flags(args):
         raise UsageError("--general learns from the teacher's layers alone: give --hidden-weight, --attention-weight "
                          "or --embedding-weight a value > 0. Received: all 0.")
     if args.general and args.layer_map is None and (args.hidden_weight or args.attention_weight):
-        args.layer_map = "uniform"
+        args.layer_map = DEFAULTS.general_layer_map
     args.layer_map = _layer_map(args.layer_map)
     mapped_terms = args.hidden_weight > 0 or args.attention_weight > 0
     if mapped_terms and args.layer_map is None:
@@ -167,7 +166,7 @@ def _check_general_flags(args):
     if given:
         raise UsageError(f"--general trains no head and reads no labels or logits, so {' and '.join(given)} "
                          f"{'has' if len(given) == 1 else 'have'} no effect: drop {'it' if len(given) == 1 else 'them'}.")
-    args.hidden_weight = 1.0 if args.hidden_weight is None else args.hidden_weight
+    args.hidden_weight = DEFAULTS.general_hidden_weight if args.hidden_weight is None else args.hidden_weight
 
 
 def _layer_map(value):
@@ -189,12 +188,12 @@ def _layer_map_text(layer_map):
 
 
 def _distiller_error(error, args, student, teacher, teacher_path):
-    """A (General)Distiller's ValueError as a UsageError naming the flag its message is about
-    (its depth and head checks); `student`, `teacher`: the backbones."""
+    """A Distiller's DistillationArgumentError as a UsageError naming the flag of the
+    argument it names (its depth and head checks); `student`, `teacher`: the backbones."""
     depths = f"a {student.num_layers}-layer student of a {teacher.num_layers}-layer teacher"
-    if "layer_map" in str(error):
+    if error.argument == "layer_map":
         return UsageError(f"--layer-map {_layer_map_text(args.layer_map)} for {depths}: {error}")
-    if "attention_weight" in str(error):
+    if error.argument == "attention_weight":
         return UsageError(f"--attention-weight {args.attention_weight} for {depths}: {error}")
     return UsageError(f"--teacher {teacher_path} and the student: {error}")
 
@@ -258,61 +257,6 @@ def _student_backbone(args, teacher_backbone):
     return backbone, f"{args.student_preset}, embeddings from the teacher's by PCA ({100 * kept:.1f}% of the variance)"
 
 
-def _transfer_dataset(preprocessor, texts, texts_b, targets, unlabeled, batch_size, seed, epochs, length_buckets):
-    """Labelled rows and unlabeled texts, shuffled together, every epoch of the run in one
-    dataset: ({model inputs, label_weight}, y) batches (model inputs alone when `targets` is
-    None: general distillation's unlabeled text), epoch e in the order of
-    numpy's default_rng((seed, e)); with `length_buckets`, rows of similar length batched
-    together and each batch cut to its longest row (keras_bert_impl.data.length_buckets).
-    The order is a function of (seed, epoch) alone, so a
-    resumed run that skips to batch k sees the uninterrupted run's batch k (tf.data's
-    reshuffle_each_iteration draws each epoch's order from a generator whose state is not
-    kept across dataset objects, which is what fit_resumable builds on a resume)."""
-    import numpy as np
-    import tensorflow as tf
-
-    labelled = len(texts)
-    all_texts = list(texts) + list(unlabeled)
-    features = {"text": tf.constant(all_texts, tf.string)}
-    if targets is not None:
-        y = np.stack([np.asarray(t) for t in targets])
-        if unlabeled:
-            y = np.concatenate([y, np.zeros((len(unlabeled),) + y.shape[1:], y.dtype)])  # placeholders, weight 0
-        weight = np.concatenate([np.ones(labelled, "float32"), np.zeros(len(unlabeled), "float32")])
-        features["label_weight"] = tf.constant(weight)
-        targets_tensor = tf.constant(y)
-    if texts_b is not None and any(t is not None for t in texts_b):
-        features["text_b"] = tf.constant(list(texts_b), tf.string)
-    if length_buckets:
-        from keras_bert_impl.data.length_buckets import (
-            bucketed_batch_indices,
-            cut_to_longest,
-            index_dataset,
-            wordpiece_lengths,
-        )
-
-        lengths = wordpiece_lengths(preprocessor, features["text"] if "text_b" not in features
-                                    else (features["text"], features["text_b"]))  # [N]
-        batches = index_dataset(bucketed_batch_indices(lengths, batch_size, seed, epochs))
-    else:
-        orders = np.stack([np.random.default_rng((seed, epoch)).permutation(len(all_texts)) for epoch in range(epochs)])
-        # [epochs, N] -> per epoch, batches of row indices (the last one of an epoch may be short).
-        batches = tf.data.Dataset.from_tensor_slices(orders).flat_map(
-            lambda order: tf.data.Dataset.from_tensor_slices(order).batch(batch_size))
-
-    def preprocess(rows):
-        batch = {key: tf.gather(value, rows) for key, value in features.items()}
-        inputs = batch["text"] if "text_b" not in batch else (batch["text"], batch["text_b"])
-        x = preprocessor(inputs)
-        if length_buckets:
-            x = cut_to_longest(x)
-        if targets is None:
-            return x
-        return {**x, "label_weight": batch["label_weight"]}, tf.gather(targets_tensor, rows)
-
-    return batches.map(preprocess, num_parallel_calls=tf.data.AUTOTUNE).prefetch(tf.data.AUTOTUNE)
-
-
 def _run(args):
     _check_flags(args)
     folder = RunFolder(args.output, "distill", args,
@@ -326,8 +270,9 @@ def _run(args):
 
     from keras_bert_impl.commands import model_files
     from keras_bert_impl.commands import training_run as tr
-    from keras_bert_impl.commands.evaluate import compute_metrics
-    from keras_bert_impl.models import Distiller
+    from keras_bert_impl.evaluation import compute_metrics
+    from keras_bert_impl.data import transfer_dataset
+    from keras_bert_impl.models import DistillationArgumentError, Distiller
     from keras_bert_impl.tokenization import BertPreprocessor
     from keras_bert_impl.training import BackupAndRestore, BackupError, BestModelCheckpoint, fit_resumable
 
@@ -386,7 +331,7 @@ def _run(args):
             distiller = Distiller(teacher, student, temperature=args.temperature, alpha=args.alpha,
                                   layer_map=args.layer_map, hidden_weight=args.hidden_weight,
                                   attention_weight=args.attention_weight, embedding_weight=args.embedding_weight)
-        except ValueError as e:
+        except DistillationArgumentError as e:
             raise _distiller_error(e, args, backbone, teacher_backbone, teacher_path) from None
         tr.compile_for_training(distiller, args, train_steps)
     print(f"kbert distill: student {init}: {student.count_params():,} parameters (teacher {teacher.count_params():,})",
@@ -411,7 +356,7 @@ def _run(args):
     callbacks = [best, *tr.run_callbacks(args.output)]
 
     def dataset_fn():
-        return _transfer_dataset(preprocessor, texts, texts_b, targets, unlabeled, args.batch_size, args.seed, args.epochs,
+        return transfer_dataset(preprocessor, texts, texts_b, targets, unlabeled, args.batch_size, args.seed, args.epochs,
                                  length_buckets)
 
     try:
@@ -452,12 +397,13 @@ def _run(args):
 
 def _run_general(args, folder):
     """Task-agnostic distillation: the student backbone learns the teacher encoder's layers
-    on --unlabeled text (GeneralDistiller); OUTPUT/model.keras is the student backbone."""
+    on --unlabeled text (the Distiller on two backbones); OUTPUT/model.keras is the student backbone."""
     import keras
 
     from keras_bert_impl.commands import model_files
     from keras_bert_impl.commands import training_run as tr
-    from keras_bert_impl.models import GeneralDistiller
+    from keras_bert_impl.data import transfer_dataset
+    from keras_bert_impl.models import DistillationArgumentError, Distiller
     from keras_bert_impl.tokenization import BertPreprocessor
     from keras_bert_impl.training import BackupAndRestore, BackupError, fit_resumable
 
@@ -487,9 +433,9 @@ def _run_general(args, folder):
         # warning about missing gradients), trainable again in the saved encoder.
         student.pooler.trainable = False
         try:
-            distiller = GeneralDistiller(teacher, student, layer_map=args.layer_map, hidden_weight=args.hidden_weight,
-                                         attention_weight=args.attention_weight, embedding_weight=args.embedding_weight)
-        except ValueError as e:
+            distiller = Distiller(teacher, student, alpha=0.0, layer_map=args.layer_map, hidden_weight=args.hidden_weight,
+                                  attention_weight=args.attention_weight, embedding_weight=args.embedding_weight)
+        except DistillationArgumentError as e:
             raise _distiller_error(e, args, student, teacher, args.teacher) from None
         tr.compile_for_training(distiller, args, train_steps)
     print(f"kbert distill --general: student {init}: {student.count_params():,} parameters (teacher "
@@ -512,11 +458,11 @@ def _run_general(args, folder):
     callbacks = tr.run_callbacks(args.output)
 
     def dataset_fn():
-        return _transfer_dataset(preprocessor, [], None, None, unlabeled, args.batch_size, args.seed, args.epochs,
+        return transfer_dataset(preprocessor, [], None, None, unlabeled, args.batch_size, args.seed, args.epochs,
                                  length_buckets)
 
     # Held-out text: one pass, file order (the loss is a mean, the order does not change it).
-    validation = (_transfer_dataset(preprocessor, [], None, None, held_out, args.batch_size, args.seed, 1,
+    validation = (transfer_dataset(preprocessor, [], None, None, held_out, args.batch_size, args.seed, 1,
                                     length_buckets=False) if held_out else None)
     try:
         with strategy.scope():

@@ -9,7 +9,6 @@ from keras_bert_impl.commands import task_data
 from keras_bert_impl.commands.errors import UsageError
 from keras_bert_impl.commands.precision_flag import add_precision_flag, model_in_precision
 from keras_bert_impl.commands.progress import Progress
-# finetune and distill import compute_metrics from here too; its home is the library.
 from keras_bert_impl.evaluation import compute_metrics, sequence_metrics
 
 

@@ -1,4 +1,5 @@
-"""Pretraining data: documents -> sentence pairs -> masked examples -> TFRecords -> tf.data."""
+"""Pretraining data: documents -> sentence pairs -> masked examples -> TFRecords -> tf.data; the
+distillation transfer set (`transfer_dataset`)."""
 
 from keras_bert_impl.backend_support import TOKENIZE_ELSEWHERE, require_tensorflow
 
@@ -19,3 +20,4 @@ from keras_bert_impl.data.pretraining_instance import PretrainingInstance
 from keras_bert_impl.data.pretraining_masker import PretrainingMasker
 from keras_bert_impl.data.pretraining_record_reader import PretrainingRecordReader
 from keras_bert_impl.data.pretraining_record_writer import PretrainingRecordWriter
+from keras_bert_impl.data.transfer_dataset import transfer_dataset

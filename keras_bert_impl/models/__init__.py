@@ -5,9 +5,11 @@ from keras_bert_impl.models.bert_pretrainer import BertPretrainer
 from keras_bert_impl.models.bert_span_labeler import BertSpanLabeler
 from keras_bert_impl.models.bert_task import BertTask
 from keras_bert_impl.models.bert_token_classifier import BertTokenClassifier
+from keras_bert_impl.models.distillation_argument_error import DistillationArgumentError
+from keras_bert_impl.distillation_defaults import DISTILLATION_DEFAULTS, DistillationDefaults
 from keras_bert_impl.models.distillation_loss import DistillationLoss
+from keras_bert_impl.models.distillation_term import DistillationTerm
 from keras_bert_impl.models.distiller import Distiller
-from keras_bert_impl.models.general_distiller import GeneralDistiller
 from keras_bert_impl.models.masked_lm_accuracy import MaskedLMAccuracy
 from keras_bert_impl.models.masked_sparse_crossentropy import MaskedSparseCrossentropy
 from keras_bert_impl.models.presets import BERT_PRESETS

@@ -1,7 +1,7 @@
-"""Intermediate-layer transfer terms (TinyBERT, Jiao et al. 2020), shared by the task
-`Distiller` and the task-agnostic `GeneralDistiller`: the layer map, the hidden-state and
-embedding MSE through a learned projection, and the per-head attention KL, each averaged
-over the real tokens of the global batch.
+"""Intermediate-layer transfer (TinyBERT, Jiao et al. 2020), the `Distiller`'s helpers: the
+layer map, the hidden-state and embedding MSE through a learned projection, and the per-head
+attention KL, each averaged over the real tokens of the global batch. Every refusal is a
+`DistillationArgumentError` naming the argument.
 
 Shape legend: B batch, T tokens, H width (Hs student, Ht teacher), K mapped layers, N heads.
 """
@@ -11,12 +11,12 @@ import numbers
 import keras
 from keras import ops
 
+from keras_bert_impl.models.distillation_argument_error import DistillationArgumentError
 from keras_bert_impl.models.masked_sparse_crossentropy import _sum_over_replicas
 
 # A floor under the attention probabilities before their log: a real key whose probability
 # underflowed to 0 in float32 gets log(1e-30) = -69, finite, instead of -inf (0 * -inf = NaN).
 _TINY = 1e-30
-TERMS = ("hidden_loss", "attention_loss", "embedding_loss")
 
 
 def resolve_layer_map(layer_map, teacher_layers, student_layers):
@@ -31,24 +31,24 @@ def resolve_layer_map(layer_map, teacher_layers, student_layers):
         return None
     if isinstance(layer_map, str):
         if layer_map != "uniform":
-            raise ValueError(f"layer_map must be None, 'uniform' or a list of teacher layers. Received: "
+            raise DistillationArgumentError("layer_map", f"layer_map must be None, 'uniform' or a list of teacher layers. Received: "
                              f"layer_map={layer_map!r}")
         mapped = [(i + 1) * teacher_layers // student_layers for i in range(student_layers)]
         if mapped[0] < 1:
-            raise ValueError(f"layer_map='uniform' needs a student no deeper than the teacher. Received: "
+            raise DistillationArgumentError("layer_map", f"layer_map='uniform' needs a student no deeper than the teacher. Received: "
                              f"{student_layers} student layers, {teacher_layers} teacher layers.")
         return mapped
     try:
         mapped = list(layer_map)
     except TypeError:
-        raise ValueError(f"layer_map must be None, 'uniform' or a list of teacher layers. Received: "
+        raise DistillationArgumentError("layer_map", f"layer_map must be None, 'uniform' or a list of teacher layers. Received: "
                          f"layer_map={layer_map!r}") from None
     if len(mapped) != student_layers:
-        raise ValueError(f"layer_map must give one teacher layer per student layer ({student_layers}). Received "
+        raise DistillationArgumentError("layer_map", f"layer_map must give one teacher layer per student layer ({student_layers}). Received "
                          f"{len(mapped)}: layer_map={mapped!r}")
     for i, value in enumerate(mapped):
         if not isinstance(value, numbers.Integral) or isinstance(value, bool) or not 1 <= value <= teacher_layers:
-            raise ValueError(
+            raise DistillationArgumentError("layer_map", 
                 f"layer_map[{i}] must be a teacher layer in [1, {teacher_layers}] (hidden state 0, the embedding "
                 f"output, is matched by embedding_weight). Received: layer_map[{i}]={value!r} in "
                 f"layer_map={mapped!r}"
@@ -61,13 +61,14 @@ def check_transfer(layer_map, mapped_layers, hidden_weight, attention_weight, te
     head counts (`teacher`, `student`: backbones; `mapped_layers` from resolve_layer_map)."""
     mapped_terms = hidden_weight > 0 or attention_weight > 0
     if mapped_terms and mapped_layers is None:
-        raise ValueError(f"hidden_weight={hidden_weight} and attention_weight={attention_weight} compare "
+        raise DistillationArgumentError("layer_map", f"hidden_weight={hidden_weight} and attention_weight={attention_weight} compare "
                          "mapped layers: pass layer_map (a teacher layer per student layer, or 'uniform').")
     if mapped_layers is not None and not mapped_terms:
-        raise ValueError(f"layer_map={layer_map!r} maps layers for hidden_weight and attention_weight, "
+        raise DistillationArgumentError("layer_map", f"layer_map={layer_map!r} maps layers for hidden_weight and attention_weight, "
                          "which are both 0: give one of them a weight > 0, or drop layer_map.")
     if attention_weight > 0 and teacher.num_heads != student.num_heads:
-        raise ValueError(
+        raise DistillationArgumentError(
+            "attention_weight",
             f"attention_weight={attention_weight} compares attention head by head, but the teacher has "
             f"{teacher.num_heads} heads and the student {student.num_heads}. Pass attention_weight=0 (MiniLM's "
             "head-count-free transfer of the last layer's value relations is not available here), or a student "
@@ -104,36 +105,14 @@ def select_features(outputs, wanted, layers):
     return features
 
 
-def transfer_terms(weights, student, teacher, padding_mask, hidden_projection=None, embedding_projection=None):
-    """The intermediate-layer terms, unweighted: {"hidden_loss", "attention_loss",
-    "embedding_loss"} (those whose entry in `weights` is > 0), from the student's and the
-    teacher's feature dicts (see `select_features`) and the padding mask [B, T]; the
-    student's states go through the projections when given.
-
-    Each is a mean over the real tokens of the global batch: under a tf.distribute strategy
-    a replica divides its sum by the token count summed over every replica, so the
-    replicas' values add up to the one-device value (MaskedSparseCrossentropy's rule)
-    whatever their share of padding.
-    """
+def real_tokens(padding_mask):
+    """The padding mask [B, T] as float32 and the count of real tokens in the global batch,
+    the denominator of every intermediate term: each is a mean over the real tokens of the
+    global batch. Under a tf.distribute strategy a replica divides its sum by the token
+    count summed over every replica, so the replicas' values add up to the one-device
+    value (MaskedSparseCrossentropy's rule) whatever their share of padding."""
     mask = ops.cast(padding_mask, "float32")  # [B, T]
-    tokens = _sum_over_replicas(ops.sum(mask))  # real tokens in the global batch
-    terms = {}
-    if weights["hidden_loss"] > 0:
-        states = student["hidden_states"]  # [B, K, T, Hs]
-        if hidden_projection is not None:
-            states = hidden_projection(states)  # [B, K, T, Ht]
-        terms["hidden_loss"] = masked_mse(states, teacher["hidden_states"], mask, tokens)
-    if weights["attention_loss"] > 0:
-        terms["attention_loss"] = masked_attention_kl(teacher["attention_probs"], student["attention_probs"], mask,
-                                                      tokens)
-    if weights["embedding_loss"] > 0:
-        states = student["embedding_output"]  # [B, T, Hs]
-        if embedding_projection is not None:
-            states = embedding_projection(states)  # [B, T, Ht]
-        # A [B, 1, T, H] view: one "layer".
-        terms["embedding_loss"] = masked_mse(ops.expand_dims(states, 1), ops.expand_dims(teacher["embedding_output"], 1),
-                                             mask, tokens)
-    return terms
+    return mask, _sum_over_replicas(ops.sum(mask))
 
 
 def masked_mse(student, teacher, mask, tokens):

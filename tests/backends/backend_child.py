@@ -97,7 +97,8 @@ def train_and_reload(model, x, y, sample_weight, workdir, name):
 
 
 def distillers(workdir):
-    """Both distillers with every transfer term, through fit; the task one saved and reloaded."""
+    """The Distiller with every transfer term, through fit, on heads (task distillation, saved
+    and reloaded) and on backbones (general distillation)."""
     x, y = inputs(), np.random.default_rng(1).integers(0, 3, BATCH)
     report = {}
     teacher = kb.BertClassifier(kb.BertBackbone(**tiny_config()), num_classes=3)
@@ -112,8 +113,8 @@ def distillers(workdir):
     reloaded = keras.saving.load_model(path)
     report["distiller"]["reload_max_abs_diff"] = float(np.max(np.abs(
         numpy_outputs(distiller.student(x))["logits"] - numpy_outputs(reloaded.student(x))["logits"])))
-    general = kb.GeneralDistiller(kb.BertBackbone(**tiny_config()), kb.BertBackbone(**tiny_config(num_layers=1, hidden_dim=8)),
-                                  layer_map="uniform", hidden_weight=1.0, attention_weight=1.0, embedding_weight=1.0)
+    general = kb.Distiller(kb.BertBackbone(**tiny_config()), kb.BertBackbone(**tiny_config(num_layers=1, hidden_dim=8)),
+                        layer_map="uniform", hidden_weight=1.0, attention_weight=1.0, embedding_weight=1.0)
     general.compile(optimizer=create_optimizer(1e-3, train_steps=6, warmup_steps=2))
     history = general.fit(x, batch_size=4, epochs=3, shuffle=False, verbose=0).history
     report["general_distiller"] = {key: [float(v) for v in values] for key, values in history.items()}

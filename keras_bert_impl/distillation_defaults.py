@@ -1,0 +1,35 @@
+"""The distillation defaults, in one place: the `Distiller`'s and `kbert distill`'s. Plain Python
+(no Keras), so the command reads them when it builds its flags without importing Keras."""
+
+import dataclasses
+
+
+@dataclasses.dataclass(frozen=True)
+class DistillationDefaults:
+    """Default settings of a distillation, read by the `Distiller`'s arguments and by
+    `kbert distill`'s flags (`DISTILLATION_DEFAULTS`).
+
+    Args:
+        temperature: the softening of both distributions (Hinton et al. use 2 to 20).
+        alpha: the labels' weight of a `Distiller` built in Python: 0, soft targets only, so
+            an unlabeled transfer set fits as it is.
+        labelled_alpha: the labels' weight of `kbert distill`, whose transfer set always
+            holds the labelled --train rows: half soft targets, half labels.
+        general_layer_map: the layer map of general distillation (backbones) when a mapped
+            term is on and none is given: TinyBERT's uniform map.
+        general_hidden_weight: the hidden-state weight of general distillation when none is
+            given (its only default term); a head's default is 0 (logits alone).
+
+    Example:
+    >>> DISTILLATION_DEFAULTS.temperature, DISTILLATION_DEFAULTS.labelled_alpha
+    (2.0, 0.5)
+    """
+
+    temperature: float = 2.0
+    alpha: float = 0.0
+    labelled_alpha: float = 0.5
+    general_layer_map: str = "uniform"
+    general_hidden_weight: float = 1.0
+
+
+DISTILLATION_DEFAULTS = DistillationDefaults()
