@@ -105,7 +105,7 @@ $(WEB_NPM_STAMP): web_demo/package.json web_demo/package-lock.json
 	cd web_demo && npm ci --no-audit --no-fund
 	touch $@
 
-# The web demo (README's "Web demo"): exports make demo's classifier when WEB_EXPORT has no
+# The web demo (docs/edge_demos.md, "Web demo"): exports make demo's classifier when WEB_EXPORT has no
 # export.json (or WEB_SENTENCES is missing), exports the MiniLM backbone as the search tab's
 # sentence embedder when WEB_EMBEDDER has none, builds the page into web_demo/dist and serves
 # it on 127.0.0.1 (a free port, or WEB_PORT), printing the URL; Ctrl-C stops it.
@@ -181,7 +181,7 @@ demo: $(INSTALLED) $(DATA_STAMP) $(DEMO_MINILM)
 	$(BIN)/python -m keras_bert_impl_export.demo --model $(DATA)/demo/minilm.keras \
 	  --corpus "$(DATA)/corpora/polarity-en-pang&lee2.csv" --work $(DATA)/demo
 
-# The pictures of README's "Look inside" section (docs/), made by the kbert commands themselves
+# The pictures of docs/looking_inside.md (docs/), made by the kbert commands themselves
 # on the real MiniLM: attention on the Transformer paper's "it" sentence, MR's 4,000 sentence
 # vectors by label, and "play" as a noun and as a verb in the tagged WSJ/OANC sentences.
 LOOK := $(DATA)/look_inside

@@ -1,5 +1,5 @@
 // The edge demo app (issue 20). Not built on the project's machines: no Android SDK and no
-// Maven repository there; see the README's "Android demo" section for what is tested instead.
+// Maven repository there; see docs/edge_demos.md, "Android demo", for what is tested instead.
 pluginManagement {
     repositories {
         google()

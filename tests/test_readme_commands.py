@@ -1,15 +1,19 @@
-"""Every shell command in README.md's code blocks runs as written (issue 17).
+"""Every shell command in the code blocks of README.md and of every docs/*.md page runs as
+written (issues 17 and 29).
 
-The commands are read from README.md on every run, so the test follows edits to it. Each
-`kbert` command (`kbert ...`, `.venv/bin/kbert ...`, `cat FILE | kbert ...`) runs through
-`cli.main`, the function behind the `kbert` script, in README order, in a folder laid out
-as the README assumes: `data/minilm` is the real all-MiniLM-L6-v2 folder of DATA.md, and
-the files the examples name (train.csv, dev.csv, sentences.txt, reviews.csv, ...) hold a
-few real MR sentences and movie reviews, so each command does its real work at a small
-scale. The one liberty taken is SCALE: a step count that would take minutes here. A
-`make` command must name a target of the Makefile (make test and fresh-clone-check run
-them); a command this test cannot run is in NOT_RUN with the reason, and a README
-command that is in neither fails the test.
+The commands are read from the files on every run, so the test follows edits to them, and a
+new page under docs/ is picked up without touching this file (NOT_PAGES lists the one that
+is not a topic page). Each `kbert` command (`kbert ...`, `.venv/bin/kbert ...`,
+`cat FILE | kbert ...`) runs through `cli.main`, the function behind the `kbert` script:
+the README's first (its tour makes runs/mr, the fine-tuned model the pages start from),
+then each page's in page-name order, all in one folder laid out as the pages assume:
+`data/minilm` is the real all-MiniLM-L6-v2 folder of DATA.md, and the files the examples
+name (train.csv, dev.csv, sentences.txt, reviews.csv, ...) hold a few real MR sentences
+and movie reviews, so each command does its real work at a small scale. A command that a
+page repeats from the tour (the same arguments) runs once. The one liberty taken is SCALE:
+a step count that would take minutes here. A `make` command must name a target of the
+Makefile (make test and fresh-clone-check run them); a command this test cannot run is in
+NOT_RUN with the reason, and a command that is in neither fails the test.
 
 The README's Python block is run by tests/test_readme.py.
 """
@@ -38,6 +42,8 @@ NOT_RUN = {
     "cd android_demo && gradle wrapper --gradle-version 9.1.0":
         "Gradle and the Android SDK come from the network; tests/export/test_android_logic.py runs the app's code",
     "./gradlew installDebug": "needs an Android device or emulator",
+    'docker run -p 8501:8501 -v "$PWD/data/demo/mr_export/serving/mr:/models/mr" -e MODEL_NAME=mr tensorflow/serving':
+        "TF Serving's binary is not installable here; tests/export/ load each SavedModel the way the server does",
     ".venv/bin/kbert serve --model exports/mr":
         "serves until SIGTERM; tests/export/test_serve.py runs it on the session's export (with --port 0)",
     'python export/tf_serving_client.py --url http://127.0.0.1:8501 --model mr "a gripping , funny film" "dull and slow"':
@@ -45,10 +51,26 @@ NOT_RUN = {
 }
 
 
+# docs/ pages whose fenced blocks are not commands.
+NOT_PAGES = {"docs/ARCHITECTURE.md": "design notes: its blocks are diagrams"}
+
+
+def doc_pages():
+    """README.md, then every docs/*.md page but NOT_PAGES, by name (paths relative to REPO)."""
+    pages = sorted(f"docs/{name}" for name in os.listdir(os.path.join(REPO, "docs")) if name.endswith(".md"))
+    return ["README.md"] + [page for page in pages if page not in NOT_PAGES]
+
+
 def readme_commands():
-    """(line number, command) for every command in README.md's shell blocks (``` without a
-    language), continuation lines joined and comments dropped."""
-    with open(os.path.join(REPO, "README.md"), encoding="utf-8") as f:
+    """(place, command) for every command in the shell blocks (``` without a language) of
+    README.md and the docs pages, place being "FILE line N"; continuation lines joined and
+    comments dropped."""
+    return [(f"{page} line {number}", command) for page in doc_pages() for number, command in page_commands(page)]
+
+
+def page_commands(page):
+    """(line number, command) for every command in one page's shell blocks."""
+    with open(os.path.join(REPO, page), encoding="utf-8") as f:
         lines = f.read().splitlines()
     commands, block, pending = [], None, None
     for number, line in enumerate(lines, 1):
@@ -90,13 +112,10 @@ def build_world(folder):
     """The files the README's examples name, with real text in them."""
     positive, negative = _mr_rows()
     data = folder / "data"
-    (data / "demo").mkdir(parents=True)
+    data.mkdir()
     (data / "minilm").symlink_to(os.path.join(REPO, "data", "minilm"))
     _write_csv(folder / "train.csv", positive[:40] + negative[:40])
     _write_csv(folder / "dev.csv", positive[40:56] + negative[40:56])
-    shutil.copy(folder / "dev.csv", data / "demo" / "mr_validation.csv")
-    # `make demo`'s fine-tuned run: here the 1-layer student the distillation example makes.
-    (data / "demo" / "mr_run").symlink_to(folder / "runs" / "mr-l1")
     sentences = positive[100:112] + negative[100:112]
     _write_lines(folder / "sentences.txt", [" ".join(text.split()) for _, text in sentences])
     _write_lines(folder / "labels.txt", ["positive" if label == "1" else "negative" for label, _ in sentences])
@@ -151,19 +170,19 @@ def _run(argv, stdin, monkeypatch):
 
 
 def test_every_readme_command_is_run_or_listed():
-    """The cheap half: every README command is a kbert command, a Makefile target or in
-    NOT_RUN, and every NOT_RUN entry is still in the README."""
+    """The cheap half: every command of the README and the docs pages is a kbert command, a
+    Makefile target or in NOT_RUN, and every NOT_RUN entry is still on some page."""
     commands = [command for _, command in readme_commands()]
     targets = _makefile_targets()
     for command in commands:
         words = shlex.split(command)
         if command in NOT_RUN or _is_kbert(command):
             continue
-        assert words[0] == "make", f"README command {command!r} is neither kbert nor make: run it here or list it in NOT_RUN"
+        assert words[0] == "make", f"command {command!r} is neither kbert nor make: run it here or list it in NOT_RUN"
         for target in words[1:]:
-            assert target in targets, f"README runs `make {target}`, which the Makefile does not define"
+            assert target in targets, f"a page runs `make {target}`, which the Makefile does not define"
     for command in NOT_RUN:
-        assert command in commands, f"NOT_RUN lists {command!r}, which the README no longer has"
+        assert command in commands, f"NOT_RUN lists {command!r}, which no page has any more"
     assert sum(1 for c in commands if _is_kbert(c)) >= 15  # the parser still finds the examples
 
 
@@ -171,25 +190,28 @@ def test_every_readme_command_is_run_or_listed():
 def test_readme_kbert_commands_run_as_written(tmp_path, monkeypatch, capsys):
     build_world(tmp_path)
     monkeypatch.chdir(tmp_path)
-    ran = []
+    ran, seen = [], set()
     for line, command in readme_commands():
         if not _is_kbert(command) or command in NOT_RUN:
             continue
         argv, stdin = _argv(command)
+        if (tuple(argv), stdin) in seen:  # a page repeating the tour's command: it ran above
+            continue
+        seen.add((tuple(argv), stdin))
         start = time.perf_counter()
         status = _run(argv, stdin, monkeypatch)
         out, err = capsys.readouterr()
-        assert status == 0, f"README.md line {line}: `{command}` exited {status}:\n{err[-3000:]}"
+        assert status == 0, f"{line}: `{command}` exited {status}:\n{err[-3000:]}"
         ran.append((line, argv, time.perf_counter() - start, out))
         if "--output" in argv:
             output = argv[argv.index("--output") + 1]
-            assert os.path.exists(output), f"README.md line {line}: `{command}` wrote no {output}"
+            assert os.path.exists(output), f"{line}: `{command}` wrote no {output}"
         if stdin is not None and "--file" in argv:
             with open(stdin, encoding="utf-8") as f:
                 expected = sum(1 for _ in f)
-            assert len(out.splitlines()) == expected, (f"README.md line {line}: {len(out.splitlines())} output "
+            assert len(out.splitlines()) == expected, (f"{line}: {len(out.splitlines())} output "
                                                        f"lines for {expected} input lines")
     with capsys.disabled():
         for line, argv, seconds, _ in ran:
-            print(f"README.md:{line}: kbert {' '.join(argv)[:90]} ... {seconds:.1f} s")
+            print(f"{line}: kbert {' '.join(argv)[:90]} ... {seconds:.1f} s")
     assert len(ran) >= 15
