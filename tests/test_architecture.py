@@ -65,6 +65,8 @@ def test_every_module_is_seen():
         ("keras_bert_impl.evaluation", ("keras_bert_impl.commands", "keras_bert_impl.cli")),
         ("keras_bert_impl.inspection", ("keras_bert_impl.commands", "keras_bert_impl.cli")),
         ("keras_bert_impl.inference", ("keras_bert_impl.commands", "keras_bert_impl.cli")),
+        # The conversion home is library: --precision int8 converts without the export wing.
+        ("keras_bert_impl.conversion", ("keras_bert_impl.commands", "keras_bert_impl.cli", "keras_bert_impl_export")),
     ],
 )
 def test_layering(package, forbidden):
