@@ -65,6 +65,8 @@ def test_every_module_is_seen():
         ("keras_bert_impl.evaluation", ("keras_bert_impl.commands", "keras_bert_impl.cli")),
         ("keras_bert_impl.inspection", ("keras_bert_impl.commands", "keras_bert_impl.cli")),
         ("keras_bert_impl.inference", ("keras_bert_impl.commands", "keras_bert_impl.cli")),
+        # The conversion home is library: --precision int8 converts without the export wing.
+        ("keras_bert_impl.conversion", ("keras_bert_impl.commands", "keras_bert_impl.cli", "keras_bert_impl_export")),
     ],
 )
 def test_layering(package, forbidden):
@@ -103,6 +105,7 @@ PUBLIC = (
     "keras_bert_impl.evaluation", "keras_bert_impl.validation", "keras_bert_impl.distillation_defaults",
     "keras_bert_impl.atomic_write", "keras_bert_impl.damaged_file_error", "keras_bert_impl.backend_support",
     "keras_bert_impl.cli",
+    "keras_bert_impl.conversion.tflite_converter", "keras_bert_impl.conversion.input_contract",
 )
 
 
@@ -124,9 +127,13 @@ def test_only_kbert_export_and_serve_reach_the_export_wing():
         assert not [i for i in top_level if i.startswith("keras_bert_impl_export")], (door, top_level)
 
 
+def _wing_files():
+    return [os.path.join(root, n) for root, _, names in os.walk(WING) for n in names if n.endswith(".py")]
+
+
 def test_the_export_wing_uses_the_public_api_only():
-    files = [os.path.join(WING, n) for n in os.listdir(WING) if n.endswith(".py")]
-    assert len(files) > 3
+    files = _wing_files()
+    assert len(files) > 3 and any(os.sep + "serve" + os.sep in f for f in files)
     bad = [
         (os.path.basename(path), imported, names)
         for path in files
@@ -135,3 +142,107 @@ def test_the_export_wing_uses_the_public_api_only():
         if imported not in PUBLIC or [n for n in names if n.startswith("_")]
     ]
     assert not bad, bad
+
+
+# Every module of the library and of the wing, by dotted name.
+ALL_MODULES = {
+    **MODULES,
+    **{
+        os.path.relpath(path, os.path.dirname(WING))[: -len(".py")].replace(os.sep, ".").removesuffix(".__init__"): path
+        for path in _wing_files()
+    },
+}
+
+
+def _resolve(name):
+    """The module of ALL_MODULES that importing `name` runs last: `name` itself, or the
+    nearest package or module above it (`a.b.Class` -> `a.b`)."""
+    while name and name not in ALL_MODULES:
+        name = name.rpartition(".")[0]
+    return name or None
+
+
+def _import_graph():
+    """module -> the modules of ALL_MODULES it imports, at any level of the file (a function's
+    lazy import is an edge too: it runs whenever the function does); relative imports resolved."""
+    graph = {}
+    for module, path in ALL_MODULES.items():
+        with open(path, encoding="utf-8") as f:
+            tree = ast.parse(f.read(), path)
+        package = module if path.endswith("__init__.py") else module.rpartition(".")[0]
+        edges = set()
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Import):
+                edges.update(_resolve(alias.name) for alias in node.names)
+            elif isinstance(node, ast.ImportFrom):
+                base = node.module or ""
+                if node.level:
+                    parts = package.split(".")[: len(package.split(".")) - node.level + 1]
+                    base = ".".join(parts + ([base] if base else []))
+                # `from a import b` imports the module a.b when there is one, else names of a.
+                edges.update(_resolve(f"{base}.{alias.name}") for alias in node.names)
+        graph[module] = edges - {None, module}
+    return graph
+
+
+def _cycles(graph):
+    """The strongly connected components of more than one module (Tarjan's algorithm)."""
+    index, low, stack, on_stack, found = {}, {}, [], set(), []
+
+    def visit(node):
+        index[node] = low[node] = len(index)
+        stack.append(node)
+        on_stack.add(node)
+        for other in graph[node]:
+            if other not in index:
+                visit(other)
+                low[node] = min(low[node], low[other])
+            elif other in on_stack:
+                low[node] = min(low[node], index[other])
+        if low[node] == index[node]:
+            component = []
+            while not component or component[-1] != node:
+                component.append(stack.pop())
+                on_stack.discard(component[-1])
+            if len(component) > 1:
+                found.append(sorted(component))
+
+    for node in graph:
+        if node not in index:
+            visit(node)
+    return found
+
+
+def test_no_import_cycles():
+    """No chain of imports, function-level ones included, leads from a module of the library
+    or the wing back to itself (`kbert serve` once re-entered the CLI to re-parse an export)."""
+    graph = _import_graph()
+    assert "keras_bert_impl_export.serve.model_server" in graph and len(graph) > len(MODULES)
+    assert _cycles(graph) == []
+
+
+def test_the_cycle_check_sees_a_cycle():
+    assert _cycles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]
+
+
+def test_no_command_imports_the_cli():
+    """The commands are called by the CLI, never the reverse: a command that needs another's
+    work calls its function (serve -> export.export_saved_models), not the parser."""
+    bad = [
+        (module, imported)
+        for module, path in MODULES.items()
+        if module.startswith("keras_bert_impl.commands")
+        for imported, names in _imports(path)
+        if imported == "keras_bert_impl.cli" or (imported == "keras_bert_impl" and "cli" in names)
+    ]
+    assert not bad, bad
+
+
+def test_one_module_converts_to_tflite():
+    """Every .tflite the library and the wing write goes through conversion.tflite_converter:
+    it is the one module that names TFLite's converter."""
+    users = sorted(
+        module for module, path in ALL_MODULES.items()
+        if "TFLiteConverter" in open(path, encoding="utf-8").read()
+    )
+    assert users == ["keras_bert_impl.conversion.tflite_converter"]

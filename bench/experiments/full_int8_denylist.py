@@ -1,10 +1,10 @@
 """Which ops a full-integer int8 TFLite conversion of the MR classifier may quantize.
 
-`kbert export`'s `full_int8` (keras_bert_impl_export/tflite_converter.py) quantizes only the
+`kbert export`'s `full_int8` (keras_bert_impl/conversion/tflite_converter.py) quantizes only the
 op kinds in FULL_INT8_QUANTIZED_OPS, minus the nodes matching FULL_INT8_FLOAT_NODES, and
 keeps everything else float. This script measures that choice step by step on the model
 `make demo` fine-tunes (all-MiniLM-L6-v2 on MR, data/demo/mr_run/model.keras), exported as
-the token-id SavedModel at 64 tokens (`ServingModel(model, 64).export_archive(text=False)`):
+the token-id SavedModel at 64 tokens (`ExportSignatures(model, 64).export_archive(text=False)`):
 
   float32                   convert(..., "float32")
   dynamic_int8              convert(..., "dynamic_int8"): int8 weights, activations per batch
@@ -57,8 +57,8 @@ QUALITY_BATCH = 32
 
 def variants():
     """name -> (description, how it is converted): ("convert", quantization, quantized_ops,
-    float_nodes) through tflite_converter.convert, or ("plain_full_int8",)."""
-    from keras_bert_impl_export.tflite_converter import FULL_INT8_FLOAT_NODES
+    float_nodes) through tflite_converter.convert_saved_model, or ("plain_full_int8",)."""
+    from keras_bert_impl.conversion.tflite_converter import FULL_INT8_FLOAT_NODES
 
     ffn_out, attention_out = FULL_INT8_FLOAT_NODES[0], FULL_INT8_FLOAT_NODES[1]
     fc_gather = ("FULLY_CONNECTED", "GATHER")
@@ -181,13 +181,13 @@ def main(argv=None):
 
     import keras_bert_impl  # noqa: F401  registers the model classes for load_model
     from ai_edge_litert.interpreter import Interpreter
-    from keras_bert_impl_export import tflite_converter
+    from keras_bert_impl.conversion import tflite_converter
     from keras_bert_impl_export.exporter import id_examples, tokenize
-    from keras_bert_impl_export.serving_model import ServingModel
+    from keras_bert_impl_export.export_signatures import ExportSignatures
 
     machine.update(tensorflow_threads())
     model = keras.saving.load_model(args.model)
-    serving = ServingModel(model, SEQUENCE_LENGTH)
+    serving = ExportSignatures(model, SEQUENCE_LENGTH)
     label_names = list(model.label_names)
     train_texts, _ = read_split(args.train)
     texts, label_strings = read_split(args.validation)
@@ -233,7 +233,7 @@ def main(argv=None):
                     quantized_ops = tflite_converter.FULL_INT8_QUANTIZED_OPS if quantized_ops is None else quantized_ops
                     float_nodes = tflite_converter.FULL_INT8_FLOAT_NODES if float_nodes is None else float_nodes
                     row["conversion"].update(quantized_ops=list(quantized_ops), float_nodes=list(float_nodes))
-                flatbuffer = tflite_converter.convert(
+                flatbuffer = tflite_converter.convert_saved_model(
                     saved_model, quantization, calibration if quantization == "full_int8" else None,
                     quantized_ops=quantized_ops, float_nodes=float_nodes,
                 )

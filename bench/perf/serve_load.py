@@ -81,9 +81,9 @@ def main(argv=None):
     if args.wait_idle:
         wait_for_idle(args.wait_idle)
 
-    from keras_bert_impl_export.served_model import ServedModel
+    from keras_bert_impl_export.serve.servable_model import ServableModel
 
-    model = ServedModel("mr", 1, os.path.join(export, "serving", "mr", "1"))
+    model = ServableModel("mr", 1, os.path.join(export, "serving", "mr", "1"))
     offline_texts = texts[:args.offline_sentences]
     _offline(model, offline_texts[:64], args.max_batch_size)  # warm-up
     offline_before = _offline(model, offline_texts, args.max_batch_size)

@@ -2,7 +2,8 @@
 elsewhere (SavedModels for TF Serving, TFLite files for LiteRT and MediaPipe Tasks), each
 checked in the runtime that serves it, with a report.
 
-It also holds `kbert serve`'s local stand-in for TF Serving (`model_server.ModelServer`).
+Its `serve` sub-package is `kbert serve`'s local stand-in for TF Serving (`serve.model_server.ModelServer`),
+which loads what the exporting modules wrote.
 It depends on the library's public API and the library never imports it, except the `kbert
 export` and `kbert serve` commands, which load it lazily (tests/test_architecture.py holds
 both rules).

@@ -20,17 +20,16 @@ import os
 import shutil
 import time
 
-import keras
 import numpy as np
 import tensorflow as tf
 
 from keras_bert_impl.atomic_write import write_json_atomically, write_text_atomically
+from keras_bert_impl.conversion.tflite_converter import check_builtins_only, convert_endpoint, convert_saved_model
+from keras_bert_impl.conversion.input_contract import EXPORT_FORMATS, EXPORT_ID_INPUTS, MEDIAPIPE_OUTPUTS, QUANTIZATIONS
 from keras_bert_impl.validation import check_choice
-from keras_bert_impl_export import tflite_converter
-from keras_bert_impl_export.serving_model import ID_INPUTS, ServingModel
+from keras_bert_impl_export.export_signatures import ExportSignatures
 from keras_bert_impl_export.warmup import write_warmup_requests
 
-FORMATS = ("saved_model", "tflite", "mediapipe", "text_tflite")
 MANIFEST = "export.json"
 # Examples the full-int8 calibration runs (Model Garden's and TFLite's guides use 100-500).
 CALIBRATION_EXAMPLES = 200
@@ -72,7 +71,7 @@ def commit_output(work, output):
 def id_examples(serving, texts):
     """Texts (or (a, b) pairs) -> [{ids, mask, segment_ids}] int32 arrays [1, S], one per example."""
     x = tokenize(serving, texts)
-    return [{name: x[name][i : i + 1] for name in ID_INPUTS} for i in range(len(x["ids"]))]
+    return [{name: x[name][i : i + 1] for name in EXPORT_ID_INPUTS} for i in range(len(x["ids"]))]
 
 
 def tokenize(serving, texts):
@@ -102,8 +101,8 @@ def export_model(
     name="bert",
     sequence_length=128,
     pair=False,
-    formats=FORMATS,
-    quantizations=tflite_converter.QUANTIZATIONS,
+    formats=EXPORT_FORMATS,
+    quantizations=QUANTIZATIONS,
     calibration_texts=None,
     overwrite=False,
     finish=None,
@@ -112,12 +111,12 @@ def export_model(
     """Writes every artifact of `model` under `output`; returns the manifest (export.json).
 
     Args:
-        model: a head with its vocabulary (see ServingModel).
+        model: a head with its vocabulary (see ExportSignatures).
         output: the folder to create (refused if it holds anything, unless `overwrite`).
         name: the model name in TF Serving's layout and the file names.
-        sequence_length, pair: see ServingModel.
-        formats: a subset of FORMATS.
-        quantizations: the .tflite precisions (tflite_converter.QUANTIZATIONS).
+        sequence_length, pair: see ExportSignatures.
+        formats: a subset of EXPORT_FORMATS.
+        quantizations: the .tflite precisions (QUANTIZATIONS).
         calibration_texts: real examples of the task (texts, or (a, b) pairs): full-int8
             calibration and the warm-up requests. Required for "full_int8".
         overwrite: replace an existing OUTPUT.
@@ -125,12 +124,12 @@ def export_model(
         log: progress lines go here.
     """
     for fmt in formats:
-        check_choice("formats", fmt, FORMATS)
+        check_choice("formats", fmt, EXPORT_FORMATS)
     for quantization in quantizations:
-        check_choice("quantizations", quantization, tflite_converter.QUANTIZATIONS)
+        check_choice("quantizations", quantization, QUANTIZATIONS)
     if not name or not name.replace("_", "").replace("-", "").isalnum():
         raise ValueError(f"name must be letters, digits, '-' or '_' (a TF Serving model name). Received: name={name!r}")
-    serving = ServingModel(model, sequence_length, pair=pair)
+    serving = ExportSignatures(model, sequence_length, pair=pair)
     if "tflite" in formats and "full_int8" in quantizations and not calibration_texts:
         raise ValueError("full_int8 needs calibration examples: pass --calibration FILE (real examples of the task).")
     samples = list(calibration_texts or [])[:WARMUP_EXAMPLES] or _default_samples(serving)
@@ -169,7 +168,7 @@ def _write_all(serving, work, name, formats, quantizations, calibration_texts, s
     # The ids SavedModel is also what the .tflite files are converted from.
     _timed(log, "SavedModel (token ids)", serving.export_archive(text=False).write_out, ids_dir, verbose=False)
     x = tokenize(serving, samples)
-    write_warmup_requests(ids_dir, f"{name}_ids", [{k: x[k] for k in ID_INPUTS}])
+    write_warmup_requests(ids_dir, f"{name}_ids", [{k: x[k] for k in EXPORT_ID_INPUTS}])
     if "saved_model" in formats:
         files["saved_model_ids"] = os.path.relpath(ids_dir, work)
         text_dir = os.path.join(work, "serving", name, "1")
@@ -182,9 +181,9 @@ def _write_all(serving, work, name, formats, quantizations, calibration_texts, s
     if "tflite" in formats:
         for quantization in quantizations:
             flatbuffer = _timed(
-                log, f"TFLite {quantization}", tflite_converter.convert, ids_dir, quantization, calibration
+                log, f"TFLite {quantization}", convert_saved_model, ids_dir, quantization, calibration
             )
-            tflite_converter.check_builtins_only(flatbuffer)
+            check_builtins_only(flatbuffer)
             path = os.path.join(work, "tflite", f"{name}_{quantization}.tflite")
             os.makedirs(os.path.dirname(path), exist_ok=True)
             with open(path, "wb") as f:
@@ -203,7 +202,7 @@ def _write_all(serving, work, name, formats, quantizations, calibration_texts, s
             f.write(flatbuffer)
         files["text_tflite"] = os.path.relpath(path, work)
     if "mediapipe" in formats:
-        if serving.kind not in ("classifier", "embedder"):
+        if serving.kind not in MEDIAPIPE_OUTPUTS:
             log(f"  no MediaPipe model for a {serving.kind}: MediaPipe Tasks' text tasks are classifiers and embedders")
         elif not backbone.lowercase:
             log("  no MediaPipe model: MediaPipe's BERT tokenizer always lower-cases, and this model is cased")
@@ -223,7 +222,7 @@ def _write_all(serving, work, name, formats, quantizations, calibration_texts, s
         "lowercase": bool(backbone.lowercase),
         "pair": serving.pair,
         "text_inputs": list(serving.text_inputs),
-        "id_inputs": list(ID_INPUTS),
+        "id_inputs": list(EXPORT_ID_INPUTS),
         "id_outputs": list(serving.output_names()),
         "label_names": serving.label_names,
         "special_ids": {
@@ -244,9 +243,8 @@ def _write_all(serving, work, name, formats, quantizations, calibration_texts, s
 
 # The MediaPipe files' names by precision (the float32 one plain, as apps expect one model).
 # No full-int8 MediaPipe file: MediaPipe runs text models on the CPU, where dynamic-range int8
-# is smaller, faster and closer to Keras, and the full-int8 one agreed with Keras' top label
-# on 97.6% of 246 MR sentences (tests/export/test_export.py's sample), under the 98% bar the
-# other int8 files meet.
+# is smaller, faster and closer to Keras (bench/results/full_int8_denylist.json compares the
+# two on the same sentences).
 MEDIAPIPE_SUFFIXES = {"float32": "", "float16": "_float16", "dynamic_int8": "_int8"}
 
 
@@ -255,28 +253,23 @@ def _write_mediapipe(serving, work, name, quantizations, log):
     float32, with the metadata that carries the vocabulary and the labels."""
     from keras_bert_impl_export import tflite_metadata
 
-    output_name = "embeddings" if serving.kind == "embedder" else "probabilities"
-    saved = os.path.join(work, ".mediapipe_saved_model")
-    archive = keras.export.ExportArchive()  # untracked, as in ServingModel.export_archive
+    output_name = MEDIAPIPE_OUTPUTS[serving.kind]
+    ids_function, signature = serving.endpoint(text=False, batch=1, length=serving.sequence_length)
 
     def serve(ids, mask, segment_ids):
-        return {output_name: serving.id_outputs(ids, mask, segment_ids)[output_name]}
+        return {output_name: ids_function(ids, mask, segment_ids)[output_name]}
 
-    archive.add_endpoint(
-        "serving_default", serve, input_signature=serving.id_signature(batch=1, length=serving.sequence_length)
-    )
-    archive.write_out(saved, verbose=False)
     files = {}
     backbone = serving.model.backbone
     for quantization in [q for q in quantizations if q in MEDIAPIPE_SUFFIXES]:
         suffix = MEDIAPIPE_SUFFIXES[quantization]
         flatbuffer = _timed(
-            log, f"TFLite for MediaPipe, {quantization}", tflite_converter.convert, saved, quantization
+            log, f"TFLite for MediaPipe, {quantization}", convert_endpoint, serve, signature, quantization
         )
-        tflite_converter.check_builtins_only(flatbuffer)
+        check_builtins_only(flatbuffer)
         flatbuffer = tflite_metadata.add_metadata(
             flatbuffer,
-            kind="embedder" if serving.kind == "embedder" else "classifier",
+            kind=serving.kind,
             vocabulary=list(backbone.vocabulary),
             lowercase=bool(backbone.lowercase),
             label_names=serving.label_names or None,
@@ -289,5 +282,4 @@ def _write_mediapipe(serving, work, name, quantizations, log):
         with open(path, "wb") as f:
             f.write(flatbuffer)
         files["mediapipe" + suffix] = os.path.relpath(path, work)
-    shutil.rmtree(saved)
     return files

@@ -12,7 +12,8 @@ import numpy as np
 import tensorflow as tf
 
 from keras_bert_impl.atomic_write import write_json_atomically, write_text_atomically, write_atomically
-from keras_bert_impl_export.exporter import ID_INPUTS, text_request, tokenize
+from keras_bert_impl.conversion.input_contract import EXPORT_ID_INPUTS
+from keras_bert_impl_export.exporter import text_request, tokenize
 
 LATENCY_BATCHES = (1, 32)
 
@@ -49,13 +50,13 @@ class _Runner:
         elif self.kind == "saved_model_text":
             out = self.function(**{k: tf.constant(v) for k, v in text_request(self.serving, texts).items()})
         elif self.kind == "saved_model_ids":
-            out = self.function(**{k: tf.constant(ids[k]) for k in ID_INPUTS})
+            out = self.function(**{k: tf.constant(ids[k]) for k in EXPORT_ID_INPUTS})
         elif self.kind == "mediapipe":
             # MediaPipe's model is [1, S]: one example a call.
-            rows = [self.runner(**{k: ids[k][i : i + 1] for k in ID_INPUTS}) for i in range(len(ids["ids"]))]
+            rows = [self.runner(**{k: ids[k][i : i + 1] for k in EXPORT_ID_INPUTS}) for i in range(len(ids["ids"]))]
             return {k: np.concatenate([r[k] for r in rows]) for k in rows[0]}
         else:
-            out = self.runner(**{k: ids[k] for k in ID_INPUTS})
+            out = self.runner(**{k: ids[k] for k in EXPORT_ID_INPUTS})
         return {k: np.asarray(v) for k, v in out.items()}
 
 
@@ -87,7 +88,7 @@ def build_report(work, manifest, serving, texts, labels=None, repeats=20, log=pr
     x = tokenize(serving, texts)
     keras_out = {}
     for batch, _ in _batches(x, texts, 64):
-        out = serving.id_outputs(*(tf.constant(batch[k]) for k in ID_INPUTS))
+        out = serving.id_outputs(*(tf.constant(batch[k]) for k in EXPORT_ID_INPUTS))
         for k, v in out.items():
             keras_out.setdefault(k, []).append(v.numpy())
     keras_out = {k: np.concatenate(v) for k, v in keras_out.items()}

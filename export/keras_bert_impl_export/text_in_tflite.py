@@ -33,13 +33,17 @@ Behaviour at serving time (tests/export/test_text_in_tflite.py checks each):
   where BertPreprocessor raises InvalidArgumentError. Decode text before passing it.
 """
 
-import os
-import tempfile
-
-import keras
 import numpy as np
 import tensorflow as tf
 
+from keras_bert_impl.conversion.tflite_converter import convert_endpoint
+from keras_bert_impl.conversion.input_contract import (
+    SERVING_ENDPOINT,
+    TEXT_INPUT_LAYOUTS,
+    named_endpoint,
+    text_input_names,
+    text_signature,
+)
 from keras_bert_impl.models import BertClassifier, BertEmbedder, BertSpanLabeler, BertTokenClassifier
 from keras_bert_impl.tokenization import BertPreprocessor, is_continuation, piece_text
 from keras_bert_impl.validation import check_bool, check_int
@@ -47,19 +51,7 @@ from keras_bert_impl.validation import check_bool, check_int
 # The custom ops a text-in .tflite holds: tensorflow-text's kernels, which
 # `tensorflow_text.tflite_registrar.SELECT_TFTEXT_OPS` registers.
 TEXT_IN_CUSTOM_OPS = ("FastBertNormalize", "FastWordpieceTokenizeWithOffsets", "RaggedTensorToTensor")
-# The ids the graph computed, output beside the head's own outputs.
-ID_OUTPUTS = ("token_ids", "segment_ids", "padding_mask")
 _HEADS = (BertClassifier, BertTokenClassifier, BertSpanLabeler, BertEmbedder)
-# The string inputs of a text-in .tflite, in call order (see text_input_names).
-_INPUT_LAYOUTS = (("text",), ("text", "text_b"), ("question", "context"))
-
-
-def text_input_names(model, pair=False):
-    """The string inputs of `model`'s text-in .tflite: ("text",), ("text", "text_b") for a
-    pair classifier, ("question", "context") for a span labeler."""
-    if isinstance(model, BertSpanLabeler):
-        return ("question", "context")
-    return ("text", "text_b") if pair else ("text",)
 
 
 class _TextInGraph:
@@ -213,7 +205,7 @@ def convert_text_in(model, *, sequence_length, pair=False, max_chars_per_word=10
             "pair=True is for a BertClassifier of text pairs (a BertSpanLabeler always reads two texts). "
             f"Received: pair={pair!r} for a {type(model).__name__}"
         )
-    names = text_input_names(model, pair)
+    names = text_input_names(isinstance(model, BertSpanLabeler), pair)
     if len(names) == 2 and sequence_length < 4:
         raise ValueError(
             f"sequence_length must be >= 4 for two texts ([CLS] A [SEP] [SEP]). Received: sequence_length={sequence_length}"
@@ -223,27 +215,9 @@ def convert_text_in(model, *, sequence_length, pair=False, max_chars_per_word=10
     )
     graph = _TextInGraph(model, preprocessor)
 
-    # ExportArchive tracks the Keras variables (a plain tf.Module silently left them out).
-    archive = keras.export.ExportArchive()
-    archive.track(model)
-    signature = [tf.TensorSpec([None], tf.string, name=name) for name in names]
-    if len(names) == 1:
-        archive.add_endpoint("serving_default", lambda text: graph(text), input_signature=signature)
-    elif names == ("text", "text_b"):
-        archive.add_endpoint("serving_default", lambda text, text_b: graph(text, text_b), input_signature=signature)
-    else:
-        archive.add_endpoint(
-            "serving_default", lambda question, context: graph(question, context), input_signature=signature
-        )
-    with tempfile.TemporaryDirectory() as folder:
-        path = os.path.join(folder, "text_in")
-        archive.write_out(path, verbose=False)
-        converter = tf.lite.TFLiteConverter.from_saved_model(path)
-        converter.target_spec.supported_ops = [tf.lite.OpsSet.TFLITE_BUILTINS]
-        # Custom ops let tensorflow-text's kernels through; any other op left as custom is an
-        # error below, not a file that fails on the device.
-        converter.allow_custom_ops = True
-        flatbuffer = converter.convert()
+    # Custom ops let tensorflow-text's kernels through; any other op left as custom is an
+    # error below, not a file that fails on the device.
+    flatbuffer = convert_endpoint(named_endpoint(graph, names), text_signature(names), allow_custom_ops=True)
     unexpected = sorted(set(custom_op_names(flatbuffer)) - set(TEXT_IN_CUSTOM_OPS))
     if unexpected:
         raise ValueError(
@@ -305,9 +279,9 @@ def run_text_in(flatbuffer_or_interpreter, text, text_b=None):
     interpreter = flatbuffer_or_interpreter
     if isinstance(interpreter, (bytes, bytearray)):
         interpreter = text_in_interpreter(interpreter)
-    runner = interpreter.get_signature_runner("serving_default")
+    runner = interpreter.get_signature_runner(SERVING_ENDPOINT)
     inputs = set(runner.get_input_details())
-    names = next((n for n in _INPUT_LAYOUTS if set(n) == inputs), None)
+    names = next((n for n in TEXT_INPUT_LAYOUTS if set(n) == inputs), None)
     if names is None:
         raise ValueError(f"This .tflite is no text-in model: its inputs are {sorted(inputs)}.")
     texts = [text] if text_b is None else [text, text_b]

@@ -9,9 +9,7 @@ import sys
 
 from keras_bert_impl.commands import task_data
 from keras_bert_impl.commands.errors import UsageError
-
-FORMAT_CHOICES = ("saved_model", "tflite", "mediapipe", "text_tflite")
-QUANTIZATION_CHOICES = ("float32", "float16", "dynamic_int8", "full_int8")
+from keras_bert_impl.conversion.input_contract import EXPORT_FORMATS, QUANTIZATIONS
 
 
 def add_parser(subparsers):
@@ -30,10 +28,10 @@ def add_parser(subparsers):
                         help="A kbert finetune run folder or a .keras head; a .keras backbone (kbert convert) "
                         "is exported as a sentence embedder (mean pooling, L2-normalised).")
     parser.add_argument("--output", required=True, help="Folder to create; refused if it holds anything (see --overwrite).")
-    parser.add_argument("--formats", default=",".join(FORMAT_CHOICES),
-                        help=f"Comma-separated subset of {','.join(FORMAT_CHOICES)}. Default: all.")
-    parser.add_argument("--quantizations", default=",".join(QUANTIZATION_CHOICES),
-                        help=f"TFLite precisions, comma-separated subset of {','.join(QUANTIZATION_CHOICES)}. "
+    parser.add_argument("--formats", default=",".join(EXPORT_FORMATS),
+                        help=f"Comma-separated subset of {','.join(EXPORT_FORMATS)}. Default: all.")
+    parser.add_argument("--quantizations", default=",".join(QUANTIZATIONS),
+                        help=f"TFLite precisions, comma-separated subset of {','.join(QUANTIZATIONS)}. "
                         "Default: all (full_int8 needs --calibration).")
     parser.add_argument("--validation", default=None,
                         help="Examples to check and measure every artifact on (the training file's layout; "
@@ -107,15 +105,17 @@ def _examples(path, flag, task, model, settings, on_error="fail"):
     return examples, labels
 
 
-def run(args):
+def _log(line):
+    print(f"kbert export: {line.strip()}", file=sys.stderr, flush=True)
+
+
+def load_for_export(model_flag, seq_len=None, pair=False):
+    """(model, model_path, stored run settings, task, pair, sequence length) of `--model`:
+    a bare backbone becomes a sentence embedder; the length defaults to the run's."""
     import keras_bert_impl as kb
     from keras_bert_impl.commands.model_files import load_model
 
-    formats = _choices("--formats", args.formats, FORMAT_CHOICES)
-    quantizations = _choices("--quantizations", args.quantizations, QUANTIZATION_CHOICES)
-    if args.repeats < 1:
-        raise UsageError(f"--repeats must be a positive integer. Received: {args.repeats}")
-    model, model_path = load_model(args.model)
+    model, model_path = load_model(model_flag)
     stored = task_data.read_task_file(os.path.dirname(model_path)) or {}
     if isinstance(model, kb.BertBackbone):
         model = kb.BertEmbedder(model, pooling="mean", normalize=True)
@@ -125,7 +125,7 @@ def run(args):
             f"{model_path} carries no vocabulary. Re-create it with kbert convert or kbert finetune (which keep "
             "the checkpoint's vocab.txt), or attach one: backbone.set_vocabulary('vocab.txt') and save."
         )
-    pair = bool(args.pair or stored.get("task") == "pair")
+    pair = bool(pair or stored.get("task") == "pair")
     if isinstance(model, kb.BertEmbedder):
         task = "embedding"
     else:
@@ -133,12 +133,45 @@ def run(args):
             task = task_data.task_of_model(model, has_text_b=pair)
         except ValueError as e:
             raise UsageError(str(e).replace("evaluate and predict take", "kbert export takes")) from None
-    seq_len = args.seq_len or stored.get("seq_len") or min(128, backbone.max_sequence_length)
+    seq_len = seq_len or stored.get("seq_len") or min(128, backbone.max_sequence_length)
     if seq_len > backbone.max_sequence_length or seq_len < 3:
         raise UsageError(
             f"--seq-len {seq_len} is outside 3..{backbone.max_sequence_length} (the model's positions). "
             f"Pass --seq-len {backbone.max_sequence_length} or less."
         )
+    return model, model_path, stored, task, pair, seq_len
+
+
+def write_export(model, output, *, name, seq_len, pair, formats, quantizations=QUANTIZATIONS, calibration=None,
+                 overwrite=False, finish=None):
+    """The export wing's `export_model`, its refusals as UsageError."""
+    from keras_bert_impl.conversion.tflite_converter import ConversionError
+    from keras_bert_impl_export.exporter import ExportExistsError, export_model
+
+    try:
+        return export_model(
+            model, output, name=name, sequence_length=seq_len, pair=pair, formats=formats,
+            quantizations=quantizations, calibration_texts=calibration, overwrite=overwrite, finish=finish, log=_log,
+        )
+    except (ExportExistsError, ConversionError, ValueError) as e:
+        raise UsageError(str(e)) from None
+
+
+def export_saved_models(model_flag, output, *, name, seq_len=None):
+    """The raw-text and id SavedModels `kbert export --formats saved_model` writes for a run
+    folder or a .keras file (what `kbert serve` loads from one)."""
+    model, model_path, _, task, pair, seq_len = load_for_export(model_flag, seq_len)
+    _log(f"{type(model).__name__} ({task}) from {model_path}, sequence length {seq_len}, formats ['saved_model']")
+    return write_export(model, output, name=name, seq_len=seq_len, pair=pair and task == "pair",
+                        formats=("saved_model",))
+
+
+def run(args):
+    formats = _choices("--formats", args.formats, EXPORT_FORMATS)
+    quantizations = _choices("--quantizations", args.quantizations, QUANTIZATIONS)
+    if args.repeats < 1:
+        raise UsageError(f"--repeats must be a positive integer. Received: {args.repeats}")
+    model, model_path, stored, task, pair, seq_len = load_for_export(args.model, args.seq_len, args.pair)
     settings = task_data.data_settings(args, task, stored) if task in task_data.TASKS else {}
     validation = _examples(args.validation, "--validation", task, model, settings, args.on_error) if args.validation else None
     calibration_path = args.calibration or stored.get("train")
@@ -151,32 +184,21 @@ def run(args):
             )
         calibration, _ = _examples(calibration_path, "--calibration", task, model, settings, args.on_error)
 
-    from keras_bert_impl_export.exporter import ExportExistsError, export_model
-    from keras_bert_impl_export.report import build_report
-    from keras_bert_impl_export.serving_model import ServingModel
-    from keras_bert_impl_export.tflite_converter import ConversionError
-
-    def log(line):
-        print(f"kbert export: {line.strip()}", file=sys.stderr, flush=True)
-
     def finish(work, manifest):
         if validation is not None:
-            log(f"report on {len(validation[0])} validation examples")
-            serving = ServingModel(model, seq_len, pair=pair and task == "pair")
-            build_report(work, manifest, serving, validation[0], validation[1], repeats=args.repeats, log=log)
+            from keras_bert_impl_export.export_signatures import ExportSignatures
+            from keras_bert_impl_export.report import build_report
+
+            _log(f"report on {len(validation[0])} validation examples")
+            serving = ExportSignatures(model, seq_len, pair=pair and task == "pair")
+            build_report(work, manifest, serving, validation[0], validation[1], repeats=args.repeats, log=_log)
             with open(os.path.join(work, "report.md"), encoding="utf-8") as f:
                 print(f.read())
 
-    log(f"{type(model).__name__} ({task}) from {model_path}, sequence length {seq_len}, formats {formats}")
-    try:
-        manifest = export_model(
-            model, args.output, name=args.name, sequence_length=seq_len, pair=pair and task == "pair",
-            formats=formats, quantizations=quantizations,
-            calibration_texts=calibration, overwrite=args.overwrite, finish=finish, log=log,
-        )
-    except (ExportExistsError, ConversionError) as e:
-        raise UsageError(str(e)) from None
-    except ValueError as e:
-        raise UsageError(str(e)) from None
-    log(f"wrote {args.output}: {', '.join(sorted(manifest['files']))}")
+    _log(f"{type(model).__name__} ({task}) from {model_path}, sequence length {seq_len}, formats {formats}")
+    manifest = write_export(
+        model, args.output, name=args.name, seq_len=seq_len, pair=pair and task == "pair", formats=formats,
+        quantizations=quantizations, calibration=calibration, overwrite=args.overwrite, finish=finish,
+    )
+    _log(f"wrote {args.output}: {', '.join(sorted(manifest['files']))}")
     return 0

@@ -1,8 +1,8 @@
 """`kbert serve`: a local server with TF Serving's REST API over an export or a run folder.
 
-The server is the export wing's (`keras_bert_impl_export.model_server`); this module reads
-the flags, turns a run folder into the SavedModel `kbert export` would write (through that
-command itself, into a temporary folder), and imports the wing lazily.
+The server is the export wing's (`keras_bert_impl_export.serve.model_server`); this module reads
+the flags, turns a run folder into the SavedModels `kbert export` would write (through its
+`export_saved_models`, into a temporary folder), and imports the wing lazily.
 """
 
 import os
@@ -45,19 +45,6 @@ def add_parser(subparsers):
     return parser
 
 
-def _export_run(model_path, name, seq_len, folder):
-    """The raw-text and id SavedModels `kbert export --formats saved_model` writes for a run."""
-    from keras_bert_impl.cli import build_parser
-
-    output = os.path.join(folder, "export")
-    argv = ["export", "--model", model_path, "--output", output, "--formats", "saved_model", "--name", name]
-    if seq_len is not None:
-        argv += ["--seq-len", str(seq_len)]
-    args = build_parser().parse_args(argv)
-    args.func(args)
-    return output
-
-
 def _check_positive(flag, value, minimum=1):
     if value < minimum:
         raise UsageError(f"{flag} must be at least {minimum}. Received: {value}")
@@ -75,8 +62,9 @@ def run(args):
     if not os.path.exists(args.model):
         raise UsageError(f"--model {args.model!r}: no such file or folder.")
 
-    from keras_bert_impl_export.model_server import ModelServer
-    from keras_bert_impl_export.served_model import ServedModel, find_servables
+    from keras_bert_impl.commands.export import export_saved_models
+    from keras_bert_impl_export.serve.model_server import ModelServer
+    from keras_bert_impl_export.serve.servable_model import ServableModel, find_servables
 
     def log(line):
         print(f"kbert serve: {line}", file=sys.stderr, flush=True)
@@ -88,7 +76,8 @@ def run(args):
             name = args.name or os.path.basename(os.path.normpath(model_path)).removesuffix(".keras")
             temporary = tempfile.mkdtemp(prefix="kbert-serve-")
             log(f"exporting {model_path} as {name!r} (the SavedModels kbert export writes)")
-            model_path = _export_run(model_path, name, args.seq_len, temporary)
+            model_path = os.path.join(temporary, "export")
+            export_saved_models(args.model, model_path, name=name, seq_len=args.seq_len)
         try:
             servables = find_servables(model_path, args.name)
         except ValueError as e:
@@ -96,7 +85,7 @@ def run(args):
         models = []
         for name, version, path in servables:
             log(f"loading {name} version {version} from {path}")
-            models.append(ServedModel(name, version, path))
+            models.append(ServableModel(name, version, path))
         server = ModelServer(
             models, max_batch_size=args.max_batch_size, batch_timeout_ms=args.batch_timeout_ms,
             num_batch_threads=args.num_batch_threads, max_enqueued_batches=args.max_enqueued_batches,

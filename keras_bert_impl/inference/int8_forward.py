@@ -8,8 +8,9 @@ maintained int8 route to oneDNN. TFLite's dynamic-range int8 is the maintained p
 int8 dot-product units: the weights of every fully connected layer are stored in int8 with a
 scale per output channel, each batch's activations are quantized on the fly, and XNNPACK runs
 the products with its AVX512-VNNI kernels; LayerNorm, softmax and GELU stay float32. It is the
-same conversion as `kbert export`'s `dynamic_int8` .tflite, done in memory with the batch and
-length dimensions left free, so length-bucketed batches of any shape run without retracing.
+same conversion as `kbert export`'s `dynamic_int8` .tflite (through the one conversion home,
+keras_bert_impl.conversion), with the batch and length dimensions left free and the model's own
+input names, so length-bucketed batches of any shape run without retracing.
 
 Shape legend: B batch, T a batch's padded width.
 """
@@ -19,13 +20,12 @@ import os
 import sys
 import tempfile
 
-import keras
 import numpy as np
 import tensorflow as tf
 
+from keras_bert_impl.conversion.tflite_converter import convert_endpoint
+from keras_bert_impl.conversion.input_contract import MODEL_ID_INPUTS, SERVING_ENDPOINT, id_signature, named_endpoint
 from keras_bert_impl.validation import check_positive_int
-
-ID_INPUTS = ("token_ids", "segment_ids", "padding_mask")
 
 
 class Int8Forward:
@@ -58,7 +58,7 @@ class Int8Forward:
         with _native_stderr_captured():
             self.flatbuffer = _convert(model)
             self._interpreter = Interpreter(model_content=self.flatbuffer, num_threads=num_threads)
-            self._runner = self._interpreter.get_signature_runner("serving_default")
+            self._runner = self._interpreter.get_signature_runner(SERVING_ENDPOINT)
             # XNNPACK is applied (and says so) on the first run: here, inside the capture.
             ids = np.ones((1, 4), np.int32)
             self._runner(token_ids=ids, segment_ids=np.zeros_like(ids), padding_mask=ids)
@@ -71,7 +71,7 @@ class Int8Forward:
     def __call__(self, token_ids, segment_ids, padding_mask):
         # The signature runner resizes its inputs to each batch's [B, T] (and re-plans its
         # buffers only when the shape changed).
-        feed = {name: np.asarray(value, np.int32) for name, value in zip(ID_INPUTS, (token_ids, segment_ids, padding_mask))}
+        feed = {name: np.asarray(value, np.int32) for name, value in zip(MODEL_ID_INPUTS, (token_ids, segment_ids, padding_mask))}
         outputs = self._runner(**feed)
         return {name: np.array(value, np.float32) for name, value in outputs.items()}
 
@@ -99,19 +99,10 @@ def _native_stderr_captured():
 
 def _convert(model):
     """The model's dynamic-range int8 .tflite bytes, builtin ops only, [None, None] inputs."""
-    specs = [tf.TensorSpec([None, None], tf.int32, name=name) for name in ID_INPUTS]  # [B, T] each
 
-    def serve(token_ids, segment_ids, padding_mask):
+    def forward(token_ids, segment_ids, padding_mask):  # [B, T] each
         outputs = model({"token_ids": token_ids, "segment_ids": segment_ids, "padding_mask": padding_mask},
                         training=False)
         return {name: tf.cast(value, tf.float32) for name, value in outputs.items()}
 
-    archive = keras.export.ExportArchive()
-    archive.add_endpoint("serving_default", serve, input_signature=specs)
-    with tempfile.TemporaryDirectory(prefix="kbert-int8-") as folder:
-        saved_model = os.path.join(folder, "saved_model")
-        archive.write_out(saved_model, verbose=False)
-        converter = tf.lite.TFLiteConverter.from_saved_model(saved_model)
-        converter.target_spec.supported_ops = [tf.lite.OpsSet.TFLITE_BUILTINS]
-        converter.optimizations = [tf.lite.Optimize.DEFAULT]
-        return converter.convert()
+    return convert_endpoint(named_endpoint(forward, MODEL_ID_INPUTS), id_signature(MODEL_ID_INPUTS), "dynamic_int8")

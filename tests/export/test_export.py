@@ -16,8 +16,9 @@ from ai_edge_litert.interpreter import Interpreter
 import keras_bert_impl as kb
 from keras_bert_impl.cli import main
 from keras_bert_impl_export.exporter import tokenize
-from keras_bert_impl_export.serving_model import ID_INPUTS, ServingModel
-from keras_bert_impl_export.tflite_converter import ConversionError, convert, explain_converter_error, tflite_ops
+from keras_bert_impl.conversion.input_contract import EXPORT_ID_INPUTS
+from keras_bert_impl_export.export_signatures import ExportSignatures
+from keras_bert_impl.conversion.tflite_converter import ConversionError, convert_saved_model, explain_converter_error, tflite_ops
 from keras_bert_impl_export.warmup import read_warmup_requests
 from tests.export.conftest import SEQ_LEN, VALIDATION_EXAMPLES
 from tests.export.test_tflite_metadata import mediapipe_venv, run_mediapipe, strip_accents  # noqa: F401 (a fixture)
@@ -35,7 +36,7 @@ def reference(mr_run, mr_export, mr_files):
     """The Keras model's logits on the validation sentences, computed here (not by the report)."""
     model = keras.saving.load_model(os.path.join(mr_run, "model.keras"))
     texts = [text for _, text in mr_files["validation_rows"]]
-    serving = ServingModel(model, SEQ_LEN)
+    serving = ExportSignatures(model, SEQ_LEN)
     x = tokenize(serving, texts)
     logits = model.predict(
         {"token_ids": x["ids"], "segment_ids": x["segment_ids"], "padding_mask": x["mask"]}, batch_size=64, verbose=0
@@ -45,7 +46,7 @@ def reference(mr_run, mr_export, mr_files):
 
 def _run_tflite(path, x, batch=50):
     runner = Interpreter(model_path=path).get_signature_runner("serving_default")
-    parts = [runner(**{k: x[k][i : i + batch] for k in ID_INPUTS}) for i in range(0, len(x["ids"]), batch)]
+    parts = [runner(**{k: x[k][i : i + batch] for k in EXPORT_ID_INPUTS}) for i in range(0, len(x["ids"]), batch)]
     return {k: np.concatenate([p[k] for p in parts]) for k in parts[0]}
 
 
@@ -97,7 +98,7 @@ def test_tflite_files_match_keras_on_500_mr_sentences(mr_export, reference):
         ops = tflite_ops(flatbuffer)
         assert not [op for op in ops if op.startswith("Flex") or op == "CUSTOM"], (quantization, ops)
         runner = Interpreter(model_content=flatbuffer).get_signature_runner("serving_default")
-        assert sorted(runner.get_input_details()) == sorted(ID_INPUTS)
+        assert sorted(runner.get_input_details()) == sorted(EXPORT_ID_INPUTS)
         for name, detail in runner.get_input_details().items():
             assert list(detail["shape_signature"]) == [-1, -1] and detail["dtype"] == np.int32, (name, detail)
         got = _run_tflite(path, x)["logits"]
@@ -115,7 +116,7 @@ def test_float_tflite_resizes_to_any_batch_and_length(mr_export, reference):
     path = os.path.join(mr_export, _manifest(mr_export)["files"]["tflite_float32"])
     model, texts = reference["model"], reference["texts"]
     for batch, length in ((1, 9), (3, 17), (5, 128), (2, 512)):
-        serving = ServingModel(model, length)
+        serving = ExportSignatures(model, length)
         x = tokenize(serving, texts[:batch])
         got = _run_tflite(path, x)["logits"]
         want = model.predict({"token_ids": x["ids"], "segment_ids": x["segment_ids"], "padding_mask": x["mask"]}, verbose=0)
@@ -138,7 +139,7 @@ def test_saved_models_match_keras(mr_export, reference):
     ids_fn = tf.saved_model.load(os.path.join(mr_export, files["saved_model_ids"])).signatures["serving_default"]
     text_fn = tf.saved_model.load(os.path.join(mr_export, files["saved_model_text"])).signatures["serving_default"]
     got_ids = np.concatenate(
-        [ids_fn(**{k: tf.constant(x[k][i : i + 100]) for k in ID_INPUTS})["logits"].numpy() for i in range(0, len(texts), 100)]
+        [ids_fn(**{k: tf.constant(x[k][i : i + 100]) for k in EXPORT_ID_INPUTS})["logits"].numpy() for i in range(0, len(texts), 100)]
     )
     text_out = [text_fn(text=tf.constant(texts[i : i + 100])) for i in range(0, len(texts), 100)]
     got_text = np.concatenate([o["logits"].numpy() for o in text_out])
@@ -171,7 +172,7 @@ def test_warmup_requests_are_tf_serving_prediction_logs(mr_export):
     assert (name, signature, sorted(inputs)) == ("bert", "serving_default", ["text"])
     assert inputs["text"].dtype == object and len(inputs["text"]) >= 1
     name, signature, inputs = ids[0]
-    assert (name, signature, sorted(inputs)) == ("bert_ids", "serving_default", sorted(ID_INPUTS))
+    assert (name, signature, sorted(inputs)) == ("bert_ids", "serving_default", sorted(EXPORT_ID_INPUTS))
     fn = tf.saved_model.load(os.path.join(mr_export, "serving", "bert_ids", "1")).signatures["serving_default"]
     assert fn(**{k: tf.constant(v) for k, v in inputs.items()})["logits"].shape[0] == len(inputs["ids"])
 
@@ -205,7 +206,7 @@ def _fresh_process(code, *args):
 def test_session_loader_in_a_fresh_process(mr_export, reference, tmp_path):
     x, want = reference["x"], reference["logits"]
     feeds = tmp_path / "ids.json"
-    feeds.write_text(json.dumps({k: x[k][:16].tolist() for k in ID_INPUTS}))
+    feeds.write_text(json.dumps({k: x[k][:16].tolist() for k in EXPORT_ID_INPUTS}))
     out = _fresh_process(SESSION_LOADER, os.path.join(mr_export, "serving", "bert_ids", "1"), str(feeds), "ids")
     assert out["tensorflow_text"] is False  # the id model needs no tensorflow-text op
     assert np.abs(np.array(out["logits"]) - want[:16]).max() <= 1e-4
@@ -227,7 +228,7 @@ def test_saved_model_cli_runs_both_models(mr_export, reference, tmp_path):
     assert result.returncode == 0, result.stderr[-3000:]
     assert "top_label" in result.stdout and "logits" in result.stdout
     inputs = []
-    for name in ID_INPUTS:  # its --input_exprs evaluates literals only: int32 arrays go in .npy files
+    for name in EXPORT_ID_INPUTS:  # its --input_exprs evaluates literals only: int32 arrays go in .npy files
         np.save(tmp_path / f"{name}.npy", reference["x"][name][:2])
         inputs.append(f"{name}={tmp_path / f'{name}.npy'}")
     result = subprocess.run(
@@ -328,7 +329,7 @@ def test_model_without_vocabulary_says_how_to_fix(tmp_path, capsys):
 def test_a_head_without_export_is_named(tmp_path, capsys, tiny_classifier):
     model = keras.saving.load_model(tiny_classifier)
     with pytest.raises(ValueError, match="kbert export has no export for a BertPretrainer"):
-        ServingModel(kb.BertPretrainer(model.backbone), 16)
+        ExportSignatures(kb.BertPretrainer(model.backbone), 16)
 
 
 def test_unconvertible_op_names_the_op_and_the_layer(tmp_path, monkeypatch, tiny_classifier):
@@ -338,9 +339,9 @@ def test_unconvertible_op_names_the_op_and_the_layer(tmp_path, monkeypatch, tiny
 
     monkeypatch.setattr(attention, "merge_masks", lambda padding_mask, *a: keras.ops.cast(padding_mask, "bool")[:, None, :])
     model = keras.saving.load_model(tiny_classifier)
-    ServingModel(model, 16).export_archive(text=False).write_out(str(tmp_path / "sm"), verbose=False)
+    ExportSignatures(model, 16).export_archive(text=False).write_out(str(tmp_path / "sm"), verbose=False)
     with pytest.raises(ConversionError, match=r"TFLite has no builtin op for TensorFlow's StridedSlice, used in layer '.*transformer_layer_0"):
-        convert(str(tmp_path / "sm"), "float32")
+        convert_saved_model(str(tmp_path / "sm"), "float32")
     assert "StridedSlice" in explain_converter_error(Exception('fused["StridedSlice:", "a/b/strided_slice@x"]'))
 
 
@@ -401,7 +402,7 @@ def test_mediapipe_text_embedder_runs_the_exported_embedder(minilm_keras, mr_fil
     path = os.path.join(out, manifest["files"]["mediapipe"])
     got = np.array(run_mediapipe(tmp_path, texts, embed=[path])["embed"][path])
     embedder = kb.BertEmbedder(keras.saving.load_model(minilm_keras), pooling="mean")
-    x = tokenize(ServingModel(embedder, 32), texts)
+    x = tokenize(ExportSignatures(embedder, 32), texts)
     want = embedder.predict({"token_ids": x["ids"], "segment_ids": x["segment_ids"], "padding_mask": x["mask"]}, verbose=0)
     want = want["embeddings"]
     cosine = np.sum(got * want, -1) / (np.linalg.norm(got, axis=-1) * np.linalg.norm(want, axis=-1))

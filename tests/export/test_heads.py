@@ -13,7 +13,8 @@ from ai_edge_litert.interpreter import Interpreter
 import keras_bert_impl as kb
 from keras_bert_impl.tokenization import read_vocabulary
 from keras_bert_impl_export.exporter import export_model, tokenize
-from keras_bert_impl_export.serving_model import ID_INPUTS, ServingModel
+from keras_bert_impl.conversion.input_contract import EXPORT_ID_INPUTS
+from keras_bert_impl_export.export_signatures import ExportSignatures
 from tests.export.conftest import REPO, mr_rows
 
 SEQ_LEN = 24
@@ -45,10 +46,10 @@ def test_tagger_gives_a_tag_and_a_piece_per_token(tmp_path):
     model = kb.BertTokenClassifier(_backbone(), num_classes=3, label_names=["O", "B-X", "I-X"])
     _, text_fn, runner = _export(model, tmp_path)
     out = text_fn(text=tf.constant(TEXTS[:3]))
-    x = tokenize(ServingModel(model, SEQ_LEN), TEXTS[:3])
+    x = tokenize(ExportSignatures(model, SEQ_LEN), TEXTS[:3])
     want = _keras(model, x)["logits"]
     np.testing.assert_allclose(out["logits"].numpy(), want, atol=1e-4, rtol=0)
-    np.testing.assert_allclose(runner(**{k: x[k] for k in ID_INPUTS})["logits"], want, atol=1e-4, rtol=0)
+    np.testing.assert_allclose(runner(**{k: x[k] for k in EXPORT_ID_INPUTS})["logits"], want, atol=1e-4, rtol=0)
     tags, tokens, ids = out["tags"].numpy(), out["tokens"].numpy(), x["ids"]
     names = np.array([b"O", b"B-X", b"I-X"])
     for row in range(3):
@@ -64,7 +65,7 @@ def test_span_labeler_answers_inside_the_context(tmp_path):
     questions = ["what is it about?", "who is kinnear?", "q"]
     contexts = TEXTS[:2] + [""]
     out = text_fn(question=tf.constant(questions), context=tf.constant(contexts))
-    serving = ServingModel(model, SEQ_LEN)
+    serving = ExportSignatures(model, SEQ_LEN)
     x = tokenize(serving, list(zip(questions, contexts)))
     want = _keras(model, x)
     start_logits, end_logits = want["start_logits"], want["end_logits"]
@@ -87,14 +88,14 @@ def test_pair_and_multi_label_classifiers(tmp_path, multi_label):
     _, text_fn, runner = _export(model, tmp_path, pair=not multi_label)
     if multi_label:
         out = text_fn(text=tf.constant(TEXTS[:4]))
-        x = tokenize(ServingModel(model, SEQ_LEN), TEXTS[:4])
+        x = tokenize(ExportSignatures(model, SEQ_LEN), TEXTS[:4])
     else:
         out = text_fn(text=tf.constant(TEXTS[:4]), text_b=tf.constant(TEXTS[4:8]))
-        x = tokenize(ServingModel(model, SEQ_LEN, pair=True), list(zip(TEXTS[:4], TEXTS[4:8])))
+        x = tokenize(ExportSignatures(model, SEQ_LEN, pair=True), list(zip(TEXTS[:4], TEXTS[4:8])))
         assert (x["segment_ids"] == 1).any()
     want = _keras(model, x)["logits"]
     np.testing.assert_allclose(out["logits"].numpy(), want, atol=1e-4, rtol=0)
-    np.testing.assert_allclose(runner(**{k: x[k] for k in ID_INPUTS})["logits"], want, atol=1e-4, rtol=0)
+    np.testing.assert_allclose(runner(**{k: x[k] for k in EXPORT_ID_INPUTS})["logits"], want, atol=1e-4, rtol=0)
     activation = (lambda z: 1 / (1 + np.exp(-z))) if multi_label else (lambda z: np.exp(z) / np.exp(z).sum(-1, keepdims=True))
     np.testing.assert_allclose(out["probabilities"].numpy(), activation(want), atol=1e-5)
 
@@ -102,8 +103,8 @@ def test_pair_and_multi_label_classifiers(tmp_path, multi_label):
 def test_embedder_exports_unit_embeddings(tmp_path):
     model = kb.BertEmbedder(_backbone(), pooling="mean")
     out, text_fn, runner = _export(model, tmp_path)
-    x = tokenize(ServingModel(model, SEQ_LEN), TEXTS)
+    x = tokenize(ExportSignatures(model, SEQ_LEN), TEXTS)
     want = _keras(model, x)["embeddings"]
     np.testing.assert_allclose(text_fn(text=tf.constant(TEXTS))["embeddings"].numpy(), want, atol=1e-5, rtol=0)
-    np.testing.assert_allclose(runner(**{k: x[k] for k in ID_INPUTS})["embeddings"], want, atol=1e-5, rtol=0)
+    np.testing.assert_allclose(runner(**{k: x[k] for k in EXPORT_ID_INPUTS})["embeddings"], want, atol=1e-5, rtol=0)
     assert not os.path.exists(os.path.join(out, "labels.txt"))

@@ -8,8 +8,8 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from keras_bert_impl_export.dynamic_batcher import DynamicBatcher, QueueFullError
-from keras_bert_impl_export.rest_api import RestApiError, format_predict_response, parse_predict_body
+from keras_bert_impl_export.serve.dynamic_batcher import DynamicBatcher, QueueFullError
+from keras_bert_impl_export.serve.rest_api import RestApiError, format_predict_response, parse_predict_body
 
 TEXT = {"serving_default": {"inputs": {"text": tf.TensorSpec([None], tf.string, "text")}}}
 PAIR = {"serving_default": {"inputs": {"text": tf.TensorSpec([None], tf.string, "text"),

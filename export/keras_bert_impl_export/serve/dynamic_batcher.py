@@ -6,7 +6,7 @@ request of a batch waits for others, `num_batch_threads` calls at once, a bounde
 (`max_enqueued_batches`) whose overflow is refused at once (TF Serving: UNAVAILABLE) rather than
 waited on, and large requests split into batches of `max_batch_size` rows
 (`enable_large_batch_splitting`). Requests are merged only when they go to the same signature
-with the same per-example shapes (the `key`); the model runs in worker threads, so the event
+with the same per-example shapes (the key, a `BatchKey` in the server); the model runs in worker threads, so the event
 loop keeps reading requests (a slow client never holds a batch back: its request joins
 the queue only once its body has arrived), and an answer nobody waits for any more (the
 client left) is dropped, not computed.
@@ -39,7 +39,8 @@ class DynamicBatcher:
 
     Args:
         run: callable(key, {name: numpy [B, ...]}) -> {name: numpy [B, ...]}, called in a
-            worker thread; B is at most max_batch_size.
+            worker thread with the key the requests were submitted under (any hashable;
+            the server's is a BatchKey); B is at most max_batch_size.
         max_batch_size: int >= 1. Rows per call.
         batch_timeout_ms: float >= 0. How long a batch that is not full waits for more rows.
         num_batch_threads: int >= 1. Calls running at once.

@@ -29,8 +29,9 @@ from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
 from keras_bert_impl.validation import check_int
-from keras_bert_impl_export.dynamic_batcher import DynamicBatcher, QueueFullError
-from keras_bert_impl_export.rest_api import RestApiError, format_predict_response, parse_predict_body
+from keras_bert_impl_export.serve.batch_key import BatchKey
+from keras_bert_impl_export.serve.dynamic_batcher import DynamicBatcher, QueueFullError
+from keras_bert_impl_export.serve.rest_api import RestApiError, format_predict_response, parse_predict_body
 
 _MODEL_PATH = re.compile(
     r"^(?P<name>[^/:]+)(?:/versions/(?P<version>[0-9]+))?(?:/(?P<metadata>metadata)|:(?P<method>[A-Za-z]+))?$"
@@ -39,10 +40,10 @@ SHUTDOWN_SECONDS = 30  # how long SIGTERM waits for accepted requests
 
 
 class ModelServer:
-    """Serves `models` (ServedModel objects) over TF Serving's REST API.
+    """Serves `models` (ServableModel objects) over TF Serving's REST API.
 
     Args:
-        models: list of ServedModel; several versions of one name are allowed, and the
+        models: list of ServableModel; several versions of one name are allowed, and the
             highest answers requests that name no version (TF Serving's default policy).
         max_batch_size, batch_timeout_ms, num_batch_threads, max_enqueued_batches: the
             batching parameters (see DynamicBatcher).
@@ -128,8 +129,7 @@ class ModelServer:
     # -- requests ---------------------------------------------------------------
 
     def _run(self, key, inputs):
-        name, version, signature = key[:3]
-        return self.models[name][version].run(signature, inputs)
+        return self.models[key.model_name][key.version].run(key.signature, inputs)
 
     def _observe_batch(self, rows, seconds):
         self._batch_rows.observe(rows)
@@ -201,8 +201,7 @@ class ModelServer:
                                    f"{name} has predict signatures only: POST .../{name}:predict.", status=400)
             body = await self._read_body(request)
             signature, inputs, rows, row_format = parse_predict_body(body, model.signatures)
-            key = (model.name, model.version, signature,
-                   tuple((k, v.shape[1:]) for k, v in sorted(inputs.items())))
+            key = BatchKey.of(model, signature, inputs)
             try:
                 outputs = await self.batcher.submit(key, inputs, rows)
             except QueueFullError as e:

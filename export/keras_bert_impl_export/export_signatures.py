@@ -1,4 +1,7 @@
-"""A fine-tuned model as the functions a server calls: token ids in, or raw text in.
+"""A fine-tuned model as the signatures an export holds: token ids in, or raw text in.
+
+What export builds (`ExportSignatures`), as opposed to what `kbert serve` loads back from
+disk (`serve.servable_model.ServableModel`, TF Serving's "servable").
 
 Shape legend: B batch, S sequence length (the export's --seq-len for text input, any length
 up to the model's positions for ids), C classes, H hidden size.
@@ -7,6 +10,14 @@ up to the model's positions for ids), C classes, H hidden size.
 import keras
 import tensorflow as tf
 
+from keras_bert_impl.conversion.input_contract import (
+    EXPORT_ID_INPUTS,
+    SERVING_ENDPOINT,
+    id_signature,
+    named_endpoint,
+    text_input_names,
+    text_signature,
+)
 from keras_bert_impl.models import BertClassifier, BertEmbedder, BertSpanLabeler, BertTokenClassifier
 from keras_bert_impl.tokenization import BertPreprocessor
 from keras_bert_impl.validation import check_bool, check_int
@@ -18,9 +29,6 @@ HEAD_KINDS = {
     BertSpanLabeler: "span_labeler",
     BertEmbedder: "embedder",
 }
-# The id inputs of every exported graph: the names LiteRT and MediaPipe Tasks expect of a
-# BERT model (MediaPipe's BertTokenizer feeds tensors called ids, mask and segment_ids).
-ID_INPUTS = ("ids", "mask", "segment_ids")
 # Longest answer, in tokens, the span labeler's text signature returns (Google's run_squad.py).
 MAX_ANSWER_TOKENS = 30
 
@@ -37,7 +45,7 @@ def head_kind(model):
     )
 
 
-class ServingModel:
+class ExportSignatures:
     """A task model and its tokenizer, as the two functions the exports serve.
 
     `id_outputs` takes token ids (what TFLite files and the tensorflow-text-free SavedModel
@@ -77,9 +85,7 @@ class ServingModel:
 
     @property
     def text_inputs(self):
-        if self.kind == "span_labeler":
-            return ("question", "context")
-        return ("text", "text_b") if self.pair else ("text",)
+        return text_input_names(self.kind == "span_labeler", self.pair)
 
     def output_names(self):
         """The id outputs, in the order the exports list them."""
@@ -162,35 +168,19 @@ class ServingModel:
             "answer": tf.where(found, answer, ""),
         }
 
-    def id_signature(self, batch=None, length=None):
-        return [tf.TensorSpec([batch, length], tf.int32, name=name) for name in ID_INPUTS]
-
-    def text_signature(self):
-        return [tf.TensorSpec([None], tf.string, name=name) for name in self.text_inputs]
+    def endpoint(self, text, batch=None, length=None):
+        """(function, input_signature) of the `serving_default` endpoint: raw strings in
+        when `text`, else token ids [batch, length] (None: free)."""
+        if text:
+            return named_endpoint(self.text_outputs, self.text_inputs), text_signature(self.text_inputs)
+        return named_endpoint(self.id_outputs, EXPORT_ID_INPUTS), id_signature(EXPORT_ID_INPUTS, batch, length)
 
     def export_archive(self, text):
         """A keras.export.ExportArchive with the model's variables and one `serving_default`
         endpoint: raw strings in when `text`, else token ids. The id archive holds no
         tensorflow-text op (nothing of the tokenizer is traced into it)."""
         archive = keras.export.ExportArchive()
-        # No archive.track(model): the archive already saves every variable its endpoints use,
-        # and Keras 3.15 saves tracked ones a second time (as the KerasVariable wrappers),
-        # which doubled the SavedModel on disk and in a server's memory.
-        if text:
-            names = self.text_inputs
-            if len(names) == 1:
-                def serve(text):
-                    return self.text_outputs(text)
-            elif names == ("text", "text_b"):
-                def serve(text, text_b):
-                    return self.text_outputs(text, text_b)
-            else:
-                def serve(question, context):
-                    return self.text_outputs(question, context)
-            archive.add_endpoint("serving_default", serve, input_signature=self.text_signature())
-        else:
-            def serve(ids, mask, segment_ids):
-                return self.id_outputs(ids, mask, segment_ids)
-
-            archive.add_endpoint("serving_default", serve, input_signature=self.id_signature())
+        # No archive.track(model): see conversion.tflite_converter.convert_endpoint.
+        function, signature = self.endpoint(text)
+        archive.add_endpoint(SERVING_ENDPOINT, function, input_signature=signature)
         return archive

@@ -1,4 +1,13 @@
-"""SavedModel (token ids in) -> .tflite with TFLite's builtin ops only, in four precisions.
+"""The one route from a Keras model to a .tflite: every .tflite the project writes is converted here.
+
+Two entry points, one converter set-up: `convert_endpoint` traces a function (ids or raw text
+in) into an ExportArchive and converts it (text-in, MediaPipe, `Int8Forward`);
+`convert_saved_model` converts a SavedModel already on disk (the tflite/ files, from the ids
+SavedModel `kbert export` writes anyway). Builtin ops only; custom ops only where the caller
+lets tensorflow-text's kernels through (`allow_custom_ops`). Why not Keras' own
+`model.export(format="litert")`: docs/ARCHITECTURE.md.
+
+Four precisions:
 
 `float32` is the model as trained; `float16` stores the weights in half precision (half the
 size, computed in float32); `dynamic_int8` stores the weights in int8 and quantizes
@@ -9,26 +18,33 @@ ordinary values), so `full_int8` quantizes only the op kinds in FULL_INT8_QUANTI
 minus the nodes in FULL_INT8_FLOAT_NODES, and keeps the rest float.
 """
 
+import os
 import re
+import tempfile
 
-import numpy as np
-import tensorflow as tf
+from keras_bert_impl.backend_support import require_tensorflow
 
+tf = require_tensorflow(
+    "keras_bert_impl.conversion.tflite_converter (SavedModel and TFLite conversion)",
+    "Convert in a TensorFlow process; the .tflite runs anywhere LiteRT does.",
+)
+
+import keras  # noqa: E402
+import numpy as np  # noqa: E402
+
+from keras_bert_impl.conversion.input_contract import QUANTIZATIONS, SERVING_ENDPOINT
 from keras_bert_impl.validation import check_choice
 
-QUANTIZATIONS = ("float32", "float16", "dynamic_int8", "full_int8")
 # full_int8 quantizes the embedding lookups (GATHER) and the fully connected layers not
 # named in FULL_INT8_FLOAT_NODES, and keeps every other op kind float: the mask's additive
 # -1e9, softmax, LayerNorm's mean/variance/rsqrt, GELU, the residual adds, the attention's
-# BATCH_MATMULs. Measured on MiniLM fine-tuned on MR (make demo's model; 800 held-out
-# sentences; `make experiment-full-int8-denylist`, bench/results/full_int8_denylist.json):
-# every op int8 agrees with Keras' top label on 77.4%; FULLY_CONNECTED, BATCH_MATMUL and
-# GATHER int8, 78.0%; FULLY_CONNECTED and GATHER, 93.3%; with the feed-forward output layers
-# float (their input is GELU's output, whose outliers one int8 scale cannot hold) 97.4%; with
-# the attention output float too, 97.9%; with the fused Q/K/V projections float as well,
-# 98.25% (accuracy 0.7925 against Keras' 0.7975): the acceptance's 98%, so that is the
-# default. What stays int8 is the embeddings, the feed-forward intermediate layers and the
-# head. dynamic_int8 beats it on size, speed and agreement on this CPU.
+# BATCH_MATMULs. Each step of that choice (every op int8; FULLY_CONNECTED and GATHER only;
+# the feed-forward outputs float, whose input is GELU's output, whose outliers one int8
+# scale cannot hold; the attention outputs float; the fused Q/K/V projections float) was
+# measured by `make experiment-full-int8-denylist`: bench/results/full_int8_denylist.json
+# holds each variant's agreement with Keras' top label and accuracy on make demo's MR
+# validation sentences, and "default" is this setting (the one over the acceptance's 98%).
+# What stays int8 is the embeddings, the feed-forward intermediate layers and the head.
 FULL_INT8_QUANTIZED_OPS = ("FULLY_CONNECTED", "GATHER")
 # Nodes of those kinds kept float all the same (regular expressions on TFLite tensor names):
 # the feed-forward output, the attention output and the fused Q/K/V projection of each block.
@@ -61,23 +77,49 @@ def explain_converter_error(error):
     )
 
 
-def convert(saved_model_dir, quantization="float32", calibration_inputs=None, quantized_ops=None, float_nodes=None):
+def convert_endpoint(function, input_signature, quantization="float32", *, allow_custom_ops=False, **options):
+    """The .tflite bytes of `function` traced on `input_signature`, as the `serving_default`
+    signature of an ExportArchive written to a temporary SavedModel.
+
+    The archive is not given `archive.track(model)`: it already saves every variable the
+    endpoint uses, Keras 3.15 saves tracked ones a second time (as the KerasVariable
+    wrappers, which doubled a SavedModel on disk), and the .tflite is byte-identical
+    without it.
+
+    Args:
+        function: a function of the tensors in `input_signature` (parameters named as the
+            inputs: `input_contract.named_endpoint`) returning a dict of tensors.
+        input_signature: its tf.TensorSpecs (`input_contract.id_signature` or `text_signature`).
+        quantization, allow_custom_ops, options: as for `convert_saved_model`.
+    """
+    archive = keras.export.ExportArchive()
+    archive.add_endpoint(SERVING_ENDPOINT, function, input_signature=input_signature)
+    with tempfile.TemporaryDirectory(prefix="kbert-convert-") as folder:
+        saved_model = os.path.join(folder, "saved_model")
+        archive.write_out(saved_model, verbose=False)
+        return convert_saved_model(saved_model, quantization, allow_custom_ops=allow_custom_ops, **options)
+
+
+def convert_saved_model(saved_model_dir, quantization="float32", calibration_inputs=None, quantized_ops=None,
+                        float_nodes=None, *, allow_custom_ops=False):
     """The .tflite bytes of the SavedModel's serving signature, builtin ops only.
 
     Args:
         saved_model_dir: a SavedModel whose `serving_default` takes int32 ids, mask and
-            segment_ids (ServingModel.export_archive(text=False) writes one).
+            segment_ids (ExportSignatures.export_archive(text=False) writes one).
         quantization: one of QUANTIZATIONS.
         calibration_inputs: for "full_int8", a list of dicts {ids, mask, segment_ids} of
             int32 arrays [1, S]: real examples the activation ranges are measured on.
         quantized_ops, float_nodes: for "full_int8", the op kinds to quantize and the nodes
             of those kinds to keep float (default FULL_INT8_QUANTIZED_OPS,
             FULL_INT8_FLOAT_NODES): what bench/experiments/full_int8_denylist.py varies.
+        allow_custom_ops: bool. Lets ops with no builtin through as custom ops: the text-in
+            graph's tensorflow-text kernels (its caller then checks that no other is left).
     """
     check_choice("quantization", quantization, QUANTIZATIONS)
     converter = tf.lite.TFLiteConverter.from_saved_model(saved_model_dir)
     converter.target_spec.supported_ops = [tf.lite.OpsSet.TFLITE_BUILTINS]
-    converter.allow_custom_ops = False
+    converter.allow_custom_ops = bool(allow_custom_ops)
     if quantization != "float32":
         converter.optimizations = [tf.lite.Optimize.DEFAULT]
     if quantization == "float16":

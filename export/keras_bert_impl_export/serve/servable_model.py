@@ -1,7 +1,7 @@
 """One SavedModel version as TF Serving holds it: its signatures, their metadata, and a call.
 
 TF Serving answers `GET /v1/models/NAME/metadata` with the SavedModel's SignatureDefs
-rendered as JSON (proto field names, defaults included); `ServedModel.metadata()` renders
+rendered as JSON (proto field names, defaults included); `ServableModel.metadata()` renders
 the same protos (tensorflow-serving-api's GetModelMetadataResponse pieces) the same way, read
 from the SavedModel's own saved_model.pb, not rebuilt from Python objects.
 """
@@ -28,7 +28,7 @@ def _to_dict(message):
     )
 
 
-class ServedModel:
+class ServableModel:
     """A loaded SavedModel version: `signatures` (name -> input and output specs) and `run`.
 
     Args:
