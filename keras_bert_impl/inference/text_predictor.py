@@ -24,7 +24,7 @@ from keras_bert_impl.inference.int8_forward import Int8Forward
 from keras_bert_impl.inference.precision import with_precision
 from keras_bert_impl.models.bert_classifier import BertClassifier
 from keras_bert_impl.tokenization.bert_preprocessor import BertPreprocessor
-from keras_bert_impl.validation import check_choice, check_positive_int
+from keras_bert_impl.validation import check_choice, check_positive_int, check_sequence_length
 
 PRECISIONS = ("fp32", "bf16", "int8")
 
@@ -66,11 +66,7 @@ class TextPredictor:
         check_positive_int("batch_size", batch_size)
         check_positive_int("bucket_multiple", bucket_multiple)
         check_choice("precision", precision, PRECISIONS)
-        if not 3 <= sequence_length <= backbone.max_sequence_length:
-            raise ValueError(
-                f"sequence_length must be in [3, {backbone.max_sequence_length}] for this model. "
-                f"Received: sequence_length={sequence_length!r}"
-            )
+        sequence_length = check_sequence_length("sequence_length", sequence_length, backbone.max_sequence_length)
         self.model = model
         self.sequence_length = sequence_length
         self.batch_size = batch_size
