@@ -20,6 +20,7 @@ Shape legend: N texts in a chunk, S sequence_length, B batch, T a batch's padded
 import numpy as np
 import tensorflow as tf
 
+from keras_bert_impl.conversion.input_contract import MODEL_ID_INPUTS
 from keras_bert_impl.inference.int8_forward import Int8Forward
 from keras_bert_impl.inference.precision import with_precision
 from keras_bert_impl.models.bert_classifier import BertClassifier
@@ -105,7 +106,7 @@ class TextPredictor:
 
     def _predict_chunk(self, texts, texts_b, progress):
         x = self._preprocessor(texts if texts_b is None else (texts, texts_b))
-        token_ids, segment_ids, mask = (np.asarray(x[k]) for k in ("token_ids", "segment_ids", "padding_mask"))  # [N, S]
+        token_ids, segment_ids, mask = (np.asarray(x[k]) for k in MODEL_ID_INPUTS)  # [N, S]
         lengths = mask.sum(axis=1)  # [N]
         # Longest first: the first batch meets the widest shape, and each batch pads only a little.
         order = np.argsort(-lengths, kind="stable")

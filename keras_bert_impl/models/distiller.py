@@ -22,7 +22,7 @@ layers, N heads.
 import keras
 from keras import ops
 
-from keras_bert_impl.models.bert_backbone import INPUT_KEYS
+from keras_bert_impl.conversion.input_contract import MODEL_ID_INPUTS
 from keras_bert_impl.models.bert_classifier import BertClassifier
 from keras_bert_impl.models.bert_task import BertTask
 from keras_bert_impl.models.bert_token_classifier import BertTokenClassifier
@@ -341,7 +341,7 @@ def _feature_model(head, wanted, layers):
             own["attention_probs"] = ops.stack(outputs["attention_probs"], axis=1)
         return own
 
-    inputs = {key: keras.Input(shape=(None,), dtype="int32", name=key) for key in INPUT_KEYS}
+    inputs = {key: keras.Input(shape=(None,), dtype="int32", name=key) for key in MODEL_ID_INPUTS}
     # clone_model with the layers themselves (not copies) replays the head's graph on new
     # inputs; only the backbone's call is replaced by its layers' calls. It replays an
     # uncompiled view of the head (same graph, no new nodes): cloning a compiled model

@@ -9,7 +9,8 @@ Shape legend: B batch, T tokens, H width, K mapped layers, N heads.
 import keras
 from keras import ops
 
-from keras_bert_impl.models.bert_backbone import INPUT_KEYS, BertBackbone
+from keras_bert_impl.conversion.input_contract import MODEL_ID_INPUTS
+from keras_bert_impl.models.bert_backbone import BertBackbone
 from keras_bert_impl.models.transfer_terms import (
     TERMS,
     check_same_vocabulary,
@@ -154,10 +155,10 @@ class GeneralDistiller(keras.Model):
 def _feature_model(backbone, wanted, layers):
     """A functional model over `backbone`'s own layers (weights shared) whose outputs are the
     wanted intermediate tensors (transfer_terms.select_features)."""
-    inputs = {key: keras.Input(shape=(None,), dtype="int32", name=key) for key in INPUT_KEYS}
+    inputs = {key: keras.Input(shape=(None,), dtype="int32", name=key) for key in MODEL_ID_INPUTS}
     outputs = backbone.layer_outputs(inputs, return_attention_scores=wanted["attention_probs"])
     return keras.Model(inputs, select_features(outputs, wanted, layers), name=f"{backbone.name}_features")
 
 
 def _backbone_inputs(inputs):
-    return {key: inputs[key] for key in INPUT_KEYS}
+    return {key: inputs[key] for key in MODEL_ID_INPUTS}
