@@ -24,10 +24,10 @@ from keras_bert_impl.conversion.input_contract import MODEL_ID_INPUTS
 from keras_bert_impl.inference.int8_forward import Int8Forward
 from keras_bert_impl.inference.precision import with_precision
 from keras_bert_impl.models.bert_classifier import BertClassifier
+from keras_bert_impl.precisions import check_precision
 from keras_bert_impl.tokenization.bert_preprocessor import BertPreprocessor
-from keras_bert_impl.validation import check_choice, check_positive_int, check_sequence_length
+from keras_bert_impl.validation import check_positive_int, check_sequence_length
 
-PRECISIONS = ("fp32", "bf16", "int8")
 
 
 class TextPredictor:
@@ -66,7 +66,7 @@ class TextPredictor:
             raise ValueError("The model's backbone carries no vocabulary: call backbone.set_vocabulary(...) first.")
         check_positive_int("batch_size", batch_size)
         check_positive_int("bucket_multiple", bucket_multiple)
-        check_choice("precision", precision, PRECISIONS)
+        check_precision(precision)
         sequence_length = check_sequence_length("sequence_length", sequence_length, backbone.max_sequence_length)
         self.model = model
         self.sequence_length = sequence_length
