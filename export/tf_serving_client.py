@@ -40,7 +40,7 @@ def classify(url, model, texts, signature="serving_default"):
 
 
 def main(argv=None):
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0], allow_abbrev=False)
     parser.add_argument("--url", default="http://127.0.0.1:8501", help="The server. Default TF Serving's REST port.")
     parser.add_argument("--model", required=True, help="The model name (kbert export --name).")
     parser.add_argument("texts", nargs="+", help="Texts to classify; TEXT_A|||TEXT_B for a pair model.")

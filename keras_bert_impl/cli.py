@@ -1,6 +1,7 @@
 """The `kbert` command: one subcommand per module of `keras_bert_impl.commands`."""
 
 import argparse
+import functools
 import os
 import sys
 
@@ -31,12 +32,16 @@ COMMANDS = (convert, vocab, pretrain_data, pretrain, finetune, distill, evaluate
 
 
 def build_parser():
-    parser = argparse.ArgumentParser(prog="kbert", description="keras_bert_impl: BERT as Keras 3 layers.")
+    # allow_abbrev=False on every parser: with argparse's default a prefix of a flag is that
+    # flag (`kbert predict --text` silently meant --text-b); here it is an error, exit 2.
+    parser = argparse.ArgumentParser(prog="kbert", description="keras_bert_impl: BERT as Keras 3 layers.",
+                                     allow_abbrev=False)
     parser.add_argument(
         "--debug", action="store_true",
         help="Show the Python traceback of a failure instead of its one-line message (or set KBERT_DEBUG=1).",
     )
-    sub = parser.add_subparsers(dest="command", required=True)
+    sub = parser.add_subparsers(dest="command", required=True,
+                                parser_class=functools.partial(argparse.ArgumentParser, allow_abbrev=False))
     for command in COMMANDS:
         command.add_parser(sub)
     return parser

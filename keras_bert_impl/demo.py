@@ -33,7 +33,7 @@ def read_mr(path, limit):
 
 
 def main():
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0], allow_abbrev=False)
     parser.add_argument("--model", required=True, help=".keras file from `kbert convert`.")
     parser.add_argument("--corpus", required=True, help="MR sentence-polarity CSV (label,text).")
     parser.add_argument("--search-size", type=int, default=1000, help="How many MR sentences to search.")

@@ -67,6 +67,23 @@ def check_choice(name, value, choices):
     return value
 
 
+def check_sequence_length(name, value, max_sequence_length, minimum=3):
+    """A sequence length a model can take, as an int: at least `minimum` wordpieces ([CLS],
+    one of the text's and [SEP]; a pair needs a second [SEP]), at most the model's
+    max_sequence_length (its position embeddings). 0 and negatives are refused like any
+    other value out of range, never read as "not given".
+
+    The one check of a length for the library's classes (`name="sequence_length"`) and the
+    commands (`name="--seq-len"`), so each says the same."""
+    if not _is_int(value) or not minimum <= value <= max_sequence_length:
+        raise ValueError(
+            f"{name} {value!r} is outside {minimum}..{max_sequence_length}: at least {minimum} wordpieces ([CLS], "
+            f"[SEP] and the text), at most the model's max_sequence_length={max_sequence_length} (its position "
+            f"embeddings). Pass {name} from {minimum} to {max_sequence_length}."
+        )
+    return int(value)
+
+
 def check_divisible(hidden_dim, num_heads):
     if hidden_dim % num_heads != 0:
         raise ValueError(

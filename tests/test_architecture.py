@@ -246,3 +246,30 @@ def test_one_module_converts_to_tflite():
         if "TFLiteConverter" in open(path, encoding="utf-8").read()
     )
     assert users == ["keras_bert_impl.conversion.tflite_converter"]
+
+
+def test_the_id_input_names_are_defined_once():
+    """MODEL_ID_INPUTS (the Keras models' token_ids, segment_ids, padding_mask) and
+    EXPORT_ID_INPUTS (every exported id graph's ids, mask, segment_ids) are spelled out only in
+    conversion/input_contract.py: no module of the library, the wing or bench writes either
+    set of names as its own tuple, list or set (once `ID_INPUTS` meant one in int8_forward.py
+    and the other in the serving model)."""
+    from keras_bert_impl.conversion.input_contract import EXPORT_ID_INPUTS, MODEL_ID_INPUTS
+
+    contract = os.path.join(PACKAGE, "conversion", "input_contract.py")
+    bench = os.path.join(os.path.dirname(PACKAGE), "bench")
+    files = [*MODULES.values(), *_wing_files(),
+             *(os.path.join(root, n) for root, _, names in os.walk(bench) for n in names if n.endswith(".py"))]
+    names = {frozenset(MODEL_ID_INPUTS), frozenset(EXPORT_ID_INPUTS)}
+    bad = []
+    for path in files:
+        if path == contract:
+            continue
+        with open(path, encoding="utf-8") as f:
+            tree = ast.parse(f.read(), path)
+        for node in ast.walk(tree):
+            if isinstance(node, (ast.Tuple, ast.List, ast.Set)) and node.elts and all(
+                    isinstance(e, ast.Constant) and isinstance(e.value, str) for e in node.elts):
+                if frozenset(e.value for e in node.elts) in names:
+                    bad.append(f"{os.path.relpath(path, os.path.dirname(PACKAGE))}:{node.lineno}")
+    assert len(files) > 100 and bad == [], bad

@@ -54,3 +54,43 @@ def test_convert_rejects_bad_arguments(tmp_path, capsys):
         main(["convert", str(tmp_path), "--format", "onnx", "--output", "x.keras"])
     assert main(["convert", str(tmp_path), "--format", "google", "--output", "x.h5"]) == 2
     assert "--output must end in .keras" in capsys.readouterr().err
+
+
+def test_no_flag_is_taken_for_a_prefix_of_another(capsys):
+    """allow_abbrev=False on the top parser and every sub-parser: `--text` was once silently
+    `kbert predict --text-b`; now it is argparse's own error, exit status 2."""
+    import argparse
+
+    from keras_bert_impl.cli import build_parser
+
+    with pytest.raises(SystemExit) as exit_info:
+        main(["predict", "--model", "run", "--text", "a film"])
+    assert exit_info.value.code == 2
+    assert "unrecognized arguments: --text" in capsys.readouterr().err
+    parser = build_parser()
+    subparsers = [a for a in parser._actions if isinstance(a, argparse._SubParsersAction)][0]
+    assert not parser.allow_abbrev and len(subparsers.choices) >= 16
+    assert [name for name, sub in subparsers.choices.items() if sub.allow_abbrev] == []
+
+
+def test_every_argument_parser_refuses_abbreviations():
+    """Every other ArgumentParser of the library and the export wing (demo scripts, the
+    char table, the TF Serving client) is built with allow_abbrev=False too."""
+    import ast
+
+    repo = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    found, bad = 0, []
+    for top in ("keras_bert_impl", "export"):
+        for root, _, names in os.walk(os.path.join(repo, top)):
+            for name in (n for n in names if n.endswith(".py")):
+                path = os.path.join(root, name)
+                with open(path, encoding="utf-8") as f:
+                    tree = ast.parse(f.read(), path)
+                for node in ast.walk(tree):
+                    if isinstance(node, ast.Call) and getattr(node.func, "attr", None) == "ArgumentParser":
+                        found += 1
+                        keywords = {k.arg: k.value for k in node.keywords}
+                        value = keywords.get("allow_abbrev")
+                        if not (isinstance(value, ast.Constant) and value.value is False):
+                            bad.append(f"{os.path.relpath(path, repo)}:{node.lineno}")
+    assert found >= 5 and bad == [], bad

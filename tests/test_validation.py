@@ -12,6 +12,7 @@ from keras_bert_impl.validation import (
     check_non_negative,
     check_positive_int,
     check_probability,
+    check_sequence_length,
 )
 
 
@@ -58,3 +59,13 @@ def test_label_names():
         check_label_names(["a", ""], 2)
     with pytest.raises(ValueError, match=r"label_names must name each of the 3 labels. Received 2 names"):
         check_label_names(["a", "b"], 3, what="labels")
+
+
+def test_sequence_lengths():
+    """One rule for a length a model can take: 0 and negatives are out of range like 100000."""
+    assert check_sequence_length("sequence_length", np.int32(64), 64) == 64
+    assert check_sequence_length("--seq-len", 2, 512, minimum=2) == 2
+    for bad in (0, -1, 2, 65, 100000, 16.0, None, True):
+        with pytest.raises(ValueError, match=rf"^--seq-len {bad!r} is outside 3\.\.64: at least 3 wordpieces .* "
+                           r"max_sequence_length=64 \(its position embeddings\)\. Pass --seq-len from 3 to 64\.$"):
+            check_sequence_length("--seq-len", bad, 64)

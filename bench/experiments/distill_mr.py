@@ -52,6 +52,7 @@ from bench.common import MINILM, RESULTS, WORK, kbert, machine_info, write_repor
 from bench.corpora.mr_split import write_mr_split
 from bench.corpora.review_sentences import review_sentences, write_sentences
 from bench.mr_finetune import finetune_command, finetune_ours, run_folder
+from keras_bert_impl.conversion.input_contract import MODEL_ID_INPUTS
 
 SEQ_LEN, BATCH_SIZE = 64, 32
 STUDENTS = ("tiny-pca", "mini-pca", "teacher-l1", "tiny", "mini", "tiny-general")
@@ -171,7 +172,7 @@ def count_flops(model):
     import tensorflow as tf
     from tensorflow.python.profiler import model_analyzer, option_builder
 
-    spec = {k: tf.TensorSpec([1, SEQ_LEN], tf.int32) for k in ("token_ids", "segment_ids", "padding_mask")}
+    spec = {k: tf.TensorSpec([1, SEQ_LEN], tf.int32) for k in MODEL_ID_INPUTS}
     graph = tf.function(lambda x: model(x, training=False)).get_concrete_function(spec).graph
     options = option_builder.ProfileOptionBuilder.float_operation()
     options["output"] = "none"

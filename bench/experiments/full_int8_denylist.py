@@ -46,6 +46,7 @@ import time
 import numpy as np
 
 from bench.common import DATA, NPROC, WORK, load_warnings, machine_info, read_loadavg, tensorflow_threads, write_report
+from keras_bert_impl.conversion.input_contract import EXPORT_ID_INPUTS
 
 DEMO = os.path.join(DATA, "demo")
 MODEL = os.path.join(DEMO, "mr_run", "model.keras")
@@ -203,7 +204,7 @@ def main(argv=None):
     print(f"{len(texts)} validation sentences, {len(calibration)} calibration sentences, {SEQUENCE_LENGTH} tokens", flush=True)
 
     keras_logits = np.concatenate([
-        serving.id_outputs(*(tf.constant(x[k][i : i + 64]) for k in ("ids", "mask", "segment_ids")))["logits"].numpy()
+        serving.id_outputs(*(tf.constant(x[k][i : i + 64]) for k in EXPORT_ID_INPUTS))["logits"].numpy()
         for i in range(0, len(texts), 64)
     ])
     keras_top = keras_logits.argmax(-1)

@@ -50,7 +50,7 @@ def step(title):
 
 
 def main(argv=None):
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0], allow_abbrev=False)
     parser.add_argument("--model", required=True, help=".keras backbone from `kbert convert`.")
     parser.add_argument("--corpus", required=True, help="MR sentence-polarity CSV (label,text).")
     parser.add_argument("--work", required=True, help="Folder for the split, the run and the export.")

@@ -20,7 +20,7 @@ from keras_bert_impl.conversion.input_contract import (
 )
 from keras_bert_impl.models import BertClassifier, BertEmbedder, BertSpanLabeler, BertTokenClassifier
 from keras_bert_impl.tokenization import BertPreprocessor
-from keras_bert_impl.validation import check_bool, check_int
+from keras_bert_impl.validation import check_bool, check_sequence_length
 
 # What each kind of head is called in the CLI, the report and the artifacts' metadata.
 HEAD_KINDS = {
@@ -66,12 +66,7 @@ class ExportSignatures:
     def __init__(self, model, sequence_length, pair=False):
         self.kind = head_kind(model)
         backbone = model.backbone
-        check_int("sequence_length", sequence_length, minimum=3)
-        if sequence_length > backbone.max_sequence_length:
-            raise ValueError(
-                f"sequence_length={sequence_length} is beyond the model's {backbone.max_sequence_length} "
-                f"positions. Pass --seq-len {backbone.max_sequence_length} or less."
-            )
+        sequence_length = check_sequence_length("sequence_length", sequence_length, backbone.max_sequence_length)
         check_bool("pair", pair)
         if pair and self.kind != "classifier":
             raise ValueError(f"pair=True is for classifiers (text, text_b). Received a {self.kind}.")

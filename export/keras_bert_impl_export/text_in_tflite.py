@@ -46,7 +46,7 @@ from keras_bert_impl.conversion.input_contract import (
 )
 from keras_bert_impl.models import BertClassifier, BertEmbedder, BertSpanLabeler, BertTokenClassifier
 from keras_bert_impl.tokenization import BertPreprocessor, is_continuation, piece_text
-from keras_bert_impl.validation import check_bool, check_int
+from keras_bert_impl.validation import check_bool, check_sequence_length
 
 # The custom ops a text-in .tflite holds: tensorflow-text's kernels, which
 # `tensorflow_text.tflite_registrar.SELECT_TFTEXT_OPS` registers.
@@ -192,13 +192,7 @@ def convert_text_in(model, *, sequence_length, pair=False, max_chars_per_word=10
             "convert_text_in exports a BertClassifier, BertTokenClassifier, BertSpanLabeler or BertEmbedder. "
             f"Received: model={type(model).__name__}"
         )
-    check_int("sequence_length", sequence_length, minimum=3)
-    limit = model.backbone.max_sequence_length
-    if sequence_length > limit:
-        raise ValueError(
-            f"sequence_length must be at most the model's max_sequence_length ({limit}). "
-            f"Received: sequence_length={sequence_length}"
-        )
+    sequence_length = check_sequence_length("sequence_length", sequence_length, model.backbone.max_sequence_length)
     check_bool("pair", pair)
     if pair and not isinstance(model, BertClassifier):
         raise ValueError(

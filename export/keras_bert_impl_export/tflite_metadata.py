@@ -40,11 +40,11 @@ import flatbuffers
 from flatbuffers import encode, number_types
 from flatbuffers.table import Table
 
+from keras_bert_impl.conversion.input_contract import EXPORT_ID_INPUTS
 from keras_bert_impl.tokenization import load_vocabulary
 from keras_bert_impl.validation import check_bool, check_choice, check_label_names, preview
 
 KINDS = ("classifier", "embedder")
-INPUT_NAMES = ("ids", "mask", "segment_ids")
 VOCAB_FILE = "vocab.txt"
 LABELS_FILE = "labels.txt"
 # The names of the output tensor metadata: MediaPipe reports them as `head_name`.
@@ -353,16 +353,16 @@ def _check_signature(model):
         signature = signatures[0]
     else:
         raise ValueError(
-            f"The .tflite needs a serving_default signature naming its inputs {list(INPUT_NAMES)}. "
+            f"The .tflite needs a serving_default signature naming its inputs {list(EXPORT_ID_INPUTS)}. "
             f"Received signatures: {keys}"
         )
     by_index = {m.scalar(_TENSOR_MAP_INDEX, number_types.Uint32Flags, 0): m.string(_TENSOR_MAP_NAME)
                 for m in signature.tables(_SIGNATURE_INPUTS)}
     input_indices = subgraph.scalars(_SUBGRAPH_INPUTS, number_types.Int32Flags)
     names = [by_index.get(i) for i in input_indices]
-    if sorted(n or "" for n in names) != sorted(INPUT_NAMES):
+    if sorted(n or "" for n in names) != sorted(EXPORT_ID_INPUTS):
         raise ValueError(
-            f"MediaPipe's BERT input needs exactly three model inputs named {list(INPUT_NAMES)}. "
+            f"MediaPipe's BERT input needs exactly three model inputs named {list(EXPORT_ID_INPUTS)}. "
             f"Received inputs: {names}"
         )
     shapes = []

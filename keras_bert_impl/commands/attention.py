@@ -41,15 +41,13 @@ def run(args):
         raise UsageError("--head needs --layer (e.g. --layer 5 --head 3).")
     if not args.text.strip() and not (args.pair or "").strip():
         raise UsageError("TEXT is empty: give the text to look at.")
-    from keras_bert_impl.commands.model_files import load_backbone
+    from keras_bert_impl.commands.model_files import check_sequence_length, load_backbone
     from keras_bert_impl.inspection.attention_html import write_attention_html
     from keras_bert_impl.inspection.attention_maps import AttentionMaps
     from keras_bert_impl.inspection.attention_plot import plot_attention
 
     backbone, _ = load_backbone(args.model)
-    minimum = 3 if args.pair is None else 4
-    if not minimum <= args.seq_len <= backbone.max_sequence_length:
-        raise UsageError(f"--seq-len must be in [{minimum}, {backbone.max_sequence_length}] for this model. Received: {args.seq_len}")
+    check_sequence_length(args.seq_len, backbone, minimum=3 if args.pair is None else 4)
     for flag, value, count in (("--layer", args.layer, backbone.num_layers), ("--head", args.head, backbone.num_heads)):
         if value is not None and not -count <= value < count:
             raise UsageError(f"{flag} {value} is out of range: this model has {count} {flag[2:]}s (0 to {count - 1}, or -1 for the last).")

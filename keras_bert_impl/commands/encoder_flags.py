@@ -25,14 +25,13 @@ def add_encoder_flags(parser, normalize_flag=True):
 
 def encoder_from_args(args, normalize=None):
     """(SentenceEncoder, model description) for the flags of `add_encoder_flags`."""
-    from keras_bert_impl.commands.model_files import load_backbone
+    from keras_bert_impl.commands.model_files import check_sequence_length, load_backbone
     from keras_bert_impl.inspection.sentence_encoder import SentenceEncoder
 
     if args.batch_size < 1:
         raise UsageError(f"--batch-size must be a positive integer. Received: {args.batch_size}")
     backbone, description = load_backbone(args.model)
-    if not 3 <= args.seq_len <= backbone.max_sequence_length:
-        raise UsageError(f"--seq-len must be in [3, {backbone.max_sequence_length}] for this model. Received: {args.seq_len}")
+    check_sequence_length(args.seq_len, backbone)
     layers = tuple(args.layer)
     if args.pooling == "first-last-mean" and layers != (-1,):
         raise UsageError("--pooling first-last-mean pools layer 1 and the last layer itself: leave out --layer.")

@@ -113,7 +113,7 @@ def load_for_export(model_flag, seq_len=None, pair=False):
     """(model, model_path, stored run settings, task, pair, sequence length) of `--model`:
     a bare backbone becomes a sentence embedder; the length defaults to the run's."""
     import keras_bert_impl as kb
-    from keras_bert_impl.commands.model_files import load_model
+    from keras_bert_impl.commands.model_files import load_model, run_sequence_length
 
     model, model_path = load_model(model_flag)
     stored = task_data.read_task_file(os.path.dirname(model_path)) or {}
@@ -133,12 +133,7 @@ def load_for_export(model_flag, seq_len=None, pair=False):
             task = task_data.task_of_model(model, has_text_b=pair)
         except ValueError as e:
             raise UsageError(str(e).replace("evaluate and predict take", "kbert export takes")) from None
-    seq_len = seq_len or stored.get("seq_len") or min(128, backbone.max_sequence_length)
-    if seq_len > backbone.max_sequence_length or seq_len < 3:
-        raise UsageError(
-            f"--seq-len {seq_len} is outside 3..{backbone.max_sequence_length} (the model's positions). "
-            f"Pass --seq-len {backbone.max_sequence_length} or less."
-        )
+    seq_len = run_sequence_length(seq_len, stored, backbone)
     return model, model_path, stored, task, pair, seq_len
 
 

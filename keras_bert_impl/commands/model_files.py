@@ -7,6 +7,7 @@ import zipfile
 import keras
 import tensorflow as tf
 
+from keras_bert_impl import validation
 from keras_bert_impl.checkpoints import convert_checkpoint
 from keras_bert_impl.commands.errors import UsageError
 from keras_bert_impl.damaged_file_error import DamagedFileError, check_keras_archive
@@ -78,15 +79,22 @@ def load_init(path, flag="--init"):
     return load_model(path, flag=flag)
 
 
-def check_sequence_length(seq_len, backbone, flag="--seq-len"):
-    """A sequence length the model can take: [CLS] a token [SEP] at least, its position
-    embeddings at most."""
-    if not 3 <= seq_len <= backbone.max_sequence_length:
-        raise UsageError(
-            f"{flag} {seq_len} is outside 3..{backbone.max_sequence_length}: at least [CLS], one wordpiece and "
-            f"[SEP], at most the model's max_sequence_length={backbone.max_sequence_length} (its position embeddings)."
-        )
-    return seq_len
+def check_sequence_length(seq_len, backbone, flag="--seq-len", minimum=3):
+    """`flag`'s length if `backbone` can take it (`validation.check_sequence_length`), else a UsageError."""
+    try:
+        return validation.check_sequence_length(flag, seq_len, backbone.max_sequence_length, minimum=minimum)
+    except ValueError as e:
+        raise UsageError(str(e)) from None
+
+
+def run_sequence_length(seq_len, stored, backbone, flag="--seq-len"):
+    """The length predict, evaluate, export and serve run a model at: `flag`'s value when given,
+    else the run's training --seq-len (`stored`, its task file), else 128 or the model's
+    max_sequence_length if that is shorter; checked. `--seq-len 0` is refused, not taken for
+    "not given" (None is)."""
+    if seq_len is None:
+        seq_len = stored.get("seq_len") or min(128, backbone.max_sequence_length)
+    return check_sequence_length(seq_len, backbone, flag)
 
 
 def backbone_of(model, flag="--init"):

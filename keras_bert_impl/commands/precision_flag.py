@@ -4,19 +4,29 @@ Imported while the parser is built, so it imports nothing heavy at module level 
 --help` answers before TensorFlow loads).
 """
 
-from keras_bert_impl.commands.errors import UsageError
+import argparse
 
-CHOICES = ("fp32", "bf16", "int8")
+from keras_bert_impl.commands.errors import UsageError
+from keras_bert_impl.precisions import PRECISIONS, check_precision
 TEXT_CLASSIFIER_TASKS = ("classification", "pair", "multilabel")
 
 
 def add_precision_flag(parser):
     parser.add_argument(
-        "--precision", default="fp32", choices=CHOICES,
+        "--precision", default="fp32", choices=PRECISIONS, type=_precision_name,
         help="bf16: compute in bfloat16 (Keras' mixed_bfloat16; fast on CPUs with AVX512-BF16). int8: the "
         "classifier converted in memory to TFLite's dynamic-range int8 and run on XNNPACK (about 10 s to "
         "convert MiniLM-L6; fast on CPUs with AVX512-VNNI; classification, pair and multilabel models). "
         "Labels nearly always fp32's: bench/results/inference_precision.json. Default fp32.")
+
+
+def _precision_name(value):
+    """The flag's value; another spelling of a precision (float32, mixed_bfloat16, ...) or an
+    unknown one is argparse's error, exit 2, naming the word to use."""
+    try:
+        return check_precision(value, name="--precision")
+    except ValueError as e:
+        raise argparse.ArgumentTypeError(str(e)) from None
 
 
 def model_in_precision(model, precision, task):

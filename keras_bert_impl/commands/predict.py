@@ -101,7 +101,7 @@ def _softmax(x):
 
 
 def _run(args):
-    from keras_bert_impl.commands.model_files import check_sequence_length, load_model
+    from keras_bert_impl.commands.model_files import load_model, run_sequence_length
     from keras_bert_impl.tokenization import BertPreprocessor
 
     model, model_path = load_model(args.model)
@@ -119,7 +119,7 @@ def _run(args):
         raise UsageError(f"--batch-size must be a positive integer. Received: {args.batch_size}")
     rows = _inputs(args, task)
     backbone = model.backbone
-    seq_len = check_sequence_length(args.seq_len or stored.get("seq_len") or min(128, backbone.max_sequence_length), backbone)
+    seq_len = run_sequence_length(args.seq_len, stored, backbone)
     if backbone.vocabulary is None:
         raise UsageError(f"{model_path} carries no vocabulary; it was not written by kbert finetune or convert.")
     model = model_in_precision(model, args.precision, task)

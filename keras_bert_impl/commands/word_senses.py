@@ -46,13 +46,14 @@ def run(args):
         groups += [path] * len(found)
     if len(sentences) < 2:
         raise UsageError(f"WORD {args.word!r} occurs in {len(sentences)} line(s) of --file: the picture needs at least 2.")
-    from keras_bert_impl.commands.model_files import load_backbone
+    from keras_bert_impl.commands.model_files import check_sequence_length, load_backbone
     from keras_bert_impl.inspection.embedding_plot import nearest_neighbour_agreement, plot_word_senses
     from keras_bert_impl.inspection.word_vectors import word_vectors
 
     backbone, _ = load_backbone(args.model)
     if not -(backbone.num_layers + 1) <= args.layer <= backbone.num_layers:
         raise UsageError(f"--layer {args.layer} is out of range for this {backbone.num_layers}-layer model.")
+    check_sequence_length(args.seq_len, backbone)
     try:
         vectors, rows = word_vectors(backbone, args.word, sentences, layer=args.layer, sequence_length=args.seq_len)
     except ValueError as e:

@@ -16,6 +16,8 @@ Shape legend: N rows, B batch, S sequence length, T a batch's cut width.
 import numpy as np
 import tensorflow as tf
 
+from keras_bert_impl.conversion.input_contract import MODEL_ID_INPUTS
+
 
 def wordpiece_lengths(preprocessor, texts):
     """Each row's length in wordpieces at the preprocessor's sequence length (truncation
@@ -78,5 +80,5 @@ def cut_to_longest(x, multiple=8):
     width = tf.shape(x["padding_mask"])[1]
     longest = tf.reduce_max(tf.reduce_sum(tf.cast(x["padding_mask"], tf.int32), axis=1))
     cut = tf.minimum(width, (longest + multiple - 1) // multiple * multiple)
-    return {key: value[:, :cut] if key in ("token_ids", "segment_ids", "padding_mask") else value
+    return {key: value[:, :cut] if key in MODEL_ID_INPUTS else value
             for key, value in x.items()}

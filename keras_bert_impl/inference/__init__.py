@@ -9,6 +9,7 @@ require_tensorflow(
 
 from keras_bert_impl.inference.int8_forward import Int8Forward
 from keras_bert_impl.inference.precision import with_precision
-from keras_bert_impl.inference.text_predictor import PRECISIONS, TextPredictor
+from keras_bert_impl.inference.text_predictor import TextPredictor
+from keras_bert_impl.precisions import PRECISIONS
 
 __all__ = ["PRECISIONS", "Int8Forward", "TextPredictor", "with_precision"]

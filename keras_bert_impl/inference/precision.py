@@ -17,9 +17,10 @@ import keras
 import numpy as np
 
 from keras_bert_impl.models.quantized_layers import quantization_modes
-from keras_bert_impl.validation import check_choice
+from keras_bert_impl.precisions import PRECISIONS, check_precision
 
-PRECISIONS = ("fp32", "bf16")  # what with_precision makes as a Keras model
+# What with_precision makes as a Keras model: int8 is Int8Forward, a TFLite interpreter.
+KERAS_PRECISIONS = tuple(p for p in PRECISIONS if p != "int8")
 _POLICIES = {"bf16": "mixed_bfloat16"}
 
 
@@ -47,7 +48,7 @@ def with_precision(model, precision):
     >>> fast.dtype_policy.name, fast.backbone.dtype_policy.compute_dtype, keras.config.dtype_policy().name
     ('mixed_bfloat16', 'bfloat16', 'float32')
     """
-    check_choice("precision", precision, PRECISIONS)
+    check_precision(precision, KERAS_PRECISIONS)
     if precision == "fp32":
         return model
     if not model.built:

@@ -20,13 +20,14 @@ Shape legend: N texts in a chunk, S sequence_length, B batch, T a batch's padded
 import numpy as np
 import tensorflow as tf
 
+from keras_bert_impl.conversion.input_contract import MODEL_ID_INPUTS
 from keras_bert_impl.inference.int8_forward import Int8Forward
 from keras_bert_impl.inference.precision import with_precision
 from keras_bert_impl.models.bert_classifier import BertClassifier
+from keras_bert_impl.precisions import check_precision
 from keras_bert_impl.tokenization.bert_preprocessor import BertPreprocessor
-from keras_bert_impl.validation import check_choice, check_positive_int
+from keras_bert_impl.validation import check_positive_int, check_sequence_length
 
-PRECISIONS = ("fp32", "bf16", "int8")
 
 
 class TextPredictor:
@@ -65,12 +66,8 @@ class TextPredictor:
             raise ValueError("The model's backbone carries no vocabulary: call backbone.set_vocabulary(...) first.")
         check_positive_int("batch_size", batch_size)
         check_positive_int("bucket_multiple", bucket_multiple)
-        check_choice("precision", precision, PRECISIONS)
-        if not 3 <= sequence_length <= backbone.max_sequence_length:
-            raise ValueError(
-                f"sequence_length must be in [3, {backbone.max_sequence_length}] for this model. "
-                f"Received: sequence_length={sequence_length!r}"
-            )
+        check_precision(precision)
+        sequence_length = check_sequence_length("sequence_length", sequence_length, backbone.max_sequence_length)
         self.model = model
         self.sequence_length = sequence_length
         self.batch_size = batch_size
@@ -109,7 +106,7 @@ class TextPredictor:
 
     def _predict_chunk(self, texts, texts_b, progress):
         x = self._preprocessor(texts if texts_b is None else (texts, texts_b))
-        token_ids, segment_ids, mask = (np.asarray(x[k]) for k in ("token_ids", "segment_ids", "padding_mask"))  # [N, S]
+        token_ids, segment_ids, mask = (np.asarray(x[k]) for k in MODEL_ID_INPUTS)  # [N, S]
         lengths = mask.sum(axis=1)  # [N]
         # Longest first: the first batch meets the widest shape, and each batch pads only a little.
         order = np.argsort(-lengths, kind="stable")

@@ -16,7 +16,7 @@ from keras import ops
 from keras_bert_impl.layers.masking import masked_max, masked_mean
 from keras_bert_impl.models.bert_backbone import BertBackbone
 from keras_bert_impl.tokenization.bert_preprocessor import BertPreprocessor
-from keras_bert_impl.validation import check_bool, check_choice, check_int, check_positive_int
+from keras_bert_impl.validation import check_bool, check_choice, check_int, check_positive_int, check_sequence_length
 
 # bert-as-service's strategies; "first-last-mean" is the mean-pooled average of the first and
 # last encoder layers' outputs (the "first-last-avg" of BERT-flow and SimCSE's evaluations).
@@ -57,12 +57,7 @@ class SentenceEncoder:
         check_choice("pooling", pooling, POOLING)
         check_bool("normalize", normalize)
         check_positive_int("batch_size", batch_size)
-        check_int("sequence_length", sequence_length, minimum=2)
-        if sequence_length > backbone.max_sequence_length:
-            raise ValueError(
-                f"sequence_length must be at most the model's {backbone.max_sequence_length} positions. "
-                f"Received: sequence_length={sequence_length}"
-            )
+        check_sequence_length("sequence_length", sequence_length, backbone.max_sequence_length, minimum=2)
         layers = tuple(layers)
         num_layers = backbone.num_layers
         if not layers:

@@ -12,6 +12,7 @@ from keras import ops
 
 from keras_bert_impl.atomic_write import write_json_atomically
 from keras_bert_impl.layers.activations import ACTIVATIONS
+from keras_bert_impl.conversion.input_contract import MODEL_ID_INPUTS
 from keras_bert_impl.layers.bert_embeddings import POSITION_EMBEDDINGS, BertEmbeddings
 from keras_bert_impl.layers.bert_pooler import BertPooler
 from keras_bert_impl.layers.transformer_encoder import TransformerEncoder
@@ -22,7 +23,6 @@ from keras_bert_impl.models.quantized_layers import QUANTIZED_LAYERS, build_with
 from keras_bert_impl.tokenization.vocabulary import load_vocabulary_asset, save_vocabulary_asset
 from keras_bert_impl.validation import check_choice, check_divisible, check_positive_int, check_probability
 
-INPUT_KEYS = ("token_ids", "segment_ids", "padding_mask")
 # The casing that goes with the vocabulary (the vocabulary itself is tokenization's
 # VOCAB_ASSET), in the .keras file's assets.
 TOKENIZER_ASSET = "tokenizer.json"
@@ -137,7 +137,7 @@ class BertBackbone(keras.Model):
         self.pooler = BertPooler(initializer_range=initializer_range, dtype=dtype, name="pooler")
 
         # === Functional graph ===
-        inputs = {key: keras.Input(shape=(None,), dtype="int32", name=key) for key in INPUT_KEYS}
+        inputs = {key: keras.Input(shape=(None,), dtype="int32", name=key) for key in MODEL_ID_INPUTS}
         layers = self._run_layers(inputs, return_attention_scores, first_call=True)
         outputs = {"sequence_output": layers["sequence_output"], "pooled_output": layers["pooled_output"]}
         if return_hidden_states:
@@ -224,11 +224,11 @@ class BertBackbone(keras.Model):
         )
         if not isinstance(inputs, dict):
             raise ValueError(f"BertBackbone expects a dict of inputs. Received: {type(inputs).__name__}. {fix}")
-        missing = [k for k in INPUT_KEYS if k not in inputs]
-        unknown = [k for k in inputs if k not in INPUT_KEYS]
+        missing = [k for k in MODEL_ID_INPUTS if k not in inputs]
+        unknown = [k for k in inputs if k not in MODEL_ID_INPUTS]
         if missing or unknown:
             raise ValueError(f"BertBackbone inputs: missing keys {missing}, unknown keys {unknown}. {fix}")
-        for key in INPUT_KEYS:
+        for key in MODEL_ID_INPUTS:
             value = inputs[key]
             shape = getattr(value, "shape", None)
             if shape is None:

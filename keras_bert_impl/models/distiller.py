@@ -27,7 +27,8 @@ layers, N heads.
 import keras
 from keras import ops
 
-from keras_bert_impl.models.bert_backbone import INPUT_KEYS, BertBackbone
+from keras_bert_impl.conversion.input_contract import MODEL_ID_INPUTS
+from keras_bert_impl.models.bert_backbone import BertBackbone
 from keras_bert_impl.models.bert_classifier import BertClassifier
 from keras_bert_impl.models.bert_task import BertTask
 from keras_bert_impl.models.bert_token_classifier import BertTokenClassifier
@@ -387,7 +388,7 @@ def _feature_model(model, wanted, layers):
     wanted intermediate tensors of its backbone (`embedding_output` [B, T, H],
     `hidden_states` [B, K, T, H] of `layers` (0-based transformer layers: their outputs),
     `attention_probs` [B, K, N, T, T] of the same layers), beside a head's own outputs."""
-    inputs = {key: keras.Input(shape=(None,), dtype="int32", name=key) for key in INPUT_KEYS}
+    inputs = {key: keras.Input(shape=(None,), dtype="int32", name=key) for key in MODEL_ID_INPUTS}
     if isinstance(model, BertBackbone):
         outputs = model.layer_outputs(inputs, return_attention_scores=wanted["attention_probs"])
         return keras.Model(inputs, select_features(outputs, wanted, layers), name=f"{model.name}_features")
@@ -420,6 +421,6 @@ def _feature_model(model, wanted, layers):
 
 def _model_inputs(inputs):
     """The models' own inputs: the dict without the Distiller's own entries."""
-    if isinstance(inputs, dict) and any(key not in INPUT_KEYS for key in inputs):
-        return {key: value for key, value in inputs.items() if key in INPUT_KEYS}
+    if isinstance(inputs, dict) and any(key not in MODEL_ID_INPUTS for key in inputs):
+        return {key: value for key, value in inputs.items() if key in MODEL_ID_INPUTS}
     return inputs

@@ -60,6 +60,7 @@ require_tensorflow("BertPreprocessor (tensorflow-text's WordPiece kernels)", TOK
 import tensorflow as tf  # noqa: E402
 import tensorflow_text as tf_text  # noqa: E402
 
+from keras_bert_impl.conversion.input_contract import MODEL_ID_INPUTS
 from keras_bert_impl.tokenization.bert_normalizer import bert_normalizer_model
 from keras_bert_impl.tokenization.vocabulary import (
     TOKENIZE_CHUNK,
@@ -356,7 +357,7 @@ class BertPreprocessor(keras.layers.Layer):
         # symbolically before load_assets has restored the vocabulary.
         first = inputs[0] if isinstance(inputs, (tuple, list)) else inputs
         shape = (self.sequence_length,) if len(first.shape) == 0 else (first.shape[0], self.sequence_length)
-        return {key: keras.KerasTensor(shape, dtype="int32") for key in ("token_ids", "segment_ids", "padding_mask")}
+        return {key: keras.KerasTensor(shape, dtype="int32") for key in MODEL_ID_INPUTS}
 
     def save_assets(self, dir_path):
         save_vocabulary_asset(dir_path, self.vocabulary)

@@ -109,6 +109,20 @@ def test_inference_flags_that_cannot_work_are_refused(run, mr_files, tmp_path, c
         assert message in err and len(err.strip().splitlines()) == 1, err
 
 
+def test_seq_len_zero_or_negative_is_refused_not_read_as_the_default(run, mr_files, capsys):
+    """`--seq-len 0` once ran at the run's length without a word (`args.seq_len or ...`) while
+    100000 was refused: every length outside 3..max is one refusal naming the flag, the value
+    and the range. (kbert export's are in tests/export/test_export.py.)"""
+    _, dev = mr_files
+    for value in ("0", "-1", "100000"):
+        for argv in (["predict", "--model", str(run), "--seq-len", value, "a film"],
+                     ["evaluate", "--model", str(run), "--data", dev, "--seq-len", value]):
+            assert main(argv) == 2, argv
+            err = capsys.readouterr().err
+            assert f"--seq-len {value} is outside 3..64" in err and "Pass --seq-len from 3 to 64." in err, err
+            assert len(err.strip().splitlines()) == 1, err
+
+
 def test_ctrl_c_during_training_says_what_was_saved_and_the_same_command_resumes(tiny_init, mr_files, tmp_path):
     train, dev = mr_files
     output = tmp_path / "run"

@@ -295,6 +295,8 @@ def test_existing_output_is_refused_unless_overwrite(tiny_classifier, tmp_path, 
     "extra, message",
     [
         (["--seq-len", "65"], "--seq-len 65 is outside 3..64"),
+        (["--seq-len", "0"], "--seq-len 0 is outside 3..64"),
+        (["--seq-len", "-1"], "--seq-len -1 is outside 3..64"),
         (["--formats", "saved_model,onnx"], "--formats takes a comma-separated subset of"),
         (["--formats", "tflite", "--quantizations", "full_int8"], "full_int8 needs real examples to calibrate on"),
         (["--formats", "tflite", "--quantizations", "full_int8", "--calibration", "EMPTY"], "gave no examples"),

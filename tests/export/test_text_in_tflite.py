@@ -190,10 +190,10 @@ def test_serving_time_edge_cases(classifier):
 
 def test_bad_arguments(tiny_backbone):
     classifier = BertClassifier(tiny_backbone, num_classes=2)
-    with pytest.raises(ValueError, match=r"sequence_length must be at most the model's max_sequence_length \(64\)"
-                       r"\. Received: sequence_length=65"):
+    with pytest.raises(ValueError, match=r"sequence_length 65 is outside 3\.\.64: .* at most the model's "
+                       r"max_sequence_length=64 \(its position embeddings\)\. Pass sequence_length from 3 to 64\."):
         convert_text_in(classifier, sequence_length=65)
-    with pytest.raises(ValueError, match="sequence_length must be an integer >= 3. Received: sequence_length=2"):
+    with pytest.raises(ValueError, match=r"sequence_length 2 is outside 3\.\.64: at least 3 wordpieces"):
         convert_text_in(classifier, sequence_length=2)
     with pytest.raises(ValueError, match="Received: pair=True for a BertEmbedder"):
         convert_text_in(BertEmbedder(tiny_backbone), sequence_length=16, pair=True)

@@ -105,6 +105,11 @@ def test_bad_precision_is_named(minilm):
     model = kb.BertClassifier(minilm, num_classes=2)
     with pytest.raises(ValueError, match=r"precision must be one of \['fp32', 'bf16', 'int8'\]. Received: precision='fp16'"):
         TextPredictor(model, precision="fp16")
+    # The old spellings of a precision are refused with the name used here (keras_bert_impl/precisions.py).
+    with pytest.raises(ValueError, match=r"precision 'mixed_bfloat16' is spelled 'bf16' here"):
+        with_precision(minilm, "mixed_bfloat16")
+    with pytest.raises(ValueError, match=r"precision 'float32' is spelled 'fp32' here"):
+        TextPredictor(model, precision="float32")
 
 
 def test_kbert_predict_and_evaluate_take_precision(minilm, rows, tmp_path, capsys):

@@ -138,7 +138,7 @@ def test_attention_command(minilm_keras, tmp_path, capsys):
         (["embed", "LATIN1", "--output", "X.npy"], "is not valid UTF-8"),
         (["embed", "TEXT", "--output", "X.txt"], "--output must end in .npy or .jsonl"),
         (["embed", "TEXT", "--output", "X.npy", "--layer", "9"], "--layer 9 is out of range for this 6-layer model"),
-        (["embed", "TEXT", "--output", "X.npy", "--seq-len", "1000"], "--seq-len must be in [3, 512]"),
+        (["embed", "TEXT", "--output", "X.npy", "--seq-len", "1000"], "--seq-len 1000 is outside 3..512"),
         (["embed", "NOFILE", "--output", "X.npy"], "no such file"),
         (["index", "BLANK", "--output", "XDIR"], "has only blank lines"),
         (["word-senses", "zebra", "--file", "TEXT", "--output", "X.png"], "occurs in 0 line(s)"),

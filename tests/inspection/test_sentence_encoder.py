@@ -97,7 +97,7 @@ def test_fingerprint_tells_models_and_settings_apart(minilm):
         ({"layers": (7,)}, "layers must be in \\[-7, 6\\]"),
         ({"layers": ()}, "at least one layer"),
         ({"pooling": "first-last-mean", "layers": (-2,)}, "first-last-mean"),
-        ({"sequence_length": 1000}, "at most the model's 512"),
+        ({"sequence_length": 1000}, r"sequence_length 1000 is outside 2\.\.512: .* max_sequence_length=512"),
         ({"batch_size": 0}, "batch_size"),
     ],
 )

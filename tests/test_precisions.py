@@ -1,0 +1,35 @@
+"""One precision vocabulary (keras_bert_impl/precisions.py): fp32, bf16, int8 for the flags and
+the Python API alike; the other spellings of those precisions are refused naming the word to use."""
+
+import pytest
+
+from keras_bert_impl.cli import main
+from keras_bert_impl.precisions import PRECISIONS, check_precision
+
+
+def test_the_names_and_the_old_spellings():
+    assert PRECISIONS == ("fp32", "bf16", "int8")
+    assert [check_precision(p) for p in PRECISIONS] == list(PRECISIONS)
+    for old, new in (("float32", "fp32"), ("none", "fp32"), ("mixed_bfloat16", "bf16"), ("bfloat16", "bf16"),
+                     ("dynamic_int8", "int8")):
+        with pytest.raises(ValueError, match=rf"^precision '{old}' is spelled '{new}' here \(one name per precision: "
+                           r"fp32, bf16, int8\)\.$"):
+            check_precision(old)
+    with pytest.raises(ValueError, match=r"precision must be one of \['fp32', 'bf16'\]. Received: precision='int8'"):
+        check_precision("int8", choices=("fp32", "bf16"))
+    with pytest.raises(ValueError, match=r"precision must be one of \['fp32', 'bf16', 'int8'\]. Received: precision='fp16'"):
+        check_precision("fp16")
+
+
+def test_the_inference_package_exports_the_same_names():
+    from keras_bert_impl.inference import PRECISIONS as exported
+
+    assert exported is PRECISIONS
+
+
+@pytest.mark.parametrize("command", [["predict", "a film"], ["evaluate", "--data", "dev.csv"]])
+def test_the_flag_refuses_old_spellings_naming_the_new_one(command, capsys):
+    with pytest.raises(SystemExit) as exit_info:
+        main([command[0], "--model", "run", "--precision", "float32", *command[1:]])
+    assert exit_info.value.code == 2
+    assert "argument --precision: --precision 'float32' is spelled 'fp32' here" in capsys.readouterr().err
