@@ -17,14 +17,19 @@ from tests.conftest import REPO
 SECTION = "## Use it from Python"
 
 
-def readme_snippet():
-    with open(os.path.join(REPO, "README.md"), encoding="utf-8") as f:
-        readme = f.read()
-    assert SECTION in readme, f"README.md has no {SECTION!r} section"
-    section = re.split(r"^## ", readme.split(SECTION, 1)[1], flags=re.MULTILINE)[0]
+def python_block(page, section_title):
+    """The first ```python block of the `section_title` section of `page` (relative to REPO)."""
+    with open(os.path.join(REPO, page), encoding="utf-8") as f:
+        text = f.read()
+    assert section_title in text, f"{page} has no {section_title!r} section"
+    section = re.split(r"^## ", text.split(section_title, 1)[1], flags=re.MULTILINE)[0]
     match = re.search(r"^```python\n(.*?)^```", section, flags=re.MULTILINE | re.DOTALL)
-    assert match, f"README.md's {SECTION!r} section has no ```python block"
+    assert match, f"{page}'s {section_title!r} section has no ```python block"
     return match.group(1)
+
+
+def readme_snippet():
+    return python_block("README.md", SECTION)
 
 
 def test_readme_python_snippet_runs(data_dir, tmp_path, monkeypatch):

@@ -45,7 +45,7 @@ def run(args):
 
     from keras_bert_impl.atomic_write import write_text_atomically
     from keras_bert_impl.checkpoints import CheckpointMismatchError, convert_checkpoint
-    from keras_bert_impl.commands.training_run import atomic_save
+    from keras_bert_impl.training import save_model
 
     try:
         model, report = convert_checkpoint(
@@ -57,7 +57,7 @@ def run(args):
     print(report.summary(verbose=args.verbose))
     if args.report_json:
         write_text_atomically(report.to_json(), args.report_json)
-    atomic_save(model, args.output)
+    save_model(model, args.output)
     backbone = getattr(model, "backbone", model)
     vocab = f"{len(backbone.vocabulary)} tokens, {'uncased' if backbone.lowercase else 'cased'}" if backbone.vocabulary else "none"
     print(f"Wrote {type(model).__name__} to {args.output} (vocabulary: {vocab})")

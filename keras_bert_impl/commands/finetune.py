@@ -4,7 +4,7 @@ import math
 import os
 import sys
 import tempfile
-import time
+import types
 
 import numpy as np
 
@@ -12,12 +12,11 @@ from keras_bert_impl.commands import task_data
 from keras_bert_impl.atomic_write import write_text_atomically
 from keras_bert_impl.commands.errors import UsageError
 from keras_bert_impl.commands.label_checks import check_training_labels, report_labels
-from keras_bert_impl.commands.run_folder import RunFolder, add_run_folder_flags
 from keras_bert_impl.commands.training_flags import (
     add_fixed_length_flag,
+    add_run_folder_flags,
     add_training_flags,
     check_head_training_flags,
-    verbosity,
 )
 
 
@@ -120,120 +119,109 @@ def _split(args, preprocessor, settings, scratch):
 def _run(args, scratch):
     _check_validation_flags(args)
     check_head_training_flags(args)
-    folder = RunFolder(args.output, "finetune", args, inputs=("train", "validation", "init", "vocab"))
-    if folder.check() == "finished":
+    from keras_bert_impl.commands import training_run as tr
+
+    folder = tr.run_folder(args, "finetune", inputs=("train", "validation", "init", "vocab"))
+    if folder.state == "finished":
         folder.report_finished("kbert finetune")
         return 0
-
-    import keras
-
-    from keras_bert_impl.commands import model_files
-    from keras_bert_impl.commands import training_run as tr
-    from keras_bert_impl.evaluation import compute_metrics
-    from keras_bert_impl.tokenization import BertPreprocessor
-    from keras_bert_impl.training import BackupAndRestore, BackupError, BestModelCheckpoint, fit_resumable
-
-    started = time.monotonic()
-    strategy = tr.strategy_for(args)
-    init, source = model_files.load_init(args.init)
-    backbone = model_files.backbone_of(init)
-    vocabulary, lowercase = model_files.vocabulary_for(backbone, args.vocab)
-    model_files.check_sequence_length(args.seq_len, backbone)
-    preprocessor = BertPreprocessor(vocabulary, lowercase=lowercase, sequence_length=args.seq_len)
-    settings = task_data.data_settings(args, args.task)
-    # Every row of both files is parsed and checked here, before any training step.
-    train_path, validation_path, layout = args.train, args.validation, settings
-    length_buckets = args.task in ("classification", "pair", "multilabel") and not args.fixed_length
-    try:
-        if args.validation_split is not None:
-            train_path, validation_path, layout = _split(args, preprocessor, settings, scratch)
-        reader = task_data.make_reader(args.task, preprocessor, layout, batch_size=args.batch_size, shuffle=True,
-                                       seed=args.seed, on_error=args.on_error, length_buckets=length_buckets)
-    except ValueError as e:
-        raise UsageError(str(e)) from None
-    # All epochs in one dataset, epoch e ordered by (--seed, e) alone: a resumed run
-    # trains on exactly the batches of an uninterrupted one, across epoch boundaries too.
-    first_read = [_read(reader, train_path, "--train", epochs=args.epochs)]
-    train_report = reader.report
-    train_examples = train_report.examples if args.task != "squad" else train_report.counters["windows"]
-    check_training_labels(args.task, args.train, train_report.label_counts, allow_variants=args.allow_label_variants)
-    labels = getattr(reader, "labels", None)
-    label_names = list(labels.labels) if labels is not None else None
-    eval_reader = task_data.make_reader(args.task, preprocessor, layout, labels=labels, batch_size=args.batch_size,
-                                        on_error=args.on_error, length_buckets=length_buckets)
-    validation = _read(eval_reader, validation_path, "--validation", **({} if args.task == "squad" else {"build_labels": False}))
-    report_labels(args.task, train_report.label_counts, validation_path, eval_reader.report.label_counts)
-    steps_per_epoch = math.ceil(train_examples / args.batch_size)
-    train_steps = steps_per_epoch * args.epochs
-    print(f"kbert finetune: {args.task} from {source}; {train_examples} training examples, "
-          f"{steps_per_epoch} steps x {args.epochs} epochs on {strategy.num_replicas_in_sync} replica(s)", file=sys.stderr)
-
+    run = tr.training_run(args, folder, tr.strategy_for(args))
+    data = _data(args, scratch, run.strategy)
     tr.set_precision(args)
-    keras.utils.set_random_seed(args.seed)
-    with strategy.scope():
-        fresh = model_files.rebuilt_backbone(backbone)
-        model, monitor, mode = task_data.build_head(
-            args.task, fresh, len(label_names) if label_names else None, label_names, args.dropout, args.pooling
-        )
-        tr.compile_for_training(model, args, train_steps)
-
+    model, monitor, mode = run.build(lambda: _model(args, data, tr))
     run_settings = {
         "task": args.task, "train": os.path.abspath(args.train), "epochs": args.epochs, "batch_size": args.batch_size,
         "seq_len": args.seq_len, "learning_rate": args.learning_rate, "warmup_fraction": args.warmup_fraction,
         "weight_decay": args.weight_decay, "dropout": args.dropout, "pooling": args.pooling, "seed": args.seed,
-        "mixed_precision": args.mixed_precision, "steps_per_epoch": steps_per_epoch, "length_buckets": length_buckets,
+        "mixed_precision": args.mixed_precision, "steps_per_epoch": data.steps_per_epoch,
+        "length_buckets": data.length_buckets,
     }
-    chief = tr.is_chief(strategy)
-    folder.start(write=chief)  # every check passed: a replaced run's files go, this run is recorded
-    if args.validation_split is not None and chief:
-        # The run keeps its held-out rows (kbert evaluate --data OUTPUT/split/validation.jsonl).
-        from keras_bert_impl.commands.validation_split import SPLIT_FOLDER
-
-        kept = os.path.join(args.output, SPLIT_FOLDER)
-        for name in ("train.jsonl", "validation.jsonl"):
-            with open(os.path.join(scratch, name), encoding="utf-8") as f:
-                write_text_atomically(f.read(), os.path.join(kept, name))
-        train_path, validation_path = os.path.join(kept, "train.jsonl"), os.path.join(kept, "validation.jsonl")
-    backup = BackupAndRestore(
-        os.path.join(args.output, "backup"), save_every=args.save_every,
-        fingerprint={"model": model.get_config(), "run": run_settings},
-    )
-    best = BestModelCheckpoint(os.path.join(args.output, "best.keras"), monitor=monitor, mode=mode, save=chief)
-    callbacks = [best, *tr.run_callbacks(args.output)]
+    run.start()  # every check passed: a replaced run's files go, this run is recorded
+    if args.validation_split is not None and run.chief:
+        _keep_split(args, data, scratch)
+    first_read = [data.first_read]
 
     def dataset_fn():
         # The first fit call takes the (never iterated) dataset of the checking read above;
         # a second one, after a mid-epoch resume, needs a fresh dataset object (see fit_resumable).
-        return first_read.pop() if first_read else _read(reader, train_path, "--train", epochs=args.epochs)
+        return first_read.pop() if first_read else _read(data.reader, data.train_path, "--train", epochs=args.epochs)
 
-    try:
-        with strategy.scope():
-            history = fit_resumable(
-                model, dataset_fn, epochs=args.epochs, steps_per_epoch=steps_per_epoch,
-                backup=backup, validation_data=validation, callbacks=callbacks,
-                verbose=verbosity(args),
-            )
-    except BackupError as e:
-        raise UsageError(str(e)) from None
-    if backup.restored_step:
-        print(f"kbert finetune: resumed from the backup at step {backup.restored_step} of {train_steps}", file=sys.stderr)
+    def final_metrics(result):
+        from keras_bert_impl.evaluation import compute_metrics
 
-    metrics_now = compute_metrics(args.task, model, eval_reader, validation, label_names)
-    best_file = folder.best_file(best.best_epoch, args.epochs - 1)
-    if chief:
-        tr.atomic_save(model, os.path.join(args.output, "model.keras"))
-        tr.atomic_json({**run_settings, **settings, "label_names": label_names}, os.path.join(args.output, task_data.TASK_FILE))
-        tr.atomic_json(
-            {"validation": metrics_now, "validation_file": os.path.abspath(validation_path),
-             "history": {k: [float(v) for v in vals] for k, vals in history.history.items()},
-             "resumed_from_step": backup.restored_step, "epoch_train_seconds": tr.epoch_seconds(callbacks),
-             "best": {"monitor": monitor, "value": best.best, "epoch": best.best_epoch, "file": best_file},
-             "seconds": time.monotonic() - started},
-            os.path.join(args.output, "metrics.json"),
-        )
-    folder.finish(best_file, write=chief)
-    shown = ", ".join(f"{k} {v:.4f}" for k, v in metrics_now.items() if isinstance(v, float))
+        data.metrics = compute_metrics(args.task, model, data.eval_reader, data.validation, data.label_names)
+        return {"validation": data.metrics, "validation_file": os.path.abspath(data.validation_path),
+                "history": result.history, "resumed_from_step": result.resumed_from_step,
+                "epoch_train_seconds": result.epoch_train_seconds, "best": result.best, "seconds": result.seconds}
+
+    task_file = {**run_settings, **data.settings, "label_names": data.label_names}
+    run.train(model, dataset_fn, args.epochs, data.steps_per_epoch, final_metrics, validation_data=data.validation,
+              settings=run_settings, best=(monitor, mode), files={task_data.TASK_FILE: task_file})
+    shown = ", ".join(f"{k} {v:.4f}" for k, v in data.metrics.items() if isinstance(v, float))
     print(f"validation: {shown}")
-    print(f"Wrote {args.output}/model.keras ({type(model).__name__}, {len(vocabulary)}-token vocabulary"
-          f"{f', {len(label_names)} labels' if label_names else ''})")
+    print(f"Wrote {args.output}/model.keras ({type(model).__name__}, {len(data.vocabulary)}-token vocabulary"
+          f"{f', {len(data.label_names)} labels' if data.label_names else ''})")
     return 0
+
+
+def _data(args, scratch, strategy):
+    """The model to start from and both files, every row parsed and checked before any training step."""
+    from keras_bert_impl.commands import model_files
+    from keras_bert_impl.tokenization import BertPreprocessor
+
+    data = types.SimpleNamespace()
+    init, source = model_files.load_init(args.init)
+    data.backbone = model_files.backbone_of(init)
+    data.vocabulary, lowercase = model_files.vocabulary_for(data.backbone, args.vocab)
+    model_files.check_sequence_length(args.seq_len, data.backbone)
+    preprocessor = BertPreprocessor(data.vocabulary, lowercase=lowercase, sequence_length=args.seq_len)
+    data.settings = settings = task_data.data_settings(args, args.task)
+    data.train_path, data.validation_path, layout = args.train, args.validation, settings
+    data.length_buckets = args.task in ("classification", "pair", "multilabel") and not args.fixed_length
+    try:
+        if args.validation_split is not None:
+            data.train_path, data.validation_path, layout = _split(args, preprocessor, settings, scratch)
+        data.reader = task_data.make_reader(args.task, preprocessor, layout, batch_size=args.batch_size, shuffle=True,
+                                            seed=args.seed, on_error=args.on_error, length_buckets=data.length_buckets)
+    except ValueError as e:
+        raise UsageError(str(e)) from None
+    # All epochs in one dataset, epoch e ordered by (--seed, e) alone: a resumed run
+    # trains on exactly the batches of an uninterrupted one, across epoch boundaries too.
+    data.first_read = _read(data.reader, data.train_path, "--train", epochs=args.epochs)
+    train_report = data.reader.report
+    train_examples = train_report.examples if args.task != "squad" else train_report.counters["windows"]
+    check_training_labels(args.task, args.train, train_report.label_counts, allow_variants=args.allow_label_variants)
+    labels = getattr(data.reader, "labels", None)
+    data.label_names = list(labels.labels) if labels is not None else None
+    data.eval_reader = task_data.make_reader(args.task, preprocessor, layout, labels=labels, batch_size=args.batch_size,
+                                             on_error=args.on_error, length_buckets=data.length_buckets)
+    data.validation = _read(data.eval_reader, data.validation_path, "--validation",
+                            **({} if args.task == "squad" else {"build_labels": False}))
+    report_labels(args.task, train_report.label_counts, data.validation_path, data.eval_reader.report.label_counts)
+    data.steps_per_epoch = math.ceil(train_examples / args.batch_size)
+    print(f"kbert finetune: {args.task} from {source}; {train_examples} training examples, {data.steps_per_epoch} "
+          f"steps x {args.epochs} epochs on {strategy.num_replicas_in_sync} replica(s)", file=sys.stderr)
+    return data
+
+
+def _model(args, data, tr):
+    """The head on a fresh copy of the --init encoder, compiled (inside the run's scope)."""
+    from keras_bert_impl.commands import model_files
+
+    fresh = model_files.rebuilt_backbone(data.backbone)
+    names = data.label_names
+    model, monitor, mode = task_data.build_head(args.task, fresh, len(names) if names else None, names, args.dropout,
+                                                args.pooling)
+    tr.compile_for_training(model, args, data.steps_per_epoch * args.epochs)
+    return model, monitor, mode
+
+
+def _keep_split(args, data, scratch):
+    """The run keeps its held-out rows (kbert evaluate --data OUTPUT/split/validation.jsonl)."""
+    from keras_bert_impl.commands.validation_split import SPLIT_FOLDER
+
+    kept = os.path.join(args.output, SPLIT_FOLDER)
+    for name in ("train.jsonl", "validation.jsonl"):
+        with open(os.path.join(scratch, name), encoding="utf-8") as f:
+            write_text_atomically(f.read(), os.path.join(kept, name))
+    data.train_path, data.validation_path = os.path.join(kept, "train.jsonl"), os.path.join(kept, "validation.jsonl")

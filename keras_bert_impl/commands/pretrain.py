@@ -5,12 +5,12 @@ import math
 import os
 import sys
 import time
+import types
 
 import numpy as np
 
 from keras_bert_impl.commands.errors import UsageError
-from keras_bert_impl.commands.run_folder import RunFolder, add_run_folder_flags
-from keras_bert_impl.commands.training_flags import add_training_flags, check_training_flags, verbosity
+from keras_bert_impl.commands.training_flags import add_run_folder_flags, add_training_flags, check_training_flags
 
 
 def add_parser(subparsers):
@@ -111,7 +111,7 @@ def unigram_baseline(dataset, batches=200):
     return token, counts[token] / total
 
 
-def _run(args):
+def _check_flags(args):
     check_training_flags(args)
     if args.steps < 1:
         raise UsageError(f"--steps must be a positive integer. Received: {args.steps}")
@@ -126,40 +126,74 @@ def _run(args):
         raise UsageError(f"--vocab {args.vocab!r}: no such file.")
     if args.init is None and args.preset is None:
         raise UsageError("Give --preset NAME for a new model (e.g. bert_tiny) or --init MODEL to continue one.")
-    folder = RunFolder(args.output, "pretrain", args,
-                       inputs=("corpus", "records", "vocab", "init", "validation_records"))
-    if folder.check() == "finished":
+    return steps_per_epoch
+
+
+def _run(args):
+    steps_per_epoch = _check_flags(args)
+    from keras_bert_impl.commands import training_run as tr
+
+    folder = tr.run_folder(args, "pretrain", inputs=("corpus", "records", "vocab", "init", "validation_records"))
+    if folder.state == "finished":
         folder.report_finished("kbert pretrain")
         return 0
+    run = tr.training_run(args, folder, tr.strategy_for(args))
+    start = _starting_point(args)
+    run.start()  # the checks that need no data passed; the records go into the run folder
+    data = _data(args, start, run.strategy)
+    tr.set_precision(args)
+    model = run.build(lambda: _model(args, start, tr))
+    run_settings = {"records": os.path.abspath(data.records), "steps": args.steps, "steps_per_epoch": steps_per_epoch,
+                    "batch_size": args.batch_size, "learning_rate": args.learning_rate, "seed": args.seed,
+                    "warmup_fraction": args.warmup_fraction, "weight_decay": args.weight_decay,
+                    "mixed_precision": args.mixed_precision}
 
-    import keras
+    def final_metrics(result):
+        return {"unigram_baseline_mlm_accuracy": data.baseline, "unigram_baseline_token": start.vocabulary[data.token],
+                "final_epoch": {k: v[-1] for k, v in result.history.items()}, "history": result.history,
+                "resumed_from_step": result.resumed_from_step, "train_seconds_this_process": result.train_seconds,
+                "epoch_train_seconds": result.epoch_train_seconds,
+                "steps_this_process": args.steps - result.resumed_from_step, **run_settings}
 
+    metrics = run.train(model, data.dataset_fn, args.steps // steps_per_epoch, steps_per_epoch, final_metrics,
+                        validation_data=data.validation, settings=run_settings)
+    _report(metrics["final_epoch"], data.baseline)
+    print(f"Wrote {args.output}/model.keras (BertPretrainer, {len(start.vocabulary)}-token vocabulary)")
+    return 0
+
+
+def _starting_point(args):
+    """The --init model or the --preset, the vocabulary, and the longest sequence the model takes."""
     import keras_bert_impl as kb
     from keras_bert_impl.commands import model_files
-    from keras_bert_impl.commands import training_run as tr
-    from keras_bert_impl.data import PretrainingRecordReader
     from keras_bert_impl.tokenization.vocabulary import read_vocabulary, vocabulary_is_uncased
-    from keras_bert_impl.training import BackupAndRestore, BackupError, fit_resumable
 
-    strategy = tr.strategy_for(args)
+    start = types.SimpleNamespace(backbone=None)
     if args.init:
-        init, source = model_files.load_init(args.init)
-        backbone = model_files.backbone_of(init)
-        vocabulary, _ = model_files.vocabulary_for(backbone, args.vocab)
-        lowercase = backbone.lowercase if backbone.vocabulary is not None else vocabulary_is_uncased(vocabulary)
+        start.init, start.source = model_files.load_init(args.init)
+        start.backbone = model_files.backbone_of(start.init)
+        start.vocabulary, _ = model_files.vocabulary_for(start.backbone, args.vocab)
+        start.lowercase = (start.backbone.lowercase if start.backbone.vocabulary is not None
+                           else vocabulary_is_uncased(start.vocabulary))
+        start.max_len = start.backbone.max_sequence_length
     else:
         if args.preset not in kb.BERT_PRESETS:
             raise UsageError(f"--preset {args.preset!r} is not a preset. Choose one of: {', '.join(sorted(kb.BERT_PRESETS))}.")
-        vocabulary = read_vocabulary(args.vocab)
-        lowercase = vocabulary_is_uncased(vocabulary)
-        init, source = None, f"preset {args.preset} (random init)"
-    max_len = backbone.max_sequence_length if init is not None else kb.BERT_PRESETS[args.preset]["max_sequence_length"]
-    if args.seq_len > max_len:
-        raise UsageError(f"--seq-len {args.seq_len} exceeds the model's max_sequence_length={max_len}.")
+        start.vocabulary = read_vocabulary(args.vocab)
+        start.lowercase = vocabulary_is_uncased(start.vocabulary)
+        start.init, start.source = None, f"preset {args.preset} (random init)"
+        start.max_len = kb.BERT_PRESETS[args.preset]["max_sequence_length"]
+    if args.seq_len > start.max_len:
+        raise UsageError(f"--seq-len {args.seq_len} exceeds the model's max_sequence_length={start.max_len}.")
+    return start
 
-    strategy_chief = tr.is_chief(strategy)
-    folder.start(write=strategy_chief)  # the checks that need no data passed; the records go into the run folder
-    records = _records(args, vocabulary)
+
+def _data(args, start, strategy):
+    """The records (built once from --corpus), checked against the vocabulary and the model."""
+    from keras_bert_impl.data import PretrainingRecordReader
+
+    data = types.SimpleNamespace()
+    data.records = records = _records(args, start.vocabulary)
     try:
         reader = PretrainingRecordReader.from_directory(records)
         validation_reader = PretrainingRecordReader.from_directory(args.validation_records) if args.validation_records else None
@@ -167,75 +201,52 @@ def _run(args):
         raise UsageError(str(e)) from None
     with open(os.path.join(records, "pretraining.json"), encoding="utf-8") as f:
         records_meta = json.load(f)
-    if records_meta.get("vocabulary_size") not in (None, len(vocabulary)):
+    if records_meta.get("vocabulary_size") not in (None, len(start.vocabulary)):
         raise UsageError(
             f"The records in {records} were made with a {records_meta['vocabulary_size']}-token vocabulary, "
-            f"--vocab has {len(vocabulary)}: make the records with the same vocab.txt."
+            f"--vocab has {len(start.vocabulary)}: make the records with the same vocab.txt."
         )
-    if reader.max_seq_length > max_len:
-        raise UsageError(f"The records are {reader.max_seq_length} tokens long; the model takes at most {max_len}.")
+    if reader.max_seq_length > start.max_len:
+        raise UsageError(f"The records are {reader.max_seq_length} tokens long; the model takes at most {start.max_len}.")
 
     def dataset_fn():
         return reader.dataset(batch_size=args.batch_size, shuffle_buffer_size=10000, seed=args.seed)
 
-    token, baseline = unigram_baseline(dataset_fn())
-    print(f"kbert pretrain: {source}; records {records} ({records_meta.get('examples')} examples); {args.steps} steps "
-          f"on {strategy.num_replicas_in_sync} replica(s); unigram MLM baseline {baseline:.4f} "
-          f"(always {vocabulary[token]!r})", file=sys.stderr)
-
-    tr.set_precision(args)
-    keras.utils.set_random_seed(args.seed)
-    with strategy.scope():
-        if init is not None:
-            fresh = model_files.rebuilt_backbone(backbone)
-        else:
-            fresh = kb.BertBackbone.from_preset(args.preset, vocabulary_size=len(vocabulary))
-            fresh.set_vocabulary(vocabulary, lowercase)
-        model = kb.BertPretrainer(fresh)
-        if isinstance(init, kb.BertPretrainer):
-            # Continue with the pretrained heads too, not only the encoder.
-            model.set_weights(init.get_weights())
-        # The pretrainer's own loss and metrics: MLM averaged over the real masked
-        # positions (Google's loss), NSP over every example.
-        tr.compile_for_training(model, args, args.steps)
-
-    run_settings = {"records": os.path.abspath(records), "steps": args.steps, "steps_per_epoch": steps_per_epoch,
-                    "batch_size": args.batch_size, "learning_rate": args.learning_rate, "seed": args.seed,
-                    "warmup_fraction": args.warmup_fraction, "weight_decay": args.weight_decay,
-                    "mixed_precision": args.mixed_precision}
-    backup = BackupAndRestore(os.path.join(args.output, "backup"), save_every=args.save_every,
-                              fingerprint={"model": model.get_config(), "run": run_settings})
-    validation = None
+    data.dataset_fn = dataset_fn
+    data.token, data.baseline = unigram_baseline(dataset_fn())
+    print(f"kbert pretrain: {start.source}; records {records} ({records_meta.get('examples')} examples); {args.steps} "
+          f"steps on {strategy.num_replicas_in_sync} replica(s); unigram MLM baseline {data.baseline:.4f} "
+          f"(always {start.vocabulary[data.token]!r})", file=sys.stderr)
+    data.validation = None
     if validation_reader is not None:
-        validation = validation_reader.dataset(batch_size=args.batch_size).take(args.validation_steps).cache()
-    started = time.monotonic()
-    callbacks = tr.run_callbacks(args.output)
-    try:
-        with strategy.scope():
-            history = fit_resumable(
-                model, dataset_fn, epochs=args.steps // steps_per_epoch, steps_per_epoch=steps_per_epoch, backup=backup,
-                validation_data=validation, callbacks=callbacks, verbose=verbosity(args),
-            )
-    except BackupError as e:
-        raise UsageError(str(e)) from None
-    seconds = time.monotonic() - started
-    last = {k: float(v[-1]) for k, v in history.history.items()}
-    result = {
-        "unigram_baseline_mlm_accuracy": baseline, "unigram_baseline_token": vocabulary[token],
-        "final_epoch": last, "history": {k: [float(x) for x in v] for k, v in history.history.items()},
-        "resumed_from_step": backup.restored_step, "train_seconds_this_process": seconds,
-        "epoch_train_seconds": tr.epoch_seconds(callbacks),
-        "steps_this_process": args.steps - backup.restored_step, **run_settings,
-    }
-    if strategy_chief:
-        tr.atomic_save(model, os.path.join(args.output, "model.keras"))
-        tr.atomic_json(result, os.path.join(args.output, "metrics.json"))
-    folder.finish(None, write=strategy_chief)
-    if last:
-        parts = [f"MLM accuracy {last.get('mlm_logits_accuracy', math.nan):.4f} (unigram baseline {baseline:.4f})",
-                 f"NSP accuracy {last.get('nsp_logits_accuracy', math.nan):.4f}"]
-        if "val_mlm_logits_accuracy" in last:
-            parts.append(f"held-out MLM {last['val_mlm_logits_accuracy']:.4f}, NSP {last['val_nsp_logits_accuracy']:.4f}")
-        print("last epoch: " + "; ".join(parts))
-    print(f"Wrote {args.output}/model.keras (BertPretrainer, {len(vocabulary)}-token vocabulary)")
-    return 0
+        data.validation = validation_reader.dataset(batch_size=args.batch_size).take(args.validation_steps).cache()
+    return data
+
+
+def _model(args, start, tr):
+    """The BertPretrainer, compiled with its own loss and metrics: MLM averaged over the real
+    masked positions (Google's loss), NSP over every example."""
+    import keras_bert_impl as kb
+    from keras_bert_impl.commands import model_files
+
+    if start.init is not None:
+        fresh = model_files.rebuilt_backbone(start.backbone)
+    else:
+        fresh = kb.BertBackbone.from_preset(args.preset, vocabulary_size=len(start.vocabulary))
+        fresh.set_vocabulary(start.vocabulary, start.lowercase)
+    model = kb.BertPretrainer(fresh)
+    if isinstance(start.init, kb.BertPretrainer):
+        # Continue with the pretrained heads too, not only the encoder.
+        model.set_weights(start.init.get_weights())
+    tr.compile_for_training(model, args, args.steps)
+    return model
+
+
+def _report(last, baseline):
+    if not last:
+        return
+    parts = [f"MLM accuracy {last.get('mlm_logits_accuracy', math.nan):.4f} (unigram baseline {baseline:.4f})",
+             f"NSP accuracy {last.get('nsp_logits_accuracy', math.nan):.4f}"]
+    if "val_mlm_logits_accuracy" in last:
+        parts.append(f"held-out MLM {last['val_mlm_logits_accuracy']:.4f}, NSP {last['val_nsp_logits_accuracy']:.4f}")
+    print("last epoch: " + "; ".join(parts))

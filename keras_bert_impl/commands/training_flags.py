@@ -84,3 +84,15 @@ def check_head_training_flags(args):
 def verbosity(args):
     """fit's verbose: a progress bar on a terminal, one line per epoch otherwise or with --quiet."""
     return 2 if args.quiet or not sys.stderr.isatty() else 1
+
+
+def add_run_folder_flags(parser):
+    parser.add_argument(
+        "--overwrite", action="store_true",
+        help="Replace the run in --output when it was made by other settings or inputs (only the files a kbert "
+        "run writes are removed; a folder holding other files is always refused).",
+    )
+    parser.add_argument(
+        "--keep-backup", action="store_true",
+        help="Keep OUTPUT/backup (the full training state, about 3x the model) after the run succeeds.",
+    )

@@ -1,15 +1,34 @@
-"""What a training command does around `fit`: the strategy, precision, optimizer, the
-run folder's callbacks, and writing its artifacts."""
+"""The training flags as library calls: the strategy, precision, optimizer and the run's
+`TrainingRun` (the driver in keras_bert_impl/training/ does the rest)."""
 
 import math
-import os
 
 import keras
 
-from keras_bert_impl.atomic_write import write_atomically, write_json_atomically
 from keras_bert_impl.commands.errors import UsageError
-from keras_bert_impl.commands.training_flags import PRECISIONS
-from keras_bert_impl.training import EpochTimer, create_optimizer, create_strategy, inference_copy
+from keras_bert_impl.commands.training_flags import PRECISIONS, verbosity
+from keras_bert_impl.training import RunFolder, RunFolderError, TrainingRun, create_optimizer, create_strategy
+
+# Flags that change how a run reports or how often it saves, not what it computes.
+UNRECORDED = ("func", "command", "output", "overwrite", "keep_backup", "quiet", "debug", "save_every")
+
+
+def run_folder(args, command, inputs):
+    """The checked `RunFolder` of --output: every flag but `UNRECORDED` recorded, the flags
+    named in `inputs` (dests) hashed as input files."""
+    values = {k: v for k, v in vars(args).items() if k not in UNRECORDED}
+    folder = RunFolder(args.output, command, {k: v for k, v in values.items() if k not in inputs},
+                       {k: values.get(k) for k in inputs}, overwrite=args.overwrite, keep_backup=args.keep_backup)
+    try:
+        folder.check()
+    except RunFolderError as e:
+        raise UsageError(str(e)) from None
+    return folder
+
+
+def training_run(args, folder, strategy, name=None):
+    return TrainingRun(folder, strategy=strategy, seed=args.seed, save_every=args.save_every,
+                       verbose=verbosity(args), name=name)
 
 
 def strategy_for(args):
@@ -39,29 +58,3 @@ def compile_for_training(model, args, train_steps):
     if args.mixed_precision == "fp16":
         optimizer = keras.optimizers.LossScaleOptimizer(optimizer)
     model.compile(optimizer=optimizer, jit_compile=bool(args.xla))
-
-
-def run_callbacks(output):
-    """TensorBoard logs under OUTPUT/logs and an epoch timer (the progress bar is fit's own)."""
-    return [keras.callbacks.TensorBoard(os.path.join(output, "logs"), update_freq="epoch"), EpochTimer()]
-
-
-def epoch_seconds(callbacks):
-    return [round(s, 3) for c in callbacks if isinstance(c, EpochTimer) for s in c.seconds]
-
-
-def atomic_save(model, output, optimizer_state=False):
-    """Writes the .keras file next to its destination, then renames it into place,
-    so a crash never leaves a half-written model at `output`. Without the
-    optimizer's state unless asked (a finished model needs only its weights)."""
-    if not optimizer_state and getattr(model, "optimizer", None) is not None and model.optimizer.built:
-        model = inference_copy(model)
-    write_atomically(output, model.save, suffix=".keras")
-
-
-def atomic_json(data, path):
-    write_json_atomically(data, path, indent=2, sort_keys=True)
-
-
-def is_chief(strategy):
-    return getattr(strategy.extended, "should_checkpoint", True)

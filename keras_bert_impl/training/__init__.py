@@ -1,4 +1,5 @@
-"""Training utilities: optimizer and schedule, distribution strategies, resumable fit."""
+"""Training: the run driver (`TrainingRun` in a `RunFolder`), optimizer and schedule, distribution
+strategies, resumable fit."""
 
 from keras_bert_impl.training.backup_and_restore import BackupAndRestore, BackupError
 from keras_bert_impl.training.best_model_checkpoint import BestModelCheckpoint, inference_copy
@@ -8,3 +9,6 @@ from keras_bert_impl.training.global_clip_adamw import GlobalClipAdamW
 from keras_bert_impl.training.optimizer import create_optimizer
 from keras_bert_impl.training.strategy import create_strategy
 from keras_bert_impl.training.warmup_polynomial_decay import WarmupPolynomialDecay
+from keras_bert_impl.training.run_folder import RunFolder, RunFolderError
+from keras_bert_impl.training.training_result import TrainingResult
+from keras_bert_impl.training.training_run import TrainingRun, save_model

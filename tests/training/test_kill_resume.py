@@ -78,21 +78,28 @@ def _step(out):
         return 0
 
 
+def kill_mid_run(command, folder, step, cwd=None):
+    """Starts `command`, SIGKILLs it once `folder`/step reports `step` (or it ends, or 300 s
+    pass) and returns the step it was killed at."""
+    process = subprocess.Popen(command, cwd=cwd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env=_env())
+    deadline = time.monotonic() + 300
+    while _step(folder) < step and process.poll() is None and time.monotonic() < deadline:
+        time.sleep(0.01)
+    killed_at = _step(folder)
+    process.send_signal(signal.SIGKILL)
+    process.wait(timeout=60)
+    assert process.returncode == -signal.SIGKILL, process.stderr.read()[-3000:]
+    return killed_at
+
+
 def test_sigkill_mid_epoch_then_same_command_gives_identical_weights(tmp_path):
     reference_dir, killed_dir = tmp_path / "reference", tmp_path / "killed"
     reference_dir.mkdir()
     killed_dir.mkdir()
     assert _finish(reference_dir) == {"restored_step": 0, "step": EPOCHS * STEPS}
 
-    process = subprocess.Popen(_command(killed_dir), stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env=_env())
-    deadline = time.monotonic() + 300
     # Kill inside the second epoch, after the backup at step 12 (a multiple of SAVE_EVERY, mid-epoch).
-    while _step(killed_dir) < STEPS + 4 and process.poll() is None and time.monotonic() < deadline:
-        time.sleep(0.01)
-    killed_at = _step(killed_dir)
-    process.send_signal(signal.SIGKILL)
-    process.wait(timeout=60)
-    assert process.returncode == -signal.SIGKILL, process.stderr.read()[-3000:]
+    killed_at = kill_mid_run(_command(killed_dir), killed_dir, STEPS + 4)
     assert STEPS < killed_at < EPOCHS * STEPS, f"the kill should land mid-run, it landed at step {killed_at}"
     assert not (killed_dir / "final.npz").exists()
 

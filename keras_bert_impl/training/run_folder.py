@@ -1,6 +1,6 @@
-"""A training command's output folder: what made it, and the rules that keep a user's work.
+"""A training run's output folder: what made it, and the rules that keep a user's work.
 
-argparse-level only (no TensorFlow): the checks run before any model is loaded.
+Plain Python (no TensorFlow): the checks run before any model is loaded.
 """
 
 import datetime
@@ -12,28 +12,18 @@ import sys
 import zipfile
 
 from keras_bert_impl.atomic_write import write_json_atomically
-from keras_bert_impl.commands.errors import UsageError
 from keras_bert_impl.damaged_file_error import ZIP_DAMAGE, damaged_archive
 
 RECORD = "run.json"
 # What a training command writes into its folder; --overwrite removes these and nothing else.
 RUN_ENTRIES = ("model.keras", "best.keras", "best.keras.json", "metrics.json", "task.json", "logs", "backup", "split",
                "records", RECORD)
-# Flags that change how a run reports or how often it saves, not what it computes.
-UNRECORDED = ("func", "command", "output", "overwrite", "keep_backup", "quiet", "debug", "save_every")
 _HASH_SKIPS = ("backup", "logs")  # a run folder given as an input: its model files, not its training state
 
 
-def add_run_folder_flags(parser):
-    parser.add_argument(
-        "--overwrite", action="store_true",
-        help="Replace the run in --output when it was made by other settings or inputs (only the files a kbert "
-        "run writes are removed; a folder holding other files is always refused).",
-    )
-    parser.add_argument(
-        "--keep-backup", action="store_true",
-        help="Keep OUTPUT/backup (the full training state, about 3x the model) after the run succeeds.",
-    )
+class RunFolderError(ValueError):
+    """A run folder this run must not touch, or whose record cannot be read; the message
+    names the folder and the fix (`kbert` prints it in one line, exit status 2)."""
 
 
 def file_digest(path):
@@ -90,7 +80,7 @@ def _flag(key):
 
 
 class RunFolder:
-    """The rules of a training command's `--output` folder.
+    """The rules of a training run's output folder (`--output` of the training commands).
 
     The folder records what made it in `run.json`: the command, every setting, and the
     sha256 of every input file. Running a command into it:
@@ -98,26 +88,35 @@ class RunFolder:
     - the same command, settings and inputs, unfinished: resume (the backup holds the state);
     - the same, finished: nothing is changed, and the command says where the results are;
     - anything else (other settings, an edited input, another command, files of a run made
-      before run.json existed): refused with what differs, unless `--overwrite`, which removes
+      before run.json existed): refused with what differs, unless `overwrite`, which removes
       the previous run's files (`RUN_ENTRIES`) and starts afresh;
     - a folder holding files a run does not write, or a regular file: always refused.
 
     Args:
-        path: the --output folder.
-        command: the command's name, e.g. "finetune".
-        args: the parsed flags (`argparse.Namespace`); all but `UNRECORDED` are recorded.
-        inputs: flag names (dest) of the input files, hashed instead of compared by path.
+        path: the output folder.
+        command: what trains in it, e.g. "finetune" (a folder made by another is refused).
+        settings: dict of JSON values: what the run computes with; compared on every rerun.
+        inputs: dict of input name -> file or folder path (or a list of them, or None):
+            hashed, so an edited input is refused however it is named.
+        overwrite: bool. Replace a run of other settings or inputs instead of refusing it.
+        keep_backup: bool. Keep `backup/` (the full training state) after the run finishes.
+
+    Example:
+    >>> folder = RunFolder("run", "train", settings={"learning_rate": 0.001})
+    >>> folder.check()
+    'new'
+    >>> RunFolder("run", "train", settings={"learning_rate": 0.01}).check()  # nothing written yet: a new run
+    'new'
     """
 
-    def __init__(self, path, command, args, inputs):
-        self.path = path
+    def __init__(self, path, command, settings, inputs=None, overwrite=False, keep_backup=False):
+        self.path = os.fspath(path)
         self.command = command
-        self.overwrite = bool(getattr(args, "overwrite", False))
-        self.keep_backup = bool(getattr(args, "keep_backup", False))
-        values = {k: v for k, v in sorted(vars(args).items()) if k not in UNRECORDED}
-        self.inputs = {k: _input_record(values[k]) for k in inputs if values.get(k) is not None}
-        self.inputs = {k: v for k, v in self.inputs.items() if v is not None}
-        self.settings = {k: v for k, v in values.items() if k not in inputs}
+        self.overwrite = bool(overwrite)
+        self.keep_backup = bool(keep_backup)
+        records = {k: _input_record(v) for k, v in sorted((inputs or {}).items()) if v is not None}
+        self.inputs = {k: v for k, v in records.items() if v is not None}
+        self.settings = dict(sorted(settings.items()))
         self.state = None
 
     @property
@@ -125,14 +124,14 @@ class RunFolder:
         return os.path.join(self.path, RECORD)
 
     def check(self):
-        """Reads the folder without writing: "new", "resume" or "finished"; raises UsageError
+        """Reads the folder without writing: "new", "resume" or "finished"; raises RunFolderError
         for a folder this run must not touch."""
         if os.path.exists(self.path) and not os.path.isdir(self.path):
-            raise UsageError(f"--output {self.path} is a file, not a folder: give the path of a new folder.")
+            raise RunFolderError(f"--output {self.path} is a file, not a folder: give the path of a new folder.")
         entries = sorted(e for e in os.listdir(self.path) if not e.startswith(".tmp-")) if os.path.isdir(self.path) else []
         foreign = [e for e in entries if e not in RUN_ENTRIES]
         if foreign:
-            raise UsageError(
+            raise RunFolderError(
                 f"--output {self.path} holds files a kbert run does not write ({', '.join(foreign[:5])}"
                 f"{', ...' if len(foreign) > 5 else ''}): give a new or empty folder (kbert never deletes them, "
                 "--overwrite included)."
@@ -146,7 +145,7 @@ class RunFolder:
             if self.overwrite:
                 self.state = "new"
                 return self.state
-            raise UsageError(
+            raise RunFolderError(
                 f"--output {self.path} holds a run made by {'; '.join(differences)}. Run the same command as "
                 "before to resume it, give a new --output, or add --overwrite to replace that run."
             )
@@ -160,7 +159,7 @@ class RunFolder:
         except FileNotFoundError:
             return None
         except (OSError, ValueError) as e:
-            raise UsageError(
+            raise RunFolderError(
                 f"--output {self.path}: its {RECORD} cannot be read ({e}): add --overwrite to replace the run, "
                 "or give a new --output."
             ) from None
@@ -211,6 +210,7 @@ class RunFolder:
     def finish(self, best_file, write=True):
         """After a successful run (model and metrics written): removes best.keras when the
         final model is the best, and the backup unless --keep-backup; records the run finished."""
+        self.state = "finished"
         if not write:
             return
         if best_file == "model.keras":
