@@ -33,3 +33,33 @@ def test_the_flag_refuses_old_spellings_naming_the_new_one(command, capsys):
         main([command[0], "--model", "run", "--precision", "float32", *command[1:]])
     assert exit_info.value.code == 2
     assert "argument --precision: --precision 'float32' is spelled 'fp32' here" in capsys.readouterr().err
+
+
+REQUIRED = {
+    "finetune": ["--task", "classification", "--train", "t.csv", "--init", "m.keras", "--output", "run"],
+    "distill": ["--teacher", "run", "--student-preset", "bert_tiny", "--output", "student"],
+    "pretrain": ["--vocab", "vocab.txt", "--corpus", "corpus.txt", "--output", "run"],
+}
+
+
+@pytest.mark.parametrize("command", sorted(REQUIRED))
+def test_training_commands_take_the_same_words_and_the_old_flag_with_a_note(command, capsys):
+    from keras_bert_impl.cli import build_parser
+
+    parser = build_parser()
+    parse = lambda *flags: parser.parse_args([command, *REQUIRED[command], *flags])  # noqa: E731
+    assert parse().precision == "fp32"
+    assert parse("--precision", "fp16").precision == "fp16"
+    assert capsys.readouterr().err == ""
+    for old, new in (("none", "fp32"), ("bf16", "bf16"), ("fp16", "fp16")):
+        assert parse("--mixed-precision", old).precision == new
+        assert capsys.readouterr().err == (
+            f"kbert {command}: --mixed-precision {old} is now spelled --precision {new}; running with --precision {new}.\n")
+    for value, expected in (("mixed_float16", "'mixed_float16' is spelled 'fp16' here (one name per precision: fp32, "
+                                              "bf16, fp16)"),
+                            ("int8", "--precision must be one of ['fp32', 'bf16', 'fp16']. Received: --precision='int8'")):
+        with pytest.raises(SystemExit) as exit_info:
+            parse("--precision", value)
+        assert exit_info.value.code == 2
+        assert expected in capsys.readouterr().err
+    assert "mixed_precision" not in vars(parse())  # one name: the old flag only sets --precision

@@ -125,7 +125,7 @@ def _run_task(args, folder, tr):
         "temperature": args.temperature, "alpha": args.alpha, "epochs": args.epochs, "batch_size": args.batch_size,
         "seq_len": args.seq_len, "learning_rate": args.learning_rate, "warmup_fraction": args.warmup_fraction,
         "weight_decay": args.weight_decay, "dropout": args.dropout, "pooling": teacher.pooling, "seed": args.seed,
-        "mixed_precision": args.mixed_precision, "steps_per_epoch": data.steps_per_epoch,
+        "precision": args.precision, "steps_per_epoch": data.steps_per_epoch,
         "length_buckets": data.length_buckets, "layer_map": distiller.mapped_layers, "hidden_weight": args.hidden_weight,
         "attention_weight": args.attention_weight, "embedding_weight": args.embedding_weight,
     }
@@ -186,7 +186,7 @@ def _run_general(args, folder, tr):
         "attention_weight": args.attention_weight, "embedding_weight": args.embedding_weight, "epochs": args.epochs,
         "batch_size": args.batch_size, "seq_len": args.seq_len, "learning_rate": args.learning_rate,
         "warmup_fraction": args.warmup_fraction, "weight_decay": args.weight_decay, "seed": args.seed,
-        "mixed_precision": args.mixed_precision, "steps_per_epoch": steps_per_epoch,
+        "precision": args.precision, "steps_per_epoch": steps_per_epoch,
         "length_buckets": not args.fixed_length,
     }
 

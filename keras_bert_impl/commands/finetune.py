@@ -133,7 +133,7 @@ def _run(args, scratch):
         "task": args.task, "train": os.path.abspath(args.train), "epochs": args.epochs, "batch_size": args.batch_size,
         "seq_len": args.seq_len, "learning_rate": args.learning_rate, "warmup_fraction": args.warmup_fraction,
         "weight_decay": args.weight_decay, "dropout": args.dropout, "pooling": args.pooling, "seed": args.seed,
-        "mixed_precision": args.mixed_precision, "steps_per_epoch": data.steps_per_epoch,
+        "precision": args.precision, "steps_per_epoch": data.steps_per_epoch,
         "length_buckets": data.length_buckets,
     }
     run.start()  # every check passed: a replaced run's files go, this run is recorded

@@ -1,13 +1,15 @@
-"""`--precision` of `kbert predict` and `kbert evaluate`: one flag, one meaning in both.
+"""`--precision`: what `kbert predict` and `kbert evaluate` run at, what the training commands
+train at; one vocabulary (keras_bert_impl/precisions.py).
 
 Imported while the parser is built, so it imports nothing heavy at module level (`kbert
 --help` answers before TensorFlow loads).
 """
 
 import argparse
+import sys
 
 from keras_bert_impl.commands.errors import UsageError
-from keras_bert_impl.precisions import PRECISIONS, check_precision
+from keras_bert_impl.precisions import PRECISIONS, TRAINING_PRECISIONS, check_precision
 TEXT_CLASSIFIER_TASKS = ("classification", "pair", "multilabel")
 
 
@@ -20,13 +22,35 @@ def add_precision_flag(parser):
         "Labels nearly always fp32's: bench/results/inference_precision.json. Default fp32.")
 
 
-def _precision_name(value):
+def _precision_name(value, choices=PRECISIONS):
     """The flag's value; another spelling of a precision (float32, mixed_bfloat16, ...) or an
     unknown one is argparse's error, exit 2, naming the word to use."""
     try:
-        return check_precision(value, name="--precision")
+        return check_precision(value, choices, name="--precision")
     except ValueError as e:
         raise argparse.ArgumentTypeError(str(e)) from None
+
+
+def add_training_precision_flag(parser):
+    """`--precision fp32|bf16|fp16` of the training commands; their old `--mixed-precision
+    none|bf16|fp16` still works, with a one-line note naming the new spelling."""
+    parser.add_argument(
+        "--precision", default="fp32", choices=TRAINING_PRECISIONS,
+        type=lambda value: _precision_name(value, TRAINING_PRECISIONS),
+        help="bf16: Keras' mixed_bfloat16 (CPUs with AVX512-BF16, TPUs, recent GPUs); fp16: mixed_float16 with "
+        "dynamic loss scaling (GPUs). Weights stay float32 either way. Default fp32.")
+    parser.add_argument("--mixed-precision", action=_OldMixedPrecision, choices=("none", "bf16", "fp16"),
+                        default=argparse.SUPPRESS, help=argparse.SUPPRESS)
+
+
+class _OldMixedPrecision(argparse.Action):
+    """The training flag's spelling before one precision vocabulary (none meant fp32)."""
+
+    def __call__(self, parser, namespace, value, option_string=None):
+        new = "fp32" if value == "none" else value
+        print(f"{parser.prog}: --mixed-precision {value} is now spelled --precision {new}; running with "
+              f"--precision {new}.", file=sys.stderr)
+        namespace.precision = new
 
 
 def model_in_precision(model, precision, task):

@@ -146,7 +146,7 @@ def _run(args):
     run_settings = {"records": os.path.abspath(data.records), "steps": args.steps, "steps_per_epoch": steps_per_epoch,
                     "batch_size": args.batch_size, "learning_rate": args.learning_rate, "seed": args.seed,
                     "warmup_fraction": args.warmup_fraction, "weight_decay": args.weight_decay,
-                    "mixed_precision": args.mixed_precision}
+                    "precision": args.precision}
 
     def final_metrics(result):
         return {"unigram_baseline_mlm_accuracy": data.baseline, "unigram_baseline_token": start.vocabulary[data.token],

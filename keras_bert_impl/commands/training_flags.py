@@ -7,8 +7,7 @@ import os
 import sys
 
 from keras_bert_impl.commands.errors import UsageError
-
-PRECISIONS = {"none": "float32", "bf16": "mixed_bfloat16", "fp16": "mixed_float16"}
+from keras_bert_impl.commands.precision_flag import add_training_precision_flag
 
 
 def add_training_flags(parser, default_learning_rate, learning_rate_default=None):
@@ -26,11 +25,7 @@ def add_training_flags(parser, default_learning_rate, learning_rate_default=None
         "several GPUs, else one device. multi-worker reads TF_CONFIG; tpu reads --tpu / TPU_NAME.",
     )
     parser.add_argument("--tpu", default=None, help="TPU name or grpc:// address for --strategy tpu.")
-    parser.add_argument(
-        "--mixed-precision", default="none", choices=sorted(PRECISIONS),
-        help="bf16: mixed_bfloat16 (CPUs with AVX512-BF16, TPUs, recent GPUs); fp16: mixed_float16 with dynamic "
-        "loss scaling (GPUs). Weights stay float32 either way. Default none.",
-    )
+    add_training_precision_flag(parser)
     parser.add_argument("--xla", action="store_true", help="Compile the train step with XLA (jit_compile=True).")
     parser.add_argument(
         "--save-every", type=int, default=200,

@@ -6,7 +6,8 @@ import math
 import keras
 
 from keras_bert_impl.commands.errors import UsageError
-from keras_bert_impl.commands.training_flags import PRECISIONS, verbosity
+from keras_bert_impl.commands.training_flags import verbosity
+from keras_bert_impl.precisions import DTYPE_POLICIES
 from keras_bert_impl.training import RunFolder, RunFolderError, TrainingRun, create_optimizer, create_strategy
 
 # Flags that change how a run reports or how often it saves, not what it computes.
@@ -44,7 +45,7 @@ def strategy_for(args):
 
 
 def set_precision(args):
-    keras.config.set_dtype_policy(PRECISIONS[args.mixed_precision])
+    keras.config.set_dtype_policy(DTYPE_POLICIES[args.precision])
 
 
 def compile_for_training(model, args, train_steps):
@@ -55,6 +56,6 @@ def compile_for_training(model, args, train_steps):
         warmup_steps=int(train_steps * args.warmup_fraction),
         weight_decay=args.weight_decay,
     )
-    if args.mixed_precision == "fp16":
+    if args.precision == "fp16":
         optimizer = keras.optimizers.LossScaleOptimizer(optimizer)
     model.compile(optimizer=optimizer, jit_compile=bool(args.xla))

@@ -429,7 +429,7 @@ def test_mixed_precision_trains_and_resumes(tiny_init, tmp_path, capsys, monkeyp
     sentiment = os.path.join(FIXTURES, "sentiment_train.csv")
     argv = ["finetune", "--task", "classification", "--train", sentiment, "--validation", sentiment, "--init", tiny_init,
             "--output", str(tmp_path / "run"), "--epochs", "2", "--seq-len", "32", "--batch-size", "2",
-            "--mixed-precision", precision, "--save-every", "1", "--quiet"]
+            "--precision", precision, "--save-every", "1", "--quiet"]
     _interrupted(monkeypatch, lambda: main(argv), 3)
     keras.config.set_dtype_policy("float32")
     capsys.readouterr()
