@@ -7,7 +7,8 @@ import numpy as np
 
 from keras_bert_impl.commands import task_data
 from keras_bert_impl.commands.errors import UsageError
-from keras_bert_impl.commands.precision_flag import add_precision_flag, model_in_precision
+from keras_bert_impl.commands.inference_setup import load_for_inference
+from keras_bert_impl.commands.precision_flag import add_precision_flag
 from keras_bert_impl.commands.progress import Progress
 from keras_bert_impl.evaluation import compute_metrics, sequence_metrics
 
@@ -39,27 +40,13 @@ def run(args):
 
 
 def _run(args):
-    from keras_bert_impl.commands.model_files import load_model, run_sequence_length
     from keras_bert_impl.tokenization import BertPreprocessor
 
-    if args.batch_size < 1:
-        raise UsageError(f"--batch-size must be a positive integer. Received: {args.batch_size}")
     if not os.path.isfile(args.data):
         raise UsageError(f"--data {args.data!r}: no such file.")
-    model, model_path = load_model(args.model)
-    stored = task_data.read_task_file(os.path.dirname(model_path)) or {}
-    has_pair = bool(args.text_b_column or stored.get("task") == "pair")
-    try:
-        task = task_data.task_of_model(model, has_text_b=has_pair)
-    except ValueError as e:
-        raise UsageError(str(e)) from None
+    model, model_path, stored, task, seq_len = load_for_inference(args, has_text_b=bool(args.text_b_column))
     settings = task_data.data_settings(args, task, stored)
-    backbone = model.backbone
-    seq_len = run_sequence_length(args.seq_len, stored, backbone)
-    if backbone.vocabulary is None:
-        raise UsageError(f"{model_path} carries no vocabulary; it was not written by kbert finetune or convert.")
-    model = model_in_precision(model, args.precision, task)
-    preprocessor = BertPreprocessor(backbone.vocabulary, lowercase=backbone.lowercase, sequence_length=seq_len)
+    preprocessor = BertPreprocessor(model.backbone.vocabulary, lowercase=model.backbone.lowercase, sequence_length=seq_len)
     label_names = getattr(model, "label_names", None)
     if task != "squad" and label_names is None:
         raise UsageError(f"{model_path} has no label_names: fine-tune it with kbert finetune, which saves them.")
@@ -86,10 +73,15 @@ def _run(args):
         metrics = compute_metrics(task, model, reader, dataset, label_names, progress)
     for same_count in ("num_examples", "num_questions"):  # what "examples" counts, under one name
         metrics.pop(same_count, None)
-    metrics = {"task": task, "examples": reader.report.examples, **metrics}
-    if args.json:
+    _print_metrics({"task": task, "examples": reader.report.examples, **metrics}, args.json)
+    return 0
+
+
+def _print_metrics(metrics, as_json):
+    """One JSON line, or `key: value` lines then a table per nested dict of dicts."""
+    if as_json:
         print(json.dumps(metrics, sort_keys=True))
-        return 0
+        return
     for key, value in metrics.items():
         if isinstance(value, float):
             print(f"{key}: {value:.4f}")
@@ -98,7 +90,6 @@ def _run(args):
     for key, value in metrics.items():
         if isinstance(value, dict) and value and all(isinstance(v, dict) for v in value.values()):
             _print_table(key, value)
-    return 0
 
 
 def _print_table(title, rows):

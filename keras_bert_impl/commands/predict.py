@@ -2,13 +2,13 @@
 
 import json
 import os
-import sys
 
 import numpy as np
 
 from keras_bert_impl.commands import task_data
 from keras_bert_impl.commands.errors import UsageError
-from keras_bert_impl.commands.precision_flag import add_precision_flag, model_in_precision
+from keras_bert_impl.commands.inference_setup import load_for_inference
+from keras_bert_impl.commands.precision_flag import add_precision_flag
 from keras_bert_impl.commands.progress import Progress
 from keras_bert_impl.commands.text_lines import read_lines
 
@@ -101,28 +101,16 @@ def _softmax(x):
 
 
 def _run(args):
-    from keras_bert_impl.commands.model_files import load_model, run_sequence_length
     from keras_bert_impl.tokenization import BertPreprocessor
 
-    model, model_path = load_model(args.model)
-    stored = task_data.read_task_file(os.path.dirname(model_path)) or {}
-    try:
-        task = task_data.task_of_model(model, has_text_b=stored.get("task") == "pair" or bool(args.text_b))
-    except ValueError as e:
-        raise UsageError(str(e)) from None
+    model, model_path, stored, task, seq_len = load_for_inference(args, has_text_b=bool(args.text_b))
     if args.text_b and stored.get("task") in ("classification", "multilabel"):
         raise UsageError(
             f"--text-b given, but {model_path} was fine-tuned on single texts (--task {stored['task']}): leave out "
             "--text-b, or use a model fine-tuned with --task pair."
         )
-    if args.batch_size < 1:
-        raise UsageError(f"--batch-size must be a positive integer. Received: {args.batch_size}")
     rows = _inputs(args, task)
     backbone = model.backbone
-    seq_len = run_sequence_length(args.seq_len, stored, backbone)
-    if backbone.vocabulary is None:
-        raise UsageError(f"{model_path} carries no vocabulary; it was not written by kbert finetune or convert.")
-    model = model_in_precision(model, args.precision, task)
     if task in ("squad", "tagging"):
         preprocessor = BertPreprocessor(backbone.vocabulary, lowercase=backbone.lowercase, sequence_length=seq_len)
         if task == "squad":
