@@ -17,9 +17,8 @@ from keras_bert_impl.layers.bert_embeddings import POSITION_EMBEDDINGS, BertEmbe
 from keras_bert_impl.layers.bert_pooler import BertPooler
 from keras_bert_impl.layers.transformer_encoder import TransformerEncoder
 from keras_bert_impl.models._early_attributes import set_attribute
-from keras_bert_impl.models.config_fields import check_config_fields
 from keras_bert_impl.models.presets import BERT_PRESETS
-from keras_bert_impl.models.quantized_layers import QUANTIZED_LAYERS, build_with_quantized_layers, quantized_layer_policies
+from keras_bert_impl.models.quantized_layers import build_with_quantized_layers, record_quantized_layers, split_quantized_config
 from keras_bert_impl.tokenization.vocabulary import load_vocabulary_asset, save_vocabulary_asset
 from keras_bert_impl.validation import check_choice, check_divisible, check_positive_int, check_probability
 
@@ -319,16 +318,11 @@ class BertBackbone(keras.Model):
                 "return_attention_scores": self.return_attention_scores,
             }
         )
-        quantized = quantized_layer_policies(self)
-        if quantized:  # after model.quantize(...): see models/quantized_layers.py
-            config[QUANTIZED_LAYERS] = quantized
-        return config
+        return record_quantized_layers(config, self)  # after model.quantize(...): see models/quantized_layers.py
 
     @classmethod
     def from_config(cls, config):
-        check_config_fields(cls, config, extra=("name", "trainable", "dtype", QUANTIZED_LAYERS))
-        config = dict(config)
-        quantized = config.pop(QUANTIZED_LAYERS, None)
+        config, quantized = split_quantized_config(cls, config)
         if quantized is not None:
             return build_with_quantized_layers(cls, config, quantized)
         return cls(**config)

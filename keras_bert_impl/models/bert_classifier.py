@@ -50,16 +50,7 @@ class BertClassifier(BertTask):
         label_names = check_label_names(label_names, num_classes)
         check_choice("activation", activation, (None, "softmax", "sigmoid"))
         check_probability("dropout", dropout)
-        self.backbone = backbone
-        self.output_dropout = keras.layers.Dropout(dropout, name="output_dropout", dtype=backbone.dtype_policy)
-        self.output_dense = keras.layers.Dense(
-            num_classes,
-            kernel_initializer=keras.initializers.TruncatedNormal(stddev=backbone.initializer_range),
-            activation=activation,
-            # Logits and probabilities in float32 keep the loss stable under mixed precision.
-            dtype="float32",
-            name="logits",
-        )
+        self._output_layers(backbone, num_classes, dropout, activation)
         inputs = backbone.input
         outputs = backbone(inputs)
         if pooling == "pooled":

@@ -4,8 +4,7 @@ import keras
 
 from keras_bert_impl.models.bert_backbone import BertBackbone
 from keras_bert_impl.models._early_attributes import set_attribute
-from keras_bert_impl.models.config_fields import check_config_fields
-from keras_bert_impl.models.quantized_layers import QUANTIZED_LAYERS, quantized_layer_policies, restore_quantized_layers
+from keras_bert_impl.models.quantized_layers import record_quantized_layers, restore_quantized_layers, split_quantized_config
 
 
 class BertTask(keras.Model):
@@ -62,6 +61,20 @@ class BertTask(keras.Model):
                 f"Received: backbone={backbone!r}"
             )
 
+    def _output_layers(self, backbone, num_classes, dropout, activation=None):
+        """Sets the backbone and the head's dropout and `logits` Dense (before Model.__init__,
+        which the head calls on the graph they make). The Dense computes in float32: logits
+        and probabilities in float32 keep the loss stable under mixed precision."""
+        self.backbone = backbone
+        self.output_dropout = keras.layers.Dropout(dropout, name="output_dropout", dtype=backbone.dtype_policy)
+        self.output_dense = keras.layers.Dense(
+            num_classes,
+            kernel_initializer=keras.initializers.TruncatedNormal(stddev=backbone.initializer_range),
+            activation=activation,
+            dtype="float32",
+            name="logits",
+        )
+
     def compile_from_config(self, config):
         # Keras skips (with a warning) the compile of a loaded model whose class overrides
         # compile; ours takes the same arguments as Keras', so a saved compile is replayed.
@@ -84,16 +97,11 @@ class BertTask(keras.Model):
         config.update({"backbone": keras.layers.serialize(self.backbone)})
         config.update({key: getattr(self, key) for key in self._task_config_keys})
         # The head's own quantized layers (the backbone's are in its config).
-        quantized = quantized_layer_policies(self, exclude=self.backbone)
-        if quantized:
-            config[QUANTIZED_LAYERS] = quantized
-        return config
+        return record_quantized_layers(config, self, exclude=self.backbone)
 
     @classmethod
     def from_config(cls, config):
-        check_config_fields(cls, config, extra=("name", "trainable", "dtype", QUANTIZED_LAYERS))
-        config = dict(config)
-        quantized = config.pop(QUANTIZED_LAYERS, None)
+        config, quantized = split_quantized_config(cls, config)
         if isinstance(config["backbone"], dict):
             config["backbone"] = keras.layers.deserialize(config["backbone"])
         task = cls(**config)

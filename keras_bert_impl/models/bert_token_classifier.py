@@ -35,14 +35,7 @@ class BertTokenClassifier(BertTask):
         check_positive_int("num_classes", num_classes)
         label_names = check_label_names(label_names, num_classes)
         check_probability("dropout", dropout)
-        self.backbone = backbone
-        self.output_dropout = keras.layers.Dropout(dropout, name="output_dropout", dtype=backbone.dtype_policy)
-        self.output_dense = keras.layers.Dense(
-            num_classes,
-            kernel_initializer=keras.initializers.TruncatedNormal(stddev=backbone.initializer_range),
-            dtype="float32",
-            name="logits",
-        )
+        self._output_layers(backbone, num_classes, dropout)
         inputs = backbone.input
         sequence = backbone(inputs)["sequence_output"]  # [B, T, H]
         logits = self.output_dense(self.output_dropout(sequence))  # [B, T, C]

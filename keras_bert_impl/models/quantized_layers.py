@@ -21,6 +21,8 @@ path, and `from_config` gives those policies back:
 
 import keras
 
+from keras_bert_impl.models.config_fields import check_config_fields
+
 QUANTIZED_LAYERS = "quantized_layers"
 
 
@@ -40,6 +42,23 @@ def quantized_layer_policies(model, exclude=None):
         for layer in model._flatten_layers(include_self=False)
         if id(layer) not in skipped and layer.quantization_mode is not None
     }
+
+
+def record_quantized_layers(config, model, exclude=None):
+    """`config` (a get_config dict) with `model`'s quantized layer policies under QUANTIZED_LAYERS,
+    when it has any (after model.quantize(...)); `exclude` as in quantized_layer_policies."""
+    quantized = quantized_layer_policies(model, exclude=exclude)
+    if quantized:
+        config[QUANTIZED_LAYERS] = quantized
+    return config
+
+
+def split_quantized_config(cls, config):
+    """(constructor arguments, recorded quantized policies or None) of a from_config dict, its
+    fields checked against `cls`'s constructor."""
+    check_config_fields(cls, config, extra=("name", "trainable", "dtype", QUANTIZED_LAYERS))
+    config = dict(config)
+    return config, config.pop(QUANTIZED_LAYERS, None)
 
 
 def _deserialize_policies(cls, policies):

@@ -7,6 +7,7 @@ import tensorflow as tf
 
 from keras_bert_impl.data.length_buckets import bucketed_batch_indices, index_dataset
 from keras_bert_impl.data.readers.malformed_row_error import MalformedRowError
+from keras_bert_impl.data.readers.read_report import check_on_error
 from keras_bert_impl.validation import check_bool, check_int, check_positive_int
 
 BOM = "\ufeff"
@@ -56,6 +57,18 @@ def check_batching(batch_size, shuffle, seed):
     check_positive_int("batch_size", batch_size)
     check_bool("shuffle", shuffle)
     check_int("seed", seed, allow_none=True)
+
+
+def set_reading(reader, preprocessor, batch_size, shuffle, seed, on_error):
+    """Checks and sets what every task reader takes alike: its preprocessor, batching and
+    what to do with a malformed row."""
+    check_batching(batch_size, shuffle, seed)
+    check_on_error(on_error)
+    reader.preprocessor = preprocessor
+    reader.batch_size = batch_size
+    reader.shuffle = shuffle
+    reader.seed = seed
+    reader.on_error = on_error
 
 
 def check_epochs(epochs):

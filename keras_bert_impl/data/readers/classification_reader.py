@@ -15,7 +15,7 @@ from keras_bert_impl.data.length_buckets import cut_to_longest, wordpiece_length
 from keras_bert_impl.data.readers import _common
 from keras_bert_impl.data.readers.label_vocabulary import LabelVocabulary
 from keras_bert_impl.data.readers.malformed_row_error import MalformedRowError
-from keras_bert_impl.data.readers.read_report import ReadReport, check_on_error, logger
+from keras_bert_impl.data.readers.read_report import ReadReport, logger
 from keras_bert_impl.validation import check_bool
 
 FORMATS = ("csv", "tsv", "jsonl")
@@ -153,9 +153,7 @@ class ClassificationReader:
             column_names = list(column_names)
             if not column_names or any(not isinstance(c, str) or not c for c in column_names):
                 raise ValueError(f"column_names must be a list of non-empty strings. Received: column_names={column_names!r}")
-        _common.check_batching(batch_size, shuffle, seed)
-        check_on_error(on_error)
-        self.preprocessor = preprocessor
+        _common.set_reading(self, preprocessor, batch_size, shuffle, seed, on_error)
         self.text_column = text_column
         self.text_b_column = text_b_column
         self.label_column = label_column or ("labels" if multi_label else "label")
@@ -167,11 +165,7 @@ class ClassificationReader:
         self.file_format = file_format
         self.header = header
         self.column_names = column_names
-        self.batch_size = batch_size
-        self.shuffle = shuffle
-        self.seed = seed
         self.length_buckets = check_bool("length_buckets", length_buckets)
-        self.on_error = on_error
         self.report = None
         if column_names is not None:
             missing = [c for c in self._required_columns() if c not in column_names]

@@ -12,7 +12,7 @@ import tensorflow as tf
 
 from keras_bert_impl.data.readers import _common
 from keras_bert_impl.data.readers.malformed_row_error import MalformedRowError
-from keras_bert_impl.data.readers.read_report import ReadReport, check_on_error
+from keras_bert_impl.data.readers.read_report import ReadReport
 from keras_bert_impl.data.readers.squad_feature import SquadFeature
 from keras_bert_impl.tokenization.bert_normalizer import is_whitespace, normalize_char
 from keras_bert_impl.tokenization.vocabulary import piece_text, special_token_ids
@@ -140,16 +140,10 @@ class SquadReader:
                 "version_2_with_negative must be True, False or None. "
                 f"Received: version_2_with_negative={version_2_with_negative!r}"
             )
-        _common.check_batching(batch_size, shuffle, seed)
-        check_on_error(on_error)
-        self.preprocessor = preprocessor
+        _common.set_reading(self, preprocessor, batch_size, shuffle, seed, on_error)
         self.doc_stride = doc_stride
         self.max_query_length = max_query_length
         self.version_2_with_negative = version_2_with_negative
-        self.batch_size = batch_size
-        self.shuffle = shuffle
-        self.seed = seed
-        self.on_error = on_error
         self.sequence_length = sequence_length
         ids = special_token_ids(vocabulary)
         self._pad_id, self._cls_id, self._sep_id, self._unk_id = ids["[PAD]"], ids["[CLS]"], ids["[SEP]"], ids["[UNK]"]

@@ -8,7 +8,7 @@ import tensorflow as tf
 
 from keras_bert_impl.data.readers import _common
 from keras_bert_impl.data.readers.label_vocabulary import LabelVocabulary
-from keras_bert_impl.data.readers.read_report import ReadReport, check_on_error, logger
+from keras_bert_impl.data.readers.read_report import ReadReport, logger
 from keras_bert_impl.tokenization.vocabulary import special_token_ids
 from keras_bert_impl.validation import check_int, check_positive_int
 
@@ -93,17 +93,11 @@ class TaggingReader:
         if labels is not None and not isinstance(labels, LabelVocabulary):
             labels = LabelVocabulary(labels)
         check_int("ignore_label", ignore_label)
-        _common.check_batching(batch_size, shuffle, seed)
-        check_on_error(on_error)
-        self.preprocessor = preprocessor
+        _common.set_reading(self, preprocessor, batch_size, shuffle, seed, on_error)
         self.file_format = file_format
         self.tag_column = tag_column
         self.labels = labels
         self.ignore_label = ignore_label
-        self.batch_size = batch_size
-        self.shuffle = shuffle
-        self.seed = seed
-        self.on_error = on_error
         self.sequence_length = sequence_length
         ids = special_token_ids(vocabulary)
         self._pad_id, self._cls_id, self._sep_id = ids["[PAD]"], ids["[CLS]"], ids["[SEP]"]
