@@ -1,6 +1,4 @@
-"""`kbert distill`'s flags and their checks (argparse only: no Keras)."""
-
-import math
+"""`kbert distill`'s flags and their checks (argparse only: no Keras until the checks run)."""
 
 from keras_bert_impl.commands.errors import UsageError
 from keras_bert_impl.commands import task_data
@@ -127,28 +125,25 @@ def check_flags(args):
         args.seq_len = 128  # checked here; the teacher's own length replaces it below
         args.seq_len_from_teacher = True
     check_head_training_flags(args)
-    if not args.general and not args.temperature > 0:
-        raise UsageError(f"--temperature must be > 0 (1 = the plain softmax; Hinton et al. use 2 to 20). "
-                         f"Received: {args.temperature}")
-    if not args.general and not 0 <= args.alpha <= 1:
-        raise UsageError(f"--alpha must be in [0, 1] (0: soft targets only, 1: labels only). Received: {args.alpha}")
-    for flag in ("hidden_weight", "attention_weight", "embedding_weight"):
-        value = getattr(args, flag)
-        if not 0 <= value < math.inf:
-            raise UsageError(f"--{flag.replace('_', '-')} must be a number >= 0 (0: off). Received: {value}")
-    if args.general and not (args.hidden_weight or args.attention_weight or args.embedding_weight):
-        raise UsageError("--general learns from the teacher's layers alone: give --hidden-weight, --attention-weight "
-                         "or --embedding-weight a value > 0. Received: all 0.")
-    if args.general and args.layer_map is None and (args.hidden_weight or args.attention_weight):
-        args.layer_map = DEFAULTS.general_layer_map
     args.layer_map = _layer_map(args.layer_map)
-    mapped_terms = args.hidden_weight > 0 or args.attention_weight > 0
-    if mapped_terms and args.layer_map is None:
-        raise UsageError("--hidden-weight and --attention-weight compare mapped layers: pass --layer-map "
-                         "(uniform, or one teacher layer per student layer, e.g. 2,4).")
-    if args.layer_map is not None and not mapped_terms:
-        raise UsageError(f"--layer-map {layer_map_text(args.layer_map)} does nothing without --hidden-weight or "
-                         "--attention-weight > 0.")
+    _check_settings(args)
+
+
+def _check_settings(args):
+    """The Distiller's own check of the settings, before any model is loaded; its refusal
+    names the argument, given back as the flag with the library's words."""
+    from keras_bert_impl.models.distillation_argument_error import DistillationArgumentError
+    from keras_bert_impl.models.distillation_settings import check_distillation_settings
+
+    try:
+        settings = check_distillation_settings(args.general, args.temperature, 0.0 if args.general else args.alpha,
+                                               args.hidden_weight,
+                                               args.attention_weight, args.embedding_weight, args.layer_map)
+    except DistillationArgumentError as e:
+        value = getattr(args, e.argument)
+        shown = "(not given)" if value is None else layer_map_text(value) if e.argument == "layer_map" else value
+        raise UsageError(f"--{e.argument.replace('_', '-')} {shown}: {e}") from None
+    args.layer_map = settings["layer_map"]
 
 
 def _check_general_flags(args):

@@ -33,6 +33,7 @@ from keras_bert_impl.models.bert_classifier import BertClassifier
 from keras_bert_impl.models.bert_task import BertTask
 from keras_bert_impl.models.bert_token_classifier import BertTokenClassifier
 from keras_bert_impl.models.distillation_argument_error import DistillationArgumentError
+from keras_bert_impl.models.distillation_settings import check_distillation_settings
 from keras_bert_impl.distillation_defaults import DISTILLATION_DEFAULTS
 from keras_bert_impl.models.distillation_term import DistillationTerm
 from keras_bert_impl.models.transfer_terms import (
@@ -44,7 +45,6 @@ from keras_bert_impl.models.transfer_terms import (
     select_features,
     wanted_features,
 )
-from keras_bert_impl.validation import check_non_negative, check_probability
 
 # The intermediate-layer terms, in the order the loss adds them.
 TRANSFER_KINDS = ("hidden", "attention", "embedding")
@@ -137,30 +137,19 @@ class Distiller(keras.Model):
             check_same_vocabulary(teacher_backbone, student_backbone)
         except ValueError as e:
             raise DistillationArgumentError("student", str(e)) from None
-        if hidden_weight is None:
-            hidden_weight = DISTILLATION_DEFAULTS.general_hidden_weight if self.general else 0.0
-        weights = {kind: _argument(f"{kind}_weight", check_non_negative, f"{kind}_weight", value)
-                   for kind, value in zip(TRANSFER_KINDS, (hidden_weight, attention_weight, embedding_weight))}
+        settings = check_distillation_settings(self.general, temperature, alpha, hidden_weight, attention_weight,
+                                               embedding_weight, layer_map)
+        weights = {kind: settings[f"{kind}_weight"] for kind in TRANSFER_KINDS}
         self.hidden_weight, self.attention_weight, self.embedding_weight = weights.values()
-        self.alpha = float(_argument("alpha", check_probability, "alpha", alpha))
+        self.alpha = settings["alpha"]
         self.temperature = float(temperature)
-        if self.general:
-            if self.alpha:
-                raise DistillationArgumentError("alpha", f"alpha={alpha} weighs the labels' loss, but backbones have no "
-                                                "labels or logits (general distillation): pass alpha=0, or heads.")
-            if not any(weights.values()):
-                raise DistillationArgumentError(
-                    "hidden_weight", "General distillation learns from the teacher's layers only: give hidden_weight, "
-                    "attention_weight or embedding_weight a value > 0. Received: all 0.")
-            if layer_map is None and (self.hidden_weight or self.attention_weight):
-                layer_map = DISTILLATION_DEFAULTS.general_layer_map
+        layer_map = settings["layer_map"]
         self.teacher = teacher
         self.teacher.trainable = False
         self.student = student
         self.layer_map = layer_map
         self.mapped_layers = resolve_layer_map(layer_map, teacher_backbone.num_layers, student_backbone.num_layers)
-        check_transfer(layer_map, self.mapped_layers, self.hidden_weight, self.attention_weight, teacher_backbone,
-                       student_backbone)
+        check_transfer(self.attention_weight, teacher_backbone, student_backbone)
         self.logits_term = None if self.general else DistillationTerm(
             "logits", 1.0 - self.alpha, temperature=temperature, alpha=self.alpha,
             multi_label=getattr(student, "multi_label", False))
@@ -338,14 +327,6 @@ class Distiller(keras.Model):
 TEACHER_LOGITS, LABEL_WEIGHT = "teacher_logits", "label_weight"
 # What the feature models output beside the heads' own outputs (those the terms need).
 FEATURES = ("embedding_output", "hidden_states", "attention_probs")
-
-
-def _argument(argument, check, *args):
-    """`check(*args)`, its ValueError raised as a DistillationArgumentError naming `argument`."""
-    try:
-        return check(*args)
-    except ValueError as e:
-        raise DistillationArgumentError(argument, str(e)) from None
 
 
 def _check_models(teacher, student, general):

@@ -56,16 +56,10 @@ def resolve_layer_map(layer_map, teacher_layers, student_layers):
     return [int(value) for value in mapped]
 
 
-def check_transfer(layer_map, mapped_layers, hidden_weight, attention_weight, teacher, student):
-    """The layer map and the weights that read it agree, and per-head attention KL has equal
-    head counts (`teacher`, `student`: backbones; `mapped_layers` from resolve_layer_map)."""
-    mapped_terms = hidden_weight > 0 or attention_weight > 0
-    if mapped_terms and mapped_layers is None:
-        raise DistillationArgumentError("layer_map", f"hidden_weight={hidden_weight} and attention_weight={attention_weight} compare "
-                         "mapped layers: pass layer_map (a teacher layer per student layer, or 'uniform').")
-    if mapped_layers is not None and not mapped_terms:
-        raise DistillationArgumentError("layer_map", f"layer_map={layer_map!r} maps layers for hidden_weight and attention_weight, "
-                         "which are both 0: give one of them a weight > 0, or drop layer_map.")
+def check_transfer(attention_weight, teacher, student):
+    """Per-head attention KL needs equal head counts (`teacher`, `student`: backbones). The
+    rest of the layer map's agreement with the weights is checked before the models are
+    (models/distillation_settings.py)."""
     if attention_weight > 0 and teacher.num_heads != student.num_heads:
         raise DistillationArgumentError(
             "attention_weight",

@@ -142,8 +142,8 @@ def _refused(capsys, argv, *fragments):
 def test_bad_input_is_refused_before_training(teacher, files, tmp_path, capsys):
     out = tmp_path / "never"
     tiny = ("--student-preset", "bert_tiny")
-    _refused(capsys, _distill(teacher, files, out, *tiny, "--temperature", "0"), "--temperature must be > 0", "Received: 0.0")
-    _refused(capsys, _distill(teacher, files, out, *tiny, "--alpha", "1.5"), "--alpha must be in [0, 1]", "1.5")
+    _refused(capsys, _distill(teacher, files, out, *tiny, "--temperature", "0"), "--temperature 0.0: temperature must be a number > 0", "Received: temperature=0.0")
+    _refused(capsys, _distill(teacher, files, out, *tiny, "--alpha", "1.5"), "--alpha 1.5: alpha must be a number in [0, 1]", "Received: alpha=1.5")
     _refused(capsys, _distill(teacher, files, out, "--student-from-teacher", "0,2"),
              "--student-from-teacher 0,2", "distinct layer indices in [0, 1]", "[0, 2]")
     _refused(capsys, _distill(teacher, files, out, "--student-from-teacher", "zero"), "comma-separated layer indices")
@@ -196,14 +196,15 @@ def test_bad_transfer_flags_are_one_line_before_training(teacher, files, tmp_pat
         for fragment in fragments:
             assert fragment in lines[-1], err
 
-    refused((*tiny, "--layer-map", "uniform", "--hidden-weight", "-1"), "--hidden-weight must be a number >= 0",
-            "Received: -1.0")
-    refused((*tiny, "--embedding-weight", "nan"), "--embedding-weight must be a number >= 0", "Received: nan")
+    refused((*tiny, "--layer-map", "uniform", "--hidden-weight", "-1"), "--hidden-weight -1.0: hidden_weight must be a number >= 0",
+            "Received: hidden_weight=-1.0")
+    refused((*tiny, "--embedding-weight", "nan"), "--embedding-weight nan: embedding_weight must be a number >= 0",
+            "Received: embedding_weight=nan")
     refused((*tiny, "--layer-map", "0,2", "--hidden-weight", "1"), "--layer-map takes uniform or comma-separated",
             "Received: '0,2'")
     refused((*tiny, "--layer-map", "every", "--hidden-weight", "1"), "Received: 'every'")
-    refused((*tiny, "--hidden-weight", "1"), "--hidden-weight and --attention-weight compare mapped layers")
-    refused((*tiny, "--layer-map", "uniform"), "--layer-map uniform does nothing without --hidden-weight")
+    refused((*tiny, "--hidden-weight", "1"), "--layer-map (not given): hidden_weight=1.0 and attention_weight=0.0 compare mapped layers: pass layer_map")
+    refused((*tiny, "--layer-map", "uniform"), "--layer-map uniform: layer_map='uniform' maps layers for hidden_weight and attention_weight, which are both 0")
     # Checked against the two models once they are built, still before training.
     refused((*tiny, "--layer-map", "1,2,3", "--hidden-weight", "1"),
             "--layer-map 1,2,3 for a 2-layer student of a 2-layer teacher", "one teacher layer per student layer (2). "
@@ -265,8 +266,9 @@ def test_general_distillation_bad_input_is_refused_before_training(teacher, file
     _refused(capsys, [*with_text, "--train", files["train"]], "--train has no effect")
     _refused(capsys, [*with_text, "--alpha", "0.5", "--temperature", "2"], "--temperature and --alpha have no effect",
              "drop them")
-    _refused(capsys, [*with_text, "--hidden-weight", "0"], "give --hidden-weight, --attention-weight or "
-             "--embedding-weight a value > 0. Received: all 0")
+    _refused(capsys, [*with_text, "--hidden-weight", "0"], "--hidden-weight 0.0: General distillation learns from "
+             "the teacher's layers only: give hidden_weight, attention_weight or embedding_weight a value > 0. "
+             "Received: all 0")
     _refused(capsys, [*with_text, "--layer-map", "1,3"], "--layer-map 1,3", "layer_map[1] must be a teacher layer in [1, 2]")
     _refused(capsys, [*with_text, "--attention-weight", "1", "--student-preset", "bert_mini", "--layer-map", "1,1,2,2",
                       "--student-embeddings", "random"], "--attention-weight 1.0", "teacher has 2 heads and the student 4")
