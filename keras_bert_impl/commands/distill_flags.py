@@ -116,7 +116,6 @@ def check_flags(args):
                                  "--general (task-agnostic distillation on --unlabeled text).")
         args.temperature = DEFAULTS.temperature if args.temperature is None else args.temperature
         args.alpha = DEFAULTS.labelled_alpha if args.alpha is None else args.alpha
-        args.hidden_weight = 0.0 if args.hidden_weight is None else args.hidden_weight
     if args.learning_rate is None:
         kind = ("general" if args.general else "teacher" if args.student_from_teacher
                 else "init" if args.student_init else "preset")
@@ -143,7 +142,7 @@ def _check_settings(args):
         value = getattr(args, e.argument)
         shown = "(not given)" if value is None else layer_map_text(value) if e.argument == "layer_map" else value
         raise UsageError(f"--{e.argument.replace('_', '-')} {shown}: {e}") from None
-    args.layer_map = settings["layer_map"]
+    args.hidden_weight, args.layer_map = settings["hidden_weight"], settings["layer_map"]  # defaults filled in
 
 
 def _check_general_flags(args):
@@ -155,7 +154,6 @@ def _check_general_flags(args):
     if given:
         raise UsageError(f"--general trains no head and reads no labels or logits, so {' and '.join(given)} "
                          f"{'has' if len(given) == 1 else 'have'} no effect: drop {'it' if len(given) == 1 else 'them'}.")
-    args.hidden_weight = DEFAULTS.general_hidden_weight if args.hidden_weight is None else args.hidden_weight
 
 
 def _layer_map(value):
