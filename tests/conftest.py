@@ -14,27 +14,46 @@ def pytest_configure(config):
     config.addinivalue_line("markers", "slow: takes more than ~30 s on the 2-core CI machine")
 
 
-# Modules outside tests/export/ that run `make edge-setup` (apt-get, npm ci: one at a time).
-EDGE_SETUP_USERS = {os.path.join("tests", "inspection", "test_attention.py")}
+# The modules that take longest, longest first (a fresh-clone `make test`, docs/checking.md):
+# make test passes --no-loadscope-reorder, so pytest-xdist hands the modules to its two workers
+# in this order and then the rest in collection order; starting the long ones first keeps one
+# worker from being left with a ten-minute module at the end. tests/export/test_export.py comes
+# first because its session fixture fine-tunes and exports MiniLM (tests/export/conftest.py,
+# once per run): while one worker builds it, the other runs the README commands, and the other
+# users of that export come after both.
+LONGEST_FIRST = [
+    os.path.join("tests", *path.split("/"))
+    for path in (
+        "export/test_export.py",
+        "test_readme_commands.py",
+        "export/test_serve.py",
+        "export/test_web_demo.py",
+        "export/test_android_logic.py",
+        "backends/test_backends.py",
+        "commands/test_cli_errors.py",
+        "commands/test_distill_command.py",
+        "training/test_strategy.py",
+        "inference/test_precision.py",
+        "models/test_models.py",
+        "export/test_tflite_metadata.py",
+    )
+]
 
 
 # tryfirst: xdist's own hook turns the xdist_group marks into node ids, so the marks must be
-# there before it runs (without it the groups were silently ignored and two workers raced to
-# build .venv-mediapipe).
+# there before it runs (without it the groups were silently ignored).
 @pytest.hookimpl(tryfirst=True)
 def pytest_collection_modifyitems(config, items):
     """Groups for pytest-xdist's --dist loadgroup (make test runs two workers): each module's
     tests stay on one worker, so a module-scoped fixture (a teacher run, a served model) is
-    built once; every test under tests/export/ shares one worker, as they share the session's
-    MiniLM export and the edge demos' set-up (minutes each, make targets that must not run
-    twice at once, and files in android_demo/ and web_demo/), and so does
-    tests/inspection/test_attention.py, which runs the same `make edge-setup`."""
-    export = os.path.join(REPO, "tests", "export") + os.sep
+    built once per run; what several modules share (the session's MiniLM export, the edge
+    demos' set-up) is built once by tests/run_once.py whichever worker asks first. The modules
+    of LONGEST_FIRST go first, in its order."""
+    rank = {module: index for index, module in enumerate(LONGEST_FIRST)}
+    modules = {item: os.path.relpath(str(item.path), REPO) for item in items}
+    items.sort(key=lambda item: rank.get(modules[item], len(rank)))  # stable: the rest keep their order
     for item in items:
-        path = str(item.path)
-        relative = os.path.relpath(path, REPO)
-        group = "export" if path.startswith(export) or relative in EDGE_SETUP_USERS else relative
-        item.add_marker(pytest.mark.xdist_group(group))
+        item.add_marker(pytest.mark.xdist_group(modules[item]))
 
 
 @pytest.fixture(autouse=True)
@@ -67,11 +86,17 @@ def minilm():
 
 @pytest.fixture(scope="session")
 def minilm_keras(tmp_path_factory):
-    """The same model written by `kbert convert`, for tests that go through the CLI."""
+    """The same model written by `kbert convert`, for tests that go through the CLI (once per
+    test run, shared by the workers)."""
     from keras_bert_impl.cli import main
+    from tests.run_once import once_per_run
 
     if not os.path.isdir(os.path.join(DATA, "minilm")):
         pytest.fail("data/ is missing: run `make data` (make test does it for you).")
-    path = str(tmp_path_factory.mktemp("minilm") / "minilm.keras")
-    assert main(["convert", os.path.join(DATA, "minilm"), "--format", "huggingface", "--output", path]) == 0
-    return path
+
+    def build(folder):
+        path = str(folder / "minilm.keras")
+        assert main(["convert", os.path.join(DATA, "minilm"), "--format", "huggingface", "--output", path]) == 0
+        return path
+
+    return once_per_run(tmp_path_factory, "minilm_keras", build)

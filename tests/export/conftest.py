@@ -1,5 +1,6 @@
 """Session-wide exports shared by the export tests: the conversions are the slow part, so
-each model is fine-tuned and exported once per `make test`.
+each model is fine-tuned and exported once per `make test`, by whichever pytest-xdist worker
+asks first (tests/run_once.py); the other waits for it and reads the same folders.
 
 The model is the real all-MiniLM-L6-v2 fine-tuned briefly on real MR sentences (a real
 classifier, so int8's top-label agreement is measured on confident predictions, not on a
@@ -12,7 +13,8 @@ import numpy as np
 import pytest
 
 from keras_bert_impl.cli import main
-from tests.export.edge_reference import run_edge_setup, write_golden
+from tests.export.edge_reference import write_golden
+from tests.run_once import make_target, once_per_run
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 MR = os.path.join(REPO, "data", "corpora", "polarity-en-pang&lee2.csv")
@@ -48,24 +50,33 @@ def mr_files(tmp_path_factory):
 @pytest.fixture(scope="session")
 def mr_run(tmp_path_factory, minilm_keras, mr_files):
     """A kbert finetune run of MiniLM on 640 MR sentences (one epoch, mean pooling)."""
-    run = str(tmp_path_factory.mktemp("run") / "mr")
-    assert main([
-        "finetune", "--task", "classification", "--init", minilm_keras, "--train", mr_files["train"],
-        "--validation", mr_files["validation"], "--no-header", "--columns", "label,text", "--seq-len", str(SEQ_LEN),
-        "--epochs", "1", "--batch-size", "16", "--learning-rate", "5e-5", "--pooling", "mean", "--output", run, "--quiet",
-    ]) == 0
-    return run
+
+    def build(folder):
+        run = str(folder / "mr")
+        assert main([
+            "finetune", "--task", "classification", "--init", minilm_keras, "--train", mr_files["train"],
+            "--validation", mr_files["validation"], "--no-header", "--columns", "label,text", "--seq-len", str(SEQ_LEN),
+            "--epochs", "1", "--batch-size", "16", "--learning-rate", "5e-5", "--pooling", "mean", "--output", run,
+            "--quiet",
+        ]) == 0
+        return run
+
+    return once_per_run(tmp_path_factory, "mr_run", build)
 
 
 @pytest.fixture(scope="session")
 def mr_export(tmp_path_factory, mr_run, mr_files):
     """Every format of the fine-tuned MR classifier, with its report on the 500 validation sentences
     (latency timed in one round: the tests check the report's fields, not the speed)."""
-    output = str(tmp_path_factory.mktemp("export") / "mr")
-    assert main([
-        "export", "--model", mr_run, "--output", output, "--validation", mr_files["validation"], "--repeats", "1",
-    ]) == 0
-    return output
+
+    def build(folder):
+        output = str(folder / "mr")
+        assert main([
+            "export", "--model", mr_run, "--output", output, "--validation", mr_files["validation"], "--repeats", "1",
+        ]) == 0
+        return output
+
+    return once_per_run(tmp_path_factory, "mr_export", build)
 
 
 # --- the edge demos (tests/export/test_android_logic.py, test_web_demo.py) -----------------
@@ -74,7 +85,7 @@ def mr_export(tmp_path_factory, mr_run, mr_files):
 @pytest.fixture(scope="session")
 def edge_setup():
     """`make edge-setup`: Debian's chromium and junit4, web_demo's npm packages (quick when done)."""
-    error = run_edge_setup()
+    error = make_target("edge-setup")
     if error:
         pytest.fail(error)
 
@@ -83,7 +94,7 @@ def edge_setup():
 def edge_golden(tmp_path_factory, mr_export, mr_run, mr_files):
     """The pipeline's golden ids and logits for the Java and JavaScript tokenizers and apps:
     all 4,000 MR sentences, the hard cases, the bad input, Keras logits for 20 held-out sentences."""
-    path = tmp_path_factory.mktemp("edge_golden") / "golden.json"
     texts = [text for _, text in mr_rows()]
     held_out = [text for _, text in mr_files["validation_rows"]]
-    return write_golden(path, mr_export, mr_run, texts, held_out, SEQ_LEN)
+    return once_per_run(tmp_path_factory, "edge_golden",
+                        lambda folder: write_golden(folder / "golden.json", mr_export, mr_run, texts, held_out, SEQ_LEN))

@@ -6,7 +6,6 @@ is computed here from the real model and tokenizer, none is typed in."""
 
 import json
 import os
-import subprocess
 
 import keras
 import numpy as np
@@ -86,15 +85,6 @@ class KerasReference:
         shifted = logits.astype(np.float64) - logits.max(axis=1, keepdims=True)
         probabilities = np.exp(shifted) / np.exp(shifted).sum(axis=1, keepdims=True)
         return {"token_ids": x["token_ids"].numpy().astype(int), "logits": logits, "probabilities": probabilities}
-
-
-def run_edge_setup():
-    """Debian's chromium and junit4, web_demo's npm packages: `make edge-setup` (quick when done).
-    Returns an error message, or None."""
-    done = subprocess.run(["make", "-C", REPO, "edge-setup"], capture_output=True, text=True, timeout=1200)
-    if done.returncode != 0:
-        return f"`make edge-setup` failed:\n{done.stdout[-2000:]}\n{done.stderr[-2000:]}"
-    return None
 
 
 def codepoint_sample():

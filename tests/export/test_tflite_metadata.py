@@ -30,6 +30,7 @@ import keras_bert_impl as kb
 from keras_bert_impl.tokenization import BertPreprocessor
 from keras_bert_impl_export.tflite_metadata import add_metadata, read_metadata
 from tests.harness import random_inputs, tiny_backbone_config
+from tests.run_once import make_target
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 DATA = os.path.join(REPO, "data")
@@ -105,9 +106,9 @@ def run_mediapipe(tmp_path, sentences, classify=(), embed=(), metadata=()):
 @pytest.fixture(scope="session")
 def mediapipe_venv():
     """The MediaPipe client venv, built (or found up to date) by the Makefile target."""
-    done = subprocess.run(["make", "-C", REPO, "mediapipe-venv"], capture_output=True, text=True, timeout=1200)
-    if done.returncode != 0:
-        pytest.fail(f"`make mediapipe-venv` failed:\n{done.stdout[-2000:]}\n{done.stderr[-2000:]}")
+    error = make_target("mediapipe-venv")
+    if error:
+        pytest.fail(error)
     return MEDIAPIPE_PYTHON
 
 

@@ -14,6 +14,7 @@ from keras_bert_impl.inspection.attention_plot import plot_attention
 from keras_bert_impl.models import BertBackbone
 from keras_bert_impl.tokenization import BertPreprocessor
 from tests.conftest import REPO
+from tests.run_once import make_target
 
 ANIMAL = "The animal didn't cross the street because it was too tired"
 
@@ -80,9 +81,9 @@ def test_bad_layer_and_head(animal, tmp_path):
 @pytest.fixture(scope="module")
 def chromium():
     """Debian's chromium, installed by `make edge-setup` when missing (quick when done)."""
-    done = subprocess.run(["make", "-C", REPO, "edge-setup"], capture_output=True, text=True, timeout=1200)
-    if done.returncode != 0:
-        pytest.fail(f"`make edge-setup` failed:\n{done.stdout[-2000:]}\n{done.stderr[-2000:]}")
+    error = make_target("edge-setup")
+    if error:
+        pytest.fail(error)
     return "chromium"
 
 
