@@ -81,7 +81,8 @@ def test_config_of_each_head():
     assert tagger.architecture == "BertForTokenClassification" and tagger.config["id2label"]["1"] == "VB"
     spans = transformers_model(kb.BertSpanLabeler(_backbone()))
     assert spans.architecture == "BertForQuestionAnswering" and spans.tensors["qa_outputs.weight"].shape == (2, 128)
-    assert "id2label" not in spans.config and spans.notes  # the -1e9 on padding is named in the card
+    assert "id2label" not in spans.config and len(spans.notes) == 2  # the pooler and the -1e9 on padding, in the card
+    assert not [name for name in {**tagger.tensors, **spans.tensors} if "pooler" in name]
     pretrainer = transformers_model(kb.BertPretrainer(_backbone()))
     assert pretrainer.architecture == "BertForPreTraining"
     assert {"cls.predictions.bias", "cls.seq_relationship.weight", "bert.pooler.dense.weight"} <= set(pretrainer.tensors)

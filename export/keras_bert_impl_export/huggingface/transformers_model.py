@@ -30,6 +30,13 @@ def _linear(dense):
     return np.ascontiguousarray(dense.kernel.numpy().T), dense.bias.numpy()
 
 
+def _without_pooler(tensors, notes):
+    """Token-level heads: transformers builds their BertModel without a pooler, so its weights
+    would be unexpected keys; our head never reads it either."""
+    notes.append("The encoder's pooler is left out: this head does not use it, and transformers' class has none.")
+    return {name: value for name, value in tensors.items() if not name.startswith("bert.pooler.")}
+
+
 def _check_backbone(backbone):
     if backbone.position_embedding != "learned":
         raise NotExpressibleError(
@@ -132,12 +139,14 @@ def transformers_model(model):
                          f"before them: apply {model.activation} to `logits`.")
     elif isinstance(model, kb.BertTokenClassifier):
         architecture, task = "BertForTokenClassification", "token classification (tagging)"
-        config, tensors = _config(backbone, architecture), huggingface_tensors(backbone, prefix="bert.")
+        config = _config(backbone, architecture)
+        tensors = _without_pooler(huggingface_tensors(backbone, prefix="bert."), notes)
         label_names = _labels(config, model.label_names, model.num_classes)
         tensors["classifier.weight"], tensors["classifier.bias"] = _linear(model.output_dense)  # [C, H], [C]
     elif isinstance(model, kb.BertSpanLabeler):
         architecture, task = "BertForQuestionAnswering", "extractive question answering (spans)"
-        config, tensors = _config(backbone, architecture), huggingface_tensors(backbone, prefix="bert.")
+        config = _config(backbone, architecture)
+        tensors = _without_pooler(huggingface_tensors(backbone, prefix="bert."), notes)
         tensors["qa_outputs.weight"], tensors["qa_outputs.bias"] = _linear(model.span_dense)  # [2, H], [2]
         notes.append("The Keras model gives padded positions a start/end logit of -1e9; transformers leaves them "
                      "as computed: mask them (attention_mask == 0) before taking the best span.")
