@@ -11,11 +11,13 @@ import numpy as np
 import pytest
 
 import keras_bert_impl as kb
+from keras_bert_impl.tokenization import BertPreprocessor
 from bench.corpora.mr_split import load_mr
 from keras_bert_impl_export.huggingface import export_huggingface
 from tests.conftest import DATA, REPO
 from tests.export.edge_reference import preprocess
 from tests.side_venv import run_in_side_venv
+from tests.test_readme import python_block
 
 # Subprocesses in .venv-torch (make test runs them; make test-fast needs no side venv).
 pytestmark = pytest.mark.slow
@@ -126,3 +128,17 @@ def test_autotokenizer_gives_our_ids(minilm_keras, mr_texts, tmp_path):
     assert len(ours) == len(report["tokenized"]) == 85 + 4000
     differ = [(request, theirs) for request, mine, theirs in zip(requests, ours, report["tokenized"]) if mine != theirs]
     assert not differ, differ[:10]
+
+
+def test_the_docs_snippet_loads_an_export(minilm, tmp_path):
+    """docs/export.md's transformers snippet, run as written on an export at the path it names."""
+    backbone = kb.BertBackbone.from_preset("bert_tiny", vocabulary_size=minilm.vocabulary_size)
+    backbone.set_vocabulary(minilm.vocabulary, lowercase=True)
+    classifier = kb.BertClassifier(backbone, 2, label_names=["negative", "positive"])
+    export_huggingface(classifier, str(tmp_path / "exports" / "mr-transformers"))
+    snippet = tmp_path / "snippet.py"
+    snippet.write_text(python_block("docs/export.md", "## Hugging Face transformers"), encoding="utf-8")
+    printed = run_in_side_venv(".venv-torch", str(snippet), cwd=str(tmp_path)).strip().splitlines()[-1]
+    x = BertPreprocessor.from_model(classifier, sequence_length=16)(["a gripping , funny film", "dull and slow"])
+    top = keras.ops.convert_to_numpy(classifier(x)["logits"]).argmax(-1)
+    assert printed == str([classifier.label_names[i] for i in top])

@@ -76,7 +76,8 @@ def model_card(described, source, run_folder=None):
     if settings:
         lines += ["", "## Training settings", "", "| setting | value |", "|---|---|"]
         lines += [f"| {key} | `{json.dumps(value)}` |" for key, value in sorted(settings.items())]
-    numbers = _flat_numbers(metrics)
+    # A fine-tuning run's validation scores (metrics.json's other entries are timings).
+    numbers = _flat_numbers(metrics["validation"] if isinstance(metrics.get("validation"), dict) else metrics)
     if numbers:
         lines += ["", "## Metrics (metrics.json)", "", "| metric | value |", "|---|---|"]
         lines += [f"| {name} | {value:.4f} |" if isinstance(value, float) else f"| {name} | {value} |" for name, value in numbers]
