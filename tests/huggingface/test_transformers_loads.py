@@ -49,6 +49,8 @@ def _transformers(folder, request, tmp_path):
 
 def _keras_outputs(model, arrays):
     x = {"token_ids": arrays["input_ids"], "segment_ids": arrays["token_type_ids"], "padding_mask": arrays["attention_mask"]}
+    if isinstance(model, kb.BertPretrainer):  # masked-LM logits at every position, as transformers gives them
+        x["mask_positions"] = np.tile(np.arange(x["token_ids"].shape[1]), (len(x["token_ids"]), 1))
     return {key: keras.ops.convert_to_numpy(value) for key, value in model({k: v.astype("int32") for k, v in x.items()}).items()}
 
 
@@ -76,15 +78,18 @@ def _head(kind, minilm_keras):
         return kb.BertClassifier(backbone, 2, label_names=["negative", "positive"])
     if kind == "tagger":
         return kb.BertTokenClassifier(backbone, 5, label_names=["DT", "NN", "JJ", "VB", "O"])
+    if kind == "pretrainer":
+        return kb.BertPretrainer(backbone)
     return kb.BertSpanLabeler(backbone)
 
 
-@pytest.mark.parametrize("kind", ["classifier", "tagger", "spans"])
+@pytest.mark.parametrize("kind", ["classifier", "tagger", "spans", "pretrainer"])
 def test_transformers_gives_the_keras_outputs(kind, minilm_keras, mr_texts, tmp_path):
     model = _head(kind, minilm_keras)
     folder = str(tmp_path / kind)
     described = export_huggingface(model, folder)
-    texts = mr_texts[:SENTENCES]
+    # The pretrainer's 30,522 logits per token: 16 sentences (200 would be 1.7 GB of them).
+    texts = mr_texts[: 16 if kind == "pretrainer" else SENTENCES]
     # Question answering: a question and a real sentence as its context (segment 1).
     texts_b = texts if kind == "spans" else None
     texts = ["what does the critic think of the film?"] * SENTENCES if kind == "spans" else texts
@@ -103,6 +108,10 @@ def test_transformers_gives_the_keras_outputs(kind, minilm_keras, mr_texts, tmp_
     elif kind == "tagger":
         np.testing.assert_allclose(arrays["logits"][real], ours["logits"][real], atol=1e-4, rtol=0)
         assert (arrays["logits"][real].argmax(-1) == ours["logits"][real].argmax(-1)).all()
+    elif kind == "pretrainer":
+        # Tied to the word embeddings on both sides; 30,522 logits per token sum more terms.
+        np.testing.assert_allclose(arrays["prediction_logits"][real], ours["mlm_logits"][real], atol=1e-4, rtol=0)
+        np.testing.assert_allclose(arrays["seq_relationship_logits"], ours["nsp_logits"], atol=1e-4, rtol=0)
     else:
         assert (arrays["token_type_ids"][real] == 1).any()
         for key in ("start_logits", "end_logits"):
