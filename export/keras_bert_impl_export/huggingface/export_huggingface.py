@@ -18,6 +18,8 @@ def _model_and_run_folder(model):
     """A model object as it is; a path: a run folder (its model.keras) or a .keras file, loaded."""
     if not isinstance(model, (str, os.PathLike)):
         return model, None, None
+    import keras_bert_impl.models  # noqa: F401  (registers our classes, so Keras can load them)
+
     path = os.fspath(model)
     if os.path.isdir(path):
         keras_path = os.path.join(path, "model.keras")
