@@ -59,6 +59,12 @@ def test_the_folder_holds_what_transformers_reads(minilm_export):
                 "hidden_act", "max_position_embeddings", "type_vocab_size", "layer_norm_eps", "pad_token_id"):
         assert config[key] == original[key], key
     assert config["architectures"] == ["BertModel"]
+    with open(os.path.join(minilm_export, "README.md"), encoding="utf-8") as f:
+        card = f.read()
+    # The deliberate tokenizer differences (tests/fixtures/tokenization_hard_cases.json, expect: google).
+    for words in ("_truncate_seq_pair", "Literal `[CLS]`", "Private-use", "U+2B820", "U+07FD", "U+0890", "U+166D",
+                  "U+1734", "U+2E55"):
+        assert words in card, words
     with open(os.path.join(minilm_export, "vocab.txt"), encoding="utf-8") as f, \
             open(os.path.join(MINILM, "vocab.txt"), encoding="utf-8") as g:
         assert f.read() == g.read()
