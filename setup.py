@@ -27,6 +27,8 @@ setup(
         "tf-models-official==2.20.0",
         "ai-edge-litert==2.3.0",
         "safetensors==0.8.0",
+        # `kbert export --formats huggingface` writes tokenizer.json with Hugging Face's own library.
+        "tokenizers==0.23.3",
         "numpy<2.3",
         # The export wing: TF Serving's PredictionLog protos for the warm-up requests, and
         # the report's chart (both already in tf-models-official's tree; pinned here).
@@ -51,8 +53,6 @@ setup(
             # Google's original modeling.py, the source model of the TF1 checkpoint test.
             "bert-tensorflow==1.0.4",
             "tf-slim==1.1.0",
-            # Hugging Face's Rust tokenizer, the reference of the tokenization parity tests.
-            "tokenizers==0.23.3",
         ],
         # Peers measured by bench/; kept out of the runtime install.
         "bench": [

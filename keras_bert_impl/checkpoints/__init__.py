@@ -1,5 +1,9 @@
 """Checkpoint importers: Google's TF1 release, Hugging Face safetensors, Model Garden."""
 
+from keras_bert_impl.checkpoints.huggingface import (
+    HIDDEN_ACT as HUGGINGFACE_HIDDEN_ACT,
+    huggingface_tensors,
+)
 from keras_bert_impl.checkpoints.import_report import CheckpointMismatchError, ImportReport
 
 FORMATS = ("google", "huggingface", "model-garden")

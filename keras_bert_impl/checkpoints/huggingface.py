@@ -7,7 +7,7 @@ import re
 import numpy as np
 
 from keras_bert_impl.tokenization.vocabulary import read_vocabulary, vocabulary_is_uncased
-from keras_bert_impl.checkpoints.weight_map import build_and_load
+from keras_bert_impl.checkpoints.weight_map import backbone_variables, build_and_load, pretrainer_variables
 
 REQUIRED_FIELDS = (
     "vocab_size",
@@ -28,45 +28,70 @@ HIDDEN_ACT = {
     "linear": "linear",
 }
 
-_LAYER = r"encoder\.layer\.(\d+)\."
-_G_LAYER = r"bert/encoder/layer_\1/"
-# (pattern on the HF name without "bert." prefix, Google name, transpose)
-# PyTorch's Linear stores weight as [out, in]; Google and Keras use [in, out].
+_LAYER = "encoder.layer.{layer}."
+_G_LAYER = "bert/encoder/layer_{layer}/"
+# (Hugging Face name without the "bert." prefix, Google name, transpose), written once and
+# read both ways: the importer matches Hugging Face names, the exporter Google names
+# (`{layer}` is a layer index, `{proj}` query, key or value). PyTorch's Linear stores
+# weight as [out, in]; Google and Keras use [in, out]. LayerNorm's old names gamma/beta
+# are read as weight/bias (`_LAYER_NORM_ALIASES`) and written as weight/bias.
 _RULES = [
-    (r"embeddings\.word_embeddings\.weight", "bert/embeddings/word_embeddings", False),
-    (r"embeddings\.position_embeddings\.weight", "bert/embeddings/position_embeddings", False),
-    (r"embeddings\.token_type_embeddings\.weight", "bert/embeddings/token_type_embeddings", False),
-    (r"embeddings\.LayerNorm\.(?:weight|gamma)", "bert/embeddings/LayerNorm/gamma", False),
-    (r"embeddings\.LayerNorm\.(?:bias|beta)", "bert/embeddings/LayerNorm/beta", False),
-    (_LAYER + r"attention\.self\.(query|key|value)\.weight", _G_LAYER + r"attention/self/\2/kernel", True),
-    (_LAYER + r"attention\.self\.(query|key|value)\.bias", _G_LAYER + r"attention/self/\2/bias", False),
-    (_LAYER + r"attention\.output\.dense\.weight", _G_LAYER + "attention/output/dense/kernel", True),
-    (_LAYER + r"attention\.output\.dense\.bias", _G_LAYER + "attention/output/dense/bias", False),
-    (_LAYER + r"attention\.output\.LayerNorm\.(?:weight|gamma)", _G_LAYER + "attention/output/LayerNorm/gamma", False),
-    (_LAYER + r"attention\.output\.LayerNorm\.(?:bias|beta)", _G_LAYER + "attention/output/LayerNorm/beta", False),
-    (_LAYER + r"intermediate\.dense\.weight", _G_LAYER + "intermediate/dense/kernel", True),
-    (_LAYER + r"intermediate\.dense\.bias", _G_LAYER + "intermediate/dense/bias", False),
-    (_LAYER + r"output\.dense\.weight", _G_LAYER + "output/dense/kernel", True),
-    (_LAYER + r"output\.dense\.bias", _G_LAYER + "output/dense/bias", False),
-    (_LAYER + r"output\.LayerNorm\.(?:weight|gamma)", _G_LAYER + "output/LayerNorm/gamma", False),
-    (_LAYER + r"output\.LayerNorm\.(?:bias|beta)", _G_LAYER + "output/LayerNorm/beta", False),
-    (r"pooler\.dense\.weight", "bert/pooler/dense/kernel", True),
-    (r"pooler\.dense\.bias", "bert/pooler/dense/bias", False),
-    (r"cls\.predictions\.transform\.dense\.weight", "cls/predictions/transform/dense/kernel", True),
-    (r"cls\.predictions\.transform\.dense\.bias", "cls/predictions/transform/dense/bias", False),
-    (r"cls\.predictions\.transform\.LayerNorm\.(?:weight|gamma)", "cls/predictions/transform/LayerNorm/gamma", False),
-    (r"cls\.predictions\.transform\.LayerNorm\.(?:bias|beta)", "cls/predictions/transform/LayerNorm/beta", False),
-    (r"cls\.predictions\.bias", "cls/predictions/output_bias", False),
+    ("embeddings.word_embeddings.weight", "bert/embeddings/word_embeddings", False),
+    ("embeddings.position_embeddings.weight", "bert/embeddings/position_embeddings", False),
+    ("embeddings.token_type_embeddings.weight", "bert/embeddings/token_type_embeddings", False),
+    ("embeddings.LayerNorm.weight", "bert/embeddings/LayerNorm/gamma", False),
+    ("embeddings.LayerNorm.bias", "bert/embeddings/LayerNorm/beta", False),
+    (_LAYER + "attention.self.{proj}.weight", _G_LAYER + "attention/self/{proj}/kernel", True),
+    (_LAYER + "attention.self.{proj}.bias", _G_LAYER + "attention/self/{proj}/bias", False),
+    (_LAYER + "attention.output.dense.weight", _G_LAYER + "attention/output/dense/kernel", True),
+    (_LAYER + "attention.output.dense.bias", _G_LAYER + "attention/output/dense/bias", False),
+    (_LAYER + "attention.output.LayerNorm.weight", _G_LAYER + "attention/output/LayerNorm/gamma", False),
+    (_LAYER + "attention.output.LayerNorm.bias", _G_LAYER + "attention/output/LayerNorm/beta", False),
+    (_LAYER + "intermediate.dense.weight", _G_LAYER + "intermediate/dense/kernel", True),
+    (_LAYER + "intermediate.dense.bias", _G_LAYER + "intermediate/dense/bias", False),
+    (_LAYER + "output.dense.weight", _G_LAYER + "output/dense/kernel", True),
+    (_LAYER + "output.dense.bias", _G_LAYER + "output/dense/bias", False),
+    (_LAYER + "output.LayerNorm.weight", _G_LAYER + "output/LayerNorm/gamma", False),
+    (_LAYER + "output.LayerNorm.bias", _G_LAYER + "output/LayerNorm/beta", False),
+    ("pooler.dense.weight", "bert/pooler/dense/kernel", True),
+    ("pooler.dense.bias", "bert/pooler/dense/bias", False),
+    ("cls.predictions.transform.dense.weight", "cls/predictions/transform/dense/kernel", True),
+    ("cls.predictions.transform.dense.bias", "cls/predictions/transform/dense/bias", False),
+    ("cls.predictions.transform.LayerNorm.weight", "cls/predictions/transform/LayerNorm/gamma", False),
+    ("cls.predictions.transform.LayerNorm.bias", "cls/predictions/transform/LayerNorm/beta", False),
+    ("cls.predictions.bias", "cls/predictions/output_bias", False),
     # Same [2, H] layout as Google's output_weights.
-    (r"cls\.seq_relationship\.weight", "cls/seq_relationship/output_weights", False),
-    (r"cls\.seq_relationship\.bias", "cls/seq_relationship/output_bias", False),
+    ("cls.seq_relationship.weight", "cls/seq_relationship/output_weights", False),
+    ("cls.seq_relationship.bias", "cls/seq_relationship/output_bias", False),
 ]
-_COMPILED = [(re.compile(p + "$"), g, t) for p, g, t in _RULES]
+_FIELDS = {"layer": r"\d+", "proj": "query|key|value"}
+_LAYER_NORM_ALIASES = ((".LayerNorm.gamma", ".LayerNorm.weight"), (".LayerNorm.beta", ".LayerNorm.bias"))
+
+
+def _compile(template):
+    pattern = re.escape(template)
+    for field, values in _FIELDS.items():
+        pattern = pattern.replace(re.escape("{" + field + "}"), f"(?P<{field}>{values})")
+    return re.compile(pattern + "$")
+
+
+# (pattern, the other side's template, transpose), one list per direction.
+_FROM_HUGGINGFACE = [(_compile(hf), google, t) for hf, google, t in _RULES]
+_TO_HUGGINGFACE = [(_compile(google), hf, t) for hf, google, t in _RULES]
 _IGNORED = {
     "embeddings.position_ids": "a buffer of position indices, not a weight",
     "cls.predictions.decoder.weight": "tied to the word embeddings",
     "cls.predictions.decoder.bias": "the same tensor as cls.predictions.bias",
 }
+
+
+def _translate(name, rules):
+    """(translated name, transpose) of `name` under the first rule that matches, else None."""
+    for pattern, template, transpose in rules:
+        match = pattern.match(name)
+        if match:
+            return template.format(**match.groupdict()), transpose
+    return None
 
 
 def translate_huggingface_names(tensors):
@@ -77,13 +102,52 @@ def translate_huggingface_names(tensors):
         if short in _IGNORED:
             ignored.append((name, _IGNORED[short]))
             continue
-        for pattern, google, transpose in _COMPILED:
-            if pattern.match(short):
-                arrays[pattern.sub(google, short)] = np.asarray(value).T if transpose else np.asarray(value)
-                break
-        else:
+        for old, new in _LAYER_NORM_ALIASES:
+            short = short[: -len(old)] + new if short.endswith(old) else short
+        translated = _translate(short, _FROM_HUGGINGFACE)
+        if translated is None:
             unknown.append(name)
+            continue
+        google, transpose = translated
+        arrays[google] = np.asarray(value).T if transpose else np.asarray(value)
     return arrays, ignored, unknown
+
+
+def huggingface_names_of(arrays, prefix=""):
+    """The inverse of `translate_huggingface_names`: {google_name: array} -> {hf_name: array}
+    in transformers' layout; the encoder's names (not the `cls.` heads) get `prefix` ("bert."
+    inside a transformers head model, "" for BertModel). A Google name without a rule is a
+    ValueError naming it (nothing is dropped silently)."""
+    tensors = {}
+    for google, value in arrays.items():
+        translated = _translate(google, _TO_HUGGINGFACE)
+        if translated is None:
+            raise ValueError(f"{google!r} has no Hugging Face name in checkpoints/huggingface.py's rules.")
+        name, transpose = translated
+        # Contiguous: safetensors' numpy writer stores a transposed view's buffer as it lies.
+        value = np.asarray(value).T if transpose else np.asarray(value)
+        tensors[name if name.startswith("cls.") else prefix + name] = np.ascontiguousarray(value)
+    return tensors
+
+
+def huggingface_tensors(model, prefix=""):
+    """A `BertBackbone`'s or `BertPretrainer`'s weights under transformers' names and layout
+    ({name: numpy array}), through the importer's own rules read backwards, with the
+    `embeddings.position_ids` buffer (int64 [1, max_sequence_length]) that transformers'
+    BERT checkpoints carry. `prefix`: see `huggingface_names_of`. The MLM decoder is left out:
+    transformers ties it to the word embeddings on load, as we do."""
+    from keras_bert_impl.models.bert_pretrainer import BertPretrainer
+
+    targets = pretrainer_variables(model) if isinstance(model, BertPretrainer) else backbone_variables(model)
+    # `transpose` there maps a Keras variable to Google's layout (the NSP kernel).
+    arrays = {}
+    for google, (variable, transpose) in targets.items():
+        value = np.asarray(variable.numpy() if hasattr(variable, "numpy") else variable)
+        arrays[google] = value.T if transpose else value
+    tensors = huggingface_names_of(arrays, prefix)
+    backbone = model.backbone if isinstance(model, BertPretrainer) else model
+    tensors[prefix + "embeddings.position_ids"] = np.arange(backbone.max_sequence_length, dtype=np.int64)[None, :]
+    return tensors
 
 
 def backbone_kwargs_from_huggingface_config(config, source="config.json"):

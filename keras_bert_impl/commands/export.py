@@ -9,7 +9,7 @@ import sys
 
 from keras_bert_impl.commands import task_data
 from keras_bert_impl.commands.errors import UsageError
-from keras_bert_impl.conversion.input_contract import EXPORT_FORMATS, QUANTIZATIONS
+from keras_bert_impl.conversion.input_contract import EXPORT_FORMATS, HUB_FORMATS, QUANTIZATIONS
 
 
 def add_parser(subparsers):
@@ -29,7 +29,10 @@ def add_parser(subparsers):
                         "is exported as a sentence embedder (mean pooling, L2-normalised).")
     parser.add_argument("--output", required=True, help="Folder to create; refused if it holds anything (see --overwrite).")
     parser.add_argument("--formats", default=",".join(EXPORT_FORMATS),
-                        help=f"Comma-separated subset of {','.join(EXPORT_FORMATS)}. Default: all.")
+                        help=f"Comma-separated subset of {','.join(EXPORT_FORMATS)}. Default: all of those. "
+                        "Or huggingface alone: OUTPUT becomes a folder transformers loads with from_pretrained(OUTPUT) "
+                        "(config.json, model.safetensors, vocab.txt, tokenizer files, README.md model card); a model "
+                        "transformers cannot express as it is (mean pooling, sinusoidal positions, int8) is refused.")
     parser.add_argument("--quantizations", default=",".join(QUANTIZATIONS),
                         help=f"TFLite precisions, comma-separated subset of {','.join(QUANTIZATIONS)}. "
                         "Default: all (full_int8 needs --calibration).")
@@ -161,8 +164,35 @@ def export_saved_models(model_flag, output, *, name, seq_len=None):
                         formats=("saved_model",))
 
 
+def export_huggingface_folder(model_flag, output, overwrite=False):
+    """`kbert export --formats huggingface`: the model of a run folder or .keras file as a
+    transformers folder at `output` (the wing's `export_huggingface`), its refusals as UsageError."""
+    from keras_bert_impl.commands.model_files import load_model
+    from keras_bert_impl_export.exporter import ExportExistsError
+    from keras_bert_impl_export.huggingface import NotExpressibleError, export_huggingface
+
+    model, model_path = load_model(model_flag)
+    run_folder = os.path.dirname(model_path) if os.path.isdir(model_flag) else None
+    _log(f"{type(model).__name__} from {model_path} as a transformers folder")
+    try:
+        described = export_huggingface(model, output, overwrite=overwrite, run_folder=run_folder, source=model_path)
+    except NotExpressibleError as e:
+        raise UsageError(f"--model {model_flag}: transformers cannot hold this model as it is: {e}") from None
+    except ExportExistsError as e:
+        raise UsageError(str(e)) from None
+    _log(f"wrote {output}: {described.architecture} (from_pretrained({output!r}))")
+    return 0
+
+
 def run(args):
-    formats = _choices("--formats", args.formats, EXPORT_FORMATS)
+    formats = _choices("--formats", args.formats, EXPORT_FORMATS + HUB_FORMATS)
+    if set(formats) & set(HUB_FORMATS):
+        if len(formats) > 1:
+            raise UsageError(
+                f"--formats huggingface makes --output a transformers folder and is given alone. Received: {args.formats!r}; "
+                "run kbert export once for huggingface and once for the other formats, into two folders."
+            )
+        return export_huggingface_folder(args.model, args.output, args.overwrite)
     quantizations = _choices("--quantizations", args.quantizations, QUANTIZATIONS)
     if args.repeats < 1:
         raise UsageError(f"--repeats must be a positive integer. Received: {args.repeats}")

@@ -26,6 +26,9 @@ TEXT_INPUT_LAYOUTS = (("text",), ("text", "text_b"), ("question", "context"))
 MEDIAPIPE_OUTPUTS = {"classifier": "probabilities", "embedder": "embeddings"}
 # What `kbert export --formats` writes, and the .tflite precisions of `--quantizations`.
 EXPORT_FORMATS = ("saved_model", "tflite", "mediapipe", "text_tflite")
+# What `kbert export --formats` writes as the whole --output folder instead (a model hub's
+# layout: `from_pretrained(OUTPUT)`), given alone.
+HUB_FORMATS = ("huggingface",)
 QUANTIZATIONS = ("float32", "float16", "dynamic_int8", "full_int8")
 
 

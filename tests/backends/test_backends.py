@@ -15,33 +15,21 @@ import pytest
 import tensorflow as tf
 
 from tests.conftest import DATA, REPO
+from tests.side_venv import run_in_side_venv, side_python
 
 # Subprocesses of a few minutes in all (make test runs them; make test-fast needs no side venv).
 pytestmark = pytest.mark.slow
 
 CHILD = os.path.join(REPO, "tests", "backends", "backend_child.py")
-VENVS = {"jax": os.path.join(REPO, ".venv-jax"), "torch": os.path.join(REPO, ".venv-torch")}
+VENVS = {"jax": ".venv-jax", "torch": ".venv-torch"}
 BACKENDS = sorted(VENVS)
 # Real MR sentences of several lengths (file order), padded to the longest of the batch.
 PARITY_SENTENCES = 48
 
 
-def backend_python(backend):
-    python = os.path.join(VENVS[backend], "bin", "python")
-    if not os.access(python, os.X_OK):
-        pytest.fail(f"{python} is missing: run `make backend-venvs` (make test does it for you).")
-    return python
-
-
 def run_child(backend, *args, env=None, timeout=900):
     """Runs backend_child.py on `backend`; returns its stdout (the JSON report, if any)."""
-    environment = {key: value for key, value in os.environ.items() if not key.startswith(("KERAS_", "XLA_", "TF_"))}
-    environment.update({"KERAS_BACKEND": backend, "PYTHONPATH": os.pathsep.join([REPO, os.path.join(REPO, "export")]),
-                        "PYTHONHASHSEED": "0", **(env or {})})
-    result = subprocess.run([backend_python(backend), CHILD, *args], capture_output=True, text=True, env=environment,
-                            timeout=timeout, cwd=REPO)
-    assert result.returncode == 0, f"{backend} child failed:\n{result.stderr[-6000:]}"
-    return result.stdout
+    return run_in_side_venv(VENVS[backend], CHILD, *args, env={"KERAS_BACKEND": backend, **(env or {})}, timeout=timeout)
 
 
 @pytest.fixture(scope="module")
@@ -195,4 +183,4 @@ def test_the_child_imports_no_tensorflow():
     """Guard for the checks above: the side venvs have no TensorFlow to fall back on."""
     for backend in BACKENDS:
         code = "import importlib.util, sys; sys.exit(importlib.util.find_spec('tensorflow') is not None)"
-        assert subprocess.run([backend_python(backend), "-c", code]).returncode == 0, backend
+        assert subprocess.run([side_python(VENVS[backend]), "-c", code]).returncode == 0, backend

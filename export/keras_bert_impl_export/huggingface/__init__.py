@@ -1,0 +1,10 @@
+"""A model of this library as a Hugging Face `transformers` folder (`from_pretrained(folder)`):
+config.json, model.safetensors, the tokenizer files and a model card. The weight names are the
+Hugging Face importer's own rules read backwards (keras_bert_impl.checkpoints), so importing
+an export gives the same weights back."""
+
+from keras_bert_impl_export.huggingface.export_huggingface import export_huggingface
+from keras_bert_impl_export.huggingface.not_expressible_error import NotExpressibleError
+from keras_bert_impl_export.huggingface.transformers_model import TransformersModel, transformers_model
+
+__all__ = ["NotExpressibleError", "TransformersModel", "export_huggingface", "transformers_model"]

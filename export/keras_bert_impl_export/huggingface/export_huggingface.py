@@ -1,0 +1,77 @@
+"""A model of this library as a folder `transformers` loads offline with `from_pretrained`."""
+
+import os
+import shutil
+
+import keras
+
+from keras_bert_impl.atomic_write import write_atomically, write_json_atomically, write_text_atomically
+from keras_bert_impl_export.exporter import commit_output, prepare_output
+from keras_bert_impl_export.huggingface.model_card import model_card
+from keras_bert_impl_export.huggingface.tokenizer_files import tokenizer_files
+from keras_bert_impl_export.huggingface.transformers_model import transformers_model
+
+WEIGHTS = "model.safetensors"
+
+
+def _model_and_run_folder(model):
+    """A model object as it is; a path: a run folder (its model.keras) or a .keras file, loaded."""
+    if not isinstance(model, (str, os.PathLike)):
+        return model, None, None
+    import keras_bert_impl.models  # noqa: F401  (registers our classes, so Keras can load them)
+
+    path = os.fspath(model)
+    if os.path.isdir(path):
+        keras_path = os.path.join(path, "model.keras")
+        if not os.path.isfile(keras_path):
+            raise FileNotFoundError(f"model {path!r} is a folder without model.keras: pass a kbert run folder or a .keras file.")
+        return keras.saving.load_model(keras_path), keras_path, path
+    if not (os.path.isfile(path) and path.endswith(".keras")):
+        raise FileNotFoundError(f"model {path!r} is not a .keras file or a kbert run folder.")
+    return keras.saving.load_model(path), path, None
+
+
+def export_huggingface(model, output, *, overwrite=False, run_folder=None, source=None):
+    """Writes `model` as a transformers folder: config.json, model.safetensors, the tokenizer
+    (vocab.txt, tokenizer_config.json, special_tokens_map.json, tokenizer.json) and README.md.
+
+    The folder is built beside `output` and renamed into place, so `output` appears whole or
+    not at all; a model transformers cannot express as it is raises `NotExpressibleError`
+    before anything is written.
+
+    Args:
+        model: a keras_bert_impl model (see `transformers_model`), a `.keras` file or a kbert
+            run folder.
+        output: the folder to create; an existing non-empty one is refused unless `overwrite`.
+        overwrite: replace `output`.
+        run_folder: the kbert run folder the model came from (its run.json and metrics.json
+            go into the model card); found by itself when `model` is a run folder.
+        source: the model's file name in the model card (default: the path given, or the class).
+    Returns:
+        the `TransformersModel` written (class, config, tensor names, labels, notes).
+
+    Example:
+    >>> export_huggingface("runs/mr", "mr-transformers")  # doctest: +SKIP
+    >>> transformers.BertForSequenceClassification.from_pretrained("mr-transformers")  # doctest: +SKIP
+    """
+    from safetensors.numpy import save_file
+
+    model, loaded_from, found_run = _model_and_run_folder(model)
+    run_folder = run_folder or found_run
+    described = transformers_model(model)  # refuses before anything is written
+    backbone = model if described.architecture == "BertModel" else model.backbone
+    files = tokenizer_files(backbone.vocabulary, backbone.lowercase, backbone.max_sequence_length)
+    card = model_card(described, source or loaded_from or type(model).__name__, run_folder)
+    work = prepare_output(output, overwrite)
+    try:
+        write_json_atomically(described.config, os.path.join(work, "config.json"), indent=2)
+        # "pt" is what transformers writes and checks for when it loads a safetensors file.
+        write_atomically(os.path.join(work, WEIGHTS), lambda tmp: save_file(described.tensors, tmp, metadata={"format": "pt"}))
+        for name, text in files.items():
+            write_text_atomically(text, os.path.join(work, name))
+        write_text_atomically(card, os.path.join(work, "README.md"))
+        commit_output(work, output)
+    except BaseException:
+        shutil.rmtree(work, ignore_errors=True)
+        raise
+    return described
