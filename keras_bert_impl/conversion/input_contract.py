@@ -27,6 +27,11 @@ MEDIAPIPE_OUTPUTS = {"classifier": "probabilities", "embedder": "embeddings"}
 # What `kbert export --formats` writes, and the .tflite precisions of `--quantizations`.
 EXPORT_FORMATS = ("saved_model", "tflite", "mediapipe", "text_tflite")
 QUANTIZATIONS = ("float32", "float16", "dynamic_int8", "full_int8")
+# The integer-only precisions (conversion/integer_only.py): every op between the id inputs and
+# the last DEQUANTIZE on int8 activations ("int8_only", TFLite's 8x8) or int16 activations with
+# int8 weights ("int16x8_only", TFLite's 16x8), from a classifier's integer-friendly forward.
+# Not among QUANTIZATIONS: `kbert export` converts those from its ids SavedModel.
+INTEGER_ONLY_QUANTIZATIONS = ("int8_only", "int16x8_only")
 
 
 def text_input_names(span_labeler, pair):
