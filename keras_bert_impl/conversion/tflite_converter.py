@@ -38,7 +38,9 @@ import keras  # noqa: E402
 import numpy as np  # noqa: E402
 
 from keras_bert_impl.conversion.native_log import native_output_held
-from keras_bert_impl.conversion.input_contract import INTEGER_ONLY_QUANTIZATIONS, QUANTIZATIONS, SERVING_ENDPOINT
+from keras_bert_impl.conversion.input_contract import (
+    CALIBRATED_QUANTIZATIONS, INTEGER_ONLY_QUANTIZATIONS, QUANTIZATIONS, SERVING_ENDPOINT,
+)
 from keras_bert_impl.validation import check_choice
 
 # full_int8 quantizes the embedding lookups (GATHER) and the fully connected layers not
@@ -134,7 +136,7 @@ def convert_saved_model(saved_model_dir, quantization="float32", calibration_inp
             graph's tensorflow-text kernels (its caller then checks that no other is left).
     """
     check_choice("quantization", quantization, QUANTIZATIONS + INTEGER_ONLY_QUANTIZATIONS)
-    if quantization in ("full_int8",) + INTEGER_ONLY_QUANTIZATIONS and not calibration_inputs:
+    if quantization in CALIBRATED_QUANTIZATIONS and not calibration_inputs:
         raise ValueError(f"{quantization} needs calibration_inputs: real examples to measure activation ranges on.")
     try:
         # The converter's log lines reach the terminal only with a failure (native_log.py).

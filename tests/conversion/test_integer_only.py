@@ -6,6 +6,7 @@ sentences. On a bert_tiny-shaped classifier trained for three epochs on 2,000 MR
 
 import collections
 import csv
+import json
 import os
 
 import keras
@@ -13,8 +14,10 @@ import numpy as np
 import pytest
 
 import keras_bert_impl as kb
+from keras_bert_impl.cli import main
 from keras_bert_impl.conversion.integer_only import convert_integer_only, integer_forward
 from keras_bert_impl.tokenization import BertPreprocessor
+from keras_bert_impl.tokenization.vocabulary import read_vocabulary
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 MR = os.path.join(REPO, "data", "corpora", "polarity-en-pang&lee2.csv")
@@ -26,14 +29,15 @@ INTEGER_TYPES = {"int8", "int16", "int32", "bool"}
 
 @pytest.fixture(scope="module")
 def mr():
-    """(train, calibration, held-out) rows of MR, disjoint, both classes in each; tokenized."""
+    """(train, calibration, held-out) rows of MR, disjoint, both classes in each; tokenized,
+    and the rows themselves."""
     with open(MR, encoding="utf-8-sig", newline="") as f:
         rows = list(csv.reader(f))
     preprocessor = BertPreprocessor(VOCAB, sequence_length=LENGTH)
 
     def tokenized(part):
         x = {k: np.asarray(v, np.int32) for k, v in preprocessor([text for _, text in part]).items()}
-        return x, np.array([0 if label == "-1" else 1 for label, _ in part])
+        return x, np.array([0 if label == "-1" else 1 for label, _ in part]), part
 
     return (
         tokenized(rows[400:1400] + rows[-1400:-400]),
@@ -52,7 +56,8 @@ def examples(x):
 
 def classifier(**kwargs):
     backbone = kb.BertBackbone.from_preset("bert_tiny", vocabulary_size=30522, max_sequence_length=LENGTH)
-    return kb.BertClassifier(backbone, num_classes=2, **kwargs)
+    backbone.set_vocabulary(read_vocabulary(VOCAB), lowercase=True)
+    return kb.BertClassifier(backbone, num_classes=2, label_names=["-1", "1"], **kwargs)
 
 
 @pytest.fixture(scope="module")
@@ -60,7 +65,7 @@ def trained(mr):
     """The token-mean classifier after three epochs on 2,000 MR sentences (held-out accuracy
     about 0.63, 97% of the held-out logits' margins above 0.1: a classifier, not near-ties),
     and its float logits on the held-out sentences."""
-    (x, y), _, (held_out, _) = mr
+    (x, y, _), _, (held_out, *_) = mr
     keras.utils.set_random_seed(0)
     model = classifier(pooling="mean")
     model.compile(optimizer=keras.optimizers.Adam(3e-4))
@@ -76,7 +81,7 @@ def run(function, x):
 
 @pytest.mark.slow
 def test_integer_forward_equals_keras_in_float(mr, trained):
-    *_, (held_out, _) = mr
+    *_, (held_out, *_) = mr
     model, want = trained
     got = run(integer_forward(model, LENGTH), held_out)["logits"]
     assert np.abs(got - want).max() < 1e-5, np.abs(got - want).max()
@@ -112,7 +117,7 @@ def tensor_types(flatbuffer):
     ("int16x8_only", "int16", 0.99),
 ])
 def test_integer_only_file(mr, trained, quantization, activation_type, least_agreement):
-    _, (calibration, _), (held_out, _) = mr
+    _, (calibration, *_), (held_out, *_) = mr
     model, want = trained
     flatbuffer = convert_integer_only(model, LENGTH, examples(calibration), quantization)
 
@@ -162,3 +167,42 @@ def test_bad_arguments_name_the_argument():
         convert_integer_only(model, LENGTH, [], "full_int8")
     with pytest.raises(ValueError, match="int8_only needs calibration_inputs"):
         convert_integer_only(model, LENGTH, [], "int8_only")
+
+
+@pytest.mark.slow
+def test_kbert_export_writes_the_integer_only_file(mr, trained, tmp_path):
+    """`kbert export --quantizations int8_only,int16x8_only`: the files, and the report measures
+    them one [1, S] row at a time beside the dynamic-shape file."""
+    _, (*_, calibration_rows), (*_, held_out_rows) = mr
+    model, _ = trained
+    path = str(tmp_path / "model.keras")
+    model.save(path)
+
+    def write(name, rows):
+        with open(tmp_path / name, "w", encoding="utf-8", newline="") as f:
+            csv.writer(f, quoting=csv.QUOTE_ALL).writerows(rows)
+        return str(tmp_path / name)
+
+    out = str(tmp_path / "export")
+    assert main([
+        "export", "--model", path, "--output", out, "--formats", "tflite", "--seq-len", str(LENGTH),
+        "--quantizations", "dynamic_int8,int8_only,int16x8_only", "--calibration", write("calibration.csv", calibration_rows),
+        "--validation", write("validation.csv", held_out_rows), "--no-header", "--columns", "label,text", "--repeats", "1",
+    ]) == 0
+    with open(os.path.join(out, "report.json"), encoding="utf-8") as f:
+        rows = {row["artifact"]: row for row in json.load(f)["artifacts"]}
+    assert set(rows) == {"tflite_dynamic_int8", "tflite_int8_only", "tflite_int16x8_only"}
+    for name in ("tflite_int8_only", "tflite_int16x8_only"):
+        assert os.path.isfile(os.path.join(out, "tflite", f"bert_{name[len('tflite_'):]}.tflite"))
+        assert rows[name]["top_label_agreement"] >= 0.97, rows[name]
+        assert "batch1_p50_ms" in rows[name] and "batch32_p50_ms" not in rows[name], rows[name]
+    assert "batch32_p50_ms" in rows["tflite_dynamic_int8"]
+
+
+def test_kbert_export_refuses_the_integer_only_file_of_an_embedder(tmp_path, capsys):
+    path = str(tmp_path / "backbone.keras")
+    classifier().backbone.save(path)
+    code = main(["export", "--model", path, "--output", str(tmp_path / "out"), "--formats", "tflite", "--seq-len", "8",
+                 "--quantizations", "int8_only", "--calibration", MR, "--no-header", "--columns", "label,text"])
+    assert code == 2
+    assert "int8_only is written for classifiers; this model's head is 'embedder'" in capsys.readouterr().err
