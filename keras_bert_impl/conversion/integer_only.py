@@ -16,12 +16,12 @@ quantizer takes whole, at a static [1, S]:
 - the padding mask as a GATHER too: the int32 mask indexes a two-entry table
   [INTEGER_MASK_VALUE, 0], so no cast and no comparison; attention adds it before SOFTMAX;
 - the token mean (`pooling="mean"`) as a SOFTMAX of that same bias times the tokens, so the
-  1 / count needs no DIV (which has no int8 kernel).
+  1 / count needs neither a cast of the mask nor a DIV.
 
 INTEGER_MASK_VALUE is -30, not the Keras model's -1e9 (layers/masking.py): the bias shares one
 quantization scale with the attention scores it is added to, and -1e9 would leave those scores
-no levels at all. exp(-30) is 9e-14, so a masked key's weight stays below float32's resolution
-of the real ones' (the float equality with Keras is tested).
+no levels at all. A masked key weighs exp(-30) = 9e-14 times a real key of the same score, so
+the float forward stays within 1e-5 of Keras (tested on MR sentences).
 """
 
 import numpy as np
@@ -91,8 +91,8 @@ def integer_forward(model, sequence_length):
         for block in blocks:
             x = block(x, bias)
         if pooler is None:
-            weights_ = tf.nn.softmax(tf.reshape(bias, (1, sequence_length)), axis=-1)  # [1, S]: 1/count or 0
-            pooled = tf.matmul(weights_, x)  # [1, H]
+            shares = tf.nn.softmax(tf.reshape(bias, (1, sequence_length)), axis=-1)  # [1, S]: 1/count or ~0
+            pooled = tf.matmul(shares, x)  # [1, H]
         else:
             pooled = pooler(x[:1])  # [1, H]: [CLS]
         return {output_name: head(pooled)}
