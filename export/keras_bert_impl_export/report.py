@@ -13,6 +13,7 @@ import tensorflow as tf
 
 from keras_bert_impl.atomic_write import write_json_atomically, write_text_atomically, write_atomically
 from keras_bert_impl.conversion.input_contract import EXPORT_ID_INPUTS
+from keras_bert_impl.conversion.native_log import native_output_held
 from keras_bert_impl_export.exporter import text_request, tokenize
 
 LATENCY_BATCHES = (1, 32)
@@ -41,6 +42,10 @@ class _Runner:
             self.runner = self.interpreter.get_signature_runner("serving_default")
             # MediaPipe's files and the integer-only ones are [1, S]: one example a call.
             self.one_row = kind == "mediapipe" or self.interpreter.get_input_details()[0]["shape_signature"][0] == 1
+            # LiteRT applies XNNPACK on the first run and says so on stderr: a padding row's
+            # run, its line held back (shown only if it fails).
+            with native_output_held():
+                self.runner(**{k: np.zeros((1, serving.sequence_length), np.int32) for k in EXPORT_ID_INPUTS})
         else:
             self.function = tf.saved_model.load(path).signatures["serving_default"]
 
