@@ -106,6 +106,7 @@ PUBLIC = (
     "keras_bert_impl.atomic_write", "keras_bert_impl.damaged_file_error", "keras_bert_impl.backend_support",
     "keras_bert_impl.cli",
     "keras_bert_impl.conversion.tflite_converter", "keras_bert_impl.conversion.input_contract",
+    "keras_bert_impl.conversion.integer_only", "keras_bert_impl.conversion.native_log",
 )
 
 

@@ -25,7 +25,11 @@ import tensorflow as tf
 
 from keras_bert_impl.atomic_write import write_json_atomically, write_text_atomically
 from keras_bert_impl.conversion.tflite_converter import check_builtins_only, convert_endpoint, convert_saved_model
-from keras_bert_impl.conversion.input_contract import EXPORT_FORMATS, EXPORT_ID_INPUTS, MEDIAPIPE_OUTPUTS, QUANTIZATIONS
+from keras_bert_impl.conversion.input_contract import (
+    CALIBRATED_QUANTIZATIONS, EXPORT_FORMATS, EXPORT_ID_INPUTS, INTEGER_ONLY_QUANTIZATIONS, MEDIAPIPE_OUTPUTS,
+    QUANTIZATIONS,
+)
+from keras_bert_impl.conversion.integer_only import convert_integer_only
 from keras_bert_impl.validation import check_choice
 from keras_bert_impl_export.export_signatures import ExportSignatures
 from keras_bert_impl_export.warmup import write_warmup_requests
@@ -116,9 +120,10 @@ def export_model(
         name: the model name in TF Serving's layout and the file names.
         sequence_length, pair: see ExportSignatures.
         formats: a subset of EXPORT_FORMATS.
-        quantizations: the .tflite precisions (QUANTIZATIONS).
-        calibration_texts: real examples of the task (texts, or (a, b) pairs): full-int8
-            calibration and the warm-up requests. Required for "full_int8".
+        quantizations: the .tflite precisions (QUANTIZATIONS, and for a classifier the
+            integer-only INTEGER_ONLY_QUANTIZATIONS: static [1, S], logits out).
+        calibration_texts: real examples of the task (texts, or (a, b) pairs): the
+            calibration of CALIBRATED_QUANTIZATIONS and the warm-up requests. Required for those.
         overwrite: replace an existing OUTPUT.
         finish: called with (work folder, manifest) before the rename, to add files (the report).
         log: progress lines go here.
@@ -126,12 +131,19 @@ def export_model(
     for fmt in formats:
         check_choice("formats", fmt, EXPORT_FORMATS)
     for quantization in quantizations:
-        check_choice("quantizations", quantization, QUANTIZATIONS)
+        check_choice("quantizations", quantization, QUANTIZATIONS + INTEGER_ONLY_QUANTIZATIONS)
     if not name or not name.replace("_", "").replace("-", "").isalnum():
         raise ValueError(f"name must be letters, digits, '-' or '_' (a TF Serving model name). Received: name={name!r}")
     serving = ExportSignatures(model, sequence_length, pair=pair)
-    if "tflite" in formats and "full_int8" in quantizations and not calibration_texts:
-        raise ValueError("full_int8 needs calibration examples: pass --calibration FILE (real examples of the task).")
+    calibrated = [q for q in quantizations if q in CALIBRATED_QUANTIZATIONS]
+    if "tflite" in formats and calibrated and not calibration_texts:
+        raise ValueError(f"{calibrated[0]} needs calibration examples: pass --calibration FILE (real examples of the task).")
+    integer_only = [q for q in quantizations if q in INTEGER_ONLY_QUANTIZATIONS]
+    if "tflite" in formats and integer_only and serving.kind != "classifier":
+        raise ValueError(
+            f"{integer_only[0]} is written for classifiers; this model's head is {serving.kind!r}. "
+            f"Leave {integer_only[0]} out of --quantizations (dynamic_int8 runs every head)."
+        )
     samples = list(calibration_texts or [])[:WARMUP_EXAMPLES] or _default_samples(serving)
     work = prepare_output(output, overwrite)
     try:
@@ -176,13 +188,20 @@ def _write_all(serving, work, name, formats, quantizations, calibration_texts, s
         write_warmup_requests(text_dir, name, [text_request(serving, samples)])
         files["saved_model_text"] = os.path.relpath(text_dir, work)
     calibration = None
-    if "tflite" in formats and "full_int8" in quantizations:
+    if "tflite" in formats and any(q in CALIBRATED_QUANTIZATIONS for q in quantizations):
         calibration = id_examples(serving, list(calibration_texts)[:CALIBRATION_EXAMPLES])
     if "tflite" in formats:
         for quantization in quantizations:
-            flatbuffer = _timed(
-                log, f"TFLite {quantization}", convert_saved_model, ids_dir, quantization, calibration
-            )
+            if quantization in INTEGER_ONLY_QUANTIZATIONS:
+                # Its own integer-friendly graph of the model at [1, S], not the ids SavedModel's.
+                flatbuffer = _timed(
+                    log, f"TFLite {quantization}", convert_integer_only, model, serving.sequence_length, calibration,
+                    quantization,
+                )
+            else:
+                flatbuffer = _timed(
+                    log, f"TFLite {quantization}", convert_saved_model, ids_dir, quantization, calibration
+                )
             check_builtins_only(flatbuffer)
             path = os.path.join(work, "tflite", f"{name}_{quantization}.tflite")
             os.makedirs(os.path.dirname(path), exist_ok=True)

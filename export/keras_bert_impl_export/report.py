@@ -13,6 +13,7 @@ import tensorflow as tf
 
 from keras_bert_impl.atomic_write import write_json_atomically, write_text_atomically, write_atomically
 from keras_bert_impl.conversion.input_contract import EXPORT_ID_INPUTS
+from keras_bert_impl.conversion.native_log import native_output_held
 from keras_bert_impl_export.exporter import text_request, tokenize
 
 LATENCY_BATCHES = (1, 32)
@@ -29,6 +30,7 @@ class _Runner:
 
     def __init__(self, label, path, kind, serving):
         self.label, self.path, self.kind, self.serving = label, path, kind, serving
+        self.one_row = False
         if kind == "text_tflite":
             from keras_bert_impl_export.text_in_tflite import text_in_interpreter
 
@@ -38,6 +40,12 @@ class _Runner:
 
             self.interpreter = Interpreter(model_path=path)  # default CPU delegate (XNNPACK)
             self.runner = self.interpreter.get_signature_runner("serving_default")
+            # MediaPipe's files and the integer-only ones are [1, S]: one example a call.
+            self.one_row = kind == "mediapipe" or self.interpreter.get_input_details()[0]["shape_signature"][0] == 1
+            # LiteRT applies XNNPACK on the first run and says so on stderr: a padding row's
+            # run, its line held back (shown only if it fails).
+            with native_output_held():
+                self.runner(**{k: np.zeros((1, serving.sequence_length), np.int32) for k in EXPORT_ID_INPUTS})
         else:
             self.function = tf.saved_model.load(path).signatures["serving_default"]
 
@@ -51,8 +59,7 @@ class _Runner:
             out = self.function(**{k: tf.constant(v) for k, v in text_request(self.serving, texts).items()})
         elif self.kind == "saved_model_ids":
             out = self.function(**{k: tf.constant(ids[k]) for k in EXPORT_ID_INPUTS})
-        elif self.kind == "mediapipe":
-            # MediaPipe's model is [1, S]: one example a call.
+        elif self.one_row:
             rows = [self.runner(**{k: ids[k][i : i + 1] for k in EXPORT_ID_INPUTS}) for i in range(len(ids["ids"]))]
             return {k: np.concatenate([r[k] for r in rows]) for k in rows[0]}
         else:
@@ -167,7 +174,7 @@ def _latency(runners, x, texts, repeats, log):
             continue
         ids = {k: v[:batch] for k, v in x.items()}
         chosen = texts[:batch]
-        usable = [r for r in runners if not (r.kind == "mediapipe" and batch > 1)]
+        usable = [r for r in runners if not (r.one_row and batch > 1)]
         for r in usable:
             r(ids, chosen)  # warm-up (first-call allocation, graph optimisation)
         for _ in range(repeats):

@@ -9,7 +9,9 @@ import sys
 
 from keras_bert_impl.commands import task_data
 from keras_bert_impl.commands.errors import UsageError
-from keras_bert_impl.conversion.input_contract import EXPORT_FORMATS, HUB_FORMATS, QUANTIZATIONS
+from keras_bert_impl.conversion.input_contract import (
+    CALIBRATED_QUANTIZATIONS, EXPORT_FORMATS, HUB_FORMATS, INTEGER_ONLY_QUANTIZATIONS, QUANTIZATIONS,
+)
 
 
 def add_parser(subparsers):
@@ -35,12 +37,16 @@ def add_parser(subparsers):
                         "transformers cannot express as it is (mean pooling, sinusoidal positions, int8) is refused.")
     parser.add_argument("--quantizations", default=",".join(QUANTIZATIONS),
                         help=f"TFLite precisions, comma-separated subset of {','.join(QUANTIZATIONS)}. "
-                        "Default: all (full_int8 needs --calibration).")
+                        "Default: all (full_int8 needs --calibration). Also, for classifiers, the integer-only "
+                        f"files {' and '.join(INTEGER_ONLY_QUANTIZATIONS)} (every op on int8, or int16 "
+                        "activations with int8 weights; static [1, --seq-len]; needs --calibration), "
+                        "for phone NPUs and the Edge TPU: named, never by default.")
     parser.add_argument("--validation", default=None,
                         help="Examples to check and measure every artifact on (the training file's layout; "
                         "for an embedder, one text per line). Writes the report.")
     parser.add_argument("--calibration", default=None,
-                        help="Real examples for full-int8 calibration, same layout. Default: the run's training file.")
+                        help="Real examples for full_int8's and the integer-only files' calibration, same layout. "
+                        "Default: the run's training file.")
     parser.add_argument("--seq-len", type=int, default=None,
                         help="Tokens per text in the raw-text and MediaPipe models (longer texts are truncated). "
                         "Default: the run's training --seq-len, else 128.")
@@ -193,7 +199,7 @@ def run(args):
                 "run kbert export once for huggingface and once for the other formats, into two folders."
             )
         return export_huggingface_folder(args.model, args.output, args.overwrite)
-    quantizations = _choices("--quantizations", args.quantizations, QUANTIZATIONS)
+    quantizations = _choices("--quantizations", args.quantizations, QUANTIZATIONS + INTEGER_ONLY_QUANTIZATIONS)
     if args.repeats < 1:
         raise UsageError(f"--repeats must be a positive integer. Received: {args.repeats}")
     model, model_path, stored, task, pair, seq_len = load_for_export(args.model, args.seq_len, args.pair)
@@ -201,11 +207,12 @@ def run(args):
     validation = _examples(args.validation, "--validation", task, model, settings, args.on_error) if args.validation else None
     calibration_path = args.calibration or stored.get("train")
     calibration = None
-    if "tflite" in formats and "full_int8" in quantizations:
+    calibrated = [q for q in quantizations if q in CALIBRATED_QUANTIZATIONS]
+    if "tflite" in formats and calibrated:
         if not calibration_path:
             raise UsageError(
-                "full_int8 needs real examples to calibrate on: pass --calibration FILE (or leave full_int8 out "
-                "of --quantizations)."
+                f"{calibrated[0]} needs real examples to calibrate on: pass --calibration FILE (or leave "
+                f"{calibrated[0]} out of --quantizations)."
             )
         calibration, _ = _examples(calibration_path, "--calibration", task, model, settings, args.on_error)
 

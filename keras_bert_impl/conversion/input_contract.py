@@ -30,6 +30,13 @@ EXPORT_FORMATS = ("saved_model", "tflite", "mediapipe", "text_tflite")
 # layout: `from_pretrained(OUTPUT)`), given alone.
 HUB_FORMATS = ("huggingface",)
 QUANTIZATIONS = ("float32", "float16", "dynamic_int8", "full_int8")
+# The integer-only precisions (conversion/integer_only.py): every op between the id inputs and
+# the last DEQUANTIZE on int8 activations ("int8_only", TFLite's 8x8) or int16 activations with
+# int8 weights ("int16x8_only", TFLite's 16x8), from a classifier's integer-friendly forward.
+# Not among QUANTIZATIONS, `kbert export`'s default: classifiers only, and asked for by name.
+INTEGER_ONLY_QUANTIZATIONS = ("int8_only", "int16x8_only")
+# The precisions whose activation ranges are measured on real examples (a calibration set).
+CALIBRATED_QUANTIZATIONS = ("full_int8",) + INTEGER_ONLY_QUANTIZATIONS
 
 
 def text_input_names(span_labeler, pair):

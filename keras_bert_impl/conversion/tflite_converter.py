@@ -7,7 +7,12 @@ SavedModel `kbert export` writes anyway). Builtin ops only; custom ops only wher
 lets tensorflow-text's kernels through (`allow_custom_ops`). Why not Keras' own
 `model.export(format="litert")`: docs/ARCHITECTURE.md.
 
-Four precisions:
+Four precisions for the Keras graph, and two integer-only ones (INTEGER_ONLY_QUANTIZATIONS:
+int8 or int16 activations, every op integer) for the graph `integer_only.integer_forward`
+writes, which the quantizer takes whole where it leaves parts of the Keras graph float.
+The converter's own log lines are held back unless it fails (`native_log.py`).
+
+The Keras graph's four:
 
 `float32` is the model as trained; `float16` stores the weights in half precision (half the
 size, computed in float32); `dynamic_int8` stores the weights in int8 and quantizes
@@ -32,7 +37,10 @@ tf = require_tensorflow(
 import keras  # noqa: E402
 import numpy as np  # noqa: E402
 
-from keras_bert_impl.conversion.input_contract import QUANTIZATIONS, SERVING_ENDPOINT
+from keras_bert_impl.conversion.native_log import native_output_held
+from keras_bert_impl.conversion.input_contract import (
+    CALIBRATED_QUANTIZATIONS, INTEGER_ONLY_QUANTIZATIONS, QUANTIZATIONS, SERVING_ENDPOINT,
+)
 from keras_bert_impl.validation import check_choice
 
 # full_int8 quantizes the embedding lookups (GATHER) and the fully connected layers not
@@ -53,6 +61,14 @@ FULL_INT8_FLOAT_NODES = (
     r"attention_output[^/]*/",
     r"transformer_layer_\d+[^/]*/MatMul;",
 )
+
+
+# The op set each integer-only precision is converted with: int8 kernels only (8x8), or
+# int16 activations with int8 weights (16x8).
+INTEGER_ONLY_OPS = {
+    "int8_only": tf.lite.OpsSet.TFLITE_BUILTINS_INT8,
+    "int16x8_only": tf.lite.OpsSet.EXPERIMENTAL_TFLITE_BUILTINS_ACTIVATIONS_INT16_WEIGHTS_INT8,
+}
 
 
 class ConversionError(ValueError):
@@ -96,7 +112,8 @@ def convert_endpoint(function, input_signature, quantization="float32", *, allow
     archive.add_endpoint(SERVING_ENDPOINT, function, input_signature=input_signature)
     with tempfile.TemporaryDirectory(prefix="kbert-convert-") as folder:
         saved_model = os.path.join(folder, "saved_model")
-        archive.write_out(saved_model, verbose=False)
+        with native_output_held():
+            archive.write_out(saved_model, verbose=False)
         return convert_saved_model(saved_model, quantization, allow_custom_ops=allow_custom_ops, **options)
 
 
@@ -107,33 +124,31 @@ def convert_saved_model(saved_model_dir, quantization="float32", calibration_inp
     Args:
         saved_model_dir: a SavedModel whose `serving_default` takes int32 ids, mask and
             segment_ids (ExportSignatures.export_archive(text=False) writes one).
-        quantization: one of QUANTIZATIONS.
-        calibration_inputs: for "full_int8", a list of dicts {ids, mask, segment_ids} of
-            int32 arrays [1, S]: real examples the activation ranges are measured on.
+        quantization: one of QUANTIZATIONS, or of INTEGER_ONLY_QUANTIZATIONS for a graph
+            written to quantize whole (conversion/integer_only.py: the Keras graph is not).
+        calibration_inputs: for "full_int8" and the integer-only precisions, a list of dicts
+            {ids, mask, segment_ids} of int32 arrays [1, S]: real examples the activation
+            ranges are measured on.
         quantized_ops, float_nodes: for "full_int8", the op kinds to quantize and the nodes
             of those kinds to keep float (default FULL_INT8_QUANTIZED_OPS,
             FULL_INT8_FLOAT_NODES): what bench/experiments/full_int8_denylist.py varies.
         allow_custom_ops: bool. Lets ops with no builtin through as custom ops: the text-in
             graph's tensorflow-text kernels (its caller then checks that no other is left).
     """
-    check_choice("quantization", quantization, QUANTIZATIONS)
-    converter = tf.lite.TFLiteConverter.from_saved_model(saved_model_dir)
-    converter.target_spec.supported_ops = [tf.lite.OpsSet.TFLITE_BUILTINS]
-    converter.allow_custom_ops = bool(allow_custom_ops)
-    if quantization != "float32":
-        converter.optimizations = [tf.lite.Optimize.DEFAULT]
-    if quantization == "float16":
-        converter.target_spec.supported_types = [tf.float16]
+    check_choice("quantization", quantization, QUANTIZATIONS + INTEGER_ONLY_QUANTIZATIONS)
+    if quantization in CALIBRATED_QUANTIZATIONS and not calibration_inputs:
+        raise ValueError(f"{quantization} needs calibration_inputs: real examples to measure activation ranges on.")
     try:
-        if quantization != "full_int8":
-            return converter.convert()
-        if not calibration_inputs:
-            raise ValueError("full_int8 needs calibration_inputs: real examples to measure activation ranges on.")
-        return _full_int8(
-            converter, calibration_inputs,
-            FULL_INT8_QUANTIZED_OPS if quantized_ops is None else tuple(quantized_ops),
-            FULL_INT8_FLOAT_NODES if float_nodes is None else tuple(float_nodes),
-        )
+        # The converter's log lines reach the terminal only with a failure (native_log.py).
+        with native_output_held():
+            converter = tf.lite.TFLiteConverter.from_saved_model(saved_model_dir)
+            converter.target_spec.supported_ops = [INTEGER_ONLY_OPS.get(quantization, tf.lite.OpsSet.TFLITE_BUILTINS)]
+            converter.allow_custom_ops = bool(allow_custom_ops)
+            if quantization != "float32":
+                converter.optimizations = [tf.lite.Optimize.DEFAULT]
+            if quantization == "float16":
+                converter.target_spec.supported_types = [tf.float16]
+            return _convert(converter, quantization, calibration_inputs, quantized_ops, float_nodes)
     except Exception as error:
         # tensorflow.lite.python.convert_phase.ConverterError: not exported under tf.lite.
         if type(error).__name__ == "ConverterError":
@@ -141,14 +156,28 @@ def convert_saved_model(saved_model_dir, quantization="float32", calibration_inp
         raise
 
 
+def _convert(converter, quantization, calibration_inputs, quantized_ops, float_nodes):
+    """The set-up converter's .tflite bytes in `quantization`."""
+    if quantization in INTEGER_ONLY_QUANTIZATIONS:
+        # Only integer kernels are allowed: an op the quantizer cannot take fails the
+        # conversion instead of staying float. The int32 inputs stay int32 and the outputs
+        # are dequantized to float32 (the converter's defaults).
+        converter.representative_dataset = _representative(calibration_inputs)
+        return converter.convert()
+    if quantization != "full_int8":
+        return converter.convert()
+    return _full_int8(
+        converter, calibration_inputs,
+        FULL_INT8_QUANTIZED_OPS if quantized_ops is None else tuple(quantized_ops),
+        FULL_INT8_FLOAT_NODES if float_nodes is None else tuple(float_nodes),
+    )
+
+
 def _full_int8(converter, calibration_inputs, quantized_ops, float_nodes):
     """Calibrated int8 activations and weights for `quantized_ops`, except the nodes matching
     `float_nodes`; every other op kind denylisted, so it stays float
     (tf.lite.experimental.QuantizationDebugger is the converter's public route to a denylist)."""
-    def representative():
-        for example in calibration_inputs:
-            yield {name: np.asarray(value, np.int32) for name, value in example.items()}
-
+    representative = _representative(calibration_inputs)
     converter.representative_dataset = representative
     float_ops = _float_ops(converter)
     denylisted_ops = sorted({op for op, _ in float_ops if op not in quantized_ops})
@@ -163,6 +192,15 @@ def _full_int8(converter, calibration_inputs, quantized_ops, float_nodes):
         ),
     )
     return debugger.get_nondebug_quantized_model()
+
+
+def _representative(calibration_inputs):
+    """The converter's representative dataset: each example's int32 arrays by input name."""
+    def representative():
+        for example in calibration_inputs:
+            yield {name: np.asarray(value, np.int32) for name, value in example.items()}
+
+    return representative
 
 
 def _float_ops(converter):

@@ -15,14 +15,12 @@ input names, so length-bucketed batches of any shape run without retracing.
 Shape legend: B batch, T a batch's padded width.
 """
 
-import contextlib
 import os
-import sys
-import tempfile
 
 import numpy as np
 import tensorflow as tf
 
+from keras_bert_impl.conversion.native_log import native_output_held
 from keras_bert_impl.conversion.tflite_converter import convert_endpoint
 from keras_bert_impl.conversion.input_contract import MODEL_ID_INPUTS, SERVING_ENDPOINT, id_signature, named_endpoint
 from keras_bert_impl.validation import check_positive_int
@@ -55,7 +53,7 @@ class Int8Forward:
         # ai_edge_litert is imported here: it is only needed when int8 is asked for.
         from ai_edge_litert.interpreter import Interpreter
 
-        with _native_stderr_captured():
+        with native_output_held():
             self.flatbuffer = _convert(model)
             self._interpreter = Interpreter(model_content=self.flatbuffer, num_threads=num_threads)
             self._runner = self._interpreter.get_signature_runner(SERVING_ENDPOINT)
@@ -74,27 +72,6 @@ class Int8Forward:
         feed = {name: np.asarray(value, np.int32) for name, value in zip(MODEL_ID_INPUTS, (token_ids, segment_ids, padding_mask))}
         outputs = self._runner(**feed)
         return {name: np.array(value, np.float32) for name, value in outputs.items()}
-
-
-@contextlib.contextmanager
-def _native_stderr_captured():
-    """The converter and the interpreter log from C++ straight to file descriptor 2 (absl's
-    "Ignored output_format", MLIR's pass notes, "Created TensorFlow Lite XNNPACK delegate"),
-    past TF_CPP_MIN_LOG_LEVEL: held in a temporary file, and shown only if something fails."""
-    sys.stderr.flush()
-    saved = os.dup(2)
-    with tempfile.TemporaryFile(mode="w+b") as held:
-        os.dup2(held.fileno(), 2)
-        try:
-            yield
-        except BaseException:
-            os.dup2(saved, 2)
-            held.seek(0)
-            sys.stderr.write(held.read().decode("utf-8", "replace"))
-            raise
-        finally:
-            os.dup2(saved, 2)
-            os.close(saved)
 
 
 def _convert(model):
