@@ -38,9 +38,10 @@ REVIEWS = os.path.join(REPO, "data", "corpora", "polarity-en-pang&lee1.csv")
 
 # Flag values the test lowers, and why; everything else runs as written.
 SCALE = {("--steps", "3000"): ("--steps", "4")}  # 3,000 bert_tiny pretraining steps: about 9 minutes here
-# Flags added to a command (its name, a flag it gives) that does not give them. `kbert export --validation` checks every
-# artifact on the examples, then times each 20 rounds at batch 1 and 32 (--repeats): on MiniLM
-# about a minute here that checks nothing (tests/export/ time the report with --repeats 1 too).
+# Flags added to a command (its name, a flag it gives) that does not give them, and why.
+# `kbert export --validation` checks every artifact on the examples, then times each artifact
+# 20 rounds at batch 1 and at batch 32 (--repeats): on MiniLM that is hundreds of calls which
+# check nothing; tests/export/ check the report's latency fields after --repeats 1.
 TIMING = {("export", "--validation"): ("--repeats", "2")}
 
 NOT_RUN = {
