@@ -36,6 +36,8 @@ LONGEST_FIRST = [
         "inference/test_precision.py",
         "models/test_models.py",
         "export/test_tflite_metadata.py",
+        "huggingface/test_transformers_loads.py",
+        "conversion/test_integer_only.py",
     )
 ]
 
