@@ -31,10 +31,11 @@ TORCH_PINS := torch==2.13.0 transformers==5.23.0 keras==3.15.1
 JAX_VENV := .venv-jax
 JAX_INSTALLED := $(JAX_VENV)/.installed
 JAX_PINS := jax==0.11.2 jaxlib==0.11.2 keras==3.15.1
-# The first Python 3.12 that runs: pyenv's own (its shim fails where 3.12 is not the active
-# version), then python3.12 on the PATH.
-PYTHON312 ?= $(shell for p in $$HOME/.pyenv/versions/3.12*/bin/python3.12 $$(command -v python3.12); do \
-  "$$p" -c 'import sys; assert sys.version_info[:2] == (3, 12)' 2>/dev/null && { echo "$$p"; break; }; done)
+# The first Python X.Y that runs: pyenv's own (its shim fails where X.Y is not the active
+# version), then pythonX.Y on the PATH; empty when there is none.
+find_python = $(shell for p in $$HOME/.pyenv/versions/$(1).*/bin/python$(1) $$(command -v python$(1)); do \
+  "$$p" -c 'import sys; assert "%d.%d" % sys.version_info[:2] == "$(1)"' 2>/dev/null && { echo "$$p"; break; }; done)
+PYTHON312 ?= $(call find_python,3.12)
 # MediaPipe Tasks, the client the export tests load the .tflite files in, needs its own venv too:
 # mediapipe pins a protobuf and numpy that TensorFlow 2.20 cannot share (tests/export/mediapipe_client.py).
 MEDIAPIPE_VENV := .venv-mediapipe
@@ -49,7 +50,7 @@ PRETRAIN_TINY_RUNS ?= 5k len64 len64_phase2 vocab8k vocab8k_phase2 vocab8k_30k a
 PRETRAIN_TINY_ARGS ?=
 VOCAB8K_30K := $(BENCH_WORK)/pretrain_tiny_vocab8k_30k
 
-.PHONY: install data data-austen test test-fast backend-venvs bench-gpu-prepare bench-gpu bench-gpu-cpu demo demo-embeddings look-inside-pictures bench experiments clean mediapipe-venv edge-setup web-demo \
+.PHONY: install data data-austen test test-fast test-pythons backend-venvs bench-gpu-prepare bench-gpu bench-gpu-cpu demo demo-embeddings look-inside-pictures bench experiments clean mediapipe-venv edge-setup web-demo \
 	$(addprefix bench-,$(PERF)) $(addprefix experiment-,$(EXPERIMENTS))
 
 install: $(INSTALLED)
@@ -169,6 +170,34 @@ test: $(INSTALLED) $(DATA_STAMP) $(JAX_INSTALLED) $(TORCH_INSTALLED)
 
 test-fast: $(INSTALLED) $(DATA_STAMP)
 	$(BIN)/python -m pytest -m "not slow" $(PYTEST_ARGS)
+
+# Every Python the stack supports (docs/checking.md, "Every supported Python"); not part of
+# make test, as each Python is a few GB of installs. For each version in PYTHONS: a venv
+# .venv-pyXY made by that Python (found as PYTHON312 is) with the project and its dev extra,
+# then the fast suite and the README tour's convert -> fine-tune -> predict through that venv's
+# kbert script (tests/pythons_tour.py), each timed. 3.11 is `make test`'s own .venv.
+PYTHONS ?= 3.12 3.13
+PYTHONS_PYTEST_ARGS ?= -m "not slow" -n 2 --dist loadgroup
+PYTHONS_VENVS := $(foreach v,$(PYTHONS),.venv-py$(subst .,,$(v)))
+
+test-pythons: $(DATA_STAMP) $(addsuffix /.installed,$(PYTHONS_VENVS))
+	@for venv in $(PYTHONS_VENVS); do \
+	  start=$$(date +%s); \
+	  $$venv/bin/python -m pytest $(PYTHONS_PYTEST_ARGS) || exit 1; \
+	  middle=$$(date +%s); \
+	  $$venv/bin/python -m tests.pythons_tour || exit 1; \
+	  echo "test-pythons: $$($$venv/bin/python -V): fast suite $$((middle - start)) s," \
+	    "convert -> fine-tune -> predict $$(($$(date +%s) - middle)) s"; \
+	done
+
+# The stem is the version without its dot (312 for 3.12).
+.venv-py%/.installed: setup.py
+	@test -n "$(call find_python,$(patsubst 3%,3.%,$*))" || { echo "make: no Python $(patsubst 3%,3.%,$*) found" \
+	  "(pyenv install $(patsubst 3%,3.%,$*), or put python$(patsubst 3%,3.%,$*) on the PATH)" >&2; exit 2; }
+	test -x $(@D)/bin/python || $(call find_python,$(patsubst 3%,3.%,$*)) -m venv $(@D)
+	$(@D)/bin/pip install -q --upgrade pip
+	$(@D)/bin/pip install -q -e ".[dev]"
+	touch $@
 
 # The main job: convert the real MiniLM, fine-tune it on MR, export every format with its
 # report, classify raw sentences through the exported SavedModel and int8 .tflite.

@@ -14,7 +14,7 @@ setup(
     description="BERT built from its parts as Keras 3 layers, with verified checkpoint import",
     long_description=open("README.md", encoding="utf-8").read(),
     long_description_content_type="text/markdown",
-    python_requires=">=3.11,<3.12",
+    python_requires=">=3.11,<3.14",
     # The export wing lives in the top-level export/ folder (the product card's layout) and
     # installs under a namespaced name, never as a generic top-level `export` module.
     packages=find_packages(include=["keras_bert_impl", "keras_bert_impl.*"])

@@ -17,9 +17,46 @@ import flatbuffers
 import numpy as np
 
 
+# The Unicode version of our tables on every Python: Python 3.11's unicodedata (14.0.0), the
+# version the committed tables, fixtures and exported tokenizers were made with. Python 3.12
+# and 3.13 ship 15.0.0 and 15.1.0, whose only differences from 14.0.0 are the codepoints they
+# assigned (compared over every codepoint on all three: no assigned character changed its
+# category, NFD or lower-case form). Those are unassigned (Cn) here on every Python, so a model
+# tokenizes alike wherever it runs; otherwise an uncased model would strip the new combining
+# mark U+0ECE on 3.12 but keep it on 3.11, and seven new format characters (U+13439..U+1343F)
+# would vanish. tests/tokenization/test_unicode_version.py holds the tables to one digest.
+UNICODE_VERSION = "14.0.0"
+_PINNED_FROM = ("14.0.0", "15.0.0", "15.1.0")
+# Codepoints assigned by Unicode 15.0 and 15.1 (inclusive ranges): Cn on Python 3.11, not on 3.13.
+_ASSIGNED_AFTER_14 = (
+    (0x0CF3, 0x0CF3), (0x0ECE, 0x0ECE), (0x2FFC, 0x2FFF), (0x31EF, 0x31EF), (0x10EFD, 0x10EFF),
+    (0x1123F, 0x11241), (0x11B00, 0x11B09), (0x11F00, 0x11F10), (0x11F12, 0x11F3A), (0x11F3E, 0x11F59),
+    (0x1342F, 0x1342F), (0x13439, 0x13455), (0x1B132, 0x1B132), (0x1B155, 0x1B155), (0x1D2C0, 0x1D2D3),
+    (0x1DF25, 0x1DF2A), (0x1E030, 0x1E06D), (0x1E08F, 0x1E08F), (0x1E4D0, 0x1E4F9), (0x1F6DC, 0x1F6DC),
+    (0x1F774, 0x1F776), (0x1F77B, 0x1F77F), (0x1F7D9, 0x1F7D9), (0x1FA75, 0x1FA77), (0x1FA87, 0x1FA88),
+    (0x1FAAD, 0x1FAAF), (0x1FABB, 0x1FABD), (0x1FABF, 0x1FABF), (0x1FACE, 0x1FACF), (0x1FADA, 0x1FADB),
+    (0x1FAE8, 0x1FAE8), (0x1FAF7, 0x1FAF8), (0x2B739, 0x2B739), (0x2EBF0, 0x2EE5D), (0x31350, 0x323AF),
+)
+
+
+@functools.cache
+def _unassigned_in_pinned_version():
+    if unicodedata.unidata_version not in _PINNED_FROM:
+        raise RuntimeError(
+            f"Python's unicodedata is Unicode {unicodedata.unidata_version}, but BERT's normalizer knows how to "
+            f"pin Unicode {UNICODE_VERSION} from {', '.join(_PINNED_FROM)} only (Python 3.11 to 3.13): run it "
+            "on one of those, or add the newer version's assignments to bert_normalizer._ASSIGNED_AFTER_14")
+    return frozenset(cp for first, last in _ASSIGNED_AFTER_14 for cp in range(first, last + 1))
+
+
+def category(char):
+    """The general category of `char` in Unicode UNICODE_VERSION, whichever Python runs this."""
+    return "Cn" if ord(char) in _unassigned_in_pinned_version() else unicodedata.category(char)
+
+
 def is_whitespace(char):
     """BERT's whitespace: space, tab, newline, carriage return and the Unicode space separators (Zs)."""
-    return char in " \t\n\r" or unicodedata.category(char) == "Zs"
+    return char in " \t\n\r" or category(char) == "Zs"
 
 
 def normalize_char(char, lowercase):
@@ -36,12 +73,12 @@ def normalize_char(char, lowercase):
         return ""
     if is_whitespace(char):
         return " "
-    category = unicodedata.category(char)
-    if category in ("Cc", "Cf"):
+    kind = category(char)
+    if kind in ("Cc", "Cf"):
         return ""
-    if not lowercase or category in ("Cn", "Co"):  # unassigned and private use: nothing to fold
+    if not lowercase or kind in ("Cn", "Co"):  # unassigned and private use: nothing to fold
         return char
-    stripped = "".join(c for c in unicodedata.normalize("NFD", char) if unicodedata.category(c) != "Mn")
+    stripped = "".join(c for c in unicodedata.normalize("NFD", char) if category(c) != "Mn")
     return stripped.lower()
 
 

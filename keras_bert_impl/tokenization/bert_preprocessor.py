@@ -40,8 +40,9 @@ Google's `tokenization.py`, which Hugging Face's Python BertTokenizer also does)
 * CJK Extension ideographs U+2B820..U+2B91F are split like every other CJK
   ideograph; the fast tokenizer's range table starts that block at U+2B920.
 * Characters whose Unicode category changed after Unicode 9 (newer combining
-  marks, format characters, punctuation) follow our Unicode tables (Python's
-  `unicodedata`, 14.0.0 on Python 3.11, and ICU's for punctuation); the fast
+  marks, format characters, punctuation) follow our Unicode tables (Unicode
+  14.0.0 on every Python, `bert_normalizer.UNICODE_VERSION`, and ICU's for
+  punctuation); the fast
   tokenizer's category tables are older.
 
 Invalid UTF-8 raises InvalidArgumentError ("not valid UTF-8"): tf-text would

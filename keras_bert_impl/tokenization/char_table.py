@@ -2,10 +2,10 @@
 
 An app that tokenizes for itself must give the ids BertPreprocessor gives. Java's and
 JavaScript's Unicode tables are whatever version the device ships (Java 17: Unicode 13;
-Android: its ICU; Chromium: its ICU), while ours are Python's `unicodedata` (14.0.0 on
-Python 3.11) for normalisation and tensorflow-text's ICU for punctuation. So the apps read
-this table instead of asking their platform, and every codepoint behaves the same on every
-device. It is written from the pipeline itself:
+Android: its ICU; Chromium: its ICU), while ours are Unicode 14.0.0 on every Python
+(`bert_normalizer.UNICODE_VERSION`) for normalisation and tensorflow-text's ICU for
+punctuation. So the apps read this table instead of asking their platform, and every
+codepoint behaves the same on every device. It is written from the pipeline itself:
 
 * `R` ranges: characters BERT's cleaning deletes (`bert_normalizer.normalize_char`);
 * `W` ranges: characters that separate words without a token of their own: those cleaning
@@ -16,7 +16,7 @@ device. It is written from the pipeline itself:
 * `S` ranges: characters split off as words of their own (punctuation and CJK
   ideographs), measured by running BertPreprocessor's tokenizer on "a{c}b" for every
   codepoint that cleaning keeps, so the set is tensorflow-text's (its ICU knows 38
-  punctuation marks newer than Python's Unicode 14), not a re-derivation.
+  punctuation marks newer than Unicode 14), not a re-derivation.
 
     python -m keras_bert_impl.tokenization.char_table --output PATH
 
@@ -26,7 +26,6 @@ held id for id to BertPreprocessor.
 """
 
 import argparse
-import unicodedata
 import warnings
 
 import numpy as np
@@ -34,7 +33,7 @@ import tensorflow as tf
 
 from keras_bert_impl.atomic_write import write_text_atomically
 from keras_bert_impl.tokenization.bert_preprocessor import BertPreprocessor
-from keras_bert_impl.tokenization.bert_normalizer import normalize_char
+from keras_bert_impl.tokenization.bert_normalizer import UNICODE_VERSION, normalize_char
 from keras_bert_impl.tokenization.vocabulary import TOKENIZE_CHUNK, is_continuation
 
 FORMAT_VERSION = 1
@@ -100,7 +99,7 @@ def build_table(vocabulary):
     lines = [
         f"# keras_bert_impl BERT character table, format {FORMAT_VERSION}: written by "
         "python -m keras_bert_impl.tokenization.char_table (see its docstring).",
-        f"# unicodedata {unicodedata.unidata_version}; {len(removed)} removed, {len(space)} space, "
+        f"# unicodedata {UNICODE_VERSION}; {len(removed)} removed, {len(space)} space, "
         f"{len(split)} split, {len(fold)} folded when uncased.",
         "# R/W/S FIRST LAST: removed / word-separating / split-off codepoint ranges (hex, inclusive);",
         "# F CP TARGET: uncased form, TARGET '-' (vanishes) or codepoints joined by '.' (hex).",
