@@ -30,6 +30,17 @@ HIDDEN_ACT = {
 
 _LAYER = "encoder.layer.{layer}."
 _G_LAYER = "bert/encoder/layer_{layer}/"
+
+
+def _dense(name, google):
+    """A Linear/Dense layer's two rules: PyTorch's [out, in] weight is Google's [in, out] kernel."""
+    return [(name + ".weight", google + "/kernel", True), (name + ".bias", google + "/bias", False)]
+
+
+def _layer_norm(name, google):
+    return [(name + ".weight", google + "/gamma", False), (name + ".bias", google + "/beta", False)]
+
+
 # (Hugging Face name without the "bert." prefix, Google name, transpose), written once and
 # read both ways: the importer matches Hugging Face names, the exporter Google names
 # (`{layer}` is a layer index, `{proj}` query, key or value). PyTorch's Linear stores
@@ -39,26 +50,16 @@ _RULES = [
     ("embeddings.word_embeddings.weight", "bert/embeddings/word_embeddings", False),
     ("embeddings.position_embeddings.weight", "bert/embeddings/position_embeddings", False),
     ("embeddings.token_type_embeddings.weight", "bert/embeddings/token_type_embeddings", False),
-    ("embeddings.LayerNorm.weight", "bert/embeddings/LayerNorm/gamma", False),
-    ("embeddings.LayerNorm.bias", "bert/embeddings/LayerNorm/beta", False),
-    (_LAYER + "attention.self.{proj}.weight", _G_LAYER + "attention/self/{proj}/kernel", True),
-    (_LAYER + "attention.self.{proj}.bias", _G_LAYER + "attention/self/{proj}/bias", False),
-    (_LAYER + "attention.output.dense.weight", _G_LAYER + "attention/output/dense/kernel", True),
-    (_LAYER + "attention.output.dense.bias", _G_LAYER + "attention/output/dense/bias", False),
-    (_LAYER + "attention.output.LayerNorm.weight", _G_LAYER + "attention/output/LayerNorm/gamma", False),
-    (_LAYER + "attention.output.LayerNorm.bias", _G_LAYER + "attention/output/LayerNorm/beta", False),
-    (_LAYER + "intermediate.dense.weight", _G_LAYER + "intermediate/dense/kernel", True),
-    (_LAYER + "intermediate.dense.bias", _G_LAYER + "intermediate/dense/bias", False),
-    (_LAYER + "output.dense.weight", _G_LAYER + "output/dense/kernel", True),
-    (_LAYER + "output.dense.bias", _G_LAYER + "output/dense/bias", False),
-    (_LAYER + "output.LayerNorm.weight", _G_LAYER + "output/LayerNorm/gamma", False),
-    (_LAYER + "output.LayerNorm.bias", _G_LAYER + "output/LayerNorm/beta", False),
-    ("pooler.dense.weight", "bert/pooler/dense/kernel", True),
-    ("pooler.dense.bias", "bert/pooler/dense/bias", False),
-    ("cls.predictions.transform.dense.weight", "cls/predictions/transform/dense/kernel", True),
-    ("cls.predictions.transform.dense.bias", "cls/predictions/transform/dense/bias", False),
-    ("cls.predictions.transform.LayerNorm.weight", "cls/predictions/transform/LayerNorm/gamma", False),
-    ("cls.predictions.transform.LayerNorm.bias", "cls/predictions/transform/LayerNorm/beta", False),
+    *_layer_norm("embeddings.LayerNorm", "bert/embeddings/LayerNorm"),
+    *_dense(_LAYER + "attention.self.{proj}", _G_LAYER + "attention/self/{proj}"),
+    *_dense(_LAYER + "attention.output.dense", _G_LAYER + "attention/output/dense"),
+    *_layer_norm(_LAYER + "attention.output.LayerNorm", _G_LAYER + "attention/output/LayerNorm"),
+    *_dense(_LAYER + "intermediate.dense", _G_LAYER + "intermediate/dense"),
+    *_dense(_LAYER + "output.dense", _G_LAYER + "output/dense"),
+    *_layer_norm(_LAYER + "output.LayerNorm", _G_LAYER + "output/LayerNorm"),
+    *_dense("pooler.dense", "bert/pooler/dense"),
+    *_dense("cls.predictions.transform.dense", "cls/predictions/transform/dense"),
+    *_layer_norm("cls.predictions.transform.LayerNorm", "cls/predictions/transform/LayerNorm"),
     ("cls.predictions.bias", "cls/predictions/output_bias", False),
     # Same [2, H] layout as Google's output_weights.
     ("cls.seq_relationship.weight", "cls/seq_relationship/output_weights", False),
