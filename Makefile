@@ -9,10 +9,9 @@ DATA := data
 DATA_STAMP := $(DATA)/.fetched
 AUSTEN_STAMP := $(DATA)/austen/.fetched
 AUSTEN_DEB := r-cran-janeaustenr_1.0.0-1_all.deb
-# pytest -m "not slow" is the quick loop; `make test` runs everything CI needs, on two
-# pytest-xdist workers (tests/conftest.py keeps each module on one worker and hands out the
-# longest modules first, which --no-loadscope-reorder keeps in that order), listing every
-# phase of a test that took 10 s or more.
+# Each test target runs on two pytest-xdist workers (tests/conftest.py keeps each module on one
+# worker and hands out the longest modules first, which --no-loadscope-reorder keeps in that
+# order), listing every phase of a test that took 10 s or more.
 PYTEST_ARGS ?= --durations=0 --durations-min=10 -n 2 --dist loadgroup --no-loadscope-reorder
 # The benches (bench/README.md): where results files and run folders go, and extra flags for
 # the one script a target runs (last on its command line, so they win), e.g. a smoke run:
@@ -50,7 +49,7 @@ PRETRAIN_TINY_RUNS ?= 5k len64 len64_phase2 vocab8k vocab8k_phase2 vocab8k_30k a
 PRETRAIN_TINY_ARGS ?=
 VOCAB8K_30K := $(BENCH_WORK)/pretrain_tiny_vocab8k_30k
 
-.PHONY: install data data-austen test test-fast test-pythons backend-venvs bench-gpu-prepare bench-gpu bench-gpu-cpu demo demo-embeddings look-inside-pictures bench experiments clean mediapipe-venv edge-setup web-demo \
+.PHONY: install data data-austen test test-slow test-fast test-pythons backend-venvs bench-gpu-prepare bench-gpu bench-gpu-cpu demo demo-embeddings look-inside-pictures bench experiments clean mediapipe-venv edge-setup web-demo \
 	$(addprefix bench-,$(PERF)) $(addprefix experiment-,$(EXPERIMENTS))
 
 install: $(INSTALLED)
@@ -165,11 +164,18 @@ $(AUSTEN_STAMP): $(BENCH_INSTALLED)
 	rm -rf $(DATA)/.tmp-austen
 	touch $@
 
-test: $(INSTALLED) $(DATA_STAMP) $(JAX_INSTALLED) $(TORCH_INSTALLED)
-	$(BIN)/python -m pytest $(PYTEST_ARGS)
+# Three tiers (tests/conftest.py, docs/checking.md): make test runs every test not marked slow,
+# make test-slow the slow ones (with the side venvs of tests/backends/ and tests/huggingface/),
+# and .ci/run runs both, so CI runs every test; make test-fast also leaves out the modules of
+# tests/conftest.py's NOT_FAST.
+test: $(INSTALLED) $(DATA_STAMP)
+	$(BIN)/python -m pytest -m "not slow" $(PYTEST_ARGS)
+
+test-slow: $(INSTALLED) $(DATA_STAMP) $(JAX_INSTALLED) $(TORCH_INSTALLED)
+	$(BIN)/python -m pytest -m slow $(PYTEST_ARGS)
 
 test-fast: $(INSTALLED) $(DATA_STAMP)
-	$(BIN)/python -m pytest -m "not slow" $(PYTEST_ARGS)
+	$(BIN)/python -m pytest -m "not slow and not medium" $(PYTEST_ARGS)
 
 # Every Python the stack supports (docs/checking.md, "Every supported Python"); not part of
 # make test, as each Python is a few GB of installs. For each version in PYTHONS: a venv

@@ -11,7 +11,49 @@ DATA = os.path.join(REPO, "data")
 
 
 def pytest_configure(config):
-    config.addinivalue_line("markers", "slow: takes more than ~30 s on the 2-core CI machine")
+    config.addinivalue_line(
+        "markers",
+        "slow: about 20 s or more on the 2-core machine (a real-MiniLM fine-tune or export, several "
+        "training runs, a side venv); `make test` leaves it to `make test-slow`, which .ci/run runs after it",
+    )
+    config.addinivalue_line(
+        "markers", "medium: in a module of NOT_FAST (set here, not in the module); `make test-fast` leaves it out"
+    )
+
+
+# The three tiers (docs/checking.md, "The test suite"): `make test-fast` (about 5 minutes) runs
+# what is neither slow nor medium, `make test` (about 15 minutes) what is not slow, and CI runs
+# `make test` then `make test-slow`, so every test runs there. NOT_FAST are the modules whose
+# tests that are not slow still add up to about 30 s or more of the 2-core machine each (they train,
+# load the real MiniLM, convert to TFLite or start kbert processes): test-fast leaves them out.
+NOT_FAST = {
+    os.path.join("tests", *path.split("/"))
+    for path in (
+        "checkpoints/test_model_garden.py",
+        "commands/test_cli_errors.py",
+        "commands/test_damaged_files.py",
+        "commands/test_predict_in_memory.py",
+        "commands/test_training_commands.py",
+        "data/test_pretraining_example_builder.py",
+        "data/test_pretraining_masker.py",
+        "data/test_pretraining_records.py",
+        "data_readers/test_classification_reader.py",
+        "data_readers/test_squad_reader.py",
+        "data_readers/test_tagging_reader.py",
+        "data_readers/test_vocabulary_builder.py",
+        "export/test_text_in_tflite.py",
+        "huggingface/test_export_huggingface.py",
+        "inspection/test_look_inside_cli.py",
+        "inspection/test_sentence_encoder.py",
+        "models/test_distiller.py",
+        "models/test_distiller_general.py",
+        "models/test_models.py",
+        "models/test_quantized_layers.py",
+        "test_docstring_examples.py",
+        "tokenization/test_bert_preprocessor.py",
+        "tokenization/test_reference_parity.py",
+    )
+}
 
 
 # The modules that take longest, longest first (a fresh-clone `make test`, docs/checking.md):
@@ -38,6 +80,10 @@ LONGEST_FIRST = [
         "export/test_tflite_metadata.py",
         "huggingface/test_transformers_loads.py",
         "conversion/test_integer_only.py",
+        "inspection/test_look_inside_cli.py",
+        "models/test_distiller.py",
+        "training/test_backup_and_restore.py",
+        "test_docstring_examples.py",
     )
 ]
 
@@ -54,8 +100,13 @@ def pytest_collection_modifyitems(config, items):
     rank = {module: index for index, module in enumerate(LONGEST_FIRST)}
     modules = {item: os.path.relpath(str(item.path), REPO) for item in items}
     items.sort(key=lambda item: rank.get(modules[item], len(rank)))  # stable: the rest keep their order
+    missing = sorted(path for path in NOT_FAST if not os.path.exists(os.path.join(REPO, path)))
+    if missing:
+        raise pytest.UsageError(f"tests/conftest.py NOT_FAST names modules that do not exist: {missing}")
     for item in items:
         item.add_marker(pytest.mark.xdist_group(modules[item]))
+        if modules[item] in NOT_FAST:
+            item.add_marker(pytest.mark.medium)
 
 
 @pytest.fixture(autouse=True)

@@ -14,7 +14,7 @@ def side_python(venv):
     """The python of the side venv `venv` (a folder name under the repository, e.g. ".venv-torch")."""
     python = os.path.join(REPO, venv, "bin", "python")
     if not os.access(python, os.X_OK):
-        pytest.fail(f"{python} is missing: run `make backend-venvs` (make test does it for you).")
+        pytest.fail(f"{python} is missing: run `make backend-venvs` (make test-slow does it for you).")
     return python
 
 

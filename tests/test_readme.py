@@ -10,6 +10,7 @@ import os
 import re
 
 import numpy as np
+import pytest
 
 from keras_bert_impl.checkpoints import convert_checkpoint
 from tests.conftest import REPO
@@ -32,6 +33,7 @@ def readme_snippet():
     return python_block("README.md", SECTION)
 
 
+@pytest.mark.slow  # about 20 s or more: fine-tunes MiniLM as the README's Python example does
 def test_readme_python_snippet_runs(data_dir, tmp_path, monkeypatch):
     data = tmp_path / "data"
     (data / "demo").mkdir(parents=True)

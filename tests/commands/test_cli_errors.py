@@ -50,6 +50,7 @@ def run(tiny_init, mr_files, tmp_path_factory):
     return output
 
 
+@pytest.mark.slow  # about 20 s or more: one kbert process per damaged or foreign file
 def test_corrupt_or_foreign_model_files_are_one_line_and_debug_shows_the_traceback(run, tmp_path):
     truncated = tmp_path / "truncated.keras"
     truncated.write_bytes((run / "model.keras").read_bytes()[:5000])
@@ -64,6 +65,7 @@ def test_corrupt_or_foreign_model_files_are_one_line_and_debug_shows_the_traceba
     assert "Traceback" in _kbert("predict", "--model", truncated, "x", env={"KBERT_DEBUG": "1"}).stderr
 
 
+@pytest.mark.slow  # about 20 s or more: fine-tunes, then predicts through kbert processes
 def test_predict_keeps_one_output_line_per_input_line_and_reads_stdin(run, tmp_path):
     lines = ["a gripping , funny film", "", "dull and slow", "   ", "the best film of the year"]
     stdin = "\n".join(lines) + "\n"
@@ -123,6 +125,7 @@ def test_seq_len_zero_or_negative_is_refused_not_read_as_the_default(run, mr_fil
             assert len(err.strip().splitlines()) == 1, err
 
 
+@pytest.mark.slow  # about 20 s or more: trains, interrupts and resumes through kbert processes
 def test_ctrl_c_during_training_says_what_was_saved_and_the_same_command_resumes(tiny_init, mr_files, tmp_path):
     train, dev = mr_files
     output = tmp_path / "run"
@@ -153,6 +156,7 @@ def test_ctrl_c_during_training_says_what_was_saved_and_the_same_command_resumes
     assert resumed.returncode == 0 and "resumed from the backup at step" in resumed.stderr, resumed.stderr[-3000:]
 
 
+@pytest.mark.slow  # about 20 s or more: kbert processes on a truncated checkpoint
 def test_truncated_safetensors_is_one_line_for_convert_and_finetune(mr_files, tmp_path):
     source = tmp_path / "truncated_minilm"
     source.mkdir()
@@ -169,6 +173,7 @@ def test_truncated_safetensors_is_one_line_for_convert_and_finetune(mr_files, tm
     assert not (tmp_path / "run").exists()
 
 
+@pytest.mark.slow  # about 20 s or more: one kbert process per flag error
 def test_help_and_flag_errors_answer_without_importing_tensorflow(run):
     """Issue 19: `kbert --help`, `kbert CMD --help` and a flag error come from argparse alone;
     TensorFlow (seconds to import) is imported only when a command runs."""
@@ -188,6 +193,7 @@ def test_help_and_flag_errors_answer_without_importing_tensorflow(run):
     assert done.returncode == 0 and done.stdout.split("\t")[0] in ("-1", "1"), done.stderr[-2000:]
 
 
+@pytest.mark.slow  # about 20 s or more: one kbert process per refusal
 def test_more_refusals_through_the_entry_point(run, tiny_init, mr_files, tmp_path):
     """The classes of failure tested in-process elsewhere, once each as a user meets them:
     status 2, one line on stderr, nothing written."""

@@ -64,6 +64,7 @@ def _distill(teacher, files, output, *extra):
             "--output", str(output), "--epochs", "1", *FAST, *extra]
 
 
+@pytest.mark.slow  # about 20 s or more: distils, evaluates and predicts through the CLI
 def test_distill_writes_a_run_folder_that_evaluate_and_predict_take(teacher, files, tmp_path, capsys):
     run = tmp_path / "student"
     assert main(_distill(teacher, files, run, "--student-preset", "bert_tiny", "--unlabeled", files["unlabeled"],
@@ -87,6 +88,7 @@ def test_distill_writes_a_run_folder_that_evaluate_and_predict_take(teacher, fil
     assert predicted in teacher_model.label_names, predicted
 
 
+@pytest.mark.slow  # about 20 s or more: a distillation run from the teacher's layers
 def test_student_from_teacher_layers_starts_as_those_layers(teacher, files, tmp_path, capsys):
     run = tmp_path / "student"
     assert main(_distill(teacher, files, run, "--student-from-teacher", "1", "--alpha", "0")) == 0
@@ -99,6 +101,7 @@ def _weights(path):
     return keras.saving.load_model(path).get_weights()
 
 
+@pytest.mark.slow  # about 20 s or more: three distillation processes: uninterrupted, killed, resumed
 def test_sigkill_then_the_same_command_resumes_to_the_uninterrupted_weights(teacher, files, tmp_path):
     # 15 steps an epoch, a backup every 5: the kill lands in the first epoch and the resumed
     # run crosses an epoch boundary (where a tf.data reshuffle would not repeat itself).
@@ -139,6 +142,7 @@ def _refused(capsys, argv, *fragments):
     assert "Traceback" not in err
 
 
+@pytest.mark.slow  # about 20 s or more: one distill command per bad input, after the teacher's fine-tune
 def test_bad_input_is_refused_before_training(teacher, files, tmp_path, capsys):
     out = tmp_path / "never"
     tiny = ("--student-preset", "bert_tiny")
@@ -162,6 +166,7 @@ def test_bad_input_is_refused_before_training(teacher, files, tmp_path, capsys):
     assert not out.exists()
 
 
+@pytest.mark.slow  # about 20 s or more: a distillation run with layer transfer
 def test_intermediate_layer_transfer_trains_and_is_recorded(teacher, files, tmp_path, capsys):
     run = tmp_path / "student"
     assert main(_distill(teacher, files, run, "--student-preset", "bert_tiny", "--alpha", "0.3", "--layer-map",
@@ -181,6 +186,7 @@ def test_intermediate_layer_transfer_trains_and_is_recorded(teacher, files, tmp_
         "bert_tiny", vocabulary_size=30522, max_sequence_length=64), num_classes=2).weights)
 
 
+@pytest.mark.slow  # about 20 s or more: one distill command per bad flag
 def test_bad_transfer_flags_are_one_line_before_training(teacher, files, tmp_path, capsys):
     out = tmp_path / "never"
     tiny = ("--student-preset", "bert_tiny")
@@ -220,6 +226,7 @@ def test_bad_transfer_flags_are_one_line_before_training(teacher, files, tmp_pat
 # --- general (task-agnostic) distillation ----------------------------------------------------
 
 
+@pytest.mark.slow  # about 20 s or more: general, then task distillation
 def test_general_distillation_writes_a_student_encoder_that_task_distillation_starts_from(teacher, files, tmp_path,
                                                                                          capsys):
     general = tmp_path / "general"
@@ -257,6 +264,7 @@ def test_general_distillation_writes_a_student_encoder_that_task_distillation_st
     assert json.loads((run / "task.json").read_text())["learning_rate"] == 2e-4
 
 
+@pytest.mark.slow  # about 20 s or more: one distill command per bad input
 def test_general_distillation_bad_input_is_refused_before_training(teacher, files, tmp_path, capsys):
     out = tmp_path / "never"
     general = ["distill", "--general", "--teacher", teacher, "--student-preset", "bert_tiny", "--output", str(out),

@@ -33,6 +33,7 @@ def _json_line(text):
     return json.loads(text.strip().splitlines()[-1])
 
 
+@pytest.mark.slow  # about 20 s or more: fine-tunes, evaluates and predicts through the CLI
 def test_classification_finetune_evaluate_predict(tiny_init, mr_files, tmp_path, capsys):
     train, dev = mr_files
     run = tmp_path / "run"
@@ -79,6 +80,7 @@ def _files(folder):
     return {p: p.read_bytes() for p in sorted(folder.rglob("*")) if p.is_file()}
 
 
+@pytest.mark.slow  # about 20 s or more: several training runs into run folders
 def test_finished_run_is_left_alone_and_another_run_is_never_overwritten(tiny_init, mr_files, tmp_path, capsys):
     train_given, dev = mr_files
     train = tmp_path / "train.csv"
@@ -143,6 +145,7 @@ def test_finished_run_is_left_alone_and_another_run_is_never_overwritten(tiny_in
     assert _files(run) == before and sorted(os.listdir(other)) == ["notes.txt"]
 
 
+@pytest.mark.slow  # about 20 s or more: several fine-tune commands on bad labels
 def test_labels_are_checked_before_training(tiny_init, mr_files, tmp_path, capsys):
     _, dev = mr_files
     one_class, spellings = tmp_path / "one.csv", tmp_path / "spellings.csv"
@@ -172,6 +175,7 @@ def test_label_variants_and_multilabel_validation_warning():
     assert lines[-1].startswith("warning: no --validation d.jsonl row has the label(s) 'politics', 'tech'")
 
 
+@pytest.mark.slow  # about 20 s or more: a fine-tune with a held-out split
 def test_validation_split_holds_out_a_stratified_part_the_run_keeps(tiny_init, mr_files, tmp_path, capsys):
     train, dev = mr_files
     run = tmp_path / "run"
@@ -228,6 +232,7 @@ def _interrupted(monkeypatch, run, step):
             run()
 
 
+@pytest.mark.slow  # about 20 s or more: an uninterrupted, an interrupted and a resumed run
 def test_interrupted_then_rerun_gives_the_uninterrupted_weights_across_an_epoch_boundary(
     tiny_init, mr_files, tmp_path, capsys, monkeypatch
 ):
@@ -271,6 +276,7 @@ def test_interrupted_then_rerun_gives_the_uninterrupted_weights_across_an_epoch_
         ("squad", "squad_v1.1_sample.json", "squad_v1.1_sample.json", "exact_match", ("--doc-stride", "8", "--max-query-length", "12")),
     ],
 )
+@pytest.mark.slow  # about 20 s or more: a fine-tune and an evaluation for each head
 def test_every_head_finetunes_and_evaluates(tiny_init, tmp_path, capsys, task, train, dev, metric, extra):
     run = tmp_path / "run"
     train, dev = os.path.join(FIXTURES, train), os.path.join(FIXTURES, dev)
@@ -283,6 +289,7 @@ def test_every_head_finetunes_and_evaluates(tiny_init, tmp_path, capsys, task, t
         assert json.load(f)["validation"][metric] == pytest.approx(evaluated[metric], abs=1e-9)
 
 
+@pytest.mark.slow  # about 20 s or more: fine-tunes a tagger and a span labeler
 def test_predict_tags_words_and_answers_questions(tiny_init, tmp_path, capsys):
     tagger, reader = tmp_path / "tagger", tmp_path / "reader"
     conll = os.path.join(FIXTURES, "ner_train.conll")
@@ -301,6 +308,7 @@ def test_predict_tags_words_and_answers_questions(tiny_init, tmp_path, capsys):
     assert answer == "" or answer in context
 
 
+@pytest.mark.slow  # about 20 s or more: pretrains, then fine-tunes
 def test_pretrain_then_finetune_from_it(tmp_path, capsys, data_dir):
     vocab = os.path.join(data_dir, "minilm", "vocab.txt")
     corpus = tmp_path / "reviews.csv"
@@ -425,6 +433,7 @@ def test_batch_size_not_divisible_by_replicas(tiny_init, tmp_path):
 
 
 @pytest.mark.parametrize("precision", ["bf16", "fp16"])
+@pytest.mark.slow  # about 20 s or more: trains, interrupts and resumes under mixed precision
 def test_mixed_precision_trains_and_resumes(tiny_init, tmp_path, capsys, monkeypatch, precision):
     sentiment = os.path.join(FIXTURES, "sentiment_train.csv")
     argv = ["finetune", "--task", "classification", "--train", sentiment, "--validation", sentiment, "--init", tiny_init,

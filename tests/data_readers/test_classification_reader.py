@@ -288,6 +288,7 @@ def test_length_buckets_cut_each_batch_and_keep_every_row_once_per_pass(pre):
         reader(3, "yes")
 
 
+@pytest.mark.slow  # about 20 s or more: MiniLM over bucketed batches
 def test_length_buckets_give_the_full_width_outputs(pre):
     """A classifier on a batch cut to its longest row gives the outputs of the batch padded
     to the whole sequence length (what the cut relies on), pairs included."""

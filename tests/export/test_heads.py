@@ -42,6 +42,7 @@ def _keras(model, x):
     return model.predict({"token_ids": x["ids"], "segment_ids": x["segment_ids"], "padding_mask": x["mask"]}, verbose=0)
 
 
+@pytest.mark.slow  # about 20 s or more: exports a tagger and converts it to TFLite
 def test_tagger_gives_a_tag_and_a_piece_per_token(tmp_path):
     model = kb.BertTokenClassifier(_backbone(), num_classes=3, label_names=["O", "B-X", "I-X"])
     _, text_fn, runner = _export(model, tmp_path)
@@ -59,6 +60,7 @@ def test_tagger_gives_a_tag_and_a_piece_per_token(tmp_path):
     assert tokens[0, 0] == b"[CLS]" and tokens[0, -1] in (b"[SEP]", b"")
 
 
+@pytest.mark.slow  # about 20 s or more: exports and converts a span labeler to TFLite
 def test_span_labeler_answers_inside_the_context(tmp_path):
     model = kb.BertSpanLabeler(_backbone())
     _, text_fn, _ = _export(model, tmp_path)
@@ -83,6 +85,7 @@ def test_span_labeler_answers_inside_the_context(tmp_path):
 
 
 @pytest.mark.parametrize("multi_label", [False, True])
+@pytest.mark.slow  # about 20 s or more: exports and converts two heads to TFLite
 def test_pair_and_multi_label_classifiers(tmp_path, multi_label):
     model = kb.BertClassifier(_backbone(), num_classes=3, multi_label=multi_label, label_names=["a", "b", "c"])
     _, text_fn, runner = _export(model, tmp_path, pair=not multi_label)
@@ -100,6 +103,7 @@ def test_pair_and_multi_label_classifiers(tmp_path, multi_label):
     np.testing.assert_allclose(out["probabilities"].numpy(), activation(want), atol=1e-5)
 
 
+@pytest.mark.slow  # about 20 s or more: exports an embedder and converts it to TFLite
 def test_embedder_exports_unit_embeddings(tmp_path):
     model = kb.BertEmbedder(_backbone(), pooling="mean")
     out, text_fn, runner = _export(model, tmp_path)

@@ -138,6 +138,7 @@ def test_pair_classifier_matches_keras(tiny_backbone, length):
     assert got["token_ids"][-2, :4].tolist() == [101, 102, 102, 0]  # two empty texts
 
 
+@pytest.mark.slow  # about 20 s or more: converts two heads to text-in TFLite
 def test_span_labeler_and_tagger_match_keras(tiny_backbone):
     spans = BertSpanLabeler(tiny_backbone)
     flatbuffer = convert_text_in(spans, sequence_length=16)

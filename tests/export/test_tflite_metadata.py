@@ -137,6 +137,7 @@ def tiny(tmp_path_factory):
 # --- read_metadata round trip and bad arguments (tiny models) -----------------------------
 
 
+@pytest.mark.slow  # about 20 s or more: converts to TFLite and writes its metadata
 def test_round_trip(tiny):
     original = tiny["classifier"]
     arguments = dict(kind="classifier", vocabulary=VOCABULARY, lowercase=True, label_names=["a", "b", "c"],
@@ -328,6 +329,7 @@ def mediapipe_runs(tmp_path_factory, mediapipe_venv, minilm, mr):
     }
 
 
+@pytest.mark.slow  # about 20 s or more: builds the MediaPipe client venv, then runs it
 def test_mediapipe_reads_our_metadata(mediapipe_runs):
     for kind in ("classifier", "embedder"):
         ours = read_metadata(mediapipe_runs["models"][kind])

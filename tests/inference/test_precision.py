@@ -52,6 +52,7 @@ def trained(minilm_keras, rows):
     return model, texts, labels, fp32
 
 
+@pytest.mark.slow  # about 20 s or more: bf16 inference of MiniLM over MR sentences
 def test_bf16_copy_gives_the_fp32_labels(trained):
     model, texts, labels, want = trained
     fast = with_precision(model, "bf16")
@@ -112,6 +113,7 @@ def test_bad_precision_is_named(minilm):
         TextPredictor(model, precision="float32")
 
 
+@pytest.mark.slow  # about 20 s or more: kbert predict and evaluate at each precision
 def test_kbert_predict_and_evaluate_take_precision(minilm, rows, tmp_path, capsys):
     model = kb.BertClassifier(minilm, num_classes=2, label_names=["-1", "1"])
     path = str(tmp_path / "classifier.keras")
@@ -140,6 +142,7 @@ def test_int8_refuses_token_heads(minilm, tmp_path, capsys):
     assert "--precision int8 runs classification, pair and multilabel models; this model's task is tagging" in err, err
 
 
+@pytest.mark.slow  # about 20 s or more: quantizes, saves and reloads MiniLM
 def test_keras_int8_quantized_classifier_saves_loads_and_predicts(trained, tmp_path, capsys):
     """Keras' own model.quantize("int8") on the trained classifier: the .keras file loads back
     quantized and `kbert predict` on it gives fp32's labels; bf16 on top of it is refused."""

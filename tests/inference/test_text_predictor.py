@@ -24,6 +24,7 @@ def sentences():
 
 
 @pytest.mark.parametrize("pooling, multi_label", [("mean", False), ("pooled", True)])
+@pytest.mark.slow  # about 20 s or more: MiniLM over MR sentences, bucketed and padded
 def test_buckets_equal_padding_to_the_sequence_length(minilm, sentences, pooling, multi_label):
     model = kb.BertClassifier(minilm, num_classes=3, pooling=pooling, multi_label=multi_label)
     predictor = TextPredictor(model, sequence_length=128, batch_size=32)

@@ -43,6 +43,7 @@ def _fails(argv, capsys, message):
     return err[0]
 
 
+@pytest.mark.slow  # about 20 s or more: embeds sentences with MiniLM through kbert
 def test_embed_npy_and_jsonl_keep_one_row_per_line(minilm, minilm_keras, mr_text, tmp_path, capsys):
     npy, jsonl = str(tmp_path / "v.npy"), str(tmp_path / "v.jsonl")
     assert main(["embed", mr_text["text"], "--model", minilm_keras, "--output", npy, "--normalize", "--batch-size", "16"]) == 0
@@ -81,6 +82,7 @@ def test_plot_embeddings(mr_text, minilm_keras, tmp_path, capsys):
     assert not os.path.exists(tmp_path / "x.png")
 
 
+@pytest.mark.slow  # about 20 s or more: indexes and searches with MiniLM through kbert
 def test_index_and_search(mr_text, minilm_keras, tmp_path, capsys):
     index = str(tmp_path / "index")
     assert main(["index", mr_text["text"], "--model", minilm_keras, "--output", index]) == 0
@@ -97,6 +99,7 @@ def test_index_and_search(mr_text, minilm_keras, tmp_path, capsys):
     assert result["results"][0]["text"] == texts[best]
 
 
+@pytest.mark.slow  # about 20 s or more: builds an index with MiniLM through kbert
 def test_search_refuses_another_model_and_a_corrupt_index(mr_text, minilm, minilm_keras, tmp_path, capsys):
     index = str(tmp_path / "index")
     assert main(["index", mr_text["text"], "--model", minilm_keras, "--output", index]) == 0
@@ -113,6 +116,7 @@ def test_search_refuses_another_model_and_a_corrupt_index(mr_text, minilm, minil
     _fails(["index", mr_text["text"], "--model", minilm_keras, "--output", index], capsys, "already exists: add --overwrite")
 
 
+@pytest.mark.slow  # about 20 s or more: MiniLM's attention maps through kbert
 def test_attention_command(minilm_keras, tmp_path, capsys):
     png, page = str(tmp_path / "a.png"), str(tmp_path / "a.html")
     text = "The animal didn't cross the street because it was too tired"
@@ -161,6 +165,7 @@ def test_unknown_pooling_is_an_argument_error(minilm_keras, capsys):
     assert exit_info.value.code == 2 and "invalid choice: 'avg'" in capsys.readouterr().err
 
 
+@pytest.mark.slow  # about 20 s or more: MiniLM over many sentences through kbert
 def test_word_senses_picture(minilm_keras, mr_text, tmp_path, capsys):
     png = str(tmp_path / "film.png")
     assert main(["word-senses", "film", "--file", mr_text["text"], "--model", minilm_keras, "--output", png,

@@ -122,6 +122,7 @@ def _plagiarism_texts():
     return rows, triples
 
 
+@pytest.mark.slow  # about 20 s or more: MiniLM over sentence pairs
 def test_paraphrases_rank_above_unrelated_text(minilm):
     """38 real triples (tests/fixtures/make_paraphrase_triples.py): a student's heavy or light
     revision of a Wikipedia text is nearer that text than another topic's; and, the harder

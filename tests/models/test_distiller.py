@@ -56,6 +56,7 @@ def _pair(num_classes=3, **kwargs):
     return teacher, student
 
 
+@pytest.mark.slow  # about 20 s or more: trains a student with fit
 def test_fit_moves_the_student_towards_the_frozen_teacher():
     teacher, student = _pair()
     x = random_inputs(batch=16, length=9, seed=1)
@@ -84,6 +85,7 @@ def test_alpha_mixes_in_the_labels_loss():
         distiller.compute_loss(x, None, y_pred)
 
 
+@pytest.mark.slow  # about 20 s or more: trains two students with fit
 def test_multi_label_and_token_heads_train():
     teacher, student = _pair(num_classes=4, multi_label=True)
     x = random_inputs(batch=8, length=6)
@@ -179,6 +181,7 @@ print(json.dumps({"replicas": strategy.num_replicas_in_sync, "losses": losses,
 
 
 @pytest.mark.parametrize("transfer", ["logits", "transfer"])
+@pytest.mark.slow  # about 20 s or more: trains on one and on two devices
 def test_mirrored_over_two_cpus_equals_one_device(transfer):
     import json
     import os
@@ -382,6 +385,7 @@ def test_defaults_add_nothing():
     assert len(distiller.weights) == len(teacher.weights) + len(student.weights)
 
 
+@pytest.mark.slow  # about 20 s or more: trains a student with layer transfer
 def test_uniform_layer_map_is_tinyberts():
     teacher = BertClassifier(BertBackbone(**tiny_backbone_config(num_layers=6)), num_classes=2)
     for depth, expected in ((1, [6]), (2, [3, 6]), (3, [2, 4, 6]), (4, [1, 3, 4, 6]), (6, [1, 2, 3, 4, 5, 6])):
@@ -427,6 +431,7 @@ def test_transfer_refusals_quote_the_bad_value():
         distiller.compute_loss(x, None, student(x))
 
 
+@pytest.mark.slow  # about 20 s or more: saves and reloads a distiller with layer transfer
 def test_transfer_config_and_keras_round_trip_keep_the_projections_and_the_loss():
     teacher, student = _deep_pair()
     student_weights = len(student.weights)
@@ -454,6 +459,7 @@ def test_transfer_config_and_keras_round_trip_keep_the_projections_and_the_loss(
     np.testing.assert_allclose(copy(x)["logits"], student(x)["logits"], atol=1e-6)
 
 
+@pytest.mark.slow  # about 20 s or more: trains a student with fit
 def test_fit_reduces_the_hidden_loss_and_logs_each_term():
     teacher, student = _deep_pair()
     distiller = Distiller(teacher, student, layer_map="uniform", hidden_weight=1.0, attention_weight=1.0)

@@ -51,6 +51,7 @@ def test_loss_equals_a_hand_computation_with_padding_and_the_projections():
     np.testing.assert_allclose(float(general.compute_loss(garbage, None, general(garbage))), total, rtol=1e-5)
 
 
+@pytest.mark.slow  # about 20 s or more: trains a student with fit
 def test_fit_pulls_the_student_towards_the_teacher_and_leaves_the_teacher_alone():
     teacher, student = _backbones()
     general = Distiller(teacher, student, hidden_weight=1.0, attention_weight=1.0, embedding_weight=1.0)

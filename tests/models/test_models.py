@@ -52,10 +52,12 @@ def test_backbone_fit_save_mixed_precision():
     run_model_test(make, X, {"sequence_output": np.ones((B, 7, 8), "float32"), "pooled_output": np.ones((B, 8), "float32")})
 
 
+@pytest.mark.slow  # about 20 s or more: trains and round-trips a classifier
 def test_classifier():
     run_model_test(lambda: kb.BertClassifier(backbone(), num_classes=3), X, np.array([0, 2, 1]))
 
 
+@pytest.mark.slow  # about 20 s or more: trains and round-trips a mean-pooling classifier
 def test_classifier_mean_pooling():
     run_model_test(lambda: kb.BertClassifier(backbone(), num_classes=3, pooling="mean"), X, np.array([0, 2, 1]))
     model = kb.BertClassifier(backbone(), num_classes=3, pooling="mean", label_names=["a", "b", "c"])
@@ -71,6 +73,7 @@ def test_classifier_mean_pooling():
         kb.BertClassifier(backbone(), num_classes=3, label_names=["a", "b"])
 
 
+@pytest.mark.slow  # about 20 s or more: trains and round-trips a multi-label classifier
 def test_classifier_multi_label():
     y = np.array([[1, 0, 1], [0, 0, 0], [1, 1, 1]], "float32")
     run_model_test(lambda: kb.BertClassifier(backbone(), num_classes=3, multi_label=True), X, y)
@@ -81,10 +84,12 @@ def test_classifier_probabilities():
     np.testing.assert_allclose(out["probabilities"].sum(-1), 1.0, atol=1e-5)
 
 
+@pytest.mark.slow  # about 20 s or more: trains and round-trips a token classifier
 def test_token_classifier():
     run_model_test(lambda: kb.BertTokenClassifier(backbone(), num_classes=4), X, X["token_ids"] % 4, X["padding_mask"])
 
 
+@pytest.mark.slow  # about 20 s or more: trains and round-trips a span labeler
 def test_span_labeler():
     y = {"start_logits": np.array([1, 2, 3]), "end_logits": np.array([2, 4, 3])}
     model = run_model_test(lambda: kb.BertSpanLabeler(backbone()), X, y)
@@ -109,6 +114,7 @@ def test_embedder(pooling):
     np.testing.assert_allclose(emb, ref, atol=1e-5)
 
 
+@pytest.mark.slow  # about 20 s or more: trains and round-trips an embedder in mixed precision
 def test_embedder_fit_save_mixed_precision():
     def make():
         model = kb.BertEmbedder(backbone(), pooling="mean")
@@ -123,6 +129,7 @@ def test_embedder_needs_hidden_states_for_inner_layers():
         kb.BertEmbedder(backbone(), layer_index=1)
 
 
+@pytest.mark.slow  # about 20 s or more: trains and round-trips a pretrainer
 def test_pretrainer_ties_mlm_and_ignores_unmasked_positions():
     x = dict(X, mask_positions=np.array([[1, 2], [0, 3], [4, 5]], "int32"))
     y = {"mlm_logits": np.array([[3, 4], [5, 6], [7, 8]]), "nsp_logits": np.array([0, 1, 0])}
@@ -190,6 +197,7 @@ def _param_count(name):
 
 
 @pytest.mark.parametrize("name,published", [("bert_base", 110e6), ("bert_large", 340e6)])
+@pytest.mark.slow  # about 20 s or more: builds every preset up to BERT-large
 def test_preset_parameter_counts(name, published):
     count = kb.BertBackbone.from_preset(name).count_params()
     # The closed form of BERT's architecture (embeddings, L blocks, pooler).

@@ -50,6 +50,7 @@ def test_single_and_pair_packing(preprocessor):
     assert pair["segment_ids"].numpy()[0].tolist() == [0] * 8 + [1] * 4
 
 
+@pytest.mark.slow  # about 20 s or more: tokenizes a corpus three ways through tf.data
 def test_same_ids_through_tf_data_batched_and_unbatched(preprocessor):
     texts = ["The quick brown fox jumps over the lazy dog.", "hi", "Über café naïve", ""]
     single = run_preprocessor_test(preprocessor, texts)

@@ -13,6 +13,7 @@ import os
 import unicodedata
 
 import numpy as np
+import pytest
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
@@ -99,6 +100,7 @@ COMPARABLE_TEXT = st.text(
 )
 
 
+@pytest.mark.slow  # about 20 s or more: tokenizes thousands of random strings two ways
 @SETTINGS
 @given(pairs=st.lists(st.tuples(COMPARABLE_TEXT, COMPARABLE_TEXT), min_size=1, max_size=5))
 def test_random_text_matches_hugging_face(pairs):

@@ -55,6 +55,7 @@ def _uninterrupted():
 
 
 @pytest.mark.parametrize("stop_at", [3, 7])  # inside epoch 0 (then a whole epoch 1), inside epoch 1
+@pytest.mark.slow  # about 20 s or more: an uninterrupted, an interrupted and a resumed run
 def test_resume_mid_epoch_is_exact(tmp_path, stop_at):
     reference, reference_history = _uninterrupted()
     backup_dir = tmp_path / "backup"
@@ -79,6 +80,7 @@ def test_resume_mid_epoch_is_exact(tmp_path, stop_at):
         np.testing.assert_array_equal(a, b)
 
 
+@pytest.mark.slow  # about 20 s or more: trains, then reruns a run folder
 def test_finished_run_does_nothing(tmp_path):
     model = _model()
     fit_resumable(model, _dataset, epochs=EPOCHS, steps_per_epoch=STEPS, backup=BackupAndRestore(tmp_path), verbose=0)
@@ -90,12 +92,14 @@ def test_finished_run_does_nothing(tmp_path):
         np.testing.assert_array_equal(a, b)
 
 
+@pytest.mark.slow  # about 20 s or more: trains, then resumes with fewer steps
 def test_backup_past_the_requested_steps_is_an_error(tmp_path):
     fit_resumable(_model(), _dataset, epochs=EPOCHS, steps_per_epoch=STEPS, backup=BackupAndRestore(tmp_path), verbose=0)
     with pytest.raises(ValueError, match=r"backup is at step 10, past the 5 steps"):
         fit_resumable(_model(), _dataset, epochs=1, steps_per_epoch=STEPS, backup=BackupAndRestore(tmp_path), verbose=0)
 
 
+@pytest.mark.slow  # about 20 s or more: trains, corrupts the backup and resumes
 def test_corrupt_backup_is_an_error_not_a_fresh_start(tmp_path):
     fit_resumable(_model(), _dataset, epochs=1, steps_per_epoch=STEPS, backup=BackupAndRestore(tmp_path), verbose=0)
     path = tmp_path / STATE_FILE
@@ -107,6 +111,7 @@ def test_corrupt_backup_is_an_error_not_a_fresh_start(tmp_path):
     assert int(model.optimizer.iterations.numpy()) == 0  # nothing trained
 
 
+@pytest.mark.slow  # about 20 s or more: trains, then resumes into another model
 def test_backup_of_another_model_is_an_error(tmp_path):
     fit_resumable(_model(), _dataset, epochs=1, steps_per_epoch=STEPS, backup=BackupAndRestore(tmp_path), verbose=0)
     with pytest.raises(BackupError, match=r"another model .*hidden_dim: backup 16, now 32"):
@@ -114,6 +119,7 @@ def test_backup_of_another_model_is_an_error(tmp_path):
                       backup=BackupAndRestore(tmp_path), verbose=0)
 
 
+@pytest.mark.slow  # about 20 s or more: trains, then reruns with other settings
 def test_other_run_settings_are_an_error(tmp_path):
     fit_resumable(_model(), _dataset, epochs=1, steps_per_epoch=STEPS,
                   backup=BackupAndRestore(tmp_path, fingerprint={"learning_rate": 1e-3}), verbose=0)
@@ -127,6 +133,7 @@ def test_folder_with_other_files_is_an_error(tmp_path):
         BackupAndRestore(tmp_path).restore(_model())
 
 
+@pytest.mark.slow  # about 20 s or more: trains, interrupts and resumes
 def test_leftover_partial_write_is_ignored(tmp_path):
     fit_resumable(_model(), _dataset, epochs=1, steps_per_epoch=STEPS, backup=BackupAndRestore(tmp_path), verbose=0)
     (tmp_path / ".tmp-killed-mid-write.npz").write_bytes(b"PK\x03\x04 torn")

@@ -9,6 +9,7 @@ import sys
 import time
 
 import numpy as np
+import pytest
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 EPOCHS, STEPS, SAVE_EVERY = 3, 10, 3
@@ -92,6 +93,7 @@ def kill_mid_run(command, folder, step, cwd=None):
     return killed_at
 
 
+@pytest.mark.slow  # about 20 s or more: three training processes: uninterrupted, killed, resumed
 def test_sigkill_mid_epoch_then_same_command_gives_identical_weights(tmp_path):
     reference_dir, killed_dir = tmp_path / "reference", tmp_path / "killed"
     reference_dir.mkdir()

@@ -95,6 +95,7 @@ def _run(name, optimizer="sgd", script=SCRIPT):
     return json.loads(out.stdout.strip().splitlines()[-1])
 
 
+@pytest.mark.slow  # about 20 s or more: trains on one and on two devices
 def test_mirrored_matches_one_device():
     one = _run("one-device")
     mirrored = _run("mirrored")
@@ -105,6 +106,7 @@ def test_mirrored_matches_one_device():
         assert abs(a - b) <= 1e-4
 
 
+@pytest.mark.slow  # about 20 s or more: trains on one and on two devices
 def test_mirrored_matches_one_device_with_bert_optimizer_clipping():
     # create_optimizer's AdamW clips by the norm of the summed gradient of all replicas.
     one = _run("one-device", "bert")
@@ -121,6 +123,7 @@ def test_mirrored_matches_one_device_with_bert_optimizer_clipping():
     assert drift > 1e-4
 
 
+@pytest.mark.slow  # about 20 s or more: trains on one and on two devices
 def test_mirrored_pretrainer_matches_one_device_with_uneven_masked_positions():
     # MaskedSparseCrossentropy divides each replica's sum by the weight of the whole batch.
     one = _run("one-device", "ours", PRETRAINER_SCRIPT)
