@@ -70,19 +70,16 @@ def wait_for_idle(limit_seconds):
     return time.perf_counter() - start
 
 
-def _cpuinfo():
-    """(model name, SIMD flags) from /proc/cpuinfo, (None, []) where it is missing."""
-    model, flags = None, []
-    try:
-        with open("/proc/cpuinfo", encoding="utf-8") as f:
-            for line in f:
-                if model is None and line.startswith("model name"):
-                    model = line.split(":", 1)[1].strip()
-                if not flags and line.startswith("flags"):
-                    flags = line.split(":", 1)[1].split()
-    except OSError:
-        pass
-    return model, sorted(f for f in flags if f.startswith(("avx", "fma", "amx")))
+def _this_cpu():
+    """keras_bert_impl/cpu_features.py's CpuFeatures of this machine, the module loaded by its
+    path: importing the package would import Keras, which the PyTorch reference's venv must not."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location(
+        "_kbert_cpu_features", os.path.join(REPO, "keras_bert_impl", "cpu_features.py"))
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module.CpuFeatures.of_this_machine()
 
 
 def _mem_total():
@@ -98,7 +95,7 @@ def machine_info(**extra):
     affinity), memory, OS, Python, the versions of PACKAGES that are installed, oneDNN's
     switch and the load average now; `extra` is added (a script's own facts, e.g.
     `tensorflow_threads()`)."""
-    model, simd = _cpuinfo()
+    cpu = _this_cpu()
     packages = {}
     for name in PACKAGES:
         try:
@@ -106,8 +103,9 @@ def machine_info(**extra):
         except PackageNotFoundError:
             pass
     info = {
-        "cpu_model": model,
-        "cpu_simd": simd,
+        "cpu_model": cpu.model,
+        "cpu_simd": sorted(f for f in cpu.flags if f.startswith(("avx", "fma", "amx"))),
+        "cpu_extensions": cpu.extensions,
         "nproc": os.cpu_count(),
         "sched_affinity": len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else None,
         "mem_total": _mem_total(),

@@ -13,6 +13,7 @@ import tensorflow as tf
 
 from keras_bert_impl.atomic_write import write_json_atomically, write_text_atomically, write_atomically
 from keras_bert_impl.conversion.input_contract import EXPORT_ID_INPUTS
+from keras_bert_impl.cpu_features import CpuFeatures
 from keras_bert_impl.conversion.native_log import native_output_held
 from keras_bert_impl_export.exporter import text_request, tokenize
 
@@ -116,7 +117,7 @@ def build_report(work, manifest, serving, texts, labels=None, repeats=20, log=pr
         "sequence_length": manifest["sequence_length"],
         "validation_examples": len(texts),
         "latency_repeats": repeats,
-        "machine": {"cpus": os.cpu_count()},
+        "machine": {"cpus": os.cpu_count(), "cpu": CpuFeatures.of_this_machine().to_dict()},
         "keras": keras_row,
         "artifacts": rows,
     }
@@ -199,11 +200,15 @@ def _fmt(value, spec):
 
 
 def report_markdown(report):
+    machine = report["machine"]
+    # int8 and bf16 latency is a property of the CPU (its VNNI, BF16, AMX), so the line names
+    # it; reports written before it was recorded say only the count.
+    cpu = f" of {CpuFeatures.from_dict(machine['cpu']).describe()}" if "cpu" in machine else ""
     lines = [
         f"# Export report: {report['model']} ({report['head']}), sequence length {report['sequence_length']}",
         "",
         f"{report['validation_examples']} validation examples; latency over {report['latency_repeats']} "
-        f"round-robin rounds on {report['machine']['cpus']} CPUs (LiteRT's default CPU delegate for .tflite, "
+        f"round-robin rounds on {machine['cpus']} CPUs{cpu} (LiteRT's default CPU delegate for .tflite, "
         "a freshly loaded SavedModel otherwise).",
         "",
     ]

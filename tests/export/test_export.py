@@ -17,6 +17,7 @@ import keras_bert_impl as kb
 from keras_bert_impl.cli import main
 from keras_bert_impl_export.exporter import tokenize
 from keras_bert_impl.conversion.input_contract import EXPORT_ID_INPUTS
+from keras_bert_impl.cpu_features import CpuFeatures
 from keras_bert_impl_export.export_signatures import ExportSignatures
 from keras_bert_impl.conversion.tflite_converter import ConversionError, convert_saved_model, explain_converter_error, tflite_ops
 from keras_bert_impl_export.warmup import read_warmup_requests
@@ -253,7 +254,13 @@ def test_report_covers_every_artifact(mr_export):
     assert abs(rows["tflite_dynamic_int8"]["value"] - report["keras"]["value"]) <= 0.01
     with open(os.path.join(mr_export, "report.png"), "rb") as f:
         assert f.read(8) == b"\x89PNG\r\n\x1a\n"
-    assert "| tflite_dynamic_int8 |" in open(os.path.join(mr_export, "report.md"), encoding="utf-8").read()
+    markdown = open(os.path.join(mr_export, "report.md"), encoding="utf-8").read()
+    assert "| tflite_dynamic_int8 |" in markdown
+    # The latencies name the CPU they were measured on, as util-linux's lscpu reads it
+    # (tests/test_cpu_features.py holds the two to each other).
+    this_cpu = CpuFeatures.of_this_machine()
+    assert report["machine"]["cpu"] == this_cpu.to_dict()
+    assert f"CPUs of {this_cpu.describe()} (" in markdown
 
 
 # ---- bad input ------------------------------------------------------------------------------
