@@ -25,7 +25,9 @@ def pytest_configure(config):
 # what is neither slow nor medium, `make test` (about 15 minutes) what is not slow, and CI runs
 # `make test` then `make test-slow`, so every test runs there. NOT_FAST are the modules whose
 # tests that are not slow still add up to about 30 s or more of the 2-core machine each (they train,
-# load the real MiniLM, convert to TFLite or start kbert processes): test-fast leaves them out.
+# load the real MiniLM, convert to TFLite or start kbert processes; test_tflite_metadata and
+# test_precision by their module fixtures, 95 s and 76 s in a fresh clone's test-fast of
+# 9960a9e): test-fast leaves them out.
 NOT_FAST = {
     os.path.join("tests", *path.split("/"))
     for path in (
@@ -42,7 +44,9 @@ NOT_FAST = {
         "data_readers/test_tagging_reader.py",
         "data_readers/test_vocabulary_builder.py",
         "export/test_text_in_tflite.py",
+        "export/test_tflite_metadata.py",
         "huggingface/test_export_huggingface.py",
+        "inference/test_precision.py",
         "inspection/test_look_inside_cli.py",
         "inspection/test_sentence_encoder.py",
         "models/test_distiller.py",

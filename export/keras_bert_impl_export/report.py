@@ -106,6 +106,8 @@ def build_report(work, manifest, serving, texts, labels=None, repeats=20, log=pr
         kind = "tflite" if file_key.startswith("tflite_") else "mediapipe" if file_key.startswith("mediapipe") else file_key
         runners.append(_Runner(file_key, os.path.join(work, relative), kind, serving))
     rows = [_quality(r, serving, x, texts, labels, keras_out, key, log) for r in runners]
+    for row, runner in zip(rows, runners, strict=True):
+        row["runs_on"] = _runs_on(runner)
     keras_row = {"artifact": "keras", "size_bytes": None, "compared_output": key}
     keras_row.update(_metric(serving, keras_out, labels))
     latency = _latency(runners, x, texts, repeats, log)
@@ -131,6 +133,17 @@ def build_report(work, manifest, serving, texts, labels=None, repeats=20, log=pr
 
     write_atomically(os.path.join(work, "report.png"), write_png, suffix=".png")
     return report
+
+
+def _runs_on(runner):
+    """Where the artifact runs: TensorFlow for a SavedModel; for a .tflite, the targets its
+    static checks allow (conversion/tflite_targets.py: no GPU or NPU delegate runs here)."""
+    if runner.kind.startswith("saved_model"):
+        return ["TensorFlow"]
+    from keras_bert_impl.conversion.tflite_targets import TfliteTargets
+
+    with open(runner.path, "rb") as f:
+        return TfliteTargets(f.read()).runs_on()
 
 
 def _metric(serving, outputs, labels):
@@ -215,9 +228,12 @@ def report_markdown(report):
     keras_row = report["keras"]
     if "metric" in keras_row:
         lines += [f"Keras model: {keras_row['metric']} {keras_row['value']:.4f}", ""]
+    # "runs on" (static checks, conversion/tflite_targets.py) is a column where the report has it.
+    runs_on = any("runs_on" in row for row in report["artifacts"])
     lines += [
-        "| artifact | size (MB) | batch 1 p50 / p90 (ms) | batch 32 p50 / p90 (ms) | metric | max abs diff vs Keras | top-label agreement |",
-        "|---|---|---|---|---|---|---|",
+        "| artifact | size (MB) | batch 1 p50 / p90 (ms) | batch 32 p50 / p90 (ms) | metric | max abs diff vs Keras "
+        "| top-label agreement |" + (" runs on |" if runs_on else ""),
+        "|---|---|---|---|---|---|---|" + ("---|" if runs_on else ""),
     ]
     for row in report["artifacts"]:
         lines.append(
@@ -226,7 +242,11 @@ def report_markdown(report):
             f"| {_fmt(row.get('batch32_p50_ms'), '.1f')} / {_fmt(row.get('batch32_p90_ms'), '.1f')} "
             f"| {_fmt(row.get('value'), '.4f')} | {row['max_abs_difference']:.2e} ({row['compared_output']}) "
             f"| {_fmt(row.get('top_label_agreement', row.get('min_cosine')), '.4f')} |"
+            + (f" {', '.join(row.get('runs_on', []))} |" if runs_on else "")
         )
+    if runs_on:
+        lines += ["", "Runs on: from static checks of each file, as no GPU or NPU delegate runs here "
+                  "(docs/export.md, \"Where each file runs\")."]
     return "\n".join(lines) + "\n"
 
 

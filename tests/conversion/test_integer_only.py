@@ -201,6 +201,10 @@ def test_kbert_export_writes_the_integer_only_file(mr, trained, tmp_path, capfd)
         assert rows[name]["top_label_agreement"] >= 0.97, rows[name]
         assert "batch1_p50_ms" in rows[name] and "batch32_p50_ms" not in rows[name], rows[name]
     assert "batch32_p50_ms" in rows["tflite_dynamic_int8"]
+    # Where each runs (static checks, conversion/tflite_targets.py): 16x8's int16 is not the Edge TPU's.
+    assert rows["tflite_dynamic_int8"]["runs_on"] == ["CPU"]
+    assert rows["tflite_int8_only"]["runs_on"] == ["CPU", "GPU (shapes)", "integer NPU", "Edge TPU"]
+    assert rows["tflite_int16x8_only"]["runs_on"] == ["CPU", "GPU (shapes)", "integer NPU"]
 
 
 def test_kbert_export_refuses_the_integer_only_file_of_an_embedder(tmp_path, capsys):

@@ -261,6 +261,14 @@ def test_report_covers_every_artifact(mr_export):
     this_cpu = CpuFeatures.of_this_machine()
     assert report["machine"]["cpu"] == this_cpu.to_dict()
     assert f"CPUs of {this_cpu.describe()} (" in markdown
+    # Where each file runs, from static checks (conversion/tflite_targets.py): the free-shape
+    # files on the CPU only, MediaPipe's [1, S] files have the GPU delegate's static shapes,
+    # and none is integer-only.
+    assert "| runs on |" in markdown
+    for name, row in rows.items():
+        want = (["TensorFlow"] if name.startswith("saved_model") else ["CPU", "GPU (shapes)"]
+                if name.startswith("mediapipe") else ["CPU"])
+        assert row["runs_on"] == want, (name, row["runs_on"])
 
 
 # ---- bad input ------------------------------------------------------------------------------
