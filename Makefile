@@ -351,7 +351,7 @@ experiment-pretrain-reference-tfm: $(INSTALLED) $(DATA_STAMP) $(BENCH_RESULTS)/p
 	$(BIN)/python -m bench.experiments.pretrain_reference_tfm --work $(VOCAB8K_30K) --steps 12000 \
 	  --ours $(BENCH_RESULTS)/pretrain_tiny_vocab8k_30k.json --output $(BENCH_RESULTS)/pretrain_reference_tfm.json $(ARGS)
 
-# Which ops the full-int8 TFLite of make demo's MR classifier may quantize. Reads the model and
+# Which ops the int8_mixed TFLite (once called full_int8) of make demo's MR classifier may quantize. Reads the model and
 # split `make demo` writes (data/demo/mr_run/model.keras, data/demo/mr_*.csv): run that first.
 experiment-full-int8-denylist: $(INSTALLED)
 	$(BIN)/python -m bench.experiments.full_int8_denylist --work $(BENCH_WORK)/full_int8_denylist \

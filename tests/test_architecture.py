@@ -107,6 +107,7 @@ PUBLIC = (
     "keras_bert_impl.cli",
     "keras_bert_impl.conversion.tflite_converter", "keras_bert_impl.conversion.input_contract",
     "keras_bert_impl.conversion.integer_only", "keras_bert_impl.conversion.native_log",
+    "keras_bert_impl.conversion.tflite_targets", "keras_bert_impl.cpu_features",
 )
 
 

@@ -63,3 +63,20 @@ def test_training_commands_take_the_same_words_and_the_old_flag_with_a_note(comm
         assert exit_info.value.code == 2
         assert expected in capsys.readouterr().err
     assert "mixed_precision" not in vars(parse())  # one name: the old flag only sets --precision
+
+
+def test_full_int8_is_refused_naming_int8_mixed_and_the_integer_only_files(tmp_path, capsys):
+    """Issue 31: the file once called full_int8 keeps most ops float; its new name says so, and the
+    old one is refused (library and flag alike) before any model is read."""
+    from keras_bert_impl.conversion.input_contract import QUANTIZATIONS, check_quantization
+
+    assert "int8_mixed" in QUANTIZATIONS and "full_int8" not in QUANTIZATIONS
+    message = (r"quantization 'full_int8' is called 'int8_mixed' now: it keeps softmax, LayerNorm and most matmuls "
+               r"in float, so it is not integer-only \(for that, int8_only or int16x8_only\)\.")
+    with pytest.raises(ValueError, match="^" + message + "$"):
+        check_quantization("quantization", "full_int8")
+    with pytest.raises(ValueError, match=r"must be one of .*Received: quantization='int9'"):
+        check_quantization("quantization", "int9")
+    assert main(["export", "--model", str(tmp_path / "absent.keras"), "--output", str(tmp_path / "out"),
+                 "--quantizations", "float32,full_int8"]) == 2
+    assert "--quantizations 'full_int8' is called 'int8_mixed' now" in capsys.readouterr().err

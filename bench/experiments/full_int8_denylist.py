@@ -1,7 +1,7 @@
 """Which ops a full-integer int8 TFLite conversion of the MR classifier may quantize.
 
-`kbert export`'s `full_int8` (keras_bert_impl/conversion/tflite_converter.py) quantizes only the
-op kinds in FULL_INT8_QUANTIZED_OPS, minus the nodes matching FULL_INT8_FLOAT_NODES, and
+`kbert export`'s `int8_mixed` (keras_bert_impl/conversion/tflite_converter.py) quantizes only the
+op kinds in INT8_MIXED_QUANTIZED_OPS, minus the nodes matching INT8_MIXED_FLOAT_NODES, and
 keeps everything else float. This script measures that choice step by step on the model
 `make demo` fine-tunes (all-MiniLM-L6-v2 on MR, data/demo/mr_run/model.keras), exported as
 the token-id SavedModel at 64 tokens (`ExportSignatures(model, 64).export_archive(text=False)`):
@@ -10,12 +10,12 @@ the token-id SavedModel at 64 tokens (`ExportSignatures(model, 64).export_archiv
   dynamic_int8              convert(..., "dynamic_int8"): int8 weights, activations per batch
   all_int8                  every op int8: a plain tf.lite.TFLiteConverter, builtins only,
                             optimizations=[DEFAULT] and the representative dataset, no denylist
-  fc_bmm_gather             convert(..., "full_int8", quantized_ops=(FULLY_CONNECTED,
+  fc_bmm_gather             convert(..., "int8_mixed", quantized_ops=(FULLY_CONNECTED,
                             BATCH_MATMUL, GATHER), float_nodes=())
   fc_gather                 quantized_ops=(FULLY_CONNECTED, GATHER), float_nodes=()
   fc_gather_ffn_out_float   the same, the feed-forward output layers float
   fc_gather_ffn_attn_float  the same, the attention output layers float too
-  default                   convert(..., "full_int8"): FULL_INT8_FLOAT_NODES (adds the fused
+  default                   convert(..., "int8_mixed"): INT8_MIXED_FLOAT_NODES (adds the fused
                             Q/K/V projections)
 
 Per variant: the .tflite's size, the conversion's seconds, top-label agreement with the Keras
@@ -59,9 +59,9 @@ QUALITY_BATCH = 32
 def variants():
     """name -> (description, how it is converted): ("convert", quantization, quantized_ops,
     float_nodes) through tflite_converter.convert_saved_model, or ("plain_full_int8",)."""
-    from keras_bert_impl.conversion.tflite_converter import FULL_INT8_FLOAT_NODES
+    from keras_bert_impl.conversion.tflite_converter import INT8_MIXED_FLOAT_NODES
 
-    ffn_out, attention_out = FULL_INT8_FLOAT_NODES[0], FULL_INT8_FLOAT_NODES[1]
+    ffn_out, attention_out = INT8_MIXED_FLOAT_NODES[0], INT8_MIXED_FLOAT_NODES[1]
     fc_gather = ("FULLY_CONNECTED", "GATHER")
     return {
         "float32": ("float32 weights and activations", ("convert", "float32", None, None)),
@@ -70,15 +70,15 @@ def variants():
         "all_int8": ("every op int8: plain TFLiteConverter, builtins, optimizations=[DEFAULT], representative "
                      "dataset, nothing denylisted", ("plain_full_int8",)),
         "fc_bmm_gather": ("full int8 of FULLY_CONNECTED, BATCH_MATMUL, GATHER; every other op kind float",
-                          ("convert", "full_int8", ("FULLY_CONNECTED", "BATCH_MATMUL", "GATHER"), ())),
+                          ("convert", "int8_mixed", ("FULLY_CONNECTED", "BATCH_MATMUL", "GATHER"), ())),
         "fc_gather": ("full int8 of FULLY_CONNECTED, GATHER; attention BATCH_MATMULs float too",
-                      ("convert", "full_int8", fc_gather, ())),
+                      ("convert", "int8_mixed", fc_gather, ())),
         "fc_gather_ffn_out_float": ("fc_gather, the feed-forward output layers float",
-                                    ("convert", "full_int8", fc_gather, (ffn_out,))),
+                                    ("convert", "int8_mixed", fc_gather, (ffn_out,))),
         "fc_gather_ffn_attn_float": ("fc_gather, the feed-forward output and attention output layers float",
-                                     ("convert", "full_int8", fc_gather, (ffn_out, attention_out))),
-        "default": ("kbert export's full_int8: FULL_INT8_QUANTIZED_OPS minus FULL_INT8_FLOAT_NODES (also the "
-                    "fused Q/K/V projections float)", ("convert", "full_int8", None, None)),
+                                     ("convert", "int8_mixed", fc_gather, (ffn_out, attention_out))),
+        "default": ("kbert export's int8_mixed: INT8_MIXED_QUANTIZED_OPS minus INT8_MIXED_FLOAT_NODES (also the "
+                    "fused Q/K/V projections float)", ("convert", "int8_mixed", None, None)),
     }
 
 
@@ -230,12 +230,12 @@ def main(argv=None):
             else:
                 _, quantization, quantized_ops, float_nodes = how
                 row["conversion"] = {"quantization": quantization}
-                if quantization == "full_int8":
-                    quantized_ops = tflite_converter.FULL_INT8_QUANTIZED_OPS if quantized_ops is None else quantized_ops
-                    float_nodes = tflite_converter.FULL_INT8_FLOAT_NODES if float_nodes is None else float_nodes
+                if quantization == "int8_mixed":
+                    quantized_ops = tflite_converter.INT8_MIXED_QUANTIZED_OPS if quantized_ops is None else quantized_ops
+                    float_nodes = tflite_converter.INT8_MIXED_FLOAT_NODES if float_nodes is None else float_nodes
                     row["conversion"].update(quantized_ops=list(quantized_ops), float_nodes=list(float_nodes))
                 flatbuffer = tflite_converter.convert_saved_model(
-                    saved_model, quantization, calibration if quantization == "full_int8" else None,
+                    saved_model, quantization, calibration if quantization == "int8_mixed" else None,
                     quantized_ops=quantized_ops, float_nodes=float_nodes,
                 )
         except Exception as error:  # a variant the converter refuses is a result too

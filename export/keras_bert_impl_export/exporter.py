@@ -27,7 +27,7 @@ from keras_bert_impl.atomic_write import write_json_atomically, write_text_atomi
 from keras_bert_impl.conversion.tflite_converter import check_builtins_only, convert_endpoint, convert_saved_model
 from keras_bert_impl.conversion.input_contract import (
     CALIBRATED_QUANTIZATIONS, EXPORT_FORMATS, EXPORT_ID_INPUTS, INTEGER_ONLY_QUANTIZATIONS, MEDIAPIPE_OUTPUTS,
-    QUANTIZATIONS,
+    QUANTIZATIONS, check_quantization,
 )
 from keras_bert_impl.conversion.integer_only import convert_integer_only
 from keras_bert_impl.validation import check_choice
@@ -35,7 +35,7 @@ from keras_bert_impl_export.export_signatures import ExportSignatures
 from keras_bert_impl_export.warmup import write_warmup_requests
 
 MANIFEST = "export.json"
-# Examples the full-int8 calibration runs (Model Garden's and TFLite's guides use 100-500).
+# Examples the calibration of int8_mixed and the integer-only files runs (Model Garden's and TFLite's guides use 100-500).
 CALIBRATION_EXAMPLES = 200
 WARMUP_EXAMPLES = 4
 
@@ -131,7 +131,7 @@ def export_model(
     for fmt in formats:
         check_choice("formats", fmt, EXPORT_FORMATS)
     for quantization in quantizations:
-        check_choice("quantizations", quantization, QUANTIZATIONS + INTEGER_ONLY_QUANTIZATIONS)
+        check_quantization("quantizations", quantization)
     if not name or not name.replace("_", "").replace("-", "").isalnum():
         raise ValueError(f"name must be letters, digits, '-' or '_' (a TF Serving model name). Received: name={name!r}")
     serving = ExportSignatures(model, sequence_length, pair=pair)
@@ -261,7 +261,7 @@ def _write_all(serving, work, name, formats, quantizations, calibration_texts, s
 
 
 # The MediaPipe files' names by precision (the float32 one plain, as apps expect one model).
-# No full-int8 MediaPipe file: MediaPipe runs text models on the CPU, where dynamic-range int8
+# No int8_mixed MediaPipe file: MediaPipe runs text models on the CPU, where dynamic-range int8
 # is smaller, faster and closer to Keras (bench/results/full_int8_denylist.json compares the
 # two on the same sentences).
 MEDIAPIPE_SUFFIXES = {"float32": "", "float16": "_float16", "dynamic_int8": "_int8"}

@@ -10,7 +10,8 @@ import sys
 from keras_bert_impl.commands import task_data
 from keras_bert_impl.commands.errors import UsageError
 from keras_bert_impl.conversion.input_contract import (
-    CALIBRATED_QUANTIZATIONS, EXPORT_FORMATS, HUB_FORMATS, INTEGER_ONLY_QUANTIZATIONS, QUANTIZATIONS,
+    CALIBRATED_QUANTIZATIONS, EXPORT_FORMATS, HUB_FORMATS, INTEGER_ONLY_QUANTIZATIONS, QUANTIZATIONS, RENAMED_QUANTIZATIONS,
+    check_quantization,
 )
 
 
@@ -37,7 +38,7 @@ def add_parser(subparsers):
                         "transformers cannot express as it is (mean pooling, sinusoidal positions, int8) is refused.")
     parser.add_argument("--quantizations", default=",".join(QUANTIZATIONS),
                         help=f"TFLite precisions, comma-separated subset of {','.join(QUANTIZATIONS)}. "
-                        "Default: all (full_int8 needs --calibration). Also, for classifiers, the integer-only "
+                        "Default: all (int8_mixed needs --calibration). Also, for classifiers, the integer-only "
                         f"files {' and '.join(INTEGER_ONLY_QUANTIZATIONS)} (every op on int8, or int16 "
                         "activations with int8 weights; static [1, --seq-len]; needs --calibration), "
                         "for phone NPUs and the Edge TPU: named, never by default.")
@@ -45,7 +46,7 @@ def add_parser(subparsers):
                         help="Examples to check and measure every artifact on (the training file's layout; "
                         "for an embedder, one text per line). Writes the report.")
     parser.add_argument("--calibration", default=None,
-                        help="Real examples for full_int8's and the integer-only files' calibration, same layout. "
+                        help="Real examples for int8_mixed's and the integer-only files' calibration, same layout. "
                         "Default: the run's training file.")
     parser.add_argument("--seq-len", type=int, default=None,
                         help="Tokens per text in the raw-text and MediaPipe models (longer texts are truncated). "
@@ -199,6 +200,11 @@ def run(args):
                 "run kbert export once for huggingface and once for the other formats, into two folders."
             )
         return export_huggingface_folder(args.model, args.output, args.overwrite)
+    for renamed in set(args.quantizations.replace(" ", "").split(",")) & set(RENAMED_QUANTIZATIONS):
+        try:
+            check_quantization("--quantizations", renamed)
+        except ValueError as error:
+            raise UsageError(str(error)) from None
     quantizations = _choices("--quantizations", args.quantizations, QUANTIZATIONS + INTEGER_ONLY_QUANTIZATIONS)
     if args.repeats < 1:
         raise UsageError(f"--repeats must be a positive integer. Received: {args.repeats}")

@@ -29,14 +29,30 @@ EXPORT_FORMATS = ("saved_model", "tflite", "mediapipe", "text_tflite")
 # What `kbert export --formats` writes as the whole --output folder instead (a model hub's
 # layout: `from_pretrained(OUTPUT)`), given alone.
 HUB_FORMATS = ("huggingface",)
-QUANTIZATIONS = ("float32", "float16", "dynamic_int8", "full_int8")
+QUANTIZATIONS = ("float32", "float16", "dynamic_int8", "int8_mixed")
 # The integer-only precisions (conversion/integer_only.py): every op between the id inputs and
 # the last DEQUANTIZE on int8 activations ("int8_only", TFLite's 8x8) or int16 activations with
 # int8 weights ("int16x8_only", TFLite's 16x8), from a classifier's integer-friendly forward.
 # Not among QUANTIZATIONS, `kbert export`'s default: classifiers only, and asked for by name.
 INTEGER_ONLY_QUANTIZATIONS = ("int8_only", "int16x8_only")
 # The precisions whose activation ranges are measured on real examples (a calibration set).
-CALIBRATED_QUANTIZATIONS = ("full_int8",) + INTEGER_ONLY_QUANTIZATIONS
+CALIBRATED_QUANTIZATIONS = ("int8_mixed",) + INTEGER_ONLY_QUANTIZATIONS
+# Names a quantization had before, refused with today's (issue 31): `full_int8` keeps softmax,
+# LayerNorm, GELU, the residual adds and most matmuls float, so it was never integer-only.
+RENAMED_QUANTIZATIONS = {"full_int8": "int8_mixed"}
+
+
+def check_quantization(name, value, choices=QUANTIZATIONS + INTEGER_ONLY_QUANTIZATIONS):
+    """`value` if it is one of `choices`; a renamed one is refused naming its name today, and
+    where the integer-only files are."""
+    if value in RENAMED_QUANTIZATIONS:
+        raise ValueError(
+            f"{name} {value!r} is called {RENAMED_QUANTIZATIONS[value]!r} now: it keeps softmax, LayerNorm and "
+            f"most matmuls in float, so it is not integer-only (for that, {' or '.join(INTEGER_ONLY_QUANTIZATIONS)})."
+        )
+    if value not in choices:
+        raise ValueError(f"{name} must be one of {list(choices)}. Received: {name}={value!r}")
+    return value
 
 
 def text_input_names(span_labeler, pair):

@@ -16,11 +16,11 @@ The Keras graph's four:
 
 `float32` is the model as trained; `float16` stores the weights in half precision (half the
 size, computed in float32); `dynamic_int8` stores the weights in int8 and quantizes
-activations on the fly per batch; `full_int8` also quantizes activations, with ranges
+activations on the fly per batch; `int8_mixed` also quantizes activations, with ranges
 calibrated on real examples. BERT's activations defeat a plain full-int8 conversion (the
 -1e9 attention mask bias, LayerNorm's variance and GELU's outliers share one int8 scale with
-ordinary values), so `full_int8` quantizes only the op kinds in FULL_INT8_QUANTIZED_OPS,
-minus the nodes in FULL_INT8_FLOAT_NODES, and keeps the rest float.
+ordinary values), so `int8_mixed` quantizes only the op kinds in INT8_MIXED_QUANTIZED_OPS,
+minus the nodes in INT8_MIXED_FLOAT_NODES, and keeps the rest float.
 """
 
 import os
@@ -39,12 +39,11 @@ import numpy as np  # noqa: E402
 
 from keras_bert_impl.conversion.native_log import native_output_held
 from keras_bert_impl.conversion.input_contract import (
-    CALIBRATED_QUANTIZATIONS, INTEGER_ONLY_QUANTIZATIONS, QUANTIZATIONS, SERVING_ENDPOINT,
+    CALIBRATED_QUANTIZATIONS, INTEGER_ONLY_QUANTIZATIONS, SERVING_ENDPOINT, check_quantization,
 )
-from keras_bert_impl.validation import check_choice
 
-# full_int8 quantizes the embedding lookups (GATHER) and the fully connected layers not
-# named in FULL_INT8_FLOAT_NODES, and keeps every other op kind float: the mask's additive
+# int8_mixed quantizes the embedding lookups (GATHER) and the fully connected layers not
+# named in INT8_MIXED_FLOAT_NODES, and keeps every other op kind float: the mask's additive
 # -1e9, softmax, LayerNorm's mean/variance/rsqrt, GELU, the residual adds, the attention's
 # BATCH_MATMULs. Each step of that choice (every op int8; FULLY_CONNECTED and GATHER only;
 # the feed-forward outputs float, whose input is GELU's output, whose outliers one int8
@@ -53,10 +52,10 @@ from keras_bert_impl.validation import check_choice
 # holds each variant's agreement with Keras' top label and accuracy on make demo's MR
 # validation sentences, and "default" is this setting (the one over the acceptance's 98%).
 # What stays int8 is the embeddings, the feed-forward intermediate layers and the head.
-FULL_INT8_QUANTIZED_OPS = ("FULLY_CONNECTED", "GATHER")
+INT8_MIXED_QUANTIZED_OPS = ("FULLY_CONNECTED", "GATHER")
 # Nodes of those kinds kept float all the same (regular expressions on TFLite tensor names):
 # the feed-forward output, the attention output and the fused Q/K/V projection of each block.
-FULL_INT8_FLOAT_NODES = (
+INT8_MIXED_FLOAT_NODES = (
     r"feed_forward[^/]*/output[^/]*/",
     r"attention_output[^/]*/",
     r"transformer_layer_\d+[^/]*/MatMul;",
@@ -126,16 +125,16 @@ def convert_saved_model(saved_model_dir, quantization="float32", calibration_inp
             segment_ids (ExportSignatures.export_archive(text=False) writes one).
         quantization: one of QUANTIZATIONS, or of INTEGER_ONLY_QUANTIZATIONS for a graph
             written to quantize whole (conversion/integer_only.py: the Keras graph is not).
-        calibration_inputs: for "full_int8" and the integer-only precisions, a list of dicts
+        calibration_inputs: for "int8_mixed" and the integer-only precisions, a list of dicts
             {ids, mask, segment_ids} of int32 arrays [1, S]: real examples the activation
             ranges are measured on.
-        quantized_ops, float_nodes: for "full_int8", the op kinds to quantize and the nodes
-            of those kinds to keep float (default FULL_INT8_QUANTIZED_OPS,
-            FULL_INT8_FLOAT_NODES): what bench/experiments/full_int8_denylist.py varies.
+        quantized_ops, float_nodes: for "int8_mixed", the op kinds to quantize and the nodes
+            of those kinds to keep float (default INT8_MIXED_QUANTIZED_OPS,
+            INT8_MIXED_FLOAT_NODES): what bench/experiments/full_int8_denylist.py varies.
         allow_custom_ops: bool. Lets ops with no builtin through as custom ops: the text-in
             graph's tensorflow-text kernels (its caller then checks that no other is left).
     """
-    check_choice("quantization", quantization, QUANTIZATIONS + INTEGER_ONLY_QUANTIZATIONS)
+    check_quantization("quantization", quantization)
     if quantization in CALIBRATED_QUANTIZATIONS and not calibration_inputs:
         raise ValueError(f"{quantization} needs calibration_inputs: real examples to measure activation ranges on.")
     try:
@@ -164,16 +163,16 @@ def _convert(converter, quantization, calibration_inputs, quantized_ops, float_n
         # are dequantized to float32 (the converter's defaults).
         converter.representative_dataset = _representative(calibration_inputs)
         return converter.convert()
-    if quantization != "full_int8":
+    if quantization != "int8_mixed":
         return converter.convert()
-    return _full_int8(
+    return _int8_mixed(
         converter, calibration_inputs,
-        FULL_INT8_QUANTIZED_OPS if quantized_ops is None else tuple(quantized_ops),
-        FULL_INT8_FLOAT_NODES if float_nodes is None else tuple(float_nodes),
+        INT8_MIXED_QUANTIZED_OPS if quantized_ops is None else tuple(quantized_ops),
+        INT8_MIXED_FLOAT_NODES if float_nodes is None else tuple(float_nodes),
     )
 
 
-def _full_int8(converter, calibration_inputs, quantized_ops, float_nodes):
+def _int8_mixed(converter, calibration_inputs, quantized_ops, float_nodes):
     """Calibrated int8 activations and weights for `quantized_ops`, except the nodes matching
     `float_nodes`; every other op kind denylisted, so it stays float
     (tf.lite.experimental.QuantizationDebugger is the converter's public route to a denylist)."""

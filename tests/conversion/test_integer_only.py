@@ -163,8 +163,8 @@ def test_bad_arguments_name_the_argument():
         integer_forward(model.backbone, LENGTH)
     with pytest.raises(ValueError, match="sequence_length 33 is outside 3..32"):
         integer_forward(model, LENGTH + 1)
-    with pytest.raises(ValueError, match="quantization.*full_int8"):
-        convert_integer_only(model, LENGTH, [], "full_int8")
+    with pytest.raises(ValueError, match="quantization.*int8_mixed"):
+        convert_integer_only(model, LENGTH, [], "int8_mixed")
     with pytest.raises(ValueError, match="int8_only needs calibration_inputs"):
         convert_integer_only(model, LENGTH, [], "int8_only")
 

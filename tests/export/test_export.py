@@ -93,7 +93,7 @@ def test_tflite_files_match_keras_on_500_mr_sentences(mr_export, reference):
     x, want = reference["x"], reference["logits"]
     assert len(want) >= VALIDATION_EXAMPLES
     results = {}
-    for quantization in ("float32", "float16", "dynamic_int8", "full_int8"):
+    for quantization in ("float32", "float16", "dynamic_int8", "int8_mixed"):
         path = os.path.join(mr_export, files[f"tflite_{quantization}"])
         flatbuffer = open(path, "rb").read()
         ops = tflite_ops(flatbuffer)
@@ -107,7 +107,7 @@ def test_tflite_files_match_keras_on_500_mr_sentences(mr_export, reference):
     assert results["float32"][0] <= 1e-4, results
     assert results["float16"][0] <= 1e-2, results
     assert results["dynamic_int8"][1] >= 0.98, results
-    assert results["full_int8"][1] >= 0.98, results
+    assert results["int8_mixed"][1] >= 0.98, results
     assert os.path.getsize(os.path.join(mr_export, files["tflite_dynamic_int8"])) <= 0.30 * os.path.getsize(
         os.path.join(mr_export, files["tflite_float32"])
     )
@@ -313,9 +313,9 @@ def test_existing_output_is_refused_unless_overwrite(tiny_classifier, tmp_path, 
         (["--seq-len", "0"], "--seq-len 0 is outside 3..64"),
         (["--seq-len", "-1"], "--seq-len -1 is outside 3..64"),
         (["--formats", "saved_model,onnx"], "--formats takes a comma-separated subset of"),
-        (["--formats", "tflite", "--quantizations", "full_int8"], "full_int8 needs real examples to calibrate on"),
-        (["--formats", "tflite", "--quantizations", "full_int8", "--calibration", "EMPTY"], "gave no examples"),
-        (["--formats", "tflite", "--quantizations", "full_int8", "--calibration", "MISSING"], "no such file"),
+        (["--formats", "tflite", "--quantizations", "int8_mixed"], "int8_mixed needs real examples to calibrate on"),
+        (["--formats", "tflite", "--quantizations", "int8_mixed", "--calibration", "EMPTY"], "gave no examples"),
+        (["--formats", "tflite", "--quantizations", "int8_mixed", "--calibration", "MISSING"], "no such file"),
         (["--validation", "OTHER_TASK"], "--validation"),
     ],
 )

@@ -19,10 +19,10 @@ def _read(*parts):
 def test_the_export_report_page_is_its_json_rendered():
     report = json.loads(_read("docs", "export_report.json"))
     assert report_markdown(report) == _read("docs", "export_report.md")
-    assert "| tflite_full_int8 |" not in _read("README.md")  # cited (docs/export_report.md), not copied
+    assert "| tflite_int8_mixed |" not in _read("README.md")  # cited (docs/export_report.md), not copied
 
 
-def test_the_full_int8_table_is_the_results_file():
+def test_the_int8_mixed_table_is_the_results_file():
     variants = json.loads(_read("bench", "results", "full_int8_denylist.json"))["variants"]
     lines = _read("bench", "README.md").split("\n")
     header = lines.index("| variant | MB | agreement with Keras | accuracy | max abs logit diff | batch-1 p50 ms "

@@ -25,7 +25,7 @@ public final class ExportContract {
     /** export.json "files" keys of the token-id .tflite files the LiteRT path can run. */
     public static final String LITERT_FLOAT32 = "tflite_float32";
     public static final String LITERT_INT8 = "tflite_dynamic_int8";
-    /** The files the Gradle task bundles (the others are SavedModels, full int8, text-in). */
+    /** The files the Gradle task bundles (the others are SavedModels, int8_mixed, text-in). */
     public static final String[] BUNDLED_FILE_KEYS = {MEDIAPIPE_FLOAT32, MEDIAPIPE_INT8, LITERT_FLOAT32, LITERT_INT8};
 
     /** The id models' signature and its int32 inputs, in the order the app fills them. */
