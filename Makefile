@@ -23,7 +23,7 @@ ARGS ?=
 # committed results used (torch==2.13.0 installs the CPU build here; see ../shared/DATA.md).
 TORCH_VENV := .venv-torch
 TORCH_INSTALLED := $(TORCH_VENV)/.installed
-TORCH_PINS := torch==2.13.0 transformers==5.23.0 keras==3.15.1
+TORCH_PINS := torch==2.13.0 transformers==5.23.0 keras==3.15.1 sentence-transformers==6.0.1
 # The model code on Keras' other backends (tests/backends/, bench/gpu/): JAX on the CPU in a
 # Python 3.12 venv without TensorFlow (JAX 0.11 needs Python >= 3.12; these are the lent GPU
 # machine's versions), and PyTorch in .venv-torch above (keras is in its pins).

@@ -3,6 +3,7 @@ checked and measured in the runtimes that run them. The work is the export wing'
 (`keras_bert_impl_export`, the top-level export/ folder); this module reads the flags and the
 files and imports the wing lazily, the one place the library reaches it."""
 
+import argparse
 import json
 import os
 import sys
@@ -13,6 +14,9 @@ from keras_bert_impl.conversion.input_contract import (
     CALIBRATED_QUANTIZATIONS, EXPORT_FORMATS, HUB_FORMATS, INTEGER_ONLY_QUANTIZATIONS, QUANTIZATIONS, RENAMED_QUANTIZATIONS,
     check_quantization,
 )
+
+# keras_bert_impl.models.bert_embedder.POOLING, spelled here so `kbert --help` needs no Keras.
+EMBEDDER_POOLING = ("cls", "mean", "max")
 
 
 def add_parser(subparsers):
@@ -35,7 +39,9 @@ def add_parser(subparsers):
                         help=f"Comma-separated subset of {','.join(EXPORT_FORMATS)}. Default: all of those. "
                         "Or huggingface alone: OUTPUT becomes a folder transformers loads with from_pretrained(OUTPUT) "
                         "(config.json, model.safetensors, vocab.txt, tokenizer files, README.md model card); a model "
-                        "transformers cannot express as it is (mean pooling, sinusoidal positions, int8) is refused.")
+                        "transformers cannot express as it is (mean pooling, sinusoidal positions, int8) is refused. "
+                        "Or sentence_transformers alone, for a backbone or BertEmbedder: the same folder plus the "
+                        "modules SentenceTransformer(OUTPUT) pools with (see --pooling, --normalize, --seq-len).")
     parser.add_argument("--quantizations", default=",".join(QUANTIZATIONS),
                         help=f"TFLite precisions, comma-separated subset of {','.join(QUANTIZATIONS)}. "
                         "Default: all (int8_mixed needs --calibration). Also, for classifiers, the integer-only "
@@ -55,6 +61,10 @@ def add_parser(subparsers):
     parser.add_argument("--pair", action="store_true",
                         help="A classifier of text pairs, when the model is a .keras file without its run folder.")
     parser.add_argument("--overwrite", action="store_true", help="Replace an existing OUTPUT.")
+    parser.add_argument("--pooling", choices=EMBEDDER_POOLING, default=None,
+                        help="--formats sentence_transformers of a backbone: how its last layer is pooled. Default mean.")
+    parser.add_argument("--normalize", action=argparse.BooleanOptionalAction, default=None,
+                        help="--formats sentence_transformers of a backbone: L2-normalise the vectors. Default yes.")
     parser.add_argument("--repeats", type=int, default=20, help="Latency rounds in the report. Default 20.")
     task_data.add_data_flags(parser, defaults_from_run=True)
     parser.set_defaults(func=run)
@@ -171,23 +181,31 @@ def export_saved_models(model_flag, output, *, name, seq_len=None):
                         formats=("saved_model",))
 
 
-def export_huggingface_folder(model_flag, output, overwrite=False):
-    """`kbert export --formats huggingface`: the model of a run folder or .keras file as a
-    transformers folder at `output` (the wing's `export_huggingface`), its refusals as UsageError."""
+def export_hub_folder(kind, args):
+    """`kbert export --formats huggingface` (a transformers folder) or `sentence_transformers`
+    (that folder plus its pooling modules): the model of a run folder or .keras file at --output
+    (the wing's `export_huggingface` / `export_sentence_transformers`), refusals as UsageError."""
     from keras_bert_impl.commands.model_files import load_model
     from keras_bert_impl_export.exporter import ExportExistsError
-    from keras_bert_impl_export.huggingface import NotExpressibleError, export_huggingface
+    from keras_bert_impl_export.huggingface import NotExpressibleError, export_huggingface, export_sentence_transformers
 
-    model, model_path = load_model(model_flag)
-    run_folder = os.path.dirname(model_path) if os.path.isdir(model_flag) else None
-    _log(f"{type(model).__name__} from {model_path} as a transformers folder")
+    model, model_path = load_model(args.model)
+    run_folder = os.path.dirname(model_path) if os.path.isdir(args.model) else None
+    _log(f"{type(model).__name__} from {model_path} as a {kind.replace('_', '-')} folder")
     try:
-        described = export_huggingface(model, output, overwrite=overwrite, run_folder=run_folder, source=model_path)
+        if kind == "huggingface":
+            described = export_huggingface(model, args.output, overwrite=args.overwrite, run_folder=run_folder,
+                                           source=model_path)
+        else:
+            described = export_sentence_transformers(
+                model, args.output, pooling=args.pooling, normalize=args.normalize, max_seq_length=args.seq_len or 128,
+                overwrite=args.overwrite, source=model_path)
     except NotExpressibleError as e:
-        raise UsageError(f"--model {model_flag}: transformers cannot hold this model as it is: {e}") from None
-    except ExportExistsError as e:
-        raise UsageError(str(e)) from None
-    _log(f"wrote {output}: {described.architecture} (from_pretrained({output!r}))")
+        raise UsageError(f"--model {args.model}: {kind.replace('_', '-')} cannot hold this model as it is: {e}") from None
+    except (ExportExistsError, ValueError) as e:
+        raise UsageError(str(e).replace("max_seq_length", "--seq-len")) from None
+    loader = "from_pretrained" if kind == "huggingface" else "SentenceTransformer"
+    _log(f"wrote {args.output}: {described.architecture} ({loader}({args.output!r}))")
     return 0
 
 
@@ -196,10 +214,14 @@ def run(args):
     if set(formats) & set(HUB_FORMATS):
         if len(formats) > 1:
             raise UsageError(
-                f"--formats huggingface makes --output a transformers folder and is given alone. Received: {args.formats!r}; "
-                "run kbert export once for huggingface and once for the other formats, into two folders."
+                f"--formats {formats[0] if formats[0] in HUB_FORMATS else formats[1]} makes --output a hub folder and "
+                f"is given alone. Received: {args.formats!r}; run kbert export once for it and once for the other "
+                "formats, into two folders."
             )
-        return export_huggingface_folder(args.model, args.output, args.overwrite)
+        return export_hub_folder(formats[0], args)
+    if args.pooling is not None or args.normalize is not None:
+        raise UsageError("--pooling and --normalize are for --formats sentence_transformers; a backbone's other "
+                         "exports are mean-pooled and L2-normalised.")
     for renamed in set(args.quantizations.replace(" ", "").split(",")) & set(RENAMED_QUANTIZATIONS):
         try:
             check_quantization("--quantizations", renamed)

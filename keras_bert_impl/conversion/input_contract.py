@@ -28,7 +28,7 @@ MEDIAPIPE_OUTPUTS = {"classifier": "probabilities", "embedder": "embeddings"}
 EXPORT_FORMATS = ("saved_model", "tflite", "mediapipe", "text_tflite")
 # What `kbert export --formats` writes as the whole --output folder instead (a model hub's
 # layout: `from_pretrained(OUTPUT)`), given alone.
-HUB_FORMATS = ("huggingface",)
+HUB_FORMATS = ("huggingface", "sentence_transformers")
 QUANTIZATIONS = ("float32", "float16", "dynamic_int8", "int8_mixed")
 # The integer-only precisions (conversion/integer_only.py): every op between the id inputs and
 # the last DEQUANTIZE on int8 activations ("int8_only", TFLite's 8x8) or int16 activations with

@@ -31,7 +31,7 @@ def _model_and_run_folder(model):
     return keras.saving.load_model(path), path, None
 
 
-def export_huggingface(model, output, *, overwrite=False, run_folder=None, source=None):
+def export_huggingface(model, output, *, overwrite=False, run_folder=None, source=None, extra_files=None, notes=()):
     """Writes `model` as a transformers folder: config.json, model.safetensors, the tokenizer
     (vocab.txt, tokenizer_config.json, special_tokens_map.json, tokenizer.json) and README.md.
 
@@ -47,6 +47,9 @@ def export_huggingface(model, output, *, overwrite=False, run_folder=None, sourc
         run_folder: the kbert run folder the model came from (its run.json and metrics.json
             go into the model card); found by itself when `model` is a run folder.
         source: the model's file name in the model card (default: the path given, or the class).
+        extra_files: {relative path: JSON-able object} written into the folder too (the
+            sentence-transformers modules: `export_sentence_transformers`).
+        notes: lines added to the model card's notes.
     Returns:
         the `TransformersModel` written (class, config, tensor names, labels, notes).
 
@@ -59,6 +62,7 @@ def export_huggingface(model, output, *, overwrite=False, run_folder=None, sourc
     model, loaded_from, found_run = _model_and_run_folder(model)
     run_folder = run_folder or found_run
     described = transformers_model(model)  # refuses before anything is written
+    described.notes.extend(notes)
     backbone = model if described.architecture == "BertModel" else model.backbone
     files = tokenizer_files(backbone.vocabulary, backbone.lowercase, backbone.max_sequence_length)
     card = model_card(described, source or loaded_from or type(model).__name__, run_folder)
@@ -70,6 +74,9 @@ def export_huggingface(model, output, *, overwrite=False, run_folder=None, sourc
         for name, text in files.items():
             write_text_atomically(text, os.path.join(work, name))
         write_text_atomically(card, os.path.join(work, "README.md"))
+        for name, value in (extra_files or {}).items():
+            os.makedirs(os.path.dirname(os.path.join(work, name)), exist_ok=True)
+            write_json_atomically(value, os.path.join(work, name), indent=2)
         commit_output(work, output)
     except BaseException:
         shutil.rmtree(work, ignore_errors=True)

@@ -153,6 +153,7 @@ def transformers_model(model):
     else:
         raise NotExpressibleError(
             f"a {type(model).__name__} has no transformers BERT class (a sentence embedder's pooling is not a "
-            "transformers model): export its backbone (model.backbone.save('encoder.keras')) as a BertModel."
+            "transformers model): export it with --formats sentence_transformers (export_sentence_transformers), "
+            "or its backbone (model.backbone.save('encoder.keras')) as a BertModel."
         )
     return TransformersModel(architecture, task, config, tensors, label_names, notes)
