@@ -15,6 +15,7 @@ Everything is built in a sibling folder `OUTPUT.partial-PID` and renamed into pl
 end, so a killed export leaves no half-written OUTPUT (the next run deletes the leftover).
 """
 
+import contextlib
 import glob
 import os
 import shutil
@@ -58,6 +59,19 @@ def prepare_output(output, overwrite):
     work = f"{output}.partial-{os.getpid()}"
     os.makedirs(work)
     return work
+
+
+@contextlib.contextmanager
+def output_folder(output, overwrite):
+    """The work folder of an export to OUTPUT (`prepare_output`): renamed into place when the
+    block ends (`commit_output`), removed if it raises, so OUTPUT appears whole or not at all."""
+    work = prepare_output(output, overwrite)
+    try:
+        yield work
+        commit_output(work, output)
+    except BaseException:
+        shutil.rmtree(work, ignore_errors=True)
+        raise
 
 
 def commit_output(work, output):
@@ -145,16 +159,11 @@ def export_model(
             f"Leave {integer_only[0]} out of --quantizations (dynamic_int8 runs every head)."
         )
     samples = list(calibration_texts or [])[:WARMUP_EXAMPLES] or _default_samples(serving)
-    work = prepare_output(output, overwrite)
-    try:
+    with output_folder(output, overwrite) as work:
         manifest = _write_all(serving, work, name, formats, quantizations, calibration_texts, samples, log)
         if finish is not None:
             finish(work, manifest)
         write_json_atomically(manifest, os.path.join(work, MANIFEST), indent=1)
-        commit_output(work, output)
-    except BaseException:
-        shutil.rmtree(work, ignore_errors=True)
-        raise
     return manifest
 
 

@@ -1,12 +1,11 @@
 """A model of this library as a folder `transformers` loads offline with `from_pretrained`."""
 
 import os
-import shutil
 
 import keras
 
 from keras_bert_impl.atomic_write import write_atomically, write_json_atomically, write_text_atomically
-from keras_bert_impl_export.exporter import commit_output, prepare_output
+from keras_bert_impl_export.exporter import output_folder
 from keras_bert_impl_export.huggingface.model_card import model_card
 from keras_bert_impl_export.huggingface.tokenizer_files import tokenizer_files
 from keras_bert_impl_export.huggingface.transformers_model import transformers_model
@@ -66,8 +65,7 @@ def export_huggingface(model, output, *, overwrite=False, run_folder=None, sourc
     backbone = model if described.architecture == "BertModel" else model.backbone
     files = tokenizer_files(backbone.vocabulary, backbone.lowercase, backbone.max_sequence_length)
     card = model_card(described, source or loaded_from or type(model).__name__, run_folder)
-    work = prepare_output(output, overwrite)
-    try:
+    with output_folder(output, overwrite) as work:
         write_json_atomically(described.config, os.path.join(work, "config.json"), indent=2)
         # "pt" is what transformers writes and checks for when it loads a safetensors file.
         write_atomically(os.path.join(work, WEIGHTS), lambda tmp: save_file(described.tensors, tmp, metadata={"format": "pt"}))
@@ -77,8 +75,4 @@ def export_huggingface(model, output, *, overwrite=False, run_folder=None, sourc
         for name, value in (extra_files or {}).items():
             os.makedirs(os.path.dirname(os.path.join(work, name)), exist_ok=True)
             write_json_atomically(value, os.path.join(work, name), indent=2)
-        commit_output(work, output)
-    except BaseException:
-        shutil.rmtree(work, ignore_errors=True)
-        raise
     return described
