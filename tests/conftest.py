@@ -21,6 +21,11 @@ def pytest_configure(config):
     )
 
 
+def _modules(*paths):
+    """Test modules named from tests/ with "/", as paths relative to the repository."""
+    return [os.path.join("tests", *path.split("/")) for path in paths]
+
+
 # The three tiers (docs/checking.md, "The test suite"): `make test-fast` (about 5 minutes) runs
 # what is neither slow nor medium, `make test` (about 15 minutes) what is not slow, and CI runs
 # `make test` then `make test-slow`, so every test runs there. NOT_FAST are the modules whose
@@ -28,36 +33,33 @@ def pytest_configure(config):
 # load the real MiniLM, convert to TFLite or start kbert processes; test_tflite_metadata and
 # test_precision by their module fixtures, 95 s and 76 s in a fresh clone's test-fast of
 # 9960a9e): test-fast leaves them out.
-NOT_FAST = {
-    os.path.join("tests", *path.split("/"))
-    for path in (
-        "checkpoints/test_model_garden.py",
-        "commands/test_cli_errors.py",
-        "commands/test_damaged_files.py",
-        "commands/test_predict_in_memory.py",
-        "commands/test_training_commands.py",
-        "data/test_pretraining_example_builder.py",
-        "data/test_pretraining_masker.py",
-        "data/test_pretraining_records.py",
-        "data_readers/test_classification_reader.py",
-        "data_readers/test_squad_reader.py",
-        "data_readers/test_tagging_reader.py",
-        "data_readers/test_vocabulary_builder.py",
-        "export/test_text_in_tflite.py",
-        "export/test_tflite_metadata.py",
-        "huggingface/test_export_huggingface.py",
-        "inference/test_precision.py",
-        "inspection/test_look_inside_cli.py",
-        "inspection/test_sentence_encoder.py",
-        "models/test_distiller.py",
-        "models/test_distiller_general.py",
-        "models/test_models.py",
-        "models/test_quantized_layers.py",
-        "test_docstring_examples.py",
-        "tokenization/test_bert_preprocessor.py",
-        "tokenization/test_reference_parity.py",
-    )
-}
+NOT_FAST = set(_modules(
+    "checkpoints/test_model_garden.py",
+    "commands/test_cli_errors.py",
+    "commands/test_damaged_files.py",
+    "commands/test_predict_in_memory.py",
+    "commands/test_training_commands.py",
+    "data/test_pretraining_example_builder.py",
+    "data/test_pretraining_masker.py",
+    "data/test_pretraining_records.py",
+    "data_readers/test_classification_reader.py",
+    "data_readers/test_squad_reader.py",
+    "data_readers/test_tagging_reader.py",
+    "data_readers/test_vocabulary_builder.py",
+    "export/test_text_in_tflite.py",
+    "export/test_tflite_metadata.py",
+    "huggingface/test_export_huggingface.py",
+    "inference/test_precision.py",
+    "inspection/test_look_inside_cli.py",
+    "inspection/test_sentence_encoder.py",
+    "models/test_distiller.py",
+    "models/test_distiller_general.py",
+    "models/test_models.py",
+    "models/test_quantized_layers.py",
+    "test_docstring_examples.py",
+    "tokenization/test_bert_preprocessor.py",
+    "tokenization/test_reference_parity.py",
+))
 
 
 # The modules that take longest, longest first (a fresh-clone `make test`, docs/checking.md):
@@ -67,29 +69,26 @@ NOT_FAST = {
 # first because its session fixture fine-tunes and exports MiniLM (tests/export/conftest.py,
 # once per run): while one worker builds it, the other runs the README commands, and the other
 # users of that export come after both.
-LONGEST_FIRST = [
-    os.path.join("tests", *path.split("/"))
-    for path in (
-        "export/test_export.py",
-        "test_readme_commands.py",
-        "export/test_serve.py",
-        "export/test_web_demo.py",
-        "export/test_android_logic.py",
-        "backends/test_backends.py",
-        "commands/test_cli_errors.py",
-        "commands/test_distill_command.py",
-        "training/test_strategy.py",
-        "inference/test_precision.py",
-        "models/test_models.py",
-        "export/test_tflite_metadata.py",
-        "huggingface/test_transformers_loads.py",
-        "conversion/test_integer_only.py",
-        "inspection/test_look_inside_cli.py",
-        "models/test_distiller.py",
-        "training/test_backup_and_restore.py",
-        "test_docstring_examples.py",
-    )
-]
+LONGEST_FIRST = _modules(
+    "export/test_export.py",
+    "test_readme_commands.py",
+    "export/test_serve.py",
+    "export/test_web_demo.py",
+    "export/test_android_logic.py",
+    "backends/test_backends.py",
+    "commands/test_cli_errors.py",
+    "commands/test_distill_command.py",
+    "training/test_strategy.py",
+    "inference/test_precision.py",
+    "models/test_models.py",
+    "export/test_tflite_metadata.py",
+    "huggingface/test_transformers_loads.py",
+    "conversion/test_integer_only.py",
+    "inspection/test_look_inside_cli.py",
+    "models/test_distiller.py",
+    "training/test_backup_and_restore.py",
+    "test_docstring_examples.py",
+)
 
 
 # tryfirst: xdist's own hook turns the xdist_group marks into node ids, so the marks must be

@@ -11,6 +11,8 @@ Shape legend: B batch, S sequence length. TensorFlow is imported only by the fun
 build TensorSpecs, so the CLI's parser reads the lists here without it.
 """
 
+from keras_bert_impl.validation import check_choice
+
 # The one signature every exported graph serves (TF Serving's, LiteRT's and MediaPipe's default).
 SERVING_ENDPOINT = "serving_default"
 # The Keras models' id inputs, int32 [B, S] each.
@@ -50,9 +52,7 @@ def check_quantization(name, value, choices=QUANTIZATIONS + INTEGER_ONLY_QUANTIZ
             f"{name} {value!r} is called {RENAMED_QUANTIZATIONS[value]!r} now: it keeps softmax, LayerNorm and "
             f"most matmuls in float, so it is not integer-only (for that, {' or '.join(INTEGER_ONLY_QUANTIZATIONS)})."
         )
-    if value not in choices:
-        raise ValueError(f"{name} must be one of {list(choices)}. Received: {name}={value!r}")
-    return value
+    return check_choice(name, value, choices)
 
 
 def text_input_names(span_labeler, pair):
