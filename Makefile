@@ -180,10 +180,10 @@ test-fast: $(INSTALLED) $(DATA_STAMP)
 # Every Python the stack supports (docs/checking.md, "Every supported Python"); not part of
 # make test, as each Python is a few GB of installs. For each version in PYTHONS: a venv
 # .venv-pyXY made by that Python (found as PYTHON312 is) with the project and its dev extra,
-# then make test's tests (-m "not slow") and the README tour's convert -> fine-tune -> predict through that venv's
+# then make test-fast's tests and the README tour's convert -> fine-tune -> predict through that venv's
 # kbert script (tests/pythons_tour.py), each timed. 3.11 is `make test`'s own .venv.
 PYTHONS ?= 3.12 3.13
-PYTHONS_PYTEST_ARGS ?= -m "not slow" -n 2 --dist loadgroup
+PYTHONS_PYTEST_ARGS ?= -m "not slow and not medium" -n 2 --dist loadgroup
 PYTHONS_VENVS := $(foreach v,$(PYTHONS),.venv-py$(subst .,,$(v)))
 
 test-pythons: $(DATA_STAMP) $(addsuffix /.installed,$(PYTHONS_VENVS))
