@@ -75,6 +75,7 @@ LONGEST_FIRST = _modules(
     "export/test_serve.py",
     "export/test_web_demo.py",
     "export/test_android_logic.py",
+    "huggingface/test_trained_runs.py",
     "backends/test_backends.py",
     "commands/test_cli_errors.py",
     "commands/test_distill_command.py",

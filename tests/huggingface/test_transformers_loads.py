@@ -16,42 +16,21 @@ from bench.corpora.mr_split import load_mr
 from keras_bert_impl_export.huggingface import export_huggingface
 from tests.conftest import DATA, REPO
 from tests.export.edge_reference import preprocess
+from tests.huggingface.transformers_side import check_loading_info, keras_outputs, transformers_outputs
 from tests.side_venv import run_in_side_venv
 from tests.test_readme import python_block
 
-# Subprocesses in .venv-torch (make test runs them; make test-fast needs no side venv).
+# Subprocesses in .venv-torch, which make test-slow builds (make test needs no side venv).
 pytestmark = pytest.mark.slow
 
-CHILD = os.path.join(REPO, "tests", "huggingface", "transformers_child.py")
 SENTENCES = 200  # real MR sentences per forward check
 LENGTH = 128
-# transformers' BERT keeps position_ids as a buffer that it does not save: the key our export
-# (and the original MiniLM file) carries is read and dropped.
-BUFFERS = {"bert.embeddings.position_ids", "embeddings.position_ids"}
 
 
 @pytest.fixture(scope="module")
 def mr_texts():
     texts, _ = load_mr(os.path.join(DATA, "corpora", "polarity-en-pang&lee2.csv"))
     return texts
-
-
-def _transformers(folder, request, tmp_path):
-    """(report, arrays) of transformers_child.py on `folder`."""
-    request_path, out = tmp_path / "request.json", tmp_path / "out.npz"
-    request_path.write_text(json.dumps(request), encoding="utf-8")
-    report = json.loads(run_in_side_venv(".venv-torch", CHILD, folder, str(request_path), str(out)).strip().splitlines()[-1])
-    if not out.exists():
-        return report, {}
-    with np.load(out) as arrays:
-        return report, dict(arrays)
-
-
-def _keras_outputs(model, arrays):
-    x = {"token_ids": arrays["input_ids"], "segment_ids": arrays["token_type_ids"], "padding_mask": arrays["attention_mask"]}
-    if isinstance(model, kb.BertPretrainer):  # masked-LM logits at every position, as transformers gives them
-        x["mask_positions"] = np.tile(np.arange(x["token_ids"].shape[1]), (len(x["token_ids"]), 1))
-    return {key: keras.ops.convert_to_numpy(value) for key, value in model({k: v.astype("int32") for k, v in x.items()}).items()}
 
 
 def _our_ids(vocabulary, requests):
@@ -93,12 +72,10 @@ def test_transformers_gives_the_keras_outputs(kind, minilm_keras, mr_texts, tmp_
     # Question answering: a question and a real sentence as its context (segment 1).
     texts_b = texts if kind == "spans" else None
     texts = ["what does the critic think of the film?"] * SENTENCES if kind == "spans" else texts
-    report, arrays = _transformers(folder, {"forward": {"texts": texts, "texts_b": texts_b, "max_length": LENGTH}},
+    report, arrays = transformers_outputs(folder, {"forward": {"texts": texts, "texts_b": texts_b, "max_length": LENGTH}},
                                    tmp_path)
-    info = report["loading_info"]
-    assert not info["missing_keys"] and not info["mismatched_keys"], info
-    assert set(info["unexpected_keys"]) <= BUFFERS, info
-    ours = _keras_outputs(model, arrays)
+    check_loading_info(report)
+    ours = keras_outputs(model, arrays)
     real = arrays["attention_mask"] == 1  # [N, T]
     assert (~real).any()  # padded rows are in the batch
     if kind == "classifier":
@@ -132,7 +109,7 @@ def test_autotokenizer_gives_our_ids(minilm_keras, mr_texts, tmp_path):
                 for c in cases]
     requests += [{"text": text, "max_length": LENGTH} for text in mr_texts]
     ours = _our_ids(backbone.vocabulary, requests)
-    report, _ = _transformers(folder, {"tokenize": requests}, tmp_path)
+    report, _ = transformers_outputs(folder, {"tokenize": requests}, tmp_path)
     assert report["tokenizer_class"] == "BertTokenizer"  # transformers 5's one BERT tokenizer, from tokenizer.json
     assert len(ours) == len(report["tokenized"]) == 95 + 4000
     expected = [case["expect"] for case in cases] + ["hf"] * len(mr_texts)

@@ -4,7 +4,8 @@ in `.venv-torch` (PyTorch, transformers, no TensorFlow) and reports what it give
     python transformers_child.py FOLDER REQUEST.json OUT.npz
 
 REQUEST: {"tokenize": [{"text", "text_b" (optional), "max_length"}, ...] (optional),
-          "forward": {"texts", "texts_b" (or null), "max_length"} (optional)}.
+          "forward": {"texts", "texts_b" (or null), "max_length"} or {"ids": IDS.npz} (optional)}.
+IDS.npz: input_ids, token_type_ids and attention_mask of a batch made elsewhere (SQuAD windows).
 Prints one JSON line: the tokenizer's class, the model's loading info (missing and unexpected
 keys), and each "tokenize" item's input_ids and token_type_ids. OUT.npz: the forward batch's
 input_ids, attention_mask, token_type_ids and every tensor the model returns.
@@ -36,8 +37,12 @@ def main(folder, request_path, out_path):
         model, info = getattr(transformers, architecture).from_pretrained(folder, output_loading_info=True)
         model.eval()
         report["loading_info"] = {key: sorted(map(str, value)) for key, value in info.items()}
-        texts = (forward["texts"], forward["texts_b"]) if forward.get("texts_b") else (forward["texts"],)
-        batch = tokenizer(*texts, padding=True, truncation=True, max_length=forward["max_length"], return_tensors="pt")
+        if "ids" in forward:
+            with np.load(forward["ids"]) as ids:
+                batch = {key: torch.from_numpy(ids[key].astype(np.int64)) for key in ("input_ids", "token_type_ids", "attention_mask")}
+        else:
+            texts = (forward["texts"], forward["texts_b"]) if forward.get("texts_b") else (forward["texts"],)
+            batch = tokenizer(*texts, padding=True, truncation=True, max_length=forward["max_length"], return_tensors="pt")
         with torch.no_grad():
             outputs = model(**batch)
         arrays = {key: value.numpy() for key, value in batch.items()}

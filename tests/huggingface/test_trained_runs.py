@@ -1,0 +1,177 @@
+"""Models trained here, exported by `kbert export --formats huggingface` from their run folders
+and loaded by transformers (`.venv-torch`) with AutoTokenizer: an MR classifier fine-tuned from
+the real MiniLM (500 held-out sentences of the demo's split), a bert_tiny student distilled from
+it, a WSJ part-of-speech tagger and a SQuAD reader (start/end logits on the reader's own windows).
+Trained heads, not random ones: their top labels are confident, so "the same top label on every
+sentence" (ties within 1e-5 aside, at most 1% of them) says something."""
+
+import json
+import os
+
+import keras
+import numpy as np
+import pytest
+
+from bench.corpora.mr_split import write_mr_split
+from keras_bert_impl.cli import main
+from keras_bert_impl.data.readers import SquadReader
+from keras_bert_impl.tokenization import BertPreprocessor
+from tests.conftest import DATA, REPO
+from tests.huggingface.transformers_side import check_loading_info, keras_outputs, transformers_outputs
+
+# MiniLM fine-tunes and subprocesses in .venv-torch, which make test-slow builds.
+pytestmark = pytest.mark.slow
+
+HELD_OUT = 500  # MR sentences of the demo's 80/20 split (also the training rows' count)
+MR_LENGTH = 64
+WSJ = os.path.join(DATA, "corpora", "tagged-en-wsj.txt")
+WSJ_TRAIN, WSJ_HELD_OUT = 240, 100  # lines (word/TAG sentences) of tagged-en-wsj.txt
+SQUAD = os.path.join(REPO, "tests", "fixtures", "readers", "squad_v1.1_sample.json")
+SQUAD_ARGS = ("--seq-len", "128", "--doc-stride", "32", "--max-query-length", "24")
+# Top labels are compared where Keras' best two logits are further apart than this: the two
+# sides differ by ~1e-7, so a tie closer than that may fall either way without a fault.
+TIE = 1e-5
+
+
+def _same_top_labels(theirs, ours):
+    """theirs [N, C] and ours give the same argmax on every row that is not a tie (and ties are
+    at most 1% of the rows)."""
+    top_two = np.sort(ours, axis=-1)[:, -2:]
+    decided = top_two[:, 1] - top_two[:, 0] > TIE
+    assert decided.mean() >= 0.99, decided.mean()
+    assert (theirs[decided].argmax(-1) == ours[decided].argmax(-1)).all()
+
+
+@pytest.fixture(scope="module")
+def mr(tmp_path_factory):
+    """The first 500 sentences of each part of the demo's split, as headerless label,text CSVs."""
+    folder = tmp_path_factory.mktemp("mr")
+    texts, _, _, test_idx, train_csv, test_csv = write_mr_split(str(folder), subset=HELD_OUT)
+    return {"train": train_csv, "test": test_csv, "test_texts": [texts[i] for i in test_idx]}
+
+
+@pytest.fixture(scope="module")
+def mr_run(tmp_path_factory, minilm_keras, mr):
+    """kbert finetune of MiniLM on the 500 MR training rows: two epochs, the pooled [CLS] head (the
+    head transformers has; its pooler was never trained for MR, hence the higher learning rate)."""
+    run = str(tmp_path_factory.mktemp("runs") / "mr")
+    assert main(["finetune", "--task", "classification", "--init", minilm_keras, "--train", mr["train"],
+                 "--validation", mr["test"], "--no-header", "--columns", "label,text", "--seq-len", str(MR_LENGTH),
+                 "--epochs", "2", "--batch-size", "16", "--learning-rate", "1e-4", "--output", run, "--quiet"]) == 0
+    return run
+
+
+def _export(run, folder):
+    """`kbert export --formats huggingface` of a run folder; the loaded model and the folder."""
+    assert main(["export", "--model", run, "--formats", "huggingface", "--output", folder]) == 0
+    return keras.saving.load_model(os.path.join(run, "model.keras")), folder
+
+
+def _same_ids_as_ours(model, texts, arrays, length):
+    """AutoTokenizer's rows (padding cut off) are BertPreprocessor's: Keras on transformers' ids is
+    Keras on its own pipeline."""
+    x = BertPreprocessor.from_model(model, sequence_length=length)(texts)
+    ours, our_mask = x["token_ids"].numpy(), x["padding_mask"].numpy().astype(bool)
+    theirs, their_mask = arrays["input_ids"], arrays["attention_mask"].astype(bool)
+    for row in range(len(texts)):
+        assert ours[row][our_mask[row]].tolist() == theirs[row][their_mask[row]].tolist(), texts[row]
+
+
+def _check_classifier(run, texts, tmp_path):
+    """The exported run in BertForSequenceClassification: logits within 1e-4 of Keras's, the same
+    top label on every sentence, labels and validation metrics carried into the folder."""
+    model, folder = _export(run, str(tmp_path / "transformers"))
+    report, arrays = transformers_outputs(folder, {"forward": {"texts": texts, "max_length": MR_LENGTH}}, tmp_path)
+    check_loading_info(report)
+    _same_ids_as_ours(model, texts, arrays, MR_LENGTH)
+    ours = keras_outputs(model, arrays)["logits"]
+    assert arrays["logits"].shape == ours.shape == (len(texts), 2)
+    np.testing.assert_allclose(arrays["logits"], ours, atol=1e-4, rtol=0)
+    _same_top_labels(arrays["logits"], ours)
+    with open(os.path.join(folder, "config.json"), encoding="utf-8") as f:
+        config = json.load(f)
+    assert config["architectures"] == ["BertForSequenceClassification"]
+    assert [config["id2label"][str(i)] for i in range(2)] == list(model.label_names)
+    with open(os.path.join(run, "metrics.json"), encoding="utf-8") as f:
+        accuracy = json.load(f)["validation"]["accuracy"]
+    with open(os.path.join(folder, "README.md"), encoding="utf-8") as f:
+        assert f"| accuracy | {accuracy:.4f} |" in f.read()
+    return model, arrays["logits"]
+
+
+def test_a_fine_tuned_mr_classifier(mr_run, mr, tmp_path):
+    _, logits = _check_classifier(mr_run, mr["test_texts"], tmp_path)
+    # Trained: confident on most held-out sentences (a random head's logits sit near a tie;
+    # measured: held-out accuracy 0.752, median margin 1.18).
+    assert np.median(np.abs(logits[:, 1] - logits[:, 0])) > 0.5
+
+
+def test_a_distilled_bert_tiny_student(mr_run, mr, tmp_path):
+    """The path a user takes to publish a small model: kbert distill, then the same export."""
+    student = str(tmp_path / "student")
+    assert main(["distill", "--teacher", mr_run, "--student-preset", "bert_tiny", "--train", mr["train"],
+                 "--validation", mr["test"], "--epochs", "1", "--seq-len", str(MR_LENGTH), "--output", student,
+                 "--quiet"]) == 0
+    model, _ = _check_classifier(student, mr["test_texts"], tmp_path)
+    assert model.backbone.num_layers == 2 and model.backbone.hidden_dim == 128  # bert_tiny, not the teacher
+
+
+def _wsj_lines():
+    with open(WSJ, encoding="utf-8") as f:
+        return [line.strip() for line in f if line.strip()]
+
+
+def test_a_wsj_tagger(minilm_keras, tmp_path):
+    """A part-of-speech tagger (Penn Treebank tags of tagged-en-wsj.txt) in
+    BertForTokenClassification: logits at every real position within 1e-4 of Keras's on 100
+    held-out sentences, the same tag everywhere."""
+    lines = _wsj_lines()
+    train = lines[:WSJ_TRAIN]
+    tags = {token.rsplit("/", 1)[1] for line in train for token in line.split()}
+    # Held-out lines whose tags training saw (validation refuses a tag the head does not have).
+    held_out = [line for line in lines[WSJ_TRAIN:] if {t.rsplit("/", 1)[1] for t in line.split()} <= tags][:WSJ_HELD_OUT]
+    assert len(held_out) == WSJ_HELD_OUT
+    train_path, held_out_path = tmp_path / "train.txt", tmp_path / "held_out.txt"
+    train_path.write_text("\n".join(train) + "\n", encoding="utf-8")
+    held_out_path.write_text("\n".join(held_out) + "\n", encoding="utf-8")
+    run = str(tmp_path / "tagger")
+    assert main(["finetune", "--task", "tagging", "--tag-format", "word/tag", "--init", minilm_keras, "--train",
+                 str(train_path), "--validation", str(held_out_path), "--seq-len", "128", "--epochs", "1",
+                 "--batch-size", "16", "--learning-rate", "2e-4", "--output", run, "--quiet"]) == 0
+    model, folder = _export(run, str(tmp_path / "transformers"))
+    texts = [" ".join(token.rsplit("/", 1)[0] for token in line.split()) for line in held_out]
+    report, arrays = transformers_outputs(folder, {"forward": {"texts": texts, "max_length": 128}}, tmp_path)
+    check_loading_info(report)
+    _same_ids_as_ours(model, texts, arrays, 128)
+    ours = keras_outputs(model, arrays)["logits"]
+    real = arrays["attention_mask"] == 1  # [N, T]
+    assert ours.shape[-1] == len(model.label_names) == len(tags)
+    np.testing.assert_allclose(arrays["logits"][real], ours[real], atol=1e-4, rtol=0)
+    _same_top_labels(arrays["logits"][real], ours[real])
+    with open(os.path.join(folder, "config.json"), encoding="utf-8") as f:
+        config = json.load(f)
+    assert config["architectures"] == ["BertForTokenClassification"]
+    assert [config["id2label"][str(i)] for i in range(len(tags))] == list(model.label_names)
+
+
+def test_a_squad_reader(minilm_keras, tmp_path):
+    """A SQuAD v1.1 reader in BertForQuestionAnswering, fed the windows our SquadReader packs
+    (question + context, 32-piece stride): start/end logits within 1e-4 of Keras's at every real
+    position, the same best start and end in every window."""
+    run = str(tmp_path / "reader")
+    assert main(["finetune", "--task", "squad", "--init", minilm_keras, "--train", SQUAD, "--validation", SQUAD,
+                 *SQUAD_ARGS, "--epochs", "2", "--batch-size", "8", "--output", run, "--quiet"]) == 0
+    model, folder = _export(run, str(tmp_path / "transformers"))
+    reader = SquadReader(BertPreprocessor.from_model(model, sequence_length=128), doc_stride=32, max_query_length=24)
+    batches = [x for x, _ in reader.read(SQUAD)]
+    ids = {"input_ids": "token_ids", "token_type_ids": "segment_ids", "attention_mask": "padding_mask"}
+    windows = {theirs: np.concatenate([x[ours].numpy() for x in batches]) for theirs, ours in ids.items()}
+    assert len(windows["input_ids"]) == len(reader.features) > 11  # long contexts make several windows per question
+    np.savez(tmp_path / "windows.npz", **windows)
+    report, arrays = transformers_outputs(folder, {"forward": {"ids": str(tmp_path / "windows.npz")}}, tmp_path)
+    check_loading_info(report)
+    ours = keras_outputs(model, arrays)
+    real = arrays["attention_mask"] == 1
+    for key in ("start_logits", "end_logits"):
+        np.testing.assert_allclose(arrays[key][real], ours[key][real], atol=1e-4, rtol=0, err_msg=key)
+        _same_top_labels(np.where(real, arrays[key], -np.inf), np.where(real, ours[key], -np.inf))
