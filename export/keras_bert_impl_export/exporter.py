@@ -27,11 +27,12 @@ import tensorflow as tf
 from keras_bert_impl.atomic_write import write_json_atomically, write_text_atomically
 from keras_bert_impl.conversion.tflite_converter import check_builtins_only, convert_endpoint, convert_saved_model
 from keras_bert_impl.conversion.input_contract import (
-    CALIBRATED_QUANTIZATIONS, EXPORT_FORMATS, EXPORT_ID_INPUTS, INTEGER_ONLY_QUANTIZATIONS, MEDIAPIPE_OUTPUTS,
-    QUANTIZATIONS, check_quantization,
+    CALIBRATED_QUANTIZATIONS, EXPORT_FORMATS, EXPORT_ID_INPUTS, MEDIAPIPE_OUTPUTS, QUANTIZATIONS,
+    STATIC_QUANTIZATIONS, check_quantization,
 )
-from keras_bert_impl.conversion.integer_only import convert_integer_only
-from keras_bert_impl.validation import check_choice
+from keras_bert_impl.conversion.integer_only import convert_static
+from keras_bert_impl.tokenization import BertPreprocessor
+from keras_bert_impl.validation import check_choice, check_sequence_length
 from keras_bert_impl_export.export_signatures import ExportSignatures
 from keras_bert_impl_export.warmup import write_warmup_requests
 
@@ -86,19 +87,23 @@ def commit_output(work, output):
         shutil.rmtree(old, ignore_errors=True)
 
 
-def id_examples(serving, texts):
+def id_examples(serving, texts, sequence_length=None):
     """Texts (or (a, b) pairs) -> [{ids, mask, segment_ids}] int32 arrays [1, S], one per example."""
-    x = tokenize(serving, texts)
+    x = tokenize(serving, texts, sequence_length)
     return [{name: x[name][i : i + 1] for name in EXPORT_ID_INPUTS} for i in range(len(x["ids"]))]
 
 
-def tokenize(serving, texts):
-    """Texts (or (a, b) pairs) -> {ids, mask, segment_ids} int32 arrays [N, S]."""
+def tokenize(serving, texts, sequence_length=None):
+    """Texts (or (a, b) pairs) -> {ids, mask, segment_ids} int32 arrays [N, S]; S is the
+    export's length, or `sequence_length` (a static file's own length)."""
     if serving.pair:
         segments = (tf.constant([a for a, _ in texts]), tf.constant([b for _, b in texts]))
     else:
         segments = tf.constant(list(texts))
-    x = serving.preprocessor(segments)
+    preprocessor = serving.preprocessor
+    if sequence_length not in (None, serving.sequence_length):
+        preprocessor = BertPreprocessor.from_model(serving.model, sequence_length=sequence_length)
+    x = preprocessor(segments)
     return {
         "ids": x["token_ids"].numpy(),
         "mask": x["padding_mask"].numpy(),
@@ -122,6 +127,7 @@ def export_model(
     formats=EXPORT_FORMATS,
     quantizations=QUANTIZATIONS,
     calibration_texts=None,
+    static_lengths=None,
     overwrite=False,
     finish=None,
     log=print,
@@ -135,9 +141,12 @@ def export_model(
         sequence_length, pair: see ExportSignatures.
         formats: a subset of EXPORT_FORMATS.
         quantizations: the .tflite precisions (QUANTIZATIONS, and for a classifier the
-            integer-only INTEGER_ONLY_QUANTIZATIONS: static [1, S], logits out).
+            STATIC_QUANTIZATIONS: the GPU file and the integer-only ones, static [1, S]).
         calibration_texts: real examples of the task (texts, or (a, b) pairs): the
             calibration of CALIBRATED_QUANTIZATIONS and the warm-up requests. Required for those.
+        static_lengths: None (the static files at `sequence_length`), or the lengths S to
+            write each static file at, one file per length, named `{name}_{quantization}_{S}`
+            (an app picks the shortest that fits its text instead of resizing tensors).
         overwrite: replace an existing OUTPUT.
         finish: called with (work folder, manifest) before the rename, to add files (the report).
         log: progress lines go here.
@@ -152,19 +161,38 @@ def export_model(
     calibrated = [q for q in quantizations if q in CALIBRATED_QUANTIZATIONS]
     if "tflite" in formats and calibrated and not calibration_texts:
         raise ValueError(f"{calibrated[0]} needs calibration examples: pass --calibration FILE (real examples of the task).")
-    integer_only = [q for q in quantizations if q in INTEGER_ONLY_QUANTIZATIONS]
-    if "tflite" in formats and integer_only and serving.kind != "classifier":
+    static = [q for q in quantizations if q in STATIC_QUANTIZATIONS]
+    if "tflite" in formats and static and serving.kind != "classifier":
         raise ValueError(
-            f"{integer_only[0]} is written for classifiers; this model's head is {serving.kind!r}. "
-            f"Leave {integer_only[0]} out of --quantizations (dynamic_int8 runs every head)."
+            f"{static[0]} is written for classifiers; this model's head is {serving.kind!r}. "
+            f"Leave {static[0]} out of --quantizations (dynamic_int8 runs every head)."
         )
+    if static_lengths is not None:
+        static_lengths = check_static_lengths(static_lengths, quantizations, formats, model)
     samples = list(calibration_texts or [])[:WARMUP_EXAMPLES] or _default_samples(serving)
     with output_folder(output, overwrite) as work:
-        manifest = _write_all(serving, work, name, formats, quantizations, calibration_texts, samples, log)
+        manifest = _write_all(serving, work, name, formats, quantizations, calibration_texts, samples, static_lengths,
+                              log)
         if finish is not None:
             finish(work, manifest)
         write_json_atomically(manifest, os.path.join(work, MANIFEST), indent=1)
     return manifest
+
+
+def check_static_lengths(lengths, quantizations, formats, model):
+    """`export_model`'s static_lengths checked (the distinct lengths, sorted): static files are
+    asked for, and the model's positions cover each length."""
+    if "tflite" not in formats or not set(quantizations) & set(STATIC_QUANTIZATIONS):
+        raise ValueError(
+            f"static_lengths {list(lengths)} are the lengths of the static files, and no static file is asked for: "
+            f"add one of {', '.join(STATIC_QUANTIZATIONS)} to --quantizations (with the tflite format), or drop "
+            "--static-lengths."
+        )
+    if not lengths:
+        raise ValueError("static_lengths is empty: give at least one length, e.g. 64,128.")
+    for length in lengths:
+        check_sequence_length("static_lengths", length, model.backbone.max_sequence_length)
+    return sorted(set(lengths))
 
 
 def _default_samples(serving):
@@ -181,7 +209,7 @@ def _timed(log, what, fn, *args, **kwargs):
     return result
 
 
-def _write_all(serving, work, name, formats, quantizations, calibration_texts, samples, log):
+def _write_all(serving, work, name, formats, quantizations, calibration_texts, samples, static_lengths, log):
     model = serving.model
     backbone = model.backbone
     files = {}
@@ -196,27 +224,8 @@ def _write_all(serving, work, name, formats, quantizations, calibration_texts, s
         _timed(log, "SavedModel (raw text)", serving.export_archive(text=True).write_out, text_dir, verbose=False)
         write_warmup_requests(text_dir, name, [text_request(serving, samples)])
         files["saved_model_text"] = os.path.relpath(text_dir, work)
-    calibration = None
-    if "tflite" in formats and any(q in CALIBRATED_QUANTIZATIONS for q in quantizations):
-        calibration = id_examples(serving, list(calibration_texts)[:CALIBRATION_EXAMPLES])
     if "tflite" in formats:
-        for quantization in quantizations:
-            if quantization in INTEGER_ONLY_QUANTIZATIONS:
-                # Its own integer-friendly graph of the model at [1, S], not the ids SavedModel's.
-                flatbuffer = _timed(
-                    log, f"TFLite {quantization}", convert_integer_only, model, serving.sequence_length, calibration,
-                    quantization,
-                )
-            else:
-                flatbuffer = _timed(
-                    log, f"TFLite {quantization}", convert_saved_model, ids_dir, quantization, calibration
-                )
-            check_builtins_only(flatbuffer)
-            path = os.path.join(work, "tflite", f"{name}_{quantization}.tflite")
-            os.makedirs(os.path.dirname(path), exist_ok=True)
-            with open(path, "wb") as f:
-                f.write(flatbuffer)
-            files[f"tflite_{quantization}"] = os.path.relpath(path, work)
+        files.update(_write_tflite(serving, work, name, quantizations, calibration_texts, static_lengths, log))
     if "text_tflite" in formats:
         from keras_bert_impl_export.text_in_tflite import convert_text_in
 
@@ -267,6 +276,42 @@ def _write_all(serving, work, name, formats, quantizations, calibration_texts, s
             for sample, ids, mask in zip(samples, x["ids"], x["mask"])
         ],
     }
+
+
+def _write_tflite(serving, work, name, quantizations, calibration_texts, static_lengths, log):
+    """tflite/: each precision of the ids SavedModel at a free [B, T], and each static one
+    (STATIC_QUANTIZATIONS, the classifier's own [1, S] forward) at S = the export's length,
+    or once per length of `static_lengths`, the length in its name."""
+    files = {}
+    calibration = {}  # by length: the calibration examples tokenized at it
+
+    def examples(length):
+        if length not in calibration:
+            calibration[length] = id_examples(serving, list(calibration_texts)[:CALIBRATION_EXAMPLES], length)
+        return calibration[length]
+
+    ids_dir = os.path.join(work, "serving", f"{name}_ids", "1")
+
+    def write(key, flatbuffer):
+        check_builtins_only(flatbuffer)
+        path = os.path.join(work, "tflite", f"{name}_{key}.tflite")
+        os.makedirs(os.path.dirname(path), exist_ok=True)
+        with open(path, "wb") as f:
+            f.write(flatbuffer)
+        files[f"tflite_{key}"] = os.path.relpath(path, work)
+
+    for quantization in quantizations:
+        calibrated = quantization in CALIBRATED_QUANTIZATIONS
+        if quantization not in STATIC_QUANTIZATIONS:
+            write(quantization, _timed(log, f"TFLite {quantization}", convert_saved_model, ids_dir, quantization,
+                                       examples(serving.sequence_length) if calibrated else None))
+            continue
+        for length in static_lengths or [serving.sequence_length]:
+            # Its own static graph of the model at [1, S], not the ids SavedModel's.
+            flatbuffer = _timed(log, f"TFLite {quantization} at [1, {length}]", convert_static, serving.model, length,
+                                quantization, examples(length) if calibrated else None)
+            write(quantization if static_lengths is None else f"{quantization}_{length}", flatbuffer)
+    return files
 
 
 # The MediaPipe files' names by precision (the float32 one plain, as apps expect one model).

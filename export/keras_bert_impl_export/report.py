@@ -32,6 +32,8 @@ class _Runner:
     def __init__(self, label, path, kind, serving):
         self.label, self.path, self.kind, self.serving = label, path, kind, serving
         self.one_row = False
+        # The ids' length: the export's, or a static file's own ([1, S] of --static-lengths).
+        self.length = serving.sequence_length
         if kind == "text_tflite":
             from keras_bert_impl_export.text_in_tflite import text_in_interpreter
 
@@ -42,11 +44,14 @@ class _Runner:
             self.interpreter = Interpreter(model_path=path)  # default CPU delegate (XNNPACK)
             self.runner = self.interpreter.get_signature_runner("serving_default")
             # MediaPipe's files and the integer-only ones are [1, S]: one example a call.
-            self.one_row = kind == "mediapipe" or self.interpreter.get_input_details()[0]["shape_signature"][0] == 1
+            shape = self.interpreter.get_input_details()[0]["shape_signature"]
+            self.one_row = kind == "mediapipe" or shape[0] == 1
+            if shape[1] > 0:
+                self.length = int(shape[1])
             # LiteRT applies XNNPACK on the first run and says so on stderr: a padding row's
             # run, its line held back (shown only if it fails).
             with native_output_held():
-                self.runner(**{k: np.zeros((1, serving.sequence_length), np.int32) for k in EXPORT_ID_INPUTS})
+                self.runner(**{k: np.zeros((1, self.length), np.int32) for k in EXPORT_ID_INPUTS})
         else:
             self.function = tf.saved_model.load(path).signatures["serving_default"]
 
@@ -105,12 +110,18 @@ def build_report(work, manifest, serving, texts, labels=None, repeats=20, log=pr
     for file_key, relative in manifest["files"].items():
         kind = "tflite" if file_key.startswith("tflite_") else "mediapipe" if file_key.startswith("mediapipe") else file_key
         runners.append(_Runner(file_key, os.path.join(work, relative), kind, serving))
-    rows = [_quality(r, serving, x, texts, labels, keras_out, key, log) for r in runners]
+    # Each runner's ids at its own length: static files of other lengths see the texts
+    # tokenized (and truncated) at theirs, as an app would feed them.
+    inputs = {serving.sequence_length: x}
+    for r in runners:
+        if r.length not in inputs:
+            inputs[r.length] = tokenize(serving, texts, r.length)
+    rows = [_quality(r, serving, inputs[r.length], texts, labels, keras_out, key, log) for r in runners]
     for row, runner in zip(rows, runners, strict=True):
         row["runs_on"] = _runs_on(runner)
     keras_row = {"artifact": "keras", "size_bytes": None, "compared_output": key}
     keras_row.update(_metric(serving, keras_out, labels))
-    latency = _latency(runners, x, texts, repeats, log)
+    latency = _latency(runners, inputs, texts, repeats, log)
     for row in rows:
         row.update(latency[row["artifact"]])
     report = {
@@ -168,6 +179,7 @@ def _quality(runner, serving, x, texts, labels, keras_out, key, log):
     row = {
         "artifact": runner.label,
         "size_bytes": directory_size(runner.path),
+        "sequence_length": runner.length,
         "compared_output": compared,
         "max_abs_difference": float(np.max(np.abs(got - want))),
     }
@@ -181,20 +193,21 @@ def _quality(runner, serving, x, texts, labels, keras_out, key, log):
     return row
 
 
-def _latency(runners, x, texts, repeats, log):
+def _latency(runners, inputs, texts, repeats, log):
+    """p50/p90 per artifact and batch size; `inputs`: the tokenized texts by length."""
     timings = {r.label: {b: [] for b in LATENCY_BATCHES} for r in runners}
     for batch in LATENCY_BATCHES:
         if batch > len(texts):
             continue
-        ids = {k: v[:batch] for k, v in x.items()}
+        ids = {length: {k: v[:batch] for k, v in x.items()} for length, x in inputs.items()}
         chosen = texts[:batch]
         usable = [r for r in runners if not (r.one_row and batch > 1)]
         for r in usable:
-            r(ids, chosen)  # warm-up (first-call allocation, graph optimisation)
+            r(ids[r.length], chosen)  # warm-up (first-call allocation, graph optimisation)
         for _ in range(repeats):
             for r in usable:
                 start = time.perf_counter()
-                r(ids, chosen)
+                r(ids[r.length], chosen)
                 timings[r.label][batch].append(time.perf_counter() - start)
         log(f"  timed batch {batch}: {repeats} rounds over {len(usable)} artifacts")
     result = {}

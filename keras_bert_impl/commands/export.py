@@ -11,8 +11,8 @@ import sys
 from keras_bert_impl.commands import task_data
 from keras_bert_impl.commands.errors import UsageError
 from keras_bert_impl.conversion.input_contract import (
-    CALIBRATED_QUANTIZATIONS, EXPORT_FORMATS, HUB_FORMATS, INTEGER_ONLY_QUANTIZATIONS, QUANTIZATIONS, RENAMED_QUANTIZATIONS,
-    check_quantization,
+    CALIBRATED_QUANTIZATIONS, EXPORT_FORMATS, GPU_QUANTIZATIONS, HUB_FORMATS, INTEGER_ONLY_QUANTIZATIONS, QUANTIZATIONS,
+    RENAMED_QUANTIZATIONS, STATIC_QUANTIZATIONS, check_quantization,
 )
 
 # keras_bert_impl.models.bert_embedder.POOLING, spelled here so `kbert --help` needs no Keras.
@@ -47,7 +47,9 @@ def add_parser(subparsers):
                         "Default: all (int8_mixed needs --calibration). Also, for classifiers, the integer-only "
                         f"files {' and '.join(INTEGER_ONLY_QUANTIZATIONS)} (every op on int8, or int16 "
                         "activations with int8 weights; static [1, --seq-len]; needs --calibration), "
-                        "for phone NPUs and the Edge TPU: named, never by default.")
+                        "for phone NPUs and the Edge TPU, and the GPU delegate's file "
+                        f"{' and '.join(GPU_QUANTIZATIONS)} (the same static graph, float16 weights): named, never "
+                        "by default.")
     parser.add_argument("--validation", default=None,
                         help="Examples to check and measure every artifact on (the training file's layout; "
                         "for an embedder, one text per line). Writes the report.")
@@ -57,6 +59,10 @@ def add_parser(subparsers):
     parser.add_argument("--seq-len", type=int, default=None,
                         help="Tokens per text in the raw-text and MediaPipe models (longer texts are truncated). "
                         "Default: the run's training --seq-len, else 128.")
+    parser.add_argument("--static-lengths", default=None, metavar="S1,S2",
+                        help=f"Comma-separated lengths, e.g. 64,128: each static file ({', '.join(STATIC_QUANTIZATIONS)}) "
+                        "is written once per length, as tflite/NAME_QUANT_S.tflite at [1, S], so an app runs the "
+                        "shortest that fits its text instead of resizing tensors. Default: one file at --seq-len.")
     parser.add_argument("--name", default="bert", help="Model name in TF Serving's layout and the file names. Default bert.")
     parser.add_argument("--pair", action="store_true",
                         help="A classifier of text pairs, when the model is a .keras file without its run folder.")
@@ -77,6 +83,16 @@ def _choices(flag, value, allowed):
     if bad or not items:
         raise UsageError(f"{flag} takes a comma-separated subset of {','.join(allowed)}. Received: {value!r}")
     return items
+
+
+def _lengths(value):
+    """--static-lengths as ints (None when not given); the range is checked against the model."""
+    if value is None:
+        return None
+    items = [v.strip() for v in value.split(",") if v.strip()]
+    if not items or not all(v.isdigit() for v in items):
+        raise UsageError(f"--static-lengths takes comma-separated lengths in wordpieces, e.g. 64,128. Received: {value!r}")
+    return [int(v) for v in items]
 
 
 def _read_lines(path, flag, pair):
@@ -158,7 +174,7 @@ def load_for_export(model_flag, seq_len=None, pair=False):
 
 
 def write_export(model, output, *, name, seq_len, pair, formats, quantizations=QUANTIZATIONS, calibration=None,
-                 overwrite=False, finish=None):
+                 static_lengths=None, overwrite=False, finish=None):
     """The export wing's `export_model`, its refusals as UsageError."""
     from keras_bert_impl.conversion.tflite_converter import ConversionError
     from keras_bert_impl_export.exporter import ExportExistsError, export_model
@@ -166,10 +182,11 @@ def write_export(model, output, *, name, seq_len, pair, formats, quantizations=Q
     try:
         return export_model(
             model, output, name=name, sequence_length=seq_len, pair=pair, formats=formats,
-            quantizations=quantizations, calibration_texts=calibration, overwrite=overwrite, finish=finish, log=_log,
+            quantizations=quantizations, calibration_texts=calibration, static_lengths=static_lengths,
+            overwrite=overwrite, finish=finish, log=_log,
         )
     except (ExportExistsError, ConversionError, ValueError) as e:
-        raise UsageError(str(e)) from None
+        raise UsageError(str(e).replace("static_lengths", "--static-lengths")) from None
 
 
 def export_saved_models(model_flag, output, *, name, seq_len=None):
@@ -227,7 +244,8 @@ def run(args):
             check_quantization("--quantizations", renamed)
         except ValueError as error:
             raise UsageError(str(error)) from None
-    quantizations = _choices("--quantizations", args.quantizations, QUANTIZATIONS + INTEGER_ONLY_QUANTIZATIONS)
+    quantizations = _choices("--quantizations", args.quantizations, QUANTIZATIONS + STATIC_QUANTIZATIONS)
+    static_lengths = _lengths(args.static_lengths)
     if args.repeats < 1:
         raise UsageError(f"--repeats must be a positive integer. Received: {args.repeats}")
     model, model_path, stored, task, pair, seq_len = load_for_export(args.model, args.seq_len, args.pair)
@@ -255,10 +273,18 @@ def run(args):
             with open(os.path.join(work, "report.md"), encoding="utf-8") as f:
                 print(f.read())
 
+    if static_lengths is not None:
+        from keras_bert_impl_export.exporter import check_static_lengths
+
+        try:  # before the first progress line: a refusal is the one line
+            check_static_lengths(static_lengths, quantizations, formats, model)
+        except ValueError as e:
+            raise UsageError(str(e).replace("static_lengths", "--static-lengths")) from None
     _log(f"{type(model).__name__} ({task}) from {model_path}, sequence length {seq_len}, formats {formats}")
     manifest = write_export(
         model, args.output, name=args.name, seq_len=seq_len, pair=pair and task == "pair", formats=formats,
-        quantizations=quantizations, calibration=calibration, overwrite=args.overwrite, finish=finish,
+        quantizations=quantizations, calibration=calibration, static_lengths=static_lengths, overwrite=args.overwrite,
+        finish=finish,
     )
     _log(f"wrote {args.output}: {', '.join(sorted(manifest['files']))}")
     return 0

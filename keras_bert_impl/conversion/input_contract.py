@@ -37,6 +37,11 @@ QUANTIZATIONS = ("float32", "float16", "dynamic_int8", "int8_mixed")
 # int8 weights ("int16x8_only", TFLite's 16x8), from a classifier's integer-friendly forward.
 # Not among QUANTIZATIONS, `kbert export`'s default: classifiers only, and asked for by name.
 INTEGER_ONLY_QUANTIZATIONS = ("int8_only", "int16x8_only")
+# The GPU delegate's file: the same static [1, S] forward with float16 weights (no SHAPE or PACK
+# op, which a GPU delegate cannot plan around). Classifiers only, asked for by name.
+GPU_QUANTIZATIONS = ("float16_gpu",)
+# The files at a static [1, S]: one per length of `kbert export --static-lengths`.
+STATIC_QUANTIZATIONS = GPU_QUANTIZATIONS + INTEGER_ONLY_QUANTIZATIONS
 # The precisions whose activation ranges are measured on real examples (a calibration set).
 CALIBRATED_QUANTIZATIONS = ("int8_mixed",) + INTEGER_ONLY_QUANTIZATIONS
 # Names a quantization had before, refused with today's (issue 31): `full_int8` keeps softmax,
@@ -44,7 +49,7 @@ CALIBRATED_QUANTIZATIONS = ("int8_mixed",) + INTEGER_ONLY_QUANTIZATIONS
 RENAMED_QUANTIZATIONS = {"full_int8": "int8_mixed"}
 
 
-def check_quantization(name, value, choices=QUANTIZATIONS + INTEGER_ONLY_QUANTIZATIONS):
+def check_quantization(name, value, choices=QUANTIZATIONS + STATIC_QUANTIZATIONS):
     """`value` if it is one of `choices`; a renamed one is refused naming its name today, and
     where the integer-only files are."""
     if value in RENAMED_QUANTIZATIONS:

@@ -1,5 +1,6 @@
 """An integer-only .tflite of a classifier: every op between the int32 id inputs and the last
-DEQUANTIZE works on int8 (or int16) tensors, what phone NPUs and the Edge TPU take.
+DEQUANTIZE works on int8 (or int16) tensors, what phone NPUs and the Edge TPU take; and from
+the same static forward, the GPU delegate's float16 file (`convert_static`, "float16_gpu").
 
 Why a forward of its own, and not the Keras model traced (as `convert_endpoint` does for every
 other file, and `Int8Forward` for `--precision int8`): TF 2.20's full-integer quantizer leaves
@@ -34,7 +35,7 @@ tf = require_tensorflow(
 )
 
 from keras_bert_impl.conversion.input_contract import (  # noqa: E402
-    EXPORT_ID_INPUTS, INTEGER_ONLY_QUANTIZATIONS, id_signature, named_endpoint,
+    EXPORT_ID_INPUTS, INTEGER_ONLY_QUANTIZATIONS, STATIC_QUANTIZATIONS, id_signature, named_endpoint,
 )
 from keras_bert_impl.layers.bert_embeddings import sinusoidal_positions  # noqa: E402
 from keras_bert_impl.validation import check_choice, check_sequence_length  # noqa: E402
@@ -186,10 +187,38 @@ def convert_integer_only(model, sequence_length, calibration_inputs, quantizatio
     >>> len(flatbuffer) < 0.3 * sum(w.size * 4 for w in model.get_weights())
     True
     """
+    check_choice("quantization", quantization, INTEGER_ONLY_QUANTIZATIONS)
+    return convert_static(model, sequence_length, quantization, calibration_inputs)
+
+
+def convert_static(model, sequence_length, quantization, calibration_inputs=None):
+    """The .tflite bytes of `integer_forward` at [1, sequence_length] in one of
+    STATIC_QUANTIZATIONS: the integer-only ones (see `convert_integer_only`) or "float16_gpu",
+    float16 weights and float activations for the GPU delegate. The GPU delegate plans its
+    kernels when it is built, so it wants a static `shape_signature` and no SHAPE or PACK op:
+    this forward has neither, where the Keras graph traced at a free [B, T] has both.
+
+    Args:
+        model: a built `BertClassifier` (see `integer_forward`).
+        sequence_length: int. The static length S.
+        quantization: one of STATIC_QUANTIZATIONS.
+        calibration_inputs: for the integer-only ones, as for `convert_integer_only`; unused
+            by "float16_gpu".
+
+    Example:
+    >>> backbone = kb.BertBackbone.from_preset("bert_tiny", vocabulary_size=100)
+    >>> model = kb.BertClassifier(backbone, num_classes=2)
+    >>> flatbuffer = convert_static(model, 4, "float16_gpu")
+    >>> from keras_bert_impl.conversion.tflite_targets import TfliteTargets
+    >>> TfliteTargets(flatbuffer).runs_on()
+    ['CPU', 'GPU (shapes)']
+    """
     from keras_bert_impl.conversion.tflite_converter import convert_endpoint
 
-    check_choice("quantization", quantization, INTEGER_ONLY_QUANTIZATIONS)
+    check_choice("quantization", quantization, STATIC_QUANTIZATIONS)
     function = integer_forward(model, sequence_length)
+    if quantization == "float16_gpu":
+        return convert_endpoint(function.python_function, function.input_signature, "float16")
     return convert_endpoint(
         function.python_function, function.input_signature, quantization, calibration_inputs=calibration_inputs
     )

@@ -1,8 +1,9 @@
-"""The integer-only .tflite (issue 31, item 1): `integer_forward` computes the classifier's
-function in float (within 1e-5 of Keras on real MR sentences), and its 8x8 and 16x8
+"""The static [1, S] .tflite files (issue 31, items 1 and 6): `integer_forward` computes the
+classifier's function in float (within 1e-5 of Keras on real MR sentences); its 8x8 and 16x8
 conversions hold only integer tensors between the int32 id inputs and the one DEQUANTIZE that
-gives the logits, at a static [1, S], and give the float model's top label on held-out MR
-sentences. On a bert_tiny-shaped classifier trained for three epochs on 2,000 MR sentences."""
+gives the logits and give the float model's top label on held-out MR sentences; its float16
+conversion is the GPU delegate's file; `kbert export --static-lengths` writes each once per
+length. On a bert_tiny-shaped classifier trained for three epochs on 2,000 MR sentences."""
 
 import collections
 import csv
@@ -15,7 +16,8 @@ import pytest
 
 import keras_bert_impl as kb
 from keras_bert_impl.cli import main
-from keras_bert_impl.conversion.integer_only import convert_integer_only, integer_forward
+from keras_bert_impl.conversion.integer_only import convert_integer_only, convert_static, integer_forward
+from keras_bert_impl.conversion.tflite_targets import TfliteTargets
 from keras_bert_impl.tokenization import BertPreprocessor
 from keras_bert_impl.tokenization.vocabulary import read_vocabulary
 
@@ -157,6 +159,37 @@ def test_integer_only_file(mr, trained, quantization, activation_type, least_agr
     assert agreement >= least_agreement, agreement
 
 
+@pytest.mark.slow
+def test_gpu_file(mr, trained):
+    """float16_gpu: static [1, S], no SHAPE or PACK op, TensorFlow Lite's GPU analyzer without a
+    warning, float16 weights (about half of float32), and logits within 1e-2 of Keras through
+    LiteRT on the CPU on 300 held-out sentences."""
+    import contextlib
+    import io
+
+    import tensorflow as tf
+
+    *_, (held_out, *_) = mr
+    model, want = trained
+    flatbuffer = convert_static(model, LENGTH, "float16_gpu")
+    targets = TfliteTargets(flatbuffer)
+    assert targets.static_shapes and not targets.shape_ops and not targets.dynamic_inputs
+    assert targets.runs_on() == ["CPU", "GPU (shapes)"]
+    analysis = io.StringIO()
+    with contextlib.redirect_stdout(analysis):
+        tf.lite.experimental.Analyzer.analyze(model_content=flatbuffer, gpu_compatibility=True)
+    assert "GPU COMPATIBILITY WARNING" not in analysis.getvalue()
+    assert "Your model looks compatible with GPU delegate" in analysis.getvalue()
+    float_bytes = sum(w.size * 4 for w in model.get_weights())
+    assert 0.45 * float_bytes < len(flatbuffer) < 0.55 * float_bytes, (len(flatbuffer), float_bytes)
+
+    from ai_edge_litert.interpreter import Interpreter
+
+    got = run(Interpreter(model_content=flatbuffer).get_signature_runner("serving_default"), held_out)["logits"]
+    assert np.abs(got - want).max() < 1e-2, np.abs(got - want).max()
+    assert (got.argmax(-1) == want.argmax(-1)).mean() >= 0.99
+
+
 def test_bad_arguments_name_the_argument():
     model = classifier()
     with pytest.raises(ValueError, match="BertClassifier. Received: model=BertBackbone"):
@@ -167,6 +200,8 @@ def test_bad_arguments_name_the_argument():
         convert_integer_only(model, LENGTH, [], "int8_mixed")
     with pytest.raises(ValueError, match="int8_only needs calibration_inputs"):
         convert_integer_only(model, LENGTH, [], "int8_only")
+    with pytest.raises(ValueError, match="quantization.*float16'"):
+        convert_static(model, LENGTH, "float16")
 
 
 @pytest.mark.slow
@@ -214,3 +249,59 @@ def test_kbert_export_refuses_the_integer_only_file_of_an_embedder(tmp_path, cap
                  "--quantizations", "int8_only", "--calibration", MR, "--no-header", "--columns", "label,text"])
     assert code == 2
     assert "int8_only is written for classifiers; this model's head is 'embedder'" in capsys.readouterr().err
+
+
+@pytest.mark.slow
+def test_kbert_export_writes_a_static_file_per_length(mr, trained, tmp_path):
+    """`--static-lengths 16,32`: the GPU and int8-only files once per length, each at its own
+    static [1, S], each measured in the report on the texts tokenized at its length."""
+    _, (*_, calibration_rows), (*_, held_out_rows) = mr
+    model, _ = trained
+    path = str(tmp_path / "model.keras")
+    model.save(path)
+    rows_files = {}
+    for name, rows in (("calibration", calibration_rows), ("validation", held_out_rows)):
+        rows_files[name] = str(tmp_path / f"{name}.csv")
+        with open(rows_files[name], "w", encoding="utf-8", newline="") as f:
+            csv.writer(f, quoting=csv.QUOTE_ALL).writerows(rows)
+    out = str(tmp_path / "export")
+    assert main([
+        "export", "--model", path, "--output", out, "--formats", "tflite", "--seq-len", str(LENGTH),
+        "--quantizations", "float16_gpu,int8_only", "--static-lengths", "32,16", "--calibration", rows_files["calibration"],
+        "--validation", rows_files["validation"], "--no-header", "--columns", "label,text", "--repeats", "1",
+    ]) == 0
+    with open(os.path.join(out, "report.json"), encoding="utf-8") as f:
+        rows = {row["artifact"]: row for row in json.load(f)["artifacts"]}
+    assert set(rows) == {f"tflite_{q}_{s}" for q in ("float16_gpu", "int8_only") for s in (16, 32)}
+
+    from ai_edge_litert.interpreter import Interpreter
+
+    for quantization in ("float16_gpu", "int8_only"):
+        for length in (16, 32):
+            row = rows[f"tflite_{quantization}_{length}"]
+            file = os.path.join(out, "tflite", f"bert_{quantization}_{length}.tflite")
+            shapes = [d["shape_signature"].tolist() for d in Interpreter(model_path=file).get_input_details()]
+            assert shapes == [[1, length]] * 3 and row["sequence_length"] == length
+            assert "GPU (shapes)" in row["runs_on"] and ("Edge TPU" in row["runs_on"]) == (quantization == "int8_only")
+    # At the model's own length, the files agree with it; at 16 the texts are cut shorter than
+    # Keras saw them, so only most labels stay.
+    assert rows["tflite_float16_gpu_32"]["top_label_agreement"] >= 0.99
+    assert rows["tflite_int8_only_32"]["top_label_agreement"] >= 0.97
+    assert rows["tflite_float16_gpu_16"]["top_label_agreement"] >= 0.7
+
+
+@pytest.mark.parametrize("lengths, quantizations, message", [
+    ("16,33", "float16_gpu", "--static-lengths 33 is outside 3..32"),
+    ("16", "float32", "no static file is asked for: add one of float16_gpu, int8_only, int16x8_only"),
+    ("16,x", "float16_gpu", "--static-lengths takes comma-separated lengths in wordpieces, e.g. 64,128. Received: '16,x'"),
+])
+def test_kbert_export_refuses_bad_static_lengths(tmp_path, capsys, lengths, quantizations, message):
+    path = str(tmp_path / "classifier.keras")
+    classifier().save(path)
+    out = tmp_path / "out"
+    code = main(["export", "--model", path, "--output", str(out), "--formats", "tflite", "--seq-len", "16",
+                 "--quantizations", quantizations, "--static-lengths", lengths])
+    err = capsys.readouterr().err
+    assert code == 2 and message in err, err
+    assert len([line for line in err.splitlines() if line.strip()]) == 1, err
+    assert not out.exists()
