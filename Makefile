@@ -271,6 +271,10 @@ bench-train-step-optimizer: $(INSTALLED) $(DATA_STAMP)
 bench-serve-load: $(INSTALLED) $(DATA_STAMP)
 	$(BIN)/python -m bench.perf.serve_load --wait-idle 60 --output $(BENCH_RESULTS)/serve_load.json $(ARGS)
 
+# The same load against `kbert serve --precision int8` (not part of `make bench`: issue 33 item 5).
+bench-serve-load-int8: $(INSTALLED) $(DATA_STAMP)
+	$(BIN)/python -m bench.perf.serve_load --wait-idle 60 --precision int8 --output $(BENCH_RESULTS)/serve_load_int8.json $(ARGS)
+
 bench-semantic-search: $(INSTALLED) $(DATA_STAMP)
 	$(BIN)/python -m bench.perf.semantic_search --wait-idle 60 --output $(BENCH_RESULTS)/semantic_search.json $(ARGS)
 

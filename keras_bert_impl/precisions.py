@@ -20,8 +20,8 @@ OTHER_SPELLINGS = {
 
 
 def check_precision(value, choices=PRECISIONS, name="precision"):
-    """`value` if it is one of `choices` (a subset of PRECISIONS); an old spelling is refused
-    with its name here, anything else with the list."""
+    """`value` if it is one of `choices` (a subset of PRECISIONS; the inference flag adds
+    `auto`); an old spelling is refused with its name here, anything else with the list."""
     if value in choices:
         return value
     if OTHER_SPELLINGS.get(value) in choices:

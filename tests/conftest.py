@@ -37,6 +37,7 @@ NOT_FAST = set(_modules(
     "checkpoints/test_model_garden.py",
     "commands/test_cli_errors.py",
     "commands/test_damaged_files.py",
+    "commands/test_precision_auto.py",
     "commands/test_predict_in_memory.py",
     "commands/test_training_commands.py",
     "data/test_pretraining_example_builder.py",

@@ -229,7 +229,7 @@ def test_the_cycle_check_sees_a_cycle():
 
 def test_no_command_imports_the_cli():
     """The commands are called by the CLI, never the reverse: a command that needs another's
-    work calls its function (serve -> export.export_saved_models), not the parser."""
+    work calls its function (serve -> export.load_for_export and write_export), not the parser."""
     bad = [
         (module, imported)
         for module, path in MODULES.items()

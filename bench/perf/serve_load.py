@@ -6,9 +6,14 @@ of bench/experiments/distill_mr.py); each client holds one keep-alive connection
 next request when the last is answered, until --seconds pass or --requests are sent. The
 offline figure is the same SavedModel's signature called in this process on batches of
 --max-batch-size, before and after the load (their mean). Every answered sentence's label is
-compared with `kbert predict --json` on the run folder.
+compared with `kbert predict --json` on the run folder (at fp32).
+
+With --precision int8 (or bf16, auto) the server is `kbert serve --model RUN --precision int8`
+and the offline figure is the same in-process model (`commands.serve.export_in_precision`: for
+int8, the export's signatures around the int8 conversion); the results go to serve_load_int8.json.
 
     .venv/bin/python -m bench.perf.serve_load --output bench/results/serve_load.json
+    .venv/bin/python -m bench.perf.serve_load --precision int8
 """
 
 import argparse
@@ -38,6 +43,27 @@ def _offline(model, texts, batch_size):
     return len(texts) / (time.perf_counter() - started)
 
 
+def _offline_model(args, export):
+    """The model the server runs, in this process: the export's SavedModel at fp32; else what
+    `kbert serve --precision` builds from the run folder (in a temporary folder)."""
+    import atexit
+    import shutil
+    import tempfile
+
+    from keras_bert_impl_export.serve.servable_model import ServableModel
+
+    if args.precision == "fp32":
+        return ServableModel("mr", 1, os.path.join(export, "serving", "mr", "1"))
+    from keras_bert_impl.commands.serve import export_in_precision
+
+    root = tempfile.mkdtemp(prefix="serve-load-")
+    atexit.register(shutil.rmtree, root, True)
+    folder = os.path.join(root, "export")
+    functions = export_in_precision(args.run, folder, name="mr", precision=args.precision,
+                                    log=lambda line: print(f"serve_load: {line}", file=sys.stderr))
+    return ServableModel("mr", 1, os.path.join(folder, "serving", "mr", "1"), functions=functions.get("mr"))
+
+
 def _percentile(values, q):
     ordered = sorted(values)
     return ordered[min(len(ordered) - 1, int(round(q / 100 * (len(ordered) - 1))))]
@@ -54,8 +80,15 @@ def main(argv=None):
     parser.add_argument("--batch-timeout-ms", type=float, default=2.0)
     parser.add_argument("--offline-sentences", type=int, default=1000)
     parser.add_argument("--wait-idle", type=float, default=0, help="Wait up to this many seconds for an idle machine.")
-    parser.add_argument("--output", default=os.path.join("bench", "results", "serve_load.json"))
+    parser.add_argument("--precision", default="fp32", choices=("fp32", "bf16", "int8", "auto"),
+                        help="kbert serve's --precision. Default fp32.")
+    parser.add_argument("--work", default=os.path.join(WORK, "serve_load"),
+                        help="Folder for the fp32 export and kbert predict's labels of --run (made once, then reused).")
+    parser.add_argument("--output", default=None,
+                        help="Default bench/results/serve_load.json, serve_load_PRECISION.json for another precision.")
     args = parser.parse_args(argv)
+    suffix = "" if args.precision == "fp32" else f"_{args.precision}"
+    args.output = args.output or os.path.join("bench", "results", f"serve_load{suffix}.json")
     for path, what in ((args.run, "--run"), (args.sentences, "--sentences")):
         if not os.path.exists(path):
             raise SystemExit(f"{what} {path}: missing. `make experiment-distill-mr` writes both (its teacher run and "
@@ -63,10 +96,11 @@ def main(argv=None):
     with open(args.sentences, encoding="utf-8") as f:
         texts = [line.rstrip("\n") for line in f if line.strip()]
 
-    export = os.path.join(WORK, "serve_load", "export")
-    if not os.path.isdir(export):
+    os.makedirs(args.work, exist_ok=True)
+    export = os.path.join(args.work, "export")
+    if args.precision == "fp32" and not os.path.isdir(export):
         kbert("export", "--model", args.run, "--output", export, "--formats", "saved_model", "--name", "mr")
-    predicted_path = os.path.join(WORK, "serve_load", "predicted.jsonl")
+    predicted_path = os.path.join(args.work, "predicted.jsonl")
     if not os.path.isfile(predicted_path):
         with open(predicted_path + ".tmp", "w", encoding="utf-8") as out:
             subprocess.run([sys.executable, "-m", "keras_bert_impl.cli", "predict", "--model", args.run, "--file",
@@ -81,15 +115,16 @@ def main(argv=None):
     if args.wait_idle:
         wait_for_idle(args.wait_idle)
 
-    from keras_bert_impl_export.serve.servable_model import ServableModel
-
-    model = ServableModel("mr", 1, os.path.join(export, "serving", "mr", "1"))
+    model = _offline_model(args, export)
     offline_texts = texts[:args.offline_sentences]
     _offline(model, offline_texts[:64], args.max_batch_size)  # warm-up
     offline_before = _offline(model, offline_texts, args.max_batch_size)
 
+    # Another precision is made from the Keras model, so its server starts from the run folder.
+    served = export if args.precision == "fp32" else args.run
     server = subprocess.Popen(
-        [sys.executable, "-m", "keras_bert_impl.cli", "serve", "--model", export, "--port", "0",
+        [sys.executable, "-m", "keras_bert_impl.cli", "serve", "--model", served, "--name", "mr", "--precision",
+         args.precision, "--port", "0",
          "--max-batch-size", str(args.max_batch_size), "--batch-timeout-ms", str(args.batch_timeout_ms)],
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=REPO)
     started_at = time.perf_counter()
@@ -151,7 +186,10 @@ def main(argv=None):
     throughput = sentences / load_seconds
     latencies = [r[1] for r in ok]
     results_json = {
-        "model": {"run": os.path.relpath(args.run, REPO), "export": "kbert export --formats saved_model",
+        "model": {"run": os.path.relpath(args.run, REPO),
+                  "export": "kbert export --formats saved_model" if args.precision == "fp32" else
+                  f"kbert serve --model RUN --precision {args.precision} (exported on start-up)",
+                  "precision": args.precision,
                   "seq_len_padded_to": json.load(open(os.path.join(args.run, "task.json")))["seq_len"]},
         "settings": {"clients": args.clients, "seconds": args.seconds, "requests_planned": args.requests,
                      "sentences_per_request": "1-8, uniform", "max_batch_size": args.max_batch_size,

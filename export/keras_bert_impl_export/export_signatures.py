@@ -61,16 +61,23 @@ class ExportSignatures:
             included, and padded to it; at most the model's max_sequence_length.
         pair: bool. A classifier reading two texts (`text` and `text_b`); the span labeler
             always reads two (`question` and `context`).
+        forward: a function {token_ids, segment_ids, padding_mask} (int32 [B, S]) -> the
+            model's outputs, run in place of the model's own call: `kbert serve --precision
+            int8` passes the int8 conversion's, and calls `text_outputs` and `id_outputs`
+            eagerly (such a function is not traced into an export). Default: the model.
     """
 
-    def __init__(self, model, sequence_length, pair=False):
+    def __init__(self, model, sequence_length, pair=False, forward=None):
         self.kind = head_kind(model)
         backbone = model.backbone
         sequence_length = check_sequence_length("sequence_length", sequence_length, backbone.max_sequence_length)
         check_bool("pair", pair)
         if pair and self.kind != "classifier":
             raise ValueError(f"pair=True is for classifiers (text, text_b). Received a {self.kind}.")
+        if forward is not None and not callable(forward):
+            raise TypeError(f"forward must be a function of the model's id inputs, or None. Received: forward={forward!r}")
         self.model = model
+        self.forward = forward
         self.sequence_length = sequence_length
         self.pair = pair or self.kind == "span_labeler"
         self.preprocessor = BertPreprocessor.from_model(model, sequence_length=sequence_length)
@@ -95,7 +102,8 @@ class ExportSignatures:
     def id_outputs(self, ids, mask, segment_ids):
         """Ids [B, S] int32 -> the head's outputs, float32, plus probabilities where the
         head gives logits."""
-        outputs = self.model({"token_ids": ids, "segment_ids": segment_ids, "padding_mask": mask}, training=False)
+        inputs = {"token_ids": ids, "segment_ids": segment_ids, "padding_mask": mask}
+        outputs = self.forward(inputs) if self.forward is not None else self.model(inputs, training=False)
         outputs = {k: tf.cast(v, tf.float32) for k, v in outputs.items()}
         if self.kind == "classifier" and "logits" in outputs:
             activation = tf.sigmoid if self.model.multi_label else tf.nn.softmax

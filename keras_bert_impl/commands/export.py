@@ -189,15 +189,6 @@ def write_export(model, output, *, name, seq_len, pair, formats, quantizations=Q
         raise UsageError(str(e).replace("static_lengths", "--static-lengths")) from None
 
 
-def export_saved_models(model_flag, output, *, name, seq_len=None):
-    """The raw-text and id SavedModels `kbert export --formats saved_model` writes for a run
-    folder or a .keras file (what `kbert serve` loads from one)."""
-    model, model_path, _, task, pair, seq_len = load_for_export(model_flag, seq_len)
-    _log(f"{type(model).__name__} ({task}) from {model_path}, sequence length {seq_len}, formats ['saved_model']")
-    return write_export(model, output, name=name, seq_len=seq_len, pair=pair and task == "pair",
-                        formats=("saved_model",))
-
-
 def export_hub_folder(kind, args):
     """`kbert export --formats huggingface` (a transformers folder) or `sentence_transformers`
     (that folder plus its pooling modules): the model of a run folder or .keras file at --output

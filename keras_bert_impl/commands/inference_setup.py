@@ -1,12 +1,13 @@
 """What `kbert predict` and `kbert evaluate` both do before they read any text: load the
-model, find its task and length, check it carries a vocabulary, put it in --precision."""
+model, find its task and length, check it carries a vocabulary, put it in --precision (auto:
+the precision chosen for this CPU and task)."""
 
 import os
 from typing import NamedTuple
 
 from keras_bert_impl.commands import task_data
 from keras_bert_impl.commands.errors import UsageError
-from keras_bert_impl.commands.precision_flag import model_in_precision
+from keras_bert_impl.commands.precision_flag import model_in_precision, precision_for
 
 
 class InferenceSetup(NamedTuple):
@@ -15,6 +16,7 @@ class InferenceSetup(NamedTuple):
     stored: dict  # the run folder's task.json ({} for a bare .keras)
     task: str  # classification, pair, multilabel, tagging or squad
     seq_len: int  # checked against the model's max_sequence_length
+    precision: str  # fp32, bf16 or int8: --precision, or what auto chose
 
 
 def load_for_inference(args, has_text_b):
@@ -35,4 +37,7 @@ def load_for_inference(args, has_text_b):
     seq_len = run_sequence_length(args.seq_len, stored, backbone)
     if backbone.vocabulary is None:
         raise UsageError(f"{model_path} carries no vocabulary; it was not written by kbert finetune or convert.")
-    return InferenceSetup(model_in_precision(model, args.precision, task), model_path, stored, task, seq_len)
+    from keras_bert_impl.models.quantized_layers import quantization_modes
+
+    precision = precision_for(args.precision, task, args.command, quantized=quantization_modes(model))
+    return InferenceSetup(model_in_precision(model, precision, task), model_path, stored, task, seq_len, precision)

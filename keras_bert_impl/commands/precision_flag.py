@@ -1,4 +1,5 @@
-"""`--precision`: what `kbert predict` and `kbert evaluate` run at, what the training commands
+"""`--precision`: what `kbert predict`, `kbert evaluate` and `kbert serve` run at (or `auto`: the
+precision keras_bert_impl/precision_choice.py picks for this CPU), what the training commands
 train at; one vocabulary (keras_bert_impl/precisions.py).
 
 Imported while the parser is built, so it imports nothing heavy at module level (`kbert
@@ -9,20 +10,24 @@ import argparse
 import sys
 
 from keras_bert_impl.commands.errors import UsageError
+from keras_bert_impl.precision_choice import AUTO, INT8_TASKS
 from keras_bert_impl.precisions import PRECISIONS, TRAINING_PRECISIONS, check_precision
-TEXT_CLASSIFIER_TASKS = ("classification", "pair", "multilabel")
+
+INFERENCE_CHOICES = PRECISIONS + (AUTO,)
 
 
 def add_precision_flag(parser):
     parser.add_argument(
-        "--precision", default="fp32", choices=PRECISIONS, type=_precision_name,
+        "--precision", default="fp32", choices=INFERENCE_CHOICES, type=_precision_name,
         help="bf16: compute in bfloat16 (Keras' mixed_bfloat16; fast on CPUs with AVX512-BF16). int8: the "
         "classifier converted in memory to TFLite's dynamic-range int8 and run on XNNPACK (about 10 s to "
         "convert MiniLM-L6; fast on CPUs with AVX512-VNNI; classification, pair and multilabel models). "
-        "Labels nearly always fp32's: bench/results/inference_precision.json. Default fp32.")
+        "Labels nearly always fp32's: bench/results/inference_precision.json. auto: int8 for a classifier "
+        "where the CPU has VNNI, else bf16 where it has BF16, else fp32 (what our benches measured faster "
+        "on such CPUs); says its choice in one line. Default fp32.")
 
 
-def _precision_name(value, choices=PRECISIONS):
+def _precision_name(value, choices=INFERENCE_CHOICES):
     """The flag's value; another spelling of a precision (float32, mixed_bfloat16, ...) or an
     unknown one is argparse's error, exit 2, naming the word to use."""
     try:
@@ -53,6 +58,34 @@ class _OldMixedPrecision(argparse.Action):
         namespace.precision = new
 
 
+def precision_for(requested, task, command, quantized=(), features=None):
+    """The precision to run at: `requested`, or for "auto" the one `choose_precision` picks for
+    this CPU and `task`. Says in one line on stderr what auto chose and why, or that an explicit
+    bf16 or int8 is expected to be slower here (and runs it as asked). `quantized`: the modes of a
+    model saved after Keras' model.quantize, which auto runs as saved; `features`: a
+    `CpuFeatures`, default this machine's."""
+    from keras_bert_impl.cpu_features import CpuFeatures
+    from keras_bert_impl.precision_choice import choose_precision, slower_here
+
+    if requested == "fp32" or (requested != AUTO and quantized):
+        return requested  # a quantized model and an explicit precision: model_in_precision refuses
+    features = features or CpuFeatures.of_this_machine()
+    if requested == AUTO:
+        if quantized:
+            print(f"kbert {command}: --precision auto: the model as saved (quantized {', '.join(quantized)} with "
+                  "Keras' model.quantize).", file=sys.stderr, flush=True)
+            return "fp32"
+        precision, reason = choose_precision(features, task)
+        print(f"kbert {command}: --precision auto: {precision} on {features.describe()}, because {reason}.",
+              file=sys.stderr, flush=True)
+        return precision
+    slower = slower_here(requested, features)
+    if slower:
+        print(f"kbert {command}: --precision {requested} is expected to be slower than fp32 here: {slower}; "
+              f"running {requested} as asked.", file=sys.stderr, flush=True)
+    return requested
+
+
 def model_in_precision(model, precision, task):
     """The model to run. Classifiers go to `TextPredictor(..., precision=...)`, which makes
     their bf16 copy or int8 conversion itself, so they come back as they are; the token and
@@ -67,7 +100,7 @@ def model_in_precision(model, precision, task):
             f"--precision {precision} needs a float model; this one was quantized ({', '.join(quantized)}) with "
             "Keras' model.quantize. Leave --precision out to run it as saved, or pass the float model."
         )
-    if task in TEXT_CLASSIFIER_TASKS or precision == "fp32":
+    if task in INT8_TASKS or precision == "fp32":
         return model
     if precision == "int8":
         raise UsageError(

@@ -2,15 +2,23 @@
 
 The server is the export wing's (`keras_bert_impl_export.serve.model_server`); this module reads
 the flags, turns a run folder into the SavedModels `kbert export` would write (through its
-`export_saved_models`, into a temporary folder), and imports the wing lazily.
+`load_for_export` and `write_export`, into a temporary folder), and imports the wing lazily.
+
+`--precision`: a run folder's SavedModels are exported from the model in that precision. bf16
+is a SavedModel computing in bfloat16. int8 is not a SavedModel (TFLite's dynamic-range int8 on
+XNNPACK, `Int8Forward`): the SavedModels are fp32's, for their signatures and metadata, and each
+call runs the same tokenization and post-processing (the wing's `ExportSignatures`) around the
+int8 forward pass in their place. An export folder's SavedModels run as they were written.
 """
 
 import os
 import shutil
 import sys
 import tempfile
+import threading
 
 from keras_bert_impl.commands.errors import UsageError
+from keras_bert_impl.commands.precision_flag import add_precision_flag
 
 
 def add_parser(subparsers):
@@ -41,8 +49,13 @@ def add_parser(subparsers):
                         help="Largest request body; a larger one gets 413. Default 16 MiB.")
     parser.add_argument("--seq-len", type=int, default=None,
                         help="For a run folder: tokens per text (default: the run's training --seq-len).")
+    add_precision_flag(parser)
     parser.set_defaults(func=run)
     return parser
+
+
+def _log(line):
+    print(f"kbert serve: {line}", file=sys.stderr, flush=True)
 
 
 def _check_positive(flag, value, minimum=1):
@@ -62,30 +75,28 @@ def run(args):
     if not os.path.exists(args.model):
         raise UsageError(f"--model {args.model!r}: no such file or folder.")
 
-    from keras_bert_impl.commands.export import export_saved_models
     from keras_bert_impl_export.serve.model_server import ModelServer
     from keras_bert_impl_export.serve.servable_model import ServableModel, find_servables
 
-    def log(line):
-        print(f"kbert serve: {line}", file=sys.stderr, flush=True)
-
     temporary = None
     try:
-        model_path = args.model
+        model_path, functions = args.model, {}
         if os.path.isfile(model_path) or os.path.isfile(os.path.join(model_path, "model.keras")):
             name = args.name or os.path.basename(os.path.normpath(model_path)).removesuffix(".keras")
             temporary = tempfile.mkdtemp(prefix="kbert-serve-")
-            log(f"exporting {model_path} as {name!r} (the SavedModels kbert export writes)")
             model_path = os.path.join(temporary, "export")
-            export_saved_models(args.model, model_path, name=name, seq_len=args.seq_len)
+            functions = export_in_precision(args.model, model_path, name=name, seq_len=args.seq_len,
+                                            precision=args.precision)
+        else:
+            _check_exported_precision(args)
         try:
             servables = find_servables(model_path, args.name)
         except ValueError as e:
             raise UsageError(str(e)) from None
         models = []
         for name, version, path in servables:
-            log(f"loading {name} version {version} from {path}")
-            models.append(ServableModel(name, version, path))
+            _log(f"loading {name} version {version} from {path}")
+            models.append(ServableModel(name, version, path, functions=functions.get(name)))
         server = ModelServer(
             models, max_batch_size=args.max_batch_size, batch_timeout_ms=args.batch_timeout_ms,
             num_batch_threads=args.num_batch_threads, max_enqueued_batches=args.max_enqueued_batches,
@@ -99,8 +110,68 @@ def run(args):
                       flush=True)
 
         status = server.serve(args.host, args.port, on_ready=ready)
-        log(f"stopped: {server.accepted} predict requests accepted, {server.answered} answered")
+        _log(f"stopped: {server.accepted} predict requests accepted, {server.answered} answered")
         return status
     finally:
         if temporary is not None:
             shutil.rmtree(temporary, ignore_errors=True)
+
+
+def _check_exported_precision(args):
+    """An export's (or a SavedModel's) SavedModels run as they were written: bf16 and int8 are
+    made from the Keras model, auto says it keeps them."""
+    if args.precision in ("bf16", "int8"):
+        raise UsageError(
+            f"--precision {args.precision} needs the Keras model: pass the run folder or .keras file (--model "
+            f"{args.model} holds SavedModels, which run as they were exported), or leave --precision out."
+        )
+    if args.precision == "auto":
+        _log("--precision auto: fp32, the SavedModels as they were exported (a run folder lets auto choose)")
+
+
+def export_in_precision(model_flag, output, *, name, seq_len=None, precision="fp32", log=None):
+    """A run folder's (or .keras file's) SavedModels in `output`, what `kbert export --formats
+    saved_model` writes, exported in `precision` (fp32, bf16, int8 or auto; see the module
+    docstring); for int8, {servable name: {signature: function}} to give `ServableModel` (else {}).
+    bench/perf/serve_load.py builds its in-process model the same way. `log`: where the progress
+    lines go (default: stderr, as kbert serve's)."""
+    log = log or _log
+    from keras_bert_impl.commands.export import load_for_export, write_export
+    from keras_bert_impl.commands.precision_flag import model_in_precision, precision_for
+    from keras_bert_impl.models.quantized_layers import quantization_modes
+
+    model, model_path, _, task, pair, seq_len = load_for_export(model_flag, seq_len)
+    precision = precision_for(precision, task, "serve", quantized=quantization_modes(model))
+    pair = pair and task == "pair"
+    in_precision = model_in_precision(model, precision, task)  # its refusals: int8 of a token head, ...
+    if precision == "bf16" and in_precision is model:  # a classifier: TextPredictor's job elsewhere, ours here
+        from keras_bert_impl.inference import with_precision
+
+        in_precision = with_precision(model, "bf16")
+    log(f"exporting {model_path} as {name!r} (the SavedModels kbert export writes, {precision})")
+    write_export(in_precision, output, name=name, seq_len=seq_len, pair=pair, formats=("saved_model",))
+    if precision != "int8":
+        return {}
+    log("converting the model to int8 (TFLite dynamic-range on XNNPACK): the SavedModels' calls run it")
+    return int8_functions(model, name, seq_len, pair)
+
+
+def int8_functions(model, name, seq_len, pair):
+    """{servable name: {"serving_default": function}}: the raw-text and id signatures of the
+    export's NAME and NAME_ids SavedModels (exporter.py's layout), each the same tokenization and
+    post-processing around the int8 forward pass, called eagerly."""
+    from keras_bert_impl.conversion.input_contract import SERVING_ENDPOINT
+    from keras_bert_impl.inference import Int8Forward
+    from keras_bert_impl_export.export_signatures import ExportSignatures
+
+    int8 = Int8Forward(model)
+    # One interpreter: with --num-batch-threads above 1 its calls take turns.
+    lock = threading.Lock()
+
+    def forward(inputs):
+        with lock:
+            return int8(inputs["token_ids"], inputs["segment_ids"], inputs["padding_mask"])
+
+    signatures = ExportSignatures(model, seq_len, pair=pair, forward=forward)
+    return {name: {SERVING_ENDPOINT: signatures.endpoint(text=True)[0]},
+            f"{name}_ids": {SERVING_ENDPOINT: signatures.endpoint(text=False)[0]}}

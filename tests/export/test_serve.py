@@ -26,7 +26,8 @@ pytestmark = pytest.mark.slow
 
 def _env():
     env = {k: v for k, v in os.environ.items() if k != "TF_CPP_MIN_LOG_LEVEL"}
-    return dict(env, PYTHONPATH=REPO)
+    # This checkout's library and wing, whichever is installed (a git worktree's, say).
+    return dict(env, PYTHONPATH=os.pathsep.join([REPO, os.path.join(REPO, "export")]))
 
 
 class Server:

@@ -35,9 +35,13 @@ class ServableModel:
         name: str. The model name clients use in `/v1/models/NAME`.
         version: int. The version folder it was loaded from.
         path: str. The SavedModel folder (holding saved_model.pb).
+        functions: {signature name: function} to call in place of the SavedModel's own
+            functions, with the same inputs (as keyword arguments) and outputs: `kbert serve
+            --precision int8` runs the int8 conversion of the model the SavedModel was exported
+            from. The signatures and the metadata stay the SavedModel's. Default: none.
     """
 
-    def __init__(self, name, version, path):
+    def __init__(self, name, version, path, functions=None):
         if not os.path.isfile(os.path.join(path, SAVED_MODEL_FILE)):
             raise ValueError(f"{path!r} is not a SavedModel folder: it has no {SAVED_MODEL_FILE}.")
         self.name = name
@@ -60,6 +64,11 @@ class ServableModel:
             outputs = {k: tf.TensorSpec(v.shape, v.dtype, k) for k, v in function.structured_outputs.items()}
             self.signatures[signature] = {"inputs": inputs, "outputs": outputs}
         self._signature_defs = proto.meta_graphs[0].signature_def
+        unknown = sorted(set(functions or {}) - set(self._functions))
+        if unknown:
+            raise ValueError(f"functions must replace signatures of {path!r} ({sorted(self._functions)}). "
+                             f"Received: {unknown}")
+        self._calls = {**self._functions, **(functions or {})}
 
     def metadata(self):
         """The body of TF Serving's `GET /v1/models/NAME[/versions/N]/metadata`."""
@@ -78,7 +87,7 @@ class ServableModel:
 
     def run(self, signature, inputs):
         """Calls `signature` on {input name: numpy array}; returns {output name: numpy array}."""
-        function = self._functions[signature]
+        function = self._calls[signature]
         specs = self.signatures[signature]["inputs"]
         tensors = {key: tf.constant(value, dtype=specs[key].dtype) for key, value in inputs.items()}
         return {key: np.asarray(value) for key, value in function(**tensors).items()}

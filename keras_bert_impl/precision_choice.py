@@ -1,0 +1,81 @@
+"""`--precision auto`: the precision to run at, chosen from the CPU's features and the task, and
+the warning for an explicit precision this CPU is expected to run slower than fp32.
+
+A pure function of `CpuFeatures` (keras_bert_impl/cpu_features.py) and the task, so the table
+below is tested on made-up CPUs and on this machine's. It holds only what our benches measured,
+with accuracy kept (labels equal to fp32's on 99.6% of 1,000 MR sentences for int8, 99.9% for
+bf16; MR test accuracy 0.8025 and 0.800 against fp32's 0.800: bench/results/inference_precision.json):
+
+- AVX-512 with VNNI and BF16 (an AMD EPYC with avx512_vnni and avx512_bf16, no AMX; the CPU
+  flags both files record): int8 ran 3.03x fp32 and bf16 1.47x
+  (bench/results/inference_throughput.json, ours_int8_over_ours_fp32 and
+  ours_bf16_over_ours_fp32; 2.78x and 1.34x in inference_precision.json's own run).
+  XNNPACK's int8 products use the VNNI dot-product instructions, oneDNN's bf16 matmuls the
+  AVX512-BF16 ones.
+- AVX2 only (an AMD EPYC Zen 3: no AVX-512, VNNI or BF16; issue 33, `kbert predict --file` over
+  the 4,000 MR sentences, whole process, two alternating rounds): fp32 39-41 s, int8 41 s (no
+  gain), bf16 53 s (0.76x: slower). So fp32.
+
+Where nothing was measured the choice follows the instruction a precision needs, and says so:
+AVX-512 without VNNI or BF16 (e.g. Skylake-SP) has neither int8 dot products nor bf16
+arithmetic, so fp32, as on AVX2; AVX-VNNI (the same dot products at 256 bits, on cores
+without AVX-512) takes int8 as AVX512-VNNI does, since XNNPACK has int8 kernels for it;
+AMX (which comes with AVX512-VNNI and BF16) takes what its VNNI and BF16 take, though oneDNN
+may run bf16 on AMX's tiles faster than that (unmeasured here). int8 is for the classifier
+tasks only (`TextPredictor` runs them; commands/precision_flag.model_in_precision refuses
+int8 for the token and span heads), so the others get bf16 or fp32. Plain Python.
+"""
+
+from keras_bert_impl.cpu_features import CpuFeatures
+from keras_bert_impl.precisions import check_precision
+
+AUTO = "auto"
+# The tasks int8 runs (TextPredictor's heads); the token and span heads run fp32 or bf16.
+INT8_TASKS = ("classification", "pair", "multilabel")
+# What each precision measured against fp32 with the extension it needs, and without it (on the
+# AVX2-only CPU, whole `kbert predict` processes); the sources are in the docstring above.
+INT8_GAIN, BF16_GAIN = "int8 ran 3.03x fp32 on an AVX512-VNNI CPU", "bf16 ran 1.47x fp32 on an AVX512-BF16 CPU"
+INT8_NO_GAIN, BF16_LOSS, ON_AVX2 = "int8 took 41 s to fp32's 39-41 s", "bf16 ran 0.76x fp32", " on an AVX2-only CPU"
+NEEDS = {"int8": ("VNNI", INT8_NO_GAIN + ON_AVX2), "bf16": ("BF16", BF16_LOSS + ON_AVX2)}
+
+
+def choose_precision(features, task):
+    """(precision, reason) for `--precision auto`: "int8", "bf16" or "fp32", and the clause
+    that says which CPU features decided it and what was measured.
+
+    Args:
+        features: a `CpuFeatures`.
+        task: the model's task: classification, pair, multilabel, tagging or squad.
+
+    Example:
+    >>> choose_precision(CpuFeatures("AMD EPYC", ["avx2", "fma"]), "classification")[0]
+    'fp32'
+    >>> choose_precision(CpuFeatures("AMD EPYC", ["avx2", "avx512f", "avx512_vnni", "avx512_bf16"]), "tagging")
+    ('bf16', 'it has BF16 (bf16 ran 1.47x fp32 on an AVX512-BF16 CPU; int8 is for classifiers, this model is tagging)')
+    """
+    if not isinstance(features, CpuFeatures):
+        raise TypeError(f"features must be a CpuFeatures. Received: features={features!r}")
+    classifier = task in INT8_TASKS
+    if classifier and features.has("VNNI"):
+        return "int8", f"it has VNNI ({INT8_GAIN})"
+    not_int8 = "" if classifier else f"; int8 is for classifiers, this model is {task}"
+    if features.has("BF16"):
+        return "bf16", f"it has BF16{' but no VNNI' if classifier else ''} ({BF16_GAIN}{not_int8})"
+    if classifier:
+        return "fp32", f"it has no VNNI or BF16 ({INT8_NO_GAIN} and {BF16_LOSS}{ON_AVX2})"
+    return "fp32", f"it has no BF16 ({BF16_LOSS}{ON_AVX2}{not_int8})"
+
+
+def slower_here(precision, features):
+    """None where `precision` is expected to run at least as fast as fp32 on this CPU; else a
+    clause naming the missing extension and what was measured without it.
+
+    Example:
+    >>> slower_here("bf16", CpuFeatures("AMD EPYC", ["avx2", "fma"]))
+    'this CPU has no BF16 (bf16 ran 0.76x fp32 on an AVX2-only CPU)'
+    """
+    check_precision(precision)
+    if precision not in NEEDS or features.has(NEEDS[precision][0]):
+        return None
+    extension, measured = NEEDS[precision]
+    return f"this CPU has no {extension} ({measured})"

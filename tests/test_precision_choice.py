@@ -1,0 +1,91 @@
+"""`--precision auto`'s choice (keras_bert_impl/precision_choice.py) on tables of CPU features,
+on the CPU our int8 and bf16 figures were measured on (its flags as the results file records
+them), and on this machine: it never picks a precision expected to be slower than fp32 here."""
+
+import json
+import os
+
+import pytest
+
+from keras_bert_impl.cpu_features import CpuFeatures
+from keras_bert_impl.precision_choice import choose_precision, slower_here
+
+REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+CLASSIFIER_TASKS = ("classification", "pair", "multilabel")
+OTHER_TASKS = ("tagging", "squad")
+
+AVX2 = ["sse4_2", "avx", "avx2", "fma"]  # Zen 3, Haswell to Comet Lake
+AVX512 = AVX2 + ["avx512f", "avx512bw", "avx512cd", "avx512dq", "avx512vl"]  # Skylake-SP
+# CPU -> (flags, auto for a classifier, auto for a token or span head)
+TABLE = {
+    "AVX2 only": (AVX2, "fp32", "fp32"),
+    "AVX-512 without VNNI": (AVX512, "fp32", "fp32"),
+    "AVX-512 + VNNI": (AVX512 + ["avx512_vnni"], "int8", "fp32"),  # Cascade Lake
+    "AVX-512 + VNNI + BF16": (AVX512 + ["avx512_vnni", "avx512_bf16"], "int8", "bf16"),  # Cooper Lake, Zen 4
+    "AMX": (AVX512 + ["avx512_vnni", "avx512_bf16", "amx_tile", "amx_bf16", "amx_int8"], "int8", "bf16"),  # Sapphire Rapids
+    "AVX-VNNI, no AVX-512": (AVX2 + ["avx_vnni"], "int8", "fp32"),  # Alder Lake
+    "BF16 without VNNI": (AVX512 + ["avx512_bf16"], "bf16", "bf16"),
+    "unknown (no /proc/cpuinfo)": ([], "fp32", "fp32"),
+}
+
+
+@pytest.mark.parametrize("cpu", sorted(TABLE))
+def test_the_choice_on_each_kind_of_cpu(cpu):
+    flags, classifier, other = TABLE[cpu]
+    features = CpuFeatures(None if not flags else "a CPU", flags)
+    for task in CLASSIFIER_TASKS + OTHER_TASKS:
+        precision, reason = choose_precision(features, task)
+        assert precision == (classifier if task in CLASSIFIER_TASKS else other), (cpu, task, reason)
+        # The reason names the features that decided it, and auto never picks what it would warn about.
+        assert reason.startswith("it has "), reason
+        assert slower_here(precision, features) is None, (cpu, task)
+
+
+def test_the_reasons_name_the_deciding_features_and_the_measurements():
+    avx2 = CpuFeatures("AMD EPYC", AVX2)
+    assert choose_precision(avx2, "classification") == (
+        "fp32", "it has no VNNI or BF16 (int8 took 41 s to fp32's 39-41 s and bf16 ran 0.76x fp32 on an AVX2-only CPU)")
+    assert choose_precision(avx2, "squad") == (
+        "fp32", "it has no BF16 (bf16 ran 0.76x fp32 on an AVX2-only CPU; int8 is for classifiers, this model is squad)")
+    vnni = CpuFeatures("x", AVX512 + ["avx512_vnni"])
+    assert choose_precision(vnni, "pair") == ("int8", "it has VNNI (int8 ran 3.03x fp32 on an AVX512-VNNI CPU)")
+    bf16 = CpuFeatures("x", AVX512 + ["avx512_bf16"])
+    assert choose_precision(bf16, "multilabel") == ("bf16", "it has BF16 but no VNNI (bf16 ran 1.47x fp32 on an AVX512-BF16 CPU)")
+    with pytest.raises(TypeError, match=r"features must be a CpuFeatures. Received: features=\['avx2'\]"):
+        choose_precision(["avx2"], "classification")
+
+
+def test_the_measured_cpu_gets_int8_and_bf16():
+    """The CPU of the int8 (3.03x) and bf16 (1.47x) figures, from the flags the results files record."""
+    for name in ("inference_throughput.json", "inference_precision.json"):
+        with open(os.path.join(REPO, "bench", "results", name), encoding="utf-8") as f:
+            machine = json.load(f)["machine"]
+        features = CpuFeatures(machine["cpu_model"], machine["cpu_simd"])
+        assert features.extensions == ["AVX2", "AVX-512", "VNNI", "BF16"], name
+        assert choose_precision(features, "classification")[0] == "int8"
+        assert choose_precision(features, "tagging")[0] == "bf16"
+
+
+def test_explicit_precisions_expected_slower_name_the_missing_feature():
+    avx2 = CpuFeatures("AMD EPYC", AVX2)
+    assert slower_here("bf16", avx2) == "this CPU has no BF16 (bf16 ran 0.76x fp32 on an AVX2-only CPU)"
+    assert slower_here("int8", avx2) == "this CPU has no VNNI (int8 took 41 s to fp32's 39-41 s on an AVX2-only CPU)"
+    assert slower_here("fp32", avx2) is None
+    # VNNI without BF16: int8 is expected fast, bf16 not; either BF16 (AVX-512's or AMX's) counts.
+    cascade = CpuFeatures("x", AVX512 + ["avx512_vnni"])
+    assert slower_here("int8", cascade) is None and "no BF16" in slower_here("bf16", cascade)
+    assert slower_here("bf16", CpuFeatures("x", AVX512 + ["amx_bf16"])) is None
+    assert slower_here("int8", CpuFeatures("x", AVX2 + ["avx_vnni"])) is None
+    with pytest.raises(ValueError, match=r"precision must be one of \['fp32', 'bf16', 'int8'\]. Received: precision='auto'"):
+        slower_here("auto", avx2)
+
+
+def test_on_this_machine_auto_never_picks_a_precision_expected_slower_here():
+    """This machine's real /proc/cpuinfo: on the AVX2-only AMD EPYC (int8 no gain, bf16 0.76x)
+    that is fp32 for every task."""
+    features = CpuFeatures.of_this_machine()
+    for task in CLASSIFIER_TASKS + OTHER_TASKS:
+        precision, _ = choose_precision(features, task)
+        assert slower_here(precision, features) is None, (features.describe(), task, precision)
+        if not features.has("VNNI") and not features.has("BF16"):
+            assert precision == "fp32", (features.describe(), task)
