@@ -85,14 +85,20 @@ def _choices(flag, value, allowed):
     return items
 
 
-def _lengths(value):
-    """--static-lengths as ints (None when not given); the range is checked against the model."""
+def _static_lengths(value, quantizations, formats, model):
+    """--static-lengths as ints (None when not given), checked before the first progress line
+    so that a refusal is the one line."""
     if value is None:
         return None
     items = [v.strip() for v in value.split(",") if v.strip()]
     if not items or not all(v.isdigit() for v in items):
         raise UsageError(f"--static-lengths takes comma-separated lengths in wordpieces, e.g. 64,128. Received: {value!r}")
-    return [int(v) for v in items]
+    from keras_bert_impl_export.exporter import check_static_lengths
+
+    try:
+        return check_static_lengths([int(v) for v in items], quantizations, formats, model)
+    except ValueError as e:
+        raise UsageError(str(e).replace("static_lengths", "--static-lengths")) from None
 
 
 def _read_lines(path, flag, pair):
@@ -236,7 +242,6 @@ def run(args):
         except ValueError as error:
             raise UsageError(str(error)) from None
     quantizations = _choices("--quantizations", args.quantizations, QUANTIZATIONS + STATIC_QUANTIZATIONS)
-    static_lengths = _lengths(args.static_lengths)
     if args.repeats < 1:
         raise UsageError(f"--repeats must be a positive integer. Received: {args.repeats}")
     model, model_path, stored, task, pair, seq_len = load_for_export(args.model, args.seq_len, args.pair)
@@ -264,13 +269,7 @@ def run(args):
             with open(os.path.join(work, "report.md"), encoding="utf-8") as f:
                 print(f.read())
 
-    if static_lengths is not None:
-        from keras_bert_impl_export.exporter import check_static_lengths
-
-        try:  # before the first progress line: a refusal is the one line
-            check_static_lengths(static_lengths, quantizations, formats, model)
-        except ValueError as e:
-            raise UsageError(str(e).replace("static_lengths", "--static-lengths")) from None
+    static_lengths = _static_lengths(args.static_lengths, quantizations, formats, model)
     _log(f"{type(model).__name__} ({task}) from {model_path}, sequence length {seq_len}, formats {formats}")
     manifest = write_export(
         model, args.output, name=args.name, seq_len=seq_len, pair=pair and task == "pair", formats=formats,
