@@ -84,3 +84,28 @@ def test_sentence_transformers_gives_our_vectors(minilm, pooling, normalize, tmp
     assert report == {"modules": ["Transformer", "Pooling"] + (["Normalize"] if normalize else []), "max_seq_length": 32}
     ours = SentenceEncoder(minilm, pooling=pooling, normalize=normalize, sequence_length=32).encode(texts)
     np.testing.assert_allclose(np.load(out), ours, atol=1e-5)
+
+
+@pytest.mark.slow  # about 20 s or more: 1,000 sentences through MiniLM on each side, in two processes
+def test_sentence_transformers_gives_kbert_embeds_vectors_on_1000_reviews(minilm_keras, tmp_path):
+    """The real all-MiniLM-L6-v2 recipe (mean, normalised, 256 wordpieces) through the two
+    commands a user runs: `kbert export --formats sentence_transformers`, then
+    SentenceTransformer(folder).encode against `kbert embed` on 1,000 MR review sentences
+    (both classes): cosine >= 0.99999 on every one."""
+    all_texts, _ = load_mr(os.path.join(DATA, "corpora", "polarity-en-pang&lee2.csv"))
+    texts = all_texts[:500] + all_texts[-500:]
+    folder = str(tmp_path / "st")
+    assert main(["export", "--model", minilm_keras, "--output", folder, "--formats", "sentence_transformers",
+                 "--pooling", "mean", "--normalize", "--seq-len", "256"]) == 0
+    lines = tmp_path / "reviews.txt"
+    lines.write_text("".join(text + "\n" for text in texts), encoding="utf-8")
+    ours_path = str(tmp_path / "ours.npy")
+    assert main(["embed", "--model", minilm_keras, "--pooling", "mean", "--normalize", "--seq-len", "256",
+                 "--output", ours_path, str(lines)]) == 0
+    (tmp_path / "texts.json").write_text(json.dumps(texts), encoding="utf-8")
+    theirs_path = str(tmp_path / "theirs.npy")
+    run_in_side_venv(".venv-torch", CHILD, folder, str(tmp_path / "texts.json"), theirs_path)
+    ours, theirs = np.load(ours_path), np.load(theirs_path)
+    assert ours.shape == theirs.shape == (1000, 384)
+    cosine = np.sum(ours * theirs, -1) / (np.linalg.norm(ours, axis=-1) * np.linalg.norm(theirs, axis=-1))
+    assert cosine.min() >= 0.99999, cosine.min()
