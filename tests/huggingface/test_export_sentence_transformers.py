@@ -109,3 +109,22 @@ def test_sentence_transformers_gives_kbert_embeds_vectors_on_1000_reviews(minilm
     assert ours.shape == theirs.shape == (1000, 384)
     cosine = np.sum(ours * theirs, -1) / (np.linalg.norm(ours, axis=-1) * np.linalg.norm(theirs, axis=-1))
     assert cosine.min() >= 0.99999, cosine.min()
+
+
+@pytest.mark.slow  # about 20 s or more: sentence-transformers in the PyTorch venv
+def test_the_docs_snippet_loads_an_export(minilm, tmp_path):
+    """docs/export.md's sentence-transformers snippet, run as written on an export at the path it
+    names: the shape and the cosine of our own vectors of its two sentences."""
+    from tests.test_readme import python_block
+
+    texts = ["a gripping , funny film", "dull and slow"]
+    backbone = kb.BertBackbone.from_preset("bert_tiny", vocabulary_size=minilm.vocabulary_size)
+    backbone.set_vocabulary(minilm.vocabulary, lowercase=True)
+    export_sentence_transformers(backbone, str(tmp_path / "exports" / "minilm-st"))
+    snippet = tmp_path / "snippet.py"
+    snippet.write_text(python_block("docs/export.md", "### sentence-transformers"), encoding="utf-8")
+    printed = run_in_side_venv(".venv-torch", str(snippet), cwd=str(tmp_path)).strip().splitlines()[-1]
+    shape, cosine = printed.rsplit(" ", 1)
+    ours = SentenceEncoder(backbone, pooling="mean", normalize=True, sequence_length=128).encode(texts)
+    assert shape == f"({len(texts)}, {backbone.hidden_dim})"
+    assert float(cosine) == pytest.approx(float(ours[0] @ ours[1]), abs=1e-5)
