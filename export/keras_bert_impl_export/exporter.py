@@ -158,11 +158,11 @@ def export_model(
     if not name or not name.replace("_", "").replace("-", "").isalnum():
         raise ValueError(f"name must be letters, digits, '-' or '_' (a TF Serving model name). Received: name={name!r}")
     serving = ExportSignatures(model, sequence_length, pair=pair)
-    calibrated = [q for q in quantizations if q in CALIBRATED_QUANTIZATIONS]
-    if "tflite" in formats and calibrated and not calibration_texts:
+    calibrated = calibrated_quantizations(formats, quantizations)
+    if calibrated and not calibration_texts:
         raise ValueError(f"{calibrated[0]} needs calibration examples: pass --calibration FILE (real examples of the task).")
     static = [q for q in quantizations if q in STATIC_QUANTIZATIONS]
-    if "tflite" in formats and static and serving.kind != "classifier":
+    if static and ("tflite" in formats or "mediapipe" in formats and "int8_only" in static) and serving.kind != "classifier":
         raise ValueError(
             f"{static[0]} is written for classifiers; this model's head is {serving.kind!r}. "
             f"Leave {static[0]} out of --quantizations (dynamic_int8 runs every head)."
@@ -177,6 +177,13 @@ def export_model(
             finish(work, manifest)
         write_json_atomically(manifest, os.path.join(work, MANIFEST), indent=1)
     return manifest
+
+
+def calibrated_quantizations(formats, quantizations):
+    """The quantizations of `quantizations` that `formats` will calibrate: the tflite/ files'
+    CALIBRATED_QUANTIZATIONS and the MediaPipe int8_only file."""
+    return [q for q in quantizations if q in CALIBRATED_QUANTIZATIONS
+            and ("tflite" in formats or "mediapipe" in formats and q in MEDIAPIPE_SUFFIXES)]
 
 
 def check_static_lengths(lengths, quantizations, formats, model):
@@ -224,8 +231,15 @@ def _write_all(serving, work, name, formats, quantizations, calibration_texts, s
         _timed(log, "SavedModel (raw text)", serving.export_archive(text=True).write_out, text_dir, verbose=False)
         write_warmup_requests(text_dir, name, [text_request(serving, samples)])
         files["saved_model_text"] = os.path.relpath(text_dir, work)
+    cache = {}  # by length: the calibration examples tokenized at it
+
+    def calibration(length):
+        if length not in cache:
+            cache[length] = id_examples(serving, list(calibration_texts)[:CALIBRATION_EXAMPLES], length)
+        return cache[length]
+
     if "tflite" in formats:
-        files.update(_write_tflite(serving, work, name, quantizations, calibration_texts, static_lengths, log))
+        files.update(_write_tflite(serving, work, name, quantizations, calibration, static_lengths, log))
     if "text_tflite" in formats:
         from keras_bert_impl_export.text_in_tflite import convert_text_in
 
@@ -244,7 +258,7 @@ def _write_all(serving, work, name, formats, quantizations, calibration_texts, s
         elif not backbone.lowercase:
             log("  no MediaPipe model: MediaPipe's BERT tokenizer always lower-cases, and this model is cased")
         else:
-            files.update(_write_mediapipe(serving, work, name, quantizations, log))
+            files.update(_write_mediapipe(serving, work, name, quantizations, calibration, log))
     if "saved_model" not in formats:
         shutil.rmtree(os.path.join(work, "serving"))
     write_text_atomically("".join(t + "\n" for t in backbone.vocabulary), os.path.join(work, "vocab.txt"))
@@ -278,18 +292,12 @@ def _write_all(serving, work, name, formats, quantizations, calibration_texts, s
     }
 
 
-def _write_tflite(serving, work, name, quantizations, calibration_texts, static_lengths, log):
+def _write_tflite(serving, work, name, quantizations, calibration, static_lengths, log):
     """tflite/: each precision of the ids SavedModel at a free [B, T], and each static one
     (STATIC_QUANTIZATIONS, the classifier's own [1, S] forward) at S = the export's length,
-    or once per length of `static_lengths`, the length in its name."""
+    or once per length of `static_lengths`, the length in its name. `calibration(S)`: the
+    calibration examples at length S."""
     files = {}
-    calibration = {}  # by length: the calibration examples tokenized at it
-
-    def examples(length):
-        if length not in calibration:
-            calibration[length] = id_examples(serving, list(calibration_texts)[:CALIBRATION_EXAMPLES], length)
-        return calibration[length]
-
     ids_dir = os.path.join(work, "serving", f"{name}_ids", "1")
 
     def write(key, flatbuffer):
@@ -304,12 +312,12 @@ def _write_tflite(serving, work, name, quantizations, calibration_texts, static_
         calibrated = quantization in CALIBRATED_QUANTIZATIONS
         if quantization not in STATIC_QUANTIZATIONS:
             write(quantization, _timed(log, f"TFLite {quantization}", convert_saved_model, ids_dir, quantization,
-                                       examples(serving.sequence_length) if calibrated else None))
+                                       calibration(serving.sequence_length) if calibrated else None))
             continue
         for length in static_lengths or [serving.sequence_length]:
             # Its own static graph of the model at [1, S], not the ids SavedModel's.
             flatbuffer = _timed(log, f"TFLite {quantization} at [1, {length}]", convert_static, serving.model, length,
-                                quantization, examples(length) if calibrated else None)
+                                quantization, calibration(length) if calibrated else None)
             write(quantization if static_lengths is None else f"{quantization}_{length}", flatbuffer)
     return files
 
@@ -317,13 +325,16 @@ def _write_tflite(serving, work, name, quantizations, calibration_texts, static_
 # The MediaPipe files' names by precision (the float32 one plain, as apps expect one model).
 # No int8_mixed MediaPipe file: MediaPipe runs text models on the CPU, where dynamic-range int8
 # is smaller, faster and closer to Keras (bench/results/full_int8_denylist.json compares the
-# two on the same sentences).
-MEDIAPIPE_SUFFIXES = {"float32": "", "float16": "_float16", "dynamic_int8": "_int8"}
+# two on the same sentences). int8_only (a classifier's): MediaPipe 0.10.21's TextClassifier
+# runs it and gives LiteRT's scores; no int16x8_only one, as its runtime refuses int16
+# activations ("Only float32, int8 and uint8 supported currently, got INT16", on GELU).
+MEDIAPIPE_SUFFIXES = {"float32": "", "float16": "_float16", "dynamic_int8": "_int8", "int8_only": "_int8_only"}
 
 
-def _write_mediapipe(serving, work, name, quantizations, log):
+def _write_mediapipe(serving, work, name, quantizations, calibration, log):
     """[1, S] ids in, the one output MediaPipe Tasks read (probabilities or embeddings),
-    float32, with the metadata that carries the vocabulary and the labels."""
+    float32, with the metadata that carries the vocabulary and the labels. `calibration(S)`:
+    the int8_only file's calibration examples."""
     from keras_bert_impl_export import tflite_metadata
 
     output_name = MEDIAPIPE_OUTPUTS[serving.kind]
@@ -336,9 +347,15 @@ def _write_mediapipe(serving, work, name, quantizations, log):
     backbone = serving.model.backbone
     for quantization in [q for q in quantizations if q in MEDIAPIPE_SUFFIXES]:
         suffix = MEDIAPIPE_SUFFIXES[quantization]
-        flatbuffer = _timed(
-            log, f"TFLite for MediaPipe, {quantization}", convert_endpoint, serve, signature, quantization
-        )
+        if quantization in STATIC_QUANTIZATIONS:  # the integer-only graph, probabilities out
+            flatbuffer = _timed(
+                log, f"TFLite for MediaPipe, {quantization}", convert_static, serving.model, serving.sequence_length,
+                quantization, calibration(serving.sequence_length), probabilities=True,
+            )
+        else:
+            flatbuffer = _timed(
+                log, f"TFLite for MediaPipe, {quantization}", convert_endpoint, serve, signature, quantization
+            )
         check_builtins_only(flatbuffer)
         flatbuffer = tflite_metadata.add_metadata(
             flatbuffer,

@@ -11,7 +11,7 @@ import sys
 from keras_bert_impl.commands import task_data
 from keras_bert_impl.commands.errors import UsageError
 from keras_bert_impl.conversion.input_contract import (
-    CALIBRATED_QUANTIZATIONS, EXPORT_FORMATS, GPU_QUANTIZATIONS, HUB_FORMATS, INTEGER_ONLY_QUANTIZATIONS, QUANTIZATIONS,
+    EXPORT_FORMATS, GPU_QUANTIZATIONS, HUB_FORMATS, INTEGER_ONLY_QUANTIZATIONS, QUANTIZATIONS,
     RENAMED_QUANTIZATIONS, STATIC_QUANTIZATIONS, check_quantization,
 )
 
@@ -249,8 +249,10 @@ def run(args):
     validation = _examples(args.validation, "--validation", task, model, settings, args.on_error) if args.validation else None
     calibration_path = args.calibration or stored.get("train")
     calibration = None
-    calibrated = [q for q in quantizations if q in CALIBRATED_QUANTIZATIONS]
-    if "tflite" in formats and calibrated:
+    from keras_bert_impl_export.exporter import calibrated_quantizations
+
+    calibrated = calibrated_quantizations(formats, quantizations)
+    if calibrated:
         if not calibration_path:
             raise UsageError(
                 f"{calibrated[0]} needs real examples to calibrate on: pass --calibration FILE (or leave "

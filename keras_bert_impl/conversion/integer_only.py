@@ -44,7 +44,7 @@ from keras_bert_impl.validation import check_choice, check_sequence_length  # no
 INTEGER_MASK_VALUE = -30.0
 
 
-def integer_forward(model, sequence_length):
+def integer_forward(model, sequence_length, probabilities=False):
     """`(ids, mask, segment_ids) -> {logits or probabilities: float32 [1, C]}`: the classifier
     `model`'s inference pass in integer-friendly ops (module docstring), as a `tf.function`
     of int32 [1, sequence_length] tensors named as every export's inputs (`EXPORT_ID_INPUTS`).
@@ -54,6 +54,9 @@ def integer_forward(model, sequence_length):
     Args:
         model: a built `BertClassifier` of this library, not quantized by Keras.
         sequence_length: int. The static length S of the inputs.
+        probabilities: bool. Give `probabilities`, a softmax of the logits (a sigmoid for a
+            multi-label head; what MediaPipe's TextClassifier reads), for a head without an
+            activation of its own.
     """
     from keras_bert_impl.models.bert_classifier import BertClassifier
 
@@ -83,7 +86,12 @@ def integer_forward(model, sequence_length):
     pooler = weights.dense(backbone.pooler.dense) if model.pooling == "pooled" else None
     head = weights.dense(model.output_dense)
     mask_table = tf.constant([INTEGER_MASK_VALUE, 0.0], tf.float32)
-    output_name = "logits" if model.activation is None else "probabilities"
+    output_name = "logits" if model.activation is None and not probabilities else "probabilities"
+    # Probabilities of our own only over logits, as the Keras model's readable outputs are: a
+    # sigmoid per label for a multi-label head, else a softmax over the classes.
+    squash = None
+    if model.activation is None and probabilities:
+        squash = tf.math.sigmoid if model.multi_label else (lambda scores: tf.nn.softmax(scores, axis=-1))
 
     def forward(ids, mask, segment_ids):  # int32 [1, S] each
         x = tf.gather(token_table, ids) + tf.gather(segment_table, segment_ids) + positions  # [1, S, H]
@@ -96,7 +104,8 @@ def integer_forward(model, sequence_length):
             pooled = tf.matmul(shares, x)  # [1, H]
         else:
             pooled = pooler(x[:1])  # [1, H]: [CLS]
-        return {output_name: head(pooled)}
+        scores = head(pooled)  # [1, C]
+        return {output_name: scores if squash is None else squash(scores)}
 
     function = tf.function(
         named_endpoint(forward, EXPORT_ID_INPUTS),
@@ -191,7 +200,7 @@ def convert_integer_only(model, sequence_length, calibration_inputs, quantizatio
     return convert_static(model, sequence_length, quantization, calibration_inputs)
 
 
-def convert_static(model, sequence_length, quantization, calibration_inputs=None):
+def convert_static(model, sequence_length, quantization, calibration_inputs=None, probabilities=False):
     """The .tflite bytes of `integer_forward` at [1, sequence_length] in one of
     STATIC_QUANTIZATIONS: the integer-only ones (see `convert_integer_only`) or "float16_gpu",
     float16 weights and float activations for the GPU delegate. The GPU delegate plans its
@@ -204,6 +213,7 @@ def convert_static(model, sequence_length, quantization, calibration_inputs=None
         quantization: one of STATIC_QUANTIZATIONS.
         calibration_inputs: for the integer-only ones, as for `convert_integer_only`; unused
             by "float16_gpu".
+        probabilities: bool. As for `integer_forward` (the MediaPipe file).
 
     Example:
     >>> backbone = kb.BertBackbone.from_preset("bert_tiny", vocabulary_size=100)
@@ -216,7 +226,7 @@ def convert_static(model, sequence_length, quantization, calibration_inputs=None
     from keras_bert_impl.conversion.tflite_converter import convert_endpoint
 
     check_choice("quantization", quantization, STATIC_QUANTIZATIONS)
-    function = integer_forward(model, sequence_length)
+    function = integer_forward(model, sequence_length, probabilities=probabilities)
     if quantization == "float16_gpu":
         return convert_endpoint(function.python_function, function.input_signature, "float16")
     return convert_endpoint(

@@ -305,3 +305,46 @@ def test_kbert_export_refuses_bad_static_lengths(tmp_path, capsys, lengths, quan
     assert code == 2 and message in err, err
     assert len([line for line in err.splitlines() if line.strip()]) == 1, err
     assert not out.exists()
+
+
+@pytest.mark.slow  # about 20 s or more: a calibrated conversion, then MediaPipe in its own venv
+def test_mediapipe_runs_the_integer_only_classifier(mr, trained, tmp_path):
+    """`kbert export --formats mediapipe --quantizations int8_only`: MediaPipe's TextClassifier
+    loads the integer-only file with its metadata and gives the scores LiteRT gives on our ids,
+    to a few of the int8 softmax's steps (MediaPipe tokenizes for itself: compared on the ASCII
+    sentences, where its ids are ours), which keep the Keras model's top label."""
+    from ai_edge_litert.interpreter import Interpreter
+
+    from tests.export.test_tflite_metadata import run_mediapipe
+    from tests.run_once import make_target
+
+    error = make_target("mediapipe-venv")
+    if error:
+        pytest.fail(error)
+    _, (*_, calibration_rows), (held_out, _, held_out_rows) = mr
+    model, want = trained
+    path = str(tmp_path / "model.keras")
+    model.save(path)
+    calibration = tmp_path / "calibration.csv"
+    with open(calibration, "w", encoding="utf-8", newline="") as f:
+        csv.writer(f, quoting=csv.QUOTE_ALL).writerows(calibration_rows)
+    out = tmp_path / "export"
+    assert main(["export", "--model", path, "--output", str(out), "--formats", "mediapipe", "--seq-len", str(LENGTH),
+                 "--quantizations", "int8_only", "--calibration", str(calibration), "--no-header", "--columns",
+                 "label,text"]) == 0
+    file = out / "mediapipe" / "bert_int8_only.tflite"
+    ascii_rows = [i for i, (_, text) in enumerate(held_out_rows) if text.isascii()]
+    assert len(ascii_rows) > 250
+    result = run_mediapipe(tmp_path, [held_out_rows[i][1] for i in ascii_rows], classify=[file])
+    assert result["labels"][str(file)] == ["-1", "1"]
+    theirs = np.asarray(result["classify"][str(file)])  # [N, 2], label id order
+    runner = Interpreter(model_path=str(file)).get_signature_runner("serving_default")
+    ours = run(runner, {k: v[ascii_rows] for k, v in held_out.items()})["probabilities"]
+    # Not bit for bit: MediaPipe 0.10.21 bundles its own TFLite kernels, which round int8 ops
+    # otherwise. The probabilities come out of TFLite's int8 softmax, whose scale is fixed at
+    # 1/256: measured 3 of those steps at most between MediaPipe and LiteRT's XNNPACK, where
+    # LiteRT's own reference kernels and XNNPACK differ by 2 on the same file.
+    step = 1 / 256
+    assert np.abs(theirs - ours).max() <= 4 * step, np.abs(theirs - ours).max()
+    assert np.mean(theirs.argmax(-1) == ours.argmax(-1)) >= 0.99
+    assert np.mean(theirs.argmax(-1) == want[ascii_rows].argmax(-1)) >= 0.97
