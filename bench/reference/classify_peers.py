@@ -45,24 +45,29 @@ The peers
 - pytorch_int8: the same model through `torch.ao.quantization.quantize_dynamic(model,
   {nn.Linear}, dtype=torch.qint8)` (dynamic int8: weights int8 per tensor, activations
   quantized per call; the quantized engine is torch's default for x86, named in `settings`),
-  done at load time (counted in load_seconds: it takes well under a second).
+  done at load time (counted in load_seconds).
 - onnxruntime_fp32: `torch.onnx.export` of BertForSequenceClassification with eager attention,
   the TorchScript exporter (dynamo=False), opset 17, inputs input_ids / attention_mask /
   token_type_ids (int64) and output logits, batch and sequence axes dynamic; then
   `onnxruntime.transformers.optimizer.optimize_model(model_type="bert", num_heads, hidden_size)`
   (its BERT fusions; `prepare.steps.ort_fp32.fusions` is `get_fused_operator_statistics()`,
-  the non-zero entries). Why that exporter: on a bert_tiny export, torch's default dynamo exporter (with
-  SDPA or eager attention) and the TorchScript exporter with SDPA left attention and the
-  embedding's LayerNorm unfused (SkipLayerNormalization 4, BiasGelu 2, no Attention, no
+  the non-zero entries: on MiniLM-L6 EmbedLayerNormalization 1, Attention 6, BiasGelu 6,
+  SkipLayerNormalization 12). Why that exporter: on a bert_tiny export, torch's default dynamo
+  exporter (with SDPA or eager attention) and the TorchScript exporter with SDPA left attention
+  and the embedding's LayerNorm unfused (SkipLayerNormalization 4, BiasGelu 2, no Attention, no
   EmbedLayerNormalization); the TorchScript exporter with eager attention gave all of them
   (EmbedLayerNormalization 1, Attention 2, SkipLayerNormalization 4, BiasGelu 2). Session:
   CPUExecutionProvider, intra_op_num_threads=threads, inter_op_num_threads=1, sequential
   execution, graph optimization level ORT_ENABLE_ALL.
 - onnxruntime_int8: `onnxruntime.quantization.quantize_dynamic` of the optimized model with
-  weight_type=QInt8 (per tensor, no reduce_range: ORT's BERT recipe for x86; activations are
-  quantized to uint8 at run time, so its MatMulInteger runs u8s8), the same session options.
+  weight_type=QInt8, per tensor, no reduce_range (as ORT's BERT quantization example does;
+  activations are quantized to uint8 at run time, so the products run u8s8), and
+  DefaultTensorType=FLOAT (without it quantize_dynamic refuses the fused graph: ONNX shape
+  inference types no output of the contrib ops). MatMul -> MatMulInteger, the fused Attention ->
+  QAttention (`prepare.steps.ort_int8.quantized_ops` counts them: on MiniLM-L6 MatMulInteger 20,
+  QAttention 6). The same session options.
 - openvino_fp32: `openvino.convert_model` of the PyTorch model (transformers' default SDPA
-  attention, which OpenVINO maps to its own ScaledDotProductAttention), with an example batch
+  attention, which becomes OpenVINO's ScaledDotProductAttention op), with an example batch
   and every input dimension dynamic, saved as IR without fp16 compression; compiled for "CPU"
   with INFERENCE_NUM_THREADS=threads, NUM_STREAMS=1, PERFORMANCE_HINT=LATENCY (one stream,
   synchronous calls, as the other peers run) and INFERENCE_PRECISION_HINT=f32 (on CPUs with
@@ -71,12 +76,15 @@ The peers
   recipe OpenVINO documents for BERT on CPU: model_type=TRANSFORMER, int8 weights and
   activations), calibrated on --calibration's sentences (the training part of the split: 300
   MR training sentences in the bench, never held-out ones), one unpadded sentence per sample;
-  compiled as openvino_fp32 (f32 for what stays in float).
+  `prepare.steps.openvino_int8-*.quantized_ops` counts the FakeQuantize nodes NNCF inserted
+  beside the model's MatMuls (on MiniLM-L6: 38 and 38; attention's two products stay inside
+  ScaledDotProductAttention, in float). Compiled as openvino_fp32 (f32 for what stays float).
 
 The JSON line: peer, model, sentences, batch_size, seq_len, threads, rounds; seconds and
 sentences_per_second (one per round); latency_batch1_ms {sentences, p50, p90, mean};
 load_seconds, warm_up_seconds, rss_before_load_mib, peak_rss_mib; prepare {made_now, seconds,
-steps {artifact: {seconds, ...}}, fusions or quantization where they apply}; labels (argmax,
+steps {artifact: its manifest: seconds, versions, and fusions, quantization and quantized_ops
+where they apply}}; labels (argmax,
 input order, every sentence); check {...}; settings (the runtime's options); versions; cpu
 (model and SIMD flags).
 """
@@ -241,7 +249,8 @@ def _make_ort_int8(folder, work, out, threads, calibration):
     quantize_dynamic(os.path.join(work, "ort_fp32", "model.onnx"), os.path.join(out, "model.onnx"),
                      weight_type=QuantType.QInt8, per_channel=False, reduce_range=False,
                      extra_options={"DefaultTensorType": onnx.TensorProto.FLOAT})
-    return {"quantized_ops": _onnx_op_counts(os.path.join(out, "model.onnx"), ("MatMulInteger", "QAttention", "DynamicQuantizeLinear")),
+    counted = ("MatMulInteger", "QAttention", "DynamicQuantizeLinear")
+    return {"quantized_ops": _onnx_op_counts(os.path.join(out, "model.onnx"), counted),
             "quantization": {"function": "onnxruntime.quantization.quantize_dynamic", "weight_type": "QInt8",
                              "per_channel": False, "reduce_range": False,
                              "extra_options": {"DefaultTensorType": "FLOAT"}}}
@@ -385,7 +394,8 @@ def load(peer, folder, work, threads, calibration):
     core = ov.Core()
     compiled = core.compile_model(os.path.join(_artifact_folder(work, peer, calibration), "model.xml"), "CPU", config)
     request = compiled.create_infer_request()
-    settings = {"device": "CPU", **config, "inference_precision_in_force": str(compiled.get_property("INFERENCE_PRECISION_HINT"))}
+    settings = {"device": "CPU", **config,
+                "inference_precision_in_force": str(compiled.get_property("INFERENCE_PRECISION_HINT"))}
 
     def forward(batch):
         request.infer(batch)
