@@ -12,11 +12,12 @@ import pytest
 
 import keras_bert_impl as kb
 from bench.corpora.mr_split import load_mr, mr_split
+from bench.reference.classify_peers import PEERS
 from keras_bert_impl_export.huggingface import export_huggingface
 from tests.conftest import DATA, REPO
 from tests.side_venv import run_in_side_venv
 
-# Six child runs in .venv-peers (torch, transformers, ONNX Runtime, OpenVINO, NNCF), each about
+# Seven child runs in .venv-peers (torch, transformers, ONNX Runtime, OpenVINO, NNCF), each about
 # 15-25 s, most of it imports and the exports; make test-slow builds the venv.
 pytestmark = pytest.mark.slow
 
@@ -54,8 +55,7 @@ def reports(setup):
     """{peer: the child's JSON line}, the peers run one after another on one work folder."""
     folder, sentences, calibration, work = setup
     found = {}
-    for peer in ("pytorch_fp32", "pytorch_int8", "onnxruntime_fp32", "onnxruntime_int8", "openvino_fp32",
-                 "openvino_int8"):
+    for peer in PEERS:
         out = run_in_side_venv(".venv-peers", CHILD, "--model", folder, "--sentences", sentences, "--peer", peer,
                                "--threads", "2", "--rounds", "1", "--latency-sentences", "8", "--check-sentences",
                                str(SENTENCES), "--calibration", calibration, "--work", work)
@@ -63,8 +63,7 @@ def reports(setup):
     return found
 
 
-@pytest.mark.parametrize("peer", ["pytorch_fp32", "pytorch_int8", "onnxruntime_fp32", "onnxruntime_int8",
-                                  "openvino_fp32", "openvino_int8"])
+@pytest.mark.parametrize("peer", PEERS)
 def test_each_peer_reports_a_run(reports, peer):
     report = reports[peer]
     assert report["peer"] == peer and report["sentences"] == SENTENCES and report["threads"] == 2
@@ -87,10 +86,13 @@ def test_the_runtimes_were_set_up_as_documented(reports):
     steps = reports["onnxruntime_int8"]["prepare"]["steps"]
     assert {"EmbedLayerNormalization", "Attention", "SkipLayerNormalization", "BiasGelu"} <= set(steps["ort_fp32"]["fusions"])
     assert steps["ort_int8"]["quantized_ops"]["MatMulInteger"] > 0
+    assert not steps["ort_int8"]["quantization"]["per_channel"]
+    per_channel = reports["onnxruntime_int8_per_channel"]["prepare"]["steps"]["ort_int8_per_channel"]
+    assert per_channel["quantization"]["per_channel"] and per_channel["quantized_ops"]["MatMulInteger"] > 0
     int8_ir = [s for name, s in reports["openvino_int8"]["prepare"]["steps"].items() if name.startswith("openvino_int8")]
     assert len(int8_ir) == 1 and int8_ir[0]["quantized_ops"]["FakeQuantize"] > 0
     assert int8_ir[0]["quantization"]["calibration_sentences"] == SENTENCES
-    for peer in ("onnxruntime_fp32", "onnxruntime_int8"):
+    for peer in ("onnxruntime_fp32", "onnxruntime_int8", "onnxruntime_int8_per_channel"):
         assert reports[peer]["settings"]["intra_op_num_threads"] == 2
     for peer in ("openvino_fp32", "openvino_int8"):
         assert reports[peer]["settings"]["INFERENCE_NUM_THREADS"] == 2
@@ -102,6 +104,7 @@ def test_artifacts_are_made_once_per_folder(reports, setup):
     manifests), and openvino_int8 the IR of openvino_fp32; a second run makes nothing."""
     assert reports["onnxruntime_fp32"]["prepare"]["made_now"]
     for later, earlier, shared in (("onnxruntime_int8", "onnxruntime_fp32", ("onnx", "ort_fp32")),
+                                   ("onnxruntime_int8_per_channel", "onnxruntime_fp32", ("onnx", "ort_fp32")),
                                    ("openvino_int8", "openvino_fp32", ("openvino_fp32",))):
         for name in shared:
             assert reports[later]["prepare"]["steps"][name] == reports[earlier]["prepare"]["steps"][name]
