@@ -18,7 +18,11 @@ What every peer shares
   first 256 texts, then --rounds timed passes over the whole file.
 - Batch-1 latency: --latency-sentences texts in file order, one call each (tokenize + forward,
   no padding), after 10 untimed calls; p50, p90 and mean in ms.
-- Threads: --threads (2) intra-op threads, one inter-op thread, in every runtime (below).
+- Threads: --threads (2) intra-op threads, one inter-op thread, in every runtime (below). Time
+  the peers on an idle machine: with the 2 cores shared (load average 3.8), PyTorch's OpenMP
+  threads spin at each barrier while the other is descheduled, and its batch-1 p50 on MiniLM
+  was 271 ms (29 ms with OMP_WAIT_POLICY=PASSIVE, 21 ms on one thread); this script leaves
+  OpenMP's defaults as users get them.
 - Memory: `peak_rss_mib` is the process's peak resident set (ru_maxrss) after loading and every
   timed run, before the correctness check (which loads the PyTorch fp32 model too);
   `rss_before_load_mib` is the process after its imports: numpy, tokenizers and the peer's
