@@ -24,6 +24,13 @@ ARGS ?=
 TORCH_VENV := .venv-torch
 TORCH_INSTALLED := $(TORCH_VENV)/.installed
 TORCH_PINS := torch==2.13.0 transformers==5.23.0 keras==3.15.1 sentence-transformers==6.0.1
+# The CPU runtimes users pick for speed, measured against ours on the MR classifier (issue 33;
+# bench/reference/classify_peers.py): ONNX Runtime (the ONNX file made by torch.onnx.export, which
+# needs onnxscript), OpenVINO and NNCF's int8, beside transformers. A venv of its own, as the torch
+# one is (torch==2.13.0, the CPU build, installed alone first so nothing pulls a CUDA build).
+PEERS_VENV := .venv-peers
+PEERS_INSTALLED := $(PEERS_VENV)/.installed
+PEERS_PINS := transformers==5.23.0 onnx==1.23.2 onnxscript==0.7.2 onnxruntime==1.31.1 openvino==2026.4.1 nncf==3.4.0
 # The model code on Keras' other backends (tests/backends/, bench/gpu/): JAX on the CPU in a
 # Python 3.12 venv without TensorFlow (JAX 0.11 needs Python >= 3.12; these are the lent GPU
 # machine's versions), and PyTorch in .venv-torch above (keras is in its pins).
@@ -49,7 +56,7 @@ PRETRAIN_TINY_RUNS ?= 5k len64 len64_phase2 vocab8k vocab8k_phase2 vocab8k_30k a
 PRETRAIN_TINY_ARGS ?=
 VOCAB8K_30K := $(BENCH_WORK)/pretrain_tiny_vocab8k_30k
 
-.PHONY: install data data-austen test test-slow test-fast test-pythons backend-venvs bench-gpu-prepare bench-gpu bench-gpu-cpu demo demo-embeddings look-inside-pictures bench experiments clean mediapipe-venv edge-setup web-demo \
+.PHONY: install data data-austen test test-slow test-fast test-pythons backend-venvs peers-venv bench-gpu-prepare bench-gpu bench-gpu-cpu demo demo-embeddings look-inside-pictures bench experiments clean mediapipe-venv edge-setup web-demo \
 	$(addprefix bench-,$(PERF)) $(addprefix experiment-,$(EXPERIMENTS))
 
 install: $(INSTALLED)
@@ -69,6 +76,16 @@ $(TORCH_INSTALLED):
 	$(TORCH_VENV)/bin/pip install -q --upgrade pip
 	$(TORCH_VENV)/bin/pip install -q $(TORCH_PINS)
 	touch $@
+
+$(PEERS_INSTALLED):
+	test -x $(PEERS_VENV)/bin/python || $(PYTHON) -m venv $(PEERS_VENV)
+	$(PEERS_VENV)/bin/pip install -q --upgrade pip
+	$(PEERS_VENV)/bin/pip install -q torch==2.13.0
+	$(PEERS_VENV)/bin/pip install -q torch==2.13.0 $(PEERS_PINS)
+	$(PEERS_VENV)/bin/pip check
+	touch $@
+
+peers-venv: $(PEERS_INSTALLED)
 
 $(JAX_INSTALLED):
 	@test -n "$(PYTHON312)" || { echo "make: the JAX venv needs Python 3.12 (JAX 0.11 has no wheels for older ones): install it, or set PYTHON312=/path/to/python3.12" >&2; exit 2; }
@@ -171,7 +188,7 @@ $(AUSTEN_STAMP): $(BENCH_INSTALLED)
 test: $(INSTALLED) $(DATA_STAMP)
 	$(BIN)/python -m pytest -m "not slow" $(PYTEST_ARGS)
 
-test-slow: $(INSTALLED) $(DATA_STAMP) $(JAX_INSTALLED) $(TORCH_INSTALLED)
+test-slow: $(INSTALLED) $(DATA_STAMP) $(JAX_INSTALLED) $(TORCH_INSTALLED) $(PEERS_INSTALLED)
 	$(BIN)/python -m pytest -m slow $(PYTEST_ARGS)
 
 test-fast: $(INSTALLED) $(DATA_STAMP)

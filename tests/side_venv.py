@@ -1,4 +1,4 @@
-"""Running a script in one of the side venvs (`.venv-jax`, `.venv-torch`: no TensorFlow there)
+"""Running a script in one of the side venvs (`.venv-jax`, `.venv-torch`, `.venv-peers`: no TensorFlow there)
 from a test, with this repository on PYTHONPATH and none of the TensorFlow side's Keras/XLA/TF
 settings leaking in. tests/backends/ and tests/huggingface/ run their child scripts through it."""
 
@@ -10,11 +10,16 @@ import pytest
 from tests.conftest import REPO
 
 
+# The make target that builds each side venv (the others: `make backend-venvs`).
+MAKE_TARGET = {".venv-peers": "peers-venv"}
+
+
 def side_python(venv):
     """The python of the side venv `venv` (a folder name under the repository, e.g. ".venv-torch")."""
     python = os.path.join(REPO, venv, "bin", "python")
     if not os.access(python, os.X_OK):
-        pytest.fail(f"{python} is missing: run `make backend-venvs` (make test-slow does it for you).")
+        pytest.fail(f"{python} is missing: run `make {MAKE_TARGET.get(venv, 'backend-venvs')}` "
+                    "(make test-slow does it for you).")
     return python
 
 
