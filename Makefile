@@ -48,7 +48,7 @@ MEDIAPIPE_VENV := .venv-mediapipe
 MEDIAPIPE_INSTALLED := $(MEDIAPIPE_VENV)/.installed
 MEDIAPIPE_PINS := tests/export/mediapipe_requirements.txt
 PERF := backbone-forward backbone-profile tokenization pretraining-memory pretraining-speed finetune-mr finetune-mr-buckets finetune-mr-mean \
-	embed-throughput semantic-search serve-load inference-precision inference-throughput train-step-optimizer
+	embed-throughput semantic-search serve-load inference-precision inference-throughput train-step-optimizer cpu-peers
 EXPERIMENTS := finetune-mr-seeds mr-baseline pretrain-tiny nsp-baseline pretrain-reference-tfm full-int8-denylist distill-mr
 # The committed runs of bench/experiments/pretrain_tiny.py (its RUNS); PRETRAIN_TINY_ARGS go
 # to the runs other experiments read (nsp-baseline, pretrain-reference-tfm).
@@ -278,6 +278,11 @@ bench-embed-throughput: $(INSTALLED) $(DATA_STAMP) $(TORCH_INSTALLED)
 bench-inference-throughput: $(BENCH_INSTALLED) $(DATA_STAMP) $(TORCH_INSTALLED)
 	$(BIN)/python -m bench.perf.inference_throughput --wait-idle 60 --torch-python $(TORCH_VENV)/bin/python \
 	  --output $(BENCH_RESULTS)/inference_throughput.json $(ARGS)
+
+# Ours against ONNX Runtime, OpenVINO and PyTorch int8 in interleaved rounds (issue 33).
+bench-cpu-peers: $(INSTALLED) $(DATA_STAMP) $(PEERS_INSTALLED)
+	$(BIN)/python -m bench.perf.cpu_peers --wait-idle 60 --peers-python $(PEERS_VENV)/bin/python \
+	  --output $(BENCH_RESULTS)/cpu_peers.json $(ARGS)
 
 bench-inference-precision: $(INSTALLED) $(DATA_STAMP)
 	$(BIN)/python -m bench.perf.inference_precision --wait-idle 60 --output $(BENCH_RESULTS)/inference_precision.json $(ARGS)

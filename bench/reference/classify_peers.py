@@ -440,6 +440,43 @@ def _read_texts(path):
         return [line.rstrip("\n") for line in f if line.strip()]
 
 
+def _latency(forward, tokenizer, sample, pad_id):
+    """Batch-1 latency over `sample`, one text a call (tokenization included), in ms."""
+    for text in sample[:LATENCY_WARM_UP]:
+        forward(_pad([tokenizer.encode(text).ids], pad_id))
+    latencies = []
+    for text in sample:
+        started = time.perf_counter()
+        forward(_pad([tokenizer.encode(text).ids], pad_id))
+        latencies.append((time.perf_counter() - started) * 1000)
+    return {"sentences": len(latencies), "p50": round(float(np.percentile(latencies, 50)), 3),
+            "p90": round(float(np.percentile(latencies, 90)), 3), "mean": round(float(np.mean(latencies)), 3)}
+
+
+def _serve(args, forward, tokenizer, texts, pad_id, ready):
+    """--serve: the warm peer answering stdin, one JSON line per command (see --serve's help)."""
+    print(json.dumps(ready), flush=True)
+    logits = None
+    for command in sys.stdin:
+        command = command.strip()
+        if command == "pass":
+            started = time.perf_counter()
+            logits = classify(forward, tokenizer, texts, args.batch_size, pad_id)
+            print(json.dumps({"seconds": time.perf_counter() - started, "labels": logits.argmax(-1).tolist()}), flush=True)
+        elif command == "latency":
+            latency = _latency(forward, tokenizer, texts[:args.latency_sentences], pad_id)
+            print(json.dumps({"latency_batch1_ms": latency}), flush=True)
+        elif command == "done":
+            peak = _peak_rss_mib()
+            checked = None if logits is None else check(
+                logits[:args.check_sentences], args.model, texts[:args.check_sentences], args.seq_len)
+            print(json.dumps({"peak_rss_mib": peak, "check": checked}), flush=True)
+            return 0
+        else:
+            raise SystemExit(f"--serve: unknown command {command!r}: pass, latency or done.")
+    return 0
+
+
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--model", required=True, help="A `kbert export --formats huggingface` classifier folder.")
@@ -456,6 +493,11 @@ def main(argv=None):
     parser.add_argument("--work", default=os.path.join(WORK, "peers"),
                         help="Where the prepared artifacts are kept, per model fingerprint (default data/bench/peers).")
     parser.add_argument("--prepare", action="store_true", help="Only make the peer's artifacts (the run does it itself).")
+    parser.add_argument("--serve", action="store_true",
+                        help="Stay warm and answer stdin instead of --rounds (bench/perf/cpu_peers.py's interleaved "
+                        "rounds): after the warm-up one JSON line {ready, load_seconds, ...}; then per line "
+                        "'pass' -> {seconds, labels}, 'latency' -> {latency_batch1_ms}, 'done' -> {peak_rss_mib, "
+                        "check} and exit.")
     argv = sys.argv[1:] if argv is None else list(argv)
     args = parser.parse_args(argv)
     if args.threads < 1 or args.rounds < 1 or args.batch_size < 1:
@@ -510,20 +552,17 @@ def main(argv=None):
     started = time.perf_counter()
     classify(forward, tokenizer, texts[:WARM_UP_TEXTS], args.batch_size, pad_id)
     warm_up_seconds = time.perf_counter() - started
+    if args.serve:
+        return _serve(args, forward, tokenizer, texts, pad_id, {
+            "ready": True, "load_seconds": round(load_seconds, 3), "warm_up_seconds": round(warm_up_seconds, 3),
+            "rss_before_load_mib": rss_before, "prepare": prepared, "settings": settings, "versions": _versions()})
     seconds = []
     for round_ in range(args.rounds):
         started = time.perf_counter()
         logits = classify(forward, tokenizer, texts, args.batch_size, pad_id)
         seconds.append(time.perf_counter() - started)
         print(f"{args.peer} round {round_}: {len(texts) / seconds[-1]:.1f} sentences/s", file=sys.stderr, flush=True)
-    sample = texts[:args.latency_sentences]
-    for text in sample[:LATENCY_WARM_UP]:
-        forward(_pad([tokenizer.encode(text).ids], pad_id))
-    latencies = []
-    for text in sample:
-        started = time.perf_counter()
-        forward(_pad([tokenizer.encode(text).ids], pad_id))
-        latencies.append((time.perf_counter() - started) * 1000)
+    latency = _latency(forward, tokenizer, texts[:args.latency_sentences], pad_id)
     peak = _peak_rss_mib()
 
     checked = check(logits[:args.check_sentences], args.model, texts[:args.check_sentences], args.seq_len)
@@ -533,9 +572,7 @@ def main(argv=None):
         "seq_len": args.seq_len, "threads": args.threads, "rounds": args.rounds,
         "seconds": [round(s, 4) for s in seconds],
         "sentences_per_second": [round(len(texts) / s, 2) for s in seconds],
-        "latency_batch1_ms": {"sentences": len(latencies), "p50": round(float(np.percentile(latencies, 50)), 3),
-                              "p90": round(float(np.percentile(latencies, 90)), 3),
-                              "mean": round(float(np.mean(latencies)), 3)},
+        "latency_batch1_ms": latency,
         "load_seconds": round(load_seconds, 3), "warm_up_seconds": round(warm_up_seconds, 3),
         "rss_before_load_mib": rss_before, "peak_rss_mib": peak,
         "prepare": prepared, "labels": logits.argmax(-1).tolist(), "check": checked, "settings": settings,

@@ -115,3 +115,18 @@ def test_artifacts_are_made_once_per_folder(reports, setup):
     assert not again["prepare"]["made_now"]
     assert again["prepare"]["steps"] == reports["onnxruntime_int8"]["prepare"]["steps"]
     np.testing.assert_array_equal(again["labels"], reports["onnxruntime_int8"]["labels"])
+
+
+def test_serve_mode_answers_the_benchs_commands(reports, setup):
+    """--serve (what bench/perf/cpu_peers.py runs for its interleaved rounds): one warm process
+    answers two passes, a latency run and its closing facts, the same labels as a --rounds run."""
+    folder, sentences, calibration, work = setup
+    out = run_in_side_venv(".venv-peers", CHILD, "--model", folder, "--sentences", sentences, "--peer", "onnxruntime_fp32",
+                           "--threads", "2", "--latency-sentences", "8", "--check-sentences", str(SENTENCES),
+                           "--calibration", calibration, "--work", work, "--serve", input="pass\npass\nlatency\ndone\n")
+    ready, first, second, latency, done = [json.loads(line) for line in out.strip().splitlines() if line.startswith("{")]
+    assert ready["ready"] is True and ready["load_seconds"] > 0 and ready["prepare"]["made_now"] is False
+    assert first["labels"] == second["labels"] == reports["onnxruntime_fp32"]["labels"]
+    assert first["seconds"] > 0 and second["seconds"] > 0
+    assert latency["latency_batch1_ms"]["sentences"] == 8
+    assert done["check"]["within_1e-3"] is True and done["peak_rss_mib"] > ready["rss_before_load_mib"]
