@@ -67,14 +67,15 @@ def _latency(call, texts):
 
 def ours_child(run, precision, sentences_path):
     """One of our precisions behind the protocol (module docstring)."""
-    rss_before = _peak_rss_mib()
-    start = time.perf_counter()
     import keras
 
     from keras_bert_impl.inference import TextPredictor, with_precision
 
     with open(sentences_path, encoding="utf-8") as f:
         texts = [line.rstrip("\n") for line in f]
+    # As the peers count them: the process after its imports, then loading until ready to run.
+    rss_before = _peak_rss_mib()
+    start = time.perf_counter()
     model = keras.saving.load_model(os.path.join(run, "model.keras"))
     # bf16: the model rebuilt under mixed_bfloat16; int8: TextPredictor converts it (timed here).
     predictor = TextPredictor(with_precision(model, precision) if precision == "bf16" else model, sequence_length=128,
