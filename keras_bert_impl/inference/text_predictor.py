@@ -75,6 +75,13 @@ class TextPredictor:
         self.precision = precision
         self._preprocessor = BertPreprocessor(backbone.vocabulary, lowercase=backbone.lowercase,
                                               sequence_length=sequence_length)
+        # Tokenizing eagerly dispatches tensorflow-text's ops one by one, about half of a
+        # one-sentence call (issue 33's batch-1 split); traced once per layout, it runs as a graph.
+        strings = tf.TensorSpec([None], tf.string)
+        self._tokenize = {
+            1: tf.function(lambda texts: self._preprocessor(texts), input_signature=[strings]),
+            2: tf.function(lambda texts, texts_b: self._preprocessor((texts, texts_b)), input_signature=[strings, strings]),
+        }
         if precision == "int8":
             self._forward = Int8Forward(model)
             return
@@ -105,7 +112,8 @@ class TextPredictor:
         return {name: np.concatenate([p[name] for p in parts]) for name in parts[0]}
 
     def _predict_chunk(self, texts, texts_b, progress):
-        x = self._preprocessor(texts if texts_b is None else (texts, texts_b))
+        segments = [texts] if texts_b is None else [texts, texts_b]
+        x = self._tokenize[len(segments)](*(tf.constant(list(t), tf.string) for t in segments))
         token_ids, segment_ids, mask = (np.asarray(x[k]) for k in MODEL_ID_INPUTS)  # [N, S]
         lengths = mask.sum(axis=1)  # [N]
         # Longest first: the first batch meets the widest shape, and each batch pads only a little.
