@@ -137,7 +137,7 @@ class _Child:
         return facts
 
 
-def _prepare(folder, peers_python):
+def _prepare(folder):
     """The split, the fine-tuned run and its Hugging Face export, each made once."""
     from bench.corpora.mr_split import write_mr_split
 
@@ -186,7 +186,7 @@ def main(argv=None):
     unknown = sorted(set(runtimes) - set(OURS + PEERS))
     if unknown or args.rounds < 1:
         raise SystemExit(f"--runtimes takes a subset of {','.join(OURS + PEERS)} (unknown: {unknown}); --rounds >= 1.")
-    texts, labels, test_idx, run, hf, sentences, calibration = _prepare(FOLDER, args.peers_python)
+    texts, labels, test_idx, run, hf, sentences, calibration = _prepare(FOLDER)
     machine = machine_info()
     if args.wait_idle:
         wait_for_idle(args.wait_idle)

@@ -161,8 +161,8 @@ def export_model(
     calibrated = calibrated_quantizations(formats, quantizations)
     if calibrated and not calibration_texts:
         raise ValueError(f"{calibrated[0]} needs calibration examples: pass --calibration FILE (real examples of the task).")
-    static = [q for q in quantizations if q in STATIC_QUANTIZATIONS]
-    if static and ("tflite" in formats or "mediapipe" in formats and "int8_only" in static) and serving.kind != "classifier":
+    static = [q for q in quantizations if q in STATIC_QUANTIZATIONS and _written(q, formats)]
+    if static and serving.kind != "classifier":
         raise ValueError(
             f"{static[0]} is written for classifiers; this model's head is {serving.kind!r}. "
             f"Leave {static[0]} out of --quantizations (dynamic_int8 runs every head)."
@@ -179,11 +179,15 @@ def export_model(
     return manifest
 
 
+def _written(quantization, formats):
+    """Whether `formats` write a file in `quantization`: every one in tflite/, MediaPipe's own."""
+    return "tflite" in formats or "mediapipe" in formats and quantization in MEDIAPIPE_SUFFIXES
+
+
 def calibrated_quantizations(formats, quantizations):
     """The quantizations of `quantizations` that `formats` will calibrate: the tflite/ files'
     CALIBRATED_QUANTIZATIONS and the MediaPipe int8_only file."""
-    return [q for q in quantizations if q in CALIBRATED_QUANTIZATIONS
-            and ("tflite" in formats or "mediapipe" in formats and q in MEDIAPIPE_SUFFIXES)]
+    return [q for q in quantizations if q in CALIBRATED_QUANTIZATIONS and _written(q, formats)]
 
 
 def check_static_lengths(lengths, quantizations, formats, model):
