@@ -24,7 +24,7 @@ _PUBLIC = {
         "BERT_PRESETS", "BertBackbone", "BertClassifier", "BertEmbedder", "BertPretrainer", "BertSpanLabeler",
         "BertTask", "BertTokenClassifier", "DISTILLATION_DEFAULTS", "DistillationArgumentError", "DistillationDefaults",
         "DistillationLoss", "DistillationTerm", "Distiller", "MaskedLMAccuracy",
-        "MaskedSparseCrossentropy",
+        "MaskedSparseCrossentropy", "QuantizationAwareClassifier",
     )},
 }
 __all__ = sorted(_PUBLIC)
@@ -70,6 +70,7 @@ if not os.path.basename(sys.argv[0] if sys.argv else "") == "kbert":
         Distiller,
         MaskedLMAccuracy,
         MaskedSparseCrossentropy,
+        QuantizationAwareClassifier,
     )
 
 __version__ = "0.1.0"

@@ -31,6 +31,7 @@ from keras_bert_impl.conversion.input_contract import (
     STATIC_QUANTIZATIONS, check_quantization,
 )
 from keras_bert_impl.conversion.integer_only import convert_static
+from keras_bert_impl.models import QuantizationAwareClassifier
 from keras_bert_impl.tokenization import BertPreprocessor
 from keras_bert_impl.validation import check_choice, check_sequence_length
 from keras_bert_impl_export.export_signatures import ExportSignatures
@@ -135,7 +136,9 @@ def export_model(
     """Writes every artifact of `model` under `output`; returns the manifest (export.json).
 
     Args:
-        model: a head with its vocabulary (see ExportSignatures).
+        model: a head with its vocabulary (see ExportSignatures), or a
+            `QuantizationAwareClassifier`: its int8_only files take the ranges it learned (no
+            calibration), every other file is its float classifier's.
         output: the folder to create (refused if it holds anything, unless `overwrite`).
         name: the model name in TF Serving's layout and the file names.
         sequence_length, pair: see ExportSignatures.
@@ -157,8 +160,10 @@ def export_model(
         check_quantization("quantizations", quantization)
     if not name or not name.replace("_", "").replace("-", "").isalnum():
         raise ValueError(f"name must be letters, digits, '-' or '_' (a TF Serving model name). Received: name={name!r}")
+    learned = model if isinstance(model, QuantizationAwareClassifier) else None
+    model = model.classifier if learned is not None else model
     serving = ExportSignatures(model, sequence_length, pair=pair)
-    calibrated = calibrated_quantizations(formats, quantizations)
+    calibrated = calibrated_quantizations(formats, quantizations, learned=learned is not None)
     if calibrated and not calibration_texts:
         raise ValueError(f"{calibrated[0]} needs calibration examples: pass --calibration FILE (real examples of the task).")
     static = [q for q in quantizations if q in STATIC_QUANTIZATIONS and _written(q, formats)]
@@ -171,8 +176,8 @@ def export_model(
         static_lengths = check_static_lengths(static_lengths, quantizations, formats, model)
     samples = list(calibration_texts or [])[:WARMUP_EXAMPLES] or _default_samples(serving)
     with output_folder(output, overwrite) as work:
-        manifest = _write_all(serving, work, name, formats, quantizations, calibration_texts, samples, static_lengths,
-                              log)
+        manifest = _write_all(serving, learned, work, name, formats, quantizations, calibration_texts, samples,
+                              static_lengths, log)
         if finish is not None:
             finish(work, manifest)
         write_json_atomically(manifest, os.path.join(work, MANIFEST), indent=1)
@@ -184,10 +189,12 @@ def _written(quantization, formats):
     return "tflite" in formats or "mediapipe" in formats and quantization in MEDIAPIPE_SUFFIXES
 
 
-def calibrated_quantizations(formats, quantizations):
+def calibrated_quantizations(formats, quantizations, learned=False):
     """The quantizations of `quantizations` that `formats` will calibrate: the tflite/ files'
-    CALIBRATED_QUANTIZATIONS and the MediaPipe int8_only file."""
-    return [q for q in quantizations if q in CALIBRATED_QUANTIZATIONS and _written(q, formats)]
+    CALIBRATED_QUANTIZATIONS and the MediaPipe int8_only file; int8_only not when the model
+    `learned` its ranges (a QuantizationAwareClassifier)."""
+    return [q for q in quantizations
+            if q in CALIBRATED_QUANTIZATIONS and _written(q, formats) and not (learned and q == "int8_only")]
 
 
 def check_static_lengths(lengths, quantizations, formats, model):
@@ -220,7 +227,7 @@ def _timed(log, what, fn, *args, **kwargs):
     return result
 
 
-def _write_all(serving, work, name, formats, quantizations, calibration_texts, samples, static_lengths, log):
+def _write_all(serving, learned, work, name, formats, quantizations, calibration_texts, samples, static_lengths, log):
     model = serving.model
     backbone = model.backbone
     files = {}
@@ -242,8 +249,16 @@ def _write_all(serving, work, name, formats, quantizations, calibration_texts, s
             cache[length] = id_examples(serving, list(calibration_texts)[:CALIBRATION_EXAMPLES], length)
         return cache[length]
 
+    def static_file(quantization, length, **options):
+        """The static [1, length] file: of the ranges a QuantizationAwareClassifier learned
+        (int8_only), else of the float classifier, calibrated when the precision is."""
+        if learned is not None and quantization == "int8_only":
+            return convert_static(learned, length, quantization, **options)
+        examples = calibration(length) if quantization in CALIBRATED_QUANTIZATIONS else None
+        return convert_static(serving.model, length, quantization, examples, **options)
+
     if "tflite" in formats:
-        files.update(_write_tflite(serving, work, name, quantizations, calibration, static_lengths, log))
+        files.update(_write_tflite(serving, work, name, quantizations, calibration, static_file, static_lengths, log))
     if "text_tflite" in formats:
         from keras_bert_impl_export.text_in_tflite import convert_text_in
 
@@ -262,7 +277,7 @@ def _write_all(serving, work, name, formats, quantizations, calibration_texts, s
         elif not backbone.lowercase:
             log("  no MediaPipe model: MediaPipe's BERT tokenizer always lower-cases, and this model is cased")
         else:
-            files.update(_write_mediapipe(serving, work, name, quantizations, calibration, log))
+            files.update(_write_mediapipe(serving, work, name, quantizations, static_file, log))
     if "saved_model" not in formats:
         shutil.rmtree(os.path.join(work, "serving"))
     write_text_atomically("".join(t + "\n" for t in backbone.vocabulary), os.path.join(work, "vocab.txt"))
@@ -296,11 +311,11 @@ def _write_all(serving, work, name, formats, quantizations, calibration_texts, s
     }
 
 
-def _write_tflite(serving, work, name, quantizations, calibration, static_lengths, log):
+def _write_tflite(serving, work, name, quantizations, calibration, static_file, static_lengths, log):
     """tflite/: each precision of the ids SavedModel at a free [B, T], and each static one
-    (STATIC_QUANTIZATIONS, the classifier's own [1, S] forward) at S = the export's length,
-    or once per length of `static_lengths`, the length in its name. `calibration(S)`: the
-    calibration examples at length S."""
+    (STATIC_QUANTIZATIONS, the classifier's own [1, S] forward: `static_file(quantization, S)`)
+    at S = the export's length, or once per length of `static_lengths`, the length in its
+    name. `calibration(S)`: the calibration examples at length S."""
     files = {}
     ids_dir = os.path.join(work, "serving", f"{name}_ids", "1")
 
@@ -313,15 +328,14 @@ def _write_tflite(serving, work, name, quantizations, calibration, static_length
         files[f"tflite_{key}"] = os.path.relpath(path, work)
 
     for quantization in quantizations:
-        calibrated = quantization in CALIBRATED_QUANTIZATIONS
         if quantization not in STATIC_QUANTIZATIONS:
+            calibrated = quantization in CALIBRATED_QUANTIZATIONS
             write(quantization, _timed(log, f"TFLite {quantization}", convert_saved_model, ids_dir, quantization,
                                        calibration(serving.sequence_length) if calibrated else None))
             continue
         for length in static_lengths or [serving.sequence_length]:
             # Its own static graph of the model at [1, S], not the ids SavedModel's.
-            flatbuffer = _timed(log, f"TFLite {quantization} at [1, {length}]", convert_static, serving.model, length,
-                                quantization, calibration(length) if calibrated else None)
+            flatbuffer = _timed(log, f"TFLite {quantization} at [1, {length}]", static_file, quantization, length)
             write(quantization if static_lengths is None else f"{quantization}_{length}", flatbuffer)
     return files
 
@@ -335,10 +349,10 @@ def _write_tflite(serving, work, name, quantizations, calibration, static_length
 MEDIAPIPE_SUFFIXES = {"float32": "", "float16": "_float16", "dynamic_int8": "_int8", "int8_only": "_int8_only"}
 
 
-def _write_mediapipe(serving, work, name, quantizations, calibration, log):
+def _write_mediapipe(serving, work, name, quantizations, static_file, log):
     """[1, S] ids in, the one output MediaPipe Tasks read (probabilities or embeddings),
-    float32, with the metadata that carries the vocabulary and the labels. `calibration(S)`:
-    the int8_only file's calibration examples."""
+    float32, with the metadata that carries the vocabulary and the labels.
+    `static_file(quantization, S, probabilities=True)`: the int8_only one."""
     from keras_bert_impl_export import tflite_metadata
 
     output_name = MEDIAPIPE_OUTPUTS[serving.kind]
@@ -352,10 +366,8 @@ def _write_mediapipe(serving, work, name, quantizations, calibration, log):
     for quantization in [q for q in quantizations if q in MEDIAPIPE_SUFFIXES]:
         suffix = MEDIAPIPE_SUFFIXES[quantization]
         if quantization in STATIC_QUANTIZATIONS:  # the integer-only graph, probabilities out
-            flatbuffer = _timed(
-                log, f"TFLite for MediaPipe, {quantization}", convert_static, serving.model, serving.sequence_length,
-                quantization, calibration(serving.sequence_length), probabilities=True,
-            )
+            flatbuffer = _timed(log, f"TFLite for MediaPipe, {quantization}", static_file, quantization,
+                                serving.sequence_length, probabilities=True)
         else:
             flatbuffer = _timed(
                 log, f"TFLite for MediaPipe, {quantization}", convert_endpoint, serve, signature, quantization

@@ -172,7 +172,8 @@ def load_for_export(model_flag, seq_len=None, pair=False):
         task = "embedding"
     else:
         try:
-            task = task_data.task_of_model(model, has_text_b=pair)
+            # A QuantizationAwareClassifier exports its float classifier (and its learned int8_only).
+            task = task_data.task_of_model(getattr(model, "classifier", model), has_text_b=pair)
         except ValueError as e:
             raise UsageError(str(e).replace("evaluate and predict take", "kbert export takes")) from None
     seq_len = run_sequence_length(seq_len, stored, backbone)
@@ -224,6 +225,8 @@ def export_hub_folder(kind, args):
 
 
 def run(args):
+    import keras_bert_impl as kb
+
     formats = _choices("--formats", args.formats, EXPORT_FORMATS + HUB_FORMATS)
     if set(formats) & set(HUB_FORMATS):
         if len(formats) > 1:
@@ -251,7 +254,8 @@ def run(args):
     calibration = None
     from keras_bert_impl_export.exporter import calibrated_quantizations
 
-    calibrated = calibrated_quantizations(formats, quantizations)
+    float_model = model.classifier if isinstance(model, kb.QuantizationAwareClassifier) else model
+    calibrated = calibrated_quantizations(formats, quantizations, learned=float_model is not model)
     if calibrated:
         if not calibration_path:
             raise UsageError(
@@ -266,7 +270,7 @@ def run(args):
             from keras_bert_impl_export.report import build_report
 
             _log(f"report on {len(validation[0])} validation examples")
-            serving = ExportSignatures(model, seq_len, pair=pair and task == "pair")
+            serving = ExportSignatures(float_model, seq_len, pair=pair and task == "pair")
             build_report(work, manifest, serving, validation[0], validation[1], repeats=args.repeats, log=_log)
             with open(os.path.join(work, "report.md"), encoding="utf-8") as f:
                 print(f.read())

@@ -64,6 +64,14 @@ def add_parser(subparsers):
         "--allow-label-variants", action="store_true",
         help="Train even when labels look like spellings of one label (1 and 1.0, Pos and pos): each is a class.",
     )
+    parser.add_argument(
+        "--qat", action="store_true",
+        help="Quantization-aware training for the integer-only file (classification, pair, multilabel; fp32): "
+        "train through int8 fake quantization where `kbert export --quantizations int8_only` quantizes. From "
+        "an --init classifier of the same labels (a finished finetune run) its head is kept: fit a little more "
+        "at a small --learning-rate. OUTPUT/model.keras is then a QuantizationAwareClassifier; its int8_only "
+        "file takes the ranges it learned (no --calibration).",
+    )
     add_training_flags(parser, default_learning_rate=5e-5)
     add_fixed_length_flag(parser)
     task_data.add_data_flags(parser)
@@ -95,6 +103,36 @@ def _check_validation_flags(args):
                          f"{args.task} a --validation file.")
 
 
+def _check_qat_flags(args):
+    if not args.qat:
+        return
+    if args.task not in ("classification", "pair", "multilabel"):
+        raise UsageError(f"--qat trains a classifier for the integer-only file, which is built for classifiers only: "
+                         f"--task {args.task} cannot be exported integer-only. Drop --qat (export it in float32 or "
+                         "dynamic_int8).")
+    if args.precision != "fp32":
+        raise UsageError(f"--qat trains in fp32 (its fake quantization computes in float32). Received: --precision "
+                         f"{args.precision}")
+
+
+def _qat_start(args, init, label_names):
+    """The classifier --qat continues (None: a new head), checked against the training file."""
+    import keras_bert_impl as kb
+
+    if isinstance(init, kb.QuantizationAwareClassifier):
+        init = init.classifier
+    if not args.qat or not isinstance(init, kb.BertClassifier):
+        return None
+    if list(init.label_names or []) != list(label_names) or init.multi_label != (args.task == "multilabel"):
+        raise UsageError(
+            f"--qat continues --init's classifier on its own task, but it was trained on labels "
+            f"{init.label_names}{' (multi-label)' if init.multi_label else ''} and --train {args.train} has "
+            f"{label_names}{' (multi-label)' if args.task == 'multilabel' else ''}. Give the training file of "
+            "that task, or --init its backbone for a new head."
+        )
+    return init
+
+
 def _split(args, preprocessor, settings, scratch):
     """The training file's rows split into scratch/train.jsonl and scratch/validation.jsonl."""
     from keras_bert_impl.commands.validation_split import split_rows
@@ -118,6 +156,7 @@ def _split(args, preprocessor, settings, scratch):
 
 def _run(args, scratch):
     _check_validation_flags(args)
+    _check_qat_flags(args)
     check_head_training_flags(args)
     from keras_bert_impl.commands import training_run as tr
 
@@ -198,6 +237,7 @@ def _data(args, scratch, strategy):
     data.validation = _read(data.eval_reader, data.validation_path, "--validation",
                             **({} if args.task == "squad" else {"build_labels": False}))
     report_labels(args.task, train_report.label_counts, data.validation_path, data.eval_reader.report.label_counts)
+    data.qat_start = _qat_start(args, init, data.label_names)
     data.steps_per_epoch = math.ceil(train_examples / args.batch_size)
     print(f"kbert finetune: {args.task} from {source}; {train_examples} training examples, {data.steps_per_epoch} "
           f"steps x {args.epochs} epochs on {strategy.num_replicas_in_sync} replica(s)", file=sys.stderr)
@@ -205,13 +245,20 @@ def _data(args, scratch, strategy):
 
 
 def _model(args, data, tr):
-    """The head on a fresh copy of the --init encoder, compiled (inside the run's scope)."""
+    """The head on a fresh copy of the --init encoder, compiled (inside the run's scope); with
+    --qat, wrapped for quantization-aware training, --init's head kept when it has one."""
+    import keras_bert_impl as kb
     from keras_bert_impl.commands import model_files
 
     fresh = model_files.rebuilt_backbone(data.backbone)
     names = data.label_names
+    start = data.qat_start
     model, monitor, mode = task_data.build_head(args.task, fresh, len(names) if names else None, names, args.dropout,
-                                                args.pooling)
+                                                args.pooling if start is None else start.pooling)
+    if start is not None:
+        model.output_dense.set_weights(start.output_dense.get_weights())
+    if args.qat:
+        model = kb.QuantizationAwareClassifier(model)
     tr.compile_for_training(model, args, data.steps_per_epoch * args.epochs)
     return model, monitor, mode
 

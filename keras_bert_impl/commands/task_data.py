@@ -169,9 +169,11 @@ def build_head(task, backbone, num_classes, label_names, dropout, pooling="poole
 
 
 def task_of_model(model, has_text_b=False):
-    """The task a loaded head was trained for."""
+    """The task a loaded head was trained for (a QuantizationAwareClassifier's: its classifier's)."""
     import keras_bert_impl as kb
 
+    if isinstance(model, kb.QuantizationAwareClassifier):
+        model = model.classifier
     if isinstance(model, kb.BertClassifier):
         return "multilabel" if model.multi_label else ("pair" if has_text_b else "classification")
     if isinstance(model, kb.BertTokenClassifier):

@@ -10,7 +10,10 @@ lets tensorflow-text's kernels through (`allow_custom_ops`). Why not Keras' own
 Four precisions for the Keras graph, and two integer-only ones (INTEGER_ONLY_QUANTIZATIONS:
 int8 or int16 activations, every op integer) for the graph `integer_only.integer_forward`
 writes, which the quantizer takes whole where it leaves parts of the Keras graph float.
-The converter's own log lines are held back unless it fails (`native_log.py`).
+The converter's own log lines are held back unless it fails (`native_log.py`). A third
+integer-only route, LEARNED_INT8, converts a forward that carries its own int8 ranges as
+fake-quantization ops (a `QuantizationAwareClassifier`'s): the converter's quantization-aware
+path, no calibration.
 
 The Keras graph's four:
 
@@ -39,7 +42,8 @@ import numpy as np  # noqa: E402
 
 from keras_bert_impl.conversion.native_log import native_output_held
 from keras_bert_impl.conversion.input_contract import (
-    CALIBRATED_QUANTIZATIONS, INTEGER_ONLY_QUANTIZATIONS, SERVING_ENDPOINT, check_quantization,
+    CALIBRATED_QUANTIZATIONS, INTEGER_ONLY_QUANTIZATIONS, QUANTIZATIONS, SERVING_ENDPOINT, STATIC_QUANTIZATIONS,
+    check_quantization,
 )
 
 # int8_mixed quantizes the embedding lookups (GATHER) and the fully connected layers not
@@ -68,6 +72,11 @@ INTEGER_ONLY_OPS = {
     "int8_only": tf.lite.OpsSet.TFLITE_BUILTINS_INT8,
     "int16x8_only": tf.lite.OpsSet.EXPERIMENTAL_TFLITE_BUILTINS_ACTIVATIONS_INT16_WEIGHTS_INT8,
 }
+
+
+# The int8_only file of a graph whose ranges are fake-quantization ops (quantization-aware
+# training): not a choice of users (they ask for int8_only of a QAT model), the converter's mode.
+LEARNED_INT8 = "int8_learned"
 
 
 class ConversionError(ValueError):
@@ -134,7 +143,7 @@ def convert_saved_model(saved_model_dir, quantization="float32", calibration_inp
         allow_custom_ops: bool. Lets ops with no builtin through as custom ops: the text-in
             graph's tensorflow-text kernels (its caller then checks that no other is left).
     """
-    check_quantization("quantization", quantization)
+    check_quantization("quantization", quantization, QUANTIZATIONS + STATIC_QUANTIZATIONS + (LEARNED_INT8,))
     if quantization in CALIBRATED_QUANTIZATIONS and not calibration_inputs:
         raise ValueError(f"{quantization} needs calibration_inputs: real examples to measure activation ranges on.")
     try:
@@ -157,6 +166,8 @@ def convert_saved_model(saved_model_dir, quantization="float32", calibration_inp
 
 def _convert(converter, quantization, calibration_inputs, quantized_ops, float_nodes):
     """The set-up converter's .tflite bytes in `quantization`."""
+    if quantization == LEARNED_INT8:
+        return _learned_int8(converter)
     if quantization in INTEGER_ONLY_QUANTIZATIONS:
         # Only integer kernels are allowed: an op the quantizer cannot take fails the
         # conversion instead of staying float. The int32 inputs stay int32 and the outputs
@@ -170,6 +181,20 @@ def _convert(converter, quantization, calibration_inputs, quantized_ops, float_n
         INT8_MIXED_QUANTIZED_OPS if quantized_ops is None else tuple(quantized_ops),
         INT8_MIXED_FLOAT_NODES if float_nodes is None else tuple(float_nodes),
     )
+
+
+def _learned_int8(converter):
+    """The integer-only bytes of a graph that carries every range as a fake-quantization op.
+    TF 2.20 refuses the int8-only op set without a representative dataset even on this path
+    (`_validate_int8_required` runs before it looks at the graph), so the converter gets the
+    builtin set, and the file is checked here instead: a point without a range would stay float."""
+    from keras_bert_impl.conversion.tflite_targets import TfliteTargets
+
+    flatbuffer = converter.convert()
+    targets = TfliteTargets(flatbuffer)
+    if not targets.integer_only:
+        raise ConversionError(f"The quantization-aware graph did not convert integer-only: {targets.why_not()['integer NPU']}")
+    return flatbuffer
 
 
 def _int8_mixed(converter, calibration_inputs, quantized_ops, float_nodes):

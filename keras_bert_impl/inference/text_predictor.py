@@ -56,11 +56,17 @@ class TextPredictor:
     """
 
     def __init__(self, model, sequence_length=128, batch_size=32, bucket_multiple=1, precision="fp32"):
-        if not isinstance(model, BertClassifier):
+        from keras_bert_impl.models.quantization_aware_classifier import QuantizationAwareClassifier
+
+        # A QuantizationAwareClassifier predicts through its fake quantization: the integer file's labels.
+        if not isinstance(model, (BertClassifier, QuantizationAwareClassifier)):
             raise ValueError(
                 "TextPredictor takes a BertClassifier (sequence-level outputs). Received: "
                 f"model={type(model).__name__}"
             )
+        if isinstance(model, QuantizationAwareClassifier) and precision != "fp32":
+            raise ValueError(f"A QuantizationAwareClassifier already computes as its int8 file does: predict it in "
+                             f"fp32, or its .classifier in {precision}. Received: precision={precision!r}")
         backbone = model.backbone
         if backbone.vocabulary is None:
             raise ValueError("The model's backbone carries no vocabulary: call backbone.set_vocabulary(...) first.")

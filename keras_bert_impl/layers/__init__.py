@@ -1,3 +1,4 @@
+from keras_bert_impl.layers.activation_ranges import ActivationRanges
 from keras_bert_impl.layers.bert_embeddings import BertEmbeddings
 from keras_bert_impl.layers.bert_pooler import BertPooler
 from keras_bert_impl.layers.feed_forward import FeedForward

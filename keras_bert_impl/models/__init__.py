@@ -13,4 +13,5 @@ from keras_bert_impl.models.distiller import Distiller
 from keras_bert_impl.models.masked_lm_accuracy import MaskedLMAccuracy
 from keras_bert_impl.models.masked_sparse_crossentropy import MaskedSparseCrossentropy
 from keras_bert_impl.models.presets import BERT_PRESETS
+from keras_bert_impl.models.quantization_aware_classifier import QuantizationAwareClassifier
 from keras_bert_impl.models.student_init import backbone_from_layers, embeddings_from_teacher

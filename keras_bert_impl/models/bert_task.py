@@ -3,11 +3,12 @@
 import keras
 
 from keras_bert_impl.models.bert_backbone import BertBackbone
+from keras_bert_impl.models.head_compile import HeadCompile
 from keras_bert_impl.models._early_attributes import set_attribute
 from keras_bert_impl.models.quantized_layers import record_quantized_layers, restore_quantized_layers, split_quantized_config
 
 
-class BertTask(keras.Model):
+class BertTask(HeadCompile, keras.Model):
     """Base of the BERT heads: holds the backbone, serialises it in the config,
     and rebuilds the head around it on load (so tied weights stay tied).
 
@@ -17,41 +18,10 @@ class BertTask(keras.Model):
     """
 
     _task_config_keys = ()
-    # The learning rate of the "auto" optimizer (Adam): fine-tuning's usual 5e-5.
-    default_learning_rate = 5e-5
 
     def __setattr__(self, name, value):
         # Layers are attributes before keras.Model.__init__ (see models/_early_attributes.py).
         set_attribute(self, name, value, super().__setattr__)
-
-    def default_loss(self):
-        """The loss `compile(loss="auto")` uses (None: the head does not train)."""
-        return None
-
-    def default_metrics(self):
-        """The metrics `compile(metrics="auto")` uses."""
-        return None
-
-    def default_weighted_metrics(self):
-        """The weighted metrics `compile(weighted_metrics="auto")` uses."""
-        return None
-
-    def compile(self, optimizer="auto", loss="auto", metrics="auto", weighted_metrics="auto", **kwargs):
-        """Keras' `compile`, where "auto" (the default of each) is the head's own choice:
-        Adam at `default_learning_rate`, and the loss and metrics that fit its outputs
-        (KerasHub's Task.compile pattern). Pass anything else to override one of them.
-        """
-
-        def auto(value):
-            return isinstance(value, str) and value == "auto"
-
-        super().compile(
-            optimizer=keras.optimizers.Adam(self.default_learning_rate) if auto(optimizer) else optimizer,
-            loss=self.default_loss() if auto(loss) else loss,
-            metrics=self.default_metrics() if auto(metrics) else metrics,
-            weighted_metrics=self.default_weighted_metrics() if auto(weighted_metrics) else weighted_metrics,
-            **kwargs,
-        )
 
     @staticmethod
     def _check_backbone(backbone):
@@ -74,23 +44,6 @@ class BertTask(keras.Model):
             dtype="float32",
             name="logits",
         )
-
-    def compile_from_config(self, config):
-        # Keras skips (with a warning) the compile of a loaded model whose class overrides
-        # compile; ours takes the same arguments as Keras', so a saved compile is replayed.
-        config = keras.saving.deserialize_keras_object(config)
-        self.compile(**config)
-        if self.built:
-            self.optimizer.build(self.trainable_variables)
-
-    def get_compile_config(self):
-        # An optimizer that never took a step has no state to restore. Leaving the
-        # compile config out then lets a loaded head keep the compile of its own
-        # __init__; with it, Keras would build the fresh optimizer on load and warn
-        # that the saved one (unbuilt: 2 variables) does not match.
-        if getattr(self, "optimizer", None) is None or not self.optimizer.built:
-            return None
-        return super().get_compile_config()
 
     def get_config(self):
         config = super().get_config()

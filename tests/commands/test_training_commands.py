@@ -449,3 +449,58 @@ def test_mixed_precision_trains_and_resumes(tiny_init, tmp_path, capsys, monkeyp
     assert model.backbone.dtype_policy.name == policy
     assert all(w.dtype == "float32" for w in model.get_weights())  # weights stay float32
     keras.config.set_dtype_policy("float32")
+
+
+@pytest.mark.slow  # about 40 s or more: a fine-tune, its quantization-aware training and an export
+def test_qat_continues_a_classifier_and_exports_its_integer_file(tiny_init, mr_files, tmp_path, capsys):
+    """`kbert finetune --qat` from a finished run keeps its head, writes a QuantizationAwareClassifier
+    that evaluates and predicts like any head, and `kbert export --quantizations int8_only` converts it
+    with the ranges it learned: no --calibration, every tensor integer (issue 31, item 2)."""
+    from keras_bert_impl.conversion.tflite_targets import TfliteTargets
+
+    train, dev = mr_files
+    layout = ["--no-header", "--columns", "label,text"]
+    float_run, qat_run = tmp_path / "float", tmp_path / "qat"
+    assert _finetune(tiny_init, float_run, "classification", train, dev, *layout) == 0
+    assert _finetune(str(float_run), qat_run, "classification", train, dev, *layout, "--qat", "--learning-rate",
+                     "1e-5") == 0
+    qat = keras.saving.load_model(qat_run / "model.keras")
+    start = keras.saving.load_model(float_run / "model.keras")
+    assert isinstance(qat, kb.QuantizationAwareClassifier) and qat.ranges.untrained() == []
+    assert qat.classifier.label_names == ["-1", "1"] and qat.classifier.pooling == start.pooling
+    # The head is the float run's, trained on (not a new random one): close to it at 1e-5 for one epoch.
+    assert np.abs(qat.classifier.output_dense.kernel.numpy() - start.output_dense.kernel.numpy()).max() < 1e-3
+    with open(qat_run / "metrics.json") as f:
+        accuracy = json.load(f)["validation"]["accuracy"]
+    assert main(["evaluate", "--model", str(qat_run), "--data", dev, "--json"]) == 0
+    assert _json_line(capsys.readouterr().out)["accuracy"] == pytest.approx(accuracy, abs=1e-9)
+
+    assert main(["predict", "--model", str(qat_run), "--json", "a gripping , funny film"]) == 0
+    assert json.loads(capsys.readouterr().out.strip())["label"] in ("-1", "1")
+
+    export = tmp_path / "export"
+    assert main(["export", "--model", str(qat_run), "--output", str(export), "--formats", "tflite",
+                 "--quantizations", "float32,int8_only", "--seq-len", "32"]) == 0
+    flatbuffer = (export / "tflite" / "bert_int8_only.tflite").read_bytes()
+    assert TfliteTargets(flatbuffer).integer_only
+    # int16x8_only of a QAT model is its float classifier's, post-training: that one needs --calibration.
+    assert main(["export", "--model", str(qat_run), "--output", str(tmp_path / "e2"), "--formats", "tflite",
+                 "--quantizations", "int16x8_only", "--seq-len", "32"]) == 0  # the run's --train calibrates
+    capsys.readouterr()
+
+
+def test_qat_refusals(tiny_init, mr_files, tmp_path, capsys):
+    train, dev = mr_files
+    run = str(tmp_path / "run")
+    _refused(capsys, ["finetune", "--task", "tagging", "--qat", "--train", train, "--validation", dev, "--init",
+                      tiny_init, "--output", run], "--task tagging cannot be exported integer-only")
+    _refused(capsys, ["finetune", "--task", "classification", "--qat", "--precision", "bf16", "--train", train,
+                      "--validation", dev, "--init", tiny_init, "--output", run], "--qat trains in fp32")
+    # A classifier of other labels: the QAT file of another task.
+    other = tmp_path / "other.keras"
+    backbone = keras.saving.load_model(tiny_init)
+    kb.BertClassifier(backbone, num_classes=3, label_names=["a", "b", "c"]).save(other)
+    _refused(capsys, ["finetune", "--task", "classification", "--qat", "--train", train, "--validation", dev,
+                      "--init", str(other), "--output", run, "--no-header", "--columns", "label,text"],
+             "it was trained on labels ['a', 'b', 'c'] and --train")
+    assert not os.path.exists(run)

@@ -1,5 +1,6 @@
 """The kill test: a training process killed with SIGKILL mid-epoch, restarted with the
-same command, ends with exactly the weights of an uninterrupted run."""
+same command, ends with exactly the weights of an uninterrupted run; for a classifier and for
+its quantization-aware training (whose learned activation ranges are weights too)."""
 
 import json
 import os
@@ -25,11 +26,13 @@ from keras_bert_impl.training import create_optimizer
 from keras_bert_impl.training.backup_and_restore import BackupAndRestore
 from keras_bert_impl.training.fit_resumable import fit_resumable
 
-out, epochs, steps, save_every = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4])
+out, epochs, steps, save_every, kind = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4]), sys.argv[5]
 keras.utils.set_random_seed(0)
 backbone = kb.BertBackbone(vocabulary_size=60, num_layers=2, num_heads=2, hidden_dim=16, intermediate_dim=32,
                            max_sequence_length=16, dropout=0.1)
 model = kb.BertClassifier(backbone, num_classes=3, dropout=0.1)
+if kind == "qat":
+    model = kb.QuantizationAwareClassifier(model)
 model.compile(optimizer=create_optimizer(1e-3, train_steps=epochs * steps),
               loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True))
 rng = np.random.default_rng(0)
@@ -52,16 +55,16 @@ print(json.dumps({"restored_step": backup.restored_step, "step": int(model.optim
 """
 
 
-def _command(out):
-    return [sys.executable, "-c", SCRIPT, str(out), str(EPOCHS), str(STEPS), str(SAVE_EVERY)]
+def _command(out, kind):
+    return [sys.executable, "-c", SCRIPT, str(out), str(EPOCHS), str(STEPS), str(SAVE_EVERY), kind]
 
 
 def _env():
     return dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3", PYTHONPATH=REPO, KERAS_BACKEND="tensorflow")
 
 
-def _finish(out):
-    done = subprocess.run(_command(out), capture_output=True, text=True, env=_env(), timeout=600)
+def _finish(out, kind):
+    done = subprocess.run(_command(out, kind), capture_output=True, text=True, env=_env(), timeout=600)
     assert done.returncode == 0, done.stderr[-3000:]
     return json.loads(done.stdout.strip().splitlines()[-1])
 
@@ -94,18 +97,19 @@ def kill_mid_run(command, folder, step, cwd=None):
 
 
 @pytest.mark.slow  # about 20 s or more: three training processes: uninterrupted, killed, resumed
-def test_sigkill_mid_epoch_then_same_command_gives_identical_weights(tmp_path):
+@pytest.mark.parametrize("kind", ["classifier", "qat"])
+def test_sigkill_mid_epoch_then_same_command_gives_identical_weights(tmp_path, kind):
     reference_dir, killed_dir = tmp_path / "reference", tmp_path / "killed"
     reference_dir.mkdir()
     killed_dir.mkdir()
-    assert _finish(reference_dir) == {"restored_step": 0, "step": EPOCHS * STEPS}
+    assert _finish(reference_dir, kind) == {"restored_step": 0, "step": EPOCHS * STEPS}
 
     # Kill inside the second epoch, after the backup at step 12 (a multiple of SAVE_EVERY, mid-epoch).
-    killed_at = kill_mid_run(_command(killed_dir), killed_dir, STEPS + 4)
+    killed_at = kill_mid_run(_command(killed_dir, kind), killed_dir, STEPS + 4)
     assert STEPS < killed_at < EPOCHS * STEPS, f"the kill should land mid-run, it landed at step {killed_at}"
     assert not (killed_dir / "final.npz").exists()
 
-    resumed = _finish(killed_dir)  # the same command again
+    resumed = _finish(killed_dir, kind)  # the same command again
     assert resumed["step"] == EPOCHS * STEPS
     restored = resumed["restored_step"]
     assert 0 < restored <= killed_at and restored % STEPS != 0, f"resumed at step {restored}, killed at {killed_at}"

@@ -1,0 +1,194 @@
+"""A `BertClassifier`'s inference pass written in the forms an integer-only TFLite takes whole,
+once, for the two places that need exactly the same computation: the integer-only export
+(`conversion/integer_only.py` traces it at a static [1, S] over the weights as constants) and
+quantization-aware training (`QuantizationAwareClassifier` runs it batched over the variables,
+with fake quantization where the integer file quantizes).
+
+Why forms of its own, and not the Keras layers: TF 2.20's full-integer quantizer leaves parts
+of the Keras graph in float or refuses them (issue 31, measured on a one-layer model of our
+layers): Keras' LayerNormalization lowers to a NEG that stays float and has no int16 kernel, its
+variance is a SQUARED_DIFFERENCE LiteRT refuses in int16, the padding mask's bool -> float32
+cast stays float, and `ops.take`'s index check makes the 16x8 converter ask for the range of the
+dynamic id input. Here:
+
+- LayerNorm is MEAN, SUB, MUL, RSQRT (no NEG, no SQUARED_DIFFERENCE);
+- the embeddings are lookups on the int32 ids (`IntegerForms.lookup`: the export's is a plain
+  GATHER with no index check), the positions a table slice;
+- the padding mask is a lookup too: the int32 mask indexes the two-entry table
+  [INTEGER_MASK_VALUE, 0], so no cast and no comparison; attention adds it before SOFTMAX;
+- the token mean (`pooling="mean"`) is a SOFTMAX of that same bias times the tokens, so the
+  1 / count needs neither a cast of the mask nor a DIV.
+
+INTEGER_MASK_VALUE is -30, not the Keras model's -1e9 (layers/masking.py): the bias shares one
+quantization scale with the attention scores it is added to, and -1e9 would leave those scores
+no levels at all. A masked key weighs exp(-30) = 9e-14 times a real key of the same score, so
+the float forward stays within 1e-5 of Keras (tested on MR sentences).
+
+Every tensor the integer file quantizes passes through `forms.activation(name, x)` under a
+name of its own (`quantization_points` lists them): identity for a float forward, a fake
+quantization with learned ranges in training and in the export of a trained model. There is no
+dropout: the forward is the inference pass, and QAT tracks the ranges of inference-time
+activations (dropout's 1 / (1 - rate) would widen them).
+"""
+
+import keras
+import numpy as np
+from keras import ops
+
+from keras_bert_impl.layers.bert_embeddings import sinusoidal_positions
+
+# Added to attention scores (and the token mean's weights) at padding: see the module docstring.
+INTEGER_MASK_VALUE = -30.0
+# TFLite's int8 SOFTMAX (and LOGISTIC) output scale is fixed at 1/256 from 0; TANH's at 1/128
+# around 0. Fake quantization at these ranges is exactly what the int8 kernels give.
+PROBABILITY_RANGE = (0.0, 255.0 / 256.0)
+TANH_RANGE = (-1.0, 127.0 / 128.0)
+
+
+class IntegerForms:
+    """The hooks `classifier_forward` computes through. This base gives the plain float
+    forward of the variables (a Keras `ops.take` lookup, no quantization); the export and
+    quantization-aware training subclass it.
+
+    Example:
+    >>> model = kb.BertClassifier(kb.BertBackbone.from_preset("bert_tiny", vocabulary_size=100), num_classes=2)
+    >>> ids = np.array([[2, 7, 3, 0]], "int32")
+    >>> inputs = {"token_ids": ids, "padding_mask": ids > 0, "segment_ids": np.zeros_like(ids)}
+    >>> logits = classifier_forward(model, inputs, IntegerForms())["logits"]
+    >>> bool(np.allclose(logits, model(inputs)["logits"], atol=1e-5))
+    True
+    """
+
+    def weight(self, variable):
+        """A weight as the forward reads it (a bias; the scale of a LayerNorm)."""
+        return variable
+
+    def kernel(self, variable):
+        """A Dense kernel [in, out] (the integer file stores it per output channel in int8)."""
+        return self.weight(variable)
+
+    def table(self, values):
+        """A constant operand of the forward: positions, LayerNorm's gamma and beta."""
+        return values
+
+    def lookup(self, table, indices):
+        """Rows of `table` (an embedding, the mask table) at the int32 `indices`."""
+        return ops.take(self.table(table), indices, axis=0)
+
+    def activation(self, name, x):
+        """A tensor the integer file quantizes, under its point `name`."""
+        return x
+
+    def inverse_sqrt(self, name, x):
+        """LayerNorm's 1 / sqrt(variance + epsilon), a point `name` of its own: in int8 a
+        variance can round to 0, and TFLite's int8 RSQRT then gives the top of its range."""
+        return self.activation(name, ops.rsqrt(x))
+
+    def fixed(self, x, bounds):
+        """A tensor whose int8 range the kernel fixes (softmax, tanh): `bounds`."""
+        return x
+
+
+def classifier_forward(model, inputs, forms, probabilities=False):
+    """`{logits or probabilities: [B, C]}` of the `BertClassifier` `model` on `inputs`
+    ({token_ids, padding_mask, segment_ids}: [B, S] each), computed in the integer forms of
+    the module docstring through `forms` (an `IntegerForms`).
+
+    probabilities: bool. Give `probabilities`, a softmax of the logits (a sigmoid for a
+        multi-label head), for a head without an activation of its own (MediaPipe's file).
+    """
+    backbone = model.backbone
+    embeddings = backbone.embeddings
+    ids = ops.cast(inputs["token_ids"], "int32")
+    length = ids.shape[1] if ids.shape[1] is not None else ops.shape(ids)[1]
+    hidden = embeddings.hidden_dim
+    tokens = forms.lookup(embeddings.token_embedding.embeddings, ids)  # [B, S, H]
+    segments = forms.lookup(embeddings.segment_embedding.embeddings, ops.cast(inputs["segment_ids"], "int32"))
+    if embeddings.position_embedding == "learned":
+        positions = forms.weight(embeddings.position_embeddings)[:length]  # [S, H]
+    else:
+        positions = sinusoidal_positions(length, hidden)
+    x = forms.activation("embeddings/sum", tokens + segments)
+    x = forms.activation("embeddings/positioned", x + forms.table(positions)[None])
+    x = ops.reshape(_norm(forms, "embeddings/norm", embeddings.layer_norm, x), (-1, hidden))  # [B*S, H]
+    mask_table = np.array([INTEGER_MASK_VALUE, 0.0], "float32")
+    bias = forms.lookup(mask_table, ops.cast(inputs["padding_mask"], "int32"))  # [B, S]
+    bias = ops.reshape(bias, (-1, 1, 1, length))  # [B, 1, 1, S]
+    for index, layer in enumerate(backbone.transformer_layers):
+        x = _block(forms, f"layer_{index}", layer, x, bias, length)
+    if model.pooling == "pooled":
+        first = ops.reshape(x, (-1, length, hidden))[:, 0]  # [B, H]: [CLS]
+        pooled = _dense(forms, "pooler", backbone.pooler.dense, first)
+    else:
+        shares = forms.fixed(ops.softmax(ops.reshape(bias, (-1, 1, length)), axis=-1), PROBABILITY_RANGE)  # [B, 1, S]
+        pooled = ops.reshape(ops.matmul(shares, ops.reshape(x, (-1, length, hidden))), (-1, hidden))  # [B, H]
+        pooled = forms.activation("pooled", pooled)
+    scores = _dense(forms, "head", model.output_dense, pooled)  # [B, C]
+    name = "logits" if model.activation is None and not probabilities else "probabilities"
+    if model.activation is None and probabilities:
+        # Probabilities of our own only over logits, as the Keras model's readable outputs are.
+        scores = ops.sigmoid(scores) if model.multi_label else ops.softmax(scores, axis=-1)
+    return {name: scores}
+
+
+def quantization_points(model):
+    """The names `classifier_forward` gives `forms.activation` for `model`, in order."""
+    names = []
+
+    class Recording(IntegerForms):
+        def activation(self, name, x):
+            names.append(name)
+            return x
+
+    ids = ops.ones((1, 2), "int32")
+    classifier_forward(model, {"token_ids": ids, "padding_mask": ids, "segment_ids": ids * 0}, Recording())
+    return names
+
+
+def _dense(forms, name, layer, x):  # x [M, in] -> [M, out]
+    y = forms.activation(name, ops.matmul(x, forms.kernel(layer.kernel)) + forms.weight(layer.bias))
+    activation = layer.activation
+    if activation is keras.activations.linear:
+        return y
+    if activation in (keras.activations.softmax, keras.activations.sigmoid):
+        return forms.fixed(activation(y), PROBABILITY_RANGE)
+    if activation is keras.activations.tanh:
+        return forms.fixed(activation(y), TANH_RANGE)
+    return forms.activation(f"{name}/activation", activation(y))
+
+
+def _norm(forms, name, layer, x):  # [..., H]: LayerNorm as MEAN, SUB, MUL, RSQRT
+    point = forms.activation
+    mean = point(f"{name}/mean", ops.mean(x, axis=-1, keepdims=True))
+    centred = point(f"{name}/centred", x - mean)
+    variance = point(f"{name}/variance", ops.mean(point(f"{name}/squares", centred * centred), axis=-1, keepdims=True))
+    inverse = forms.inverse_sqrt(f"{name}/inverse_std", point(f"{name}/variance_epsilon", variance + float(layer.epsilon)))
+    normalized = point(f"{name}/normalized", centred * inverse)
+    return point(name, point(f"{name}/scaled", normalized * forms.table(layer.gamma)) + forms.table(layer.beta))
+
+
+def _block(forms, name, layer, x, bias, length):
+    """One post-LN TransformerEncoder on x [B*S, H] (bias [B, 1, 1, S])."""
+    attention = layer.attention
+    heads, head_dim = attention.num_heads, attention.head_dim
+
+    def split(y, order):  # [B*S, H] -> [B, N, S, D] (order (0, 2, 1, 3)) or [B, N, D, S] (0, 2, 3, 1)
+        return ops.transpose(ops.reshape(y, (-1, length, heads, head_dim)), order)
+
+    scale = 1.0 / float(head_dim) ** 0.5
+    query = forms.activation(f"{name}/query_scaled", _dense(forms, f"{name}/query", attention.query_dense, x) * scale)
+    query = split(query, (0, 2, 1, 3))
+    keys = split(_dense(forms, f"{name}/key", attention.key_dense, x), (0, 2, 3, 1))
+    values = split(_dense(forms, f"{name}/value", attention.value_dense, x), (0, 2, 1, 3))
+    scores = forms.activation(f"{name}/scores", ops.matmul(query, keys))  # [B, N, S, S]
+    scores = forms.activation(f"{name}/masked_scores", scores + bias)
+    weights = forms.fixed(ops.softmax(scores, axis=-1), PROBABILITY_RANGE)
+    context = forms.activation(f"{name}/context", ops.matmul(weights, values))  # [B, N, S, D]
+    context = ops.reshape(ops.transpose(context, (0, 2, 1, 3)), (-1, heads * head_dim))  # [B*S, H]
+    attended = _dense(forms, f"{name}/attention_output", attention.output_dense, context)
+    x = _norm(forms, f"{name}/attention_norm", layer.attention_layer_norm,
+              forms.activation(f"{name}/attention_residual", x + attended))
+    feed_forward = layer.feed_forward
+    inner = _dense(forms, f"{name}/intermediate", feed_forward.intermediate_dense, x)  # [B*S, I], with its GELU
+    out = _dense(forms, f"{name}/output", feed_forward.output_dense, inner)
+    return _norm(forms, f"{name}/output_norm", layer.output_layer_norm, forms.activation(f"{name}/output_residual", x + out))

@@ -1,0 +1,135 @@
+"""Quantization-aware training (issue 31, item 2): `QuantizationAwareClassifier` fits through
+int8 fake quantization at the points the integer-only file quantizes, round-trips as .keras,
+and converts to the integer-only file with the ranges it learned (no calibration), which
+computes what the model computed: LiteRT's logits against the QAT model's own on held-out MR
+sentences. On test_integer_only.py's bert_tiny-shaped classifier trained on 2,000 MR sentences."""
+
+import keras
+import numpy as np
+import pytest
+
+import keras_bert_impl as kb
+from keras_bert_impl.conversion.integer_only import convert_integer_only, convert_static, integer_forward
+from keras_bert_impl.conversion.tflite_targets import TfliteTargets
+from keras_bert_impl.layers.activation_ranges import ActivationRanges
+from keras_bert_impl.models.integer_forms import IntegerForms, classifier_forward, quantization_points
+from tests.conversion.test_integer_only import LENGTH, classifier, examples, mr, run, trained  # noqa: F401
+from tests.harness import save_and_reload
+
+
+@pytest.fixture(scope="module")
+def quantization_aware(mr, trained):
+    """The trained classifier (a copy) after one epoch of quantization-aware training on its own
+    training sentences at a small learning rate."""
+    (x, y, _), *_ = mr
+    model, _ = trained
+    copy = classifier(pooling="mean")
+    copy.set_weights(model.get_weights())
+    keras.utils.set_random_seed(0)
+    qat = kb.QuantizationAwareClassifier(copy)
+    qat.compile(optimizer=keras.optimizers.Adam(3e-5))
+    before = [w.copy() for w in copy.get_weights()]
+    qat.fit(x, y, epochs=1, batch_size=32, verbose=0)
+    return qat, before
+
+
+def test_float_forms_equal_the_keras_forward():
+    """The forms with no quantization are the classifier's function (both poolings, a head
+    activation): what QAT's forward is before its fake quantization."""
+    ids = np.array([[2, 7, 9, 3, 0, 0], [2, 5, 3, 11, 12, 3]], "int32")
+    x = {"token_ids": ids, "padding_mask": ids > 0, "segment_ids": np.array([[0] * 6, [0, 0, 0, 1, 1, 1]], "int32")}
+    for pooling, activation in (("pooled", None), ("mean", "softmax")):
+        keras.utils.set_random_seed(0)
+        model = kb.BertClassifier(kb.BertBackbone.from_preset("bert_tiny", vocabulary_size=20), num_classes=3,
+                                  pooling=pooling, activation=activation)
+        key = "logits" if activation is None else "probabilities"
+        got = np.asarray(classifier_forward(model, x, IntegerForms())[key])
+        assert np.abs(got - np.asarray(model(x)[key])).max() < 1e-5
+
+
+def test_activation_ranges_move_by_momentum():
+    ranges = ActivationRanges(["a"], momentum=0.5)
+    assert ranges.untrained() == ["a"]
+    x = keras.ops.convert_to_tensor([[0.5, 2.0]])
+    # Never trained: inference leaves the tensor float.
+    np.testing.assert_array_equal(keras.ops.convert_to_numpy(ranges.fake_quantize("a", x)), [[0.5, 2.0]])
+    ranges.fake_quantize("a", x, training=True)  # the first batch sets the range; 0 is always in it
+    assert ranges.range_of("a") == (0.0, 2.0)
+    ranges.fake_quantize("a", keras.ops.convert_to_tensor([[-4.0, 1.0]]), training=True)
+    assert ranges.range_of("a") == (-2.0, 1.5)  # half way to (-4, 1)
+    ranges.fake_quantize("a", keras.ops.convert_to_tensor([[-100.0]]))  # inference does not move it
+    assert ranges.range_of("a") == (-2.0, 1.5) and ranges.untrained() == []
+    # Outside the range the value clips; inside it lands on one of 256 levels.
+    y = keras.ops.convert_to_numpy(ranges.fake_quantize("a", keras.ops.convert_to_tensor([[-3.0, 0.3]])))
+    step = 3.5 / 255
+    assert abs(y[0, 0] + 2.0) < step and abs(y[0, 1] - 0.3) <= step / 2 + 1e-6
+    with pytest.raises(ValueError, match=r"momentum must be a number in \[0, 1\). Received: momentum=1.0"):
+        ActivationRanges(["a"], momentum=1.0)
+    with pytest.raises(ValueError, match="points must be distinct"):
+        ActivationRanges(["a", "a"])
+
+
+@pytest.mark.slow
+def test_qat_trains_and_round_trips(mr, quantization_aware):
+    *_, (held_out, *_) = mr
+    qat, before = quantization_aware
+    after = qat.classifier.get_weights()
+    assert all(w.shape == b.shape for w, b in zip(after, before))
+    assert any(np.abs(w - b).max() > 0 for w, b in zip(after, before)), "QAT did not train the classifier"
+    points = quantization_points(qat.classifier)
+    # 2 layers: embeddings (2 sums, 9 LayerNorm steps); a block: Q, K, V, the scaled Q, scores
+    # before and after the mask, context, attention output, residual, 9 LayerNorm steps,
+    # intermediate, GELU, output, residual, 9 more; the pooled mean and the head.
+    assert len(points) == 11 + 2 * 31 + 2 and qat.ranges.untrained() == []
+    want = qat.predict(held_out, verbose=0)["logits"]
+    loaded = save_and_reload(qat)
+    assert isinstance(loaded, kb.QuantizationAwareClassifier)
+    np.testing.assert_array_equal(loaded.predict(held_out, verbose=0)["logits"], want)
+    assert loaded.learned_ranges() == qat.learned_ranges()
+    # The QAT forward is the integer file's: near the float model's logits, not equal to them.
+    float_logits = qat.classifier.predict(held_out, verbose=0)["logits"]
+    assert 0 < np.abs(float_logits - want).max() < 0.5
+
+
+@pytest.mark.slow
+def test_integer_only_file_takes_the_learned_ranges(mr, quantization_aware):
+    """No calibration: every tensor integer, the learned ranges in the file, and LiteRT gives
+    the QAT model's top label on 300 held-out sentences (logits within a few int8 steps)."""
+    *_, (held_out, y_held_out, _) = mr
+    qat, _ = quantization_aware
+    flatbuffer = convert_integer_only(qat, LENGTH)
+    targets = TfliteTargets(flatbuffer)
+    assert targets.integer_only and targets.runs_on() == ["CPU", "GPU (shapes)", "integer NPU", "Edge TPU"]
+    float_bytes = sum(w.size * 4 for w in qat.classifier.get_weights())
+    assert len(flatbuffer) < 0.3 * float_bytes
+
+    from ai_edge_litert.interpreter import Interpreter
+
+    interpreter = Interpreter(model_content=flatbuffer)
+    # The int8 scale of the first attention's scores is the learned range's.
+    low, high = qat.ranges.range_of("layer_0/scores")
+    scales = [t["quantization"][0] for t in interpreter.get_tensor_details() if t["dtype"] == np.int8]
+    assert min(abs(s - (high - low) / 255) for s in scales) < 1e-6 * (high - low)
+    got = run(interpreter.get_signature_runner("serving_default"), held_out)["logits"]
+    want = qat.predict(held_out, verbose=0)["logits"]
+    agreement = np.mean(got.argmax(-1) == want.argmax(-1))
+    assert agreement >= 0.97, agreement
+    assert np.median(np.abs(got - want)) < 0.05, np.median(np.abs(got - want))
+
+
+@pytest.mark.slow
+def test_refusals(quantization_aware):
+    qat, _ = quantization_aware
+    tagger = kb.BertTokenClassifier(kb.BertBackbone.from_preset("bert_tiny", vocabulary_size=20), num_classes=3)
+    with pytest.raises(ValueError, match="for a BertClassifier.*Received: classifier=BertTokenClassifier"):
+        kb.QuantizationAwareClassifier(tagger)
+    fresh = kb.QuantizationAwareClassifier(classifier())
+    with pytest.raises(ValueError, match="activation ranges were never trained.*Fit the QuantizationAwareClassifier"):
+        convert_integer_only(fresh, LENGTH)
+    with pytest.raises(ValueError, match="converts to int8_only.*Received: quantization='int16x8_only'"):
+        convert_integer_only(qat, LENGTH, None, "int16x8_only")
+    with pytest.raises(ValueError, match="give no calibration_inputs"):
+        convert_integer_only(qat, LENGTH, [{"ids": np.zeros((1, LENGTH), "int32")}])
+    # The float files of a QAT model are its float classifier's.
+    assert len(convert_static(qat, LENGTH, "float16_gpu")) > 0
+    assert integer_forward(qat, LENGTH) is not None
