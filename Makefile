@@ -49,7 +49,7 @@ MEDIAPIPE_INSTALLED := $(MEDIAPIPE_VENV)/.installed
 MEDIAPIPE_PINS := tests/export/mediapipe_requirements.txt
 PERF := backbone-forward backbone-profile tokenization pretraining-memory pretraining-speed finetune-mr finetune-mr-buckets finetune-mr-mean \
 	embed-throughput semantic-search serve-load inference-precision inference-throughput train-step-optimizer cpu-peers
-EXPERIMENTS := finetune-mr-seeds mr-baseline pretrain-tiny nsp-baseline pretrain-reference-tfm full-int8-denylist distill-mr
+EXPERIMENTS := finetune-mr-seeds mr-baseline pretrain-tiny nsp-baseline pretrain-reference-tfm full-int8-denylist integer-ladder distill-mr
 # The committed runs of bench/experiments/pretrain_tiny.py (its RUNS); PRETRAIN_TINY_ARGS go
 # to the runs other experiments read (nsp-baseline, pretrain-reference-tfm).
 PRETRAIN_TINY_RUNS ?= 5k len64 len64_phase2 vocab8k vocab8k_phase2 vocab8k_30k austen_5k austen_30k
@@ -382,6 +382,12 @@ experiment-pretrain-reference-tfm: $(INSTALLED) $(DATA_STAMP) $(BENCH_RESULTS)/p
 experiment-full-int8-denylist: $(INSTALLED)
 	$(BIN)/python -m bench.experiments.full_int8_denylist --work $(BENCH_WORK)/full_int8_denylist \
 	  --output $(BENCH_RESULTS)/full_int8_denylist.json $(ARGS)
+
+# The integer-only ladder on MR (issue 31): float32 down to int8_only, post-training and after quantization-aware
+# training over 3 seeds, from make bench-cpu-peers' float checkpoint (made first if missing; about 75 minutes on 2 cores).
+experiment-integer-ladder: $(INSTALLED) $(DATA_STAMP)
+	$(BIN)/python -m bench.experiments.integer_ladder --work $(BENCH_WORK)/integer_ladder --qat-epochs 2 \
+	  --qat-learning-rate 3e-5 --output $(BENCH_RESULTS)/integer_ladder.json $(ARGS)
 
 # Students distilled from the MR-fine-tuned MiniLM over 3 seeds, beside label-only training and
 # TF-IDF (bench/experiments/distill_mr.py; about 3 hours on 2 cores).

@@ -18,7 +18,10 @@ class ActivationRanges(keras.layers.Layer):
     `keras.quantizers.fake_quant_with_min_max_vars`, so it runs on every backend and lowers to
     TensorFlow's FakeQuantWithMinMaxVars, which the TFLite converter reads ranges from.
 
-    The variables average over replicas under tf.distribute (aggregation "mean").
+    Under tf.distribute the batch's (min, max) are the whole global batch's (gathered from the
+    replicas, as synchronized batch normalization does), so every replica moves the range
+    alike and a mirrored fit equals a one-device one; the variables average over replicas
+    (aggregation "mean") of equal values.
 
     Args:
         points: list of str. The point names (`integer_forms.quantization_points`).
@@ -55,8 +58,8 @@ class ActivationRanges(keras.layers.Layer):
         if training:
             seen = variable[2]
             observed = values if observed is None else ops.cast(observed, "float32")
-            low = ops.minimum(ops.stop_gradient(ops.min(observed)), 0.0)
-            high = ops.maximum(ops.stop_gradient(ops.max(observed)), 0.0)
+            low, high = _over_replicas(ops.stop_gradient(ops.min(observed)), ops.stop_gradient(ops.max(observed)))
+            low, high = ops.minimum(low, 0.0), ops.maximum(high, 0.0)
             m = self.momentum
             low = ops.where(seen > 0, m * variable[0] + (1.0 - m) * low, low)
             high = ops.where(seen > 0, m * variable[1] + (1.0 - m) * high, high)
@@ -76,3 +79,18 @@ class ActivationRanges(keras.layers.Layer):
 
     def get_config(self):
         return {**super().get_config(), "points": self.points, "momentum": self.momentum}
+
+
+def _over_replicas(low, high):
+    """(min, max) over every replica's share of the batch under a tf.distribute strategy
+    (themselves outside one, or on another backend)."""
+    if keras.backend.backend() != "tensorflow":
+        return low, high
+    import tensorflow as tf
+
+    context = tf.distribute.get_replica_context()
+    if context is None or context.num_replicas_in_sync == 1:
+        return low, high
+    # No MIN/MAX all-reduce in tf.distribute: gather each replica's pair, then reduce.
+    extremes = tf.reduce_max(context.all_gather(tf.stack([-low, high])[None], axis=0), axis=0)  # [2]
+    return -extremes[0], extremes[1]

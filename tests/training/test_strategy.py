@@ -33,6 +33,8 @@ with strategy.scope():
     backbone = kb.BertBackbone(vocabulary_size=50, num_layers=2, num_heads=2, hidden_dim=16, intermediate_dim=32,
                                max_sequence_length=16, dropout=0.0)
     model = kb.BertClassifier(backbone, num_classes=2, dropout=0.0)
+    if sys.argv[3:] == ["qat"]:  # quantization-aware training: ranges from the global batch
+        model = kb.QuantizationAwareClassifier(model)
     if optimizer_name == "sgd":
         optimizer = keras.optimizers.SGD(0.5)
     elif optimizer_name == "bert":
@@ -88,9 +90,10 @@ print(json.dumps({"replicas": strategy.num_replicas_in_sync, "losses": losses}))
 """
 
 
-def _run(name, optimizer="sgd", script=SCRIPT):
+def _run(name, optimizer="sgd", script=SCRIPT, *extra):
     env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3", PYTHONPATH=REPO, KERAS_BACKEND="tensorflow")
-    out = subprocess.run([sys.executable, "-c", script, name, optimizer], capture_output=True, text=True, env=env, timeout=300)
+    out = subprocess.run([sys.executable, "-c", script, name, optimizer, *extra], capture_output=True, text=True,
+                         env=env, timeout=300)
     assert out.returncode == 0, out.stderr[-3000:]
     return json.loads(out.stdout.strip().splitlines()[-1])
 
@@ -101,6 +104,18 @@ def test_mirrored_matches_one_device():
     mirrored = _run("mirrored")
     assert one["replicas"] == 1 and mirrored["replicas"] == 2
     assert len(one["losses"]) == len(mirrored["losses"]) == 4
+    print("one-device", one["losses"], "mirrored", mirrored["losses"])
+    for a, b in zip(one["losses"], mirrored["losses"]):
+        assert abs(a - b) <= 1e-4
+
+
+@pytest.mark.slow  # about 30 s or more: trains on one and on two devices
+def test_mirrored_quantization_aware_training_matches_one_device():
+    """QAT's moving ranges take the whole global batch's extremes (gathered from the
+    replicas), so two replicas train as one device does."""
+    one = _run("one-device", "sgd", SCRIPT, "qat")
+    mirrored = _run("mirrored", "sgd", SCRIPT, "qat")
+    assert mirrored["replicas"] == 2 and len(one["losses"]) == len(mirrored["losses"]) == 4
     print("one-device", one["losses"], "mirrored", mirrored["losses"])
     for a, b in zip(one["losses"], mirrored["losses"]):
         assert abs(a - b) <= 1e-4
