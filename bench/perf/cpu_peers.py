@@ -53,6 +53,14 @@ def _peak_rss_mib():
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
 
 
+def onednn_on():
+    """Whether this process's TensorFlow runs its oneDNN kernels (keras_bert_impl turns them on
+    for x86 CPUs where TensorFlow's own default is Eigen's; TF_ENABLE_ONEDNN_OPTS overrides)."""
+    from tensorflow.python.util import _pywrap_util_port
+
+    return bool(_pywrap_util_port.IsMklEnabled())
+
+
 def _latency(call, texts):
     for text in texts[:10]:
         call([text])
@@ -88,7 +96,7 @@ def ours_child(run, precision, sentences_path):
     start = time.perf_counter()
     labels(texts[:256])
     print(json.dumps({"ready": True, "load_seconds": load_seconds, "warm_up_seconds": time.perf_counter() - start,
-                      "rss_before_load_mib": rss_before}), flush=True)
+                      "rss_before_load_mib": rss_before, "onednn_on": onednn_on()}), flush=True)
     for command in sys.stdin:
         command = command.strip()
         if command == "pass":
@@ -105,13 +113,13 @@ def ours_child(run, precision, sentences_path):
 class _Child:
     """A runtime's warm child process, asked one command at a time."""
 
-    def __init__(self, name, command, log_folder):
+    def __init__(self, name, command, log_folder, env=None):
         self.name = name
         print(f"+ {name}: {' '.join(command)}", flush=True)
         self.log = os.path.join(log_folder, f"{name}.stderr")
         with open(self.log, "w") as stderr:
             self.process = subprocess.Popen(command, cwd=REPO, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                                            stderr=stderr, text=True)
+                                            stderr=stderr, text=True, env=env)
         self.ready = self._reply()
 
     def _reply(self):
