@@ -25,13 +25,19 @@ The contenders (`--contenders`, CONTENDERS):
   concrete function with its variables folded into constants, so grappler folds the fused
   Q/K/V kernel's concatenation and scaling once instead of every call); ours_fp32_inter1
   and ours_fp32_intra1 (TensorFlow's inter-/intra-op thread pools at 2/1 and 1/1 instead of
-  its default 2/2); ours_fp32_onednn_on (TF_ENABLE_ONEDNN_OPTS=1: TensorFlow 2.20 turns
-  oneDNN on by itself only on CPUs with AVX512-VNNI, AVX512-BF16 or AMX, so on an AVX2-only
-  CPU the default is Eigen's kernels, and this forces oneDNN's);
+  its default 2/2); ours_fp32_onednn_off (TF_ENABLE_ONEDNN_OPTS=0: Eigen's kernels, what
+  TensorFlow 2.20 runs by itself on a CPU without AVX512-VNNI, AVX512-BF16, AVX-VNNI or AMX;
+  keras_bert_impl's __init__ turns oneDNN on for every x86 CPU since this bench measured
+  that lever, and `onednn_on` in each child's facts says which ran);
   ours_litert_fp32 (the classifier's float32 .tflite through the library's conversion, on
   XNNPACK at 2 threads, resized to each batch: `Int8Forward(quantization="float32")`).
 - the peers: onnxruntime_fp32 (BERT fusions), onnxruntime_int8 and
   onnxruntime_int8_per_channel (quantize_dynamic), as classify_peers makes and runs them.
+
+Beside the forwards (`pass_without_forward_seconds`, 3 interleaved tries): the rest of
+cpu_peers' whole pass over the 4,000 sentences, timed as that pass with a forward that does
+nothing: ours `TextPredictor.predict` (the traced tokenizer, sorting, cutting, reordering),
+ONNX Runtime's `classify_peers.classify` (the Rust tokenizer, sorting, padding to int64).
 
 Where the time goes (`profiles`): each child profiles every PROFILE_EVERY-th batch once
 after the rounds: ours with TensorFlow's profiler (op events by node, bench/perf/
@@ -39,14 +45,17 @@ inference_throughput.py's `tf_op_ms`), ONNX Runtime with its own (`enable_profil
 the "Node" kernel-time events). ms per forward (the sampled batches' mean) by category
 (CATEGORIES), and by op. LiteRT (ours int8, ours_litert_fp32) has no per-op profiler in
 its Python package: only its wall time. The fp32 matmul ceiling is inference_throughput's:
-a 2048^3 tf.matmul in the ours_fp32 child (before and after the rounds, the better kept)
-and the multiply-adds the batches execute; share = forward sentences/s / ceiling.
+a 2048^3 tf.matmul in the same process (before and after the rounds, the better kept) and
+the multiply-adds the batches execute; share = forward sentences/s / ceiling. Measured in
+each PEAK child (oneDNN's matmul and Eigen's): `share_of_fp32_ceiling` is against
+ours_fp32's, `share_of_own_ceiling` each PEAK child's against its own.
 """
 
 import argparse
 import collections
 import json
 import os
+import re
 import sys
 import tempfile
 import time
@@ -60,14 +69,17 @@ BATCHES = os.path.join(FOLDER, "forward_gap_batches.npz")
 THREADS = 2
 PROFILE_EVERY = 5
 TOP_NODES = 20
+TOKENIZE_ROUNDS = 3
 ORT = ("onnxruntime_fp32", "onnxruntime_int8", "onnxruntime_int8_per_channel")
 # The levers' environment; everything else is set inside the child.
-# TensorFlow 2.20 turns oneDNN on by default only on CPUs with AVX512-VNNI, AVX512-BF16 or AMX;
-# on an AVX2-only CPU its default is Eigen's kernels, and this lever forces oneDNN on.
-ENVIRONMENT = {"ours_fp32_onednn_on": {"TF_ENABLE_ONEDNN_OPTS": "1"}}
+# keras_bert_impl turns TensorFlow's oneDNN kernels on for every x86 CPU (its __init__.py); this
+# contender runs TensorFlow's own default on a CPU without VNNI, BF16 or AMX: Eigen's kernels.
+ENVIRONMENT = {"ours_fp32_onednn_off": {"TF_ENABLE_ONEDNN_OPTS": "0"}}
+# The children that measure the matmul ceiling in their own process (oneDNN's and Eigen's).
+PEAK = ("ours_fp32", "ours_fp32_onednn_off")
 # TensorFlow's (intra-op, inter-op) threads where a lever sets them.
 THREAD_POOLS = {"ours_fp32_inter1": (2, 1), "ours_fp32_intra1": (1, 1)}
-OURS = ("ours_fp32", "ours_fp32_xla", "ours_fp32_frozen", "ours_fp32_inter1", "ours_fp32_intra1", "ours_fp32_onednn_on",
+OURS = ("ours_fp32", "ours_fp32_xla", "ours_fp32_frozen", "ours_fp32_inter1", "ours_fp32_intra1", "ours_fp32_onednn_off",
         "ours_litert_fp32", "ours_int8")
 CONTENDERS = OURS + ORT
 # What each contender is compared with, per round.
@@ -75,7 +87,8 @@ BASELINE = {**{name: "ours_fp32" for name in OURS if name != "ours_int8"}, "ours
             "onnxruntime_fp32": "ours_fp32", "onnxruntime_int8": "ours_int8",
             "onnxruntime_int8_per_channel": "ours_int8"}
 BASELINE["ours_fp32"] = None
-CATEGORIES = ("matmuls/FC", "attention Q/K/V projection", "attention (ORT fused: Q/K/V projection, scores, softmax, context)",
+ORT_ATTENTION = "attention (ORT fused: Q/K/V projection, scores, softmax, context)"
+CATEGORIES = ("matmuls/FC", "attention Q/K/V projection", ORT_ATTENTION,
               "attention batch-matmuls", "softmax", "LayerNorm", "GELU", "adds/bias", "mask",
               "transposes/reshapes", "gather/embedding", "quantize (activations)", "other")
 
@@ -87,6 +100,7 @@ def _make_batches(run, sentences, path):
     """Our batches of the sentences, saved as rows_i / token_ids_i / segment_ids_i / padding_mask_i."""
     import keras
 
+    from keras_bert_impl.conversion.input_contract import MODEL_ID_INPUTS
     from keras_bert_impl.inference import TextPredictor
 
     with open(sentences, encoding="utf-8") as f:
@@ -96,7 +110,7 @@ def _make_batches(run, sentences, path):
     arrays = {}
     for i, (rows, *ids) in enumerate(predictor.batches(texts)):
         arrays[f"rows_{i}"] = rows
-        for name, value in zip(("token_ids", "segment_ids", "padding_mask"), ids):
+        for name, value in zip(MODEL_ID_INPUTS, ids):
             arrays[f"{name}_{i}"] = value
     folder = os.path.dirname(path)
     with tempfile.NamedTemporaryFile(dir=folder, suffix=".npz", delete=False) as f:
@@ -122,8 +136,11 @@ def _categorize_tf(node, kind):
     if "BatchMatMul" in kind:
         return "attention batch-matmuls"
     if "MatMul" in kind:
-        # The fused Q/K/V projection is a MatMul in the attention's scope (ORT's Attention holds it).
-        return "attention Q/K/V projection" if "attention/" in scope else "matmuls/FC"
+        # The fused Q/K/V projection (attend_flat's ops.matmul, no Dense of its own, so no scope
+        # below the encoder block's) is the block's "MatMul", or "add" once oneDNN fused its bias
+        # in (ORT's Attention op holds it).
+        qkv = re.search(r"transformer_layer_\d+(_\d+)?/(matmul|add)$", scope)
+        return "attention Q/K/V projection" if qkv else "matmuls/FC"
     if "Softmax" in kind:
         return "softmax"
     if "gelu" in scope or kind in ("Erf", "Tanh"):
@@ -142,7 +159,7 @@ def _categorize_tf(node, kind):
 
 def _categorize_ort(op):
     if op in ("Attention", "QAttention", "MultiHeadAttention"):
-        return CATEGORIES[1]
+        return ORT_ATTENTION
     if op in ("MatMul", "FusedMatMul", "Gemm", "MatMulInteger", "DynamicQuantizeMatMul", "MatMulIntegerToFloat"):
         return "matmuls/FC"
     if "LayerNormalization" in op and not op.startswith("Embed"):
@@ -201,6 +218,7 @@ def _serve(forward, count, batches, ready, profile=None, extra=None):
 
 def ours_child(name, run, batches_path):
     """One of our forwards (the module docstring's contenders) behind the protocol."""
+    import keras_bert_impl  # noqa: F401  (first, as a user's `kbert`: it sets oneDNN's switch before TensorFlow loads)
     import tensorflow as tf
 
     if name in THREAD_POOLS:  # before anything runs
@@ -246,12 +264,20 @@ def ours_child(name, run, batches_path):
         forward(*ids)
     warm_up = time.perf_counter() - start
     backbone = model.backbone
-    ready = {"build_seconds": build_seconds, "warm_up_pass_seconds": warm_up,
+    from bench.perf.cpu_peers import onednn_on
+
+    ready = {"build_seconds": build_seconds, "warm_up_pass_seconds": warm_up, "onednn_on": onednn_on(),
              "gflop_per_sentence": forward_flop(backbone, [(len(r), ids.shape[1]) for r, ids, _, _ in batches]) / count / 1e9,
              "tf_threads": [tf.config.threading.get_intra_op_parallelism_threads(),
                             tf.config.threading.get_inter_op_parallelism_threads()],
              "environment": {k: os.environ.get(k) for k in ("TF_ENABLE_ONEDNN_OPTS",)}}
-    extra = {"peak": lambda: {"matmul_2048_gflop_per_s": matmul_peak("float32")}}
+    with open(os.path.join(FOLDER, "mr_sentences.txt"), encoding="utf-8") as f:
+        texts = [line.rstrip("\n") for line in f]
+    # Everything of `predict` but the forward: tokenizing, sorting, cutting, putting back in order.
+    idle = TextPredictor(model, sequence_length=128, batch_size=32)
+    idle._forward = lambda token_ids, *_: {"logits": np.zeros((len(token_ids), 2), np.float32)}
+    extra = {"peak": lambda: {"matmul_2048_gflop_per_s": matmul_peak("float32")},
+             "tokenize": lambda: {"seconds": _timed(lambda: idle.predict(texts))}}
     return _serve(forward, count, batches, ready, profile, extra)
 
 
@@ -292,7 +318,21 @@ def ort_child(name, hf, batches_path):
 
     for _, feed in feeds:  # warm-up
         forward(feed)
-    return _serve(forward, count, feeds, {"prepare_seconds": prepared["seconds"]}, profile)
+    with open(os.path.join(FOLDER, "mr_sentences.txt"), encoding="utf-8") as f:
+        texts = [line.rstrip("\n") for line in f]
+    tokenizer = classify_peers._tokenizer(hf, 128)
+
+    def idle(batch):
+        return np.zeros((len(batch["input_ids"]), 2), np.float32)
+    # Everything of the peers' pass but the forward (classify_peers.classify with a forward that does nothing).
+    extra = {"tokenize": lambda: {"seconds": _timed(lambda: classify_peers.classify(idle, tokenizer, texts, 32, 0))}}
+    return _serve(forward, count, feeds, {"prepare_seconds": prepared["seconds"]}, profile, extra)
+
+
+def _timed(call):
+    start = time.perf_counter()
+    call()
+    return time.perf_counter() - start
 
 
 # --- the parent -------------------------------------------------------------------------------
@@ -332,7 +372,7 @@ def main(argv=None):
             children[name] = _Child(name, command, FOLDER, env=env)
         except RuntimeError as error:  # a lever that will not run here is listed with its error
             failed[name] = str(error)
-    peak = [children["ours_fp32"].ask("peak")["matmul_2048_gflop_per_s"]] if "ours_fp32" in children else []
+    peaks = {name: [children[name].ask("peak")["matmul_2048_gflop_per_s"]] for name in PEAK if name in children}
     seconds = {name: [] for name in children}
     predicted = {}
     for round_ in range(args.rounds):
@@ -342,9 +382,15 @@ def main(argv=None):
             seconds[name].append(reply["seconds"])
             predicted[name] = np.asarray(reply["labels"])
             print(f"round {round_ + 1}: {name} {len(texts) / reply['seconds']:.1f} sentences/s", flush=True)
-    if "ours_fp32" in children:
-        peak.append(children["ours_fp32"].ask("peak")["matmul_2048_gflop_per_s"])
+    for name, peak in peaks.items():
+        peak.append(children[name].ask("peak")["matmul_2048_gflop_per_s"])
     profiles = {name: child.ask("profile")["profile"] for name, child in children.items()}
+    # The rest of a whole pass (cpu_peers' figure), on the sides whose pipelines differ.
+    tokenize = {}
+    for _ in range(TOKENIZE_ROUNDS):
+        for name in ("ours_fp32", *ORT[:1]):
+            if name in children:
+                tokenize.setdefault(name, []).append(children[name].ask("tokenize")["seconds"])
     for child in children.values():
         child.close()
 
@@ -369,15 +415,17 @@ def main(argv=None):
     ceiling = None
     if "ours_fp32" in children:
         gflop = rows["ours_fp32"]["gflop_per_sentence"]
-        best = max(peak)
-        limit = best / gflop
-        ceiling = {"matmul_2048_gflop_per_s": peak, "gflop_per_sentence_executed": gflop,
-                   "fp32_ceiling_sentences_per_s": limit,
-                   "share_of_fp32_ceiling": {name: float(np.median(rows[name]["sentences_per_second"])) / limit
-                                             for name in rows}}
+        limits = {name: max(peak) / gflop for name, peak in peaks.items()}
+        median = {name: float(np.median(rows[name]["sentences_per_second"])) for name in rows}
+        ceiling = {"matmul_2048_gflop_per_s": peaks, "gflop_per_sentence_executed": gflop,
+                   "fp32_ceiling_sentences_per_s": limits,
+                   "share_of_fp32_ceiling": {name: median[name] / limits["ours_fp32"] for name in rows},
+                   "share_of_own_ceiling": {name: median[name] / limit for name, limit in limits.items()}}
     results = {"sentences": len(texts), "held_out": len(test_idx), "forwards_per_pass": batches, "rounds": args.rounds,
                "threads": THREADS, "batch_size": 32, "truncation": 128, "model": os.path.relpath(run, REPO),
                "contenders": rows, "failed": failed, "ceiling": ceiling, "profiles": profiles,
+               "pass_without_forward_seconds": {name: {"per_round": v, "median": float(np.median(v))}
+                                                for name, v in tokenize.items()},
                "profile_sample": f"every {PROFILE_EVERY}th batch of the pass, ms per forward (their mean)"}
     write_report(args.output, "forward_gap", results, machine)
     return 0
