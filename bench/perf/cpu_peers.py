@@ -75,6 +75,7 @@ def _latency(call, texts):
 
 def ours_child(run, precision, sentences_path):
     """One of our precisions behind the protocol (module docstring)."""
+    import keras_bert_impl  # noqa: F401  (first, as `kbert` does: it sets oneDNN's switch before TensorFlow loads)
     import keras
 
     from keras_bert_impl.inference import TextPredictor, with_precision
