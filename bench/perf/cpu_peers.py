@@ -146,6 +146,21 @@ class _Child:
         return facts
 
 
+def interleaved_passes(children, rounds, sentences):
+    """Asks every child for one "pass" per round, the order rotated from round to round:
+    ({name: [seconds per round]}, {name: labels of its last pass})."""
+    seconds = {name: [] for name in children}
+    predicted = {}
+    for round_ in range(rounds):
+        order = list(children)[round_ % len(children):] + list(children)[: round_ % len(children)]
+        for name in order:
+            reply = children[name].ask("pass")
+            seconds[name].append(reply["seconds"])
+            predicted[name] = np.asarray(reply["labels"])
+            print(f"round {round_ + 1}: {name} {sentences / reply['seconds']:.1f} sentences/s", flush=True)
+    return seconds, predicted
+
+
 def _prepare(folder):
     """The split, the fine-tuned run and its Hugging Face export, each made once."""
     from bench.corpora.mr_split import write_mr_split
@@ -213,15 +228,7 @@ def main(argv=None):
             children[name] = _Child(name, command, FOLDER)
         except RuntimeError as error:  # a peer that will not run here is listed with its error
             failed[name] = str(error)
-    seconds = {name: [] for name in children}
-    predicted = {}
-    for round_ in range(args.rounds):
-        order = list(children)[round_ % len(children):] + list(children)[: round_ % len(children)]
-        for name in order:
-            reply = children[name].ask("pass")
-            seconds[name].append(reply["seconds"])
-            predicted[name] = np.asarray(reply["labels"])
-            print(f"round {round_ + 1}: {name} {len(texts) / reply['seconds']:.1f} sentences/s", flush=True)
+    seconds, predicted = interleaved_passes(children, args.rounds, len(texts))
     latency = {name: child.ask("latency")["latency_batch1_ms"] for name, child in children.items()}
     closing = {name: child.close() for name, child in children.items()}
 

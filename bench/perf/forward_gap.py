@@ -63,7 +63,7 @@ import time
 import numpy as np
 
 from bench.common import REPO, WORK, machine_info, wait_for_idle, write_report
-from bench.perf.cpu_peers import FOLDER, _Child, _prepare, _summary
+from bench.perf.cpu_peers import FOLDER, _Child, _prepare, _summary, interleaved_passes
 
 BATCHES = os.path.join(FOLDER, "forward_gap_batches.npz")
 THREADS = 2
@@ -373,15 +373,7 @@ def main(argv=None):
         except RuntimeError as error:  # a lever that will not run here is listed with its error
             failed[name] = str(error)
     peaks = {name: [children[name].ask("peak")["matmul_2048_gflop_per_s"]] for name in PEAK if name in children}
-    seconds = {name: [] for name in children}
-    predicted = {}
-    for round_ in range(args.rounds):
-        order = list(children)[round_ % len(children):] + list(children)[: round_ % len(children)]
-        for name in order:
-            reply = children[name].ask("pass")
-            seconds[name].append(reply["seconds"])
-            predicted[name] = np.asarray(reply["labels"])
-            print(f"round {round_ + 1}: {name} {len(texts) / reply['seconds']:.1f} sentences/s", flush=True)
+    seconds, predicted = interleaved_passes(children, args.rounds, len(texts))
     for name, peak in peaks.items():
         peak.append(children[name].ask("peak")["matmul_2048_gflop_per_s"])
     profiles = {name: child.ask("profile")["profile"] for name, child in children.items()}
