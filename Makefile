@@ -56,7 +56,7 @@ PRETRAIN_TINY_RUNS ?= 5k len64 len64_phase2 vocab8k vocab8k_phase2 vocab8k_30k a
 PRETRAIN_TINY_ARGS ?=
 VOCAB8K_30K := $(BENCH_WORK)/pretrain_tiny_vocab8k_30k
 
-.PHONY: install data data-austen test test-slow test-fast test-pythons backend-venvs peers-venv bench-gpu-prepare bench-gpu bench-gpu-cpu demo demo-embeddings look-inside-pictures bench experiments clean mediapipe-venv edge-setup web-demo \
+.PHONY: install data data-austen test test-slow test-fast test-pythons backend-venvs peers-venv bench-gpu-prepare bench-gpu bench-gpu-cpu bench-forward-gap demo demo-embeddings look-inside-pictures bench experiments clean mediapipe-venv edge-setup web-demo \
 	$(addprefix bench-,$(PERF)) $(addprefix experiment-,$(EXPERIMENTS))
 
 install: $(INSTALLED)
@@ -283,6 +283,11 @@ bench-inference-throughput: $(BENCH_INSTALLED) $(DATA_STAMP) $(TORCH_INSTALLED)
 bench-cpu-peers: $(INSTALLED) $(DATA_STAMP) $(PEERS_INSTALLED)
 	$(BIN)/python -m bench.perf.cpu_peers --wait-idle 60 --peers-python $(PEERS_VENV)/bin/python \
 	  --output $(BENCH_RESULTS)/cpu_peers.json $(ARGS)
+
+# Ours against ONNX Runtime op by op on cpu_peers' batches, and the levers on our fp32 forward (issue 33).
+bench-forward-gap: $(INSTALLED) $(DATA_STAMP) $(PEERS_INSTALLED)
+	$(BIN)/python -m bench.perf.forward_gap --wait-idle 60 --peers-python $(PEERS_VENV)/bin/python \
+	  --output $(BENCH_RESULTS)/forward_gap.json $(ARGS)
 
 bench-inference-precision: $(INSTALLED) $(DATA_STAMP)
 	$(BIN)/python -m bench.perf.inference_precision --wait-idle 60 --output $(BENCH_RESULTS)/inference_precision.json $(ARGS)

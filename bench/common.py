@@ -82,6 +82,15 @@ def _this_cpu():
     return module.CpuFeatures.of_this_machine()
 
 
+def _onednn_default(cpu):
+    """What TensorFlow 2.20 does with oneDNN when TF_ENABLE_ONEDNN_OPTS is unset: on Linux x86 only
+    for CPUs with AVX512-VNNI, AVX512-BF16, AVX-VNNI or AMX (`DefaultOneDnnPolicy` in TensorFlow's
+    core/util/port.cc), Eigen's kernels on the others: the AVX2-only EPYC prints no "oneDNN
+    custom operations are on" line unless the variable is 1."""
+    on = any(cpu.has(extension) for extension in ("VNNI", "BF16", "AMX"))
+    return f"<unset: TF default, {'on' if on else 'off'} on this CPU ({'has' if on else 'no'} VNNI, BF16 or AMX)>"
+
+
 def _mem_total():
     try:
         with open("/proc/meminfo", encoding="utf-8") as f:
@@ -112,7 +121,7 @@ def machine_info(**extra):
         "platform": platform.platform(),
         "python": platform.python_version(),
         "packages": packages,
-        "TF_ENABLE_ONEDNN_OPTS": os.environ.get("TF_ENABLE_ONEDNN_OPTS", "<unset: TF default, on for x86 Linux>"),
+        "TF_ENABLE_ONEDNN_OPTS": os.environ.get("TF_ENABLE_ONEDNN_OPTS", _onednn_default(cpu)),
         "loadavg_at_start": read_loadavg(),
     }
     info.update(extra)

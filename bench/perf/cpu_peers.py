@@ -53,6 +53,14 @@ def _peak_rss_mib():
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
 
 
+def onednn_on():
+    """Whether this process's TensorFlow runs its oneDNN kernels (keras_bert_impl turns them on
+    for x86 CPUs where TensorFlow's own default is Eigen's; TF_ENABLE_ONEDNN_OPTS overrides)."""
+    from tensorflow.python.util import _pywrap_util_port
+
+    return bool(_pywrap_util_port.IsMklEnabled())
+
+
 def _latency(call, texts):
     for text in texts[:10]:
         call([text])
@@ -67,6 +75,7 @@ def _latency(call, texts):
 
 def ours_child(run, precision, sentences_path):
     """One of our precisions behind the protocol (module docstring)."""
+    import keras_bert_impl  # noqa: F401  (first, as `kbert` does: it sets oneDNN's switch before TensorFlow loads)
     import keras
 
     from keras_bert_impl.inference import TextPredictor, with_precision
@@ -88,7 +97,7 @@ def ours_child(run, precision, sentences_path):
     start = time.perf_counter()
     labels(texts[:256])
     print(json.dumps({"ready": True, "load_seconds": load_seconds, "warm_up_seconds": time.perf_counter() - start,
-                      "rss_before_load_mib": rss_before}), flush=True)
+                      "rss_before_load_mib": rss_before, "onednn_on": onednn_on()}), flush=True)
     for command in sys.stdin:
         command = command.strip()
         if command == "pass":
@@ -105,13 +114,13 @@ def ours_child(run, precision, sentences_path):
 class _Child:
     """A runtime's warm child process, asked one command at a time."""
 
-    def __init__(self, name, command, log_folder):
+    def __init__(self, name, command, log_folder, env=None):
         self.name = name
         print(f"+ {name}: {' '.join(command)}", flush=True)
         self.log = os.path.join(log_folder, f"{name}.stderr")
         with open(self.log, "w") as stderr:
             self.process = subprocess.Popen(command, cwd=REPO, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                                            stderr=stderr, text=True)
+                                            stderr=stderr, text=True, env=env)
         self.ready = self._reply()
 
     def _reply(self):
@@ -135,6 +144,21 @@ class _Child:
         facts = self.ask("done")
         self.process.wait(timeout=120)
         return facts
+
+
+def interleaved_passes(children, rounds, sentences):
+    """Asks every child for one "pass" per round, the order rotated from round to round:
+    ({name: [seconds per round]}, {name: labels of its last pass})."""
+    seconds = {name: [] for name in children}
+    predicted = {}
+    for round_ in range(rounds):
+        order = list(children)[round_ % len(children):] + list(children)[: round_ % len(children)]
+        for name in order:
+            reply = children[name].ask("pass")
+            seconds[name].append(reply["seconds"])
+            predicted[name] = np.asarray(reply["labels"])
+            print(f"round {round_ + 1}: {name} {sentences / reply['seconds']:.1f} sentences/s", flush=True)
+    return seconds, predicted
 
 
 def _prepare(folder):
@@ -204,15 +228,7 @@ def main(argv=None):
             children[name] = _Child(name, command, FOLDER)
         except RuntimeError as error:  # a peer that will not run here is listed with its error
             failed[name] = str(error)
-    seconds = {name: [] for name in children}
-    predicted = {}
-    for round_ in range(args.rounds):
-        order = list(children)[round_ % len(children):] + list(children)[: round_ % len(children)]
-        for name in order:
-            reply = children[name].ask("pass")
-            seconds[name].append(reply["seconds"])
-            predicted[name] = np.asarray(reply["labels"])
-            print(f"round {round_ + 1}: {name} {len(texts) / reply['seconds']:.1f} sentences/s", flush=True)
+    seconds, predicted = interleaved_passes(children, args.rounds, len(texts))
     latency = {name: child.ask("latency")["latency_batch1_ms"] for name, child in children.items()}
     closing = {name: child.close() for name, child in children.items()}
 

@@ -103,7 +103,7 @@ def main(argv=None):
     peers = {name: r for name, r in rate.items() if not name.startswith("ours")}
     best_peer = max(peers, key=peers.get)
     flop = _flop_executed(model, ours["ours_fp32"], texts)
-    peak = {dtype: _matmul_peak(dtype) for dtype in ("float32", "bfloat16")}
+    peak = {dtype: matmul_peak(dtype) for dtype in ("float32", "bfloat16")}
     ceiling = peak["float32"] * 1e9 / (flop / len(texts))
     results = {
         "sentences": len(texts), "batch_size": 32, "truncation": 128, "rounds": args.rounds,
@@ -135,21 +135,23 @@ def main(argv=None):
 
 def _flop_executed(model, predictor, texts):
     """Multiply-adds x 2 of the fp32 run over `texts`: every batch as TextPredictor cuts it
-    (sorted by length, batches of its batch_size, each as wide as its longest row), the
-    dense layers per token and attention's two batched products per sequence."""
-    backbone = model.backbone
+    (sorted by length, batches of its batch_size, each as wide as its longest row)."""
+    lengths = np.sort(np.asarray(predictor._preprocessor(texts)["padding_mask"]).sum(axis=1))[::-1]
+    shapes = [(len(lengths[s:s + predictor.batch_size]), int(lengths[s:s + predictor.batch_size].max()))
+              for s in range(0, len(lengths), predictor.batch_size)]
+    return forward_flop(model.backbone, shapes)
+
+
+def forward_flop(backbone, shapes):
+    """Multiply-adds x 2 of a classifier's forwards on batches of `shapes` [(rows, width)]: the
+    dense layers per token, attention's two batched products per sequence and the pooler."""
     hidden, inner, layers = backbone.hidden_dim, backbone.intermediate_dim, backbone.num_layers
     per_token = 2 * layers * (4 * hidden * hidden + 2 * hidden * inner)  # Q, K, V, output; the feed-forward pair
-    lengths = np.sort(np.asarray(predictor._preprocessor(texts)["padding_mask"]).sum(axis=1))[::-1]
-    total = 0
-    for start in range(0, len(lengths), predictor.batch_size):
-        width = int(lengths[start:start + predictor.batch_size].max())
-        rows = len(lengths[start:start + predictor.batch_size])
-        total += rows * (width * per_token + layers * 2 * 2 * width * width * hidden + 2 * hidden * hidden)
-    return total
+    return sum(rows * (width * per_token + layers * 2 * 2 * width * width * hidden + 2 * hidden * hidden)
+               for rows, width in shapes)
 
 
-def _matmul_peak(dtype, n=2048, repeats=7):
+def matmul_peak(dtype, n=2048, repeats=7):
     import tensorflow as tf
 
     a = tf.cast(tf.random.normal((n, n)), dtype)
@@ -167,11 +169,8 @@ def _op_profile(model, batch=32, width=28, calls=5):
     """{op type: ms per forward} of one [batch, width] forward, summed over TensorFlow's op
     events in a profiler trace (ops on the two threads may overlap), and the wall time."""
     import collections
-    import glob
-    import tempfile
 
     import tensorflow as tf
-    from tensorflow.tsl.profiler.protobuf import xplane_pb2
 
     ids = tf.constant(np.random.default_rng(0).integers(1000, 2000, (batch, width)), tf.int32)
     x = {"token_ids": ids, "segment_ids": tf.zeros_like(ids), "padding_mask": tf.ones_like(ids)}
@@ -183,28 +182,45 @@ def _op_profile(model, batch=32, width=28, calls=5):
         started = time.perf_counter()
         forward(x)["logits"].numpy()
         walls.append(time.perf_counter() - started)
+    per_op = collections.defaultdict(float)
+    for (_, kind), ms in tf_op_ms(lambda: forward(x)["logits"].numpy(), calls).items():
+        per_op[kind] += ms
+    top = dict(sorted(per_op.items(), key=lambda kv: -kv[1])[:12])
+    matmul = sum(v for k, v in per_op.items() if "MatMul" in k)
+    return {"wall_ms": round(float(np.median(walls)) * 1e3, 1), "matmul_ops_ms": round(matmul, 1),
+            "other_ops_ms": round(sum(per_op.values()) - matmul, 1), "top_ops_ms": {k: round(v, 2) for k, v in top.items()}}
+
+
+def tf_op_ms(run, calls):
+    """{(node name, op type): ms per call} of `run()` called `calls` times under TensorFlow's
+    profiler, summed over its op events (ops on the two threads may overlap)."""
+    import collections
+    import glob
+    import tempfile
+
+    import tensorflow as tf
+    from tensorflow.tsl.profiler.protobuf import xplane_pb2
+
     with tempfile.TemporaryDirectory() as folder:
         tf.profiler.experimental.start(folder)
         for _ in range(calls):
-            forward(x)["logits"].numpy()
+            run()
         tf.profiler.experimental.stop()
         space = xplane_pb2.XSpace()
         with open(glob.glob(os.path.join(folder, "**", "*.xplane.pb"), recursive=True)[0], "rb") as f:
             space.ParseFromString(f.read())
-    per_op = collections.defaultdict(float)
+    per_node = collections.defaultdict(float)
     for plane in space.planes:
         names = {key: value.name for key, value in plane.event_metadata.items()}
         for line in plane.lines:
             for event in line.events:
                 name = names.get(event.metadata_id, "")
-                kind = name.rsplit(":", 1)[-1].strip()
+                node, _, kind = name.rpartition(":")
+                kind = kind.strip()
                 # TensorFlow op events are "node:OpType"; the function call and executor events wrap them.
-                if ":" in name and kind not in ("Process", "Run") and not kind.startswith("__"):
-                    per_op[kind] += event.duration_ps / 1e9 / calls
-    top = dict(sorted(per_op.items(), key=lambda kv: -kv[1])[:12])
-    matmul = sum(v for k, v in per_op.items() if "MatMul" in k)
-    return {"wall_ms": round(float(np.median(walls)) * 1e3, 1), "matmul_ops_ms": round(matmul, 1),
-            "other_ops_ms": round(sum(per_op.values()) - matmul, 1), "top_ops_ms": {k: round(v, 2) for k, v in top.items()}}
+                if node and kind not in ("Process", "Run") and not kind.startswith("__"):
+                    per_node[(node, kind)] += event.duration_ps / 1e9 / calls
+    return dict(per_node)
 
 
 if __name__ == "__main__":

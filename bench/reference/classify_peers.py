@@ -370,6 +370,23 @@ def classify(forward, tokenizer, texts, batch_size, pad_id):
 # --- the peers at run time --------------------------------------------------------------------------
 
 
+def ort_session(peer, work, threads, profile_prefix=None):
+    """An ONNX Runtime peer's session as every bench runs it; with `profile_prefix`, ORT's own
+    profiler is on (`session.end_profiling()` writes its per-node JSON trace there)."""
+    import onnxruntime as ort
+
+    options = ort.SessionOptions()
+    options.intra_op_num_threads = threads
+    options.inter_op_num_threads = 1
+    options.execution_mode = ort.ExecutionMode.ORT_SEQUENTIAL
+    options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
+    if profile_prefix:
+        options.enable_profiling = True
+        options.profile_file_prefix = profile_prefix
+    artifact = ARTIFACTS[peer][-1]
+    return ort.InferenceSession(os.path.join(work, artifact, "model.onnx"), options, providers=["CPUExecutionProvider"])
+
+
 def load(peer, folder, work, threads, calibration):
     """(forward({input: int64 [B, T]}) -> float32 logits [B, labels], settings)."""
     if peer.startswith("pytorch"):
@@ -386,16 +403,7 @@ def load(peer, folder, work, threads, calibration):
                 return model(**{n: torch.from_numpy(v) for n, v in batch.items()}).logits.numpy()
         return forward, settings
     if peer.startswith("onnxruntime"):
-        import onnxruntime as ort
-
-        options = ort.SessionOptions()
-        options.intra_op_num_threads = threads
-        options.inter_op_num_threads = 1
-        options.execution_mode = ort.ExecutionMode.ORT_SEQUENTIAL
-        options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
-        artifact = ARTIFACTS[peer][-1]
-        session = ort.InferenceSession(os.path.join(work, artifact, "model.onnx"), options,
-                                       providers=["CPUExecutionProvider"])
+        session = ort_session(peer, work, threads)
         settings = {"providers": session.get_providers(), "intra_op_num_threads": threads, "inter_op_num_threads": 1,
                     "execution_mode": "ORT_SEQUENTIAL", "graph_optimization_level": "ORT_ENABLE_ALL"}
         return (lambda batch: session.run(["logits"], batch)[0]), settings

@@ -25,6 +25,9 @@ from keras_bert_impl.conversion.tflite_converter import convert_endpoint
 from keras_bert_impl.conversion.input_contract import MODEL_ID_INPUTS, SERVING_ENDPOINT, id_signature, named_endpoint
 from keras_bert_impl.validation import check_positive_int
 
+# What Int8Forward can run: its int8, and the float graph it is measured against.
+LITERT_QUANTIZATIONS = ("dynamic_int8", "float32")
+
 
 class Int8Forward:
     """`(token_ids, segment_ids, padding_mask) -> {output: float32 array}` of a Keras BERT
@@ -34,6 +37,9 @@ class Int8Forward:
         model: a built BERT task model of this library (dict inputs `token_ids`,
             `segment_ids`, `padding_mask`; a dict of outputs).
         num_threads: int. XNNPACK's threads; default: the CPUs this process may use.
+        quantization: "dynamic_int8" (default), or "float32" for the same graph unquantized
+            on XNNPACK's float kernels (a lever bench/perf/forward_gap.py measures against
+            TensorFlow's fp32 forward).
 
     Example:
     >>> backbone = kb.BertBackbone.from_preset("bert_tiny", vocabulary_size=100)
@@ -44,17 +50,19 @@ class Int8Forward:
     (1, 2)
     """
 
-    def __init__(self, model, num_threads=None):
+    def __init__(self, model, num_threads=None, quantization="dynamic_int8"):
         if not model.built:
             raise ValueError("Int8Forward needs a built model (call it once, or load a trained one).")
         if num_threads is None:
             num_threads = len(os.sched_getaffinity(0))
         check_positive_int("num_threads", num_threads)
+        if quantization not in LITERT_QUANTIZATIONS:
+            raise ValueError(f"quantization must be one of {LITERT_QUANTIZATIONS}. Received: quantization={quantization!r}")
         # ai_edge_litert is imported here: it is only needed when int8 is asked for.
         from ai_edge_litert.interpreter import Interpreter
 
         with native_output_held():
-            self.flatbuffer = _convert(model)
+            self.flatbuffer = _convert(model, quantization)
             self._interpreter = Interpreter(model_content=self.flatbuffer, num_threads=num_threads)
             self._runner = self._interpreter.get_signature_runner(SERVING_ENDPOINT)
             # XNNPACK is applied (and says so) on the first run: here, inside the capture.
@@ -74,12 +82,12 @@ class Int8Forward:
         return {name: np.array(value, np.float32) for name, value in outputs.items()}
 
 
-def _convert(model):
-    """The model's dynamic-range int8 .tflite bytes, builtin ops only, [None, None] inputs."""
+def _convert(model, quantization):
+    """The model's .tflite bytes in `quantization`, builtin ops only, [None, None] inputs."""
 
     def forward(token_ids, segment_ids, padding_mask):  # [B, T] each
         outputs = model({"token_ids": token_ids, "segment_ids": segment_ids, "padding_mask": padding_mask},
                         training=False)
         return {name: tf.cast(value, tf.float32) for name, value in outputs.items()}
 
-    return convert_endpoint(named_endpoint(forward, MODEL_ID_INPUTS), id_signature(MODEL_ID_INPUTS), "dynamic_int8")
+    return convert_endpoint(named_endpoint(forward, MODEL_ID_INPUTS), id_signature(MODEL_ID_INPUTS), quantization)

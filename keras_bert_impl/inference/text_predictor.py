@@ -117,18 +117,25 @@ class TextPredictor:
             return {}
         return {name: np.concatenate([p[name] for p in parts]) for name in parts[0]}
 
-    def _predict_chunk(self, texts, texts_b, progress):
+    def batches(self, texts, texts_b=None):
+        """The forward passes `predict` makes for one chunk of texts: yields (rows, token_ids,
+        segment_ids, padding_mask), rows [B] the texts' indices, the arrays int32 [B, T], each
+        batch cut to its longest row (rounded up to `bucket_multiple`), longest batches first."""
         segments = [texts] if texts_b is None else [texts, texts_b]
         x = self._tokenize[len(segments)](*(tf.constant(list(t), tf.string) for t in segments))
         token_ids, segment_ids, mask = (np.asarray(x[k]) for k in MODEL_ID_INPUTS)  # [N, S]
         lengths = mask.sum(axis=1)  # [N]
         # Longest first: the first batch meets the widest shape, and each batch pads only a little.
         order = np.argsort(-lengths, kind="stable")
-        outputs = {}
         for start in range(0, len(order), self.batch_size):
             rows = order[start:start + self.batch_size]
             width = int(min(-(-lengths[rows].max() // self.bucket_multiple) * self.bucket_multiple, token_ids.shape[1]))
-            out = self._forward(*(a[rows, :width] for a in (token_ids, segment_ids, mask)))  # [B, T] each
+            yield (rows, *(a[rows, :width] for a in (token_ids, segment_ids, mask)))  # [B, T] each
+
+    def _predict_chunk(self, texts, texts_b, progress):
+        outputs = {}
+        for rows, *ids in self.batches(texts, texts_b):
+            out = self._forward(*ids)
             for name, value in out.items():
                 value = np.asarray(value, np.float32)
                 if name not in outputs:

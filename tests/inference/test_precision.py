@@ -100,6 +100,19 @@ def test_int8_forward_gives_the_fp32_labels(trained):
     assert np.abs(alone[0] - got[0]).max() < 0.1, (alone[0], got[0])
 
 
+def test_litert_float32_forward_gives_the_fp32_logits(trained):
+    # The float graph Int8Forward can run instead (a lever bench/perf/forward_gap.py measures):
+    # XNNPACK's float kernels, the same logits as TensorFlow's up to summation order.
+    model, texts, _, want = trained
+    ids = BertPreprocessor.from_model(model, sequence_length=64)(texts[:32])
+    forward = Int8Forward(model, num_threads=1, quantization="float32")
+    got = forward(*(np.asarray(ids[k]) for k in ("token_ids", "segment_ids", "padding_mask")))["logits"]
+    np.testing.assert_allclose(got, want[:32], atol=1e-4)
+    with pytest.raises(ValueError, match=r"quantization must be one of \('dynamic_int8', 'float32'\). "
+                       r"Received: quantization='int8'"):
+        Int8Forward(model, quantization="int8")
+
+
 def test_bad_precision_is_named(minilm):
     with pytest.raises(ValueError, match=r"precision must be one of \['fp32', 'bf16'\]. Received: precision='int8'"):
         with_precision(minilm, "int8")

@@ -51,3 +51,18 @@ def test_pairs_and_bad_arguments(minilm, sentences):
         TextPredictor(minilm)
     with pytest.raises(ValueError, match="texts_b must have one entry per text"):
         TextPredictor(model).predict(a, b[:3])
+
+
+def test_batches_are_what_predict_runs(minilm, sentences):
+    model = kb.BertClassifier(minilm, num_classes=2)
+    predictor = TextPredictor(model, sequence_length=64, batch_size=16)
+    batches = list(predictor.batches(sentences))
+    assert sorted(np.concatenate([rows for rows, *_ in batches]).tolist()) == list(range(len(sentences)))
+    lengths = np.asarray(BertPreprocessor(minilm.vocabulary, lowercase=minilm.lowercase,
+                                          sequence_length=64)(sentences)["padding_mask"]).sum(axis=1)
+    widths = [ids.shape[1] for _, ids, _, _ in batches]
+    # Each batch as wide as its longest row, the widest first.
+    assert widths == [int(lengths[rows].max()) for rows, *_ in batches] and widths == sorted(widths, reverse=True)
+    rows, *ids = batches[0]
+    np.testing.assert_allclose(np.asarray(predictor._forward(*ids)["logits"]),
+                               predictor.predict([sentences[i] for i in rows])["logits"], atol=1e-5)
