@@ -15,11 +15,12 @@ bf16; MR test accuracy 0.8025 and 0.800 against fp32's 0.800: bench/results/infe
 - AVX2 only (an AMD EPYC Zen 3: no AVX-512, VNNI or BF16; issue 33, `kbert predict --file` over
   the 4,000 MR sentences, whole process, two alternating rounds): fp32 39-41 s, int8 41 s (no
   gain), bf16 53 s (0.76x: slower). So fp32. bench/results/cpu_peers.json (2026-11-27, the
-  same kind of CPU, warm processes) says why int8 gains nothing there: once converted it ran
-  1.44x fp32 per pass over the 4,000 sentences (213.5 vs 148.6 sentences/s), but converting
-  took 9.4 s more of the load (14.75 vs 5.36 s), which a one-off `kbert predict` of that size
-  pays back only just (about 33.5 s vs 32.3 s). A long-running `kbert serve` would gain from
-  int8 here; `auto` does not choose by the size of the job yet.
+  same kind of CPU, warm processes, now with TensorFlow's oneDNN kernels on, which
+  `import keras_bert_impl` turns on for x86) says why int8 gains little there: once converted
+  it ran 0.90-1.18x fp32 per pass over the 4,000 sentences in its three rounds (before the
+  oneDNN default, 1.44x), but converting took about 10 s more of the load (14.4 vs 4.6 s),
+  which a one-off `kbert predict` of that size does not pay back. A long-running `kbert serve`
+  would gain from int8 here; `auto` does not choose by the size of the job yet.
 
 Where nothing was measured the choice follows the instruction a precision needs, and says so:
 AVX-512 without VNNI or BF16 (e.g. Skylake-SP) has neither int8 dot products nor bf16
