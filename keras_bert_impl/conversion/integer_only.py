@@ -28,6 +28,9 @@ from keras_bert_impl.conversion.input_contract import (  # noqa: E402
     EXPORT_ID_INPUTS, INTEGER_ONLY_QUANTIZATIONS, STATIC_QUANTIZATIONS, id_signature, named_endpoint,
 )
 from keras_bert_impl.models.integer_forms import IntegerForms, classifier_forward  # noqa: E402
+from keras_bert_impl.models.quantization_aware_classifier import (  # noqa: E402
+    QuantizationAwareClassifier, per_channel_fake_quant, symmetric_fake_quant,
+)
 from keras_bert_impl.validation import check_choice, check_sequence_length  # noqa: E402
 
 
@@ -49,8 +52,6 @@ def integer_forward(model, sequence_length, probabilities=False):
             activation of its own.
     """
     from keras_bert_impl.models.bert_classifier import BertClassifier
-    from keras_bert_impl.models.quantization_aware_classifier import QuantizationAwareClassifier
-
     ranges = None
     if isinstance(model, QuantizationAwareClassifier):
         model, ranges = model.classifier, model.learned_ranges()
@@ -99,16 +100,14 @@ class _ExportForms(IntegerForms):
     def kernel(self, variable):
         if self.ranges is None:
             return self.weight(variable)
-        from keras_bert_impl.models.quantization_aware_classifier import per_channel_fake_quant
-
         with tf.init_scope():
             return tf.constant(per_channel_fake_quant(tf.constant(_array(variable))))
 
     def table(self, values):
-        if self.ranges is None or _computed(values):
-            return self.weight(values)  # the sinusoidal positions: calibrated as any operand
-        from keras_bert_impl.models.quantization_aware_classifier import symmetric_fake_quant
-
+        if self.ranges is None:
+            return self.weight(values)
+        if _computed(values):  # the sinusoidal positions: a graph of constants, folded by the converter
+            return symmetric_fake_quant(values)
         with tf.init_scope():
             return tf.constant(symmetric_fake_quant(_array(values)))
 
@@ -118,8 +117,6 @@ class _ExportForms(IntegerForms):
             return rows
         # The same rows; the fake quantization tells the converter the GATHER's range (the
         # table's), so it needs no calibration for it.
-        from keras_bert_impl.models.quantization_aware_classifier import symmetric_fake_quant
-
         return symmetric_fake_quant(rows, bound=float(np.abs(_array(table)).max()))
 
     def activation(self, name, x):
@@ -203,7 +200,6 @@ def convert_static(model, sequence_length, quantization, calibration_inputs=None
     ['CPU', 'GPU (shapes)']
     """
     from keras_bert_impl.conversion.tflite_converter import convert_endpoint
-    from keras_bert_impl.models.quantization_aware_classifier import QuantizationAwareClassifier
 
     check_choice("quantization", quantization, STATIC_QUANTIZATIONS)
     if isinstance(model, QuantizationAwareClassifier):

@@ -105,11 +105,12 @@ def classifier_forward(model, inputs, forms, probabilities=False):
     tokens = forms.lookup(embeddings.token_embedding.embeddings, ids)  # [B, S, H]
     segments = forms.lookup(embeddings.segment_embedding.embeddings, ops.cast(inputs["segment_ids"], "int32"))
     if embeddings.position_embedding == "learned":
-        positions = forms.weight(embeddings.position_embeddings)[:length]  # [S, H]
+        # The whole table through `table`, then the rows: the export quantizes the same values.
+        positions = forms.table(embeddings.position_embeddings)[:length]  # [S, H]
     else:
-        positions = sinusoidal_positions(length, hidden)
+        positions = forms.table(sinusoidal_positions(length, hidden))
     x = forms.activation("embeddings/sum", tokens + segments)
-    x = forms.activation("embeddings/positioned", x + forms.table(positions)[None])
+    x = forms.activation("embeddings/positioned", x + positions[None])
     x = ops.reshape(_norm(forms, "embeddings/norm", embeddings.layer_norm, x), (-1, hidden))  # [B*S, H]
     mask_table = np.array([INTEGER_MASK_VALUE, 0.0], "float32")
     bias = forms.lookup(mask_table, ops.cast(inputs["padding_mask"], "int32"))  # [B, S]
