@@ -136,9 +136,11 @@ def pretrain(args, report, save):
     config = dict(kb.BERT_PRESETS[preset])
     config["dropout"] = args.dropout
     config["attention_dropout"] = args.attention_dropout
+    config["activation"] = args.activation
     results = report["pretrain"] = {"preset": preset, "seq_len": seq_len, "predictions": predictions,
                                     "dropout": args.dropout, "attention_dropout": args.attention_dropout,
-                                    "prng": args.prng, "dtype_policy": "mixed_bfloat16",
+                                    "prng": args.prng, "dtype_policy": "mixed_bfloat16", "mlm_loss": args.mlm_loss,
+                                    "activation": args.activation,
                                     "data": "token ids drawn at random", "runs": []}
     for batch in args.pretrain_batches:
         if elapsed() > args.deadline_s - args.phase_reserve_s:
@@ -148,7 +150,10 @@ def pretrain(args, report, save):
         keras.utils.set_random_seed(0)
         model = kb.BertPretrainer(kb.BertBackbone(**config))
         steps = args.pretrain_steps
-        model.compile(optimizer=create_optimizer(1e-4, train_steps=10_000, warmup_steps=1_000), loss=model.default_loss(),
+        loss = model.default_loss()
+        if args.mlm_loss == "float32":
+            loss["mlm_logits"] = float32_mlm_loss()
+        model.compile(optimizer=create_optimizer(1e-4, train_steps=10_000, warmup_steps=1_000), loss=loss,
                       weighted_metrics=model.default_weighted_metrics(), jit_compile=True)
         rng = np.random.default_rng(0)
         rows = batch * (steps + args.warmup_steps)
@@ -198,6 +203,24 @@ def pretrain(args, report, save):
         save()
         del model
         keras.backend.clear_session()
+
+
+def float32_mlm_loss():
+    """The masked-LM loss as logsumexp(logits) - logits[label], in float32 from the bf16
+    logits: one reduction and one gather per position instead of Keras' JAX form
+    (log_softmax in the logits' dtype, then a float32 one-hot [B, P, V] times it, summed),
+    the same value up to bf16 rounding. A lever measured here before the library takes it."""
+    from keras import ops
+
+    from keras_bert_impl.models.masked_sparse_crossentropy import MaskedSparseCrossentropy
+
+    class Float32MaskedSparseCrossentropy(MaskedSparseCrossentropy):
+        def call(self, y_true, y_pred):
+            logits = ops.cast(y_pred, "float32")  # [B, P, V]
+            labels = ops.expand_dims(ops.cast(y_true, "int32"), -1)  # [B, P, 1]
+            return ops.logsumexp(logits, axis=-1) - ops.take_along_axis(logits, labels, axis=-1)[..., 0]  # [B, P]
+
+    return Float32MaskedSparseCrossentropy()
 
 
 def use_rbg_dropout_keys():
@@ -276,6 +299,10 @@ def profile_fit(model, x, y, w, batch, steps, folder):
     for name, ms in kernels.items():
         kinds[kind(name)] = kinds.get(kind(name), 0.0) + ms
     top = sorted(kernels.items(), key=lambda item: -item[1])[:30]
+    # Every kernel's time, for bench/gpu/attribute_hlo.py to join with the step's HLO.
+    from keras_bert_impl.atomic_write import write_json_atomically
+
+    write_json_atomically({name: ms / steps for name, ms in kernels.items()}, os.path.join(folder, "kernels.json"))
     return {"steps": steps, "gpu_processes": sorted(names[p] for p in gpu),
             "gpu_threads": sorted({threads[key] for key in threads}), "summed_threads": sorted({threads[k] for k in streams}),
             "kernel_ms_per_step": total / steps,
@@ -411,6 +438,12 @@ def main(argv=None):
                              "attention is one fused op (cuDNN's flash attention on a GPU)")
     parser.add_argument("--prng", choices=["threefry", "unsafe_rbg"], default="threefry",
                         help="the random bits of dropout: JAX's default threefry, or XLA's RngBitGenerator")
+    parser.add_argument("--activation", choices=["gelu", "gelu_approximate"], default="gelu",
+                        help="the pretraining model's GELU: exact erf (BERT's paper, Hugging Face; the presets') or "
+                             "tanh (Google's modeling.py)")
+    parser.add_argument("--mlm-loss", choices=["keras", "float32"], default="keras",
+                        help="the masked-LM loss: the library's (Keras' sparse cross-entropy), or logsumexp minus the "
+                             "label's logit in float32")
     parser.add_argument("--profile-steps", type=int, default=0,
                         help="after timing, profile this many more pretraining steps with JAX's profiler (0: none)")
     parser.add_argument("--profile-dir", default="/tmp/gpu_bench_profile", help="where the profiler's traces go")
