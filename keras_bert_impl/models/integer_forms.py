@@ -11,7 +11,8 @@ variance is a SQUARED_DIFFERENCE LiteRT refuses in int16, the padding mask's boo
 cast stays float, and `ops.take`'s index check makes the 16x8 converter ask for the range of the
 dynamic id input. Here:
 
-- LayerNorm is MEAN, SUB, MUL, RSQRT (no NEG, no SQUARED_DIFFERENCE);
+- LayerNorm is MEAN, SUB, MUL, RSQRT (no NEG, no SQUARED_DIFFERENCE), each token rescaled by
+  an ABS, MAX and RSQRT of its own peak before its variance (`_norm` says why);
 - the embeddings are lookups on the int32 ids (`IntegerForms.lookup`: the export's is a plain
   GATHER with no index check), the positions a table slice;
 - the padding mask is a lookup too: the int32 mask indexes the two-entry table
@@ -159,12 +160,29 @@ def _dense(forms, name, layer, x):  # x [M, in] -> [M, out]
 
 
 def _norm(forms, name, layer, x):  # [..., H]: LayerNorm as MEAN, SUB, MUL, RSQRT
+    """LayerNorm of each token rescaled by about 1 / max|x - mean| before its variance.
+
+    LayerNorm is the same function of c * (x - mean) for any c > 0 per token, up to the
+    epsilon's weight (epsilon / c^2 in place of epsilon: nothing next to a variance at BERT's
+    1e-12). In int8 it matters: the variance shares one range across every token of every
+    sentence, and a [CLS] or [SEP] with a variance tens of times the others' leaves those others
+    a handful of levels, which RSQRT turns into inverse deviations tens of steps apart for one
+    level (issue 31: on MiniLM the integer file and its QAT forward drifted apart there;
+    docs/export.md has the before and after). Rescaled by its own peak, every token's squares lie in [0, 1], and its variance
+    between 1/H and 1, whatever its scale. The factor itself needs no precision: any c gives
+    the same function, so 1 / peak comes from an RSQRT of peak^2 at whatever levels it gets.
+    """
     point = forms.activation
+    epsilon = float(layer.epsilon)
     mean = point(f"{name}/mean", ops.mean(x, axis=-1, keepdims=True))
     centred = point(f"{name}/centred", x - mean)
-    variance = point(f"{name}/variance", ops.mean(point(f"{name}/squares", centred * centred), axis=-1, keepdims=True))
-    inverse = forms.inverse_sqrt(f"{name}/inverse_std", point(f"{name}/variance_epsilon", variance + float(layer.epsilon)))
-    normalized = point(f"{name}/normalized", centred * inverse)
+    peak = point(f"{name}/peak", ops.max(point(f"{name}/magnitude", ops.abs(centred)), axis=-1, keepdims=True))  # [..., 1]
+    peak_squared = point(f"{name}/peak_squared", peak * peak)
+    factor = forms.inverse_sqrt(f"{name}/factor", point(f"{name}/peak_squared_epsilon", peak_squared + epsilon))
+    rescaled = point(f"{name}/rescaled", centred * factor)  # |.| <= 1 up to the factor's rounding
+    variance = point(f"{name}/variance", ops.mean(point(f"{name}/squares", rescaled * rescaled), axis=-1, keepdims=True))
+    inverse = forms.inverse_sqrt(f"{name}/inverse_std", point(f"{name}/variance_epsilon", variance + epsilon))
+    normalized = point(f"{name}/normalized", rescaled * inverse)
     return point(name, point(f"{name}/scaled", normalized * forms.table(layer.gamma)) + forms.table(layer.beta))
 
 
