@@ -77,10 +77,12 @@ def test_qat_trains_and_round_trips(mr, quantization_aware):
     assert all(w.shape == b.shape for w, b in zip(after, before))
     assert any(np.abs(w - b).max() > 0 for w, b in zip(after, before)), "QAT did not train the classifier"
     points = quantization_points(qat.classifier)
-    # 2 layers: embeddings (2 sums, 9 LayerNorm steps); a block: Q, K, V, the scaled Q, scores
-    # before and after the mask, context, attention output, residual, 9 LayerNorm steps,
-    # intermediate, GELU, output, residual, 9 more; the pooled mean and the head.
-    assert len(points) == 11 + 2 * 31 + 2 and qat.ranges.untrained() == []
+    # 2 layers: embeddings (2 sums, 15 LayerNorm steps: mean, centred, |centred|, its peak,
+    # peak^2, + epsilon, the factor, rescaled, squares, variance, + epsilon, inverse std,
+    # normalized, scaled, shifted); a block: Q, K, V, the scaled Q, scores before and after the
+    # mask, context, attention output, residual, 15 LayerNorm steps, intermediate, GELU, output,
+    # residual, 15 more; the pooled mean and the head.
+    assert len(points) == 17 + 2 * 43 + 2 and qat.ranges.untrained() == []
     want = qat.predict(held_out, verbose=0)["logits"]
     loaded = save_and_reload(qat)
     assert isinstance(loaded, kb.QuantizationAwareClassifier)
