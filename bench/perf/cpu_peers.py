@@ -48,6 +48,7 @@ import collections
 import json
 import os
 import resource
+import signal
 import subprocess
 import sys
 import time
@@ -138,9 +139,13 @@ def onednn_check_child(run, precision, sentences_path):
     (and the cap) in this child's environment and reads oneDNN's lines from its stdout."""
     import keras_bert_impl  # noqa: F401  (first: oneDNN's switch, as in ours_child)
     import keras
+    import tensorflow as tf
 
     from keras_bert_impl.inference import TextPredictor, with_precision
 
+    # oneDNN prints its ISA line when it makes its first primitive: one fp32 product first, so the
+    # line is there even where the precision's own first kernel crashes.
+    tf.matmul(tf.ones([8, 8]), tf.ones([8, 8]))
     with open(sentences_path, encoding="utf-8") as f:
         texts = [line.rstrip("\n") for line in f][:CHECK_SENTENCES]
     model = keras.saving.load_model(os.path.join(run, "model.keras"))
@@ -177,6 +182,8 @@ def onednn_dispatch(run, sentences, precision, cap=None):
     done = subprocess.run(command, cwd=REPO, env=env, capture_output=True, text=True)
     record = {"precision": precision, "ONEDNN_MAX_CPU_ISA": cap, **parse_onednn_verbose(done.stdout),
               "returncode": done.returncode}
+    if done.returncode < 0:
+        record["signal"] = signal.Signals(-done.returncode).name
     if done.returncode != 0:
         record["stderr_tail"] = done.stderr[-600:]
     return record
