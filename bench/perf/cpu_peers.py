@@ -199,7 +199,8 @@ def cap_took_effect(record, cap=CAP_ISA):
 def results_by_cpu(path, report):
     """The results file's content with `report` (one run: header and results) as its CPU
     kind's entry: {"benchmark", "runs": {CPU kind: report}}. A file of the earlier form (one
-    run at the top level) becomes the entry of its own CPU kind, unchanged."""
+    run at the top level) becomes the entry of its own CPU kind, unchanged. The benchmark's
+    name is the report's."""
     from keras_bert_impl.cpu_features import CpuFeatures
 
     def kind(run):
@@ -211,7 +212,7 @@ def results_by_cpu(path, report):
             earlier = json.load(f)
         runs = earlier["runs"] if "runs" in earlier else {kind(earlier): earlier}
     runs[kind(report)] = report
-    return {"benchmark": "cpu_peers", "runs": runs}
+    return {"benchmark": report["benchmark"], "runs": runs}
 
 
 class _Child:
