@@ -55,7 +55,7 @@ import time
 
 import numpy as np
 
-from bench.common import REPO, WORK, kbert, machine_info, read_loadavg, report_header, wait_for_idle
+from bench.common import REPO, WORK, cpu_features_class, kbert, machine_info, read_loadavg, report_header, wait_for_idle
 
 FOLDER = os.path.join(WORK, "cpu_peers")
 OURS = ("ours_fp32", "ours_bf16", "ours_int8")
@@ -201,10 +201,8 @@ def results_by_cpu(path, report):
     kind's entry: {"benchmark", "runs": {CPU kind: report}}. A file of the earlier form (one
     run at the top level) becomes the entry of its own CPU kind, unchanged. The benchmark's
     name is the report's."""
-    from keras_bert_impl.cpu_features import CpuFeatures
-
     def kind(run):
-        return CpuFeatures(run["machine"]["cpu_model"], run["machine"]["cpu_simd"]).describe()
+        return cpu_features_class()(run["machine"]["cpu_model"], run["machine"]["cpu_simd"]).describe()
 
     runs = {}
     if os.path.exists(path):
@@ -318,9 +316,8 @@ def main(argv=None):
         return ours_child(args.run, args.ours_child, args.sentences)
     if args.onednn_check:
         return onednn_check_child(args.run, args.onednn_check, args.sentences)
-    from keras_bert_impl.cpu_features import CpuFeatures
-
-    avx512 = CpuFeatures.of_this_machine().has("AVX-512")
+    # CpuFeatures by its path, not the package: see cpu_features_class (the peers' peak memory).
+    avx512 = cpu_features_class().of_this_machine().has("AVX-512")
     known = OURS + tuple(CAPPED) + PEERS
     runtimes = [r.strip() for r in (args.runtimes or ",".join(OURS + (tuple(CAPPED) if avx512 else ()) + PEERS)).split(",")
                 if r.strip()]
@@ -411,10 +408,10 @@ def main(argv=None):
                        "onednn_dispatch": dispatch}}
     machine = {**machine, "loadavg_at_end": read_loadavg()}
     report = {**report_header("cpu_peers", machine), **results}
-    from keras_bert_impl.atomic_write import write_json_atomically
+    from keras_bert_impl.atomic_write import write_json_atomically  # the children are done: the import is free now
 
     write_json_atomically(results_by_cpu(args.output, report), args.output, indent=2)
-    print(f"wrote {args.output} (the run of {CpuFeatures(machine['cpu_model'], machine['cpu_simd']).describe()})",
+    print(f"wrote {args.output} (the run of {cpu_features_class()(machine['cpu_model'], machine['cpu_simd']).describe()})",
           flush=True)
     return 0
 
