@@ -48,7 +48,7 @@ MEDIAPIPE_VENV := .venv-mediapipe
 MEDIAPIPE_INSTALLED := $(MEDIAPIPE_VENV)/.installed
 MEDIAPIPE_PINS := tests/export/mediapipe_requirements.txt
 PERF := backbone-forward backbone-profile tokenization pretraining-memory pretraining-speed finetune-mr finetune-mr-buckets finetune-mr-mean \
-	embed-throughput semantic-search serve-load inference-precision inference-throughput train-step-optimizer cpu-peers
+	embed-throughput semantic-search serve-load inference-precision inference-throughput train-step-optimizer cpu-peers precision-process
 EXPERIMENTS := finetune-mr-seeds mr-baseline pretrain-tiny nsp-baseline pretrain-reference-tfm full-int8-denylist integer-ladder distill-mr
 # The committed runs of bench/experiments/pretrain_tiny.py (its RUNS); PRETRAIN_TINY_ARGS go
 # to the runs other experiments read (nsp-baseline, pretrain-reference-tfm).
@@ -283,6 +283,10 @@ bench-inference-throughput: $(BENCH_INSTALLED) $(DATA_STAMP) $(TORCH_INSTALLED)
 bench-cpu-peers: $(INSTALLED) $(DATA_STAMP) $(PEERS_INSTALLED)
 	$(BIN)/python -m bench.perf.cpu_peers --wait-idle 60 --peers-python $(PEERS_VENV)/bin/python \
 	  --output $(BENCH_RESULTS)/cpu_peers.json $(ARGS)
+
+# The whole `kbert predict --file` process at each precision, --precision auto's one-off figure (issue 33).
+bench-precision-process: $(INSTALLED) $(DATA_STAMP)
+	$(BIN)/python -m bench.perf.precision_process --wait-idle 60 --output $(BENCH_RESULTS)/precision_process.json $(ARGS)
 
 # Ours against ONNX Runtime op by op on cpu_peers' batches, and the levers on our fp32 forward (issue 33).
 bench-forward-gap: $(INSTALLED) $(DATA_STAMP) $(PEERS_INSTALLED)

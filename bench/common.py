@@ -70,16 +70,22 @@ def wait_for_idle(limit_seconds):
     return time.perf_counter() - start
 
 
-def _this_cpu():
-    """keras_bert_impl/cpu_features.py's CpuFeatures of this machine, the module loaded by its
-    path: importing the package would import Keras, which the PyTorch reference's venv must not."""
+def cpu_features_class():
+    """keras_bert_impl/cpu_features.py's CpuFeatures, the module loaded by its path: importing the
+    package would import Keras and TensorFlow, which the PyTorch reference's venv must not, and
+    which would make a bench's parent process about 700 MiB, a size every child it starts then
+    reports as its own peak (Linux keeps ru_maxrss across fork and exec)."""
     import importlib.util
 
     spec = importlib.util.spec_from_file_location(
         "_kbert_cpu_features", os.path.join(REPO, "keras_bert_impl", "cpu_features.py"))
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
-    return module.CpuFeatures.of_this_machine()
+    return module.CpuFeatures
+
+
+def _this_cpu():
+    return cpu_features_class().of_this_machine()
 
 
 def _onednn_default(cpu):

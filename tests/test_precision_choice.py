@@ -16,11 +16,16 @@ OTHER_TASKS = ("tagging", "squad")
 
 AVX2 = ["sse4_2", "avx", "avx2", "fma"]  # Zen 3, Haswell to Comet Lake
 AVX512 = AVX2 + ["avx512f", "avx512bw", "avx512cd", "avx512dq", "avx512vl"]  # Skylake-SP
+# The Intel Xeon of cpu_peers' AVX-512 run (family 6 model 207, Emerald Rapids under a hypervisor
+# that hides avx512_bf16 and AMX): its AVX, FMA and AMX flags as the results file records them.
+XEON_VNNI_NO_BF16 = ["avx", "avx2", "avx512_bitalg", "avx512_vbmi2", "avx512_vnni", "avx512_vpopcntdq", "avx512bw",
+                     "avx512cd", "avx512dq", "avx512f", "avx512ifma", "avx512vbmi", "avx512vl", "fma"]
 # CPU -> (flags, auto for a classifier, auto for a token or span head)
 TABLE = {
     "AVX2 only": (AVX2, "fp32", "fp32"),
     "AVX-512 without VNNI": (AVX512, "fp32", "fp32"),
     "AVX-512 + VNNI": (AVX512 + ["avx512_vnni"], "int8", "fp32"),  # Cascade Lake
+    "AVX-512 + VNNI, BF16 and AMX hidden (measured)": (XEON_VNNI_NO_BF16, "int8", "fp32"),
     "AVX-512 + VNNI + BF16": (AVX512 + ["avx512_vnni", "avx512_bf16"], "int8", "bf16"),  # Cooper Lake, Zen 4
     "AMX": (AVX512 + ["avx512_vnni", "avx512_bf16", "amx_tile", "amx_bf16", "amx_int8"], "int8", "bf16"),  # Sapphire Rapids
     "AVX-VNNI, no AVX-512": (AVX2 + ["avx_vnni"], "int8", "fp32"),  # Alder Lake
@@ -47,8 +52,18 @@ def test_the_reasons_name_the_deciding_features_and_the_measurements():
         "fp32", "it has no VNNI or BF16 (int8 took 41 s to fp32's 39-41 s and bf16 ran 0.76x fp32 on an AVX2-only CPU)")
     assert choose_precision(avx2, "squad") == (
         "fp32", "it has no BF16 (bf16 ran 0.76x fp32 on an AVX2-only CPU; int8 is for classifiers, this model is squad)")
-    vnni = CpuFeatures("x", AVX512 + ["avx512_vnni"])
-    assert choose_precision(vnni, "pair") == ("int8", "it has VNNI (int8 ran 3.03x fp32 on an AVX512-VNNI CPU)")
+    vnni_bf16 = CpuFeatures("x", AVX512 + ["avx512_vnni", "avx512_bf16"])
+    assert choose_precision(vnni_bf16, "pair") == ("int8", "it has VNNI (int8 ran 3.03x fp32 on an AVX512-VNNI CPU)")
+    # AVX-512 VNNI without BF16: this kind's own measurements (cpu_peers.json's Xeon run).
+    xeon = CpuFeatures("Intel(R) Xeon(R) Processor", XEON_VNNI_NO_BF16)
+    assert choose_precision(xeon, "classification") == (
+        "int8", "it has VNNI (int8 ran 2.32x fp32 on an AVX512-VNNI CPU without BF16)")
+    assert choose_precision(xeon, "tagging") == (
+        "fp32", "it has no BF16 (bf16 ran 0.24x fp32 on an AVX512-VNNI CPU without BF16; int8 is for classifiers, "
+                "this model is tagging)")
+    # AVX-VNNI without AVX-512 (nothing measured): the VNNI/BF16 CPU's int8 figure.
+    assert choose_precision(CpuFeatures("x", AVX2 + ["avx_vnni"]), "classification")[1] == (
+        "it has VNNI (int8 ran 3.03x fp32 on an AVX512-VNNI CPU)")
     bf16 = CpuFeatures("x", AVX512 + ["avx512_bf16"])
     assert choose_precision(bf16, "multilabel") == ("bf16", "it has BF16 but no VNNI (bf16 ran 1.47x fp32 on an AVX512-BF16 CPU)")
     with pytest.raises(TypeError, match=r"features must be a CpuFeatures. Received: features=\['avx2'\]"):
@@ -73,7 +88,9 @@ def test_explicit_precisions_expected_slower_name_the_missing_feature():
     assert slower_here("fp32", avx2) is None
     # VNNI without BF16: int8 is expected fast, bf16 not; either BF16 (AVX-512's or AMX's) counts.
     cascade = CpuFeatures("x", AVX512 + ["avx512_vnni"])
-    assert slower_here("int8", cascade) is None and "no BF16" in slower_here("bf16", cascade)
+    assert slower_here("int8", cascade) is None
+    assert slower_here("bf16", cascade) == (
+        "this CPU has no BF16 (bf16 ran 0.24x fp32 on an AVX512-VNNI CPU without BF16)")
     assert slower_here("bf16", CpuFeatures("x", AVX512 + ["amx_bf16"])) is None
     assert slower_here("int8", CpuFeatures("x", AVX2 + ["avx_vnni"])) is None
     with pytest.raises(ValueError, match=r"precision must be one of \['fp32', 'bf16', 'int8'\]. Received: precision='auto'"):
@@ -82,10 +99,47 @@ def test_explicit_precisions_expected_slower_name_the_missing_feature():
 
 def test_on_this_machine_auto_never_picks_a_precision_expected_slower_here():
     """This machine's real /proc/cpuinfo: on the AVX2-only AMD EPYC (int8 no gain, bf16 0.76x)
-    that is fp32 for every task."""
+    that is fp32 for every task; on the AVX-512 VNNI Xeon without BF16 (int8 2.32x, bf16 0.24x)
+    int8 for the classifiers and fp32 for the others."""
     features = CpuFeatures.of_this_machine()
     for task in CLASSIFIER_TASKS + OTHER_TASKS:
         precision, _ = choose_precision(features, task)
         assert slower_here(precision, features) is None, (features.describe(), task, precision)
         if not features.has("VNNI") and not features.has("BF16"):
             assert precision == "fp32", (features.describe(), task)
+        if features.has("VNNI") and not features.has("BF16"):
+            assert precision == ("int8" if task in CLASSIFIER_TASKS else "fp32"), (features.describe(), task)
+
+
+def _median_ratio(run, precision):
+    """cpu_peers: our `precision` over our fp32, per round, median (the ratio the run records, or
+    from its per-round speeds where the run predates it)."""
+    ratio = run.get("ratios", {}).get(f"ours_{precision}_over_ours_fp32")
+    if ratio:
+        return ratio["median"]
+    speeds = run["runtimes"]
+    per_round = [a / b for a, b in zip(speeds[f"ours_{precision}"]["sentences_per_second"],
+                                       speeds["ours_fp32"]["sentences_per_second"])]
+    return sorted(per_round)[len(per_round) // 2]
+
+
+def test_on_every_measured_cpu_auto_picks_nothing_that_measured_slower_there():
+    """Each CPU kind of cpu_peers.json (warm passes) and precision_process.json (whole `kbert
+    predict` processes): what auto picks there ran at least as fast as fp32 in that run, and
+    each precision that ran slower is one an explicit flag warns about there."""
+    with open(os.path.join(REPO, "bench", "results", "cpu_peers.json"), encoding="utf-8") as f:
+        peers = json.load(f)["runs"]
+    with open(os.path.join(REPO, "bench", "results", "precision_process.json"), encoding="utf-8") as f:
+        processes = json.load(f)["runs"]
+    assert set(processes) <= set(peers)
+    for kind, run in peers.items():
+        features = CpuFeatures(run["machine"]["cpu_model"], run["machine"]["cpu_simd"])
+        assert features.describe() == kind
+        chosen = {choose_precision(features, task)[0] for task in CLASSIFIER_TASKS + OTHER_TASKS}
+        for precision in ("int8", "bf16"):
+            faster = _median_ratio(run, precision) >= 1
+            if precision in processes.get(kind, {}).get("processes", {}):
+                faster = faster and processes[kind]["speed_over_fp32"][f"fp32_seconds_over_{precision}"]["median"] >= 1
+            assert (precision in chosen) <= faster, (kind, precision)
+            if not faster:
+                assert slower_here(precision, features), (kind, precision)
