@@ -16,7 +16,8 @@ held-out sentences at S = --seq-len tokens:
 
 Per row: bytes and the ratio to float32's, the share of ops whose every tensor is integer
 (float only out of the last DEQUANTIZE), where it runs (`TfliteTargets`), accuracy, top-label
-agreement with the float Keras model, and batch-1 p50 latency through LiteRT's default CPU
+agreement with the float Keras model (for a QAT row, also the QAT model's own accuracy and the
+file's agreement with it), and batch-1 p50 latency through LiteRT's default CPU
 path (XNNPACK; 16x8 has no XNNPACK kernels and runs LiteRT's reference kernels: its latency
 says nothing about an NPU) on --latency-examples sentences. The QAT rows' mean and spread.
 
@@ -36,7 +37,7 @@ import time
 import numpy as np
 
 from bench.common import WORK, machine_info, tensorflow_threads, write_report
-from keras_bert_impl.conversion.input_contract import EXPORT_ID_INPUTS
+from keras_bert_impl.conversion.input_contract import EXPORT_ID_INPUTS, EXPORT_TO_MODEL_ID_INPUTS
 
 ROWS = ("float32", "dynamic_int8", "int8_mixed", "int8_only", "int16x8_only", "qat")
 FLOAT_RUN_FOLDER = os.path.join(WORK, "cpu_peers")
@@ -170,6 +171,10 @@ def main(argv=None):
         logits, times = score(flatbuffer, x, static, args.latency_examples)
         integer, total = integer_share(flatbuffer)
         top = logits.argmax(-1)
+        qat_top = row.pop("qat_forward_top", None)
+        if qat_top is not None:
+            row.update(qat_forward_accuracy=float(np.mean(qat_top == labels)),
+                       agreement_with_qat_forward=float(np.mean(top == qat_top)))
         row.update(
             ops=total, integer_ops=integer, integer_share=integer / total, runs_on=TfliteTargets(flatbuffer).runs_on(),
             accuracy=float(np.mean(top == labels)), agreement_with_float=float(np.mean(top == keras_top)),
@@ -177,7 +182,9 @@ def main(argv=None):
         )
         results["rows"][name] = row
         print(f"{name}: {row['size_bytes'] / 1e6:.1f} MB, integer ops {integer}/{total}, accuracy {row['accuracy']:.4f}, "
-              f"agreement {row['agreement_with_float']:.4f}, p50 {row['latency_ms_p50']:.1f} ms", flush=True)
+              f"agreement {row['agreement_with_float']:.4f}, p50 {row['latency_ms_p50']:.1f} ms"
+              + (f"; QAT forward {row['qat_forward_accuracy']:.4f}, file = QAT forward on {row['agreement_with_qat_forward']:.4f}"
+                 if "qat_forward_accuracy" in row else ""), flush=True)
         write_report(args.output, "integer_ladder", {**results, "settings": vars(args), "notes": args.note}, machine)
 
     for quantization in ("float32", "dynamic_int8", "int8_mixed"):
@@ -197,8 +204,11 @@ def main(argv=None):
         for seed in args.seeds:
             folder = qat_run(args, seed, float_run, qat_train, test_csv)
             qat = keras.saving.load_model(os.path.join(folder, "model.keras"))
+            # The QAT model's own (fake-quantized) forward: what its file is meant to compute.
+            qat_x = {EXPORT_TO_MODEL_ID_INPUTS[k]: v for k, v in x.items()}
+            qat_top = qat.predict(qat_x, batch_size=64, verbose=0)["logits"].argmax(-1)
             measure(f"qat_seed_{seed}", lambda: convert_integer_only(qat, args.seq_len), static=True, seed=seed,
-                    qat_run=folder)
+                    qat_run=folder, qat_forward_top=qat_top)
         accuracies = [results["rows"][f"qat_seed_{s}"]["accuracy"] for s in args.seeds]
         agreements = [results["rows"][f"qat_seed_{s}"]["agreement_with_float"] for s in args.seeds]
         results["qat"] = {
