@@ -317,6 +317,8 @@ def test_existing_output_is_refused_unless_overwrite(tiny_classifier, tmp_path, 
         (["--formats", "tflite", "--quantizations", "int8_mixed", "--calibration", "EMPTY"], "gave no examples"),
         (["--formats", "tflite", "--quantizations", "int8_mixed", "--calibration", "MISSING"], "no such file"),
         (["--validation", "OTHER_TASK"], "--validation"),
+        # The integer-only file's calibration from a file of another task (SQuAD's JSON lines).
+        (["--formats", "tflite", "--quantizations", "int8_only", "--calibration", "OTHER_TASK"], "--calibration"),
     ],
 )
 def test_bad_flags_exit_2_and_write_nothing(tiny_classifier, tmp_path, capsys, extra, message):
