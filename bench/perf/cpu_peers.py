@@ -9,7 +9,9 @@ The model: the real MiniLM-L6 fine-tuned here on the 3,200 training sentences of
 80/20 MR split (`kbert finetune`, the pooled [CLS] head: the one transformers has), made by
 this script under data/bench/cpu_peers/ when missing. Ours runs its `model.keras` through
 `TextPredictor` (length-sorted batches of 32, each cut to its longest row, truncation at 128,
-tokenization included; fp32, bf16 = `with_precision`, int8 = `Int8Forward`); every peer
+tokenization included; fp32, bf16 = `with_precision`, int8 = `Int8Forward`; `ours_fp32_litert`, a
+lever and no user precision: the same batches through `Int8Forward(quantization="float32")`,
+the classifier's float32 TFLite on XNNPACK); every peer
 loads its `kbert export --formats huggingface` folder (bench/reference/classify_peers.py in
 .venv-peers says exactly what each peer does, tokenization included).
 
@@ -58,7 +60,7 @@ import numpy as np
 from bench.common import REPO, WORK, cpu_features_class, kbert, machine_info, read_loadavg, report_header, wait_for_idle
 
 FOLDER = os.path.join(WORK, "cpu_peers")
-OURS = ("ours_fp32", "ours_bf16", "ours_int8")
+OURS = ("ours_fp32", "ours_bf16", "ours_int8", "ours_fp32_litert")
 PEERS = ("onnxruntime_fp32", "onnxruntime_int8", "onnxruntime_int8_per_channel", "openvino_fp32", "openvino_int8",
          "pytorch_fp32", "pytorch_int8")
 INT8 = ("ours_int8", "onnxruntime_int8", "onnxruntime_int8_per_channel", "openvino_int8", "pytorch_int8")
@@ -112,6 +114,13 @@ def ours_child(run, precision, sentences_path):
     # bf16: the model rebuilt under mixed_bfloat16; int8: TextPredictor converts it (timed here).
     predictor = TextPredictor(with_precision(model, precision) if precision == "bf16" else model, sequence_length=128,
                               batch_size=32, precision="int8" if precision == "int8" else "fp32")
+    if precision == "fp32_litert":
+        # The float32 lever: TextPredictor's batches through the same conversion as int8 but
+        # unquantized, on XNNPACK's float kernels (not a precision users pick: fp32 runs TensorFlow).
+        from keras_bert_impl.inference import Int8Forward
+
+        litert = Int8Forward(model, quantization="float32")
+        predictor._forward = litert
     load_seconds = time.perf_counter() - start
 
     def labels(chunk):
@@ -307,7 +316,7 @@ def main(argv=None):
     parser.add_argument("--wait-idle", type=float, default=0)
     parser.add_argument("--output", default=os.path.join("bench", "results", "cpu_peers.json"))
     # The child modes (this script runs itself as the children of ours).
-    parser.add_argument("--ours-child", choices=("fp32", "bf16", "int8"), help=argparse.SUPPRESS)
+    parser.add_argument("--ours-child", choices=("fp32", "bf16", "int8", "fp32_litert"), help=argparse.SUPPRESS)
     parser.add_argument("--onednn-check", choices=("fp32", "bf16"), help=argparse.SUPPRESS)
     parser.add_argument("--run", help=argparse.SUPPRESS)
     parser.add_argument("--sentences", help=argparse.SUPPRESS)
@@ -387,12 +396,14 @@ def main(argv=None):
     fp32_peers = [p for p in children if p not in ours_sides and p not in INT8]
     int8_peers = [p for p in children if p in INT8 and p not in ours_sides]
     ratios = {}
-    for ours, peers in (("ours_fp32", fp32_peers), ("ours_fp32_onednn_avx2", fp32_peers), ("ours_int8", int8_peers)):
+    for ours, peers in (("ours_fp32", fp32_peers), ("ours_fp32_litert", fp32_peers), ("ours_fp32_onednn_avx2", fp32_peers),
+                        ("ours_int8", int8_peers)):
         if ours in children and peers:
             fastest = max(peers, key=lambda p: np.median(rows[p]["sentences_per_second"]))
             ratios[f"{ours}_over_{fastest}"] = ratio(ours, fastest)
     # Our precisions against our fp32 (what --precision auto's table holds), and capped against native.
-    for ours, other in (("ours_int8", "ours_fp32"), ("ours_bf16", "ours_fp32"), ("ours_fp32_onednn_avx2", "ours_fp32"),
+    for ours, other in (("ours_int8", "ours_fp32"), ("ours_bf16", "ours_fp32"), ("ours_fp32_litert", "ours_fp32"),
+                        ("ours_fp32_onednn_avx2", "ours_fp32"),
                         ("ours_bf16_onednn_avx2", "ours_bf16")):
         if ours in children and other in children:
             ratios[f"{ours}_over_{other}"] = ratio(ours, other)

@@ -89,6 +89,12 @@ class IntegerForms:
         """A tensor whose int8 range the kernel fixes (softmax, tanh): `bounds`."""
         return x
 
+    def norm(self, name, layer, x):
+        """The LayerNorm `layer` of x [..., H], point `name`: the rescaled form of `_norm`,
+        which the integer file needs (a float graph on XNNPACK takes a leaner one:
+        inference/litert_forms.py)."""
+        return _norm(self, name, layer, x)
+
 
 def classifier_forward(model, inputs, forms, probabilities=False):
     """`{logits or probabilities: [B, C]}` of the `BertClassifier` `model` on `inputs`
@@ -112,7 +118,7 @@ def classifier_forward(model, inputs, forms, probabilities=False):
         positions = forms.table(sinusoidal_positions(length, hidden))
     x = forms.activation("embeddings/sum", tokens + segments)
     x = forms.activation("embeddings/positioned", x + positions[None])
-    x = ops.reshape(_norm(forms, "embeddings/norm", embeddings.layer_norm, x), (-1, hidden))  # [B*S, H]
+    x = ops.reshape(forms.norm("embeddings/norm", embeddings.layer_norm, x), (-1, hidden))  # [B*S, H]
     mask_table = np.array([INTEGER_MASK_VALUE, 0.0], "float32")
     bias = forms.lookup(mask_table, ops.cast(inputs["padding_mask"], "int32"))  # [B, S]
     bias = ops.reshape(bias, (-1, 1, 1, length))  # [B, 1, 1, S]
@@ -205,9 +211,9 @@ def _block(forms, name, layer, x, bias, length):
     context = forms.activation(f"{name}/context", ops.matmul(weights, values))  # [B, N, S, D]
     context = ops.reshape(ops.transpose(context, (0, 2, 1, 3)), (-1, heads * head_dim))  # [B*S, H]
     attended = _dense(forms, f"{name}/attention_output", attention.output_dense, context)
-    x = _norm(forms, f"{name}/attention_norm", layer.attention_layer_norm,
-              forms.activation(f"{name}/attention_residual", x + attended))
+    x = forms.norm(f"{name}/attention_norm", layer.attention_layer_norm,
+                   forms.activation(f"{name}/attention_residual", x + attended))
     feed_forward = layer.feed_forward
     inner = _dense(forms, f"{name}/intermediate", feed_forward.intermediate_dense, x)  # [B*S, I], with its GELU
     out = _dense(forms, f"{name}/output", feed_forward.output_dense, inner)
-    return _norm(forms, f"{name}/output_norm", layer.output_layer_norm, forms.activation(f"{name}/output_residual", x + out))
+    return forms.norm(f"{name}/output_norm", layer.output_layer_norm, forms.activation(f"{name}/output_residual", x + out))

@@ -14,6 +14,8 @@ import pytest
 import keras_bert_impl as kb
 from keras_bert_impl.cli import main
 from keras_bert_impl.inference import Int8Forward, TextPredictor, with_precision
+from keras_bert_impl.inference.litert_forms import LiteRtForms
+from keras_bert_impl.models.integer_forms import classifier_forward
 from keras_bert_impl.tokenization import BertPreprocessor
 from tests.harness import quantize
 
@@ -111,6 +113,39 @@ def test_litert_float32_forward_gives_the_fp32_logits(trained):
     with pytest.raises(ValueError, match=r"quantization must be one of \('dynamic_int8', 'float32'\). "
                        r"Received: quantization='int8'"):
         Int8Forward(model, quantization="int8")
+
+
+def test_litert_forms_convert_every_classifier_to_its_keras_function():
+    """Int8Forward converts a BertClassifier in LiteRtForms (not its Keras graph): in float32 on
+    XNNPACK the file gives the Keras model's outputs (both poolings, softmax and multi-label
+    sigmoid heads, a pair's segments, padding), under the model's own output name."""
+    ids = np.array([[2, 7, 9, 3, 0, 0], [2, 5, 3, 11, 12, 3]], "int32")
+    segments = np.array([[0] * 6, [0, 0, 0, 1, 1, 1]], "int32")
+    x = {"token_ids": ids, "padding_mask": ids > 0, "segment_ids": segments}
+    cases = (("pooled", None, False), ("mean", "softmax", False), ("pooled", "sigmoid", True))
+    for pooling, activation, multi_label in cases:
+        keras.utils.set_random_seed(0)
+        model = kb.BertClassifier(kb.BertBackbone.from_preset("bert_tiny", vocabulary_size=20), num_classes=3,
+                                  pooling=pooling, activation=activation, multi_label=multi_label)
+        key = "logits" if activation is None else "probabilities"
+        want = np.asarray(model(x)[key])
+        assert np.abs(np.asarray(classifier_forward(model, x, LiteRtForms())[key]) - want).max() < 1e-5
+        forward = Int8Forward(model, num_threads=1, quantization="float32")
+        assert forward.output_names == (key,)
+        # The file holds the forms: Q, K, V, the attention output and the two feed-forward
+        # layers per block (no UNPACK of a merged Q/K/V), the pooler if pooled, the head.
+        ops_in_file = _builtin_ops(forward.flatbuffer)
+        fully_connected = 6 * len(model.backbone.transformer_layers) + (2 if pooling == "pooled" else 1)
+        assert "UNPACK" not in ops_in_file and ops_in_file.count("FULLY_CONNECTED") == fully_connected
+        got = forward(ids, segments, (ids > 0).astype("int32"))[key]
+        assert np.abs(got - want).max() < 1e-5, (pooling, activation, np.abs(got - want).max())
+
+
+def _builtin_ops(flatbuffer):
+    from ai_edge_litert.interpreter import Interpreter
+
+    # Every op in order (conversion.tflite_ops gives their set; here the count matters).
+    return [op["op_name"] for op in Interpreter(model_content=flatbuffer)._get_ops_details()]
 
 
 def test_bad_precision_is_named(minilm):

@@ -1,0 +1,47 @@
+"""The forms `Int8Forward` converts a classifier in: `integer_forms.classifier_forward` with a
+plain LayerNorm, for a float graph on XNNPACK (float32, or dynamic-range int8 whose float
+activations are quantized per batch inside each fully connected layer).
+
+Why not the Keras model's own graph: TensorFlow lowers our layers to a TFLite graph that costs
+XNNPACK time outside the matmuls (issue 33, `perf` samples of LiteRT on the cpu_peers classifier,
+[32, 32] batches, on an AVX-512 VNNI Xeon):
+- the merged Q/K/V projection is split by an UNPACK, which XNNPACK does not take: it runs in
+  TFLite's own kernels (a copy of Q, K and V, 3% of the int8 forward) and cuts the delegated
+  graph at every layer; the forms project Q, K and V with three FULLY_CONNECTED ops and put the
+  keys straight into [B, N, D, S];
+- Keras' LayerNormalization lowers to TensorFlow's moments and a scale-and-offset: beside its
+  two MEANs, six full-size elementwise ops (SQUARED_DIFFERENCE, a MUL that broadcasts gamma
+  times 1/std to the whole [B*S, H], two more MULs, two ADDs); here five: centre, square,
+  scale by 1/std, gamma, beta.
+Measured (bench/perf/cpu_peers.py's batches, forward only, interleaved rounds): 1.12x the
+Keras graph's sentences/s in dynamic-range int8, 1.10x in float32, with the same labels.
+
+The integer-only file's forms rescale each token before its variance (`integer_forms._norm`:
+int8 needs it); in a float graph that is four passes more and changes nothing, so `norm`
+here is the textbook one. The padding mask is the integer forms' table lookup (-30 at padding:
+exp(-30) is 9e-14 of a real key, so the float forward stays within 1e-5 of Keras).
+"""
+
+from keras import ops
+
+from keras_bert_impl.models.integer_forms import IntegerForms
+
+
+class LiteRtForms(IntegerForms):
+    """`classifier_forward`'s hooks for a float TFLite graph: the base's plain float forward
+    with LayerNorm as MEAN, SUB, MUL, MEAN, RSQRT and a scale and offset.
+
+    Example:
+    >>> from keras_bert_impl.models.integer_forms import classifier_forward
+    >>> model = kb.BertClassifier(kb.BertBackbone.from_preset("bert_tiny", vocabulary_size=100), num_classes=2)
+    >>> ids = np.array([[2, 7, 3, 0]], "int32")
+    >>> inputs = {"token_ids": ids, "padding_mask": ids > 0, "segment_ids": np.zeros_like(ids)}
+    >>> logits = classifier_forward(model, inputs, LiteRtForms())["logits"]
+    >>> bool(np.allclose(logits, model(inputs)["logits"], atol=1e-5))
+    True
+    """
+
+    def norm(self, name, layer, x):  # x [..., H] -> [..., H]
+        centred = x - ops.mean(x, axis=-1, keepdims=True)
+        variance = ops.mean(centred * centred, axis=-1, keepdims=True)  # [..., 1]
+        return centred * ops.rsqrt(variance + layer.epsilon) * layer.gamma + layer.beta
