@@ -56,7 +56,7 @@ PRETRAIN_TINY_RUNS ?= 5k len64 len64_phase2 vocab8k vocab8k_phase2 vocab8k_30k a
 PRETRAIN_TINY_ARGS ?=
 VOCAB8K_30K := $(BENCH_WORK)/pretrain_tiny_vocab8k_30k
 
-.PHONY: install data data-austen test test-slow test-fast test-pythons backend-venvs peers-venv bench-gpu-prepare bench-gpu bench-gpu-cpu bench-forward-gap demo demo-embeddings look-inside-pictures bench experiments clean mediapipe-venv edge-setup web-demo \
+.PHONY: install data data-austen test test-slow test-fast test-pythons backend-venvs peers-venv bench-gpu-prepare bench-gpu bench-gpu-cpu bench-forward-gap bench-litert-profile demo demo-embeddings look-inside-pictures bench experiments clean mediapipe-venv edge-setup web-demo \
 	$(addprefix bench-,$(PERF)) $(addprefix experiment-,$(EXPERIMENTS))
 
 install: $(INSTALLED)
@@ -292,6 +292,10 @@ bench-precision-process: $(INSTALLED) $(DATA_STAMP)
 bench-forward-gap: $(INSTALLED) $(DATA_STAMP) $(PEERS_INSTALLED)
 	$(BIN)/python -m bench.perf.forward_gap --wait-idle 60 --peers-python $(PEERS_VENV)/bin/python \
 	  --output $(BENCH_RESULTS)/forward_gap.json $(ARGS)
+
+# LiteRT's time in our classifier kernel by kernel (Linux perf samples), Keras graph vs LiteRtForms (issue 33).
+bench-litert-profile: $(INSTALLED) $(DATA_STAMP)
+	$(BIN)/python -m bench.perf.litert_profile --wait-idle 60 --output $(BENCH_RESULTS)/litert_profile.json $(ARGS)
 
 bench-inference-precision: $(INSTALLED) $(DATA_STAMP)
 	$(BIN)/python -m bench.perf.inference_precision --wait-idle 60 --output $(BENCH_RESULTS)/inference_precision.json $(ARGS)

@@ -88,10 +88,10 @@ class Int8Forward:
         return {name: np.array(value, np.float32) for name, value in outputs.items()}
 
 
-def _convert(model, quantization):
-    """The model's .tflite bytes in `quantization`, builtin ops only, [None, None] inputs: a
-    `BertClassifier` in `LiteRtForms` (faster on XNNPACK, same function), any other model as
-    its Keras graph."""
+def _convert(model, quantization, batch=None, length=None):
+    """The model's .tflite bytes in `quantization`, builtin ops only, [batch, length] inputs (None:
+    free, as Int8Forward converts): a `BertClassifier` in `LiteRtForms` (faster on XNNPACK, same
+    function), any other model as its Keras graph."""
 
     def forward(token_ids, segment_ids, padding_mask):  # [B, T] each
         inputs = {"token_ids": token_ids, "segment_ids": segment_ids, "padding_mask": padding_mask}
@@ -101,4 +101,5 @@ def _convert(model, quantization):
             outputs = model(inputs, training=False)
         return {name: tf.cast(value, tf.float32) for name, value in outputs.items()}
 
-    return convert_endpoint(named_endpoint(forward, MODEL_ID_INPUTS), id_signature(MODEL_ID_INPUTS), quantization)
+    return convert_endpoint(named_endpoint(forward, MODEL_ID_INPUTS), id_signature(MODEL_ID_INPUTS, batch, length),
+                            quantization)
