@@ -12,8 +12,8 @@ quantization of `kbert export`'s `dynamic_int8` .tflite (through the one convers
 keras_bert_impl.conversion), with the batch and length dimensions left free and the model's own
 input names, so length-bucketed batches of any shape run without retracing. A classifier is
 converted in `LiteRtForms` (the integer forms' forward with a plain LayerNorm: no UNPACK, leaner
-norms; 1.12x the Keras graph's speed in int8 on XNNPACK, litert_forms.py says how measured),
-the exported files keep the Keras graph that their tests pin op for op.
+norms; 1.12x the Keras graph's speed in int8 on XNNPACK, litert_forms.py says how measured);
+the files `kbert export` writes keep the Keras graph.
 
 Shape legend: B batch, T a batch's padded width.
 """
