@@ -1,0 +1,43 @@
+"""`kbert serve --precision int8`'s calls (commands/serve.py's `int8_functions`): each runs the int8
+forward at its own longest row, not the padded sequence length the signatures hand it, with the
+outputs of the padded call; a row with no unmasked token does not break the call."""
+
+import keras
+import numpy as np
+
+import keras_bert_impl as kb
+from keras_bert_impl.commands.serve import int8_functions
+from keras_bert_impl.inference import Int8Forward
+from tests.commands.conftest import save_small_bert
+
+SEQ_LEN = 32
+
+
+def test_int8_calls_run_at_their_longest_row_with_the_padded_outputs(tmp_path, monkeypatch):
+    keras.utils.set_random_seed(0)
+    model = kb.BertClassifier(keras.saving.load_model(save_small_bert(tmp_path)), num_classes=2)
+    widths = []
+    run = Int8Forward.__call__
+
+    def recording(self, token_ids, segment_ids, padding_mask):
+        widths.append(np.shape(token_ids)[1])
+        return run(self, token_ids, segment_ids, padding_mask)
+
+    monkeypatch.setattr(Int8Forward, "__call__", recording)
+    call = int8_functions(model, "mr", SEQ_LEN, pair=False)["mr_ids"]["serving_default"]
+    ids = np.zeros((3, SEQ_LEN), np.int32)
+    ids[0, :6] = [101, 2023, 3185, 2001, 2307, 102]
+    ids[1, :4] = [101, 9643, 999, 102]  # row 2: no unmasked token at all (a client's ids call)
+    mask = (ids > 0).astype(np.int32)
+    logits = np.asarray(call(ids=ids, mask=mask, segment_ids=np.zeros_like(ids))["logits"])
+    assert widths[-1] == 6, widths
+    assert logits.shape == (3, 2) and np.isfinite(logits).all()
+    # Nothing unmasked anywhere: one column, not an empty batch.
+    empty = call(ids=np.zeros((2, SEQ_LEN), np.int32), mask=np.zeros((2, SEQ_LEN), np.int32),
+                 segment_ids=np.zeros((2, SEQ_LEN), np.int32))
+    assert widths[-1] == 1 and np.asarray(empty["logits"]).shape == (2, 2)
+    # The same int8 file at the padded width: attention and pooling ignore padding, and XNNPACK
+    # quantizes activations per token, so the cut changes the logits by float rounding only.
+    monkeypatch.setattr(Int8Forward, "__call__", run)
+    padded = Int8Forward(model, num_threads=1)(ids, np.zeros_like(ids), mask)["logits"]
+    np.testing.assert_allclose(logits[:2], padded[:2], atol=1e-4)
