@@ -119,8 +119,7 @@ def ours_child(run, precision, sentences_path):
         # unquantized, on XNNPACK's float kernels (not a precision users pick: fp32 runs TensorFlow).
         from keras_bert_impl.inference import Int8Forward
 
-        litert = Int8Forward(model, quantization="float32")
-        predictor._forward = litert
+        predictor._forward = Int8Forward(model, quantization="float32")
     load_seconds = time.perf_counter() - start
 
     def labels(chunk):

@@ -37,9 +37,9 @@ from bench.perf.cpu_peers import FOLDER, _prepare
 GRAPHS = ("keras", "litert_forms")
 QUANTIZATIONS = ("dynamic_int8", "float32")
 TOP_SYMBOLS = 15
-# (category, test on the innermost frame's name), first match wins; copies are placed by caller.
+# (category, test on the innermost frame's name), first match wins; copies are placed by caller
+# and TFLite's own kernels by any of the three innermost frames (`categorize`).
 CATEGORIES = (
-    ("TFLite kernels outside XNNPACK", lambda s: "tflite::ops::builtin" in s),
     ("int8 matmuls (fully connected)", lambda s: s.startswith("xnn_qd8_") and "gemm" in s),
     ("float matmuls", lambda s: s.startswith(("xnn_f32_gemm", "xnn_f32_igemm", "xnn_f32_ppmm"))),
     ("packing batch-matmul operands", lambda s: "packw" in s),
@@ -48,7 +48,7 @@ CATEGORIES = (
     ("GELU", lambda s: "vgelu" in s),
     ("softmax and means", lambda s: any(k in s for k in ("rsum", "rmax", "raddstoreexpminusmax", "softmax",
                                                          "reciprocal"))),
-    ("elementwise (residuals, LayerNorm, mask)", lambda s: s.startswith(("xnn_f32_v", "xnn_f32_vsqrdiff"))),
+    ("elementwise (residuals, LayerNorm, mask)", lambda s: s.startswith("xnn_f32_v")),
     ("thread pool", lambda s: any(k in s for k in ("pthreadpool", "thread_main", "thread_parallelize"))),
 )
 COPY = ("memmove", "memcpy", "memset")
