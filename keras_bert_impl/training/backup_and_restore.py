@@ -261,6 +261,8 @@ def _interrupts_deferred():
         return
     received = []
     previous = signal.signal(signal.SIGINT, lambda number, frame: received.append(number))
+    # None: a handler not set from Python, which signal.signal cannot put back; the default stands in.
+    previous = signal.SIG_DFL if previous is None else previous
     try:
         yield
     finally:
@@ -270,5 +272,5 @@ def _interrupts_deferred():
     if callable(previous):
         previous(signal.SIGINT, None)  # the handler that was in place: Python's raises KeyboardInterrupt
     else:
-        signal.raise_signal(signal.SIGINT)  # SIG_DFL (or a handler not set from Python): its own action
+        signal.raise_signal(signal.SIGINT)  # SIG_DFL: its own action
 
