@@ -18,7 +18,9 @@ baseline: ours fp32 for the fp32 levers, ours int8 for the int8 ones, and ours o
 ONNX Runtime peer of the same precision.
 
 The contenders (`--contenders`, CONTENDERS):
-- ours_fp32: the forward `TextPredictor(precision="fp32")` runs (a tf.function, free shapes).
+- ours_fp32: the forward `TextPredictor(precision="fp32")` runs (a tf.function, free shapes;
+  since issue 33's OneDnnForms, the classifier's function in those forms).
+- ours_fp32_keras_graph: the Keras model itself in that tf.function (what fp32 ran before).
 - ours_int8: `Int8Forward` (TFLite dynamic-range int8 on XNNPACK), `precision="int8"`.
 - levers on fp32: ours_fp32_xla (the same function with jit_compile=True: XLA compiles each
   batch shape once, in the warm-up pass, whose seconds are recorded); ours_fp32_frozen (the
@@ -79,7 +81,7 @@ ENVIRONMENT = {"ours_fp32_onednn_off": {"TF_ENABLE_ONEDNN_OPTS": "0"}}
 PEAK = ("ours_fp32", "ours_fp32_onednn_off")
 # TensorFlow's (intra-op, inter-op) threads where a lever sets them.
 THREAD_POOLS = {"ours_fp32_inter1": (2, 1), "ours_fp32_intra1": (1, 1)}
-OURS = ("ours_fp32", "ours_fp32_xla", "ours_fp32_frozen", "ours_fp32_inter1", "ours_fp32_intra1", "ours_fp32_onednn_off",
+OURS = ("ours_fp32", "ours_fp32_keras_graph", "ours_fp32_xla", "ours_fp32_frozen", "ours_fp32_inter1", "ours_fp32_intra1", "ours_fp32_onednn_off",
         "ours_litert_fp32", "ours_int8")
 CONTENDERS = OURS + ORT
 # What each contender is compared with, per round.
@@ -131,7 +133,8 @@ def _load_batches(path):
 
 def _categorize_tf(node, kind):
     scope = node.lower()
-    if "layer_norm" in scope:
+    # By scope in the Keras graph; in OneDnnForms (no layer scopes) by the fused kernel.
+    if "layer_norm" in scope or kind in ("_MklLayerNorm", "FusedBatchNormV3"):
         return "LayerNorm"
     if "BatchMatMul" in kind:
         return "attention batch-matmuls"
@@ -227,6 +230,7 @@ def ours_child(name, run, batches_path):
     import keras
 
     from bench.perf.inference_throughput import forward_flop, matmul_peak, tf_op_ms
+    from keras_bert_impl.conversion.input_contract import MODEL_ID_INPUTS
     from keras_bert_impl.inference import Int8Forward, TextPredictor
 
     count, batches = _load_batches(batches_path)
@@ -243,7 +247,11 @@ def ours_child(name, run, batches_path):
         profile = None
     else:
         function = TextPredictor(model, sequence_length=128, batch_size=32)._forward  # what predict runs
-        if name == "ours_fp32_xla":
+        if name == "ours_fp32_keras_graph":
+            spec = tf.TensorSpec([None, None], tf.int32)
+            function = tf.function(lambda *ids: model(dict(zip(MODEL_ID_INPUTS, ids)), training=False),
+                                   input_signature=[spec] * 3)
+        elif name == "ours_fp32_xla":
             spec = tf.TensorSpec([None, None], tf.int32)
             function = tf.function(function.python_function, input_signature=[spec] * 3, jit_compile=True)
         elif name == "ours_fp32_frozen":

@@ -10,9 +10,11 @@ bench/perf/inference_throughput.py); the outputs go back to input order. Attenti
 pooling ignore padded positions, so the result equals padding every text to
 `sequence_length` (tests/inference: within 1e-5).
 
-`precision` picks the forward pass: "fp32" the model itself; "bf16" a copy under Keras'
-mixed_bfloat16 policy (`with_precision`); "int8" its dynamic-range int8 TFLite conversion on
-XNNPACK (`Int8Forward`).
+`precision` picks the forward pass: "fp32" the model's function in `OneDnnForms` (a
+`BertClassifier`: its LayerNorms one oneDNN kernel each, 1.13x the Keras graph's speed on the
+Xeon of onednn_forms.py, within 1e-5 of it) or the model itself (a QuantizationAwareClassifier);
+"bf16" a copy under Keras' mixed_bfloat16 policy (`with_precision`); "int8" its dynamic-range int8
+TFLite conversion on XNNPACK (`Int8Forward`).
 
 Shape legend: N texts in a chunk, S sequence_length, B batch, T a batch's padded width.
 """
@@ -22,8 +24,10 @@ import tensorflow as tf
 
 from keras_bert_impl.conversion.input_contract import MODEL_ID_INPUTS
 from keras_bert_impl.inference.int8_forward import Int8Forward
+from keras_bert_impl.inference.onednn_forms import OneDnnForms
 from keras_bert_impl.inference.precision import with_precision
 from keras_bert_impl.models.bert_classifier import BertClassifier
+from keras_bert_impl.models.integer_forms import classifier_forward
 from keras_bert_impl.precisions import check_precision
 from keras_bert_impl.tokenization.bert_preprocessor import BertPreprocessor
 from keras_bert_impl.validation import check_positive_int, check_sequence_length
@@ -92,13 +96,17 @@ class TextPredictor:
             self._forward = Int8Forward(model)
             return
         model = with_precision(model, precision) if precision == "bf16" else model
+        if precision == "fp32" and isinstance(model, BertClassifier):
+            forms = OneDnnForms()
+            call = lambda inputs: classifier_forward(model, inputs, forms)  # noqa: E731
+        else:
+            call = lambda inputs: model(inputs, training=False)  # noqa: E731
         spec = tf.TensorSpec([None, None], tf.int32)
 
         # One trace for every batch shape: the batch and width dimensions are left unknown.
         @tf.function(input_signature=[spec, spec, spec])
         def forward(token_ids, segment_ids, padding_mask):
-            return model({"token_ids": token_ids, "segment_ids": segment_ids, "padding_mask": padding_mask},
-                         training=False)
+            return call({"token_ids": token_ids, "segment_ids": segment_ids, "padding_mask": padding_mask})
 
         self._forward = forward
 

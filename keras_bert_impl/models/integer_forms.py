@@ -60,6 +60,9 @@ class IntegerForms:
     True
     """
 
+    # Added to attention scores at padding (the module docstring says why -30 here).
+    mask_value = INTEGER_MASK_VALUE
+
     def weight(self, variable):
         """A weight as the forward reads it (a bias; the scale of a LayerNorm)."""
         return variable
@@ -119,7 +122,7 @@ def classifier_forward(model, inputs, forms, probabilities=False):
     x = forms.activation("embeddings/sum", tokens + segments)
     x = forms.activation("embeddings/positioned", x + positions[None])
     x = ops.reshape(forms.norm("embeddings/norm", embeddings.layer_norm, x), (-1, hidden))  # [B*S, H]
-    mask_table = np.array([INTEGER_MASK_VALUE, 0.0], "float32")
+    mask_table = np.array([forms.mask_value, 0.0], "float32")
     bias = forms.lookup(mask_table, ops.cast(inputs["padding_mask"], "int32"))  # [B, S]
     bias = ops.reshape(bias, (-1, 1, 1, length))  # [B, 1, 1, S]
     for index, layer in enumerate(backbone.transformer_layers):
@@ -154,7 +157,11 @@ def quantization_points(model):
 
 
 def _dense(forms, name, layer, x):  # x [M, in] -> [M, out]
-    y = forms.activation(name, ops.matmul(x, forms.kernel(layer.kernel)) + forms.weight(layer.bias))
+    # ops.add, not `+`: on TensorFlow it adds a bias as BiasAdd, the form grappler fuses with the
+    # MatMul and an exact GELU into one oneDNN kernel (inference/onednn_forms.py). TFLite's
+    # converter folds either into FULLY_CONNECTED: the int8, float32 and integer-only files of
+    # bert_tiny kept their ops and their sizes to the byte.
+    y = forms.activation(name, ops.add(ops.matmul(x, forms.kernel(layer.kernel)), forms.weight(layer.bias)))
     activation = layer.activation
     if activation is keras.activations.linear:
         return y

@@ -1,0 +1,89 @@
+"""OneDnnForms, TextPredictor's fp32 forward of a BertClassifier: the Keras model's outputs
+within 1e-5 (both poolings, softmax and multi-label sigmoid heads, a pair's segments, padding,
+with and without the fused LayerNorm), and on TensorFlow's oneDNN build every LayerNorm runs as
+one `_MklLayerNorm` and the exact GELU inside its matmul (the speed onednn_forms.py measured
+comes from these fusions; the TF profiler's op events say which kernels ran)."""
+
+import collections
+import glob
+import os
+import tempfile
+
+import keras
+import numpy as np
+import pytest
+import tensorflow as tf
+
+import keras_bert_impl as kb
+from keras_bert_impl.inference import TextPredictor
+from keras_bert_impl.inference.onednn_forms import OneDnnForms, onednn_enabled
+from keras_bert_impl.models.integer_forms import classifier_forward
+
+IDS = np.array([[2, 7, 9, 3, 0, 0], [2, 5, 3, 11, 12, 3]], "int32")
+SEGMENTS = np.array([[0] * 6, [0, 0, 0, 1, 1, 1]], "int32")
+SPEC = tf.TensorSpec([None, None], tf.int32)
+
+
+def _traced(model, fused_norm):
+    """classifier_forward in OneDnnForms as a tf.function (grappler rewrites only graphs)."""
+    forms = OneDnnForms()
+    forms.fused_norm = fused_norm
+
+    @tf.function(input_signature=[SPEC] * 3)
+    def forward(token_ids, segment_ids, padding_mask):
+        inputs = {"token_ids": token_ids, "segment_ids": segment_ids, "padding_mask": padding_mask}
+        return classifier_forward(model, inputs, forms)
+
+    return forward
+
+
+@pytest.mark.parametrize("fused_norm", [True, False])
+def test_forms_give_the_keras_model_outputs(fused_norm):
+    if fused_norm and not onednn_enabled():
+        pytest.skip("the fused LayerNorm form is taken only where TensorFlow runs oneDNN")
+    cases = (("pooled", None, False), ("mean", "softmax", False), ("pooled", "sigmoid", True))
+    for pooling, activation, multi_label in cases:
+        keras.utils.set_random_seed(0)
+        model = kb.BertClassifier(kb.BertBackbone.from_preset("bert_tiny", vocabulary_size=20), num_classes=3,
+                                  pooling=pooling, activation=activation, multi_label=multi_label)
+        key = "logits" if activation is None else "probabilities"
+        want = np.asarray(model({"token_ids": IDS, "segment_ids": SEGMENTS, "padding_mask": IDS > 0})[key])
+        outputs = _traced(model, fused_norm)(IDS, SEGMENTS, (IDS > 0).astype("int32"))
+        assert list(outputs) == [key]
+        difference = np.abs(np.asarray(outputs[key]) - want).max()
+        assert difference < 1e-5, (pooling, activation, difference)
+
+
+def _op_types(run):
+    """Counter of the op types TensorFlow's profiler saw while `run()` ran."""
+    from tensorflow.tsl.profiler.protobuf import xplane_pb2
+
+    with tempfile.TemporaryDirectory() as folder:
+        tf.profiler.experimental.start(folder)
+        run()
+        tf.profiler.experimental.stop()
+        space = xplane_pb2.XSpace()
+        with open(glob.glob(os.path.join(folder, "**", "*.xplane.pb"), recursive=True)[0], "rb") as f:
+            space.ParseFromString(f.read())
+    kinds = collections.Counter()
+    for plane in space.planes:
+        names = {key: value.name for key, value in plane.event_metadata.items()}
+        for line in plane.lines:
+            for event in line.events:
+                node, _, kind = names.get(event.metadata_id, "").rpartition(":")
+                if node:
+                    kinds[kind.strip()] += 1
+    return kinds
+
+
+@pytest.mark.skipif(not onednn_enabled(), reason="the fusions are oneDNN's (TensorFlow runs Eigen here)")
+def test_text_predictor_runs_one_layer_norm_kernel_per_norm(minilm):
+    model = kb.BertClassifier(minilm, num_classes=2)
+    predictor = TextPredictor(model, sequence_length=32, batch_size=4)
+    _, *ids = next(predictor.batches(["a fine film", "dull and long , with no end in sight", "ok", "yes"]))
+    predictor._forward(*ids)  # traced and optimized before the profile
+    kinds = _op_types(lambda: predictor._forward(*ids))
+    norms = 2 * len(minilm.transformer_layers) + 1
+    assert kinds["_MklLayerNorm"] == norms, kinds
+    # Nothing of an unfused LayerNorm or GELU is left.
+    assert not {"Mean", "SquaredDifference", "Rsqrt", "FusedBatchNormV3", "Erf", "Erfc"} & set(kinds), kinds
