@@ -11,8 +11,9 @@ pooling ignore padded positions, so the result equals padding every text to
 `sequence_length` (tests/inference: within 1e-5).
 
 `precision` picks the forward pass: "fp32" the model's function in `OneDnnForms` (a
-`BertClassifier`: its LayerNorms one oneDNN kernel each, 1.13x the Keras graph's speed on the
-Xeon of onednn_forms.py, within 1e-5 of it) or the model itself (a QuantizationAwareClassifier);
+`BertClassifier` computing in float32: its LayerNorms one oneDNN kernel each, 1.15x the Keras
+graph's speed on the Xeon of onednn_forms.py, within 1e-5 of it) or the model itself (a
+QuantizationAwareClassifier, a model under a mixed policy);
 "bf16" a copy under Keras' mixed_bfloat16 policy (`with_precision`); "int8" its dynamic-range int8
 TFLite conversion on XNNPACK (`Int8Forward`).
 
@@ -96,7 +97,10 @@ class TextPredictor:
             self._forward = Int8Forward(model)
             return
         model = with_precision(model, precision) if precision == "bf16" else model
-        if precision == "fp32" and isinstance(model, BertClassifier):
+        # The forms compute in float32: a model under a mixed policy (with_precision's bf16 copy,
+        # one trained and saved in bf16) computes as its own layers say.
+        if precision == "fp32" and isinstance(model, BertClassifier) and \
+                model.compute_dtype == model.backbone.compute_dtype == "float32":
             forms = OneDnnForms()
             call = lambda inputs: classifier_forward(model, inputs, forms)  # noqa: E731
         else:

@@ -15,7 +15,7 @@ import pytest
 import tensorflow as tf
 
 import keras_bert_impl as kb
-from keras_bert_impl.inference import TextPredictor
+from keras_bert_impl.inference import TextPredictor, with_precision
 from keras_bert_impl.inference.onednn_forms import OneDnnForms, onednn_enabled
 from keras_bert_impl.models.integer_forms import classifier_forward
 
@@ -87,3 +87,15 @@ def test_text_predictor_runs_one_layer_norm_kernel_per_norm(minilm):
     assert kinds["_MklLayerNorm"] == norms, kinds
     # Nothing of an unfused LayerNorm or GELU is left.
     assert not {"Mean", "SquaredDifference", "Rsqrt", "FusedBatchNormV3", "Erf", "Erfc"} & set(kinds), kinds
+
+
+def test_a_model_under_a_mixed_policy_keeps_its_own_compute(minilm):
+    """Only a float32 classifier runs in the forms: a bf16 copy given as "fp32" computes in bf16,
+    as its layers say (the forms would silently run it in float32)."""
+    model = kb.BertClassifier(minilm, num_classes=2)
+    texts = ["a fine film", "dull and long , with no end in sight"]
+    bf16 = TextPredictor(with_precision(model, "bf16"), sequence_length=32)
+    kinds = _op_types(lambda: bf16.predict(texts))
+    assert "_MklLayerNorm" not in kinds and "FusedBatchNormV3" not in kinds, kinds
+    want = TextPredictor(model, sequence_length=32, precision="bf16").predict(texts)["logits"]
+    np.testing.assert_array_equal(bf16.predict(texts)["logits"], want)
