@@ -8,16 +8,16 @@ bf16; MR test accuracy 0.8025 and 0.800 against fp32's 0.800: bench/results/infe
 
 - AVX-512 with VNNI, without BF16 or AMX (an Intel Xeon, family 6 model 207, Emerald Rapids
   with avx512_bf16 and AMX hidden by its hypervisor; bench/results/cpu_peers.json, its run
-  of this CPU kind, 2026-11-27 23:11, 5 paired interleaved rounds of warm processes over the
+  of this CPU kind, 2026-11-28 02:14, 5 paired interleaved rounds of warm processes over the
   4,000 MR sentences, nothing else on the 2 cores): int8 (`Int8Forward` in `LiteRtForms`) ran
-  2.96x fp32 per round (median; 2.66-3.21), accuracy on the 800 held-out sentences
-  0.7963 against 0.7950; bf16 ran 0.25x (0.24-0.27): oneDNN ran its bf16 matmuls as
+  2.64x fp32 (`OneDnnForms`) per round (median; 2.42-2.81), accuracy on the 800 held-out
+  sentences 0.7963 against 0.7950; bf16 ran 0.22x (0.21-0.23): oneDNN ran its bf16 matmuls as
   `gemm:jit:bf16` (its verbose lines, cpu_peers.json's isa.onednn_dispatch) with no AVX512-BF16
   dot products to run them on. So int8 for the classifiers and fp32 for the
   others. The whole `kbert predict --file` process over the same sentences, int8's
-  conversion (load 9.1 s against fp32's 3.0 s) included (bench/results/precision_process.json,
-  3 alternating rounds, idle), is what a one-off job pays: fp32 23.3 s (21.6-24.5), int8 19.2 s
-  (18.9-19.4), 1.21x (1.14-1.28 per round); auto, which picked int8, 19.2 s.
+  conversion (load 8.9 s against fp32's 2.9 s) included (bench/results/precision_process.json,
+  3 alternating rounds, idle), is what a one-off job pays: fp32 21.2 s (20.5-22.3), int8 19.4 s
+  (18.8-19.7), 1.09x (1.07-1.15 per round); auto, which picked int8, 18.7 s.
 - AVX-512 with VNNI and BF16 (an AMD EPYC with avx512_vnni and avx512_bf16, no AMX; the CPU
   flags both files record): int8 ran 3.03x fp32 and bf16 1.47x
   (bench/results/inference_throughput.json, ours_int8_over_ours_fp32 and
@@ -56,8 +56,8 @@ INT8_GAIN, BF16_GAIN = "int8 ran 3.03x fp32 on an AVX512-VNNI CPU", "bf16 ran 1.
 INT8_NO_GAIN, BF16_LOSS, ON_AVX2 = "int8 took 41 s to fp32's 39-41 s", "bf16 ran 0.76x fp32", " on an AVX2-only CPU"
 # The AVX-512 VNNI CPU without BF16 (the Xeon above): int8 per pass and as a whole process, and
 # bf16 per pass, each against fp32 in the same rounds.
-INT8_GAIN_NO_BF16 = "int8 ran 2.96x fp32 on an AVX512-VNNI CPU without BF16"
-BF16_LOSS_AVX512 = "bf16 ran 0.25x fp32 on an AVX512-VNNI CPU without BF16"
+INT8_GAIN_NO_BF16 = "int8 ran 2.64x fp32 on an AVX512-VNNI CPU without BF16"
+BF16_LOSS_AVX512 = "bf16 ran 0.22x fp32 on an AVX512-VNNI CPU without BF16"
 NEEDS = {"int8": "VNNI", "bf16": "BF16"}
 
 

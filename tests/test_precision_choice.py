@@ -57,9 +57,9 @@ def test_the_reasons_name_the_deciding_features_and_the_measurements():
     # AVX-512 VNNI without BF16: this kind's own measurements (cpu_peers.json's Xeon run).
     xeon = CpuFeatures("Intel(R) Xeon(R) Processor", XEON_VNNI_NO_BF16)
     assert choose_precision(xeon, "classification") == (
-        "int8", "it has VNNI (int8 ran 2.96x fp32 on an AVX512-VNNI CPU without BF16)")
+        "int8", "it has VNNI (int8 ran 2.64x fp32 on an AVX512-VNNI CPU without BF16)")
     assert choose_precision(xeon, "tagging") == (
-        "fp32", "it has no BF16 (bf16 ran 0.25x fp32 on an AVX512-VNNI CPU without BF16; int8 is for classifiers, "
+        "fp32", "it has no BF16 (bf16 ran 0.22x fp32 on an AVX512-VNNI CPU without BF16; int8 is for classifiers, "
                 "this model is tagging)")
     # AVX-VNNI without AVX-512 (nothing measured): the VNNI/BF16 CPU's int8 figure.
     assert choose_precision(CpuFeatures("x", AVX2 + ["avx_vnni"]), "classification")[1] == (
@@ -90,7 +90,7 @@ def test_explicit_precisions_expected_slower_name_the_missing_feature():
     cascade = CpuFeatures("x", AVX512 + ["avx512_vnni"])
     assert slower_here("int8", cascade) is None
     assert slower_here("bf16", cascade) == (
-        "this CPU has no BF16 (bf16 ran 0.25x fp32 on an AVX512-VNNI CPU without BF16)")
+        "this CPU has no BF16 (bf16 ran 0.22x fp32 on an AVX512-VNNI CPU without BF16)")
     assert slower_here("bf16", CpuFeatures("x", AVX512 + ["amx_bf16"])) is None
     assert slower_here("int8", CpuFeatures("x", AVX2 + ["avx_vnni"])) is None
     with pytest.raises(ValueError, match=r"precision must be one of \['fp32', 'bf16', 'int8'\]. Received: precision='auto'"):
@@ -99,7 +99,7 @@ def test_explicit_precisions_expected_slower_name_the_missing_feature():
 
 def test_on_this_machine_auto_never_picks_a_precision_expected_slower_here():
     """This machine's real /proc/cpuinfo: on the AVX2-only AMD EPYC (int8 no gain, bf16 0.76x)
-    that is fp32 for every task; on the AVX-512 VNNI Xeon without BF16 (int8 2.96x, bf16 0.25x)
+    that is fp32 for every task; on the AVX-512 VNNI Xeon without BF16 (int8 2.64x, bf16 0.22x)
     int8 for the classifiers and fp32 for the others."""
     features = CpuFeatures.of_this_machine()
     for task in CLASSIFIER_TASKS + OTHER_TASKS:
