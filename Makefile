@@ -289,7 +289,7 @@ bench-precision-process: $(INSTALLED) $(DATA_STAMP)
 	$(BIN)/python -m bench.perf.precision_process --wait-idle 60 --output $(BENCH_RESULTS)/precision_process.json $(ARGS)
 
 # Ours against ONNX Runtime op by op on cpu_peers' batches, and the levers on our fp32 forward (issue 33).
-bench-forward-gap: $(INSTALLED) $(DATA_STAMP) $(PEERS_INSTALLED)
+bench-forward-gap: $(INSTALLED) $(DATA_STAMP) $(PEERS_INSTALLED) $(JAX_INSTALLED)
 	$(BIN)/python -m bench.perf.forward_gap --wait-idle 60 --peers-python $(PEERS_VENV)/bin/python \
 	  --output $(BENCH_RESULTS)/forward_gap.json $(ARGS)
 

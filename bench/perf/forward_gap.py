@@ -32,7 +32,10 @@ The contenders (`--contenders`, CONTENDERS):
   keras_bert_impl's __init__ turns oneDNN on for every x86 CPU since this bench measured
   that lever, and `onednn_on` in each child's facts says which ran);
   ours_litert_fp32 (the classifier's float32 .tflite through the library's conversion, on
-  XNNPACK at 2 threads, resized to each batch: `Int8Forward(quantization="float32")`).
+  XNNPACK at 2 threads, resized to each batch: `Int8Forward(quantization="float32")`);
+  ours_fp32_jax (the same .keras on Keras' JAX backend, in `make backend-venvs`' .venv-jax: the Keras
+  graph through `stateless_call`, jitted, so XLA:CPU compiles each batch shape once in the
+  warm-up pass and fuses the elementwise ops; JAX's CPU threads are its own, not capped at 2).
 - the peers: onnxruntime_fp32 (BERT fusions), onnxruntime_int8 and
   onnxruntime_int8_per_channel (quantize_dynamic), as classify_peers makes and runs them.
 
@@ -76,13 +79,13 @@ ORT = ("onnxruntime_fp32", "onnxruntime_int8", "onnxruntime_int8_per_channel")
 # The levers' environment; everything else is set inside the child.
 # keras_bert_impl turns TensorFlow's oneDNN kernels on for every x86 CPU (its __init__.py); this
 # contender runs TensorFlow's own default on a CPU without VNNI, BF16 or AMX: Eigen's kernels.
-ENVIRONMENT = {"ours_fp32_onednn_off": {"TF_ENABLE_ONEDNN_OPTS": "0"}}
+ENVIRONMENT = {"ours_fp32_onednn_off": {"TF_ENABLE_ONEDNN_OPTS": "0"}, "ours_fp32_jax": {"KERAS_BACKEND": "jax"}}
 # The children that measure the matmul ceiling in their own process (oneDNN's and Eigen's).
 PEAK = ("ours_fp32", "ours_fp32_onednn_off")
 # TensorFlow's (intra-op, inter-op) threads where a lever sets them.
 THREAD_POOLS = {"ours_fp32_inter1": (2, 1), "ours_fp32_intra1": (1, 1)}
 OURS = ("ours_fp32", "ours_fp32_keras_graph", "ours_fp32_xla", "ours_fp32_frozen", "ours_fp32_inter1", "ours_fp32_intra1", "ours_fp32_onednn_off",
-        "ours_litert_fp32", "ours_int8")
+        "ours_litert_fp32", "ours_fp32_jax", "ours_int8")
 CONTENDERS = OURS + ORT
 # What each contender is compared with, per round.
 BASELINE = {**{name: "ours_fp32" for name in OURS if name != "ours_int8"}, "ours_int8": None,
@@ -289,6 +292,38 @@ def ours_child(name, run, batches_path):
     return _serve(forward, count, batches, ready, profile, extra)
 
 
+def jax_child(run, batches_path):
+    """ours_fp32_jax: the classifier's Keras graph on the JAX backend (KERAS_BACKEND=jax from
+    ENVIRONMENT), one jitted `stateless_call` compiled per batch shape in the warm-up pass."""
+    import jax
+    import keras
+
+    import keras_bert_impl  # noqa: F401  (registers the layers for load_model)
+
+    count, batches = _load_batches(batches_path)
+    model = keras.saving.load_model(os.path.join(run, "model.keras"))
+    start = time.perf_counter()
+    trainable = [v.value for v in model.trainable_variables]
+    frozen = [v.value for v in model.non_trainable_variables]
+
+    @jax.jit
+    def logits(trainable, frozen, token_ids, segment_ids, padding_mask):
+        inputs = {"token_ids": token_ids, "segment_ids": segment_ids, "padding_mask": padding_mask}
+        return model.stateless_call(trainable, frozen, inputs, training=False)[0]["logits"]
+
+    def forward(*ids):
+        return np.asarray(logits(trainable, frozen, *ids))
+
+    build_seconds = time.perf_counter() - start
+    start = time.perf_counter()
+    for _, *ids in batches:  # every shape compiled once here
+        forward(*ids)
+    ready = {"build_seconds": build_seconds, "warm_up_pass_seconds": time.perf_counter() - start,
+             "distinct_shapes": len({ids.shape for _, ids, _, _ in batches}),
+             "versions": {"jax": jax.__version__, "keras": keras.__version__}, "devices": str(jax.devices())}
+    return _serve(forward, count, batches, ready)
+
+
 def ort_child(name, hf, batches_path):
     """An ONNX Runtime peer, as classify_peers makes and runs it, on our batches."""
     from bench.reference import classify_peers
@@ -349,6 +384,8 @@ def _timed(call):
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--peers-python", default=os.path.join(REPO, ".venv-peers", "bin", "python"))
+    parser.add_argument("--jax-python", default=os.path.join(REPO, ".venv-jax", "bin", "python"),
+                        help="The Python of ours_fp32_jax (Keras with JAX, no TensorFlow).")
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--contenders", default=",".join(CONTENDERS), help="Comma-separated subset to run.")
     parser.add_argument("--wait-idle", type=float, default=0)
@@ -359,6 +396,8 @@ def main(argv=None):
     if args.child:
         if args.child in ORT:
             return ort_child(args.child, args.model, BATCHES)
+        if args.child == "ours_fp32_jax":
+            return jax_child(args.model, BATCHES)
         return ours_child(args.child, args.model, BATCHES)
     contenders = [c.strip() for c in args.contenders.split(",") if c.strip()]
     unknown = sorted(set(contenders) - set(CONTENDERS))
@@ -373,7 +412,7 @@ def main(argv=None):
 
     children, failed = {}, {}
     for name in contenders:
-        python = args.peers_python if name in ORT else sys.executable
+        python = args.peers_python if name in ORT else args.jax_python if name == "ours_fp32_jax" else sys.executable
         env = {**os.environ, **ENVIRONMENT.get(name, {})}
         command = [python, "-m", "bench.perf.forward_gap", "--child", name, "--model", hf if name in ORT else run]
         try:
