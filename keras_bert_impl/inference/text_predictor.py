@@ -11,8 +11,8 @@ pooling ignore padded positions, so the result equals padding every text to
 `sequence_length` (tests/inference: within 1e-5).
 
 `precision` picks the forward pass: "fp32" the model's function in `OneDnnForms` (a
-`BertClassifier` computing in float32: its LayerNorms one oneDNN kernel each, 1.15x the Keras
-graph's speed on the Xeon of onednn_forms.py, within 1e-5 of it) or the model itself (a
+`BertClassifier` computing in float32: its LayerNorms one oneDNN kernel each, 1.13-1.15x the
+Keras graph's speed on the Xeon of onednn_forms.py, within 1e-5 of it) or the model itself (a
 QuantizationAwareClassifier, a model under a mixed policy);
 "bf16" a copy under Keras' mixed_bfloat16 policy (`with_precision`); "int8" its dynamic-range int8
 TFLite conversion on XNNPACK (`Int8Forward`).
