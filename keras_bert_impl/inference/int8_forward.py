@@ -26,8 +26,7 @@ import tensorflow as tf
 from keras_bert_impl.conversion.native_log import native_output_held
 from keras_bert_impl.conversion.tflite_converter import convert_endpoint
 from keras_bert_impl.conversion.input_contract import MODEL_ID_INPUTS, SERVING_ENDPOINT, id_signature, named_endpoint
-from keras_bert_impl.inference.litert_forms import LiteRtForms
-from keras_bert_impl.models.bert_classifier import BertClassifier
+from keras_bert_impl.inference.litert_forms import LiteRtForms, computes_in_forms
 from keras_bert_impl.models.integer_forms import classifier_forward
 from keras_bert_impl.validation import check_positive_int
 
@@ -90,12 +89,12 @@ class Int8Forward:
 
 def _convert(model, quantization, batch=None, length=None):
     """The model's .tflite bytes in `quantization`, builtin ops only, [batch, length] inputs (None:
-    free, as Int8Forward converts): a `BertClassifier` in `LiteRtForms` (faster on XNNPACK, same
-    function), any other model as its Keras graph."""
+    free, as Int8Forward converts): a float32 `BertClassifier` in `LiteRtForms` (faster on XNNPACK,
+    same function; `computes_in_forms`), any other model as its Keras graph."""
 
     def forward(token_ids, segment_ids, padding_mask):  # [B, T] each
         inputs = {"token_ids": token_ids, "segment_ids": segment_ids, "padding_mask": padding_mask}
-        if isinstance(model, BertClassifier):
+        if computes_in_forms(model):
             outputs = classifier_forward(model, inputs, LiteRtForms())
         else:
             outputs = model(inputs, training=False)

@@ -25,7 +25,19 @@ exp(-30) is 9e-14 of a real key, so the float forward stays within 1e-5 of Keras
 
 from keras import ops
 
+from keras_bert_impl.models.bert_classifier import BertClassifier
 from keras_bert_impl.models.integer_forms import IntegerForms
+from keras_bert_impl.models.quantized_layers import quantization_modes
+
+
+def computes_in_forms(model):
+    """Whether `classifier_forward` computes `model`'s own function, as `Int8Forward` and
+    `TextPredictor`'s fp32 run it: a `BertClassifier` of float weights computing in float32. Not
+    one Keras' `model.quantize` left int8 kernels in (only its own layers apply their scales),
+    nor one under a mixed policy (its layers compute in bf16 or fp16; the forms in float32):
+    those run their Keras graph."""
+    return (isinstance(model, BertClassifier) and not quantization_modes(model)
+            and model.compute_dtype == model.backbone.compute_dtype == "float32")
 
 
 class LiteRtForms(IntegerForms):

@@ -13,7 +13,7 @@ pooling ignore padded positions, so the result equals padding every text to
 `precision` picks the forward pass: "fp32" the model's function in `OneDnnForms` (a
 `BertClassifier` computing in float32: its LayerNorms one oneDNN kernel each, 1.13-1.15x the
 Keras graph's speed on the Xeon of onednn_forms.py, within 1e-5 of it) or the model itself (a
-QuantizationAwareClassifier, a model under a mixed policy);
+QuantizationAwareClassifier, a model under a mixed policy or quantized by Keras);
 "bf16" a copy under Keras' mixed_bfloat16 policy (`with_precision`); "int8" its dynamic-range int8
 TFLite conversion on XNNPACK (`Int8Forward`).
 
@@ -25,6 +25,7 @@ import tensorflow as tf
 
 from keras_bert_impl.conversion.input_contract import MODEL_ID_INPUTS
 from keras_bert_impl.inference.int8_forward import Int8Forward
+from keras_bert_impl.inference.litert_forms import computes_in_forms
 from keras_bert_impl.inference.onednn_forms import OneDnnForms
 from keras_bert_impl.inference.precision import with_precision
 from keras_bert_impl.models.bert_classifier import BertClassifier
@@ -97,10 +98,8 @@ class TextPredictor:
             self._forward = Int8Forward(model)
             return
         model = with_precision(model, precision) if precision == "bf16" else model
-        # The forms compute in float32: a model under a mixed policy (with_precision's bf16 copy,
-        # one trained and saved in bf16) computes as its own layers say.
-        if precision == "fp32" and isinstance(model, BertClassifier) and \
-                model.compute_dtype == model.backbone.compute_dtype == "float32":
+        # with_precision's bf16 copy (mixed policy), a model Keras quantized: their own graphs.
+        if precision == "fp32" and computes_in_forms(model):
             forms = OneDnnForms()
             call = lambda inputs: classifier_forward(model, inputs, forms)  # noqa: E731
         else:

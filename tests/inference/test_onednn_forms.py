@@ -16,8 +16,10 @@ import tensorflow as tf
 
 import keras_bert_impl as kb
 from keras_bert_impl.inference import TextPredictor, with_precision
+from keras_bert_impl.inference.litert_forms import computes_in_forms
 from keras_bert_impl.inference.onednn_forms import OneDnnForms, onednn_enabled
 from keras_bert_impl.models.integer_forms import classifier_forward
+from tests.harness import quantize
 
 IDS = np.array([[2, 7, 9, 3, 0, 0], [2, 5, 3, 11, 12, 3]], "int32")
 SEGMENTS = np.array([[0] * 6, [0, 0, 0, 1, 1, 1]], "int32")
@@ -99,3 +101,15 @@ def test_a_model_under_a_mixed_policy_keeps_its_own_compute(minilm):
     assert "_MklLayerNorm" not in kinds and "FusedBatchNormV3" not in kinds, kinds
     want = TextPredictor(model, sequence_length=32, precision="bf16").predict(texts)["logits"]
     np.testing.assert_array_equal(bf16.predict(texts)["logits"], want)
+
+
+def test_only_float32_classifiers_compute_in_forms():
+    """What the forms would get wrong runs its Keras graph: Keras' int8 kernels (only its own
+    layers apply their scales) and a mixed policy's bf16."""
+    keras.utils.set_random_seed(0)
+    model = kb.BertClassifier(kb.BertBackbone.from_preset("bert_tiny", vocabulary_size=20), num_classes=3)
+    model({"token_ids": IDS, "segment_ids": SEGMENTS, "padding_mask": IDS > 0})
+    assert computes_in_forms(model)
+    assert not computes_in_forms(with_precision(model, "bf16"))
+    quantize(model, "int8")
+    assert not computes_in_forms(model)
