@@ -33,8 +33,8 @@ The contenders (`--contenders`, CONTENDERS):
   that lever, and `onednn_on` in each child's facts says which ran);
   ours_litert_fp32 (the classifier's float32 .tflite through the library's conversion, on
   XNNPACK at 2 threads, resized to each batch: `Int8Forward(quantization="float32")`);
-  ours_fp32_jax (the same .keras on Keras' JAX backend, in `make backend-venvs`' .venv-jax: the Keras
-  graph through `stateless_call`, jitted, so XLA:CPU compiles each batch shape once in the
+  ours_fp32_jax (the same .keras on Keras' JAX backend, in `make backend-venvs`' .venv-jax:
+  the Keras graph through `stateless_call`, jitted, so XLA:CPU compiles each batch shape once in the
   warm-up pass and fuses the elementwise ops; JAX's CPU threads are its own, not capped at 2).
 - the peers: onnxruntime_fp32 (BERT fusions), onnxruntime_int8 and
   onnxruntime_int8_per_channel (quantize_dynamic), as classify_peers makes and runs them.
@@ -84,8 +84,8 @@ ENVIRONMENT = {"ours_fp32_onednn_off": {"TF_ENABLE_ONEDNN_OPTS": "0"}, "ours_fp3
 PEAK = ("ours_fp32", "ours_fp32_onednn_off")
 # TensorFlow's (intra-op, inter-op) threads where a lever sets them.
 THREAD_POOLS = {"ours_fp32_inter1": (2, 1), "ours_fp32_intra1": (1, 1)}
-OURS = ("ours_fp32", "ours_fp32_keras_graph", "ours_fp32_xla", "ours_fp32_frozen", "ours_fp32_inter1", "ours_fp32_intra1", "ours_fp32_onednn_off",
-        "ours_litert_fp32", "ours_fp32_jax", "ours_int8")
+OURS = ("ours_fp32", "ours_fp32_keras_graph", "ours_fp32_xla", "ours_fp32_frozen", "ours_fp32_inter1",
+        "ours_fp32_intra1", "ours_fp32_onednn_off", "ours_litert_fp32", "ours_fp32_jax", "ours_int8")
 CONTENDERS = OURS + ORT
 # What each contender is compared with, per round.
 BASELINE = {**{name: "ours_fp32" for name in OURS if name != "ours_int8"}, "ours_int8": None,
