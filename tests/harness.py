@@ -45,6 +45,25 @@ def assert_weights_changed(before, model):
     assert changed > 0, "one fit step changed no trainable weight"
 
 
+# Token ids, a pair's segments and padding for the tiny classifiers below: [2, 6] each.
+CLASSIFIER_IDS = np.array([[2, 7, 9, 3, 0, 0], [2, 5, 3, 11, 12, 3]], "int32")
+CLASSIFIER_SEGMENTS = np.array([[0] * 6, [0, 0, 0, 1, 1, 1]], "int32")
+
+
+def tiny_classifiers():
+    """(bert_tiny BertClassifier, its output name) for both poolings, a softmax head and a
+    multi-label sigmoid head: the cases a classifier's other forward must give the Keras
+    outputs of (the forms of integer_forms.py). Seeded, so each case is the same model."""
+    import keras_bert_impl as kb
+
+    for pooling, activation, multi_label in (("pooled", None, False), ("mean", "softmax", False),
+                                             ("pooled", "sigmoid", True)):
+        keras.utils.set_random_seed(0)
+        model = kb.BertClassifier(kb.BertBackbone.from_preset("bert_tiny", vocabulary_size=20), num_classes=3,
+                                  pooling=pooling, activation=activation, multi_label=multi_label)
+        yield model, "logits" if activation is None else "probabilities"
+
+
 def quantize(model, mode="int8"):
     """`model.quantize(mode)`, less Keras' `gc.collect()` after each variable it replaces
     (Layer.__delattr__, to free device buffers): 0.23 s each in a fresh process, 40 of them

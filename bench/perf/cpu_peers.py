@@ -81,9 +81,9 @@ def _peak_rss_mib():
 def onednn_on():
     """Whether this process's TensorFlow runs its oneDNN kernels (keras_bert_impl turns them on
     for x86 CPUs where TensorFlow's own default is Eigen's; TF_ENABLE_ONEDNN_OPTS overrides)."""
-    from tensorflow.python.util import _pywrap_util_port
+    from keras_bert_impl.inference.onednn_forms import onednn_enabled
 
-    return bool(_pywrap_util_port.IsMklEnabled())
+    return onednn_enabled()
 
 
 def _latency(call, texts):

@@ -5,9 +5,6 @@ one `_MklLayerNorm` and the exact GELU inside its matmul (the speed onednn_forms
 comes from these fusions; the TF profiler's op events say which kernels ran)."""
 
 import collections
-import glob
-import os
-import tempfile
 
 import keras
 import numpy as np
@@ -15,14 +12,14 @@ import pytest
 import tensorflow as tf
 
 import keras_bert_impl as kb
+from bench.perf.inference_throughput import tf_op_ms
 from keras_bert_impl.inference import TextPredictor, with_precision
 from keras_bert_impl.inference.litert_forms import computes_in_forms
 from keras_bert_impl.inference.onednn_forms import OneDnnForms, onednn_enabled
 from keras_bert_impl.models.integer_forms import classifier_forward
-from tests.harness import quantize
+from tests.harness import CLASSIFIER_IDS, CLASSIFIER_SEGMENTS, quantize, tiny_classifiers
 
-IDS = np.array([[2, 7, 9, 3, 0, 0], [2, 5, 3, 11, 12, 3]], "int32")
-SEGMENTS = np.array([[0] * 6, [0, 0, 0, 1, 1, 1]], "int32")
+IDS, SEGMENTS = CLASSIFIER_IDS, CLASSIFIER_SEGMENTS
 SPEC = tf.TensorSpec([None, None], tf.int32)
 
 
@@ -43,39 +40,17 @@ def _traced(model, fused_norm):
 def test_forms_give_the_keras_model_outputs(fused_norm):
     if fused_norm and not onednn_enabled():
         pytest.skip("the fused LayerNorm form is taken only where TensorFlow runs oneDNN")
-    cases = (("pooled", None, False), ("mean", "softmax", False), ("pooled", "sigmoid", True))
-    for pooling, activation, multi_label in cases:
-        keras.utils.set_random_seed(0)
-        model = kb.BertClassifier(kb.BertBackbone.from_preset("bert_tiny", vocabulary_size=20), num_classes=3,
-                                  pooling=pooling, activation=activation, multi_label=multi_label)
-        key = "logits" if activation is None else "probabilities"
+    for model, key in tiny_classifiers():
         want = np.asarray(model({"token_ids": IDS, "segment_ids": SEGMENTS, "padding_mask": IDS > 0})[key])
         outputs = _traced(model, fused_norm)(IDS, SEGMENTS, (IDS > 0).astype("int32"))
         assert list(outputs) == [key]
         difference = np.abs(np.asarray(outputs[key]) - want).max()
-        assert difference < 1e-5, (pooling, activation, difference)
+        assert difference < 1e-5, (model.pooling, key, difference)
 
 
 def _op_types(run):
-    """Counter of the op types TensorFlow's profiler saw while `run()` ran."""
-    from tensorflow.tsl.profiler.protobuf import xplane_pb2
-
-    with tempfile.TemporaryDirectory() as folder:
-        tf.profiler.experimental.start(folder)
-        run()
-        tf.profiler.experimental.stop()
-        space = xplane_pb2.XSpace()
-        with open(glob.glob(os.path.join(folder, "**", "*.xplane.pb"), recursive=True)[0], "rb") as f:
-            space.ParseFromString(f.read())
-    kinds = collections.Counter()
-    for plane in space.planes:
-        names = {key: value.name for key, value in plane.event_metadata.items()}
-        for line in plane.lines:
-            for event in line.events:
-                node, _, kind = names.get(event.metadata_id, "").rpartition(":")
-                if node:
-                    kinds[kind.strip()] += 1
-    return kinds
+    """Counter of the op types TensorFlow's profiler saw while `run()` ran: nodes of each type."""
+    return collections.Counter(kind for _, kind in tf_op_ms(run, 1))
 
 
 @pytest.mark.skipif(not onednn_enabled(), reason="the fusions are oneDNN's (TensorFlow runs Eigen here)")

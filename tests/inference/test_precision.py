@@ -17,7 +17,7 @@ from keras_bert_impl.inference import Int8Forward, TextPredictor, with_precision
 from keras_bert_impl.inference.litert_forms import LiteRtForms
 from keras_bert_impl.models.integer_forms import classifier_forward
 from keras_bert_impl.tokenization import BertPreprocessor
-from tests.harness import quantize
+from tests.harness import CLASSIFIER_IDS, CLASSIFIER_SEGMENTS, quantize, tiny_classifiers
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 MR = os.path.join(REPO, "data", "corpora", "polarity-en-pang&lee2.csv")
@@ -119,15 +119,10 @@ def test_litert_forms_convert_every_classifier_to_its_keras_function():
     """Int8Forward converts a BertClassifier in LiteRtForms (not its Keras graph): in float32 on
     XNNPACK the file gives the Keras model's outputs (both poolings, softmax and multi-label
     sigmoid heads, a pair's segments, padding), under the model's own output name."""
-    ids = np.array([[2, 7, 9, 3, 0, 0], [2, 5, 3, 11, 12, 3]], "int32")
-    segments = np.array([[0] * 6, [0, 0, 0, 1, 1, 1]], "int32")
+    ids, segments = CLASSIFIER_IDS, CLASSIFIER_SEGMENTS
     x = {"token_ids": ids, "padding_mask": ids > 0, "segment_ids": segments}
-    cases = (("pooled", None, False), ("mean", "softmax", False), ("pooled", "sigmoid", True))
-    for pooling, activation, multi_label in cases:
-        keras.utils.set_random_seed(0)
-        model = kb.BertClassifier(kb.BertBackbone.from_preset("bert_tiny", vocabulary_size=20), num_classes=3,
-                                  pooling=pooling, activation=activation, multi_label=multi_label)
-        key = "logits" if activation is None else "probabilities"
+    for model, key in tiny_classifiers():
+        pooling = model.pooling
         want = np.asarray(model(x)[key])
         assert np.abs(np.asarray(classifier_forward(model, x, LiteRtForms())[key]) - want).max() < 1e-5
         forward = Int8Forward(model, num_threads=1, quantization="float32")
@@ -138,7 +133,7 @@ def test_litert_forms_convert_every_classifier_to_its_keras_function():
         fully_connected = 6 * len(model.backbone.transformer_layers) + (2 if pooling == "pooled" else 1)
         assert "UNPACK" not in ops_in_file and ops_in_file.count("FULLY_CONNECTED") == fully_connected
         got = forward(ids, segments, (ids > 0).astype("int32"))[key]
-        assert np.abs(got - want).max() < 1e-5, (pooling, activation, np.abs(got - want).max())
+        assert np.abs(got - want).max() < 1e-5, (pooling, key, np.abs(got - want).max())
 
 
 def _builtin_ops(flatbuffer):
