@@ -140,3 +140,41 @@ def test_the_levers_run_at_tiny_sizes_and_rbg_dropout_drops_its_rate(tmp_path):
     dropped_a, dropped_b, differ = json.loads(result.stdout.strip().splitlines()[-1])
     assert 0.095 < dropped_a < 0.105 and 0.095 < dropped_b < 0.105  # 100,000 draws: sd 0.001
     assert 0.15 < differ < 0.21  # two independent masks differ where one drops and the other keeps: 2 x 0.1 x 0.9
+
+
+def test_the_sweep_refuses_configurations_that_do_not_come_in_threes(tmp_path):
+    result = subprocess.run(["bash", "bench/gpu/sweep.sh", str(tmp_path), "only_a_name", "--xla_flag"],
+                            capture_output=True, text=True, cwd=REPO, timeout=60)
+    assert result.returncode == 2
+    assert "come in threes" in result.stderr and "got 2 argument(s): only_a_name --xla_flag" in result.stderr
+    assert not (tmp_path / "sweep.log").exists()
+
+
+@pytest.mark.slow
+def test_the_sweep_runs_each_configuration_in_its_own_process_and_goes_on_past_a_failure(tmp_path):
+    """bench/gpu/sweep.sh (the levers_3 slot's one command) on the JAX CPU backend: a configuration
+    whose flags gpu_bench refuses is logged with its exit status and the next one still runs, its
+    XLA_FLAGS reaching its own process (the HLO dump it asks for is made and summarised)."""
+    from bench.gpu.prepare import main as prepare
+
+    if not os.access(JAX_PYTHON, os.X_OK):
+        pytest.fail(f"{JAX_PYTHON} is missing: run `make backend-venvs` (make test does it for you).")
+    carry = tmp_path / "carry"
+    prepare(["--output", str(carry), "--no-wheels"])
+    out, dump = tmp_path / "out", tmp_path / "dump"
+    environment = {key: value for key, value in os.environ.items() if not key.startswith(("KERAS_", "XLA_", "TF_"))}
+    environment.update({"CARRY": str(carry), "PYTHON": JAX_PYTHON})
+    result = subprocess.run(["bash", "bench/gpu/sweep.sh", str(out),
+                             "refused", "", "--tiny --phases nonsense",
+                             "dumped", f"--xla_dump_to={dump} --xla_dump_hlo_as_text", "--tiny --phases pretrain"],
+                            capture_output=True, text=True, env=environment, cwd=REPO, timeout=900)
+    assert result.returncode == 1, result.stdout[-3000:] + result.stderr[-3000:]
+    log = (out / "sweep.log").read_text()
+    assert log.rstrip().endswith("sweep: 1 of 2 configuration(s) failed: refused")
+    assert "=== refused: exit 2" in log and "invalid choice: 'nonsense'" in log
+    assert not (out / "refused.json").exists()
+    assert "=== dumped: exit 0" in log and "--- dumped: cuBLASLt epilogues" in log
+    report = json.loads((out / "dumped.json").read_text())
+    assert report["environment"]["xla_flags"] == f"--xla_dump_to={dump} --xla_dump_hlo_as_text"
+    assert np.isfinite(report["pretrain"]["runs"][0]["final_loss"])
+    assert any(name.endswith("after_optimizations.txt") for name in os.listdir(dump))
