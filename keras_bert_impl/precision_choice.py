@@ -18,12 +18,16 @@ bf16; MR test accuracy 0.8025 and 0.800 against fp32's 0.800: bench/results/infe
   conversion (load 8.9 s against fp32's 2.9 s) included (bench/results/precision_process.json,
   3 alternating rounds, idle), is what a one-off job pays: fp32 21.2 s (20.5-22.3), int8 19.4 s
   (18.8-19.7), 1.09x (1.07-1.15 per round); auto, which picked int8, 18.7 s.
-- AVX-512 with VNNI and BF16 (an AMD EPYC with avx512_vnni and avx512_bf16, no AMX; the CPU
-  flags both files record): int8 ran 3.03x fp32 and bf16 1.47x
-  (bench/results/inference_throughput.json, ours_int8_over_ours_fp32 and
-  ours_bf16_over_ours_fp32; 2.78x and 1.34x in inference_precision.json's own run).
-  XNNPACK's int8 products use the VNNI dot-product instructions, oneDNN's bf16 matmuls the
-  AVX512-BF16 ones.
+- AVX-512 with VNNI and BF16 (an AMD EPYC Zen 4, family 25 model 17, with avx512_vnni and
+  avx512_bf16, no AMX; bench/results/cpu_peers.json, its run of this CPU kind, 2026-11-28 04:52,
+  5 paired interleaved rounds, idle): int8 ran 3.24x fp32 per round (median; 2.71-3.51), bf16
+  1.44x (1.29-1.50), accuracy on the 800 held-out sentences 0.7975 for both against fp32's
+  0.7950. As whole `kbert predict --file` processes (precision_process.json, 3 alternating
+  rounds): fp32 26.0 s, bf16 23.4 s (1.13x), int8 21.2 s (1.23x); auto, which picked int8,
+  20.3 s. So int8 for the classifiers and bf16 for the others. Earlier runs on the same kind of
+  CPU, before the forms: 3.03x and 1.47x (inference_throughput.json), 2.78x and 1.34x
+  (inference_precision.json). XNNPACK's int8 products use the VNNI dot-product instructions,
+  oneDNN's bf16 matmuls the AVX512-BF16 ones.
 - AVX2 only (an AMD EPYC Zen 3: no AVX-512, VNNI or BF16; issue 33, `kbert predict --file` over
   the 4,000 MR sentences, whole process, two alternating rounds): fp32 39-41 s, int8 41 s (no
   gain), bf16 53 s (0.76x: slower). So fp32. bench/results/cpu_peers.json (2026-11-27, the
@@ -52,7 +56,7 @@ AUTO = "auto"
 INT8_TASKS = ("classification", "pair", "multilabel")
 # What each precision measured against fp32 with the extension it needs, and without it (on the
 # AVX2-only CPU, whole `kbert predict` processes); the sources are in the docstring above.
-INT8_GAIN, BF16_GAIN = "int8 ran 3.03x fp32 on an AVX512-VNNI CPU", "bf16 ran 1.47x fp32 on an AVX512-BF16 CPU"
+INT8_GAIN, BF16_GAIN = "int8 ran 3.24x fp32 on an AVX512-VNNI CPU", "bf16 ran 1.44x fp32 on an AVX512-BF16 CPU"
 INT8_NO_GAIN, BF16_LOSS, ON_AVX2 = "int8 took 41 s to fp32's 39-41 s", "bf16 ran 0.76x fp32", " on an AVX2-only CPU"
 # The AVX-512 VNNI CPU without BF16 (the Xeon above): int8 per pass and as a whole process, and
 # bf16 per pass, each against fp32 in the same rounds.
@@ -85,7 +89,7 @@ def choose_precision(features, task):
     >>> choose_precision(CpuFeatures("AMD EPYC", ["avx2", "fma"]), "classification")[0]
     'fp32'
     >>> choose_precision(CpuFeatures("AMD EPYC", ["avx2", "avx512f", "avx512_vnni", "avx512_bf16"]), "tagging")
-    ('bf16', 'it has BF16 (bf16 ran 1.47x fp32 on an AVX512-BF16 CPU; int8 is for classifiers, this model is tagging)')
+    ('bf16', 'it has BF16 (bf16 ran 1.44x fp32 on an AVX512-BF16 CPU; int8 is for classifiers, this model is tagging)')
     """
     if not isinstance(features, CpuFeatures):
         raise TypeError(f"features must be a CpuFeatures. Received: features={features!r}")

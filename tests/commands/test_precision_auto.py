@@ -62,12 +62,12 @@ def test_auto_runs_what_it_chose(heads, capsys, monkeypatch):
     _on_cpu(monkeypatch, VNNI_BF16)
     int8, err = _predict(capsys, "--model", heads["classification"], "--precision", "auto", *SENTENCES)
     assert err == ["kbert predict: --precision auto: int8 on AMD EPYC 9B14 (AVX2, AVX-512, VNNI, BF16; no AMX), "
-                   "because it has VNNI (int8 ran 3.03x fp32 on an AVX512-VNNI CPU)."]
+                   "because it has VNNI (int8 ran 3.24x fp32 on an AVX512-VNNI CPU)."]
     assert [o["label"] for o in int8] == [o["label"] for o in fp32]
     assert [o["probability"] for o in int8] != [o["probability"] for o in fp32]
     _, err = _predict(capsys, "--model", heads["tagging"], "--precision", "auto", "the cat sat")
     assert err == ["kbert predict: --precision auto: bf16 on AMD EPYC 9B14 (AVX2, AVX-512, VNNI, BF16; no AMX), "
-                   "because it has BF16 (bf16 ran 1.47x fp32 on an AVX512-BF16 CPU; int8 is for classifiers, this "
+                   "because it has BF16 (bf16 ran 1.44x fp32 on an AVX512-BF16 CPU; int8 is for classifiers, this "
                    "model is tagging)."]
     _on_cpu(monkeypatch, AVX2)
     same, err = _predict(capsys, "--model", heads["classification"], "--precision", "auto", *SENTENCES)
