@@ -52,8 +52,12 @@ the "Node" kernel-time events). ms per forward (the sampled batches' mean) by ca
 its Python package: only its wall time. The fp32 matmul ceiling is inference_throughput's:
 a 2048^3 tf.matmul in the same process (before and after the rounds, the better kept) and
 the multiply-adds the batches execute; share = forward sentences/s / ceiling. Measured in
-each PEAK child (oneDNN's matmul and Eigen's): `share_of_fp32_ceiling` is against
-ours_fp32's, `share_of_own_ceiling` each PEAK child's against its own.
+each PEAK child (oneDNN's matmul and Eigen's; the LiteRT children measure LiteRT's own
+[2048, 2048] product in their quantization, `litert_matmul_peak`: XNNPACK's float32 kernels for
+ours_litert_fp32, its dynamic-range int8 ones for ours_int8, in GOP/s under the same key):
+`share_of_fp32_ceiling` is against ours_fp32's, `share_of_own_ceiling` each PEAK child's against
+its own (ours_int8's against the int8 product: the issue's "int8 against its own int8 matmul
+ceiling").
 """
 
 import argparse
@@ -80,8 +84,9 @@ ORT = ("onnxruntime_fp32", "onnxruntime_int8", "onnxruntime_int8_per_channel")
 # keras_bert_impl turns TensorFlow's oneDNN kernels on for every x86 CPU (its __init__.py); this
 # contender runs TensorFlow's own default on a CPU without VNNI, BF16 or AMX: Eigen's kernels.
 ENVIRONMENT = {"ours_fp32_onednn_off": {"TF_ENABLE_ONEDNN_OPTS": "0"}, "ours_fp32_jax": {"KERAS_BACKEND": "jax"}}
-# The children that measure the matmul ceiling in their own process (oneDNN's and Eigen's).
-PEAK = ("ours_fp32", "ours_fp32_onednn_off")
+# The children that measure their matmul ceiling in their own process: TensorFlow's fp32 product
+# (oneDNN's and Eigen's), LiteRT's float32 and dynamic-range int8 one (litert_matmul_peak).
+PEAK = ("ours_fp32", "ours_fp32_onednn_off", "ours_litert_fp32", "ours_int8")
 # TensorFlow's (intra-op, inter-op) threads where a lever sets them.
 THREAD_POOLS = {"ours_fp32_inter1": (2, 1), "ours_fp32_intra1": (1, 1)}
 OURS = ("ours_fp32", "ours_fp32_keras_graph", "ours_fp32_xla", "ours_fp32_frozen", "ours_fp32_inter1",
@@ -222,6 +227,38 @@ def _serve(forward, count, batches, ready, profile=None, extra=None):
     return 0
 
 
+def litert_matmul_peak(quantization, n=2048, repeats=7, threads=THREADS):
+    """GOP/s of one [n, n] x [n, n] product on LiteRT with `threads`, converted in
+    `quantization` as our LiteRT forwards are: "dynamic_int8" (int8 weights per output channel,
+    the activations quantized per call: XNNPACK's qd8 kernels, ours_int8's ceiling) or
+    "float32" (XNNPACK's f32 kernels, ours_litert_fp32's). inference_throughput.matmul_peak is
+    the same measurement for TensorFlow's fp32 (ours_fp32's ceiling)."""
+    import tensorflow as tf
+    from ai_edge_litert.interpreter import Interpreter
+
+    from keras_bert_impl.conversion.input_contract import SERVING_ENDPOINT
+    from keras_bert_impl.conversion.native_log import native_output_held
+    from keras_bert_impl.conversion.tflite_converter import convert_endpoint
+
+    rng = np.random.default_rng(0)
+    weights = tf.constant((rng.normal(size=(n, n)) / np.sqrt(n)).astype(np.float32))  # [n, n]
+
+    def product(x):  # x [n, n]: a constant right-hand side converts to one FULLY_CONNECTED
+        return {"y": tf.matmul(x, weights)}
+
+    flatbuffer = convert_endpoint(product, [tf.TensorSpec([n, n], tf.float32, name="x")], quantization)
+    x = rng.normal(size=(n, n)).astype(np.float32)
+    with native_output_held():  # XNNPACK says it is applied on the first run
+        runner = Interpreter(model_content=flatbuffer, num_threads=threads).get_signature_runner(SERVING_ENDPOINT)
+        runner(x=x)
+    times = []
+    for _ in range(repeats):
+        started = time.perf_counter()
+        runner(x=x)
+        times.append(time.perf_counter() - started)
+    return 2 * n ** 3 / float(np.median(times)) / 1e9
+
+
 def ours_child(name, run, batches_path):
     """One of our forwards (the module docstring's contenders) behind the protocol."""
     import keras_bert_impl  # noqa: F401  (first, as a user's `kbert`: it sets oneDNN's switch before TensorFlow loads)
@@ -287,7 +324,10 @@ def ours_child(name, run, batches_path):
     # Everything of `predict` but the forward: tokenizing, sorting, cutting, putting back in order.
     idle = TextPredictor(model, sequence_length=128, batch_size=32)
     idle._forward = lambda token_ids, *_: {"logits": np.zeros((len(token_ids), 2), np.float32)}
-    extra = {"peak": lambda: {"matmul_2048_gflop_per_s": matmul_peak("float32")},
+    # Each forward's own ceiling: TensorFlow's fp32 product, or LiteRT's in the forward's quantization.
+    peak = {"ours_int8": lambda: litert_matmul_peak("dynamic_int8"),
+            "ours_litert_fp32": lambda: litert_matmul_peak("float32")}.get(name, lambda: matmul_peak("float32"))
+    extra = {"peak": lambda: {"matmul_2048_gflop_per_s": peak()},
              "tokenize": lambda: {"seconds": _timed(lambda: idle.predict(texts))}}
     return _serve(forward, count, batches, ready, profile, extra)
 
