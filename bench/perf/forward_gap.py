@@ -227,18 +227,23 @@ def _serve(forward, count, batches, ready, profile=None, extra=None):
     return 0
 
 
-def litert_matmul_peak(quantization, n=2048, repeats=7, threads=THREADS):
+def litert_matmul_peak(quantization, n=2048, repeats=7, threads=THREADS, inspect=None):
     """GOP/s of one [n, n] x [n, n] product on LiteRT with `threads`, converted in
     `quantization` as our LiteRT forwards are: "dynamic_int8" (int8 weights per output channel,
     the activations quantized per call: XNNPACK's qd8 kernels, ours_int8's ceiling) or
     "float32" (XNNPACK's f32 kernels, ours_litert_fp32's). inference_throughput.matmul_peak is
-    the same measurement for TensorFlow's fp32 (ours_fp32's ceiling)."""
+    the same measurement for TensorFlow's fp32 (ours_fp32's ceiling). `inspect(flatbuffer)`, if
+    given, sees the converted file (tests/bench/test_forward_gap.py)."""
     import tensorflow as tf
     from ai_edge_litert.interpreter import Interpreter
 
     from keras_bert_impl.conversion.input_contract import SERVING_ENDPOINT
     from keras_bert_impl.conversion.native_log import native_output_held
     from keras_bert_impl.conversion.tflite_converter import convert_endpoint
+    from keras_bert_impl.inference.int8_forward import LITERT_QUANTIZATIONS
+
+    if quantization not in LITERT_QUANTIZATIONS:
+        raise ValueError(f"quantization must be one of {LITERT_QUANTIZATIONS}. Received: quantization={quantization!r}")
 
     rng = np.random.default_rng(0)
     weights = tf.constant((rng.normal(size=(n, n)) / np.sqrt(n)).astype(np.float32))  # [n, n]
@@ -247,6 +252,8 @@ def litert_matmul_peak(quantization, n=2048, repeats=7, threads=THREADS):
         return {"y": tf.matmul(x, weights)}
 
     flatbuffer = convert_endpoint(product, [tf.TensorSpec([n, n], tf.float32, name="x")], quantization)
+    if inspect is not None:
+        inspect(flatbuffer)
     x = rng.normal(size=(n, n)).astype(np.float32)
     with native_output_held():  # XNNPACK says it is applied on the first run
         runner = Interpreter(model_content=flatbuffer, num_threads=threads).get_signature_runner(SERVING_ENDPOINT)
