@@ -258,11 +258,7 @@ def litert_matmul_peak(quantization, n=2048, repeats=7, threads=THREADS, inspect
     with native_output_held():  # XNNPACK says it is applied on the first run
         runner = Interpreter(model_content=flatbuffer, num_threads=threads).get_signature_runner(SERVING_ENDPOINT)
         runner(x=x)
-    times = []
-    for _ in range(repeats):
-        started = time.perf_counter()
-        runner(x=x)
-        times.append(time.perf_counter() - started)
+    times = [_timed(lambda: runner(x=x)) for _ in range(repeats)]
     return 2 * n ** 3 / float(np.median(times)) / 1e9
 
 

@@ -39,6 +39,23 @@ def kernel_flops(model, batch, seq_len, predictions=0):
     return total
 
 
+def _tiny_carry(tmp_path):
+    """A carry folder without wheels (.venv-jax has Keras) for the JAX CPU runs below."""
+    from bench.gpu.prepare import main as prepare
+
+    if not os.access(JAX_PYTHON, os.X_OK):
+        pytest.fail(f"{JAX_PYTHON} is missing: run `make backend-venvs` (make test does it for you).")
+    carry = tmp_path / "carry"
+    prepare(["--output", str(carry), "--no-wheels"])
+    return carry
+
+
+def _clean_environment(**extra):
+    """This process's environment without Keras', XLA's or TensorFlow's settings, plus `extra`."""
+    environment = {key: value for key, value in os.environ.items() if not key.startswith(("KERAS_", "XLA_", "TF_"))}
+    return {**environment, **extra}
+
+
 @pytest.mark.parametrize("preset", ["bert_tiny", "bert_base"])
 def test_the_flop_count_matches_the_kernels_of_the_built_models(preset):
     config = BERT_PRESETS[preset]
@@ -70,12 +87,7 @@ def test_the_datasheet_peak_is_found_by_device_kind():
 
 @pytest.mark.slow
 def test_the_gpu_bench_runs_on_the_jax_cpu_backend_at_tiny_sizes(tmp_path):
-    from bench.gpu.prepare import main as prepare
-
-    if not os.access(JAX_PYTHON, os.X_OK):
-        pytest.fail(f"{JAX_PYTHON} is missing: run `make backend-venvs` (make test does it for you).")
-    carry = tmp_path / "carry"
-    prepare(["--output", str(carry), "--no-wheels"])
+    carry = _tiny_carry(tmp_path)
     manifest = json.loads((carry / "manifest.json").read_text())
     assert manifest["total_bytes"] < 60 * 2**20  # room for the wheels (2.9 MB) within the 64 MiB a call carries
     with np.load(carry / "mr_ids.npz") as ids:
@@ -84,8 +96,7 @@ def test_the_gpu_bench_runs_on_the_jax_cpu_backend_at_tiny_sizes(tmp_path):
         assert ids["test_labels"].sum() == 400  # the stratified split: 400 of each class held out
 
     output = tmp_path / "tiny.json"
-    environment = {key: value for key, value in os.environ.items() if not key.startswith(("KERAS_", "XLA_", "TF_"))}
-    environment.update({"KERAS_BACKEND": "jax", "PYTHONPATH": REPO})
+    environment = _clean_environment(KERAS_BACKEND="jax", PYTHONPATH=REPO)
     result = subprocess.run([JAX_PYTHON, "-m", "bench.gpu.gpu_bench", "--carry", str(carry), "--output", str(output),
                              "--tiny", "--seeds", "0"], capture_output=True, text=True, env=environment, cwd=REPO,
                             timeout=900)
@@ -110,14 +121,8 @@ def test_the_levers_run_at_tiny_sizes_and_rbg_dropout_drops_its_rate(tmp_path):
     """--attention-dropout 0 (JAX's fused attention) and --prng unsafe_rbg, the levers of
     bench/results/gpu/levers/, on the JAX CPU backend; unsafe_rbg's masks keep the rate and
     change from draw to draw."""
-    from bench.gpu.prepare import main as prepare
-
-    if not os.access(JAX_PYTHON, os.X_OK):
-        pytest.fail(f"{JAX_PYTHON} is missing: run `make backend-venvs` (make test does it for you).")
-    carry = tmp_path / "carry"
-    prepare(["--output", str(carry), "--no-wheels"])
-    environment = {key: value for key, value in os.environ.items() if not key.startswith(("KERAS_", "XLA_", "TF_"))}
-    environment.update({"KERAS_BACKEND": "jax", "PYTHONPATH": REPO})
+    carry = _tiny_carry(tmp_path)
+    environment = _clean_environment(KERAS_BACKEND="jax", PYTHONPATH=REPO)
     output = tmp_path / "levers.json"
     result = subprocess.run([JAX_PYTHON, "-m", "bench.gpu.gpu_bench", "--carry", str(carry), "--output", str(output),
                              "--tiny", "--phases", "pretrain", "--attention-dropout", "0", "--prng", "unsafe_rbg"],
@@ -155,15 +160,9 @@ def test_the_sweep_runs_each_configuration_in_its_own_process_and_goes_on_past_a
     """bench/gpu/sweep.sh (the levers_3 slot's one command) on the JAX CPU backend: a configuration
     whose flags gpu_bench refuses is logged with its exit status and the next one still runs, its
     XLA_FLAGS reaching its own process (the HLO dump it asks for is made and summarised)."""
-    from bench.gpu.prepare import main as prepare
-
-    if not os.access(JAX_PYTHON, os.X_OK):
-        pytest.fail(f"{JAX_PYTHON} is missing: run `make backend-venvs` (make test does it for you).")
-    carry = tmp_path / "carry"
-    prepare(["--output", str(carry), "--no-wheels"])
+    carry = _tiny_carry(tmp_path)
     out, dump = tmp_path / "out", tmp_path / "dump"
-    environment = {key: value for key, value in os.environ.items() if not key.startswith(("KERAS_", "XLA_", "TF_"))}
-    environment.update({"CARRY": str(carry), "PYTHON": JAX_PYTHON})
+    environment = _clean_environment(CARRY=str(carry), PYTHON=JAX_PYTHON)
     result = subprocess.run(["bash", "bench/gpu/sweep.sh", str(out),
                              "refused", "", "--tiny --phases nonsense",
                              "dumped", f"--xla_dump_to={dump} --xla_dump_hlo_as_text", "--tiny --phases pretrain"],
