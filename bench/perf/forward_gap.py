@@ -24,8 +24,11 @@ The contenders (`--contenders`, CONTENDERS):
 - ours_int8: `Int8Forward` (TFLite dynamic-range int8 on XNNPACK), `precision="int8"`.
 - levers on fp32: ours_fp32_xla (the same function with jit_compile=True: XLA compiles each
   batch shape once, in the warm-up pass, whose seconds are recorded); ours_fp32_frozen (the
-  concrete function with its variables folded into constants, so grappler folds the fused
-  Q/K/V kernel's concatenation and scaling once instead of every call); ours_fp32_inter1
+  concrete function with its variables folded into constants: grappler folds what depends on
+  weights alone, and oneDNN's matmuls, marked is_filter_const, reorder their weights once into
+  the blocked layout of its brgemm kernels); ours_fp32_frozen_weights, ours_fp32_caller_thread,
+  ours_fp32_system_allocator (TensorFlow's oneDNN switches in ENVIRONMENT); ours_fp32_fused_qkv
+  (the query, key and value projections as one [H, 3H] matmul, `_fused_projections`); ours_fp32_inter1
   and ours_fp32_intra1 (TensorFlow's inter-/intra-op thread pools at 2/1 and 1/1 instead of
   its default 2/2); ours_fp32_onednn_off (TF_ENABLE_ONEDNN_OPTS=0: Eigen's kernels, what
   TensorFlow 2.20 runs by itself on a CPU without AVX512-VNNI, AVX512-BF16, AVX-VNNI or AMX;
@@ -83,13 +86,21 @@ ORT = ("onnxruntime_fp32", "onnxruntime_int8", "onnxruntime_int8_per_channel")
 # The levers' environment; everything else is set inside the child.
 # keras_bert_impl turns TensorFlow's oneDNN kernels on for every x86 CPU (its __init__.py); this
 # contender runs TensorFlow's own default on a CPU without VNNI, BF16 or AMX: Eigen's kernels.
-ENVIRONMENT = {"ours_fp32_onednn_off": {"TF_ENABLE_ONEDNN_OPTS": "0"}, "ours_fp32_jax": {"KERAS_BACKEND": "jax"}}
+# The oneDNN switches TensorFlow reads once per process (core/util/onednn_env_vars.cc): weights
+# taken as constants (each matmul reorders its weights once into oneDNN's blocked layout and keeps
+# them: brgemm kernels in place of the plain-layout gemm; only for a process that never trains),
+# the caller's thread working in oneDNN's thread pool, the system allocator for oneDNN's buffers.
+ENVIRONMENT = {"ours_fp32_onednn_off": {"TF_ENABLE_ONEDNN_OPTS": "0"}, "ours_fp32_jax": {"KERAS_BACKEND": "jax"},
+               "ours_fp32_frozen_weights": {"TF_ONEDNN_ASSUME_FROZEN_WEIGHTS": "1"},
+               "ours_fp32_caller_thread": {"TF_ONEDNN_THREADPOOL_USE_CALLER_THREAD": "1"},
+               "ours_fp32_system_allocator": {"TF_ONEDNN_USE_SYSTEM_ALLOCATOR": "1"}}
 # The children that measure their matmul ceiling in their own process: TensorFlow's fp32 product
 # (oneDNN's and Eigen's), LiteRT's float32 and dynamic-range int8 one (litert_matmul_peak).
 PEAK = ("ours_fp32", "ours_fp32_onednn_off", "ours_litert_fp32", "ours_int8")
 # TensorFlow's (intra-op, inter-op) threads where a lever sets them.
 THREAD_POOLS = {"ours_fp32_inter1": (2, 1), "ours_fp32_intra1": (1, 1)}
-OURS = ("ours_fp32", "ours_fp32_keras_graph", "ours_fp32_xla", "ours_fp32_frozen", "ours_fp32_inter1",
+OURS = ("ours_fp32", "ours_fp32_keras_graph", "ours_fp32_xla", "ours_fp32_frozen", "ours_fp32_frozen_weights",
+        "ours_fp32_caller_thread", "ours_fp32_system_allocator", "ours_fp32_fused_qkv", "ours_fp32_inter1",
         "ours_fp32_intra1", "ours_fp32_onednn_off", "ours_litert_fp32", "ours_fp32_jax", "ours_int8")
 CONTENDERS = OURS + ORT
 # What each contender is compared with, per round.
@@ -289,6 +300,10 @@ def ours_child(name, run, batches_path):
             return litert(*ids)["logits"]
         profile = None
     else:
+        if name == "ours_fp32_fused_qkv":
+            from keras_bert_impl.models import integer_forms
+
+            integer_forms._projections = _fused_projections  # in this child's process only
         function = TextPredictor(model, sequence_length=128, batch_size=32)._forward  # what predict runs
         if name == "ours_fp32_keras_graph":
             spec = tf.TensorSpec([None, None], tf.int32)
@@ -321,7 +336,8 @@ def ours_child(name, run, batches_path):
              "gflop_per_sentence": forward_flop(backbone, [(len(r), ids.shape[1]) for r, ids, _, _ in batches]) / count / 1e9,
              "tf_threads": [tf.config.threading.get_intra_op_parallelism_threads(),
                             tf.config.threading.get_inter_op_parallelism_threads()],
-             "environment": {k: os.environ.get(k) for k in ("TF_ENABLE_ONEDNN_OPTS",)}}
+             "environment": {k: os.environ.get(k) for k in
+                             sorted({"TF_ENABLE_ONEDNN_OPTS", *(k for v in ENVIRONMENT.values() for k in v)})}}
     with open(os.path.join(FOLDER, "mr_sentences.txt"), encoding="utf-8") as f:
         texts = [line.rstrip("\n") for line in f]
     # Everything of `predict` but the forward: tokenizing, sorting, cutting, putting back in order.
@@ -333,6 +349,21 @@ def ours_child(name, run, batches_path):
     extra = {"peak": lambda: {"matmul_2048_gflop_per_s": peak()},
              "tokenize": lambda: {"seconds": _timed(lambda: idle.predict(texts))}}
     return _serve(forward, count, batches, ready, profile, extra)
+
+
+def _fused_projections(forms, name, attention, x, length):
+    """ours_fp32_fused_qkv: `integer_forms._projections` as one [H, 3H] product (the kernels and
+    biases concatenated in the graph, each call) and three slices, in place of three [H, H] ones."""
+    from keras import ops
+
+    heads, head_dim = attention.num_heads, attention.head_dim
+    dense = (attention.query_dense, attention.key_dense, attention.value_dense)
+    kernel = ops.concatenate([forms.kernel(d.kernel) for d in dense], axis=1)  # [H, 3H]
+    bias = ops.concatenate([forms.weight(d.bias) for d in dense], axis=0)  # [3H]
+    y = ops.reshape(ops.add(ops.matmul(x, kernel), bias), (-1, length, 3, heads, head_dim))  # [B, S, 3, N, D]
+    scale = 1.0 / float(head_dim) ** 0.5
+    query = ops.transpose(y[:, :, 0], (0, 2, 1, 3)) * scale  # [B, N, S, D]
+    return query, ops.transpose(y[:, :, 1], (0, 2, 3, 1)), ops.transpose(y[:, :, 2], (0, 2, 1, 3))
 
 
 def jax_child(run, batches_path):

@@ -199,9 +199,11 @@ def _norm(forms, name, layer, x):  # [..., H]: LayerNorm as MEAN, SUB, MUL, RSQR
     return point(name, point(f"{name}/scaled", normalized * forms.table(layer.gamma)) + forms.table(layer.beta))
 
 
-def _block(forms, name, layer, x, bias, length):
-    """One post-LN TransformerEncoder on x [B*S, H] (bias [B, 1, 1, S])."""
-    attention = layer.attention
+def _projections(forms, name, attention, x, length):
+    """Attention's inputs from x [B*S, H]: the query scaled by 1/sqrt(D) [B, N, S, D], the keys
+    [B, N, D, S] (ready for the scores' product) and the values [B, N, S, D], each its own
+    matmul (bench/perf/forward_gap.py's ours_fp32_fused_qkv measures one [H, 3H] product
+    instead)."""
     heads, head_dim = attention.num_heads, attention.head_dim
 
     def split(y, order):  # [B*S, H] -> [B, N, S, D] (order (0, 2, 1, 3)) or [B, N, D, S] (0, 2, 3, 1)
@@ -209,9 +211,16 @@ def _block(forms, name, layer, x, bias, length):
 
     scale = 1.0 / float(head_dim) ** 0.5
     query = forms.activation(f"{name}/query_scaled", _dense(forms, f"{name}/query", attention.query_dense, x) * scale)
-    query = split(query, (0, 2, 1, 3))
     keys = split(_dense(forms, f"{name}/key", attention.key_dense, x), (0, 2, 3, 1))
     values = split(_dense(forms, f"{name}/value", attention.value_dense, x), (0, 2, 1, 3))
+    return split(query, (0, 2, 1, 3)), keys, values
+
+
+def _block(forms, name, layer, x, bias, length):
+    """One post-LN TransformerEncoder on x [B*S, H] (bias [B, 1, 1, S])."""
+    attention = layer.attention
+    heads, head_dim = attention.num_heads, attention.head_dim
+    query, keys, values = _projections(forms, name, attention, x, length)
     scores = forms.activation(f"{name}/scores", ops.matmul(query, keys))  # [B, N, S, S]
     scores = forms.activation(f"{name}/masked_scores", scores + bias)
     weights = forms.fixed(ops.softmax(scores, axis=-1), PROBABILITY_RANGE)

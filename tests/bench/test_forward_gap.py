@@ -29,3 +29,25 @@ def test_the_litert_ceiling_refuses_a_quantization_our_forwards_do_not_run():
     with pytest.raises(ValueError, match=r"quantization must be one of \('dynamic_int8', 'float32'\). Received: "
                                          r"quantization='float16'"):
         litert_matmul_peak("float16", n=64)
+
+
+def test_the_fused_qkv_lever_computes_the_same_classifier(monkeypatch):
+    """ours_fp32_fused_qkv changes only how Q, K and V are multiplied: its logits are the
+    separate projections' (and so the Keras model's) on a padded batch."""
+    import keras
+
+    import keras_bert_impl as kb
+    from bench.perf.forward_gap import _fused_projections
+    from keras_bert_impl.inference.onednn_forms import OneDnnForms
+    from keras_bert_impl.models import integer_forms
+
+    keras.utils.set_random_seed(0)
+    model = kb.BertClassifier(kb.BertBackbone.from_preset("bert_tiny", vocabulary_size=100), num_classes=3)
+    ids = np.array([[2, 7, 9, 4, 3, 0], [2, 5, 3, 0, 0, 0]], "int32")
+    inputs = {"token_ids": ids, "padding_mask": ids > 0, "segment_ids": np.zeros_like(ids)}
+    separate = integer_forms.classifier_forward(model, inputs, OneDnnForms())["logits"]
+    monkeypatch.setattr(integer_forms, "_projections", _fused_projections)
+    fused = integer_forms.classifier_forward(model, inputs, OneDnnForms())["logits"]
+    np.testing.assert_allclose(fused, separate, atol=1e-5)
+    np.testing.assert_allclose(fused, model(inputs)["logits"], atol=1e-5)
+    assert not np.allclose(fused, 0.0)
