@@ -21,6 +21,20 @@ def test_the_names_and_the_old_spellings():
         check_precision("fp16")
 
 
+def test_each_precision_runs_on_its_runtimes():
+    from keras_bert_impl.precisions import RUNTIMES, check_runtime
+
+    assert RUNTIMES == {"fp32": ("tensorflow", "litert"), "bf16": ("tensorflow",), "int8": ("litert",)}
+    assert [check_runtime(p) for p in PRECISIONS] == ["tensorflow", "tensorflow", "litert"]
+    assert check_runtime("fp32", "litert") == "litert" and check_runtime("int8", "litert") == "litert"
+    with pytest.raises(ValueError, match=r"^runtime tensorflow runs precision fp32 or bf16; int8 runs on litert only\. "
+                       r"Received: runtime='tensorflow' with precision='int8': leave runtime out, or pick precision "
+                       r"fp32 or bf16\.$"):
+        check_runtime("int8", "tensorflow")
+    with pytest.raises(ValueError, match=r"runtime must be one of \['tensorflow', 'litert'\]. Received: runtime='onnx'"):
+        check_runtime("fp32", "onnx")
+
+
 def test_the_inference_package_exports_the_same_names():
     from keras_bert_impl.inference import PRECISIONS as exported
 

@@ -9,8 +9,8 @@ The model: the real MiniLM-L6 fine-tuned here on the 3,200 training sentences of
 80/20 MR split (`kbert finetune`, the pooled [CLS] head: the one transformers has), made by
 this script under data/bench/cpu_peers/ when missing. Ours runs its `model.keras` through
 `TextPredictor` (length-sorted batches of 32, each cut to its longest row, truncation at 128,
-tokenization included; fp32, bf16 = `with_precision`, int8 = `Int8Forward`; `ours_fp32_litert`, a
-lever and no user precision: the same batches through `Int8Forward(quantization="float32")`,
+tokenization included; fp32, bf16 = `with_precision`, int8 = `Int8Forward`; `ours_fp32_litert`:
+fp32 on the litert runtime, `TextPredictor(runtime="litert")` (`kbert predict --runtime litert`),
 the classifier's float32 TFLite on XNNPACK); every peer
 loads its `kbert export --formats huggingface` folder (bench/reference/classify_peers.py in
 .venv-peers says exactly what each peer does, tokenization included).
@@ -113,13 +113,8 @@ def ours_child(run, precision, sentences_path):
     model = keras.saving.load_model(os.path.join(run, "model.keras"))
     # bf16: the model rebuilt under mixed_bfloat16; int8: TextPredictor converts it (timed here).
     predictor = TextPredictor(with_precision(model, precision) if precision == "bf16" else model, sequence_length=128,
-                              batch_size=32, precision="int8" if precision == "int8" else "fp32")
-    if precision == "fp32_litert":
-        # The float32 lever: TextPredictor's batches through the same conversion as int8 but
-        # unquantized, on XNNPACK's float kernels (not a precision users pick: fp32 runs TensorFlow).
-        from keras_bert_impl.inference import Int8Forward
-
-        predictor._forward = Int8Forward(model, quantization="float32")
+                              batch_size=32, precision="int8" if precision == "int8" else "fp32",
+                              runtime="litert" if precision == "fp32_litert" else None)
     load_seconds = time.perf_counter() - start
 
     def labels(chunk):

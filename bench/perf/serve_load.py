@@ -11,6 +11,8 @@ compared with `kbert predict --json` on the run folder (at fp32).
 With --precision int8 (or bf16, auto) the server is `kbert serve --model RUN --precision int8`
 and the offline figure is the same in-process model (`commands.serve.export_in_precision`: for
 int8, the export's signatures around the int8 conversion); the results go to serve_load_int8.json.
+With --runtime litert (fp32), `kbert serve --runtime litert`: the same signatures around the
+float32 conversion on XNNPACK, offline likewise; serve_load_fp32_litert.json.
 
     .venv/bin/python -m bench.perf.serve_load --output bench/results/serve_load.json
     .venv/bin/python -m bench.perf.serve_load --precision int8
@@ -52,14 +54,14 @@ def _offline_model(args, export):
 
     from keras_bert_impl_export.serve.servable_model import ServableModel
 
-    if args.precision == "fp32":
+    if args.precision == "fp32" and args.runtime is None:
         return ServableModel("mr", 1, os.path.join(export, "serving", "mr", "1"))
     from keras_bert_impl.commands.serve import export_in_precision
 
     root = tempfile.mkdtemp(prefix="serve-load-")
     atexit.register(shutil.rmtree, root, True)
     folder = os.path.join(root, "export")
-    functions = export_in_precision(args.run, folder, name="mr", precision=args.precision,
+    functions = export_in_precision(args.run, folder, name="mr", precision=args.precision, runtime=args.runtime,
                                     log=lambda line: print(f"serve_load: {line}", file=sys.stderr))
     return ServableModel("mr", 1, os.path.join(folder, "serving", "mr", "1"), functions=functions.get("mr"))
 
@@ -82,12 +84,15 @@ def main(argv=None):
     parser.add_argument("--wait-idle", type=float, default=0, help="Wait up to this many seconds for an idle machine.")
     parser.add_argument("--precision", default="fp32", choices=("fp32", "bf16", "int8", "auto"),
                         help="kbert serve's --precision. Default fp32.")
+    parser.add_argument("--runtime", default=None, choices=("tensorflow", "litert"),
+                        help="kbert serve's --runtime (litert: fp32 on XNNPACK). Default: the precision's own.")
     parser.add_argument("--work", default=os.path.join(WORK, "serve_load"),
                         help="Folder for the fp32 export and kbert predict's labels of --run (made once, then reused).")
     parser.add_argument("--output", default=None,
                         help="Default bench/results/serve_load.json, serve_load_PRECISION.json for another precision.")
     args = parser.parse_args(argv)
-    suffix = "" if args.precision == "fp32" else f"_{args.precision}"
+    suffix = ("" if args.precision == "fp32" else f"_{args.precision}") + (
+        f"_{args.precision}_{args.runtime}" if args.runtime == "litert" and args.precision == "fp32" else "")
     args.output = args.output or os.path.join("bench", "results", f"serve_load{suffix}.json")
     for path, what in ((args.run, "--run"), (args.sentences, "--sentences")):
         if not os.path.exists(path):
@@ -121,10 +126,10 @@ def main(argv=None):
     offline_before = _offline(model, offline_texts, args.max_batch_size)
 
     # Another precision is made from the Keras model, so its server starts from the run folder.
-    served = export if args.precision == "fp32" else args.run
+    served = export if args.precision == "fp32" and args.runtime is None else args.run
     server = subprocess.Popen(
         [sys.executable, "-m", "keras_bert_impl.cli", "serve", "--model", served, "--name", "mr", "--precision",
-         args.precision, "--port", "0",
+         args.precision, *(["--runtime", args.runtime] if args.runtime else []), "--port", "0",
          "--max-batch-size", str(args.max_batch_size), "--batch-timeout-ms", str(args.batch_timeout_ms)],
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=REPO)
     started_at = time.perf_counter()
@@ -187,9 +192,10 @@ def main(argv=None):
     latencies = [r[1] for r in ok]
     results_json = {
         "model": {"run": os.path.relpath(args.run, REPO),
-                  "export": "kbert export --formats saved_model" if args.precision == "fp32" else
-                  f"kbert serve --model RUN --precision {args.precision} (exported on start-up)",
-                  "precision": args.precision,
+                  "export": "kbert export --formats saved_model" if served == export else
+                  f"kbert serve --model RUN --precision {args.precision}"
+                  f"{' --runtime ' + args.runtime if args.runtime else ''} (exported on start-up)",
+                  "precision": args.precision, "runtime": args.runtime,
                   "seq_len_padded_to": json.load(open(os.path.join(args.run, "task.json")))["seq_len"]},
         "settings": {"clients": args.clients, "seconds": args.seconds, "requests_planned": args.requests,
                      "sentences_per_request": "1-8, uniform", "max_batch_size": args.max_batch_size,

@@ -44,7 +44,8 @@ def _run(args):
 
     if not os.path.isfile(args.data):
         raise UsageError(f"--data {args.data!r}: no such file.")
-    model, model_path, stored, task, seq_len, precision = load_for_inference(args, has_text_b=bool(args.text_b_column))
+    model, model_path, stored, task, seq_len, precision, runtime = load_for_inference(
+        args, has_text_b=bool(args.text_b_column))
     settings = task_data.data_settings(args, task, stored)
     preprocessor = BertPreprocessor(model.backbone.vocabulary, lowercase=model.backbone.lowercase, sequence_length=seq_len)
     label_names = getattr(model, "label_names", None)
@@ -61,7 +62,7 @@ def _run(args):
                                                          method="read_examples", build_labels=False)
         progress = Progress("evaluate", len(texts), args.batch_size, unit="examples")
         outputs = TextPredictor(model, sequence_length=seq_len, batch_size=args.batch_size,
-                            precision=precision).predict(
+                            precision=precision, runtime=runtime).predict(
             texts, texts_b if task == "pair" else None, progress=progress.update)
         progress.done()
         metrics = sequence_metrics(task, outputs, np.stack(targets) if task == "multilabel" else targets, label_names)

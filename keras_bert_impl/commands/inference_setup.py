@@ -1,13 +1,13 @@
 """What `kbert predict` and `kbert evaluate` both do before they read any text: load the
 model, find its task and length, check it carries a vocabulary, put it in --precision (auto:
-the precision chosen for this CPU and task)."""
+the precision chosen for this CPU and task) and pick its --runtime."""
 
 import os
 from typing import NamedTuple
 
 from keras_bert_impl.commands import task_data
 from keras_bert_impl.commands.errors import UsageError
-from keras_bert_impl.commands.precision_flag import model_in_precision, precision_for
+from keras_bert_impl.commands.precision_flag import model_in_precision, precision_for, runtime_for
 
 
 class InferenceSetup(NamedTuple):
@@ -17,10 +17,11 @@ class InferenceSetup(NamedTuple):
     task: str  # classification, pair, multilabel, tagging or squad
     seq_len: int  # checked against the model's max_sequence_length
     precision: str  # fp32, bf16 or int8: --precision, or what auto chose
+    runtime: str  # tensorflow or litert: --runtime, or the precision's own
 
 
 def load_for_inference(args, has_text_b):
-    """`args.model`, `args.seq_len`, `args.precision` and `args.batch_size` checked and loaded;
+    """`args.model`, `args.seq_len`, `args.precision`, `args.runtime` and `args.batch_size` checked and loaded;
     `has_text_b`: the command was given second texts (a pair model either way when its run
     folder says so)."""
     from keras_bert_impl.commands.model_files import load_model, run_sequence_length
@@ -40,4 +41,6 @@ def load_for_inference(args, has_text_b):
     from keras_bert_impl.models.quantized_layers import quantization_modes
 
     precision = precision_for(args.precision, task, args.command, quantized=quantization_modes(model))
-    return InferenceSetup(model_in_precision(model, precision, task), model_path, stored, task, seq_len, precision)
+    runtime = runtime_for(args.runtime, args.precision, precision, task)
+    return InferenceSetup(model_in_precision(model, precision, task), model_path, stored, task, seq_len, precision,
+                          runtime)

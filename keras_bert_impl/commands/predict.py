@@ -103,7 +103,7 @@ def _softmax(x):
 def _run(args):
     from keras_bert_impl.tokenization import BertPreprocessor
 
-    model, model_path, stored, task, seq_len, precision = load_for_inference(args, has_text_b=bool(args.text_b))
+    model, model_path, stored, task, seq_len, precision, runtime = load_for_inference(args, has_text_b=bool(args.text_b))
     if args.text_b and stored.get("task") in ("classification", "multilabel"):
         raise UsageError(
             f"--text-b given, but {model_path} was fine-tuned on single texts (--task {stored['task']}): leave out "
@@ -125,7 +125,7 @@ def _run(args):
     # Sorted by length and padded per batch (to its longest row), not to --seq-len: the same
     # numbers (within 1e-5), several times faster on short texts.
     outputs = TextPredictor(model, sequence_length=seq_len, batch_size=args.batch_size,
-                            precision=precision).predict(
+                            precision=precision, runtime=runtime).predict(
         [a for a, _ in given], [b for _, b in given] if task == "pair" else None, progress=progress.update)
     progress.done()
     from_logits = "logits" in outputs

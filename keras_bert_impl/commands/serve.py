@@ -8,7 +8,8 @@ the flags, turns a run folder into the SavedModels `kbert export` would write (t
 is a SavedModel computing in bfloat16. int8 is not a SavedModel (TFLite's dynamic-range int8 on
 XNNPACK, `Int8Forward`): the SavedModels are fp32's, for their signatures and metadata, and each
 call runs the same tokenization and post-processing (the wing's `ExportSignatures`) around the
-int8 forward pass in their place. An export folder's SavedModels run as they were written.
+int8 forward pass in their place; `--runtime litert` does the same with the float32 conversion
+for fp32. An export folder's SavedModels run as they were written.
 """
 
 import os
@@ -86,7 +87,7 @@ def run(args):
             temporary = tempfile.mkdtemp(prefix="kbert-serve-")
             model_path = os.path.join(temporary, "export")
             functions = export_in_precision(args.model, model_path, name=name, seq_len=args.seq_len,
-                                            precision=args.precision)
+                                            precision=args.precision, runtime=args.runtime)
         else:
             _check_exported_precision(args)
         try:
@@ -120,6 +121,11 @@ def run(args):
 def _check_exported_precision(args):
     """An export's (or a SavedModel's) SavedModels run as they were written: bf16 and int8 are
     made from the Keras model, auto says it keeps them."""
+    if args.runtime == "litert":
+        raise UsageError(
+            f"--runtime litert needs the Keras model: pass the run folder or .keras file (--model {args.model} holds "
+            "SavedModels, which run on TensorFlow as they were exported), or leave --runtime out."
+        )
     if args.precision in ("bf16", "int8"):
         raise UsageError(
             f"--precision {args.precision} needs the Keras model: pass the run folder or .keras file (--model "
@@ -129,19 +135,21 @@ def _check_exported_precision(args):
         _log("--precision auto: fp32, the SavedModels as they were exported (a run folder lets auto choose)")
 
 
-def export_in_precision(model_flag, output, *, name, seq_len=None, precision="fp32", log=None):
+def export_in_precision(model_flag, output, *, name, seq_len=None, precision="fp32", runtime=None, log=None):
     """A run folder's (or .keras file's) SavedModels in `output`, what `kbert export --formats
     saved_model` writes, exported in `precision` (fp32, bf16, int8 or auto; see the module
-    docstring); for int8, {servable name: {signature: function}} to give `ServableModel` (else {}).
+    docstring); on the litert runtime (int8's, or fp32's with runtime="litert"), {servable name:
+    {signature: function}} to give `ServableModel` (else {}).
     bench/perf/serve_load.py builds its in-process model the same way. `log`: where the progress
     lines go (default: stderr, as kbert serve's)."""
     log = log or _log
     from keras_bert_impl.commands.export import load_for_export, write_export
-    from keras_bert_impl.commands.precision_flag import model_in_precision, precision_for
+    from keras_bert_impl.commands.precision_flag import model_in_precision, precision_for, runtime_for
     from keras_bert_impl.models.quantized_layers import quantization_modes
 
     model, model_path, _, task, pair, seq_len = load_for_export(model_flag, seq_len)
-    precision = precision_for(precision, task, "serve", quantized=quantization_modes(model))
+    requested, precision = precision, precision_for(precision, task, "serve", quantized=quantization_modes(model))
+    runtime = runtime_for(runtime, requested, precision, task)
     pair = pair and task == "pair"
     in_precision = model_in_precision(model, precision, task)  # its refusals: int8 of a token head, ...
     if precision == "bf16" and in_precision is model:  # a classifier: TextPredictor's job elsewhere, ours here
@@ -150,35 +158,38 @@ def export_in_precision(model_flag, output, *, name, seq_len=None, precision="fp
         in_precision = with_precision(model, "bf16")
     log(f"exporting {model_path} as {name!r} (the SavedModels kbert export writes, {precision})")
     write_export(in_precision, output, name=name, seq_len=seq_len, pair=pair, formats=("saved_model",))
-    if precision != "int8":
+    if runtime != "litert":
         return {}
-    log("converting the model to int8 (TFLite dynamic-range on XNNPACK): the SavedModels' calls run it")
-    return int8_functions(model, name, seq_len, pair)
+    quantization = "dynamic_int8" if precision == "int8" else "float32"
+    what = "int8 (TFLite dynamic-range on XNNPACK)" if precision == "int8" else "TFLite float32 on XNNPACK (--runtime litert)"
+    log(f"converting the model to {what}: the SavedModels' calls run it")
+    return litert_functions(model, name, seq_len, pair, quantization)
 
 
-def int8_functions(model, name, seq_len, pair):
+def litert_functions(model, name, seq_len, pair, quantization="dynamic_int8"):
     """{servable name: {"serving_default": function}}: the raw-text and id signatures of the
     export's NAME and NAME_ids SavedModels (exporter.py's layout), each the same tokenization and
-    post-processing around the int8 forward pass, called eagerly."""
+    post-processing around the LiteRT forward pass in `quantization` (`Int8Forward`'s:
+    dynamic_int8 or float32), called eagerly."""
     import numpy as np
 
     from keras_bert_impl.conversion.input_contract import MODEL_ID_INPUTS, SERVING_ENDPOINT
     from keras_bert_impl.inference import Int8Forward
     from keras_bert_impl_export.export_signatures import ExportSignatures
 
-    int8 = Int8Forward(model)
+    litert = Int8Forward(model, quantization=quantization)
     # One interpreter: with --num-batch-threads above 1 its calls take turns.
     lock = threading.Lock()
 
     def forward(inputs):
         # The signatures pad every call to the sequence length; attention and pooling ignore
-        # padding, so the int8 forward runs at the call's longest row, as TextPredictor's batches
+        # padding, so the LiteRT forward runs at the call's longest row, as TextPredictor's batches
         # do: the same outputs for a fraction of the work on short texts (serve_load_xeon_int8.json).
         ids = {name: np.asarray(inputs[name]) for name in MODEL_ID_INPUTS}  # [B, S] each
         # At least one column: a client's ids call may send rows with no unmasked token.
         width = max(1, int(ids["padding_mask"].sum(axis=1).max(initial=0)))
         with lock:
-            return int8(*(ids[name][:, :width] for name in MODEL_ID_INPUTS))
+            return litert(*(ids[name][:, :width] for name in MODEL_ID_INPUTS))
 
     signatures = ExportSignatures(model, seq_len, pair=pair, forward=forward)
     return {name: {SERVING_ENDPOINT: signatures.endpoint(text=True)[0]},

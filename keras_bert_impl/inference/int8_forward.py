@@ -30,7 +30,7 @@ from keras_bert_impl.inference.litert_forms import LiteRtForms, computes_in_form
 from keras_bert_impl.models.integer_forms import classifier_forward
 from keras_bert_impl.validation import check_positive_int
 
-# What Int8Forward can run: its int8, and the float graph it is measured against.
+# What Int8Forward can run: its int8, and the float graph (fp32 on the litert runtime).
 LITERT_QUANTIZATIONS = ("dynamic_int8", "float32")
 
 
@@ -43,8 +43,8 @@ class Int8Forward:
             `segment_ids`, `padding_mask`; a dict of outputs).
         num_threads: int. XNNPACK's threads; default: the CPUs this process may use.
         quantization: "dynamic_int8" (default), or "float32" for the same graph unquantized
-            on XNNPACK's float kernels (a lever bench/perf/forward_gap.py measures against
-            TensorFlow's fp32 forward).
+            on XNNPACK's float kernels (`TextPredictor(runtime="litert")`'s fp32, which
+            bench/perf/forward_gap.py measures against TensorFlow's fp32 forward).
 
     Example:
     >>> backbone = kb.BertBackbone.from_preset("bert_tiny", vocabulary_size=100)

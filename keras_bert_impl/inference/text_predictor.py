@@ -15,7 +15,9 @@ pooling ignore padded positions, so the result equals padding every text to
 Keras graph's speed on the Xeon of onednn_forms.py, within 1e-5 of it) or the model itself (a
 QuantizationAwareClassifier, a model under a mixed policy or quantized by Keras);
 "bf16" a copy under Keras' mixed_bfloat16 policy (`with_precision`); "int8" its dynamic-range int8
-TFLite conversion on XNNPACK (`Int8Forward`).
+TFLite conversion on XNNPACK (`Int8Forward`). `runtime="litert"` runs fp32 there too: the
+classifier's float32 TFLite conversion on XNNPACK (opt-in; keras_bert_impl/precisions.py's
+RUNTIMES says what it gains and costs).
 
 Shape legend: N texts in a chunk, S sequence_length, B batch, T a batch's padded width.
 """
@@ -30,7 +32,7 @@ from keras_bert_impl.inference.onednn_forms import OneDnnForms
 from keras_bert_impl.inference.precision import with_precision
 from keras_bert_impl.models.bert_classifier import BertClassifier
 from keras_bert_impl.models.integer_forms import classifier_forward
-from keras_bert_impl.precisions import check_precision
+from keras_bert_impl.precisions import check_precision, check_runtime
 from keras_bert_impl.tokenization.bert_preprocessor import BertPreprocessor
 from keras_bert_impl.validation import check_positive_int, check_sequence_length
 
@@ -49,6 +51,8 @@ class TextPredictor:
             matters to a forward pass compiled per shape (XLA).
         precision: "fp32", "bf16" or "int8" (see above). int8 converts the model on
             construction (about 10 s for MiniLM-L6).
+        runtime: "tensorflow" or "litert": where fp32 runs (None: TensorFlow for fp32 and bf16,
+            LiteRT for int8). "litert" converts the model on construction, as int8 does.
 
     Example:
     >>> from keras_bert_impl.tokenization.vocabulary import read_vocabulary
@@ -61,7 +65,7 @@ class TextPredictor:
     (2, 2)
     """
 
-    def __init__(self, model, sequence_length=128, batch_size=32, bucket_multiple=1, precision="fp32"):
+    def __init__(self, model, sequence_length=128, batch_size=32, bucket_multiple=1, precision="fp32", runtime=None):
         from keras_bert_impl.models.quantization_aware_classifier import QuantizationAwareClassifier
 
         # A QuantizationAwareClassifier predicts through its fake quantization: the integer file's labels.
@@ -70,21 +74,24 @@ class TextPredictor:
                 "TextPredictor takes a BertClassifier (sequence-level outputs). Received: "
                 f"model={type(model).__name__}"
             )
-        if isinstance(model, QuantizationAwareClassifier) and precision != "fp32":
+        check_precision(precision)
+        runtime = check_runtime(precision, runtime)
+        if isinstance(model, QuantizationAwareClassifier) and (precision, runtime) != ("fp32", "tensorflow"):
             raise ValueError(f"A QuantizationAwareClassifier already computes as its int8 file does: predict it in "
-                             f"fp32, or its .classifier in {precision}. Received: precision={precision!r}")
+                             f"fp32 on tensorflow, or its .classifier in {precision} on {runtime}. Received: "
+                             f"precision={precision!r}, runtime={runtime!r}")
         backbone = model.backbone
         if backbone.vocabulary is None:
             raise ValueError("The model's backbone carries no vocabulary: call backbone.set_vocabulary(...) first.")
         check_positive_int("batch_size", batch_size)
         check_positive_int("bucket_multiple", bucket_multiple)
-        check_precision(precision)
         sequence_length = check_sequence_length("sequence_length", sequence_length, backbone.max_sequence_length)
         self.model = model
         self.sequence_length = sequence_length
         self.batch_size = batch_size
         self.bucket_multiple = bucket_multiple
         self.precision = precision
+        self.runtime = runtime
         self._preprocessor = BertPreprocessor(backbone.vocabulary, lowercase=backbone.lowercase,
                                               sequence_length=sequence_length)
         # Tokenizing eagerly dispatches tensorflow-text's ops one by one, about half of a
@@ -94,8 +101,8 @@ class TextPredictor:
             1: tf.function(lambda texts: self._preprocessor(texts), input_signature=[strings]),
             2: tf.function(lambda texts, texts_b: self._preprocessor((texts, texts_b)), input_signature=[strings, strings]),
         }
-        if precision == "int8":
-            self._forward = Int8Forward(model)
+        if runtime == "litert":
+            self._forward = Int8Forward(model, quantization="dynamic_int8" if precision == "int8" else "float32")
             return
         model = with_precision(model, precision) if precision == "bf16" else model
         # with_precision's bf16 copy (mixed policy), a model Keras quantized: their own graphs.

@@ -128,6 +128,14 @@ def test_refusals(quantization_aware):
     fresh = kb.QuantizationAwareClassifier(classifier())
     with pytest.raises(ValueError, match="activation ranges were never trained.*Fit the QuantizationAwareClassifier"):
         convert_integer_only(fresh, LENGTH)
+    # It predicts through its own fake quantization: TextPredictor runs it in fp32 on TensorFlow only.
+    from keras_bert_impl.inference import TextPredictor
+
+    for precision, runtime in (("int8", None), ("fp32", "litert"), ("bf16", None)):
+        default = {"int8": "litert"}.get(precision, "tensorflow") if runtime is None else runtime
+        with pytest.raises(ValueError, match=rf"predict it in fp32 on tensorflow, or its \.classifier in {precision} on "
+                           rf"{default}\. Received: precision='{precision}', runtime='{default}'"):
+            TextPredictor(fresh, precision=precision, runtime=runtime)
     with pytest.raises(ValueError, match="converts to int8_only.*Received: quantization='int16x8_only'"):
         convert_integer_only(qat, LENGTH, None, "int16x8_only")
     with pytest.raises(ValueError, match="give no calibration_inputs"):

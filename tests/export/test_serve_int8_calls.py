@@ -1,4 +1,4 @@
-"""`kbert serve --precision int8`'s calls (commands/serve.py's `int8_functions`): each runs the int8
+"""`kbert serve --precision int8`'s calls (commands/serve.py's `litert_functions`): each runs the int8
 forward at its own longest row, not the padded sequence length the signatures hand it, with the
 outputs of the padded call; a row with no unmasked token does not break the call."""
 
@@ -6,7 +6,7 @@ import keras
 import numpy as np
 
 import keras_bert_impl as kb
-from keras_bert_impl.commands.serve import int8_functions
+from keras_bert_impl.commands.serve import litert_functions
 from keras_bert_impl.inference import Int8Forward
 from tests.commands.conftest import save_small_bert
 
@@ -24,7 +24,7 @@ def test_int8_calls_run_at_their_longest_row_with_the_padded_outputs(tmp_path, m
         return run(self, token_ids, segment_ids, padding_mask)
 
     monkeypatch.setattr(Int8Forward, "__call__", recording)
-    call = int8_functions(model, "mr", SEQ_LEN, pair=False)["mr_ids"]["serving_default"]
+    call = litert_functions(model, "mr", SEQ_LEN, pair=False)["mr_ids"]["serving_default"]
     ids = np.zeros((3, SEQ_LEN), np.int32)
     ids[0, :6] = [101, 2023, 3185, 2001, 2307, 102]
     ids[1, :4] = [101, 9643, 999, 102]  # row 2: no unmasked token at all (a client's ids call)

@@ -1,6 +1,6 @@
 """`kbert serve --precision` (issue 33): int8 and bf16 servers of a tiny classifier answer real MR
-sentences with fp32's server's top labels, through the same TF Serving bodies; int8 and bf16 need the
-Keras model, and auto says what it keeps. The servers run as in test_serve.py (the real entry
+sentences with fp32's server's top labels, through the same TF Serving bodies (fp32 on the litert
+runtime with its probabilities); int8, bf16 and litert need the Keras model, and auto says what it keeps. The servers run as in test_serve.py (the real entry
 point in a subprocess, over HTTP on 127.0.0.1)."""
 
 import os
@@ -90,12 +90,31 @@ def test_int8_and_bf16_servers_answer_with_fp32s_top_labels(precision, classifie
     assert (expected_slower in err) == (not features.has(needs)), err[-3000:]
 
 
+def test_the_litert_runtime_serves_fp32s_answers(classifier, texts, fp32):
+    serving = Server("--model", classifier, "--runtime", "litert")
+    try:
+        rows, by_ids = _answers(serving, texts)
+    finally:
+        status_code, _, err = serving.stop()
+    assert status_code == 0, err[-3000:]
+    assert "converting the model to TFLite float32 on XNNPACK (--runtime litert)" in err
+    want, _ = fp32
+    assert [r["top_label"] for r in rows] == [r["top_label"] for r in want]
+    # fp32 on XNNPACK: TensorFlow's probabilities up to summation order, for text and ids alike.
+    got = np.array([r["probabilities"] for r in rows])
+    np.testing.assert_allclose(got, [r["probabilities"] for r in want], atol=1e-4)
+    np.testing.assert_allclose(got, [r["probabilities"] for r in by_ids], atol=1e-6)
+
+
 def test_precision_needs_the_keras_model_and_auto_says_what_it_keeps(tmp_path, capsys):
     saved_model = os.path.join(REPO, "tests")  # not a model file: taken as SavedModels
     for precision in ("int8", "bf16"):
         assert main(["serve", "--model", saved_model, "--precision", precision, "--port", "0"]) == 2
         err = capsys.readouterr().err.strip().splitlines()
         assert len(err) == 1 and f"--precision {precision} needs the Keras model: pass the run folder or .keras file" in err[0]
+    assert main(["serve", "--model", saved_model, "--runtime", "litert", "--port", "0"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "--runtime litert needs the Keras model: pass the run folder or .keras file" in err[0]
     assert main(["serve", "--model", saved_model, "--precision", "auto", "--port", "0"]) == 2
     err = capsys.readouterr().err
     assert "kbert serve: --precision auto: fp32, the SavedModels as they were exported" in err and "holds no SavedModel" in err

@@ -103,13 +103,19 @@ def test_int8_forward_gives_the_fp32_labels(trained):
 
 
 def test_litert_float32_forward_gives_the_fp32_logits(trained):
-    # The float graph Int8Forward can run instead (a lever bench/perf/forward_gap.py measures):
-    # XNNPACK's float kernels, the same logits as TensorFlow's up to summation order.
+    # fp32 on the litert runtime: XNNPACK's float kernels, the same logits as TensorFlow's up to
+    # summation order, for every length-sorted batch TextPredictor makes.
     model, texts, _, want = trained
     ids = BertPreprocessor.from_model(model, sequence_length=64)(texts[:32])
     forward = Int8Forward(model, num_threads=1, quantization="float32")
     got = forward(*(np.asarray(ids[k]) for k in ("token_ids", "segment_ids", "padding_mask")))["logits"]
     np.testing.assert_allclose(got, want[:32], atol=1e-4)
+    predictor = TextPredictor(model, sequence_length=64, runtime="litert")
+    assert predictor.runtime == "litert" and isinstance(predictor._forward, Int8Forward)
+    assert predictor._forward.size_bytes > 0.9 * sum(w.size * 4 for w in model.get_weights())  # float32 weights
+    np.testing.assert_allclose(predictor.predict(texts)["logits"], want, atol=1e-4)
+    assert TextPredictor(model, sequence_length=64).runtime == "tensorflow"
+    assert TextPredictor(model, sequence_length=64, precision="int8").runtime == "litert"
     with pytest.raises(ValueError, match=r"quantization must be one of \('dynamic_int8', 'float32'\). "
                        r"Received: quantization='int8'"):
         Int8Forward(model, quantization="int8")
@@ -154,6 +160,12 @@ def test_bad_precision_is_named(minilm):
         with_precision(minilm, "mixed_bfloat16")
     with pytest.raises(ValueError, match=r"precision 'float32' is spelled 'fp32' here"):
         TextPredictor(model, precision="float32")
+    # Runtimes a precision has no path on, refused before any conversion.
+    with pytest.raises(ValueError, match=r"runtime litert runs precision fp32 or int8; bf16 runs on tensorflow only\. "
+                       r"Received: runtime='litert' with precision='bf16'"):
+        TextPredictor(model, precision="bf16", runtime="litert")
+    with pytest.raises(ValueError, match=r"runtime must be one of \['tensorflow', 'litert'\]. Received: runtime='xnnpack'"):
+        TextPredictor(model, runtime="xnnpack")
 
 
 @pytest.mark.slow  # about 20 s or more: kbert predict and evaluate at each precision
@@ -177,12 +189,34 @@ def test_kbert_predict_and_evaluate_take_precision(minilm, rows, tmp_path, capsy
     assert metrics["int8"]["examples"] == metrics["fp32"]["examples"] == 40, metrics
 
 
+def test_kbert_predict_takes_the_litert_runtime_for_fp32(minilm, tmp_path, capsys):
+    model = kb.BertClassifier(minilm, num_classes=2, label_names=["-1", "1"])
+    path = str(tmp_path / "classifier.keras")
+    model.save(path)
+    outputs = {}
+    for runtime in ("tensorflow", "litert"):
+        assert main(["predict", "--model", path, "--runtime", runtime, "--json", "a gripping , funny film"]) == 0
+        outputs[runtime] = json.loads(capsys.readouterr().out)
+    assert abs(outputs["tensorflow"]["probability"] - outputs["litert"]["probability"]) < 1e-4, outputs
+    assert outputs["tensorflow"]["label"] == outputs["litert"]["label"]
+    # A runtime the precision has no path on, and a runtime with auto: usage errors naming the fix.
+    assert main(["predict", "--model", path, "--precision", "bf16", "--runtime", "litert", "a film"]) == 2
+    err = capsys.readouterr().err
+    assert ("--runtime litert runs --precision fp32 or int8; bf16 runs on tensorflow only. Received: "
+            "--runtime='litert' with --precision='bf16': leave --runtime out, or pick --precision fp32 or int8.") in err, err
+    assert main(["predict", "--model", path, "--precision", "auto", "--runtime", "litert", "a film"]) == 2
+    assert "--runtime litert goes with an explicit --precision" in capsys.readouterr().err
+
+
 def test_int8_refuses_token_heads(minilm, tmp_path, capsys):
     path = str(tmp_path / "tagger.keras")
     kb.BertTokenClassifier(minilm, num_classes=3, label_names=["O", "B-X", "I-X"]).save(path)
     assert main(["predict", "--model", path, "--precision", "int8", "the cat sat"]) == 2
     err = capsys.readouterr().err
     assert "--precision int8 runs classification, pair and multilabel models; this model's task is tagging" in err, err
+    assert main(["predict", "--model", path, "--runtime", "litert", "the cat sat"]) == 2
+    err = capsys.readouterr().err
+    assert "--runtime litert runs classification, pair and multilabel models; this model's task is tagging" in err, err
 
 
 @pytest.mark.slow  # about 20 s or more: quantizes, saves and reloads MiniLM
