@@ -40,7 +40,8 @@ def load_for_inference(args, has_text_b):
         raise UsageError(f"{model_path} carries no vocabulary; it was not written by kbert finetune or convert.")
     from keras_bert_impl.models.quantized_layers import quantization_modes
 
-    precision = precision_for(args.precision, task, args.command, quantized=quantization_modes(model))
-    runtime = runtime_for(args.runtime, args.precision, precision, task)
+    quantized = quantization_modes(model)
+    precision = precision_for(args.precision, task, args.command, quantized=quantized)
+    runtime = runtime_for(args.runtime, args.precision, precision, task, quantized)
     return InferenceSetup(model_in_precision(model, precision, task), model_path, stored, task, seq_len, precision,
                           runtime)

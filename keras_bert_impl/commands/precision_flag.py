@@ -119,10 +119,11 @@ def model_in_precision(model, precision, task):
     return with_precision(model, precision)
 
 
-def runtime_for(runtime, requested, precision, task):
+def runtime_for(runtime, requested, precision, task, quantized=()):
     """The runtime `precision` runs on for `--runtime runtime` (None: the precision's default).
     With `--precision auto` (`requested`) only the default: auto picks a precision, not where it
-    runs. LiteRT runs the sequence-level heads only (what `Int8Forward` converts)."""
+    runs. LiteRT runs the sequence-level heads of float models only (what `Int8Forward` converts;
+    `quantized`: the modes of a model saved after Keras' model.quantize, which runs as saved)."""
     if runtime is None:
         return check_runtime(precision)
     if requested == AUTO:
@@ -132,6 +133,10 @@ def runtime_for(runtime, requested, precision, task):
         runtime = check_runtime(precision, runtime, name="--runtime", precision_name="--precision")
     except ValueError as e:
         raise UsageError(str(e)) from None
+    if runtime == "litert" and quantized:
+        raise UsageError(f"--runtime litert needs a float model; this one was quantized ({', '.join(quantized)}) with "
+                         "Keras' model.quantize and runs as saved on tensorflow. Leave --runtime out, or pass the float "
+                         "model.")
     if runtime == "litert" and task not in INT8_TASKS:
         raise UsageError(f"--runtime litert runs classification, pair and multilabel models; this model's task is {task}. "
                          "Leave --runtime out.")

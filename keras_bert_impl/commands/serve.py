@@ -148,8 +148,9 @@ def export_in_precision(model_flag, output, *, name, seq_len=None, precision="fp
     from keras_bert_impl.models.quantized_layers import quantization_modes
 
     model, model_path, _, task, pair, seq_len = load_for_export(model_flag, seq_len)
-    requested, precision = precision, precision_for(precision, task, "serve", quantized=quantization_modes(model))
-    runtime = runtime_for(runtime, requested, precision, task)
+    quantized = quantization_modes(model)
+    requested, precision = precision, precision_for(precision, task, "serve", quantized=quantized)
+    runtime = runtime_for(runtime, requested, precision, task, quantized)
     pair = pair and task == "pair"
     in_precision = model_in_precision(model, precision, task)  # its refusals: int8 of a token head, ...
     if precision == "bf16" and in_precision is model:  # a classifier: TextPredictor's job elsewhere, ours here

@@ -254,3 +254,6 @@ def test_keras_int8_quantized_classifier_saves_loads_and_predicts(trained, tmp_p
     for precision in ("bf16", "int8"):
         assert main(["predict", "--model", path, "--precision", precision, "a gripping , funny film"]) == 2
         assert f"--precision {precision} needs a float model; this one was quantized (int8)" in capsys.readouterr().err
+    assert main(["predict", "--model", path, "--runtime", "litert", "a gripping , funny film"]) == 2
+    assert "--runtime litert needs a float model; this one was quantized (int8) with Keras' model.quantize" in (
+        capsys.readouterr().err)
