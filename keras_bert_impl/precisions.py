@@ -19,7 +19,7 @@ DTYPE_POLICIES = {"fp32": "float32", "bf16": "mixed_bfloat16", "fp16": "mixed_fl
 # load (about 8 s for MiniLM-L6) and its logits are XNNPACK's (within 1e-4 of TensorFlow's).
 # bf16 has no XNNPACK path here; int8 has no fast TensorFlow one (inference/precision.py).
 RUNTIMES = {"fp32": ("tensorflow", "litert"), "bf16": ("tensorflow",), "int8": ("litert",)}
-RUNTIME_NAMES = ("tensorflow", "litert")
+RUNTIME_NAMES = tuple(dict.fromkeys(runtime for runs in RUNTIMES.values() for runtime in runs))  # each once
 
 # Spellings of the same precisions met elsewhere (Keras' dtype policies, TFLite's quantization
 # names, the training flag's `none`): refused, naming the word used here.

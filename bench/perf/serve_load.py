@@ -30,6 +30,7 @@ import threading
 import time
 
 from bench.common import REPO, WORK, kbert, machine_info, wait_for_idle, write_report
+from keras_bert_impl.precisions import RUNTIME_NAMES
 
 RUN = os.path.join(WORK, "distill_mr", "ours-mean-seed0-wu0.0-wd0.0")
 SENTENCES = os.path.join(WORK, "distill_mr", "mr_sentences.txt")
@@ -84,15 +85,15 @@ def main(argv=None):
     parser.add_argument("--wait-idle", type=float, default=0, help="Wait up to this many seconds for an idle machine.")
     parser.add_argument("--precision", default="fp32", choices=("fp32", "bf16", "int8", "auto"),
                         help="kbert serve's --precision. Default fp32.")
-    parser.add_argument("--runtime", default=None, choices=("tensorflow", "litert"),
+    parser.add_argument("--runtime", default=None, choices=RUNTIME_NAMES,
                         help="kbert serve's --runtime (litert: fp32 on XNNPACK). Default: the precision's own.")
     parser.add_argument("--work", default=os.path.join(WORK, "serve_load"),
                         help="Folder for the fp32 export and kbert predict's labels of --run (made once, then reused).")
     parser.add_argument("--output", default=None,
                         help="Default bench/results/serve_load.json, serve_load_PRECISION.json for another precision.")
     args = parser.parse_args(argv)
-    suffix = ("" if args.precision == "fp32" else f"_{args.precision}") + (
-        f"_{args.precision}_{args.runtime}" if args.runtime == "litert" and args.precision == "fp32" else "")
+    default = args.precision == "fp32" and args.runtime is None
+    suffix = "" if default else f"_{args.precision}" + (f"_{args.runtime}" if args.runtime else "")
     args.output = args.output or os.path.join("bench", "results", f"serve_load{suffix}.json")
     for path, what in ((args.run, "--run"), (args.sentences, "--sentences")):
         if not os.path.exists(path):
