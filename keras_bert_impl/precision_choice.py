@@ -23,8 +23,10 @@ bf16; MR test accuracy 0.8025 and 0.800 against fp32's 0.800: bench/results/infe
   5 paired interleaved rounds, idle): int8 ran 3.24x fp32 per round (median; 2.71-3.51), bf16
   1.44x (1.29-1.50), accuracy on the 800 held-out sentences 0.7975 for both against fp32's
   0.7950. As whole `kbert predict --file` processes (precision_process.json, 3 alternating
-  rounds): fp32 26.0 s, bf16 23.4 s (1.13x), int8 21.2 s (1.23x); auto, which picked int8,
-  20.3 s. So int8 for the classifiers and bf16 for the others. Earlier runs on the same kind of
+  rounds, 2026-11-28 10:45, each converting afresh as a first run does): fp32 29.3 s, bf16 28.0 s
+  (1.05x), int8 24.8 s (1.19x); auto, which picked int8, 23.5 s; int8 reading its converted file
+  from the cache (inference/litert_cache.py), as every later run does, 17.2 s (1.71x). So int8
+  for the classifiers and bf16 for the others. Earlier runs on the same kind of
   CPU, before the forms: 3.03x and 1.47x (inference_throughput.json), 2.78x and 1.34x
   (inference_precision.json). XNNPACK's int8 products use the VNNI dot-product instructions,
   oneDNN's bf16 matmuls the AVX512-BF16 ones.
@@ -36,7 +38,9 @@ bf16; MR test accuracy 0.8025 and 0.800 against fp32's 0.800: bench/results/infe
   it ran 0.90-1.18x fp32 per pass over the 4,000 sentences in its three rounds (before the
   oneDNN default, 1.44x), but converting took about 10 s more of the load (14.4 vs 4.6 s),
   which a one-off `kbert predict` of that size does not pay back. A long-running `kbert serve`
-  would gain from int8 here; `auto` does not choose by the size of the job yet.
+  would gain from int8 here; `auto` does not choose by the size of the job yet. A later run
+  reads the converted file from the cache (inference/litert_cache.py) and skips those 10 s;
+  whole processes with it have not been measured on this kind of CPU, so fp32 stays.
 
 Where nothing was measured the choice follows the instruction a precision needs, and says so:
 AVX-512 without VNNI or BF16 (e.g. Skylake-SP) has neither int8 dot products nor bf16

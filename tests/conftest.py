@@ -114,6 +114,24 @@ def pytest_collection_modifyitems(config, items):
             item.add_marker(pytest.mark.medium)
 
 
+@pytest.fixture(scope="session", autouse=True)
+def _litert_cache(tmp_path_factory):
+    """Converted LiteRT files (keras_bert_impl/inference/litert_cache.py) in a folder of this test
+    run, shared by its workers and the kbert processes tests start: a test never reads a file an
+    earlier run or the user's own `kbert` left in ~/.cache, and a model several tests convert
+    (the trained MiniLM of test_precision, the served ones) is converted once per run."""
+    from keras_bert_impl.inference.litert_cache import ENVIRONMENT_VARIABLE
+    from tests.run_once import shared_root
+
+    before = os.environ.get(ENVIRONMENT_VARIABLE)
+    os.environ[ENVIRONMENT_VARIABLE] = str(shared_root(tmp_path_factory) / "kbert_cache")
+    yield
+    if before is None:
+        os.environ.pop(ENVIRONMENT_VARIABLE, None)
+    else:
+        os.environ[ENVIRONMENT_VARIABLE] = before
+
+
 @pytest.fixture(autouse=True)
 def _fresh_keras_state():
     keras.utils.set_random_seed(0)

@@ -25,7 +25,7 @@ import tempfile
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
-def _shared_root(tmp_path_factory):
+def shared_root(tmp_path_factory):
     """The temporary folder every worker of this run shares: xdist gives each worker a
     `popen-gwN` folder under one run folder; without xdist the run's own base folder."""
     base = tmp_path_factory.getbasetemp()
@@ -46,7 +46,7 @@ def once_per_run(tmp_path_factory, name, build):
     """`build(folder)`'s result, computed by the first worker of this run that asks for `name`.
     `folder` is an empty folder kept for the whole run; the result must be JSON-able (paths,
     not models)."""
-    root = _shared_root(tmp_path_factory)
+    root = shared_root(tmp_path_factory)
     result_file = root / f"{name}.result.json"
     with _locked(root / f"{name}.lock"):
         if result_file.is_file():

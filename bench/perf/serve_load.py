@@ -12,7 +12,11 @@ With --precision int8 (or bf16, auto) the server is `kbert serve --model RUN --p
 and the offline figure is the same in-process model (`commands.serve.export_in_precision`: for
 int8, the export's signatures around the int8 conversion); the results go to serve_load_int8.json.
 With --runtime litert (fp32), `kbert serve --runtime litert`: the same signatures around the
-float32 conversion on XNNPACK, offline likewise; serve_load_fp32_litert.json.
+float32 conversion on XNNPACK, offline likewise; serve_load_fp32_litert.json. Those servers
+convert at start-up with --litert-cache off (the default: KBERT_CACHE_DIR=off for this process
+and the server); with --litert-cache warm the in-process model converts into a folder of
+--work's first and the server reads its file from there (inference/litert_cache.py), as a
+server started again finds it; the output name ends in _cached.
 
     .venv/bin/python -m bench.perf.serve_load --output bench/results/serve_load.json
     .venv/bin/python -m bench.perf.serve_load --precision int8
@@ -87,6 +91,9 @@ def main(argv=None):
                         help="kbert serve's --precision. Default fp32.")
     parser.add_argument("--runtime", default=None, choices=RUNTIME_NAMES,
                         help="kbert serve's --runtime (litert: fp32 on XNNPACK). Default: the precision's own.")
+    parser.add_argument("--litert-cache", default="off", choices=("off", "warm"),
+                        help="int8 and --runtime litert: off (the server converts at start-up) or warm (it reads "
+                             "the file this process converted). Default off.")
     parser.add_argument("--work", default=os.path.join(WORK, "serve_load"),
                         help="Folder for the fp32 export and kbert predict's labels of --run (made once, then reused).")
     parser.add_argument("--output", default=None,
@@ -94,6 +101,7 @@ def main(argv=None):
     args = parser.parse_args(argv)
     default = args.precision == "fp32" and args.runtime is None
     suffix = "" if default else f"_{args.precision}" + (f"_{args.runtime}" if args.runtime else "")
+    suffix += "_cached" if args.litert_cache == "warm" else ""
     args.output = args.output or os.path.join("bench", "results", f"serve_load{suffix}.json")
     for path, what in ((args.run, "--run"), (args.sentences, "--sentences")):
         if not os.path.exists(path):
@@ -103,6 +111,8 @@ def main(argv=None):
         texts = [line.rstrip("\n") for line in f if line.strip()]
 
     os.makedirs(args.work, exist_ok=True)
+    # Set before anything converts: this process's offline model and the server (which inherits it).
+    os.environ["KBERT_CACHE_DIR"] = "off" if args.litert_cache == "off" else os.path.join(args.work, "litert_cache")
     export = os.path.join(args.work, "export")
     if args.precision == "fp32" and not os.path.isdir(export):
         kbert("export", "--model", args.run, "--output", export, "--formats", "saved_model", "--name", "mr")
@@ -196,7 +206,7 @@ def main(argv=None):
                   "export": "kbert export --formats saved_model" if served == export else
                   f"kbert serve --model RUN --precision {args.precision}"
                   f"{' --runtime ' + args.runtime if args.runtime else ''} (exported on start-up)",
-                  "precision": args.precision, "runtime": args.runtime,
+                  "precision": args.precision, "runtime": args.runtime, "litert_cache": args.litert_cache,
                   "seq_len_padded_to": json.load(open(os.path.join(args.run, "task.json")))["seq_len"]},
         "settings": {"clients": args.clients, "seconds": args.seconds, "requests_planned": args.requests,
                      "sentences_per_request": "1-8, uniform", "max_batch_size": args.max_batch_size,

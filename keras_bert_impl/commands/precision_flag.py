@@ -21,15 +21,17 @@ def add_precision_flag(parser):
     parser.add_argument(
         "--precision", default="fp32", choices=INFERENCE_CHOICES, type=_precision_name,
         help="bf16: compute in bfloat16 (Keras' mixed_bfloat16; fast on CPUs with AVX512-BF16). int8: the "
-        "classifier converted in memory to TFLite's dynamic-range int8 and run on XNNPACK (about 10 s to "
-        "convert MiniLM-L6; fast on CPUs with AVX512-VNNI; classification, pair and multilabel models). "
+        "classifier converted in memory to TFLite's dynamic-range int8 and run on XNNPACK (about 7 s to "
+        "convert MiniLM-L6, once: the file is kept for the next run in $KBERT_CACHE_DIR, default "
+        "~/.cache/keras_bert_impl; KBERT_CACHE_DIR=off converts every time; fast on CPUs with AVX512-VNNI; "
+        "classification, pair and multilabel models). "
         "Labels nearly always fp32's: bench/results/inference_precision.json. auto: int8 for a classifier "
         "where the CPU has VNNI, else bf16 where it has BF16, else fp32 (what our benches measured faster "
         "on such CPUs); says its choice in one line. Default fp32.")
     parser.add_argument(
         "--runtime", default=None, choices=RUNTIME_NAMES,
         help="Where the precision runs. litert with fp32: the classifier converted in memory to a float32 TFLite "
-        "graph on XNNPACK (about 8 s to convert MiniLM-L6; faster than tensorflow on the AVX-512 CPUs we measured, "
+        "graph on XNNPACK (about 7 s to convert MiniLM-L6, once, kept as int8's file is; faster than tensorflow on the AVX-512 CPUs we measured, "
         "about half the batch-1 latency; logits within 1e-4 of tensorflow's; classification, pair and multilabel "
         "models). Default: tensorflow for fp32 and bf16, litert for int8 (their only runtimes).")
 

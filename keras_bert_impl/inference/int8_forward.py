@@ -26,12 +26,15 @@ import tensorflow as tf
 from keras_bert_impl.conversion.native_log import native_output_held
 from keras_bert_impl.conversion.tflite_converter import convert_endpoint
 from keras_bert_impl.conversion.input_contract import MODEL_ID_INPUTS, SERVING_ENDPOINT, id_signature, named_endpoint
+from keras_bert_impl.inference.litert_cache import LiteRtCache
 from keras_bert_impl.inference.litert_forms import LiteRtForms, computes_in_forms
 from keras_bert_impl.models.integer_forms import classifier_forward
 from keras_bert_impl.validation import check_positive_int
 
 # What Int8Forward can run: its int8, and the float graph (fp32 on the litert runtime).
 LITERT_QUANTIZATIONS = ("dynamic_int8", "float32")
+# Int8Forward's `cache` default: the LiteRtCache KBERT_CACHE_DIR names (or the user cache folder's).
+FROM_ENVIRONMENT = "environment"
 
 
 class Int8Forward:
@@ -45,6 +48,9 @@ class Int8Forward:
         quantization: "dynamic_int8" (default), or "float32" for the same graph unquantized
             on XNNPACK's float kernels (`TextPredictor(runtime="litert")`'s fp32, which
             bench/perf/forward_gap.py measures against TensorFlow's fp32 forward).
+        cache: where the converted file is looked for and kept (litert_cache.py): "environment"
+            (default: `LiteRtCache.from_environment()`, which KBERT_CACHE_DIR=off turns off), a
+            `LiteRtCache`, or None to convert every time.
 
     Example:
     >>> backbone = kb.BertBackbone.from_preset("bert_tiny", vocabulary_size=100)
@@ -55,7 +61,7 @@ class Int8Forward:
     (1, 2)
     """
 
-    def __init__(self, model, num_threads=None, quantization="dynamic_int8"):
+    def __init__(self, model, num_threads=None, quantization="dynamic_int8", cache=FROM_ENVIRONMENT):
         if not model.built:
             raise ValueError("Int8Forward needs a built model (call it once, or load a trained one).")
         if num_threads is None:
@@ -63,11 +69,22 @@ class Int8Forward:
         check_positive_int("num_threads", num_threads)
         if quantization not in LITERT_QUANTIZATIONS:
             raise ValueError(f"quantization must be one of {LITERT_QUANTIZATIONS}. Received: quantization={quantization!r}")
+        if isinstance(cache, str) and cache == FROM_ENVIRONMENT:
+            cache = LiteRtCache.from_environment()
+        elif cache is not None and not isinstance(cache, LiteRtCache):
+            raise ValueError(f"cache must be {FROM_ENVIRONMENT!r}, a LiteRtCache or None. Received: cache={cache!r}")
         # ai_edge_litert is imported here: it is only needed when int8 is asked for.
         from ai_edge_litert.interpreter import Interpreter
 
+        def convert():
+            with native_output_held():
+                return _convert(model, quantization)
+
+        # The cache's own warnings (a damaged or unwritable file) are outside the capture.
+        self.flatbuffer = convert() if cache is None else cache.flatbuffer(model, quantization, convert)
+        # "hit", "miss" (converted and kept), "uncached" (a model the cache cannot key) or None (no cache).
+        self.cache_outcome = None if cache is None else cache.last
         with native_output_held():
-            self.flatbuffer = _convert(model, quantization)
             self._interpreter = Interpreter(model_content=self.flatbuffer, num_threads=num_threads)
             self._runner = self._interpreter.get_signature_runner(SERVING_ENDPOINT)
             # XNNPACK is applied (and says so) on the first run: here, inside the capture.
