@@ -23,9 +23,9 @@ bf16; MR test accuracy 0.8025 and 0.800 against fp32's 0.800: bench/results/infe
   5 paired interleaved rounds, idle): int8 ran 3.24x fp32 per round (median; 2.71-3.51), bf16
   1.44x (1.29-1.50), accuracy on the 800 held-out sentences 0.7975 for both against fp32's
   0.7950. As whole `kbert predict --file` processes (precision_process.json, 3 alternating
-  rounds, 2026-11-28 10:45, each converting afresh as a first run does): fp32 29.3 s, bf16 28.0 s
-  (1.05x), int8 24.8 s (1.19x); auto, which picked int8, 23.5 s; int8 reading its converted file
-  from the cache (inference/litert_cache.py), as every later run does, 17.2 s (1.71x). So int8
+  rounds, 2026-11-28 12:03, idle, each converting afresh as a first run does): fp32 22.7 s, bf16
+  21.2 s (1.15x), int8 17.3 s (1.31x); auto, which picked int8, 17.0 s; int8 reading its converted
+  file from the cache (inference/litert_cache.py), as every later run does, 12.4 s (1.83x). So int8
   for the classifiers and bf16 for the others. Earlier runs on the same kind of
   CPU, before the forms: 3.03x and 1.47x (inference_throughput.json), 2.78x and 1.34x
   (inference_precision.json). XNNPACK's int8 products use the VNNI dot-product instructions,

@@ -7,7 +7,8 @@ cites it beside cpu_peers' per-pass ratios.
 
 The model and sentences are cpu_peers' (data/bench/cpu_peers/, made by its preparation when
 missing). Each round runs every contender once, in an order rotated from round to round; a
-process's seconds are its wall time from start to exit, output to /dev/null. The results file
+process's seconds are its wall time from start to exit, output to /dev/null, and its peak
+resident memory its own rusage's ru_maxrss (os.wait4). The results file
 holds one run per CPU kind, as cpu_peers.json does.
 
 The contenders are precisions (`--precision`; `fp32_litert` is fp32 on `--runtime litert`), each
@@ -59,11 +60,21 @@ def main(argv=None):
     shutil.rmtree(cache, ignore_errors=True)  # warmed by this run only
 
     def predict(contender):
+        """(its stderr, its peak resident memory in MiB) of one `kbert predict` process."""
         flags, cached = CONTENDERS[contender]
         env = {**os.environ, CACHE_VARIABLE: cache if cached else "off"}
-        return subprocess.run([sys.executable, "-m", "keras_bert_impl.cli", "predict", "--model", run, "--file",
-                               sentences, *flags], cwd=REPO, env=env, stdout=subprocess.DEVNULL,
-                              stderr=subprocess.PIPE, text=True, check=True)
+        process = subprocess.Popen([sys.executable, "-m", "keras_bert_impl.cli", "predict", "--model", run, "--file",
+                                    sentences, *flags], cwd=REPO, env=env, stdout=subprocess.DEVNULL,
+                                   stderr=subprocess.PIPE, text=True)
+        stderr = process.stderr.read()
+        process.stderr.close()
+        # wait4 reaps this very child and gives its own rusage: ru_maxrss is its peak (from the fork
+        # on, so it includes this parent's small size at that moment).
+        _, status, usage = os.wait4(process.pid, 0)
+        process.returncode = os.waitstatus_to_exitcode(status)
+        if process.returncode:
+            raise SystemExit(f"{contender}: kbert predict exited with {process.returncode}:\n{stderr[-2000:]}")
+        return stderr, usage.ru_maxrss / 1024
 
     for contender in contenders:  # the warm-up: one process converts and keeps the file
         if CONTENDERS[contender][1]:
@@ -71,20 +82,21 @@ def main(argv=None):
     cache_files = _files(cache)
     if args.wait_idle:
         wait_for_idle(args.wait_idle)
-    seconds, loads, auto_said = {c: [] for c in contenders}, [], None
+    seconds, peaks, loads, auto_said = {c: [] for c in contenders}, {c: [] for c in contenders}, [], None
     for round_ in range(args.rounds):
         order = contenders[round_ % len(contenders):] + contenders[: round_ % len(contenders)]
         for contender in order:
             start = time.perf_counter()
-            done = predict(contender)
+            stderr, peak = predict(contender)
             seconds[contender].append(time.perf_counter() - start)
+            peaks[contender].append(round(peak, 1))
             if contender == "auto":  # its one line naming the choice
-                auto_said = [line for line in done.stderr.splitlines() if "--precision auto" in line]
+                auto_said = [line for line in stderr.splitlines() if "--precision auto" in line]
             print(f"round {round_ + 1}: {contender} {seconds[contender][-1]:.1f} s", flush=True)
         loads.append(read_loadavg())
     if _files(cache) != cache_files:  # a timed _cached process converted: the warm cache was not warm
         raise SystemExit(f"the cache's files changed during the rounds: {cache_files} -> {_files(cache)}")
-    rows = {c: {"seconds": s, "seconds_summary": _summary(s), "flags": CONTENDERS[c][0],
+    rows = {c: {"seconds": s, "seconds_summary": _summary(s), "peak_rss_mib": peaks[c], "flags": CONTENDERS[c][0],
                 "cache": "warm" if CONTENDERS[c][1] else "off"} for c, s in seconds.items()}
     cache_files = sorted(cache_files)
     ratios = {f"fp32_seconds_over_{c}": {"per_round": r, **_summary(r)}
