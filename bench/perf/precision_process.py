@@ -98,13 +98,12 @@ def main(argv=None):
         raise SystemExit(f"the cache's files changed during the rounds: {cache_files} -> {_files(cache)}")
     rows = {c: {"seconds": s, "seconds_summary": _summary(s), "peak_rss_mib": peaks[c], "flags": CONTENDERS[c][0],
                 "cache": "warm" if CONTENDERS[c][1] else "off"} for c, s in seconds.items()}
-    cache_files = sorted(cache_files)
     ratios = {f"fp32_seconds_over_{c}": {"per_round": r, **_summary(r)}
               for c in contenders if c != "fp32" and "fp32" in seconds
               for r in [[a / b for a, b in zip(seconds["fp32"], seconds[c])]]}
     results = {"sentences": len(texts), "rounds": args.rounds, "model": os.path.relpath(run, REPO),
                "processes": rows, "speed_over_fp32": ratios, "auto_said": auto_said,
-               "cache_files": cache_files, "loadavg_after_each_round": loads}
+               "cache_files": sorted(cache_files), "loadavg_after_each_round": loads}
     report = {**report_header("precision_process", {**machine, "loadavg_at_end": read_loadavg()}), **results}
     from keras_bert_impl.atomic_write import write_json_atomically
 

@@ -111,8 +111,10 @@ def main(argv=None):
         texts = [line.rstrip("\n") for line in f if line.strip()]
 
     os.makedirs(args.work, exist_ok=True)
+    from keras_bert_impl.inference.litert_cache import ENVIRONMENT_VARIABLE, OFF
+
     # Set before anything converts: this process's offline model and the server (which inherits it).
-    os.environ["KBERT_CACHE_DIR"] = "off" if args.litert_cache == "off" else os.path.join(args.work, "litert_cache")
+    os.environ[ENVIRONMENT_VARIABLE] = OFF if args.litert_cache == "off" else os.path.join(args.work, "litert_cache")
     export = os.path.join(args.work, "export")
     if args.precision == "fp32" and not os.path.isdir(export):
         kbert("export", "--model", args.run, "--output", export, "--formats", "saved_model", "--name", "mr")

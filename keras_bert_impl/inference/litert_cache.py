@@ -170,7 +170,7 @@ class LiteRtCache:
         for _, path, size in sorted(files):
             if total <= self.max_bytes:
                 break
-            if path != keep and not os.path.basename(path).startswith(".tmp-"):
+            if path != keep:  # glob's "*" skips write_atomically's ".tmp-" files
                 _remove(path)
                 total -= size
 

@@ -32,6 +32,11 @@ def _files(folder):
     return sorted(name for name in os.listdir(folder) if name.endswith(".tflite")) if os.path.isdir(folder) else []
 
 
+def _kept(cache, model):
+    """The names of the files `cache` keeps for `model` in float32."""
+    return [name for name in _files(cache.folder) if name.startswith(cache.key(model, "float32"))]
+
+
 def _run(forward):
     return forward(CLASSIFIER_IDS, CLASSIFIER_SEGMENTS, (CLASSIFIER_IDS > 0).astype("int32"))
 
@@ -124,17 +129,15 @@ def test_the_folder_keeps_to_its_size_dropping_the_least_recently_used(tmp_path)
     cache = LiteRtCache(tmp_path, max_bytes=2 * 1000)
     for when, model in enumerate(models[:2]):
         cache.flatbuffer(model, "float32", lambda: b"x" * 1000)
-        path = tmp_path / _files(tmp_path)[[name.startswith(cache.key(model, "float32")) for name in
-                                            _files(tmp_path)].index(True)]
-        os.utime(path, (1000 + when, 1000 + when))  # the first written is the older
+        (name,) = _kept(cache, model)
+        os.utime(tmp_path / name, (1000 + when, 1000 + when))  # the first written is the older
     # Reading the older one makes it the newer; the third file then pushes the other out.
     assert cache.flatbuffer(models[0], "float32", lambda: b"not called") == b"x" * 1000 and cache.last == "hit"
     cache.flatbuffer(models[2], "float32", lambda: b"y" * 1000)
-    kept = _files(tmp_path)
-    assert len(kept) == 2 and not any(name.startswith(cache.key(models[1], "float32")) for name in kept), kept
+    assert len(_files(tmp_path)) == 2 and _kept(cache, models[1]) == [], _files(tmp_path)
     # A file larger than the cap alone is still kept (the one just written is never removed).
     cache.flatbuffer(models[1], "float32", lambda: b"z" * 3000)
-    assert [name.startswith(cache.key(models[1], "float32")) for name in _files(tmp_path)] == [True]
+    assert _files(tmp_path) == _kept(cache, models[1]) and len(_files(tmp_path)) == 1
 
 
 def test_the_folder_comes_from_the_environment(tmp_path):
