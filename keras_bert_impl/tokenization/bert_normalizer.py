@@ -150,7 +150,7 @@ def bert_normalizer_model(lowercase):
     `tf_text.FastBertNormalizer(model_buffer=bert_normalizer_model(True))`
     normalizes text exactly as BertPreprocessor does before splitting words.
     The table has an entry for every codepoint whose normalization is not
-    itself (about 16,000 when uncased); building it takes about a second.
+    itself (about 16,000 when uncased); building it takes about 0.3 s.
     """
     # Encoding of a mapped value (tf-text fast_bert_normalizer.h): bit 30 "differs
     # from the input", bits 6..29 the offset in the string pool, bits 0..5 the UTF-8 length.
@@ -164,10 +164,15 @@ def bert_normalizer_model(lowercase):
         return 0x40000000 | (where.get(data, 0) << 6) | len(data)
 
     keys, values = [], []
+    identity = ("Cn", "Co", "Cs")
     for cp in range(1, 0x110000):
-        if 0xD800 <= cp <= 0xDFFF:
-            continue
         char = chr(cp)
+        # Surrogates have no UTF-8; unassigned and private-use codepoints (Cn, Co: neither space nor
+        # control) map to themselves. Python's own table assigns no fewer than the pinned one, so its
+        # Cn is Cn there too. Asking it first skips normalize_char for ~960,000 of the 1.1M: the
+        # build takes a third of the time (every process that makes a preprocessor pays it once).
+        if unicodedata.category(char) in identity:
+            continue
         mapped = normalize_char(char, lowercase)
         if mapped != char:
             keys.append(char.encode("utf-8"))
