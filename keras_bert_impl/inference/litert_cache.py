@@ -126,6 +126,8 @@ class LiteRtCache:
             try:
                 with open(path, "rb") as f:
                     content = f.read()
+            except FileNotFoundError:
+                continue  # another process's size cap removed it after the glob: simply not kept
             except OSError as e:
                 warnings.warn(f"LiteRT cache: could not read {path} ({e}); converting the model instead.", stacklevel=3)
                 continue

@@ -7,6 +7,7 @@ reads the kept file in its next process."""
 
 import json
 import os
+import warnings
 
 import keras
 import numpy as np
@@ -106,6 +107,21 @@ def test_a_damaged_file_is_said_and_converted_again(tmp_path):
         forward = Int8Forward(model, num_threads=1, cache=cache)
     assert forward.cache_outcome == "miss" and forward.flatbuffer == want
     assert path.read_bytes() == want  # replaced by the conversion's file
+
+
+def test_a_file_removed_by_another_process_is_converted_without_a_word(tmp_path, monkeypatch):
+    """Another process's size cap may remove a file between the folder's listing and its read."""
+    model = _classifier()
+    cache = LiteRtCache(tmp_path)
+    cache.flatbuffer(model, "float32", lambda: b"first")
+    (name,) = _kept(cache, model)
+    listed = [str(tmp_path / name)]
+    os.remove(listed[0])
+    monkeypatch.setattr("keras_bert_impl.inference.litert_cache.glob.glob", lambda pattern: list(listed))
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert cache.flatbuffer(model, "float32", lambda: b"again") == b"again"
+    assert cache.last == "miss"
 
 
 def test_an_unwritable_folder_still_converts_and_says_so(tmp_path):
