@@ -113,8 +113,9 @@ class PretrainingCorpus:
     def _csv_documents(self, path):
         # csv needs text mode; decoding errors are reported with the row.
         with open(path, encoding="utf-8-sig", newline="") as f:
-            reader = csv.reader(f)
-            row_number = 0
+            # strict: a stray quote is an error, not a field that swallows the rows after it.
+            reader = csv.reader(f, strict=True)
+            row_number, width = 0, None
             while True:
                 try:
                     row = next(reader)
@@ -126,10 +127,19 @@ class PretrainingCorpus:
                         "Convert it to UTF-8 or check that it is the right file."
                     ) from None
                 except csv.Error as e:
-                    raise ValueError(f"{path}: malformed CSV near row {row_number + 1}: {e}") from None
+                    raise ValueError(f"{path}: malformed CSV near row {row_number + 1} (line {reader.line_num}): {e}. "
+                                     "A quote inside a field is written twice (\"\"); fix or remove the row.") from None
                 row_number += 1
                 if not row:
                     continue
+                # Every row as wide as the first: a quote left open or closed early merges or splits
+                # reviews, and taking a column anyway would drop or garble them without a word.
+                width = width or len(row)
+                if len(row) != width:
+                    raise ValueError(
+                        f"{path} row {row_number} (ending at line {reader.line_num}) has {len(row)} field(s) where the "
+                        f"first row has {width}: a quote opened and not closed, or a field with a comma left unquoted? "
+                        "Fix the row (a quote inside a field is written twice: \"\"), or remove it.") from None
                 try:
                     text = row[self.text_column]
                 except IndexError:

@@ -37,7 +37,7 @@ def test_cli_reads_the_reviews_csv(vocab_path, tmp_path, capsys):
     with open(REVIEWS, encoding="utf-8-sig") as f:
         text = f.read()
     # The first ~20 reviews (rows end at a quote followed by a line break).
-    csv_path.write_text("\n".join(text.split('"\n')[:20]) + '"\n', encoding="utf-8")
+    csv_path.write_text('"\n'.join(text.split('"\n')[:20]) + '"\n', encoding="utf-8")
     assert run_cli(csv_path, "--format", "reviews-csv", "--vocab", vocab_path, "--output", tmp_path / "o",
                    "--dupe-factor", 1, "--dynamic-masking", "--quiet") == 0
     assert "unmasked (dynamic masking)" in capsys.readouterr().out
@@ -86,3 +86,23 @@ def test_cli_rejects_bad_inputs(review_subset_file, vocab_path, tmp_path, capsys
     assert "--overwrite" in error(review_subset_file, "--vocab", vocab_path, *out, "--dupe-factor", 1)
     with pytest.raises(SystemExit):
         run_cli(review_subset_file, "--vocab", vocab_path, *out, "--format", "pdf")
+
+
+def test_cli_refuses_a_reviews_csv_whose_quotes_merge_or_split_rows(vocab_path, tmp_path, capsys):
+    """A quote left open used to swallow the next row into a wider one, of which the last field
+    was taken: the review vanished without a word."""
+    rows = ['"1","A fine film. I liked it."', '"-1","Boring. Avoid.', '"1","Great acting. Superb score."',
+            '"-1","Dull. Too long."']
+    open_quote = tmp_path / "open_quote.csv"
+    open_quote.write_text("\n".join(rows) + "\n", encoding="utf-8")
+    args = ("--format", "reviews-csv", "--vocab", vocab_path, "--output", tmp_path / "o", "--quiet")
+    assert run_cli(open_quote, *args) == 2
+    err = capsys.readouterr().err
+    assert f"{open_quote}: malformed CSV near row 2 (line 3)" in err and "written twice" in err, err
+    # A row as wide as no other (an unquoted comma): named, not read.
+    wide = tmp_path / "wide.csv"
+    wide.write_text('"1","Fine."\n-1,Slow, and dull.\n"1","Good."\n', encoding="utf-8")
+    assert run_cli(wide, *args) == 2
+    err = capsys.readouterr().err
+    assert f"{wide} row 2 (ending at line 2) has 3 field(s) where the first row has 2" in err, err
+    assert not (tmp_path / "o").exists() or not os.listdir(tmp_path / "o")
