@@ -173,6 +173,51 @@ def test_csv_shape_errors(pre, tmp_path):
         ClassificationReader(pre).read(empty)
 
 
+def test_headers_that_would_be_misread_are_refused(pre, tmp_path):
+    """A header read as data (header=False on a file that has one) trained on a class named
+    "label"; a column named twice kept the last of them: both without a word before."""
+    with_header = tmp_path / "with_header.csv"
+    with_header.write_text("Label,Text\npos,fine film\nneg,dull\n", encoding="utf-8")
+    for on_error in ("raise", "skip"):
+        with pytest.raises(MalformedRowError, match=r"with_header.csv:1: the first row \['Label', 'Text'\] is a header "
+                                                     r"\(the column names\), but the reader was told the file has none "
+                                                     r"\(header=False\): drop header=False and column_names=\[\.\.\.\]"):
+            ClassificationReader(pre, header=False, column_names=("label", "text"), on_error=on_error).read(with_header)
+    _, y = _all(ClassificationReader(pre, text_column="Text", label_column="Label").read(with_header))
+    np.testing.assert_array_equal(y, [1, 0])  # neg, pos: read with its header, it is fine
+    twice = tmp_path / "twice.csv"
+    twice.write_text("id,text,label,text\n1,fine film,pos,note a\n", encoding="utf-8")
+    with pytest.raises(MalformedRowError, match=r"twice.csv:1: the header \['id', 'text', 'label', 'text'\] names the "
+                                                 r"column\(s\) \['text'\] more than once"):
+        ClassificationReader(pre, on_error="skip").read(twice)
+    with pytest.raises(ValueError, match=r"column_names names a column twice.*column_names=\['text', 'label', 'text'\]"):
+        ClassificationReader(pre, header=False, column_names=("text", "label", "text"))
+
+
+def test_multi_label_fields_written_as_lists(pre, tmp_path):
+    """pandas' to_csv of a list column writes "['sport', 'economy']": split on "," it gave classes
+    like "['sport'". JSON lists read too; a bracketed field that is neither is refused."""
+    table = tmp_path / "listed.csv"
+    with open(table, "w", newline="", encoding="utf-8") as f:
+        csv.writer(f).writerows([["text", "labels"], ["goal in extra time", "['sport']"],
+                                 ["budget vote delayed", '["politics", "economy"]'],
+                                 ["striker joins club", "sport,economy"]])
+    reader = ClassificationReader(pre, multi_label=True)
+    _, y = _all(reader.read(table))
+    assert reader.labels.labels == ["economy", "politics", "sport"]
+    np.testing.assert_array_equal(y, [[0, 0, 1], [1, 1, 0], [1, 0, 1]])
+    broken = tmp_path / "broken.csv"
+    broken.write_text('text,labels\nfine,"[sport, economy"\nok,"[sport economy]"\ngood,sport\n', encoding="utf-8")
+    reader = ClassificationReader(pre, multi_label=True, on_error="skip")
+    reader.read_examples(broken)
+    assert reader.report.skipped_by_kind == {"bad_label": 2} and [e.line for e in reader.report.errors] == [2, 3]
+    assert all("looks like a list but reads as neither JSON" in e.reason for e in reader.report.errors)
+    null = tmp_path / "null.jsonl"
+    null.write_text('{"text": "fine", "label": null}\n', encoding="utf-8")
+    with pytest.raises(MalformedRowError, match=r"null.jsonl:1: column 'label' is null: give the row its label"):
+        ClassificationReader(pre).read(null)
+
+
 def test_arguments_are_checked(pre):
     with pytest.raises(ValueError, match="label_mode='ids'"):
         ClassificationReader(pre, label_mode="ids")

@@ -3,6 +3,7 @@
 Shape legend: B batch, S sequence length, C number of classes.
 """
 
+import ast
 import csv
 import json
 import math
@@ -63,7 +64,9 @@ class ClassificationReader:
         num_classes: int. Required for "index"; the number of classes.
         labels: `LabelVocabulary` or list of names: a fixed vocabulary
             ("vocabulary" mode), e.g. loaded from a trained model.
-        label_delimiter: str. Splits a multi-label string field.
+        label_delimiter: str. Splits a multi-label string field; a field
+            written as a list (JSON `["a", "b"]`, or pandas' `['a', 'b']`
+            of a list column) is read as that list.
         file_format: "csv", "tsv", "jsonl", or None to go by the extension
             (.csv; .tsv/.tab; .jsonl/.ndjson/.json).
         header: bool. CSV/TSV: the first row names the columns.
@@ -153,6 +156,9 @@ class ClassificationReader:
             column_names = list(column_names)
             if not column_names or any(not isinstance(c, str) or not c for c in column_names):
                 raise ValueError(f"column_names must be a list of non-empty strings. Received: column_names={column_names!r}")
+            if len(set(column_names)) != len(column_names):
+                raise ValueError(f"column_names names a column twice: name each column once (give the ones not "
+                                 f"read any other name). Received: column_names={column_names!r}")
         _common.set_reading(self, preprocessor, batch_size, shuffle, seed, on_error)
         self.text_column = text_column
         self.text_b_column = text_b_column
@@ -286,7 +292,7 @@ class ClassificationReader:
         lines = (text for _, text in _common.decoded_lines(path))
         reader = csv.reader(lines, **options)
         names = self.column_names
-        consumed = 0
+        consumed, consumed_data = 0, False
         while True:
             start = consumed + 1
             try:
@@ -304,6 +310,11 @@ class ClassificationReader:
                 if not self.header:
                     raise ValueError(f"{path}: header=False needs column_names=[...] to name the columns.")
                 names = [name.strip() for name in fields]
+                twice = sorted({name for name in names if names.count(name) > 1})
+                if twice:  # a row read into a dict would keep the last of them without a word
+                    raise MalformedRowError(
+                        path, start, f"the header {names!r} names the column(s) {twice!r} more than once; rename "
+                        "them so each column has its own name", kind="duplicate_column", skippable=False)
                 missing = [c for c in self._required_columns() if c not in names]
                 if missing:
                     raise MalformedRowError(
@@ -324,6 +335,13 @@ class ClassificationReader:
                     reason = f"has {len(fields)} fields but the columns are {names!r} (an unquoted delimiter in the text?)"
                 report.fail(start, reason, kind=kind)
                 continue
+            if not self.header and not consumed_data and [f.strip().lower() for f in fields] == [
+                    n.lower() for n in names]:
+                raise MalformedRowError(
+                    path, start, f"the first row {fields!r} is a header (the column names), but the reader was told "
+                    "the file has none (header=False): drop header=False and column_names=[...], or remove the row",
+                    kind="header_as_data", skippable=False)
+            consumed_data = True
             yield start, dict(zip(names, fields))
 
     def _parse_row(self, line, row, report):
@@ -341,8 +359,12 @@ class ClassificationReader:
                 report.fail(line, f"column {column!r} must hold text. Received: {value!r}", kind="bad_text")
                 return None
             texts.append(value)
-        if self.label_column not in row or row[self.label_column] is None:
+        if self.label_column not in row:
             report.fail(line, f"missing column {self.label_column!r} (the row has {sorted(row)!r})", kind="missing_column")
+            return None
+        if row[self.label_column] is None:
+            report.fail(line, f"column {self.label_column!r} is null: give the row its label or remove the row",
+                        kind="bad_label")
             return None
         raw = row[self.label_column]
         try:
@@ -365,6 +387,11 @@ class ClassificationReader:
 
     def _label_strings(self, raw):
         if isinstance(raw, str):
+            text = raw.strip()
+            if text.startswith("[") or text.endswith("]"):
+                # A list written into a CSV/TSV field (JSON, or pandas' to_csv of a list column): split
+                # on the delimiter it would give classes like "['sport'" without a word.
+                return self._label_strings(self._listed_labels(text))
             return [part.strip() for part in raw.split(self.label_delimiter) if part.strip()]
         if isinstance(raw, list):
             return [self._label_string(item) for item in raw]
@@ -372,6 +399,22 @@ class ClassificationReader:
             f"column {self.label_column!r} must hold a list of labels or a string split on "
             f"{self.label_delimiter!r}. Received: {raw!r}"
         )
+
+    def _listed_labels(self, text):
+        """The list a field written as `["a", "b"]` (JSON) or `['a', 'b']` (a Python literal) holds."""
+        try:
+            listed = json.loads(text)
+        except json.JSONDecodeError:
+            try:
+                listed = ast.literal_eval(text)
+            except (ValueError, SyntaxError, MemoryError, RecursionError):
+                listed = None
+        if not isinstance(listed, list):
+            raise ValueError(
+                f"column {self.label_column!r} holds {text[:80]!r}, which looks like a list but reads as neither JSON "
+                f"([\"a\", \"b\"]) nor a Python list (['a', 'b']): write the labels as one of those, or separated by "
+                f"label_delimiter={self.label_delimiter!r} without brackets")
+        return listed
 
     # -- labels ---------------------------------------------------------------
 
