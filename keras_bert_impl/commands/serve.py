@@ -167,6 +167,22 @@ def export_in_precision(model_flag, output, *, name, seq_len=None, precision="fp
     return litert_functions(model, name, seq_len, pair, quantization)
 
 
+def _check_ids(ids, sizes):
+    """A ValueError (the server's HTTP 400) naming the first value outside [0, sizes[input]) of
+    {model input: [B, S] ids}, under the name the client sent it as."""
+    import numpy as np
+
+    from keras_bert_impl.conversion.input_contract import EXPORT_TO_MODEL_ID_INPUTS
+
+    sent_as = {model: export for export, model in EXPORT_TO_MODEL_ID_INPUTS.items()}
+    for key, size in sizes.items():
+        bad = np.argwhere((ids[key] < 0) | (ids[key] >= size))
+        if bad.size:
+            row, column = (int(i) for i in bad[0])
+            raise ValueError(f"Input {sent_as[key]!r} holds {int(ids[key][row, column])} at example {row}, position "
+                             f"{column}: this model takes values in [0, {size}) there.")
+
+
 def litert_functions(model, name, seq_len, pair, quantization="dynamic_int8"):
     """{servable name: {"serving_default": function}}: the raw-text and id signatures of the
     export's NAME and NAME_ids SavedModels (exporter.py's layout), each the same tokenization and
@@ -179,6 +195,9 @@ def litert_functions(model, name, seq_len, pair, quantization="dynamic_int8"):
     from keras_bert_impl_export.export_signatures import ExportSignatures
 
     litert = Int8Forward(model, quantization=quantization)
+    # The SavedModel's own graph refuses ids outside the tables (HTTP 400); LiteRT's gather would
+    # fail inside the interpreter (a RuntimeError, 500) or read past them without a word.
+    sizes = {"token_ids": model.backbone.vocabulary_size, "segment_ids": model.backbone.num_segments, "padding_mask": 2}
     # One interpreter: with --num-batch-threads above 1 its calls take turns.
     lock = threading.Lock()
 
@@ -187,8 +206,11 @@ def litert_functions(model, name, seq_len, pair, quantization="dynamic_int8"):
         # padding, so the LiteRT forward runs at the call's longest row, as TextPredictor's batches
         # do: the same outputs for a fraction of the work on short texts (serve_load_xeon_int8.json).
         ids = {name: np.asarray(inputs[name]) for name in MODEL_ID_INPUTS}  # [B, S] each
-        # At least one column: a client's ids call may send rows with no unmasked token.
-        width = max(1, int(ids["padding_mask"].sum(axis=1).max(initial=0)))
+        _check_ids(ids, sizes)
+        # Up to the last column any row uses (a client's ids call may pad on the left or leave gaps,
+        # so not the longest row's count), and at least one: a row may have no unmasked token.
+        used = np.flatnonzero(ids["padding_mask"].any(axis=0))
+        width = int(used[-1]) + 1 if used.size else 1
         with lock:
             return litert(*(ids[name][:, :width] for name in MODEL_ID_INPUTS))
 

@@ -209,3 +209,5 @@ def _remove(path):
         os.remove(path)
     except FileNotFoundError:
         pass
+    except OSError as e:  # a read-only cache, another user's file: the model still runs
+        warnings.warn(f"LiteRT cache: could not remove {path} ({e}).", stacklevel=4)

@@ -60,6 +60,9 @@ def test_responses_follow_tf_serving():
     ({"inputs": {"txt": ["a"]}}, "'inputs' has the keys ['txt']"),
     ({"instances": [["a"]]}, "must be a string"),
     ({"instances": ["a"], "output_filter": ["x"]}, "Unknown key(s) ['output_filter']"),
+    # Valid JSON, but no text: a lone surrogate escape (it was a 500, UnicodeEncodeError).
+    (b'{"instances": ["ok", "bad \\ud800 text"]}', "instances[1] of input 'text' holds '\\ud800' at character 4, a "
+                                                   "lone UTF-16 surrogate"),
 ])
 def test_bad_bodies_are_400_with_a_reason(body, fragment):
     raw = body if isinstance(body, bytes) else json.dumps(body).encode()

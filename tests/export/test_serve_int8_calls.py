@@ -4,6 +4,7 @@ outputs of the padded call; a row with no unmasked token does not break the call
 
 import keras
 import numpy as np
+import pytest
 
 import keras_bert_impl as kb
 from keras_bert_impl.commands.serve import litert_functions
@@ -41,3 +42,34 @@ def test_int8_calls_run_at_their_longest_row_with_the_padded_outputs(tmp_path, m
     monkeypatch.setattr(Int8Forward, "__call__", run)
     padded = Int8Forward(model, num_threads=1)(ids, np.zeros_like(ids), mask)["logits"]
     np.testing.assert_allclose(logits[:2], padded[:2], atol=1e-4)
+    # A client may pad on the left: the call runs up to the last column any row uses (cut at the
+    # longest row's count of 6, it lost this row's tokens and answered another label), with the
+    # outputs of the whole padded width.
+    left = np.zeros((2, SEQ_LEN), np.int32)
+    left[0, :6] = ids[0, :6]
+    left[1, 4:10] = ids[0, :6]
+    left_mask = (left > 0).astype(np.int32)
+    monkeypatch.setattr(Int8Forward, "__call__", recording)
+    left_logits = np.asarray(call(ids=left, mask=left_mask, segment_ids=np.zeros_like(left))["logits"])
+    assert widths[-1] == 10, widths
+    monkeypatch.setattr(Int8Forward, "__call__", run)
+    whole = Int8Forward(model, num_threads=1)(left, np.zeros_like(left), left_mask)["logits"]
+    np.testing.assert_allclose(left_logits, whole, atol=1e-4)
+
+
+def test_int8_calls_refuse_ids_outside_the_model_tables(tmp_path):
+    """The SavedModel's graph refuses such ids (HTTP 400); LiteRT's gather failed inside the interpreter
+    (a 500) or read a row that is not the token's without a word."""
+    keras.utils.set_random_seed(0)
+    model = kb.BertClassifier(keras.saving.load_model(save_small_bert(tmp_path)), num_classes=2)
+    call = litert_functions(model, "mr", SEQ_LEN, pair=False)["mr_ids"]["serving_default"]
+    size = model.backbone.vocabulary_size
+    for name, value, expected in (("ids", -1, "[0, " + str(size) + ")"), ("ids", size, f"[0, {size})"),
+                                  ("segment_ids", 2, "[0, 2)"), ("mask", 3, "[0, 2)")):
+        inputs = {"ids": np.full((2, SEQ_LEN), 5, np.int32), "mask": np.ones((2, SEQ_LEN), np.int32),
+                  "segment_ids": np.zeros((2, SEQ_LEN), np.int32)}
+        inputs[name][1, 7] = value
+        with pytest.raises(ValueError) as error:
+            call(**inputs)
+        assert f"Input {name!r} holds {value} at example 1, position 7: this model takes values in {expected} there" \
+            in str(error.value), str(error.value)

@@ -109,6 +109,28 @@ def test_a_damaged_file_is_said_and_converted_again(tmp_path):
     assert path.read_bytes() == want  # replaced by the conversion's file
 
 
+def test_a_damaged_file_in_a_read_only_cache_is_said_and_the_model_still_runs(tmp_path, monkeypatch):
+    """Neither removed nor replaced there (it was an OSError ending the command, on every run)."""
+    model = _classifier()
+    cache = LiteRtCache(tmp_path)
+    want = Int8Forward(model, num_threads=1, cache=cache).flatbuffer
+    (name,) = _files(tmp_path)
+    (tmp_path / name).write_bytes(want[:-1] + bytes([want[-1] ^ 0xFF]))
+
+    def read_only(*args, **kwargs):
+        raise OSError(30, "Read-only file system")
+
+    monkeypatch.setattr("keras_bert_impl.inference.litert_cache.os.remove", read_only)
+    monkeypatch.setattr("keras_bert_impl.atomic_write.os.replace", read_only)
+    with pytest.warns(UserWarning) as said:
+        forward = Int8Forward(model, num_threads=1, cache=cache)
+    messages = [str(w.message) for w in said]
+    assert any("does not match the digest in its name" in m for m in messages), messages
+    assert any(f"could not remove {tmp_path / name} ([Errno 30] Read-only file system)" in m for m in messages), messages
+    assert forward.cache_outcome == "miss" and forward.flatbuffer == want
+    assert _run(forward)["logits"].shape == (2, 3)
+
+
 def test_a_file_removed_by_another_process_is_converted_without_a_word(tmp_path, monkeypatch):
     """Another process's size cap may remove a file between the folder's listing and its read."""
     model = _classifier()

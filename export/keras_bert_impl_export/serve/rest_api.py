@@ -54,7 +54,11 @@ def _leaf(value, name, dtype, where):
         if not isinstance(value, str):
             raise RestApiError(f"{where} of input {name!r} must be a string; received {json.dumps(value)[:60]} "
                                f"({type(value).__name__}). Send texts as JSON strings.")
-        return value.encode("utf-8")
+        try:
+            return value.encode("utf-8")
+        except UnicodeEncodeError as e:  # a lone surrogate escape ("\\ud800"): valid JSON, not text
+            raise RestApiError(f"{where} of input {name!r} holds {value[e.start:e.end]!r} at character {e.start}, a "
+                               "lone UTF-16 surrogate that is no character: send the text as valid Unicode.") from None
     if isinstance(value, bool) or not isinstance(value, (int, float)):
         raise RestApiError(f"{where} of input {name!r} must be a number ({dtype.name}); "
                            f"received {json.dumps(value)[:60]}.")
