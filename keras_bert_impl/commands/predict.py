@@ -2,6 +2,7 @@
 
 import json
 import os
+import re
 
 import numpy as np
 
@@ -41,11 +42,48 @@ def add_parser(subparsers):
 
 def _inputs(args, task):
     """[(text, text_b or None)] or, for squad, [(question, context)]; a blank --file line is
-    (None, None), so that output line i answers input line i."""
+    (None, None), so that output line i answers input line i. Every text is checked to be text."""
+    rows = _rows(args, task)
+    for index, row in enumerate(rows):
+        for part, text in zip(_part_names(args, task), row):
+            if text is None:
+                continue
+            try:
+                text.encode("utf-8")
+            except UnicodeEncodeError as e:
+                bad = text[e.start]
+                if 0xDC80 <= ord(bad) <= 0xDCFF:  # Python's stand-in for an undecodable byte of argv
+                    what = (f"the byte {ord(bad) - 0xDC00:#04x} at character {e.start}, which is not UTF-8 (the shell "
+                            "passed bytes its locale could not decode)")
+                else:
+                    what = (f"{bad!r} at character {e.start}, a lone UTF-16 surrogate (a JSON escape such as \\ud800 "
+                            "alone), which is no character")
+                raise UsageError(f"{_input_name(args, index, task, part)} holds {what}: pass the text as UTF-8.") from None
+    return rows
+
+
+def _part_names(args, task):
+    """How the user gave the two texts of a row: JSON keys of a --file line, else the flags."""
+    if args.file:
+        return ("question", "context") if task == "squad" else ("text", "text_b")
+    return ("--question", "--context") if task == "squad" else ("TEXT", "--text-b")
+
+
+def _input_name(args, index, task, part=None):
+    """The user's name for row `index` (0-based) of the inputs, and `part` of it (default: the row)."""
+    if args.file:
+        return f"--file {args.file}:{index + 1}" + (f" ({part!r})" if part and task in ("pair", "squad") else "")
+    return f"{part or _part_names(args, task)[0]} {index + 1}"
+
+
+def _rows(args, task):
     if args.file:
         if args.texts:
             raise UsageError("Give texts as arguments or --file, not both.")
-        if args.file != "-" and not os.path.isfile(args.file):
+        # exists, not isfile: --file <(command) is a pipe.
+        if args.file != "-" and os.path.isdir(args.file):
+            raise UsageError(f"--file {args.file!r} is a folder: give a text file.")
+        if args.file != "-" and not os.path.exists(args.file):
             raise UsageError(f"--file {args.file!r}: no such file.")
         rows = []
         for number, line in enumerate(read_lines(args.file, "--file"), 1):
@@ -102,6 +140,9 @@ def _softmax(x):
 
 def _run(args):
     from keras_bert_impl.tokenization import BertPreprocessor
+
+    if not 0 <= args.threshold <= 1:  # NaN too
+        raise UsageError(f"--threshold is a probability: a number in [0, 1]. Received: {args.threshold}")
 
     model, model_path, stored, task, seq_len, precision, runtime = load_for_inference(args, has_text_b=bool(args.text_b))
     if args.text_b and stored.get("task") in ("classification", "multilabel"):
@@ -163,13 +204,19 @@ def _print_empty(args, task, fields):
 
 def _predict_tags(args, model, preprocessor, rows):
     """Tags each whitespace-separated word with the prediction on its first wordpiece (as trained)."""
-    from keras_bert_impl.data.readers import TaggingReader
+    from keras_bert_impl.data.readers import MalformedRowError, TaggingReader
 
     names = model.label_names or [str(i) for i in range(model.num_classes)]
     given = [text for text, _ in rows if text is not None]
+    positions = [index for index, (text, _) in enumerate(rows) if text is not None]
     # The reader does the word -> wordpiece alignment exactly as in training; the tags here are placeholders.
     reader = TaggingReader(preprocessor, labels=names, batch_size=args.batch_size)
-    dataset = reader.read_sentences([[(word, names[0]) for word in text.split()] for text in given], source="predict")
+    try:
+        dataset = reader.read_sentences([[(word, names[0]) for word in text.split()] for text in given],
+                                        source="predict")
+    except MalformedRowError as e:  # its line i is given[i - 1]: name the user's input instead
+        where = _input_name(args, positions[e.line - 1], "tagging") if e.line else "predict"
+        raise UsageError(f"{where}: {e.reason}. Fix or leave out that text.") from None
     tagged = []
     for x, _, weights in dataset:
         logits = np.asarray(model.predict_on_batch(x)["logits"])
@@ -191,7 +238,7 @@ def _predict_tags(args, model, preprocessor, rows):
 
 def _predict_squad(args, model, preprocessor, rows, stored):
     from keras_bert_impl import evaluation
-    from keras_bert_impl.data.readers import SquadReader
+    from keras_bert_impl.data.readers import MalformedRowError, SquadReader
 
     data = {"version": "1.1", "data": [{"title": "predict", "paragraphs": [
         {"context": context, "qas": [{"id": str(i), "question": question, "answers": [], "is_impossible": True}]}
@@ -201,7 +248,12 @@ def _predict_squad(args, model, preprocessor, rows, stored):
         preprocessor, doc_stride=stored.get("doc_stride", 128), max_query_length=stored.get("max_query_length", 64),
         version_2_with_negative=True, batch_size=args.batch_size,
     )
-    dataset = reader.read_data(data, source="predict")
+    try:
+        dataset = reader.read_data(data, source="predict")
+    except MalformedRowError as e:  # the question ids are the rows' indices
+        found = re.search(r"\bid (\d+)\b", e.location or "")
+        where = _input_name(args, int(found.group(1)), "squad") if found else "predict"
+        raise UsageError(f"{where}: {e.reason}. Fix or leave out that question.") from None
     starts, ends = [], []
     for x, _ in dataset:
         out = model.predict_on_batch(x)

@@ -32,13 +32,32 @@ def read_lines(path, flag):
 
 
 def _decoded(f, path, flag):
-    for number, raw in enumerate(f, 1):
-        if number == 1 and raw.startswith(b"\xef\xbb\xbf"):
+    # Lines end at \n, \r\n or a lone \r (old Mac files; Python's universal newlines): read at \n
+    # only, a file of \r-ended lines was one text, and its many inputs one prediction.
+    number = 0
+    for physical, raw in enumerate(f, 1):
+        if physical == 1 and raw.startswith(b"\xef\xbb\xbf"):
             raw = raw[3:]
         try:
-            yield raw.decode("utf-8").rstrip("\r\n")
+            text = raw.decode("utf-8")
         except UnicodeDecodeError as e:
+            start = raw.rfind(b"\r", 0, e.start) + 1  # the line the byte is on, counting lone \r's
+            line = number + raw.count(b"\r", 0, start) + 1
             raise UsageError(
-                f"{flag} {path}:{number} is not valid UTF-8 (byte {e.start}: {raw[e.start:e.start + 4]!r}). "
+                f"{flag} {path}:{line} is not valid UTF-8 (byte {e.start - start}: {raw[e.start:e.start + 4]!r}). "
                 "Convert the file to UTF-8, e.g. iconv -f latin1 -t utf-8."
             ) from None
+        for line in _universal_lines(text):
+            number += 1
+            yield line
+
+
+def _universal_lines(text):
+    """The lines of `text` (a chunk read up to \n) without their ends."""
+    if text.endswith("\n"):
+        text = text[:-1]
+        if text.endswith("\r"):
+            text = text[:-1]
+    elif text.endswith("\r"):  # the file's last line, \r-ended
+        text = text[:-1]
+    return text.split("\r")

@@ -111,6 +111,36 @@ def test_inference_flags_that_cannot_work_are_refused(run, mr_files, tmp_path, c
         assert message in err and len(err.strip().splitlines()) == 1, err
 
 
+def test_predict_reads_every_kind_of_line_end_and_refuses_what_is_not_text(run, tmp_path, capsys):
+    """Lone \\r line ends were read as one text (one prediction for three inputs); a byte the
+    shell could not decode, or a lone surrogate escape, ended in a traceback."""
+    old_mac = tmp_path / "old_mac.txt"
+    old_mac.write_bytes(b"a warm , funny film\rdull\r\rflat\r")
+    assert main(["predict", "--model", str(run), "--file", str(old_mac), "--json"]) == 0
+    rows = [json.loads(line) for line in capsys.readouterr().out.strip().split("\n")]
+    assert [r["text"] for r in rows] == ["a warm , funny film", "dull", "", "flat"]
+    # A pipe (--file <(command)) is a file too; a folder is not.
+    read_end, write_end = os.pipe()
+    os.write(write_end, b"a warm , funny film\n")
+    os.close(write_end)
+    try:
+        assert main(["predict", "--model", str(run), "--file", f"/dev/fd/{read_end}"]) == 0
+    finally:
+        os.close(read_end)
+    assert capsys.readouterr().out.count("\n") == 1
+    refusals = [
+        (["a film", "caf\udce9"], "TEXT 2 holds the byte 0xe9 at character 3, which is not UTF-8 (the shell passed "
+                                   "bytes its locale could not decode): pass the text as UTF-8."),
+        (["--file", str(tmp_path)], f"--file {str(tmp_path)!r} is a folder: give a text file."),
+        (["--threshold", "50", "a film"], "--threshold is a probability: a number in [0, 1]. Received: 50.0"),
+        (["--threshold", "nan", "a film"], "Received: nan"),
+    ]
+    for argv, message in refusals:
+        assert main(["predict", "--model", str(run), *argv]) == 2, argv
+        err = capsys.readouterr().err
+        assert message in err and len(err.strip().splitlines()) == 1, err
+
+
 def test_seq_len_zero_or_negative_is_refused_not_read_as_the_default(run, mr_files, capsys):
     """`--seq-len 0` once ran at the run's length without a word (`args.seq_len or ...`) while
     100000 was refused: every length outside 3..max is one refusal naming the flag, the value

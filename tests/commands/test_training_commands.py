@@ -306,6 +306,17 @@ def test_predict_tags_words_and_answers_questions(tiny_init, tmp_path, capsys):
     assert main(["predict", "--model", str(reader), "--json", "--question", "Who designed it?", "--context", context]) == 0
     answer = _json_line(capsys.readouterr().out)["answer"]
     assert answer == "" or answer in context
+    # A text the readers refuse is named as the user gave it: the file's line, the flag's
+    # occurrence (it was "predict:1", with a fix, on_error='skip', that predict has not).
+    words = tmp_path / "words.txt"
+    words.write_text("\n\nhello \u200b world\n", encoding="utf-8")
+    assert main(["predict", "--model", str(tagger), "--file", str(words)]) == 2
+    err = capsys.readouterr().err
+    assert f"--file {words}:3: the word(s) ['\\u200b'] have no wordpieces" in err and "on_error" not in err, err
+    assert main(["predict", "--model", str(reader), "--question", "Who designed it?", "--context", context,
+                 "--question", "When?", "--context", "\u200b"]) == 2
+    err = capsys.readouterr().err
+    assert "--question 2: the context has no wordpieces. Fix or leave out that question." in err, err
 
 
 @pytest.mark.slow  # about 20 s or more: pretrains, then fine-tunes
