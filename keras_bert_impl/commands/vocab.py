@@ -76,6 +76,10 @@ def run(args):
     write_vocabulary(vocabulary, args.output)
     casing = "cased" if args.cased else "uncased"
     print(f"Wrote {len(vocabulary)} tokens ({casing}, target {args.size}) to {args.output}")
+    if builder.invalid_utf8_lines:  # said here too: --quiet hides the log line, and a Latin-1 file learns "caf"
+        print(f"Note: {builder.invalid_utf8_lines} of {builder.lines_read} lines were not valid UTF-8 and lost their "
+              "bad bytes (café became caf): if the files are in another encoding, convert them (e.g. iconv -f latin1 "
+              "-t utf-8) and run kbert vocab again.")
     if len(vocabulary) < args.size * 0.95:
         print(
             f"Note: the corpus fills only {len(vocabulary)} of {args.size} tokens at --min-count {args.min_count}; "

@@ -33,7 +33,9 @@ def read_vocabulary(path):
             f"No vocabulary at {path}. The converted model keeps the checkpoint's WordPiece vocab: "
             "put its vocab.txt next to the weights."
         )
-    with open(path, encoding="utf-8") as f:
+    # utf-8-sig: a byte-order mark (Windows editors write one) is not part of the first token,
+    # which would otherwise never match and read as missing.
+    with open(path, encoding="utf-8-sig") as f:
         tokens = [line.rstrip("\n").rstrip("\r") for line in f]
     while tokens and tokens[-1] == "":
         tokens.pop()

@@ -125,6 +125,7 @@ class VocabularyBuilder:
         self._normalizer = tf_text.FastBertNormalizer(model_buffer=bert_normalizer_model(lowercase))
         self._splitter = BasicTokenizer(lower_case=False)
         self.invalid_utf8_lines = 0
+        self.lines_read = 0  # by the last count_words, which the count above is a share of
 
     @property
     def reserved_tokens(self):
@@ -155,7 +156,7 @@ class VocabularyBuilder:
             return self.split_words(clean).flat_values, invalid, tf.size(lines)
 
         counts = collections.Counter()
-        self.invalid_utf8_lines = 0
+        self.invalid_utf8_lines = self.lines_read = 0
         for path in files:
             dataset = tf.data.TextLineDataset(path).batch(self.batch_size).map(words_of, num_parallel_calls=tf.data.AUTOTUNE)
             lines = words_seen = 0
@@ -167,6 +168,7 @@ class VocabularyBuilder:
                 if batch % _LOG_EVERY_BATCHES == 0:
                     self.log(f"{path}: {lines} lines, {words_seen} words so far")
             self.log(f"{path}: {lines} lines, {words_seen} words")
+            self.lines_read += lines
         if self.invalid_utf8_lines:
             self.log(f"{self.invalid_utf8_lines} lines had invalid UTF-8; their bad bytes were dropped")
         counts = collections.Counter({word.decode("utf-8"): n for word, n in counts.items()})

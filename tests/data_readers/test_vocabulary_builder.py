@@ -179,6 +179,24 @@ def test_vocab_command_errors(tmp_path, capsys):
     assert not (tmp_path / "v.txt").exists()
     with pytest.raises(SystemExit):
         parser.parse_args(["vocab", str(corpus), "--output", "v.txt"])  # --size is required
+    # Lines that are not UTF-8 lose their bad bytes: the summary says so even with --quiet (a
+    # Latin-1 file learned "caf" and exited 0 with nothing but a log line --quiet hid).
+    latin1 = tmp_path / "latin1.txt"
+    latin1.write_bytes("le caf\xe9 de l'\xe9cole\n".encode("latin-1") * 30 + b"plain words here\n" * 30)
+    args = parser.parse_args(["vocab", str(latin1), "--size", "100", "--min-count", "1", "--quiet",
+                              "--output", str(tmp_path / "latin1_vocab.txt")])
+    assert args.func(args) == 0
+    out = capsys.readouterr().out
+    assert "Note: 30 of 60 lines were not valid UTF-8 and lost their bad bytes" in out and "iconv -f latin1" in out, out
+
+
+def test_a_vocabulary_with_a_byte_order_mark_reads_its_first_token(tmp_path):
+    """Windows editors write one: '\\ufeff[PAD]' then read as a missing [PAD]."""
+    path = tmp_path / "vocab.txt"
+    path.write_bytes("\ufeff[PAD]\r\n[UNK]\r\n[CLS]\r\n[SEP]\r\n[MASK]\r\nfilm\r\n".encode("utf-8"))
+    assert read_vocabulary(path) == ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "film"]
+    pre = BertPreprocessor(str(path), sequence_length=8)
+    assert pre.tokenize(tf.constant(["film"]))[0].numpy().tolist() == [5]
 
 
 def test_small_corpus_gives_what_it_has_and_counts_bad_utf8(tmp_path):
