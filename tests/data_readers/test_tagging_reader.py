@@ -15,6 +15,7 @@ import pytest
 import keras_bert_impl as kb
 from keras_bert_impl.data.readers import MalformedRowError, TaggingReader
 from keras_bert_impl.tokenization import BertPreprocessor
+from keras_bert_impl.tokenization.vocabulary import special_token_ids
 from tests.data_readers.google_reference import google_tokenization
 from tests.harness import tiny_backbone_config
 
@@ -121,6 +122,30 @@ def test_conll_malformed_sentences(pre, caplog):
     assert "unknown label 'B-GPE'" in reader.report.errors[1].reason
     assert "skipped 2 malformed rows" in caplog.text
     assert [train.labels.labels[t] for t in y[0][w[0] == 1]] == ["B-LOC", "O", "O", "B-ORG", "O", "O"]
+
+
+def test_conll_words_with_spaces_and_undecodable_lines_drop_no_word_alone(pre, tmp_path):
+    """str.split() cut "1\\u00a0000" at its no-break space and "New York" (tab-separated) at its space,
+    keeping the first piece as the word; a line that was not UTF-8 was skipped alone, leaving its
+    sentence one word short."""
+    tabbed = tmp_path / "tabbed.conll"
+    tabbed.write_text("Visit\tO\nNew York\tB-LOC\nfor\tO\n1\u00a0000\tNUM\n\n", encoding="utf-8")
+    reader = TaggingReader(pre)
+    x, y, w = _all(reader.read(tabbed))
+    # Every piece of both words is in the row: "York" and "000" were lost.
+    want = pre.tokenize(["Visit New York for 1\u00a0000"]).to_list()[0]
+    assert [t for t in x["token_ids"][0] if t not in special_token_ids(pre.vocabulary).values()] == want
+    assert [reader.labels.labels[t] for t in y[0][w[0] == 1]] == ["O", "B-LOC", "O", "NUM"]
+    spaced = tmp_path / "spaced.conll"
+    spaced.write_text("Visit O\nNew York B-LOC\nfor O\n\nIt O\nrains O\n\n", encoding="utf-8")
+    with pytest.raises(MalformedRowError, match=r"spaced.conll:2: has 3 columns where the file's first line has 2: a "
+                                                 r"word holding a space\?"):
+        TaggingReader(pre).read(spaced)
+    latin1 = tmp_path / "latin1.conll"
+    latin1.write_bytes(b"EU B-ORG\nrejects O\nGer\xe9man B-MISC\ncall O\n\nPeter B-PER\n\n")
+    reader = TaggingReader(pre, on_error="skip")
+    reader.read(latin1)
+    assert reader.report.examples == 1 and reader.report.skipped_by_kind == {"invalid_utf8": 1}
 
 
 def test_word_tag_malformed_line(pre, tmp_path):

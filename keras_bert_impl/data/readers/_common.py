@@ -20,12 +20,14 @@ def check_file(path):
     return path
 
 
-def decoded_lines(path, report=None, skippable=False):
+def decoded_lines(path, report=None, skippable=False, mark_skipped=False):
     """Yields (line_number, text) for each line, newline kept, UTF-8 with an
     optional BOM. Lines are decoded one by one so that invalid bytes are
     reported with their line: as a skippable row when `skippable` (line-based
     formats), otherwise as an error for the whole file (a CSV record can span
-    lines, so one line cannot be dropped without corrupting the parse)."""
+    lines, so one line cannot be dropped without corrupting the parse). With
+    `mark_skipped`, a skipped line still comes as (line_number, None): a reader
+    whose records span lines drops the whole record, not one line of it."""
     with open(path, "rb") as f:
         for number, raw in enumerate(f, start=1):
             try:
@@ -35,6 +37,8 @@ def decoded_lines(path, report=None, skippable=False):
                 if report is None:
                     raise MalformedRowError(path, number, reason, kind="invalid_utf8", skippable=False) from None
                 report.fail(number, reason, kind="invalid_utf8", skippable=skippable)
+                if mark_skipped:
+                    yield number, None
                 continue
             if number == 1 and text.startswith(BOM):
                 text = text[1:]

@@ -3,6 +3,8 @@
 Shape legend: B batch, S sequence length.
 """
 
+import re
+
 import numpy as np
 import tensorflow as tf
 
@@ -193,9 +195,12 @@ class TaggingReader:
                 yield line, words
 
     def _conll_sentences(self, path, report):
-        start, words, bad = None, [], False
-        for line, text in _common.decoded_lines(path, report, skippable=True):
-            columns = text.split()
+        start, words, bad, width = None, [], False, None
+        for line, text in _common.decoded_lines(path, report, skippable=True, mark_skipped=True):
+            if text is None:  # not UTF-8, reported and skipped: the sentence goes (as below), not one word
+                start, bad = line if start is None else start, True
+                continue
+            columns = _columns(text)
             if not columns:
                 if words and not bad:
                     yield start, words
@@ -211,6 +216,15 @@ class TaggingReader:
                 # Dropping just this word would shift every later tag: the sentence goes.
                 report.fail(line, f"expected 'word TAG' columns (tag in column {self.tag_column}). Received: {text.strip()!r}",
                             kind="missing_tag")
+                bad = True
+                continue
+            # Every line as many columns as the file's first: a word holding a space ("New York") in a
+            # space-separated file reads as one column more, and the word's tail was lost without a word.
+            width = width or len(columns)
+            if len(columns) != width:
+                report.fail(line, f"has {len(columns)} columns where the file's first line has {width}: a word holding "
+                            f"a space? Separate the columns with tabs, or remove the space. Received: {text.strip()!r}",
+                            kind="field_count")
                 bad = True
                 continue
             words.append((columns[0], columns[self.tag_column]))
@@ -281,3 +295,12 @@ class TaggingReader:
 
             dataset = dataset.map(trim)
         return _common.prefetched(dataset)
+
+
+def _columns(text):
+    """A CoNLL line's columns: split at tabs when the line has any (a word may then hold a space),
+    else at runs of ASCII spaces. Never at other Unicode spaces: "1\u00a0000" is one word."""
+    text = text.strip(" \t\r\n\f\v")
+    if "\t" in text:
+        return [column.strip(" ") for column in text.split("\t")]
+    return [column for column in re.split(r"[ \f\v]+", text) if column]
