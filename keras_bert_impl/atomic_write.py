@@ -2,6 +2,7 @@
 
 import json
 import os
+import shutil
 import tempfile
 
 
@@ -28,6 +29,22 @@ def write_atomically(path, write, suffix=""):
     finally:
         if os.path.exists(tmp):
             os.remove(tmp)
+
+
+def replace_folder(work, path):
+    """Renames the finished folder `work` onto `path`. An old `path` is renamed aside first and
+    removed last, so a crash leaves the old folder (at `path`, or beside it as `path.old-PID`) or
+    the new one, never neither."""
+    path = os.path.abspath(path)
+    old = None
+    if os.path.exists(path):
+        old = f"{path}.old-{os.getpid()}"
+        os.rename(path, old)
+    os.rename(work, path)
+    if old and os.path.isdir(old):
+        shutil.rmtree(old, ignore_errors=True)
+    elif old:
+        os.remove(old)
 
 
 def _umask():

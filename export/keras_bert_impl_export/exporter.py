@@ -24,7 +24,7 @@ import time
 import numpy as np
 import tensorflow as tf
 
-from keras_bert_impl.atomic_write import write_json_atomically, write_text_atomically
+from keras_bert_impl.atomic_write import replace_folder, write_json_atomically, write_text_atomically
 from keras_bert_impl.conversion.tflite_converter import check_builtins_only, convert_endpoint, convert_saved_model
 from keras_bert_impl.conversion.input_contract import (
     CALIBRATED_QUANTIZATIONS, EXPORT_FORMATS, EXPORT_ID_INPUTS, MEDIAPIPE_OUTPUTS, QUANTIZATIONS,
@@ -78,14 +78,7 @@ def output_folder(output, overwrite):
 
 def commit_output(work, output):
     """Renames the finished work folder to OUTPUT (the old export, if any, goes last)."""
-    output = os.path.abspath(output)
-    old = None
-    if os.path.exists(output):
-        old = f"{output}.old-{os.getpid()}"
-        os.rename(output, old)
-    os.rename(work, output)
-    if old:
-        shutil.rmtree(old, ignore_errors=True)
+    replace_folder(work, output)
 
 
 def id_examples(serving, texts, sequence_length=None):

@@ -20,6 +20,7 @@ import shutil
 
 import numpy as np
 
+from keras_bert_impl.atomic_write import replace_folder
 from keras_bert_impl.validation import check_choice, check_positive_int
 
 FORMAT = "keras_bert_impl.vector_index/1"
@@ -130,9 +131,7 @@ class VectorIndex:
             }
             with open(os.path.join(partial, "manifest.json"), "w", encoding="utf-8") as f:
                 json.dump(manifest, f, indent=2)
-            if os.path.isdir(path):
-                shutil.rmtree(path)
-            os.replace(partial, path)
+            replace_folder(partial, path)  # the old index goes last: a crash never leaves neither
         except BaseException:
             shutil.rmtree(partial, ignore_errors=True)
             raise
