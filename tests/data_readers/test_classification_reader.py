@@ -196,7 +196,8 @@ def test_headers_that_would_be_misread_are_refused(pre, tmp_path):
 
 def test_multi_label_fields_written_as_lists(pre, tmp_path):
     """pandas' to_csv of a list column writes "['sport', 'economy']": split on "," it gave classes
-    like "['sport'". JSON lists read too; a bracketed field that is neither is refused."""
+    like "['sport'". JSON lists read too; a bracketed field that is neither is refused. A text left
+    empty (an example of [CLS] [SEP] alone) and a null label are refused as what they are."""
     table = tmp_path / "listed.csv"
     with open(table, "w", newline="", encoding="utf-8") as f:
         csv.writer(f).writerows([["text", "labels"], ["goal in extra time", "['sport']"],
@@ -212,6 +213,10 @@ def test_multi_label_fields_written_as_lists(pre, tmp_path):
     reader.read_examples(broken)
     assert reader.report.skipped_by_kind == {"bad_label": 2} and [e.line for e in reader.report.errors] == [2, 3]
     assert all("looks like a list but reads as neither JSON" in e.reason for e in reader.report.errors)
+    empty = tmp_path / "empty_text.csv"
+    empty.write_text('text,label\nfine,pos\n"  ",neg\nflat,neg\n', encoding="utf-8")
+    with pytest.raises(MalformedRowError, match=r"empty_text.csv:3: column 'text' is empty: give the row its text"):
+        ClassificationReader(pre).read(empty)
     null = tmp_path / "null.jsonl"
     null.write_text('{"text": "fine", "label": null}\n', encoding="utf-8")
     with pytest.raises(MalformedRowError, match=r"null.jsonl:1: column 'label' is null: give the row its label"):

@@ -358,6 +358,10 @@ class ClassificationReader:
             if not isinstance(value, str):
                 report.fail(line, f"column {column!r} must hold text. Received: {value!r}", kind="bad_text")
                 return None
+            if not value.strip():  # it would be an example of [CLS] [SEP] alone, with the row's label
+                report.fail(line, f"column {column!r} is empty: give the row its text, or remove the row",
+                            kind="empty_text")
+                return None
             texts.append(value)
         if self.label_column not in row:
             report.fail(line, f"missing column {self.label_column!r} (the row has {sorted(row)!r})", kind="missing_column")
