@@ -150,6 +150,7 @@ def test_bad_json_and_missing_column(pre, caplog):
     assert reader.report.skipped_by_kind == {"bad_json": 1, "missing_column": 1}
     assert reader.report.errors[1].line == 3 and "missing column 'text' (the row has ['label', 'sentence'])" in reader.report.errors[1].reason
     assert "skipped 2 malformed rows" in caplog.text
+    assert "on_error='skip'" not in caplog.text  # the hint of the raise mode offers what is in force
     np.testing.assert_array_equal(y, [1, 0])  # neg, pos
 
 

@@ -37,6 +37,7 @@ class MalformedRowError(ValueError):
         where = f"{path}:{line}" if line is not None else f"{path}"
         if location:
             where += f" [{location}]"
+        self.where = where  # "path:line [location]"
         hint = " Fix the row, or pass on_error='skip' to skip and count such rows." if skippable else ""
         super().__init__(f"{where}: {reason}.{hint}")
 

@@ -62,9 +62,11 @@ class ReadReport:
         """Logs the skips (a warning) and the counters; raises when nothing usable was left."""
         if self.skipped:
             kinds = ", ".join(f"{k}: {n}" for k, n in sorted(self.skipped_by_kind.items()))
-            logger.warning("%s: skipped %d malformed rows (%s); first: %s", self.path, self.skipped, kinds, self.errors[0])
+            # The error's place and reason without its hint, which offers the on_error='skip' in force.
+            first = f"{self.errors[0].where}: {self.errors[0].reason}"
+            logger.warning("%s: skipped %d malformed rows (%s); first: %s.", self.path, self.skipped, kinds, first)
         if self.examples == 0:
-            detail = f" ({self.skipped} rows were skipped as malformed: {self.errors[0]})" if self.skipped else ""
+            detail = f" ({self.skipped} rows were skipped as malformed: {first})" if self.skipped else ""
             raise ValueError(f"{self.path} gave no examples{detail}.")
         return self
 
