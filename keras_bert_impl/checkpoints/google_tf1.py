@@ -1,12 +1,12 @@
 """Import Google's original BERT release: bert_config.json + bert_model.ckpt.* + vocab.txt."""
 
 import glob
-import json
 import os
 
 import tensorflow as tf
 
 from keras_bert_impl.tokenization.vocabulary import read_vocabulary, vocabulary_is_uncased
+from keras_bert_impl.checkpoints.import_report import read_json_file
 from keras_bert_impl.checkpoints.weight_map import build_and_load
 
 REQUIRED_FIELDS = (
@@ -89,19 +89,20 @@ def load_google_checkpoint(src, with_heads=None):
     config_path = os.path.join(src, "bert_config.json")
     if not os.path.exists(config_path):
         raise FileNotFoundError(f"No bert_config.json in {src}: point SRC at the unzipped Google release folder.")
-    with open(config_path, encoding="utf-8") as f:
-        config = json.load(f)
+    config = read_json_file(config_path)
     kwargs = backbone_kwargs_from_google_config(config, config_path)
     prefix = _checkpoint_prefix(src)
-    reader = tf.train.load_checkpoint(prefix)
-    names = reader.get_variable_to_shape_map()
-
     arrays, ignored = {}, []
-    for name in names:
-        if name == "global_step" or name.endswith("/adam_m") or name.endswith("/adam_v"):
-            ignored.append((name, "optimizer state"))
-        else:
-            arrays[name] = reader.get_tensor(name)
+    try:
+        reader = tf.train.load_checkpoint(prefix)
+        for name in reader.get_variable_to_shape_map():
+            if name == "global_step" or name.endswith("/adam_m") or name.endswith("/adam_v"):
+                ignored.append((name, "optimizer state"))
+            else:
+                arrays[name] = reader.get_tensor(name)
+    except (tf.errors.OpError, IndexError, ValueError) as e:  # IndexError: a data file cut short
+        raise ValueError(f"{prefix}: the TF checkpoint is truncated or damaged ({type(e).__name__}: "
+                         f"{' '.join(str(e).split())[:200]}); download or unzip it again.") from None
 
     vocabulary = read_vocabulary(os.path.join(src, "vocab.txt"))
     return build_and_load(

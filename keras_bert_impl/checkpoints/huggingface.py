@@ -1,12 +1,12 @@
 """Import Hugging Face BERT weights (config.json + model.safetensors + vocab.txt)."""
 
-import json
 import os
 import re
 
 import numpy as np
 
 from keras_bert_impl.tokenization.vocabulary import read_vocabulary, vocabulary_is_uncased
+from keras_bert_impl.checkpoints.import_report import read_json_file
 from keras_bert_impl.checkpoints.weight_map import backbone_variables, build_and_load, pretrainer_variables
 
 REQUIRED_FIELDS = (
@@ -200,8 +200,7 @@ def _read_tensors(src, allow_pickle):
     if os.path.exists(single):
         return _load_safetensors(single), single
     if os.path.exists(index):
-        with open(index, encoding="utf-8") as f:
-            shards = sorted(set(json.load(f)["weight_map"].values()))
+        shards = sorted(set(read_json_file(index)["weight_map"].values()))
         tensors = {}
         for shard in shards:
             tensors.update(_load_safetensors(os.path.join(src, shard)))
@@ -236,18 +235,59 @@ def load_huggingface_checkpoint(src, with_heads=None, allow_pickle=False):
     config_path = os.path.join(src, "config.json")
     if not os.path.exists(config_path):
         raise FileNotFoundError(f"No config.json in {src}: point SRC at the folder holding the Hugging Face model files.")
-    with open(config_path, encoding="utf-8") as f:
-        config = json.load(f)
+    config = read_json_file(config_path)
     kwargs = backbone_kwargs_from_huggingface_config(config, config_path)
     tensors, weights_path = _read_tensors(src, allow_pickle)
     arrays, ignored, unknown = translate_huggingface_names(tensors)
+    if _untied_decoder(tensors, config, weights_path, with_heads):  # left out with the heads (--backbone-only)
+        ignored = [(name, "the MLM decoder (untied here), left out with the heads" if "decoder.weight" in name else reason)
+                   for name, reason in ignored]
 
     vocabulary = read_vocabulary(os.path.join(src, "vocab.txt"))
     lowercase = vocabulary_is_uncased(vocabulary)
     tokenizer_config = os.path.join(src, "tokenizer_config.json")
     if os.path.exists(tokenizer_config):
-        with open(tokenizer_config, encoding="utf-8") as f:
-            lowercase = json.load(f).get("do_lower_case", lowercase)
+        lowercase = _tokenizer_lowercase(read_json_file(tokenizer_config), tokenizer_config, lowercase)
     model, report = build_and_load(kwargs, arrays, weights_path, vocabulary, lowercase, ignored, with_heads=with_heads)
     report.unexpected = sorted(report.unexpected + unknown)
     return model, report
+
+
+def _untied_decoder(tensors, config, weights_path, with_heads):
+    """Whether the checkpoint's MLM decoder is a tensor of its own (tie_word_embeddings false).
+    BertPretrainer's decoder is the word embeddings, so such a checkpoint cannot be loaded with
+    its heads (its MLM logits would be another model's: up to 26 apart on a small random one):
+    a ValueError unless `with_heads` is False."""
+    decoder = next((tensors[n] for n in ("cls.predictions.decoder.weight", "bert.cls.predictions.decoder.weight")
+                    if n in tensors), None)
+    embeddings = next((tensors[n] for n in ("bert.embeddings.word_embeddings.weight", "embeddings.word_embeddings.weight")
+                       if n in tensors), None)
+    if decoder is None or embeddings is None or np.array_equal(decoder, embeddings):
+        return False
+    if with_heads is False:
+        return True
+    raise ValueError(
+        f"{weights_path}: cls.predictions.decoder.weight is not the word embeddings (the MLM decoder is untied: "
+        f"tie_word_embeddings={config.get('tie_word_embeddings')!r} in config.json), but BertPretrainer ties them, so "
+        "its MLM logits would not be the checkpoint's. Convert the encoder alone (--backbone-only; "
+        "with_heads=False).")
+
+
+def _tokenizer_lowercase(settings, path, lowercase):
+    """tokenizer_config.json's do_lower_case; a setting BertPreprocessor does not have is an error
+    (it tokenizes with BERT's basic tokenizer: accents stripped exactly when lower-casing, CJK
+    characters split), not ids that differ from transformers' without a word."""
+    lowercase = settings.get("do_lower_case", lowercase)
+    strip_accents = settings.get("strip_accents")
+    refused = []
+    if strip_accents is not None and bool(strip_accents) != bool(lowercase):
+        refused.append(f"strip_accents={strip_accents!r} with do_lower_case={lowercase!r}")
+    for key in ("tokenize_chinese_chars", "do_basic_tokenize"):
+        if settings.get(key, True) is False:
+            refused.append(f"{key}=False")
+    if refused:
+        raise ValueError(
+            f"{path} asks for {', '.join(refused)}, which BertPreprocessor cannot do (it strips accents exactly when it "
+            "lower-cases, and always splits words and CJK characters as BERT's basic tokenizer): its token ids would "
+            "differ from this checkpoint's tokenizer. Use a checkpoint with BERT's standard tokenizer settings.")
+    return lowercase

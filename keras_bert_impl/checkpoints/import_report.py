@@ -3,6 +3,17 @@
 import json
 
 
+def read_json_file(path):
+    """The JSON in `path`; a file that is not JSON is a ValueError naming it (json's own message
+    names only a line and column)."""
+    with open(path, encoding="utf-8") as f:
+        try:
+            return json.load(f)
+        except (json.JSONDecodeError, UnicodeDecodeError) as e:
+            raise ValueError(f"{path} is not valid JSON ({e}): fix the file, or copy it again from the checkpoint's "
+                             "source.") from None
+
+
 class CheckpointMismatchError(ValueError):
     """Raised before anything is assigned when a checkpoint does not fit the model."""
 
@@ -32,6 +43,8 @@ class ImportReport:
         unexpected: checkpoint tensors the model has no place for.
         ignored: checkpoint tensors skipped on purpose (optimizer slots, buffers), with the reason.
         shape_mismatch: list of (name, checkpoint shape, model shape).
+        initialised: model tensors the checkpoint does not have and may lack, left at their
+            initialisation: the pooler of a checkpoint saved from a token-level head.
     """
 
     def __init__(self, source):
@@ -41,6 +54,7 @@ class ImportReport:
         self.unexpected = []
         self.ignored = []
         self.shape_mismatch = []
+        self.initialised = []
 
     @property
     def ok(self):
@@ -54,6 +68,7 @@ class ImportReport:
             "unexpected": self.unexpected,
             "ignored": [{"checkpoint": n, "reason": r} for n, r in self.ignored],
             "shape_mismatch": [{"name": n, "checkpoint": list(a), "model": list(b)} for n, a, b in self.shape_mismatch],
+            "initialised": self.initialised,
         }
 
     def to_json(self):
@@ -70,6 +85,10 @@ class ImportReport:
             f"  ignored:        {len(self.ignored)}"
             + (f" ({', '.join(f'{n}: {r}' for n, r in self.ignored[:5])}{' ...' if len(self.ignored) > 5 else ''})" if self.ignored else ""),
         ]
+        if self.initialised:
+            lines.append(f"  initialised:    {len(self.initialised)} ({', '.join(self.initialised)}: not in the "
+                         "checkpoint, saved from a token-level head; left at their initialisation, as transformers "
+                         "does: fine-tune before using pooled_output)")
         if verbose:
             lines += [f"    {c} -> {m} {tuple(s)}" for c, m, s in self.mapped]
         return "\n".join(lines)

@@ -4,12 +4,12 @@ Model Garden keeps attention kernels per head ([H, N, D] and [N, D, H]); we
 reshape them to Google's [H, H].
 """
 
-import json
 import os
 import re
 
 import numpy as np
 
+from keras_bert_impl.checkpoints.import_report import read_json_file
 from keras_bert_impl.checkpoints.weight_map import assign_weights, backbone_variables
 from keras_bert_impl.models.bert_backbone import BertBackbone
 
@@ -128,9 +128,12 @@ def load_model_garden_checkpoint(src):
         raise FileNotFoundError(
             f"No encoder_config.json in {src}: save the encoder's get_config() as JSON next to its checkpoint."
         )
-    with open(config_path, encoding="utf-8") as f:
-        config = json.load(f)
-    encoder = networks.BertEncoderV2(**config)
+    config = read_json_file(config_path)
+    try:
+        encoder = networks.BertEncoderV2(**config)
+    except TypeError as e:  # a key BertEncoderV2 does not take
+        raise ValueError(f"{config_path} is not a BertEncoderV2 config ({e}): it must hold the encoder's "
+                         "get_config(), with BertEncoderV2's own argument names (hidden_size, num_layers, ...).") from None
     dummy = np.zeros((1, 2), "int32")
     encoder(dict(input_word_ids=dummy, input_mask=dummy + 1, input_type_ids=dummy))
     path = tf.train.latest_checkpoint(src)

@@ -43,6 +43,7 @@ def backbone_variables(backbone):
     return names
 
 
+POOLER_NAMES = ("bert/pooler/dense/kernel", "bert/pooler/dense/bias")
 HEAD_NAMES = (
     "cls/predictions/transform/dense/kernel",
     "cls/predictions/transform/dense/bias",
@@ -93,6 +94,11 @@ def assign_weights(targets, arrays, source, ignored=()):
             continue
         ready.append((name, variable, value))
     report.unexpected = sorted(set(arrays) - set(targets))
+    if set(POOLER_NAMES) <= set(report.missing):
+        # transformers' token-level heads (BertForTokenClassification, ForMaskedLM,
+        # ForQuestionAnswering) save no pooler, nor does our own Hugging Face export of them.
+        report.missing = [name for name in report.missing if name not in POOLER_NAMES]
+        report.initialised = list(POOLER_NAMES)
     if not report.ok:
         raise CheckpointMismatchError(report)
     for name, variable, value in ready:

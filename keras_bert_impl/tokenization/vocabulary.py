@@ -39,6 +39,13 @@ def read_vocabulary(path):
         tokens = [line.rstrip("\n").rstrip("\r") for line in f]
     while tokens and tokens[-1] == "":
         tokens.pop()
+    duplicates = duplicate_tokens(tokens)
+    if duplicates:  # said here, naming the file, not later by whatever first builds a lookup table
+        lines = {token: [i + 1 for i, t in enumerate(tokens) if t == token] for token in duplicates[:3]}
+        raise ValueError(
+            f"{path} holds {len(duplicates)} token(s) more than once ({', '.join(f'{t!r} on lines {n}' for t, n in lines.items())}"
+            f"{', ...' if len(duplicates) > 3 else ''}): each token needs one id. Remove the repeated lines, or use the "
+            "checkpoint's own vocab.txt.")
     return tokens
 
 

@@ -86,3 +86,18 @@ def test_config_with_unknown_field(google_release, tmp_path):
     (tmp_path / "bert_config.json").write_text(json.dumps(dict(CONFIG, hiden_size=3)))
     with pytest.raises(ValueError, match="unknown fields \\['hiden_size'\\]"):
         convert_checkpoint(str(tmp_path), format="google")
+
+
+def test_a_damaged_checkpoint_is_named(google_release, tmp_path):
+    """A data file cut short raised IndexError from TensorFlow's reader, an index file cut short an
+    OpError: tracebacks, where kbert convert says one line."""
+    src, _ = google_release
+    for name in os.listdir(src):
+        if ".data-" in name:
+            (tmp_path / name).write_bytes(open(os.path.join(src, name), "rb").read()[: os.path.getsize(os.path.join(src, name)) // 2])
+        else:
+            os.symlink(os.path.join(src, name), tmp_path / name)
+    with pytest.raises(ValueError, match=r"bert_model.ckpt: the TF checkpoint is truncated or damaged \(IndexError: "
+                                         r".*\); download or unzip it again"):
+        convert_checkpoint(str(tmp_path), format="google")
+

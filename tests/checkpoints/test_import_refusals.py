@@ -1,0 +1,129 @@
+"""What the importers used to get wrong without a word, on folders written by our own
+Hugging Face export (each then changed as a real checkpoint can differ): an untied MLM decoder
+(its logits were another model's), tokenizer settings BertPreprocessor cannot honour, a token-
+level head's checkpoint without a pooler (refused, so our own exports did not come back), a
+vocabulary with a token twice; and the damaged or foreign files that ended in a traceback
+(a damaged Google checkpoint: test_google_tf1.py)."""
+
+import json
+
+import keras
+import numpy as np
+import pytest
+from safetensors.numpy import load_file, save_file
+
+import keras_bert_impl as kb
+from keras_bert_impl.checkpoints import CheckpointMismatchError, convert_checkpoint
+from keras_bert_impl_export.huggingface.export_huggingface import export_huggingface
+
+# A vocabulary small enough for models saved and loaded in a few seconds.
+VOCABULARY = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "a", "film", "dull", "##s"]
+IDS = np.array([[2, 5, 6, 7, 3, 0]], "int32")
+
+
+def _backbone():
+    keras.utils.set_random_seed(0)
+    backbone = kb.BertBackbone.from_preset("bert_tiny", vocabulary_size=len(VOCABULARY), max_sequence_length=32)
+    backbone.set_vocabulary(VOCABULARY, lowercase=True)
+    return backbone
+
+
+def _inputs():
+    return {"token_ids": IDS, "segment_ids": np.zeros_like(IDS), "padding_mask": (IDS > 0).astype("int32")}
+
+
+def _exported(model, folder):
+    export_huggingface(model, str(folder))
+    return folder
+
+
+def _edit_json(path, **changes):
+    data = json.loads(path.read_text(encoding="utf-8"))
+    path.write_text(json.dumps({**data, **changes}), encoding="utf-8")
+
+
+def test_an_untied_mlm_decoder_is_refused_with_the_heads_and_named_without(tmp_path):
+    folder = _exported(kb.BertPretrainer(_backbone()), tmp_path / "pretrainer")
+    tensors = load_file(folder / "model.safetensors")
+    embeddings = tensors["bert.embeddings.word_embeddings.weight"]
+    # Tied, as our export and BERT's checkpoints are: loads with its heads.
+    tensors["cls.predictions.decoder.weight"] = embeddings.copy()
+    save_file(tensors, folder / "model.safetensors")
+    model, _ = convert_checkpoint(str(folder), format="huggingface")
+    assert isinstance(model, kb.BertPretrainer)
+    tensors["cls.predictions.decoder.weight"] = embeddings + np.float32(0.5)
+    save_file(tensors, folder / "model.safetensors")
+    _edit_json(folder / "config.json", tie_word_embeddings=False)
+    with pytest.raises(ValueError, match=r"cls.predictions.decoder.weight is not the word embeddings \(the MLM "
+                                         r"decoder is untied: tie_word_embeddings=False in config.json\).*--backbone-only"):
+        convert_checkpoint(str(folder), format="huggingface")
+    backbone, report = convert_checkpoint(str(folder), format="huggingface", with_heads=False)
+    assert isinstance(backbone, kb.BertBackbone)
+    assert ("cls.predictions.decoder.weight", "the MLM decoder (untied here), left out with the heads") in report.ignored
+
+
+def test_tokenizer_settings_the_preprocessor_cannot_honour_are_refused(tmp_path):
+    folder = _exported(_backbone(), tmp_path / "backbone")
+    config = folder / "tokenizer_config.json"
+    original = config.read_text(encoding="utf-8")
+    for changes, said in (({"strip_accents": False}, "strip_accents=False with do_lower_case=True"),
+                          ({"tokenize_chinese_chars": False}, "tokenize_chinese_chars=False"),
+                          ({"do_basic_tokenize": False}, "do_basic_tokenize=False")):
+        config.write_text(original, encoding="utf-8")
+        _edit_json(config, **changes)
+        with pytest.raises(ValueError, match=rf"{config} asks for {said}, which BertPreprocessor cannot do"):
+            convert_checkpoint(str(folder), format="huggingface")
+    config.write_text(original, encoding="utf-8")
+    _edit_json(config, strip_accents=None)  # transformers' default: follow do_lower_case
+    assert convert_checkpoint(str(folder), format="huggingface")[0].lowercase is True
+
+
+def test_a_token_level_heads_checkpoint_comes_back_with_the_pooler_initialised(tmp_path):
+    tagger = kb.BertTokenClassifier(_backbone(), num_classes=2, label_names=["O", "X"])
+    folder = _exported(tagger, tmp_path / "tagger")
+    assert not [name for name in load_file(folder / "model.safetensors") if "pooler" in name]
+    backbone, report = convert_checkpoint(str(folder), format="huggingface", with_heads=False)
+    assert report.missing == [] and report.initialised == ["bert/pooler/dense/kernel", "bert/pooler/dense/bias"]
+    assert "initialised:    2 (bert/pooler/dense/kernel, bert/pooler/dense/bias: not in the checkpoint" in report.summary()
+    np.testing.assert_array_equal(backbone(_inputs())["sequence_output"],
+                                  tagger.backbone(_inputs())["sequence_output"])
+    # One pooler tensor without the other is a checkpoint that does not fit.
+    tensors = load_file(folder / "model.safetensors")
+    tensors["bert.pooler.dense.bias"] = np.zeros(128, "float32")
+    save_file(tensors, folder / "model.safetensors")
+    with pytest.raises(CheckpointMismatchError, match=r"Missing from the checkpoint \(1\): bert/pooler/dense/kernel"):
+        convert_checkpoint(str(folder), format="huggingface", with_heads=False)
+
+
+def test_damaged_files_are_named(tmp_path):
+    folder = _exported(_backbone(), tmp_path / "backbone")
+    config = folder / "config.json"
+    text = config.read_text(encoding="utf-8")
+    config.write_text(text.replace('"', "", 1), encoding="utf-8")
+    with pytest.raises(ValueError, match=rf"{config} is not valid JSON \(Expecting"):
+        convert_checkpoint(str(folder), format="huggingface")
+    config.write_text(text, encoding="utf-8")
+    vocab = folder / "vocab.txt"
+    vocab.write_text(vocab.read_text(encoding="utf-8") + "film\n", encoding="utf-8")
+    with pytest.raises(ValueError, match=rf"{vocab} holds 1 token\(s\) more than once \('film' on lines \[7, 10\]\): "
+                                         r"each token needs one id"):
+        convert_checkpoint(str(folder), format="huggingface")
+
+
+def test_a_model_garden_config_with_a_foreign_key_is_named(tmp_path):
+    from official.nlp.modeling import networks  # the reference implementation the format belongs to
+
+    encoder = networks.BertEncoderV2(vocab_size=len(VOCABULARY), hidden_size=16, num_layers=1, num_attention_heads=2,
+                                     inner_dim=32, max_sequence_length=16)
+    dummy = np.zeros((1, 2), "int32")
+    encoder(dict(input_word_ids=dummy, input_mask=dummy + 1, input_type_ids=dummy))
+    import tensorflow as tf
+
+    tf.train.Checkpoint(encoder=encoder).save(str(tmp_path / "ckpt"))
+    (tmp_path / "vocab.txt").write_text("\n".join(VOCABULARY) + "\n", encoding="utf-8")
+    (tmp_path / "encoder_config.json").write_text(json.dumps(
+        {"vocab_size": len(VOCABULARY), "hidden_sizes": 16, "num_layers": 1}), encoding="utf-8")
+    with pytest.raises(ValueError, match=r"encoder_config.json is not a BertEncoderV2 config \(.*hidden_sizes.*\): it "
+                                         r"must hold the encoder's get_config\(\)"):
+        convert_checkpoint(str(tmp_path), format="model-garden")
+
