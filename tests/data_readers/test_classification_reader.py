@@ -182,7 +182,7 @@ def test_headers_that_would_be_misread_are_refused(pre, tmp_path):
     for on_error in ("raise", "skip"):
         with pytest.raises(MalformedRowError, match=r"with_header.csv:1: the first row \['Label', 'Text'\] is a header "
                                                      r"\(the column names\), but the reader was told the file has none "
-                                                     r"\(header=False\): drop header=False and column_names=\[\.\.\.\]"):
+                                                     r"\(header=False\): read it with header=True \(without column_names=\[\.\.\.\]\)"):
             ClassificationReader(pre, header=False, column_names=("label", "text"), on_error=on_error).read(with_header)
     _, y = _all(ClassificationReader(pre, text_column="Text", label_column="Label").read(with_header))
     np.testing.assert_array_equal(y, [1, 0])  # neg, pos: read with its header, it is fine

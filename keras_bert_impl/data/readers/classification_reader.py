@@ -339,7 +339,7 @@ class ClassificationReader:
                     n.lower() for n in names]:
                 raise MalformedRowError(
                     path, start, f"the first row {fields!r} is a header (the column names), but the reader was told "
-                    "the file has none (header=False): drop header=False and column_names=[...], or remove the row",
+                    "the file has none (header=False): read it with header=True (without column_names=[...]), or remove the row",
                     kind="header_as_data", skippable=False)
             consumed_data = True
             yield start, dict(zip(names, fields))
