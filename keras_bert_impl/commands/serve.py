@@ -195,20 +195,20 @@ def litert_functions(model, name, seq_len, pair, quantization="dynamic_int8"):
     from keras_bert_impl_export.export_signatures import ExportSignatures
 
     litert = Int8Forward(model, quantization=quantization)
-    # The SavedModel's own graph refuses ids outside the tables (HTTP 400); LiteRT's gather would
-    # fail inside the interpreter (a RuntimeError, 500) or read past them without a word.
+    # Ids outside the tables: LiteRT's gather would fail inside the interpreter (a RuntimeError,
+    # 500) or read past them without a word; checked first, they are a 400 naming the value.
     sizes = {"token_ids": model.backbone.vocabulary_size, "segment_ids": model.backbone.num_segments, "padding_mask": 2}
     # One interpreter: with --num-batch-threads above 1 its calls take turns.
     lock = threading.Lock()
 
     def forward(inputs):
         # The signatures pad every call to the sequence length; attention and pooling ignore
-        # padding, so the LiteRT forward runs at the call's longest row, as TextPredictor's batches
-        # do: the same outputs for a fraction of the work on short texts (serve_load_xeon_int8.json).
+        # padding, so the LiteRT forward runs up to the last column any row uses (not the longest
+        # row's count: a client's ids call may pad on the left), as TextPredictor's batches do: the
+        # same outputs for a fraction of the work on short texts (serve_load_xeon_int8.json). At
+        # least one column: a row may have no unmasked token.
         ids = {name: np.asarray(inputs[name]) for name in MODEL_ID_INPUTS}  # [B, S] each
         _check_ids(ids, sizes)
-        # Up to the last column any row uses (a client's ids call may pad on the left or leave gaps,
-        # so not the longest row's count), and at least one: a row may have no unmasked token.
         used = np.flatnonzero(ids["padding_mask"].any(axis=0))
         width = int(used[-1]) + 1 if used.size else 1
         with lock:

@@ -139,7 +139,7 @@ class PretrainingCorpus:
                     raise ValueError(
                         f"{path} row {row_number} (ending at line {reader.line_num}) has {len(row)} field(s) where the "
                         f"first row has {width}: a quote opened and not closed, or a field with a comma left unquoted? "
-                        "Fix the row (a quote inside a field is written twice: \"\"), or remove it.") from None
+                        "Fix the row (a quote inside a field is written twice: \"\"), or remove it.")
                 try:
                     text = row[self.text_column]
                 except IndexError:

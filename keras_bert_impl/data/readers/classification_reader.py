@@ -17,6 +17,7 @@ from keras_bert_impl.data.readers import _common
 from keras_bert_impl.data.readers.label_vocabulary import LabelVocabulary
 from keras_bert_impl.data.readers.malformed_row_error import MalformedRowError
 from keras_bert_impl.data.readers.read_report import ReadReport, logger
+from keras_bert_impl.tokenization.vocabulary import duplicate_tokens
 from keras_bert_impl.validation import check_bool
 
 FORMATS = ("csv", "tsv", "jsonl")
@@ -156,7 +157,7 @@ class ClassificationReader:
             column_names = list(column_names)
             if not column_names or any(not isinstance(c, str) or not c for c in column_names):
                 raise ValueError(f"column_names must be a list of non-empty strings. Received: column_names={column_names!r}")
-            if len(set(column_names)) != len(column_names):
+            if duplicate_tokens(column_names):
                 raise ValueError(f"column_names names a column twice: name each column once (give the ones not "
                                  f"read any other name). Received: column_names={column_names!r}")
         _common.set_reading(self, preprocessor, batch_size, shuffle, seed, on_error)
@@ -310,7 +311,7 @@ class ClassificationReader:
                 if not self.header:
                     raise ValueError(f"{path}: header=False needs column_names=[...] to name the columns.")
                 names = [name.strip() for name in fields]
-                twice = sorted({name for name in names if names.count(name) > 1})
+                twice = sorted(set(duplicate_tokens(names)))
                 if twice:  # a row read into a dict would keep the last of them without a word
                     raise MalformedRowError(
                         path, start, f"the header {names!r} names the column(s) {twice!r} more than once; rename "
