@@ -10,6 +10,7 @@ import sys
 
 from keras_bert_impl.commands import task_data
 from keras_bert_impl.commands.errors import UsageError
+from keras_bert_impl.commands.output_files import refuse_replacing_inputs
 from keras_bert_impl.conversion.input_contract import (
     EXPORT_FORMATS, GPU_QUANTIZATIONS, HUB_FORMATS, INTEGER_ONLY_QUANTIZATIONS, QUANTIZATIONS,
     RENAMED_QUANTIZATIONS, STATIC_QUANTIZATIONS, check_quantization,
@@ -228,6 +229,8 @@ def run(args):
     import keras_bert_impl as kb
 
     formats = _choices("--formats", args.formats, EXPORT_FORMATS + HUB_FORMATS)
+    refuse_replacing_inputs("--output", args.output, {"--model": args.model, "--validation": args.validation,
+                                                      "--calibration": args.calibration})
     if set(formats) & set(HUB_FORMATS):
         if len(formats) > 1:
             raise UsageError(
@@ -251,6 +254,7 @@ def run(args):
     settings = task_data.data_settings(args, task, stored) if task in task_data.TASKS else {}
     validation = _examples(args.validation, "--validation", task, model, settings, args.on_error) if args.validation else None
     calibration_path = args.calibration or stored.get("train")
+    refuse_replacing_inputs("--output", args.output, {"the run's training file": calibration_path})
     calibration = None
     from keras_bert_impl_export.exporter import calibrated_quantizations
 

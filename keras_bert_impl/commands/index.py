@@ -6,7 +6,7 @@ import time
 
 from keras_bert_impl.commands.encoder_flags import add_encoder_flags, encoder_from_args, progress_bar, report_truncated
 from keras_bert_impl.commands.errors import UsageError
-from keras_bert_impl.commands.output_files import add_overwrite_flag, refuse_existing
+from keras_bert_impl.commands.output_files import add_overwrite_flag, refuse_existing, refuse_replacing_inputs
 from keras_bert_impl.commands.text_lines import check_text_file, read_lines
 
 
@@ -36,6 +36,7 @@ def run(args):
             f"--output {args.output!r} exists and is not an index folder: choose a new path (nothing there is replaced)."
         )
     refuse_existing(args, "output")
+    refuse_replacing_inputs("--output", args.output, {"FILE": args.file, "--model": getattr(args, "model", None)})
     total = check_text_file(args.file, "FILE")
     texts = [text for text in read_lines(args.file, "FILE") if text.strip()]
     if not texts:

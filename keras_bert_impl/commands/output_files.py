@@ -18,3 +18,21 @@ def refuse_existing(args, *flags):
         if path and os.path.exists(path) and not getattr(args, "overwrite", False):
             raise UsageError(f"--{dest.replace('_', '-')} {path} already exists: add --overwrite to replace it, or give "
                              "another path.")
+
+
+def refuse_replacing_inputs(output_flag, output, inputs):
+    """UsageError when the folder `output` (which --overwrite replaces whole) is, or holds, one
+    of `inputs` ({flag: path}, None skipped): replacing it would delete what this very command
+    reads, a run's model among them. Links are followed, so a symlinked path is caught too."""
+    if not output:
+        return
+    out = os.path.realpath(output)
+    for flag, path in inputs.items():
+        if not path:
+            continue
+        real = os.path.realpath(path)
+        if real == out or real.startswith(out.rstrip(os.sep) + os.sep):
+            raise UsageError(
+                f"{output_flag} {output} holds {flag} {path}: writing there replaces the whole folder, and with it "
+                f"what this command reads. Give another {output_flag}, outside that folder."
+            )

@@ -306,6 +306,21 @@ def test_existing_output_is_refused_unless_overwrite(tiny_classifier, tmp_path, 
     assert _export(capsys, "--model", tiny_classifier, "--output", out, *QUICK, "--overwrite")[0] == 0
 
 
+@pytest.mark.parametrize("formats", [QUICK, ["--formats", "huggingface"]])
+@pytest.mark.parametrize("where", ["run", "parent"])
+def test_output_that_holds_the_model_is_refused_even_with_overwrite(tiny_classifier, tmp_path, capsys, formats, where):
+    # --overwrite replaces the whole output folder: a run folder (or a folder above it) as --output
+    # used to lose the very model it was exported from.
+    run = tmp_path / "runs" / "mr"
+    run.mkdir(parents=True)
+    with open(tiny_classifier, "rb") as source, open(run / "model.keras", "wb") as copy:
+        copy.write(source.read())
+    out = run if where == "run" else tmp_path / "runs"
+    code, err = _export(capsys, "--model", str(run), "--output", str(out), *formats, "--overwrite")
+    assert code == 2 and f"--output {out} holds --model {run}" in err and "outside that folder" in err
+    assert os.listdir(run) == ["model.keras"] and sorted(os.listdir(tmp_path)) == ["runs"]
+
+
 @pytest.mark.parametrize(
     "extra, message",
     [

@@ -159,6 +159,17 @@ def test_bad_input(argv, message, minilm_keras, tmp_path, capsys):
     assert sorted(os.listdir(tmp_path)) == sorted(files)  # nothing written
 
 
+def test_index_refuses_to_replace_the_folder_that_holds_its_file(minilm_keras, tmp_path, capsys):
+    # --overwrite replaces the whole index folder: a FILE kept inside it would be deleted with it.
+    index = tmp_path / "index"
+    index.mkdir()
+    (index / "manifest.json").write_text("{}")
+    (index / "texts.txt").write_text("a good film\n")
+    _fails(["index", str(index / "texts.txt"), "--model", minilm_keras, "--output", str(index), "--overwrite"], capsys,
+           f"--output {index} holds FILE {index / 'texts.txt'}")
+    assert sorted(os.listdir(index)) == ["manifest.json", "texts.txt"]
+
+
 def test_unknown_pooling_is_an_argument_error(minilm_keras, capsys):
     with pytest.raises(SystemExit) as exit_info:
         main(["embed", "x.txt", "--model", minilm_keras, "--output", "x.npy", "--pooling", "avg"])
