@@ -56,11 +56,18 @@ def _unlabeled_texts(path):
 
 def _teacher(args, strategy):
     """The --teacher head, its run's task.json and its task, checked for distillation."""
+    import keras_bert_impl as kb
     from keras_bert_impl.commands import model_files
 
     with strategy.scope():
         teacher, teacher_path = model_files.load_model(args.teacher, "--teacher")
     stored = task_data.read_task_file(os.path.dirname(teacher_path)) or {}
+    if isinstance(teacher, kb.QuantizationAwareClassifier):
+        # Its fake quantization is there for the integer-only file; a student learns from the
+        # float classifier it wraps (what its other export files hold), and is built like it.
+        print(f"kbert distill: --teacher {teacher_path} is quantization-aware: distilling from the float classifier "
+              "it wraps", file=sys.stderr)
+        teacher = teacher.classifier
     try:
         task = task_data.task_of_model(teacher, has_text_b=stored.get("task") == "pair")
     except ValueError as e:

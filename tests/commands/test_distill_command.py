@@ -97,6 +97,19 @@ def test_student_from_teacher_layers_starts_as_those_layers(teacher, files, tmp_
     assert student.backbone.num_layers == 1 and student.backbone.hidden_dim == 128
 
 
+@pytest.mark.slow  # about 20 s or more: a distillation run from a quantization-aware teacher
+def test_a_quantization_aware_teacher_is_distilled_through_its_float_classifier(teacher, files, tmp_path, capsys):
+    # It used to end in a traceback: the student head was built as a QuantizationAwareClassifier of a backbone.
+    float_teacher = keras.saving.load_model(os.path.join(teacher, "model.keras"))
+    qat = tmp_path / "qat.keras"
+    kb.QuantizationAwareClassifier(float_teacher).save(qat)
+    run = tmp_path / "student"
+    assert main(_distill(str(qat), files, run, "--student-from-teacher", "1", "--alpha", "0", *LAYOUT)) == 0
+    assert "is quantization-aware: distilling from the float classifier it wraps" in capsys.readouterr().err
+    student = keras.saving.load_model(run / "model.keras")
+    assert type(student) is kb.BertClassifier and student.label_names == float_teacher.label_names
+
+
 def _weights(path):
     return keras.saving.load_model(path).get_weights()
 
