@@ -94,6 +94,11 @@ def test_config_of_each_head():
     assert {"cls.predictions.bias", "cls.seq_relationship.weight", "bert.pooler.dense.weight"} <= set(pretrainer.tensors)
     tanh = transformers_model(_backbone(activation="gelu_approximate"))
     assert tanh.config["hidden_act"] == "gelu_new"
+    # Quantization-aware: the float classifier it wraps (this was refused with advice that led to another refusal).
+    float_head = kb.BertClassifier(_backbone(), 2, label_names=["neg", "pos"])
+    qat = transformers_model(kb.QuantizationAwareClassifier(float_head))
+    assert qat.architecture == "BertForSequenceClassification" and "quantization-aware" in qat.notes[0]
+    np.testing.assert_array_equal(qat.tensors["classifier.weight"], float_head.output_dense.kernel.numpy().T)
 
 
 def _quantized(model):

@@ -101,16 +101,23 @@ def transformers_model(model):
         model: a `BertBackbone` (-> BertModel), `BertPretrainer` (-> BertForPreTraining),
             `BertClassifier` with pooling "pooled" (-> BertForSequenceClassification),
             `BertTokenClassifier` (-> BertForTokenClassification) or `BertSpanLabeler`
-            (-> BertForQuestionAnswering).
+            (-> BertForQuestionAnswering); a `QuantizationAwareClassifier` gives its float
+            classifier's.
     Returns:
         TransformersModel.
     """
+    notes, label_names = [], []
+    if isinstance(model, kb.QuantizationAwareClassifier):
+        # transformers has no fake quantization: the folder holds the float classifier it wraps, as
+        # the other export files of a --qat run do.
+        notes.append("The model was trained quantization-aware (kbert finetune --qat): this folder holds the float "
+                     "classifier it wraps; the integer-only TFLite file of kbert export computes as it was trained.")
+        model = model.classifier
     backbone = model if isinstance(model, kb.BertBackbone) else getattr(model, "backbone", None)
     if not isinstance(backbone, kb.BertBackbone):
         raise NotExpressibleError(f"a {type(model).__name__} is not a keras_bert_impl BERT model.")
     _check_backbone(backbone)
     _check_float(model)
-    notes, label_names = [], []
     if isinstance(model, kb.BertBackbone):
         architecture, task = "BertModel", "feature extraction (the encoder, with its pooler)"
         config, tensors = _config(backbone, architecture), huggingface_tensors(model)
