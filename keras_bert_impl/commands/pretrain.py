@@ -115,9 +115,12 @@ def _check_flags(args):
     check_training_flags(args)
     if args.steps < 1:
         raise UsageError(f"--steps must be a positive integer. Received: {args.steps}")
+    # Checked as given: 0 used to read as "not given" (the default), and --validation-steps 0 failed
+    # after the first epoch's training, -1 evaluated the whole --validation-records.
+    for flag, value in (("--steps-per-epoch", args.steps_per_epoch), ("--validation-steps", args.validation_steps)):
+        if value is not None and value < 1:
+            raise UsageError(f"{flag} must be a positive integer. Received: {value}")
     steps_per_epoch = args.steps_per_epoch or min(args.steps, 1000)
-    if steps_per_epoch < 1:
-        raise UsageError(f"--steps-per-epoch must be a positive integer. Received: {args.steps_per_epoch}")
     if args.steps % steps_per_epoch:
         raise UsageError(
             f"--steps {args.steps} must be a multiple of --steps-per-epoch {steps_per_epoch} (each epoch is that many steps)."
@@ -210,7 +213,9 @@ def _data(args, start, strategy):
         raise UsageError(f"The records are {reader.max_seq_length} tokens long; the model takes at most {start.max_len}.")
 
     def dataset_fn():
-        return reader.dataset(batch_size=args.batch_size, shuffle_buffer_size=10000, seed=args.seed)
+        # Every pass the run can reach (a pass is at least one batch), each ordered and masked from
+        # (seed, pass) alone: a resumed run skips to the uninterrupted run's batch.
+        return reader.dataset(batch_size=args.batch_size, shuffle_buffer_size=10000, seed=args.seed, passes=args.steps)
 
     data.dataset_fn = dataset_fn
     data.token, data.baseline = unigram_baseline(dataset_fn())

@@ -164,6 +164,71 @@ def test_records_feed_bert_pretrainer(subset_examples, review_subset_file, vocab
         assert_weights_changed(before, pretrainer)
 
 
+def _rows(batches):
+    """Each example of (x, y, w) batches as a hashable row: its token ids."""
+    return [tuple(row) for x, _, _ in batches for row in x["token_ids"].numpy().tolist()]
+
+
+def test_passes_are_a_function_of_seed_and_pass_alone(subset_examples, tmp_path):
+    """dataset(passes=...): what kbert pretrain's resume skips through. Each pass holds every
+    record once, passes differ, and a dataset built afresh and skipped to batch k gives the batch
+    k of an uninterrupted one: a reshuffling buffer's order depended on how many iterators the
+    process had made (a resumed run trained 23 of 91 rows twice and 23 never in one pass)."""
+    builder, corpus, examples = subset_examples
+    builder.write(corpus, tmp_path / "static", num_shards=3, shuffle_buffer_size=50)
+    reader = PretrainingRecordReader.from_directory(tmp_path / "static")
+    batches_per_pass = -(-len(examples) // 16)
+    read = lambda: reader.dataset(batch_size=16, shuffle_buffer_size=40, seed=3, passes=3)  # noqa: E731
+    whole = list(read())
+    assert len(whole) == 3 * batches_per_pass
+    written = sorted(_rows(reader.dataset(batch_size=16)))
+    passes = [_rows(whole[i * batches_per_pass:(i + 1) * batches_per_pass]) for i in range(3)]
+    for rows in passes:
+        assert sorted(rows) == written  # every record once, none twice
+    assert passes[0] != passes[1] != passes[2]
+    start = batches_per_pass + 2
+    it = iter(read())
+    for _ in range(5):
+        next(it)  # another iterator, advanced: it must not change what a new one gives
+    assert _rows(list(read().skip(start))) == _rows(whole[start:])
+    assert _rows(read()) == _rows(whole) and _rows(reader.dataset(16, 40, seed=4, passes=1)) != passes[0]
+
+
+def test_a_masker_on_statically_masked_records_starts_from_the_original_tokens(subset_examples, vocab_path, tmp_path):
+    """The records' own masks are undone before the fresh ones: on statically masked records a
+    dynamic masker used to mask text that was masked already ([MASK] left where nothing is
+    labelled, and [MASK] as a label)."""
+    builder, corpus, examples = subset_examples
+    builder.write(corpus, tmp_path / "static", num_shards=1, shuffle_buffer_size=1)
+    masker = PretrainingMasker(vocab_path)
+    reader = PretrainingRecordReader.from_directory(tmp_path / "static", masker=masker)
+    originals = []
+    for example in examples:  # the text before static masking: labels put back at their positions
+        ids = list(example["input_ids"])
+        for position, token, weight in zip(example["masked_lm_positions"], example["masked_lm_ids"],
+                                           example["masked_lm_weights"]):
+            if weight > 0:
+                ids[position] = token
+        originals.append(ids)
+    labelled = unlabelled_masks = 0
+    restored_rows = []
+    for x, y, w in reader.dataset(batch_size=len(examples)):
+        tokens, positions, weights = x["token_ids"].numpy(), x["mask_positions"].numpy(), w["mlm_logits"].numpy()
+        labels = y["mlm_logits"].numpy()
+        for i, row in enumerate(tokens):
+            restored = row.copy()
+            real = weights[i] > 0
+            restored[positions[i][real]] = labels[i][real]
+            restored_rows.append(restored.tolist())
+            masks = row == MASK
+            masks[positions[i][real]] = False
+            unlabelled_masks += int(masks.sum())
+            labelled += int(real.sum())
+        assert not np.isin(labels[weights > 0], [MASK]).any()
+    assert sorted(restored_rows) == sorted(originals)
+    assert labelled > 100 and unlabelled_masks == 0
+
+
 def test_reader_errors(tmp_path, vocab_path):
     with pytest.raises(FileNotFoundError, match="No pretraining records match"):
         PretrainingRecordReader(str(tmp_path / "*.tfrecord"))
