@@ -3,6 +3,7 @@
 argparse only: imported while the parser is built, before any command runs.
 """
 
+import math
 import os
 import sys
 
@@ -51,12 +52,16 @@ def check_training_flags(args):
         value = getattr(args, name)
         if value < 1:
             raise UsageError(f"--{name.replace('_', '-')} must be a positive integer. Received: {value}")
-    if not args.learning_rate > 0:
-        raise UsageError(f"--learning-rate must be > 0. Received: {args.learning_rate}")
+    # NaN and inf fail these comparisons too: a run with either trained to an all-NaN model and exited 0.
+    if not 0 < args.learning_rate < math.inf:
+        raise UsageError(f"--learning-rate must be a finite number > 0. Received: {args.learning_rate}")
     if not 0 <= args.warmup_fraction < 1:
         raise UsageError(f"--warmup-fraction must be in [0, 1). Received: {args.warmup_fraction}")
-    if args.weight_decay < 0:
-        raise UsageError(f"--weight-decay must be >= 0. Received: {args.weight_decay}")
+    if not 0 <= args.weight_decay < math.inf:
+        raise UsageError(f"--weight-decay must be a finite number >= 0. Received: {args.weight_decay}")
+    # numpy's and Keras' seeding take 0..2**32-1; outside it a run failed later, naming another flag or none.
+    if not 0 <= args.seed < 2**32:
+        raise UsageError(f"--seed must be in 0..{2**32 - 1}. Received: {args.seed}")
 
 
 def check_head_training_flags(args):

@@ -34,8 +34,8 @@ class DistillationLoss(keras.losses.Loss):
     """
 
     def __init__(self, temperature=2.0, multi_label=False, name="distillation", **kwargs):
-        if isinstance(temperature, bool) or not isinstance(temperature, (int, float)) or not temperature > 0:
-            raise ValueError(f"temperature must be a number > 0. Received: temperature={temperature!r}")
+        if isinstance(temperature, bool) or not isinstance(temperature, (int, float)) or not 0 < temperature < float("inf"):
+            raise ValueError(f"temperature must be a finite number > 0. Received: temperature={temperature!r}")
         if not isinstance(multi_label, bool):
             raise ValueError(f"multi_label must be a bool. Received: multi_label={multi_label!r}")
         super().__init__(name=name, reduction="mean_with_sample_weight", **kwargs)

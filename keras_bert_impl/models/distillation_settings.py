@@ -34,8 +34,8 @@ def check_distillation_settings(general, temperature, alpha, hidden_weight, atte
     settings["alpha"] = _argument("alpha", check_fraction, "alpha", alpha, False, False)
     settings["temperature"] = temperature
     if not general and (isinstance(temperature, bool) or not isinstance(temperature, (int, float))
-                        or not temperature > 0):
-        raise DistillationArgumentError("temperature", f"temperature must be a number > 0 (1 = the plain softmax; "
+                        or not 0 < temperature < float("inf")):
+        raise DistillationArgumentError("temperature", f"temperature must be a finite number > 0 (1 = the plain softmax; "
                                         f"Hinton et al. use 2 to 20). Received: temperature={temperature!r}")
     mapped_terms = settings["hidden_weight"] > 0 or settings["attention_weight"] > 0
     if general:

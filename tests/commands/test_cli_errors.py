@@ -155,6 +155,38 @@ def test_seq_len_zero_or_negative_is_refused_not_read_as_the_default(run, mr_fil
             assert len(err.strip().splitlines()) == 1, err
 
 
+@pytest.mark.parametrize(
+    "command, flags, message",
+    [
+        ("finetune", ["--learning-rate", "inf"], "--learning-rate must be a finite number > 0. Received: inf"),
+        ("finetune", ["--learning-rate", "nan"], "--learning-rate must be a finite number > 0. Received: nan"),
+        ("finetune", ["--weight-decay", "nan"], "--weight-decay must be a finite number >= 0. Received: nan"),
+        ("pretrain", ["--weight-decay", "inf"], "--weight-decay must be a finite number >= 0. Received: inf"),
+        ("finetune", ["--seed", "-1"], "--seed must be in 0..4294967295. Received: -1"),
+        ("pretrain", ["--seed", "4294967296"], "--seed must be in 0..4294967295. Received: 4294967296"),
+        ("pretrain", ["--steps-per-epoch", "0"], "--steps-per-epoch must be a positive integer. Received: 0"),
+        ("pretrain", ["--validation-steps", "0"], "--validation-steps must be a positive integer. Received: 0"),
+        ("pretrain", ["--validation-steps", "-1"], "--validation-steps must be a positive integer. Received: -1"),
+    ],
+)
+def test_training_numbers_that_cannot_train_are_refused_before_the_run(command, flags, message, tiny_init, mr_files,
+                                                                      tmp_path, capsys):
+    # NaN/inf rates trained an all-NaN model and exited 0; a negative seed blamed --train or was a
+    # traceback; --validation-steps 0 failed after the first epoch's training, -1 read everything.
+    train, dev = mr_files
+    output = tmp_path / "run"
+    if command == "finetune":
+        argv = ["finetune", "--task", "classification", "--init", tiny_init, "--train", train, "--validation", dev,
+                *LAYOUT]
+    else:
+        argv = ["pretrain", "--corpus", train, "--vocab", os.path.join(REPO, "data", "minilm", "vocab.txt"),
+                "--preset", "bert_tiny", "--steps", "12"]
+    assert main([*argv, "--output", str(output), *flags]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and message in err[0], err
+    assert not output.exists()
+
+
 @pytest.mark.slow  # about 20 s or more: trains, interrupts and resumes through kbert processes
 def test_ctrl_c_during_training_says_what_was_saved_and_the_same_command_resumes(tiny_init, mr_files, tmp_path):
     train, dev = mr_files

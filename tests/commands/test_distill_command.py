@@ -159,7 +159,7 @@ def _refused(capsys, argv, *fragments):
 def test_bad_input_is_refused_before_training(teacher, files, tmp_path, capsys):
     out = tmp_path / "never"
     tiny = ("--student-preset", "bert_tiny")
-    _refused(capsys, _distill(teacher, files, out, *tiny, "--temperature", "0"), "--temperature 0.0: temperature must be a number > 0", "Received: temperature=0.0")
+    _refused(capsys, _distill(teacher, files, out, *tiny, "--temperature", "0"), "--temperature 0.0: temperature must be a finite number > 0", "Received: temperature=0.0")
     _refused(capsys, _distill(teacher, files, out, *tiny, "--alpha", "1.5"), "--alpha 1.5: alpha must be a number in [0, 1]", "Received: alpha=1.5")
     _refused(capsys, _distill(teacher, files, out, "--student-from-teacher", "0,2"),
              "--student-from-teacher 0,2", "distinct layer indices in [0, 1]", "[0, 2]")

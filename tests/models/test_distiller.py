@@ -116,8 +116,9 @@ def test_save_and_load_the_distiller_and_the_student(tmp_path):
 
 def test_refusals():
     teacher, student = _pair()
-    with pytest.raises(ValueError, match="temperature must be a number > 0"):
-        Distiller(teacher, student, temperature=0)
+    for temperature in (0, float("inf"), float("nan")):
+        with pytest.raises(ValueError, match="temperature must be a finite number > 0"):
+            Distiller(teacher, student, temperature=temperature)
     with pytest.raises(ValueError, match="alpha"):
         Distiller(teacher, student, alpha=1.5)
     _, other = _pair(num_classes=2)
