@@ -89,7 +89,9 @@ def _records(args, vocabulary):
     if documents == 0:
         raise UsageError(f"--corpus {args.corpus} has no text (0 documents with --corpus-format {args.corpus_format}).")
     started = time.monotonic()
-    writer = builder.write(corpus, directory)
+    # The run's own folder without its pretraining.json: whatever shards are there are a killed
+    # build's (the metadata goes in last), so they are replaced, not refused.
+    writer = builder.write(corpus, directory, overwrite=True)
     print(f"kbert pretrain: built {writer.count} examples from {documents} documents in "
           f"{time.monotonic() - started:.0f} s into {directory}", file=sys.stderr)
     return directory

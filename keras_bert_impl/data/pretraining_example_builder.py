@@ -81,7 +81,7 @@ class PretrainingExampleBuilder:
         balanced_nsp: a fair IsNext/NotNext coin for every pair (see above);
             False reproduces Google's output exactly.
         document_buffer_size: documents held at once (shuffle window and
-            NotNext pool).
+            NotNext pool), at least 2.
         mask: False builds unmasked examples for dynamic masking (no
             masked_lm_* features).
         seed: seed of the `random.Random` all draws come from (Google's
@@ -121,7 +121,9 @@ class PretrainingExampleBuilder:
         check_int("max_seq_length", max_seq_length, 5)
         check_fraction("short_seq_prob", short_seq_prob, open_low=False, open_high=False)
         check_int("dupe_factor", dupe_factor, 1)
-        check_int("document_buffer_size", document_buffer_size, 1)
+        # At least 2: with one document held, NotNext's random segment could only come from A's own
+        # document (98% of NotNext pairs did, often the text that really follows A).
+        check_int("document_buffer_size", document_buffer_size, 2)
         check_int("seed", seed, 0)
         check_int("tokenize_batch_size", tokenize_batch_size, 1)
         check_bool("mask", mask)

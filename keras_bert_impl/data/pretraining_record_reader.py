@@ -82,6 +82,17 @@ class PretrainingRecordReader:
                 f"The records in {directory} are unmasked (written for dynamic masking): pass masker=PretrainingMasker(...)."
             )
         shards = [os.path.join(os.fspath(directory), name) for name in metadata["shards"]]
+        # The writer renames the shards, then the metadata: a write killed between two renames
+        # leaves shards of two runs under an older metadata, whose sizes tell them apart.
+        for name, size in (metadata.get("shard_bytes") or {}).items():
+            shard = os.path.join(os.fspath(directory), name)
+            found = os.path.getsize(shard) if os.path.isfile(shard) else None
+            if found != size:
+                raise ValueError(
+                    f"{shard} {'is missing' if found is None else f'holds {found} bytes'}, but {path} lists {size}: "
+                    "the shards and their metadata come from different writes (one interrupted). Write the records "
+                    "again (kbert pretrain-data --overwrite)."
+                )
         return cls(shards, metadata["max_seq_length"], metadata["max_predictions_per_seq"], masker=masker)
 
     def features(self, shuffle_files=False, seed=None):

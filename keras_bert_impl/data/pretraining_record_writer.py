@@ -1,9 +1,10 @@
 """Sharded, atomic TFRecord output of pretraining examples."""
 
-import glob
+import contextlib
 import json
 import os
 import random
+import re
 
 import tensorflow as tf
 
@@ -23,8 +24,12 @@ class PretrainingRecordWriter:
 
     Nothing appears under the final names until `close()` succeeds: shards are
     written as `.tmp-<name>` in `output_dir` and renamed into place at the end,
-    together with `<prefix>.json` (counts and the settings given as
-    `metadata`). If writing fails, the temporary files are removed. Existing
+    together with `<prefix>.json` (counts, each shard's size, and the settings
+    given as `metadata`), renamed last: a crash between two renames leaves
+    shards whose sizes the old `<prefix>.json` does not list, which
+    `PretrainingRecordReader.from_directory` refuses. If writing fails (a full
+    disk included: an OSError naming the shard), the temporary files are
+    removed. Existing
     shards of the same prefix are an error unless `overwrite=True`, in which
     case they are replaced (stale shards of another shard count are removed
     after the new ones are in place, so a glob never mixes two runs).
@@ -74,7 +79,12 @@ class PretrainingRecordWriter:
         self._writers = None
 
     def _existing(self):
-        return sorted(glob.glob(os.path.join(glob.escape(self.output_dir), f"{glob.escape(self.prefix)}-*-of-*.tfrecord")))
+        # Exactly this prefix's names: a glob `prefix-*-of-*` also matched `prefix-val-...`, whose
+        # shards an overwrite then deleted as stale.
+        name = re.compile(rf"{re.escape(self.prefix)}-\d{{5}}-of-\d{{5}}\.tfrecord")
+        if not os.path.isdir(self.output_dir):
+            return []
+        return sorted(os.path.join(self.output_dir, entry) for entry in os.listdir(self.output_dir) if name.fullmatch(entry))
 
     def open(self):
         existing = self._existing()
@@ -110,37 +120,56 @@ class PretrainingRecordWriter:
         self._buffer[j] = record
 
     def _emit(self, record):
-        self._writers[self._next_shard].write(record)
+        with self._disk_errors(self._next_shard):
+            self._writers[self._next_shard].write(record)
         self._next_shard = (self._next_shard + 1) % self.num_shards
 
+    @contextlib.contextmanager
+    def _disk_errors(self, shard):
+        """TensorFlow's file errors (a full disk is a ResourceExhaustedError, not an OSError) as
+        an OSError naming the shard."""
+        try:
+            yield
+        except tf.errors.OpError as e:
+            raise OSError(f"Writing {self.paths[shard]} failed: {e.message}. Free some space, or write to another "
+                          "output directory.") from None
+
     def close(self):
-        """Flushes the buffer and moves the shards and metadata into place."""
+        """Flushes the buffer and moves the shards and metadata into place (the metadata
+        last); on any failure the temporary files are removed and the error raised."""
         if self._writers is None:
             return
-        self._rng.shuffle(self._buffer)
-        for record in self._buffer:
-            self._emit(record)
-        self._buffer = []
-        for writer in self._writers:
-            writer.close()
-        self._writers = None
-        stale = [p for p in self._existing() if p not in self.paths]
-        metadata = dict(self.metadata, examples=self.count, shards=[os.path.basename(p) for p in self.paths])
-        with open(self._temps[-1], "w", encoding="utf-8") as f:
-            json.dump(metadata, f, indent=2, sort_keys=True)
-        for temp, path in zip(self._temps, self.paths + [self.metadata_path]):
-            os.replace(temp, path)
+        try:
+            self._rng.shuffle(self._buffer)
+            for record in self._buffer:
+                self._emit(record)
+            self._buffer = []
+            for shard, writer in enumerate(self._writers):
+                with self._disk_errors(shard):
+                    writer.close()
+            self._writers = None
+            stale = [p for p in self._existing() if p not in self.paths]
+            metadata = dict(self.metadata, examples=self.count, shards=[os.path.basename(p) for p in self.paths],
+                            shard_bytes={os.path.basename(p): os.path.getsize(t) for p, t in zip(self.paths, self._temps)})
+            with open(self._temps[-1], "w", encoding="utf-8") as f:
+                json.dump(metadata, f, indent=2, sort_keys=True)
+            for temp, path in zip(self._temps, self.paths + [self.metadata_path]):
+                os.replace(temp, path)
+        except BaseException:
+            self.abort()
+            raise
         for path in stale:
             os.remove(path)
 
     def abort(self):
-        """Drops everything written so far; the final names are untouched."""
-        if self._writers is not None:
-            for writer in self._writers:
+        """Drops everything written so far; the final names are untouched. Never raises: a
+        writer that cannot close (a full disk) must not keep its temporary file in place."""
+        for writer in self._writers or []:
+            with contextlib.suppress(Exception):
                 writer.close()
-            self._writers = None
+        self._writers = None
         for temp in getattr(self, "_temps", []):
-            if os.path.exists(temp):
+            with contextlib.suppress(OSError):
                 os.remove(temp)
 
     def __enter__(self):

@@ -38,6 +38,10 @@ def transfer_dataset(preprocessor, texts, texts_b, targets, unlabeled, batch_siz
     [2, 1]
     """
     labelled = len(texts)
+    if unlabeled and texts_b is not None and any(t is not None for t in texts_b):
+        # An unlabeled text has no second text to pair: the rows' text_b would not cover it.
+        raise ValueError(f"unlabeled texts are single texts, but the labelled rows are pairs (texts_b). Received: "
+                         f"{len(unlabeled)} unlabeled texts; give pairs as labelled rows, or no unlabeled texts.")
     all_texts = list(texts) + list(unlabeled)
     features = {"text": tf.constant(all_texts, tf.string)}
     if targets is not None:

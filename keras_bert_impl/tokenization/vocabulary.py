@@ -35,8 +35,14 @@ def read_vocabulary(path):
         )
     # utf-8-sig: a byte-order mark (Windows editors write one) is not part of the first token,
     # which would otherwise never match and read as missing.
-    with open(path, encoding="utf-8-sig") as f:
-        tokens = [line.rstrip("\n").rstrip("\r") for line in f]
+    if os.path.isdir(path):
+        raise IsADirectoryError(f"{path} is a folder: give the path of its vocab.txt (one token per line).")
+    try:
+        with open(path, encoding="utf-8-sig") as f:
+            tokens = [line.rstrip("\n").rstrip("\r") for line in f]
+    except UnicodeDecodeError:
+        raise ValueError(f"{path} is not UTF-8 ({_first_undecodable(path)}): a WordPiece vocab.txt is UTF-8, one "
+                         "token per line. Re-save it as UTF-8, or use the checkpoint's own vocab.txt.") from None
     while tokens and tokens[-1] == "":
         tokens.pop()
     duplicates = duplicate_tokens(tokens)
@@ -47,6 +53,18 @@ def read_vocabulary(path):
             f"{', ...' if len(duplicates) > 3 else ''}): each token needs one id. Remove the repeated lines, or use the "
             "checkpoint's own vocab.txt.")
     return tokens
+
+
+def _first_undecodable(path):
+    """Where a file stops being UTF-8: "line N: byte 0xNN"."""
+    with open(path, "rb") as f:
+        raw = f.read()
+    try:
+        raw.decode("utf-8-sig")
+        return "a byte sequence"
+    except UnicodeDecodeError as e:
+        line = raw[:e.start].count(b"\n") + 1
+        return f"line {line}: byte {raw[e.start]:#04x}"
 
 
 def write_vocabulary(tokens, path):

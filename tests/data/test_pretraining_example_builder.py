@@ -164,6 +164,7 @@ BAD_BUILDER_ARGUMENTS = [
     ({"short_seq_prob": -0.1}, r"short_seq_prob=-0.1"),
     ({"dupe_factor": 0}, r"dupe_factor must be a positive integer. Received: dupe_factor=0"),
     ({"document_buffer_size": 0}, r"document_buffer_size=0"),
+    ({"document_buffer_size": 1}, r"document_buffer_size=1"),
     ({"masked_lm_prob": 0}, r"masked_lm_prob=0"),
     ({"max_predictions_per_seq": 0}, r"max_predictions_per_seq=0"),
     ({"seed": -1}, r"seed=-1"),

@@ -118,6 +118,69 @@ def test_writer_is_atomic_and_refuses_to_mix_runs(subset_examples, tmp_path):
     ]
 
 
+def test_writer_keeps_other_prefixes_and_cleans_up_after_a_failing_close(subset_examples, tmp_path, monkeypatch):
+    builder, corpus, examples = subset_examples
+    out = tmp_path / "out"
+    # Another prefix whose name starts with this one's: an overwrite used to delete its shards as stale.
+    builder.write(corpus, out, num_shards=2, prefix="pretraining-val")
+    builder.write(corpus, out, num_shards=3)
+    builder.write(corpus, out, num_shards=2, overwrite=True)
+    assert sorted(os.listdir(out)) == [
+        "pretraining-00000-of-00002.tfrecord", "pretraining-00001-of-00002.tfrecord",
+        "pretraining-val-00000-of-00002.tfrecord", "pretraining-val-00001-of-00002.tfrecord", "pretraining-val.json",
+        "pretraining.json",
+    ]
+    PretrainingRecordReader.from_directory(out, prefix="pretraining-val")
+
+    # A full disk: TensorFlow's ResourceExhaustedError (not an OSError) becomes one naming the shard,
+    # and no temporary file is left to keep the disk full.
+    class FullDisk:
+        def write(self, record):
+            raise tf.errors.ResourceExhaustedError(None, None, "No space left on device")
+
+        close = write
+
+    with pytest.raises(OSError, match=r"pretraining-00000-of-00002.tfrecord failed: No space left on device"):
+        with PretrainingRecordWriter(tmp_path / "full", num_shards=2, shuffle_buffer_size=1) as writer:
+            for opened in writer._writers:
+                opened.close()
+            writer._writers = [FullDisk(), FullDisk()]
+            for example in examples[:3]:
+                writer.write(example)
+    assert os.listdir(tmp_path / "full") == []
+
+    # A rename that fails halfway through close: the temporary files go, the error is raised.
+    renames = []
+
+    def replace(source, target):
+        renames.append(target)
+        if len(renames) == 2:
+            raise OSError("the disk went away")
+        return real_replace(source, target)
+
+    real_replace = os.replace
+    monkeypatch.setattr(os, "replace", replace)
+    with pytest.raises(OSError, match="the disk went away"):
+        builder.write(corpus, tmp_path / "halfway", num_shards=3)
+    monkeypatch.setattr(os, "replace", real_replace)
+    assert os.listdir(tmp_path / "halfway") == ["pretraining-00000-of-00003.tfrecord"]  # no .tmp-, no metadata
+
+
+def test_shards_of_two_writes_under_one_metadata_are_refused(subset_examples, tmp_path):
+    """The writer renames its shards, then the metadata: a write killed between two renames leaves
+    the new shards beside the old ones under the old metadata, which the reader now refuses."""
+    builder, corpus, _ = subset_examples
+    out = tmp_path / "out"
+    builder.write(corpus, out, num_shards=2)
+    PretrainingRecordReader.from_directory(out)
+    other = PretrainingExampleBuilder(builder.vocabulary, dupe_factor=2, document_buffer_size=100, seed=9)
+    other.write(corpus, tmp_path / "other", num_shards=2)
+    os.replace(tmp_path / "other" / "pretraining-00001-of-00002.tfrecord", out / "pretraining-00001-of-00002.tfrecord")
+    with pytest.raises(ValueError, match=r"pretraining-00001-of-00002.tfrecord holds \d+ bytes, but .*pretraining.json "
+                                         r"lists \d+: the shards and their metadata come from different writes"):
+        PretrainingRecordReader.from_directory(out)
+
+
 def _check_batch(x, y, sample_weight, batch):
     assert set(x) == {"token_ids", "segment_ids", "padding_mask", "mask_positions"}
     assert all(v.dtype == tf.int32 for v in x.values())

@@ -2,6 +2,7 @@
 and an order that depends on (seed, epoch) alone."""
 
 import numpy as np
+import pytest
 
 from keras_bert_impl.data import transfer_dataset
 from keras_bert_impl.tokenization import BertPreprocessor
@@ -37,3 +38,11 @@ def test_the_order_is_a_function_of_the_seed_and_the_epoch():
 def test_without_targets_the_batches_are_model_inputs():
     x = _batches(False, targets=None)[0]
     assert sorted(x) == ["padding_mask", "segment_ids", "token_ids"]
+
+
+def test_pairs_with_unlabeled_texts_are_refused():
+    # The unlabeled texts have no text_b: gathering theirs failed mid-iteration (InvalidArgumentError).
+    preprocessor = BertPreprocessor(VOCAB, sequence_length=8)
+    with pytest.raises(ValueError, match="unlabeled texts are single texts, but the labelled rows are pairs"):
+        transfer_dataset(preprocessor, ["good", "bad"], ["film", "film"], [np.int32(1), np.int32(0)], ["fine"], 2, 0,
+                         1, False)

@@ -80,6 +80,14 @@ def test_bad_vocabulary(tmp_path):
         BertPreprocessor(["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "a", "a"])
     with pytest.raises(ValueError, match="sequence_length must be an int >= 3"):
         BertPreprocessor(["[PAD]"], sequence_length=2)
+    # A vocab.txt that is not UTF-8, or a folder: said naming the file, the line and the fix
+    # (they were "'utf-8' codec can't decode byte 0xe9 in position 31" and "[Errno 21]").
+    latin1 = tmp_path / "vocab.txt"
+    latin1.write_bytes(b"[PAD]\n[UNK]\n[CLS]\n[SEP]\n[MASK]\ncaf\xe9\n")
+    with pytest.raises(ValueError, match=rf"{latin1} is not UTF-8 \(line 6: byte 0xe9\): .* Re-save it as UTF-8"):
+        BertPreprocessor(str(latin1))
+    with pytest.raises(IsADirectoryError, match=rf"{tmp_path} is a folder: give the path of its vocab.txt"):
+        BertPreprocessor(str(tmp_path))
 
 
 def test_max_chars_per_word_round_trips_and_is_checked():
