@@ -18,6 +18,8 @@ from keras_bert_impl.conversion.input_contract import (
 
 # keras_bert_impl.models.bert_embedder.POOLING, spelled here so `kbert --help` needs no Keras.
 EMBEDDER_POOLING = ("cls", "mean", "max")
+DEFAULT_NAME = "bert"
+DEFAULT_REPEATS = 20
 
 
 def add_parser(subparsers):
@@ -64,7 +66,8 @@ def add_parser(subparsers):
                         help=f"Comma-separated lengths, e.g. 64,128: each static file ({', '.join(STATIC_QUANTIZATIONS)}) "
                         "is written once per length, as tflite/NAME_QUANT_S.tflite at [1, S], so an app runs the "
                         "shortest that fits its text instead of resizing tensors. Default: one file at --seq-len.")
-    parser.add_argument("--name", default="bert", help="Model name in TF Serving's layout and the file names. Default bert.")
+    parser.add_argument("--name", default=DEFAULT_NAME,
+                        help=f"Model name in TF Serving's layout and the file names. Default {DEFAULT_NAME}.")
     parser.add_argument("--pair", action="store_true",
                         help="A classifier of text pairs, when the model is a .keras file without its run folder.")
     parser.add_argument("--overwrite", action="store_true", help="Replace an existing OUTPUT.")
@@ -72,7 +75,8 @@ def add_parser(subparsers):
                         help="--formats sentence_transformers of a backbone: how its last layer is pooled. Default mean.")
     parser.add_argument("--normalize", action=argparse.BooleanOptionalAction, default=None,
                         help="--formats sentence_transformers of a backbone: L2-normalise the vectors. Default yes.")
-    parser.add_argument("--repeats", type=int, default=20, help="Latency rounds in the report. Default 20.")
+    parser.add_argument("--repeats", type=int, default=DEFAULT_REPEATS,
+                        help=f"Latency rounds in the report. Default {DEFAULT_REPEATS}.")
     task_data.add_data_flags(parser, defaults_from_run=True)
     parser.set_defaults(func=run)
     return parser
@@ -197,10 +201,31 @@ def write_export(model, output, *, name, seq_len, pair, formats, quantizations=Q
         raise UsageError(str(e).replace("static_lengths", "--static-lengths")) from None
 
 
+def _refuse_unused_hub_flags(kind, args):
+    """A hub folder is the float model and its tokenizer files: the flags of the other formats
+    (a report, calibration, TFLite files, TF Serving's name) would be dropped without a word."""
+    given = {
+        "--quantizations": args.quantizations != ",".join(QUANTIZATIONS), "--validation": args.validation is not None,
+        "--calibration": args.calibration is not None, "--static-lengths": args.static_lengths is not None,
+        "--name": args.name != DEFAULT_NAME, "--pair": args.pair, "--repeats": args.repeats != DEFAULT_REPEATS,
+    }
+    if kind == "huggingface":  # sentence_transformers' modules hold these
+        given.update({"--seq-len": args.seq_len is not None, "--pooling": args.pooling is not None,
+                      "--normalize": args.normalize is not None})
+    unused = [flag for flag, present in given.items() if present]
+    if unused:
+        raise UsageError(
+            f"--formats {kind} writes the float model and its tokenizer files; it takes no {', '.join(unused)}. Leave "
+            f"{'them' if len(unused) > 1 else 'it'} out, or run kbert export again for the formats that use "
+            f"{'them' if len(unused) > 1 else 'it'}."
+        )
+
+
 def export_hub_folder(kind, args):
     """`kbert export --formats huggingface` (a transformers folder) or `sentence_transformers`
     (that folder plus its pooling modules): the model of a run folder or .keras file at --output
     (the wing's `export_huggingface` / `export_sentence_transformers`), refusals as UsageError."""
+    _refuse_unused_hub_flags(kind, args)
     from keras_bert_impl.commands.model_files import load_model
     from keras_bert_impl_export.exporter import ExportExistsError
     from keras_bert_impl_export.huggingface import NotExpressibleError, export_huggingface, export_sentence_transformers

@@ -140,6 +140,13 @@ def test_bad_input_is_refused_in_one_line_and_nothing_is_written(tmp_path, capsy
     _refused(capsys, ["--model", mean, "--output", out, "--formats", "huggingface"], "pooling='mean'")
     _refused(capsys, ["--model", no_vocabulary, "--output", out, "--formats", "huggingface"], "no vocabulary")
     _refused(capsys, ["--model", good, "--output", out, "--formats", "huggingface,tflite"], "given alone")
+    # The other formats' flags: dropped without a word before (a --validation file that did not exist, exit 0).
+    _refused(capsys, ["--model", good, "--output", out, "--formats", "huggingface", "--validation", "missing.csv",
+                      "--seq-len", "16", "--name", "foo"],
+             "--formats huggingface writes the float model and its tokenizer files; it takes no --validation, --name, "
+             "--seq-len. Leave them out")
+    _refused(capsys, ["--model", good, "--output", out, "--formats", "sentence_transformers", "--static-lengths", "8"],
+             "it takes no --static-lengths")
     assert sorted(os.listdir(tmp_path)) == before  # no output, no half-written folder beside it
     os.makedirs(out)
     with open(os.path.join(out, "keep.txt"), "w") as f:
