@@ -47,7 +47,7 @@ def add_distill_parser(subparsers):
     student.add_argument("--student-init", metavar="MODEL",
                          help="A student encoder with the teacher's vocabulary: a kbert distill --general run folder, "
                          "or any model kbert finetune --init takes.")
-    parser.add_argument("--student-embeddings", choices=["teacher", "random"], default="teacher",
+    parser.add_argument("--student-embeddings", choices=["teacher", "random"], default=None,
                         help="--student-preset: start the embedding tables from the teacher's, projected onto their "
                         "principal directions (teacher, default), or random.")
     parser.add_argument("--train", help="Labelled training file, laid out like the teacher's (its task.json supplies "
@@ -107,6 +107,11 @@ def _add_run_flags(parser):
 
 
 def check_flags(args):
+    if args.student_embeddings is not None and not args.student_preset:
+        # The other students take the teacher's (or --student-init's) embeddings as they are.
+        raise UsageError(f"--student-embeddings {args.student_embeddings} shapes a --student-preset's embeddings; "
+                         "--student-from-teacher and --student-init keep their own. Drop it, or use --student-preset.")
+    args.student_embeddings = args.student_embeddings or "teacher"
     if args.general:
         _check_general_flags(args)
     else:

@@ -14,7 +14,8 @@ def backbone_from_layers(teacher, layers, **overrides):
 
     Args:
         teacher: a `BertBackbone`.
-        layers: a non-empty sequence of distinct layer indices in [0, teacher.num_layers).
+        layers: a non-empty sequence of distinct layer indices in [0, teacher.num_layers),
+            increasing.
         overrides: other config fields of the student (e.g. dropout).
 
     Example:
@@ -26,12 +27,14 @@ def backbone_from_layers(teacher, layers, **overrides):
     if not isinstance(teacher, BertBackbone):
         raise ValueError(f"teacher must be a BertBackbone. Received: {type(teacher).__name__}")
     layers = list(layers)
-    if not layers or len(set(layers)) != len(layers) or any(
+    # Increasing: the student's layer k reads what its layer k-1 wrote, as the teacher's do; a
+    # reversed or shuffled stack is not a DistilBERT-style student.
+    if not layers or any(
         isinstance(i, bool) or not isinstance(i, int) or not 0 <= i < teacher.num_layers for i in layers
-    ):
+    ) or layers != sorted(set(layers)):
         raise ValueError(
             f"layers must be distinct layer indices in [0, {teacher.num_layers - 1}] of the {teacher.num_layers}-layer "
-            f"teacher. Received: layers={layers}"
+            f"teacher, in increasing order. Received: layers={layers}"
         )
     config = teacher.get_config()
     config.pop("name", None)

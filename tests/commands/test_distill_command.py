@@ -164,6 +164,10 @@ def test_bad_input_is_refused_before_training(teacher, files, tmp_path, capsys):
     _refused(capsys, _distill(teacher, files, out, "--student-from-teacher", "0,2"),
              "--student-from-teacher 0,2", "distinct layer indices in [0, 1]", "[0, 2]")
     _refused(capsys, _distill(teacher, files, out, "--student-from-teacher", "zero"), "comma-separated layer indices")
+    _refused(capsys, _distill(teacher, files, out, "--student-from-teacher", "1,0"), "in increasing order")
+    # Dropped without a word before: only a preset's embeddings are shaped by it.
+    _refused(capsys, _distill(teacher, files, out, "--student-from-teacher", "1", "--student-embeddings", "random"),
+             "--student-embeddings random shapes a --student-preset's embeddings")
     _refused(capsys, _distill(teacher, files, out, "--student-preset", "bert_huge"), "'bert_huge' is not a preset")
     _refused(capsys, _distill(teacher, files, out, "--student-preset", "bert_mini"),
              "wider (hidden_dim 256) than the teacher (128)", "--student-embeddings random")

@@ -223,8 +223,8 @@ def test_student_from_every_other_teacher_layer():
     assert student.vocabulary == teacher.vocabulary and student.num_layers == 2
     everything = backbone_from_layers(teacher, range(4))
     np.testing.assert_allclose(everything(x)["pooled_output"], teacher(x)["pooled_output"], atol=1e-6)
-    for bad in ((), (4,), (1, 1), (-1,)):
-        with pytest.raises(ValueError, match="distinct layer indices in \\[0, 3\\]"):
+    for bad in ((), (4,), (1, 1), (-1,), (1, 0)):
+        with pytest.raises(ValueError, match="distinct layer indices in \\[0, 3\\] of the 4-layer teacher, in increasing"):
             backbone_from_layers(teacher, bad)
 
 
