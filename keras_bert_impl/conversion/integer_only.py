@@ -146,6 +146,27 @@ def _array(weight):
         return np.asarray(weight.numpy(), np.float32)
 
 
+def _check_calibration(examples, sequence_length, backbone):
+    """Each calibration example as the static file takes it, checked before the converter
+    runs them: it said "KeyError: 'ids'" or "Given shapes, [1,32,16] and [1,16,16], are not
+    broadcastable", naming no example."""
+    limits = {"ids": backbone.vocabulary_size, "mask": 2, "segment_ids": backbone.num_segments}
+    for number, example in enumerate(examples or []):
+        keys = sorted(example) if isinstance(example, dict) else None
+        if keys != sorted(limits):
+            raise ValueError(f"calibration_inputs[{number}] must be a dict of {sorted(limits)} (the static file's "
+                             f"inputs). Received: {keys if keys is not None else type(example).__name__}")
+        for name, limit in limits.items():
+            value = np.asarray(example[name])
+            if value.shape != (1, sequence_length):
+                raise ValueError(f"calibration_inputs[{number}][{name!r}] must have the shape [1, {sequence_length}] "
+                                 f"of the file (pad or cut the example to {sequence_length}). Received: "
+                                 f"{list(value.shape)}")
+            if not np.issubdtype(value.dtype, np.integer) or value.min() < 0 or value.max() >= limit:
+                raise ValueError(f"calibration_inputs[{number}][{name!r}] must hold integers in [0, {limit}). "
+                                 f"Received: {value.dtype} values from {value.min()} to {value.max()}")
+
+
 def convert_integer_only(model, sequence_length, calibration_inputs=None, quantization="int8_only"):
     """The integer-only .tflite bytes of the classifier `model` at the static shape
     [1, sequence_length]: `integer_forward` converted through the one conversion home with
@@ -219,6 +240,7 @@ def convert_static(model, sequence_length, quantization, calibration_inputs=None
     function = integer_forward(model, sequence_length, probabilities=probabilities)
     if quantization == "float16_gpu":
         return convert_endpoint(function.python_function, function.input_signature, "float16")
+    _check_calibration(calibration_inputs, sequence_length, model.backbone)
     return convert_endpoint(
         function.python_function, function.input_signature, quantization, calibration_inputs=calibration_inputs
     )

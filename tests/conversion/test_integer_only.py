@@ -202,6 +202,20 @@ def test_bad_arguments_name_the_argument():
         convert_integer_only(model, LENGTH, [], "int8_only")
     with pytest.raises(ValueError, match="quantization.*float16'"):
         convert_static(model, LENGTH, "float16")
+    # Calibration examples the file cannot take: named before the converter runs them (it said
+    # "KeyError: 'ids'" or "[1,64,32] and [1,32,32] are not broadcastable").
+    ids = np.full((1, LENGTH), 5, "int32")
+    good = {"ids": ids, "mask": np.ones_like(ids), "segment_ids": np.zeros_like(ids)}
+    for example, message in [
+        ({"token_ids": ids, "padding_mask": ids, "segment_ids": ids},
+         r"calibration_inputs\[1\] must be a dict of \['ids', 'mask', 'segment_ids'\]"),
+        ({**good, "ids": np.full((1, 2 * LENGTH), 5, "int32")},
+         rf"calibration_inputs\[1\]\['ids'\] must have the shape \[1, {LENGTH}\] of the file"),
+        ({**good, "mask": np.full((1, LENGTH), 2, "int32")},
+         r"calibration_inputs\[1\]\['mask'\] must hold integers in \[0, 2\)"),
+    ]:
+        with pytest.raises(ValueError, match=message):
+            convert_integer_only(model, LENGTH, [good, example])
 
 
 @pytest.mark.slow
