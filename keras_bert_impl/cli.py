@@ -53,7 +53,9 @@ def _expected_failures():
     from keras_bert_impl.data.readers import MalformedRowError
     from keras_bert_impl.training import BackupError
 
-    return (UsageError, MalformedRowError, CheckpointMismatchError, BackupError, OSError, UnicodeDecodeError)
+    # FloatingPointError: a run whose loss became NaN or inf (training.DivergenceGuard).
+    return (UsageError, MalformedRowError, CheckpointMismatchError, BackupError, OSError, UnicodeDecodeError,
+            FloatingPointError)
 
 
 def _interrupted_message(args):

@@ -250,19 +250,25 @@ def export_hub_folder(kind, args):
     return 0
 
 
-def run(args):
-    import keras_bert_impl as kb
-
+def _formats(args):
+    """--formats checked (a hub format given alone), and --output checked against the inputs."""
     formats = _choices("--formats", args.formats, EXPORT_FORMATS + HUB_FORMATS)
     refuse_replacing_inputs("--output", args.output, {"--model": args.model, "--validation": args.validation,
                                                       "--calibration": args.calibration})
+    if set(formats) & set(HUB_FORMATS) and len(formats) > 1:
+        raise UsageError(
+            f"--formats {formats[0] if formats[0] in HUB_FORMATS else formats[1]} makes --output a hub folder and "
+            f"is given alone. Received: {args.formats!r}; run kbert export once for it and once for the other "
+            "formats, into two folders."
+        )
+    return formats
+
+
+def run(args):
+    import keras_bert_impl as kb
+
+    formats = _formats(args)
     if set(formats) & set(HUB_FORMATS):
-        if len(formats) > 1:
-            raise UsageError(
-                f"--formats {formats[0] if formats[0] in HUB_FORMATS else formats[1]} makes --output a hub folder and "
-                f"is given alone. Received: {args.formats!r}; run kbert export once for it and once for the other "
-                "formats, into two folders."
-            )
         return export_hub_folder(formats[0], args)
     if args.pooling is not None or args.normalize is not None:
         raise UsageError("--pooling and --normalize are for --formats sentence_transformers; a backbone's other "

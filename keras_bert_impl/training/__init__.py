@@ -3,6 +3,7 @@ strategies, resumable fit."""
 
 from keras_bert_impl.training.backup_and_restore import BackupAndRestore, BackupError
 from keras_bert_impl.training.best_model_checkpoint import BestModelCheckpoint, inference_copy
+from keras_bert_impl.training.divergence_guard import DivergenceGuard
 from keras_bert_impl.training.epoch_timer import EpochTimer
 from keras_bert_impl.training.fit_resumable import fit_resumable
 from keras_bert_impl.training.global_clip_adamw import GlobalClipAdamW

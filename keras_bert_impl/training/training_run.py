@@ -10,6 +10,7 @@ import keras
 from keras_bert_impl.atomic_write import write_atomically, write_json_atomically
 from keras_bert_impl.training.backup_and_restore import BackupAndRestore
 from keras_bert_impl.training.best_model_checkpoint import BestModelCheckpoint, inference_copy
+from keras_bert_impl.training.divergence_guard import DivergenceGuard
 from keras_bert_impl.training.epoch_timer import EpochTimer
 from keras_bert_impl.training.fit_resumable import fit_resumable
 from keras_bert_impl.training.run_folder import RunFolder
@@ -148,8 +149,11 @@ class TrainingRun:
             "model": saved.get_config(), "run": self.folder.settings if settings is None else settings})
         checkpoint = (BestModelCheckpoint(self.path("best.keras"), monitor=best[0], mode=best[1], save=self.chief)
                       if best else None)
+        # The guard runs before the backup (appended last by fit_resumable): a diverged step is never backed up.
+        guard = DivergenceGuard("Lower --learning-rate, then run again with --overwrite (another learning rate is "
+                                "another run).")
         callbacks = [*([checkpoint] if checkpoint else []),
-                     keras.callbacks.TensorBoard(self.path("logs"), update_freq="epoch"), EpochTimer(), *callbacks]
+                     keras.callbacks.TensorBoard(self.path("logs"), update_freq="epoch"), EpochTimer(), guard, *callbacks]
         fit_started = time.monotonic()
         with self.strategy.scope():
             history = fit_resumable(model, dataset_fn, epochs=epochs, steps_per_epoch=steps_per_epoch, backup=backup,

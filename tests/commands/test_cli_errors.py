@@ -187,6 +187,20 @@ def test_training_numbers_that_cannot_train_are_refused_before_the_run(command, 
     assert not output.exists()
 
 
+def test_a_run_whose_loss_diverges_ends_with_one_line_and_no_model(tiny_init, mr_files, tmp_path, capsys):
+    # It was saved as a finished run's model.keras, every weight NaN, exit 0.
+    train, dev = mr_files
+    run = tmp_path / "run"
+    argv = ["finetune", "--task", "classification", "--init", tiny_init, "--train", train, "--validation", dev,
+            *LAYOUT, "--output", str(run), "--learning-rate", "1e30", "--epochs", "1", "--batch-size", "8",
+            "--seq-len", "32", "--quiet"]
+    assert main(argv) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert "The training loss became" in err[-1] and "the weights diverged, and no model was saved from them. Lower " \
+        "--learning-rate, then run again with --overwrite" in err[-1], err
+    assert not (run / "model.keras").exists() and not (run / "metrics.json").exists()
+
+
 @pytest.mark.slow  # about 20 s or more: trains, interrupts and resumes through kbert processes
 def test_ctrl_c_during_training_says_what_was_saved_and_the_same_command_resumes(tiny_init, mr_files, tmp_path):
     train, dev = mr_files
