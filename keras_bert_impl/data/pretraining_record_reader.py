@@ -140,11 +140,10 @@ class PretrainingRecordReader:
                 shuffle permutes the shard order, then each window of
                 `shuffle_buffer_size` records), so a dataset built afresh and skipped to
                 batch k gives the batch k of an uninterrupted one (what `fit_resumable`
-                needs). A seeded
-                shuffle reshuffled each iteration draws from a generator that every
-                iterator made over the dataset advances: a resumed `kbert pretrain`
-                trained on another pass's order, some rows twice and others never.
-                Batches never straddle two passes. None: one pass (see `repeat`).
+                needs). A seeded shuffle reshuffled each iteration draws from a generator
+                that every iterator made over the dataset advances: a resumed `kbert
+                pretrain` trained on another pass's order, some rows twice and others
+                never. Batches never straddle two passes. None: one pass (see `repeat`).
         """
         check_int("batch_size", batch_size, 1)
         check_int("seed", seed, 0)

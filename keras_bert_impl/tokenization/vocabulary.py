@@ -33,10 +33,10 @@ def read_vocabulary(path):
             f"No vocabulary at {path}. The converted model keeps the checkpoint's WordPiece vocab: "
             "put its vocab.txt next to the weights."
         )
-    # utf-8-sig: a byte-order mark (Windows editors write one) is not part of the first token,
-    # which would otherwise never match and read as missing.
     if os.path.isdir(path):
         raise IsADirectoryError(f"{path} is a folder: give the path of its vocab.txt (one token per line).")
+    # utf-8-sig: a byte-order mark (Windows editors write one) is not part of the first token,
+    # which would otherwise never match and read as missing.
     try:
         with open(path, encoding="utf-8-sig") as f:
             tokens = [line.rstrip("\n").rstrip("\r") for line in f]
