@@ -147,6 +147,34 @@ def test_a_full_queue_refuses_at_once_and_a_gone_client_costs_nothing():
     assert model.sizes == [4, 4]  # the cancelled request was never computed
 
 
+def test_a_request_that_makes_the_model_raise_fails_alone():
+    def model(key, inputs):  # raises like a gather given an id past the vocabulary
+        if (inputs["x"] < 0).any():
+            raise tf.errors.InvalidArgumentError(None, None, "indices[1] = -1 is not in [0, 30522)")
+        calls.append(len(inputs["x"]))
+        return {"y": inputs["x"] * 2}
+
+    calls = []
+    requests = [np.arange(i, i + 2, dtype=np.float32) for i in range(6)]
+    requests[3] = np.array([5.0, -1.0], np.float32)
+
+    async def main():
+        batcher = DynamicBatcher(model, max_batch_size=16, batch_timeout_ms=100)
+        await batcher.start()
+        try:
+            return await asyncio.gather(*(batcher.submit("k", {"x": x}, len(x)) for x in requests),
+                                        return_exceptions=True)
+        finally:
+            await batcher.stop()
+
+    results = asyncio.run(main())
+    assert isinstance(results[3], tf.errors.InvalidArgumentError), results[3]
+    for i, (x, result) in enumerate(zip(requests, results)):
+        if i != 3:
+            np.testing.assert_array_equal(result["y"], x * 2)
+    assert calls == [2] * 5  # the merged call failed; each good request then ran alone
+
+
 def test_bad_batcher_settings_are_named():
     with pytest.raises(ValueError, match="max_batch_size"):
         DynamicBatcher(lambda k, x: x, max_batch_size=0)

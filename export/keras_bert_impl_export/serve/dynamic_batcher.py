@@ -9,7 +9,9 @@ waited on, and large requests split into batches of `max_batch_size` rows
 with the same per-example shapes (the key, a `BatchKey` in the server); the model runs in worker threads, so the event
 loop keeps reading requests (a slow client never holds a batch back: its request joins
 the queue only once its body has arrived), and an answer nobody waits for any more (the
-client left) is dropped, not computed.
+client left) is dropped, not computed. Unlike TF Serving, whose batch fails as a whole, a
+merged call that fails is run again request by request, so only the request that makes the
+model raise hears the error.
 """
 
 import asyncio
@@ -146,19 +148,32 @@ class DynamicBatcher:
             batch = self._take(key)
             if not batch:
                 continue
-            inputs = {name: np.concatenate([item.inputs[name] for item in batch]) for name in batch[0].inputs}
-            started = time.monotonic()
-            try:
-                outputs = await loop.run_in_executor(self._executor, self._run, key, inputs)
-            except Exception as e:  # the model failed: every request of the batch hears why
+            await self._answer(loop, key, batch)
+
+    async def _answer(self, loop, key, batch):
+        """Runs `batch` as one call and answers its items.
+
+        When the merged call fails and it held more than one request, each request runs alone,
+        so a request that makes the model raise (an id past the vocabulary, say) fails by
+        itself and the requests merged with it get their answers.
+        """
+        inputs = {name: np.concatenate([item.inputs[name] for item in batch]) for name in batch[0].inputs}
+        started = time.monotonic()
+        try:
+            outputs = await loop.run_in_executor(self._executor, self._run, key, inputs)
+        except Exception as e:
+            if len(batch) > 1:
                 for item in batch:
                     if not item.future.done():
-                        item.future.set_exception(e)
-                continue
-            if self._on_batch is not None:
-                self._on_batch(sum(item.rows for item in batch), time.monotonic() - started)
-            start = 0
-            for item in batch:
-                if not item.future.done():
-                    item.future.set_result({name: value[start:start + item.rows] for name, value in outputs.items()})
-                start += item.rows
+                        await self._answer(loop, key, [item])
+                return
+            if not batch[0].future.done():
+                batch[0].future.set_exception(e)
+            return
+        if self._on_batch is not None:
+            self._on_batch(sum(item.rows for item in batch), time.monotonic() - started)
+        start = 0
+        for item in batch:
+            if not item.future.done():
+                item.future.set_result({name: value[start:start + item.rows] for name, value in outputs.items()})
+            start += item.rows
