@@ -64,6 +64,43 @@ def test_cross_attention_shapes_and_reference():
     np.testing.assert_allclose(out.numpy(), ctx @ w["attention_output"][0] + w["attention_output"][1], atol=1e-5)
 
 
+def _keras_attention_like(layer, memory_dim):
+    """keras.layers.MultiHeadAttention (Keras's, not ours) holding `layer`'s weights."""
+    heads, width = layer.num_heads, layer.hidden_dim // layer.num_heads
+    reference = keras.layers.MultiHeadAttention(num_heads=heads, key_dim=width)
+    reference(np.zeros((1, 1, layer.hidden_dim), "float32"), np.zeros((1, 1, memory_dim), "float32"))
+    for theirs, ours, rows in ((reference._query_dense, layer.query_dense, layer.hidden_dim),
+                               (reference._key_dense, layer.key_dense, memory_dim),
+                               (reference._value_dense, layer.value_dense, memory_dim)):
+        theirs.set_weights([ours.kernel.numpy().reshape(rows, heads, width), ours.bias.numpy().reshape(heads, width)])
+    reference._output_dense.set_weights([layer.output_dense.kernel.numpy().reshape(heads, width, layer.hidden_dim),
+                                         layer.output_dense.bias.numpy()])
+    return reference
+
+
+@pytest.mark.parametrize("case", ["cross_padding", "self_causal_padding", "cross_attention_mask"])
+def test_attention_matches_keras_multi_head_attention(case):
+    layer = MultiHeadAttention(num_heads=2, hidden_dim=8)
+    memory = X if case == "self_causal_padding" else RNG.normal(size=(2, 3, 6)).astype("float32")
+    layer(X, memory)
+    reference = _keras_attention_like(layer, memory.shape[-1])
+    if case == "cross_attention_mask":
+        mask = RNG.integers(0, 2, (2, 5, 3)).astype(bool)
+        mask[..., 0] = True  # every query keeps one key
+        ours = dict(attention_mask=mask)
+        theirs = dict(attention_mask=mask)
+    else:
+        padding = MASK if case == "self_causal_padding" else np.array([[1, 1, 0], [1, 0, 0]], "int32")
+        causal = case == "self_causal_padding"
+        ours = dict(padding_mask=padding, use_causal_mask=causal)
+        theirs = dict(attention_mask=np.broadcast_to(padding[:, None, :].astype(bool), (2, 5, memory.shape[1])),
+                      use_causal_mask=causal)
+    out, probs = layer(X, memory, return_attention_scores=True, **ours)
+    want_out, want_probs = reference(X, memory, return_attention_scores=True, **theirs)
+    np.testing.assert_allclose(probs.numpy(), want_probs.numpy(), atol=1e-6)
+    np.testing.assert_allclose(out.numpy(), want_out.numpy(), atol=1e-5)
+
+
 def test_causal_mask_blocks_every_future_position():
     layer = MultiHeadAttention(num_heads=2, hidden_dim=8)
     _, probs = layer(X, use_causal_mask=True, return_attention_scores=True)
