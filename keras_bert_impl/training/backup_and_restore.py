@@ -66,8 +66,8 @@ class BackupAndRestore(keras.callbacks.Callback):
     Args:
         backup_dir: str. Folder for the backup (created on the first save). Give each
             training run its own: a backup of another model there is an error.
-        save_every: int or None. Also save after every `save_every` optimizer steps
-            (None: only at epoch ends).
+        save_every: int or None. Also save after every `save_every` training steps (batches;
+            None: only at epoch ends).
         fingerprint: JSON-serialisable dict or None. Settings that must match to resume
             (e.g. the model config); None uses `model.get_config()`.
 
@@ -95,6 +95,12 @@ class BackupAndRestore(keras.callbacks.Callback):
         self.path = os.path.join(self.backup_dir, STATE_FILE)
         self.restored_step = 0
         self.saved_step = None
+        # Batches trained, earlier processes included: the step the backup records. Not the
+        # optimizer's `iterations`, which a LossScaleOptimizer (--precision fp16) does not advance
+        # on the batches whose gradients overflowed, so a backup at `iterations` would resume the
+        # data stream that many batches early and train them again.
+        self.step = 0
+        self._epoch_start_step = 0
         # [epoch, {metric: value}] of every finished epoch of the run, earlier processes included.
         self.epoch_logs = []
 
@@ -165,7 +171,7 @@ class BackupAndRestore(keras.callbacks.Callback):
         Raises:
             BackupError: the backup is corrupt or was written for another model.
         """
-        self.restored_step = 0
+        self.restored_step = self.step = 0
         self.epoch_logs = []
         if not os.path.exists(self.path):
             if os.path.isdir(self.backup_dir) and any(not n.startswith(".tmp-") for n in os.listdir(self.backup_dir)):
@@ -179,7 +185,7 @@ class BackupAndRestore(keras.callbacks.Callback):
         self._check_match(meta, model, variables)
         for variable, value in zip(variables, arrays):
             variable.assign(value)
-        self.restored_step = int(meta["step"])
+        self.restored_step = self.step = int(meta["step"])
         self.epoch_logs = [[int(epoch), dict(logs)] for epoch, logs in meta.get("epoch_logs", [])]
         return self.restored_step
 
@@ -195,7 +201,7 @@ class BackupAndRestore(keras.callbacks.Callback):
         """Writes the state now (atomically). Returns the path."""
         model = self.model
         variables = self._variables(model)
-        step = int(model.optimizer.iterations.numpy())
+        step = self.step
         if not self._is_writer():
             self.saved_step = step
             return None
@@ -228,11 +234,16 @@ class BackupAndRestore(keras.callbacks.Callback):
                 if name.startswith(".tmp-"):
                     os.remove(os.path.join(self.backup_dir, name))
 
+    def on_epoch_begin(self, epoch, logs=None):
+        self._epoch_start_step = self.step
+
     def on_train_batch_end(self, batch, logs=None):
+        # From `batch`, not a count of calls: with steps_per_execution > 1 Keras calls this once
+        # per execution, with the index of its last batch.
+        self.step = self._epoch_start_step + batch + 1
         # The epoch's last batch is saved by on_epoch_end, with the epoch's logs.
         if self.save_every and batch + 1 != self.params.get("steps"):
-            step = int(self.model.optimizer.iterations.numpy())
-            if step % self.save_every == 0 and step != self.saved_step:
+            if self.step % self.save_every == 0 and self.step != self.saved_step:
                 self.save()
 
     def on_epoch_end(self, epoch, logs=None):

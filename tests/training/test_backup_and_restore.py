@@ -80,6 +80,55 @@ def test_resume_mid_epoch_is_exact(tmp_path, stop_at):
         np.testing.assert_array_equal(a, b)
 
 
+class _InterruptAtBatch(keras.callbacks.Callback):
+    """A crash after `count` training batches, however many updates the optimizer applied."""
+
+    def __init__(self, count):
+        super().__init__()
+        self.count, self.seen = count, 0
+
+    def on_train_batch_end(self, batch, logs=None):
+        self.seen += 1
+        if self.seen == self.count:
+            raise KeyboardInterrupt
+
+
+def _fp16_model():
+    model = _model()
+    # A first loss scale so large that the first batches' gradients overflow float16: the
+    # LossScaleOptimizer skips those updates (and halves the scale), so its `iterations` falls
+    # behind the batches trained.
+    optimizer = keras.optimizers.LossScaleOptimizer(create_optimizer(1e-3, train_steps=EPOCHS * STEPS),
+                                                    initial_scale=2.0**24)
+    model.compile(optimizer=optimizer, loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True))
+    return model
+
+
+@pytest.mark.slow  # about 20 s or more: an uninterrupted, an interrupted and a resumed run
+def test_fp16_resume_counts_the_batches_whose_updates_were_skipped(tmp_path):
+    previous = keras.config.dtype_policy()
+    keras.config.set_dtype_policy("mixed_float16")
+    try:
+        reference = _fp16_model()
+        fit_resumable(reference, _dataset, epochs=EPOCHS, steps_per_epoch=STEPS, verbose=0)
+        skipped = EPOCHS * STEPS - int(reference.optimizer.iterations.numpy())
+        assert skipped > 0, "the test needs updates skipped for overflow"
+        print(f"{skipped} of {EPOCHS * STEPS} updates skipped")
+        model = _fp16_model()
+        with pytest.raises(KeyboardInterrupt):
+            fit_resumable(model, _dataset, epochs=EPOCHS, steps_per_epoch=STEPS,
+                          backup=BackupAndRestore(tmp_path, save_every=2), callbacks=[_InterruptAtBatch(7)], verbose=0)
+        resumed = _fp16_model()
+        backup = BackupAndRestore(tmp_path, save_every=2)
+        fit_resumable(resumed, _dataset, epochs=EPOCHS, steps_per_epoch=STEPS, backup=backup, verbose=0)
+    finally:
+        keras.config.set_dtype_policy(previous)
+    assert backup.restored_step == 6  # batches, not the optimizer's applied updates
+    assert int(resumed.optimizer.iterations.numpy()) == EPOCHS * STEPS - skipped
+    for a, b in zip(reference.get_weights(), resumed.get_weights()):
+        np.testing.assert_array_equal(a, b)
+
+
 @pytest.mark.slow  # about 20 s or more: trains, then reruns a run folder
 def test_finished_run_does_nothing(tmp_path):
     model = _model()
