@@ -200,7 +200,10 @@ def _data(args, start, strategy):
     data = types.SimpleNamespace()
     data.records = records = _records(args, start.vocabulary)
     try:
-        reader = PretrainingRecordReader.from_directory(records)
+        # The run's own records are rebuilt from --corpus by the same command once removed.
+        remedy = {} if args.records else {"remedy": f"Delete {records} and run the same command again: it builds the "
+                                                    "records from --corpus anew (the backup, if any, is kept)."}
+        reader = PretrainingRecordReader.from_directory(records, **remedy)
         validation_reader = PretrainingRecordReader.from_directory(args.validation_records) if args.validation_records else None
     except (ValueError, FileNotFoundError) as e:
         raise UsageError(str(e)) from None

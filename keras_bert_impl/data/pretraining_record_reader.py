@@ -69,9 +69,11 @@ class PretrainingRecordReader:
         self.masker = masker
 
     @classmethod
-    def from_directory(cls, directory, prefix="pretraining", masker=None):
+    def from_directory(cls, directory, prefix="pretraining", masker=None,
+                       remedy="Write the records again (kbert pretrain-data --overwrite)."):
         """A reader for the shards `PretrainingRecordWriter` left in `directory`,
-        with the lengths taken from its `<prefix>.json`."""
+        with the lengths taken from its `<prefix>.json`. `remedy`: the sentence that ends the
+        error for shards that do not match the metadata (what the user runs to write them anew)."""
         path = os.path.join(os.fspath(directory), f"{prefix}.json")
         if not os.path.exists(path):
             raise FileNotFoundError(f"No {prefix}.json in {directory}: is it the output of `kbert pretrain-data`?")
@@ -90,8 +92,7 @@ class PretrainingRecordReader:
             if found != size:
                 raise ValueError(
                     f"{shard} {'is missing' if found is None else f'holds {found} bytes'}, but {path} lists {size}: "
-                    "the shards and their metadata come from different writes (one interrupted). Write the records "
-                    "again (kbert pretrain-data --overwrite)."
+                    f"the shards and their metadata come from different writes (one interrupted). {remedy}"
                 )
         return cls(shards, metadata["max_seq_length"], metadata["max_predictions_per_seq"], masker=masker)
 

@@ -150,6 +150,17 @@ class RunFolder:
                 "before to resume it, give a new --output, or add --overwrite to replace that run."
             )
         self.state = "finished" if record.get("state") == "finished" else "resume"
+        missing = [name for name in ("model.keras", "metrics.json") if not os.path.isfile(os.path.join(self.path, name))]
+        if self.state == "finished" and missing:
+            # Reported as finished, the run would point at files that are gone (its backup went
+            # when it finished, so nothing is left to resume from either).
+            if self.overwrite:
+                self.state = "new"
+                return self.state
+            raise RunFolderError(
+                f"--output {self.path} holds a finished run whose {' and '.join(missing)} "
+                f"{'is' if len(missing) == 1 else 'are'} gone: add --overwrite to train it again, or give a new --output."
+            )
         return self.state
 
     def _record(self):

@@ -5,6 +5,7 @@ every bad input the training issue lists, refused before training starts."""
 import csv
 import json
 import os
+import shutil
 import subprocess
 import sys
 
@@ -117,6 +118,12 @@ def test_finished_run_is_left_alone_and_another_run_is_never_overwritten(tiny_in
     assert _finetune(tiny_init, run, "classification", str(train), dev, *args, "--overwrite") == 0
     assert (run / "model.keras").read_bytes() != before[run / "model.keras"]
     assert json.loads((run / "run.json").read_text())["inputs"]["train"]["sha256"] != record["inputs"]["train"]["sha256"]
+    # A finished run with a result deleted is refused, not reported finished; --overwrite trains it again.
+    os.remove(run / "metrics.json")
+    assert _finetune(tiny_init, run, "classification", str(train), dev, *args) == 2
+    assert "holds a finished run whose metrics.json is gone: add --overwrite" in capsys.readouterr().err
+    assert _finetune(tiny_init, run, "classification", str(train), dev, *args, "--overwrite") == 0
+    assert (run / "metrics.json").exists()
 
     # A folder of someone else's files, --overwrite or not, and a file as --output.
     other = tmp_path / "other"
@@ -354,6 +361,22 @@ def test_pretrain_then_finetune_from_it(tmp_path, capsys, data_dir):
     assert isinstance(pretrainer, kb.BertPretrainer) and len(pretrainer.backbone.vocabulary) == 30522
     sentiment = os.path.join(FIXTURES, "sentiment_train.csv")
     assert _finetune(str(run), tmp_path / "ft", "classification", sentiment, sentiment) == 0
+    # A finished run whose model was deleted is not reported finished.
+    os.remove(run / "model.keras")
+    assert main(argv) == 2
+    assert "holds a finished run whose model.keras is gone: add --overwrite" in capsys.readouterr().err
+    # An unfinished run's records damaged: the error names the way back, which works.
+    record = json.loads((run / "run.json").read_text())
+    (run / "run.json").write_text(json.dumps(dict(record, state="running")))  # as a killed run leaves it
+    shard = sorted((run / "records").glob("*.tfrecord"))[0]
+    with open(shard, "ab") as f:
+        f.write(b"x")
+    assert main(argv) == 2
+    err = capsys.readouterr().err
+    assert f"Delete {run / 'records'} and run the same command again" in err, err
+    shutil.rmtree(run / "records")
+    assert main(argv) == 0
+    assert keras.saving.load_model(run / "model.keras").get_weights()[0].shape == pretrainer.get_weights()[0].shape
 
 
 # -- bad input: a clear error before any training starts ----------------------------
