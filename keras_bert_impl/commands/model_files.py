@@ -39,13 +39,13 @@ def resolve_model_path(path, flag="--model"):
 
 
 def load_model(path, flag="--model"):
-    """The model of a .keras file or run folder given as `flag`; a file that exists but is
+    """The model of a .keras file or run folder given as `flag`, computing in float32; a file that exists but is
     not a whole .keras model (truncated, another format, a corrupt entry) is a DamagedFileError
     that names it, where Keras says "File not found" or raises from deep in h5py."""
     model_path = resolve_model_path(path, flag=flag)
     check_keras_archive(model_path, flag=flag)
     try:
-        return keras.saving.load_model(model_path), model_path
+        model = keras.saving.load_model(model_path)
     except (ValueError, OSError, KeyError, EOFError, zipfile.BadZipFile) as e:
         # A whole archive whose contents Keras refuses (an entry of another program's zip).
         raise DamagedFileError(
@@ -53,6 +53,11 @@ def load_model(path, flag="--model"):
             f"a .keras archive that cannot be loaded ({type(e).__name__}: {str(e).splitlines()[0][:200] if str(e) else ''})",
             flag=flag,
         ) from None
+    from keras_bert_impl.inference.precision import with_precision
+
+    # A run trained with --precision fp16 or bf16 saved its mixed policy, and would load
+    # computing in it: every command starts from float32 (--precision then picks bf16 or int8).
+    return with_precision(model, "fp32"), model_path
 
 
 def load_init(path, flag="--init"):

@@ -52,7 +52,8 @@ def add_training_precision_flag(parser):
         "--precision", default="fp32", choices=TRAINING_PRECISIONS,
         type=lambda value: _precision_name(value, TRAINING_PRECISIONS),
         help="bf16: Keras' mixed_bfloat16 (CPUs with AVX512-BF16, TPUs, recent GPUs); fp16: mixed_float16 with "
-        "dynamic loss scaling (GPUs). Weights stay float32 either way. Default fp32.")
+        "dynamic loss scaling (GPUs). Weights stay float32 either way, and model.keras computes in float32 (the "
+        "precision it runs at is chosen when it runs). Default fp32.")
     parser.add_argument("--mixed-precision", action=_OldMixedPrecision, choices=("none", "bf16", "fp16"),
                         default=argparse.SUPPRESS, help=argparse.SUPPRESS)
 

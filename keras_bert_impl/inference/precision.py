@@ -14,14 +14,13 @@ the fine-tuned MiniLM slower on this CPU, not faster (`bench/perf/inference_prec
 """
 
 import keras
-import numpy as np
 
 from keras_bert_impl.models.quantized_layers import quantization_modes
 from keras_bert_impl.precisions import PRECISIONS, check_precision
 
 # What with_precision makes as a Keras model: int8 is Int8Forward, a TFLite interpreter.
 KERAS_PRECISIONS = tuple(p for p in PRECISIONS if p != "int8")
-_POLICIES = {"bf16": "mixed_bfloat16"}
+_POLICIES = {"fp32": "float32", "bf16": "mixed_bfloat16"}
 
 
 def _without_dtypes(config):
@@ -32,8 +31,16 @@ def _without_dtypes(config):
     return config
 
 
+def computes_in(model):
+    """The set of compute dtypes of `model`'s layers (a model trained with --precision fp16 or
+    bf16 is saved with its mixed policy, and loads computing in float16 or bfloat16)."""
+    return {layer.dtype_policy.compute_dtype for layer in model._flatten_layers(include_self=True, recursive=True)}
+
+
 def with_precision(model, precision):
-    """`model` itself for "fp32"; for "bf16", a copy computing in bfloat16 (mixed_bfloat16).
+    """`model` in `precision`: for "fp32", `model` itself when it computes in float32 (or
+    was quantized with model.quantize, which runs as saved), else a float32 copy; for "bf16",
+    a copy computing in bfloat16 (mixed_bfloat16).
 
     Args:
         model: a built BERT model of this library (a backbone or a task model).
@@ -49,11 +56,11 @@ def with_precision(model, precision):
     ('mixed_bfloat16', 'bfloat16', 'float32')
     """
     check_precision(precision, KERAS_PRECISIONS)
-    if precision == "fp32":
+    quantized = quantization_modes(model)
+    if precision == "fp32" and (quantized or computes_in(model) == {"float32"}):
         return model
     if not model.built:
         raise ValueError("with_precision needs a built model (call it once, or load a trained one).")
-    quantized = quantization_modes(model)
     if quantized:
         raise ValueError(
             f"with_precision({precision!r}) needs a float model; this one was quantized ({', '.join(quantized)}) "
@@ -62,10 +69,8 @@ def with_precision(model, precision):
     previous = keras.config.dtype_policy()
     keras.config.set_dtype_policy(_POLICIES[precision])
     try:
+        # The library's models are functional: built by their constructor, every variable there.
         copy = type(model).from_config(_without_dtypes(model.get_config()))
-        # Built by one call, so that set_weights finds every variable.
-        copy({"token_ids": np.ones((1, 4), "int32"), "segment_ids": np.zeros((1, 4), "int32"),
-              "padding_mask": np.ones((1, 4), "int32")})
     finally:
         keras.config.set_dtype_policy(previous)
     copy.set_weights(model.get_weights())

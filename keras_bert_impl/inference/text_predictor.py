@@ -102,7 +102,10 @@ class TextPredictor:
             2: tf.function(lambda texts, texts_b: self._preprocessor((texts, texts_b)), input_signature=[strings, strings]),
         }
         if runtime == "litert":
-            self._forward = Int8Forward(model, quantization="dynamic_int8" if precision == "int8" else "float32")
+            # TFLite converts a float32 graph: a model computing in bfloat16 or float16 (a mixed
+            # policy's copy) is rebuilt in float32 first.
+            self._forward = Int8Forward(with_precision(model, "fp32"),
+                                        quantization="dynamic_int8" if precision == "int8" else "float32")
             return
         model = with_precision(model, precision) if precision == "bf16" else model
         # with_precision's bf16 copy (mixed policy), a model Keras quantized: their own graphs.

@@ -14,11 +14,23 @@ def inference_copy(model):
 
     A `.keras` file of a compiled, trained model holds the optimizer variables too
     (Adam's two moments: three times the weights). A finished model needs only the
-    weights; the copy is rebuilt from the config, so it compiles itself afresh.
+    weights; the copy is rebuilt from the config, so it compiles itself afresh. A model
+    trained under a mixed policy (--precision fp16 or bf16) is copied computing in float32,
+    as every model file of the library is: the precision it runs at is chosen when it runs.
     """
+    from keras_bert_impl.inference.precision import _without_dtypes, computes_in
+
     # A wrapper that trains another model (the Distiller's student) names what it saves.
     model = getattr(model, "inference_model", model)
-    copy = type(model).from_config(model.get_config())
+    config = model.get_config()
+    previous = keras.config.dtype_policy()
+    if computes_in(model) != {"float32"}:
+        config = _without_dtypes(config)
+        keras.config.set_dtype_policy("float32")
+    try:
+        copy = type(model).from_config(config)
+    finally:
+        keras.config.set_dtype_policy(previous)
     copy.set_weights(model.get_weights())
     source, target = getattr(model, "backbone", model), getattr(copy, "backbone", copy)
     if getattr(source, "vocabulary", None) is not None:

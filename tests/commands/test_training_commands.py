@@ -16,6 +16,7 @@ import pytest
 import keras_bert_impl as kb
 from keras_bert_impl.tokenization.vocabulary import read_vocabulary
 from keras_bert_impl.cli import main
+from keras_bert_impl.inference.precision import computes_in
 from keras_bert_impl.training.backup_and_restore import STATE_FILE
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -485,11 +486,14 @@ def test_mixed_precision_trains_and_resumes(tiny_init, tmp_path, capsys, monkeyp
     capsys.readouterr()
     assert main(argv) == 0  # fp16 adds the loss scale to the optimizer state: it must restore too
     assert "resumed from the backup at step 3 of 4" in capsys.readouterr().err
-    model = keras.saving.load_model(tmp_path / "run" / "model.keras")
-    policy = {"bf16": "mixed_bfloat16", "fp16": "mixed_float16"}[precision]
-    assert model.backbone.dtype_policy.name == policy
-    assert all(w.dtype == "float32" for w in model.get_weights())  # weights stay float32
     keras.config.set_dtype_policy("float32")
+    # The model file computes in float32 (the precision it runs at is chosen when it runs): Keras
+    # alone loads it so, and an fp16 run's exports (its float16 ops had no TFLite builtins).
+    model = keras.saving.load_model(tmp_path / "run" / "model.keras")
+    assert computes_in(model) == {"float32"} and all(w.dtype == "float32" for w in model.get_weights())
+    assert json.loads((tmp_path / "run" / "run.json").read_text())["settings"]["precision"] == precision
+    assert main(["export", "--model", str(tmp_path / "run"), "--output", str(tmp_path / "export"), "--formats",
+                 "tflite", "--quantizations", "float32", "--seq-len", "32"]) == 0
 
 
 @pytest.mark.slow  # about 40 s or more: a fine-tune, its quantization-aware training and an export

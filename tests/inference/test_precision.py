@@ -14,6 +14,7 @@ import pytest
 import keras_bert_impl as kb
 from keras_bert_impl.cli import main
 from keras_bert_impl.inference import Int8Forward, TextPredictor, with_precision
+from keras_bert_impl.inference.precision import computes_in
 from keras_bert_impl.inference.litert_forms import LiteRtForms
 from keras_bert_impl.models.integer_forms import classifier_forward
 from keras_bert_impl.tokenization import BertPreprocessor
@@ -68,6 +69,14 @@ def test_bf16_copy_gives_the_fp32_labels(trained):
     assert np.mean(got.argmax(-1) == want.argmax(-1)) >= 0.98
     assert abs(np.mean(got.argmax(-1) == labels) - np.mean(want.argmax(-1) == labels)) <= 0.02
     assert with_precision(model, "fp32") is model
+    # And back: a model computing in bf16 (the file of a --precision bf16 run, say) runs fp32 as fp32.
+    back = with_precision(fast, "fp32")
+    assert computes_in(back) == {"float32"} and back.label_names == ["-1", "1"]
+    np.testing.assert_array_equal(TextPredictor(back, sequence_length=64).predict(texts)["logits"], want)
+    # The litert runtime converts float32 graphs: given the bf16 copy, it converts the float32 one
+    # (the bf16 graph's conversion failed). Within 1e-4 of Keras' fp32, as test_litert_* measure.
+    litert = TextPredictor(fast, sequence_length=64, runtime="litert").predict(texts)["logits"]
+    np.testing.assert_allclose(litert, want, atol=1e-4)
     # TextPredictor's own bf16 is the same copy.
     np.testing.assert_allclose(TextPredictor(model, sequence_length=64, precision="bf16").predict(texts)["logits"],
                                got, atol=1e-6)
@@ -147,6 +156,35 @@ def _builtin_ops(flatbuffer):
 
     # Every op in order (conversion.tflite_ops gives their set; here the count matters).
     return [op["op_name"] for op in Interpreter(model_content=flatbuffer)._get_ops_details()]
+
+
+@pytest.mark.parametrize("policy", ["mixed_float16", "mixed_bfloat16"])
+def test_a_model_saved_under_a_mixed_policy_loads_computing_in_float32(policy, tmp_path):
+    """What a --precision fp16/bf16 run saved before its model files were float32: the commands
+    load it computing in float32 (fp16's TFLite conversion failed on its float16 ops)."""
+    from keras_bert_impl.commands.model_files import load_model
+
+    previous = keras.config.dtype_policy()
+    keras.config.set_dtype_policy(policy)
+    try:
+        backbone = kb.BertBackbone(vocabulary_size=60, num_layers=1, num_heads=2, hidden_dim=16, intermediate_dim=32,
+                                   max_sequence_length=16)
+        mixed = kb.BertClassifier(backbone, num_classes=2, label_names=["a", "b"])
+        pretrainer = kb.BertPretrainer(backbone)
+    finally:
+        keras.config.set_dtype_policy(previous)
+    mixed.save(tmp_path / "mixed.keras")
+    loaded, _ = load_model(str(tmp_path / "mixed.keras"))
+    assert policy.split("_")[1] in computes_in(mixed) and computes_in(loaded) == {"float32"}
+    assert loaded.label_names == ["a", "b"] and keras.config.dtype_policy().name == "float32"
+    # The same architecture built in float32, given the mixed model's weights, computes the same.
+    reference = kb.BertClassifier(kb.BertBackbone(vocabulary_size=60, num_layers=1, num_heads=2, hidden_dim=16,
+                                                  intermediate_dim=32, max_sequence_length=16), num_classes=2)
+    reference.set_weights(mixed.get_weights())
+    x = {"token_ids": CLASSIFIER_IDS, "segment_ids": CLASSIFIER_SEGMENTS, "padding_mask": np.ones_like(CLASSIFIER_IDS)}
+    np.testing.assert_array_equal(loaded(x)["logits"].numpy(), reference(x)["logits"].numpy())
+    assert np.abs(mixed(x)["logits"].numpy() - reference(x)["logits"].numpy()).max() > 0  # it computed otherwise
+    assert computes_in(with_precision(pretrainer, "fp32")) == {"float32"}  # a head that takes mask positions too
 
 
 def test_bad_precision_is_named(minilm):
