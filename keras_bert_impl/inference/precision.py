@@ -23,11 +23,13 @@ KERAS_PRECISIONS = tuple(p for p in PRECISIONS if p != "int8")
 _POLICIES = {"fp32": "float32", "bf16": "mixed_bfloat16"}
 
 
-def _without_dtypes(config):
+def without_dtypes(config):
+    """A model config with every layer's "dtype" entry left out: built from it, every layer
+    takes the global dtype policy in force (a saved config pins each layer's own)."""
     if isinstance(config, dict):
-        return {k: _without_dtypes(v) for k, v in config.items() if k != "dtype"}
+        return {k: without_dtypes(v) for k, v in config.items() if k != "dtype"}
     if isinstance(config, list):
-        return [_without_dtypes(v) for v in config]
+        return [without_dtypes(v) for v in config]
     return config
 
 
@@ -70,7 +72,7 @@ def with_precision(model, precision):
     keras.config.set_dtype_policy(_POLICIES[precision])
     try:
         # The library's models are functional: built by their constructor, every variable there.
-        copy = type(model).from_config(_without_dtypes(model.get_config()))
+        copy = type(model).from_config(without_dtypes(model.get_config()))
     finally:
         keras.config.set_dtype_policy(previous)
     copy.set_weights(model.get_weights())

@@ -18,14 +18,14 @@ def inference_copy(model):
     trained under a mixed policy (--precision fp16 or bf16) is copied computing in float32,
     as every model file of the library is: the precision it runs at is chosen when it runs.
     """
-    from keras_bert_impl.inference.precision import _without_dtypes, computes_in
+    from keras_bert_impl.inference.precision import computes_in, without_dtypes
 
     # A wrapper that trains another model (the Distiller's student) names what it saves.
     model = getattr(model, "inference_model", model)
     config = model.get_config()
     previous = keras.config.dtype_policy()
     if computes_in(model) != {"float32"}:
-        config = _without_dtypes(config)
+        config = without_dtypes(config)
         keras.config.set_dtype_policy("float32")
     try:
         copy = type(model).from_config(config)
