@@ -68,11 +68,21 @@ def with_precision(model, precision):
             f"with_precision({precision!r}) needs a float model; this one was quantized ({', '.join(quantized)}) "
             "with model.quantize. Load the float model it came from instead."
         )
+    return rebuilt(model, _POLICIES[precision])
+
+
+def rebuilt(model, policy=None):
+    """A copy of `model` from its config, with its weights and vocabulary, without its compile
+    state or optimizer. `policy` (e.g. "float32"): every layer built under it instead of the
+    dtype policy its config records."""
+    config = model.get_config()
     previous = keras.config.dtype_policy()
-    keras.config.set_dtype_policy(_POLICIES[precision])
+    if policy is not None:
+        config = without_dtypes(config)
+        keras.config.set_dtype_policy(policy)
     try:
         # The library's models are functional: built by their constructor, every variable there.
-        copy = type(model).from_config(without_dtypes(model.get_config()))
+        copy = type(model).from_config(config)
     finally:
         keras.config.set_dtype_policy(previous)
     copy.set_weights(model.get_weights())

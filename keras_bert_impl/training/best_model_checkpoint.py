@@ -18,25 +18,11 @@ def inference_copy(model):
     trained under a mixed policy (--precision fp16 or bf16) is copied computing in float32,
     as every model file of the library is: the precision it runs at is chosen when it runs.
     """
-    from keras_bert_impl.inference.precision import computes_in, without_dtypes
+    from keras_bert_impl.inference.precision import computes_in, rebuilt
 
     # A wrapper that trains another model (the Distiller's student) names what it saves.
     model = getattr(model, "inference_model", model)
-    config = model.get_config()
-    previous = keras.config.dtype_policy()
-    if computes_in(model) != {"float32"}:
-        config = without_dtypes(config)
-        keras.config.set_dtype_policy("float32")
-    try:
-        copy = type(model).from_config(config)
-    finally:
-        keras.config.set_dtype_policy(previous)
-    copy.set_weights(model.get_weights())
-    source, target = getattr(model, "backbone", model), getattr(copy, "backbone", copy)
-    if getattr(source, "vocabulary", None) is not None:
-        target.set_vocabulary(source.vocabulary, source.lowercase)
-    return copy
-
+    return rebuilt(model, None if computes_in(model) == {"float32"} else "float32")
 
 class BestModelCheckpoint(keras.callbacks.Callback):
     """Saves the whole model to `path` at each epoch end where `monitor` improves.
