@@ -56,6 +56,22 @@ def _comparable(config):
     return {k: v for k, v in _flatten(config).items() if k.split(".")[-1] != "name"}
 
 
+def _to_numpy(variable):
+    """The variable's value as a NumPy array, also for a distributed variable.
+
+    Under MirroredStrategy and MultiWorkerMirroredStrategy, a variable with aggregation
+    ONLY_FIRST_REPLICA (the optimizer's `iteration`) cannot be converted to NumPy inside the
+    strategy's scope ("object __array__ method not producing an array"), and callbacks run
+    inside it. Every replica holds the same value, so the first local copy is the value.
+    """
+    value = variable.value
+    if keras.backend.backend() == "tensorflow":
+        import tensorflow as tf
+
+        value = tf.distribute.get_strategy().experimental_local_results(value)[0]
+    return np.asarray(keras.ops.convert_to_numpy(value))
+
+
 def _spec(variables):
     return [[v.path, list(v.shape), str(v.dtype)] for v in variables]
 
@@ -213,7 +229,7 @@ class BackupAndRestore(keras.callbacks.Callback):
             "variables": _spec(variables),
             "epoch_logs": self.epoch_logs,
         }
-        arrays = {f"v{i}": np.asarray(keras.ops.convert_to_numpy(v.value)) for i, v in enumerate(variables)}
+        arrays = {f"v{i}": _to_numpy(v) for i, v in enumerate(variables)}
         arrays["meta"] = np.frombuffer(json.dumps(meta).encode("utf-8"), dtype=np.uint8)
 
         def write(tmp):

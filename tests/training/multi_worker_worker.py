@@ -1,6 +1,7 @@
 """One training run for tests/training/test_multi_worker.py.
 
 Usage: python multi_worker_worker.py STRATEGY SEED WEIGHTS.npz [MODEL]
+(backups go to WEIGHTS.npz.backup/)
     STRATEGY: a `create_strategy` name ("multi-worker", "auto" or "one-device").
     SEED: the Keras seed for this process's weight initialisation.
     WEIGHTS.npz: where to save the trained weights.
@@ -14,6 +15,7 @@ stdout). The test also imports `train` to run the one-device reference in its ow
 
 import hashlib
 import json
+import os
 import sys
 
 import keras
@@ -21,7 +23,7 @@ import numpy as np
 import tensorflow as tf
 
 import keras_bert_impl as kb
-from keras_bert_impl.training import create_optimizer, create_strategy
+from keras_bert_impl.training import BackupAndRestore, create_optimizer, create_strategy, fit_resumable
 
 GLOBAL_BATCH = 8
 STEPS = 4
@@ -67,8 +69,9 @@ def dataset(model_kind="classifier"):
     return data.with_options(options)
 
 
-def train(name, seed, model_kind="classifier"):
-    """Trains with `create_strategy(name)`; returns (summary dict, final weights)."""
+def train(name, seed, model_kind="classifier", backup_dir=None):
+    """Trains with `create_strategy(name)` through `fit_resumable`, backing up every step to
+    `backup_dir` as TrainingRun does (None: plain `fit`); returns (summary dict, final weights)."""
     if model_kind not in ("classifier", "pretrainer"):
         raise ValueError(f"MODEL must be classifier or pretrainer. Received: {model_kind!r}")
     # create_strategy's multi-worker strategy carries the fix for Keras 3.15's reduce calls in fit.
@@ -100,7 +103,13 @@ def train(name, seed, model_kind="classifier"):
         def on_train_batch_end(self, batch, logs=None):
             losses.append(float(logs["loss"]))
 
-    model.fit(dataset(model_kind), epochs=1, verbose=0, shuffle=False, callbacks=[Record()])
+    backup = None
+    if backup_dir is None:
+        model.fit(dataset(model_kind), epochs=1, verbose=0, shuffle=False, callbacks=[Record()])
+    else:
+        backup = BackupAndRestore(backup_dir, save_every=1)
+        with strategy.scope():  # where TrainingRun calls it: backups are written inside the scope
+            fit_resumable(model, lambda: dataset(model_kind), 1, STEPS, backup=backup, callbacks=[Record()], verbose=0)
     final = model.get_weights()
     summary = {
         # tf.distribute.MultiWorkerMirroredStrategy's class is CollectiveAllReduceStrategy.
@@ -112,13 +121,15 @@ def train(name, seed, model_kind="classifier"):
         "initial_sha256": weights_hash(initial),
         "sha256": weights_hash(final),
         "moved": float(sum(np.abs(a - b).sum() for a, b in zip(final, initial))),
+        # The step of the backup file on disk (None: none written; only the chief writes).
+        "backup_step": None if backup is None or not os.path.exists(backup.path) else backup.saved_step,
     }
     return summary, final
 
 
 def main():
     name, seed, weights_path = sys.argv[1], int(sys.argv[2]), sys.argv[3]
-    summary, weights = train(name, seed, sys.argv[4] if len(sys.argv) > 4 else "classifier")
+    summary, weights = train(name, seed, sys.argv[4] if len(sys.argv) > 4 else "classifier", weights_path + ".backup")
     np.savez(weights_path, *weights)
     print(json.dumps(summary), flush=True)
 

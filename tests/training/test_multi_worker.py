@@ -143,6 +143,8 @@ def test_two_workers_train_together_and_match_one_device(tmp_path):
     assert worker0["replicas"] == worker1["replicas"] == 2
     assert not one["multi_worker"] and one["replicas"] == 1
     assert worker0["steps"] == worker1["steps"] == one["steps"] == 4
+    # The workers train through fit_resumable with a backup every step: the chief writes it.
+    assert worker0["backup_step"] == 4 and worker1["backup_step"] is None
 
     # Same weights everywhere: at the start (worker 1's seed was overridden by the
     # broadcast) and, bit for bit, at the end.
