@@ -33,7 +33,7 @@ _PUBLIC = {
     **{name: "keras_bert_impl.models" for name in (
         "BERT_PRESETS", "BertBackbone", "BertClassifier", "BertEmbedder", "BertPretrainer", "BertSpanLabeler",
         "BertTask", "BertTokenClassifier", "DISTILLATION_DEFAULTS", "DistillationArgumentError", "DistillationDefaults",
-        "DistillationLoss", "DistillationTerm", "Distiller", "MaskedLMAccuracy",
+        "DistillationLoss", "DistillationTerm", "Distiller", "GlobalBatchLoss", "MaskedLMAccuracy",
         "MaskedSparseCrossentropy", "QuantizationAwareClassifier",
     )},
 }
@@ -78,6 +78,7 @@ if not os.path.basename(sys.argv[0] if sys.argv else "") == "kbert":
         DistillationLoss,
         DistillationTerm,
         Distiller,
+        GlobalBatchLoss,
         MaskedLMAccuracy,
         MaskedSparseCrossentropy,
         QuantizationAwareClassifier,

@@ -8,7 +8,9 @@ import keras
 from keras_bert_impl.commands.errors import UsageError
 from keras_bert_impl.commands.training_flags import verbosity
 from keras_bert_impl.precisions import DTYPE_POLICIES
-from keras_bert_impl.training import RunFolder, RunFolderError, TrainingRun, create_optimizer, create_strategy
+from keras_bert_impl.training import (
+    AllReplicaLossScaleOptimizer, RunFolder, RunFolderError, TrainingRun, create_optimizer, create_strategy,
+)
 
 # Flags that change how a run reports or how often it saves, not what it computes.
 UNRECORDED = ("func", "command", "output", "overwrite", "keep_backup", "quiet", "debug", "save_every")
@@ -41,6 +43,15 @@ def strategy_for(args):
             f"{args.strategy}: use a multiple of {replicas}, e.g. {replicas * max(1, args.batch_size // replicas)} "
             f"or {replicas * math.ceil(args.batch_size / replicas)}."
         )
+    devices = strategy.extended.worker_devices
+    if getattr(args, "xla", False) and len(devices) > 1 and all("CPU" in d.upper() for d in devices):
+        # XLA compiles the step for one device and cannot read the variables the other CPU
+        # devices hold ("Trying to access resource ... located in device CPU:1 from device CPU:0").
+        raise UsageError(
+            f"--xla with --strategy {args.strategy} over {len(devices)} CPU devices: XLA cannot compile a step "
+            "whose replicas are CPU devices of one machine. Drop --xla, or train on one device "
+            "(--strategy one-device) with --xla."
+        )
     return strategy
 
 
@@ -57,5 +68,5 @@ def compile_for_training(model, args, train_steps):
         weight_decay=args.weight_decay,
     )
     if args.precision == "fp16":
-        optimizer = keras.optimizers.LossScaleOptimizer(optimizer)
+        optimizer = AllReplicaLossScaleOptimizer(optimizer)
     model.compile(optimizer=optimizer, jit_compile=bool(args.xla))

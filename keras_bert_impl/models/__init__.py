@@ -10,6 +10,7 @@ from keras_bert_impl.distillation_defaults import DISTILLATION_DEFAULTS, Distill
 from keras_bert_impl.models.distillation_loss import DistillationLoss
 from keras_bert_impl.models.distillation_term import DistillationTerm
 from keras_bert_impl.models.distiller import Distiller
+from keras_bert_impl.models.global_batch_loss import GlobalBatchLoss
 from keras_bert_impl.models.masked_lm_accuracy import MaskedLMAccuracy
 from keras_bert_impl.models.masked_sparse_crossentropy import MaskedSparseCrossentropy
 from keras_bert_impl.models.presets import BERT_PRESETS

@@ -4,6 +4,7 @@ import keras
 
 from keras_bert_impl.layers.masking import masked_mean
 from keras_bert_impl.models.bert_task import BertTask
+from keras_bert_impl.models.global_batch_loss import GlobalBatchLoss
 from keras_bert_impl.validation import check_choice, check_label_names, check_positive_int, check_probability
 
 
@@ -70,9 +71,10 @@ class BertClassifier(BertTask):
 
     def default_loss(self):
         from_logits = self.activation is None
+        # GlobalBatchLoss: a partial last batch split unevenly over replicas trains as on one device.
         if self.multi_label:
-            return keras.losses.BinaryCrossentropy(from_logits=from_logits)
-        return keras.losses.SparseCategoricalCrossentropy(from_logits=from_logits)
+            return GlobalBatchLoss(keras.losses.BinaryCrossentropy(from_logits=from_logits))
+        return GlobalBatchLoss(keras.losses.SparseCategoricalCrossentropy(from_logits=from_logits))
 
     def default_metrics(self):
         if self.multi_label:

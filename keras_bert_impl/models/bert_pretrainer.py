@@ -9,6 +9,7 @@ from keras_bert_impl.layers.activations import ACTIVATIONS
 from keras_bert_impl.layers.masked_lm_head import MaskedLMHead
 from keras_bert_impl.layers.next_sentence_head import NextSentenceHead
 from keras_bert_impl.models.bert_task import BertTask
+from keras_bert_impl.models.global_batch_loss import GlobalBatchLoss
 from keras_bert_impl.models.masked_lm_accuracy import MaskedLMAccuracy
 from keras_bert_impl.models.masked_sparse_crossentropy import MaskedSparseCrossentropy
 from keras_bert_impl.validation import check_choice
@@ -78,7 +79,7 @@ class BertPretrainer(BertTask):
     def default_loss(self):
         return {
             "mlm_logits": MaskedSparseCrossentropy(),  # the mean over the real masked positions, as Google's
-            "nsp_logits": keras.losses.SparseCategoricalCrossentropy(from_logits=True),  # every example counts
+            "nsp_logits": GlobalBatchLoss(keras.losses.SparseCategoricalCrossentropy(from_logits=True)),  # every example
         }
 
     def default_weighted_metrics(self):

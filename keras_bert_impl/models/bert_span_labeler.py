@@ -4,6 +4,7 @@ import keras
 
 from keras_bert_impl.layers.masking import mask_bias
 from keras_bert_impl.models.bert_task import BertTask
+from keras_bert_impl.models.global_batch_loss import GlobalBatchLoss
 
 
 @keras.saving.register_keras_serializable(package="keras_bert_impl")
@@ -45,7 +46,7 @@ class BertSpanLabeler(BertTask):
         self.compile()
 
     def default_loss(self):
-        loss = keras.losses.SparseCategoricalCrossentropy(from_logits=True)
+        loss = GlobalBatchLoss(keras.losses.SparseCategoricalCrossentropy(from_logits=True))
         return {"start_logits": loss, "end_logits": loss}
 
     def default_metrics(self):

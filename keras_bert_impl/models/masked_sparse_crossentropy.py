@@ -4,7 +4,7 @@ import keras
 from keras import ops
 
 
-def _sum_over_replicas(value):
+def sum_over_replicas(value):
     """`value` summed over the replicas of a tf.distribute strategy (itself outside one)."""
     if keras.backend.backend() != "tensorflow":
         return value
@@ -66,7 +66,7 @@ class MaskedSparseCrossentropy(keras.losses.Loss):
             else:
                 weights = ops.broadcast_to(ops.cast(sample_weight, self.dtype), ops.shape(values))  # [B, P]
             total = ops.sum(values * weights)
-            count = _sum_over_replicas(ops.sum(weights))
+            count = sum_over_replicas(ops.sum(weights))
             # The replicas' values add up to the global mean: what Keras expects of a loss
             # under a strategy (it sums the replicas' gradients).
             return ops.divide_no_nan(total, count)

@@ -12,7 +12,7 @@ import keras
 from keras import ops
 
 from keras_bert_impl.models.distillation_argument_error import DistillationArgumentError
-from keras_bert_impl.models.masked_sparse_crossentropy import _sum_over_replicas
+from keras_bert_impl.models.masked_sparse_crossentropy import sum_over_replicas
 
 # A floor under the attention probabilities before their log: a real key whose probability
 # underflowed to 0 in float32 gets log(1e-30) = -69, finite, instead of -inf (0 * -inf = NaN).
@@ -106,7 +106,7 @@ def real_tokens(padding_mask):
     count summed over every replica, so the replicas' values add up to the one-device
     value (MaskedSparseCrossentropy's rule) whatever their share of padding."""
     mask = ops.cast(padding_mask, "float32")  # [B, T]
-    return mask, _sum_over_replicas(ops.sum(mask))
+    return mask, sum_over_replicas(ops.sum(mask))
 
 
 def masked_mse(student, teacher, mask, tokens):

@@ -1,6 +1,7 @@
 """Training: the run driver (`TrainingRun` in a `RunFolder`), optimizer and schedule, distribution
 strategies, resumable fit."""
 
+from keras_bert_impl.training.all_replica_loss_scale_optimizer import AllReplicaLossScaleOptimizer
 from keras_bert_impl.training.backup_and_restore import BackupAndRestore, BackupError
 from keras_bert_impl.training.best_model_checkpoint import BestModelCheckpoint, inference_copy
 from keras_bert_impl.training.divergence_guard import DivergenceGuard

@@ -38,6 +38,37 @@ def _keras_fit_multi_worker_strategy(tf):
     return KerasFitMultiWorkerMirroredStrategy
 
 
+@functools.cache
+def _keras_fit_mirrored_strategy(tf):
+    """MirroredStrategy whose `reduce` takes the uneven batch Keras 3's `fit` may pass it.
+
+    At the start of every `fit` call, Keras 3.15's TensorFlow trainer (`_maybe_symbolic_build`
+    in keras/src/backend/tensorflow/trainer.py) takes the first distributed batch and reduces
+    it with `reduce("MEAN", batch, axis=None)`, only to read its shapes and dtypes. When that
+    batch has a row count the replicas do not share evenly (a partial last batch shuffled to
+    the front, or the batch a resumed run starts at), the replicas' shares differ in size and
+    the element-wise mean fails (`AddN`: [2, S] != [1, S]), so the run crashes. An element-wise
+    mean of shares of different shapes has no value; here it is the first replica's share, which
+    has the batch's structure and dtypes. Every other reduce is MirroredStrategy's own.
+    Checked by tests/training/test_strategy.py.
+    """
+
+    class KerasFitMirroredStrategy(tf.distribute.MirroredStrategy):
+        def reduce(self, reduce_op, value, axis):
+            if axis is not None:
+                return super().reduce(reduce_op, value, axis)
+
+            def reduce_leaf(leaf):
+                shares = self.experimental_local_results(leaf)
+                if len({tuple(share.shape) for share in shares}) > 1:
+                    return shares[0]
+                return super(KerasFitMirroredStrategy, self).reduce(reduce_op, leaf, axis)
+
+            return tf.nest.map_structure(reduce_leaf, value)
+
+    return KerasFitMirroredStrategy
+
+
 def create_strategy(name="auto", tpu=None):
     """Returns a tf.distribute.Strategy.
 
@@ -69,7 +100,7 @@ def create_strategy(name="auto", tpu=None):
     if name == "mirrored":
         gpus = tf.config.list_logical_devices("GPU")
         devices = [d.name for d in gpus] or [d.name for d in tf.config.list_logical_devices("CPU")]
-        return tf.distribute.MirroredStrategy(devices)
+        return _keras_fit_mirrored_strategy(tf)(devices)
     if name == "multi-worker":
         if "TF_CONFIG" not in os.environ:
             raise ValueError(

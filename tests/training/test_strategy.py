@@ -90,6 +90,97 @@ print(json.dumps({"replicas": strategy.num_replicas_in_sync, "losses": losses}))
 """
 
 
+# The project's own training path under a strategy: the default loss (GlobalBatchLoss),
+# create_optimizer, and fit_resumable with a BackupAndRestore inside the strategy's scope,
+# as TrainingRun calls them. 21 rows at batch 8: every epoch ends on a partial batch of 5,
+# which two replicas split 3 and 2. argv: strategy, backup folder, "resume" or "straight".
+RESUME_SCRIPT = r"""
+import json, sys
+import tensorflow as tf
+cpu = tf.config.list_physical_devices("CPU")[0]
+tf.config.set_logical_device_configuration(cpu, [tf.config.LogicalDeviceConfiguration()] * 2)
+import keras, numpy as np
+import keras_bert_impl as kb
+from keras_bert_impl.training import BackupAndRestore, create_optimizer, create_strategy, fit_resumable
+
+strategy = create_strategy(sys.argv[1])
+backup_dir, mode = sys.argv[2], sys.argv[3]
+rng = np.random.default_rng(0)
+x = {"token_ids": rng.integers(1, 50, (21, 8)).astype("int32"), "segment_ids": np.zeros((21, 8), "int32"),
+     "padding_mask": np.ones((21, 8), "int32")}
+y = rng.integers(0, 2, 21)
+EPOCHS, STEPS = 3, 3
+
+def dataset_fn():
+    return tf.data.Dataset.from_tensor_slices((x, y)).batch(8).repeat(EPOCHS)
+
+def build():
+    keras.utils.set_random_seed(0)
+    with strategy.scope():
+        backbone = kb.BertBackbone(vocabulary_size=50, num_layers=1, num_heads=2, hidden_dim=16,
+                                   intermediate_dim=32, max_sequence_length=16, dropout=0.0)
+        model = kb.BertClassifier(backbone, num_classes=2, dropout=0.0)
+        model.compile(optimizer=create_optimizer(1e-2, train_steps=EPOCHS * STEPS, warmup_steps=0))
+    return model
+
+class Interrupt(keras.callbacks.Callback):
+    steps = 0
+
+    def on_train_batch_begin(self, batch, logs=None):  # step 6, the partial batch: the backup holds step 5
+        self.steps += 1
+        if self.steps == 6:
+            raise KeyboardInterrupt
+
+def fit(model, callbacks=()):
+    backup = BackupAndRestore(backup_dir, save_every=1)
+    with strategy.scope():
+        fit_resumable(model, dataset_fn, EPOCHS, STEPS, backup=backup, callbacks=list(callbacks), verbose=0)
+    return backup
+
+if mode == "resume":
+    try:
+        fit(build(), [Interrupt()])
+        raise SystemExit("the interrupt did not happen")
+    except KeyboardInterrupt:
+        pass
+model = build()
+restored = fit(model).restored_step
+weights = np.concatenate([np.ravel(w) for w in model.get_weights()])
+np.save(backup_dir + ".weights.npy", weights)
+print(json.dumps({"replicas": strategy.num_replicas_in_sync, "restored_step": restored}))
+"""
+
+
+# Float16 loss scaling when only the second replica's rows overflow at the first scale
+# (2**15): rows 4..7 of the one batch of 8. argv: strategy, "ours" or "keras" (the optimizer).
+FP16_SCRIPT = r"""
+import json, sys
+import tensorflow as tf
+cpu = tf.config.list_physical_devices("CPU")[0]
+tf.config.set_logical_device_configuration(cpu, [tf.config.LogicalDeviceConfiguration()] * 2)
+import keras, numpy as np
+from keras_bert_impl.training import AllReplicaLossScaleOptimizer, create_optimizer, create_strategy
+
+keras.config.set_dtype_policy("mixed_float16")
+strategy = create_strategy(sys.argv[1])
+keras.utils.set_random_seed(0)
+x = np.ones((8, 4), "float32")
+x[4:] *= 300.0
+y = np.zeros((8, 1), "float32")
+y[4:] = 300.0
+with strategy.scope():
+    model = keras.Sequential([keras.Input((4,)), keras.layers.Dense(1)])
+    wrapper = AllReplicaLossScaleOptimizer if sys.argv[2] == "ours" else keras.optimizers.LossScaleOptimizer
+    model.compile(optimizer=wrapper(create_optimizer(1e-3, train_steps=10, warmup_steps=0)), loss="mse")
+before = model.get_weights()
+model.fit(tf.data.Dataset.from_tensor_slices((x, y)).batch(8), epochs=1, verbose=0)
+after = model.get_weights()
+print(json.dumps({"replicas": strategy.num_replicas_in_sync, "scale": float(model.optimizer.dynamic_scale.numpy()),
+                  "unchanged": all(bool(np.array_equal(a, b)) for a, b in zip(after, before)),
+                  "finite": all(bool(np.isfinite(a).all()) for a in after)}))
+"""
+
+
 def _run(name, optimizer="sgd", script=SCRIPT, *extra):
     env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3", PYTHONPATH=REPO, KERAS_BACKEND="tensorflow")
     out = subprocess.run([sys.executable, "-c", script, name, optimizer, *extra], capture_output=True, text=True,
@@ -155,6 +246,36 @@ def test_mirrored_pretrainer_matches_one_device_with_uneven_masked_positions():
     drift = max(abs(a - b) for a, b in zip(keras_one["losses"], keras_mirrored["losses"]))
     print("per-replica mean: max loss difference", drift)
     assert drift > 1e-3
+
+
+@pytest.mark.slow  # about 40 s: trains on one and on two devices
+def test_mirrored_resumed_run_with_partial_batches_matches_one_device(tmp_path):
+    """The library's training path under mirrored: backups are written (an optimizer variable
+    of only_first_replica aggregation once failed to convert), a resume whose first batch is
+    the partial one runs (Keras' first-batch reduce once failed on the 3/2 split), and the
+    partial batches weigh their rows as one device does (a per-replica mean once gave
+    (mean of 3 + mean of 2) / 2: weights 8.8e-3 apart)."""
+    one = _run("one-device", str(tmp_path / "one"), RESUME_SCRIPT, "straight")
+    mirrored = _run("mirrored", str(tmp_path / "mirrored"), RESUME_SCRIPT, "resume")
+    assert mirrored["replicas"] == 2 and one["restored_step"] == 0 and mirrored["restored_step"] == 5
+    a, b = np.load(tmp_path / "one.weights.npy"), np.load(tmp_path / "mirrored.weights.npy")
+    print("max weight difference, one device vs mirrored resumed:", float(np.max(np.abs(a - b))))
+    np.testing.assert_allclose(b, a, rtol=0, atol=1e-5)
+
+
+@pytest.mark.slow  # about 30 s: trains on one and on two devices
+def test_fp16_step_is_skipped_on_every_replica_when_one_overflows():
+    one = _run("one-device", "ours", FP16_SCRIPT)
+    mirrored = _run("mirrored", "ours", FP16_SCRIPT)
+    assert mirrored["replicas"] == 2
+    # One device skips the step and halves the scale; so do two replicas together.
+    assert one == {"replicas": 1, "scale": 2.0**14, "unchanged": True, "finite": True}
+    assert mirrored == {**one, "replicas": 2}
+    # What this guards against: Keras' LossScaleOptimizer takes the first replica's verdict,
+    # applies the second replica's infinite gradient, and the weights turn NaN.
+    keras_mirrored = _run("mirrored", "keras", FP16_SCRIPT)
+    print("Keras' LossScaleOptimizer under mirrored:", keras_mirrored)
+    assert keras_mirrored["finite"] is False
 
 
 def test_unknown_strategy_and_missing_tf_config(monkeypatch):
