@@ -1,8 +1,11 @@
 """`kbert vocab`: learn a WordPiece vocab.txt from text files."""
 
+import os
+import re
 import sys
 import time
 
+from keras_bert_impl.commands.errors import UsageError
 from keras_bert_impl.commands.output_files import add_overwrite_flag, refuse_existing
 
 
@@ -49,8 +52,22 @@ def add_parser(subparsers):
     return parser
 
 
+# The VocabularyBuilder's argument names in its messages, and the flags a kbert user gave.
+_FLAGS = {"vocab_size": "--size", "max_unique_chars": "--max-unique-chars", "min_count": "--min-count",
+          "num_unused": "--num-unused"}
+
+
+def _in_flags(message):
+    for argument, flag in _FLAGS.items():
+        message = re.sub(rf"\b{argument}\b", flag, message)
+    return message
+
+
 def run(args):
     refuse_existing(args, "output")
+    if os.path.isdir(args.output):  # found before learning, which takes minutes on a real corpus
+        raise UsageError(f"--output {args.output} is a folder: give the path of the vocab.txt to write, e.g. "
+                         f"{os.path.join(args.output, 'vocab.txt')}.")
     from keras_bert_impl.tokenization.vocabulary import write_vocabulary
     from keras_bert_impl.tokenization.vocabulary_builder import VocabularyBuilder
 
@@ -71,7 +88,7 @@ def run(args):
         )
         vocabulary = builder.build(args.files)
     except (ValueError, FileNotFoundError) as e:
-        print(f"kbert vocab: {e}", file=sys.stderr)
+        print(f"kbert vocab: {_in_flags(str(e))}", file=sys.stderr)
         return 2
     write_vocabulary(vocabulary, args.output)
     casing = "cased" if args.cased else "uncased"

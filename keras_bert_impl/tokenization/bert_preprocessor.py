@@ -292,10 +292,13 @@ class BertPreprocessor(keras.layers.Layer):
         return tf.cond(tf.reduce_any(long_word), unk_them, lambda: pieces)
 
     def detokenize(self, token_ids):
-        """Ids [B, S] -> strings [B], special tokens and padding dropped."""
-        token_ids = tf.convert_to_tensor(token_ids, tf.int32)
-        if not isinstance(token_ids, tf.RaggedTensor):
-            token_ids = tf.RaggedTensor.from_tensor(token_ids)
+        """Ids [B, S] (dense, or ragged as `tokenize` gives them) -> strings [B], special tokens
+        and padding dropped."""
+        if isinstance(token_ids, tf.RaggedTensor):
+            # convert_to_tensor refuses a RaggedTensor ("object of type 'RaggedTensor' has no len()").
+            token_ids = tf.cast(token_ids, tf.int32)
+        else:
+            token_ids = tf.RaggedTensor.from_tensor(tf.convert_to_tensor(token_ids, tf.int32))
         keep = tf.logical_and(token_ids != self.pad_id, tf.logical_and(token_ids != self.cls_id, token_ids != self.sep_id))
         return self._tokenizer.detokenize(tf.ragged.boolean_mask(token_ids, keep))
 

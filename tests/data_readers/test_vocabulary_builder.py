@@ -17,6 +17,7 @@ import pytest
 import tensorflow as tf
 
 from keras_bert_impl.commands import vocab as vocab_command
+from keras_bert_impl.commands.errors import UsageError
 from keras_bert_impl.tokenization import BertPreprocessor
 from keras_bert_impl.tokenization.vocabulary import SPECIAL_TOKENS, read_vocabulary, vocabulary_is_uncased, write_vocabulary
 from keras_bert_impl.tokenization.vocabulary_builder import VocabularyBuilder
@@ -142,6 +143,24 @@ def test_word_split_matches_google_basic_tokenizer(path, lowercase):
     assert [[w.decode() for w in ws] for ws in ours] == [google.tokenize(t) for t in lines]
 
 
+def test_line_and_paragraph_separators_split_words_as_google_and_the_tokenizer_do(tmp_path):
+    """U+2028 and U+2029 are not Zs, so BERT's cleaning keeps them; the learner's splitter kept
+    them inside words and learned "good\u2028really", which BertPreprocessor then emitted where
+    Google's FullTokenizer splits into two words."""
+    corpus = tmp_path / "separators.txt"
+    corpus.write_text("the film was good\u2028really good and the plot\u2029twist was fun\n" * 40, encoding="utf-8")
+    out = tmp_path / "vocab.txt"
+    args = _vocab_parser().parse_args(["vocab", str(corpus), "--size", "200", "--min-count", "1", "--quiet",
+                                       "--output", str(out)])
+    assert args.func(args) == 0
+    vocab = read_vocabulary(str(out))
+    assert not [t for t in vocab if "\u2028" in t or "\u2029" in t]
+    text = "good\u2028really plot\u2029twist"
+    ours = [vocab[i] for i in BertPreprocessor(str(out), sequence_length=None).tokenize(tf.constant([text]))[0].numpy()]
+    google = google_tokenization().FullTokenizer(vocab_file=str(out), do_lower_case=True)
+    assert ours == google.tokenize(text) == ["good", "really", "plot", "twist"]
+
+
 def _vocab_parser():
     parser = argparse.ArgumentParser(prog="kbert")
     vocab_command.add_parser(parser.add_subparsers(dest="command", required=True))
@@ -175,8 +194,21 @@ def test_vocab_command_errors(tmp_path, capsys):
     corpus.write_text("abcdefghij klmnopqrst uvwxyz 0123456789\n" * 20, encoding="utf-8")
     args = parser.parse_args(["vocab", str(corpus), "--size", "40", "--output", str(tmp_path / "v.txt")])
     assert args.func(args) == 2
-    assert "vocab_size=40 is smaller than this corpus's alphabet" in capsys.readouterr().err
+    # The flags, not the Python arguments, are named.
+    assert "--size=40 is smaller than this corpus's alphabet" in capsys.readouterr().err
     assert not (tmp_path / "v.txt").exists()
+    args = parser.parse_args(["vocab", str(corpus), "--size", "3", "--output", str(tmp_path / "v.txt")])
+    assert args.func(args) == 2
+    assert "--size must be an integer >= " in capsys.readouterr().err
+    args = parser.parse_args(["vocab", str(corpus), "--size", "100", "--max-unique-chars", "0",
+                              "--output", str(tmp_path / "v.txt")])
+    assert args.func(args) == 2
+    assert "--max-unique-chars must be a positive integer" in capsys.readouterr().err
+    # A folder as --output is refused before learning (it failed after, with a raw IsADirectoryError).
+    (tmp_path / "adir").mkdir()
+    args = parser.parse_args(["vocab", str(corpus), "--size", "100", "--overwrite", "--output", str(tmp_path / "adir")])
+    with pytest.raises(UsageError, match="is a folder: give the path of the vocab.txt to write"):
+        args.func(args)
     with pytest.raises(SystemExit):
         parser.parse_args(["vocab", str(corpus), "--output", "v.txt"])  # --size is required
     # Lines that are not UTF-8 lose their bad bytes: the summary says so even with --quiet (a

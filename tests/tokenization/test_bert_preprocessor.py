@@ -62,6 +62,10 @@ def test_same_ids_through_tf_data_batched_and_unbatched(preprocessor):
 def test_detokenize(preprocessor):
     ids = preprocessor(tf.constant(["Hello, World!"]))["token_ids"]
     assert preprocessor.detokenize(ids).numpy().tolist() == [b"hello , world !"]
+    # tokenize()'s own ragged ids (they raised: convert_to_tensor ran before the ragged branch).
+    texts = tf.constant(["Hello, World!", "a gripping film"])
+    assert preprocessor.detokenize(preprocessor.tokenize(texts)).numpy().tolist() == [b"hello , world !",
+                                                                                    b"a gripping film"]
 
 
 def test_saved_with_vocabulary(preprocessor, tmp_path):
