@@ -19,12 +19,14 @@ compared with Hugging Face's own truncation directly.
 
 import itertools
 import json
+import os
 
 import numpy as np
 import pytest
 import tensorflow as tf
 
 from keras_bert_impl.tokenization import BertPreprocessor
+from tests.conftest import REPO
 from tests.tokenization import references
 
 BATCH = 4096
@@ -116,6 +118,22 @@ def test_real_pairs_match_google_truncation_at_32(corpus):
     )
     assert len(bad) == 0, [(a[i], b[i], ours[i, 0].tolist(), expected[i, 0].tolist()) for i in bad[:3]]
     assert not unexplained and len(hf_differs) == explained_class
+
+
+def test_hf_longest_first_changes_the_documented_share_of_mr_pairs_at_64():
+    """docs/converting.md's figure: how many MR pairs HF's default truncation changes at 64."""
+    a, b = references.pairs_of(references.corpus("mr"))
+    ours = _ours(64, a, b)
+    expected, pieces_a, pieces_b = _google_truncated_hf(64, a, b)
+    assert len(_mismatches(ours, expected)) == 0
+    hf_differs = _mismatches(_hf(64, a, b), ours)
+    assert all(_hf_and_google_differ(len(pieces_a[i]), len(pieces_b[i]), 61) for i in hf_differs)
+    truncated = sum(len(x) + len(y) > 61 for x, y in zip(pieces_a, pieces_b))
+    share = f"{len(hf_differs)} of the {len(a):,} MR sentence pairs ({100 * len(hf_differs) / len(a):.1f} %"
+    print(f"\nmr: pairs @64: {share}) differ from HF's longest_first; {truncated} truncated")
+    with open(os.path.join(REPO, "docs", "converting.md"), encoding="utf-8") as f:
+        doc = " ".join(f.read().split())
+    assert share in doc and f"{truncated} of them truncated" in doc, share
 
 
 @pytest.mark.parametrize("corpus", CORPORA)
