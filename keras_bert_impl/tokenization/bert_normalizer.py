@@ -55,8 +55,17 @@ def category(char):
 
 
 def is_whitespace(char):
-    """BERT's whitespace: space, tab, newline, carriage return and the Unicode space separators (Zs)."""
-    return char in " \t\n\r" or category(char) == "Zs"
+    """BERT's whitespace: space, tab, newline, carriage return, the Unicode space separators (Zs)
+    and the line and paragraph separators U+2028 (Zl) and U+2029 (Zp).
+
+    Google's `_is_whitespace` names only Zs, but its cleaning keeps U+2028/2029 and its
+    `whitespace_tokenize` (`str.split()`) then splits there, as Hugging Face's tokenizers do
+    (Rust's `char::is_whitespace`). So they are made a space here: tensorflow-text's regex word
+    splitter, which the vocabulary learner uses, takes them for letters, so the learner counted
+    "good\u2028really" as one word and learned it, and FastBertTokenizer's WordPiece then matched
+    such a token straight through the separator where Google and Hugging Face give two words.
+    """
+    return char in " \t\n\r" or category(char) in ("Zs", "Zl", "Zp")
 
 
 def normalize_char(char, lowercase):

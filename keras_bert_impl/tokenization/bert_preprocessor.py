@@ -6,8 +6,8 @@ What the tokenization is. Google's BERT `tokenization.py`, as Hugging Face's fas
 BertTokenizer (`tokenizers`, Rust) also implements it:
 
 1. clean: drop NUL, U+FFFD and control/format characters (categories Cc, Cf,
-   except tab, newline, carriage return); map whitespace (space, \\t, \\n, \\r, Zs)
-   to a space;
+   except tab, newline, carriage return); map whitespace (space, \\t, \\n, \\r, Zs,
+   and U+2028/U+2029, where Google's and Hugging Face's word splitting breaks too) to a space;
 2. uncased vocabularies only: NFD, drop non-spacing marks (Mn), lower-case;
 3. split on whitespace, on punctuation (ASCII symbols and Unicode P*) and around
    CJK ideographs;

@@ -9,8 +9,9 @@ codepoint behaves the same on every device. It is written from the pipeline itse
 
 * `R` ranges: characters BERT's cleaning deletes (`bert_normalizer.normalize_char`);
 * `W` ranges: characters that separate words without a token of their own: those cleaning
-  turns into a space, and those tensorflow-text's splitter takes for whitespace although
-  cleaning keeps them (U+2028 and U+2029, found by the measurement below);
+  turns into a space (U+2028 and U+2029 among them), and any that tensorflow-text's splitter
+  takes for whitespace although cleaning keeps them (none today; the measurement below
+  would find them);
 * `F` lines: uncased models only, the character's NFD-strip-accents-lower-case form
   (`normalize_char(c, lowercase=True)`; `-` when it vanishes, e.g. a combining accent);
 * `S` ranges: characters split off as words of their own (punctuation and CJK

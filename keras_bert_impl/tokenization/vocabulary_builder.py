@@ -35,7 +35,7 @@ class VocabularyBuilder:
     Text is streamed line by line through tf.data and normalised as Google's
     BERT `tokenization.py` does, which is what `BertPreprocessor` runs:
     control and format characters, NUL and U+FFFD dropped, whitespace
-    (including Unicode space separators) made a space, and for uncased
+    (including Unicode space separators and U+2028/U+2029) made a space, and for uncased
     vocabularies NFD, accents (Mn) stripped and lower-cased. It is then split
     into words as BERT does (whitespace, ASCII symbols and Unicode
     punctuation, CJK ideographs), counted, and handed to tensorflow-text's
@@ -134,13 +134,8 @@ class VocabularyBuilder:
     def split_words(self, lines):
         """Strings [N] -> ragged words [N, (words)], as BertPreprocessor splits them."""
         # The preprocessor's own normalisation table, so the words counted are the
-        # words the run-time tokenizer will see, codepoint for codepoint. BERT's cleaning
-        # keeps U+2028 and U+2029 (line and paragraph separators: not Zs), and this splitter
-        # (RE2's ASCII \s) would keep them inside words, but the run-time tokenizer splits
-        # there, as Google's and Hugging Face's do: learned across them, a vocabulary got
-        # tokens like "good\u2028really" that matched straight through the separator.
-        normalized = tf.strings.regex_replace(self._normalizer.normalize(lines), "[\u2028\u2029]", " ")
-        return self._splitter.tokenize(normalized)
+        # words the run-time tokenizer will see, codepoint for codepoint.
+        return self._splitter.tokenize(self._normalizer.normalize(lines))
 
     def count_words(self, files):
         """Streams the files and counts their words. Returns a `collections.Counter` (str -> int)."""

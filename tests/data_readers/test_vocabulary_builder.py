@@ -108,6 +108,7 @@ def test_reviews_vocab_tokenizes_mr_sentences(reviews_vocab):
 ACCENTED = [
     "Café NAÏVE Zürich — “Beyoncé’s” résumé, 1,642 metres (5,387 ft)!",
     "Straße\u00a0und Übermaß; 東京 is TOKYO.",
+    "a good\u2028really gripping plot\u2029twist",  # line and paragraph separators end a word
 ]
 
 

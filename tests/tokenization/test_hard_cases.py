@@ -14,7 +14,9 @@ import os
 import tensorflow as tf
 
 from keras_bert_impl.tokenization import BertPreprocessor
+from keras_bert_impl.tokenization.vocabulary import SPECIAL_TOKENS
 from tests.conftest import REPO
+from tests.data_readers.google_reference import google_tokenization
 from tests.tokenization import references
 
 FIXTURE = os.path.join(REPO, "tests", "fixtures", "tokenization_hard_cases.json")
@@ -124,3 +126,22 @@ def test_cased_vocabulary_matches_hugging_face_cased_normalizer():
     expected = [e.ids for e in hf.encode_batch(texts)]
     failures = [(t, o, e) for t, o, e in zip(texts, ours, expected) if o != e]
     assert not failures, failures[:3]
+
+
+def test_line_and_paragraph_separators_end_a_word_whatever_the_vocabulary(tmp_path):
+    """U+2028/U+2029 end a word for Google (`str.split()`) and Hugging Face (`char::is_whitespace`).
+    With a vocabulary holding "good\u2028really" (as `kbert vocab` used to learn), our WordPiece
+    matched that token across the separator; now every tokenizer gives "good", "really"."""
+    from tokenizers import BertWordPieceTokenizer
+
+    tokens = list(SPECIAL_TOKENS) + ["a", "good", "really", "plot", "twist", "good\u2028really", "plot\u2029twist"]
+    path = tmp_path / "vocab.txt"
+    path.write_text("".join(token + "\n" for token in tokens), encoding="utf-8")
+    google = google_tokenization().FullTokenizer(vocab_file=str(path), do_lower_case=True)
+    hf = BertWordPieceTokenizer({token: i for i, token in enumerate(tokens)}, lowercase=True)
+    texts = ["a good\u2028really plot\u2029twist", "good\u2028really", "\u2028plot\u2029\u2029twist\u2028"]
+    ours = BertPreprocessor(tokens, lowercase=True, sequence_length=None).tokenize(tf.constant(texts)).to_list()
+    assert google.vocab == {token: i for i, token in enumerate(tokens)}  # read as we read it
+    expected = [google.convert_tokens_to_ids(google.tokenize(t)) for t in texts]
+    assert expected == [e.ids for e in hf.encode_batch(texts, add_special_tokens=False)]
+    assert ours == expected == [[5, 6, 7, 8, 9], [6, 7], [8, 9]]
