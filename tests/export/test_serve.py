@@ -154,15 +154,6 @@ def test_bad_requests_get_tf_serving_errors_and_the_server_lives_on(server, text
     # 100 instances in one request: split into batches of --max-batch-size (16).
     status, answer = server.request("POST", f"/v1/models/{server.name}:predict", {"instances": (texts * 3)[:100]})
     assert status == 200 and len(answer["predictions"]) == 100
-    # Ids past int32 are TF Serving's 400 (they were a 500), and an id past the vocabulary in a
-    # later part of a split request says where that part's example numbers start.
-    ids = {"ids": [[101, 7, 102]] * 40, "mask": [[1, 1, 1]] * 40, "segment_ids": [[0, 0, 0]] * 40}
-    status, answer = server.request("POST", f"/v1/models/{server.name}_ids:predict",
-                                    {"inputs": {**ids, "ids": [[101, 2147483648, 102]] * 40}})
-    assert status == 400 and "outside int32's range" in answer["error"], answer
-    ids["ids"] = [[101, 7, 102]] * 35 + [[101, 40000, 102]] + [[101, 7, 102]] * 4
-    status, answer = server.request("POST", f"/v1/models/{server.name}_ids:predict", {"inputs": ids})
-    assert status == 400 and "count from example 32" in answer["error"] and "40000" in answer["error"], answer
     status, metrics = server.request("GET", "/monitoring/prometheus/metrics")
     assert status == 200 and f'kbert_serve_requests_total{{code="413",method="predict",model="{server.name}"}} 1.0' in metrics
     assert server.request("GET", f"/v1/models/{server.name}")[0] == 200
@@ -248,13 +239,6 @@ def test_a_run_folder_is_served_as_its_export(server, mr_run, texts):
     (("--model", "/no/such/export"), "--model '/no/such/export': no such file or folder"),
     (("--model", REPO + "/tests"), "holds no SavedModel"),
     (("--model", REPO + "/tests", "--max-batch-size", "0"), "--max-batch-size must be at least 1"),
-    # inf kept every request smaller than a batch waiting for ever; nan acted as 0.
-    (("--model", REPO + "/tests", "--batch-timeout-ms", "inf"), "--batch-timeout-ms must be a finite number >= 0"),
-    (("--model", REPO + "/tests", "--batch-timeout-ms", "nan"), "--batch-timeout-ms must be a finite number >= 0"),
-    # Its URL /v1/models/mr:v2:predict answered only 404.
-    (("--model", REPO + "/tests", "--name", "mr:v2"), "--name 'mr:v2' cannot be a URL's model name"),
-    # An export's sequence length is its own: --seq-len was ignored without a word.
-    (("--model", REPO + "/tests", "--seq-len", "32"), "--seq-len 32 applies to a run folder"),
 ])
 def test_start_up_errors_are_one_line(flags, fragment):
     done = subprocess.run([sys.executable, "-m", "keras_bert_impl.cli", "serve", *flags, "--port", "0"],

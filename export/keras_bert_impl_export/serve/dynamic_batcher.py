@@ -17,7 +17,6 @@ model raise hears the error.
 import asyncio
 import collections
 import concurrent.futures
-import math
 import time
 
 import numpy as np
@@ -29,28 +28,12 @@ class QueueFullError(Exception):
     """The queue holds max_enqueued_batches * max_batch_size rows already."""
 
 
-class RequestTooLargeError(Exception):
-    """One request has more rows than the whole queue holds: it can never be taken."""
-
-
 class _Item:
-    __slots__ = ("key", "inputs", "rows", "future", "enqueued", "offset")
+    __slots__ = ("key", "inputs", "rows", "future", "enqueued")
 
-    def __init__(self, key, inputs, rows, future, offset=0):
+    def __init__(self, key, inputs, rows, future):
         self.key, self.inputs, self.rows, self.future = key, inputs, rows, future
-        self.offset = offset  # the first row's index in its request (a request is split by max_batch_size)
         self.enqueued = time.monotonic()
-
-
-def _rows_of(outputs, rows):
-    """Checks that every output holds one row per example of the call (rows in)."""
-    odd = {name: list(np.shape(value)) for name, value in outputs.items() if np.ndim(value) == 0 or len(value) != rows}
-    if odd:
-        raise ValueError(
-            f"The model's output(s) {odd} do not have one row per example ({rows} rows in): a server that merges and "
-            "splits requests by rows can answer only signatures whose every output has the batch dimension first "
-            "(TF Serving refuses them too: 'inconsistent batch size'). Export the signature with batch-major outputs."
-        )
 
 
 class DynamicBatcher:
@@ -74,10 +57,8 @@ class DynamicBatcher:
                  max_enqueued_batches=1000, on_batch=None):
         self._run = run
         self.max_batch_size = check_int("max_batch_size", max_batch_size, minimum=1)
-        if (isinstance(batch_timeout_ms, bool) or not isinstance(batch_timeout_ms, (int, float))
-                or not math.isfinite(batch_timeout_ms) or batch_timeout_ms < 0):
-            # inf would keep a batch that is not full waiting for ever.
-            raise ValueError(f"batch_timeout_ms must be a finite number >= 0. Received: batch_timeout_ms={batch_timeout_ms!r}")
+        if isinstance(batch_timeout_ms, bool) or not isinstance(batch_timeout_ms, (int, float)) or batch_timeout_ms < 0:
+            raise ValueError(f"batch_timeout_ms must be a number >= 0. Received: batch_timeout_ms={batch_timeout_ms!r}")
         self.batch_timeout = batch_timeout_ms / 1000.0
         self.num_batch_threads = check_int("num_batch_threads", num_batch_threads, minimum=1)
         self.max_enqueued_rows = check_int("max_enqueued_batches", max_enqueued_batches, minimum=1) * self.max_batch_size
@@ -105,11 +86,6 @@ class DynamicBatcher:
         """{name: numpy [rows, ...]} -> {name: numpy [rows, ...]}, computed in batches."""
         if self._stopping:
             raise QueueFullError("the server is shutting down")
-        if rows > self.max_enqueued_rows:
-            raise RequestTooLargeError(
-                f"the request has {rows} rows; the batch queue holds at most {self.max_enqueued_rows} "
-                "(max_enqueued_batches x max_batch_size)"
-            )
         if self.queued_rows + rows > self.max_enqueued_rows:
             raise QueueFullError(
                 f"the batch queue holds {self.queued_rows} rows; {rows} more would pass its "
@@ -121,7 +97,7 @@ class DynamicBatcher:
             part = {name: value[start:start + self.max_batch_size] for name, value in inputs.items()}
             count = min(self.max_batch_size, rows - start)
             future = loop.create_future()
-            self._queue.append(_Item(key, part, count, future, offset=start))
+            self._queue.append(_Item(key, part, count, future))
             self.queued_rows += count
             futures.append(future)
         self._wakeup.set()
@@ -172,12 +148,7 @@ class DynamicBatcher:
             batch = self._take(key)
             if not batch:
                 continue
-            try:
-                await self._answer(loop, key, batch)
-            except Exception as e:  # never lose the worker: every later request would wait for ever
-                for item in batch:
-                    if not item.future.done():
-                        item.future.set_exception(e)
+            await self._answer(loop, key, batch)
 
     async def _answer(self, loop, key, batch):
         """Runs `batch` as one call and answers its items.
@@ -187,11 +158,9 @@ class DynamicBatcher:
         itself and the requests merged with it get their answers.
         """
         inputs = {name: np.concatenate([item.inputs[name] for item in batch]) for name in batch[0].inputs}
-        rows = sum(item.rows for item in batch)
         started = time.monotonic()
         try:
             outputs = await loop.run_in_executor(self._executor, self._run, key, inputs)
-            _rows_of(outputs, rows)
         except Exception as e:
             if len(batch) > 1:
                 for item in batch:
@@ -199,16 +168,12 @@ class DynamicBatcher:
                         await self._answer(loop, key, [item])
                 return
             if not batch[0].future.done():
-                # Where this part starts in its request: the example numbers of the model's
-                # message count from there (the server says so).
-                e.request_offset = batch[0].offset
                 batch[0].future.set_exception(e)
             return
         if self._on_batch is not None:
-            self._on_batch(rows, time.monotonic() - started)
+            self._on_batch(sum(item.rows for item in batch), time.monotonic() - started)
         start = 0
         for item in batch:
             if not item.future.done():
                 item.future.set_result({name: value[start:start + item.rows] for name, value in outputs.items()})
             start += item.rows
-

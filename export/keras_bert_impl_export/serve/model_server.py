@@ -16,7 +16,6 @@ answers every request it has accepted, and returns.
 """
 
 import contextlib
-import json
 import re
 import signal
 import socket
@@ -31,7 +30,7 @@ from starlette.routing import Route
 
 from keras_bert_impl.validation import check_int
 from keras_bert_impl_export.serve.batch_key import BatchKey
-from keras_bert_impl_export.serve.dynamic_batcher import DynamicBatcher, QueueFullError, RequestTooLargeError
+from keras_bert_impl_export.serve.dynamic_batcher import DynamicBatcher, QueueFullError
 from keras_bert_impl_export.serve.rest_api import RestApiError, format_predict_response, parse_predict_body
 
 _MODEL_PATH = re.compile(
@@ -107,9 +106,6 @@ class ModelServer:
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         try:
             sock.bind((host, port))
-        except socket.gaierror as e:  # the address itself: no such host or interface
-            sock.close()
-            raise OSError(f"cannot listen on {host} ({e.strerror}): pass another --host, e.g. 127.0.0.1") from None
         except OSError as e:
             sock.close()
             raise OSError(f"cannot listen on {host}:{port} ({e.strerror}): pass another --port, or 0 for a free one") from None
@@ -140,12 +136,11 @@ class ModelServer:
         self._batch_seconds.observe(seconds)
 
     def _answer(self, model, method, started, body, status=200):
-        response = _JsonResponse(body, status_code=status)  # rendered here: counted once it is sure
         if method == "predict":
             self.answered += 1
         self._requests.labels(model, method, str(status)).inc()
         self._latency.labels(model, method).observe(time.monotonic() - started)
-        return response
+        return JSONResponse(body, status_code=status)
 
     async def _not_found(self, request, exc):
         return JSONResponse({"error": f"Malformed request: {request.method} {request.url.path}"}, status_code=404)
@@ -209,37 +204,15 @@ class ModelServer:
             key = BatchKey.of(model, signature, inputs)
             try:
                 outputs = await self.batcher.submit(key, inputs, rows)
-            except RequestTooLargeError as e:
-                raise RestApiError(f"{str(e).capitalize()} (--max-enqueued-batches x --max-batch-size): send at most "
-                                   f"{self.batcher.max_enqueued_rows} examples per request.", status=413) from None
             except QueueFullError as e:
                 raise RestApiError(f"The server is overloaded: {e}. Retry later.", status=503) from None
             except (tf.errors.InvalidArgumentError, ValueError) as e:
-                raise RestApiError(_model_error(e), status=400) from None
+                raise RestApiError(" ".join(str(e).split())[:1000], status=400) from None
             return self._answer(name, method, started, format_predict_response(outputs, row_format))
         except RestApiError as e:
             return self._answer(name, method, started, {"error": str(e)}, status=e.status)
         except Exception as e:  # a bug of ours: the client hears it, the server lives on
             return self._answer(name, method, started, {"error": f"Internal error: {type(e).__name__}: {e}"}, status=500)
-
-
-class _JsonResponse(JSONResponse):
-    """Starlette's JSON response writing NaN, Infinity and -Infinity as TF Serving's JSON does
-    (api_rest.md, "JSON conformance"); Starlette refuses them, so a model output holding one
-    was a 500."""
-
-    def render(self, content):
-        return json.dumps(content, ensure_ascii=False, allow_nan=True, separators=(",", ":")).encode("utf-8")
-
-
-def _model_error(error):
-    """The 400 message of an error the model raised on a request (or on one part of it)."""
-    message = " ".join(str(error).split())[:1000]
-    offset = getattr(error, "request_offset", 0)
-    if offset:
-        message = (f"Examples from {offset} on (the request is split into calls of --max-batch-size rows; the "
-                   f"example numbers below count from example {offset}): {message}")
-    return message
 
 
 class _Server(uvicorn.Server):

@@ -14,7 +14,6 @@ returns as TF Serving does, `{"error": "..."}`.
 import base64
 import binascii
 import json
-import math
 
 import numpy as np
 import tensorflow as tf
@@ -36,9 +35,6 @@ def _json_body(body):
     except (UnicodeDecodeError, json.JSONDecodeError) as e:
         raise RestApiError(f"JSON Parse error: {e}. The body must be a JSON object such as "
                            '{"instances": ["a text"]}.') from None
-    except RecursionError:
-        raise RestApiError("JSON Parse error: the body nests lists or objects deeper than Python's recursion limit "
-                           "allows; no signature takes such a tensor. Send one list level per dimension.") from None
     if not isinstance(request, dict):
         raise RestApiError(f"The request body must be a JSON object, not a {type(request).__name__}: "
                            'send {"instances": [...]} or {"inputs": ...}.')
@@ -48,41 +44,27 @@ def _json_body(body):
 def _leaf(value, name, dtype, where):
     """One JSON scalar as the input's dtype."""
     if dtype == tf.string:
-        return _string_leaf(value, name, where)
-    if dtype == tf.bool and isinstance(value, bool):  # TF Serving's JSON mapping: true/false
-        return value
+        if name.endswith("_bytes"):
+            if not (isinstance(value, dict) and set(value) == {"b64"} and isinstance(value["b64"], str)):
+                raise RestApiError(f"{where} of input {name!r} must be {{\"b64\": \"...\"}} (its name ends in _bytes).")
+            try:
+                return base64.b64decode(value["b64"], validate=True)
+            except binascii.Error as e:
+                raise RestApiError(f"{where} of input {name!r} is not valid base64 ({e}).") from None
+        if not isinstance(value, str):
+            raise RestApiError(f"{where} of input {name!r} must be a string; received {json.dumps(value)[:60]} "
+                               f"({type(value).__name__}). Send texts as JSON strings.")
+        try:
+            return value.encode("utf-8")
+        except UnicodeEncodeError as e:  # a lone surrogate escape ("\\ud800"): valid JSON, not text
+            raise RestApiError(f"{where} of input {name!r} holds {value[e.start:e.end]!r} at character {e.start}, a "
+                               "lone UTF-16 surrogate that is no character: send the text as valid Unicode.") from None
     if isinstance(value, bool) or not isinstance(value, (int, float)):
         raise RestApiError(f"{where} of input {name!r} must be a number ({dtype.name}); "
                            f"received {json.dumps(value)[:60]}.")
     if dtype.is_integer and not float(value).is_integer():
         raise RestApiError(f"{where} of input {name!r} must be an integer ({dtype.name}); received {value!r}.")
-    if dtype.is_integer and not dtype.min <= value <= dtype.max:
-        raise RestApiError(f"{where} of input {name!r} holds {value!r}, outside {dtype.name}'s range "
-                           f"[{dtype.min}, {dtype.max}]: send a value the input's type holds.")
-    if dtype.is_floating and math.isfinite(value) and abs(value) > dtype.max:
-        raise RestApiError(f"{where} of input {name!r} holds {value!r}, past {dtype.name}'s largest value "
-                           f"({dtype.max:g}): it cannot be converted without loss of precision.")
     return value
-
-
-def _string_leaf(value, name, where):
-    # {"b64": ...} is base64 for any string input (TF Serving's FillTensorProto); an input whose
-    # name ends in _bytes takes nothing else.
-    if isinstance(value, dict) and set(value) == {"b64"} and isinstance(value["b64"], str):
-        try:
-            return base64.b64decode(value["b64"], validate=True)
-        except binascii.Error as e:
-            raise RestApiError(f"{where} of input {name!r} is not valid base64 ({e}).") from None
-    if name.endswith("_bytes"):
-        raise RestApiError(f"{where} of input {name!r} must be {{\"b64\": \"...\"}} (its name ends in _bytes).")
-    if not isinstance(value, str):
-        raise RestApiError(f"{where} of input {name!r} must be a string; received {json.dumps(value)[:60]} "
-                           f"({type(value).__name__}). Send texts as JSON strings.")
-    try:
-        return value.encode("utf-8")
-    except UnicodeEncodeError as e:  # a lone surrogate escape ("\\ud800"): valid JSON, not text
-        raise RestApiError(f"{where} of input {name!r} holds {value[e.start:e.end]!r} at character {e.start}, a "
-                           "lone UTF-16 surrogate that is no character: send the text as valid Unicode.") from None
 
 
 def _array(values, name, spec, where):

@@ -94,10 +94,7 @@ class ServableModel:
 
 
 def _latest_version(folder):
-    """(version, its folder) of the highest numbered version folder holding a SavedModel, or None.
-    The folder is kept as named: TF Serving reads "007" as version 7 from the folder "007"."""
-    versions = [(int(n), n) for n in os.listdir(folder)
-                if n.isdigit() and os.path.isfile(os.path.join(folder, n, SAVED_MODEL_FILE))]
+    versions = [int(n) for n in os.listdir(folder) if n.isdigit() and os.path.isfile(os.path.join(folder, n, SAVED_MODEL_FILE))]
     return max(versions) if versions else None
 
 
@@ -116,11 +113,9 @@ def find_servables(path, name=None):
     if os.path.isdir(serving):
         found = []
         for model in sorted(os.listdir(serving)):
-            if not os.path.isdir(os.path.join(serving, model)):
-                continue  # a stray file (.DS_Store): TF Serving ignores what is not a model folder too
-            latest = _latest_version(os.path.join(serving, model))
-            if latest is not None:
-                found.append((model, latest[0], os.path.join(serving, model, latest[1])))
+            version = _latest_version(os.path.join(serving, model))
+            if version is not None:
+                found.append((model, version, os.path.join(serving, model, str(version))))
         if found:
             return found
     if os.path.isfile(os.path.join(path, SAVED_MODEL_FILE)):
@@ -128,9 +123,9 @@ def find_servables(path, name=None):
         if folder.isdigit():
             return [(name or os.path.basename(base), int(folder), path)]
         return [(name or folder, 1, path)]
-    latest = _latest_version(path)
-    if latest is not None:
-        return [(name or os.path.basename(path), latest[0], os.path.join(path, latest[1]))]
+    version = _latest_version(path)
+    if version is not None:
+        return [(name or os.path.basename(path), version, os.path.join(path, str(version)))]
     raise ValueError(
         f"--model {path!r} holds no SavedModel: pass a kbert export folder, a model folder with numbered "
         "versions (TF Serving's layout), a SavedModel folder, or a kbert finetune run folder."
