@@ -8,7 +8,9 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from keras_bert_impl_export.serve.dynamic_batcher import DynamicBatcher, QueueFullError
+from keras_bert_impl_export.serve.dynamic_batcher import (
+    DynamicBatcher, QueueFullError, RequestTooLargeError, UnbatchableOutputError,
+)
 from keras_bert_impl_export.serve.rest_api import RestApiError, format_predict_response, parse_predict_body
 
 TEXT = {"serving_default": {"inputs": {"text": tf.TensorSpec([None], tf.string, "text")}}}
@@ -180,3 +182,128 @@ def test_bad_batcher_settings_are_named():
         DynamicBatcher(lambda k, x: x, max_batch_size=0)
     with pytest.raises(ValueError, match="batch_timeout_ms"):
         DynamicBatcher(lambda k, x: x, batch_timeout_ms=-1)
+    with pytest.raises(ValueError, match="finite number >= 0"):
+        DynamicBatcher(lambda k, x: x, batch_timeout_ms=float("inf"))
+    with pytest.raises(ValueError, match="finite number >= 0"):
+        DynamicBatcher(lambda k, x: x, batch_timeout_ms=float("nan"))
+
+
+def _run_batcher(batcher, *requests, timeout=20):
+    """Submits (inputs, rows, whole) requests concurrently; their results or errors, in order.
+    A hung batcher fails the test at `timeout` rather than hanging it."""
+    async def main():
+        await batcher.start()
+        try:
+            return await asyncio.wait_for(asyncio.gather(
+                *(batcher.submit("k", {"x": x}, len(x), whole=whole) for x, whole in requests),
+                return_exceptions=True), timeout)
+        finally:
+            await asyncio.wait_for(batcher.stop(), timeout)
+    return asyncio.run(main())
+
+
+def _with_table(key, inputs):
+    """Like a SavedModel with an output of no batch dimension: a constant table, a scalar."""
+    return {"y": inputs["x"] * 2, "table": np.array([10.0, 20.0, 30.0, 40.0]), "count": np.array(len(inputs["x"]))}
+
+
+def test_outputs_without_a_batch_dimension_are_never_cut_between_requests():
+    one, two = np.array([1.0], np.float32), np.array([2.0, 3.0], np.float32)
+    # Submitted whole (the server does so for such a signature): each request alone, outputs as given.
+    calls = []
+    model = lambda key, inputs: calls.append(len(inputs["x"])) or _with_table(key, inputs)  # noqa: E731
+    first, second = _run_batcher(DynamicBatcher(model, max_batch_size=2, batch_timeout_ms=100),
+                                 (one, True), (two, True))
+    assert sorted(calls) == [1, 2]  # not merged, and the 2 rows not split
+    np.testing.assert_array_equal(first["table"], [10.0, 20.0, 30.0, 40.0])
+    np.testing.assert_array_equal(second["table"], [10.0, 20.0, 30.0, 40.0])
+    assert int(first["count"]) == 1 and int(second["count"]) == 2
+    # Submitted to be merged, such outputs are refused (they were sliced, one table entry per
+    # client, and a scalar killed the worker: every later request hung).
+    batcher = DynamicBatcher(_with_table, max_batch_size=4, batch_timeout_ms=100)
+    results = _run_batcher(batcher, (one, False), (two, False))
+    for result in results:
+        assert isinstance(result, UnbatchableOutputError), result
+        assert "has shape [4], not one entry per example" in str(result) or "has shape []" in str(result)
+
+
+def test_a_failing_worker_answers_its_requests_and_keeps_working():
+    def on_batch(rows, seconds):  # a bug after the call: it raised in the worker, which died
+        if rows == 3:
+            raise RuntimeError("metrics broke")
+
+    batcher = DynamicBatcher(lambda key, inputs: {"y": inputs["x"]}, max_batch_size=8, batch_timeout_ms=0,
+                             on_batch=on_batch)
+
+    async def main():
+        await batcher.start()
+        try:
+            with pytest.raises(RuntimeError, match="metrics broke"):
+                await asyncio.wait_for(batcher.submit("k", {"x": np.ones(3, np.float32)}, 3), 10)
+            return await asyncio.wait_for(batcher.submit("k", {"x": np.ones(2, np.float32)}, 2), 10)
+        finally:
+            await asyncio.wait_for(batcher.stop(), 10)
+
+    np.testing.assert_array_equal(asyncio.run(main())["y"], [1.0, 1.0])
+
+
+def test_a_request_larger_than_the_queue_is_refused_as_too_large_not_retryable():
+    batcher = DynamicBatcher(lambda key, inputs: {"y": inputs["x"]}, max_batch_size=4, max_enqueued_batches=2)
+    (result,) = _run_batcher(batcher, (np.ones(9, np.float32), False))
+    assert isinstance(result, RequestTooLargeError) and not isinstance(result, QueueFullError), result
+    assert "9 examples; this server takes at most 8 per request" in str(result) and "--max-enqueued-batches" in str(result)
+    (result,) = _run_batcher(DynamicBatcher(lambda key, inputs: {"y": inputs["x"]}, max_batch_size=4,
+                                            max_enqueued_batches=2), (np.ones(8, np.float32), False))
+    np.testing.assert_array_equal(result["y"], np.ones(8))
+
+
+def test_an_error_in_a_split_part_says_where_the_part_starts():
+    def model(key, inputs):
+        bad = np.flatnonzero(inputs["x"] < 0)
+        if bad.size:
+            raise tf.errors.InvalidArgumentError(None, None, f"indices[{bad[0]},1] = -1 is not in [0, 30522)")
+        return {"y": inputs["x"]}
+
+    x = np.arange(40, dtype=np.float32)
+    x[35] = -1
+    (result,) = _run_batcher(DynamicBatcher(model, max_batch_size=32, batch_timeout_ms=0), (x, False))
+    assert isinstance(result, tf.errors.InvalidArgumentError) and result.first_row == 32, result
+
+
+TOY = {"serving_default": {"inputs": {"flag": tf.TensorSpec([None], tf.bool, "flag"),
+                                      "x": tf.TensorSpec([None], tf.float32, "x")}}}
+
+
+@pytest.mark.parametrize("body, signatures, fragment", [
+    # They were 500s: OverflowError from numpy, RecursionError from json.
+    ({"inputs": {"ids": [[2147483648]], "mask": [[1]], "segment_ids": [[0]]}}, IDS,
+     "inputs[0][0] of input 'ids' holds 2147483648, outside int32's range [-2147483648, 2147483647]"),
+    ({"inputs": {"ids": [[1e10]], "mask": [[1]], "segment_ids": [[0]]}}, IDS, "holds 10000000000.0, outside int32's range"),
+    ({"inputs": {"ids": [[-2147483649]], "mask": [[1]], "segment_ids": [[0]]}}, IDS, "outside int32's range"),
+    (b'{"instances": ' + b"[" * 100000 + b"]" * 100000 + b"}", TEXT, "nests lists or objects too deeply"),
+    ({"inputs": {"flag": [True], "x": [1e300]}}, TOY, "holds 1e+300, beyond float32's largest value"),
+    ({"inputs": {"flag": [1], "x": [1.0]}}, TOY, "input 'flag' must be true or false (bool); received 1"),
+])
+def test_values_the_input_type_cannot_hold_are_400s(body, signatures, fragment):
+    raw = body if isinstance(body, bytes) else json.dumps(body).encode()
+    with pytest.raises(RestApiError) as error:
+        parse_predict_body(raw, signatures)
+    assert error.value.status == 400 and fragment in str(error.value), str(error.value)
+
+
+def test_bool_and_b64_inputs_follow_tf_serving():
+    _, arrays, _, _ = _parse({"inputs": {"flag": [True, False], "x": [1.0, float("nan")]}}, TOY)
+    assert arrays["flag"].tolist() == [True, False] and np.isnan(arrays["x"][1])
+    _, arrays, _, _ = _parse({"instances": [{"b64": "/w=="}, "ok"]})  # any string input takes b64
+    assert list(arrays["text"]) == [b"\xff", b"ok"]
+
+
+def test_outputs_without_one_value_per_example_in_the_row_format():
+    outputs = {"y": np.array([1.0, 2.0], np.float32), "table": np.array([10.0, 20.0, 30.0, 40.0], np.float32)}
+    with pytest.raises(RestApiError, match="Tensor name: table has inconsistent batch size: 4 expecting: 2"):
+        format_predict_response(outputs, row_format=True, rows=2)
+    with pytest.raises(RestApiError, match="Tensor name: count has no shape information"):
+        format_predict_response({"count": np.array(2)}, row_format=True, rows=2)
+    # Columnar: each output whole (TF Serving's MakeColumnarJsonFromTensors).
+    assert format_predict_response(outputs, row_format=False, rows=2) == {
+        "outputs": {"table": [10.0, 20.0, 30.0, 40.0], "y": [1.0, 2.0]}}

@@ -11,12 +11,15 @@ loop keeps reading requests (a slow client never holds a batch back: its request
 the queue only once its body has arrived), and an answer nobody waits for any more (the
 client left) is dropped, not computed. Unlike TF Serving, whose batch fails as a whole, a
 merged call that fails is run again request by request, so only the request that makes the
-model raise hears the error.
+model raise hears the error. A request submitted `whole` (a signature with an output that has
+no batch dimension: a scalar, a constant table) runs alone and unsplit, and its outputs come
+back as the model gave them: slicing them would hand one client's part of a tensor to another.
 """
 
 import asyncio
 import collections
 import concurrent.futures
+import math
 import time
 
 import numpy as np
@@ -28,11 +31,19 @@ class QueueFullError(Exception):
     """The queue holds max_enqueued_batches * max_batch_size rows already."""
 
 
-class _Item:
-    __slots__ = ("key", "inputs", "rows", "future", "enqueued")
+class RequestTooLargeError(ValueError):
+    """One request has more rows than the whole queue holds: it could never be queued."""
 
-    def __init__(self, key, inputs, rows, future):
-        self.key, self.inputs, self.rows, self.future = key, inputs, rows, future
+
+class UnbatchableOutputError(Exception):
+    """The model gave an output without one entry per row of a merged or split call."""
+
+
+class _Item:
+    __slots__ = ("key", "inputs", "rows", "future", "enqueued", "whole")
+
+    def __init__(self, key, inputs, rows, future, whole=False):
+        self.key, self.inputs, self.rows, self.future, self.whole = key, inputs, rows, future, whole
         self.enqueued = time.monotonic()
 
 
@@ -47,7 +58,8 @@ class DynamicBatcher:
         batch_timeout_ms: float >= 0. How long a batch that is not full waits for more rows.
         num_batch_threads: int >= 1. Calls running at once.
         max_enqueued_batches: int >= 1. The queue holds at most this many full batches of rows;
-            a request beyond that is refused (QueueFullError).
+            a request beyond that is refused (QueueFullError), and one request with more rows
+            than that on its own is refused as too large (RequestTooLargeError, a ValueError).
         on_batch: callable(rows, seconds) or None, told of every call (metrics).
 
     Use it from one asyncio event loop: `await start()`, `await submit(...)`, `await stop()`.
@@ -57,8 +69,10 @@ class DynamicBatcher:
                  max_enqueued_batches=1000, on_batch=None):
         self._run = run
         self.max_batch_size = check_int("max_batch_size", max_batch_size, minimum=1)
-        if isinstance(batch_timeout_ms, bool) or not isinstance(batch_timeout_ms, (int, float)) or batch_timeout_ms < 0:
-            raise ValueError(f"batch_timeout_ms must be a number >= 0. Received: batch_timeout_ms={batch_timeout_ms!r}")
+        # inf never ends a batch that is not full (its requests hang); NaN compares false to every deadline.
+        if (isinstance(batch_timeout_ms, bool) or not isinstance(batch_timeout_ms, (int, float))
+                or not 0 <= batch_timeout_ms < math.inf):
+            raise ValueError(f"batch_timeout_ms must be a finite number >= 0. Received: batch_timeout_ms={batch_timeout_ms!r}")
         self.batch_timeout = batch_timeout_ms / 1000.0
         self.num_batch_threads = check_int("num_batch_threads", num_batch_threads, minimum=1)
         self.max_enqueued_rows = check_int("max_enqueued_batches", max_enqueued_batches, minimum=1) * self.max_batch_size
@@ -82,29 +96,53 @@ class DynamicBatcher:
         await asyncio.gather(*self._workers)
         self._executor.shutdown(wait=True)
 
-    async def submit(self, key, inputs, rows):
-        """{name: numpy [rows, ...]} -> {name: numpy [rows, ...]}, computed in batches."""
+    async def submit(self, key, inputs, rows, whole=False):
+        """{name: numpy [rows, ...]} -> {name: numpy [rows, ...]}, computed in batches.
+
+        whole: run the request alone and unsplit, and return the outputs as the model gave them
+        (for outputs without a batch dimension)."""
         if self._stopping:
             raise QueueFullError("the server is shutting down")
+        if rows > self.max_enqueued_rows:
+            raise RequestTooLargeError(
+                f"The request has {rows} examples; this server takes at most {self.max_enqueued_rows} per request "
+                "(--max-enqueued-batches x --max-batch-size): send at most that many per request, or start the "
+                "server with a larger --max-enqueued-batches."
+            )
         if self.queued_rows + rows > self.max_enqueued_rows:
             raise QueueFullError(
                 f"the batch queue holds {self.queued_rows} rows; {rows} more would pass its "
                 f"{self.max_enqueued_rows} (max_enqueued_batches x max_batch_size)"
             )
         loop = asyncio.get_running_loop()
+        size = rows if whole else self.max_batch_size
         futures = []
-        for start in range(0, rows, self.max_batch_size):
-            part = {name: value[start:start + self.max_batch_size] for name, value in inputs.items()}
-            count = min(self.max_batch_size, rows - start)
-            future = loop.create_future()
-            self._queue.append(_Item(key, part, count, future))
+        for start in range(0, rows, size):
+            part = {name: value[start:start + size] for name, value in inputs.items()}
+            count = min(size, rows - start)
+            futures.append(loop.create_future())
+            self._queue.append(_Item(key, part, count, futures[-1], whole=whole))
             self.queued_rows += count
-            futures.append(future)
         self._wakeup.set()
-        parts = await asyncio.gather(*futures)
+        parts = await self._gather(futures, size)
         if len(parts) == 1:
             return parts[0]
         return {name: np.concatenate([part[name] for part in parts]) for name in parts[0]}
+
+    @staticmethod
+    async def _gather(futures, size):
+        """The parts' outputs; a part's error carries the row its part starts at (`first_row`),
+        so the server can name the client's example rather than one counted within the part."""
+        parts = []
+        for index, future in enumerate(futures):
+            try:
+                parts.append(await future)
+            except Exception as e:
+                e.first_row = index * size
+                for other in futures[index + 1:]:
+                    other.cancel()  # nobody waits for the remaining parts any more
+                raise
+        return parts
 
     def _rows_for(self, key):
         return sum(item.rows for item in self._queue if item.key == key)
@@ -116,7 +154,8 @@ class DynamicBatcher:
             item = self._queue.popleft()
             if item.future.done():  # cancelled: its client is gone
                 self.queued_rows -= item.rows
-            elif item.key == key and rows + item.rows <= self.max_batch_size:
+            elif item.key == key and not (batch and (batch[0].whole or item.whole)) and (
+                    not batch or rows + item.rows <= self.max_batch_size):
                 batch.append(item)
                 rows += item.rows
                 self.queued_rows -= item.rows
@@ -136,7 +175,8 @@ class DynamicBatcher:
                 continue
             key = self._queue[0].key
             deadline = self._queue[0].enqueued + self.batch_timeout
-            while self._rows_for(key) < self.max_batch_size and not self._stopping:
+            alone = self._queue[0].whole  # nothing joins it: no reason to wait
+            while not alone and self._rows_for(key) < self.max_batch_size and not self._stopping:
                 remaining = deadline - time.monotonic()
                 if remaining <= 0:
                     break
@@ -148,7 +188,12 @@ class DynamicBatcher:
             batch = self._take(key)
             if not batch:
                 continue
-            await self._answer(loop, key, batch)
+            try:
+                await self._answer(loop, key, batch)
+            except Exception as e:  # a bug of ours must not stop this worker: its requests hear it
+                for item in batch:
+                    if not item.future.done():
+                        item.future.set_exception(e)
 
     async def _answer(self, loop, key, batch):
         """Runs `batch` as one call and answers its items.
@@ -159,8 +204,11 @@ class DynamicBatcher:
         """
         inputs = {name: np.concatenate([item.inputs[name] for item in batch]) for name in batch[0].inputs}
         started = time.monotonic()
+        rows = sum(item.rows for item in batch)
         try:
             outputs = await loop.run_in_executor(self._executor, self._run, key, inputs)
+            if not batch[0].whole:
+                _check_batch_major(outputs, rows)
         except Exception as e:
             if len(batch) > 1:
                 for item in batch:
@@ -171,9 +219,25 @@ class DynamicBatcher:
                 batch[0].future.set_exception(e)
             return
         if self._on_batch is not None:
-            self._on_batch(sum(item.rows for item in batch), time.monotonic() - started)
+            self._on_batch(rows, time.monotonic() - started)
+        if batch[0].whole:
+            if not batch[0].future.done():
+                batch[0].future.set_result(outputs)
+            return
         start = 0
         for item in batch:
             if not item.future.done():
                 item.future.set_result({name: value[start:start + item.rows] for name, value in outputs.items()})
             start += item.rows
+
+
+def _check_batch_major(outputs, rows):
+    """Refuses outputs that are not [rows, ...]: cut into per-request parts, they would hand
+    one request's values to another (or raise in the worker, for a scalar)."""
+    for name, value in sorted(outputs.items()):
+        shape = np.shape(value)
+        if not shape or shape[0] != rows:
+            raise UnbatchableOutputError(
+                f"The model's output {name!r} has shape {list(shape)}, not one entry per example of the "
+                f"{rows} it was given, so it cannot be split between requests."
+            )

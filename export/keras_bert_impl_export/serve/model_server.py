@@ -9,13 +9,16 @@ The endpoints and bodies are TF Serving's:
 
 plus `GET /healthz` and Prometheus metrics at TF Serving's path
 `/monitoring/prometheus/metrics` (and `/metrics`). Errors are TF Serving's `{"error": "..."}`
-with 400 (a bad request), 404 (no such model, version or path), 413 (a body over the limit)
-or 503 (the batch queue is full). Concurrent `:predict` calls
-are merged by a `DynamicBatcher`. On SIGTERM or SIGINT the server stops accepting connections,
+with 400 (a bad request, or one larger than the whole batch queue), 404 (no such model,
+version or path), 413 (a body over the limit) or 503 (the batch queue is full). Concurrent
+`:predict` calls to a signature whose inputs and outputs are all batch-major are merged by a
+`DynamicBatcher`; any other signature's requests run alone and whole. On SIGTERM or SIGINT the server stops accepting connections,
 answers every request it has accepted, and returns.
 """
 
 import contextlib
+import errno
+import json
 import re
 import signal
 import socket
@@ -30,13 +33,36 @@ from starlette.routing import Route
 
 from keras_bert_impl.validation import check_int
 from keras_bert_impl_export.serve.batch_key import BatchKey
-from keras_bert_impl_export.serve.dynamic_batcher import DynamicBatcher, QueueFullError
+from keras_bert_impl_export.serve.dynamic_batcher import DynamicBatcher, QueueFullError, UnbatchableOutputError
 from keras_bert_impl_export.serve.rest_api import RestApiError, format_predict_response, parse_predict_body
 
 _MODEL_PATH = re.compile(
     r"^(?P<name>[^/:]+)(?:/versions/(?P<version>[0-9]+))?(?:/(?P<metadata>metadata)|:(?P<method>[A-Za-z]+))?$"
 )
 SHUTDOWN_SECONDS = 30  # how long SIGTERM waits for accepted requests
+# Where an error counts examples: TensorFlow's gather ("indices[3,1] = 40000 is not in [0, 30522)")
+# and the LiteRT id check ("at example 3").
+_EXAMPLE_INDEX = re.compile(r"(indices\[|at example )(\d+)")
+
+
+class _JSONResponse(JSONResponse):
+    """Starlette's JSONResponse writing NaN and +-inf as TF Serving does (NaN, Infinity,
+    -Infinity), where Starlette's raises ValueError."""
+
+    def render(self, content):
+        return json.dumps(content, ensure_ascii=False, allow_nan=True, separators=(",", ":")).encode("utf-8")
+
+
+def _in_client_rows(error, first_row):
+    """An error's message, one line, with the example it names counted in the client's request:
+    a request split into calls of max_batch_size rows hears the error of the part at `first_row`."""
+    message = " ".join(str(error).split())[:1000]
+    if not first_row:
+        return message
+    renumbered = _EXAMPLE_INDEX.sub(lambda m: f"{m.group(1)}{int(m.group(2)) + first_row}", message)
+    if renumbered != message:
+        return renumbered
+    return f"{message} (in the examples from {first_row} of the request, which ran as one call of --max-batch-size rows)"
 
 
 class ModelServer:
@@ -108,6 +134,10 @@ class ModelServer:
             sock.bind((host, port))
         except OSError as e:
             sock.close()
+            # An address that does not resolve, or is not this machine's: the host is at fault, not the port.
+            if isinstance(e, socket.gaierror) or e.errno == errno.EADDRNOTAVAIL:
+                raise OSError(f"cannot listen on {host!r} ({e.strerror}): pass an address of this machine as "
+                              "--host, such as 127.0.0.1 or 0.0.0.0") from None
             raise OSError(f"cannot listen on {host}:{port} ({e.strerror}): pass another --port, or 0 for a free one") from None
         sock.listen(2048)
         bound = sock.getsockname()[1]
@@ -136,14 +166,15 @@ class ModelServer:
         self._batch_seconds.observe(seconds)
 
     def _answer(self, model, method, started, body, status=200):
+        response = _JSONResponse(body, status_code=status)  # first: what cannot be written is not counted
         if method == "predict":
             self.answered += 1
         self._requests.labels(model, method, str(status)).inc()
         self._latency.labels(model, method).observe(time.monotonic() - started)
-        return JSONResponse(body, status_code=status)
+        return response
 
     async def _not_found(self, request, exc):
-        return JSONResponse({"error": f"Malformed request: {request.method} {request.url.path}"}, status_code=404)
+        return _JSONResponse({"error": f"Malformed request: {request.method} {request.url.path}"}, status_code=404)
 
     async def _health(self, request):
         if self.draining:
@@ -199,20 +230,27 @@ class ModelServer:
             if method != "predict":
                 raise RestApiError(f"{method} needs a classification or regression signature (tf.Example input); "
                                    f"{name} has predict signatures only: POST .../{name}:predict.", status=400)
-            body = await self._read_body(request)
-            signature, inputs, rows, row_format = parse_predict_body(body, model.signatures)
-            key = BatchKey.of(model, signature, inputs)
-            try:
-                outputs = await self.batcher.submit(key, inputs, rows)
-            except QueueFullError as e:
-                raise RestApiError(f"The server is overloaded: {e}. Retry later.", status=503) from None
-            except (tf.errors.InvalidArgumentError, ValueError) as e:
-                raise RestApiError(" ".join(str(e).split())[:1000], status=400) from None
-            return self._answer(name, method, started, format_predict_response(outputs, row_format))
+            outputs, rows, row_format = await self._predict(model, await self._read_body(request))
+            return self._answer(name, method, started, format_predict_response(outputs, row_format, rows))
         except RestApiError as e:
             return self._answer(name, method, started, {"error": str(e)}, status=e.status)
         except Exception as e:  # a bug of ours: the client hears it, the server lives on
             return self._answer(name, method, started, {"error": f"Internal error: {type(e).__name__}: {e}"}, status=500)
+
+
+    async def _predict(self, model, body):
+        """(outputs, rows, row_format) of a `:predict` body; a RestApiError for what fails."""
+        signature, inputs, rows, row_format = parse_predict_body(body, model.signatures)
+        key = BatchKey.of(model, signature, inputs)
+        try:
+            outputs = await self.batcher.submit(key, inputs, rows, whole=not model.batch_major[signature])
+        except QueueFullError as e:
+            raise RestApiError(f"The server is overloaded: {e}. Retry later.", status=503) from None
+        except (tf.errors.InvalidArgumentError, ValueError) as e:
+            raise RestApiError(_in_client_rows(e, getattr(e, "first_row", 0)), status=400) from None
+        except UnbatchableOutputError as e:
+            raise RestApiError(f"{e} Signature {signature!r} of {model.name} returned it.", status=500) from None
+        return outputs, rows, row_format
 
 
 class _Server(uvicorn.Server):

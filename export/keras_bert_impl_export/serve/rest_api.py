@@ -14,6 +14,7 @@ returns as TF Serving does, `{"error": "..."}`.
 import base64
 import binascii
 import json
+import math
 
 import numpy as np
 import tensorflow as tf
@@ -35,6 +36,9 @@ def _json_body(body):
     except (UnicodeDecodeError, json.JSONDecodeError) as e:
         raise RestApiError(f"JSON Parse error: {e}. The body must be a JSON object such as "
                            '{"instances": ["a text"]}.') from None
+    except RecursionError:  # [[[[... nested deeper than Python's stack (it was a 500)
+        raise RestApiError("JSON Parse error: the body nests lists or objects too deeply to read. Send each "
+                           "input nested as deep as its shape in the signature's metadata.") from None
     if not isinstance(request, dict):
         raise RestApiError(f"The request body must be a JSON object, not a {type(request).__name__}: "
                            'send {"instances": [...]} or {"inputs": ...}.')
@@ -44,9 +48,12 @@ def _json_body(body):
 def _leaf(value, name, dtype, where):
     """One JSON scalar as the input's dtype."""
     if dtype == tf.string:
-        if name.endswith("_bytes"):
+        # {"b64": ...} is binary for any string input (TF Serving's FillTensorProto); a name ending
+        # in _bytes only says how outputs are written, and that its inputs need the b64 form.
+        if name.endswith("_bytes") or isinstance(value, dict):
             if not (isinstance(value, dict) and set(value) == {"b64"} and isinstance(value["b64"], str)):
-                raise RestApiError(f"{where} of input {name!r} must be {{\"b64\": \"...\"}} (its name ends in _bytes).")
+                raise RestApiError(f"{where} of input {name!r} must be a string or {{\"b64\": \"...\"}} "
+                                   f"(binary data, base64); received {json.dumps(value)[:60]}.")
             try:
                 return base64.b64decode(value["b64"], validate=True)
             except binascii.Error as e:
@@ -59,11 +66,22 @@ def _leaf(value, name, dtype, where):
         except UnicodeEncodeError as e:  # a lone surrogate escape ("\\ud800"): valid JSON, not text
             raise RestApiError(f"{where} of input {name!r} holds {value[e.start:e.end]!r} at character {e.start}, a "
                                "lone UTF-16 surrogate that is no character: send the text as valid Unicode.") from None
+    if dtype == tf.bool:  # TF Serving's JSON mapping: true and false
+        if not isinstance(value, bool):
+            raise RestApiError(f"{where} of input {name!r} must be true or false (bool); "
+                               f"received {json.dumps(value)[:60]}.")
+        return value
     if isinstance(value, bool) or not isinstance(value, (int, float)):
         raise RestApiError(f"{where} of input {name!r} must be a number ({dtype.name}); "
                            f"received {json.dumps(value)[:60]}.")
-    if dtype.is_integer and not float(value).is_integer():
+    if dtype.is_integer and isinstance(value, float) and not value.is_integer():
         raise RestApiError(f"{where} of input {name!r} must be an integer ({dtype.name}); received {value!r}.")
+    if dtype.is_integer and not dtype.min <= value <= dtype.max:
+        raise RestApiError(f"{where} of input {name!r} holds {value!r}, outside {dtype.name}'s range "
+                           f"[{dtype.min}, {dtype.max}]: send values the model's input type can hold.")
+    if dtype.is_floating and not (isinstance(value, float) and not math.isfinite(value)) and abs(value) > float(dtype.max):
+        raise RestApiError(f"{where} of input {name!r} holds {value!r}, beyond {dtype.name}'s largest value "
+                           f"{dtype.max:g}: it cannot be converted without loss of precision.")
     return value
 
 
@@ -181,12 +199,23 @@ def _jsonable(array, name):
     return array.tolist()
 
 
-def format_predict_response(outputs, row_format):
-    """{output: numpy [N, ...]} -> the JSON object TF Serving answers a `:predict` with."""
+def format_predict_response(outputs, row_format, rows=None):
+    """{output: numpy [N, ...]} -> the JSON object TF Serving answers a `:predict` with.
+
+    rows: the request's example count N. The row format needs every output to have N entries
+    (as TF Serving's MakeRowFormatJsonFromTensors, which refuses a scalar or an output of
+    another length with a 400); the columnar format writes each output whole."""
     values = {name: _jsonable(array, name) for name, array in sorted(outputs.items())}
     if not row_format:
         return {"outputs": next(iter(values.values())) if len(values) == 1 else values}
+    for name, array in sorted(outputs.items()):
+        if np.ndim(array) == 0:
+            raise RestApiError(f"Tensor name: {name} has no shape information (a scalar): the row format "
+                               "('instances') needs one value per example; send the request as 'inputs' instead.")
+        if rows is not None and len(array) != rows:
+            raise RestApiError(f"Tensor name: {name} has inconsistent batch size: {len(array)} expecting: {rows}. "
+                               "Send the request as 'inputs' (columnar), which returns each output whole.")
     if len(values) == 1:
         return {"predictions": next(iter(values.values()))}
-    rows = len(next(iter(values.values())))
-    return {"predictions": [{name: column[i] for name, column in values.items()} for i in range(rows)]}
+    count = len(next(iter(values.values())))
+    return {"predictions": [{name: column[i] for name, column in values.items()} for i in range(count)]}

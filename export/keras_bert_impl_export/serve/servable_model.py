@@ -63,6 +63,10 @@ class ServableModel:
             inputs = dict(function.structured_input_signature[1])
             outputs = {k: tf.TensorSpec(v.shape, v.dtype, k) for k, v in function.structured_outputs.items()}
             self.signatures[signature] = {"inputs": inputs, "outputs": outputs}
+        # signature -> whether every input and output is [batch, ...] (TF Serving's batching needs
+        # it too): the server merges and splits only those requests, and runs the others whole.
+        self.batch_major = {signature: all(_batch_major(spec) for group in specs.values() for spec in group.values())
+                            for signature, specs in self.signatures.items()}
         self._signature_defs = proto.meta_graphs[0].signature_def
         unknown = sorted(set(functions or {}) - set(self._functions))
         if unknown:
@@ -93,8 +97,17 @@ class ServableModel:
         return {key: np.asarray(value) for key, value in function(**tensors).items()}
 
 
+def _batch_major(spec):
+    return spec.shape.rank is not None and spec.shape.rank >= 1 and spec.shape[0] is None
+
+
 def _latest_version(folder):
-    versions = [int(n) for n in os.listdir(folder) if n.isdigit() and os.path.isfile(os.path.join(folder, n, SAVED_MODEL_FILE))]
+    """(version, its folder) of the highest numbered version under `folder`, or None. The folder
+    is read as named: TF Serving parses version folder names as integers, so `007` is version 7."""
+    if not os.path.isdir(folder):  # a stray file beside the models (.DS_Store): TF Serving skips it
+        return None
+    versions = [(int(n), os.path.join(folder, n)) for n in os.listdir(folder)
+                if n.isdigit() and os.path.isfile(os.path.join(folder, n, SAVED_MODEL_FILE))]
     return max(versions) if versions else None
 
 
@@ -113,9 +126,9 @@ def find_servables(path, name=None):
     if os.path.isdir(serving):
         found = []
         for model in sorted(os.listdir(serving)):
-            version = _latest_version(os.path.join(serving, model))
-            if version is not None:
-                found.append((model, version, os.path.join(serving, model, str(version))))
+            latest = _latest_version(os.path.join(serving, model))
+            if latest is not None:
+                found.append((model, *latest))
         if found:
             return found
     if os.path.isfile(os.path.join(path, SAVED_MODEL_FILE)):
@@ -123,9 +136,9 @@ def find_servables(path, name=None):
         if folder.isdigit():
             return [(name or os.path.basename(base), int(folder), path)]
         return [(name or folder, 1, path)]
-    version = _latest_version(path)
-    if version is not None:
-        return [(name or os.path.basename(path), version, os.path.join(path, str(version)))]
+    latest = _latest_version(path)
+    if latest is not None:
+        return [(name or os.path.basename(path), *latest)]
     raise ValueError(
         f"--model {path!r} holds no SavedModel: pass a kbert export folder, a model folder with numbered "
         "versions (TF Serving's layout), a SavedModel folder, or a kbert finetune run folder."
