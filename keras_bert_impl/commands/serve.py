@@ -12,7 +12,9 @@ int8 forward pass in their place; `--runtime litert` does the same with the floa
 for fp32. An export folder's SavedModels run as they were written.
 """
 
+import math
 import os
+import re
 import shutil
 import sys
 import tempfile
@@ -20,6 +22,8 @@ import threading
 
 from keras_bert_impl.commands.errors import UsageError
 from keras_bert_impl.commands.precision_flag import add_precision_flag
+
+_NAME = re.compile(r"[A-Za-z0-9._-]+")
 
 
 def add_parser(subparsers):
@@ -36,20 +40,23 @@ def add_parser(subparsers):
                         help="A kbert export folder (every model under its serving/), a model folder with numbered "
                         "versions, a SavedModel folder, or a kbert finetune run folder (exported on start-up).")
     parser.add_argument("--name", default=None,
-                        help="Model name in the URLs for a run, a version folder or a SavedModel. Default: the "
-                        "folder's name; an export keeps its own names.")
+                        help="Model name in the URLs for a run, a version folder or a SavedModel (letters, digits, "
+                        "'.', '_', '-'). Default: the folder's name; an export keeps its own names.")
     parser.add_argument("--host", default="127.0.0.1", help="Address to listen on. Default 127.0.0.1 (this machine only).")
     parser.add_argument("--port", type=int, default=8501, help="TF Serving's REST port by default (8501); 0 picks a free one.")
     parser.add_argument("--max-batch-size", type=int, default=32, help="Rows per model call. Default 32.")
     parser.add_argument("--batch-timeout-ms", type=float, default=2.0,
-                        help="How long a batch that is not full waits for more requests. Default 2.")
+                        help="Milliseconds a batch that is not full waits for more requests (a finite number >= 0). "
+                        "Default 2.")
     parser.add_argument("--num-batch-threads", type=int, default=1, help="Model calls at once. Default 1.")
     parser.add_argument("--max-enqueued-batches", type=int, default=1000,
-                        help="Queue bound, in batches of --max-batch-size rows; beyond it a request gets 503. Default 1000.")
+                        help="Queue bound, in batches of --max-batch-size rows: a request that finds it full gets 503, "
+                        "one with more rows than it holds gets 400. Default 1000.")
     parser.add_argument("--max-body-bytes", type=int, default=16 * 1024 * 1024,
                         help="Largest request body; a larger one gets 413. Default 16 MiB.")
     parser.add_argument("--seq-len", type=int, default=None,
-                        help="For a run folder: tokens per text (default: the run's training --seq-len).")
+                        help="For a run folder: tokens per text (default: the run's training --seq-len). An export "
+                        "keeps the length it was exported with.")
     add_precision_flag(parser)
     parser.set_defaults(func=run)
     return parser
@@ -64,17 +71,27 @@ def _check_positive(flag, value, minimum=1):
         raise UsageError(f"{flag} must be at least {minimum}. Received: {value}")
 
 
-def run(args):
+def _check_flags(args):
     for flag, value in (("--max-batch-size", args.max_batch_size), ("--num-batch-threads", args.num_batch_threads),
                         ("--max-enqueued-batches", args.max_enqueued_batches), ("--max-body-bytes", args.max_body_bytes)):
         _check_positive(flag, value)
     _check_positive("--port", args.port, minimum=0)
     if args.port > 65535:
         raise UsageError(f"--port must be at most 65535. Received: {args.port}")
-    if args.batch_timeout_ms < 0:
-        raise UsageError(f"--batch-timeout-ms must be >= 0. Received: {args.batch_timeout_ms}")
+    # inf made every request smaller than a batch wait forever; NaN was taken as 0 without a word.
+    if not 0 <= args.batch_timeout_ms < math.inf:
+        raise UsageError(f"--batch-timeout-ms must be a finite number >= 0 (milliseconds; 0 does not wait). "
+                         f"Received: {args.batch_timeout_ms}")
+    # A name with ':' or '/' gives URLs (/v1/models/mr:v2:predict) that no request can reach.
+    if args.name is not None and not _NAME.fullmatch(args.name):
+        raise UsageError(f"--name must be letters, digits, '.', '_' or '-' (it goes in /v1/models/NAME). "
+                         f"Received: {args.name!r}")
     if not os.path.exists(args.model):
         raise UsageError(f"--model {args.model!r}: no such file or folder.")
+
+
+def run(args):
+    _check_flags(args)
 
     from keras_bert_impl_export.serve.model_server import ModelServer
     from keras_bert_impl_export.serve.servable_model import ServableModel, find_servables
@@ -91,13 +108,12 @@ def run(args):
         else:
             _check_exported_precision(args)
         try:
-            servables = find_servables(model_path, args.name)
-        except ValueError as e:
+            models = []
+            for name, version, path in find_servables(model_path, args.name):
+                _log(f"loading {name} version {version} from {path}")
+                models.append(ServableModel(name, version, path, functions=functions.get(name)))
+        except ValueError as e:  # no SavedModel there, one without a signature: one line
             raise UsageError(str(e)) from None
-        models = []
-        for name, version, path in servables:
-            _log(f"loading {name} version {version} from {path}")
-            models.append(ServableModel(name, version, path, functions=functions.get(name)))
         server = ModelServer(
             models, max_batch_size=args.max_batch_size, batch_timeout_ms=args.batch_timeout_ms,
             num_batch_threads=args.num_batch_threads, max_enqueued_batches=args.max_enqueued_batches,
@@ -130,6 +146,11 @@ def _check_exported_precision(args):
         raise UsageError(
             f"--precision {args.precision} needs the Keras model: pass the run folder or .keras file (--model "
             f"{args.model} holds SavedModels, which run as they were exported), or leave --precision out."
+        )
+    if args.seq_len is not None:
+        raise UsageError(
+            f"--seq-len {args.seq_len} applies to a run folder or .keras file (exported on start-up); --model "
+            f"{args.model} holds SavedModels, which take the length they were exported with: leave --seq-len out."
         )
     if args.precision == "auto":
         _log("--precision auto: fp32, the SavedModels as they were exported (a run folder lets auto choose)")
