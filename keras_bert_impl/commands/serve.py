@@ -204,6 +204,15 @@ def _check_ids(ids, sizes):
                              f"{column}: this model takes values in [0, {size}) there.")
 
 
+def _check_width(token_ids, max_sequence_length):
+    """A ValueError (HTTP 400) for ids of no column or more than the model's positions: LiteRT
+    failed inside the interpreter (a 500) where the SavedModel's graph answers 400."""
+    width = token_ids.shape[1]
+    if not 1 <= width <= max_sequence_length:
+        raise ValueError(f"Input 'ids' has {width} positions per example: this model takes 1 to "
+                         f"{max_sequence_length} (its max_sequence_length); send that many per example.")
+
+
 def litert_functions(model, name, seq_len, pair, quantization="dynamic_int8"):
     """{servable name: {"serving_default": function}}: the raw-text and id signatures of the
     export's NAME and NAME_ids SavedModels (exporter.py's layout), each the same tokenization and
@@ -226,12 +235,15 @@ def litert_functions(model, name, seq_len, pair, quantization="dynamic_int8"):
         # The signatures pad every call to the sequence length; attention and pooling ignore
         # padding, so the LiteRT forward runs up to the last column any row uses (not the longest
         # row's count: a client's ids call may pad on the left), as TextPredictor's batches do: the
-        # same outputs for a fraction of the work on short texts (serve_load_xeon_int8.json). At
-        # least one column: a row may have no unmasked token.
+        # same outputs for a fraction of the work on short texts (serve_load_xeon_int8.json). Not
+        # when a row has no unmasked token: it attends to every column it is given, so cut to the
+        # other rows' width its answer depended on which clients shared its call.
         ids = {name: np.asarray(inputs[name]) for name in MODEL_ID_INPUTS}  # [B, S] each
         _check_ids(ids, sizes)
+        _check_width(ids["token_ids"], model.backbone.max_sequence_length)
         used = np.flatnonzero(ids["padding_mask"].any(axis=0))
-        width = int(used[-1]) + 1 if used.size else 1
+        masked = ids["padding_mask"].any(axis=1).all()
+        width = int(used[-1]) + 1 if masked else ids["padding_mask"].shape[1]
         with lock:
             return litert(*(ids[name][:, :width] for name in MODEL_ID_INPUTS))
 

@@ -28,15 +28,20 @@ def test_int8_calls_run_at_their_longest_row_with_the_padded_outputs(tmp_path, m
     call = litert_functions(model, "mr", SEQ_LEN, pair=False)["mr_ids"]["serving_default"]
     ids = np.zeros((3, SEQ_LEN), np.int32)
     ids[0, :6] = [101, 2023, 3185, 2001, 2307, 102]
-    ids[1, :4] = [101, 9643, 999, 102]  # row 2: no unmasked token at all (a client's ids call)
+    ids[1, :4] = [101, 9643, 999, 102]
     mask = (ids > 0).astype(np.int32)
-    logits = np.asarray(call(ids=ids, mask=mask, segment_ids=np.zeros_like(ids))["logits"])
+    logits = np.asarray(call(ids=ids[:2], mask=mask[:2], segment_ids=np.zeros_like(ids[:2]))["logits"])
     assert widths[-1] == 6, widths
-    assert logits.shape == (3, 2) and np.isfinite(logits).all()
-    # Nothing unmasked anywhere: one column, not an empty batch.
-    empty = call(ids=np.zeros((2, SEQ_LEN), np.int32), mask=np.zeros((2, SEQ_LEN), np.int32),
-                 segment_ids=np.zeros((2, SEQ_LEN), np.int32))
-    assert widths[-1] == 1 and np.asarray(empty["logits"]).shape == (2, 2)
+    assert logits.shape == (2, 2) and np.isfinite(logits).all()
+    # Row 2 has no unmasked token (a client's ids call): it attends to every column it is given,
+    # so the call is not cut (cut to the other rows' 6 columns, its answer depended on which
+    # clients shared its call: audit finding 10), and its answer is the one it gets alone.
+    segments = np.zeros_like(ids)
+    merged = np.asarray(call(ids=ids, mask=mask, segment_ids=segments)["logits"])
+    assert widths[-1] == SEQ_LEN, widths
+    alone = np.asarray(call(ids=ids[2:], mask=mask[2:], segment_ids=segments[2:])["logits"])
+    assert widths[-1] == SEQ_LEN and np.isfinite(alone).all(), widths
+    np.testing.assert_allclose(merged[2:], alone, atol=1e-6)
     # The same int8 file at the padded width: attention and pooling ignore padding, and XNNPACK
     # quantizes activations per token, so the cut changes the logits by float rounding only.
     monkeypatch.setattr(Int8Forward, "__call__", run)
@@ -55,6 +60,20 @@ def test_int8_calls_run_at_their_longest_row_with_the_padded_outputs(tmp_path, m
     monkeypatch.setattr(Int8Forward, "__call__", run)
     whole = Int8Forward(model, num_threads=1)(left, np.zeros_like(left), left_mask)["logits"]
     np.testing.assert_allclose(left_logits, whole, atol=1e-4)
+
+
+def test_int8_calls_refuse_ids_of_no_column_or_more_than_the_model_positions(tmp_path):
+    """The SavedModel's graph answers these with a 400; LiteRT failed inside XNNPACK (a 500)."""
+    keras.utils.set_random_seed(0)
+    model = kb.BertClassifier(keras.saving.load_model(save_small_bert(tmp_path)), num_classes=2)
+    call = litert_functions(model, "mr", SEQ_LEN, pair=False)["mr_ids"]["serving_default"]
+    positions = model.backbone.max_sequence_length
+    for width in (0, positions + 1):
+        ones = np.ones((2, width), np.int32)
+        with pytest.raises(ValueError) as error:
+            call(ids=ones * 5, mask=ones, segment_ids=ones * 0)
+        assert f"Input 'ids' has {width} positions per example: this model takes 1 to {positions}" \
+            in str(error.value), str(error.value)
 
 
 def test_int8_calls_refuse_ids_outside_the_model_tables(tmp_path):
