@@ -127,7 +127,8 @@ def run(args):
                       flush=True)
 
         status = server.serve(args.host, args.port, on_ready=ready)
-        _log(f"stopped: {server.accepted} predict requests accepted, {server.answered} answered")
+        dropped = f", {server.dropped} dropped (their clients left first)" if server.dropped else ""
+        _log(f"stopped: {server.accepted} predict requests accepted, {server.answered} answered{dropped}")
         return status
     finally:
         if temporary is not None:

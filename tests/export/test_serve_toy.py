@@ -6,9 +6,10 @@ mistakes that must be one line each."""
 
 import concurrent.futures
 import json
-import os
+import socket
 import subprocess
 import sys
+import time
 
 import pytest
 import tensorflow as tf
@@ -39,6 +40,17 @@ class _Toy(tf.Module):
     def lookup(self, i):
         return {"y": tf.gather(tf.constant([1.0, 2.0, 3.0, 4.0]), i)}
 
+    @tf.function(input_signature=[tf.TensorSpec([None], tf.int32, name="n")])
+    def busy(self, n):
+        """max(n) products of 256 x 256 matrices: a call that holds the worker a while."""
+        m = tf.eye(256) * 0.5 + 0.5 / 256.0
+
+        def step(i, a):
+            return i + 1, tf.matmul(a, m)
+
+        _, a = tf.while_loop(lambda i, a: i < tf.reduce_max(n), step, (0, tf.eye(256)))
+        return {"y": n + tf.cast(tf.reduce_sum(a) * 0.0, tf.int32)}
+
 
 @pytest.fixture(scope="module")
 def export(tmp_path_factory):
@@ -47,7 +59,7 @@ def export(tmp_path_factory):
     root = tmp_path_factory.mktemp("toy_export")
     toy = _Toy()
     signatures = {"serving_default": toy.half_plus_two, "with_table": toy.with_table,
-                  "with_scalar": toy.with_scalar, "log": toy.log, "lookup": toy.lookup}
+                  "with_scalar": toy.with_scalar, "log": toy.log, "lookup": toy.lookup, "busy": toy.busy}
     tf.saved_model.save(toy, str(root / "serving" / "toy" / "007"), signatures=signatures)
     (root / "serving" / ".DS_Store").write_bytes(b"\0\0\0\1Bud1")
     tf.saved_model.save(tf.Module(), str(root / "nosig" / "1"))
@@ -61,9 +73,11 @@ def server(export):
     yield serving
     status, _, err = serving.stop()
     assert status == 0, err[-3000:]
-    # Every request read was answered once (a NaN answer was counted, then failed as a 500, twice).
-    accepted = err.split("stopped: ")[1].split(" predict requests accepted")[0]
-    assert f"{accepted} predict requests accepted, {accepted} answered" in err, err[-1000:]
+    # Every request read was answered once (a NaN answer was counted, then failed as a 500, twice),
+    # but the one whose client left first (test_a_request_whose_client_left_is_not_computed).
+    accepted = int(err.split("stopped: ")[1].split(" predict requests accepted")[0])
+    assert f"{accepted} predict requests accepted, {accepted - 1} answered, 1 dropped (their clients left first)" \
+        in err, err[-1000:]
 
 
 def _predict(server, body):
@@ -139,3 +153,27 @@ def test_start_up_mistakes_are_one_line(export, flags, fragment):
                           capture_output=True, text=True, env=_env(), timeout=120)
     lines = [line for line in done.stderr.strip().splitlines() if not line.startswith("kbert serve: loading")]
     assert done.returncode == 2 and len(lines) == 1 and fragment in lines[0], done.stderr[-2000:]
+
+
+def _rows_computed(server):
+    _, metrics = server.request("GET", "/metrics")
+    return float(metrics.split("kbert_serve_batch_rows_sum ")[1].split()[0])
+
+
+def test_a_request_whose_client_left_is_not_computed(server):
+    """docs/serving.md: "a request whose client left is dropped, not computed" (it was computed)."""
+    before = _rows_computed(server)
+    with concurrent.futures.ThreadPoolExecutor(1) as pool:
+        busy = pool.submit(_predict, server, {"signature_name": "busy", "instances": [15000]})
+        time.sleep(1.0)  # the busy call holds the only worker
+        body = json.dumps({"instances": [1.0, 2.0]}).encode()
+        gone = socket.create_connection(("127.0.0.1", server.port))
+        gone.sendall(b"POST /v1/models/toy:predict HTTP/1.1\r\nHost: x\r\nContent-Length: %d\r\n\r\n" % len(body)
+                     + body)
+        time.sleep(0.5)  # read and queued behind the busy call
+        gone.close()
+        status, answer = busy.result(timeout=120)
+    assert status == 200 and answer == {"predictions": [15000]}, (status, answer)
+    assert _predict(server, {"instances": [0.0]})[0] == 200
+    # The busy row and the last request's: the 2 rows of the client that left were never run.
+    assert _rows_computed(server) - before == 2, (before, _rows_computed(server))

@@ -137,6 +137,10 @@ class DynamicBatcher:
         for index, future in enumerate(futures):
             try:
                 parts.append(await future)
+            except asyncio.CancelledError:  # the client left: none of its parts is computed
+                for other in futures:
+                    other.cancel()
+                raise
             except Exception as e:
                 e.first_row = index * size
                 for other in futures[index + 1:]:

@@ -16,6 +16,7 @@ version or path), 413 (a body over the limit) or 503 (the batch queue is full). 
 answers every request it has accepted, and returns.
 """
 
+import asyncio
 import contextlib
 import errno
 import json
@@ -101,7 +102,8 @@ class ModelServer:
         Gauge("kbert_serve_queued_rows", "Rows waiting for a batch.", registry=self.registry).set_function(
             lambda: self.batcher.queued_rows)
         self.draining = False
-        self.accepted = self.answered = 0  # :predict requests read, and answered (any status)
+        # :predict requests read, answered (any status), and dropped because their client left first
+        self.accepted = self.answered = self.dropped = 0
         self.on_ready = None  # called once the batcher runs (the command prints its address then)
         self.app = Starlette(
             routes=[
@@ -230,20 +232,33 @@ class ModelServer:
             if method != "predict":
                 raise RestApiError(f"{method} needs a classification or regression signature (tf.Example input); "
                                    f"{name} has predict signatures only: POST .../{name}:predict.", status=400)
-            outputs, rows, row_format = await self._predict(model, await self._read_body(request))
+            outputs, rows, row_format = await self._predict(model, await self._read_body(request), request)
             return self._answer(name, method, started, format_predict_response(outputs, row_format, rows))
+        except _ClientGone:  # nobody to answer; its rows left the queue uncomputed
+            self.dropped += 1
+            return Response(status_code=499)
         except RestApiError as e:
             return self._answer(name, method, started, {"error": str(e)}, status=e.status)
         except Exception as e:  # a bug of ours: the client hears it, the server lives on
             return self._answer(name, method, started, {"error": f"Internal error: {type(e).__name__}: {e}"}, status=500)
 
-
-    async def _predict(self, model, body):
-        """(outputs, rows, row_format) of a `:predict` body; a RestApiError for what fails."""
+    async def _predict(self, model, body, request):
+        """(outputs, rows, row_format) of a `:predict` body; a RestApiError for what fails, and
+        _ClientGone when the client disconnects first (its request leaves the queue)."""
         signature, inputs, rows, row_format = parse_predict_body(body, model.signatures)
         key = BatchKey.of(model, signature, inputs)
+        work = asyncio.ensure_future(self.batcher.submit(key, inputs, rows, whole=not model.batch_major[signature]))
+        gone = asyncio.ensure_future(_disconnected(request))
         try:
-            outputs = await self.batcher.submit(key, inputs, rows, whole=not model.batch_major[signature])
+            await asyncio.wait({work, gone}, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            gone.cancel()
+        if not work.done():
+            work.cancel()
+            await asyncio.wait({work})  # its parts are cancelled: the batcher skips them
+            raise _ClientGone()
+        try:
+            outputs = work.result()
         except QueueFullError as e:
             raise RestApiError(f"The server is overloaded: {e}. Retry later.", status=503) from None
         except (tf.errors.InvalidArgumentError, ValueError) as e:
@@ -251,6 +266,17 @@ class ModelServer:
         except UnbatchableOutputError as e:
             raise RestApiError(f"{e} Signature {signature!r} of {model.name} returned it.", status=500) from None
         return outputs, rows, row_format
+
+
+class _ClientGone(Exception):
+    """The client of a `:predict` disconnected before its answer."""
+
+
+async def _disconnected(request):
+    """Returns once the client disconnects. The body is read by then, so the next ASGI message
+    is http.disconnect: uvicorn sends it when the connection drops (or the response is done)."""
+    while (await request.receive())["type"] != "http.disconnect":
+        pass
 
 
 class _Server(uvicorn.Server):
