@@ -177,3 +177,10 @@ def test_a_request_whose_client_left_is_not_computed(server):
     assert _predict(server, {"instances": [0.0]})[0] == 200
     # The busy row and the last request's: the 2 rows of the client that left were never run.
     assert _rows_computed(server) - before == 2, (before, _rows_computed(server))
+
+
+def test_the_verb_is_read_as_tf_serving_reads_it(server):
+    assert _predict(server, {"instances": [1.0]}) == (200, {"predictions": [2.5]})
+    assert server.request("POST", "/v1/models/toy:PREDICT", {"instances": [1.0]}) == (200, {"predictions": [2.5]})
+    status, answer = server.request("POST", "/v1/models/toy:foo", {"instances": [1.0]})
+    assert status == 400 and answer["error"].startswith("Malformed request: POST /v1/models/toy:foo"), answer

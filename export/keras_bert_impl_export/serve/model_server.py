@@ -40,6 +40,7 @@ from keras_bert_impl_export.serve.rest_api import RestApiError, format_predict_r
 _MODEL_PATH = re.compile(
     r"^(?P<name>[^/:]+)(?:/versions/(?P<version>[0-9]+))?(?:/(?P<metadata>metadata)|:(?P<method>[A-Za-z]+))?$"
 )
+_METHODS = ("status", "metadata", "predict", "classify", "regress")
 SHUTDOWN_SECONDS = 30  # how long SIGTERM waits for accepted requests
 # Where an error counts examples: TensorFlow's gather ("indices[3,1] = 40000 is not in [0, 30522)")
 # and the LiteRT id check ("at example 3").
@@ -217,7 +218,10 @@ class ModelServer:
         path = request.path_params["path"]
         match = _MODEL_PATH.match(path)
         name = match.group("name") if match else "-"
-        method = (match.group("method") or ("metadata" if match.group("metadata") else "status")) if match else "-"
+        # TF Serving reads the verb case-insensitively (:PREDICT works there).
+        method = ((match.group("method") or "").lower() or ("metadata" if match.group("metadata") else "status")
+                  ) if match else "-"
+        verb, method = method, method if method in _METHODS else "-"  # metrics label only known methods
         if method == "predict":
             self.accepted += 1
         try:
@@ -229,6 +233,9 @@ class ModelServer:
                 return self._answer(name, method, started, {"model_version_status": [m.status() for m in versions]})
             if method == "metadata":
                 return self._answer(name, method, started, model.metadata())
+            if verb not in _METHODS:  # TF Serving: InvalidArgument, HTTP 400
+                raise RestApiError(f"Malformed request: {request.method} {request.url.path}: the verb is :predict "
+                                   "(or :classify, :regress).", status=400)
             if method != "predict":
                 raise RestApiError(f"{method} needs a classification or regression signature (tf.Example input); "
                                    f"{name} has predict signatures only: POST .../{name}:predict.", status=400)
