@@ -307,3 +307,12 @@ def test_outputs_without_one_value_per_example_in_the_row_format():
     # Columnar: each output whole (TF Serving's MakeColumnarJsonFromTensors).
     assert format_predict_response(outputs, row_format=False, rows=2) == {
         "outputs": {"table": [10.0, 20.0, 30.0, 40.0], "y": [1.0, 2.0]}}
+
+
+def test_float32_outputs_are_written_as_tf_serving_writes_them():
+    """TF Serving's WriteDecimal: "%g" when it reads back as the same float32, else "%.9g"
+    (api_rest.md's answers: 2.05 for half_plus_two(0.1), not 2.049999952316284)."""
+    outputs = {"y": np.array([2.05, 0.49962282180786133, 1e-8, 3.0, np.nan, -np.inf], np.float32)}
+    text = json.dumps(format_predict_response(outputs, row_format=False))
+    assert text == '{"outputs": [2.05, 0.499622822, 1e-08, 3.0, NaN, -Infinity]}', text
+    assert format_predict_response({"z": np.array([[0.25]], np.float32)}, True) == {"predictions": [[0.25]]}

@@ -196,7 +196,20 @@ def _jsonable(array, name):
         else:
             encode = np.vectorize(lambda b: b.decode("utf-8", errors="replace"), otypes=[object])
         return encode(array).tolist() if array.size else array.tolist()
+    if array.dtype == np.float32:
+        return _float32_decimals(array).tolist()
     return array.tolist()
+
+
+def _float32_decimals(array):
+    """float32 values as the float64s of the decimals TF Serving writes for them (its
+    WriteDecimal: "%g" when that reads back as the same float32, else "%.9g"), so 0.1f is 0.1,
+    not 0.10000000149011612: a client reading the answer as float64 gets TF Serving's numbers."""
+    values = array.ravel().tolist()  # the float32s as Python floats
+    short = np.array([float("%g" % v) for v in values])
+    exact = short.astype(np.float32) == array.ravel()
+    decimals = [s if ok else float("%.9g" % v) for s, ok, v in zip(short.tolist(), exact.tolist(), values)]
+    return np.array(decimals, dtype=np.float64).reshape(array.shape)
 
 
 def format_predict_response(outputs, row_format, rows=None):
