@@ -112,6 +112,10 @@ def run(args):
             for name, version, path in find_servables(model_path, args.name):
                 _log(f"loading {name} version {version} from {path}")
                 models.append(ServableModel(name, version, path, functions=functions.get(name)))
+                unbatched = sorted(s for s, batch_major in models[-1].batch_major.items() if not batch_major)
+                if unbatched:
+                    _log(f"{name} signature(s) {', '.join(unbatched)}: an input or output has no batch dimension "
+                         "first, so their requests run alone, neither merged nor split")
         except ValueError as e:  # no SavedModel there, one without a signature: one line
             raise UsageError(str(e)) from None
         server = ModelServer(
