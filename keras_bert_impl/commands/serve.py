@@ -247,8 +247,8 @@ def litert_functions(model, name, seq_len, pair, quantization="dynamic_int8"):
         _check_ids(ids, sizes)
         _check_width(ids["token_ids"], model.backbone.max_sequence_length)
         used = np.flatnonzero(ids["padding_mask"].any(axis=0))
-        masked = ids["padding_mask"].any(axis=1).all()
-        width = int(used[-1]) + 1 if masked else ids["padding_mask"].shape[1]
+        every_row_reads = ids["padding_mask"].any(axis=1).all()
+        width = int(used[-1]) + 1 if every_row_reads else ids["padding_mask"].shape[1]
         with lock:
             return litert(*(ids[name][:, :width] for name in MODEL_ID_INPUTS))
 

@@ -1,6 +1,9 @@
 """Keras' LossScaleOptimizer with one skip-or-apply decision for all replicas."""
 
 import keras
+from keras import ops
+
+from keras_bert_impl.models.masked_sparse_crossentropy import sum_over_replicas
 
 
 @keras.saving.register_keras_serializable(package="keras_bert_impl")
@@ -27,13 +30,6 @@ class AllReplicaLossScaleOptimizer(keras.optimizers.LossScaleOptimizer):
 
     def check_finite(self, grads):
         finite = super().check_finite(grads)
-        if keras.backend.backend() != "tensorflow":
-            return finite
-        import tensorflow as tf
-
-        context = tf.distribute.get_replica_context()
-        if context is None or context.num_replicas_in_sync == 1:
-            return finite
         # tf.distribute reduces by SUM or MEAN only: count the replicas that overflowed.
-        overflowed = context.all_reduce(tf.distribute.ReduceOp.SUM, 1.0 - tf.cast(finite, tf.float32))
+        overflowed = sum_over_replicas(1.0 - ops.cast(finite, "float32"))
         return overflowed < 0.5
