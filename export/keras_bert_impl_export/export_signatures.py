@@ -45,6 +45,24 @@ def head_kind(model):
     )
 
 
+def _range_check(name, values, size):
+    """An Assert op that fails when int [B, S] `values` hold anything outside [0, size); its
+    message (built only then) names the first such value by example and position, as `kbert
+    serve`'s LiteRT calls do. No quotes in it: TensorFlow prints an Assert's strings escaped."""
+    bad = tf.logical_or(values < 0, values >= size)  # [B, S]
+    ok = tf.logical_not(tf.reduce_any(bad))
+
+    def message():
+        at = tf.where(bad)[0]  # [2] int64: the first (example, position) outside, row-major
+        value = tf.gather_nd(values, at[None])[0]
+        return tf.strings.format(
+            f"Input {name} holds {{}} at example {{}}, position {{}}: this model takes values in [0, {size}) there.",
+            (value, at[0], at[1]),
+        )
+
+    return tf.debugging.Assert(ok, [tf.cond(ok, lambda: tf.constant(""), message)])
+
+
 class ExportSignatures:
     """A task model and its tokenizer, as the two functions the exports serve.
 
@@ -112,6 +130,22 @@ class ExportSignatures:
             outputs["probabilities"] = tf.nn.softmax(outputs["logits"])  # [B, S, C]
         return outputs
 
+    def checked_id_outputs(self, ids, mask, segment_ids):
+        """`id_outputs` behind a check of each id input's range: a value outside its table (or
+        a mask value other than 0 and 1) fails the call with an InvalidArgumentError naming the
+        input, the value, its example and position (TF Serving's 400). Unchecked, a negative id
+        reads the table from its end (a plausible, wrong answer) and an id past it fails in a
+        GatherV2 node with no input named. The TFLite converter drops the checks (Assert ops)."""
+        backbone = self.model.backbone
+        checks = [
+            _range_check("ids", ids, backbone.vocabulary_size),
+            _range_check("mask", mask, 2),
+            _range_check("segment_ids", segment_ids, backbone.num_segments),
+        ]
+        with tf.control_dependencies(checks):
+            ids, mask, segment_ids = tf.identity(ids), tf.identity(mask), tf.identity(segment_ids)
+        return self.id_outputs(ids, mask, segment_ids)
+
     def text_outputs(self, *texts):
         """Strings [B] (two of them for pairs and spans) -> the id outputs plus readable ones."""
         segments = tuple(texts) if len(texts) > 1 else texts[0]
@@ -171,12 +205,15 @@ class ExportSignatures:
             "answer": tf.where(found, answer, ""),
         }
 
-    def endpoint(self, text, batch=None, length=None):
+    def endpoint(self, text, batch=None, length=None, checked=True):
         """(function, input_signature) of the `serving_default` endpoint: raw strings in
-        when `text`, else token ids [batch, length] (None: free)."""
+        when `text`, else token ids [batch, length] (None: free), range-checked in the graph
+        (`checked_id_outputs`) unless `checked` is False: for a `forward` called eagerly that
+        checks its ids itself (an eager Assert's message is TensorFlow's, not ours)."""
         if text:
             return named_endpoint(self.text_outputs, self.text_inputs), text_signature(self.text_inputs)
-        return named_endpoint(self.id_outputs, EXPORT_ID_INPUTS), id_signature(EXPORT_ID_INPUTS, batch, length)
+        call = self.checked_id_outputs if checked else self.id_outputs
+        return named_endpoint(call, EXPORT_ID_INPUTS), id_signature(EXPORT_ID_INPUTS, batch, length)
 
     def export_archive(self, text):
         """A keras.export.ExportArchive with the model's variables and one `serving_default`

@@ -112,3 +112,24 @@ def test_embedder_exports_unit_embeddings(tmp_path):
     np.testing.assert_allclose(text_fn(text=tf.constant(TEXTS))["embeddings"].numpy(), want, atol=1e-5, rtol=0)
     np.testing.assert_allclose(runner(**{k: x[k] for k in EXPORT_ID_INPUTS})["embeddings"], want, atol=1e-5, rtol=0)
     assert not os.path.exists(os.path.join(out, "labels.txt"))
+
+
+def test_id_saved_model_names_an_id_outside_the_model_tables(tmp_path):
+    """Unchecked, the graph read a negative id as one counted from the table's end (a plausible
+    answer) and failed on an id past it in a GatherV2 node, the value wrapped (-40000 read as
+    -9478). The check is in the graph, so TF Serving answers the same 400; the float TFLite file
+    converted from this SavedModel holds only builtins (the converter drops Assert ops)."""
+    model = kb.BertClassifier(_backbone(), num_classes=2)
+    out, _, runner = _export(model, tmp_path)
+    ids_fn = tf.saved_model.load(os.path.join(out, "serving", "bert_ids", "1")).signatures["serving_default"]
+    good = {"ids": np.full((2, SEQ_LEN), 1996, np.int32), "mask": np.ones((2, SEQ_LEN), np.int32),
+            "segment_ids": np.zeros((2, SEQ_LEN), np.int32)}
+    np.testing.assert_allclose(ids_fn(**good)["logits"].numpy(), runner(**good)["logits"], atol=1e-4, rtol=0)
+    for name, value, expected in (("ids", -1, "[0, 30522)"), ("ids", -40000, "[0, 30522)"), ("ids", 30522, "[0, 30522)"),
+                                  ("segment_ids", 2, "[0, 2)"), ("mask", 3, "[0, 2)"), ("mask", -1, "[0, 2)")):
+        bad = {k: v.copy() for k, v in good.items()}
+        bad[name][1, 7] = value
+        with pytest.raises(tf.errors.InvalidArgumentError) as error:
+            ids_fn(**bad)
+        assert f"Input {name} holds {value} at example 1, position 7: this model takes values in {expected} there" \
+            in str(error.value), str(error.value)

@@ -11,6 +11,7 @@ import tensorflow as tf
 from keras_bert_impl_export.serve.dynamic_batcher import (
     DynamicBatcher, QueueFullError, RequestTooLargeError, UnbatchableOutputError,
 )
+from keras_bert_impl_export.serve.model_server import client_error_message
 from keras_bert_impl_export.serve.rest_api import RestApiError, format_predict_response, parse_predict_body
 
 TEXT = {"serving_default": {"inputs": {"text": tf.TensorSpec([None], tf.string, "text")}}}
@@ -316,3 +317,21 @@ def test_float32_outputs_are_written_as_tf_serving_writes_them():
     text = json.dumps(format_predict_response(outputs, row_format=False))
     assert text == '{"outputs": [2.05, 0.499622822, 1e-08, 3.0, NaN, -Infinity]}', text
     assert format_predict_response({"z": np.array([[0.25]], np.float32)}, True) == {"predictions": [[0.25]]}
+
+
+def test_a_graph_assertion_reaches_the_client_as_its_message_in_the_client_rows():
+    """The export's id check is an Assert in the SavedModel's graph: the client hears its message,
+    not TensorFlow's 'Graph execution error ... Detected at node' wrapping, with the example
+    counted in its own request."""
+
+    @tf.function(input_signature=[tf.TensorSpec([None], tf.int32)])
+    def check(x):
+        with tf.control_dependencies([tf.debugging.Assert(tf.reduce_all(x >= 0), ["Input ids holds -1 at example 3, "
+                                                                                 "position 0: no."])]):
+            return tf.identity(x)
+
+    with pytest.raises(tf.errors.InvalidArgumentError) as error:
+        check(tf.constant([1, -1]))
+    assert "Detected at node" in str(error.value)  # what the client was shown before
+    assert client_error_message(error.value, 0) == "Input ids holds -1 at example 3, position 0: no."
+    assert client_error_message(error.value, 32) == "Input ids holds -1 at example 35, position 0: no."

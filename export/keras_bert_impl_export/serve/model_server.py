@@ -43,8 +43,12 @@ _MODEL_PATH = re.compile(
 _METHODS = ("status", "metadata", "predict", "classify", "regress")
 SHUTDOWN_SECONDS = 30  # how long SIGTERM waits for accepted requests
 # Where an error counts examples: TensorFlow's gather ("indices[3,1] = 40000 is not in [0, 30522)")
-# and the LiteRT id check ("at example 3").
+# and the id checks, the export's graph's and the LiteRT calls' ("at example 3").
 _EXAMPLE_INDEX = re.compile(r"(indices\[|at example )(\d+)")
+# A failed Assert of a SavedModel's graph, as str(InvalidArgumentError) puts it once its whitespace
+# is collapsed: "Graph execution error: Detected at node Assert/Assert ... assertion failed:
+# [MESSAGE] [[{{node Assert/Assert}}]] [Op:...]". The client hears MESSAGE.
+_ASSERTION = re.compile(r"assertion failed: \[(.+?)\] \[\[")
 
 
 class _JSONResponse(JSONResponse):
@@ -55,10 +59,13 @@ class _JSONResponse(JSONResponse):
         return json.dumps(content, ensure_ascii=False, allow_nan=True, separators=(",", ":")).encode("utf-8")
 
 
-def _in_client_rows(error, first_row):
+def client_error_message(error, first_row):
     """An error's message, one line, with the example it names counted in the client's request:
-    a request split into calls of max_batch_size rows hears the error of the part at `first_row`."""
-    message = " ".join(str(error).split())[:1000]
+    a request split into calls of max_batch_size rows hears the error of the part at `first_row`.
+    Of a graph's failed Assert, only its message."""
+    message = " ".join(str(error).split())
+    assertion = _ASSERTION.search(message)
+    message = (assertion.group(1) if assertion else message)[:1000]
     if not first_row:
         return message
     renumbered = _EXAMPLE_INDEX.sub(lambda m: f"{m.group(1)}{int(m.group(2)) + first_row}", message)
@@ -269,7 +276,7 @@ class ModelServer:
         except QueueFullError as e:
             raise RestApiError(f"The server is overloaded: {e}. Retry later.", status=503) from None
         except (tf.errors.InvalidArgumentError, ValueError) as e:
-            raise RestApiError(_in_client_rows(e, getattr(e, "first_row", 0)), status=400) from None
+            raise RestApiError(client_error_message(e, getattr(e, "first_row", 0)), status=400) from None
         except UnbatchableOutputError as e:
             raise RestApiError(f"{e} Signature {signature!r} of {model.name} returned it.", status=500) from None
         return outputs, rows, row_format
