@@ -45,12 +45,16 @@ def head_kind(model):
     )
 
 
+def _assert(ok, message):
+    """An Assert op failing when bool scalar `ok` is False, with the string `message()` builds,
+    computed only then. No quotes in messages: TensorFlow prints an Assert's strings escaped."""
+    return tf.debugging.Assert(ok, [tf.cond(ok, lambda: tf.constant(""), message)])
+
+
 def _range_check(name, values, size):
-    """An Assert op that fails when int [B, S] `values` hold anything outside [0, size); its
-    message (built only then) names the first such value by example and position, as `kbert
-    serve`'s LiteRT calls do. No quotes in it: TensorFlow prints an Assert's strings escaped."""
+    """An Assert op that fails when int [B, S] `values` hold anything outside [0, size), naming
+    the first such value by example and position, as `kbert serve`'s LiteRT calls do."""
     bad = tf.logical_or(values < 0, values >= size)  # [B, S]
-    ok = tf.logical_not(tf.reduce_any(bad))
 
     def message():
         at = tf.where(bad)[0]  # [2] int64: the first (example, position) outside, row-major
@@ -60,7 +64,7 @@ def _range_check(name, values, size):
             (value, at[0], at[1]),
         )
 
-    return tf.debugging.Assert(ok, [tf.cond(ok, lambda: tf.constant(""), message)])
+    return _assert(tf.logical_not(tf.reduce_any(bad)), message)
 
 
 class ExportSignatures:
@@ -131,18 +135,34 @@ class ExportSignatures:
         return outputs
 
     def checked_id_outputs(self, ids, mask, segment_ids):
-        """`id_outputs` behind a check of each id input's range: a value outside its table (or
-        a mask value other than 0 and 1) fails the call with an InvalidArgumentError naming the
-        input, the value, its example and position (TF Serving's 400). Unchecked, a negative id
-        reads the table from its end (a plausible, wrong answer) and an id past it fails in a
-        GatherV2 node with no input named. The TFLite converter drops the checks (Assert ops)."""
+        """`id_outputs` behind checks of the id inputs: `mask` and `segment_ids` shaped as
+        `ids`, 1 to max_sequence_length positions, and each value inside its table (a mask
+        value 0 or 1). A failed check fails the call with an InvalidArgumentError naming the
+        input and the value (its example and position), TF Serving's 400. Unchecked, a negative
+        id reads the table from its end (a plausible, wrong answer), and the rest fail in some
+        node of the model (a GatherV2, a Slice, an add) naming none of the inputs. The TFLite
+        converter drops the checks (Assert ops)."""
         backbone = self.model.backbone
-        checks = [
-            _range_check("ids", ids, backbone.vocabulary_size),
-            _range_check("mask", mask, 2),
-            _range_check("segment_ids", segment_ids, backbone.num_segments),
+        width = tf.shape(ids)[1]
+        shapes = [
+            _assert(tf.reduce_all(tf.equal(tf.shape(other), tf.shape(ids))), lambda n=name, o=other: tf.strings.format(
+                f"Input {n} has shape {{}}, and ids {{}}: send ids, mask and segment_ids of one shape, [examples, "
+                "positions].", (tf.shape(o), tf.shape(ids))))
+            for name, other in (("mask", mask), ("segment_ids", segment_ids))
         ]
-        with tf.control_dependencies(checks):
+        shapes.append(_assert(
+            tf.logical_and(width >= 1, width <= backbone.max_sequence_length),
+            lambda: tf.strings.format(
+                f"Input ids has {{}} positions per example: this model takes 1 to {backbone.max_sequence_length} "
+                "(its max_sequence_length); send that many per example.", (width,)),
+        ))
+        with tf.control_dependencies(shapes):  # first: the range checks index by position
+            ranges = [
+                _range_check("ids", ids, backbone.vocabulary_size),
+                _range_check("mask", mask, 2),
+                _range_check("segment_ids", segment_ids, backbone.num_segments),
+            ]
+        with tf.control_dependencies(ranges):
             ids, mask, segment_ids = tf.identity(ids), tf.identity(mask), tf.identity(segment_ids)
         return self.id_outputs(ids, mask, segment_ids)
 

@@ -114,7 +114,7 @@ def test_embedder_exports_unit_embeddings(tmp_path):
     assert not os.path.exists(os.path.join(out, "labels.txt"))
 
 
-def test_id_saved_model_names_an_id_outside_the_model_tables(tmp_path):
+def test_id_saved_model_names_a_bad_input_its_value_and_where_it_is(tmp_path):
     """Unchecked, the graph read a negative id as one counted from the table's end (a plausible
     answer) and failed on an id past it in a GatherV2 node, the value wrapped (-40000 read as
     -9478). The check is in the graph, so TF Serving answers the same 400; the float TFLite file
@@ -133,3 +133,14 @@ def test_id_saved_model_names_an_id_outside_the_model_tables(tmp_path):
             ids_fn(**bad)
         assert f"Input {name} holds {value} at example 1, position 7: this model takes values in {expected} there" \
             in str(error.value), str(error.value)
+    # These failed in a Slice, a strided_slice and an add of the model, naming no input.
+    for width in (0, 65):
+        ones = np.ones((2, width), np.int32)
+        with pytest.raises(tf.errors.InvalidArgumentError) as error:
+            ids_fn(ids=ones, mask=ones, segment_ids=ones * 0)
+        assert f"Input ids has {width} positions per example: this model takes 1 to 64 (its max_sequence_length)" \
+            in str(error.value), str(error.value)
+    with pytest.raises(tf.errors.InvalidArgumentError) as error:
+        ids_fn(ids=good["ids"], mask=good["mask"][:, :-1], segment_ids=good["segment_ids"])
+    assert f"Input mask has shape [2 {SEQ_LEN - 1}], and ids [2 {SEQ_LEN}]: send ids, mask and segment_ids of one shape" \
+        in str(error.value), str(error.value)
