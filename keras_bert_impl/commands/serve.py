@@ -209,6 +209,21 @@ def _check_ids(ids, sizes):
                              f"{column}: this model takes values in [0, {size}) there.")
 
 
+def _check_shapes(ids):
+    """A ValueError (HTTP 400) when {model input: ids} are not all shaped as token_ids, in the
+    export graph's words: LiteRT failed to reshape (a 500), or the call cut every input to the
+    mask's width and dropped the ids' columns past it without a word."""
+    from keras_bert_impl.conversion.input_contract import EXPORT_TO_MODEL_ID_INPUTS
+
+    sent_as = {model: export for export, model in EXPORT_TO_MODEL_ID_INPUTS.items()}
+    want = ids["token_ids"].shape
+    for key, values in ids.items():
+        if values.shape != want:
+            shape, ids_shape = (" ".join(str(d) for d in s) for s in (values.shape, want))
+            raise ValueError(f"Input {sent_as[key]} has shape [{shape}], and ids [{ids_shape}]: send ids, mask and "
+                             "segment_ids of one shape, [examples, positions].")
+
+
 def _check_width(token_ids, max_sequence_length):
     """A ValueError (HTTP 400) for ids of no column or more than the model's positions: LiteRT
     failed inside the interpreter (a 500) where the SavedModel's graph answers 400."""
@@ -244,6 +259,7 @@ def litert_functions(model, name, seq_len, pair, quantization="dynamic_int8"):
         # when a row has no unmasked token: it attends to every column it is given, so cut to the
         # other rows' width its answer depended on which clients shared its call.
         ids = {name: np.asarray(inputs[name]) for name in MODEL_ID_INPUTS}  # [B, S] each
+        _check_shapes(ids)
         _check_ids(ids, sizes)
         _check_width(ids["token_ids"], model.backbone.max_sequence_length)
         used = np.flatnonzero(ids["padding_mask"].any(axis=0))

@@ -92,3 +92,19 @@ def test_int8_calls_refuse_ids_outside_the_model_tables(tmp_path):
             call(**inputs)
         assert f"Input {name} holds {value} at example 1, position 7: this model takes values in {expected} there" \
             in str(error.value), str(error.value)
+
+
+def test_int8_calls_refuse_inputs_of_different_shapes(tmp_path):
+    """A mask narrower than the ids cut the call to the mask's width, dropping the ids' last
+    columns without a word; segment_ids of more rows failed inside XNNPACK (a 500). The message is
+    the export graph's (tests/export/test_heads.py)."""
+    keras.utils.set_random_seed(0)
+    model = kb.BertClassifier(keras.saving.load_model(save_small_bert(tmp_path)), num_classes=2)
+    call = litert_functions(model, "mr", SEQ_LEN, pair=False)["mr_ids"]["serving_default"]
+    ids = np.full((2, 10), 5, np.int32)
+    for name, mask, segment_ids, shape in (("mask", np.ones((2, 9), np.int32), np.zeros((2, 10), np.int32), "2 9"),
+                                           ("segment_ids", np.ones((2, 10), np.int32), np.zeros((3, 10), np.int32), "3 10")):
+        with pytest.raises(ValueError) as error:
+            call(ids=ids, mask=mask, segment_ids=segment_ids)
+        assert f"Input {name} has shape [{shape}], and ids [2 10]: send ids, mask and segment_ids of one shape" \
+            in str(error.value), str(error.value)
