@@ -193,46 +193,6 @@ def export_in_precision(model_flag, output, *, name, seq_len=None, precision="fp
     return litert_functions(model, name, seq_len, pair, quantization)
 
 
-def _check_ids(ids, sizes):
-    """A ValueError (the server's HTTP 400) naming the first value outside [0, sizes[input]) of
-    {model input: [B, S] ids}, under the name the client sent it as."""
-    import numpy as np
-
-    from keras_bert_impl.conversion.input_contract import EXPORT_TO_MODEL_ID_INPUTS
-
-    sent_as = {model: export for export, model in EXPORT_TO_MODEL_ID_INPUTS.items()}
-    for key, size in sizes.items():
-        bad = np.argwhere((ids[key] < 0) | (ids[key] >= size))
-        if bad.size:
-            row, column = (int(i) for i in bad[0])
-            raise ValueError(f"Input {sent_as[key]} holds {int(ids[key][row, column])} at example {row}, position "
-                             f"{column}: this model takes values in [0, {size}) there.")
-
-
-def _check_shapes(ids):
-    """A ValueError (HTTP 400) when {model input: ids} are not all shaped as token_ids, in the
-    export graph's words: LiteRT failed to reshape (a 500), or the call cut every input to the
-    mask's width and dropped the ids' columns past it without a word."""
-    from keras_bert_impl.conversion.input_contract import EXPORT_TO_MODEL_ID_INPUTS
-
-    sent_as = {model: export for export, model in EXPORT_TO_MODEL_ID_INPUTS.items()}
-    want = ids["token_ids"].shape
-    for key, values in ids.items():
-        if values.shape != want:
-            shape, ids_shape = (" ".join(str(d) for d in s) for s in (values.shape, want))
-            raise ValueError(f"Input {sent_as[key]} has shape [{shape}], and ids [{ids_shape}]: send ids, mask and "
-                             "segment_ids of one shape, [examples, positions].")
-
-
-def _check_width(token_ids, max_sequence_length):
-    """A ValueError (HTTP 400) for ids of no column or more than the model's positions: LiteRT
-    failed inside the interpreter (a 500) where the SavedModel's graph answers 400."""
-    width = token_ids.shape[1]
-    if not 1 <= width <= max_sequence_length:
-        raise ValueError(f"Input 'ids' has {width} positions per example: this model takes 1 to "
-                         f"{max_sequence_length} (its max_sequence_length); send that many per example.")
-
-
 def litert_functions(model, name, seq_len, pair, quantization="dynamic_int8"):
     """{servable name: {"serving_default": function}}: the raw-text and id signatures of the
     export's NAME and NAME_ids SavedModels (exporter.py's layout), each the same tokenization and
@@ -240,14 +200,18 @@ def litert_functions(model, name, seq_len, pair, quantization="dynamic_int8"):
     dynamic_int8 or float32), called eagerly."""
     import numpy as np
 
-    from keras_bert_impl.conversion.input_contract import MODEL_ID_INPUTS, SERVING_ENDPOINT
+    from keras_bert_impl.conversion.input_contract import EXPORT_TO_MODEL_ID_INPUTS, MODEL_ID_INPUTS, SERVING_ENDPOINT
     from keras_bert_impl.inference import Int8Forward
+    from keras_bert_impl.inference.id_checks import check_id_arrays
     from keras_bert_impl_export.export_signatures import ExportSignatures
 
     litert = Int8Forward(model, quantization=quantization)
-    # Ids outside the tables: LiteRT's gather would fail inside the interpreter (a RuntimeError,
-    # 500) or read past them without a word; checked first, they are a 400 naming the value.
+    # Checked first (check_id_arrays: shapes, width, every value inside its table), bad inputs are
+    # a 400 naming the input and value as the client sent them; LiteRT would fail inside the
+    # interpreter (a 500) or read past a table without a word.
     sizes = {"token_ids": model.backbone.vocabulary_size, "segment_ids": model.backbone.num_segments, "padding_mask": 2}
+    # The client's names, in the exports' order (ids, mask, segment_ids), as the fp32 graph's checks say them.
+    shown_as = {model_name: export for export, model_name in EXPORT_TO_MODEL_ID_INPUTS.items()}
     # One interpreter: with --num-batch-threads above 1 its calls take turns.
     lock = threading.Lock()
 
@@ -259,9 +223,7 @@ def litert_functions(model, name, seq_len, pair, quantization="dynamic_int8"):
         # when a row has no unmasked token: it attends to every column it is given, so cut to the
         # other rows' width its answer depended on which clients shared its call.
         ids = {name: np.asarray(inputs[name]) for name in MODEL_ID_INPUTS}  # [B, S] each
-        _check_shapes(ids)
-        _check_ids(ids, sizes)
-        _check_width(ids["token_ids"], model.backbone.max_sequence_length)
+        check_id_arrays({name: ids[name] for name in shown_as}, sizes, model.backbone.max_sequence_length, shown_as)
         used = np.flatnonzero(ids["padding_mask"].any(axis=0))
         every_row_reads = ids["padding_mask"].any(axis=1).all()
         width = int(used[-1]) + 1 if every_row_reads else ids["padding_mask"].shape[1]

@@ -26,6 +26,7 @@ import tensorflow as tf
 from keras_bert_impl.conversion.native_log import native_output_held
 from keras_bert_impl.conversion.tflite_converter import convert_endpoint
 from keras_bert_impl.conversion.input_contract import MODEL_ID_INPUTS, SERVING_ENDPOINT, id_signature, named_endpoint
+from keras_bert_impl.inference.id_checks import check_id_arrays
 from keras_bert_impl.inference.litert_cache import LiteRtCache
 from keras_bert_impl.inference.litert_forms import LiteRtForms, computes_in_forms
 from keras_bert_impl.models.integer_forms import classifier_forward
@@ -39,7 +40,8 @@ FROM_ENVIRONMENT = "environment"
 
 class Int8Forward:
     """`(token_ids, segment_ids, padding_mask) -> {output: float32 array}` of a Keras BERT
-    model, computed by its dynamic-range int8 TFLite conversion.
+    model, computed by its dynamic-range int8 TFLite conversion. A ValueError names the first
+    input of a call that is not [B, S] ids inside the model's tables (`check_id_arrays`).
 
     Args:
         model: a built BERT task model of this library (dict inputs `token_ids`,
@@ -64,6 +66,11 @@ class Int8Forward:
     def __init__(self, model, num_threads=None, quantization="dynamic_int8", cache=FROM_ENVIRONMENT):
         if not model.built:
             raise ValueError("Int8Forward needs a built model (call it once, or load a trained one).")
+        # Each call's inputs are checked against the backbone's tables (a model without one: unchecked).
+        backbone = getattr(model, "backbone", None)
+        self._id_sizes = None if backbone is None else {
+            "token_ids": backbone.vocabulary_size, "segment_ids": backbone.num_segments, "padding_mask": 2}
+        self._max_sequence_length = None if backbone is None else backbone.max_sequence_length
         if num_threads is None:
             num_threads = len(os.sched_getaffinity(0))
         check_positive_int("num_threads", num_threads)
@@ -100,6 +107,8 @@ class Int8Forward:
         # The signature runner resizes its inputs to each batch's [B, T] (and re-plans its
         # buffers only when the shape changed).
         feed = {name: np.asarray(value, np.int32) for name, value in zip(MODEL_ID_INPUTS, (token_ids, segment_ids, padding_mask))}
+        if self._id_sizes is not None:  # the interpreter checks none of it (id_checks.py)
+            check_id_arrays(feed, self._id_sizes, self._max_sequence_length)
         outputs = self._runner(**feed)
         return {name: np.array(value, np.float32) for name, value in outputs.items()}
 

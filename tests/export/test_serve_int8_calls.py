@@ -72,7 +72,7 @@ def test_int8_calls_refuse_ids_of_no_column_or_more_than_the_model_positions(tmp
         ones = np.ones((2, width), np.int32)
         with pytest.raises(ValueError) as error:
             call(ids=ones * 5, mask=ones, segment_ids=ones * 0)
-        assert f"Input 'ids' has {width} positions per example: this model takes 1 to {positions}" \
+        assert f"Input ids has {width} positions per example: this model takes 1 to {positions}" \
             in str(error.value), str(error.value)
 
 
