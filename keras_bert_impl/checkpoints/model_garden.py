@@ -114,7 +114,8 @@ def load_model_garden_encoder(encoder, source=None):
 
 def load_model_garden_checkpoint(src):
     """Rebuilds a BertEncoderV2 from `encoder_config.json` in `src` (its get_config(), JSON),
-    restores the TF2 checkpoint there (saved as tf.train.Checkpoint(encoder=...)), and copies it.
+    restores the TF2 checkpoint there (saved as tf.train.Checkpoint(encoder=...) or (model=...),
+    as Model Garden's checkpoint converter writes it), and copies it.
 
     A vocab.txt in `src`, when present, travels with the model.
     """
@@ -136,14 +137,74 @@ def load_model_garden_checkpoint(src):
                          "get_config(), with BertEncoderV2's own argument names (hidden_size, num_layers, ...).") from None
     dummy = np.zeros((1, 2), "int32")
     encoder(dict(input_word_ids=dummy, input_mask=dummy + 1, input_type_ids=dummy))
-    path = tf.train.latest_checkpoint(src)
-    if path is None:
-        raise FileNotFoundError(f"No TF2 checkpoint (a 'checkpoint' file with ckpt-N.*) in {src}.")
-    status = tf.train.Checkpoint(encoder=encoder).read(path)
-    status.assert_existing_objects_matched()
+    path = _tf2_checkpoint_path(src)
+    ignored = _restore_encoder(encoder, path, config_path, config)
     backbone, report = load_model_garden_encoder(encoder, source=path)
+    report.ignored = ignored
     vocab_path = os.path.join(src, "vocab.txt")
     if os.path.exists(vocab_path):
         vocabulary = read_vocabulary(vocab_path)
         backbone.set_vocabulary(vocabulary, lowercase=vocabulary_is_uncased(vocabulary))
     return backbone, report
+
+
+_VALUE = "/.ATTRIBUTES/VARIABLE_VALUE"
+# Model Garden's tf2_encoder_checkpoint_converter names the encoder "encoder" (its flag's
+# default) or "model" (its convert_checkpoint's default).
+_ENCODER_KEYS = ("encoder", "model")
+
+
+def _tf2_checkpoint_path(src):
+    """The checkpoint the 'checkpoint' state file names, else the folder's only one (Model
+    Garden's converted release: bert_model.ckpt.* without a state file)."""
+    import glob
+
+    import tensorflow as tf
+
+    path = tf.train.latest_checkpoint(src)
+    if path is not None:
+        return path
+    prefixes = sorted(p[: -len(".index")] for p in glob.glob(os.path.join(src, "*.index")))
+    if len(prefixes) == 1:
+        return prefixes[0]
+    if not prefixes:
+        raise FileNotFoundError(f"No TF2 checkpoint in {src}: expected a 'checkpoint' file with ckpt-N.*, or one "
+                                "checkpoint's .index and .data-* files (bert_model.ckpt.*).")
+    raise ValueError(f"{len(prefixes)} TF checkpoints in {src} ({', '.join(os.path.basename(p) for p in prefixes)}) and "
+                     "no 'checkpoint' file to say which is latest: keep one of them in the folder.")
+
+
+def _restore_encoder(encoder, path, config_path, config):
+    """Restores `encoder` from `path`, refusing a checkpoint that holds more or other than it:
+    tf.train.Checkpoint.read fills what the encoder has and leaves the rest unread (a config with
+    fewer layers than the checkpoint gave a shallower model). Returns [(checkpoint name, reason)]
+    of what was not read, for the report."""
+    import tensorflow as tf
+
+    names = [name for name, _ in tf.train.list_variables(path)]
+    tops = sorted({name.split("/")[0] for name in names if name.endswith(_VALUE)})
+    root = next((key for key in _ENCODER_KEYS if key in tops), None)
+    if root is None:
+        raise ValueError(f"{path} holds no encoder: its top-level objects are {tops}, and Model Garden saves the "
+                         f"encoder as {' or '.join(repr(k) for k in _ENCODER_KEYS)} (tf.train.Checkpoint(encoder=...)). "
+                         "Save the BertEncoderV2 alone under one of those names.")
+    values = [n for n in names if n.startswith(root + "/") and n.endswith(_VALUE) and "/.OPTIMIZER_SLOT/" not in n]
+    if len(values) != len(encoder.weights):
+        raise ValueError(
+            f"{path} holds {len(values)} variables under {root!r} but the encoder built from {config_path} has "
+            f"{len(encoder.weights)} (num_layers={config.get('num_layers')}, hidden_size={config.get('hidden_size')}): "
+            "the config does not belong to this checkpoint. Use the encoder's own get_config().")
+    try:
+        tf.train.Checkpoint(**{root: encoder}).read(path).assert_existing_objects_matched()
+    except (ValueError, AssertionError) as e:  # a shape that differs; a variable not in the checkpoint
+        raise ValueError(f"{path} does not fit the encoder built from {config_path} ({' '.join(str(e).split())[:300]}): "
+                         "use the encoder's own get_config().") from None
+    return [(n, _unread_reason(n)) for n in names if n not in values and n != "_CHECKPOINTABLE_OBJECT_GRAPH"]
+
+
+def _unread_reason(name):
+    if name.startswith("save_counter/"):
+        return "the checkpoint's save counter"
+    if "/.OPTIMIZER_SLOT/" in name or name.startswith("optimizer/"):
+        return "optimizer state"
+    return "not the encoder"

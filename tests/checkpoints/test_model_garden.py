@@ -65,20 +65,61 @@ def test_model_garden_parity(preset, activation, encoder_class):
     assert seq_diff <= 1e-5 and pooled_diff <= 1e-5
 
 
+def _write_config(folder, encoder, **changes):
+    config = encoder.get_config()
+    config["inner_activation"] = "gelu"  # the exact form, as a name JSON can carry
+    (folder / "encoder_config.json").write_text(json.dumps({k: v for k, v in dict(config, **changes).items() if k in (
+        "vocab_size", "hidden_size", "num_layers", "num_attention_heads", "inner_dim", "inner_activation",
+        "max_sequence_length", "type_vocab_size")}))
+
+
 def test_model_garden_checkpoint(tmp_path):
     encoder, x, ref = _encoder("bert_tiny", vocabulary_size=64)
     tf.train.Checkpoint(encoder=encoder).save(str(tmp_path / "ckpt"))
-    config = encoder.get_config()
-    config["inner_activation"] = "gelu"  # the exact form, as a name JSON can carry
-    config["initializer"] = None
-    (tmp_path / "encoder_config.json").write_text(json.dumps({k: v for k, v in config.items() if k in (
-        "vocab_size", "hidden_size", "num_layers", "num_attention_heads", "inner_dim", "inner_activation",
-        "max_sequence_length", "type_vocab_size")}))
+    _write_config(tmp_path, encoder)
     backbone, report = convert_checkpoint(str(tmp_path), format="model-garden")
     assert report.ok
+    assert report.ignored == [("save_counter/.ATTRIBUTES/VARIABLE_VALUE", "the checkpoint's save counter")]
     out = backbone.predict(x, verbose=0)
     real = x["padding_mask"].astype(bool)
     assert np.abs(out["sequence_output"][real] - ref["sequence_output"].numpy()[real]).max() <= 1e-5
+
+
+def test_a_config_with_fewer_layers_than_the_checkpoint_is_refused(tmp_path):
+    """tf.train.Checkpoint.read fills what the rebuilt encoder has and leaves the rest unread:
+    num_layers=1 for a 2-layer checkpoint gave a 1-layer model, 'ok', without a word."""
+    encoder, _, _ = _encoder("bert_tiny", vocabulary_size=64)
+    tf.train.Checkpoint(encoder=encoder).save(str(tmp_path / "ckpt"))
+    _write_config(tmp_path, encoder, num_layers=1)
+    with pytest.raises(ValueError, match=r"ckpt-1 holds 39 variables under 'encoder' but the encoder built from "
+                                         r".*encoder_config.json has 23 \(num_layers=1, hidden_size=128\)"):
+        convert_checkpoint(str(tmp_path), format="model-garden")
+    _write_config(tmp_path, encoder, hidden_size=64, inner_dim=128, num_attention_heads=2)
+    with pytest.raises(ValueError, match=r"ckpt-1 does not fit the encoder built from .*encoder_config.json "
+                                         r"\(Received incompatible tensor"):
+        convert_checkpoint(str(tmp_path), format="model-garden")
+
+
+def test_model_garden_release_layout_and_model_key(tmp_path):
+    """Model Garden's converter (tf2_encoder_checkpoint_converter's convert_checkpoint) writes
+    tf.train.Checkpoint(model=encoder) to bert_model.ckpt with no 'checkpoint' state file; that was
+    'No TF2 checkpoint', and the model= key an AssertionError traceback."""
+    encoder, x, ref = _encoder("bert_tiny", vocabulary_size=64)
+    tf.train.Checkpoint(model=encoder).write(str(tmp_path / "bert_model.ckpt"))
+    _write_config(tmp_path, encoder)
+    backbone, report = convert_checkpoint(str(tmp_path), format="model-garden")
+    real = x["padding_mask"].astype(bool)
+    out = backbone.predict(x, verbose=0)
+    assert np.abs(out["sequence_output"][real] - ref["sequence_output"].numpy()[real]).max() <= 1e-5
+    assert report.source.endswith("bert_model.ckpt") and len(report.mapped) == 39
+    tf.train.Checkpoint(other=encoder).write(str(tmp_path / "bert_model.ckpt"))
+    with pytest.raises(ValueError, match=r"bert_model.ckpt holds no encoder: its top-level objects are \['other'\], "
+                                         r"and Model Garden saves the encoder as 'encoder' or 'model'"):
+        convert_checkpoint(str(tmp_path), format="model-garden")
+    tf.train.Checkpoint(encoder=encoder).write(str(tmp_path / "second.ckpt"))
+    with pytest.raises(ValueError, match=r"2 TF checkpoints in .* \(bert_model.ckpt, second.ckpt\) and no 'checkpoint' "
+                                         r"file to say which is latest: keep one"):
+        convert_checkpoint(str(tmp_path), format="model-garden")
 
 
 def test_model_garden_mismatch_is_reported():
