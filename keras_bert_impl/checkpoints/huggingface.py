@@ -152,12 +152,20 @@ def huggingface_tensors(model, prefix=""):
 
 
 def backbone_kwargs_from_huggingface_config(config, source="config.json"):
-    missing = sorted(set(REQUIRED_FIELDS) - set(config))
-    if missing:
-        raise ValueError(f"{source}: missing fields {missing}; is this a BERT config.json from transformers?")
+    # model_type first: another architecture's config (DistilBERT's dim, n_layers) lacks BERT's fields too.
     model_type = config.get("model_type", "bert")
     if model_type != "bert":
         raise ValueError(f"{source}: model_type={model_type!r}; only BERT ('bert') checkpoints are supported.")
+    missing = sorted(set(REQUIRED_FIELDS) - set(config))
+    if missing:
+        raise ValueError(f"{source}: missing fields {missing}; is this a BERT config.json from transformers?")
+    # A decoder attends causally, and cross-attends with add_cross_attention; BertBackbone does neither.
+    for key in ("is_decoder", "add_cross_attention"):
+        if config.get(key, False):
+            raise ValueError(
+                f"{source}: {key}={config[key]!r}: this BERT attends causally (a decoder, as BertLMHeadModel); "
+                "BertBackbone attends in both directions and would not compute its outputs. Convert an encoder "
+                "checkpoint (is_decoder and add_cross_attention false).")
     if config.get("position_embedding_type", "absolute") != "absolute":
         raise ValueError(
             f"{source}: position_embedding_type={config['position_embedding_type']!r}; only 'absolute' "

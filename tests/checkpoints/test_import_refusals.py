@@ -127,3 +127,29 @@ def test_a_model_garden_config_with_a_foreign_key_is_named(tmp_path):
                                          r"must hold the encoder's get_config\(\)"):
         convert_checkpoint(str(tmp_path), format="model-garden")
 
+
+
+def test_a_decoder_config_is_refused(tmp_path):
+    """transformers' BertModel with is_decoder=True attends causally (BertLMHeadModel); BertBackbone
+    attends both ways. Imported as it was, its sequence output was up to 1.4e-2 from transformers'
+    on a 2-layer model of hidden size 16, with no word."""
+    folder = _exported(_backbone(), tmp_path / "backbone")
+    _edit_json(folder / "config.json", is_decoder=True)
+    with pytest.raises(ValueError, match=rf"{folder / 'config.json'}: is_decoder=True: this BERT attends causally "
+                                         r"\(a decoder, as BertLMHeadModel\); BertBackbone attends in both directions"):
+        convert_checkpoint(str(folder), format="huggingface")
+    _edit_json(folder / "config.json", is_decoder=False, add_cross_attention=True)
+    with pytest.raises(ValueError, match=r"add_cross_attention=True"):
+        convert_checkpoint(str(folder), format="huggingface")
+
+
+def test_other_architectures_are_named_by_their_model_type(tmp_path):
+    """A DistilBERT config.json was refused for 'missing fields [hidden_size, ...]; is this a BERT
+    config?', which hides what it is."""
+    folder = tmp_path / "distilbert"
+    folder.mkdir()
+    (folder / "config.json").write_text(json.dumps({  # transformers' DistilBertConfig, as save_pretrained writes it
+        "model_type": "distilbert", "vocab_size": 30522, "dim": 768, "n_layers": 6, "n_heads": 12,
+        "hidden_dim": 3072, "max_position_embeddings": 512, "activation": "gelu"}), encoding="utf-8")
+    with pytest.raises(ValueError, match=r"config.json: model_type='distilbert'; only BERT \('bert'\) checkpoints"):
+        convert_checkpoint(str(folder), format="huggingface")
