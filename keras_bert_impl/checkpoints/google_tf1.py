@@ -61,19 +61,35 @@ def backbone_kwargs_from_google_config(config, source="bert_config.json"):
     )
 
 
-def _checkpoint_prefix(src):
+def checkpoint_prefix(src, expected="bert_model.ckpt.index and bert_model.ckpt.data-* as in Google's release zip"):
+    """The checkpoint the 'checkpoint' state file names (a pretraining run's folder holds
+    model.ckpt-N for several N), else the folder's only one (the release's bert_model.ckpt);
+    several without a state file are a ValueError naming them. `expected`: what to say is
+    missing when there is none."""
     if os.path.isfile(src + ".index"):
         return src
-    candidates = sorted(glob.glob(os.path.join(src, "*.ckpt.index")) + glob.glob(os.path.join(src, "*.ckpt-*.index")))
+    latest = tf.train.latest_checkpoint(src)
+    if latest:
+        return latest
+    candidates = sorted(p[: -len(".index")] for p in glob.glob(os.path.join(src, "*.index")))
+    if len(candidates) == 1:
+        return candidates[0]
     if not candidates:
-        latest = tf.train.latest_checkpoint(src)
-        if latest:
-            return latest
-        raise FileNotFoundError(
-            f"No TF checkpoint in {src}: expected bert_model.ckpt.index and bert_model.ckpt.data-* "
-            "as in Google's release zip."
+        raise FileNotFoundError(f"No TF checkpoint in {src}: expected {expected}.")
+    raise ValueError(f"{len(candidates)} TF checkpoints in {src} ({', '.join(os.path.basename(p) for p in candidates)}) "
+                     "and no 'checkpoint' file to say which is latest: keep one of them in the folder.")
+
+
+def _refuse_object_based(prefix, names):
+    """A TF2 checkpoint (tf.train.Checkpoint: Model Garden's) names its values by object path,
+    not by Google's TF1 variable names; said once rather than as every BERT name missing."""
+    if "_CHECKPOINTABLE_OBJECT_GRAPH" in names and not any(n.startswith("bert/") for n in names):
+        example = next(n for n in sorted(names) if n != "_CHECKPOINTABLE_OBJECT_GRAPH")
+        raise ValueError(
+            f"{prefix} is an object-based TF2 checkpoint (names such as {example!r}), not Google's TF1 release "
+            "(bert/embeddings/word_embeddings, ...). If it holds a Model Garden encoder, convert it with "
+            "--format model-garden and the encoder's encoder_config.json."
         )
-    return candidates[0][: -len(".index")]
 
 
 def load_google_checkpoint(src, with_heads=None):
@@ -91,11 +107,12 @@ def load_google_checkpoint(src, with_heads=None):
         raise FileNotFoundError(f"No bert_config.json in {src}: point SRC at the unzipped Google release folder.")
     config = read_json_file(config_path)
     kwargs = backbone_kwargs_from_google_config(config, config_path)
-    prefix = _checkpoint_prefix(src)
+    prefix = checkpoint_prefix(src)
     arrays, ignored = {}, []
     try:
         reader = tf.train.load_checkpoint(prefix)
-        for name in reader.get_variable_to_shape_map():
+        names = reader.get_variable_to_shape_map()
+        for name in names:
             if name == "global_step" or name.endswith("/adam_m") or name.endswith("/adam_v"):
                 ignored.append((name, "optimizer state"))
             else:
@@ -103,6 +120,7 @@ def load_google_checkpoint(src, with_heads=None):
     except (tf.errors.OpError, IndexError, ValueError) as e:  # IndexError: a data file cut short
         raise ValueError(f"{prefix}: the TF checkpoint is truncated or damaged ({type(e).__name__}: "
                          f"{' '.join(str(e).split())[:200]}); download or unzip it again.") from None
+    _refuse_object_based(prefix, names)
 
     vocabulary = read_vocabulary(os.path.join(src, "vocab.txt"))
     return build_and_load(

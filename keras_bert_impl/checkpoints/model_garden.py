@@ -122,6 +122,7 @@ def load_model_garden_checkpoint(src):
     import tensorflow as tf
     from official.nlp.modeling import networks
 
+    from keras_bert_impl.checkpoints.google_tf1 import checkpoint_prefix
     from keras_bert_impl.tokenization.vocabulary import read_vocabulary, vocabulary_is_uncased
 
     config_path = os.path.join(src, "encoder_config.json")
@@ -137,7 +138,8 @@ def load_model_garden_checkpoint(src):
                          "get_config(), with BertEncoderV2's own argument names (hidden_size, num_layers, ...).") from None
     dummy = np.zeros((1, 2), "int32")
     encoder(dict(input_word_ids=dummy, input_mask=dummy + 1, input_type_ids=dummy))
-    path = _tf2_checkpoint_path(src)
+    # The 'checkpoint' file's, else the only one (Model Garden's converted release: bert_model.ckpt.*).
+    path = checkpoint_prefix(src, expected="a 'checkpoint' file with ckpt-N.*, or one checkpoint's .index and .data-*")
     ignored = _restore_encoder(encoder, path, config_path, config)
     backbone, report = load_model_garden_encoder(encoder, source=path)
     report.ignored = ignored
@@ -152,26 +154,6 @@ _VALUE = "/.ATTRIBUTES/VARIABLE_VALUE"
 # Model Garden's tf2_encoder_checkpoint_converter names the encoder "encoder" (its flag's
 # default) or "model" (its convert_checkpoint's default).
 _ENCODER_KEYS = ("encoder", "model")
-
-
-def _tf2_checkpoint_path(src):
-    """The checkpoint the 'checkpoint' state file names, else the folder's only one (Model
-    Garden's converted release: bert_model.ckpt.* without a state file)."""
-    import glob
-
-    import tensorflow as tf
-
-    path = tf.train.latest_checkpoint(src)
-    if path is not None:
-        return path
-    prefixes = sorted(p[: -len(".index")] for p in glob.glob(os.path.join(src, "*.index")))
-    if len(prefixes) == 1:
-        return prefixes[0]
-    if not prefixes:
-        raise FileNotFoundError(f"No TF2 checkpoint in {src}: expected a 'checkpoint' file with ckpt-N.*, or one "
-                                "checkpoint's .index and .data-* files (bert_model.ckpt.*).")
-    raise ValueError(f"{len(prefixes)} TF checkpoints in {src} ({', '.join(os.path.basename(p) for p in prefixes)}) and "
-                     "no 'checkpoint' file to say which is latest: keep one of them in the folder.")
 
 
 def _restore_encoder(encoder, path, config_path, config):

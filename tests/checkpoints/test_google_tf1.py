@@ -101,3 +101,53 @@ def test_a_damaged_checkpoint_is_named(google_release, tmp_path):
                                          r".*\); download or unzip it again"):
         convert_checkpoint(str(tmp_path), format="google")
 
+
+
+def _save_tf1(prefix, arrays):
+    """A name-based (TF1 Saver layout) checkpoint of {name: array}."""
+    import tensorflow as tf
+
+    names = sorted(arrays)
+    tf.raw_ops.SaveV2(prefix=prefix, tensor_names=names, shape_and_slices=[""] * len(names),
+                      tensors=[tf.constant(arrays[n]) for n in names])
+
+
+def test_several_checkpoints_in_the_folder(google_release, tmp_path):
+    """A pretraining run's folder holds model.ckpt-N for several N: the first name in sorted order
+    was loaded whatever the 'checkpoint' file said (model.ckpt-1 over model.ckpt-2), silently."""
+    import tensorflow as tf
+
+    src, _ = google_release
+    for name in os.listdir(src):
+        target = name.replace("bert_model.ckpt", "model.ckpt-1")
+        os.symlink(os.path.join(src, name), tmp_path / target)
+    reader = tf.train.load_checkpoint(os.path.join(src, "bert_model.ckpt"))
+    newer = {n: reader.get_tensor(n) + np.float32(0.25) for n in reader.get_variable_to_shape_map()}
+    _save_tf1(str(tmp_path / "model.ckpt-2"), newer)
+    with pytest.raises(ValueError, match=r"2 TF checkpoints in .* \(model.ckpt-1, model.ckpt-2\) and no 'checkpoint' "
+                                         r"file to say which is latest: keep one"):
+        convert_checkpoint(str(tmp_path), format="google")
+    (tmp_path / "checkpoint").write_text('model_checkpoint_path: "model.ckpt-2"\n')
+    model, report = convert_checkpoint(str(tmp_path), format="google")
+    assert report.source == str(tmp_path / "model.ckpt-2")
+    np.testing.assert_array_equal(model.backbone.embeddings.token_embedding.embeddings.numpy(),
+                                  newer["bert/embeddings/word_embeddings"])
+
+
+def test_a_tf2_checkpoint_is_named_as_one(google_release, tmp_path):
+    """An object-based TF2 checkpoint (Model Garden's) under --format google listed its 39 BERT
+    names as missing, one by one."""
+    import tensorflow as tf
+    from official.nlp.modeling import networks
+
+    src, _ = google_release
+    for name in ("bert_config.json", "vocab.txt"):
+        os.symlink(os.path.join(src, name), tmp_path / name)
+    encoder = networks.BertEncoderV2(vocab_size=100, hidden_size=32, num_layers=2, num_attention_heads=4,
+                                     inner_dim=64, max_sequence_length=64)
+    ids = np.ones((1, 4), "int32")
+    encoder(dict(input_word_ids=ids, input_mask=ids, input_type_ids=ids * 0))
+    tf.train.Checkpoint(encoder=encoder).write(str(tmp_path / "bert_model.ckpt"))
+    with pytest.raises(ValueError, match=r"bert_model.ckpt is an object-based TF2 checkpoint \(names such as "
+                                         r"'encoder/.*'\), not Google's TF1 release.*--format model-garden"):
+        convert_checkpoint(str(tmp_path), format="google")
