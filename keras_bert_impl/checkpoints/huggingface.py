@@ -202,17 +202,29 @@ def _load_safetensors(path):
         ) from None
 
 
+def _read_shards(src, index):
+    """The tensors of transformers' sharded layout: the index's weight_map names each one's shard."""
+    weight_map = read_json_file(index).get("weight_map")
+    if not isinstance(weight_map, dict) or not weight_map:
+        raise ValueError(f"{index} has no weight_map (tensor name -> shard file): it is not transformers' "
+                         "sharded-checkpoint index. Copy it again from the checkpoint's source.")
+    tensors = {}
+    for shard in sorted(set(weight_map.values())):
+        path = os.path.join(src, shard)
+        if not os.path.isfile(path):
+            raise FileNotFoundError(f"{index} names the shard {shard}, which is not in {src}: copy every shard "
+                                    "the index lists.")
+        tensors.update(_load_safetensors(path))
+    return tensors
+
+
 def _read_tensors(src, allow_pickle):
     single = os.path.join(src, "model.safetensors")
     index = os.path.join(src, "model.safetensors.index.json")
     if os.path.exists(single):
         return _load_safetensors(single), single
     if os.path.exists(index):
-        shards = sorted(set(read_json_file(index)["weight_map"].values()))
-        tensors = {}
-        for shard in shards:
-            tensors.update(_load_safetensors(os.path.join(src, shard)))
-        return tensors, index
+        return _read_shards(src, index), index
     pickled = os.path.join(src, "pytorch_model.bin")
     if os.path.exists(pickled):
         if not allow_pickle:

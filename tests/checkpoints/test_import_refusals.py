@@ -153,3 +153,30 @@ def test_other_architectures_are_named_by_their_model_type(tmp_path):
         "hidden_dim": 3072, "max_position_embeddings": 512, "activation": "gelu"}), encoding="utf-8")
     with pytest.raises(ValueError, match=r"config.json: model_type='distilbert'; only BERT \('bert'\) checkpoints"):
         convert_checkpoint(str(folder), format="huggingface")
+
+
+def test_a_sharded_checkpoint_loads_and_a_damaged_index_is_named(tmp_path):
+    """transformers' sharded layout: model.safetensors.index.json maps each tensor to its shard.
+    An index without its weight_map was a KeyError traceback."""
+    backbone = _backbone()
+    folder = _exported(backbone, tmp_path / "sharded")
+    tensors = load_file(folder / "model.safetensors")
+    (folder / "model.safetensors").unlink()
+    names = sorted(tensors)
+    shards = {"model-00001-of-00002.safetensors": names[::2], "model-00002-of-00002.safetensors": names[1::2]}
+    for shard, keys in shards.items():
+        save_file({k: tensors[k] for k in keys}, folder / shard)
+    index = folder / "model.safetensors.index.json"
+    index.write_text(json.dumps({"metadata": {}, "weight_map": {k: s for s, keys in shards.items() for k in keys}}))
+    model, report = convert_checkpoint(str(folder), format="huggingface")
+    assert report.source == str(index) and report.ok
+    np.testing.assert_array_equal(model(_inputs())["sequence_output"], backbone(_inputs())["sequence_output"])
+    index.write_text(json.dumps({"metadata": {}}))
+    with pytest.raises(ValueError, match=rf"{index} has no weight_map \(tensor name -> shard file\): it is not "
+                                         r"transformers' sharded-checkpoint index"):
+        convert_checkpoint(str(folder), format="huggingface")
+    index.write_text(json.dumps({"metadata": {}, "weight_map": {k: s for s, keys in shards.items() for k in keys}}))
+    (folder / "model-00002-of-00002.safetensors").unlink()
+    with pytest.raises(FileNotFoundError, match=rf"{index} names the shard model-00002-of-00002.safetensors, which is "
+                                                r"not in .*sharded: copy every shard"):
+        convert_checkpoint(str(folder), format="huggingface")
