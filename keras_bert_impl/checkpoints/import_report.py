@@ -4,14 +4,19 @@ import json
 
 
 def read_json_file(path):
-    """The JSON in `path`; a file that is not JSON is a ValueError naming it (json's own message
-    names only a line and column)."""
+    """The JSON object (dict) in `path`; a file that is not JSON, or JSON that is not an object
+    of fields, is a ValueError naming it (json's own message names only a line and column)."""
     with open(path, encoding="utf-8") as f:
         try:
-            return json.load(f)
+            data = json.load(f)
         except (json.JSONDecodeError, UnicodeDecodeError) as e:
             raise ValueError(f"{path} is not valid JSON ({e}): fix the file, or copy it again from the checkpoint's "
                              "source.") from None
+    if not isinstance(data, dict):
+        kind = {list: "list", str: "string", type(None): "null", bool: "boolean"}.get(type(data), "number")
+        raise ValueError(f"{path} holds a JSON {kind}, not an object of fields: is it the checkpoint's own config "
+                         "file? Copy it again from the checkpoint's source.")
+    return data
 
 
 class CheckpointMismatchError(ValueError):

@@ -180,3 +180,18 @@ def test_a_sharded_checkpoint_loads_and_a_damaged_index_is_named(tmp_path):
     with pytest.raises(FileNotFoundError, match=rf"{index} names the shard model-00002-of-00002.safetensors, which is "
                                                 r"not in .*sharded: copy every shard"):
         convert_checkpoint(str(folder), format="huggingface")
+
+
+@pytest.mark.parametrize("text,kind", [("[1, 2]", "list"), ("null", "null")])
+def test_a_config_that_is_not_an_object_is_named(tmp_path, text, kind):
+    """Valid JSON that is not an object of fields was an AttributeError or TypeError traceback."""
+    folder = _exported(_backbone(), tmp_path / "backbone")
+    (folder / "config.json").write_text(text, encoding="utf-8")
+    with pytest.raises(ValueError, match=rf"{folder / 'config.json'} holds a JSON {kind}, not an object of fields: "
+                                         r"is it the checkpoint's own config file\?"):
+        convert_checkpoint(str(folder), format="huggingface")
+    google = tmp_path / "google"
+    google.mkdir()
+    (google / "bert_config.json").write_text(text, encoding="utf-8")
+    with pytest.raises(ValueError, match=rf"bert_config.json holds a JSON {kind}, not an object"):
+        convert_checkpoint(str(google), format="google")
