@@ -49,7 +49,8 @@ class ImportReport:
         ignored: checkpoint tensors skipped on purpose (optimizer slots, buffers), with the reason.
         shape_mismatch: list of (name, checkpoint shape, model shape).
         initialised: model tensors the checkpoint does not have and may lack, left at their
-            initialisation: the pooler of a checkpoint saved from a token-level head.
+            initialisation: the pooler of a checkpoint saved from a token-level head, the NSP
+            head of one saved from BertForMaskedLM, the MLM head of BertForNextSentencePrediction's.
     """
 
     def __init__(self, source):
@@ -91,15 +92,20 @@ class ImportReport:
             + (f" ({', '.join(f'{n}: {r}' for n, r in self.ignored[:5])}{' ...' if len(self.ignored) > 5 else ''})" if self.ignored else ""),
         ]
         if self.initialised:
+            outputs = sorted({_OUTPUT_OF[name.split("/")[1]] for name in self.initialised})
             lines.append(f"  initialised:    {len(self.initialised)} ({', '.join(self.initialised)}: not in the "
-                         "checkpoint, saved from a token-level head; left at their initialisation, as transformers "
-                         "does: fine-tune before using pooled_output)")
+                         "checkpoint, saved from a model without them; left at their initialisation, as transformers "
+                         f"does: fine-tune before using {' or '.join(outputs)})")
         if verbose:
             lines += [f"    {c} -> {m} {tuple(s)}" for c, m, s in self.mapped]
         return "\n".join(lines)
 
     def __repr__(self):
         return self.summary()
+
+
+# The model output that an initialised part's tensors (by their second name component) feed.
+_OUTPUT_OF = {"pooler": "pooled_output", "predictions": "mlm_logits", "seq_relationship": "nsp_logits"}
 
 
 def _size(shape):

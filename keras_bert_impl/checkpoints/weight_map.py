@@ -54,6 +54,14 @@ HEAD_NAMES = (
     "cls/seq_relationship/output_bias",
 )
 
+MLM_HEAD_NAMES, NSP_HEAD_NAMES = HEAD_NAMES[:5], HEAD_NAMES[5:]
+# Parts a checkpoint may lack whole, left at their initialisation as transformers leaves them:
+# its token-level heads (BertForTokenClassification, ForMaskedLM, ForQuestionAnswering) save no
+# pooler, nor does our own Hugging Face export of them; BertForMaskedLM saves the MLM head
+# without the NSP head, BertForNextSentencePrediction the NSP head without the MLM head. Half
+# a part is a checkpoint that does not fit.
+OPTIONAL_PARTS = (POOLER_NAMES, MLM_HEAD_NAMES, NSP_HEAD_NAMES)
+
 
 def pretrainer_variables(pretrainer):
     """Backbone names plus Google's `cls/...` pretraining heads."""
@@ -94,11 +102,10 @@ def assign_weights(targets, arrays, source, ignored=()):
             continue
         ready.append((name, variable, value))
     report.unexpected = sorted(set(arrays) - set(targets))
-    if set(POOLER_NAMES) <= set(report.missing):
-        # transformers' token-level heads (BertForTokenClassification, ForMaskedLM,
-        # ForQuestionAnswering) save no pooler, nor does our own Hugging Face export of them.
-        report.missing = [name for name in report.missing if name not in POOLER_NAMES]
-        report.initialised = list(POOLER_NAMES)
+    for part in OPTIONAL_PARTS:
+        if set(part) <= set(report.missing):
+            report.missing = [name for name in report.missing if name not in part]
+            report.initialised += list(part)
     if not report.ok:
         raise CheckpointMismatchError(report)
     for name, variable, value in ready:
