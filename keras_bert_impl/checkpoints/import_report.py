@@ -27,6 +27,9 @@ class CheckpointMismatchError(ValueError):
         lines = [f"Checkpoint {report.source!r} does not fit the model; nothing was loaded."]
         if report.missing:
             lines.append(f"Missing from the checkpoint ({len(report.missing)}): " + ", ".join(report.missing))
+        if report.unplaced:
+            lines.append(f"Encoder tensors the model has no place for ({len(report.unplaced)}): "
+                         + ", ".join(report.unplaced) + ": the config describes a smaller encoder than the checkpoint's")
         if report.shape_mismatch:
             lines.append(
                 f"Shape mismatch ({len(report.shape_mismatch)}): "
@@ -45,7 +48,8 @@ class ImportReport:
         source: path or description of the checkpoint.
         mapped: list of (checkpoint name, model variable path, shape).
         missing: model tensors (in Google's naming) the checkpoint lacks.
-        unexpected: checkpoint tensors the model has no place for.
+        unexpected: checkpoint tensors the model has no place for (heads it does not have);
+            one of the encoder's own (`unplaced`) fails the import.
         ignored: checkpoint tensors skipped on purpose (optimizer slots, buffers), with the reason.
         shape_mismatch: list of (name, checkpoint shape, model shape).
         initialised: model tensors the checkpoint does not have and may lack, left at their
@@ -63,8 +67,14 @@ class ImportReport:
         self.initialised = []
 
     @property
+    def unplaced(self):
+        """Unexpected tensors of the encoder itself (Google's bert/ names): a checkpoint deeper or
+        wider than its config, which must not load as a smaller model."""
+        return [name for name in self.unexpected if name.startswith("bert/")]
+
+    @property
     def ok(self):
-        return not self.missing and not self.shape_mismatch
+        return not self.missing and not self.shape_mismatch and not self.unplaced
 
     def to_dict(self):
         return {

@@ -151,3 +151,17 @@ def test_a_tf2_checkpoint_is_named_as_one(google_release, tmp_path):
     with pytest.raises(ValueError, match=r"bert_model.ckpt is an object-based TF2 checkpoint \(names such as "
                                          r"'encoder/.*'\), not Google's TF1 release.*--format model-garden"):
         convert_checkpoint(str(tmp_path), format="google")
+
+
+def test_a_config_with_fewer_layers_than_the_checkpoint_is_refused(google_release, tmp_path):
+    """num_hidden_layers=1 for a 2-layer checkpoint loaded layer 0 alone, listed layer 1's tensors
+    as 'unexpected' and wrote a shallower model, exit status 0."""
+    src, _ = google_release
+    for name in os.listdir(src):
+        if name != "bert_config.json":
+            os.symlink(os.path.join(src, name), tmp_path / name)
+    (tmp_path / "bert_config.json").write_text(json.dumps(dict(CONFIG, num_hidden_layers=1)))
+    with pytest.raises(CheckpointMismatchError, match=r"Encoder tensors the model has no place for \(16\): "
+                                                      r"bert/encoder/layer_1/.*: the config describes a smaller encoder "
+                                                      r"than the checkpoint's"):
+        convert_checkpoint(str(tmp_path), format="google")

@@ -195,3 +195,11 @@ def test_a_config_that_is_not_an_object_is_named(tmp_path, text, kind):
     (google / "bert_config.json").write_text(text, encoding="utf-8")
     with pytest.raises(ValueError, match=rf"bert_config.json holds a JSON {kind}, not an object"):
         convert_checkpoint(str(google), format="google")
+
+
+def test_a_config_with_fewer_layers_than_the_weights_is_refused(tmp_path):
+    """num_hidden_layers=1 for 2-layer weights gave a 1-layer model, the rest 'unexpected', exit 0."""
+    folder = _exported(_backbone(), tmp_path / "backbone")
+    _edit_json(folder / "config.json", num_hidden_layers=1)
+    with pytest.raises(CheckpointMismatchError, match=r"no place for \(16\): bert/encoder/layer_1/"):
+        convert_checkpoint(str(folder), format="huggingface")
