@@ -94,3 +94,35 @@ def test_every_argument_parser_refuses_abbreviations():
                         if not (isinstance(value, ast.Constant) and value.value is False):
                             bad.append(f"{os.path.relpath(path, repo)}:{node.lineno}")
     assert found >= 5 and bad == [], bad
+
+
+def test_convert_flags_that_do_not_go_together(data_dir, tmp_path, capsys):
+    """--report-json at --output's path was written, then replaced by the model without a word; an
+    existing --report-json file was replaced without --overwrite; --allow-pickle with another format
+    did nothing."""
+    minilm = os.path.join(data_dir, "minilm")
+    out = tmp_path / "m.keras"
+    assert main(["convert", minilm, "--format", "huggingface", "--output", str(out), "--report-json", str(out)]) == 2
+    assert f"--report-json {out} is the --output path: give the report its own file" in capsys.readouterr().err
+    report = tmp_path / "report.json"
+    report.write_text('{"mine": 1}')
+    assert main(["convert", minilm, "--format", "huggingface", "--output", str(out), "--report-json", str(report)]) == 2
+    assert f"--report-json {report} already exists: add --overwrite to replace it" in capsys.readouterr().err
+    assert report.read_text() == '{"mine": 1}' and not out.exists()
+    assert main(["convert", minilm, "--format", "google", "--output", str(out), "--allow-pickle"]) == 2
+    assert "--allow-pickle reads Hugging Face's pytorch_model.bin: it does nothing with --format google" in capsys.readouterr().err
+
+
+def test_convert_pickle_without_torch_is_one_line(data_dir, tmp_path, capsys, monkeypatch):
+    """--allow-pickle where torch is not installed was an ImportError traceback."""
+    import sys
+
+    src = tmp_path / "src"
+    src.mkdir()
+    for name in ("config.json", "vocab.txt"):
+        shutil.copy(os.path.join(data_dir, "minilm", name), src / name)
+    (src / "pytorch_model.bin").write_bytes(b"never unpickled")
+    monkeypatch.setitem(sys.modules, "torch", None)  # as where torch is not installed
+    assert main(["convert", str(src), "--format", "huggingface", "--output", str(tmp_path / "m.keras"),
+                 "--allow-pickle"]) == 2
+    assert "kbert convert: Reading pytorch_model.bin needs torch: pip install torch" in capsys.readouterr().err

@@ -22,26 +22,37 @@ def add_parser(subparsers):
     )
     parser.add_argument("--format", required=True, choices=["google", "huggingface", "model-garden"], help="Checkpoint format of SRC.")
     parser.add_argument("--output", required=True, help="Path of the .keras file to write; an existing file is refused (see --overwrite).")
-    parser.add_argument("--overwrite", action="store_true", help="Replace an existing --output file.")
+    parser.add_argument("--overwrite", action="store_true", help="Replace an existing --output (and --report-json) file.")
     parser.add_argument("--backbone-only", action="store_true", help="Ignore MLM/NSP heads even when the checkpoint has them.")
     parser.add_argument(
         "--allow-pickle", action="store_true",
         help="huggingface: read pytorch_model.bin when there is no safetensors file. Unpickling can run code "
         "from the file: only for sources you trust. Needs torch.",
     )
-    parser.add_argument("--report-json", help="Also write the per-tensor report as JSON to this path.")
+    parser.add_argument("--report-json", help="Also write the per-tensor report as JSON to this path (not --output's; "
+                        "an existing file is refused, see --overwrite).")
     parser.add_argument("--verbose", action="store_true", help="List every mapped tensor.")
     parser.set_defaults(func=run)
     return parser
 
 
-def run(args):
+def _check_flags(args):
     if not args.output.endswith(".keras"):
         raise UsageError(f"--output must end in .keras. Received: {args.output!r}")
     if not os.path.isdir(args.src):
         raise UsageError(f"SRC must be a checkpoint folder. Received: {args.src!r} (not a directory)")
-    if os.path.exists(args.output) and not args.overwrite:
-        raise UsageError(f"--output {args.output} already exists: add --overwrite to replace it, or give another path.")
+    if args.allow_pickle and args.format != "huggingface":
+        raise UsageError(f"--allow-pickle reads Hugging Face's pytorch_model.bin: it does nothing with --format "
+                         f"{args.format}. Drop it.")
+    if args.report_json and os.path.abspath(args.report_json) == os.path.abspath(args.output):
+        raise UsageError(f"--report-json {args.report_json} is the --output path: give the report its own file.")
+    for flag, path in (("--output", args.output), ("--report-json", args.report_json)):
+        if path and os.path.exists(path) and not args.overwrite:
+            raise UsageError(f"{flag} {path} already exists: add --overwrite to replace it, or give another path.")
+
+
+def run(args):
+    _check_flags(args)
 
     from keras_bert_impl.atomic_write import write_text_atomically
     from keras_bert_impl.checkpoints import CheckpointMismatchError, convert_checkpoint
@@ -51,7 +62,7 @@ def run(args):
         model, report = convert_checkpoint(
             args.src, args.format, with_heads=False if args.backbone_only else None, allow_pickle=args.allow_pickle
         )
-    except (CheckpointMismatchError, ValueError, FileNotFoundError) as e:
+    except (CheckpointMismatchError, ValueError, FileNotFoundError, ImportError) as e:  # ImportError: no torch
         print(f"kbert convert: {e}", file=sys.stderr)
         return 2
     print(report.summary(verbose=args.verbose))
