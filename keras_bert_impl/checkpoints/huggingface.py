@@ -96,8 +96,9 @@ def _translate(name, rules):
 
 
 def translate_huggingface_names(tensors):
-    """{hf_name: array} -> ({google_name: array}, ignored [(name, reason)], untranslated names)."""
-    arrays, ignored, unknown = {}, [], []
+    """{hf_name: array} -> ({google_name: array}, ignored [(name, reason)], untranslated names,
+    {google_name: the hf_name it came from})."""
+    arrays, ignored, unknown, origin = {}, [], [], {}
     for name, value in tensors.items():
         short = name[len("bert."):] if name.startswith("bert.") else name
         if short in _IGNORED:
@@ -111,7 +112,8 @@ def translate_huggingface_names(tensors):
             continue
         google, transpose = translated
         arrays[google] = np.asarray(value).T if transpose else np.asarray(value)
-    return arrays, ignored, unknown
+        origin[google] = name
+    return arrays, ignored, unknown, origin
 
 
 def huggingface_names_of(arrays, prefix=""):
@@ -258,7 +260,7 @@ def load_huggingface_checkpoint(src, with_heads=None, allow_pickle=False):
     config = read_json_file(config_path)
     kwargs = backbone_kwargs_from_huggingface_config(config, config_path)
     tensors, weights_path = _read_tensors(src, allow_pickle)
-    arrays, ignored, unknown = translate_huggingface_names(tensors)
+    arrays, ignored, unknown, origin = translate_huggingface_names(tensors)
     if _untied_decoder(tensors, config, weights_path, with_heads):  # left out with the heads (--backbone-only)
         ignored = [(name, "the MLM decoder (untied here), left out with the heads" if "decoder.weight" in name else reason)
                    for name, reason in ignored]
@@ -269,6 +271,7 @@ def load_huggingface_checkpoint(src, with_heads=None, allow_pickle=False):
     if os.path.exists(tokenizer_config):
         lowercase = _tokenizer_lowercase(read_json_file(tokenizer_config), tokenizer_config, lowercase)
     model, report = build_and_load(kwargs, arrays, weights_path, vocabulary, lowercase, ignored, with_heads=with_heads)
+    report.name_sources(origin)
     report.unexpected = sorted(report.unexpected + unknown)
     return model, report
 

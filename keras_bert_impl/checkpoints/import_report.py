@@ -46,7 +46,8 @@ class ImportReport:
 
     Attributes:
         source: path or description of the checkpoint.
-        mapped: list of (checkpoint name, model variable path, shape).
+        mapped: list of (checkpoint name, model variable path, shape): the name as the source
+            file has it.
         missing: model tensors (in Google's naming) the checkpoint lacks.
         unexpected: checkpoint tensors the model has no place for (heads it does not have);
             one of the encoder's own (`unplaced`) fails the import.
@@ -75,6 +76,13 @@ class ImportReport:
     @property
     def ok(self):
         return not self.missing and not self.shape_mismatch and not self.unplaced
+
+    def name_sources(self, origin):
+        """Names `mapped` and `unexpected` tensors as the source file does, through `origin`
+        ({google_name: source name}): an importer that translates names to Google's matches
+        them under those, but the report speaks of the file it names."""
+        self.mapped = [(origin.get(c, c), m, s) for c, m, s in self.mapped]
+        self.unexpected = sorted(origin.get(name, name) for name in self.unexpected)
 
     def to_dict(self):
         return {

@@ -58,6 +58,18 @@ def test_minilm_matches_transformers(minilm):
     assert cosine.min() >= 0.99999
 
 
+def test_the_report_names_the_checkpoints_own_tensors(minilm, data_dir_module):
+    """The report's "checkpoint" names were Google's (bert/embeddings/word_embeddings), which the
+    safetensors file it names as its source does not hold."""
+    from safetensors import safe_open
+
+    _, report = minilm
+    with safe_open(os.path.join(data_dir_module, "minilm", "model.safetensors"), "np") as f:
+        names = set(f.keys())
+    assert len(report.mapped) == 103 and {c for c, _, _ in report.mapped} <= names
+    assert ("embeddings.word_embeddings.weight", "embeddings/token_embedding/embeddings", (30522, 384)) in report.mapped
+
+
 def test_minilm_keeps_vocab_and_casing(minilm):
     model, _ = minilm
     assert model.lowercase is True

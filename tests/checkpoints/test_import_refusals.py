@@ -60,6 +60,8 @@ def test_an_untied_mlm_decoder_is_refused_with_the_heads_and_named_without(tmp_p
     backbone, report = convert_checkpoint(str(folder), format="huggingface", with_heads=False)
     assert isinstance(backbone, kb.BertBackbone)
     assert ("cls.predictions.decoder.weight", "the MLM decoder (untied here), left out with the heads") in report.ignored
+    # The heads left out, under the file's own names.
+    assert report.unexpected == sorted(n for n in tensors if n.startswith("cls.") and "decoder" not in n)
 
 
 def test_tokenizer_settings_the_preprocessor_cannot_honour_are_refused(tmp_path):
