@@ -5,9 +5,9 @@ import os
 
 import tensorflow as tf
 
-from keras_bert_impl.tokenization.vocabulary import read_vocabulary, vocabulary_is_uncased
+from keras_bert_impl.tokenization.vocabulary import vocabulary_is_uncased
 from keras_bert_impl.checkpoints.import_report import read_json_file
-from keras_bert_impl.checkpoints.weight_map import build_and_load
+from keras_bert_impl.checkpoints.weight_map import build_and_load, read_checkpoint_vocabulary
 
 REQUIRED_FIELDS = (
     "vocab_size",
@@ -122,7 +122,7 @@ def load_google_checkpoint(src, with_heads=None):
                          f"{' '.join(str(e).split())[:200]}); download or unzip it again.") from None
     _refuse_object_based(prefix, names)
 
-    vocabulary = read_vocabulary(os.path.join(src, "vocab.txt"))
+    vocabulary = read_checkpoint_vocabulary(os.path.join(src, "vocab.txt"), kwargs["vocabulary_size"], config_path)
     return build_and_load(
         kwargs, arrays, prefix, vocabulary, vocabulary_is_uncased(vocabulary), ignored, with_heads=with_heads
     )

@@ -5,9 +5,14 @@ import re
 
 import numpy as np
 
-from keras_bert_impl.tokenization.vocabulary import read_vocabulary, vocabulary_is_uncased
+from keras_bert_impl.tokenization.vocabulary import vocabulary_is_uncased
 from keras_bert_impl.checkpoints.import_report import read_json_file
-from keras_bert_impl.checkpoints.weight_map import backbone_variables, build_and_load, pretrainer_variables
+from keras_bert_impl.checkpoints.weight_map import (
+    backbone_variables,
+    build_and_load,
+    pretrainer_variables,
+    read_checkpoint_vocabulary,
+)
 
 REQUIRED_FIELDS = (
     "vocab_size",
@@ -265,7 +270,7 @@ def load_huggingface_checkpoint(src, with_heads=None, allow_pickle=False):
         ignored = [(name, "the MLM decoder (untied here), left out with the heads" if "decoder.weight" in name else reason)
                    for name, reason in ignored]
 
-    vocabulary = read_vocabulary(os.path.join(src, "vocab.txt"))
+    vocabulary = read_checkpoint_vocabulary(os.path.join(src, "vocab.txt"), kwargs["vocabulary_size"], config_path)
     lowercase = vocabulary_is_uncased(vocabulary)
     tokenizer_config = os.path.join(src, "tokenizer_config.json")
     if os.path.exists(tokenizer_config):

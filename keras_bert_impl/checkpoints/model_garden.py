@@ -10,7 +10,7 @@ import re
 import numpy as np
 
 from keras_bert_impl.checkpoints.import_report import read_json_file
-from keras_bert_impl.checkpoints.weight_map import assign_weights, backbone_variables
+from keras_bert_impl.checkpoints.weight_map import assign_weights, backbone_variables, read_checkpoint_vocabulary
 from keras_bert_impl.models.bert_backbone import BertBackbone
 
 _L = r"transformer/layer_(\d+)/"
@@ -123,7 +123,7 @@ def load_model_garden_checkpoint(src):
     from official.nlp.modeling import networks
 
     from keras_bert_impl.checkpoints.google_tf1 import checkpoint_prefix
-    from keras_bert_impl.tokenization.vocabulary import read_vocabulary, vocabulary_is_uncased
+    from keras_bert_impl.tokenization.vocabulary import vocabulary_is_uncased
 
     config_path = os.path.join(src, "encoder_config.json")
     if not os.path.exists(config_path):
@@ -145,7 +145,7 @@ def load_model_garden_checkpoint(src):
     report.ignored = ignored
     vocab_path = os.path.join(src, "vocab.txt")
     if os.path.exists(vocab_path):
-        vocabulary = read_vocabulary(vocab_path)
+        vocabulary = read_checkpoint_vocabulary(vocab_path, backbone.vocabulary_size, config_path)
         backbone.set_vocabulary(vocabulary, lowercase=vocabulary_is_uncased(vocabulary))
     return backbone, report
 

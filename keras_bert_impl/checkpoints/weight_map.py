@@ -114,6 +114,19 @@ def assign_weights(targets, arrays, source, ignored=()):
     return report
 
 
+def read_checkpoint_vocabulary(vocab_path, vocabulary_size, config_path, field="vocab_size"):
+    """The checkpoint's vocab.txt, which must have the config's `field` (the token embedding's
+    rows) tokens: said here naming both files, not by BertBackbone.set_vocabulary naming neither."""
+    from keras_bert_impl.tokenization.vocabulary import read_vocabulary
+
+    vocabulary = read_vocabulary(vocab_path)
+    if len(vocabulary) != vocabulary_size:
+        raise ValueError(
+            f"{vocab_path} has {len(vocabulary)} tokens but {config_path} says {field}={vocabulary_size} (the rows of "
+            "the token embedding): use the vocab.txt that belongs to these weights.")
+    return vocabulary
+
+
 def build_and_load(backbone_kwargs, arrays, source, vocabulary, lowercase, ignored=(), with_heads=None):
     """Builds a BertBackbone (a BertPretrainer when `arrays` hold Google's `cls/` heads and
     `with_heads` is not False), attaches the vocabulary and loads `arrays` into it.

@@ -205,3 +205,16 @@ def test_a_config_with_fewer_layers_than_the_weights_is_refused(tmp_path):
     _edit_json(folder / "config.json", num_hidden_layers=1)
     with pytest.raises(CheckpointMismatchError, match=r"no place for \(16\): bert/encoder/layer_1/"):
         convert_checkpoint(str(folder), format="huggingface")
+
+
+def test_a_vocabulary_of_another_size_names_both_files(tmp_path):
+    """vocab.txt with more lines than the config's vocab_size (NVIDIA's BERT pads the table to
+    30528 rows for a 30522-token vocabulary, the other way round) was 'The vocabulary has 11 tokens
+    but the model's vocabulary_size is 9', naming neither file."""
+    folder = _exported(_backbone(), tmp_path / "backbone")
+    vocab = folder / "vocab.txt"
+    vocab.write_text(vocab.read_text(encoding="utf-8") + "dog\ncat\n", encoding="utf-8")
+    with pytest.raises(ValueError, match=rf"{vocab} has 11 tokens but {folder / 'config.json'} says vocab_size=9 "
+                                         r"\(the rows of the token embedding\): use the vocab.txt that belongs to these "
+                                         r"weights"):
+        convert_checkpoint(str(folder), format="huggingface")
