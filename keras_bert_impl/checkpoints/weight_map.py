@@ -97,6 +97,12 @@ def assign_weights(targets, arrays, source, ignored=()):
             continue
         value = np.asarray(arrays[name])
         value = value.T if transpose else value
+        # float16, float32, float64, and bfloat16 (ml_dtypes' numpy kind "V").
+        if value.dtype.kind != "f" and value.dtype.name != "bfloat16":
+            raise ValueError(
+                f"{source}: {name} holds {value.dtype.name} values where the model holds floats: a quantized "
+                "checkpoint cannot be imported (its integers are not the weights without their scales). Use the "
+                "float checkpoint.")
         if tuple(value.shape) != tuple(variable.shape):
             report.shape_mismatch.append((name, tuple(value.shape), tuple(variable.shape)))
             continue

@@ -218,3 +218,16 @@ def test_a_vocabulary_of_another_size_names_both_files(tmp_path):
                                          r"\(the rows of the token embedding\): use the vocab.txt that belongs to these "
                                          r"weights"):
         convert_checkpoint(str(folder), format="huggingface")
+
+
+def test_integer_weights_are_refused(tmp_path):
+    """A tensor of integers (a quantized checkpoint's int8 weights, whose scales sit in other
+    tensors) was cast to float and loaded as if it were the weight, reported ok."""
+    folder = _exported(_backbone(), tmp_path / "backbone")
+    tensors = load_file(folder / "model.safetensors")
+    name = "encoder.layer.0.attention.self.query.weight"
+    tensors[name] = np.clip(np.round(tensors[name] * 127 / np.abs(tensors[name]).max()), -127, 127).astype("int8")
+    save_file(tensors, folder / "model.safetensors")
+    with pytest.raises(ValueError, match=r"model.safetensors: bert/encoder/layer_0/attention/self/query/kernel holds int8 "
+                                         r"values where the model holds floats: a quantized checkpoint cannot be imported"):
+        convert_checkpoint(str(folder), format="huggingface")
