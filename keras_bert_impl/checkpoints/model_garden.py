@@ -70,6 +70,13 @@ def _probe_activation(fn):
 
 
 def backbone_kwargs_from_model_garden(encoder):
+    # By name, so that this module needs tf-models-official only when it is given one of its encoders.
+    if not {"BertEncoder", "BertEncoderV2"} & {cls.__name__ for cls in type(encoder).__mro__}:
+        raise ValueError(f"{type(encoder).__name__} is not a BERT encoder: load_model_garden_encoder copies a BertEncoder "
+                         "or BertEncoderV2 (ALBERT shares one layer across depth, MobileBERT has bottlenecks).")
+    if not encoder.weights:
+        raise ValueError(f"The {type(encoder).__name__} has no weights yet: call it once on inputs (or restore its "
+                         "checkpoint into it) before copying it.")
     config = encoder.get_config()
     unsupported = {
         "norm_first": False,

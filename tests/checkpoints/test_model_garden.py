@@ -134,3 +134,23 @@ def test_model_garden_mismatch_is_reported():
     with pytest.raises(CheckpointMismatchError, match="Missing from the checkpoint \\(1\\): bert/encoder/layer_1/output/LayerNorm/beta"):
         assign_weights(backbone_variables(target), arrays, "test")
     np.testing.assert_array_equal(target.embeddings.token_embedding.embeddings.numpy(), before)  # nothing half-loaded
+
+
+def test_other_encoders_and_an_unbuilt_one_are_named():
+    """An AlbertEncoder (one layer shared across depth) was an AttributeError traceback, a
+    MobileBERTEncoder a KeyError, an encoder never called (no weights yet) an AttributeError."""
+    ids = np.ones((1, 4), "int32")
+    inputs = dict(input_word_ids=ids, input_mask=ids, input_type_ids=ids * 0)
+    albert = networks.AlbertEncoder(vocab_size=50, embedding_width=16, hidden_size=16, num_layers=2,
+                                    num_attention_heads=2, intermediate_size=32, max_sequence_length=16)
+    mobile = networks.MobileBERTEncoder(word_vocab_size=50, word_embed_size=8, max_sequence_length=16, num_blocks=1,
+                                        hidden_size=16, num_attention_heads=2, intermediate_size=32)
+    for encoder in (albert, mobile):
+        encoder(inputs)
+        with pytest.raises(ValueError, match=rf"{type(encoder).__name__} is not a BERT encoder: "
+                                             r"load_model_garden_encoder copies a BertEncoder or BertEncoderV2"):
+            load_model_garden_encoder(encoder)
+    unbuilt = networks.BertEncoderV2(vocab_size=50, hidden_size=16, num_layers=1, num_attention_heads=2, inner_dim=32,
+                                     max_sequence_length=16)
+    with pytest.raises(ValueError, match=r"The BertEncoderV2 has no weights yet: call it once on inputs"):
+        load_model_garden_encoder(unbuilt)
