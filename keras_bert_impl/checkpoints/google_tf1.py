@@ -6,7 +6,7 @@ import os
 import tensorflow as tf
 
 from keras_bert_impl.tokenization.vocabulary import vocabulary_is_uncased
-from keras_bert_impl.checkpoints.import_report import read_json_file
+from keras_bert_impl.checkpoints.import_report import other_format_hint, read_json_file
 from keras_bert_impl.checkpoints.weight_map import build_and_load, read_checkpoint_vocabulary
 
 REQUIRED_FIELDS = (
@@ -104,7 +104,8 @@ def load_google_checkpoint(src, with_heads=None):
     """
     config_path = os.path.join(src, "bert_config.json")
     if not os.path.exists(config_path):
-        raise FileNotFoundError(f"No bert_config.json in {src}: point SRC at the unzipped Google release folder.")
+        raise FileNotFoundError(f"No bert_config.json in {src}: point SRC at the unzipped Google release folder."
+                                + other_format_hint(src, "google"))
     config = read_json_file(config_path)
     kwargs = backbone_kwargs_from_google_config(config, config_path)
     prefix = checkpoint_prefix(src)

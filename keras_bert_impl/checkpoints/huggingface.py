@@ -6,7 +6,7 @@ import re
 import numpy as np
 
 from keras_bert_impl.tokenization.vocabulary import vocabulary_is_uncased
-from keras_bert_impl.checkpoints.import_report import read_json_file
+from keras_bert_impl.checkpoints.import_report import other_format_hint, read_json_file
 from keras_bert_impl.checkpoints.weight_map import (
     backbone_variables,
     build_and_load,
@@ -261,7 +261,8 @@ def load_huggingface_checkpoint(src, with_heads=None, allow_pickle=False):
     """
     config_path = os.path.join(src, "config.json")
     if not os.path.exists(config_path):
-        raise FileNotFoundError(f"No config.json in {src}: point SRC at the folder holding the Hugging Face model files.")
+        raise FileNotFoundError(f"No config.json in {src}: point SRC at the folder holding the Hugging Face model files."
+                                + other_format_hint(src, "huggingface"))
     config = read_json_file(config_path)
     kwargs = backbone_kwargs_from_huggingface_config(config, config_path)
     tensors, weights_path = _read_tensors(src, allow_pickle)

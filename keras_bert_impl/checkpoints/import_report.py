@@ -1,6 +1,7 @@
 """What an import did, tensor by tensor, and the error raised when it cannot be done."""
 
 import json
+import os
 
 
 def read_json_file(path):
@@ -17,6 +18,23 @@ def read_json_file(path):
         raise ValueError(f"{path} holds a JSON {kind}, not an object of fields: is it the checkpoint's own config "
                          "file? Copy it again from the checkpoint's source.")
     return data
+
+
+# Each format's telling files, and what they mean (--format value, the words for it).
+_FORMAT_FILES = (
+    (("config.json", "model.safetensors"), "huggingface", "a Hugging Face folder"),
+    (("config.json", "model.safetensors.index.json"), "huggingface", "a sharded Hugging Face folder"),
+    (("bert_config.json",), "google", "Google's release"),
+    (("encoder_config.json",), "model-garden", "a Model Garden encoder"),
+)
+
+
+def other_format_hint(src, format):
+    """' It holds ..., <what>: use --format X.' when `src` looks like another format's folder, else ''."""
+    for files, other, what in _FORMAT_FILES:
+        if other != format and all(os.path.exists(os.path.join(src, name)) for name in files):
+            return f" It holds {' and '.join(files)}, {what}: use --format {other}."
+    return ""
 
 
 class CheckpointMismatchError(ValueError):

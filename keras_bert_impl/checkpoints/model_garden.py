@@ -9,7 +9,7 @@ import re
 
 import numpy as np
 
-from keras_bert_impl.checkpoints.import_report import read_json_file
+from keras_bert_impl.checkpoints.import_report import other_format_hint, read_json_file
 from keras_bert_impl.checkpoints.weight_map import assign_weights, backbone_variables, read_checkpoint_vocabulary
 from keras_bert_impl.models.bert_backbone import BertBackbone
 
@@ -136,6 +136,7 @@ def load_model_garden_checkpoint(src):
     if not os.path.exists(config_path):
         raise FileNotFoundError(
             f"No encoder_config.json in {src}: save the encoder's get_config() as JSON next to its checkpoint."
+            + other_format_hint(src, "model-garden")
         )
     config = read_json_file(config_path)
     try:

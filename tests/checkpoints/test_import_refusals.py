@@ -231,3 +231,16 @@ def test_integer_weights_are_refused(tmp_path):
     with pytest.raises(ValueError, match=r"model.safetensors: bert/encoder/layer_0/attention/self/query/kernel holds int8 "
                                          r"values where the model holds floats: a quantized checkpoint cannot be imported"):
         convert_checkpoint(str(folder), format="huggingface")
+
+
+def test_a_folder_of_another_format_says_which(tmp_path):
+    """A Hugging Face folder under --format google or model-garden was only 'No bert_config.json'."""
+    folder = _exported(_backbone(), tmp_path / "backbone")
+    for wrong, missing in (("google", "bert_config.json"), ("model-garden", "encoder_config.json")):
+        with pytest.raises(FileNotFoundError, match=rf"No {missing} in {folder}: .* It holds config.json and "
+                                                    r"model.safetensors, a Hugging Face folder: use --format huggingface"):
+            convert_checkpoint(str(folder), format=wrong)
+    (folder / "config.json").rename(folder / "bert_config.json")
+    with pytest.raises(FileNotFoundError, match=rf"No config.json in {folder}: .* It holds bert_config.json, Google's "
+                                                r"release: use --format google"):
+        convert_checkpoint(str(folder), format="huggingface")
