@@ -88,7 +88,7 @@ def _refuse_object_based(prefix, names):
         raise ValueError(
             f"{prefix} is an object-based TF2 checkpoint (names such as {example!r}), not Google's TF1 release "
             "(bert/embeddings/word_embeddings, ...). If it holds a Model Garden encoder, convert it with "
-            "--format model-garden and the encoder's encoder_config.json."
+            "--format model-garden (it reads this bert_config.json, or the encoder's encoder_config.json)."
         )
 
 

@@ -120,35 +120,20 @@ def load_model_garden_encoder(encoder, source=None):
 
 
 def load_model_garden_checkpoint(src):
-    """Rebuilds a BertEncoderV2 from `encoder_config.json` in `src` (its get_config(), JSON),
+    """Rebuilds a BertEncoderV2 from `encoder_config.json` in `src` (its get_config(), JSON), or
+    else the encoder Model Garden builds from a `bert_config.json` (its TF2 BERT releases),
     restores the TF2 checkpoint there (saved as tf.train.Checkpoint(encoder=...) or (model=...),
     as Model Garden's checkpoint converter writes it), and copies it.
 
     A vocab.txt in `src`, when present, travels with the model.
     """
-    import tensorflow as tf
-    from official.nlp.modeling import networks
-
     from keras_bert_impl.checkpoints.google_tf1 import checkpoint_prefix
     from keras_bert_impl.tokenization.vocabulary import vocabulary_is_uncased
 
-    config_path = os.path.join(src, "encoder_config.json")
-    if not os.path.exists(config_path):
-        raise FileNotFoundError(
-            f"No encoder_config.json in {src}: save the encoder's get_config() as JSON next to its checkpoint."
-            + other_format_hint(src, "model-garden")
-        )
-    config = read_json_file(config_path)
-    try:
-        encoder = networks.BertEncoderV2(**config)
-    except TypeError as e:  # a key BertEncoderV2 does not take
-        raise ValueError(f"{config_path} is not a BertEncoderV2 config ({e}): it must hold the encoder's "
-                         "get_config(), with BertEncoderV2's own argument names (hidden_size, num_layers, ...).") from None
-    dummy = np.zeros((1, 2), "int32")
-    encoder(dict(input_word_ids=dummy, input_mask=dummy + 1, input_type_ids=dummy))
+    encoder, config_path, sizes = _rebuilt_encoder(src)
     # The 'checkpoint' file's, else the only one (Model Garden's converted release: bert_model.ckpt.*).
     path = checkpoint_prefix(src, expected="a 'checkpoint' file with ckpt-N.*, or one checkpoint's .index and .data-*")
-    ignored = _restore_encoder(encoder, path, config_path, config)
+    ignored = _restore_encoder(encoder, path, config_path, sizes)
     backbone, report = load_model_garden_encoder(encoder, source=path)
     report.ignored = ignored
     vocab_path = os.path.join(src, "vocab.txt")
@@ -164,7 +149,48 @@ _VALUE = "/.ATTRIBUTES/VARIABLE_VALUE"
 _ENCODER_KEYS = ("encoder", "model")
 
 
-def _restore_encoder(encoder, path, config_path, config):
+def _rebuilt_encoder(src):
+    """(the encoder `src`'s config describes, called once so that it has its weights, the config's
+    path, its "num_layers=N, hidden_size=H")."""
+    from official.nlp.modeling import networks
+
+    config_path = os.path.join(src, "encoder_config.json")
+    google_path = os.path.join(src, "bert_config.json")
+    if os.path.exists(config_path):
+        config = read_json_file(config_path)
+        try:
+            encoder = networks.BertEncoderV2(**config)
+        except TypeError as e:  # a key BertEncoderV2 does not take
+            raise ValueError(f"{config_path} is not a BertEncoderV2 config ({e}): it must hold the encoder's "
+                             "get_config(), with BertEncoderV2's own argument names (hidden_size, num_layers, ...).") from None
+        sizes = f"num_layers={config.get('num_layers')}, hidden_size={config.get('hidden_size')}"
+    elif os.path.exists(google_path):
+        encoder = _encoder_from_google_config(google_path)
+        config = encoder.get_config()
+        config_path, sizes = google_path, f"num_layers={config['num_layers']}, hidden_size={config['hidden_size']}"
+    else:
+        raise FileNotFoundError(
+            f"No encoder_config.json in {src}: save the encoder's get_config() as JSON next to its checkpoint (or "
+            "give Model Garden's bert_config.json)." + other_format_hint(src, "model-garden")
+        )
+    dummy = np.zeros((1, 2), "int32")
+    encoder(dict(input_word_ids=dummy, input_mask=dummy + 1, input_type_ids=dummy))
+    return encoder, config_path, sizes
+
+
+def _encoder_from_google_config(path):
+    """What Model Garden's tf2_encoder_checkpoint_converter restores a TF2 BERT checkpoint into:
+    bert_models.get_transformer_encoder of the bert_config.json (a functional BertEncoder)."""
+    from official.legacy.bert import bert_models, configs
+
+    from keras_bert_impl.checkpoints.google_tf1 import backbone_kwargs_from_google_config
+
+    config = read_json_file(path)
+    backbone_kwargs_from_google_config(config, path)  # the fields --format google takes, or a ValueError
+    return bert_models.get_transformer_encoder(configs.BertConfig.from_dict(config))
+
+
+def _restore_encoder(encoder, path, config_path, sizes):
     """Restores `encoder` from `path`, refusing a checkpoint that holds more or other than it:
     tf.train.Checkpoint.read fills what the encoder has and leaves the rest unread (a config with
     fewer layers than the checkpoint gave a shallower model). Returns [(checkpoint name, reason)]
@@ -182,7 +208,7 @@ def _restore_encoder(encoder, path, config_path, config):
     if len(values) != len(encoder.weights):
         raise ValueError(
             f"{path} holds {len(values)} variables under {root!r} but the encoder built from {config_path} has "
-            f"{len(encoder.weights)} (num_layers={config.get('num_layers')}, hidden_size={config.get('hidden_size')}): "
+            f"{len(encoder.weights)} ({sizes}): "
             "the config does not belong to this checkpoint. Use the encoder's own get_config().")
     try:
         tf.train.Checkpoint(**{root: encoder}).read(path).assert_existing_objects_matched()

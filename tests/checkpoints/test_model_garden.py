@@ -154,3 +154,34 @@ def test_other_encoders_and_an_unbuilt_one_are_named():
                                      max_sequence_length=16)
     with pytest.raises(ValueError, match=r"The BertEncoderV2 has no weights yet: call it once on inputs"):
         load_model_garden_encoder(unbuilt)
+
+
+def test_model_garden_tf2_release_with_bert_config(tmp_path):
+    """Model Garden's TF2 BERT checkpoints (tf2_encoder_checkpoint_converter) come as bert_config.json,
+    bert_model.ckpt.* of tf.train.Checkpoint(encoder=...) around the encoder that
+    bert_models.get_transformer_encoder builds from that config (a functional BertEncoder), and
+    vocab.txt. --format google said it is a TF2 checkpoint; --format model-garden wanted an
+    encoder_config.json the release does not have."""
+    from official.legacy.bert import bert_models, configs
+
+    google_config = dict(vocab_size=64, hidden_size=32, num_hidden_layers=2, num_attention_heads=4,
+                         intermediate_size=64, max_position_embeddings=40, type_vocab_size=2, hidden_act="gelu",
+                         initializer_range=0.5)
+    encoder = bert_models.get_transformer_encoder(configs.BertConfig.from_dict(google_config))
+    x = random_inputs(batch=2, length=9, vocabulary_size=64, pad_last=3, seed=2)
+    mg_inputs = dict(input_word_ids=x["token_ids"], input_mask=x["padding_mask"], input_type_ids=x["segment_ids"])
+    ref = encoder(mg_inputs, training=False)
+    tf.train.Checkpoint(encoder=encoder).write(str(tmp_path / "bert_model.ckpt"))
+    (tmp_path / "bert_config.json").write_text(json.dumps(google_config))
+    (tmp_path / "vocab.txt").write_text("\n".join(["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"]
+                                                  + [f"w{i}" for i in range(59)]) + "\n")
+    with pytest.raises(ValueError, match=r"object-based TF2 checkpoint .* --format model-garden \(it reads "
+                                         r"this bert_config.json"):
+        convert_checkpoint(str(tmp_path), format="google")
+    backbone, report = convert_checkpoint(str(tmp_path), format="model-garden")
+    assert report.ok and len(report.mapped) == 39 and backbone.activation == "gelu_approximate"
+    assert backbone.vocabulary[5] == "w0" and backbone.lowercase is True
+    out = backbone.predict(x, verbose=0)
+    real = x["padding_mask"].astype(bool)
+    seq = ref[0] if isinstance(ref, (list, tuple)) else ref["sequence_output"]
+    assert np.abs(out["sequence_output"][real] - np.asarray(seq)[real]).max() <= 1e-5
