@@ -53,6 +53,18 @@ def test_readme_python_snippet_runs(data_dir, tmp_path, monkeypatch):
     np.testing.assert_allclose(np.linalg.norm(embeddings, axis=1), 1.0, atol=1e-5)
 
 
+@pytest.mark.slow  # about 20 s or more: five heads each traced and trained one step
+def test_python_api_training_snippet_runs(data_dir, tmp_path, monkeypatch):
+    """docs/python_api.md's block of the labels each head's `fit` takes runs as written (bert_tiny,
+    two sentences: each head trains one step)."""
+    (tmp_path / "data").symlink_to(data_dir, target_is_directory=True)
+    monkeypatch.chdir(tmp_path)
+    namespace = {"__name__": "python_api"}
+    snippet = python_block("docs/python_api.md", "## Training each head: the labels `fit` takes")
+    exec(compile(snippet, "docs/python_api.md", "exec"), namespace)
+    assert namespace["embeddings"].shape == (2, 128)  # bert_tiny's hidden size
+
+
 # The front page stays a front page (issue 29): the topics live in docs/.
 README_MAX_LINES = 200
 
