@@ -129,7 +129,12 @@ def read_checked(reader, path, flag, command, method="read", unknown_label_hint=
     CLI's words; rows skipped under --on-error skip are counted on stderr, the first shown."""
     from keras_bert_impl.commands.errors import UsageError
     from keras_bert_impl.data.readers import MalformedRowError
+    from keras_bert_impl.data.readers.read_report import SKIP_SUMMARY, logger
 
+    def not_the_skip_summary(record):  # said below in the command's words, once
+        return not getattr(record, SKIP_SUMMARY, False)
+
+    logger.addFilter(not_the_skip_summary)
     try:
         result = getattr(reader, method)(path, **kwargs)
     except MalformedRowError as e:
@@ -138,6 +143,8 @@ def read_checked(reader, path, flag, command, method="read", unknown_label_hint=
         raise UsageError(as_flags(f"{flag} {e}")) from None
     except ValueError as e:
         raise UsageError(as_flags(f"{flag} {path}: {e}")) from None
+    finally:
+        logger.removeFilter(not_the_skip_summary)
     report = reader.report
     if report is not None and report.skipped:
         kinds = ", ".join(f"{kind} {n}" for kind, n in sorted(report.skipped_by_kind.items()))

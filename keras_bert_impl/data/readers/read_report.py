@@ -6,6 +6,9 @@ import logging
 from keras_bert_impl.data.readers.malformed_row_error import MalformedRowError
 
 logger = logging.getLogger("keras_bert_impl.data.readers")
+# Marks the skip summary's log record (`extra`), so a caller that reports the skips in its own
+# words (the kbert commands) can leave this one out and keep the readers' other warnings.
+SKIP_SUMMARY = "kbert_skip_summary"
 
 ON_ERROR_CHOICES = ("raise", "skip")
 # Kept in full for the user to inspect; beyond this only the counts grow.
@@ -64,7 +67,8 @@ class ReadReport:
             kinds = ", ".join(f"{k}: {n}" for k, n in sorted(self.skipped_by_kind.items()))
             # The error's place and reason without its hint, which offers the on_error='skip' in force.
             first = f"{self.errors[0].where}: {self.errors[0].reason}"
-            logger.warning("%s: skipped %d malformed rows (%s); first: %s.", self.path, self.skipped, kinds, first)
+            logger.warning("%s: skipped %d malformed rows (%s); first: %s.", self.path, self.skipped, kinds, first,
+                           extra={SKIP_SUMMARY: True})
         if self.examples == 0:
             detail = f" ({self.skipped} rows were skipped as malformed: {first})" if self.skipped else ""
             raise ValueError(f"{self.path} gave no examples{detail}.")
