@@ -116,6 +116,10 @@ class ImportReport:
     def to_json(self):
         return json.dumps(self.to_dict(), indent=2)
 
+    def imported(self):
+        """What was imported, in a few words: "103 tensors imported, 22,713,216 values"."""
+        return f"{len(self.mapped)} tensors imported, {sum(_size(s) for _, _, s in self.mapped):,} values"
+
     def summary(self, verbose=False):
         lines = [
             f"Import report for {self.source}",

@@ -80,7 +80,7 @@ def load_init(path, flag="--init"):
             # A truncated safetensors file, a damaged TF checkpoint, a config that does not fit.
             message = " ".join(str(e).split())
             raise UsageError(f"{flag} {path}: the {fmt} checkpoint cannot be read: {message[:400]}") from None
-        return model, f"{fmt} checkpoint {path} ({report.summary().splitlines()[0]})"
+        return model, f"{fmt} checkpoint {path} ({report.imported()})"
     return load_model(path, flag=flag)
 
 
