@@ -95,7 +95,7 @@ $(JAX_INSTALLED):
 	$(JAX_VENV)/bin/pip install -q $(JAX_PINS)
 	touch $@
 
-# Both side venvs of tests/backends/ (make test builds them).
+# Both side venvs of tests/backends/ (make test-slow builds them; those tests are slow).
 backend-venvs: $(JAX_INSTALLED) $(TORCH_INSTALLED)
 
 # tests/export/test_tflite_metadata.py runs this itself (quick once the stamp exists).
@@ -108,7 +108,7 @@ $(MEDIAPIPE_INSTALLED): $(MEDIAPIPE_PINS)
 	touch $@
 
 # The edge demos' set-up (web_demo/, android_demo/; tests/export/test_web_demo.py and
-# test_android_logic.py run it, so make test does): Debian's chromium (the browser test) and
+# test_android_logic.py run it, so make test-slow does; both are slow): Debian's chromium (the browser test) and
 # junit4 (the app logic's JVM tests) when dpkg lacks them, and web_demo's pinned npm packages
 # (npm ci) when package-lock.json is newer than the stamp. A second run does nothing.
 EDGE_APT := chromium junit4
