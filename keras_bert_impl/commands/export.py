@@ -47,9 +47,10 @@ def add_parser(subparsers):
                         "modules SentenceTransformer(OUTPUT) pools with (see --pooling, --normalize, --seq-len).")
     parser.add_argument("--quantizations", default=",".join(QUANTIZATIONS),
                         help=f"TFLite precisions, comma-separated subset of {','.join(QUANTIZATIONS)}. "
-                        "Default: all (int8_mixed needs --calibration). Also, for classifiers, the integer-only "
+                        "Default: all (int8_mixed calibrates on --calibration: a run folder's training file unless given). "
+                        "Also, for classifiers, the integer-only "
                         f"files {' and '.join(INTEGER_ONLY_QUANTIZATIONS)} (every op on int8, or int16 "
-                        "activations with int8 weights; static [1, --seq-len]; needs --calibration), "
+                        "activations with int8 weights; static [1, --seq-len]; calibrated the same way), "
                         "for phone NPUs and the Edge TPU, and the GPU delegate's file "
                         f"{' and '.join(GPU_QUANTIZATIONS)} (the same static graph, float16 weights): named, never "
                         "by default.")
