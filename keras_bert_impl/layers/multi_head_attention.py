@@ -12,6 +12,21 @@ from keras import ops
 from keras_bert_impl.layers.masking import mask_bias, merge_masks
 from keras_bert_impl.validation import check_divisible, check_positive_int, check_probability
 
+
+def _fused_attention_runs(dtype):
+    """Whether `ops.dot_product_attention` is taken for inputs of `dtype`: on JAX only, and
+    not for float16 on a CPU, where XLA has no float16 x float16 -> float32 dot that JAX's
+    attention asks for ("The precision 'F16_F16_F32' is not supported by dot_general on
+    CPU": every compiled call of a mixed_float16 model failed there)."""
+    if keras.backend.backend() != "jax":
+        return False
+    if keras.backend.standardize_dtype(dtype) != "float16":
+        return True
+    import jax
+
+    return jax.default_backend() != "cpu"
+
+
 @keras.saving.register_keras_serializable(package="keras_bert_impl")
 class MultiHeadAttention(keras.layers.Layer):
     """softmax(Q K^T / sqrt(D)) V over N heads, with padding, causal and cross-attention.
@@ -135,7 +150,7 @@ class MultiHeadAttention(keras.layers.Layer):
         `key_length` (B, F, T, ints or scalar tensors) restore the shapes the flat
         tokens lost; the masks and `training` are those of `call`. With
         `return_probs=False` the probabilities may be None: on the JAX backend, when no
-        dropout applies to them, the attention is then one fused
+        dropout applies to them (and but for float16 on a CPU), the attention is then one fused
         `ops.dot_product_attention` (cuDNN's flash attention on a GPU), which never
         writes the [B, N, F, T] scores to memory.
 
@@ -177,7 +192,7 @@ class MultiHeadAttention(keras.layers.Layer):
         mask = merge_masks(padding_mask, attention_mask, use_causal_mask, query_length, key_length)
         if (
             not return_probs
-            and keras.backend.backend() == "jax"
+            and _fused_attention_runs(q.dtype)
             and not (self.dropout > 0 and training)  # JAX's `training` is a Python bool
         ):
             # Only on JAX: on TensorFlow the explicit form below is what the SavedModel and

@@ -8,6 +8,7 @@ on a machine with no TensorFlow, such as the GPU machine of bench/gpu/.
     python tests/backends/backend_child.py forward MODEL.keras INPUTS.npz OUT.npz
     python tests/backends/backend_child.py workout WORKDIR
     python tests/backends/backend_child.py data-parallel   (JAX, two host devices)
+    python tests/backends/backend_child.py edges TEXT_IN.keras
 """
 
 import json
@@ -245,15 +246,61 @@ def data_parallel():
     print(json.dumps(report))
 
 
+def error_or(run, ran="ran"):
+    """`ran` (or what it returns) when `run()` raises nothing, else "ErrorType: message"."""
+    try:
+        value = run()
+    except Exception as error:  # the report names what was raised
+        return f"{type(error).__name__}: {error}"
+    return ran if value is None else value
+
+
+def edges(text_in_path):
+    """What a demanding user meets: a mixed_float16 model's compiled predict, out-of-range
+    token ids through fit/evaluate/predict, and loading a .keras file with the in-graph
+    tokenizer (saved on TensorFlow) here."""
+    report = {}
+    x = inputs()
+
+    def float16_predict():
+        backbone = kb.BertBackbone(**tiny_config(dtype="mixed_float16"))
+        compiled = backbone.predict(x, verbose=0)["sequence_output"]  # jit on JAX
+        eager = numpy_outputs(backbone(x))["sequence_output"]
+        return {"finite": bool(np.isfinite(compiled).all()), "dtype": str(compiled.dtype),
+                "max_abs_diff_vs_call": float(np.max(np.abs(compiled.astype("float32") - eager.astype("float32"))))}
+
+    report["float16_predict"] = error_or(float16_predict)
+    classifier = kb.BertClassifier(kb.BertBackbone(**tiny_config()), num_classes=3)
+    bad = dict(x, token_ids=x["token_ids"] + VOCABULARY)  # every id past the vocabulary
+    y = np.zeros(BATCH, "int32")
+
+    def outputs_of(run):
+        def check():
+            logits = run()["logits"]
+            return f"ran, NaN outputs: {bool(np.isnan(logits).any())}"
+        return check
+
+    report["out_of_range"] = {
+        "predict": error_or(outputs_of(lambda: classifier.predict(bad, verbose=0))),
+        "predict_on_batch": error_or(outputs_of(lambda: classifier.predict_on_batch(bad))),
+        "evaluate": error_or(lambda: classifier.evaluate(bad, y, verbose=0) and None),
+        "fit": error_or(lambda: classifier.fit(bad, y, epochs=1, verbose=0) and None),
+    }
+    report["text_in_load"] = error_or(lambda: keras.saving.load_model(text_in_path) and None, ran="loaded")
+    print(json.dumps(report))
+
+
 def main(argv):
     if argv[0] == "forward":
         forward(*argv[1:])
+    elif argv[0] == "edges":
+        edges(argv[1])
     elif argv[0] == "workout":
         workout(argv[1])
     elif argv[0] == "data-parallel":
         data_parallel()
     else:
-        raise SystemExit(f"unknown mode {argv[0]!r}: use forward, workout or data-parallel")
+        raise SystemExit(f"unknown mode {argv[0]!r}: use forward, workout, edges or data-parallel")
 
 
 if __name__ == "__main__":

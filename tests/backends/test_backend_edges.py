@@ -1,0 +1,71 @@
+"""What a demanding user of the JAX and PyTorch backends meets beyond the workout of
+test_backends.py: mixed_float16 under a compiled predict, out-of-range token ids given to
+fit/evaluate/predict, a .keras file that holds the in-graph tokenizer, and a model trained
+with `create_optimizer` loaded in a fresh process (saved on TensorFlow, loaded there).
+
+Each check runs in a side venv without TensorFlow (tests/side_venv.py): backend_child.py's
+`edges` mode.
+"""
+
+import json
+
+import numpy as np
+import pytest
+
+from tests.backends.test_backends import BACKENDS, run_child
+
+# A side-venv subprocess per backend and check (the PyTorch venv takes ~30 s to import torch).
+pytestmark = pytest.mark.slow
+
+CONFIG = dict(vocabulary_size=60, num_layers=1, num_heads=2, hidden_dim=16, intermediate_dim=32, max_sequence_length=32)
+
+
+def ids(rows=4, length=6, seed=0):
+    rng = np.random.default_rng(seed)
+    return {"token_ids": rng.integers(5, 60, (rows, length)).astype("int32"),
+            "segment_ids": np.zeros((rows, length), "int32"), "padding_mask": np.ones((rows, length), "int32")}
+
+
+@pytest.fixture(scope="module")
+def saved_on_tensorflow(tmp_path_factory):
+    """Files written on TensorFlow: a classifier after 2 steps of create_optimizer (AdamW with
+    warm-up, its no-decay names), and a text-in model (BertPreprocessor -> BertClassifier)."""
+    import keras
+    import tensorflow as tf
+
+    import keras_bert_impl as kb
+    from keras_bert_impl.tokenization import BertPreprocessor
+    from keras_bert_impl.training import create_optimizer
+
+    folder = tmp_path_factory.mktemp("saved_on_tensorflow")
+    classifier = kb.BertClassifier(kb.BertBackbone(**CONFIG), num_classes=2)
+    classifier.compile(optimizer=create_optimizer(1e-3, train_steps=10, warmup_steps=1), loss=classifier.default_loss())
+    classifier.fit(ids(), np.array([0, 1, 0, 1]), batch_size=2, epochs=1, verbose=0)
+    classifier.save(folder / "trained.keras")
+
+    backbone = kb.BertBackbone(**CONFIG)
+    backbone.set_vocabulary(["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"] + [f"w{i}" for i in range(55)], lowercase=True)
+    text = keras.Input(shape=(), dtype="string", name="text")
+    classifier = kb.BertClassifier(backbone, num_classes=2)
+    text_in = keras.Model(text, classifier(BertPreprocessor.from_model(classifier, sequence_length=8)(text)))
+    assert text_in(tf.constant(["w1 w2"]))["logits"].shape == (1, 2)
+    text_in.save(folder / "text_in.keras")
+    return {"trained": str(folder / "trained.keras"), "text_in": str(folder / "text_in.keras")}
+
+
+@pytest.fixture(scope="module")
+def edges(saved_on_tensorflow):
+    return {backend: json.loads(run_child(backend, "edges", saved_on_tensorflow["text_in"]).strip().splitlines()[-1])
+            for backend in BACKENDS}
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_a_mixed_float16_model_predicts_compiled(backend, edges):
+    """JAX's fused attention asked XLA for a float16 x float16 -> float32 dot, which the CPU
+    lacks: every jitted call of a mixed_float16 model failed ("The precision 'F16_F16_F32' is
+    not supported by dot_general on CPU")."""
+    result = edges[backend]["float16_predict"]
+    assert isinstance(result, dict), result
+    assert result["finite"] and result["dtype"] == "float16", result
+    # The compiled and the eager call: the same float16 network (measured ~2e-3 apart).
+    assert result["max_abs_diff_vs_call"] <= 1e-2, result
