@@ -16,6 +16,7 @@ from keras_bert_impl.conversion.input_contract import MODEL_ID_INPUTS
 from keras_bert_impl.layers.bert_embeddings import POSITION_EMBEDDINGS, BertEmbeddings
 from keras_bert_impl.layers.bert_pooler import BertPooler
 from keras_bert_impl.layers.transformer_encoder import TransformerEncoder
+from keras_bert_impl.models._checked_data import ChecksIdData
 from keras_bert_impl.models._early_attributes import set_attribute
 from keras_bert_impl.models.presets import BERT_PRESETS
 from keras_bert_impl.models.quantized_layers import build_with_quantized_layers, record_quantized_layers, split_quantized_config
@@ -40,7 +41,7 @@ def _concrete(x):
 
 
 @keras.saving.register_keras_serializable(package="keras_bert_impl")
-class BertBackbone(keras.Model):
+class BertBackbone(ChecksIdData, keras.Model):
     """BERT encoder with named dict inputs and outputs.
 
     Inputs: `token_ids`, `segment_ids`, `padding_mask` (1 = token, 0 = padding),
@@ -204,6 +205,9 @@ class BertBackbone(keras.Model):
         if return_attention_scores:
             outputs["attention_probs"] = attention_probs
         return outputs
+
+    def _checking_backbone(self):
+        return self
 
     @property
     def token_embedding(self):

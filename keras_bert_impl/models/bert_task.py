@@ -2,13 +2,14 @@
 
 import keras
 
+from keras_bert_impl.models._checked_data import ChecksIdData
 from keras_bert_impl.models.bert_backbone import BertBackbone
 from keras_bert_impl.models.head_compile import HeadCompile
 from keras_bert_impl.models._early_attributes import set_attribute
 from keras_bert_impl.models.quantized_layers import record_quantized_layers, restore_quantized_layers, split_quantized_config
 
 
-class BertTask(HeadCompile, keras.Model):
+class BertTask(ChecksIdData, HeadCompile, keras.Model):
     """Base of the BERT heads: holds the backbone, serialises it in the config,
     and rebuilds the head around it on load (so tied weights stay tied).
 
@@ -22,6 +23,9 @@ class BertTask(HeadCompile, keras.Model):
     def __setattr__(self, name, value):
         # Layers are attributes before keras.Model.__init__ (see models/_early_attributes.py).
         set_attribute(self, name, value, super().__setattr__)
+
+    def _checking_backbone(self):
+        return self.backbone
 
     @staticmethod
     def _check_backbone(backbone):

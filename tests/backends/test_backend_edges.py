@@ -69,3 +69,12 @@ def test_a_mixed_float16_model_predicts_compiled(backend, edges):
     assert result["finite"] and result["dtype"] == "float16", result
     # The compiled and the eager call: the same float16 network (measured ~2e-3 apart).
     assert result["max_abs_diff_vs_call"] <= 1e-2, result
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_out_of_range_token_ids_are_refused_by_fit_evaluate_and_predict(backend, edges):
+    """Under fit/evaluate/predict the model sees traced tensors: on JAX an id past the
+    vocabulary gave NaN outputs silently (predict) instead of the error a call gives."""
+    for method, answer in edges[backend]["out_of_range"].items():
+        assert answer.startswith("ValueError: Input 'token_ids' holds the value"), (method, answer)
+        assert "outside [0, 60)" in answer and "vocab.txt" in answer, (method, answer)
