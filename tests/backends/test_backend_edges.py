@@ -78,3 +78,10 @@ def test_out_of_range_token_ids_are_refused_by_fit_evaluate_and_predict(backend,
     for method, answer in edges[backend]["out_of_range"].items():
         assert answer.startswith("ValueError: Input 'token_ids' holds the value"), (method, answer)
         assert "outside [0, 60)" in answer and "vocab.txt" in answer, (method, answer)
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_a_text_in_model_says_it_loads_on_tensorflow_only(backend, edges):
+    answer = edges[backend]["text_in_load"]
+    assert answer.startswith("TensorFlowOnlyError: The model being loaded holds a BertPreprocessor layer"), answer
+    assert f"'{backend}' backend" in answer and "without the preprocessor" in answer, answer
