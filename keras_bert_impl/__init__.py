@@ -83,5 +83,13 @@ if not os.path.basename(sys.argv[0] if sys.argv else "") == "kbert":
         MaskedSparseCrossentropy,
         QuantizationAwareClassifier,
     )
+    # The optimizer and schedule of create_optimizer: a model trained with them saves them in
+    # its .keras file, which otherwise failed to load ("Could not locate class 'GlobalClipAdamW'")
+    # in a process that had not imported keras_bert_impl.training itself.
+    from keras_bert_impl.training import (  # noqa: E402,F401
+        AllReplicaLossScaleOptimizer,
+        GlobalClipAdamW,
+        WarmupPolynomialDecay,
+    )
 
 __version__ = "0.1.0"

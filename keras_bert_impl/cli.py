@@ -76,9 +76,10 @@ def main(argv=None):
     args = build_parser().parse_args(argv)
     debug = args.debug or os.environ.get("KBERT_DEBUG", "") not in ("", "0")
     # What `import keras_bert_impl` does outside the `kbert` command (TensorFlow, and every
-    # layer and model registered with Keras for load_model), once a command is to run.
+    # layer, model, optimizer and schedule registered with Keras for load_model), once a command is to run.
     import keras_bert_impl.layers  # noqa: F401
     import keras_bert_impl.models  # noqa: F401
+    import keras_bert_impl.training  # noqa: F401  (create_optimizer's optimizer and schedule)
     try:
         return args.func(args)
     except KeyboardInterrupt:

@@ -4,19 +4,23 @@ fit/evaluate/predict, a .keras file that holds the in-graph tokenizer, and a mod
 with `create_optimizer` loaded in a fresh process (saved on TensorFlow, loaded there).
 
 Each check runs in a side venv without TensorFlow (tests/side_venv.py): backend_child.py's
-`edges` mode.
+`edges` mode, and fresh_load_child.py for a process that imports only keras_bert_impl.
 """
 
 import json
+import os
 
 import numpy as np
 import pytest
 
-from tests.backends.test_backends import BACKENDS, run_child
+from tests.backends.test_backends import BACKENDS, VENVS, run_child
+from tests.conftest import REPO
+from tests.side_venv import run_in_side_venv
 
 # A side-venv subprocess per backend and check (the PyTorch venv takes ~30 s to import torch).
 pytestmark = pytest.mark.slow
 
+FRESH_LOAD_CHILD = os.path.join(REPO, "tests", "backends", "fresh_load_child.py")
 CONFIG = dict(vocabulary_size=60, num_layers=1, num_heads=2, hidden_dim=16, intermediate_dim=32, max_sequence_length=32)
 
 
@@ -59,6 +63,11 @@ def edges(saved_on_tensorflow):
             for backend in BACKENDS}
 
 
+def fresh_load(backend, path, *flags):
+    out = run_in_side_venv(VENVS[backend], FRESH_LOAD_CHILD, path, *flags, env={"KERAS_BACKEND": backend})
+    return json.loads(out.strip().splitlines()[-1])
+
+
 @pytest.mark.parametrize("backend", BACKENDS)
 def test_a_mixed_float16_model_predicts_compiled(backend, edges):
     """JAX's fused attention asked XLA for a float16 x float16 -> float32 dot, which the CPU
@@ -85,3 +94,13 @@ def test_a_text_in_model_says_it_loads_on_tensorflow_only(backend, edges):
     answer = edges[backend]["text_in_load"]
     assert answer.startswith("TensorFlowOnlyError: The model being loaded holds a BertPreprocessor layer"), answer
     assert f"'{backend}' backend" in answer and "without the preprocessor" in answer, answer
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_a_model_trained_with_create_optimizer_loads_after_import_keras_bert_impl(backend, saved_on_tensorflow):
+    """`import keras_bert_impl` registers what the library saves: a .keras file with
+    create_optimizer's GlobalClipAdamW and WarmupPolynomialDecay failed to load ("Could not
+    locate class 'GlobalClipAdamW'") unless the script had imported keras_bert_impl.training."""
+    report = fresh_load(backend, saved_on_tensorflow["trained"])
+    assert report.get("optimizer") == "GlobalClipAdamW", report
+    assert report["iterations"] == 2, report  # the saved state: two steps taken on TensorFlow
