@@ -17,11 +17,32 @@ class GlobalClipAdamW(keras.optimizers.AdamW):
     `tf.clip_by_global_norm(total, clipnorm)`, as on one device. Without a strategy or
     with one replica it is plain AdamW, and so it is on the JAX and PyTorch backends.
 
-    Args: those of `keras.optimizers.AdamW`.
+    Keras' AdamW leaves the names given to `exclude_from_weight_decay` out of its config, so
+    an optimizer saved in a .keras file came back decaying the LayerNorm and bias weights
+    that `create_optimizer` exempts; this one keeps `var_names` in its config.
+
+    Args: those of `keras.optimizers.AdamW`, and
+        exclude_from_weight_decay_names: list of str or None. Variable-name substrings
+            exempt from weight decay (`exclude_from_weight_decay(var_names=...)`).
 
     Example:
     >>> optimizer = GlobalClipAdamW(learning_rate=5e-5, weight_decay=0.01, global_clipnorm=1.0)
     """
+
+    def __init__(self, *args, exclude_from_weight_decay_names=None, **kwargs):
+        super().__init__(*args, **kwargs)
+        self._excluded_names = None
+        if exclude_from_weight_decay_names:
+            self.exclude_from_weight_decay(var_names=exclude_from_weight_decay_names)
+
+    def exclude_from_weight_decay(self, var_list=None, var_names=None):
+        super().exclude_from_weight_decay(var_list=var_list, var_names=var_names)
+        self._excluded_names = sorted(set(var_names)) if var_names else None
+
+    def get_config(self):
+        config = super().get_config()
+        config["exclude_from_weight_decay_names"] = self._excluded_names
+        return config
 
     def _clip_gradients(self, grads):
         if keras.backend.backend() != "tensorflow":

@@ -104,3 +104,14 @@ def test_a_model_trained_with_create_optimizer_loads_after_import_keras_bert_imp
     report = fresh_load(backend, saved_on_tensorflow["trained"])
     assert report.get("optimizer") == "GlobalClipAdamW", report
     assert report["iterations"] == 2, report  # the saved state: two steps taken on TensorFlow
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_a_reloaded_create_optimizer_still_exempts_layer_norm_and_bias_from_weight_decay(backend, saved_on_tensorflow):
+    """Keras' AdamW does not save `exclude_from_weight_decay`'s names: reloaded, it decayed
+    every LayerNorm gamma/beta and bias that create_optimizer exempts, as BERT does."""
+    report = fresh_load(backend, saved_on_tensorflow["trained"], "import-training")
+    exempt = [path for path in report["trainable"] if path.rsplit("/", 1)[-1] in ("gamma", "beta", "bias")]
+    assert exempt and report["decayed"], report
+    assert not set(report["decayed"]) & set(exempt), sorted(set(report["decayed"]) & set(exempt))
+    assert set(report["decayed"]) == set(report["trainable"]) - set(exempt), report
