@@ -145,6 +145,12 @@ class BertBackbone(ChecksIdData, keras.Model):
         if return_attention_scores:
             outputs["attention_probs"] = ops.stack(layers["attention_probs"], axis=1)  # [B, L, N, T, T]
         super().__init__(inputs=inputs, outputs=outputs, dtype=dtype, **kwargs)
+        # Keras' functional __init__ drops `dtype`: the backbone's own policy (its config's
+        # "dtype", and what a head's compile reads to add loss scaling) was then the global
+        # one, so BertBackbone(dtype="mixed_bfloat16") came back float32 from a .keras file.
+        # (A DTypePolicyMap, from_config's quantized build, is set by that build itself.)
+        if dtype is not None and not isinstance(dtype, keras.dtype_policies.DTypePolicyMap):
+            self.dtype_policy = dtype
 
         # === Config ===
         self.vocabulary_size = vocabulary_size

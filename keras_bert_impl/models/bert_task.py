@@ -20,6 +20,14 @@ class BertTask(ChecksIdData, HeadCompile, keras.Model):
 
     _task_config_keys = ()
 
+    def __init__(self, *args, **kwargs):
+        # The head computes in its backbone's policy (its own layers pass it, or float32 for
+        # the logits): the head's policy is the backbone's too, so that `compile` wraps the
+        # optimizer in Keras' LossScaleOptimizer under mixed_float16 and the config says so.
+        kwargs.pop("dtype", None)  # a saved head's config names it; the backbone's decides
+        super().__init__(*args, **kwargs)
+        self.dtype_policy = self.backbone.dtype_policy
+
     def __setattr__(self, name, value):
         # Layers are attributes before keras.Model.__init__ (see models/_early_attributes.py).
         set_attribute(self, name, value, super().__setattr__)

@@ -257,8 +257,8 @@ def error_or(run, ran="ran"):
 
 def edges(text_in_path):
     """What a demanding user meets: a mixed_float16 model's compiled predict, out-of-range
-    token ids through fit/evaluate/predict, and loading a .keras file with the in-graph
-    tokenizer (saved on TensorFlow) here."""
+    token ids through fit/evaluate/predict, loading a .keras file with the in-graph
+    tokenizer (saved on TensorFlow) here, and mixed precision through fit, save and load."""
     report = {}
     x = inputs()
 
@@ -287,6 +287,25 @@ def edges(text_in_path):
         "fit": error_or(lambda: classifier.fit(bad, y, epochs=1, verbose=0) and None),
     }
     report["text_in_load"] = error_or(lambda: keras.saving.load_model(text_in_path) and None, ran="loaded")
+
+    def mixed_precision_round_trip(policy):
+        # A classifier on a backbone built with a mixed policy, trained a step, saved, loaded.
+        classifier = kb.BertClassifier(kb.BertBackbone(**tiny_config(dtype=policy)), num_classes=3)
+        built = {"head_policy": classifier.dtype_policy.name, "optimizer": type(classifier.optimizer).__name__}
+        classifier.fit(x, y, epochs=1, verbose=0)
+        path = os.path.join(os.path.dirname(text_in_path), f"{policy}.keras")
+        classifier.save(path)
+        loaded = keras.saving.load_model(path)
+        os.remove(path)
+        return {"built": built, "loaded": {
+            "backbone_policy": loaded.backbone.dtype_policy.name,
+            "encoder_policy": loaded.backbone.transformer_layers[0].dtype_policy.name,
+            "sequence_output_dtype": keras.backend.standardize_dtype(loaded.backbone(x)["sequence_output"].dtype),
+            "optimizer": type(loaded.optimizer).__name__,
+            "iterations": int(keras.ops.convert_to_numpy(loaded.optimizer.iterations))}}
+
+    report["mixed_precision_round_trip"] = {
+        policy: error_or(lambda policy=policy: mixed_precision_round_trip(policy)) for policy in ("mixed_bfloat16", "mixed_float16")}
     print(json.dumps(report))
 
 

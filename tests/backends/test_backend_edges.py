@@ -1,7 +1,8 @@
 """What a demanding user of the JAX and PyTorch backends meets beyond the workout of
 test_backends.py: mixed_float16 under a compiled predict, out-of-range token ids given to
-fit/evaluate/predict, a .keras file that holds the in-graph tokenizer, and a model trained
-with `create_optimizer` loaded in a fresh process (saved on TensorFlow, loaded there).
+fit/evaluate/predict, a .keras file that holds the in-graph tokenizer, mixed
+precision through fit, save and load, and a model trained with `create_optimizer` loaded
+in a fresh process (saved on TensorFlow, loaded there).
 
 Each check runs in a side venv without TensorFlow (tests/side_venv.py): backend_child.py's
 `edges` mode, and fresh_load_child.py for a process that imports only keras_bert_impl.
@@ -94,6 +95,21 @@ def test_a_text_in_model_says_it_loads_on_tensorflow_only(backend, edges):
     answer = edges[backend]["text_in_load"]
     assert answer.startswith("TensorFlowOnlyError: The model being loaded holds a BertPreprocessor layer"), answer
     assert f"'{backend}' backend" in answer and "without the preprocessor" in answer, answer
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+@pytest.mark.parametrize("policy", ["mixed_bfloat16", "mixed_float16"])
+def test_a_mixed_precision_head_keeps_its_policy_and_loss_scaling_through_save_and_load(backend, policy, edges):
+    """Keras' functional __init__ dropped BertBackbone's `dtype`: the model's own policy stayed
+    float32, so its config said float32 and the loaded backbone ran in float32, and a head on
+    a mixed_float16 backbone compiled without loss scaling (then lost its saved optimizer)."""
+    result = edges[backend]["mixed_precision_round_trip"][policy]
+    assert isinstance(result, dict), result
+    loss_scaled = policy == "mixed_float16"
+    assert result["built"] == {"head_policy": policy, "optimizer": "LossScaleOptimizer" if loss_scaled else "Adam"}, result
+    assert result["loaded"] == {
+        "backbone_policy": policy, "encoder_policy": policy, "sequence_output_dtype": policy.split("_")[1],
+        "optimizer": "LossScaleOptimizer" if loss_scaled else "Adam", "iterations": 1}, result
 
 
 @pytest.mark.parametrize("backend", BACKENDS)
