@@ -112,7 +112,7 @@ def _check_qat_flags(args):
                          "dynamic_int8).")
     if args.precision != "fp32":
         raise UsageError(f"--qat trains in fp32 (its fake quantization computes in float32). Received: --precision "
-                         f"{args.precision}")
+                         f"{args.precision}. Drop --precision (fp32 is the default) or drop --qat.")
 
 
 def _qat_start(args, init, label_names):

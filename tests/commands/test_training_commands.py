@@ -580,7 +580,9 @@ def test_qat_refusals(tiny_init, mr_files, tmp_path, capsys):
     _refused(capsys, ["finetune", "--task", "tagging", "--qat", "--train", train, "--validation", dev, "--init",
                       tiny_init, "--output", run], "--task tagging cannot be exported integer-only")
     _refused(capsys, ["finetune", "--task", "classification", "--qat", "--precision", "bf16", "--train", train,
-                      "--validation", dev, "--init", tiny_init, "--output", run], "--qat trains in fp32")
+                      "--validation", dev, "--init", tiny_init, "--output", run],
+             "--qat trains in fp32 (its fake quantization computes in float32). Received: --precision bf16. Drop "
+             "--precision (fp32 is the default) or drop --qat.")
     # A classifier of other labels: the QAT file of another task.
     other = tmp_path / "other.keras"
     backbone = keras.saving.load_model(tiny_init)
