@@ -50,9 +50,10 @@ def main():
     print("Cosine similarity of the MiniLM sentence embeddings:")
     for i, text in enumerate(PAIRS):
         print(f"  [{i}] {text}")
-    print("       " + "  ".join(f"[{j}]  " for j in range(len(PAIRS))))
+    # Columns 8 wide, right-aligned, so a negative cosine (-0.083) keeps them in line.
+    print("      " + "".join(f"{f'[{j}]':>8}" for j in range(len(PAIRS))))
     for i in range(len(PAIRS)):
-        print(f"  [{i}]  " + "  ".join(f"{emb[i] @ emb[j]:.3f}" for j in range(len(PAIRS))))
+        print(f"  [{i}] " + "".join(f"{emb[i] @ emb[j]:>8.3f}" for j in range(len(PAIRS))))
 
     rows = read_mr(args.corpus, args.search_size)
     start = time.perf_counter()
