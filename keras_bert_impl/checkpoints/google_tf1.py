@@ -6,7 +6,7 @@ import os
 import tensorflow as tf
 
 from keras_bert_impl.tokenization.vocabulary import vocabulary_is_uncased
-from keras_bert_impl.checkpoints.import_report import other_format_hint, read_json_file
+from keras_bert_impl.checkpoints.import_report import check_config_numbers, other_format_hint, read_json_file
 from keras_bert_impl.checkpoints.weight_map import build_and_load, read_checkpoint_vocabulary
 
 REQUIRED_FIELDS = (
@@ -29,6 +29,12 @@ INERT_FIELDS = (
     "pooler_size_per_head",
     "pooler_type",
 )
+NUMBER_FIELDS = {
+    **{field: "size" for field in REQUIRED_FIELDS if field != "hidden_act"},
+    "hidden_dropout_prob": "probability",
+    "attention_probs_dropout_prob": "probability",
+    "initializer_range": "positive",
+}
 # Google's modeling.py implements "gelu" with the tanh approximation.
 HIDDEN_ACT = {"gelu": "gelu_approximate", "relu": "relu", "tanh": "tanh", "linear": "linear"}
 
@@ -43,6 +49,7 @@ def backbone_kwargs_from_google_config(config, source="bert_config.json"):
             f"{list(REQUIRED_FIELDS + OPTIONAL_FIELDS)}; is this a config of another format "
             "(try --format huggingface)?"
         )
+    check_config_numbers(config, source, NUMBER_FIELDS)
     if config["hidden_act"] not in HIDDEN_ACT:
         raise ValueError(f"{source}: hidden_act={config['hidden_act']!r} is not supported; use one of {list(HIDDEN_ACT)}.")
     return dict(

@@ -6,7 +6,7 @@ import re
 import numpy as np
 
 from keras_bert_impl.tokenization.vocabulary import vocabulary_is_uncased
-from keras_bert_impl.checkpoints.import_report import other_format_hint, read_json_file
+from keras_bert_impl.checkpoints.import_report import check_config_numbers, other_format_hint, read_json_file
 from keras_bert_impl.checkpoints.weight_map import (
     backbone_variables,
     build_and_load,
@@ -23,6 +23,13 @@ REQUIRED_FIELDS = (
     "max_position_embeddings",
     "type_vocab_size",
 )
+NUMBER_FIELDS = {
+    **{field: "size" for field in REQUIRED_FIELDS},
+    "hidden_dropout_prob": "probability",
+    "attention_probs_dropout_prob": "probability",
+    "initializer_range": "positive",
+    "layer_norm_eps": "epsilon",
+}
 # In transformers, "gelu" is the exact erf form; these are its tanh variants.
 HIDDEN_ACT = {
     "gelu": "gelu",
@@ -178,6 +185,7 @@ def backbone_kwargs_from_huggingface_config(config, source="config.json"):
             f"{source}: position_embedding_type={config['position_embedding_type']!r}; only 'absolute' "
             "(BERT's learned positions) is supported."
         )
+    check_config_numbers(config, source, NUMBER_FIELDS)
     act = config.get("hidden_act", "gelu")
     if act not in HIDDEN_ACT:
         raise ValueError(f"{source}: hidden_act={act!r} is not supported; use one of {list(HIDDEN_ACT)}.")

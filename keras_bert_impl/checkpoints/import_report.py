@@ -20,6 +20,30 @@ def read_json_file(path):
     return data
 
 
+# What a config's numeric fields must hold, by kind: (test, how it is said).
+_NUMBER_KINDS = {
+    "size": (lambda v: isinstance(v, int) and not isinstance(v, bool) and v > 0, "a positive integer"),
+    "probability": (lambda v: _is_number(v) and 0 <= v < 1, "a number in [0, 1)"),
+    "epsilon": (lambda v: _is_number(v) and 0 < v < 1, "a number in (0, 1)"),
+    "positive": (lambda v: _is_number(v) and v > 0, "a positive number"),
+}
+
+
+def _is_number(value):
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
+
+
+def check_config_numbers(config, source, kinds):
+    """A ValueError naming `source` and the field for the first of `kinds` ({field: "size",
+    "probability", "epsilon" or "positive"}) whose value in `config` is of another kind: said in
+    the config's words, before the model is built (a string epsilon failed inside a layer's call)."""
+    for field, kind in kinds.items():
+        test, said = _NUMBER_KINDS[kind]
+        if field in config and not test(config[field]):
+            raise ValueError(f"{source}: {field}={config[field]!r} must be {said}. Fix the file, or copy it again from "
+                             "the checkpoint's source.")
+
+
 # Each format's telling files, and what they mean (--format value, the words for it).
 _FORMAT_FILES = (
     (("config.json", "model.safetensors"), "huggingface", "a Hugging Face folder"),

@@ -244,3 +244,18 @@ def test_a_folder_of_another_format_says_which(tmp_path):
     with pytest.raises(FileNotFoundError, match=rf"No config.json in {folder}: .* It holds bert_config.json, Google's "
                                                 r"release: use --format google"):
         convert_checkpoint(str(folder), format="huggingface")
+
+
+def test_config_values_of_the_wrong_kind_are_named(tmp_path):
+    """layer_norm_eps="x" was a TypeError traceback from inside TransformerEncoder.call; a size of
+    the wrong kind was named by BertBackbone's argument (hidden_dim='16'), not the config's field."""
+    folder = _exported(_backbone(), tmp_path / "backbone")
+    config = folder / "config.json"
+    original = config.read_text(encoding="utf-8")
+    for changes, said in (({"layer_norm_eps": "x"}, r"layer_norm_eps='x' must be a number in \(0, 1\)"),
+                          ({"hidden_dropout_prob": 1.5}, r"hidden_dropout_prob=1.5 must be a number in \[0, 1\)"),
+                          ({"hidden_size": "128"}, r"hidden_size='128' must be a positive integer")):
+        config.write_text(original, encoding="utf-8")
+        _edit_json(config, **changes)
+        with pytest.raises(ValueError, match=rf"{config}: {said}"):
+            convert_checkpoint(str(folder), format="huggingface")
