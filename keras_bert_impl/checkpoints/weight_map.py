@@ -135,7 +135,8 @@ def read_checkpoint_vocabulary(vocab_path, vocabulary_size, config_path, field="
 
 def build_and_load(backbone_kwargs, arrays, source, vocabulary, lowercase, ignored=(), with_heads=None):
     """Builds a BertBackbone (a BertPretrainer when `arrays` hold Google's `cls/` heads and
-    `with_heads` is not False), attaches the vocabulary and loads `arrays` into it.
+    `with_heads` is not False; with_heads=True demands them), attaches the vocabulary and loads
+    `arrays` into it.
 
     Returns:
         (model, ImportReport)
@@ -143,9 +144,13 @@ def build_and_load(backbone_kwargs, arrays, source, vocabulary, lowercase, ignor
     from keras_bert_impl.models.bert_backbone import BertBackbone
     from keras_bert_impl.models.bert_pretrainer import BertPretrainer
 
+    has_heads = any(name in arrays for name in HEAD_NAMES)
+    if with_heads is True and not has_heads:
+        raise ValueError(f"with_heads=True, but {source} has no MLM or NSP head (cls/predictions/*, "
+                         "cls/seq_relationship/*): pass with_heads=None to take the encoder alone.")
     backbone = BertBackbone(**backbone_kwargs)
     backbone.set_vocabulary(vocabulary, lowercase=lowercase)
-    if with_heads is not False and any(name in arrays for name in HEAD_NAMES):
+    if with_heads is not False and has_heads:
         model = BertPretrainer(backbone)
         targets = pretrainer_variables(model)
     else:

@@ -259,3 +259,15 @@ def test_config_values_of_the_wrong_kind_are_named(tmp_path):
         _edit_json(config, **changes)
         with pytest.raises(ValueError, match=rf"{config}: {said}"):
             convert_checkpoint(str(folder), format="huggingface")
+
+
+def test_with_heads_true_needs_heads(tmp_path):
+    """with_heads=True on a checkpoint without MLM/NSP heads returned a BertBackbone, as None does."""
+    folder = _exported(_backbone(), tmp_path / "backbone")
+    with pytest.raises(ValueError, match=rf"with_heads=True, but {folder / 'model.safetensors'} has no MLM or NSP head "
+                                         r"\(cls/predictions/\*, cls/seq_relationship/\*\): pass with_heads=None"):
+        convert_checkpoint(str(folder), format="huggingface", with_heads=True)
+    with pytest.raises(ValueError, match=r"with_heads must be None, True or False. Received: with_heads='yes'"):
+        convert_checkpoint(str(folder), format="huggingface", with_heads="yes")
+    with pytest.raises(ValueError, match=r"with_heads=True, but a Model Garden encoder checkpoint has no MLM or NSP"):
+        convert_checkpoint(str(folder), format="model-garden", with_heads=True)
