@@ -128,3 +128,19 @@ def test_convert_pickle_without_torch_is_one_line(data_dir, tmp_path, capsys, mo
     assert main(["convert", str(src), "--format", "huggingface", "--output", str(tmp_path / "m.keras"),
                  "--allow-pickle"]) == 2
     assert "kbert convert: Reading pytorch_model.bin needs torch: pip install torch" in capsys.readouterr().err
+
+
+def test_convert_writes_the_report_only_with_the_model(data_dir, tmp_path, capsys, monkeypatch):
+    """The --report-json file was written before the model: a save that failed (a full disk) left a
+    report of a conversion that wrote nothing."""
+    import keras_bert_impl.training
+
+    def full_disk(model, path):
+        raise OSError(28, "No space left on device", path)
+
+    monkeypatch.setattr(keras_bert_impl.training, "save_model", full_disk)
+    out, report = tmp_path / "m.keras", tmp_path / "report.json"
+    assert main(["convert", os.path.join(data_dir, "minilm"), "--format", "huggingface", "--output", str(out),
+                 "--report-json", str(report)]) == 2
+    assert "No space left on device" in capsys.readouterr().err
+    assert not out.exists() and not report.exists()

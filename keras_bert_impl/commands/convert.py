@@ -66,9 +66,9 @@ def run(args):
         print(f"kbert convert: {e}", file=sys.stderr)
         return 2
     print(report.summary(verbose=args.verbose))
-    if args.report_json:
-        write_text_atomically(report.to_json(), args.report_json)
     save_model(model, args.output)
+    if args.report_json:  # after the model: a report is there only for a model that is
+        write_text_atomically(report.to_json(), args.report_json)
     backbone = getattr(model, "backbone", model)
     vocab = f"{len(backbone.vocabulary)} tokens, {'uncased' if backbone.lowercase else 'cased'}" if backbone.vocabulary else "none"
     print(f"Wrote {type(model).__name__} to {args.output} (vocabulary: {vocab})")
