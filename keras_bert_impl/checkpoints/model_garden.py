@@ -34,7 +34,14 @@ _COMPILED = [(re.compile(r"(?:.*/)?" + p + "$"), g) for p, g in _RULES]
 
 
 def translate_model_garden_names(named_arrays):
-    arrays, unknown = {}, []
+    """{variable name: array} -> ({google_name: array}, untranslated names)."""
+    arrays, unknown, _ = _translate(named_arrays)
+    return arrays, unknown
+
+
+def _translate(named_arrays):
+    """translate_model_garden_names, and {google_name: the variable name it came from}."""
+    arrays, unknown, origin = {}, [], {}
     for name, value in named_arrays.items():
         short = name.split(":")[0]
         for pattern, google in _COMPILED:
@@ -45,10 +52,11 @@ def translate_model_garden_names(named_arrays):
                 elif value.ndim == 2 and "self_attention/" in short and short.endswith("bias"):
                     value = value.reshape(-1)  # [N, D] -> [H]
                 arrays[pattern.match(short).expand(google)] = value
+                origin[pattern.match(short).expand(google)] = name
                 break
         else:
             unknown.append(name)
-    return arrays, unknown
+    return arrays, unknown, origin
 
 
 def _probe_activation(fn):
@@ -105,17 +113,24 @@ def backbone_kwargs_from_model_garden(encoder):
     )
 
 
-def load_model_garden_encoder(encoder, source=None):
+def load_model_garden_encoder(encoder, source=None, source_names=None):
     """Copies a live tf-models-official BertEncoder or BertEncoderV2 into a new BertBackbone.
 
+    Args:
+        encoder: the built encoder.
+        source: what the report names as the source (default: "live <class>").
+        source_names: {variable name: the name the report gives it} (a checkpoint's keys);
+            default: the encoder's variable names.
     Returns:
         (BertBackbone, ImportReport)
     """
     kwargs = backbone_kwargs_from_model_garden(encoder)
-    arrays, unknown = translate_model_garden_names({w.name: w.numpy() for w in encoder.weights})
+    arrays, unknown, origin = _translate({w.name: w.numpy() for w in encoder.weights})
     backbone = BertBackbone(**kwargs)
     report = assign_weights(backbone_variables(backbone), arrays, source or f"live {type(encoder).__name__}")
-    report.unexpected = sorted(report.unexpected + unknown)
+    names = source_names or {}
+    report.name_sources({google: names.get(name, name) for google, name in origin.items()})
+    report.unexpected = sorted(report.unexpected + [names.get(name, name) for name in unknown])
     return backbone, report
 
 
@@ -133,8 +148,8 @@ def load_model_garden_checkpoint(src):
     encoder, config_path, sizes = _rebuilt_encoder(src)
     # The 'checkpoint' file's, else the only one (Model Garden's converted release: bert_model.ckpt.*).
     path = checkpoint_prefix(src, expected="a 'checkpoint' file with ckpt-N.*, or one checkpoint's .index and .data-*")
-    ignored = _restore_encoder(encoder, path, config_path, sizes)
-    backbone, report = load_model_garden_encoder(encoder, source=path)
+    root, ignored = _restore_encoder(encoder, path, config_path, sizes)
+    backbone, report = load_model_garden_encoder(encoder, source=path, source_names=_checkpoint_keys(root, encoder))
     report.ignored = ignored
     vocab_path = os.path.join(src, "vocab.txt")
     if os.path.exists(vocab_path):
@@ -193,8 +208,8 @@ def _encoder_from_google_config(path):
 def _restore_encoder(encoder, path, config_path, sizes):
     """Restores `encoder` from `path`, refusing a checkpoint that holds more or other than it:
     tf.train.Checkpoint.read fills what the encoder has and leaves the rest unread (a config with
-    fewer layers than the checkpoint gave a shallower model). Returns [(checkpoint name, reason)]
-    of what was not read, for the report."""
+    fewer layers than the checkpoint gave a shallower model). Returns the checkpoint's key for
+    the encoder and [(checkpoint name, reason)] of what was not read, for the report."""
     import tensorflow as tf
 
     names = [name for name, _ in tf.train.list_variables(path)]
@@ -215,7 +230,28 @@ def _restore_encoder(encoder, path, config_path, sizes):
     except (ValueError, AssertionError) as e:  # a shape that differs; a variable not in the checkpoint
         raise ValueError(f"{path} does not fit the encoder built from {config_path} ({' '.join(str(e).split())[:300]}): "
                          "use the encoder's own get_config().") from None
-    return [(n, _unread_reason(n)) for n in names if n not in values and n != "_CHECKPOINTABLE_OBJECT_GRAPH"]
+    return root, [(n, _unread_reason(n)) for n in names if n not in values and n != "_CHECKPOINTABLE_OBJECT_GRAPH"]
+
+
+def _checkpoint_keys(root, encoder):
+    """{variable name: its key in a tf.train.Checkpoint(root=encoder)}: the path by which a
+    breadth-first walk of the object graph first reaches it, as the checkpoint writer names it."""
+    import collections
+
+    import tensorflow as tf
+
+    checkpoint = tf.train.Checkpoint(**{root: encoder})
+    view = tf.train.TrackableView(checkpoint)
+    keys, seen, queue = {}, {id(checkpoint)}, collections.deque([(checkpoint, ())])
+    while queue:
+        node, path = queue.popleft()
+        if isinstance(node, tf.Variable):
+            keys.setdefault(node.name, "/".join(path) + _VALUE)
+        for name, child in view.children(node).items():
+            if id(child) not in seen:
+                seen.add(id(child))
+                queue.append((child, path + (name,)))
+    return keys
 
 
 def _unread_reason(name):

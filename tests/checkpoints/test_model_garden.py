@@ -56,6 +56,7 @@ def test_model_garden_parity(preset, activation, encoder_class):
     encoder, x, ref = _encoder(preset, activation, encoder_class)
     backbone, report = load_model_garden_encoder(encoder)
     assert report.ok and not report.unexpected
+    assert sorted(c for c, _, _ in report.mapped) == sorted(w.name for w in encoder.weights)
     assert backbone.activation == activation
     out = backbone.predict(x, verbose=0)
     real = x["padding_mask"].astype(bool)
@@ -80,6 +81,11 @@ def test_model_garden_checkpoint(tmp_path):
     backbone, report = convert_checkpoint(str(tmp_path), format="model-garden")
     assert report.ok
     assert report.ignored == [("save_counter/.ATTRIBUTES/VARIABLE_VALUE", "the checkpoint's save counter")]
+    # The report names the checkpoint's own keys (they were Google's names, which it does not hold).
+    keys = {name for name, _ in tf.train.list_variables(report.source)}
+    assert len(report.mapped) == 39 and {c for c, _, _ in report.mapped} <= keys
+    assert ("encoder/_embedding_layer/embeddings/.ATTRIBUTES/VARIABLE_VALUE", "embeddings/token_embedding/embeddings",
+            (64, 128)) in report.mapped
     out = backbone.predict(x, verbose=0)
     real = x["padding_mask"].astype(bool)
     assert np.abs(out["sequence_output"][real] - ref["sequence_output"].numpy()[real]).max() <= 1e-5
