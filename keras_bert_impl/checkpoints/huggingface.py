@@ -261,7 +261,7 @@ def load_huggingface_checkpoint(src, with_heads=None, allow_pickle=False):
     """Builds a model from a Hugging Face BERT folder and loads every tensor.
 
     Args:
-        src: folder with config.json, model.safetensors and vocab.txt.
+        src: folder with config.json, model.safetensors and vocab.txt (or tokenizer.json).
         with_heads: None = load MLM/NSP heads when present; False = backbone only.
         allow_pickle: read pytorch_model.bin when there is no safetensors file.
     Returns:
@@ -279,8 +279,7 @@ def load_huggingface_checkpoint(src, with_heads=None, allow_pickle=False):
         ignored = [(name, "the MLM decoder (untied here), left out with the heads" if "decoder.weight" in name else reason)
                    for name, reason in ignored]
 
-    vocabulary = read_checkpoint_vocabulary(os.path.join(src, "vocab.txt"), kwargs["vocabulary_size"], config_path)
-    lowercase = vocabulary_is_uncased(vocabulary)
+    vocabulary, lowercase = _vocabulary_and_casing(src, kwargs["vocabulary_size"], config_path)
     tokenizer_config = os.path.join(src, "tokenizer_config.json")
     if os.path.exists(tokenizer_config):
         lowercase = _tokenizer_lowercase(read_json_file(tokenizer_config), tokenizer_config, lowercase)
@@ -288,6 +287,35 @@ def load_huggingface_checkpoint(src, with_heads=None, allow_pickle=False):
     report.name_sources(origin)
     report.unexpected = sorted(report.unexpected + unknown)
     return model, report
+
+
+def _vocabulary_and_casing(src, vocabulary_size, config_path):
+    """(tokens, lowercase) from vocab.txt, or else from tokenizer.json: transformers 5 saves a BERT
+    tokenizer without vocab.txt. vocab.txt's casing is guessed from its tokens (no upper-case letter:
+    uncased); tokenizer.json's normalizer says it. tokenizer_config.json, read after, has the last word."""
+    vocab_path, tokenizer_path = os.path.join(src, "vocab.txt"), os.path.join(src, "tokenizer.json")
+    if os.path.exists(vocab_path) or not os.path.exists(tokenizer_path):
+        vocabulary = read_checkpoint_vocabulary(vocab_path, vocabulary_size, config_path)
+        return vocabulary, vocabulary_is_uncased(vocabulary)
+    tokenizer = read_json_file(tokenizer_path)
+    model, normalizer = tokenizer.get("model") or {}, tokenizer.get("normalizer") or {}
+    if model.get("type") != "WordPiece" or model.get("continuing_subword_prefix", "##") != "##":
+        raise ValueError(f"{tokenizer_path}: its model is {model.get('type')!r}, not BERT's WordPiece with '##' pieces: "
+                         "BertPreprocessor cannot reproduce its ids. Give the checkpoint's vocab.txt.")
+    if normalizer.get("type") != "BertNormalizer":
+        raise ValueError(f"{tokenizer_path}: its normalizer is {normalizer.get('type')!r}, not BERT's BertNormalizer: "
+                         "BertPreprocessor cannot reproduce its ids. Give the checkpoint's vocab.txt.")
+    ids = model.get("vocab") or {}
+    tokens = sorted(ids, key=ids.get)
+    if sorted(ids.values()) != list(range(len(ids))):
+        raise ValueError(f"{tokenizer_path}: its WordPiece ids are not 0..{len(ids) - 1} without gaps; give the "
+                         "checkpoint's vocab.txt.")
+    if len(tokens) != vocabulary_size:
+        raise ValueError(f"{tokenizer_path} has {len(tokens)} tokens but {config_path} says vocab_size={vocabulary_size} "
+                         "(the rows of the token embedding): use the tokenizer that belongs to these weights.")
+    settings = {"do_lower_case": normalizer.get("lowercase", True), "strip_accents": normalizer.get("strip_accents"),
+                "tokenize_chinese_chars": normalizer.get("handle_chinese_chars", True)}
+    return tokens, _tokenizer_lowercase(settings, tokenizer_path, settings["do_lower_case"])
 
 
 def _untied_decoder(tensors, config, weights_path, with_heads):

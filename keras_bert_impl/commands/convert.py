@@ -17,7 +17,7 @@ def add_parser(subparsers):
     parser.add_argument(
         "src",
         help="Checkpoint folder. google: bert_config.json, bert_model.ckpt.*, vocab.txt. huggingface: "
-        "config.json, model.safetensors, vocab.txt. model-garden: encoder_config.json (BertEncoderV2 "
+        "config.json, model.safetensors, vocab.txt (or tokenizer.json). model-garden: encoder_config.json (BertEncoderV2 "
         "get_config() as JSON) and a TF2 checkpoint of tf.train.Checkpoint(encoder=...), optional vocab.txt.",
     )
     parser.add_argument("--format", required=True, choices=["google", "huggingface", "model-garden"], help="Checkpoint format of SRC.")

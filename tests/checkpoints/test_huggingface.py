@@ -82,6 +82,27 @@ def _copy_without_weights(src, dst):
         shutil.copy(os.path.join(src, name), dst / name)
 
 
+def test_a_folder_without_vocab_txt_reads_tokenizer_json(minilm, data_dir_module, tmp_path):
+    """transformers 5 saves a BERT tokenizer as tokenizer.json and tokenizer_config.json, without
+    vocab.txt: such a folder was refused ('No vocabulary at .../vocab.txt'). The WordPiece vocabulary
+    and the normalizer's casing come from tokenizer.json (here MiniLM's, written by tokenizers)."""
+    src = os.path.join(data_dir_module, "minilm")
+    for name in ("config.json", "model.safetensors", "tokenizer.json"):
+        os.symlink(os.path.join(src, name), tmp_path / name)
+    model, _ = convert_checkpoint(str(tmp_path), format="huggingface")
+    reference, _ = minilm
+    assert model.vocabulary == reference.vocabulary and len(model.vocabulary) == 30522 and model.lowercase is True
+    tokenizer = json.loads(open(os.path.join(src, "tokenizer.json"), encoding="utf-8").read())
+    os.unlink(tmp_path / "tokenizer.json")
+    tokenizer["normalizer"]["lowercase"] = False  # as a cased model's
+    (tmp_path / "tokenizer.json").write_text(json.dumps(tokenizer), encoding="utf-8")
+    assert convert_checkpoint(str(tmp_path), format="huggingface")[0].lowercase is False
+    tokenizer["model"] = {"type": "BPE", "vocab": {}, "merges": []}
+    (tmp_path / "tokenizer.json").write_text(json.dumps(tokenizer), encoding="utf-8")
+    with pytest.raises(ValueError, match=rf"{tmp_path / 'tokenizer.json'}: its model is 'BPE', not BERT's WordPiece"):
+        convert_checkpoint(str(tmp_path), format="huggingface")
+
+
 def test_pickle_refused_without_opt_in(data_dir_module, tmp_path):
     _copy_without_weights(os.path.join(data_dir_module, "minilm"), tmp_path)
     (tmp_path / "pytorch_model.bin").write_bytes(b"not read")

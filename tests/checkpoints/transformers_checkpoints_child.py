@@ -4,7 +4,8 @@ class computes, for tests/checkpoints/test_transformers_checkpoints.py. Runs in 
 
     python transformers_checkpoints_child.py OUT_DIR
 
-OUT_DIR/NAME/: config.json, model.safetensors (save_pretrained), vocab.txt (cased), and
+OUT_DIR/NAME/: config.json, model.safetensors (save_pretrained), the cased tokenizer as
+transformers saves it (tokenizer.json, tokenizer_config.json; vocab.txt too for some), and
 reference.npz: the input ids, segment ids and mask, and every tensor the model returns
 (last_hidden_state, pooler_output, prediction_logits, seq_relationship_logits, logits).
 """
@@ -31,6 +32,9 @@ CHECKPOINTS = {
     "next_sentence": ("BertForNextSentencePrediction", {}),
 }
 
+# The others keep only what transformers' tokenizer saved.
+WITH_VOCAB_TXT = ("eps_relu", "gelu_new")
+
 
 def inputs():
     rng = np.random.default_rng(0)
@@ -50,8 +54,13 @@ def main(out_dir):
         model = getattr(transformers, cls)(transformers.BertConfig(**BASE, **changes)).eval()
         folder = os.path.join(out_dir, name)
         model.save_pretrained(folder)
-        with open(os.path.join(folder, "vocab.txt"), "w", encoding="utf-8") as f:
+        vocab_path = os.path.join(folder, "vocab.txt")
+        with open(vocab_path, "w", encoding="utf-8") as f:
             f.write("\n".join(VOCABULARY) + "\n")
+        # transformers 5 saves the tokenizer as tokenizer.json and tokenizer_config.json, no vocab.txt.
+        transformers.BertTokenizer(vocab_path, do_lower_case=False).save_pretrained(folder)
+        if name not in WITH_VOCAB_TXT:
+            os.remove(vocab_path)
         with torch.no_grad():
             outputs = model(input_ids=torch.tensor(ids), token_type_ids=torch.tensor(segments),
                             attention_mask=torch.tensor(mask), output_hidden_states=True)
