@@ -18,7 +18,8 @@ def add_parser(subparsers):
         "src",
         help="Checkpoint folder. google: bert_config.json, bert_model.ckpt.*, vocab.txt. huggingface: "
         "config.json, model.safetensors, vocab.txt (or tokenizer.json). model-garden: encoder_config.json (BertEncoderV2 "
-        "get_config() as JSON) and a TF2 checkpoint of tf.train.Checkpoint(encoder=...), optional vocab.txt.",
+        "get_config() as JSON) or a TF2 release's bert_config.json, a TF2 checkpoint of "
+        "tf.train.Checkpoint(encoder=...) or (model=...), optional vocab.txt.",
     )
     parser.add_argument("--format", required=True, choices=["google", "huggingface", "model-garden"], help="Checkpoint format of SRC.")
     parser.add_argument("--output", required=True, help="Path of the .keras file to write; an existing file is refused (see --overwrite).")
