@@ -113,6 +113,8 @@ def translate_huggingface_names(tensors):
     arrays, ignored, unknown, origin = {}, [], [], {}
     for name, value in tensors.items():
         short = name[len("bert."):] if name.startswith("bert.") else name
+        if short == "cls.predictions.decoder.bias" and "cls.predictions.bias" not in tensors:
+            short = "cls.predictions.bias"  # the tied MLM bias, saved under the decoder's name alone
         if short in _IGNORED:
             ignored.append((name, _IGNORED[short]))
             continue
@@ -275,6 +277,8 @@ def load_huggingface_checkpoint(src, with_heads=None, allow_pickle=False):
     kwargs = backbone_kwargs_from_huggingface_config(config, config_path)
     tensors, weights_path = _read_tensors(src, allow_pickle)
     arrays, ignored, unknown, origin = translate_huggingface_names(tensors)
+    if with_heads is not False:
+        _check_tied_bias(tensors, weights_path)
     if _untied_decoder(tensors, config, weights_path, with_heads):  # left out with the heads (--backbone-only)
         ignored = [(name, "the MLM decoder (untied here), left out with the heads" if "decoder.weight" in name else reason)
                    for name, reason in ignored]
@@ -316,6 +320,17 @@ def _vocabulary_and_casing(src, vocabulary_size, config_path):
     settings = {"do_lower_case": normalizer.get("lowercase", True), "strip_accents": normalizer.get("strip_accents"),
                 "tokenize_chinese_chars": normalizer.get("handle_chinese_chars", True)}
     return tokens, _tokenizer_lowercase(settings, tokenizer_path, settings["do_lower_case"])
+
+
+def _check_tied_bias(tensors, weights_path):
+    """transformers ties cls.predictions.decoder.bias to cls.predictions.bias; the importer reads
+    the latter (or the former when alone), so two that differ are not the checkpoint's MLM head."""
+    bias, decoder_bias = tensors.get("cls.predictions.bias"), tensors.get("cls.predictions.decoder.bias")
+    if bias is not None and decoder_bias is not None and not np.array_equal(bias, decoder_bias):
+        raise ValueError(
+            f"{weights_path}: cls.predictions.decoder.bias differs from cls.predictions.bias, which transformers ties "
+            "to it (up to {:.3g} apart): the file's MLM head is not one model's. Convert the encoder alone "
+            "(--backbone-only; with_heads=False), or fix the file.".format(float(np.abs(bias - decoder_bias).max())))
 
 
 def _untied_decoder(tensors, config, weights_path, with_heads):

@@ -271,3 +271,27 @@ def test_with_heads_true_needs_heads(tmp_path):
         convert_checkpoint(str(folder), format="huggingface", with_heads="yes")
     with pytest.raises(ValueError, match=r"with_heads=True, but a Model Garden encoder checkpoint has no MLM or NSP"):
         convert_checkpoint(str(folder), format="model-garden", with_heads=True)
+
+
+def test_the_mlm_bias_under_the_decoders_name(tmp_path):
+    """transformers ties cls.predictions.bias to cls.predictions.decoder.bias, and a file may hold
+    the tensor under either name: under the decoder's alone it was 'ignored' as 'the same tensor as
+    cls.predictions.bias' and the import failed for want of cls/predictions/output_bias; under both,
+    unequal, the decoder's was dropped on that same word."""
+    keras.utils.set_random_seed(1)
+    pretrainer = kb.BertPretrainer(_backbone())
+    pretrainer.masked_lm_head.output_bias.assign(np.linspace(-1, 1, len(VOCABULARY)).astype("float32"))
+    folder = _exported(pretrainer, tmp_path / "pretrainer")
+    tensors = load_file(folder / "model.safetensors")
+    tensors["cls.predictions.decoder.bias"] = tensors.pop("cls.predictions.bias")
+    save_file(tensors, folder / "model.safetensors")
+    model, report = convert_checkpoint(str(folder), format="huggingface")
+    np.testing.assert_array_equal(model.masked_lm_head.output_bias.numpy(), pretrainer.masked_lm_head.output_bias.numpy())
+    assert any(c == "cls.predictions.decoder.bias" for c, _, _ in report.mapped)
+    assert "cls.predictions.decoder.bias" not in [name for name, _ in report.ignored]
+    tensors["cls.predictions.bias"] = tensors["cls.predictions.decoder.bias"] + np.float32(1)
+    save_file(tensors, folder / "model.safetensors")
+    with pytest.raises(ValueError, match=r"model.safetensors: cls.predictions.decoder.bias differs from "
+                                         r"cls.predictions.bias, which transformers ties to it"):
+        convert_checkpoint(str(folder), format="huggingface")
+    assert isinstance(convert_checkpoint(str(folder), format="huggingface", with_heads=False)[0], kb.BertBackbone)
