@@ -68,14 +68,14 @@ class CheckpointMismatchError(ValueError):
         self.report = report
         lines = [f"Checkpoint {report.source!r} does not fit the model; nothing was loaded."]
         if report.missing:
-            lines.append(f"Missing from the checkpoint ({len(report.missing)}): " + _first(report.missing))
+            lines.append(f"Missing from the checkpoint ({len(report.missing)}): " + _first(report.missing) + ".")
         if report.unplaced:
             lines.append(f"Encoder tensors the model has no place for ({len(report.unplaced)}): "
-                         + _first(report.unplaced) + ": the config describes a smaller encoder than the checkpoint's")
+                         + _first(report.unplaced) + ": the config describes a smaller encoder than the checkpoint's.")
         if report.shape_mismatch:
             lines.append(
                 f"Shape mismatch ({len(report.shape_mismatch)}): "
-                + _first([f"{name} checkpoint {src} vs model {dst}" for name, src, dst in report.shape_mismatch])
+                + _first([f"{name} checkpoint {src} vs model {dst}" for name, src, dst in report.shape_mismatch]) + "."
             )
         lines.append(
             "Check that the config file belongs to these weights and that --format names the checkpoint's format."

@@ -64,7 +64,7 @@ def run(args):
             args.src, args.format, with_heads=False if args.backbone_only else None, allow_pickle=args.allow_pickle
         )
     except (CheckpointMismatchError, ValueError, FileNotFoundError, ImportError) as e:  # ImportError: no torch
-        print(f"kbert convert: {e}", file=sys.stderr)
+        print(f"kbert convert: {' '.join(str(e).split())}", file=sys.stderr)  # one line, as every kbert failure
         return 2
     print(report.summary(verbose=args.verbose))
     save_model(model, args.output)
