@@ -138,7 +138,8 @@ def load_model_garden_checkpoint(src):
     """Rebuilds a BertEncoderV2 from `encoder_config.json` in `src` (its get_config(), JSON), or
     else the encoder Model Garden builds from a `bert_config.json` (its TF2 BERT releases),
     restores the TF2 checkpoint there (saved as tf.train.Checkpoint(encoder=...) or (model=...),
-    as Model Garden's checkpoint converter writes it), and copies it.
+    as Model Garden's checkpoint converter writes it, or a pretraining run's (model=BertPretrainerV2),
+    the encoder at model/encoder_network), and copies it.
 
     A vocab.txt in `src`, when present, travels with the model.
     """
@@ -148,9 +149,11 @@ def load_model_garden_checkpoint(src):
     encoder, config_path, sizes = _rebuilt_encoder(src)
     # The 'checkpoint' file's, else the only one (Model Garden's converted release: bert_model.ckpt.*).
     path = checkpoint_prefix(src, expected="a 'checkpoint' file with ckpt-N.*, or one checkpoint's .index and .data-*")
-    root, ignored = _restore_encoder(encoder, path, config_path, sizes)
-    backbone, report = load_model_garden_encoder(encoder, source=path, source_names=_checkpoint_keys(root, encoder))
-    report.ignored = ignored
+    checkpoint, names = _restore_encoder(encoder, path, config_path, sizes)
+    keys = _checkpoint_keys(checkpoint, path)
+    backbone, report = load_model_garden_encoder(encoder, source=path, source_names=keys)
+    read = set(keys.values()) | {"_CHECKPOINTABLE_OBJECT_GRAPH"}
+    report.ignored = [(name, _unread_reason(name)) for name in names if name not in read]
     vocab_path = os.path.join(src, "vocab.txt")
     if os.path.exists(vocab_path):
         vocabulary = read_checkpoint_vocabulary(vocab_path, backbone.vocabulary_size, config_path)
@@ -159,9 +162,11 @@ def load_model_garden_checkpoint(src):
 
 
 _VALUE = "/.ATTRIBUTES/VARIABLE_VALUE"
-# Model Garden's tf2_encoder_checkpoint_converter names the encoder "encoder" (its flag's
-# default) or "model" (its convert_checkpoint's default).
-_ENCODER_KEYS = ("encoder", "model")
+# Where the encoder sits in a checkpoint, first match first: Model Garden's pretraining saves
+# tf.train.Checkpoint(model=BertPretrainerV2), whose encoder is model/encoder_network; its
+# tf2_encoder_checkpoint_converter names the encoder "encoder" (its flag's default) or "model"
+# (its convert_checkpoint's default).
+_ENCODER_PATHS = (("model", "encoder_network"), ("encoder",), ("model",))
 
 
 def _rebuilt_encoder(src):
@@ -208,49 +213,68 @@ def _encoder_from_google_config(path):
 def _restore_encoder(encoder, path, config_path, sizes):
     """Restores `encoder` from `path`, refusing a checkpoint that holds more or other than it:
     tf.train.Checkpoint.read fills what the encoder has and leaves the rest unread (a config with
-    fewer layers than the checkpoint gave a shallower model). Returns the checkpoint's key for
-    the encoder and [(checkpoint name, reason)] of what was not read, for the report."""
+    fewer layers than the checkpoint gave a shallower model). Returns the tf.train.Checkpoint it
+    read through and the checkpoint's names."""
     import tensorflow as tf
 
     names = [name for name, _ in tf.train.list_variables(path)]
-    tops = sorted({name.split("/")[0] for name in names if name.endswith(_VALUE)})
-    root = next((key for key in _ENCODER_KEYS if key in tops), None)
-    if root is None:
+    values = [name for name in names if name.endswith(_VALUE) and "/.OPTIMIZER_SLOT/" not in name]
+    where = next((p for p in _ENCODER_PATHS if any(n.startswith("/".join(p) + "/") for n in values)), None)
+    if where is None:
+        tops = sorted({name.split("/")[0] for name in values})
         raise ValueError(f"{path} holds no encoder: its top-level objects are {tops}, and Model Garden saves the "
-                         f"encoder as {' or '.join(repr(k) for k in _ENCODER_KEYS)} (tf.train.Checkpoint(encoder=...)). "
-                         "Save the BertEncoderV2 alone under one of those names.")
-    values = [n for n in names if n.startswith(root + "/") and n.endswith(_VALUE) and "/.OPTIMIZER_SLOT/" not in n]
-    if len(values) != len(encoder.weights):
+                         "encoder as 'encoder' or 'model' (tf.train.Checkpoint(encoder=...)), or a pretrainer's as "
+                         "model/encoder_network. Save the BertEncoderV2 alone under one of those names.")
+    values = [name for name in values if name.startswith("/".join(where) + "/")]
+    # More is a deeper or wider encoder than the config's; fewer can be a variable shared with
+    # a head and saved under the head's path (a pretrainer's word embeddings), which read() finds.
+    if len(values) > len(encoder.weights):
         raise ValueError(
-            f"{path} holds {len(values)} variables under {root!r} but the encoder built from {config_path} has "
-            f"{len(encoder.weights)} ({sizes}): "
+            f"{path} holds {len(values)} variables under {'/'.join(where)!r} but the encoder built from {config_path} "
+            f"has {len(encoder.weights)} ({sizes}): "
             "the config does not belong to this checkpoint. Use the encoder's own get_config().")
+    checkpoint = _rooted(where, encoder)
     try:
-        tf.train.Checkpoint(**{root: encoder}).read(path).assert_existing_objects_matched()
+        checkpoint.read(path).assert_existing_objects_matched()
     except (ValueError, AssertionError) as e:  # a shape that differs; a variable not in the checkpoint
         raise ValueError(f"{path} does not fit the encoder built from {config_path} ({' '.join(str(e).split())[:300]}): "
                          "use the encoder's own get_config().") from None
-    return root, [(n, _unread_reason(n)) for n in names if n not in values and n != "_CHECKPOINTABLE_OBJECT_GRAPH"]
+    return checkpoint, names
 
 
-def _checkpoint_keys(root, encoder):
-    """{variable name: its key in a tf.train.Checkpoint(root=encoder)}: the path by which a
-    breadth-first walk of the object graph first reaches it, as the checkpoint writer names it."""
+def _rooted(where, encoder):
+    """A tf.train.Checkpoint holding `encoder` at the object path `where` (("model", "encoder_network"))."""
+    import tensorflow as tf
+
+    node = encoder
+    for key in reversed(where):
+        node = tf.train.Checkpoint(**{key: node})
+    return node
+
+
+def _checkpoint_keys(checkpoint, path):
+    """{variable name: its key in the checkpoint at `path`}, walking the checkpoint's own object
+    graph beside `checkpoint` (what read it), edge by edge: a variable shared with a head is saved
+    under the path the writer reached it by first, which need not be the encoder's."""
     import collections
 
     import tensorflow as tf
+    from tensorflow.core.protobuf import trackable_object_graph_pb2
 
-    checkpoint = tf.train.Checkpoint(**{root: encoder})
+    graph = trackable_object_graph_pb2.TrackableObjectGraph()
+    graph.ParseFromString(tf.train.load_checkpoint(path).get_tensor("_CHECKPOINTABLE_OBJECT_GRAPH"))
     view = tf.train.TrackableView(checkpoint)
-    keys, seen, queue = {}, {id(checkpoint)}, collections.deque([(checkpoint, ())])
+    keys, seen, queue = {}, set(), collections.deque([(checkpoint, 0)])  # node 0: the saved root
     while queue:
-        node, path = queue.popleft()
+        node, node_id = queue.popleft()
+        if id(node) in seen:
+            continue
+        seen.add(id(node))
+        saved = graph.nodes[node_id]
         if isinstance(node, tf.Variable):
-            keys.setdefault(node.name, "/".join(path) + _VALUE)
-        for name, child in view.children(node).items():
-            if id(child) not in seen:
-                seen.add(id(child))
-                queue.append((child, path + (name,)))
+            keys.update({node.name: a.checkpoint_key for a in saved.attributes if a.name == "VARIABLE_VALUE"})
+        children = {child.local_name: child.node_id for child in saved.children}
+        queue.extend((child, children[name]) for name, child in view.children(node).items() if name in children)
     return keys
 
 

@@ -191,3 +191,27 @@ def test_model_garden_tf2_release_with_bert_config(tmp_path):
     real = x["padding_mask"].astype(bool)
     seq = ref[0] if isinstance(ref, (list, tuple)) else ref["sequence_output"]
     assert np.abs(out["sequence_output"][real] - np.asarray(seq)[real]).max() <= 1e-5
+
+
+def test_a_pretrainer_checkpoint_gives_its_encoder(tmp_path):
+    """Model Garden's pretraining saves tf.train.Checkpoint(model=BertPretrainerV2(...)): the encoder
+    sits at model/encoder_network, beside the MLM head. It was read as if 'model' were the encoder:
+    '45 variables under 'model' but the encoder ... has 39'."""
+    from official.nlp.modeling import models
+
+    encoder, x, ref = _encoder("bert_tiny", vocabulary_size=64)
+    pretrainer = models.BertPretrainerV2(encoder_network=encoder)
+    ids = np.ones((1, 4), "int32")
+    pretrainer(dict(input_word_ids=ids, input_mask=ids, input_type_ids=ids * 0, masked_lm_positions=ids))
+    tf.train.Checkpoint(model=pretrainer).save(str(tmp_path / "ckpt"))
+    _write_config(tmp_path, encoder)
+    backbone, report = convert_checkpoint(str(tmp_path), format="model-garden")
+    real = x["padding_mask"].astype(bool)
+    assert np.abs(backbone.predict(x, verbose=0)["sequence_output"][real]
+                  - ref["sequence_output"].numpy()[real]).max() <= 1e-5
+    # Under the checkpoint's own keys: the word embeddings, shared with the MLM head, are saved under its path.
+    keys = {name for name, _ in tf.train.list_variables(report.source)}
+    mapped = {c for c, _, _ in report.mapped}
+    assert len(mapped) == 39 and mapped <= keys and len([c for c in mapped if not c.startswith("model/encoder_network/")]) == 1
+    assert not mapped & {name for name, _ in report.ignored}
+    assert any(name.startswith("model/masked_lm/") and why == "not the encoder" for name, why in report.ignored)
