@@ -6,8 +6,9 @@ tensors, whose values are unknown, so that check cannot run there: on the JAX ba
 out-of-range token id then read no row of the embedding table and came out as NaN
 outputs, without an error (jnp.take fills outside the table), and on TensorFlow it was
 an InvalidArgumentError from a gather deep in the graph. Data given as arrays (a dict of
-numpy arrays or tensors) is checked here first, once per call, with the same messages;
-a `tf.data.Dataset` or a generator is passed through unchecked.
+numpy arrays or tensors) is checked here first, once per call, with the same messages
+(and a head's own inputs, such as the pretrainer's mask_positions); a `tf.data.Dataset`
+or a generator is passed through unchecked.
 """
 
 from keras_bert_impl.conversion.input_contract import MODEL_ID_INPUTS
@@ -28,10 +29,15 @@ class ChecksIdData:
     def _checking_backbone(self):
         raise NotImplementedError
 
+    def _check_task_inputs(self, x):
+        """Checks the model's own inputs beyond the backbone's three (the pretrainer's
+        mask_positions); nothing by default."""
+
     def _check_id_data(self, x):
         inputs = _id_inputs(x)
         if inputs is not None:
             self._checking_backbone()._validate_inputs(inputs)
+            self._check_task_inputs(x)
 
     def fit(self, x=None, *args, **kwargs):
         self._check_id_data(x)

@@ -8,6 +8,7 @@ import keras
 from keras_bert_impl.layers.activations import ACTIVATIONS
 from keras_bert_impl.layers.masked_lm_head import MaskedLMHead
 from keras_bert_impl.layers.next_sentence_head import NextSentenceHead
+from keras_bert_impl.models.bert_backbone import _concrete
 from keras_bert_impl.models.bert_task import BertTask
 from keras_bert_impl.models.global_batch_loss import GlobalBatchLoss
 from keras_bert_impl.models.masked_lm_accuracy import MaskedLMAccuracy
@@ -75,6 +76,27 @@ class BertPretrainer(BertTask):
         )
         self.activation = activation
         self.compile()
+
+    def __call__(self, inputs, *args, **kwargs):
+        self._check_task_inputs(inputs)
+        return super().__call__(inputs, *args, **kwargs)
+
+    def _check_task_inputs(self, x):
+        # A position past the sequence is no token: it gave NaN logits on JAX (the gather
+        # fills) and finite ones on PyTorch, without an error. Checked where values are concrete.
+        if not isinstance(x, dict) or "mask_positions" not in x or "token_ids" not in x:
+            return
+        length = getattr(x["token_ids"], "shape", (None, None))[1]
+        positions = _concrete(x["mask_positions"])
+        if not isinstance(length, int) or positions is None or positions.size == 0:
+            return
+        low, high = int(positions.min()), int(positions.max())
+        if low < 0 or high >= length:
+            raise ValueError(
+                f"Input 'mask_positions' holds the value {high if high >= length else low}, outside [0, {length}) "
+                f"(token_ids has {length} positions). Mask positions index each row's tokens: fill the unused "
+                "slots with 0 and give them a sample weight of 0."
+            )
 
     def default_loss(self):
         return {

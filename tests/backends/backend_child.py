@@ -286,6 +286,16 @@ def edges(text_in_path):
         "evaluate": error_or(lambda: classifier.evaluate(bad, y, verbose=0) and None),
         "fit": error_or(lambda: classifier.fit(bad, y, epochs=1, verbose=0) and None),
     }
+    pretrainer = kb.BertPretrainer(kb.BertBackbone(**tiny_config()))
+    past_the_end = dict(x, mask_positions=np.array([[1, 2, LENGTH]] * BATCH, "int32"))  # LENGTH: one past the last
+
+    def logits_of(run):
+        return lambda: f"ran, NaN outputs: {bool(np.isnan(run()['mlm_logits']).any())}"
+
+    report["mask_positions_out_of_range"] = {
+        "call": error_or(logits_of(lambda: numpy_outputs(pretrainer(past_the_end)))),
+        "predict": error_or(logits_of(lambda: pretrainer.predict(past_the_end, verbose=0))),
+    }
     report["text_in_load"] = error_or(lambda: keras.saving.load_model(text_in_path) and None, ran="loaded")
 
     def mixed_precision_round_trip(policy):

@@ -1,6 +1,6 @@
 """What a demanding user of the JAX and PyTorch backends meets beyond the workout of
 test_backends.py: mixed_float16 under a compiled predict, out-of-range token ids given to
-fit/evaluate/predict, a .keras file that holds the in-graph tokenizer, mixed
+fit/evaluate/predict, masked-LM positions past the sequence, a .keras file that holds the in-graph tokenizer, mixed
 precision through fit, save and load, and a model trained with `create_optimizer` loaded
 in a fresh process (saved on TensorFlow, loaded there).
 
@@ -88,6 +88,14 @@ def test_out_of_range_token_ids_are_refused_by_fit_evaluate_and_predict(backend,
     for method, answer in edges[backend]["out_of_range"].items():
         assert answer.startswith("ValueError: Input 'token_ids' holds the value"), (method, answer)
         assert "outside [0, 60)" in answer and "vocab.txt" in answer, (method, answer)
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_mask_positions_past_the_sequence_are_refused(backend, edges):
+    """A masked-LM position past the sequence is no token: it gave NaN logits on JAX and
+    finite logits on PyTorch, both without an error."""
+    for method, answer in edges[backend]["mask_positions_out_of_range"].items():
+        assert answer.startswith("ValueError: Input 'mask_positions' holds the value 12, outside [0, 12)"), (method, answer)
 
 
 @pytest.mark.parametrize("backend", BACKENDS)
