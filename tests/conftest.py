@@ -51,6 +51,8 @@ NOT_FAST = set(_modules(
     "export/test_tflite_metadata.py",
     "huggingface/test_export_huggingface.py",
     "inference/test_precision.py",
+    "backends/test_backend_edges.py",
+    "checkpoints/test_transformers_checkpoints.py",
     "inspection/test_look_inside_cli.py",
     "inspection/test_sentence_encoder.py",
     "models/test_distiller.py",
