@@ -87,10 +87,28 @@ def checkpoint_prefix(src, expected="bert_model.ckpt.index and bert_model.ckpt.d
                      "and no 'checkpoint' file to say which is latest: keep one of them in the folder.")
 
 
+def _object_based(names):
+    # A TF2 checkpoint (tf.train.Checkpoint: Model Garden's) names its values by object path,
+    # not by Google's TF1 variable names (bert/...).
+    return "_CHECKPOINTABLE_OBJECT_GRAPH" in names and not any(n.startswith("bert/") for n in names)
+
+
+def holds_object_based_checkpoint(src):
+    """Whether the checkpoint of folder `src` (`checkpoint_prefix`'s) is a TF2 object-based one,
+    as Model Garden's TF2 BERT release holds beside a bert_config.json: a folder to read with
+    --format model-garden, though its config file is Google's. False when there is none to read
+    (the importer then says why)."""
+    try:
+        names = {name for name, _ in tf.train.list_variables(checkpoint_prefix(src))}
+    except (ValueError, OSError, tf.errors.OpError):
+        return False
+    return _object_based(names)
+
+
 def _refuse_object_based(prefix, names):
-    """A TF2 checkpoint (tf.train.Checkpoint: Model Garden's) names its values by object path,
-    not by Google's TF1 variable names; said once rather than as every BERT name missing."""
-    if "_CHECKPOINTABLE_OBJECT_GRAPH" in names and not any(n.startswith("bert/") for n in names):
+    """An object-based checkpoint given as Google's: said once rather than as every BERT name
+    missing."""
+    if _object_based(names):
         example = next(n for n in sorted(names) if n != "_CHECKPOINTABLE_OBJECT_GRAPH")
         raise ValueError(
             f"{prefix} is an object-based TF2 checkpoint (names such as {example!r}), not Google's TF1 release "

@@ -9,6 +9,7 @@ import tensorflow as tf
 
 from keras_bert_impl import validation
 from keras_bert_impl.checkpoints import convert_checkpoint
+from keras_bert_impl.checkpoints.google_tf1 import holds_object_based_checkpoint
 from keras_bert_impl.commands.errors import UsageError
 from keras_bert_impl.damaged_file_error import DamagedFileError, check_keras_archive
 from keras_bert_impl.models import BertBackbone
@@ -19,9 +20,12 @@ CHECKPOINT_FORMATS = {"bert_config.json": "google", "encoder_config.json": "mode
 
 
 def checkpoint_format(path):
-    """The importer format of a checkpoint folder, from the config file it holds."""
+    """The importer format of a checkpoint folder, from the config file it holds; a
+    bert_config.json beside a TF2 object-based checkpoint is Model Garden's TF2 release."""
     for name, fmt in CHECKPOINT_FORMATS.items():
         if os.path.exists(os.path.join(path, name)):
+            if fmt == "google" and holds_object_based_checkpoint(path):
+                return "model-garden"
             return fmt
     return None
 

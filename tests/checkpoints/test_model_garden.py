@@ -12,6 +12,7 @@ from official.nlp.modeling import networks
 import keras_bert_impl as kb
 from keras_bert_impl.checkpoints import CheckpointMismatchError, convert_checkpoint
 from keras_bert_impl.checkpoints.model_garden import load_model_garden_encoder
+from keras_bert_impl.commands.model_files import load_init
 from tests.harness import random_inputs
 
 
@@ -186,6 +187,11 @@ def test_model_garden_tf2_release_with_bert_config(tmp_path):
         convert_checkpoint(str(tmp_path), format="google")
     backbone, report = convert_checkpoint(str(tmp_path), format="model-garden")
     assert report.ok and len(report.mapped) == 39 and backbone.activation == "gelu_approximate"
+    # `kbert finetune --init` (no --format) tells it by its checkpoint, not only its config file's name;
+    # it tried the google format and failed with the message above.
+    model, description = load_init(str(tmp_path))
+    assert description.startswith(f"model-garden checkpoint {tmp_path} (39 tensors imported")
+    np.testing.assert_array_equal(model.token_embedding.embeddings.numpy(), backbone.token_embedding.embeddings.numpy())
     assert backbone.vocabulary[5] == "w0" and backbone.lowercase is True
     out = backbone.predict(x, verbose=0)
     real = x["padding_mask"].astype(bool)
