@@ -70,15 +70,27 @@ def backbone_kwargs_from_google_config(config, source="bert_config.json"):
 
 def checkpoint_prefix(src, expected="bert_model.ckpt.index and bert_model.ckpt.data-* as in Google's release zip"):
     """The checkpoint the 'checkpoint' state file names (a pretraining run's folder holds
-    model.ckpt-N for several N), else the folder's only one (the release's bert_model.ckpt);
-    several without a state file are a ValueError naming them. `expected`: what to say is
-    missing when there is none."""
+    model.ckpt-N for several N; by its name in `src` when its path is elsewhere), else the
+    folder's only one (the release's bert_model.ckpt); several without a state file are a
+    ValueError naming them, a state file naming one the folder lacks a FileNotFoundError.
+    `expected`: what to say is missing when there is none."""
     if os.path.isfile(src + ".index"):
         return src
     latest = tf.train.latest_checkpoint(src)
     if latest:
         return latest
     candidates = sorted(p[: -len(".index")] for p in glob.glob(os.path.join(src, "*.index")))
+    state = tf.train.get_checkpoint_state(src)
+    if state is not None and state.model_checkpoint_path:
+        # The state file names a checkpoint that is not where it says: a run folder copied from
+        # another machine (TensorFlow writes absolute paths) holds it under the same name here.
+        named = os.path.basename(state.model_checkpoint_path)
+        if os.path.join(src, named) in candidates:
+            return os.path.join(src, named)
+        held = ", ".join(os.path.basename(p) for p in candidates) or "no checkpoint"
+        raise FileNotFoundError(
+            f"{os.path.join(src, 'checkpoint')} names {named}, which is not in the folder (it holds {held}): copy "
+            f"{named}.index and {named}.data-* there, or remove that 'checkpoint' file to read the folder's only one.")
     if len(candidates) == 1:
         return candidates[0]
     if not candidates:

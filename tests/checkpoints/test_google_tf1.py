@@ -132,6 +132,18 @@ def test_several_checkpoints_in_the_folder(google_release, tmp_path):
     assert report.source == str(tmp_path / "model.ckpt-2")
     np.testing.assert_array_equal(model.backbone.embeddings.token_embedding.embeddings.numpy(),
                                   newer["bert/embeddings/word_embeddings"])
+    # A run folder copied from another machine: TensorFlow wrote absolute paths into its 'checkpoint'
+    # file. The checkpoint it names is read here (it said "no 'checkpoint' file to say which").
+    (tmp_path / "checkpoint").write_text('model_checkpoint_path: "/elsewhere/run/model.ckpt-2"\n'
+                                         'all_model_checkpoint_paths: "/elsewhere/run/model.ckpt-1"\n'
+                                         'all_model_checkpoint_paths: "/elsewhere/run/model.ckpt-2"\n')
+    _, report = convert_checkpoint(str(tmp_path), format="google")
+    assert report.source == str(tmp_path / "model.ckpt-2")
+    # A 'checkpoint' file naming one the folder lacks is refused, never answered with another one.
+    (tmp_path / "checkpoint").write_text('model_checkpoint_path: "model.ckpt-3"\n')
+    with pytest.raises(FileNotFoundError, match=r"checkpoint names model.ckpt-3, which is not in the folder \(it "
+                                                r"holds model.ckpt-1, model.ckpt-2\)"):
+        convert_checkpoint(str(tmp_path), format="google")
 
 
 def test_a_tf2_checkpoint_is_named_as_one(google_release, tmp_path):
