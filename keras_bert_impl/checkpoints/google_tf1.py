@@ -90,7 +90,7 @@ def checkpoint_prefix(src, expected="bert_model.ckpt.index and bert_model.ckpt.d
         held = ", ".join(os.path.basename(p) for p in candidates) or "no checkpoint"
         raise FileNotFoundError(
             f"{os.path.join(src, 'checkpoint')} names {named}, which is not in the folder (it holds {held}): copy "
-            f"{named}.index and {named}.data-* there, or remove that 'checkpoint' file to read the folder's only one.")
+            f"{named}.index and {named}.data-* there, or make that 'checkpoint' file name one the folder holds.")
     if len(candidates) == 1:
         return candidates[0]
     if not candidates:
