@@ -49,7 +49,7 @@ MEDIAPIPE_VENV := .venv-mediapipe
 MEDIAPIPE_INSTALLED := $(MEDIAPIPE_VENV)/.installed
 MEDIAPIPE_PINS := tests/export/mediapipe_requirements.txt
 PERF := backbone-forward backbone-profile tokenization pretraining-memory pretraining-speed finetune-mr finetune-mr-buckets finetune-mr-mean \
-	embed-throughput semantic-search serve-load inference-precision inference-throughput train-step-optimizer cpu-peers precision-process
+	embed-throughput semantic-search serve-load serve-overhead inference-precision inference-throughput train-step-optimizer cpu-peers precision-process
 EXPERIMENTS := finetune-mr-seeds mr-baseline pretrain-tiny nsp-baseline pretrain-reference-tfm full-int8-denylist integer-ladder distill-mr
 # The committed runs of bench/experiments/pretrain_tiny.py (its RUNS); PRETRAIN_TINY_ARGS go
 # to the runs other experiments read (nsp-baseline, pretrain-reference-tfm).
@@ -308,6 +308,9 @@ bench-serve-load: $(INSTALLED) $(DATA_STAMP)
 	$(BIN)/python -m bench.perf.serve_load --wait-idle 60 --output $(BENCH_RESULTS)/serve_load.json $(ARGS)
 
 # The same load against `kbert serve --precision int8` (not part of `make bench`: issue 33 item 5).
+bench-serve-overhead: $(INSTALLED)
+	$(BIN)/python -m bench.perf.serve_overhead --wait-idle 60 --output $(BENCH_RESULTS)/serve_overhead.json $(ARGS)
+
 bench-serve-load-int8: $(INSTALLED) $(DATA_STAMP)
 	$(BIN)/python -m bench.perf.serve_load --wait-idle 60 --precision int8 --output $(BENCH_RESULTS)/serve_load_int8.json $(ARGS)
 

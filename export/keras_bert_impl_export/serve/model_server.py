@@ -51,6 +51,20 @@ _EXAMPLE_INDEX = re.compile(r"(indices\[|at example )(\d+)")
 _ASSERTION = re.compile(r"assertion failed: \[(.+?)\] \[\[")
 
 
+def listening_socket(host):
+    """An unbound TCP socket for `host` whose accepted connections send without Nagle's algorithm.
+
+    asyncio turns Nagle off (TCP_NODELAY) only on sockets whose protocol number says TCP; a socket
+    made with the default 0 kept it on, and uvicorn writes an answer's headers and body apart, so on
+    a kept-alive connection the body waited for the client's delayed ACK: about 40 ms a request
+    (bench/perf/serve_overhead.py). Linux also passes the listening socket's TCP_NODELAY on to the
+    connections it accepts."""
+    sock = socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET, socket.SOCK_STREAM, socket.IPPROTO_TCP)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+    return sock
+
+
 class _JSONResponse(JSONResponse):
     """Starlette's JSONResponse writing NaN and +-inf as TF Serving does (NaN, Infinity,
     -Infinity), where Starlette's raises ValueError."""
@@ -138,8 +152,7 @@ class ModelServer:
     def serve(self, host="127.0.0.1", port=8501, on_ready=None):
         """Runs until SIGTERM or SIGINT, then shuts down gracefully. `on_ready(port)` is called
         once requests are answered (port 0 picks a free one)."""
-        sock = socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET, socket.SOCK_STREAM)
-        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        sock = listening_socket(host)
         try:
             sock.bind((host, port))
         except OSError as e:
