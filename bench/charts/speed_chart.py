@@ -239,6 +239,36 @@ def semantic_search_rows(record):
              f"{_n(record['build']['hnsw']['seconds'])} s) · exact {_n(search['exact'], 2)} ms", "")]
 
 
+def finetune_mr_buckets_rows(record):
+    settings, seconds = record["settings"], record["median_epoch_seconds"]
+    accuracy = record["mean_accuracy"]
+    return [(f"MR fine-tune of MiniLM, seconds per epoch (median over seeds {settings['seeds'][0]}-"
+             f"{settings['seeds'][-1]}): length {settings['seq_len']}, batch {settings['batch_size']}",
+             f"length buckets {_n(seconds['buckets'])} (accuracy {accuracy['buckets']:.4f}) · "
+             f"`--fixed-length` {_n(seconds['fixed_length'])} (accuracy {accuracy['fixed_length']:.4f})",
+             f"PyTorch + transformers, cut to the longest row {_n(seconds['pytorch_padding_longest'])}")]
+
+
+def inference_throughput_rows(record):
+    speed = record["sentences_per_s"]
+    return [(f"MR text → labels (`TextPredictor`), sentences/s: {record['sentences']:,} sentences, batch "
+             f"{record['batch_size']}, {record['rounds']} rounds",
+             " · ".join(f"{p} {_n(speed['ours_' + p])}" for p in ("fp32", "bf16", "int8")),
+             f"PyTorch + transformers sorted by length {_n(speed['pytorch_length_order'])} · KerasHub "
+             f"`BertTextClassifier` at length 64 {_n(speed['kerashub_len64'])}")]
+
+
+def inference_precision_rows(record):
+    speed, accuracy = record["sentences_per_s"], record["mr_test_accuracy"]
+    agree = record["top_label_agreement_with_fp32"]
+    names = {"int8_keras_quantize": "Keras `quantize(\"int8\")`"}
+    return [(f"each precision on {record['sentences_timed']:,} MR sentences, sentences/s (MR test accuracy; "
+             f"labels equal to fp32's)",
+             " · ".join(f"{names.get(p, p)} {_n(speed[p])} ({accuracy[p]:.4f}; {agree[p]:.1%})"
+                        for p in speed),
+             "")]
+
+
 # Results file (its name without .json) -> its rows; the other results files are shown on the
 # pages of their topic (training, serving, export) or in bench/README.md.
 ROWS = {
@@ -249,6 +279,9 @@ ROWS = {
     "pretraining_memory": pretraining_memory_rows,
     "pretraining_speed": pretraining_speed_rows,
     "finetune_mr": finetune_mr_rows,
+    "finetune_mr_buckets": finetune_mr_buckets_rows,
+    "inference_throughput": inference_throughput_rows,
+    "inference_precision": inference_precision_rows,
     "embed_throughput": embed_throughput_rows,
     "semantic_search": semantic_search_rows,
 }
