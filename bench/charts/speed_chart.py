@@ -269,6 +269,18 @@ def inference_precision_rows(record):
              "")]
 
 
+def serve_load_rows(record):
+    model, settings, latency = record["model"], record["settings"], record["latency_ms"]
+    how = model.get("precision", "fp32") + (" on LiteRT" if model.get("runtime") == "litert" else "")
+    if model.get("litert_cache") == "warm":
+        how += ", converted file cached"
+    per_request = settings["sentences_per_request"].split(",")[0]
+    return [(f"`kbert serve` under load, {how}: {settings['clients']} clients, {per_request} sentences per "
+             f"request, length {model['seq_len_padded_to']}",
+             f"{_n(record['throughput_sentences_per_s'])} sentences/s, p50 {_n(latency['p50'] / 1e3, 2)} s, "
+             f"p99 {_n(latency['p99'] / 1e3, 2)} s, ready in {_n(record['server_start_up_seconds'])} s", "")]
+
+
 # Results file (its name without .json) -> its rows; the other results files are shown on the
 # pages of their topic (training, serving, export) or in bench/README.md.
 ROWS = {
@@ -284,7 +296,18 @@ ROWS = {
     "inference_precision": inference_precision_rows,
     "embed_throughput": embed_throughput_rows,
     "semantic_search": semantic_search_rows,
+    "serve_load": serve_load_rows,
 }
+# Benchmarks whose runs on other CPUs or settings are written under longer names
+# (serve_load_xeon_int8.json): those files get the benchmark's rows too.
+VARIANTS = ("serve_load",)
+
+
+def rows_of(stem):
+    """The name in ROWS of a results file's rows (by the file's name without .json), or None."""
+    if stem in ROWS:
+        return stem
+    return next((name for name in VARIANTS if stem.startswith(name + "_")), None)
 
 
 def cpu_tables(records):
@@ -292,11 +315,11 @@ def cpu_tables(records):
     and the kinds whose flags were not recorded after them."""
     tables = {}
     for name, record in records:
-        stem = name[:-len(".json")]
-        if stem in ROWS:
+        benchmark = rows_of(name[:-len(".json")])
+        if benchmark:
             kind = cpu_kind(record) or "CPU not recorded"
-            place = list(ROWS).index(stem)
-            tables.setdefault(kind, []).extend((place,) + row + (name,) for row in ROWS[stem](record))
+            place = list(ROWS).index(benchmark)
+            tables.setdefault(kind, []).extend((place,) + row + (name,) for row in ROWS[benchmark](record))
 
     def order(kind):
         unknown = "not recorded" in kind
