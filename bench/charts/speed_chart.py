@@ -194,13 +194,15 @@ def tokenization_rows(record):
         return _span([v["sentences_per_s_median"] for k, v in results.items()
                       if k.startswith(prefix + "@")], 0)
 
-    return [(f"tokenize + pack + pad, {mode['sentences']:,} sentences, 1 thread, sentences/s "
+    threads = f"{mode['tf_intra_op_threads']} thread" + ("s" if mode["tf_intra_op_threads"] > 1 else "")
+    return [(f"tokenize + pack + pad, {mode['sentences']:,} sentences, {threads}, sentences/s "
              f"(batch {'-'.join(str(b) for b in record['batch_sizes'])})",
              span("ours_full"), f"Hugging Face `tokenizers` {span('hf_full')}")]
 
 
 def pretraining_memory_rows(record):
-    return [("pretraining data: peak memory of a 10x corpus over a 1x one",
+    small, large = (record["runs"][size]["corpus_bytes"] for size in ("1x", "10x"))
+    return [(f"pretraining data: peak memory of a corpus {large / small:.0f}x larger, over the smaller one's",
              f"{record['ratio_large_over_small']:.3f}x", "")]
 
 
@@ -254,8 +256,9 @@ def inference_throughput_rows(record):
     return [(f"MR text → labels (`TextPredictor`), sentences/s: {record['sentences']:,} sentences, batch "
              f"{record['batch_size']}, {record['rounds']} rounds",
              " · ".join(f"{p} {_n(speed['ours_' + p])}" for p in ("fp32", "bf16", "int8")),
-             f"PyTorch + transformers sorted by length {_n(speed['pytorch_length_order'])} · KerasHub "
-             f"`BertTextClassifier` at length 64 {_n(speed['kerashub_len64'])}")]
+             f"PyTorch + transformers sorted by length {_n(speed['pytorch_length_order'])} · "
+             + " · ".join(f"KerasHub `BertTextClassifier` at length {key.rsplit('len', 1)[1]} {_n(value)}"
+                          for key, value in speed.items() if key.startswith("kerashub_len")))]
 
 
 def inference_precision_rows(record):
@@ -476,7 +479,11 @@ def main(argv=None):
     records = load_records(args.results)
     with open(args.page, encoding="utf-8") as f:
         text = f.read()
-    updated = page_with_tables(text, tables_markdown(records, load_gpu_records(args.results)))
+    try:
+        updated = page_with_tables(text, tables_markdown(records, load_gpu_records(args.results)))
+    except ValueError as error:
+        print(f"--page {args.page}: {error}", file=sys.stderr)
+        return 2
     if args.check:
         if updated != text:
             print(f"{os.path.relpath(args.page, REPO)}: its speed tables differ from {args.results}: "

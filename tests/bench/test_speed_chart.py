@@ -58,3 +58,12 @@ def test_the_chart_has_a_panel_per_cpu_kind(tmp_path):
     with open(tmp_path / "chart.png", "rb") as f:
         assert f.read(8) == b"\x89PNG\r\n\x1a\n"
     assert os.path.relpath(speed_chart.CHART, REPO) == os.path.join("docs", "images", "speed_by_cpu.png")
+
+
+def test_a_page_without_the_markers_is_refused_in_one_line(tmp_path, capsys):
+    page = tmp_path / "benchmarks.md"
+    page.write_text("# Benchmarks\n\nno markers here\n", encoding="utf-8")
+    assert speed_chart.main(["--check", "--page", str(page)]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and f"--page {page}" in err and speed_chart.BEGIN in err
+    assert page.read_text(encoding="utf-8") == "# Benchmarks\n\nno markers here\n"
