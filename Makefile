@@ -57,7 +57,7 @@ PRETRAIN_TINY_RUNS ?= 5k len64 len64_phase2 vocab8k vocab8k_phase2 vocab8k_30k a
 PRETRAIN_TINY_ARGS ?=
 VOCAB8K_30K := $(BENCH_WORK)/pretrain_tiny_vocab8k_30k
 
-.PHONY: install data data-austen test test-slow test-fast test-pythons backend-venvs peers-venv bench-gpu-prepare bench-gpu bench-gpu-cpu bench-forward-gap bench-litert-profile demo demo-embeddings look-inside-pictures bench experiments clean mediapipe-venv edge-setup web-demo \
+.PHONY: install data data-austen test test-slow test-fast test-pythons backend-venvs peers-venv bench-gpu-prepare bench-gpu bench-gpu-cpu bench-forward-gap bench-litert-profile bench-chart demo demo-embeddings look-inside-pictures bench experiments clean mediapipe-venv edge-setup web-demo \
 	$(addprefix bench-,$(PERF)) $(addprefix experiment-,$(EXPERIMENTS))
 
 install: $(INSTALLED)
@@ -265,6 +265,11 @@ demo-embeddings: $(INSTALLED) $(DATA_STAMP) $(DEMO_MINILM)
 # Every speed and memory benchmark (bench/perf/), one target each, each writing its
 # results file; about 50 minutes on an idle 2-core machine, plus the installs.
 bench: $(addprefix bench-,$(PERF))
+
+# docs/benchmarks.md's speed tables and docs/images/speed_by_cpu.png, from the results files
+# alone (bench/charts/speed_chart.py; `ARGS=--check` only says whether the page is out of date).
+bench-chart: $(INSTALLED)
+	$(BIN)/python -m bench.charts.speed_chart --results $(BENCH_RESULTS) $(ARGS)
 
 bench-backbone-forward: $(BENCH_INSTALLED)
 	$(BIN)/python -m bench.perf.backbone_forward --wait-idle 120 --output $(BENCH_RESULTS)/backbone_forward.json $(ARGS)

@@ -1,0 +1,1 @@
+"""What docs/benchmarks.md shows, drawn and tabulated from the results files alone."""
