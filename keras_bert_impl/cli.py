@@ -77,7 +77,7 @@ def main(argv=None):
     args, unknown = parser.parse_known_args(argv)
     if unknown:
         # Only a command run on a Beam runner takes options it does not know: that runner's own.
-        if not getattr(args, "takes_pipeline_args", False):
+        if not getattr(args, "takes_pipeline_args", False) or args.runner == "local":
             parser.error(f"unrecognized arguments: {' '.join(unknown)}")
         args.pipeline_args = unknown
     debug = args.debug or os.environ.get("KBERT_DEBUG", "") not in ("", "0")

@@ -21,7 +21,7 @@ def add_runner_flags(parser, shards=False):
     parser.add_argument("--workers", type=int, default=None, metavar="N",
                         help="With --runner direct: worker processes (default 1). With dataflow: the most workers.")
     if shards:
-        parser.add_argument("--lines-per-shard", type=int, default=10000, metavar="N",
+        parser.add_argument("--lines-per-shard", type=int, default=None, metavar="N",
                             help="With a Beam runner: input lines per task and per output shard (default 10000).")
         known = {option for action in parser._actions for option in action.option_strings}
         if "--output" not in known:
@@ -34,18 +34,16 @@ def add_runner_flags(parser, shards=False):
 
 
 def check_runner_flags(args):
-    """Refuses --workers without a runner, a count below 1, and pipeline options on the local path."""
+    """Refuses --workers (or --lines-per-shard) without a runner and a count below 1 (cli.main
+    refuses unknown options on the local path, as argparse always did)."""
     if args.workers is not None and args.workers < 1:
         raise UsageError(f"--workers must be at least 1. Received: --workers {args.workers}")
     if args.runner == LOCAL:
-        if getattr(args, "lines_per_shard", None) not in (None, 10000):
+        if getattr(args, "lines_per_shard", None) is not None:
             raise UsageError("--lines-per-shard needs a Beam runner (--runner direct, dataflow, ...).")
         if args.workers is not None:
             raise UsageError(f"--workers needs a Beam runner (--runner direct, dataflow, ...). Received: --workers "
                              f"{args.workers} with --runner local")
-        if args.pipeline_args:
-            raise UsageError(f"unrecognized arguments: {' '.join(args.pipeline_args)} (pipeline options are for "
-                             "--runner direct, dataflow, ...)")
 
 
 def beam_options(args):
