@@ -43,6 +43,11 @@ setup(
         "starlette==1.10.0",
         "uvicorn==0.54.0",
         "prometheus-client==0.26.0",
+        # `--runner` of `kbert pretrain-data`, `kbert predict --file` and `kbert embed`: Apache Beam
+        # runs the same algorithm on the DirectRunner here or on Dataflow, Flink or Spark. A runtime
+        # dependency because those flags are part of the installed CLI; it is imported only when
+        # a --runner other than the default one-process path is asked for.
+        "apache-beam==2.77.0",
     ],
     extras_require={
         "dev": [

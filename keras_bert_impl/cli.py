@@ -73,7 +73,13 @@ def main(argv=None):
     stderr naming the input and the fix, exit status 2; `--debug` or KBERT_DEBUG=1 re-raises
     it with its traceback. Anything else is a bug and keeps its traceback.
     """
-    args = build_parser().parse_args(argv)
+    parser = build_parser()
+    args, unknown = parser.parse_known_args(argv)
+    if unknown:
+        # Only a command run on a Beam runner takes options it does not know: that runner's own.
+        if not getattr(args, "takes_pipeline_args", False) or args.runner == "local":
+            parser.error(f"unrecognized arguments: {' '.join(unknown)}")
+        args.pipeline_args = unknown
     debug = args.debug or os.environ.get("KBERT_DEBUG", "") not in ("", "0")
     # What `import keras_bert_impl` does outside the `kbert` command (TensorFlow, and every
     # layer, model, optimizer and schedule registered with Keras for load_model), once a command is to run.

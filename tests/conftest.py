@@ -59,6 +59,8 @@ NOT_FAST = set(_modules(
     "models/test_distiller_general.py",
     "models/test_models.py",
     "models/test_quantized_layers.py",
+    "pipelines/test_inference_pipeline.py",
+    "pipelines/test_pretraining_pipeline.py",
     "test_docstring_examples.py",
     "tokenization/test_bert_preprocessor.py",
     "tokenization/test_reference_parity.py",

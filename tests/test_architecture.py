@@ -65,6 +65,7 @@ def test_every_module_is_seen():
         ("keras_bert_impl.evaluation", ("keras_bert_impl.commands", "keras_bert_impl.cli")),
         ("keras_bert_impl.inspection", ("keras_bert_impl.commands", "keras_bert_impl.cli")),
         ("keras_bert_impl.inference", ("keras_bert_impl.commands", "keras_bert_impl.cli")),
+        ("keras_bert_impl.pipelines", ("keras_bert_impl.commands", "keras_bert_impl.cli")),
         # The conversion home is library: --precision int8 converts without the export wing.
         ("keras_bert_impl.conversion", ("keras_bert_impl.commands", "keras_bert_impl.cli", "keras_bert_impl_export")),
     ],
@@ -79,6 +80,24 @@ def test_layering(package, forbidden):
         if any(imported == f or imported.startswith(f + ".") for f in forbidden)
     ]
     assert not bad, bad
+
+
+# The Beam DoFns and model handler: the only modules importing apache_beam at their top, and only
+# the pipelines' run() imports them, so the library and `kbert --help` never import Beam.
+BEAM_MODULES = {f"keras_bert_impl.pipelines.{name}" for name in
+                ("split_examples", "shard_writer", "shard_reader", "shard_output", "text_model_handler")}
+
+
+def test_only_the_pipelines_import_beam_and_only_lazily():
+    outside = [(m, i) for m, path in MODULES.items() if not m.startswith("keras_bert_impl.pipelines")
+               for i, _ in _imports(path) if i.split(".")[0] == "apache_beam"]
+    assert not outside, outside
+    top_level = [(m, i) for m, path in MODULES.items() if m not in BEAM_MODULES
+                 for i, _ in _imports(path, top_level_only=True) if i.split(".")[0] == "apache_beam"]
+    assert not top_level, top_level
+    assert all(m in MODULES for m in BEAM_MODULES)
+    importers = {m for m, path in MODULES.items() for i, _ in _imports(path, top_level_only=True) if i in BEAM_MODULES}
+    assert importers <= BEAM_MODULES, importers
 
 
 def test_no_private_names_cross_packages():

@@ -4,10 +4,12 @@ import json
 import os
 import sys
 
+from keras_bert_impl.commands import beam_inference
 from keras_bert_impl.commands.encoder_flags import add_encoder_flags, encoder_from_args, progress_bar, report_truncated
 from keras_bert_impl.commands.errors import UsageError
 from keras_bert_impl.commands.text_lines import check_text_file, read_lines
 from keras_bert_impl.commands.output_files import add_overwrite_flag, refuse_existing
+from keras_bert_impl.commands.runner_flags import LOCAL, add_runner_flags, check_runner_flags
 
 FORMATS = (".npy", ".jsonl")
 
@@ -25,11 +27,15 @@ def add_parser(subparsers):
     parser.add_argument("--output", required=True, help="vectors.npy or vectors.jsonl (written atomically).")
     add_overwrite_flag(parser)
     add_encoder_flags(parser)
+    add_runner_flags(parser, shards=True)
     parser.set_defaults(func=run)
     return parser
 
 
 def run(args):
+    if args.runner != LOCAL:
+        return beam_inference.run_embed(args)
+    check_runner_flags(args)
     if not args.output.endswith(FORMATS):
         raise UsageError(f"--output must end in .npy or .jsonl. Received: {args.output!r}")
     if os.path.isdir(args.output):

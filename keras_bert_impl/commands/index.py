@@ -1,5 +1,6 @@
 """`kbert index`: a searchable folder of a text file's sentence vectors."""
 
+import itertools
 import os
 import sys
 import time
@@ -19,7 +20,9 @@ def add_parser(subparsers):
         "folder also holds a faiss HNSW graph, searched approximately (--method to choose). The folder records the "
         "model's fingerprint: a query embedded by another model is refused.",
     )
-    parser.add_argument("file", metavar="FILE", help="UTF-8 text, one sentence per line (blank lines are skipped and counted).")
+    parser.add_argument("file", metavar="FILE", help="UTF-8 text, one sentence per line (blank lines are skipped and counted); "
+                        "or the --output folder of `kbert embed --runner ...`, whose vector shards are indexed without "
+                        "embedding again (give the same --model, --pooling, --layer and --seq-len).")
     parser.add_argument("--output", required=True, help="The index folder to write (atomically; an existing index is replaced "
                         "only with --overwrite).")
     add_overwrite_flag(parser, "an existing index folder")
@@ -37,18 +40,23 @@ def run(args):
         )
     refuse_existing(args, "output")
     refuse_replacing_inputs("--output", args.output, {"FILE": args.file, "--model": getattr(args, "model", None)})
-    total = check_text_file(args.file, "FILE")
-    texts = [text for text in read_lines(args.file, "FILE") if text.strip()]
-    if not texts:
-        raise UsageError(f"FILE {args.file!r} has only blank lines: give a file with one sentence per line.")
-    encoder, description = encoder_from_args(args, normalize=True)
-    print(f"Indexing {len(texts)} lines of {args.file} with {description}", file=sys.stderr)
     import numpy as np
 
     from keras_bert_impl.inspection.vector_index import VectorIndex
 
-    start = time.perf_counter()
-    vectors = np.concatenate(list(encoder.encode_stream(texts, progress=progress_bar(len(texts), "index"))))
+    if os.path.isdir(args.file):
+        encoder, description = encoder_from_args(args, normalize=True)
+        start = time.perf_counter()
+        total, texts, vectors = _embedding_shards(args, encoder)
+    else:
+        total = check_text_file(args.file, "FILE")
+        texts = [text for text in read_lines(args.file, "FILE") if text.strip()]
+        if not texts:
+            raise UsageError(f"FILE {args.file!r} has only blank lines: give a file with one sentence per line.")
+        encoder, description = encoder_from_args(args, normalize=True)
+        print(f"Indexing {len(texts)} lines of {args.file} with {description}", file=sys.stderr)
+        start = time.perf_counter()
+        vectors = np.concatenate(list(encoder.encode_stream(texts, progress=progress_bar(len(texts), "index"))))
     embedded = time.perf_counter()
     config = dict(encoder.config(), model=os.path.abspath(args.model))
     index = VectorIndex(vectors, texts, encoder.fingerprint(), config, method=args.method)
@@ -59,3 +67,47 @@ def run(args):
     print(f"Wrote {index.method} index of {len(texts)} lines to {args.output} (embedding {embedded - start:.1f} s, "
           f"index {built - embedded:.1f} s){f'; skipped {skipped} blank lines' if skipped else ''}")
     return 0
+
+
+# The flags that decide a vector: a shard folder embedded with others would index wrong vectors.
+_VECTOR_FLAGS = ("pooling", "layer", "seq_len")
+
+
+def _embedding_shards(args, encoder):
+    """(lines, non-blank texts, their vectors) of a `kbert embed --runner` folder, checked to be
+    complete and made with this --model and these flags."""
+    import numpy as np
+
+    from keras_bert_impl.pipelines import read_manifest
+
+    try:
+        manifest = read_manifest(args.file)
+    except (OSError, ValueError):
+        raise UsageError(f"FILE {args.file!r} is a folder without the manifest.json of `kbert embed --runner`: give "
+                         "a text file, or that command's --output folder.") from None
+    settings = manifest.get("settings", {})
+    differing = [f"--{k.replace('_', '-')} {settings.get(k)!r} there, {getattr(args, k)!r} here"
+                 for k in _VECTOR_FLAGS if settings.get(k) != getattr(args, k)]
+    if manifest.get("kind") != "embeddings" or differing or \
+            os.path.abspath(settings.get("model", "")) != os.path.abspath(args.model):
+        raise UsageError(f"FILE {args.file!r} holds {manifest.get('kind')} of --model {settings.get('model')!r}"
+                         f"{': ' + '; '.join(differing) if differing else ''}. Index it with the flags it was embedded "
+                         "with, or embed again.")
+    texts, vectors = [], []
+    for shard in manifest["shards"]:
+        block = np.load(os.path.join(args.file, shard["file"]))
+        lines = itertools.islice(read_lines(shard["input"], "FILE"), shard["first_line"] - 1,
+                                 shard["first_line"] - 1 + shard["lines"])
+        keep = []  # blank lines have a vector in the shard (as in `kbert embed`) but no place in an index
+        for i, text in enumerate(lines):
+            if text.strip():
+                keep.append(i)
+                texts.append(text)
+        if block.shape != (shard["lines"], encoder.dim):
+            raise UsageError(f"FILE {args.file!r}: {shard['file']} holds {block.shape} vectors where "
+                             f"{(shard['lines'], encoder.dim)} belong. Embed again.")
+        vectors.append(block[keep])
+    if not texts:
+        raise UsageError(f"FILE {args.file!r}: its inputs have only blank lines.")
+    print(f"Indexing {len(texts)} vectors of {args.file} ({len(manifest['shards'])} shards)", file=sys.stderr)
+    return manifest["lines"], texts, np.concatenate(vectors)

@@ -6,11 +6,12 @@ import re
 
 import numpy as np
 
-from keras_bert_impl.commands import task_data
+from keras_bert_impl.commands import beam_inference, task_data
 from keras_bert_impl.commands.errors import UsageError
 from keras_bert_impl.commands.inference_setup import load_for_inference
 from keras_bert_impl.commands.precision_flag import add_precision_flag
 from keras_bert_impl.commands.progress import Progress
+from keras_bert_impl.commands.runner_flags import LOCAL, add_runner_flags, check_runner_flags
 from keras_bert_impl.commands.text_lines import read_lines
 
 
@@ -36,6 +37,7 @@ def add_parser(subparsers):
     parser.add_argument("--seq-len", type=int, default=None, help="Default: the run's training --seq-len, else 128.")
     add_precision_flag(parser)
     parser.add_argument("--json", action="store_true", help="One JSON object per input line.")
+    add_runner_flags(parser, shards=True)
     parser.set_defaults(func=run)
     return parser
 
@@ -129,6 +131,12 @@ def _rows(args, task):
 
 def run(args):
     # A UsageError goes up to cli.main: one line and status 2, or its traceback with --debug.
+    if args.runner != LOCAL:
+        return beam_inference.run_predict(args)
+    check_runner_flags(args)
+    if args.output is not None:
+        raise UsageError("--output is the folder of a Beam runner's shards (--runner direct, ...); without --runner "
+                         "the predictions go to stdout.")
     return _run(args)
 
 

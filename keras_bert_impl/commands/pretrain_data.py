@@ -4,6 +4,9 @@ import os
 import sys
 import time
 
+from keras_bert_impl.commands.errors import UsageError
+from keras_bert_impl.commands.runner_flags import LOCAL, add_runner_flags, beam_options, check_runner_flags
+
 DESCRIPTION = """\
 Create BERT pretraining examples (masked LM + next-sentence prediction) from raw
 text, following Google's create_pretraining_data.py, and write them as sharded
@@ -62,6 +65,15 @@ def add_parser(subparsers):
                    "(default: 1000). A corpus that fits is processed exactly as Google does.")
     p.add_argument("--shuffle-buffer-size", type=int, default=10000,
                    help="Examples held to shuffle the output (default: 10000).")
+    p.add_argument("--randomness", choices=["stream", "keyed"], default=None,
+                   help="stream (default with --runner local): one random generator over the streamed documents, "
+                   "Google's draws. keyed (always with a Beam runner): each document's draws keyed by (seed, pass, "
+                   "document), NotNext segments from its own split, so every runner and worker count gives the "
+                   "same examples.")
+    p.add_argument("--split-bytes", type=int, default=None, metavar="N",
+                   help="keyed only: cut text files into splits of about N bytes at document boundaries (default: "
+                   "one split per file). A split is one worker's task and the pool of its NotNext segments.")
+    add_runner_flags(p)
     p.add_argument("--overwrite", action="store_true", help="Replace pretraining shards already in DIR.")
     p.add_argument("--quiet", action="store_true", help="No progress bar.")
     p.set_defaults(func=run)
@@ -74,9 +86,12 @@ def run(args):
 
     prog = "kbert pretrain-data"
     try:
+        check_runner_flags(args)
+        randomness = _randomness(args)
         corpus = PretrainingCorpus(args.files, format=args.format)
-        builder = PretrainingExampleBuilder(
-            args.vocab,
+        corpus.check_readable()
+        settings = dict(
+            vocabulary=args.vocab,
             max_seq_length=args.max_seq_length,
             max_predictions_per_seq=args.max_predictions_per_seq,
             masked_lm_prob=args.masked_lm_prob,
@@ -87,7 +102,12 @@ def run(args):
             document_buffer_size=args.document_buffer_size,
             mask=not args.dynamic_masking,
             seed=args.seed,
+            randomness=randomness,
+            split_bytes=args.split_bytes,
         )
+        builder = PretrainingExampleBuilder(**settings)
+        if args.runner != LOCAL:
+            return _run_pipeline(args, corpus, dict(settings, vocabulary=builder.vocabulary))
         documents, sentences = corpus.scan()
         if documents == 0:
             raise ValueError(
@@ -109,6 +129,31 @@ def run(args):
         f"Read {documents} documents, {sentences} sentences from {len(corpus.paths)} file(s). Wrote "
         f"{writer.count} {masked} examples in {time.time() - start:.1f} s to {len(writer.paths)} shard(s) in "
         f"{os.path.abspath(args.output)} ({os.path.basename(writer.metadata_path)} holds the settings)."
+    )
+    return 0
+
+
+def _randomness(args):
+    if args.runner == LOCAL:
+        return args.randomness or "stream"
+    if args.randomness == "stream":
+        raise UsageError(f"--randomness stream draws from one generator in one process; --runner {args.runner} "
+                         "builds keyed examples (the same on any runner). Leave --randomness out or make it keyed.")
+    return "keyed"
+
+
+def _run_pipeline(args, corpus, settings):
+    from keras_bert_impl.pipelines import PretrainingPipeline
+
+    pipeline = PretrainingPipeline(settings, corpus.paths, args.format, args.output, num_shards=args.num_shards,
+                                   overwrite=args.overwrite)
+    options = beam_options(args)
+    start = time.time()
+    count, paths, metadata_path = pipeline.run(options)
+    print(
+        f"Wrote {count} examples from {len(corpus.paths)} file(s) with --runner {args.runner} in "
+        f"{time.time() - start:.1f} s to {len(paths)} shard(s) in {os.path.abspath(args.output)} "
+        f"({os.path.basename(metadata_path)} holds the settings)."
     )
     return 0
 

@@ -6,6 +6,7 @@ from keras_bert_impl.backend_support import TOKENIZE_ELSEWHERE, require_tensorfl
 # Pretraining data and the task readers are tf.data pipelines around the in-graph tokenizer.
 require_tensorflow("keras_bert_impl.data (the task readers and pretraining data: tf.data pipelines)", TOKENIZE_ELSEWHERE)
 
+from keras_bert_impl.data.corpus_split import CorpusSplit
 from keras_bert_impl.data.pretraining_corpus import PretrainingCorpus, documents_to_text, split_sentences
 from keras_bert_impl.data.pretraining_example_builder import PretrainingExampleBuilder
 from keras_bert_impl.data.pretraining_features import (

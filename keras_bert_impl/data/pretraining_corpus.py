@@ -4,6 +4,8 @@ import csv
 import glob
 import os
 import re
+
+from keras_bert_impl.data.corpus_split import CorpusSplit
 from keras_bert_impl.validation import check_int
 
 # A review field with no line breaks is cut after . ! or ? followed by space.
@@ -83,6 +85,17 @@ class PretrainingCorpus:
         for path in self.paths:
             yield from read(path)
 
+    def check_readable(self):
+        """Opens every file and reads its first byte, so an unreadable one is refused, named,
+        before any work (a pipeline's workers would otherwise fail on it one by one)."""
+        for path in self.paths:
+            try:
+                with open(path, "rb") as f:
+                    f.read(1)
+            except OSError as e:
+                raise ValueError(f"Input {path!r} cannot be read ({e.strerror or e}). Check its permissions, or "
+                                 "leave it out of the inputs.") from None
+
     def scan(self):
         """(documents, sentences) in the corpus, from one cheap pass without tokenization.
 
@@ -93,11 +106,68 @@ class PretrainingCorpus:
             sentences += len(document)
         return documents, sentences
 
+    def splits(self, split_bytes=None):
+        """The corpus as `CorpusSplit`s, in file order: each text file cut every `split_bytes`
+        bytes (None: one split per file), each reviews CSV whole. `keyed_documents` reads one."""
+        if split_bytes is not None:
+            check_int("split_bytes", split_bytes, 1)
+        splits = []
+        for index, path in enumerate(self.paths):
+            size = os.path.getsize(path)
+            step = size if split_bytes is None or self.format != "text" else split_bytes
+            starts = range(0, size, step) if size else [0]
+            splits.extend(CorpusSplit(index, path, start, min(start + step, size) if size else 0) for start in starts)
+        # The last split of a file runs to its end even where the file has grown since.
+        return [s._replace(end=None) if i + 1 == len(splits) or splits[i + 1].file_index != s.file_index else s
+                for i, s in enumerate(splits)]
+
+    def keyed_documents(self, split):
+        """Yields (key, document) for the documents of one `CorpusSplit`. The key, (file index,
+        position), is the same whatever the splits: the byte offset of the blank line before a
+        text document (0 for a file's first), a CSV document's ordinal in its file. Reading every split of
+        `splits(n)` gives the documents of iterating the corpus, in the same order."""
+        if self.format != "text":
+            for row, document in enumerate(self._csv_documents(split.path)):
+                yield (split.file_index, row), document
+            return
+        for position, document in self._text_documents_in(split.path, split.start, split.end):
+            yield (split.file_index, position), document
+
+    def _text_documents_in(self, path, start, end):
+        """The text documents whose preceding blank line starts in [start, end) (end None: to
+        the end of the file), as (that line's offset, document); the file's first document has
+        offset 0 and belongs to the split starting at 0."""
+        with open(path, "rb") as f:
+            offset = 0
+            if start > 0:
+                # Start at the first line beginning at or after `start`: the line holding byte
+                # start - 1 belongs to the split before.
+                f.seek(start - 1)
+                offset = start - 1 + len(f.readline())
+            document, owner, number = [], 0 if start == 0 else None, None
+            for raw in iter(f.readline, b""):
+                line_offset, offset = offset, offset + len(raw)
+                line = _decode(raw, path, f"at byte {line_offset}")
+                if line_offset == 0:
+                    line = line.lstrip("\ufeff")  # a UTF-8 byte-order mark is not text
+                line = line.strip()
+                if line:
+                    document.append(line)
+                    continue
+                if document and owner is not None:
+                    yield owner, document
+                document = []
+                if end is not None and line_offset >= end:
+                    return
+                owner = line_offset if line_offset >= start else None
+            if document and owner is not None:
+                yield owner, document
+
     def _text_documents(self, path):
         document = []
         with open(path, "rb") as f:
             for number, raw in enumerate(f, 1):
-                line = _decode(raw, path, number)
+                line = _decode(raw, path, f"line {number}")
                 if number == 1:
                     line = line.lstrip("\ufeff")  # a UTF-8 byte-order mark is not text
                 line = line.strip()
@@ -167,12 +237,12 @@ def documents_to_text(documents):
     return "\n\n".join("\n".join(document) for document in documents) + "\n"
 
 
-def _decode(raw, path, number):
+def _decode(raw, path, where):
     try:
         return raw.decode("utf-8")
     except UnicodeDecodeError as e:
         raise ValueError(
-            f"{path} line {number} is not UTF-8 text ({e.reason} at byte {e.start}). Pretraining input must be "
+            f"{path} {where} is not UTF-8 text ({e.reason} at byte {e.start}). Pretraining input must be "
             "UTF-8 plain text, one sentence per line, blank lines between documents."
         ) from None
 

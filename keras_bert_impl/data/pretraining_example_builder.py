@@ -9,6 +9,7 @@ from any document of the corpus. Here documents stream through a buffer of
 the random documents come from. See `PretrainingExampleBuilder` for the details.
 """
 
+import hashlib
 import random
 
 import numpy as np
@@ -20,7 +21,9 @@ from keras_bert_impl.data.pretraining_masker import PretrainingMasker
 from keras_bert_impl.data.pretraining_record_writer import PretrainingRecordWriter
 from keras_bert_impl.tokenization.bert_preprocessor import BertPreprocessor
 from keras_bert_impl.tokenization.vocabulary import load_vocabulary
-from keras_bert_impl.validation import check_bool, check_fraction, check_int
+from keras_bert_impl.validation import check_bool, check_choice, check_fraction, check_int
+
+RANDOMNESS = ("stream", "keyed")
 
 class PretrainingExampleBuilder:
     r"""Builds BERT's MLM + NSP examples from a `PretrainingCorpus`, in a stream.
@@ -69,6 +72,20 @@ class PretrainingExampleBuilder:
     Google also shuffles all instances at the end; `PretrainingRecordWriter`
     does that with a bounded shuffle buffer.
 
+    Keyed randomness (`randomness="keyed"`): the streaming algorithm above draws
+    everything from one `random.Random`, so its output depends on the order
+    documents arrive in, which a pipeline of several workers does not fix. In
+    keyed mode the corpus is cut into `CorpusSplit`s (each file, or each
+    `split_bytes` of a text file, at document boundaries); a split is one pool,
+    read whole, and each document's pass `p` draws from its own
+    `random.Random` seeded by (seed, p, file index, document position), with
+    NotNext segments from the other documents of its split. The examples are
+    then a function of the seed, the files and `split_bytes` alone, the same
+    multiset whether one process runs the splits in order (`examples`) or
+    pipeline workers run one split each (`split_examples`:
+    keras_bert_impl.pipelines.PretrainingPipeline); memory is one split's
+    tokens. `document_buffer_size` plays no part there.
+
     Args:
         vocabulary: list of tokens, or a path to vocab.txt (WordPiece; casing is
             read off it).
@@ -86,6 +103,11 @@ class PretrainingExampleBuilder:
             masked_lm_* features).
         seed: seed of the `random.Random` all draws come from (Google's
             default is 12345).
+        randomness: "stream" (the default: one random.Random over the stream,
+            Google's draws) or "keyed" (per document and pass, the same on any
+            runner; see above).
+        split_bytes: keyed mode only: cut text files every this many bytes
+            into splits (None: one split per file).
         tokenize_batch_size: sentences tokenized per call of the in-graph
             tokenizer.
 
@@ -116,6 +138,8 @@ class PretrainingExampleBuilder:
         mask=True,
         seed=12345,
         tokenize_batch_size=2048,
+        randomness="stream",
+        split_bytes=None,
     ):
         vocabulary = load_vocabulary(vocabulary)
         check_int("max_seq_length", max_seq_length, 5)
@@ -128,6 +152,12 @@ class PretrainingExampleBuilder:
         check_int("tokenize_batch_size", tokenize_batch_size, 1)
         check_bool("mask", mask)
         check_bool("balanced_nsp", balanced_nsp)
+        check_choice("randomness", randomness, RANDOMNESS)
+        if split_bytes is not None:
+            check_int("split_bytes", split_bytes, 1)
+            if randomness != "keyed":
+                raise ValueError(f"split_bytes cuts the corpus for randomness='keyed' only. Received: "
+                                 f"split_bytes={split_bytes!r} with randomness={randomness!r}")
         # The masker checks masked_lm_prob, max_predictions_per_seq, whole_word_masking.
         self.masker = PretrainingMasker(vocabulary, masked_lm_prob, max_predictions_per_seq, whole_word_masking)
         self.vocabulary = vocabulary
@@ -142,6 +172,8 @@ class PretrainingExampleBuilder:
         self.mask = mask
         self.seed = seed
         self.tokenize_batch_size = tokenize_batch_size
+        self.randomness = randomness
+        self.split_bytes = split_bytes
         self._preprocessor = BertPreprocessor(vocabulary, sequence_length=max_seq_length)
         # One traced graph for every batch instead of eager op-by-op dispatch.
         self._tokenize = tf.function(
@@ -160,10 +192,29 @@ class PretrainingExampleBuilder:
             pending.append(document)
             pending_sentences += len(document)
             if pending_sentences >= self.tokenize_batch_size:
-                yield from self._tokenize_documents(pending)
+                yield from filter(None, self._tokenize_documents(pending))
                 pending, pending_sentences = [], 0
         if pending:
-            yield from self._tokenize_documents(pending)
+            yield from filter(None, self._tokenize_documents(pending))
+
+    def keyed_pool(self, keyed_documents):
+        """(key, document) pairs -> the list of (key, tokenized document), documents without
+        tokens left out (as `tokenized_documents` does)."""
+        pool, pending, pending_sentences = [], [], 0
+
+        def flush():
+            tokenized = self._tokenize_documents([document for _, document in pending])
+            pool.extend((key, sentences) for (key, _), sentences in zip(pending, tokenized) if sentences)
+
+        for key, document in keyed_documents:
+            pending.append((key, document))
+            pending_sentences += len(document)
+            if pending_sentences >= self.tokenize_batch_size:
+                flush()
+                pending, pending_sentences = [], 0
+        if pending:
+            flush()
+        return pool
 
     def _tokenize_documents(self, documents):
         ragged = self._tokenize(tf.constant([s for d in documents for s in d], tf.string))
@@ -175,15 +226,17 @@ class PretrainingExampleBuilder:
             ids = flat[first:last].copy()
             bounds = splits[sentence : sentence + len(document) + 1] - first
             sentence += len(document)
-            sentences = [ids[a:b] for a, b in zip(bounds[:-1], bounds[1:]) if b > a]
-            if sentences:
-                yield sentences
+            # Empty for a document without tokens: the callers leave it out.
+            yield [ids[a:b] for a, b in zip(bounds[:-1], bounds[1:]) if b > a]
 
     # ---- token ids -> instances --------------------------------------------
 
     def instances(self, corpus, on_document=None):
         """Yields `PretrainingInstance`s; `on_document(n_instances)` is called
         after each document is processed (for progress bars)."""
+        if self.randomness == "keyed":
+            yield from self._keyed_instances(corpus, on_document)
+            return
         rng = random.Random(self.seed)
         buffer = []
         streaming = yield from self._fill_and_evict(corpus, buffer, rng, on_document)
@@ -203,6 +256,31 @@ class PretrainingExampleBuilder:
             yield from self._fill_and_evict(corpus, buffer, rng, on_document)
             rng.shuffle(buffer)
             yield from self._drain(buffer, rng, on_document)
+
+    def _keyed_instances(self, corpus, on_document):
+        seen = False
+        for split in corpus.splits(self.split_bytes):
+            for _, instance in self.split_instances(corpus, split, on_document):
+                seen = True
+                yield instance
+        if not seen:
+            raise ValueError(
+                "The corpus has no text: no document has a sentence with WordPiece tokens. Check the files "
+                "and --format (text: one sentence per line, blank line between documents)."
+            )
+
+    def split_instances(self, corpus, split, on_document=None):
+        """Keyed mode's instances of one `CorpusSplit` of `corpus`, every pass, as (key,
+        instance); key = (pass, file index, document position, instance number), unique in
+        the corpus. The split is read and tokenized whole: it is the NotNext pool."""
+        pool = self.keyed_pool(corpus.keyed_documents(split))
+        documents = [document for _, document in pool]
+        for dupe_pass in range(self.dupe_factor):
+            for index, (key, _) in enumerate(pool):
+                rng = random.Random(keyed_seed(self.seed, dupe_pass, *key))
+                instances = self._document_instances(documents, index, rng, on_document)
+                for number, instance in enumerate(instances):
+                    yield (dupe_pass, *key, number), instance
 
     def _fill_and_evict(self, corpus, buffer, rng, on_document):
         """Reads the corpus into `buffer`; once it is full, each new document
@@ -337,6 +415,8 @@ class PretrainingExampleBuilder:
             "balanced_nsp": self.balanced_nsp,
             "document_buffer_size": self.document_buffer_size,
             "seed": self.seed,
+            "randomness": self.randomness,
+            "split_bytes": self.split_bytes,
             "vocabulary_size": len(self.vocabulary),
             "next_sentence_labels": "0 = IsNext, 1 = NotNext (random)",
         }
@@ -367,3 +447,9 @@ class PretrainingExampleBuilder:
 
         return tf.data.Dataset.from_generator(generate, output_signature=signature)
 
+
+
+def keyed_seed(*key):
+    """A 64-bit seed from a tuple of ints and strings, the same in every process (Python's hash()
+    of a str is salted per process)."""
+    return int.from_bytes(hashlib.sha256(repr(key).encode("utf-8")).digest()[:8], "little")

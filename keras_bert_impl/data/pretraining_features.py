@@ -69,7 +69,9 @@ def serialize_example(example):
             feature[name] = tf.train.Feature(float_list=tf.train.FloatList(value=example[name]))
         else:
             feature[name] = tf.train.Feature(int64_list=tf.train.Int64List(value=example[name]))
-    return tf.train.Example(features=tf.train.Features(feature=feature)).SerializeToString()
+    # deterministic: the feature map in key order. Otherwise its order follows a per-process hash,
+    # and the same example gave other bytes in another process (a pipeline's workers).
+    return tf.train.Example(features=tf.train.Features(feature=feature)).SerializeToString(deterministic=True)
 
 
 def to_pretrainer_inputs(features):

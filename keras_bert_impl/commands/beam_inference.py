@@ -1,0 +1,155 @@
+"""`kbert predict --file` and `kbert embed` with --runner: the pipeline of
+keras_bert_impl.pipelines.InferencePipeline, fed the same model the one-process commands build."""
+
+import functools
+import glob
+import os
+import sys
+
+from keras_bert_impl.commands.errors import UsageError
+from keras_bert_impl.commands.runner_flags import beam_options, check_runner_flags
+from keras_bert_impl.commands.text_lines import read_lines
+
+DEFAULT_LINES_PER_SHARD = 10000  # --lines-per-shard's help says so
+# A --file / FILE pattern: a literal name may hold glob characters (a "&" or "[").
+_GLOB = ("*", "?", "[")
+
+
+def run_predict(args):
+    """`kbert predict --file PATTERN --runner R --output DIR`: JSON lines per shard."""
+    from keras_bert_impl.commands.inference_setup import load_for_inference
+
+    check_runner_flags(args)
+    if not args.file or args.texts:
+        raise UsageError(f"--runner {args.runner} predicts on --file only (a file or a glob of files), not on TEXT "
+                         "arguments.")
+    output = _check_output(args)
+    shards = _shards(args.file, "--file", args)
+    # Loaded here once, so a missing or unusable model is one line before any worker starts.
+    setup = load_for_inference(args, has_text_b=False)
+    if setup.task not in ("classification", "multilabel"):
+        raise UsageError(f"--runner {args.runner} runs single-text classifiers (classification, multilabel); "
+                         f"{setup.model_path} is a {setup.task} model: predict on it without --runner.")
+    blank = {"text": "", "labels": None, "probabilities": None} if setup.task == "multilabel" else \
+        {"text": "", "label": None, "probability": None}
+    return _run(args, shards, functools.partial(_Predictor, args), output, "predictions", blank)
+
+
+def run_embed(args):
+    """`kbert embed PATTERN --runner R --output DIR`: .npy shards of vectors."""
+    from keras_bert_impl.commands.encoder_flags import encoder_from_args
+
+    check_runner_flags(args)
+    output = _check_output(args)
+    shards = _shards(args.file, "FILE", args)
+    encoder_from_args(args)  # checks the model and flags here, before any worker
+    return _run(args, shards, functools.partial(_Encoder, args), output, "embeddings", None)
+
+
+def _run(args, shards, load, output, kind, blank_row):
+    from keras_bert_impl.pipelines import InferencePipeline
+
+    pipeline = InferencePipeline(shards, read_lines, load, output, kind, blank_row=blank_row, settings=_settings(args))
+    manifest = pipeline.run(beam_options(args))
+    lines = sum(s.lines for s in shards)
+    resumed = f"; {pipeline.resumed} finished by an earlier run were kept" if pipeline.resumed else ""
+    print(f"Wrote {kind} of {lines} lines in {len(shards)} shard(s) to {output} with --runner {args.runner} "
+          f"({os.path.basename(manifest)} lists them{resumed})", file=sys.stderr)
+    return 0
+
+
+def _settings(args):
+    """The flags that decide the outputs, and the model file's identity: what a re-run must
+    share to resume a failed run's finished shards."""
+    settings = {k: v for k, v in vars(args).items() if isinstance(v, (str, int, float, bool, list, type(None)))
+                and k not in ("workers", "pipeline_args", "overwrite", "output")}
+    model = os.path.abspath(args.model)
+    for path in (model, os.path.join(model, "model.keras")):
+        if os.path.isfile(path):
+            stat = os.stat(path)
+            settings["model_file"] = [path, stat.st_size, stat.st_mtime_ns]
+    return settings
+
+
+def _check_output(args):
+    output = args.output
+    if output is None:
+        raise UsageError(f"--runner {args.runner} writes a folder of shards: give it with --output DIR.")
+    if os.path.isfile(output):
+        raise UsageError(f"--output {output!r} is a file: with --runner, --output is a folder of shards.")
+    if os.path.exists(os.path.join(output, "manifest.json")) and not args.overwrite:
+        raise UsageError(f"--output {output!r} already holds shards (manifest.json): choose a new folder, or add "
+                         "--overwrite.")
+    return output
+
+
+def _shards(pattern, flag, args):
+    """The TextShards of every file `pattern` names, each file counted and checked to be UTF-8
+    text here, so a bad input is one line before any worker starts."""
+    from keras_bert_impl.pipelines import text_shards
+
+    lines_per_shard = DEFAULT_LINES_PER_SHARD if args.lines_per_shard is None else args.lines_per_shard
+    if lines_per_shard < 1:
+        raise UsageError(f"--lines-per-shard must be at least 1. Received: {lines_per_shard}")
+    paths = sorted(glob.glob(pattern)) if any(c in pattern for c in _GLOB) and not os.path.exists(pattern) else [pattern]
+    if not paths:
+        raise UsageError(f"{flag} {pattern!r} matches no file.")
+    counts = []
+    for path in paths:
+        if os.path.isdir(path) or not os.path.exists(path):
+            raise UsageError(f"{flag} {path!r}: no such file.")
+        try:
+            counts.append((path, sum(1 for _ in read_lines(path, flag))))
+        except OSError as e:
+            raise UsageError(f"{flag} {path!r} cannot be read ({e.strerror or e}).") from None
+    if not sum(count for _, count in counts):
+        raise UsageError(f"{flag} {pattern!r} has no lines.")
+    return text_shards(counts, lines_per_shard)
+
+
+class _Predictor:
+    """On a worker: `kbert predict`'s model and TextPredictor for the same flags; `infer` gives
+    the JSON row `kbert predict --json` prints for each text."""
+
+    def __init__(self, args):
+        from keras_bert_impl.commands.inference_setup import load_for_inference
+        from keras_bert_impl.inference import TextPredictor
+
+        setup = load_for_inference(args, has_text_b=False)
+        model = setup.model
+        self.task, self.threshold = setup.task, args.threshold
+        self.names = model.label_names or [str(i) for i in range(model.num_classes)]
+        self.predictor = TextPredictor(model, sequence_length=setup.seq_len, batch_size=args.batch_size,
+                                       precision=setup.precision, runtime=setup.runtime)
+
+    def infer(self, texts):
+        import numpy as np
+
+        outputs = self.predictor.predict(texts)
+        from_logits = "logits" in outputs
+        rows = []
+        for text, row in zip(texts, outputs["logits"] if from_logits else outputs["probabilities"]):
+            # As commands/predict.py's _run formats a classifier's row.
+            if self.task == "multilabel":
+                probs = 1 / (1 + np.exp(-row)) if from_logits else row
+                chosen = [self.names[i] for i in np.flatnonzero(probs >= self.threshold)]
+                rows.append({"text": text, "labels": chosen,
+                             "probabilities": {n: float(p) for n, p in zip(self.names, probs)}})
+            else:
+                probs = np.exp(row - row.max()) if from_logits else row
+                probs = probs / probs.sum() if from_logits else probs
+                best = int(probs.argmax())
+                rows.append({"text": text, "label": self.names[best], "probability": float(probs[best])})
+        return rows
+
+
+class _Encoder:
+    """On a worker: `kbert embed`'s SentenceEncoder for the same flags."""
+
+    def __init__(self, args):
+        from keras_bert_impl.commands.encoder_flags import encoder_from_args
+
+        self.encoder, _ = encoder_from_args(args)
+
+    def infer(self, texts):
+        return list(self.encoder.encode(texts))

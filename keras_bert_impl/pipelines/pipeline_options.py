@@ -1,0 +1,40 @@
+"""`--runner NAME --workers N [runner options...]` -> Beam's PipelineOptions."""
+
+# The short names `kbert --runner` takes; any other name goes to Beam as written (a runner class
+# name, e.g. PrismRunner), so new runners need nothing here.
+RUNNER_NAMES = {
+    "direct": "DirectRunner",
+    "dataflow": "DataflowRunner",
+    "flink": "FlinkRunner",
+    "spark": "SparkRunner",
+    "portable": "PortableRunner",
+}
+# The default --runner: the one-process path, no Beam at all.
+LOCAL_RUNNER = "local"
+
+
+def pipeline_options(runner, workers=None, extra_args=()):
+    """Beam's PipelineOptions for `runner` (a short name of RUNNER_NAMES or a Beam runner name).
+
+    direct: `workers` processes on this machine (Beam's multi_processing mode; 1 runs in this
+    process). Other runners take their own options in `extra_args` (`--project`, `--region`,
+    `--temp_location` for Dataflow, `--flink_master` for Flink...); `workers` becomes Dataflow's
+    `--max_num_workers` and is refused for the others, whose cluster sets it."""
+    from apache_beam.options.pipeline_options import PipelineOptions
+
+    name = RUNNER_NAMES.get(runner, runner)
+    args = ["--runner", name, *extra_args]
+    if name == "DirectRunner":
+        workers = workers or 1
+        args += ["--direct_num_workers", str(workers),
+                 "--direct_running_mode", "multi_processing" if workers > 1 else "in_memory",
+                 # The worker processes log every channel they open at INFO otherwise.
+                 "--default_sdk_harness_log_level", "WARNING"]
+    elif workers is not None:
+        if name != "DataflowRunner":
+            raise ValueError(f"--workers sets the DirectRunner's processes or Dataflow's --max_num_workers; "
+                             f"{name}'s cluster sets its own. Received: --workers {workers} with --runner {runner}")
+        args += ["--max_num_workers", str(workers)]
+    # Dataflow and the portable runners ship the main session's imports otherwise only by name.
+    args += ["--save_main_session"] if name != "DirectRunner" else []
+    return PipelineOptions(args)
