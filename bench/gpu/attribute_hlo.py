@@ -7,7 +7,9 @@ and the backward pass's ops sit under `transpose(jvp(...))`.
 
 A fusion's kernel is named after its HLO instruction with "." made "_"
 (`loop_convert_multiply_fusion.11` -> `loop_convert_multiply_fusion_11`); cuBLAS and cuDNN
-kernels (nvjet_*, cudnn_*) have no such name and are counted by kind only.
+kernels (nvjet_*, cudnn_*) have no such name and are counted by kind only. The Pallas kernels of
+`fused_kernels=True` (keras_bert_impl/kernels/) are Triton custom calls named after their
+`pallas_call`, and are summed under those names (`pallas_ms_per_step`).
 
     python -m bench.gpu.attribute_hlo --kernels KERNELS.json --dump DIR --output OUT.json
 """
@@ -27,6 +29,10 @@ CALLS = re.compile(r"calls=%?([\w.\-]+)")
 OP_NAME = re.compile(r'op_name="([^"]*)"')
 WRAPPED = re.compile(r"(?:transpose\()?(?:jvp|vjp)\(([\w\-]*)\)+")
 LAYER_INDEX = re.compile(r"_(\d+)(?=/|$)")
+# The pallas_call names of keras_bert_impl/kernels/, longest first (a backward kernel's name holds
+# its forward's).
+PALLAS_KERNELS = ("residual_dropout_layer_norm_backward", "residual_dropout_layer_norm", "bias_gelu_backward",
+                  "bias_gelu")
 
 
 def parse_hlo(text):
@@ -91,9 +97,13 @@ def attribute(kernels_ms, computations, top=60):
     """Per kernel its fused ops' scopes; summed ms per scope (each kernel given to the most
     frequent scope among its ops) and per kind (mapped fusion, or unmapped library kernel)."""
     fusions = fusions_by_kernel(computations)
-    by_scope, rows, unmapped = collections.Counter(), [], collections.Counter()
+    by_scope, rows, unmapped, pallas = collections.Counter(), [], collections.Counter(), collections.Counter()
     for kernel, ms in sorted(kernels_ms.items(), key=lambda item: -item[1]):
         fusion = fusions.get(kernel)
+        ours = next((name for name in PALLAS_KERNELS if name in kernel), None)
+        if fusion is None and ours:
+            pallas[ours] += ms
+            continue
         if fusion is None:
             unmapped[kernel[:60]] += ms
             continue
@@ -108,6 +118,7 @@ def attribute(kernels_ms, computations, top=60):
                          "opcodes": dict(opcodes.most_common(10)), "scopes": dict(scopes.most_common(6))})
     return {"by_scope_ms_per_step": dict(by_scope.most_common()),
             "unmapped_ms_per_step": dict(unmapped.most_common(20)),
+            "pallas_ms_per_step": dict(pallas.most_common()), "pallas_total_ms_per_step": sum(pallas.values()),
             "mapped_ms_per_step": sum(by_scope.values()), "unmapped_total_ms_per_step": sum(unmapped.values()),
             "top_kernels": rows}
 
@@ -141,7 +152,10 @@ def main(argv=None):
     write_json_atomically(report, args.output, indent=1)
     for scope, ms in list(report["by_scope_ms_per_step"].items())[:25]:
         print(f"{ms:7.2f} ms  {scope}")
-    print(f"mapped {report['mapped_ms_per_step']:.1f} ms, unmapped (library kernels) "
+    for name, ms in report["pallas_ms_per_step"].items():
+        print(f"{ms:7.2f} ms  pallas {name}")
+    print(f"mapped {report['mapped_ms_per_step']:.1f} ms, Pallas {report['pallas_total_ms_per_step']:.1f} ms, "
+          f"unmapped (library kernels) "
           f"{report['unmapped_total_ms_per_step']:.1f} ms of {report['kernel_ms_per_step']:.1f} ms per step")
 
 

@@ -15,10 +15,19 @@ Phases:
   model FLOPs utilisation (MFU): FLOPs counted from the layer shapes (`train_flops`, 3x the
   forward matmuls: forward + two for the backward pass), against the datasheet's dense bf16
   peak and against the matmul phase's measurement.
+- inference: BertBackbone with random weights in two shapes, BERT-base and all-MiniLM-L6-v2's
+  (6 layers, H 384, 12 heads), mixed_bfloat16, one jitted stateless call from token ids (numpy on
+  the host each call, "raw ids in"; segment ids and the padding mask made on the device), the
+  sequence output waited for, not copied back. Batch 1: latency percentiles; batch 256:
+  sequences/s. bench/gpu/torch_peer.py times transformers' BertModel the same way.
 - finetune: the real all-MiniLM-L6-v2 (bench/gpu/prepare.py's float16 copy) fine-tuned on the
   MR split with the settings of bench/results/finetune_mr_seeds.json (3 epochs, batch 32,
   length 64, lr 5e-5, no warm-up, no weight decay, pooled [CLS]), in bf16; accuracy on the 800
   held-out sentences, per seed, beside that file's seed spread.
+
+--fused-kernels builds the models with `fused_kernels=True` (the Pallas kernels of
+keras_bert_impl/kernels/ for LayerNorm + residual + dropout, bias + GELU and the Q/K/V split);
+with KBERT_PALLAS_INTERPRET=1 they run on the CPU too, interpreted (the suite's --tiny check).
 
 --tiny runs every phase at toy sizes (bert_tiny, a few steps, a slice of MR) so the suite can
 run the script on the JAX CPU backend (tests/bench/test_gpu_bench.py).
@@ -137,7 +146,9 @@ def pretrain(args, report, save):
     config["dropout"] = args.dropout
     config["attention_dropout"] = args.attention_dropout
     config["activation"] = args.activation
+    config["fused_kernels"] = args.fused_kernels
     results = report["pretrain"] = {"preset": preset, "seq_len": seq_len, "predictions": predictions,
+                                    "fused_kernels": args.fused_kernels,
                                     "dropout": args.dropout, "attention_dropout": args.attention_dropout,
                                     "prng": args.prng, "dtype_policy": "mixed_bfloat16", "mlm_loss": args.mlm_loss,
                                     "activation": args.activation,
@@ -202,6 +213,73 @@ def pretrain(args, report, save):
               f"{run['step_s_fit_without_callbacks'] * 1e3:.1f} ms/step without callbacks", flush=True)
         save()
         del model
+        keras.backend.clear_session()
+
+
+INFERENCE_SHAPES = {
+    "bert_base": {"vocabulary_size": 30522, "num_layers": 12, "num_heads": 12, "hidden_dim": 768,
+                  "intermediate_dim": 3072},
+    "minilm": {"vocabulary_size": 30522, "num_layers": 6, "num_heads": 12, "hidden_dim": 384, "intermediate_dim": 1536},
+}
+TINY_INFERENCE_SHAPE = {"vocabulary_size": 512, "num_layers": 2, "num_heads": 2, "hidden_dim": 32,
+                        "intermediate_dim": 64}
+
+
+def inference(args, report, save):
+    """Batch-1 latency and large-batch throughput of BertBackbone's forward from token ids."""
+    import jax
+    import jax.numpy as jnp
+    import keras
+
+    import keras_bert_impl as kb
+
+    keras.config.set_dtype_policy("mixed_bfloat16")
+    shapes = {"tiny": TINY_INFERENCE_SHAPE} if args.tiny else {n: INFERENCE_SHAPES[n] for n in args.inference_models}
+    seq_len = 16 if args.tiny else args.inference_length
+    throughput_batch = 8 if args.tiny else args.throughput_batch
+    latency_repeats, throughput_repeats = (3, 2) if args.tiny else (200, 20)
+    results = report["inference"] = {"seq_len": seq_len, "dtype_policy": "mixed_bfloat16",
+                                     "fused_kernels": args.fused_kernels,
+                                     "input": "numpy int32 token ids, copied to the device in each timed call",
+                                     "output": "sequence_output, waited for, not copied back", "models": {}}
+    rng = np.random.default_rng(0)
+    for name, shape in shapes.items():
+        if elapsed() > args.deadline_s - args.phase_reserve_s:
+            results["models"][name] = {"skipped": f"deadline: {elapsed():.0f} s of {args.deadline_s} s"}
+            save()
+            continue
+        keras.utils.set_random_seed(0)
+        backbone = kb.BertBackbone(**shape, dropout=0.0, fused_kernels=args.fused_kernels)
+        trainable = [v.value for v in backbone.trainable_variables]
+        non_trainable = [v.value for v in backbone.non_trainable_variables]
+
+        @jax.jit
+        def forward(trainable, non_trainable, token_ids):
+            x = {"token_ids": token_ids, "segment_ids": jnp.zeros_like(token_ids),
+                 "padding_mask": jnp.ones_like(token_ids)}
+            outputs, _ = backbone.stateless_call(trainable, non_trainable, x, training=False)
+            return outputs["sequence_output"]
+
+        entry = results["models"][name] = {"shape": shape}
+        for batch, repeats in ((1, latency_repeats), (throughput_batch, throughput_repeats)):
+            def ids():
+                return rng.integers(1, shape["vocabulary_size"], (batch, seq_len)).astype("int32")
+
+            for _ in range(2):  # the first call compiles
+                forward(trainable, non_trainable, ids()).block_until_ready()
+            times = []
+            for _ in range(repeats):
+                token_ids = ids()
+                begin = time.perf_counter()
+                forward(trainable, non_trainable, token_ids).block_until_ready()
+                times.append(time.perf_counter() - begin)
+            entry[f"batch_{batch}"] = {"repeats": repeats, "latency_ms_p50": 1e3 * float(np.median(times)),
+                                       "latency_ms_p90": 1e3 * float(np.percentile(times, 90)),
+                                       "sequences_per_s": batch / float(np.median(times))}
+            print(f"inference {name} batch {batch}: {entry[f'batch_{batch}']['latency_ms_p50']:.2f} ms p50, "
+                  f"{entry[f'batch_{batch}']['sequences_per_s']:,.0f} sequences/s", flush=True)
+        save()
+        del backbone, forward
         keras.backend.clear_session()
 
 
@@ -322,11 +400,11 @@ def seed_spread():
             "min": min(values), "max": max(values), "mean": float(np.mean(values))}
 
 
-def load_minilm(carry, kb):
+def load_minilm(carry, kb, fused_kernels=False):
     """BertBackbone of the carried config, every variable set from the float16 arrays by path."""
     with open(os.path.join(carry, "minilm_config.json"), encoding="utf-8") as f:
         config = json.load(f)
-    backbone = kb.BertBackbone(**config)
+    backbone = kb.BertBackbone(**{**config, "fused_kernels": fused_kernels})
     with np.load(os.path.join(carry, "minilm_fp16.npz")) as arrays:
         paths = {v.path for v in backbone.weights}
         if paths != set(arrays.files):
@@ -360,7 +438,8 @@ def finetune(args, report, save):
         "model": "all-MiniLM-L6-v2 (float16 copy of the real weights), pooled [CLS] head, dropout 0.1",
         "train_examples": len(y_train), "test_examples": len(y_test), "epochs": epochs, "batch_size": batch,
         "seq_len": int(x_train["token_ids"].shape[1]), "learning_rate": 5e-5, "warmup_steps": 0, "weight_decay": 0.0,
-        "dtype_policy": "mixed_bfloat16", "seed_spread_cpu_fp32": seed_spread(), "runs": {},
+        "dtype_policy": "mixed_bfloat16", "fused_kernels": args.fused_kernels, "seed_spread_cpu_fp32": seed_spread(),
+        "runs": {},
     }
     steps_per_epoch = -(-len(y_train) // batch)
     for seed in args.seeds:
@@ -369,7 +448,7 @@ def finetune(args, report, save):
             save()
             continue
         keras.utils.set_random_seed(seed)
-        backbone, _ = load_minilm(args.carry, kb)
+        backbone, _ = load_minilm(args.carry, kb, fused_kernels=args.fused_kernels)
         model = kb.BertClassifier(backbone, num_classes=2, pooling="pooled")
         model.compile(optimizer=create_optimizer(5e-5, train_steps=epochs * steps_per_epoch, warmup_steps=0,
                                                  weight_decay=0.0),
@@ -426,7 +505,14 @@ def main(argv=None):
     parser.add_argument("--carry", required=True, help="the folder bench/gpu/prepare.py wrote")
     parser.add_argument("--output", required=True, help="the results file (JSON), rewritten after every phase")
     parser.add_argument("--phases", nargs="+", default=["matmul", "pretrain", "finetune"],
-                        choices=["matmul", "pretrain", "finetune"])
+                        choices=["matmul", "pretrain", "inference", "finetune"])
+    parser.add_argument("--fused-kernels", action="store_true",
+                        help="build the models with fused_kernels=True (the Pallas kernels; on a GPU, or interpreted "
+                             "with KBERT_PALLAS_INTERPRET=1)")
+    parser.add_argument("--inference-models", nargs="+", default=["bert_base", "minilm"],
+                        choices=["bert_base", "minilm"])
+    parser.add_argument("--inference-length", type=int, default=128, help="tokens per sequence in the inference phase")
+    parser.add_argument("--throughput-batch", type=int, default=256, help="the inference phase's large batch")
     parser.add_argument("--tiny", action="store_true", help="toy sizes for a CPU check (the suite's)")
     parser.add_argument("--pretrain-batches", type=int, nargs="+", default=None,
                         help="BERT-base batch sizes to time, in order (default 256 512; --tiny: 4)")
@@ -481,7 +567,7 @@ def main(argv=None):
         print(f"bf16 matmul {report['matmul']['size']}^3: {report['matmul']['tflops']:.1f} TFLOP/s", flush=True)
 
     failed = False
-    for name, phase in (("matmul", matmul), ("pretrain", pretrain), ("finetune", finetune)):
+    for name, phase in (("matmul", matmul), ("pretrain", pretrain), ("inference", inference), ("finetune", finetune)):
         if name not in args.phases:
             continue
         try:

@@ -4,9 +4,10 @@ Shape legend: B batch, T sequence length, H hidden size, I intermediate size.
 """
 
 import keras
+from keras import ops
 
 from keras_bert_impl.layers.activations import ACTIVATIONS, get_activation
-from keras_bert_impl.validation import check_choice, check_positive_int
+from keras_bert_impl.validation import check_bool, check_choice, check_positive_int
 
 
 @keras.saving.register_keras_serializable(package="keras_bert_impl")
@@ -18,16 +19,21 @@ class FeedForward(keras.layers.Layer):
         activation: str. `"gelu"` (exact erf form, BERT paper and Hugging Face),
             `"gelu_approximate"` (tanh form of Google's modeling.py), `"relu"`, ...
         initializer_range: float.
+        fused_kernels: bool. On the JAX backend on a GPU, the intermediate layer's bias add and
+            exact GELU run as one Pallas kernel (`keras_bert_impl.kernels.bias_gelu`), forward
+            and backward; elsewhere, by default, and for other activations, the Dense layer's own.
 
     Example:
     >>> FeedForward(intermediate_dim=32)(keras.ops.ones((2, 4, 8))).shape
     TensorShape([2, 4, 8])
     """
 
-    def __init__(self, intermediate_dim, activation="gelu", initializer_range=0.02, **kwargs):
+    def __init__(self, intermediate_dim, activation="gelu", initializer_range=0.02, fused_kernels=False, **kwargs):
         super().__init__(**kwargs)
         check_positive_int("intermediate_dim", intermediate_dim)
         check_choice("activation", activation, ACTIVATIONS)
+        check_bool("fused_kernels", fused_kernels)
+        self.fused_kernels = fused_kernels
         self.intermediate_dim = intermediate_dim
         self.activation = activation
         self.initializer_range = initializer_range
@@ -47,7 +53,26 @@ class FeedForward(keras.layers.Layer):
         self.built = True
 
     def call(self, x):
+        if self._fused_gelu(x):
+            from keras_bert_impl.kernels.bias_gelu import bias_gelu
+            from keras_bert_impl.kernels.fused_choice import interpret_mode
+
+            dense = self.intermediate_dense
+            intermediate = bias_gelu(ops.matmul(x, ops.cast(dense.kernel, x.dtype)), ops.cast(dense.bias, x.dtype),
+                                     interpret_mode())  # [B, T, I]
+            return self.output_dense(intermediate)
         return self.output_dense(self.intermediate_dense(x))  # [B, T, I] -> [B, T, H]
+
+    def _fused_gelu(self, x):
+        """The Pallas bias + GELU applies: asked for, exact GELU, a plain float Dense (Keras'
+        quantized or LoRA layers apply their kernels in their own call), and the kernels run here."""
+        dense = self.intermediate_dense
+        if not (self.fused_kernels and self.activation == "gelu" and dense.quantization_mode is None
+                and not dense.lora_enabled):
+            return False
+        from keras_bert_impl.kernels.fused_choice import fused_kernels_run
+
+        return fused_kernels_run(x)
 
     def compute_output_shape(self, input_shape):
         return input_shape
@@ -59,6 +84,7 @@ class FeedForward(keras.layers.Layer):
                 "intermediate_dim": self.intermediate_dim,
                 "activation": self.activation,
                 "initializer_range": self.initializer_range,
+                "fused_kernels": self.fused_kernels,
             }
         )
         return config

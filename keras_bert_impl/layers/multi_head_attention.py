@@ -10,7 +10,7 @@ import keras
 from keras import ops
 
 from keras_bert_impl.layers.masking import mask_bias, merge_masks
-from keras_bert_impl.validation import check_divisible, check_positive_int, check_probability
+from keras_bert_impl.validation import check_bool, check_divisible, check_positive_int, check_probability
 
 
 def _fused_attention_runs(dtype):
@@ -39,6 +39,10 @@ class MultiHeadAttention(keras.layers.Layer):
         hidden_dim: int. Width H of the projections and the output; H % N == 0.
         dropout: float. Dropout on the attention probabilities.
         initializer_range: float. Stddev of the truncated-normal kernel initializer.
+        fused_kernels: bool. Where the fused `ops.dot_product_attention` runs and the kernels of
+            `keras_bert_impl.kernels` do (JAX on a GPU), the merged Q/K/V projection is split
+            straight into the [B, T, N, D] layout that op takes, without the transposes to
+            [B, N, T, D] and back. Off by default.
 
     Call args:
         query: [B, F, Hq]. value: [B, T, Hv] (defaults to query). key: defaults to value.
@@ -60,12 +64,14 @@ class MultiHeadAttention(keras.layers.Layer):
            [0.25, 0.25, 0.25, 0.25]], dtype=float32)
     """
 
-    def __init__(self, num_heads, hidden_dim, dropout=0.0, initializer_range=0.02, **kwargs):
+    def __init__(self, num_heads, hidden_dim, dropout=0.0, initializer_range=0.02, fused_kernels=False, **kwargs):
         super().__init__(**kwargs)
         check_positive_int("num_heads", num_heads)
         check_positive_int("hidden_dim", hidden_dim)
         check_divisible(hidden_dim, num_heads)
         check_probability("dropout", dropout)
+        check_bool("fused_kernels", fused_kernels)
+        self.fused_kernels = fused_kernels
         self.num_heads = num_heads
         self.hidden_dim = hidden_dim
         self.dropout = dropout
@@ -178,6 +184,14 @@ class MultiHeadAttention(keras.layers.Layer):
             )  # [H, 3H]
             bias = ops.concatenate([self.query_dense.bias * q_scale, self.key_dense.bias, self.value_dense.bias], axis=0)
             qkv = ops.matmul(query, ops.cast(kernel, query.dtype)) + ops.cast(bias, query.dtype)  # [B*T, 3H]
+            if self._split_for_fused_attention(qkv, return_probs, training):
+                # Straight into [B, T, N, D] each: one copy per projection out of the GEMM's
+                # output (cuDNN's attention takes its operands from memory, so a copy is the
+                # least any split costs; a Pallas kernel could do no less), and its backward one
+                # concatenation.
+                q, k, v = ops.unstack(ops.reshape(qkv, (batch, query_length, 3, n, d)), 3, axis=2)
+                mask = merge_masks(padding_mask, attention_mask, use_causal_mask, query_length, key_length)
+                return self._fused_attention(q, k, v, mask, batch, query_length, key_length), None
             qkv = ops.transpose(ops.reshape(qkv, (batch, query_length, 3, n, d)), (2, 0, 3, 1, 4))  # [3, B, N, T, D]
             # unstack, not qkv[0], qkv[1], qkv[2]: the gradient of each strided slice is a
             # zero-filled [3, B, N, T, D] tensor, summed three times (a fifth of a bert_tiny
@@ -199,13 +213,10 @@ class MultiHeadAttention(keras.layers.Layer):
             # TFLite exports are proven on, op for op. The fused op takes [B, S, N, D];
             # cuDNN wants the mask at its full [B, 1, F, T] (it checks the bias' lengths);
             # the scale is already folded into q.
-            if mask is not None:
-                mask = ops.broadcast_to(ops.expand_dims(mask, 1), (batch, 1, query_length, key_length))
-            context = ops.dot_product_attention(
+            return self._fused_attention(
                 ops.transpose(q, (0, 2, 1, 3)), ops.transpose(k, (0, 2, 1, 3)), ops.transpose(v, (0, 2, 1, 3)),
-                mask=mask, scale=1.0,
-            )  # [B, F, N, D]
-            return self.output_dense(ops.reshape(context, (-1, self.hidden_dim))), None
+                mask, batch, query_length, key_length,
+            ), None
         scores = ops.matmul(q, ops.transpose(k, (0, 1, 3, 2)))  # [B, N, F, T]
 
         # Softmax in float32 so bfloat16/float16 policies neither overflow the
@@ -219,6 +230,24 @@ class MultiHeadAttention(keras.layers.Layer):
         context = ops.reshape(ops.transpose(context, (0, 2, 1, 3)), (-1, self.hidden_dim))  # [B*F, H]
         return self.output_dense(context), probs
 
+    def _fused_attention(self, q, k, v, mask, batch, query_length, key_length):
+        """`ops.dot_product_attention` of q [B, F, N, D] (scale folded in), k and v [B, T, N, D],
+        under merge_masks' mask; returns the projected output [B*F, H]."""
+        if mask is not None:
+            mask = ops.broadcast_to(ops.expand_dims(mask, 1), (batch, 1, query_length, key_length))
+        context = ops.dot_product_attention(q, k, v, mask=mask, scale=1.0)  # [B, F, N, D]
+        return self.output_dense(ops.reshape(context, (-1, self.hidden_dim)))
+
+    def _split_for_fused_attention(self, qkv, return_probs, training):
+        """Whether self-attention takes the fused_kernels split: the fused attention runs (see
+        attend_flat) and so do the Pallas kernels."""
+        if not (self.fused_kernels and not return_probs and _fused_attention_runs(qkv.dtype)
+                and not (self.dropout > 0 and training)):
+            return False
+        from keras_bert_impl.kernels.fused_choice import fused_kernels_run
+
+        return fused_kernels_run(qkv)
+
     def get_config(self):
         config = super().get_config()
         config.update(
@@ -227,6 +256,7 @@ class MultiHeadAttention(keras.layers.Layer):
                 "hidden_dim": self.hidden_dim,
                 "dropout": self.dropout,
                 "initializer_range": self.initializer_range,
+                "fused_kernels": self.fused_kernels,
             }
         )
         return config

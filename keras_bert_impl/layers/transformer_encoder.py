@@ -12,7 +12,13 @@ from keras import ops
 from keras_bert_impl.layers.activations import ACTIVATIONS
 from keras_bert_impl.layers.feed_forward import FeedForward
 from keras_bert_impl.layers.multi_head_attention import MultiHeadAttention
-from keras_bert_impl.validation import check_choice, check_positive_int, check_probability
+from keras_bert_impl.validation import check_bool, check_choice, check_positive_int, check_probability
+
+
+def _fused_kernels_run(*tensors):
+    from keras_bert_impl.kernels.fused_choice import fused_kernels_run
+
+    return fused_kernels_run(*tensors)
 
 
 @keras.saving.register_keras_serializable(package="keras_bert_impl")
@@ -28,6 +34,11 @@ class TransformerEncoder(keras.layers.Layer):
         activation: str. Feed-forward activation (see `FeedForward`).
         layer_norm_epsilon: float.
         initializer_range: float.
+        fused_kernels: bool. On the JAX backend on a GPU, run the residual add + dropout +
+            LayerNorm ends of both sublayers, the feed-forward's bias + exact GELU and the
+            attention's Q/K/V split as the Pallas kernels of `keras_bert_impl.kernels`
+            (forward and backward); elsewhere, and by default, the `keras.ops` path. The
+            weights are the same either way.
 
     Call args:
         x: [B, T, H]. padding_mask: optional [B, T] (1 = token, 0 = padding).
@@ -49,6 +60,7 @@ class TransformerEncoder(keras.layers.Layer):
         activation="gelu",
         layer_norm_epsilon=1e-12,
         initializer_range=0.02,
+        fused_kernels=False,
         **kwargs,
     ):
         super().__init__(**kwargs)
@@ -58,6 +70,7 @@ class TransformerEncoder(keras.layers.Layer):
         if attention_dropout is not None:
             check_probability("attention_dropout", attention_dropout)
         check_choice("activation", activation, ACTIVATIONS)
+        check_bool("fused_kernels", fused_kernels)
         self.num_heads = num_heads
         self.intermediate_dim = intermediate_dim
         self.dropout = dropout
@@ -65,9 +78,10 @@ class TransformerEncoder(keras.layers.Layer):
         self.activation = activation
         self.layer_norm_epsilon = layer_norm_epsilon
         self.initializer_range = initializer_range
+        self.fused_kernels = fused_kernels
 
         self.feed_forward = FeedForward(
-            intermediate_dim, activation=activation, initializer_range=initializer_range,
+            intermediate_dim, activation=activation, initializer_range=initializer_range, fused_kernels=fused_kernels,
             name="feed_forward", dtype=self.dtype_policy,
         )
         self.attention_layer_norm = keras.layers.LayerNormalization(
@@ -86,6 +100,7 @@ class TransformerEncoder(keras.layers.Layer):
             hidden_dim,
             dropout=self.dropout if self.attention_dropout is None else self.attention_dropout,
             initializer_range=self.initializer_range,
+            fused_kernels=self.fused_kernels,
             name="attention",
             dtype=self.dtype_policy,
         )
@@ -119,12 +134,32 @@ class TransformerEncoder(keras.layers.Layer):
             return_probs=return_attention_scores,
             training=training,
         )
-        flat = self.attention_layer_norm(flat + self.attention_output_dropout(attended, training=training))
-        flat = self.output_layer_norm(flat + self.output_dropout(self.feed_forward(flat), training=training))
+        if self.fused_kernels and _fused_kernels_run(flat):
+            flat = self._fused_residual_norm(attended, flat, self.attention_output_dropout, self.attention_layer_norm,
+                                             training)
+            flat = self._fused_residual_norm(self.feed_forward(flat), flat, self.output_dropout, self.output_layer_norm,
+                                             training)
+        else:
+            flat = self.attention_layer_norm(flat + self.attention_output_dropout(attended, training=training))
+            flat = self.output_layer_norm(flat + self.output_dropout(self.feed_forward(flat), training=training))
         x = ops.reshape(flat, (-1, length, hidden))  # [B, T, H]
         if return_attention_scores:
             return x, probs
         return x
+
+    def _fused_residual_norm(self, x, residual, dropout, layer_norm, training):
+        """layer_norm(residual + dropout(x)) as one Pallas kernel. The mask's seed is drawn from
+        the Dropout layer's own seed generator, so the model's variables are the same as on the
+        keras.ops path (JAX's `training` is a Python bool)."""
+        from keras_bert_impl.kernels.fused_choice import interpret_mode
+        from keras_bert_impl.kernels.residual_layer_norm import residual_dropout_layer_norm
+
+        rate = float(dropout.rate) if training else 0.0
+        seed = (keras.random.randint((1,), 0, 2**31 - 1, seed=dropout.seed_generator, dtype="int32")
+                if rate > 0 else ops.zeros((1,), "int32"))
+        gamma, beta = ops.convert_to_tensor(layer_norm.gamma), ops.convert_to_tensor(layer_norm.beta)  # float32
+        return residual_dropout_layer_norm(x, ops.cast(residual, x.dtype), gamma, beta, seed, rate, layer_norm.epsilon,
+                                           interpret_mode())
 
     def get_config(self):
         config = super().get_config()
@@ -137,6 +172,7 @@ class TransformerEncoder(keras.layers.Layer):
                 "activation": self.activation,
                 "layer_norm_epsilon": self.layer_norm_epsilon,
                 "initializer_range": self.initializer_range,
+                "fused_kernels": self.fused_kernels,
             }
         )
         return config

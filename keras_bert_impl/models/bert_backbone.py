@@ -21,7 +21,7 @@ from keras_bert_impl.models._early_attributes import set_attribute
 from keras_bert_impl.models.presets import BERT_PRESETS
 from keras_bert_impl.models.quantized_layers import build_with_quantized_layers, record_quantized_layers, split_quantized_config
 from keras_bert_impl.tokenization.vocabulary import load_vocabulary_asset, save_vocabulary_asset
-from keras_bert_impl.validation import check_choice, check_divisible, check_positive_int, check_probability
+from keras_bert_impl.validation import check_bool, check_choice, check_divisible, check_positive_int, check_probability
 
 # The casing that goes with the vocabulary (the vocabulary itself is tokenization's
 # VOCAB_ASSET), in the .keras file's assets.
@@ -62,6 +62,9 @@ class BertBackbone(ChecksIdData, keras.Model):
         initializer_range: float.
         return_hidden_states: bool. Also output every layer's hidden states.
         return_attention_scores: bool. Also output every layer's attention probabilities.
+        fused_kernels: bool. On the JAX backend on a GPU, the encoder layers run their
+            elementwise chains as Pallas kernels (see `TransformerEncoder`); elsewhere, and by
+            default, `keras.ops`. Weights and checkpoints are the same either way.
         dtype: dtype policy, e.g. "mixed_bfloat16".
 
     Example:
@@ -89,6 +92,7 @@ class BertBackbone(ChecksIdData, keras.Model):
         initializer_range=0.02,
         return_hidden_states=False,
         return_attention_scores=False,
+        fused_kernels=False,
         dtype=None,
         **kwargs,
     ):
@@ -106,6 +110,7 @@ class BertBackbone(ChecksIdData, keras.Model):
         check_probability("dropout", dropout)
         check_choice("position_embedding", position_embedding, POSITION_EMBEDDINGS)
         check_choice("activation", activation, ACTIVATIONS)
+        check_bool("fused_kernels", fused_kernels)
 
         # === Layers ===
         self.embeddings = BertEmbeddings(
@@ -129,6 +134,7 @@ class BertBackbone(ChecksIdData, keras.Model):
                 activation=activation,
                 layer_norm_epsilon=layer_norm_epsilon,
                 initializer_range=initializer_range,
+                fused_kernels=fused_kernels,
                 dtype=dtype,
                 name=f"transformer_layer_{i}",
             )
@@ -168,6 +174,7 @@ class BertBackbone(ChecksIdData, keras.Model):
         self.initializer_range = initializer_range
         self.return_hidden_states = return_hidden_states
         self.return_attention_scores = return_attention_scores
+        self.fused_kernels = fused_kernels
         # The WordPiece vocabulary and casing of the checkpoint this model came
         # from; saved inside the .keras file as assets (see save_assets).
         self.vocabulary = None
@@ -326,6 +333,7 @@ class BertBackbone(ChecksIdData, keras.Model):
                 "initializer_range": self.initializer_range,
                 "return_hidden_states": self.return_hidden_states,
                 "return_attention_scores": self.return_attention_scores,
+                "fused_kernels": self.fused_kernels,
             }
         )
         return record_quantized_layers(config, self)  # after model.quantize(...): see models/quantized_layers.py
