@@ -112,7 +112,7 @@ def tiny_run(tiny_init, mr_files, tmp_path_factory):
     return str(run)
 
 
-@pytest.mark.slow  # about 25 s each: a training process killed after its first backup
+@pytest.mark.slow  # about 20 s or more each: a training process killed after its first backup
 @pytest.mark.parametrize("command", ["finetune", "distill", "pretrain"])
 def test_sigterm_during_training_keeps_the_backup_and_says_so(command, tiny_init, mr_files, tmp_path, request):
     output = tmp_path / "run"

@@ -20,7 +20,10 @@ def classifier(tmp_path_factory):
     return kb.BertClassifier(keras.saving.load_model(save_small_bert(tmp_path_factory.mktemp("tiny"))), num_classes=2)
 
 
-@pytest.mark.parametrize("quantization", ["dynamic_int8", "float32"])  # --precision int8, --runtime litert
+@pytest.mark.parametrize("quantization", [  # --precision int8, --runtime litert
+    pytest.param("dynamic_int8", marks=pytest.mark.slow),  # about 20 s or more: an int8 conversion
+    "float32",
+])
 def test_a_text_that_is_not_utf8_gets_one_clean_sentence(classifier, quantization):
     call = litert_functions(classifier, "mr", 16, pair=False, quantization=quantization)["mr"]["serving_default"]
     with pytest.raises(tf.errors.InvalidArgumentError) as raised:
