@@ -122,8 +122,8 @@ def test_sigterm_during_training_keeps_the_backup_and_says_so(command, tiny_init
         argv = ["finetune", "--task", "classification", "--init", tiny_init, "--train", train, "--validation", dev,
                 *LAYOUT, *common]
     elif command == "distill":
-        argv = ["distill", "--teacher", request.getfixturevalue("tiny_run"), "--student-from-teacher", "0", "--train", train, "--validation", dev,
-                *LAYOUT, *common]
+        argv = ["distill", "--teacher", request.getfixturevalue("tiny_run"), "--student-from-teacher", "0",
+                "--train", train, "--validation", dev, *LAYOUT, *common]
     else:
         corpus = tmp_path / "reviews.csv"
         with open(REVIEWS, encoding="utf-8-sig", newline="") as f:

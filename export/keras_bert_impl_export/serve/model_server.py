@@ -256,7 +256,8 @@ class ModelServer:
         except RestApiError as e:
             return self._answer(name, method, started, {"error": str(e)}, status=e.status)
         except Exception as e:  # a bug of ours: the client hears it, the server lives on
-            return self._answer(name, method, started, {"error": f"Internal error: {type(e).__name__}: {error_sentence(e)}"}, status=500)
+            body = {"error": f"Internal error: {type(e).__name__}: {error_sentence(e)}"}
+            return self._answer(name, method, started, body, status=500)
 
     async def _predict(self, model, body, request):
         """(outputs, rows, row_format) of a `:predict` body; a RestApiError for what fails, and
