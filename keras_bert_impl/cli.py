@@ -3,9 +3,11 @@
 import argparse
 import functools
 import os
+import signal
 import sys
+import threading
 
-from keras_bert_impl.commands.errors import UsageError
+from keras_bert_impl.commands.errors import Terminated, UsageError
 from keras_bert_impl.commands import (
     attention,
     convert,
@@ -61,9 +63,23 @@ def _expected_failures():
 def _interrupted_message(args):
     output = getattr(args, "output", None)
     if isinstance(output, str) and os.path.isdir(os.path.join(output, "backup")):
-        return (f"interrupted. The training state of the last backup is in {os.path.join(output, 'backup')}: "
+        return (f". The training state of the last backup is in {os.path.join(output, 'backup')}: "
                 "run the same command again to resume from there.")
-    return "interrupted. Every file is written whole or not at all: run the same command again."
+    return ". Every file is written whole or not at all: run the same command again."
+
+
+def _raise_terminated(signum, frame):
+    raise Terminated()
+
+
+def _terminate_as_interrupt():
+    """SIGTERM (`kill`, systemd, a container's stop) takes Ctrl-C's path: its default action
+    ends the process at once, leaving the temporary folders Ctrl-C's cleanup removes (the TFLite
+    converter's SavedModel, hundreds of MB). A signal ignored at start stays ignored. Returns the
+    handler to put back when `main` returns (None: nothing was changed), as `main` also runs in-process."""
+    if threading.current_thread() is not threading.main_thread() or signal.getsignal(signal.SIGTERM) != signal.SIG_DFL:
+        return None
+    return signal.signal(signal.SIGTERM, _raise_terminated)
 
 
 def main(argv=None):
@@ -71,7 +87,8 @@ def main(argv=None):
 
     Every expected failure (a bad flag, file or model, an interrupted run) is one line on
     stderr naming the input and the fix, exit status 2; `--debug` or KBERT_DEBUG=1 re-raises
-    it with its traceback. Anything else is a bug and keeps its traceback.
+    it with its traceback. Anything else is a bug and keeps its traceback. SIGTERM is Ctrl-C:
+    the same cleanup, line and status.
     """
     parser = build_parser()
     args, unknown = parser.parse_known_args(argv)
@@ -81,17 +98,19 @@ def main(argv=None):
             parser.error(f"unrecognized arguments: {' '.join(unknown)}")
         args.pipeline_args = unknown
     debug = args.debug or os.environ.get("KBERT_DEBUG", "") not in ("", "0")
-    # What `import keras_bert_impl` does outside the `kbert` command (TensorFlow, and every
-    # layer, model, optimizer and schedule registered with Keras for load_model), once a command is to run.
-    import keras_bert_impl.layers  # noqa: F401
-    import keras_bert_impl.models  # noqa: F401
-    import keras_bert_impl.training  # noqa: F401  (create_optimizer's optimizer and schedule)
+    previous = _terminate_as_interrupt()
     try:
+        # What `import keras_bert_impl` does outside the `kbert` command (TensorFlow, and every layer,
+        # model, optimizer and schedule registered with Keras for load_model), once a command is to run.
+        import keras_bert_impl.layers  # noqa: F401
+        import keras_bert_impl.models  # noqa: F401
+        import keras_bert_impl.training  # noqa: F401  (create_optimizer's optimizer and schedule)
         return args.func(args)
-    except KeyboardInterrupt:
+    except KeyboardInterrupt as e:
         if debug:
             raise
-        print(f"kbert {args.command}: {_interrupted_message(args)}", file=sys.stderr)
+        what = "terminated (SIGTERM)" if isinstance(e, Terminated) else "interrupted"
+        print(f"kbert {args.command}: {what}{_interrupted_message(args)}", file=sys.stderr)
         return 2
     except BrokenPipeError:
         # `kbert predict ... | head`: the reader left; not an error of ours.
@@ -103,6 +122,9 @@ def main(argv=None):
         message = " ".join(str(e).split()) or type(e).__name__
         print(f"kbert {args.command}: {message}", file=sys.stderr)
         return 2
+    finally:
+        if previous is not None:
+            signal.signal(signal.SIGTERM, previous)
 
 
 if __name__ == "__main__":

@@ -182,6 +182,11 @@ def _written(quantization, formats):
     return "tflite" in formats or "mediapipe" in formats and quantization in MEDIAPIPE_SUFFIXES
 
 
+def written_quantizations(formats, quantizations):
+    """The quantizations of `quantizations` that `formats` write a file in."""
+    return [q for q in quantizations if _written(q, formats)]
+
+
 def calibrated_quantizations(formats, quantizations, learned=False):
     """The quantizations of `quantizations` that `formats` will calibrate: the tflite/ files'
     CALIBRATED_QUANTIZATIONS and the MediaPipe int8_only file; int8_only not when the model

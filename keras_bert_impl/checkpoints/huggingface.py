@@ -310,6 +310,13 @@ def _vocabulary_and_casing(src, vocabulary_size, config_path):
         raise ValueError(f"{tokenizer_path}: its normalizer is {normalizer.get('type')!r}, not BERT's BertNormalizer: "
                          "BertPreprocessor cannot reproduce its ids. Give the checkpoint's vocab.txt.")
     ids = model.get("vocab") or {}
+    # tokenizers (0.23) writes WordPiece's vocab as {token: id} and refuses anything else ("invalid
+    # type: sequence, expected a map"); a list is Unigram's layout, [[piece, score], ...].
+    if not isinstance(ids, dict) or not all(type(i) is int for i in ids.values()):
+        what = "an object whose ids are not all integers" if isinstance(ids, dict) else f"a JSON {_json_kind(ids)}"
+        raise ValueError(f"{tokenizer_path}: model.vocab is {what}, but WordPiece's is an object of token -> id "
+                         "(as the tokenizers library writes and reads it): give the checkpoint's vocab.txt, or a "
+                         "tokenizer.json saved by tokenizers or transformers.")
     tokens = sorted(ids, key=ids.get)
     if sorted(ids.values()) != list(range(len(ids))):
         raise ValueError(f"{tokenizer_path}: its WordPiece ids are not 0..{len(ids) - 1} without gaps; give the "
@@ -320,6 +327,10 @@ def _vocabulary_and_casing(src, vocabulary_size, config_path):
     settings = {"do_lower_case": normalizer.get("lowercase", True), "strip_accents": normalizer.get("strip_accents"),
                 "tokenize_chinese_chars": normalizer.get("handle_chinese_chars", True)}
     return tokens, _tokenizer_lowercase(settings, tokenizer_path, settings["do_lower_case"])
+
+
+def _json_kind(value):
+    return {list: "list", str: "string", int: "number", float: "number", bool: "boolean"}.get(type(value), "value")
 
 
 def _check_tied_bias(tensors, weights_path):

@@ -6,7 +6,9 @@ files and imports the wing lazily, the one place the library reaches it."""
 import argparse
 import json
 import os
+import re
 import sys
+import zipfile
 
 from keras_bert_impl.commands import task_data
 from keras_bert_impl.commands.errors import UsageError
@@ -88,21 +90,33 @@ def _choices(flag, value, allowed):
     bad = [v for v in items if v not in allowed]
     if bad or not items:
         raise UsageError(f"{flag} takes a comma-separated subset of {','.join(allowed)}. Received: {value!r}")
+    twice = sorted({v for v in items if items.count(v) > 1})
+    if twice:
+        raise UsageError(f"{flag} names {', '.join(twice)} more than once. Received: {value!r}; give each once.")
     return items
 
 
-def _static_lengths(value, quantizations, formats, model):
-    """--static-lengths as ints (None when not given), checked before the first progress line
-    so that a refusal is the one line."""
+def _static_length_values(value):
+    """--static-lengths as ints (None when not given), read before the model loads."""
     if value is None:
         return None
     items = [v.strip() for v in value.split(",") if v.strip()]
-    if not items or not all(v.isdigit() for v in items):
+    # str.isdigit() takes "²" and other digits int() refuses ("invalid literal for int()").
+    if not items or not all(re.fullmatch(r"[0-9]+", v) for v in items):
         raise UsageError(f"--static-lengths takes comma-separated lengths in wordpieces, e.g. 64,128. Received: {value!r}")
+    return [int(v) for v in items]
+
+
+def _static_lengths(value, quantizations, formats, model):
+    """--static-lengths checked against the model, before the first progress line so that a
+    refusal is the one line."""
+    lengths = _static_length_values(value)
+    if lengths is None:
+        return None
     from keras_bert_impl_export.exporter import check_static_lengths
 
     try:
-        return check_static_lengths([int(v) for v in items], quantizations, formats, model)
+        return check_static_lengths(lengths, quantizations, formats, model)
     except ValueError as e:
         raise UsageError(str(e).replace("static_lengths", "--static-lengths")) from None
 
@@ -202,31 +216,104 @@ def write_export(model, output, *, name, seq_len, pair, formats, quantizations=Q
         raise UsageError(str(e).replace("static_lengths", "--static-lengths")) from None
 
 
-def _refuse_unused_hub_flags(kind, args):
-    """A hub folder is the float model and its tokenizer files: the flags of the other formats
-    (a report, calibration, TFLite files, TF Serving's name) would be dropped without a word."""
+# The task-file layout flags (task_data.add_data_flags, defaults from the run: None when not given).
+DATA_FLAGS = {"--format": "format", "--text-column": "text_column", "--text-b-column": "text_b_column",
+              "--label-column": "label_column", "--columns": "columns", "--tag-format": "tag_format",
+              "--tag-column": "tag_column", "--doc-stride": "doc_stride", "--max-query-length": "max_query_length"}
+
+
+def _given_flags(args):
+    """The flags given a value other than their default."""
     given = {
         "--quantizations": args.quantizations != ",".join(QUANTIZATIONS), "--validation": args.validation is not None,
         "--calibration": args.calibration is not None, "--static-lengths": args.static_lengths is not None,
         "--name": args.name != DEFAULT_NAME, "--pair": args.pair, "--repeats": args.repeats != DEFAULT_REPEATS,
+        "--seq-len": args.seq_len is not None, "--pooling": args.pooling is not None,
+        "--normalize": args.normalize is not None,
     }
-    if kind == "huggingface":  # sentence_transformers' modules hold these
-        given.update({"--seq-len": args.seq_len is not None, "--pooling": args.pooling is not None,
-                      "--normalize": args.normalize is not None})
-    unused = [flag for flag, present in given.items() if present]
-    if unused:
+    given.update({flag: getattr(args, dest) is not None for flag, dest in DATA_FLAGS.items()})
+    given.update({"--header": args.header is True, "--no-header": args.header is False,
+                  "--on-error": args.on_error != "fail"})
+    return [flag for flag, present in given.items() if present]
+
+
+def _unused_flags(args, formats, quantizations, learned):
+    """{flag: what would use it} for every flag given that `formats` and `quantizations` do not
+    use: such a flag is refused, never dropped without a word. `learned`: the model is a
+    QuantizationAwareClassifier, whose int8_only files take the ranges it learned."""
+    from keras_bert_impl_export.exporter import calibrated_quantizations
+
+    hub = formats[0] if formats[0] in HUB_FORMATS else None
+    calibrated = [] if hub else calibrated_quantizations(formats, quantizations, learned=learned)
+    reads_task_file = not hub and (args.validation is not None or bool(calibrated))
+    layout = "the task files --validation and --calibration, when one is read"
+    uses = {
+        "--quantizations": (not hub, "the .tflite formats (tflite, mediapipe)"),
+        "--validation": (not hub, "the report of the TF Serving and TFLite formats"),
+        "--calibration": (bool(calibrated), "int8_mixed and the integer-only files (a quantization-aware model's "
+                          "int8_only takes the ranges it learned)"),
+        "--seq-len": (hub != "huggingface", "the TF Serving and TFLite formats and sentence_transformers"),
+        "--static-lengths": (not hub and "tflite" in formats and bool(set(quantizations) & set(STATIC_QUANTIZATIONS)),
+                             "the static files of --formats tflite, and no static file is asked for: add one of "
+                             f"{', '.join(STATIC_QUANTIZATIONS)} to --quantizations"),
+        "--name": (not hub, "the TF Serving and TFLite formats' file names"),
+        "--pair": (not hub, "the TF Serving and TFLite formats"),
+        "--pooling": (hub == "sentence_transformers", "--formats sentence_transformers"),
+        "--normalize": (hub == "sentence_transformers", "--formats sentence_transformers"),
+        "--repeats": (not hub and args.validation is not None, "the report's latency (with --validation)"),
+        **{flag: (reads_task_file, layout) for flag in (*DATA_FLAGS, "--header", "--no-header", "--on-error")},
+    }
+    return {flag: uses[flag][1] for flag in _given_flags(args) if not uses[flag][0]}
+
+
+def refuse_unused_flags(args, formats, quantizations, learned=False):
+    """One line naming every flag given that this combination of --formats and --quantizations
+    would drop without a word (a --calibration file that did not exist, exit 0), and each
+    quantization asked for that no format writes. Before the model loads."""
+    unused = _unused_flags(args, formats, quantizations, learned)
+    them = "them" if len(unused) > 1 else "it"
+    if unused and formats[0] in HUB_FORMATS:
         raise UsageError(
-            f"--formats {kind} writes the float model and its tokenizer files; it takes no {', '.join(unused)}. Leave "
-            f"{'them' if len(unused) > 1 else 'it'} out, or run kbert export again for the formats that use "
-            f"{'them' if len(unused) > 1 else 'it'}."
+            f"--formats {formats[0]} writes the float model and its tokenizer files; it takes no {', '.join(unused)}. "
+            f"Leave {them} out, or run kbert export again for the formats that use {them}."
         )
+    if unused:
+        reasons = "; ".join(f"{flag} is for {what}" for flag, what in unused.items())
+        raise UsageError(
+            f"--formats {','.join(formats)} with --quantizations {','.join(quantizations)} uses no "
+            f"{', '.join(unused)} ({reasons}). Leave {them} out, or ask for a file that uses {them}."
+        )
+    if formats[0] in HUB_FORMATS or "--quantizations" not in _given_flags(args):
+        return
+    from keras_bert_impl_export.exporter import written_quantizations
+
+    unwritten = [q for q in quantizations if q not in written_quantizations(formats, quantizations)]
+    if unwritten:
+        raise UsageError(
+            f"--quantizations {','.join(unwritten)}: --formats {','.join(formats)} writes no such file (tflite writes "
+            "every precision; mediapipe float32, float16, dynamic_int8 and int8_only). Leave "
+            f"{'them' if len(unwritten) > 1 else 'it'} out, or add --formats tflite."
+        )
+
+
+def _saved_as_quantization_aware(model_flag):
+    """Whether --model's .keras archive holds a QuantizationAwareClassifier, read from its
+    config.json without loading it (False where it cannot be read: loading then says why)."""
+    from keras_bert_impl.commands.model_files import resolve_model_path
+
+    try:
+        with zipfile.ZipFile(resolve_model_path(model_flag)) as archive:
+            config = json.loads(archive.read("config.json"))
+    except (UsageError, OSError, KeyError, ValueError, zipfile.BadZipFile):
+        return False
+    return isinstance(config, dict) and config.get("class_name") == "QuantizationAwareClassifier"
 
 
 def export_hub_folder(kind, args):
     """`kbert export --formats huggingface` (a transformers folder) or `sentence_transformers`
     (that folder plus its pooling modules): the model of a run folder or .keras file at --output
-    (the wing's `export_huggingface` / `export_sentence_transformers`), refusals as UsageError."""
-    _refuse_unused_hub_flags(kind, args)
+    (the wing's `export_huggingface` / `export_sentence_transformers`), refusals as UsageError;
+    the flags checked first (`check_flags`)."""
     from keras_bert_impl.commands.model_files import load_model
     from keras_bert_impl_export.exporter import ExportExistsError
     from keras_bert_impl_export.huggingface import NotExpressibleError, export_huggingface, export_sentence_transformers
@@ -265,15 +352,14 @@ def _formats(args):
     return formats
 
 
-def run(args):
-    import keras_bert_impl as kb
-
+def check_flags(args):
+    """(formats, quantizations, learned) of the flags, each checked, and every flag that this
+    combination leaves unused refused (`refuse_unused_flags`): all before the model loads.
+    `learned`: --model holds a QuantizationAwareClassifier."""
     formats = _formats(args)
     if set(formats) & set(HUB_FORMATS):
-        return export_hub_folder(formats[0], args)
-    if args.pooling is not None or args.normalize is not None:
-        raise UsageError("--pooling and --normalize are for --formats sentence_transformers; a backbone's other "
-                         "exports are mean-pooled and L2-normalised.")
+        refuse_unused_flags(args, formats[:1], ())
+        return formats, (), False
     for renamed in set(args.quantizations.replace(" ", "").split(",")) & set(RENAMED_QUANTIZATIONS):
         try:
             check_quantization("--quantizations", renamed)
@@ -282,7 +368,21 @@ def run(args):
     quantizations = _choices("--quantizations", args.quantizations, QUANTIZATIONS + STATIC_QUANTIZATIONS)
     if args.repeats < 1:
         raise UsageError(f"--repeats must be a positive integer. Received: {args.repeats}")
+    learned = _saved_as_quantization_aware(args.model)
+    refuse_unused_flags(args, formats, quantizations, learned)
+    _static_length_values(args.static_lengths)
+    return formats, quantizations, learned
+
+
+def run(args):
+    import keras_bert_impl as kb
+
+    formats, quantizations, learned = check_flags(args)
+    if set(formats) & set(HUB_FORMATS):
+        return export_hub_folder(formats[0], args)
     model, model_path, stored, task, pair, seq_len = load_for_export(args.model, args.seq_len, args.pair)
+    if isinstance(model, kb.QuantizationAwareClassifier) != learned:  # its archive could not be read ahead
+        refuse_unused_flags(args, formats, quantizations, not learned)
     settings = task_data.data_settings(args, task, stored) if task in task_data.TASKS else {}
     validation = _examples(args.validation, "--validation", task, model, settings, args.on_error) if args.validation else None
     calibration_path = args.calibration or stored.get("train")

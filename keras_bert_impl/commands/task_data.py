@@ -113,6 +113,7 @@ _FLAG_SPELLINGS = [
     (r"text_b_column=", "--text-b-column "),
     (r"text_column=", "--text-column "),
     (r"label_column=", "--label-column "),
+    (r"pass file_format= one of", "pass --format, one of"),
 ]
 
 

@@ -23,14 +23,12 @@ one, never a mixture.
 import contextlib
 import json
 import os
-import signal
-import threading
 import zipfile
 
 import keras
 import numpy as np
 
-from keras_bert_impl.atomic_write import write_atomically
+from keras_bert_impl.atomic_write import interrupts_deferred, write_atomically
 from keras_bert_impl.validation import check_positive_int
 
 STATE_FILE = "training_state.npz"
@@ -238,7 +236,7 @@ class BackupAndRestore(keras.callbacks.Callback):
                 f.flush()
                 os.fsync(f.fileno())  # on disk before the rename makes it the backup
 
-        with _interrupts_deferred():
+        with interrupts_deferred():
             write_atomically(self.path, write, suffix=".npz")
         self.saved_step = step
         return self.path
@@ -271,33 +269,4 @@ class BackupAndRestore(keras.callbacks.Callback):
                 pass  # not a number: nothing a history holds
         self.epoch_logs = [entry for entry in self.epoch_logs if entry[0] != epoch] + [[int(epoch), values]]
         self.save(epoch=epoch)
-
-
-@contextlib.contextmanager
-def _interrupts_deferred():
-    """Holds a Ctrl-C (SIGINT) back until the block ends, then raises it as KeyboardInterrupt.
-
-    A KeyboardInterrupt inside np.savez's zip writer comes out as zipfile's ValueError ("Can't
-    close the ZIP file while there is an open writing handle"), which the commands do not read
-    as an interrupt (a traceback and exit 1, seen in a fresh-clone run); deferred, the backup is
-    written whole and the interrupt lands after it. Signal handlers belong to the main thread:
-    elsewhere the block runs as it is.
-    """
-    if threading.current_thread() is not threading.main_thread():
-        yield
-        return
-    received = []
-    previous = signal.signal(signal.SIGINT, lambda number, frame: received.append(number))
-    # None: a handler not set from Python, which signal.signal cannot put back; the default stands in.
-    previous = signal.SIG_DFL if previous is None else previous
-    try:
-        yield
-    finally:
-        signal.signal(signal.SIGINT, previous)
-    if not received or previous == signal.SIG_IGN:
-        return
-    if callable(previous):
-        previous(signal.SIGINT, None)  # the handler that was in place: Python's raises KeyboardInterrupt
-    else:
-        signal.raise_signal(signal.SIGINT)  # SIG_DFL: its own action
 

@@ -88,5 +88,5 @@ class BestModelCheckpoint(keras.callbacks.Callback):
         self.best, self.best_epoch = value, epoch
         if not self.save:
             return
-        write_atomically(self.path, inference_copy(self.model).save, suffix=".keras")
+        write_atomically(self.path, inference_copy(self.model).save, suffix=".keras", hold_interrupts=True)
         write_json_atomically({"monitor": self.monitor, "mode": self.mode, "value": value, "epoch": epoch}, self.path + ".json")

@@ -23,7 +23,7 @@ def save_model(model, path, optimizer_state=False):
     optimizer's state unless asked (a finished model needs only its weights)."""
     if not optimizer_state and getattr(model, "optimizer", None) is not None and model.optimizer.built:
         model = inference_copy(model)
-    write_atomically(path, model.save, suffix=".keras")
+    write_atomically(path, model.save, suffix=".keras", hold_interrupts=True)
 
 
 def _save_json(data, path):

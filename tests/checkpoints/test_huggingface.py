@@ -103,6 +103,32 @@ def test_a_folder_without_vocab_txt_reads_tokenizer_json(minilm, data_dir_module
         convert_checkpoint(str(tmp_path), format="huggingface")
 
 
+def test_a_tokenizer_json_whose_wordpiece_vocab_is_a_list_is_refused_by_name(data_dir_module, tmp_path, capsys):
+    """A WordPiece `vocab` written as a JSON list (tokenizers itself refuses it: "invalid type:
+    sequence, expected a map") ended `kbert convert` in AttributeError: 'list' object has no
+    attribute 'get', exit 1."""
+    from keras_bert_impl.cli import main
+
+    src = os.path.join(data_dir_module, "minilm")
+    for name in ("config.json", "model.safetensors"):
+        os.symlink(os.path.join(src, name), tmp_path / name)
+    tokenizer = json.loads(open(os.path.join(src, "tokenizer.json"), encoding="utf-8").read())
+    vocab = tokenizer["model"]["vocab"]
+    tokenizer["model"]["vocab"] = sorted(vocab, key=vocab.get)
+    (tmp_path / "tokenizer.json").write_text(json.dumps(tokenizer), encoding="utf-8")
+    output = tmp_path / "out.keras"
+    assert main(["convert", str(tmp_path), "--format", "huggingface", "--output", str(output)]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err == [f"kbert convert: {tmp_path / 'tokenizer.json'}: model.vocab is a JSON list, but WordPiece's is an "
+                   "object of token -> id (as the tokenizers library writes and reads it): give the checkpoint's "
+                   "vocab.txt, or a tokenizer.json saved by tokenizers or transformers."], err
+    assert not output.exists()
+    tokenizer["model"]["vocab"] = {token: str(i) for i, token in enumerate(tokenizer["model"]["vocab"])}
+    (tmp_path / "tokenizer.json").write_text(json.dumps(tokenizer), encoding="utf-8")
+    with pytest.raises(ValueError, match="model.vocab is an object whose ids are not all integers"):
+        convert_checkpoint(str(tmp_path), format="huggingface")
+
+
 def test_pickle_refused_without_opt_in(data_dir_module, tmp_path):
     _copy_without_weights(os.path.join(data_dir_module, "minilm"), tmp_path)
     (tmp_path / "pytorch_model.bin").write_bytes(b"not read")

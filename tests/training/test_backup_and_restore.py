@@ -256,14 +256,14 @@ def test_a_ctrl_c_during_a_backup_write_lands_after_it():
     run's Ctrl-C test saw exit 1 and a traceback): the save holds it until the file is whole."""
     import signal
 
-    from keras_bert_impl.training.backup_and_restore import _interrupts_deferred
+    from keras_bert_impl.atomic_write import interrupts_deferred
 
     # Python's own handler, as in a terminal (a suite started with `&` may inherit SIGINT ignored).
     before = signal.signal(signal.SIGINT, signal.default_int_handler)
     steps = []
     try:
         with pytest.raises(KeyboardInterrupt):
-            with _interrupts_deferred():
+            with interrupts_deferred():
                 os.kill(os.getpid(), signal.SIGINT)
                 steps.append("the write went on")
         assert steps == ["the write went on"]

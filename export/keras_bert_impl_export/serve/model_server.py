@@ -35,7 +35,9 @@ from starlette.routing import Route
 from keras_bert_impl.validation import check_int
 from keras_bert_impl_export.serve.batch_key import BatchKey
 from keras_bert_impl_export.serve.dynamic_batcher import DynamicBatcher, QueueFullError, UnbatchableOutputError
-from keras_bert_impl_export.serve.rest_api import RestApiError, format_predict_response, parse_predict_body
+from keras_bert_impl_export.serve.rest_api import (
+    RestApiError, error_sentence, format_predict_response, parse_predict_body,
+)
 
 _MODEL_PATH = re.compile(
     r"^(?P<name>[^/:]+)(?:/versions/(?P<version>[0-9]+))?(?:/(?P<metadata>metadata)|:(?P<method>[A-Za-z]+))?$"
@@ -77,7 +79,7 @@ def client_error_message(error, first_row):
     """An error's message, one line, with the example it names counted in the client's request:
     a request split into calls of max_batch_size rows hears the error of the part at `first_row`.
     Of a graph's failed Assert, only its message."""
-    message = " ".join(str(error).split())
+    message = error_sentence(error)
     assertion = _ASSERTION.search(message)
     message = (assertion.group(1) if assertion else message)[:1000]
     if not first_row:
@@ -267,7 +269,8 @@ class ModelServer:
         except RestApiError as e:
             return self._answer(name, method, started, {"error": str(e)}, status=e.status)
         except Exception as e:  # a bug of ours: the client hears it, the server lives on
-            return self._answer(name, method, started, {"error": f"Internal error: {type(e).__name__}: {e}"}, status=500)
+            body = {"error": f"Internal error: {type(e).__name__}: {error_sentence(e)}"}
+            return self._answer(name, method, started, body, status=500)
 
     async def _predict(self, model, body, request):
         """(outputs, rows, row_format) of a `:predict` body; a RestApiError for what fails, and

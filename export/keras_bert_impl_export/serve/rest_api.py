@@ -15,6 +15,7 @@ import base64
 import binascii
 import json
 import math
+import re
 
 import numpy as np
 import tensorflow as tf
@@ -28,6 +29,23 @@ class RestApiError(Exception):
     def __init__(self, message, status=400):
         super().__init__(message)
         self.status = status
+
+
+# Terminal control sequences (Keras prints a layer's error in bold: ESC[1m ... ESC[0m).
+_TERMINAL_CODES = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")
+# Keras' wrapper of an error raised inside a layer's call(): the layer, the error, the arguments.
+_KERAS_WRAPPER = re.compile(r"\s*Exception encountered when calling [\w.]+\(\)\.\s*(.*?)\s*"
+                            r"(?:Arguments received by .*)?$", re.DOTALL)
+
+
+def error_sentence(error):
+    """An error raised while a request is computed, as the one clean line of a REST body: the
+    message a layer raised, without Keras' wrapper around it (the layer's name, the arguments it
+    received, terminal colour codes), its whitespace collapsed."""
+    message = _TERMINAL_CODES.sub("", str(error))
+    while (wrapped := _KERAS_WRAPPER.match(message)) and wrapped.group(1):
+        message = wrapped.group(1)
+    return " ".join(message.split())
 
 
 def _json_body(body):
