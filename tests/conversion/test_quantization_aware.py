@@ -122,33 +122,30 @@ def test_integer_only_file_takes_the_learned_ranges(mr, quantization_aware):
 @pytest.mark.slow
 def test_integer_file_computes_the_qat_forward():
     """The QAT model's fake-quantized forward is the function its integer-only file computes:
-    on 300 random sentences the file's logits are the forward's to within one int8 step of the
-    logits' range, and every top label the same. Every constant operand is on the grid the
-    converter stores it on (the positions and LayerNorm's gamma and beta on their own
-    asymmetric range, not a symmetric one rounded again), and the LayerNorm peak stays on the
-    grid of |x - mean| as TFLite's REDUCE_MAX keeps it: either one alone left logits 5 steps
-    apart on this model. A small random model, briefly trained so every range is learned."""
-    length, vocabulary = 16, 64
-    keras.utils.set_random_seed(0)
-    backbone = kb.BertBackbone(vocabulary_size=vocabulary, num_layers=1, num_heads=2, hidden_dim=32,
-                               intermediate_dim=64, max_sequence_length=length)
-    # A learned gamma and beta, as a fine-tuned model's: a fresh one's (ones, zeros) lie on any grid.
-    for norm in (backbone.embeddings.layer_norm, backbone.transformer_layers[0].output_layer_norm):
-        norm.gamma.assign(np.random.default_rng(1).uniform(0.5, 1.5, norm.gamma.shape).astype("float32"))
-        norm.beta.assign(np.random.default_rng(2).normal(0, 0.1, norm.beta.shape).astype("float32"))
+    on 300 random sentences the file's logits are the forward's on the same int8 level (within
+    half a step of the logits' range) and every top label the same. Every constant operand is
+    on the grid the converter stores it on (the positions and LayerNorm's gamma and beta on
+    their own asymmetric range, not a symmetric one rounded again), and the LayerNorm peak stays
+    on the grid of |x - mean|, as TFLite's REDUCE_MAX keeps it: before, the logits of this
+    model were up to 5 steps apart (0.48 on average). A random bert_tiny, briefly trained so
+    every range is learned."""
+    length, vocabulary = 16, 200
 
     def sentences(count, seed):
         rng = np.random.default_rng(seed)
-        lengths = rng.integers(3, length + 1, count)
+        lengths = rng.integers(4, length + 1, count)
         mask = (np.arange(length)[None] < lengths[:, None]).astype("int32")
-        ids = rng.integers(4, vocabulary, (count, length)).astype("int32") * mask
+        ids = rng.integers(5, vocabulary, (count, length)).astype("int32") * mask
         ids[:, 0] = 2
+        ids[np.arange(count), lengths - 1] = 3
         return {"token_ids": ids, "padding_mask": mask, "segment_ids": np.zeros_like(ids)}
 
-    qat = kb.QuantizationAwareClassifier(kb.BertClassifier(backbone, num_classes=2), momentum=0.5)
-    qat.compile(optimizer=keras.optimizers.Adam(1e-3))
-    train = sentences(128, 1)
-    qat.fit(train, train["token_ids"][:, 1] % 2, epochs=1, batch_size=32, verbose=0)
+    keras.utils.set_random_seed(0)
+    backbone = kb.BertBackbone.from_preset("bert_tiny", vocabulary_size=vocabulary, max_sequence_length=length)
+    qat = kb.QuantizationAwareClassifier(kb.BertClassifier(backbone, num_classes=2), momentum=0.9)
+    qat.compile(optimizer=keras.optimizers.Adam(1e-4))
+    train = sentences(512, 1)
+    qat.fit(train, train["token_ids"][:, 1] % 2, epochs=2, batch_size=32, verbose=0)
     x = sentences(300, 2)
     want = np.asarray(qat.predict(x, batch_size=100, verbose=0)["logits"])
 
@@ -159,7 +156,7 @@ def test_integer_file_computes_the_qat_forward():
                                  segment_ids=x["segment_ids"][i:i + 1])["logits"] for i in range(300)])
     low, high = qat.ranges.range_of("head")
     steps = np.abs(got - want).max() / ((high - low) / 255)
-    assert steps <= 1.0, steps
+    assert steps < 0.5, steps
     assert np.mean(got.argmax(-1) == want.argmax(-1)) == 1.0
 
 
