@@ -111,6 +111,8 @@ def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--output", default="bench/results/integer_ladder.json")
     parser.add_argument("--work", default=os.path.join(WORK, "integer_ladder"), help="QAT runs and the SavedModel.")
+    parser.add_argument("--float-folder", default=FLOAT_RUN_FOLDER,
+                        help="Where the split and the float run are (made there if missing).")
     parser.add_argument("--seq-len", type=int, default=64)
     parser.add_argument("--calibration-examples", type=int, default=200)
     parser.add_argument("--validation-examples", type=int, default=None, help="Default: all 800.")
@@ -139,9 +141,9 @@ def main(argv=None):
 
     machine.update(tensorflow_threads())
     os.makedirs(args.work, exist_ok=True)
-    _prepare(FLOAT_RUN_FOLDER)  # the split and the float run, made once
-    float_run = os.path.join(FLOAT_RUN_FOLDER, "mr_pooled")
-    train_csv, test_csv = (os.path.join(FLOAT_RUN_FOLDER, f) for f in ("mr_train.csv", "mr_test.csv"))
+    _prepare(args.float_folder)  # the split and the float run, made once
+    float_run = os.path.join(args.float_folder, "mr_pooled")
+    train_csv, test_csv = (os.path.join(args.float_folder, f) for f in ("mr_train.csv", "mr_test.csv"))
     model = keras.saving.load_model(os.path.join(float_run, "model.keras"))
     serving = ExportSignatures(model, args.seq_len)
     train_texts, train_labels = read_rows(train_csv)

@@ -29,7 +29,7 @@ from keras_bert_impl.conversion.input_contract import (  # noqa: E402
 )
 from keras_bert_impl.models.integer_forms import IntegerForms, classifier_forward  # noqa: E402
 from keras_bert_impl.models.quantization_aware_classifier import (  # noqa: E402
-    QuantizationAwareClassifier, per_channel_fake_quant, symmetric_fake_quant,
+    QuantizationAwareClassifier, constant_fake_quant, per_channel_fake_quant, symmetric_fake_quant,
 )
 from keras_bert_impl.validation import check_choice, check_sequence_length  # noqa: E402
 
@@ -107,14 +107,16 @@ class _ExportForms(IntegerForms):
         if self.ranges is None:
             return self.weight(values)
         if _computed(values):  # the sinusoidal positions: a graph of constants, folded by the converter
-            return symmetric_fake_quant(values)
+            return constant_fake_quant(values)
         with tf.init_scope():
-            return tf.constant(symmetric_fake_quant(_array(values)))
+            return tf.constant(constant_fake_quant(_array(values)))
 
     def lookup(self, table, indices):
-        rows = tf.gather(self.table(table), indices)
         if self.ranges is None:
-            return rows
+            return tf.gather(self.weight(table), indices)
+        with tf.init_scope():
+            table_on_grid = tf.constant(symmetric_fake_quant(_array(table)))
+        rows = tf.gather(table_on_grid, indices)
         # The same rows; the fake quantization tells the converter the GATHER's range (the
         # table's), so it needs no calibration for it.
         return symmetric_fake_quant(rows, bound=float(np.abs(_array(table)).max()))

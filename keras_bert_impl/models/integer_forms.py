@@ -115,8 +115,8 @@ def classifier_forward(model, inputs, forms, probabilities=False):
     tokens = forms.lookup(embeddings.token_embedding.embeddings, ids)  # [B, S, H]
     segments = forms.lookup(embeddings.segment_embedding.embeddings, ops.cast(inputs["segment_ids"], "int32"))
     if embeddings.position_embedding == "learned":
-        # The whole table through `table`, then the rows: the export quantizes the same values.
-        positions = forms.table(embeddings.position_embeddings)[:length]  # [S, H]
+        # The rows, then `table`: the file stores the [S, H] slice, on the grid of its own range.
+        positions = forms.table(forms.weight(embeddings.position_embeddings)[:length])  # [S, H]
     else:
         positions = forms.table(sinusoidal_positions(length, hidden))
     x = forms.activation("embeddings/sum", tokens + segments)
@@ -189,7 +189,9 @@ def _norm(forms, name, layer, x):  # [..., H]: LayerNorm as MEAN, SUB, MUL, RSQR
     epsilon = float(layer.epsilon)
     mean = point(f"{name}/mean", ops.mean(x, axis=-1, keepdims=True))
     centred = point(f"{name}/centred", x - mean)
-    peak = point(f"{name}/peak", ops.max(point(f"{name}/magnitude", ops.abs(centred)), axis=-1, keepdims=True))  # [..., 1]
+    # No point of its own after the MAX: TFLite's REDUCE_MAX (and ABS before it) keeps its
+    # input's scale, so the file holds the peak on the magnitude's grid, where it already lies.
+    peak = ops.max(point(f"{name}/magnitude", ops.abs(centred)), axis=-1, keepdims=True)  # [..., 1]
     peak_squared = point(f"{name}/peak_squared", peak * peak)
     factor = forms.inverse_sqrt(f"{name}/factor", point(f"{name}/peak_squared_epsilon", peak_squared + epsilon))
     rescaled = point(f"{name}/rescaled", centred * factor)  # |.| <= 1 up to the factor's rounding

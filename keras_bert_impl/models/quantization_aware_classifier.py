@@ -19,10 +19,22 @@ def per_channel_fake_quant(kernel):
 
 def symmetric_fake_quant(values, bound=None):
     """`values` on a symmetric per-tensor int8 grid of `bound` (default: max|values|): how
-    TFLite stores a constant operand (an embedding table, LayerNorm's scale)."""
+    TFLite stores an embedding table (a GATHER's table takes the scale of the rows it gives)."""
     if bound is None:
         bound = ops.stop_gradient(ops.maximum(ops.max(ops.abs(values)), 1e-12))
     return keras.quantizers.fake_quant_with_min_max_vars(values, -bound, bound, num_bits=8, narrow_range=True)
+
+
+def constant_fake_quant(values):
+    """`values` on the asymmetric per-tensor int8 grid of their own (min, max) (0 always in it):
+    how TFLite's converter stores a constant operand of an ADD or MUL (the positions,
+    LayerNorm's gamma and beta) whatever grid the values came on, so the forward takes that
+    grid (a symmetric one was rounded a second time in the file)."""
+    values = ops.convert_to_tensor(values)
+    low = ops.stop_gradient(ops.minimum(ops.min(values), 0.0))
+    # All zeros (a fresh beta): a range of 0, widened so the grid has a step.
+    high = ops.stop_gradient(ops.maximum(ops.maximum(ops.max(values), 0.0), low + 1e-12))
+    return keras.quantizers.fake_quant_with_min_max_vars(values, low, high, num_bits=8)
 
 
 @keras.saving.register_keras_serializable(package="keras_bert_impl")
@@ -123,7 +135,10 @@ class _TrainingForms(IntegerForms):
         return per_channel_fake_quant(self.weight(variable))
 
     def table(self, values):
-        return symmetric_fake_quant(self.weight(values))
+        return constant_fake_quant(self.weight(values))
+
+    def lookup(self, table, indices):
+        return ops.take(symmetric_fake_quant(self.weight(table)), indices, axis=0)
 
     def activation(self, name, x):
         return self.ranges.fake_quantize(name, x, training=self.training)
