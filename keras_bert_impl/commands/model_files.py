@@ -54,7 +54,7 @@ def load_model(path, flag="--model"):
         # A whole archive whose contents Keras refuses (an entry of another program's zip).
         raise DamagedFileError(
             model_path,
-            f"a .keras archive that cannot be loaded ({type(e).__name__}: {str(e).splitlines()[0][:200] if str(e) else ''})",
+            f"a .keras archive that cannot be loaded ({type(e).__name__}: {_first_reason(e)[:300]})",
             flag=flag,
         ) from None
     from keras_bert_impl.inference.precision import with_precision
@@ -62,6 +62,15 @@ def load_model(path, flag="--model"):
     # A run trained with --precision fp16 or bf16 saved its mixed policy, and would load
     # computing in it: every command starts from float32 (--precision then picks bf16 or int8).
     return with_precision(model, "fp32"), model_path
+
+
+def _first_reason(error):
+    """The line of a load error that says why: Keras' "A total of N objects could not be loaded.
+    Example error message for object ...:" puts the object's own message on the lines after."""
+    lines = [line.strip() for line in str(error).splitlines() if line.strip()]
+    if len(lines) > 1 and lines[0].startswith("A total of") and lines[0].endswith(":"):
+        return lines[1]
+    return lines[0] if lines else ""
 
 
 def load_init(path, flag="--init"):

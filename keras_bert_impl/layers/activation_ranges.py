@@ -68,6 +68,16 @@ class ActivationRanges(keras.layers.Layer):
         quantized = keras.quantizers.fake_quant_with_min_max_vars(values, variable[0], variable[1], num_bits=8)
         return ops.cast(ops.where(variable[2] > 0, quantized, values), x.dtype)
 
+    def load_own_variables(self, store):
+        # A file saved by a version that quantized other points (its LayerNorm peak had a range
+        # of its own) would otherwise fail as Keras' variable count, with no word of the fix.
+        if len(store.keys()) != len(self.points):
+            raise ValueError(
+                f"its activation ranges do not fit the {len(self.points)} points this version of keras_bert_impl "
+                "quantizes: it was saved by another version, whose ranges miss what its integer file computes now. "
+                "Fine-tune it again with `kbert finetune --qat` (or QuantizationAwareClassifier.fit)")
+        super().load_own_variables(store)
+
     def range_of(self, name):
         """(min, max) of point `name` as floats."""
         values = self._ranges[name].numpy()

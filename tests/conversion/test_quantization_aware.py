@@ -184,3 +184,25 @@ def test_refusals(quantization_aware):
     # The float files of a QAT model are its float classifier's.
     assert len(convert_static(qat, LENGTH, "float16_gpu")) > 0
     assert integer_forward(qat, LENGTH) is not None
+
+
+def test_a_file_of_other_quantization_points_is_refused_naming_the_fix(tmp_path, monkeypatch):
+    """A QAT model saved when the points differed (before the LayerNorm peak lost its own range)
+    fails to load in one line that says to fine-tune again, not as Keras' variable count."""
+    from keras_bert_impl.commands.model_files import load_model
+    from keras_bert_impl.damaged_file_error import DamagedFileError
+    from keras_bert_impl.models import quantization_aware_classifier
+
+    backbone = kb.BertBackbone(vocabulary_size=30, num_layers=1, num_heads=2, hidden_dim=8, intermediate_dim=16,
+                               max_sequence_length=8)
+    qat = kb.QuantizationAwareClassifier(kb.BertClassifier(backbone, num_classes=2))
+    ids = np.ones((1, 4), "int32")
+    qat({"token_ids": ids, "segment_ids": ids * 0, "padding_mask": ids})
+    path = str(tmp_path / "older.keras")
+    qat.save(path)
+    points = quantization_aware_classifier.quantization_points
+    monkeypatch.setattr(quantization_aware_classifier, "quantization_points", lambda c: points(c)[:-1])
+    with pytest.raises(DamagedFileError) as e:
+        load_model(path)
+    message = str(e.value)
+    assert "\n" not in message and "Fine-tune it again with `kbert finetune --qat`" in message, message
