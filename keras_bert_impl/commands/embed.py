@@ -8,6 +8,7 @@ from keras_bert_impl.commands.encoder_flags import add_encoder_flags, encoder_fr
 from keras_bert_impl.commands.errors import UsageError
 from keras_bert_impl.commands.text_lines import check_text_file, read_lines
 from keras_bert_impl.commands.output_files import add_overwrite_flag, refuse_existing
+from keras_bert_impl.commands.precision_flag import add_precision_flag
 
 FORMATS = (".npy", ".jsonl")
 
@@ -25,6 +26,7 @@ def add_parser(subparsers):
     parser.add_argument("--output", required=True, help="vectors.npy or vectors.jsonl (written atomically).")
     add_overwrite_flag(parser)
     add_encoder_flags(parser)
+    add_precision_flag(parser)
     parser.set_defaults(func=run)
     return parser
 

@@ -28,7 +28,6 @@ import pytest
 import keras_bert_impl as kb
 from keras_bert_impl.cli import main
 from keras_bert_impl.cpu_features import CpuFeatures
-from keras_bert_impl.inference.forward_resolver import ForwardResolver
 from keras_bert_impl.tokenization import BertPreprocessor
 from tests.commands.conftest import MR
 from tests.harness import quantize
@@ -155,6 +154,8 @@ def _cells():
 def test_the_resolver_decides_every_cell_as_the_table_says(loaded):
     """Every model x precision x runtime: what runs, or one line starting with the flag at fault
     and naming a precision to use instead. The commands ask the same resolver (below: their exits)."""
+    from keras_bert_impl.inference.forward_resolver import ForwardResolver
+
     for name in MODELS:
         model = loaded[name]
         for precision, runtime in _cells():
@@ -177,6 +178,8 @@ def test_the_resolver_decides_every_cell_as_the_table_says(loaded):
 def test_auto_with_vnni_picks_what_the_model_runs(loaded):
     """auto on a VNNI/BF16 CPU: int8 for the float classifiers and the QAT model (its integer
     file, said in its line), bf16 for the other heads, as saved for a Keras-quantized model."""
+    from keras_bert_impl.inference.forward_resolver import ForwardResolver
+
     want = {"classifier": "int8", "pair": "int8", "multilabel": "int8", "tagger": "bf16", "span": "bf16",
             "embedder": "bf16", "qat": "int8", "quantized": "fp32"}
     for name in MODELS:
@@ -336,8 +339,7 @@ def test_every_accepted_cell_gives_fp32s_result_within_its_tolerance(command, ru
     numeric output of the text signature within the tolerance. The tagger's, the span labeler's
     and the embedder's numbers are compared at the resolver's model (their commands print tags
     and answers)."""
-    from keras_bert_impl.inference.forward_resolver import ForwardResolver
-
+    
     paths, data, _ = runs
     for name in MODELS:
         cells = _accepted(name, command)
@@ -421,8 +423,7 @@ def _compare(name, command, got, want, tolerance, where, loaded, runs):
 
 def _compare_heads(name, loaded, tolerance, where):
     """The tagger's and span labeler's outputs in the resolver's model against fp32's, on real ids."""
-    from keras_bert_impl.inference.forward_resolver import ForwardResolver
-
+    
     model = loaded[name]
     x = BertPreprocessor.from_model(model, sequence_length=SEQ_LEN)(SENTENCES)
     precision = where.split("--precision ")[1].split()[0]
@@ -449,3 +450,34 @@ def _undecided_share(name, loaded, runs, tolerance):
         ordered = np.sort(logits, axis=1)
         close = ordered[:, -1] - ordered[:, -2] < 2 * tolerance
     return float(close.mean())
+
+
+def test_embed_asks_the_resolver(runs, capsys, tmp_path):
+    """kbert embed takes --precision and --runtime as the other commands do: int8 and litert
+    are refused for an embedder in one line naming what to use, before anything is written."""
+    text = tmp_path / "texts.txt"
+    text.write_text("\n".join(SENTENCES) + "\n", encoding="utf-8")
+    for flags, want in ((["--precision", "int8"], "--precision int8 runs classification"),
+                        (["--precision", "fp32", "--runtime", "litert"], "--runtime litert runs classification")):
+        output = tmp_path / "vectors.npy"
+        line = _refused(capsys, ["embed", str(text), "--model", runs[0]["embedder"], "--output", str(output), *flags])
+        assert line.startswith(f"kbert embed: {want}") and "Use --precision fp32 or bf16" in line or \
+            "Leave --runtime out" in line, line
+        assert not output.exists()
+
+
+@pytest.mark.slow  # three embed processes' worth of loading and tracing, in process
+def test_embed_in_bf16_and_auto_gives_fp32s_vectors(runs, capsys, monkeypatch, tmp_path):
+    text = tmp_path / "texts.txt"
+    text.write_text("\n".join(SENTENCES) + "\n", encoding="utf-8")
+    vectors = {}
+    for precision in ("fp32", "bf16", "auto"):
+        _on_cpu(monkeypatch, VNNI_BF16)
+        output = tmp_path / f"{precision}.npy"
+        assert main(["embed", str(text), "--model", runs[0]["embedder"], "--output", str(output), "--seq-len",
+                     str(SEQ_LEN), "--precision", precision]) == 0
+        vectors[precision] = np.load(output)
+    assert "--precision auto: bf16" in capsys.readouterr().err
+    for precision in ("bf16", "auto"):  # auto picked bf16 on the VNNI/BF16 CPU
+        np.testing.assert_allclose(vectors[precision], vectors["fp32"], atol=TOLERANCE["bf16", "tensorflow"])
+        assert not np.array_equal(vectors[precision], vectors["fp32"])
