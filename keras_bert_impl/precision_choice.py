@@ -48,7 +48,7 @@ arithmetic, so fp32, as on AVX2; AVX-VNNI (the same dot products at 256 bits, on
 without AVX-512) takes int8 as AVX512-VNNI does, since XNNPACK has int8 kernels for it;
 AMX (which comes with AVX512-VNNI and BF16) takes what its VNNI and BF16 take, though oneDNN
 may run bf16 on AMX's tiles faster than that (unmeasured here). int8 is for the classifier
-tasks only (`TextPredictor` runs them; commands/precision_flag.model_in_precision refuses
+tasks only (`TextPredictor` runs them; inference/forward_resolver.ForwardResolver refuses
 int8 for the token and span heads), so the others get bf16 or fp32. Plain Python.
 """
 
