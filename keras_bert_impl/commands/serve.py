@@ -184,7 +184,7 @@ def export_in_precision(model_flag, output, *, name, seq_len=None, precision="fp
     resolved = resolve_flags(argparse.Namespace(precision=precision, runtime=runtime, command="serve"), model, task)
     functions = {}
     if resolved.runs != "keras" or resolved.quantization_aware:
-        log(f"running {_what_runs(resolved)}: the SavedModels' calls run it")
+        log(f"{_what_runs(resolved)}: the SavedModels' calls run it")
         from keras_bert_impl.conversion.tflite_converter import ConversionError
 
         try:
@@ -199,12 +199,12 @@ def export_in_precision(model_flag, output, *, name, seq_len=None, precision="fp
 
 def _what_runs(resolved):
     if resolved.runs == "integer_file":
-        return "the quantization-aware model's integer-only file (int8, the ranges it learned, on LiteRT)"
+        return "converting the quantization-aware model to its integer-only file (int8, its learned ranges, LiteRT)"
     if resolved.runs == "keras":
-        return "the quantization-aware model's fake-quantized forward (fp32, what it trained)"
+        return "running the quantization-aware model's fake-quantized forward (fp32, what it trained)"
     if resolved.precision == "int8":
-        return "the model converted to int8 (TFLite dynamic-range on XNNPACK)"
-    return "the model converted to TFLite float32 on XNNPACK (--runtime litert)"
+        return "converting the model to int8 (TFLite dynamic-range on XNNPACK)"
+    return "converting the model to TFLite float32 on XNNPACK (--runtime litert)"
 
 
 def litert_functions(model, name, seq_len, pair, quantization="dynamic_int8"):
