@@ -112,7 +112,7 @@ def runs(tiny_init, tmp_path_factory, monkeypatch_module):
             writer = csv.writer(f)
             if task == "multilabel":
                 writer.writerow(["labels", "text"])
-                writer.writerows([("a|b" if label == "1" else "c", text) for label, text in rows])
+                writer.writerows([("a,b" if label == "1" else "c", text) for label, text in rows])
             elif task == "pair":
                 writer.writerow(["label", "text", "text_b"])
                 writer.writerows([("1", text, text) for _, text in rows])
