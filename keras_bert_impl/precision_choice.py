@@ -11,7 +11,7 @@ is tested on made-up CPUs and on this machine's. By what the CPU has:
   there, and int8 gains too little to pay for its conversion in one `kbert predict`.
 - AMX comes with VNNI and BF16 and takes what they take.
 
-int8 is for the classifier tasks only (`TextPredictor` runs them; commands/precision_flag
+int8 is for the classifier tasks only (`TextPredictor` runs them; inference/forward_resolver
 refuses int8 for the token and span heads). Each reason quotes what was measured on a CPU kind
 the project ran on, with accuracy kept; the figures live in the results files:
 bench/results/cpu_peers.json (per pass, one run per CPU kind), precision_process.json (whole

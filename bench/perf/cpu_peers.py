@@ -106,7 +106,7 @@ def ours_child(run, precision, sentences_path):
     import keras_bert_impl  # noqa: F401  (first, as `kbert` does: it sets oneDNN's switch before TensorFlow loads)
     import keras
 
-    from keras_bert_impl.inference import TextPredictor, with_precision
+    from keras_bert_impl.inference import TextPredictor
 
     with open(sentences_path, encoding="utf-8") as f:
         texts = [line.rstrip("\n") for line in f]
@@ -114,9 +114,8 @@ def ours_child(run, precision, sentences_path):
     rss_before = _peak_rss_mib()
     start = time.perf_counter()
     model = keras.saving.load_model(os.path.join(run, "model.keras"))
-    # bf16: the model rebuilt under mixed_bfloat16; int8: TextPredictor converts it (timed here).
-    predictor = TextPredictor(with_precision(model, precision) if precision == "bf16" else model, sequence_length=128,
-                              batch_size=32, precision="int8" if precision == "int8" else "fp32",
+    # bf16: the model rebuilt under mixed_bfloat16; int8: converted (both by TextPredictor, timed here).
+    predictor = TextPredictor(model, sequence_length=128, batch_size=32, precision=precision.removesuffix("_litert"),
                               runtime="litert" if precision == "fp32_litert" else None)
     load_seconds = time.perf_counter() - start
 
@@ -147,7 +146,7 @@ def onednn_check_child(run, precision, sentences_path):
     import keras
     import tensorflow as tf
 
-    from keras_bert_impl.inference import TextPredictor, with_precision
+    from keras_bert_impl.inference import TextPredictor
 
     # oneDNN prints its ISA line when it makes its first primitive: one fp32 product first, so the
     # line is there even where the precision's own first kernel crashes.
@@ -155,8 +154,8 @@ def onednn_check_child(run, precision, sentences_path):
     with open(sentences_path, encoding="utf-8") as f:
         texts = [line.rstrip("\n") for line in f][:CHECK_SENTENCES]
     model = keras.saving.load_model(os.path.join(run, "model.keras"))
-    predictor = TextPredictor(with_precision(model, precision) if precision == "bf16" else model, sequence_length=128,
-                              batch_size=32, precision="fp32")
+    predictor = TextPredictor(model, sequence_length=128, batch_size=32,
+                              precision="bf16" if precision == "bf16" else "fp32")
     predictor.predict(texts)
 
 

@@ -68,7 +68,7 @@ def main(argv=None):
     int8_conversion_s = time.perf_counter() - started
     ours = {"ours_fp32": TextPredictor(model, sequence_length=128, batch_size=32),
             "ours_fp32_width16": TextPredictor(model, sequence_length=128, batch_size=32, bucket_multiple=16),
-            "ours_bf16": TextPredictor(with_precision(model, "bf16"), sequence_length=128, batch_size=32),
+            "ours_bf16": TextPredictor(model, sequence_length=128, batch_size=32, precision="bf16"),
             "ours_int8": int8}
     hub = {f"kerashub_len{length}": _kerashub_classifier(length) for length in (64, 128)}
     batches = tf.data.Dataset.from_tensor_slices(texts).batch(32)

@@ -112,15 +112,13 @@ class _Predictor:
     the JSON row `kbert predict --json` prints for each text."""
 
     def __init__(self, args):
-        from keras_bert_impl.commands.inference_setup import load_for_inference
-        from keras_bert_impl.inference import TextPredictor
+        from keras_bert_impl.commands.inference_setup import load_for_inference, text_predictor
 
         setup = load_for_inference(args, has_text_b=False)
         model = setup.model
         self.task, self.threshold = setup.task, args.threshold
         self.names = model.label_names or [str(i) for i in range(model.num_classes)]
-        self.predictor = TextPredictor(model, sequence_length=setup.seq_len, batch_size=args.batch_size,
-                                       precision=setup.precision, runtime=setup.runtime)
+        self.predictor = text_predictor(setup, args.batch_size)
 
     def infer(self, texts):
         import numpy as np

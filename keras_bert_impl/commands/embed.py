@@ -10,6 +10,7 @@ from keras_bert_impl.commands.errors import UsageError
 from keras_bert_impl.commands.text_lines import check_text_file, read_lines
 from keras_bert_impl.commands.output_files import add_overwrite_flag, refuse_existing
 from keras_bert_impl.commands.runner_flags import LOCAL, add_runner_flags, check_runner_flags
+from keras_bert_impl.commands.precision_flag import add_precision_flag
 
 FORMATS = (".npy", ".jsonl")
 
@@ -28,6 +29,7 @@ def add_parser(subparsers):
     add_overwrite_flag(parser)
     add_encoder_flags(parser)
     add_runner_flags(parser, shards=True)
+    add_precision_flag(parser)
     parser.set_defaults(func=run)
     return parser
 

@@ -32,6 +32,10 @@ def encoder_from_args(args, normalize=None):
         raise UsageError(f"--batch-size must be a positive integer. Received: {args.batch_size}")
     backbone, description = load_backbone(args.model)
     check_sequence_length(args.seq_len, backbone)
+    if getattr(args, "precision", None) is not None:  # kbert embed's --precision: ForwardResolver's to decide
+        from keras_bert_impl.commands.inference_setup import resolve_flags
+
+        backbone = resolve_flags(args, backbone, "embedding").model_in_precision()
     layers = tuple(args.layer)
     if args.pooling == "first-last-mean" and layers != (-1,):
         raise UsageError("--pooling first-last-mean pools layer 1 and the last layer itself: leave out --layer.")

@@ -7,7 +7,7 @@ import numpy as np
 
 from keras_bert_impl.commands import task_data
 from keras_bert_impl.commands.errors import UsageError
-from keras_bert_impl.commands.inference_setup import load_for_inference
+from keras_bert_impl.commands.inference_setup import load_for_inference, text_predictor
 from keras_bert_impl.commands.precision_flag import add_precision_flag
 from keras_bert_impl.commands.progress import Progress
 from keras_bert_impl.evaluation import compute_metrics, sequence_metrics
@@ -44,8 +44,8 @@ def _run(args):
 
     if not os.path.isfile(args.data):
         raise UsageError(f"--data {args.data!r}: no such file.")
-    model, model_path, stored, task, seq_len, precision, runtime = load_for_inference(
-        args, has_text_b=bool(args.text_b_column))
+    setup = load_for_inference(args, has_text_b=bool(args.text_b_column))
+    model, model_path, stored, task, seq_len = setup[:5]
     settings = task_data.data_settings(args, task, stored)
     preprocessor = BertPreprocessor(model.backbone.vocabulary, lowercase=model.backbone.lowercase, sequence_length=seq_len)
     label_names = getattr(model, "label_names", None)
@@ -56,13 +56,10 @@ def _run(args):
     if task in ("classification", "pair", "multilabel"):
         # Raw texts in length-sorted batches (TextPredictor): the metrics of padding every row to
         # --seq-len, a fraction of the work on short texts.
-        from keras_bert_impl.inference import TextPredictor
-
         texts, texts_b, targets = task_data.read_checked(reader, args.data, "--data", "evaluate",
                                                          method="read_examples", build_labels=False)
         progress = Progress("evaluate", len(texts), args.batch_size, unit="examples")
-        outputs = TextPredictor(model, sequence_length=seq_len, batch_size=args.batch_size,
-                            precision=precision, runtime=runtime).predict(
+        outputs = text_predictor(setup, args.batch_size).predict(
             texts, texts_b if task == "pair" else None, progress=progress.update)
         progress.done()
         metrics = sequence_metrics(task, outputs, np.stack(targets) if task == "multilabel" else targets, label_names)

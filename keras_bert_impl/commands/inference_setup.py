@@ -1,17 +1,18 @@
 """What `kbert predict` and `kbert evaluate` both do before they read any text: load the
-model, find its task and length, check it carries a vocabulary, put it in --precision (auto:
-the precision chosen for this CPU and task) and pick its --runtime."""
+model, find its task and length, check it carries a vocabulary, and ask `ForwardResolver` what
+runs at --precision (auto: the precision chosen for this CPU and model) and --runtime, or refuse
+in one line."""
 
 import os
+import sys
 from typing import NamedTuple
 
 from keras_bert_impl.commands import task_data
 from keras_bert_impl.commands.errors import UsageError
-from keras_bert_impl.commands.precision_flag import model_in_precision, precision_for, runtime_for
 
 
 class InferenceSetup(NamedTuple):
-    model: object  # the task model, in --precision (TextPredictor makes a classifier's copy itself)
+    model: object  # the task model: a classifier as loaded (TextPredictor runs its precision), else in --precision
     model_path: str  # the .keras file that was loaded
     stored: dict  # the run folder's task.json ({} for a bare .keras)
     task: str  # classification, pair, multilabel, tagging or squad
@@ -20,11 +21,28 @@ class InferenceSetup(NamedTuple):
     runtime: str  # tensorflow or litert: --runtime, or the precision's own
 
 
+def resolve_flags(args, model, task):
+    """`ForwardResolver` of `model` at `args.precision` and `args.runtime`, its refusal a
+    UsageError and its note (auto's choice, an explicit precision expected to be slower here)
+    one line on stderr."""
+    from keras_bert_impl.inference.forward_resolver import ForwardResolver
+
+    try:
+        resolved = ForwardResolver(model, args.precision, args.runtime, task=task, precision_name="--precision",
+                                   runtime_name="--runtime")
+    except ValueError as e:
+        raise UsageError(str(e)) from None
+    if resolved.note:
+        print(f"kbert {args.command}: {resolved.note}", file=sys.stderr, flush=True)
+    return resolved
+
+
 def load_for_inference(args, has_text_b):
     """`args.model`, `args.seq_len`, `args.precision`, `args.runtime` and `args.batch_size` checked and loaded;
     `has_text_b`: the command was given second texts (a pair model either way when its run
     folder says so)."""
     from keras_bert_impl.commands.model_files import load_model, run_sequence_length
+    from keras_bert_impl.precision_choice import INT8_TASKS
 
     if args.batch_size < 1:
         raise UsageError(f"--batch-size must be a positive integer. Received: {args.batch_size}")
@@ -38,10 +56,20 @@ def load_for_inference(args, has_text_b):
     seq_len = run_sequence_length(args.seq_len, stored, backbone)
     if backbone.vocabulary is None:
         raise UsageError(f"{model_path} carries no vocabulary; it was not written by kbert finetune or convert.")
-    from keras_bert_impl.models.quantized_layers import quantization_modes
+    resolved = resolve_flags(args, model, task)
+    # TextPredictor builds a classifier's forward from the resolved precision and runtime itself.
+    in_precision = model if task in INT8_TASKS else resolved.model_in_precision()
+    return InferenceSetup(in_precision, model_path, stored, task, seq_len, resolved.precision, resolved.runtime)
 
-    quantized = quantization_modes(model)
-    precision = precision_for(args.precision, task, args.command, quantized=quantized)
-    runtime = runtime_for(args.runtime, args.precision, precision, task, quantized)
-    return InferenceSetup(model_in_precision(model, precision, task), model_path, stored, task, seq_len, precision,
-                          runtime)
+
+def text_predictor(setup, batch_size):
+    """The `TextPredictor` of a classifier `setup` (its resolved precision and runtime); a model
+    that does not convert for LiteRT is one line (`ForwardResolver.forward` words it)."""
+    from keras_bert_impl.conversion.tflite_converter import ConversionError
+    from keras_bert_impl.inference import TextPredictor
+
+    try:
+        return TextPredictor(setup.model, sequence_length=setup.seq_len, batch_size=batch_size,
+                             precision=setup.precision, runtime=setup.runtime)
+    except ConversionError as e:
+        raise UsageError(str(e)) from None

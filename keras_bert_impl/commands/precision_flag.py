@@ -1,7 +1,8 @@
 """`--precision`: what `kbert predict`, `kbert evaluate` and `kbert serve` run at (or `auto`: the
 precision keras_bert_impl/precision_choice.py picks for this CPU), what the training commands
 train at; one vocabulary (keras_bert_impl/precisions.py). `--runtime`: where an inference precision
-runs (fp32 on TensorFlow by default, or on LiteRT's XNNPACK).
+runs (fp32 on TensorFlow by default, or on LiteRT's XNNPACK). The flags only: what a model runs at
+a precision and runtime, or the refusal, is `inference.forward_resolver.ForwardResolver`'s.
 
 Imported while the parser is built, so it imports nothing heavy at module level (`kbert
 --help` answers before TensorFlow loads).
@@ -10,9 +11,8 @@ Imported while the parser is built, so it imports nothing heavy at module level 
 import argparse
 import sys
 
-from keras_bert_impl.commands.errors import UsageError
-from keras_bert_impl.precision_choice import AUTO, INT8_TASKS
-from keras_bert_impl.precisions import PRECISIONS, RUNTIME_NAMES, TRAINING_PRECISIONS, check_precision, check_runtime
+from keras_bert_impl.precision_choice import AUTO
+from keras_bert_impl.precisions import PRECISIONS, RUNTIME_NAMES, TRAINING_PRECISIONS, check_precision
 
 INFERENCE_CHOICES = PRECISIONS + (AUTO,)
 
@@ -27,7 +27,9 @@ def add_precision_flag(parser):
         "classification, pair and multilabel models). "
         "Labels nearly always fp32's: bench/results/inference_precision.json. auto: int8 for a classifier "
         "where the CPU has VNNI, else bf16 where it has BF16, else fp32 (what our benches measured faster "
-        "on such CPUs); says its choice in one line. Default fp32.")
+        "on such CPUs); says its choice in one line. A kbert finetune --qat model: fp32 runs its fake-quantized "
+        "forward, int8 its integer-only file (what kbert export writes for it), auto one of the two; bf16 is "
+        "refused. Default fp32.")
     parser.add_argument(
         "--runtime", default=None, choices=RUNTIME_NAMES,
         help="Where the precision runs. litert with fp32: the classifier converted in memory to a float32 TFLite "
@@ -66,81 +68,3 @@ class _OldMixedPrecision(argparse.Action):
         print(f"{parser.prog}: --mixed-precision {value} is now spelled --precision {new}; running with "
               f"--precision {new}.", file=sys.stderr)
         namespace.precision = new
-
-
-def precision_for(requested, task, command, quantized=(), features=None):
-    """The precision to run at: `requested`, or for "auto" the one `choose_precision` picks for
-    this CPU and `task`. Says in one line on stderr what auto chose and why, or that an explicit
-    bf16 or int8 is expected to be slower here (and runs it as asked). `quantized`: the modes of a
-    model saved after Keras' model.quantize, which auto runs as saved; `features`: a
-    `CpuFeatures`, default this machine's."""
-    from keras_bert_impl.cpu_features import CpuFeatures
-    from keras_bert_impl.precision_choice import choose_precision, slower_here
-
-    if requested == "fp32" or (requested != AUTO and quantized):
-        return requested  # a quantized model and an explicit precision: model_in_precision refuses
-    features = features or CpuFeatures.of_this_machine()
-    if requested == AUTO:
-        if quantized:
-            print(f"kbert {command}: --precision auto: the model as saved (quantized {', '.join(quantized)} with "
-                  "Keras' model.quantize).", file=sys.stderr, flush=True)
-            return "fp32"
-        precision, reason = choose_precision(features, task)
-        print(f"kbert {command}: --precision auto: {precision} on {features.describe()}, because {reason}.",
-              file=sys.stderr, flush=True)
-        return precision
-    slower = slower_here(requested, features)
-    if slower:
-        print(f"kbert {command}: --precision {requested} is expected to be slower than fp32 here: {slower}; "
-              f"running {requested} as asked.", file=sys.stderr, flush=True)
-    return requested
-
-
-def model_in_precision(model, precision, task):
-    """The model to run. Classifiers go to `TextPredictor(..., precision=...)`, which makes
-    their bf16 copy or int8 conversion itself, so they come back as they are; the token and
-    span heads get their bf16 copy here, and int8 is refused for them (TextPredictor does
-    not batch their outputs)."""
-    from keras_bert_impl.models.quantized_layers import quantization_modes
-
-    quantized = quantization_modes(model)
-    if quantized and precision != "fp32":
-        # A model saved after Keras' model.quantize already runs in its own precision.
-        raise UsageError(
-            f"--precision {precision} needs a float model; this one was quantized ({', '.join(quantized)}) with "
-            "Keras' model.quantize. Leave --precision out to run it as saved, or pass the float model."
-        )
-    if task in INT8_TASKS or precision == "fp32":
-        return model
-    if precision == "int8":
-        raise UsageError(
-            f"--precision int8 runs classification, pair and multilabel models; this model's task is {task}. "
-            "Use --precision fp32 or bf16."
-        )
-    from keras_bert_impl.inference import with_precision
-
-    return with_precision(model, precision)
-
-
-def runtime_for(runtime, requested, precision, task, quantized=()):
-    """The runtime `precision` runs on for `--runtime runtime` (None: the precision's default).
-    With `--precision auto` (`requested`) only the default: auto picks a precision, not where it
-    runs. LiteRT runs the sequence-level heads of float models only (what `Int8Forward` converts;
-    `quantized`: the modes of a model saved after Keras' model.quantize, which runs as saved)."""
-    if runtime is None:
-        return check_runtime(precision)
-    if requested == AUTO:
-        raise UsageError(f"--runtime {runtime} goes with an explicit --precision (auto picks the precision and runs it "
-                         "on its own runtime): pass --precision fp32 --runtime litert, or leave --runtime out.")
-    try:
-        runtime = check_runtime(precision, runtime, name="--runtime", precision_name="--precision")
-    except ValueError as e:
-        raise UsageError(str(e)) from None
-    if runtime == "litert" and quantized:
-        raise UsageError(f"--runtime litert needs a float model; this one was quantized ({', '.join(quantized)}) with "
-                         "Keras' model.quantize and runs as saved on tensorflow. Leave --runtime out, or pass the float "
-                         "model.")
-    if runtime == "litert" and task not in INT8_TASKS:
-        raise UsageError(f"--runtime litert runs classification, pair and multilabel models; this model's task is {task}. "
-                         "Leave --runtime out.")
-    return runtime

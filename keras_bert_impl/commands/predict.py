@@ -8,7 +8,7 @@ import numpy as np
 
 from keras_bert_impl.commands import beam_inference, task_data
 from keras_bert_impl.commands.errors import UsageError
-from keras_bert_impl.commands.inference_setup import load_for_inference
+from keras_bert_impl.commands.inference_setup import load_for_inference, text_predictor
 from keras_bert_impl.commands.precision_flag import add_precision_flag
 from keras_bert_impl.commands.progress import Progress
 from keras_bert_impl.commands.runner_flags import LOCAL, add_runner_flags, check_runner_flags
@@ -152,7 +152,8 @@ def _run(args):
     if not 0 <= args.threshold <= 1:  # NaN too
         raise UsageError(f"--threshold is a probability: a number in [0, 1]. Received: {args.threshold}")
 
-    model, model_path, stored, task, seq_len, precision, runtime = load_for_inference(args, has_text_b=bool(args.text_b))
+    setup = load_for_inference(args, has_text_b=bool(args.text_b))
+    model, model_path, stored, task, seq_len = setup[:5]
     if args.text_b and stored.get("task") in ("classification", "multilabel"):
         raise UsageError(
             f"--text-b given, but {model_path} was fine-tuned on single texts (--task {stored['task']}): leave out "
@@ -166,15 +167,12 @@ def _run(args):
             return _predict_squad(args, model, preprocessor, rows, stored)
         return _predict_tags(args, model, preprocessor, rows)
     # Classifiers: TextPredictor tokenizes for itself.
-    from keras_bert_impl.inference import TextPredictor
-
     names = model.label_names or [str(i) for i in range(model.num_classes)]
     given = [(a, b) for a, b in rows if a is not None]
     progress = Progress("predict", len(given), args.batch_size)
     # Sorted by length and padded per batch (to its longest row), not to --seq-len: the same
     # numbers (within 1e-5), several times faster on short texts.
-    outputs = TextPredictor(model, sequence_length=seq_len, batch_size=args.batch_size,
-                            precision=precision, runtime=runtime).predict(
+    outputs = text_predictor(setup, args.batch_size).predict(
         [a for a, _ in given], [b for _, b in given] if task == "pair" else None, progress=progress.update)
     progress.done()
     from_logits = "logits" in outputs

@@ -4,14 +4,17 @@ The server is the export wing's (`keras_bert_impl_export.serve.model_server`); t
 the flags, turns a run folder into the SavedModels `kbert export` would write (through its
 `load_for_export` and `write_export`, into a temporary folder), and imports the wing lazily.
 
-`--precision`: a run folder's SavedModels are exported from the model in that precision. bf16
-is a SavedModel computing in bfloat16. int8 is not a SavedModel (TFLite's dynamic-range int8 on
-XNNPACK, `Int8Forward`): the SavedModels are fp32's, for their signatures and metadata, and each
-call runs the same tokenization and post-processing (the wing's `ExportSignatures`) around the
-int8 forward pass in their place; `--runtime litert` does the same with the float32 conversion
-for fp32. An export folder's SavedModels run as they were written.
+`--precision`: what a run folder's model runs at is `ForwardResolver`'s to say (or refuse, in one
+line, before anything is written). bf16 is a SavedModel computing in bfloat16. int8 is not a
+SavedModel (TFLite's dynamic-range int8 on XNNPACK, `Int8Forward`; a `kbert finetune --qat`
+model's integer-only file, `IntegerFileForward`): the SavedModels are fp32's, for their signatures
+and metadata, and each call runs the same tokenization and post-processing (the wing's
+`ExportSignatures`) around the int8 forward pass in their place; `--runtime litert` does the same
+with the float32 conversion for fp32, and a QAT model at fp32 with its fake-quantized forward (its
+SavedModels are its float classifier's). An export folder's SavedModels run as they were written.
 """
 
+import argparse
 import math
 import os
 import re
@@ -163,49 +166,72 @@ def _check_exported_precision(args):
 
 def export_in_precision(model_flag, output, *, name, seq_len=None, precision="fp32", runtime=None, log=None):
     """A run folder's (or .keras file's) SavedModels in `output`, what `kbert export --formats
-    saved_model` writes, exported in `precision` (fp32, bf16, int8 or auto; see the module
-    docstring); on the litert runtime (int8's, or fp32's with runtime="litert"), {servable name:
-    {signature: function}} to give `ServableModel` (else {}).
+    saved_model` writes, and {servable name: {signature: function}} to give `ServableModel` where
+    the calls run something else than those SavedModels' graphs (else {}). What runs at `precision`
+    (fp32, bf16, int8 or auto) and `runtime` is `ForwardResolver`'s to say, before anything is
+    written: bf16 exports its bfloat16 copy; int8, and fp32 on litert, run their LiteRT forward in
+    the calls of fp32's SavedModels; a QuantizationAwareClassifier's SavedModels are its float
+    classifier's (what `kbert export` writes), so its calls run what it trained: its fake-quantized
+    forward at fp32, its integer-only file at int8.
     bench/perf/serve_load.py builds its in-process model the same way. `log`: where the progress
     lines go (default: stderr, as kbert serve's)."""
     log = log or _log
     from keras_bert_impl.commands.export import load_for_export, write_export
-    from keras_bert_impl.commands.precision_flag import model_in_precision, precision_for, runtime_for
-    from keras_bert_impl.models.quantized_layers import quantization_modes
+    from keras_bert_impl.commands.inference_setup import resolve_flags
 
     model, model_path, _, task, pair, seq_len = load_for_export(model_flag, seq_len)
-    quantized = quantization_modes(model)
-    requested, precision = precision, precision_for(precision, task, "serve", quantized=quantized)
-    runtime = runtime_for(runtime, requested, precision, task, quantized)
     pair = pair and task == "pair"
-    in_precision = model_in_precision(model, precision, task)  # its refusals: int8 of a token head, ...
-    if precision == "bf16" and in_precision is model:  # a classifier: TextPredictor's job elsewhere, ours here
-        from keras_bert_impl.inference import with_precision
+    resolved = resolve_flags(argparse.Namespace(precision=precision, runtime=runtime, command="serve"), model, task)
+    functions = {}
+    if resolved.runs != "keras" or resolved.quantization_aware:
+        log(f"{_what_runs(resolved)}: the SavedModels' calls run it")
+        from keras_bert_impl.conversion.tflite_converter import ConversionError
 
-        in_precision = with_precision(model, "bf16")
-    log(f"exporting {model_path} as {name!r} (the SavedModels kbert export writes, {precision})")
-    write_export(in_precision, output, name=name, seq_len=seq_len, pair=pair, formats=("saved_model",))
-    if runtime != "litert":
-        return {}
-    quantization = "dynamic_int8" if precision == "int8" else "float32"
-    what = "int8 (TFLite dynamic-range on XNNPACK)" if precision == "int8" else "TFLite float32 on XNNPACK (--runtime litert)"
-    log(f"converting the model to {what}: the SavedModels' calls run it")
-    return litert_functions(model, name, seq_len, pair, quantization)
+        try:
+            forward = resolved.forward(seq_len)
+        except ConversionError as e:
+            raise UsageError(str(e)) from None
+        functions = servable_functions(model, name, seq_len, pair, forward)
+    log(f"exporting {model_path} as {name!r} (the SavedModels kbert export writes, {resolved.precision})")
+    write_export(resolved.model_in_precision(), output, name=name, seq_len=seq_len, pair=pair, formats=("saved_model",))
+    return functions
+
+
+def _what_runs(resolved):
+    if resolved.runs == "integer_file":
+        return "converting the quantization-aware model to its integer-only file (int8, its learned ranges, LiteRT)"
+    if resolved.runs == "keras":
+        return "running the quantization-aware model's fake-quantized forward (fp32, what it trained)"
+    if resolved.precision == "int8":
+        return "converting the model to int8 (TFLite dynamic-range on XNNPACK)"
+    return "converting the model to TFLite float32 on XNNPACK (--runtime litert)"
 
 
 def litert_functions(model, name, seq_len, pair, quantization="dynamic_int8"):
+    """`servable_functions` around the model's `Int8Forward` in `quantization` (dynamic_int8 or
+    float32)."""
+    from keras_bert_impl.inference import Int8Forward
+
+    return servable_functions(model, name, seq_len, pair, Int8Forward(model, quantization=quantization))
+
+
+def servable_functions(model, name, seq_len, pair, litert):
     """{servable name: {"serving_default": function}}: the raw-text and id signatures of the
     export's NAME and NAME_ids SavedModels (exporter.py's layout), each the same tokenization and
-    post-processing around the LiteRT forward pass in `quantization` (`Int8Forward`'s:
-    dynamic_int8 or float32), called eagerly."""
+    post-processing around `litert` (`(token_ids, segment_ids, padding_mask) -> outputs`: an
+    `Int8Forward`, a QAT model's `IntegerFileForward`, or `ForwardResolver.forward`'s
+    `tf.function`), called eagerly. A QuantizationAwareClassifier's signatures are its float
+    classifier's, as its export's are."""
     import numpy as np
 
     from keras_bert_impl.conversion.input_contract import EXPORT_TO_MODEL_ID_INPUTS, MODEL_ID_INPUTS, SERVING_ENDPOINT
-    from keras_bert_impl.inference import Int8Forward
     from keras_bert_impl.inference.id_checks import check_id_arrays
     from keras_bert_impl_export.export_signatures import ExportSignatures
 
-    litert = Int8Forward(model, quantization=quantization)
+    from keras_bert_impl.models.quantization_aware_classifier import QuantizationAwareClassifier
+
+    if isinstance(model, QuantizationAwareClassifier):  # its float head's signatures, as its export's
+        model = model.classifier
     # Checked first (check_id_arrays: shapes, width, every value inside its table), bad inputs are
     # a 400 naming the input and value as the client sent them; LiteRT would fail inside the
     # interpreter (a 500) or read past a table without a word.

@@ -10,14 +10,16 @@ bench/perf/inference_throughput.py); the outputs go back to input order. Attenti
 pooling ignore padded positions, so the result equals padding every text to
 `sequence_length` (tests/inference: within 1e-5).
 
-`precision` picks the forward pass: "fp32" the model's function in `OneDnnForms` (a
-`BertClassifier` computing in float32: its LayerNorms one oneDNN kernel each, 1.13-1.15x the
-Keras graph's speed on the Xeon of onednn_forms.py, within 1e-5 of it) or the model itself (a
-QuantizationAwareClassifier, a model under a mixed policy or quantized by Keras);
-"bf16" a copy under Keras' mixed_bfloat16 policy (`with_precision`); "int8" its dynamic-range int8
-TFLite conversion on XNNPACK (`Int8Forward`). `runtime="litert"` runs fp32 there too: the
-classifier's float32 TFLite conversion on XNNPACK (opt-in; keras_bert_impl/precisions.py's
-RUNTIMES says what it gains and costs).
+`precision` and `runtime` pick the forward pass, as `ForwardResolver` (forward_resolver.py)
+decides and builds it: "fp32" the model's function in `OneDnnForms` (a `BertClassifier` computing
+in float32: its LayerNorms one oneDNN kernel each, 1.13-1.15x the Keras graph's speed on the Xeon
+of onednn_forms.py, within 1e-5 of it) or the model itself (a QuantizationAwareClassifier's
+fake-quantized forward, a model under a mixed policy or quantized by Keras); "bf16" a copy under
+Keras' mixed_bfloat16 policy (`with_precision`); "int8" its dynamic-range int8 TFLite conversion on
+XNNPACK (`Int8Forward`), or a QuantizationAwareClassifier's integer-only file
+(`IntegerFileForward`). `runtime="litert"` runs fp32 there too: the classifier's float32 TFLite
+conversion on XNNPACK (opt-in; keras_bert_impl/precisions.py's RUNTIMES says what it gains and
+costs). What a model does not run is refused there, in one line naming what to use.
 
 Shape legend: N texts in a chunk, S sequence_length, B batch, T a batch's padded width.
 """
@@ -26,16 +28,11 @@ import numpy as np
 import tensorflow as tf
 
 from keras_bert_impl.conversion.input_contract import MODEL_ID_INPUTS
-from keras_bert_impl.inference.int8_forward import Int8Forward
-from keras_bert_impl.inference.litert_forms import computes_in_forms
-from keras_bert_impl.inference.onednn_forms import OneDnnForms
-from keras_bert_impl.inference.precision import with_precision
+from keras_bert_impl.inference.forward_resolver import ForwardResolver
 from keras_bert_impl.models.bert_classifier import BertClassifier
-from keras_bert_impl.models.integer_forms import classifier_forward
-from keras_bert_impl.precisions import check_precision, check_runtime
+from keras_bert_impl.precisions import check_precision
 from keras_bert_impl.tokenization.bert_preprocessor import BertPreprocessor
 from keras_bert_impl.validation import check_positive_int, check_sequence_length
-
 
 
 class TextPredictor:
@@ -50,7 +47,7 @@ class TextPredictor:
             batch's own longest row). Larger values mean fewer distinct shapes, which only
             matters to a forward pass compiled per shape (XLA).
         precision: "fp32", "bf16" or "int8" (see above). int8 converts the model on
-            construction (about 10 s for MiniLM-L6).
+            construction (about 10 s for MiniLM-L6; kept for the next process, litert_cache.py).
         runtime: "tensorflow" or "litert": where fp32 runs (None: TensorFlow for fp32 and bf16,
             LiteRT for int8). "litert" converts the model on construction, as int8 does.
 
@@ -68,18 +65,14 @@ class TextPredictor:
     def __init__(self, model, sequence_length=128, batch_size=32, bucket_multiple=1, precision="fp32", runtime=None):
         from keras_bert_impl.models.quantization_aware_classifier import QuantizationAwareClassifier
 
-        # A QuantizationAwareClassifier predicts through its fake quantization: the integer file's labels.
         if not isinstance(model, (BertClassifier, QuantizationAwareClassifier)):
             raise ValueError(
                 "TextPredictor takes a BertClassifier (sequence-level outputs). Received: "
                 f"model={type(model).__name__}"
             )
         check_precision(precision)
-        runtime = check_runtime(precision, runtime)
-        if isinstance(model, QuantizationAwareClassifier) and (precision, runtime) != ("fp32", "tensorflow"):
-            raise ValueError(f"A QuantizationAwareClassifier already computes as its int8 file does: predict it in "
-                             f"fp32 on tensorflow, or its .classifier in {precision} on {runtime}. Received: "
-                             f"precision={precision!r}, runtime={runtime!r}")
+        # What runs (or the one line refusing it) is ForwardResolver's to say.
+        resolved = ForwardResolver(model, precision, runtime)
         backbone = model.backbone
         if backbone.vocabulary is None:
             raise ValueError("The model's backbone carries no vocabulary: call backbone.set_vocabulary(...) first.")
@@ -90,8 +83,8 @@ class TextPredictor:
         self.sequence_length = sequence_length
         self.batch_size = batch_size
         self.bucket_multiple = bucket_multiple
-        self.precision = precision
-        self.runtime = runtime
+        self.precision = resolved.precision
+        self.runtime = resolved.runtime
         self._preprocessor = BertPreprocessor(backbone.vocabulary, lowercase=backbone.lowercase,
                                               sequence_length=sequence_length)
         # Tokenizing eagerly dispatches tensorflow-text's ops one by one, about half of a
@@ -101,27 +94,7 @@ class TextPredictor:
             1: tf.function(lambda texts: self._preprocessor(texts), input_signature=[strings]),
             2: tf.function(lambda texts, texts_b: self._preprocessor((texts, texts_b)), input_signature=[strings, strings]),
         }
-        if runtime == "litert":
-            # TFLite converts a float32 graph: a model computing in bfloat16 or float16 (a mixed
-            # policy's copy) is rebuilt in float32 first.
-            self._forward = Int8Forward(with_precision(model, "fp32"),
-                                        quantization="dynamic_int8" if precision == "int8" else "float32")
-            return
-        model = with_precision(model, precision) if precision == "bf16" else model
-        # with_precision's bf16 copy (mixed policy), a model Keras quantized: their own graphs.
-        if precision == "fp32" and computes_in_forms(model):
-            forms = OneDnnForms()
-            call = lambda inputs: classifier_forward(model, inputs, forms)  # noqa: E731
-        else:
-            call = lambda inputs: model(inputs, training=False)  # noqa: E731
-        spec = tf.TensorSpec([None, None], tf.int32)
-
-        # One trace for every batch shape: the batch and width dimensions are left unknown.
-        @tf.function(input_signature=[spec, spec, spec])
-        def forward(token_ids, segment_ids, padding_mask):
-            return call({"token_ids": token_ids, "segment_ids": segment_ids, "padding_mask": padding_mask})
-
-        self._forward = forward
+        self._forward = resolved.forward(sequence_length)
 
     def predict(self, texts, texts_b=None, chunk_size=4096, progress=None):
         """texts (list of str; `texts_b` the second texts of pairs) -> {output name: float32

@@ -169,13 +169,16 @@ def test_refusals(quantization_aware):
     fresh = kb.QuantizationAwareClassifier(classifier())
     with pytest.raises(ValueError, match="activation ranges were never trained.*Fit the QuantizationAwareClassifier"):
         convert_integer_only(fresh, LENGTH)
-    # It predicts through its own fake quantization: TextPredictor runs it in fp32 on TensorFlow only.
+    # It predicts through its own fake quantization (fp32) or its integer-only file (int8, once its
+    # ranges are trained); bf16 and fp32 on litert would run its float classifier (forward_resolver.py).
     from keras_bert_impl.inference import TextPredictor
 
-    for precision, runtime in (("int8", None), ("fp32", "litert"), ("bf16", None)):
-        default = {"int8": "litert"}.get(precision, "tensorflow") if runtime is None else runtime
-        with pytest.raises(ValueError, match=rf"predict it in fp32 on tensorflow, or its \.classifier in {precision} on "
-                           rf"{default}\. Received: precision='{precision}', runtime='{default}'"):
+    for precision, runtime, refusal in (("int8", None, "precision int8 runs this quantization-aware model's "
+                                         "integer-only file, which needs the activation ranges"),
+                                        ("fp32", "litert", "runtime litert would run this quantization-aware "
+                                         "model's float classifier"),
+                                        ("bf16", None, "precision bf16 would run a bfloat16 copy")):
+        with pytest.raises(ValueError, match=refusal):
             TextPredictor(fresh, precision=precision, runtime=runtime)
     with pytest.raises(ValueError, match="converts to int8_only.*Received: quantization='int16x8_only'"):
         convert_integer_only(qat, LENGTH, None, "int16x8_only")
