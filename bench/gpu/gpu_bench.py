@@ -566,13 +566,21 @@ def main(argv=None):
         report["matmul"] = measure_matmul(args.matmul_size or (256 if args.tiny else 8192), 5 if args.tiny else 20)
         print(f"bf16 matmul {report['matmul']['size']}^3: {report['matmul']['tflops']:.1f} TFLOP/s", flush=True)
 
+    phases = (("matmul", matmul), ("pretrain", pretrain), ("inference", inference), ("finetune", finetune))
+    run_phases(phases, args, report, save)
+
+
+def run_phases(phases, args, report, save, *extra):
+    """Runs each (name, phase) of `phases` that --phases names as phase(args, report, save, *extra),
+    saving the report after each; a phase that fails is recorded under report["errors"] and the
+    next still runs (one phase's failure must not cost the others their GPU time)."""
     failed = False
-    for name, phase in (("matmul", matmul), ("pretrain", pretrain), ("inference", inference), ("finetune", finetune)):
+    for name, phase in phases:
         if name not in args.phases:
             continue
         try:
-            phase(args, report, save)
-        except Exception as error:  # one phase's failure must not cost the others their GPU time
+            phase(args, report, save, *extra)
+        except Exception as error:
             import traceback
 
             traceback.print_exc()

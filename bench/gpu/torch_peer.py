@@ -33,7 +33,7 @@ import time
 
 import numpy as np
 
-from bench.gpu.gpu_bench import PREDICTIONS, SEQ_LEN, datasheet_peak, train_flops
+from bench.gpu.gpu_bench import PREDICTIONS, SEQ_LEN, datasheet_peak, run_phases, train_flops
 
 STARTED = time.perf_counter()
 BERT_BASE = {"vocabulary_size": 30522, "num_layers": 12, "num_heads": 12, "hidden_dim": 768, "intermediate_dim": 3072}
@@ -309,22 +309,7 @@ def main(argv=None):
         write(args.output, report)
 
     save()
-    failed = False
-    for phase_name, phase in (("pretrain", pretrain), ("inference", inference)):
-        if phase_name not in args.phases:
-            continue
-        try:
-            phase(args, report, save, device)
-        except Exception as error:  # one phase's failure must not cost the other its GPU time
-            import traceback
-
-            traceback.print_exc()
-            report.setdefault("errors", {})[phase_name] = f"{type(error).__name__}: {error}"[:2000]
-            failed = True
-        save()
-    if failed:
-        raise SystemExit(f"a phase failed (see 'errors' in {args.output})")
-    print(f"done in {elapsed():.0f} s; wrote {args.output}", flush=True)
+    run_phases((("pretrain", pretrain), ("inference", inference)), args, report, save, device)
 
 
 if __name__ == "__main__":
