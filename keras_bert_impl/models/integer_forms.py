@@ -114,6 +114,10 @@ class IntegerForms:
         """ADD a + b (on the grids of their sources), at point `name`."""
         return self.activation(name, a + b)
 
+    def mean(self, name, x, source):
+        """MEAN of x [..., H] (on the grid of `source`) over its last axis, kept, at point `name`."""
+        return self.activation(name, ops.mean(x, axis=-1, keepdims=True))
+
     def norm(self, name, layer, x):
         """The LayerNorm `layer` of x [..., H], point `name`: the rescaled form of `_norm`,
         which the integer file needs (a float graph on XNNPACK takes a leaner one:
@@ -221,7 +225,10 @@ def _norm(forms, name, layer, x):  # [..., H]: LayerNorm as MEAN, SUB, MUL, RSQR
     """
     point = forms.activation
     epsilon = float(layer.epsilon)
-    mean = point(f"{name}/mean", ops.mean(x, axis=-1, keepdims=True))
+    # x is the point the forward names after the norm: "embeddings/positioned" for "embeddings/norm",
+    # a block's "attention_residual" or "output_residual" for its "attention_norm" or "output_norm".
+    source = "embeddings/positioned" if name == "embeddings/norm" else name.replace("_norm", "_residual")
+    mean = forms.mean(f"{name}/mean", x, source)
     centred = point(f"{name}/centred", x - mean)
     # No point of its own after the MAX: TFLite's REDUCE_MAX (and ABS before it) keeps its
     # input's scale, so the file holds the peak on the magnitude's grid, where it already lies.
@@ -229,7 +236,7 @@ def _norm(forms, name, layer, x):  # [..., H]: LayerNorm as MEAN, SUB, MUL, RSQR
     peak_squared = point(f"{name}/peak_squared", peak * peak)
     factor = forms.inverse_sqrt(f"{name}/factor", point(f"{name}/peak_squared_epsilon", peak_squared + epsilon))
     rescaled = point(f"{name}/rescaled", centred * factor)  # |.| <= 1 up to the factor's rounding
-    variance = point(f"{name}/variance", ops.mean(point(f"{name}/squares", rescaled * rescaled), axis=-1, keepdims=True))
+    variance = forms.mean(f"{name}/variance", point(f"{name}/squares", rescaled * rescaled), f"{name}/squares")
     inverse = forms.inverse_sqrt(f"{name}/inverse_std", point(f"{name}/variance_epsilon", variance + epsilon))
     normalized = point(f"{name}/normalized", rescaled * inverse)
     scaled = point(f"{name}/scaled", normalized * forms.table(layer.gamma))

@@ -192,9 +192,14 @@ class _TrainingForms(IntegerForms):
             return super().matmul(name, a, a_source, b, b_source)
 
         def integer():
-            (a_scale, _), (b_scale, _), (out_scale, out_zero) = (self._grid(s) for s in (a_source, b_source, name))
+            (a_scale, _), (b_scale, b_zero), (out_scale, out_zero) = (self._grid(s) for s in (a_source, b_source, name))
             accumulator = _exact_matmul(ops.round(a / a_scale), ops.round(b / b_scale), 255 * 255)
-            return _on_grid(_requantize(accumulator, a_scale * b_scale / out_scale), out_scale, out_zero)
+            multiplier = a_scale * b_scale / out_scale
+            # XNNPACK takes a BATCH_MATMUL whose right operand's zero point is 0 (its kernels
+            # want one for a weight), and rescales as for FULLY_CONNECTED; TFLite's kernel the others.
+            xnnpack = ops.round(ops.cast(accumulator, "float32") * multiplier)
+            return _on_grid(ops.where(b_zero == 0.0, xnnpack, ops.cast(_requantize(accumulator, multiplier), "float32")),
+                            out_scale, out_zero)
 
         return self._if_trained((a_source, b_source, name), integer,
                                 lambda: super(_TrainingForms, self).matmul(name, a, a_source, b, b_source))
@@ -217,6 +222,20 @@ class _TrainingForms(IntegerForms):
 
         return self._if_trained((a_source, b_source, name), integer,
                                 lambda: super(_TrainingForms, self).add(name, a, a_source, b, b_source))
+
+    def mean(self, name, x, source):
+        if self.training:
+            return super().mean(name, x, source)
+
+        def integer():
+            # The sum of the levels, exact in float32 below 2^24 / 255 terms, rescaled as XNNPACK
+            # does: a mean of float values loses the low bits of a sum that cancels nearly to 0,
+            # on a grid finer than its terms'.
+            (x_scale, _), (out_scale, out_zero) = self._grid(source), self._grid(name)
+            total = ops.sum(ops.round(x / x_scale), axis=-1, keepdims=True)
+            return _on_grid(ops.round(total * (x_scale / (out_scale * float(x.shape[-1])))), out_scale, out_zero)
+
+        return self._if_trained((source, name), integer, lambda: super(_TrainingForms, self).mean(name, x, source))
 
     def _grid(self, source):
         """(scale, zero point as an int8 level) of a point or of fixed bounds, as TFLite stores
