@@ -44,6 +44,8 @@ INTEGER_MASK_VALUE = -30.0
 # around 0. Fake quantization at these ranges is exactly what the int8 kernels give.
 PROBABILITY_RANGE = (0.0, 255.0 / 256.0)
 TANH_RANGE = (-1.0, 127.0 / 128.0)
+# Looked up by the padding mask: the attention bias of a padded (0) and a real (1) token.
+MASK_TABLE = np.array([INTEGER_MASK_VALUE, 0.0], "float32")
 
 
 class IntegerForms:
@@ -94,8 +96,8 @@ class IntegerForms:
 
     # The three ops below are those whose int8 kernels requantize an integer accumulator to
     # their output's grid. Each names where its operands lie (its source): a point, the `bounds`
-    # of a fixed range, or ("table", values) for a constant operand (`table`'s output), whose
-    # grid the file takes from its values;
+    # of a fixed range, ("table", values) for a constant operand (`table`'s output), whose
+    # grid the file takes from its values, or ("rows", table) for rows `lookup` gives;
     # quantization-aware inference recomputes them as the kernels do.
     def dense(self, name, layer, x, source):
         """FULLY_CONNECTED: x [M, in] (on the grid of `source`) times the Dense `layer`'s kernel
@@ -145,10 +147,11 @@ def classifier_forward(model, inputs, forms, probabilities=False):
         positions = forms.table(forms.weight(embeddings.position_embeddings)[:length])  # [S, H]
     else:
         positions = forms.table(sinusoidal_positions(length, hidden))
-    x = forms.activation("embeddings/sum", tokens + segments)
+    x = forms.add("embeddings/sum", tokens, ("rows", embeddings.token_embedding.embeddings), segments,
+                  ("rows", embeddings.segment_embedding.embeddings))
     x = forms.add("embeddings/positioned", x, "embeddings/sum", positions[None], ("table", positions))
     x = ops.reshape(forms.norm("embeddings/norm", embeddings.layer_norm, x), (-1, hidden))  # [B*S, H]
-    mask_table = np.array([forms.mask_value, 0.0], "float32")
+    mask_table = MASK_TABLE if forms.mask_value == INTEGER_MASK_VALUE else np.array([forms.mask_value, 0.0], "float32")
     bias = forms.lookup(mask_table, ops.cast(inputs["padding_mask"], "int32"))  # [B, S]
     bias = ops.reshape(bias, (-1, 1, 1, length))  # [B, 1, 1, S]
     source = "embeddings/norm"
@@ -161,8 +164,8 @@ def classifier_forward(model, inputs, forms, probabilities=False):
         source = _dense_output("pooler", backbone.pooler.dense)
     else:
         shares = forms.fixed(ops.softmax(ops.reshape(bias, (-1, 1, length)), axis=-1), PROBABILITY_RANGE)  # [B, 1, S]
-        pooled = ops.reshape(ops.matmul(shares, ops.reshape(x, (-1, length, hidden))), (-1, hidden))  # [B, H]
-        pooled = forms.activation("pooled", pooled)
+        pooled = forms.matmul("pooled", shares, PROBABILITY_RANGE, ops.reshape(x, (-1, length, hidden)), source)
+        pooled = ops.reshape(pooled, (-1, hidden))  # [B, H]
         source = "pooled"
     scores = _dense(forms, "head", model.output_dense, pooled, source)  # [B, C]
     name = "logits" if model.activation is None and not probabilities else "probabilities"
@@ -267,7 +270,7 @@ def _block(forms, name, layer, x, bias, length, source):
     heads, head_dim = attention.num_heads, attention.head_dim
     query, keys, values = _projections(forms, name, attention, x, length, source)
     scores = forms.matmul(f"{name}/scores", query, f"{name}/query_scaled", keys, f"{name}/key")  # [B, N, S, S]
-    scores = forms.activation(f"{name}/masked_scores", scores + bias)
+    scores = forms.add(f"{name}/masked_scores", scores, f"{name}/scores", bias, ("rows", MASK_TABLE))
     weights = forms.fixed(ops.softmax(scores, axis=-1), PROBABILITY_RANGE)
     context = forms.matmul(f"{name}/context", weights, PROBABILITY_RANGE, values, f"{name}/value")  # [B, N, S, D]
     context = ops.reshape(ops.transpose(context, (0, 2, 1, 3)), (-1, heads * head_dim))  # [B*S, H]

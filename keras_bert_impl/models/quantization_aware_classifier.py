@@ -243,6 +243,9 @@ class _TrainingForms(IntegerForms):
         if isinstance(source, str):
             variable = self.ranges._ranges[source]
             low, high = variable[0], variable[1]
+        elif source[0] == "rows":  # symmetric_fake_quant's grid of the table, whose scale a GATHER keeps
+            bound = ops.maximum(ops.max(ops.abs(self.weight(source[1]))), 1e-12)
+            return _scale(bound, -bound, 254.0), ops.zeros((), "float32")
         elif source[0] == "table":  # constant_fake_quant's grid
             values = self.weight(source[1])
             low = ops.minimum(ops.min(values), 0.0)
@@ -258,17 +261,17 @@ class _TrainingForms(IntegerForms):
         return ops.cond(ops.all(ops.stack(seen)), integer, fallback)
 
 
-def _scale(high, low):
-    """(high - low) / 255 as the converter stores a scale: the quotient in double rounded to
+def _scale(high, low, levels=255.0):
+    """(high - low) / levels (255; 254 for a symmetric narrow grid) as the converter stores a scale: the quotient in double rounded to
     float32, which float32 arithmetic misses by one unit in the last place now and then (the
     kernels' rescaling then moves values at a near-tie). In float32 ops: the subtraction's
     error (Knuth's two-sum) and the division's remainder correct the float32 quotient."""
     difference = high - low
     virtual = difference - high
     error = (high - (difference - virtual)) + (-low - virtual)  # high - low = difference + error, exactly
-    quotient = difference / 255.0
-    remainder = (difference - quotient * 256.0) + quotient  # difference - 255 quotient (the first step exact)
-    return quotient + (remainder + error) / 255.0
+    quotient = difference / levels
+    remainder = (difference - quotient * (levels + 1.0)) + quotient  # difference - levels quotient
+    return quotient + (remainder + error) / levels
 
 
 def _exact_matmul(a, b, bound):
