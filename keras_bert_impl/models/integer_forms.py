@@ -44,6 +44,8 @@ INTEGER_MASK_VALUE = -30.0
 # around 0. Fake quantization at these ranges is exactly what the int8 kernels give.
 PROBABILITY_RANGE = (0.0, 255.0 / 256.0)
 TANH_RANGE = (-1.0, 127.0 / 128.0)
+# Looked up by the padding mask: the attention bias of a padded (0) and a real (1) token.
+MASK_TABLE = np.array([INTEGER_MASK_VALUE, 0.0], "float32")
 
 
 class IntegerForms:
@@ -92,6 +94,32 @@ class IntegerForms:
         """A tensor whose int8 range the kernel fixes (softmax, tanh): `bounds`."""
         return x
 
+    # The three ops below are those whose int8 kernels requantize an integer accumulator to
+    # their output's grid. Each names where its operands lie (its source): a point, the `bounds`
+    # of a fixed range, ("table", values) for a constant operand (`table`'s output), whose
+    # grid the file takes from its values, or ("rows", table) for rows `lookup` gives;
+    # quantization-aware inference recomputes them as the kernels do.
+    def dense(self, name, layer, x, source):
+        """FULLY_CONNECTED: x [M, in] (on the grid of `source`) times the Dense `layer`'s kernel
+        plus its bias, at point `name`."""
+        # ops.add, not `+`: on TensorFlow it adds a bias as BiasAdd, the form grappler fuses with
+        # the MatMul and an exact GELU into one oneDNN kernel (inference/onednn_forms.py). TFLite's
+        # converter folds either into FULLY_CONNECTED: the int8, float32 and integer-only files of
+        # bert_tiny kept their ops and their sizes to the byte.
+        return self.activation(name, ops.add(ops.matmul(x, self.kernel(layer.kernel)), self.weight(layer.bias)))
+
+    def matmul(self, name, a, a_source, b, b_source):
+        """BATCH_MATMUL a [..., M, K] @ b [..., K, N] (on the grids of their sources), at point `name`."""
+        return self.activation(name, ops.matmul(a, b))
+
+    def add(self, name, a, a_source, b, b_source):
+        """ADD a + b (on the grids of their sources), at point `name`."""
+        return self.activation(name, a + b)
+
+    def mean(self, name, x, source):
+        """MEAN of x [..., H] (on the grid of `source`) over its last axis, kept, at point `name`."""
+        return self.activation(name, ops.mean(x, axis=-1, keepdims=True))
+
     def norm(self, name, layer, x):
         """The LayerNorm `layer` of x [..., H], point `name`: the rescaled form of `_norm`,
         which the integer file needs (a float graph on XNNPACK takes a leaner one:
@@ -119,22 +147,27 @@ def classifier_forward(model, inputs, forms, probabilities=False):
         positions = forms.table(forms.weight(embeddings.position_embeddings)[:length])  # [S, H]
     else:
         positions = forms.table(sinusoidal_positions(length, hidden))
-    x = forms.activation("embeddings/sum", tokens + segments)
-    x = forms.activation("embeddings/positioned", x + positions[None])
+    x = forms.add("embeddings/sum", tokens, ("rows", embeddings.token_embedding.embeddings), segments,
+                  ("rows", embeddings.segment_embedding.embeddings))
+    x = forms.add("embeddings/positioned", x, "embeddings/sum", positions[None], ("table", positions))
     x = ops.reshape(forms.norm("embeddings/norm", embeddings.layer_norm, x), (-1, hidden))  # [B*S, H]
-    mask_table = np.array([forms.mask_value, 0.0], "float32")
+    mask_table = MASK_TABLE if forms.mask_value == INTEGER_MASK_VALUE else np.array([forms.mask_value, 0.0], "float32")
     bias = forms.lookup(mask_table, ops.cast(inputs["padding_mask"], "int32"))  # [B, S]
     bias = ops.reshape(bias, (-1, 1, 1, length))  # [B, 1, 1, S]
+    source = "embeddings/norm"
     for index, layer in enumerate(backbone.transformer_layers):
-        x = _block(forms, f"layer_{index}", layer, x, bias, length)
+        x = _block(forms, f"layer_{index}", layer, x, bias, length, source)
+        source = f"layer_{index}/output_norm"
     if model.pooling == "pooled":
         first = ops.reshape(x, (-1, length, hidden))[:, 0]  # [B, H]: [CLS]
-        pooled = _dense(forms, "pooler", backbone.pooler.dense, first)
+        pooled = _dense(forms, "pooler", backbone.pooler.dense, first, source)
+        source = _dense_output("pooler", backbone.pooler.dense)
     else:
         shares = forms.fixed(ops.softmax(ops.reshape(bias, (-1, 1, length)), axis=-1), PROBABILITY_RANGE)  # [B, 1, S]
-        pooled = ops.reshape(ops.matmul(shares, ops.reshape(x, (-1, length, hidden))), (-1, hidden))  # [B, H]
-        pooled = forms.activation("pooled", pooled)
-    scores = _dense(forms, "head", model.output_dense, pooled)  # [B, C]
+        pooled = forms.matmul("pooled", shares, PROBABILITY_RANGE, ops.reshape(x, (-1, length, hidden)), source)
+        pooled = ops.reshape(pooled, (-1, hidden))  # [B, H]
+        source = "pooled"
+    scores = _dense(forms, "head", model.output_dense, pooled, source)  # [B, C]
     name = "logits" if model.activation is None and not probabilities else "probabilities"
     if model.activation is None and probabilities:
         # Probabilities of our own only over logits, as the Keras model's readable outputs are.
@@ -156,12 +189,8 @@ def quantization_points(model):
     return names
 
 
-def _dense(forms, name, layer, x):  # x [M, in] -> [M, out]
-    # ops.add, not `+`: on TensorFlow it adds a bias as BiasAdd, the form grappler fuses with the
-    # MatMul and an exact GELU into one oneDNN kernel (inference/onednn_forms.py). TFLite's
-    # converter folds either into FULLY_CONNECTED: the int8, float32 and integer-only files of
-    # bert_tiny kept their ops and their sizes to the byte.
-    y = forms.activation(name, ops.add(ops.matmul(x, forms.kernel(layer.kernel)), forms.weight(layer.bias)))
+def _dense(forms, name, layer, x, source):  # x [M, in] on the grid of `source` -> [M, out]
+    y = forms.dense(name, layer, x, source)
     activation = layer.activation
     if activation is keras.activations.linear:
         return y
@@ -170,6 +199,18 @@ def _dense(forms, name, layer, x):  # x [M, in] -> [M, out]
     if activation is keras.activations.tanh:
         return forms.fixed(activation(y), TANH_RANGE)
     return forms.activation(f"{name}/activation", activation(y))
+
+
+def _dense_output(name, layer):
+    """Where `_dense(forms, name, layer, ...)`'s output lies: its point, or a fixed range."""
+    activation = layer.activation
+    if activation is keras.activations.linear:
+        return name
+    if activation in (keras.activations.softmax, keras.activations.sigmoid):
+        return PROBABILITY_RANGE
+    if activation is keras.activations.tanh:
+        return TANH_RANGE
+    return f"{name}/activation"
 
 
 def _norm(forms, name, layer, x):  # [..., H]: LayerNorm as MEAN, SUB, MUL, RSQRT
@@ -187,7 +228,10 @@ def _norm(forms, name, layer, x):  # [..., H]: LayerNorm as MEAN, SUB, MUL, RSQR
     """
     point = forms.activation
     epsilon = float(layer.epsilon)
-    mean = point(f"{name}/mean", ops.mean(x, axis=-1, keepdims=True))
+    # x is the point the forward names after the norm: "embeddings/positioned" for "embeddings/norm",
+    # a block's "attention_residual" or "output_residual" for its "attention_norm" or "output_norm".
+    source = "embeddings/positioned" if name == "embeddings/norm" else name.replace("_norm", "_residual")
+    mean = forms.mean(f"{name}/mean", x, source)
     centred = point(f"{name}/centred", x - mean)
     # No point of its own after the MAX: TFLite's REDUCE_MAX (and ABS before it) keeps its
     # input's scale, so the file holds the peak on the magnitude's grid, where it already lies.
@@ -195,13 +239,15 @@ def _norm(forms, name, layer, x):  # [..., H]: LayerNorm as MEAN, SUB, MUL, RSQR
     peak_squared = point(f"{name}/peak_squared", peak * peak)
     factor = forms.inverse_sqrt(f"{name}/factor", point(f"{name}/peak_squared_epsilon", peak_squared + epsilon))
     rescaled = point(f"{name}/rescaled", centred * factor)  # |.| <= 1 up to the factor's rounding
-    variance = point(f"{name}/variance", ops.mean(point(f"{name}/squares", rescaled * rescaled), axis=-1, keepdims=True))
+    variance = forms.mean(f"{name}/variance", point(f"{name}/squares", rescaled * rescaled), f"{name}/squares")
     inverse = forms.inverse_sqrt(f"{name}/inverse_std", point(f"{name}/variance_epsilon", variance + epsilon))
     normalized = point(f"{name}/normalized", rescaled * inverse)
-    return point(name, point(f"{name}/scaled", normalized * forms.table(layer.gamma)) + forms.table(layer.beta))
+    scaled = point(f"{name}/scaled", normalized * forms.table(layer.gamma))
+    beta = forms.table(layer.beta)
+    return forms.add(name, scaled, f"{name}/scaled", beta, ("table", beta))
 
 
-def _projections(forms, name, attention, x, length):
+def _projections(forms, name, attention, x, length, source):
     """Attention's inputs from x [B*S, H]: the query scaled by 1/sqrt(D) [B, N, S, D], the keys
     [B, N, D, S] (ready for the scores' product) and the values [B, N, S, D], each its own
     matmul (bench/perf/forward_gap.py's ours_fp32_fused_qkv measures one [H, 3H] product
@@ -212,26 +258,29 @@ def _projections(forms, name, attention, x, length):
         return ops.transpose(ops.reshape(y, (-1, length, heads, head_dim)), order)
 
     scale = 1.0 / float(head_dim) ** 0.5
-    query = forms.activation(f"{name}/query_scaled", _dense(forms, f"{name}/query", attention.query_dense, x) * scale)
-    keys = split(_dense(forms, f"{name}/key", attention.key_dense, x), (0, 2, 3, 1))
-    values = split(_dense(forms, f"{name}/value", attention.value_dense, x), (0, 2, 1, 3))
+    query = forms.activation(f"{name}/query_scaled", _dense(forms, f"{name}/query", attention.query_dense, x, source) * scale)
+    keys = split(_dense(forms, f"{name}/key", attention.key_dense, x, source), (0, 2, 3, 1))
+    values = split(_dense(forms, f"{name}/value", attention.value_dense, x, source), (0, 2, 1, 3))
     return split(query, (0, 2, 1, 3)), keys, values
 
 
-def _block(forms, name, layer, x, bias, length):
-    """One post-LN TransformerEncoder on x [B*S, H] (bias [B, 1, 1, S])."""
+def _block(forms, name, layer, x, bias, length, source):
+    """One post-LN TransformerEncoder on x [B*S, H] (on the grid of `source`; bias [B, 1, 1, S])."""
     attention = layer.attention
     heads, head_dim = attention.num_heads, attention.head_dim
-    query, keys, values = _projections(forms, name, attention, x, length)
-    scores = forms.activation(f"{name}/scores", ops.matmul(query, keys))  # [B, N, S, S]
-    scores = forms.activation(f"{name}/masked_scores", scores + bias)
+    query, keys, values = _projections(forms, name, attention, x, length, source)
+    scores = forms.matmul(f"{name}/scores", query, f"{name}/query_scaled", keys, f"{name}/key")  # [B, N, S, S]
+    scores = forms.add(f"{name}/masked_scores", scores, f"{name}/scores", bias, ("rows", MASK_TABLE))
     weights = forms.fixed(ops.softmax(scores, axis=-1), PROBABILITY_RANGE)
-    context = forms.activation(f"{name}/context", ops.matmul(weights, values))  # [B, N, S, D]
+    context = forms.matmul(f"{name}/context", weights, PROBABILITY_RANGE, values, f"{name}/value")  # [B, N, S, D]
     context = ops.reshape(ops.transpose(context, (0, 2, 1, 3)), (-1, heads * head_dim))  # [B*S, H]
-    attended = _dense(forms, f"{name}/attention_output", attention.output_dense, context)
-    x = forms.norm(f"{name}/attention_norm", layer.attention_layer_norm,
-                   forms.activation(f"{name}/attention_residual", x + attended))
+    attended = _dense(forms, f"{name}/attention_output", attention.output_dense, context, f"{name}/context")
+    residual = forms.add(f"{name}/attention_residual", x, source, attended, f"{name}/attention_output")
+    x = forms.norm(f"{name}/attention_norm", layer.attention_layer_norm, residual)
     feed_forward = layer.feed_forward
-    inner = _dense(forms, f"{name}/intermediate", feed_forward.intermediate_dense, x)  # [B*S, I], with its GELU
-    out = _dense(forms, f"{name}/output", feed_forward.output_dense, inner)
-    return forms.norm(f"{name}/output_norm", layer.output_layer_norm, forms.activation(f"{name}/output_residual", x + out))
+    intermediate = feed_forward.intermediate_dense
+    inner = _dense(forms, f"{name}/intermediate", intermediate, x, f"{name}/attention_norm")  # [B*S, I], its GELU
+    out = _dense(forms, f"{name}/output", feed_forward.output_dense, inner,
+                 _dense_output(f"{name}/intermediate", intermediate))
+    residual = forms.add(f"{name}/output_residual", x, f"{name}/attention_norm", out, f"{name}/output")
+    return forms.norm(f"{name}/output_norm", layer.output_layer_norm, residual)

@@ -141,7 +141,14 @@ class _TrainingForms(IntegerForms):
         return ops.take(symmetric_fake_quant(self.weight(table)), indices, axis=0)
 
     def activation(self, name, x):
-        return self.ranges.fake_quantize(name, x, training=self.training)
+        if self.training:
+            return self.ranges.fake_quantize(name, x, training=True)
+        # The kernels round the exact value half up on the file's grid (tested op by op), which
+        # FakeQuantWithMinMaxVars' float32 scale misses by a unit in the last place now and then.
+        scale, zero = self._grid(name)
+        levels = ops.clip(ops.floor(ops.cast(x, "float32") / scale + 0.5) + zero, -128.0, 127.0)
+        quantized = ops.cast((levels - zero) * scale, x.dtype)
+        return ops.where(self.ranges._ranges[name][2] > 0, quantized, x)
 
     def inverse_sqrt(self, name, x):
         # A variance fake-quantized to 0 would give inf: as TFLite's int8 RSQRT ("any value
@@ -154,3 +161,171 @@ class _TrainingForms(IntegerForms):
 
     def fixed(self, x, bounds):
         return keras.quantizers.fake_quant_with_min_max_vars(x, bounds[0], bounds[1], num_bits=8)
+
+    # In training the three requantizing ops stay float ops fake-quantized at their output (the
+    # gradients go straight through). In inference they compute as LiteRT's default CPU path runs
+    # the integer file: the exact integer accumulator, then its kernel's own requantization to the
+    # output's grid: XNNPACK's for FULLY_CONNECTED and ADD, TFLite's builtin kernel for
+    # BATCH_MATMUL (XNNPACK takes no int8 one). Each rounds a value lying near half a step its own
+    # way, one level apart from a float product rounded once (on MiniLM, 0.4% of the attention
+    # products), and the network amplifies a level into labels (tested op by op against the file).
+    def dense(self, name, layer, x, source):
+        if self.training:
+            return super().dense(name, layer, x, source)
+
+        def integer():
+            kernel = self.weight(layer.kernel)
+            kernel_scale = ops.maximum(ops.max(ops.abs(kernel), axis=0), 1e-12) / 127.0  # [out], per channel
+            x_scale, _ = self._grid(source)
+            out_scale, out_zero = self._grid(name)
+            levels = ops.round(self.kernel(layer.kernel) / kernel_scale)  # [in, out] in [-127, 127], as the file's
+            accumulator = _exact_matmul(ops.round(x / x_scale), levels, 255 * 127)
+            accumulator = accumulator + ops.cast(ops.round(self.weight(layer.bias) / (x_scale * kernel_scale)), "int32")
+            # XNNPACK's on x86: the accumulator as float32 times the float32 rescale, rounded half to even.
+            levels = ops.round(ops.cast(accumulator, "float32") * (x_scale * kernel_scale / out_scale))
+            return _on_grid(levels, out_scale, out_zero)
+
+        return self._if_trained((source, name), integer, lambda: super(_TrainingForms, self).dense(name, layer, x, source))
+
+    def matmul(self, name, a, a_source, b, b_source):
+        if self.training:
+            return super().matmul(name, a, a_source, b, b_source)
+
+        def integer():
+            (a_scale, _), (b_scale, b_zero), (out_scale, out_zero) = (self._grid(s) for s in (a_source, b_source, name))
+            accumulator = _exact_matmul(ops.round(a / a_scale), ops.round(b / b_scale), 255 * 255)
+            multiplier = a_scale * b_scale / out_scale
+            # XNNPACK takes a BATCH_MATMUL whose right operand's zero point is 0 (its kernels
+            # want one for a weight), and rescales as for FULLY_CONNECTED; TFLite's kernel the others.
+            xnnpack = ops.round(ops.cast(accumulator, "float32") * multiplier)
+            return _on_grid(ops.where(b_zero == 0.0, xnnpack, ops.cast(_requantize(accumulator, multiplier), "float32")),
+                            out_scale, out_zero)
+
+        return self._if_trained((a_source, b_source, name), integer,
+                                lambda: super(_TrainingForms, self).matmul(name, a, a_source, b, b_source))
+
+    def add(self, name, a, a_source, b, b_source):
+        if self.training:
+            return super().add(name, a, a_source, b, b_source)
+
+        def integer():
+            # XNNPACK's int8 ADD: each input's rescale to the output as an integer multiplier of
+            # 21 bits for the larger one, the products summed and shifted right rounding half up.
+            (a_scale, _), (b_scale, _), (out_scale, out_zero) = (self._grid(s) for s in (a_source, b_source, name))
+            a_rescale, b_rescale = a_scale / out_scale, b_scale / out_scale
+            exponent = _exponent(ops.maximum(a_rescale, b_rescale))
+            power = ops.power(2.0, ops.minimum(20.0 - exponent, 30.0))  # an int32 shift of at most 30
+            total = sum(ops.cast(ops.round(v / scale), "int32") * ops.cast(ops.round(rescale * power), "int32")
+                        for v, scale, rescale in ((a, a_scale, a_rescale), (b, b_scale, b_rescale)))
+            power = ops.cast(power, "int32")
+            return _on_grid(ops.floor_divide(total + ops.floor_divide(power, 2), power), out_scale, out_zero)
+
+        return self._if_trained((a_source, b_source, name), integer,
+                                lambda: super(_TrainingForms, self).add(name, a, a_source, b, b_source))
+
+    def mean(self, name, x, source):
+        if self.training:
+            return super().mean(name, x, source)
+
+        def integer():
+            # The sum of the levels, exact in float32 below 2^24 / 255 terms, rescaled as XNNPACK
+            # does: a mean of float values loses the low bits of a sum that cancels nearly to 0,
+            # on a grid finer than its terms'.
+            (x_scale, _), (out_scale, out_zero) = self._grid(source), self._grid(name)
+            total = ops.sum(ops.round(x / x_scale), axis=-1, keepdims=True)
+            return _on_grid(ops.round(total * (x_scale / (out_scale * float(x.shape[-1])))), out_scale, out_zero)
+
+        return self._if_trained((source, name), integer, lambda: super(_TrainingForms, self).mean(name, x, source))
+
+    def _grid(self, source):
+        """(scale, zero point as an int8 level) of a point or of fixed bounds, as TFLite stores
+        them: fake_quant_with_min_max_vars' nudged grid."""
+        if isinstance(source, str):
+            variable = self.ranges._ranges[source]
+            low, high = variable[0], variable[1]
+        elif source[0] == "rows":  # symmetric_fake_quant's grid of the table, whose scale a GATHER keeps
+            bound = ops.maximum(ops.max(ops.abs(self.weight(source[1]))), 1e-12)
+            return _scale(bound, -bound, 254.0), ops.zeros((), "float32")
+        elif source[0] == "table":  # constant_fake_quant's grid
+            values = self.weight(source[1])
+            low = ops.minimum(ops.min(values), 0.0)
+            high = ops.maximum(ops.maximum(ops.max(values), 0.0), low + 1e-12)
+        else:
+            low, high = (ops.convert_to_tensor(float(v), "float32") for v in source)
+        return _scale(high, low), ops.round(ops.clip(-low / ((high - low) / 255.0), 0.0, 255.0)) - 128.0
+
+    def _if_trained(self, sources, integer, fallback):
+        """`integer()` where every point of `sources` has its range, else `fallback()` (a point
+        never trained stays float, as in `ActivationRanges.fake_quantize`)."""
+        seen = [self.ranges._ranges[s][2] > 0 for s in sources if isinstance(s, str)]  # one at least: the output
+        return ops.cond(ops.all(ops.stack(seen)), integer, fallback)
+
+
+def _scale(high, low, levels=255.0):
+    """(high - low) / levels (255; 254 for a symmetric narrow grid) as the converter stores a scale: the quotient in double rounded to
+    float32, which float32 arithmetic misses by one unit in the last place now and then (the
+    kernels' rescaling then moves values at a near-tie). In float32 ops: the subtraction's
+    error (Knuth's two-sum) and the division's remainder correct the float32 quotient."""
+    difference = high - low
+    virtual = difference - high
+    error = (high - (difference - virtual)) + (-low - virtual)  # high - low = difference + error, exactly
+    quotient = difference / levels
+    remainder = (difference - quotient * (levels + 1.0)) + quotient  # difference - levels quotient
+    return quotient + (remainder + error) / levels
+
+
+def _exact_matmul(a, b, bound):
+    """a [..., M, K] @ b [..., K, N] of integer-valued float32 tensors whose products are at most
+    `bound` in magnitude, as exact int32: float32 holds every integer below 2^24, so a product
+    summed over at most 2^24 / bound terms is exact in any order; longer sums are cut into such
+    chunks and the chunks added in int32."""
+    chunk = (1 << 24) // bound
+    length = a.shape[-1]
+    total = None
+    for start in range(0, length, chunk):
+        part = ops.cast(ops.matmul(a[..., start : start + chunk], b[..., start : start + chunk, :]), "int32")
+        total = part if total is None else total + part
+    return total
+
+
+def _exponent(value):
+    """floor(log2(value)) of positive float32 values, exactly (float32's log2 may miss by one
+    next to a power of two)."""
+    exponent = ops.floor(ops.log2(value))
+    return (exponent + ops.cast(value >= ops.power(2.0, exponent + 1.0), "float32")
+            - ops.cast(value < ops.power(2.0, exponent), "float32"))
+
+
+def _requantize(accumulator, multiplier):
+    """TFLite's MultiplyByQuantizedMultiplier of the int32 `accumulator` by the positive real
+    `multiplier` (float32, broadcast): the multiplier as a Q31 significand and a power of two
+    (QuantizeMultiplier), the product's high 32 bits rounded half up (gemmlowp's
+    SaturatingRoundingDoublingHighMul), then divided by the power of two rounding half away
+    from zero (RoundingDivideByPOT). In int32 only, every backend alike: the 62-bit product is
+    taken in 15-bit limbs. |accumulator| < 2^30 (every accumulator here)."""
+    exponent = _exponent(multiplier) + 1.0
+    significand = multiplier * ops.power(2.0, -exponent)  # in [0.5, 1)
+    q31 = ops.cast(ops.round(significand * 2.0**31), "int32")  # < 2^31: a float32 significand is below 1 - 2^-24
+    left = ops.cast(ops.maximum(exponent, 0.0), "int32")
+    right = ops.minimum(ops.maximum(-exponent, 0.0), 30.0)  # 2^31 is past int32; a smaller multiplier gives 0 anyway
+    x = accumulator * ops.cast(ops.power(2.0, ops.cast(left, "float32")), "int32")
+    limb = 1 << 15
+    a0, a1 = ops.mod(x, limb), ops.floor_divide(x, limb)
+    m0, m1, m2 = ops.mod(q31, limb), ops.mod(ops.floor_divide(q31, limb), limb), ops.floor_divide(q31, 1 << 30)
+    # x * q31 = c3 2^45 + c2 2^30 + c1 2^15 + c0, carried into 15-bit digits d0, d1, d2.
+    c1 = a1 * m0 + a0 * m1 + ops.floor_divide(a0 * m0, limb)
+    c2 = a1 * m1 + a0 * m2 + ops.floor_divide(c1, limb)
+    c3 = a1 * m2 + ops.floor_divide(c2, limb)
+    d2 = ops.mod(c2, limb)
+    high = c3 * (1 << 14) + ops.floor_divide(d2 + 1, 2)  # floor((x q31 + 2^30) / 2^31)
+    power = ops.cast(ops.power(2.0, right), "int32")
+    quotient = ops.floor_divide(high, power)
+    remainder = high - quotient * power
+    threshold = ops.floor_divide(power - 1, 2) + ops.cast(high < 0, "int32")
+    return quotient + ops.cast(remainder > threshold, "int32")
+
+
+def _on_grid(levels, scale, zero):
+    """The int32 `levels` of a requantized output plus its zero point, clamped to int8, as floats."""
+    quantized = ops.clip(ops.cast(levels, "float32") + zero, -128.0, 127.0)
+    return (quantized - zero) * scale
