@@ -78,6 +78,7 @@ NOT_FAST = set(_modules(
 # users of that export come after both.
 LONGEST_FIRST = _modules(
     "export/test_export.py",
+    "commands/test_precision_table.py",
     "test_readme_commands.py",
     "export/test_serve.py",
     "export/test_web_demo.py",
