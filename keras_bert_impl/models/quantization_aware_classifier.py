@@ -274,13 +274,18 @@ def _scale(high, low, levels=255.0):
     return quotient + (remainder + error) / levels
 
 
+_TRACED_LENGTH_BOUND = 4096
+
+
 def _exact_matmul(a, b, bound):
     """a [..., M, K] @ b [..., K, N] of integer-valued float32 tensors whose products are at most
     `bound` in magnitude, as exact int32: float32 holds every integer below 2^24, so a product
     summed over at most 2^24 / bound terms is exact in any order; longer sums are cut into such
     chunks and the chunks added in int32."""
     chunk = (1 << 24) // bound
-    length = a.shape[-1]
+    # A length unknown while tracing (the sequence, for attention's context) is at most a
+    # backbone's positions; chunks past the real length slice to nothing and add zeros.
+    length = a.shape[-1] if a.shape[-1] is not None else _TRACED_LENGTH_BOUND
     total = None
     for start in range(0, length, chunk):
         part = ops.cast(ops.matmul(a[..., start : start + chunk], b[..., start : start + chunk, :]), "int32")
