@@ -351,9 +351,10 @@ def ours_child(name, run, batches_path):
     return _serve(forward, count, batches, ready, profile, extra)
 
 
-def _fused_projections(forms, name, attention, x, length):
+def _fused_projections(forms, name, attention, x, length, source=None):
     """ours_fp32_fused_qkv: `integer_forms._projections` as one [H, 3H] product (the kernels and
-    biases concatenated in the graph, each call) and three slices, in place of three [H, H] ones."""
+    biases concatenated in the graph, each call) and three slices, in place of three [H, H] ones.
+    `source` (the QAT grid x is on) has no part in the float forms this lever runs in."""
     from keras import ops
 
     heads, head_dim = attention.num_heads, attention.head_dim
