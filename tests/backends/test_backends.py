@@ -157,7 +157,7 @@ def test_a_model_saved_on_jax_loads_on_tensorflow_and_exports(workouts, tmp_path
 
     output = str(tmp_path / "export")
     assert main(["export", "--model", path, "--output", output, "--formats", "saved_model",
-                 "--quantizations", "float32", "--seq-len", "16"]) == 0
+                 "--seq-len", "16"]) == 0
     served = tf.saved_model.load(os.path.join(output, "serving", "bert_ids", "1")).signatures["serving_default"]
     logits = served(ids=tf.constant(x["token_ids"]), mask=tf.constant(x["padding_mask"]),
                     segment_ids=tf.constant(x["segment_ids"]))["logits"].numpy()
