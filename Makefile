@@ -58,7 +58,7 @@ PRETRAIN_TINY_RUNS ?= 5k len64 len64_phase2 vocab8k vocab8k_phase2 vocab8k_30k a
 PRETRAIN_TINY_ARGS ?=
 VOCAB8K_30K := $(BENCH_WORK)/pretrain_tiny_vocab8k_30k
 
-.PHONY: install data data-austen test test-slow test-fast test-pythons backend-venvs peers-venv bench-gpu-prepare bench-gpu bench-gpu-cpu bench-forward-gap bench-litert-profile bench-chart demo demo-embeddings look-inside-pictures bench experiments clean mediapipe-venv edge-setup web-demo \
+.PHONY: install data data-austen test test-slow test-fast lint test-pythons backend-venvs peers-venv bench-gpu-prepare bench-gpu bench-gpu-cpu bench-forward-gap bench-litert-profile bench-chart demo demo-embeddings look-inside-pictures bench experiments clean mediapipe-venv edge-setup web-demo \
 	$(addprefix bench-,$(PERF)) $(addprefix experiment-,$(EXPERIMENTS))
 
 install: $(INSTALLED)
@@ -192,6 +192,11 @@ test: $(INSTALLED) $(DATA_STAMP)
 
 test-slow: $(INSTALLED) $(DATA_STAMP) $(JAX_INSTALLED) $(TORCH_INSTALLED) $(PEERS_INSTALLED)
 	$(BIN)/python -m pytest -m slow $(PYTEST_ARGS)
+
+# ruff.toml: lint (line length 110, a complexity cap) and the formatter's check.
+lint: $(INSTALLED)
+	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
 
 test-fast: $(INSTALLED) $(DATA_STAMP)
 	$(BIN)/python -m pytest -m "not slow and not medium" $(PYTEST_ARGS)

@@ -55,6 +55,8 @@ setup(
             # make test runs on both cores (-n 2): about half the wall time on the 2-core CI machine.
             "pytest-xdist==3.8.0",
             "hypothesis==6.155.2",
+            # Lint and format (ruff.toml); make test runs both checks.
+            "ruff==0.17.6",
             # Google's original modeling.py, the source model of the TF1 checkpoint test.
             "bert-tensorflow==1.0.4",
             "tf-slim==1.1.0",

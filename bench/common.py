@@ -41,8 +41,19 @@ AUSTEN = os.path.join(DATA, "austen")
 HEADER = ("benchmark", "date", "command", "machine", "git_revision")
 # Versions recorded in every header, where installed (the torch venv has no TensorFlow,
 # ours no torch).
-PACKAGES = ("tensorflow", "tensorflow-text", "keras", "keras-hub", "tf_keras", "tf-models-official", "tokenizers",
-            "numpy", "scikit-learn", "torch", "transformers")
+PACKAGES = (
+    "tensorflow",
+    "tensorflow-text",
+    "keras",
+    "keras-hub",
+    "tf_keras",
+    "tf-models-official",
+    "tokenizers",
+    "numpy",
+    "scikit-learn",
+    "torch",
+    "transformers",
+)
 NPROC = os.cpu_count() or 1
 
 
@@ -78,7 +89,8 @@ def cpu_features_class():
     import importlib.util
 
     spec = importlib.util.spec_from_file_location(
-        "_kbert_cpu_features", os.path.join(REPO, "keras_bert_impl", "cpu_features.py"))
+        "_kbert_cpu_features", os.path.join(REPO, "keras_bert_impl", "cpu_features.py")
+    )
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module.CpuFeatures
@@ -138,8 +150,10 @@ def tensorflow_threads():
     """TensorFlow's intra- and inter-op thread pool sizes (imports TensorFlow)."""
     import tensorflow as tf
 
-    return {"tf_intra_op_threads": tf.config.threading.get_intra_op_parallelism_threads(),
-            "tf_inter_op_threads": tf.config.threading.get_inter_op_parallelism_threads()}
+    return {
+        "tf_intra_op_threads": tf.config.threading.get_intra_op_parallelism_threads(),
+        "tf_inter_op_threads": tf.config.threading.get_inter_op_parallelism_threads(),
+    }
 
 
 def load_warnings(load_before, load_after, prefer):
@@ -148,8 +162,10 @@ def load_warnings(load_before, load_after, prefer):
     warnings = []
     for when, load in (("before timing", load_before), ("after timing", load_after)):
         if load and load[0] > 0.5 * NPROC:
-            warnings.append(f"1-minute load average {load[0]:.2f} {when} on {NPROC} cores: other processes "
-                            f"competed for the CPU; prefer {prefer}")
+            warnings.append(
+                f"1-minute load average {load[0]:.2f} {when} on {NPROC} cores: other processes "
+                f"competed for the CPU; prefer {prefer}"
+            )
     return warnings
 
 
@@ -159,6 +175,7 @@ def load_warnings(load_before, load_after, prefer):
 def git_revision():
     """The header's `git_revision`: HEAD and whether tracked files differ from it (a run of
     uncommitted code), or None for both outside a git checkout."""
+
     def git(*argv):
         return subprocess.run(["git", "-C", REPO, *argv], check=True, capture_output=True, text=True).stdout
 
@@ -204,8 +221,10 @@ def write_report(path, benchmark, results, machine, command=None):
 
     clash = sorted(set(HEADER) & set(results))
     if clash:
-        raise ValueError(f"results must not use the header's keys {clash}: write_report fills the header "
-                         "(pass benchmark, machine and command as its arguments); rename the result's key.")
+        raise ValueError(
+            f"results must not use the header's keys {clash}: write_report fills the header "
+            "(pass benchmark, machine and command as its arguments); rename the result's key."
+        )
     machine = {**machine, "loadavg_at_end": machine.get("loadavg_at_end") or read_loadavg()}
     report = {**report_header(benchmark, machine, command), **results}
     write_json_atomically(report, path, indent=2)
@@ -221,8 +240,13 @@ def kbert(*argv, capture=False):
     TensorFlow threads and memory); returns its standard output when `capture`."""
     argv = [str(a) for a in argv]
     print("+ kbert " + shlex.join(argv), flush=True)
-    return subprocess.run([sys.executable, "-m", "keras_bert_impl.cli", *argv], check=True, cwd=REPO,
-                          stdout=subprocess.PIPE if capture else None, text=True).stdout
+    return subprocess.run(
+        [sys.executable, "-m", "keras_bert_impl.cli", *argv],
+        check=True,
+        cwd=REPO,
+        stdout=subprocess.PIPE if capture else None,
+        text=True,
+    ).stdout
 
 
 def run_json_child(command, **kwargs):

@@ -20,16 +20,53 @@ def run_folder(work, pooling, seed, warmup_fraction=0.0, weight_decay=0.0, lengt
     return os.path.join(work, f"ours-{pooling}-seed{seed}-wu{warmup_fraction}-wd{weight_decay}{suffix}")
 
 
-def finetune_command(train_csv, test_csv, run_dir, epochs, pooling, seed, warmup_fraction=0.0, weight_decay=0.0,
-                     length_buckets=False):
+def finetune_command(
+    train_csv,
+    test_csv,
+    run_dir,
+    epochs,
+    pooling,
+    seed,
+    warmup_fraction=0.0,
+    weight_decay=0.0,
+    length_buckets=False,
+):
     """`kbert finetune` arguments of the real task: the MiniLM weights, length 64, batch 32, lr 5e-5;
     fixed-length batches (what the earlier results measured) unless `length_buckets`."""
     return [
-        "finetune", "--task", "classification", "--init", MINILM, "--train", train_csv,
-        "--validation", test_csv, "--no-header", "--columns", "label,text", "--output", run_dir,
-        "--epochs", str(epochs), "--batch-size", str(BATCH_SIZE), "--seq-len", str(SEQ_LEN),
-        "--learning-rate", str(LEARNING_RATE), "--warmup-fraction", str(warmup_fraction),
-        "--weight-decay", str(weight_decay), "--seed", str(seed), "--pooling", pooling, "--save-every", "1000", "--quiet",
+        "finetune",
+        "--task",
+        "classification",
+        "--init",
+        MINILM,
+        "--train",
+        train_csv,
+        "--validation",
+        test_csv,
+        "--no-header",
+        "--columns",
+        "label,text",
+        "--output",
+        run_dir,
+        "--epochs",
+        str(epochs),
+        "--batch-size",
+        str(BATCH_SIZE),
+        "--seq-len",
+        str(SEQ_LEN),
+        "--learning-rate",
+        str(LEARNING_RATE),
+        "--warmup-fraction",
+        str(warmup_fraction),
+        "--weight-decay",
+        str(weight_decay),
+        "--seed",
+        str(seed),
+        "--pooling",
+        pooling,
+        "--save-every",
+        "1000",
+        "--quiet",
     ] + ([] if length_buckets else ["--fixed-length"])
 
 
@@ -53,8 +90,19 @@ def finetune_reference(torch_python, epochs, seed, subset=None, threads=2, paddi
             f"--torch-python {torch_python!r} is not an executable Python: make one with torch and transformers "
             "(`make .venv-torch/.installed`, then --torch-python .venv-torch/bin/python)."
         )
-    command = [torch_python, "-m", REFERENCE_MODULE, "--epochs", str(epochs), "--seed", str(seed),
-               "--threads", str(threads), "--padding", padding]
+    command = [
+        torch_python,
+        "-m",
+        REFERENCE_MODULE,
+        "--epochs",
+        str(epochs),
+        "--seed",
+        str(seed),
+        "--threads",
+        str(threads),
+        "--padding",
+        padding,
+    ]
     if subset is not None:
         command += ["--subset", str(subset)]
     print("+ " + " ".join(command), flush=True)

@@ -35,13 +35,17 @@ def classify(url, model, texts, signature="serving_default"):
         instances = list(texts)
     else:  # text and text_b
         instances = [dict(zip(inputs, pair)) for pair in texts]
-    predictions = _call(f"{base}:predict", {"signature_name": signature, "instances": instances})["predictions"]
+    predictions = _call(f"{base}:predict", {"signature_name": signature, "instances": instances})[
+        "predictions"
+    ]
     return [(p["top_label"], p["top_score"]) for p in predictions]
 
 
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0], allow_abbrev=False)
-    parser.add_argument("--url", default="http://127.0.0.1:8501", help="The server. Default TF Serving's REST port.")
+    parser.add_argument(
+        "--url", default="http://127.0.0.1:8501", help="The server. Default TF Serving's REST port."
+    )
     parser.add_argument("--model", required=True, help="The model name (kbert export --name).")
     parser.add_argument("texts", nargs="+", help="Texts to classify; TEXT_A|||TEXT_B for a pair model.")
     args = parser.parse_args(argv)

@@ -30,12 +30,29 @@ import sys  # noqa: E402
 # The public names, and the module each comes from.
 _PUBLIC = {
     "layers": None,
-    **{name: "keras_bert_impl.models" for name in (
-        "BERT_PRESETS", "BertBackbone", "BertClassifier", "BertEmbedder", "BertPretrainer", "BertSpanLabeler",
-        "BertTask", "BertTokenClassifier", "DISTILLATION_DEFAULTS", "DistillationArgumentError", "DistillationDefaults",
-        "DistillationLoss", "DistillationTerm", "Distiller", "GlobalBatchLoss", "MaskedLMAccuracy",
-        "MaskedSparseCrossentropy", "QuantizationAwareClassifier",
-    )},
+    **{
+        name: "keras_bert_impl.models"
+        for name in (
+            "BERT_PRESETS",
+            "BertBackbone",
+            "BertClassifier",
+            "BertEmbedder",
+            "BertPretrainer",
+            "BertSpanLabeler",
+            "BertTask",
+            "BertTokenClassifier",
+            "DISTILLATION_DEFAULTS",
+            "DistillationArgumentError",
+            "DistillationDefaults",
+            "DistillationLoss",
+            "DistillationTerm",
+            "Distiller",
+            "GlobalBatchLoss",
+            "MaskedLMAccuracy",
+            "MaskedSparseCrossentropy",
+            "QuantizationAwareClassifier",
+        )
+    },
 }
 __all__ = sorted(_PUBLIC)
 
@@ -46,8 +63,11 @@ def __getattr__(name):
 
     if name not in _PUBLIC:
         raise AttributeError(f"module 'keras_bert_impl' has no attribute {name!r}")
-    value = importlib.import_module("keras_bert_impl.layers") if name == "layers" else getattr(
-        importlib.import_module(_PUBLIC[name]), name)
+    value = (
+        importlib.import_module("keras_bert_impl.layers")
+        if name == "layers"
+        else getattr(importlib.import_module(_PUBLIC[name]), name)
+    )
     globals()[name] = value
     return value
 
@@ -83,6 +103,7 @@ if not os.path.basename(sys.argv[0] if sys.argv else "") == "kbert":
         MaskedSparseCrossentropy,
         QuantizationAwareClassifier,
     )
+
     # The optimizer and schedule of create_optimizer: a model trained with them saves them in
     # its .keras file, which otherwise failed to load ("Could not locate class 'GlobalClipAdamW'")
     # in a process that had not imported keras_bert_impl.training itself.

@@ -63,6 +63,7 @@ def _umask():
 
 def write_text_atomically(text, path):
     """`text` as UTF-8 with "\n" line ends (on every platform), written atomically."""
+
     def write(tmp):
         with open(tmp, "w", encoding="utf-8", newline="\n") as f:
             f.write(text)
@@ -101,7 +102,9 @@ def interrupts_deferred():
         if number == signal.SIGINT or callable(handler):
             previous[number] = signal.signal(number, lambda number, frame: received.append(number))
     # None: a handler not set from Python, which signal.signal cannot put back; the default stands in.
-    previous = {number: signal.SIG_DFL if handler is None else handler for number, handler in previous.items()}
+    previous = {
+        number: signal.SIG_DFL if handler is None else handler for number, handler in previous.items()
+    }
     try:
         yield
     finally:

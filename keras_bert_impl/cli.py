@@ -29,21 +29,42 @@ from keras_bert_impl.commands import (
 
 # In the order `kbert --help` lists them: the pipeline from a checkpoint to predictions, then
 # the commands that look inside a model.
-COMMANDS = (convert, vocab, pretrain_data, pretrain, finetune, distill, evaluate, predict, export, serve,
-            attention, embed, index, search, plot_embeddings, word_senses)
+COMMANDS = (
+    convert,
+    vocab,
+    pretrain_data,
+    pretrain,
+    finetune,
+    distill,
+    evaluate,
+    predict,
+    export,
+    serve,
+    attention,
+    embed,
+    index,
+    search,
+    plot_embeddings,
+    word_senses,
+)
 
 
 def build_parser():
     # allow_abbrev=False on every parser: with argparse's default a prefix of a flag is that
     # flag (`kbert predict --text` silently meant --text-b); here it is an error, exit 2.
-    parser = argparse.ArgumentParser(prog="kbert", description="keras_bert_impl: BERT as Keras 3 layers.",
-                                     allow_abbrev=False)
+    parser = argparse.ArgumentParser(
+        prog="kbert", description="keras_bert_impl: BERT as Keras 3 layers.", allow_abbrev=False
+    )
     parser.add_argument(
-        "--debug", action="store_true",
+        "--debug",
+        action="store_true",
         help="Show the Python traceback of a failure instead of its one-line message (or set KBERT_DEBUG=1).",
     )
-    sub = parser.add_subparsers(dest="command", required=True,
-                                parser_class=functools.partial(argparse.ArgumentParser, allow_abbrev=False))
+    sub = parser.add_subparsers(
+        dest="command",
+        required=True,
+        parser_class=functools.partial(argparse.ArgumentParser, allow_abbrev=False),
+    )
     for command in COMMANDS:
         command.add_parser(sub)
     return parser
@@ -56,15 +77,24 @@ def _expected_failures():
     from keras_bert_impl.training import BackupError
 
     # FloatingPointError: a run whose loss became NaN or inf (training.DivergenceGuard).
-    return (UsageError, MalformedRowError, CheckpointMismatchError, BackupError, OSError, UnicodeDecodeError,
-            FloatingPointError)
+    return (
+        UsageError,
+        MalformedRowError,
+        CheckpointMismatchError,
+        BackupError,
+        OSError,
+        UnicodeDecodeError,
+        FloatingPointError,
+    )
 
 
 def _interrupted_message(args):
     output = getattr(args, "output", None)
     if isinstance(output, str) and os.path.isdir(os.path.join(output, "backup")):
-        return (f". The training state of the last backup is in {os.path.join(output, 'backup')}: "
-                "run the same command again to resume from there.")
+        return (
+            f". The training state of the last backup is in {os.path.join(output, 'backup')}: "
+            "run the same command again to resume from there."
+        )
     return ". Every file is written whole or not at all: run the same command again."
 
 
@@ -77,7 +107,10 @@ def _terminate_as_interrupt():
     ends the process at once, leaving the temporary folders Ctrl-C's cleanup removes (the TFLite
     converter's SavedModel, hundreds of MB). A signal ignored at start stays ignored. Returns the
     handler to put back when `main` returns (None: nothing was changed), as `main` also runs in-process."""
-    if threading.current_thread() is not threading.main_thread() or signal.getsignal(signal.SIGTERM) != signal.SIG_DFL:
+    if (
+        threading.current_thread() is not threading.main_thread()
+        or signal.getsignal(signal.SIGTERM) != signal.SIG_DFL
+    ):
         return None
     return signal.signal(signal.SIGTERM, _raise_terminated)
 
@@ -105,6 +138,7 @@ def main(argv=None):
         import keras_bert_impl.layers  # noqa: F401
         import keras_bert_impl.models  # noqa: F401
         import keras_bert_impl.training  # noqa: F401  (create_optimizer's optimizer and schedule)
+
         return args.func(args)
     except KeyboardInterrupt as e:
         if debug:

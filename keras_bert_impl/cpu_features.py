@@ -33,7 +33,9 @@ class CpuFeatures:
         if model is not None and not isinstance(model, str):
             raise TypeError(f"model must be a string or None. Received: model={model!r}")
         if isinstance(flags, str) or not all(isinstance(f, str) for f in flags):
-            raise TypeError(f"flags must be a list of flag names, e.g. ['avx2', 'fma']. Received: flags={flags!r}")
+            raise TypeError(
+                f"flags must be a list of flag names, e.g. ['avx2', 'fma']. Received: flags={flags!r}"
+            )
         self.model = model
         self.flags = frozenset(flags)
 
@@ -60,7 +62,9 @@ class CpuFeatures:
         for name, flags in EXTENSIONS:
             if name == extension:
                 return any(f in self.flags for f in flags)
-        raise ValueError(f"extension must be one of {[n for n, _ in EXTENSIONS]}. Received: extension={extension!r}")
+        raise ValueError(
+            f"extension must be one of {[n for n, _ in EXTENSIONS]}. Received: extension={extension!r}"
+        )
 
     @property
     def extensions(self):

@@ -48,29 +48,41 @@ def check_keras_archive(path, flag=None):
     file nor the fault). Reads the file once: ~0.3 s for the 91 MB MiniLM."""
     if not zipfile.is_zipfile(path):
         raise DamagedFileError(
-            path, "not a .keras model (a .keras file is a zip archive: this one is truncated or another format)",
-            flag=flag)
+            path,
+            "not a .keras model (a .keras file is a zip archive: this one is truncated or another format)",
+            flag=flag,
+        )
     try:
         with zipfile.ZipFile(path) as archive:
             bad = archive.testzip()
     except ZIP_DAMAGE as e:
         raise damaged_archive(path, e, flag=flag) from None
     if bad is not None:
-        raise DamagedFileError(path, f"damaged: a .keras archive whose entry {bad} fails its CRC-32 check", flag=flag)
+        raise DamagedFileError(
+            path, f"damaged: a .keras archive whose entry {bad} fails its CRC-32 check", flag=flag
+        )
 
 
 def damaged_archive(path, error, flag=None):
     """The DamagedFileError for a .keras archive that zipfile could not read with `error` (one
     of ZIP_DAMAGE)."""
-    return DamagedFileError(path, f"damaged: a .keras archive that cannot be read ({type(error).__name__}: {error})",
-                            flag=flag)
+    return DamagedFileError(
+        path, f"damaged: a .keras archive that cannot be read ({type(error).__name__}: {error})", flag=flag
+    )
 
 
 def damaged_export_file(path, error, flag=None):
     """The DamagedFileError for an export file (a SavedModel folder or a .tflite) that TensorFlow
     or LiteRT refused to load with `error`: the file it names, its first line."""
     first = " ".join(str(error).split())[:300] or type(error).__name__
-    kind = "damaged: a SavedModel that cannot be loaded" if os.path.isdir(path) else "damaged: a model file that cannot be loaded"
+    kind = (
+        "damaged: a SavedModel that cannot be loaded"
+        if os.path.isdir(path)
+        else "damaged: a model file that cannot be loaded"
+    )
     return DamagedFileError(
-        path, f"{kind} ({type(error).__name__}: {first})",
-        remedy="Export it again (kbert export), or copy the export folder again.", flag=flag)
+        path,
+        f"{kind} ({type(error).__name__}: {first})",
+        remedy="Export it again (kbert export), or copy the export folder again.",
+        flag=flag,
+    )

@@ -29,7 +29,7 @@ QUERIES = ["a wonderful, moving film", "boring and far too long"]
 def read_mr(path, limit):
     with open(path, encoding="utf-8-sig", newline="") as f:
         rows = [(int(label), text.strip()) for label, text in csv.reader(f)]
-    return rows[:limit // 2] + rows[-limit // 2:]  # the file holds positives first, then negatives
+    return rows[: limit // 2] + rows[-limit // 2 :]  # the file holds positives first, then negatives
 
 
 def main():
@@ -59,7 +59,9 @@ def main():
     start = time.perf_counter()
     corpus = embed([text for _, text in rows])
     seconds = time.perf_counter() - start
-    print(f"\nEmbedded {len(rows)} movie-review sentences in {seconds:.1f} s ({len(rows) / seconds:.0f} sentences/s).")
+    print(
+        f"\nEmbedded {len(rows)} movie-review sentences in {seconds:.1f} s ({len(rows) / seconds:.0f} sentences/s)."
+    )
     labels = np.array([label for label, _ in rows])
     for query, q in zip(QUERIES, embed(QUERIES)):
         scores = corpus @ q
@@ -67,7 +69,9 @@ def main():
         print(f"\nNearest reviews to {query!r}:")
         for k in top:
             print(f"  {scores[k]:.3f} [{'+' if labels[k] > 0 else '-'}] {rows[k][1][:100]}")
-        print(f"  label agreement of the 25 nearest: {np.mean(labels[np.argsort(-scores)[:25]] == (1 if 'wonderful' in query else -1)):.0%}")
+        print(
+            f"  label agreement of the 25 nearest: {np.mean(labels[np.argsort(-scores)[:25]] == (1 if 'wonderful' in query else -1)):.0%}"
+        )
 
 
 if __name__ == "__main__":

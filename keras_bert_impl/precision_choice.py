@@ -30,8 +30,15 @@ INT8_TASKS = ("classification", "pair", "multilabel")
 # What each precision measured against fp32 with the extension it needs, and without it (on the
 # AVX2-only CPU, whole `kbert predict` processes): bench/results/cpu_peers.json and
 # precision_process.json; the AVX2-only processes are issue 33's.
-INT8_GAIN, BF16_GAIN = "int8 ran 3.24x fp32 on an AVX512-VNNI CPU", "bf16 ran 1.44x fp32 on an AVX512-BF16 CPU"
-INT8_NO_GAIN, BF16_LOSS, ON_AVX2 = "int8 took 41 s to fp32's 39-41 s", "bf16 ran 0.76x fp32", " on an AVX2-only CPU"
+INT8_GAIN, BF16_GAIN = (
+    "int8 ran 3.24x fp32 on an AVX512-VNNI CPU",
+    "bf16 ran 1.44x fp32 on an AVX512-BF16 CPU",
+)
+INT8_NO_GAIN, BF16_LOSS, ON_AVX2 = (
+    "int8 took 41 s to fp32's 39-41 s",
+    "bf16 ran 0.76x fp32",
+    " on an AVX2-only CPU",
+)
 # The AVX-512 VNNI CPU without BF16 (the Xeon above): int8 per pass and as a whole process, and
 # bf16 per pass, each against fp32 in the same rounds.
 INT8_GAIN_NO_BF16 = "int8 ran 2.64x fp32 on an AVX512-VNNI CPU without BF16"

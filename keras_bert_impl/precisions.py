@@ -24,8 +24,13 @@ RUNTIME_NAMES = tuple(dict.fromkeys(runtime for runs in RUNTIMES.values() for ru
 # Spellings of the same precisions met elsewhere (Keras' dtype policies, TFLite's quantization
 # names, the training flag's `none`): refused, naming the word used here.
 OTHER_SPELLINGS = {
-    "float32": "fp32", "none": "fp32", "mixed_bfloat16": "bf16", "bfloat16": "bf16", "mixed_float16": "fp16",
-    "float16": "fp16", "dynamic_int8": "int8",
+    "float32": "fp32",
+    "none": "fp32",
+    "mixed_bfloat16": "bf16",
+    "bfloat16": "bf16",
+    "mixed_float16": "fp16",
+    "float16": "fp16",
+    "dynamic_int8": "int8",
 }
 
 

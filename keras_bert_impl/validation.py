@@ -23,7 +23,9 @@ def check_int(name, value, minimum=None, allow_none=False):
             wanted = "an integer"
         else:
             wanted = f"an integer >= {minimum}"
-        raise ValueError(f"{name} must be {wanted}{' or None' if allow_none else ''}. Received: {name}={value!r}")
+        raise ValueError(
+            f"{name} must be {wanted}{' or None' if allow_none else ''}. Received: {name}={value!r}"
+        )
     return int(value)
 
 
@@ -102,7 +104,9 @@ def check_label_names(label_names, count, what="classes"):
     if label_names is None:
         return None
     if isinstance(label_names, (str, bytes)):
-        raise ValueError(f"label_names must be a list of names, not one string. Received: label_names={label_names!r}")
+        raise ValueError(
+            f"label_names must be a list of names, not one string. Received: label_names={label_names!r}"
+        )
     try:
         names = list(label_names)
     except TypeError:

@@ -17,7 +17,8 @@ def pytest_configure(config):
         "training runs, a side venv); `make test` leaves it to `make test-slow`, which .ci/run runs after it",
     )
     config.addinivalue_line(
-        "markers", "medium: in a module of NOT_FAST (set here, not in the module); `make test-fast` leaves it out"
+        "markers",
+        "medium: in a module of NOT_FAST (set here, not in the module); `make test-fast` leaves it out",
     )
 
 
@@ -33,40 +34,42 @@ def _modules(*paths):
 # load the real MiniLM, convert to TFLite or start kbert processes; test_tflite_metadata and
 # test_precision by their module fixtures, 95 s and 76 s in a fresh clone's test-fast of
 # 9960a9e): test-fast leaves them out.
-NOT_FAST = set(_modules(
-    "checkpoints/test_model_garden.py",
-    "commands/test_cli_errors.py",
-    "commands/test_damaged_files.py",
-    "commands/test_precision_auto.py",
-    "commands/test_predict_in_memory.py",
-    "commands/test_training_commands.py",
-    "data/test_pretraining_example_builder.py",
-    "data/test_pretraining_masker.py",
-    "data/test_pretraining_records.py",
-    "data_readers/test_classification_reader.py",
-    "data_readers/test_squad_reader.py",
-    "data_readers/test_tagging_reader.py",
-    "data_readers/test_vocabulary_builder.py",
-    "export/test_export_flags.py",
-    "export/test_serve_error_bodies.py",
-    "export/test_text_in_tflite.py",
-    "export/test_tflite_metadata.py",
-    "huggingface/test_export_huggingface.py",
-    "inference/test_precision.py",
-    "backends/test_backend_edges.py",
-    "checkpoints/test_transformers_checkpoints.py",
-    "inspection/test_look_inside_cli.py",
-    "inspection/test_sentence_encoder.py",
-    "models/test_distiller.py",
-    "models/test_distiller_general.py",
-    "models/test_models.py",
-    "models/test_quantized_layers.py",
-    "pipelines/test_inference_pipeline.py",
-    "pipelines/test_pretraining_pipeline.py",
-    "test_docstring_examples.py",
-    "tokenization/test_bert_preprocessor.py",
-    "tokenization/test_reference_parity.py",
-))
+NOT_FAST = set(
+    _modules(
+        "checkpoints/test_model_garden.py",
+        "commands/test_cli_errors.py",
+        "commands/test_damaged_files.py",
+        "commands/test_precision_auto.py",
+        "commands/test_predict_in_memory.py",
+        "commands/test_training_commands.py",
+        "data/test_pretraining_example_builder.py",
+        "data/test_pretraining_masker.py",
+        "data/test_pretraining_records.py",
+        "data_readers/test_classification_reader.py",
+        "data_readers/test_squad_reader.py",
+        "data_readers/test_tagging_reader.py",
+        "data_readers/test_vocabulary_builder.py",
+        "export/test_export_flags.py",
+        "export/test_serve_error_bodies.py",
+        "export/test_text_in_tflite.py",
+        "export/test_tflite_metadata.py",
+        "huggingface/test_export_huggingface.py",
+        "inference/test_precision.py",
+        "backends/test_backend_edges.py",
+        "checkpoints/test_transformers_checkpoints.py",
+        "inspection/test_look_inside_cli.py",
+        "inspection/test_sentence_encoder.py",
+        "models/test_distiller.py",
+        "models/test_distiller_general.py",
+        "models/test_models.py",
+        "models/test_quantized_layers.py",
+        "pipelines/test_inference_pipeline.py",
+        "pipelines/test_pretraining_pipeline.py",
+        "test_docstring_examples.py",
+        "tokenization/test_bert_preprocessor.py",
+        "tokenization/test_reference_parity.py",
+    )
+)
 
 
 # The modules that take longest, longest first (a fresh-clone `make test`, docs/checking.md):
@@ -185,7 +188,9 @@ def minilm_keras(tmp_path_factory):
 
     def build(folder):
         path = str(folder / "minilm.keras")
-        assert main(["convert", os.path.join(DATA, "minilm"), "--format", "huggingface", "--output", path]) == 0
+        assert (
+            main(["convert", os.path.join(DATA, "minilm"), "--format", "huggingface", "--output", path]) == 0
+        )
         return path
 
     return once_per_run(tmp_path_factory, "minilm_keras", build)

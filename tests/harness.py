@@ -12,7 +12,12 @@ import tensorflow as tf
 
 def tiny_backbone_config(**overrides):
     config = dict(
-        vocabulary_size=50, num_layers=2, num_heads=2, hidden_dim=8, intermediate_dim=16, max_sequence_length=16
+        vocabulary_size=50,
+        num_layers=2,
+        num_heads=2,
+        hidden_dim=8,
+        intermediate_dim=16,
+        max_sequence_length=16,
     )
     config.update(overrides)
     return config
@@ -56,11 +61,19 @@ def tiny_classifiers():
     outputs of (the forms of integer_forms.py). Seeded, so each case is the same model."""
     import keras_bert_impl as kb
 
-    for pooling, activation, multi_label in (("pooled", None, False), ("mean", "softmax", False),
-                                             ("pooled", "sigmoid", True)):
+    for pooling, activation, multi_label in (
+        ("pooled", None, False),
+        ("mean", "softmax", False),
+        ("pooled", "sigmoid", True),
+    ):
         keras.utils.set_random_seed(0)
-        model = kb.BertClassifier(kb.BertBackbone.from_preset("bert_tiny", vocabulary_size=20), num_classes=3,
-                                  pooling=pooling, activation=activation, multi_label=multi_label)
+        model = kb.BertClassifier(
+            kb.BertBackbone.from_preset("bert_tiny", vocabulary_size=20),
+            num_classes=3,
+            pooling=pooling,
+            activation=activation,
+            multi_label=multi_label,
+        )
         yield model, "logits" if activation is None else "probabilities"
 
 
@@ -94,7 +107,10 @@ def check_symbolic_call(call, eager_outputs, symbolic_inputs):
     spec = keras.tree.flatten(symbolic)
     assert len(spec) == len(eager), (symbolic, eager_outputs)
     for s, e in zip(spec, eager):
-        assert keras.backend.standardize_dtype(s.dtype) == keras.backend.standardize_dtype(e.dtype), (s, e.dtype)
+        assert keras.backend.standardize_dtype(s.dtype) == keras.backend.standardize_dtype(e.dtype), (
+            s,
+            e.dtype,
+        )
         assert len(s.shape) == len(e.shape), (s.shape, e.shape)
         for want, got in zip(s.shape, e.shape):
             assert want is None or want == got, (s.shape, e.shape)
@@ -140,7 +156,9 @@ def run_preprocessor_test(preprocessor, inputs):
     return direct
 
 
-def run_layer_test(layer_cls, init_kwargs, call_args, call_kwargs=None, expected_shape=None, mixed_init_kwargs=None):
+def run_layer_test(
+    layer_cls, init_kwargs, call_args, call_kwargs=None, expected_shape=None, mixed_init_kwargs=None
+):
     """Build + call, a symbolic call, config round trip, `.keras` round trip with identical
     outputs, one `fit` step that changes the weights, and a mixed_bfloat16 call with every
     sublayer's dtype checked. `mixed_init_kwargs` replace init arguments for that last
@@ -152,7 +170,12 @@ def run_layer_test(layer_cls, init_kwargs, call_args, call_kwargs=None, expected
     first = output[0] if isinstance(output, tuple) else output
     if expected_shape is not None:
         assert tuple(first.shape) == tuple(expected_shape)
-    symbolic_args = [keras.KerasTensor((None,) + tuple(np.shape(a)[1:]), dtype=keras.backend.standardize_dtype(np.asarray(a).dtype)) for a in call_args]
+    symbolic_args = [
+        keras.KerasTensor(
+            (None,) + tuple(np.shape(a)[1:]), dtype=keras.backend.standardize_dtype(np.asarray(a).dtype)
+        )
+        for a in call_args
+    ]
     check_symbolic_call(lambda *a: layer(*a, **call_kwargs), output, symbolic_args)
 
     config = layer.get_config()
@@ -160,7 +183,12 @@ def run_layer_test(layer_cls, init_kwargs, call_args, call_kwargs=None, expected
     assert clone.get_config() == config
 
     # Wrap in a functional model for .keras saving and fitting.
-    inputs = [keras.Input(shape=np.shape(a)[1:], dtype=keras.backend.standardize_dtype(np.asarray(a).dtype), batch_size=None) for a in call_args]
+    inputs = [
+        keras.Input(
+            shape=np.shape(a)[1:], dtype=keras.backend.standardize_dtype(np.asarray(a).dtype), batch_size=None
+        )
+        for a in call_args
+    ]
     sym = layer_cls(**init_kwargs)(*inputs, **call_kwargs)
     sym = sym[0] if isinstance(sym, tuple) else sym
     model = keras.Model(inputs, sym)
@@ -192,8 +220,7 @@ def _other_shape(x):
     (index inputs such as mask_positions clipped to the shorter length)."""
     length = x["token_ids"].shape[1] - 2
     return {
-        k: v[:1, :length] if k in SEQUENCE_INPUTS else np.minimum(v[:1], length - 1)
-        for k, v in x.items()
+        k: v[:1, :length] if k in SEQUENCE_INPUTS else np.minimum(v[:1], length - 1) for k, v in x.items()
     }
 
 
@@ -227,7 +254,11 @@ def run_export_test(model, x, atol=1e-4):
                 assert sorted(got) == sorted(expected), (runtime, sorted(got), sorted(expected))
                 for name, want in expected.items():
                     np.testing.assert_allclose(
-                        np.asarray(got[name], "float32"), want, atol=atol, rtol=1e-6, err_msg=f"{runtime} {name}"
+                        np.asarray(got[name], "float32"),
+                        want,
+                        atol=atol,
+                        rtol=1e-6,
+                        err_msg=f"{runtime} {name}",
                     )
     interpreter = Interpreter(model_content=flatbuffer)
     interpreter.allocate_tensors()
@@ -253,7 +284,9 @@ def run_model_test(make_model, x, y, sample_weight=None):
     run_export_test(model, x)
 
     before = [w.numpy() for w in model.trainable_weights]
-    history = model.fit(x, y, sample_weight=sample_weight, epochs=1, batch_size=len(x["token_ids"]), verbose=0)
+    history = model.fit(
+        x, y, sample_weight=sample_weight, epochs=1, batch_size=len(x["token_ids"]), verbose=0
+    )
     assert np.isfinite(history.history["loss"][0])
     assert_weights_changed(before, model)
 
@@ -261,7 +294,9 @@ def run_model_test(make_model, x, y, sample_weight=None):
     try:
         mixed = make_model()
         check_mixed_precision(mixed)
-        history = mixed.fit(x, y, sample_weight=sample_weight, epochs=1, batch_size=len(x["token_ids"]), verbose=0)
+        history = mixed.fit(
+            x, y, sample_weight=sample_weight, epochs=1, batch_size=len(x["token_ids"]), verbose=0
+        )
         assert np.isfinite(history.history["loss"][0])
     finally:
         keras.config.set_dtype_policy("float32")

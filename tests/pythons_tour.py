@@ -53,10 +53,12 @@ def main():
         labels = task_data.read_task_file(os.path.join(folder, "runs", "mr"))["label_names"]
         print(result.stdout, end="")
         rows = [line.split("\t") for line in result.stdout.splitlines() if line.strip()]
-        sentences = argv[argv.index("--model") + 2:]
+        sentences = argv[argv.index("--model") + 2 :]
         if [row[-1] for row in rows] != sentences or not all(row[0] in labels for row in rows):
-            sys.stderr.write(f"pythons_tour: expected one line per sentence {sentences} with a label of "
-                             f"{labels}, got {result.stdout!r}\n")
+            sys.stderr.write(
+                f"pythons_tour: expected one line per sentence {sentences} with a label of "
+                f"{labels}, got {result.stdout!r}\n"
+            )
             return 1
     return 0
 

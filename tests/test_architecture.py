@@ -49,12 +49,25 @@ def test_every_module_is_seen():
         ("keras_bert_impl.tokenization", ("keras_bert_impl.checkpoints",)),
         # Model code is keras.ops only, so it runs on any Keras backend (a function may
         # reach for TensorFlow behind a backend check: MaskedSparseCrossentropy's all-reduce).
-        ("keras_bert_impl.layers", ("tensorflow", "tensorflow_text", "keras_bert_impl.tokenization.bert_preprocessor")),
-        ("keras_bert_impl.models", ("tensorflow", "tensorflow_text", "keras_bert_impl.tokenization.bert_preprocessor")),
+        (
+            "keras_bert_impl.layers",
+            ("tensorflow", "tensorflow_text", "keras_bert_impl.tokenization.bert_preprocessor"),
+        ),
+        (
+            "keras_bert_impl.models",
+            ("tensorflow", "tensorflow_text", "keras_bert_impl.tokenization.bert_preprocessor"),
+        ),
         # The optimizer, its schedule and the callbacks run on every backend too (tests/backends/):
         # tf.distribute is reached inside functions, on the TensorFlow backend only.
-        ("keras_bert_impl.training", ("tensorflow", "tensorflow_text", "keras_bert_impl.tokenization.bert_preprocessor",
-                                      "keras_bert_impl.data")),
+        (
+            "keras_bert_impl.training",
+            (
+                "tensorflow",
+                "tensorflow_text",
+                "keras_bert_impl.tokenization.bert_preprocessor",
+                "keras_bert_impl.data",
+            ),
+        ),
         # Only the CLI's own modules import the commands.
         ("keras_bert_impl.layers", ("keras_bert_impl.commands", "keras_bert_impl.cli")),
         ("keras_bert_impl.models", ("keras_bert_impl.commands", "keras_bert_impl.cli")),
@@ -67,7 +80,10 @@ def test_every_module_is_seen():
         ("keras_bert_impl.inference", ("keras_bert_impl.commands", "keras_bert_impl.cli")),
         ("keras_bert_impl.pipelines", ("keras_bert_impl.commands", "keras_bert_impl.cli")),
         # The conversion home is library: --precision int8 converts without the export wing.
-        ("keras_bert_impl.conversion", ("keras_bert_impl.commands", "keras_bert_impl.cli", "keras_bert_impl_export")),
+        (
+            "keras_bert_impl.conversion",
+            ("keras_bert_impl.commands", "keras_bert_impl.cli", "keras_bert_impl_export"),
+        ),
     ],
 )
 def test_layering(package, forbidden):
@@ -84,19 +100,33 @@ def test_layering(package, forbidden):
 
 # The Beam DoFns and model handler: the only modules importing apache_beam at their top, and only
 # the pipelines' run() imports them, so the library and `kbert --help` never import Beam.
-BEAM_MODULES = {f"keras_bert_impl.pipelines.{name}" for name in
-                ("split_examples", "shard_writer", "shard_reader", "shard_output", "text_model_handler")}
+BEAM_MODULES = {
+    f"keras_bert_impl.pipelines.{name}"
+    for name in ("split_examples", "shard_writer", "shard_reader", "shard_output", "text_model_handler")
+}
 
 
 def test_only_the_pipelines_import_beam_and_only_lazily():
-    outside = [(m, i) for m, path in MODULES.items() if not m.startswith("keras_bert_impl.pipelines")
-               for i, _ in _imports(path) if i.split(".")[0] == "apache_beam"]
+    outside = [
+        (m, i)
+        for m, path in MODULES.items()
+        if not m.startswith("keras_bert_impl.pipelines")
+        for i, _ in _imports(path)
+        if i.split(".")[0] == "apache_beam"
+    ]
     assert not outside, outside
-    top_level = [(m, i) for m, path in MODULES.items() if m not in BEAM_MODULES
-                 for i, _ in _imports(path, top_level_only=True) if i.split(".")[0] == "apache_beam"]
+    top_level = [
+        (m, i)
+        for m, path in MODULES.items()
+        if m not in BEAM_MODULES
+        for i, _ in _imports(path, top_level_only=True)
+        if i.split(".")[0] == "apache_beam"
+    ]
     assert not top_level, top_level
     assert all(m in MODULES for m in BEAM_MODULES)
-    importers = {m for m, path in MODULES.items() for i, _ in _imports(path, top_level_only=True) if i in BEAM_MODULES}
+    importers = {
+        m for m, path in MODULES.items() for i, _ in _imports(path, top_level_only=True) if i in BEAM_MODULES
+    }
     assert importers <= BEAM_MODULES, importers
 
 
@@ -119,14 +149,27 @@ def test_no_private_names_cross_packages():
 WING = os.path.join(os.path.dirname(PACKAGE), "export", "keras_bert_impl_export")
 # The library's public API: what these packages' __init__ files export, and these modules.
 PUBLIC = (
-    "keras_bert_impl", "keras_bert_impl.layers", "keras_bert_impl.models", "keras_bert_impl.tokenization",
-    "keras_bert_impl.data", "keras_bert_impl.data.readers", "keras_bert_impl.training", "keras_bert_impl.checkpoints",
-    "keras_bert_impl.evaluation", "keras_bert_impl.validation", "keras_bert_impl.distillation_defaults",
-    "keras_bert_impl.atomic_write", "keras_bert_impl.damaged_file_error", "keras_bert_impl.backend_support",
+    "keras_bert_impl",
+    "keras_bert_impl.layers",
+    "keras_bert_impl.models",
+    "keras_bert_impl.tokenization",
+    "keras_bert_impl.data",
+    "keras_bert_impl.data.readers",
+    "keras_bert_impl.training",
+    "keras_bert_impl.checkpoints",
+    "keras_bert_impl.evaluation",
+    "keras_bert_impl.validation",
+    "keras_bert_impl.distillation_defaults",
+    "keras_bert_impl.atomic_write",
+    "keras_bert_impl.damaged_file_error",
+    "keras_bert_impl.backend_support",
     "keras_bert_impl.cli",
-    "keras_bert_impl.conversion.tflite_converter", "keras_bert_impl.conversion.input_contract",
-    "keras_bert_impl.conversion.integer_only", "keras_bert_impl.conversion.native_log",
-    "keras_bert_impl.conversion.tflite_targets", "keras_bert_impl.cpu_features",
+    "keras_bert_impl.conversion.tflite_converter",
+    "keras_bert_impl.conversion.input_contract",
+    "keras_bert_impl.conversion.integer_only",
+    "keras_bert_impl.conversion.native_log",
+    "keras_bert_impl.conversion.tflite_targets",
+    "keras_bert_impl.cpu_features",
 )
 
 
@@ -169,7 +212,9 @@ def test_the_export_wing_uses_the_public_api_only():
 ALL_MODULES = {
     **MODULES,
     **{
-        os.path.relpath(path, os.path.dirname(WING))[: -len(".py")].replace(os.sep, ".").removesuffix(".__init__"): path
+        os.path.relpath(path, os.path.dirname(WING))[: -len(".py")]
+        .replace(os.sep, ".")
+        .removesuffix(".__init__"): path
         for path in _wing_files()
     },
 }
@@ -263,7 +308,8 @@ def test_one_module_converts_to_tflite():
     """Every .tflite the library and the wing write goes through conversion.tflite_converter:
     it is the one module that names TFLite's converter."""
     users = sorted(
-        module for module, path in ALL_MODULES.items()
+        module
+        for module, path in ALL_MODULES.items()
         if "TFLiteConverter" in open(path, encoding="utf-8").read()
     )
     assert users == ["keras_bert_impl.conversion.tflite_converter"]
@@ -279,8 +325,11 @@ def test_the_id_input_names_are_defined_once():
 
     contract = os.path.join(PACKAGE, "conversion", "input_contract.py")
     bench = os.path.join(os.path.dirname(PACKAGE), "bench")
-    files = [*MODULES.values(), *_wing_files(),
-             *(os.path.join(root, n) for root, _, names in os.walk(bench) for n in names if n.endswith(".py"))]
+    files = [
+        *MODULES.values(),
+        *_wing_files(),
+        *(os.path.join(root, n) for root, _, names in os.walk(bench) for n in names if n.endswith(".py")),
+    ]
     names = {frozenset(MODEL_ID_INPUTS), frozenset(EXPORT_ID_INPUTS)}
     bad = []
     for path in files:
@@ -289,8 +338,11 @@ def test_the_id_input_names_are_defined_once():
         with open(path, encoding="utf-8") as f:
             tree = ast.parse(f.read(), path)
         for node in ast.walk(tree):
-            if isinstance(node, (ast.Tuple, ast.List, ast.Set)) and node.elts and all(
-                    isinstance(e, ast.Constant) and isinstance(e.value, str) for e in node.elts):
+            if (
+                isinstance(node, (ast.Tuple, ast.List, ast.Set))
+                and node.elts
+                and all(isinstance(e, ast.Constant) and isinstance(e.value, str) for e in node.elts)
+            ):
                 if frozenset(e.value for e in node.elts) in names:
                     bad.append(f"{os.path.relpath(path, os.path.dirname(PACKAGE))}:{node.lineno}")
     assert len(files) > 100 and bad == [], bad

@@ -3,7 +3,13 @@ import stat
 
 import pytest
 
-from keras_bert_impl.atomic_write import replace_folder, write_atomically, write_json_atomically, write_text_atomically
+from keras_bert_impl.atomic_write import (
+    replace_folder,
+    write_atomically,
+    write_json_atomically,
+    write_text_atomically,
+)
+
 
 def test_artifact_gets_the_mode_a_plain_open_would_give(tmp_path):
     old = os.umask(0o022)
@@ -56,4 +62,3 @@ def test_a_folder_replaces_the_old_one_which_a_crash_never_loses(tmp_path, monke
     real_rename(tmp_path / aside, path)
     replace_folder(str(work), str(path))
     assert (path / "data.txt").read_text() == "new" and sorted(os.listdir(tmp_path)) == ["index"]
-

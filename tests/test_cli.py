@@ -14,8 +14,21 @@ from keras_bert_impl.tokenization import BertPreprocessor
 
 def test_convert_writes_model_with_vocabulary(data_dir, tmp_path, capsys):
     out = tmp_path / "minilm.keras"
-    assert main(["convert", os.path.join(data_dir, "minilm"), "--format", "huggingface", "--output", str(out),
-                 "--report-json", str(tmp_path / "report.json")]) == 0
+    assert (
+        main(
+            [
+                "convert",
+                os.path.join(data_dir, "minilm"),
+                "--format",
+                "huggingface",
+                "--output",
+                str(out),
+                "--report-json",
+                str(tmp_path / "report.json"),
+            ]
+        )
+        == 0
+    )
     printed = capsys.readouterr().out
     assert "mapped:         103 tensors" in printed and "missing:        0" in printed
     report = json.loads((tmp_path / "report.json").read_text())
@@ -29,7 +42,10 @@ def test_convert_writes_model_with_vocabulary(data_dir, tmp_path, capsys):
     assert [p for p in os.listdir(tmp_path) if p.startswith(".tmp-")] == []
     # An existing model is never replaced without --overwrite.
     written = out.read_bytes()
-    assert main(["convert", os.path.join(data_dir, "minilm"), "--format", "huggingface", "--output", str(out)]) == 2
+    assert (
+        main(["convert", os.path.join(data_dir, "minilm"), "--format", "huggingface", "--output", str(out)])
+        == 2
+    )
     assert "already exists: add --overwrite" in capsys.readouterr().err
     assert out.read_bytes() == written
 
@@ -45,7 +61,10 @@ def test_convert_failure_writes_nothing(data_dir, tmp_path, capsys):
     out = tmp_path / "bad.keras"
     assert main(["convert", str(src), "--format", "huggingface", "--output", str(out)]) == 2
     err = capsys.readouterr().err
-    assert "does not fit the model; nothing was loaded" in err and "bert/embeddings/word_embeddings checkpoint (30522, 384) vs model (30522, 256)" in err
+    assert (
+        "does not fit the model; nothing was loaded" in err
+        and "bert/embeddings/word_embeddings checkpoint (30522, 384) vs model (30522, 256)" in err
+    )
     # Eight of the 97 shape mismatches, not an 8 KB line of all of them; one line, as every kbert failure.
     assert "Shape mismatch (97): " in err and ", ... and 89 more." in err and len(err) < 1500
     assert len(err.strip().splitlines()) == 1 and "nothing was loaded. Shape mismatch (97)" in err
@@ -105,15 +124,28 @@ def test_convert_flags_that_do_not_go_together(data_dir, tmp_path, capsys):
     did nothing."""
     minilm = os.path.join(data_dir, "minilm")
     out = tmp_path / "m.keras"
-    assert main(["convert", minilm, "--format", "huggingface", "--output", str(out), "--report-json", str(out)]) == 2
-    assert f"--report-json {out} is the --output path: give the report its own file" in capsys.readouterr().err
+    assert (
+        main(["convert", minilm, "--format", "huggingface", "--output", str(out), "--report-json", str(out)])
+        == 2
+    )
+    assert (
+        f"--report-json {out} is the --output path: give the report its own file" in capsys.readouterr().err
+    )
     report = tmp_path / "report.json"
     report.write_text('{"mine": 1}')
-    assert main(["convert", minilm, "--format", "huggingface", "--output", str(out), "--report-json", str(report)]) == 2
+    assert (
+        main(
+            ["convert", minilm, "--format", "huggingface", "--output", str(out), "--report-json", str(report)]
+        )
+        == 2
+    )
     assert f"--report-json {report} already exists: add --overwrite to replace it" in capsys.readouterr().err
     assert report.read_text() == '{"mine": 1}' and not out.exists()
     assert main(["convert", minilm, "--format", "google", "--output", str(out), "--allow-pickle"]) == 2
-    assert "--allow-pickle reads Hugging Face's pytorch_model.bin: it does nothing with --format google" in capsys.readouterr().err
+    assert (
+        "--allow-pickle reads Hugging Face's pytorch_model.bin: it does nothing with --format google"
+        in capsys.readouterr().err
+    )
 
 
 def test_convert_pickle_without_torch_is_one_line(data_dir, tmp_path, capsys, monkeypatch):
@@ -126,9 +158,23 @@ def test_convert_pickle_without_torch_is_one_line(data_dir, tmp_path, capsys, mo
         shutil.copy(os.path.join(data_dir, "minilm", name), src / name)
     (src / "pytorch_model.bin").write_bytes(b"never unpickled")
     monkeypatch.setitem(sys.modules, "torch", None)  # as where torch is not installed
-    assert main(["convert", str(src), "--format", "huggingface", "--output", str(tmp_path / "m.keras"),
-                 "--allow-pickle"]) == 2
-    assert "kbert convert: Reading pytorch_model.bin needs torch: pip install torch" in capsys.readouterr().err
+    assert (
+        main(
+            [
+                "convert",
+                str(src),
+                "--format",
+                "huggingface",
+                "--output",
+                str(tmp_path / "m.keras"),
+                "--allow-pickle",
+            ]
+        )
+        == 2
+    )
+    assert (
+        "kbert convert: Reading pytorch_model.bin needs torch: pip install torch" in capsys.readouterr().err
+    )
 
 
 def test_convert_writes_the_report_only_with_the_model(data_dir, tmp_path, capsys, monkeypatch):
@@ -141,7 +187,20 @@ def test_convert_writes_the_report_only_with_the_model(data_dir, tmp_path, capsy
 
     monkeypatch.setattr(keras_bert_impl.training, "save_model", full_disk)
     out, report = tmp_path / "m.keras", tmp_path / "report.json"
-    assert main(["convert", os.path.join(data_dir, "minilm"), "--format", "huggingface", "--output", str(out),
-                 "--report-json", str(report)]) == 2
+    assert (
+        main(
+            [
+                "convert",
+                os.path.join(data_dir, "minilm"),
+                "--format",
+                "huggingface",
+                "--output",
+                str(out),
+                "--report-json",
+                str(report),
+            ]
+        )
+        == 2
+    )
     assert "No space left on device" in capsys.readouterr().err
     assert not out.exists() and not report.exists()

@@ -46,7 +46,10 @@ def test_cpuinfo_is_read_for_x86_and_arm_and_missing_is_said(tmp_path):
         "processor\t: 0\nmodel name\t: AMD EPYC 7B13\nflags\t\t: fpu avx2 fma\n\n"
         "processor\t: 1\nmodel name\t: AMD EPYC 7B13\nflags\t\t: fpu avx2 fma\n"
     )
-    assert CpuFeatures.of_this_machine(str(x86)).describe() == "AMD EPYC 7B13 (AVX2; no AVX-512, VNNI, BF16 or AMX)"
+    assert (
+        CpuFeatures.of_this_machine(str(x86)).describe()
+        == "AMD EPYC 7B13 (AVX2; no AVX-512, VNNI, BF16 or AMX)"
+    )
     arm = tmp_path / "arm"
     arm.write_text("processor\t: 0\nBogoMIPS\t: 50.00\nFeatures\t: fp asimd evtstrm aes\n")
     assert CpuFeatures.of_this_machine(str(arm)).flags == {"fp", "asimd", "evtstrm", "aes"}
@@ -64,7 +67,9 @@ def test_bad_arguments_name_the_value():
 @pytest.mark.skipif(shutil.which("lscpu") is None, reason="util-linux's lscpu is not installed")
 def test_this_machine_agrees_with_lscpu():
     fields = {}
-    for line in subprocess.run(["lscpu"], capture_output=True, text=True, env={"LC_ALL": "C"}, check=True).stdout.splitlines():
+    for line in subprocess.run(
+        ["lscpu"], capture_output=True, text=True, env={"LC_ALL": "C"}, check=True
+    ).stdout.splitlines():
         key, _, value = line.partition(":")
         fields[key.strip()] = value.strip()
     cpu = CpuFeatures.of_this_machine()
@@ -77,5 +82,7 @@ def test_the_export_report_names_the_cpu_and_an_older_report_renders_as_before()
     assert "cpu" not in report["machine"]
     assert f"round-robin rounds on {report['machine']['cpus']} CPUs (LiteRT's" in report_markdown(report)
     report["machine"]["cpu"] = CpuFeatures("AMD EPYC", ZEN3).to_dict()
-    assert (f"round-robin rounds on {report['machine']['cpus']} CPUs of AMD EPYC "
-            "(AVX2; no AVX-512, VNNI, BF16 or AMX) (LiteRT's") in report_markdown(report)
+    assert (
+        f"round-robin rounds on {report['machine']['cpus']} CPUs of AMD EPYC "
+        "(AVX2; no AVX-512, VNNI, BF16 or AMX) (LiteRT's"
+    ) in report_markdown(report)

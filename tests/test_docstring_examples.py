@@ -75,4 +75,6 @@ def test_docstring_example(test, tmp_path, monkeypatch):
     test.globs = {**test.globs, **COMMON_NAMESPACE}
     report = []
     result = doctest.DocTestRunner(optionflags=OPTIONFLAGS).run(test, out=report.append, clear_globs=True)
-    assert result.failed == 0, f"{test.name} ({os.path.relpath(test.filename, REPO)}:{test.lineno + 1}):\n" + "".join(report)
+    assert result.failed == 0, (
+        f"{test.name} ({os.path.relpath(test.filename, REPO)}:{test.lineno + 1}):\n" + "".join(report)
+    )

@@ -11,19 +11,28 @@ import sys
 import pytest
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-CHECK = ("import keras_bert_impl, os; from tensorflow.python.util import _pywrap_util_port; "
-         "print(os.environ['TF_ENABLE_ONEDNN_OPTS'], _pywrap_util_port.IsMklEnabled())")
+CHECK = (
+    "import keras_bert_impl, os; from tensorflow.python.util import _pywrap_util_port; "
+    "print(os.environ['TF_ENABLE_ONEDNN_OPTS'], _pywrap_util_port.IsMklEnabled())"
+)
 
 
 def _run(**env):
     clean = {k: v for k, v in os.environ.items() if k != "TF_ENABLE_ONEDNN_OPTS"}
-    done = subprocess.run([sys.executable, "-c", CHECK], capture_output=True, text=True, timeout=300,
-                          env=dict(clean, PYTHONPATH=REPO, **env))
+    done = subprocess.run(
+        [sys.executable, "-c", CHECK],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env=dict(clean, PYTHONPATH=REPO, **env),
+    )
     assert done.returncode == 0, done.stderr[-2000:]
     return done.stdout.split()[-2:]
 
 
-@pytest.mark.skipif(platform.machine().lower() not in ("x86_64", "amd64"), reason="oneDNN's switch is set on x86 only")
+@pytest.mark.skipif(
+    platform.machine().lower() not in ("x86_64", "amd64"), reason="oneDNN's switch is set on x86 only"
+)
 def test_onednn_is_on_unless_the_user_says_otherwise():
     assert _run() == ["1", "True"]
     assert _run(TF_ENABLE_ONEDNN_OPTS="0") == ["0", "False"]

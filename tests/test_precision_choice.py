@@ -18,8 +18,22 @@ AVX2 = ["sse4_2", "avx", "avx2", "fma"]  # Zen 3, Haswell to Comet Lake
 AVX512 = AVX2 + ["avx512f", "avx512bw", "avx512cd", "avx512dq", "avx512vl"]  # Skylake-SP
 # The Intel Xeon of cpu_peers' AVX-512 run (family 6 model 207, Emerald Rapids under a hypervisor
 # that hides avx512_bf16 and AMX): its AVX, FMA and AMX flags as the results file records them.
-XEON_VNNI_NO_BF16 = ["avx", "avx2", "avx512_bitalg", "avx512_vbmi2", "avx512_vnni", "avx512_vpopcntdq", "avx512bw",
-                     "avx512cd", "avx512dq", "avx512f", "avx512ifma", "avx512vbmi", "avx512vl", "fma"]
+XEON_VNNI_NO_BF16 = [
+    "avx",
+    "avx2",
+    "avx512_bitalg",
+    "avx512_vbmi2",
+    "avx512_vnni",
+    "avx512_vpopcntdq",
+    "avx512bw",
+    "avx512cd",
+    "avx512dq",
+    "avx512f",
+    "avx512ifma",
+    "avx512vbmi",
+    "avx512vl",
+    "fma",
+]
 # CPU -> (flags, auto for a classifier, auto for a token or span head)
 TABLE = {
     "AVX2 only": (AVX2, "fp32", "fp32"),
@@ -27,7 +41,11 @@ TABLE = {
     "AVX-512 + VNNI": (AVX512 + ["avx512_vnni"], "int8", "fp32"),  # Cascade Lake
     "AVX-512 + VNNI, BF16 and AMX hidden (measured)": (XEON_VNNI_NO_BF16, "int8", "fp32"),
     "AVX-512 + VNNI + BF16": (AVX512 + ["avx512_vnni", "avx512_bf16"], "int8", "bf16"),  # Cooper Lake, Zen 4
-    "AMX": (AVX512 + ["avx512_vnni", "avx512_bf16", "amx_tile", "amx_bf16", "amx_int8"], "int8", "bf16"),  # Sapphire Rapids
+    "AMX": (
+        AVX512 + ["avx512_vnni", "avx512_bf16", "amx_tile", "amx_bf16", "amx_int8"],
+        "int8",
+        "bf16",
+    ),  # Sapphire Rapids
     "AVX-VNNI, no AVX-512": (AVX2 + ["avx_vnni"], "int8", "fp32"),  # Alder Lake
     "BF16 without VNNI": (AVX512 + ["avx512_bf16"], "bf16", "bf16"),
     "unknown (no /proc/cpuinfo)": ([], "fp32", "fp32"),
@@ -49,23 +67,38 @@ def test_the_choice_on_each_kind_of_cpu(cpu):
 def test_the_reasons_name_the_deciding_features_and_the_measurements():
     avx2 = CpuFeatures("AMD EPYC", AVX2)
     assert choose_precision(avx2, "classification") == (
-        "fp32", "it has no VNNI or BF16 (int8 took 41 s to fp32's 39-41 s and bf16 ran 0.76x fp32 on an AVX2-only CPU)")
+        "fp32",
+        "it has no VNNI or BF16 (int8 took 41 s to fp32's 39-41 s and bf16 ran 0.76x fp32 on an AVX2-only CPU)",
+    )
     assert choose_precision(avx2, "squad") == (
-        "fp32", "it has no BF16 (bf16 ran 0.76x fp32 on an AVX2-only CPU; int8 is for classifiers, this model is squad)")
+        "fp32",
+        "it has no BF16 (bf16 ran 0.76x fp32 on an AVX2-only CPU; int8 is for classifiers, this model is squad)",
+    )
     vnni_bf16 = CpuFeatures("x", AVX512 + ["avx512_vnni", "avx512_bf16"])
-    assert choose_precision(vnni_bf16, "pair") == ("int8", "it has VNNI (int8 ran 3.24x fp32 on an AVX512-VNNI CPU)")
+    assert choose_precision(vnni_bf16, "pair") == (
+        "int8",
+        "it has VNNI (int8 ran 3.24x fp32 on an AVX512-VNNI CPU)",
+    )
     # AVX-512 VNNI without BF16: this kind's own measurements (cpu_peers.json's Xeon run).
     xeon = CpuFeatures("Intel(R) Xeon(R) Processor", XEON_VNNI_NO_BF16)
     assert choose_precision(xeon, "classification") == (
-        "int8", "it has VNNI (int8 ran 2.64x fp32 on an AVX512-VNNI CPU without BF16)")
+        "int8",
+        "it has VNNI (int8 ran 2.64x fp32 on an AVX512-VNNI CPU without BF16)",
+    )
     assert choose_precision(xeon, "tagging") == (
-        "fp32", "it has no BF16 (bf16 ran 0.22x fp32 on an AVX512-VNNI CPU without BF16; int8 is for classifiers, "
-                "this model is tagging)")
+        "fp32",
+        "it has no BF16 (bf16 ran 0.22x fp32 on an AVX512-VNNI CPU without BF16; int8 is for classifiers, "
+        "this model is tagging)",
+    )
     # AVX-VNNI without AVX-512 (nothing measured): the VNNI/BF16 CPU's int8 figure.
     assert choose_precision(CpuFeatures("x", AVX2 + ["avx_vnni"]), "classification")[1] == (
-        "it has VNNI (int8 ran 3.24x fp32 on an AVX512-VNNI CPU)")
+        "it has VNNI (int8 ran 3.24x fp32 on an AVX512-VNNI CPU)"
+    )
     bf16 = CpuFeatures("x", AVX512 + ["avx512_bf16"])
-    assert choose_precision(bf16, "multilabel") == ("bf16", "it has BF16 but no VNNI (bf16 ran 1.44x fp32 on an AVX512-BF16 CPU)")
+    assert choose_precision(bf16, "multilabel") == (
+        "bf16",
+        "it has BF16 but no VNNI (bf16 ran 1.44x fp32 on an AVX512-BF16 CPU)",
+    )
     with pytest.raises(TypeError, match=r"features must be a CpuFeatures. Received: features=\['avx2'\]"):
         choose_precision(["avx2"], "classification")
 
@@ -89,16 +122,22 @@ def test_the_measured_cpu_gets_int8_and_bf16():
 def test_explicit_precisions_expected_slower_name_the_missing_feature():
     avx2 = CpuFeatures("AMD EPYC", AVX2)
     assert slower_here("bf16", avx2) == "this CPU has no BF16 (bf16 ran 0.76x fp32 on an AVX2-only CPU)"
-    assert slower_here("int8", avx2) == "this CPU has no VNNI (int8 took 41 s to fp32's 39-41 s on an AVX2-only CPU)"
+    assert (
+        slower_here("int8", avx2)
+        == "this CPU has no VNNI (int8 took 41 s to fp32's 39-41 s on an AVX2-only CPU)"
+    )
     assert slower_here("fp32", avx2) is None
     # VNNI without BF16: int8 is expected fast, bf16 not; either BF16 (AVX-512's or AMX's) counts.
     cascade = CpuFeatures("x", AVX512 + ["avx512_vnni"])
     assert slower_here("int8", cascade) is None
     assert slower_here("bf16", cascade) == (
-        "this CPU has no BF16 (bf16 ran 0.22x fp32 on an AVX512-VNNI CPU without BF16)")
+        "this CPU has no BF16 (bf16 ran 0.22x fp32 on an AVX512-VNNI CPU without BF16)"
+    )
     assert slower_here("bf16", CpuFeatures("x", AVX512 + ["amx_bf16"])) is None
     assert slower_here("int8", CpuFeatures("x", AVX2 + ["avx_vnni"])) is None
-    with pytest.raises(ValueError, match=r"precision must be one of \['fp32', 'bf16', 'int8'\]. Received: precision='auto'"):
+    with pytest.raises(
+        ValueError, match=r"precision must be one of \['fp32', 'bf16', 'int8'\]. Received: precision='auto'"
+    ):
         slower_here("auto", avx2)
 
 
@@ -126,8 +165,12 @@ def _median_ratio(run, precision):
     if ratio:
         return ratio["median"]
     speeds = run["runtimes"]
-    per_round = [a / b for a, b in zip(speeds[f"ours_{precision}"]["sentences_per_second"],
-                                       speeds["ours_fp32"]["sentences_per_second"])]
+    per_round = [
+        a / b
+        for a, b in zip(
+            speeds[f"ours_{precision}"]["sentences_per_second"], speeds["ours_fp32"]["sentences_per_second"]
+        )
+    ]
     return sorted(per_round)[len(per_round) // 2]
 
 
@@ -147,7 +190,10 @@ def test_on_every_measured_cpu_auto_picks_nothing_that_measured_slower_there():
         for precision in ("int8", "bf16"):
             faster = _median_ratio(run, precision) >= 1
             if precision in processes.get(kind, {}).get("processes", {}):
-                faster = faster and processes[kind]["speed_over_fp32"][f"fp32_seconds_over_{precision}"]["median"] >= 1
+                faster = (
+                    faster
+                    and processes[kind]["speed_over_fp32"][f"fp32_seconds_over_{precision}"]["median"] >= 1
+                )
             assert (precision in chosen) <= faster, (kind, precision)
             if not faster:
                 assert slower_here(precision, features), (kind, precision)

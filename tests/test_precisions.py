@@ -10,14 +10,26 @@ from keras_bert_impl.precisions import PRECISIONS, check_precision
 def test_the_names_and_the_old_spellings():
     assert PRECISIONS == ("fp32", "bf16", "int8")
     assert [check_precision(p) for p in PRECISIONS] == list(PRECISIONS)
-    for old, new in (("float32", "fp32"), ("none", "fp32"), ("mixed_bfloat16", "bf16"), ("bfloat16", "bf16"),
-                     ("dynamic_int8", "int8")):
-        with pytest.raises(ValueError, match=rf"^precision '{old}' is spelled '{new}' here \(one name per precision: "
-                           r"fp32, bf16, int8\)\.$"):
+    for old, new in (
+        ("float32", "fp32"),
+        ("none", "fp32"),
+        ("mixed_bfloat16", "bf16"),
+        ("bfloat16", "bf16"),
+        ("dynamic_int8", "int8"),
+    ):
+        with pytest.raises(
+            ValueError,
+            match=rf"^precision '{old}' is spelled '{new}' here \(one name per precision: "
+            r"fp32, bf16, int8\)\.$",
+        ):
             check_precision(old)
-    with pytest.raises(ValueError, match=r"precision must be one of \['fp32', 'bf16'\]. Received: precision='int8'"):
+    with pytest.raises(
+        ValueError, match=r"precision must be one of \['fp32', 'bf16'\]. Received: precision='int8'"
+    ):
         check_precision("int8", choices=("fp32", "bf16"))
-    with pytest.raises(ValueError, match=r"precision must be one of \['fp32', 'bf16', 'int8'\]. Received: precision='fp16'"):
+    with pytest.raises(
+        ValueError, match=r"precision must be one of \['fp32', 'bf16', 'int8'\]. Received: precision='fp16'"
+    ):
         check_precision("fp16")
 
 
@@ -27,11 +39,16 @@ def test_each_precision_runs_on_its_runtimes():
     assert RUNTIMES == {"fp32": ("tensorflow", "litert"), "bf16": ("tensorflow",), "int8": ("litert",)}
     assert [check_runtime(p) for p in PRECISIONS] == ["tensorflow", "tensorflow", "litert"]
     assert check_runtime("fp32", "litert") == "litert" and check_runtime("int8", "litert") == "litert"
-    with pytest.raises(ValueError, match=r"^runtime tensorflow runs precision fp32 or bf16; int8 runs on litert only\. "
-                       r"Received: runtime='tensorflow' with precision='int8': leave runtime out, or pick precision "
-                       r"fp32 or bf16\.$"):
+    with pytest.raises(
+        ValueError,
+        match=r"^runtime tensorflow runs precision fp32 or bf16; int8 runs on litert only\. "
+        r"Received: runtime='tensorflow' with precision='int8': leave runtime out, or pick precision "
+        r"fp32 or bf16\.$",
+    ):
         check_runtime("int8", "tensorflow")
-    with pytest.raises(ValueError, match=r"runtime must be one of \['tensorflow', 'litert'\]. Received: runtime='onnx'"):
+    with pytest.raises(
+        ValueError, match=r"runtime must be one of \['tensorflow', 'litert'\]. Received: runtime='onnx'"
+    ):
         check_runtime("fp32", "onnx")
 
 
@@ -68,10 +85,15 @@ def test_training_commands_take_the_same_words_and_the_old_flag_with_a_note(comm
     for old, new in (("none", "fp32"), ("bf16", "bf16"), ("fp16", "fp16")):
         assert parse("--mixed-precision", old).precision == new
         assert capsys.readouterr().err == (
-            f"kbert {command}: --mixed-precision {old} is now spelled --precision {new}; running with --precision {new}.\n")
-    for value, expected in (("mixed_float16", "'mixed_float16' is spelled 'fp16' here (one name per precision: fp32, "
-                                              "bf16, fp16)"),
-                            ("int8", "--precision must be one of ['fp32', 'bf16', 'fp16']. Received: --precision='int8'")):
+            f"kbert {command}: --mixed-precision {old} is now spelled --precision {new}; running with --precision {new}.\n"
+        )
+    for value, expected in (
+        (
+            "mixed_float16",
+            "'mixed_float16' is spelled 'fp16' here (one name per precision: fp32, bf16, fp16)",
+        ),
+        ("int8", "--precision must be one of ['fp32', 'bf16', 'fp16']. Received: --precision='int8'"),
+    ):
         with pytest.raises(SystemExit) as exit_info:
             parse("--precision", value)
         assert exit_info.value.code == 2
@@ -85,12 +107,26 @@ def test_full_int8_is_refused_naming_int8_mixed_and_the_integer_only_files(tmp_p
     from keras_bert_impl.conversion.input_contract import QUANTIZATIONS, check_quantization
 
     assert "int8_mixed" in QUANTIZATIONS and "full_int8" not in QUANTIZATIONS
-    message = (r"quantization 'full_int8' is called 'int8_mixed' now: it keeps softmax, LayerNorm and most matmuls "
-               r"in float, so it is not integer-only \(for that, int8_only or int16x8_only\)\.")
+    message = (
+        r"quantization 'full_int8' is called 'int8_mixed' now: it keeps softmax, LayerNorm and most matmuls "
+        r"in float, so it is not integer-only \(for that, int8_only or int16x8_only\)\."
+    )
     with pytest.raises(ValueError, match="^" + message + "$"):
         check_quantization("quantization", "full_int8")
     with pytest.raises(ValueError, match=r"must be one of .*Received: quantization='int9'"):
         check_quantization("quantization", "int9")
-    assert main(["export", "--model", str(tmp_path / "absent.keras"), "--output", str(tmp_path / "out"),
-                 "--quantizations", "float32,full_int8"]) == 2
+    assert (
+        main(
+            [
+                "export",
+                "--model",
+                str(tmp_path / "absent.keras"),
+                "--output",
+                str(tmp_path / "out"),
+                "--quantizations",
+                "float32,full_int8",
+            ]
+        )
+        == 2
+    )
     assert "--quantizations 'full_int8' is called 'int8_mixed' now" in capsys.readouterr().err

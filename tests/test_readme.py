@@ -73,12 +73,15 @@ def test_readme_is_short():
     with open(os.path.join(REPO, "README.md"), encoding="utf-8") as f:
         lines = f.read().splitlines()
     assert len(lines) <= README_MAX_LINES, (
-        f"README.md has {len(lines)} lines, over {README_MAX_LINES}: move the detail to a page under docs/")
+        f"README.md has {len(lines)} lines, over {README_MAX_LINES}: move the detail to a page under docs/"
+    )
 
 
 def _markdown_files():
     docs = os.path.join(REPO, "docs")
-    return ["README.md"] + sorted(os.path.join("docs", name) for name in os.listdir(docs) if name.endswith(".md"))
+    return ["README.md"] + sorted(
+        os.path.join("docs", name) for name in os.listdir(docs) if name.endswith(".md")
+    )
 
 
 def _anchors(path):
@@ -106,8 +109,11 @@ def test_relative_links_resolve():
             if re.match(r"[a-z]+:", target):  # https:, mailto:
                 continue
             path, _, anchor = target.partition("#")
-            resolved = os.path.normpath(os.path.join(REPO, os.path.dirname(page), path)) if path \
+            resolved = (
+                os.path.normpath(os.path.join(REPO, os.path.dirname(page), path))
+                if path
                 else os.path.join(REPO, page)
+            )
             if not os.path.exists(resolved):
                 broken.append(f"{page}: {target} (no {os.path.relpath(resolved, REPO)})")
             elif anchor and resolved.endswith(".md") and anchor not in _anchors(resolved):

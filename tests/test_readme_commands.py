@@ -45,15 +45,11 @@ SCALE = {("--steps", "3000"): ("--steps", "4")}  # 3,000 bert_tiny pretraining s
 TIMING = {("export", "--validation"): ("--repeats", "2")}
 
 NOT_RUN = {
-    "cd android_demo && gradle wrapper --gradle-version 9.1.0":
-        "Gradle and the Android SDK come from the network; tests/export/test_android_logic.py runs the app's code",
+    "cd android_demo && gradle wrapper --gradle-version 9.1.0": "Gradle and the Android SDK come from the network; tests/export/test_android_logic.py runs the app's code",
     "./gradlew installDebug": "needs an Android device or emulator",
-    'docker run -p 8501:8501 -v "$PWD/data/demo/mr_export/serving/mr:/models/mr" -e MODEL_NAME=mr tensorflow/serving':
-        "TF Serving's binary is not installable here; tests/export/ load each SavedModel the way the server does",
-    ".venv/bin/kbert serve --model exports/mr":
-        "serves until SIGTERM; tests/export/test_serve.py runs it on the session's export (with --port 0)",
-    'python export/tf_serving_client.py --url http://127.0.0.1:8501 --model mr "a gripping , funny film" "dull and slow"':
-        "needs the server above; tests/export/test_serve.py runs the client against it",
+    'docker run -p 8501:8501 -v "$PWD/data/demo/mr_export/serving/mr:/models/mr" -e MODEL_NAME=mr tensorflow/serving': "TF Serving's binary is not installable here; tests/export/ load each SavedModel the way the server does",
+    ".venv/bin/kbert serve --model exports/mr": "serves until SIGTERM; tests/export/test_serve.py runs it on the session's export (with --port 0)",
+    'python export/tf_serving_client.py --url http://127.0.0.1:8501 --model mr "a gripping , funny film" "dull and slow"': "needs the server above; tests/export/test_serve.py runs the client against it",
 }
 
 
@@ -71,7 +67,9 @@ def readme_commands():
     """(place, command) for every command in the shell blocks (``` without a language) of
     README.md and the docs pages, place being "FILE line N"; continuation lines joined and
     comments dropped."""
-    return [(f"{page} line {number}", command) for page in doc_pages() for number, command in page_commands(page)]
+    return [
+        (f"{page} line {number}", command) for page in doc_pages() for number, command in page_commands(page)
+    ]
 
 
 def page_commands(page):
@@ -124,7 +122,9 @@ def build_world(folder):
     _write_csv(folder / "dev.csv", positive[40:56] + negative[40:56])
     sentences = positive[100:112] + negative[100:112]
     _write_lines(folder / "sentences.txt", [" ".join(text.split()) for _, text in sentences])
-    _write_lines(folder / "labels.txt", ["positive" if label == "1" else "negative" for label, _ in sentences])
+    _write_lines(
+        folder / "labels.txt", ["positive" if label == "1" else "negative" for label, _ in sentences]
+    )
     with open(REVIEWS, encoding="utf-8-sig", newline="") as f:
         reviews = list(csv.reader(f))
     _write_csv(folder / "reviews.csv", reviews[:12])
@@ -187,7 +187,9 @@ def test_every_readme_command_is_run_or_listed():
         words = shlex.split(command)
         if command in NOT_RUN or _is_kbert(command):
             continue
-        assert words[0] == "make", f"command {command!r} is neither kbert nor make: run it here or list it in NOT_RUN"
+        assert words[0] == "make", (
+            f"command {command!r} is neither kbert nor make: run it here or list it in NOT_RUN"
+        )
         for target in words[1:]:
             assert target in targets, f"a page runs `make {target}`, which the Makefile does not define"
     for command in NOT_RUN:
@@ -218,8 +220,9 @@ def test_readme_kbert_commands_run_as_written(tmp_path, monkeypatch, capsys):
         if stdin is not None and "--file" in argv:
             with open(stdin, encoding="utf-8") as f:
                 expected = sum(1 for _ in f)
-            assert len(out.splitlines()) == expected, (f"{line}: {len(out.splitlines())} output "
-                                                       f"lines for {expected} input lines")
+            assert len(out.splitlines()) == expected, (
+                f"{line}: {len(out.splitlines())} output lines for {expected} input lines"
+            )
     with capsys.disabled():
         for line, argv, seconds, _ in ran:
             print(f"{line}: kbert {' '.join(argv)[:90]} ... {seconds:.1f} s")

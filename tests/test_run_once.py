@@ -7,7 +7,7 @@ import sys
 
 from tests.conftest import REPO
 
-CHILD_TESTS = '''
+CHILD_TESTS = """
 import os
 import time
 
@@ -42,7 +42,7 @@ def test_shared(tmp_path_factory, case):
 def test_failing(tmp_path_factory, case):
     with pytest.raises(RuntimeError):
         once_per_run(tmp_path_factory, "failing", _failing)
-'''
+"""
 
 
 def test_two_workers_build_once_and_retry_a_failed_build(tmp_path):
@@ -51,11 +51,32 @@ def test_two_workers_build_once_and_retry_a_failed_build(tmp_path):
     log = tmp_path / "builds.log"
     env = dict(os.environ, RUN_ONCE_LOG=str(log), PYTHONPATH=REPO)
     done = subprocess.run(
-        [sys.executable, "-m", "pytest", str(child), "-n", "2", "--dist", "load", "-q", "-p", "no:cacheprovider",
-         "--rootdir", str(tmp_path), "--basetemp", str(tmp_path / "base")],
-        capture_output=True, text=True, env=env, timeout=300, cwd=str(tmp_path),
+        [
+            sys.executable,
+            "-m",
+            "pytest",
+            str(child),
+            "-n",
+            "2",
+            "--dist",
+            "load",
+            "-q",
+            "-p",
+            "no:cacheprovider",
+            "--rootdir",
+            str(tmp_path),
+            "--basetemp",
+            str(tmp_path / "base"),
+        ],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=300,
+        cwd=str(tmp_path),
     )
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     assert "6 passed" in done.stdout, done.stdout[-2000:]
     assert len(log.read_text().split()) == 1  # one build for four tests on two workers
-    assert len((tmp_path / "builds.log.failed").read_text().split()) == 2  # nothing recorded: each asker tries
+    assert (
+        len((tmp_path / "builds.log.failed").read_text().split()) == 2
+    )  # nothing recorded: each asker tries

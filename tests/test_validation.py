@@ -37,7 +37,9 @@ def test_fractions_bools_choices():
         check_fraction("p", 0, open_low=True, open_high=False)
     with pytest.raises(ValueError, match="flag must be True or False. Received: flag=1"):
         check_bool("flag", 1)
-    with pytest.raises(ValueError, match=r"pooling must be one of \['cls', 'mean'\]. Received: pooling='max'"):
+    with pytest.raises(
+        ValueError, match=r"pooling must be one of \['cls', 'mean'\]. Received: pooling='max'"
+    ):
         check_choice("pooling", "max", ("cls", "mean"))
 
 
@@ -66,6 +68,9 @@ def test_sequence_lengths():
     assert check_sequence_length("sequence_length", np.int32(64), 64) == 64
     assert check_sequence_length("--seq-len", 2, 512, minimum=2) == 2
     for bad in (0, -1, 2, 65, 100000, 16.0, None, True):
-        with pytest.raises(ValueError, match=rf"^--seq-len {bad!r} is outside 3\.\.64: at least 3 wordpieces .* "
-                           r"max_sequence_length=64 \(its position embeddings\)\. Pass --seq-len from 3 to 64\.$"):
+        with pytest.raises(
+            ValueError,
+            match=rf"^--seq-len {bad!r} is outside 3\.\.64: at least 3 wordpieces .* "
+            r"max_sequence_length=64 \(its position embeddings\)\. Pass --seq-len from 3 to 64\.$",
+        ):
             check_sequence_length("--seq-len", bad, 64)

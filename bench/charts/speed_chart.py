@@ -68,8 +68,11 @@ def load_records(results=RESULTS):
         with open(os.path.join(results, name), encoding="utf-8") as f:
             content = json.load(f)
         runs = content.get("runs")
-        per_cpu = isinstance(runs, dict) and runs and all(
-            isinstance(run, dict) and "machine" in run for run in runs.values())
+        per_cpu = (
+            isinstance(runs, dict)
+            and runs
+            and all(isinstance(run, dict) and "machine" in run for run in runs.values())
+        )
         if per_cpu:
             records += [(name, run) for run in runs.values()]
         else:
@@ -119,8 +122,11 @@ def _fastest_peer(record, precision, figure, lowest=False):
     """(name, value, ours over it per round or None) of the peer (not ours) of `precision`
     ("int8" counting per-channel int8) with the best `figure(result)`, or None. The ratio is
     the run's own (`ratios`: the median of the per-round ratios), where it recorded one."""
-    peers = [(key, figure(value)) for key, value in record["runtimes"].items() if key in RUNTIMES
-             and not key.startswith("ours") and RUNTIMES[key][1].split()[0] == precision]
+    peers = [
+        (key, figure(value))
+        for key, value in record["runtimes"].items()
+        if key in RUNTIMES and not key.startswith("ours") and RUNTIMES[key][1].split()[0] == precision
+    ]
     if not peers:
         return None
     key, value = (min if lowest else max)(peers, key=lambda peer: peer[1])
@@ -133,13 +139,19 @@ def _fastest_peer(record, precision, figure, lowest=False):
 def cpu_peers_rows(record):
     runtimes = peer_runtimes(record)
     ours = {(r, p): v for (r, p), v in runtimes.items() if r.startswith("ours")}
-    setting = (f"MR text → labels, sentences/s: fine-tuned MiniLM-L6, {record['sentences']:,} sentences, "
-               f"batch {record['batch_size']}, {record['threads']} threads, "
-               f"median of {record['rounds']} rounds")
+    setting = (
+        f"MR text → labels, sentences/s: fine-tuned MiniLM-L6, {record['sentences']:,} sentences, "
+        f"batch {record['batch_size']}, {record['threads']} threads, "
+        f"median of {record['rounds']} rounds"
+    )
 
     def ours_cell(figure, unit="", precisions=PRECISIONS):
-        return " · ".join(f"{p}{' on LiteRT' if 'LiteRT' in r else ''} {_n(figure(v))}{unit}"
-                          for p in precisions for (r, q), v in ours.items() if q == p)
+        return " · ".join(
+            f"{p}{' on LiteRT' if 'LiteRT' in r else ''} {_n(figure(v))}{unit}"
+            for p in precisions
+            for (r, q), v in ours.items()
+            if q == p
+        )
 
     def peers_cell(figure, unit="", lowest=False):
         cells = []
@@ -150,26 +162,46 @@ def cpu_peers_rows(record):
                 cells.append(f"{precision}: {peer[0]} {_n(peer[1])}{unit}{ratio}")
         return "fastest " + " · ".join(cells)
 
-    accuracy = {p: [v["accuracy_800_held_out"] for (r, q), v in runtimes.items()
-                    if not r.startswith("ours") and q.split()[0] == p] for p in ("fp32", "int8")}
+    accuracy = {
+        p: [
+            v["accuracy_800_held_out"]
+            for (r, q), v in runtimes.items()
+            if not r.startswith("ours") and q.split()[0] == p
+        ]
+        for p in ("fp32", "int8")
+    }
     return [
         (setting, ours_cell(_sps), peers_cell(_sps)),
-        ("same, batch 1: p50 latency", ours_cell(_p50, " ms", ("fp32", "int8")),
-         peers_cell(_p50, " ms", lowest=True)),
-        (f"same, accuracy on the {record['held_out']} held-out sentences",
-         " · ".join(f"{p} {v['accuracy_800_held_out']:.4f}" for (r, p), v in ours.items()
-                    if r == "ours (TensorFlow)"),
-         " · ".join(f"{p} {_span(values)}" for p, values in accuracy.items() if values)),
+        (
+            "same, batch 1: p50 latency",
+            ours_cell(_p50, " ms", ("fp32", "int8")),
+            peers_cell(_p50, " ms", lowest=True),
+        ),
+        (
+            f"same, accuracy on the {record['held_out']} held-out sentences",
+            " · ".join(
+                f"{p} {v['accuracy_800_held_out']:.4f}"
+                for (r, p), v in ours.items()
+                if r == "ours (TensorFlow)"
+            ),
+            " · ".join(f"{p} {_span(values)}" for p, values in accuracy.items() if values),
+        ),
     ]
 
 
 def precision_process_rows(record):
     processes = record["processes"]
-    return [(f"whole `kbert predict --file` process, {record['sentences']:,} sentences, seconds (median of "
-             f"{record['rounds']}; cached: the converted file kept from an earlier run)",
-             " · ".join(f"{name.replace('_', ' ')} {_n(value['seconds_summary']['median'])}"
-                        for name, value in processes.items()),
-             "")]
+    return [
+        (
+            f"whole `kbert predict --file` process, {record['sentences']:,} sentences, seconds (median of "
+            f"{record['rounds']}; cached: the converted file kept from an earlier run)",
+            " · ".join(
+                f"{name.replace('_', ' ')} {_n(value['seconds_summary']['median'])}"
+                for name, value in processes.items()
+            ),
+            "",
+        )
+    ]
 
 
 def backbone_forward_rows(record):
@@ -181,9 +213,14 @@ def backbone_forward_rows(record):
         share = result["fraction_of_matmul_peak_median"]
         return f"{_n(result['sequences_per_second_median'], 2)} ({share:.0%})"
 
-    return [(f"BERT-base forward, sequences/s (share of the machine's matmul peak): length "
-             f"{settings['sequence_length']}, batch {settings['batch_size']}, {settings['dtype']}",
-             cell("ours"), f"KerasHub {cell('kerashub')} · Model Garden {cell('model_garden')}")]
+    return [
+        (
+            f"BERT-base forward, sequences/s (share of the machine's matmul peak): length "
+            f"{settings['sequence_length']}, batch {settings['batch_size']}, {settings['dtype']}",
+            cell("ours"),
+            f"KerasHub {cell('kerashub')} · Model Garden {cell('model_garden')}",
+        )
+    ]
 
 
 def tokenization_rows(record):
@@ -191,85 +228,130 @@ def tokenization_rows(record):
     results = mode["results"]
 
     def span(prefix):
-        return _span([v["sentences_per_s_median"] for k, v in results.items()
-                      if k.startswith(prefix + "@")], 0)
+        return _span(
+            [v["sentences_per_s_median"] for k, v in results.items() if k.startswith(prefix + "@")], 0
+        )
 
     threads = f"{mode['tf_intra_op_threads']} thread" + ("s" if mode["tf_intra_op_threads"] > 1 else "")
-    return [(f"tokenize + pack + pad, {mode['sentences']:,} sentences, {threads}, sentences/s "
-             f"(batch {'-'.join(str(b) for b in record['batch_sizes'])})",
-             span("ours_full"), f"Hugging Face `tokenizers` {span('hf_full')}")]
+    return [
+        (
+            f"tokenize + pack + pad, {mode['sentences']:,} sentences, {threads}, sentences/s "
+            f"(batch {'-'.join(str(b) for b in record['batch_sizes'])})",
+            span("ours_full"),
+            f"Hugging Face `tokenizers` {span('hf_full')}",
+        )
+    ]
 
 
 def pretraining_memory_rows(record):
     small, large = (record["runs"][size]["corpus_bytes"] for size in ("1x", "10x"))
-    return [(f"pretraining data: peak memory of a corpus {large / small:.0f}x larger, over the smaller one's",
-             f"{record['ratio_large_over_small']:.3f}x", "")]
+    return [
+        (
+            f"pretraining data: peak memory of a corpus {large / small:.0f}x larger, over the smaller one's",
+            f"{record['ratio_large_over_small']:.3f}x",
+            "",
+        )
+    ]
 
 
 def pretraining_speed_rows(record):
     settings, summary = record["settings"], record["summary"]["jit_compile=False"]
-    return [(f"{settings['preset']} pretraining (MLM + NSP), steps/s: batch {settings['batch_size']}, "
-             f"length {settings['sequence_length']}, median of {settings['rounds']} rounds",
-             _n(summary["ours_steps_per_second_median"], 2),
-             f"KerasHub `BertMaskedLM` (MLM only) {_n(summary['kerashub_steps_per_second_median'], 2)}")]
+    return [
+        (
+            f"{settings['preset']} pretraining (MLM + NSP), steps/s: batch {settings['batch_size']}, "
+            f"length {settings['sequence_length']}, median of {settings['rounds']} rounds",
+            _n(summary["ours_steps_per_second_median"], 2),
+            f"KerasHub `BertMaskedLM` (MLM only) {_n(summary['kerashub_steps_per_second_median'], 2)}",
+        )
+    ]
 
 
 def finetune_mr_rows(record):
     settings, ours, torch = record["settings"], record["ours"], record["pytorch_transformers"]
-    return [(f"MR fine-tune of MiniLM, seconds per epoch (median of {settings['epochs']}): length "
-             f"{settings['seq_len']}, batch {settings['batch_size']}",
-             f"{_n(statistics.median(ours['epoch_train_seconds']))} (accuracy {ours['accuracy']:.4f})",
-             f"PyTorch + transformers {_n(statistics.median(torch['epoch_seconds']))} "
-             f"(accuracy {torch['test_accuracy']:.4f})")]
+    return [
+        (
+            f"MR fine-tune of MiniLM, seconds per epoch (median of {settings['epochs']}): length "
+            f"{settings['seq_len']}, batch {settings['batch_size']}",
+            f"{_n(statistics.median(ours['epoch_train_seconds']))} (accuracy {ours['accuracy']:.4f})",
+            f"PyTorch + transformers {_n(statistics.median(torch['epoch_seconds']))} "
+            f"(accuracy {torch['test_accuracy']:.4f})",
+        )
+    ]
 
 
 def embed_throughput_rows(record):
     settings = record["settings"]
-    return [(f"sentence vectors (`kbert embed`), MiniLM mean pooling, {settings['sentences']:,} sentences, "
-             f"sentences/s", f"{_n(record['ours']['sentences_per_second'])} (whole process "
-             f"{_n(record['ours_kbert_embed_process']['sentences_per_second'])})",
-             f"PyTorch + transformers {_n(record['pytorch_length_sorted']['sentences_per_second'])} "
-             f"sorted by length, {_n(record['pytorch_input_order']['sentences_per_second'])} in file order")]
+    return [
+        (
+            f"sentence vectors (`kbert embed`), MiniLM mean pooling, {settings['sentences']:,} sentences, "
+            f"sentences/s",
+            f"{_n(record['ours']['sentences_per_second'])} (whole process "
+            f"{_n(record['ours_kbert_embed_process']['sentences_per_second'])})",
+            f"PyTorch + transformers {_n(record['pytorch_length_sorted']['sentences_per_second'])} "
+            f"sorted by length, {_n(record['pytorch_input_order']['sentences_per_second'])} in file order",
+        )
+    ]
 
 
 def semantic_search_rows(record):
     settings, latency = record["settings"], record["latency"]
     search = {kind: latency[kind]["search_only"]["p50_ms"] for kind in ("hnsw", "exact")}
     recall = record["recall_at_10_hnsw_vs_exact"]
-    return [(f"semantic search over {settings['sentences']:,} sentences, k {settings['k']}: search p50",
-             f"HNSW {_n(search['hnsw'], 2)} ms (recall@{settings['k']} {recall:.3f}, built in "
-             f"{_n(record['build']['hnsw']['seconds'])} s) · exact {_n(search['exact'], 2)} ms", "")]
+    return [
+        (
+            f"semantic search over {settings['sentences']:,} sentences, k {settings['k']}: search p50",
+            f"HNSW {_n(search['hnsw'], 2)} ms (recall@{settings['k']} {recall:.3f}, built in "
+            f"{_n(record['build']['hnsw']['seconds'])} s) · exact {_n(search['exact'], 2)} ms",
+            "",
+        )
+    ]
 
 
 def finetune_mr_buckets_rows(record):
     settings, seconds = record["settings"], record["median_epoch_seconds"]
     accuracy = record["mean_accuracy"]
-    return [(f"MR fine-tune of MiniLM, seconds per epoch (median over seeds {settings['seeds'][0]}-"
-             f"{settings['seeds'][-1]}): length {settings['seq_len']}, batch {settings['batch_size']}",
-             f"length buckets {_n(seconds['buckets'])} (accuracy {accuracy['buckets']:.4f}) · "
-             f"`--fixed-length` {_n(seconds['fixed_length'])} (accuracy {accuracy['fixed_length']:.4f})",
-             f"PyTorch + transformers, cut to the longest row {_n(seconds['pytorch_padding_longest'])}")]
+    return [
+        (
+            f"MR fine-tune of MiniLM, seconds per epoch (median over seeds {settings['seeds'][0]}-"
+            f"{settings['seeds'][-1]}): length {settings['seq_len']}, batch {settings['batch_size']}",
+            f"length buckets {_n(seconds['buckets'])} (accuracy {accuracy['buckets']:.4f}) · "
+            f"`--fixed-length` {_n(seconds['fixed_length'])} (accuracy {accuracy['fixed_length']:.4f})",
+            f"PyTorch + transformers, cut to the longest row {_n(seconds['pytorch_padding_longest'])}",
+        )
+    ]
 
 
 def inference_throughput_rows(record):
     speed = record["sentences_per_s"]
-    return [(f"MR text → labels (`TextPredictor`), sentences/s: {record['sentences']:,} sentences, batch "
-             f"{record['batch_size']}, {record['rounds']} rounds",
-             " · ".join(f"{p} {_n(speed['ours_' + p])}" for p in ("fp32", "bf16", "int8")),
-             f"PyTorch + transformers sorted by length {_n(speed['pytorch_length_order'])} · "
-             + " · ".join(f"KerasHub `BertTextClassifier` at length {key.rsplit('len', 1)[1]} {_n(value)}"
-                          for key, value in speed.items() if key.startswith("kerashub_len")))]
+    return [
+        (
+            f"MR text → labels (`TextPredictor`), sentences/s: {record['sentences']:,} sentences, batch "
+            f"{record['batch_size']}, {record['rounds']} rounds",
+            " · ".join(f"{p} {_n(speed['ours_' + p])}" for p in ("fp32", "bf16", "int8")),
+            f"PyTorch + transformers sorted by length {_n(speed['pytorch_length_order'])} · "
+            + " · ".join(
+                f"KerasHub `BertTextClassifier` at length {key.rsplit('len', 1)[1]} {_n(value)}"
+                for key, value in speed.items()
+                if key.startswith("kerashub_len")
+            ),
+        )
+    ]
 
 
 def inference_precision_rows(record):
     speed, accuracy = record["sentences_per_s"], record["mr_test_accuracy"]
     agree = record["top_label_agreement_with_fp32"]
-    names = {"int8_keras_quantize": "Keras `quantize(\"int8\")`"}
-    return [(f"each precision on {record['sentences_timed']:,} MR sentences, sentences/s (MR test accuracy; "
-             f"labels equal to fp32's)",
-             " · ".join(f"{names.get(p, p)} {_n(speed[p])} ({accuracy[p]:.4f}; {agree[p]:.1%})"
-                        for p in speed),
-             "")]
+    names = {"int8_keras_quantize": 'Keras `quantize("int8")`'}
+    return [
+        (
+            f"each precision on {record['sentences_timed']:,} MR sentences, sentences/s (MR test accuracy; "
+            f"labels equal to fp32's)",
+            " · ".join(
+                f"{names.get(p, p)} {_n(speed[p])} ({accuracy[p]:.4f}; {agree[p]:.1%})" for p in speed
+            ),
+            "",
+        )
+    ]
 
 
 def serve_load_rows(record):
@@ -278,10 +360,15 @@ def serve_load_rows(record):
     if model.get("litert_cache") == "warm":
         how += ", converted file cached"
     per_request = settings["sentences_per_request"].split(",")[0]
-    return [(f"`kbert serve` under load, {how}: {settings['clients']} clients, {per_request} sentences per "
-             f"request, length {model['seq_len_padded_to']}",
-             f"{_n(record['throughput_sentences_per_s'])} sentences/s, p50 {_n(latency['p50'] / 1e3, 2)} s, "
-             f"p99 {_n(latency['p99'] / 1e3, 2)} s, ready in {_n(record['server_start_up_seconds'])} s", "")]
+    return [
+        (
+            f"`kbert serve` under load, {how}: {settings['clients']} clients, {per_request} sentences per "
+            f"request, length {model['seq_len_padded_to']}",
+            f"{_n(record['throughput_sentences_per_s'])} sentences/s, p50 {_n(latency['p50'] / 1e3, 2)} s, "
+            f"p99 {_n(latency['p99'] / 1e3, 2)} s, ready in {_n(record['server_start_up_seconds'])} s",
+            "",
+        )
+    ]
 
 
 # Results file (its name without .json) -> its rows; the other results files are shown on the
@@ -318,7 +405,7 @@ def cpu_tables(records):
     and the kinds whose flags were not recorded after them."""
     tables = {}
     for name, record in records:
-        benchmark = rows_of(name[:-len(".json")])
+        benchmark = rows_of(name[: -len(".json")])
         if benchmark:
             kind = cpu_kind(record) or "CPU not recorded"
             place = list(ROWS).index(benchmark)
@@ -327,8 +414,11 @@ def cpu_tables(records):
     def order(kind):
         unknown = "not recorded" in kind
         return unknown, kind.count(",") - kind.count("no "), kind
-    return {kind: [row[1:] for row in sorted(tables[kind], key=lambda row: row[0])]
-            for kind in sorted(tables, key=order)}
+
+    return {
+        kind: [row[1:] for row in sorted(tables[kind], key=lambda row: row[0])]
+        for kind in sorted(tables, key=order)
+    }
 
 
 def _gpu_variant(pretrain):
@@ -361,19 +451,25 @@ def gpu_tables(records):
     tables = {}
     for (device, variant), (name, run, record) in sorted(best.items()):
         pretrain = record["pretrain"]
-        tables.setdefault(device, []).append((
-            f"{pretrain['preset']} pretraining, {pretrain['dtype_policy']}, length {pretrain['seq_len']}: "
-            f"{variant}",
-            f"batch {run['batch']}: {_n(run['step_s_fit_without_callbacks'] * 1e3)} ms/step, "
-            f"MFU {run[mfu]:.1%} of {_n(record['datasheet_bf16_tflops'], 0)} TFLOP/s",
-            name))
+        tables.setdefault(device, []).append(
+            (
+                f"{pretrain['preset']} pretraining, {pretrain['dtype_policy']}, length {pretrain['seq_len']}: "
+                f"{variant}",
+                f"batch {run['batch']}: {_n(run['step_s_fit_without_callbacks'] * 1e3)} ms/step, "
+                f"MFU {run[mfu]:.1%} of {_n(record['datasheet_bf16_tflops'], 0)} TFLOP/s",
+                name,
+            )
+        )
     for device, (name, tune) in sorted(finetune.items()):
         summary = tune["summary"]
-        tables.setdefault(device, []).append((
-            f"MiniLM fine-tuned on MR, {tune['dtype_policy']}, {tune['epochs']} epochs: test accuracy",
-            f"mean {summary['mean']:.4f} over {summary['runs']} seeds "
-            f"({_span([summary['min'], summary['max']])})",
-            name))
+        tables.setdefault(device, []).append(
+            (
+                f"MiniLM fine-tuned on MR, {tune['dtype_policy']}, {tune['epochs']} epochs: test accuracy",
+                f"mean {summary['mean']:.4f} over {summary['runs']} seeds "
+                f"({_span([summary['min'], summary['max']])})",
+                name,
+            )
+        )
     return tables
 
 
@@ -416,8 +512,10 @@ def draw_chart(records, path):
     from matplotlib.patches import Patch
 
     kinds = list(cpu_tables(records))
-    runs = sorted(((cpu_kind(record), record) for name, record in records if name == "cpu_peers.json"),
-                  key=lambda run: kinds.index(run[0]))
+    runs = sorted(
+        ((cpu_kind(record), record) for name, record in records if name == "cpu_peers.json"),
+        key=lambda run: kinds.index(run[0]),
+    )
     colours = dict(zip(PRECISIONS, ("#4C72B0", "#DD8452", "#55A868", "#8FD19E")))
     figure = Figure(figsize=(10, 1.2 + 3.4 * len(runs)), dpi=100)
     FigureCanvasAgg(figure)
@@ -437,12 +535,17 @@ def draw_chart(records, path):
         ax.set_yticks(range(len(names)), names)
         ax.invert_yaxis()
         ax.set_xlim(0, top * 1.12)
-        ax.set_title(f"{kind}, {record['date'][:10]}, median of {record['rounds']} rounds",
-                     fontsize=10, loc="left")
+        ax.set_title(
+            f"{kind}, {record['date'][:10]}, median of {record['rounds']} rounds", fontsize=10, loc="left"
+        )
         ax.grid(axis="x", alpha=0.3)
     axes[-1].set_xlabel(f"sentences/s (MR text → labels, {records_setting(runs)}; higher is faster)")
-    figure.legend(handles=[Patch(color=colours[p], label=p) for p in PRECISIONS], loc="upper center",
-                  ncol=len(PRECISIONS), frameon=False)
+    figure.legend(
+        handles=[Patch(color=colours[p], label=p) for p in PRECISIONS],
+        loc="upper center",
+        ncol=len(PRECISIONS),
+        frameon=False,
+    )
     figure.tight_layout(rect=(0, 0, 1, 1 - 0.5 / figure.get_figheight()))
     from keras_bert_impl.atomic_write import write_atomically
 
@@ -462,6 +565,7 @@ def _write_text(path, text):
     def write(tmp):
         with open(tmp, "w", encoding="utf-8") as f:
             f.write(text)
+
     write_atomically(path, write)
 
 
@@ -473,8 +577,11 @@ def main(argv=None):
     parser.add_argument("--results", default=RESULTS, help="the results folder (default bench/results)")
     parser.add_argument("--page", default=PAGE, help="the page whose marked tables are rewritten")
     parser.add_argument("--chart", default=CHART, help="the PNG to write")
-    parser.add_argument("--check", action="store_true",
-                        help="write nothing; exit 1 when the page's tables differ from the results files")
+    parser.add_argument(
+        "--check",
+        action="store_true",
+        help="write nothing; exit 1 when the page's tables differ from the results files",
+    )
     args = parser.parse_args(argv)
     records = load_records(args.results)
     with open(args.page, encoding="utf-8") as f:
@@ -486,8 +593,11 @@ def main(argv=None):
         return 2
     if args.check:
         if updated != text:
-            print(f"{os.path.relpath(args.page, REPO)}: its speed tables differ from {args.results}: "
-                  "run `make bench-chart`", file=sys.stderr)
+            print(
+                f"{os.path.relpath(args.page, REPO)}: its speed tables differ from {args.results}: "
+                "run `make bench-chart`",
+                file=sys.stderr,
+            )
             return 1
         return 0
     if updated != text:

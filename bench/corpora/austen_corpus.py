@@ -69,12 +69,16 @@ def read_lazy_load_db(folder):
             blob = f.read()
         objects = {}
         for name, (offset, length) in index["variables"].items():
-            chunk = blob[int(offset):int(offset) + int(length)]
+            chunk = blob[int(offset) : int(offset) + int(length)]
             expected = struct.unpack(">I", chunk[:4])[0]
             raw = zlib.decompress(chunk[4:])
             if len(raw) != expected:
-                raise ValueError(f"{data_path}: object {name!r} unpacks to {len(raw)} bytes, its header says {expected}.")
-            objects[str(name)] = [str(line) for line in rdata.conversion.convert(rdata.parser.parse_data(raw))]
+                raise ValueError(
+                    f"{data_path}: object {name!r} unpacks to {len(raw)} bytes, its header says {expected}."
+                )
+            objects[str(name)] = [
+                str(line) for line in rdata.conversion.convert(rdata.parser.parse_data(raw))
+            ]
     return objects
 
 
@@ -82,11 +86,11 @@ def split_paragraph(paragraph):
     """Sentences of one paragraph (see the module docstring for the rule)."""
     sentences, start = [], 0
     for match in _BOUNDARY.finditer(paragraph):
-        words = paragraph[start:match.start(1)].split()
+        words = paragraph[start : match.start(1)].split()
         last = words[-1] if words else ""
         if match.group(1).startswith(".") and (last in _NOT_SENTENCE_END or re.fullmatch(r"[A-Z]", last)):
             continue
-        sentences.append(paragraph[start:match.end(1)].strip())
+        sentences.append(paragraph[start : match.end(1)].strip())
         start = match.end()
     sentences.append(paragraph[start:].strip())
     return [s for s in sentences if s]
@@ -123,8 +127,11 @@ def chapters(lines):
 
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--package", default=os.path.join(AUSTEN, "janeaustenr"),
-                        help="The janeaustenr folder of the unpacked Debian package.")
+    parser.add_argument(
+        "--package",
+        default=os.path.join(AUSTEN, "janeaustenr"),
+        help="The janeaustenr folder of the unpacked Debian package.",
+    )
     parser.add_argument("--output", default=os.path.join(AUSTEN, "austen.txt"))
     args = parser.parse_args(argv)
     novels = read_lazy_load_db(os.path.join(args.package, "data"))

@@ -24,7 +24,9 @@ from keras_bert_impl.tokenization import BertPreprocessor
 def mean_width(lengths, batches, multiple, sequence_length):
     """The mean over `batches` of each batch's longest row rounded up to `multiple` (at most
     `sequence_length`)."""
-    return float(np.mean([min(sequence_length, -(-int(lengths[b].max()) // multiple) * multiple) for b in batches]))
+    return float(
+        np.mean([min(sequence_length, -(-int(lengths[b].max()) // multiple) * multiple) for b in batches])
+    )
 
 
 def random_batches(count, batch_size, seed, epochs):
@@ -33,7 +35,7 @@ def random_batches(count, batch_size, seed, epochs):
     batches = []
     for _ in range(epochs):
         order = rng.permutation(count)
-        batches += [order[i:i + batch_size] for i in range(0, count, batch_size)]
+        batches += [order[i : i + batch_size] for i in range(0, count, batch_size)]
     return batches
 
 
@@ -49,15 +51,19 @@ def main(argv=None):
     train, _ = mr_split(texts, labels, seed=0)
     preprocessor = BertPreprocessor(args.vocab, sequence_length=args.seq_len)
     lengths = wordpiece_lengths(preprocessor, tf.constant([texts[i] for i in train]))
-    print(f"{len(lengths)} MR training sentences, length {args.seq_len}, batch {args.batch_size}, "
-          f"{args.epochs} passes; mean batch width in tokens:")
+    print(
+        f"{len(lengths)} MR training sentences, length {args.seq_len}, batch {args.batch_size}, "
+        f"{args.epochs} passes; mean batch width in tokens:"
+    )
     for seed in range(args.seeds):
         buckets = bucketed_batch_indices(lengths, args.batch_size, seed, args.epochs)
         shuffled = random_batches(len(lengths), args.batch_size, seed, args.epochs)
-        print(f"seed {seed}: buckets {mean_width(lengths, buckets, 8, args.seq_len):.1f} "
-              f"(exact {mean_width(lengths, buckets, 1, args.seq_len):.1f}), "
-              f"random batches {mean_width(lengths, shuffled, 8, args.seq_len):.1f} "
-              f"(exact {mean_width(lengths, shuffled, 1, args.seq_len):.1f})")
+        print(
+            f"seed {seed}: buckets {mean_width(lengths, buckets, 8, args.seq_len):.1f} "
+            f"(exact {mean_width(lengths, buckets, 1, args.seq_len):.1f}), "
+            f"random batches {mean_width(lengths, shuffled, 8, args.seq_len):.1f} "
+            f"(exact {mean_width(lengths, shuffled, 1, args.seq_len):.1f})"
+        )
 
 
 if __name__ == "__main__":

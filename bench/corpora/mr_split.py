@@ -140,7 +140,9 @@ def _check_against_sklearn():
         theirs = train_test_split(index, test_size=0.2, stratify=labels, random_state=seed)
         sss = next(StratifiedShuffleSplit(n_splits=1, test_size=0.2, random_state=seed).split(index, labels))
         for a, b, c in zip(ours, theirs, sss):
-            assert np.array_equal(a, b) and np.array_equal(a, c), f"seed {seed}: split differs from scikit-learn"
+            assert np.array_equal(a, b) and np.array_equal(a, c), (
+                f"seed {seed}: split differs from scikit-learn"
+            )
     # odd class sizes, three classes: exercises the tie-breaking in _approximate_mode
     y = np.array([0] * 7 + [1] * 11 + [2] * 5)
     for seed in range(5):
@@ -149,8 +151,10 @@ def _check_against_sklearn():
             theirs = train_test_split(np.arange(len(y)), test_size=size, stratify=y, random_state=seed)
             assert all(np.array_equal(a, b) for a, b in zip(ours, theirs)), (seed, size)
     train, test = mr_split(texts, labels)
-    print(f"mr_split matches scikit-learn's train_test_split; {len(train)} train, {len(test)} test, "
-          f"test positives {(labels[test] == 1).sum()}, first test indices {test[:5].tolist()}")
+    print(
+        f"mr_split matches scikit-learn's train_test_split; {len(train)} train, {len(test)} test, "
+        f"test positives {(labels[test] == 1).sum()}, first test indices {test[:5].tolist()}"
+    )
 
 
 if __name__ == "__main__":

@@ -24,8 +24,11 @@ def tagged_sentences(word):
         with open(os.path.join(CORPORA, name), encoding="utf-8") as f:
             for line in f:
                 pairs = [token.rsplit("/", 1) for token in line.split() if "/" in token]
-                roles = {"noun" if tag.startswith("NN") else "verb" if tag.startswith("VB") else None
-                         for w, tag in pairs if w.lower() == word.lower()} - {None}
+                roles = {
+                    "noun" if tag.startswith("NN") else "verb" if tag.startswith("VB") else None
+                    for w, tag in pairs
+                    if w.lower() == word.lower()
+                } - {None}
                 if len(roles) == 1:
                     found[roles.pop()].append(" ".join(w for w, _ in pairs))
     return found

@@ -66,9 +66,31 @@ def general_run(work, epochs, limit):
     if not os.path.isfile(os.path.join(run, "metrics.json")):
         texts = os.path.join(work, f"review_sentences{f'-{limit}' if limit else ''}.txt")
         write_sentences(texts, limit=limit)
-        kbert("distill", "--general", "--teacher", MINILM, "--student-preset", "bert_tiny", "--unlabeled", texts,
-              "--hidden-weight", "1", "--embedding-weight", "1", "--epochs", epochs, "--seq-len", SEQ_LEN,
-              "--batch-size", BATCH_SIZE, "--seed", 0, "--output", run, "--quiet")
+        kbert(
+            "distill",
+            "--general",
+            "--teacher",
+            MINILM,
+            "--student-preset",
+            "bert_tiny",
+            "--unlabeled",
+            texts,
+            "--hidden-weight",
+            "1",
+            "--embedding-weight",
+            "1",
+            "--epochs",
+            epochs,
+            "--seq-len",
+            SEQ_LEN,
+            "--batch-size",
+            BATCH_SIZE,
+            "--seed",
+            0,
+            "--output",
+            run,
+            "--quiet",
+        )
     return run
 
 
@@ -87,10 +109,22 @@ def build_student(kind, teacher, seed, l1_layer, general=None):
         backbone = keras.saving.load_model(os.path.join(general, "model.keras"))
         with open(os.path.join(general, "metrics.json"), encoding="utf-8") as f:
             general_metrics = json.load(f)
-        info["init"] = ("kbert distill --general of bert_tiny (PCA embeddings) from the pre-trained all-MiniLM-L6-v2 "
-                        "on the review sentences")
-        info["general_distillation"] = {key: general_metrics[key] for key in (
-            "history", "epochs", "layer_map", "hidden_weight", "embedding_weight", "learning_rate", "seconds")}
+        info["init"] = (
+            "kbert distill --general of bert_tiny (PCA embeddings) from the pre-trained all-MiniLM-L6-v2 "
+            "on the review sentences"
+        )
+        info["general_distillation"] = {
+            key: general_metrics[key]
+            for key in (
+                "history",
+                "epochs",
+                "layer_map",
+                "hidden_weight",
+                "embedding_weight",
+                "learning_rate",
+                "seconds",
+            )
+        }
     elif kind == "teacher-l1":
         backbone = backbone_from_layers(source, (l1_layer,))
         info["init"] = f"the teacher's embeddings and its layer {l1_layer}"
@@ -102,8 +136,9 @@ def build_student(kind, teacher, seed, l1_layer, general=None):
             info["init"] = "the teacher's embeddings projected by PCA, layers random"
         else:
             info["init"] = "random"
-    student = kb.BertClassifier(backbone, num_classes=teacher.num_classes, label_names=teacher.label_names,
-                                pooling="mean")
+    student = kb.BertClassifier(
+        backbone, num_classes=teacher.num_classes, label_names=teacher.label_names, pooling="mean"
+    )
     return student, info
 
 
@@ -144,9 +179,15 @@ def dataset(x, extra, lengths, seed, epochs):
                 yield (batch, extra["labels"][index]) if "labels" in extra else (batch,)
 
     first = next(rows())
-    signature = tuple({k: tf.TensorSpec((None,) + v.shape[1:] if k == "teacher_logits" else (None, None), v.dtype)
-                       for k, v in part.items()} if isinstance(part, dict) else tf.TensorSpec((None,), part.dtype)
-                      for part in first)
+    signature = tuple(
+        {
+            k: tf.TensorSpec((None,) + v.shape[1:] if k == "teacher_logits" else (None, None), v.dtype)
+            for k, v in part.items()
+        }
+        if isinstance(part, dict)
+        else tf.TensorSpec((None,), part.dtype)
+        for part in first
+    )
     steps = len(length_batches(lengths, BATCH_SIZE, 0))
     return tf.data.Dataset.from_generator(rows, output_signature=signature).prefetch(2), steps
 
@@ -160,7 +201,9 @@ def train(model, data, steps, epochs, lr):
     """Fits with Adam (clipnorm 1.0, linear decay to 0); the model's own loss and metrics."""
     import keras
 
-    schedule = keras.optimizers.schedules.PolynomialDecay(lr, decay_steps=steps * epochs, end_learning_rate=0.0)
+    schedule = keras.optimizers.schedules.PolynomialDecay(
+        lr, decay_steps=steps * epochs, end_learning_rate=0.0
+    )
     model.compile(optimizer=keras.optimizers.Adam(schedule, clipnorm=1.0))
     started = time.perf_counter()
     model.fit(data, epochs=epochs, steps_per_epoch=steps, verbose=0)
@@ -190,11 +233,31 @@ def predict_speed(models, texts_path, rounds):
     for _ in range(rounds):
         for name, path in models.items():
             started = time.perf_counter()
-            subprocess.run([sys.executable, "-m", "keras_bert_impl.cli", "predict", "--model", path, "--file", texts_path,
-                            "--seq-len", str(SEQ_LEN), "--batch-size", "32"], check=True, stdout=subprocess.DEVNULL,
-                           stderr=subprocess.DEVNULL, env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3"))
+            subprocess.run(
+                [
+                    sys.executable,
+                    "-m",
+                    "keras_bert_impl.cli",
+                    "predict",
+                    "--model",
+                    path,
+                    "--file",
+                    texts_path,
+                    "--seq-len",
+                    str(SEQ_LEN),
+                    "--batch-size",
+                    "32",
+                ],
+                check=True,
+                stdout=subprocess.DEVNULL,
+                stderr=subprocess.DEVNULL,
+                env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3"),
+            )
             times[name].append(time.perf_counter() - started)
-    return {name: {"seconds": values, "median_seconds": statistics.median(values)} for name, values in times.items()}
+    return {
+        name: {"seconds": values, "median_seconds": statistics.median(values)}
+        for name, values in times.items()
+    }
 
 
 def int8_tflite_bytes(model_path, output):
@@ -204,10 +267,29 @@ def int8_tflite_bytes(model_path, output):
     import sys
 
     if not glob.glob(os.path.join(output, "tflite", "*.tflite")):
-        subprocess.run([sys.executable, "-m", "keras_bert_impl.cli", "export", "--model", model_path, "--output", output,
-                        "--formats", "tflite", "--quantizations", "dynamic_int8", "--seq-len", str(SEQ_LEN),
-                        "--overwrite"], check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-                       env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3"))
+        subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "keras_bert_impl.cli",
+                "export",
+                "--model",
+                model_path,
+                "--output",
+                output,
+                "--formats",
+                "tflite",
+                "--quantizations",
+                "dynamic_int8",
+                "--seq-len",
+                str(SEQ_LEN),
+                "--overwrite",
+            ],
+            check=True,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+            env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3"),
+        )
     (path,) = glob.glob(os.path.join(output, "tflite", "*.tflite"))
     return os.path.getsize(path)
 
@@ -219,28 +301,52 @@ def tfidf_accuracy(texts, labels, train_idx, test_idx):
 
 
 def summary(values):
-    return {"mean": statistics.fmean(values), "sd": statistics.stdev(values) if len(values) > 1 else 0.0,
-            "min": min(values), "max": max(values), "runs": len(values)}
+    return {
+        "mean": statistics.fmean(values),
+        "sd": statistics.stdev(values) if len(values) > 1 else 0.0,
+        "min": min(values),
+        "max": max(values),
+        "runs": len(values),
+    }
 
 
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--output", default=os.path.join(RESULTS, "distill_mr.json"))
     parser.add_argument("--work", default=os.path.join(WORK, "distill_mr"))
-    parser.add_argument("--students", nargs="+", choices=STUDENTS, default=["tiny-pca", "teacher-l1", "tiny", "tiny-general"])
-    parser.add_argument("--label-only", nargs="*", choices=STUDENTS, default=["tiny-pca", "tiny", "tiny-general"],
-                        help="Students also trained on the labels alone.")
+    parser.add_argument(
+        "--students", nargs="+", choices=STUDENTS, default=["tiny-pca", "teacher-l1", "tiny", "tiny-general"]
+    )
+    parser.add_argument(
+        "--label-only",
+        nargs="*",
+        choices=STUDENTS,
+        default=["tiny-pca", "tiny", "tiny-general"],
+        help="Students also trained on the labels alone.",
+    )
     parser.add_argument("--seeds", type=int, default=3)
     parser.add_argument("--epochs", type=int, default=2, help="Epochs over the transfer set.")
-    parser.add_argument("--label-epochs", type=int, default=10, help="Epochs of label-only training (3,200 rows).")
+    parser.add_argument(
+        "--label-epochs", type=int, default=10, help="Epochs of label-only training (3,200 rows)."
+    )
     parser.add_argument("--temperature", type=float, default=2.0)
     parser.add_argument("--teacher-seed", type=int, default=0)
     parser.add_argument("--l1-layer", type=int, default=0)
-    parser.add_argument("--general-epochs", type=int, default=3, help="Epochs of tiny-general's general distillation.")
-    parser.add_argument("--speed-rounds", type=int, default=3,
-                        help="Rounds of `kbert predict --file` over the 4,000 MR sentences per model (0: none).")
-    parser.add_argument("--subset", type=int, default=None, help="Smoke run: the first N of each part of the split.")
-    parser.add_argument("--transfer-limit", type=int, default=None, help="Smoke run: the first N review sentences.")
+    parser.add_argument(
+        "--general-epochs", type=int, default=3, help="Epochs of tiny-general's general distillation."
+    )
+    parser.add_argument(
+        "--speed-rounds",
+        type=int,
+        default=3,
+        help="Rounds of `kbert predict --file` over the 4,000 MR sentences per model (0: none).",
+    )
+    parser.add_argument(
+        "--subset", type=int, default=None, help="Smoke run: the first N of each part of the split."
+    )
+    parser.add_argument(
+        "--transfer-limit", type=int, default=None, help="Smoke run: the first N review sentences."
+    )
     args = parser.parse_args(argv)
     os.makedirs(args.work, exist_ok=True)
     machine = machine_info()
@@ -254,11 +360,16 @@ def main(argv=None):
 
     texts, labels, train_idx, test_idx, train_csv, test_csv = write_mr_split(args.work, subset=args.subset)
     teacher_run = run_folder(args.work, "mean", args.teacher_seed)
-    teacher_metrics = finetune_ours(finetune_command(train_csv, test_csv, teacher_run, 3, "mean", args.teacher_seed),
-                                    teacher_run, reuse=True)
+    teacher_metrics = finetune_ours(
+        finetune_command(train_csv, test_csv, teacher_run, 3, "mean", args.teacher_seed),
+        teacher_run,
+        reuse=True,
+    )
     teacher = keras.saving.load_model(os.path.join(teacher_run, "model.keras"))
     label_ids = np.array([teacher.label_names.index(str(v)) for v in labels])
-    preprocessor = BertPreprocessor(teacher.backbone.vocabulary, teacher.backbone.lowercase, sequence_length=SEQ_LEN)
+    preprocessor = BertPreprocessor(
+        teacher.backbone.vocabulary, teacher.backbone.lowercase, sequence_length=SEQ_LEN
+    )
 
     def encode(strings):
         parts = [preprocessor(tf.constant(strings[i : i + 1024])) for i in range(0, len(strings), 1024)]
@@ -266,7 +377,11 @@ def main(argv=None):
 
     reviews = review_sentences(limit=args.transfer_limit)
     transfer_texts = reviews + [texts[i] for i in train_idx]
-    x_transfer, x_train, x_test = encode(transfer_texts), encode([texts[i] for i in train_idx]), encode([texts[i] for i in test_idx])
+    x_transfer, x_train, x_test = (
+        encode(transfer_texts),
+        encode([texts[i] for i in train_idx]),
+        encode([texts[i] for i in test_idx]),
+    )
     y_train, y_test = label_ids[train_idx], label_ids[test_idx]
 
     # The teacher's logits for the transfer set, once (keyed by the teacher and the texts).
@@ -277,11 +392,16 @@ def main(argv=None):
         logits = teacher.predict(x_transfer, batch_size=128, verbose=0)["logits"]
         np.save(cache + ".tmp.npy", logits)
         os.replace(cache + ".tmp.npy", cache)
-        print(f"teacher logits for {len(transfer_texts)} sentences: {time.perf_counter() - started:.0f} s", flush=True)
+        print(
+            f"teacher logits for {len(transfer_texts)} sentences: {time.perf_counter() - started:.0f} s",
+            flush=True,
+        )
     teacher_logits = np.load(cache)
     teacher_accuracy = accuracy(teacher, x_test, y_test)
-    print(f"teacher test accuracy {teacher_accuracy:.4f} (metrics.json: {teacher_metrics['validation']['accuracy']:.4f})",
-          flush=True)
+    print(
+        f"teacher test accuracy {teacher_accuracy:.4f} (metrics.json: {teacher_metrics['validation']['accuracy']:.4f})",
+        flush=True,
+    )
 
     lengths_transfer = x_transfer["padding_mask"].sum(1)
     lengths_train = x_train["padding_mask"].sum(1)
@@ -289,8 +409,11 @@ def main(argv=None):
     runs = json.load(open(runs_path)) if os.path.isfile(runs_path) else {}
     models = {"teacher": {"parameters": teacher.count_params(), "flops_per_sequence": count_flops(teacher)}}
 
-    general = (general_run(args.work, args.general_epochs, args.transfer_limit) if "tiny-general" in args.students
-               else None)
+    general = (
+        general_run(args.work, args.general_epochs, args.transfer_limit)
+        if "tiny-general" in args.students
+        else None
+    )
 
     def run(kind, mode, seed):
         name = f"{kind}/{mode}/seed{seed}/e{args.epochs if mode == 'distilled' else args.label_epochs}/T{args.temperature}"
@@ -300,12 +423,18 @@ def main(argv=None):
             name += f"/general-e{args.general_epochs}"
         student, info = build_student(kind, teacher, seed, args.l1_layer, general)
         if kind not in models:
-            models[kind] = {"parameters": student.count_params(), "flops_per_sequence": count_flops(student), **info}
+            models[kind] = {
+                "parameters": student.count_params(),
+                "flops_per_sequence": count_flops(student),
+                **info,
+            }
         if name in runs:
             return runs[name]
         if mode == "distilled":
             model = Distiller(teacher, student, temperature=args.temperature, alpha=0.0)
-            data, steps = dataset(x_transfer, {"teacher_logits": teacher_logits}, lengths_transfer, seed, args.epochs)
+            data, steps = dataset(
+                x_transfer, {"teacher_logits": teacher_logits}, lengths_transfer, seed, args.epochs
+            )
             seconds = train(model, data, steps, args.epochs, learning_rate(kind))
         else:
             model = student
@@ -325,53 +454,89 @@ def main(argv=None):
         modes = ["distilled"] + (["label-only"] if kind in args.label_only else [])
         for mode in modes:
             accs = [run(kind, mode, seed)["test_accuracy"] for seed in range(args.seeds)]
-            table.setdefault(kind, {})[mode] = {**summary(accs), "runs": accs,
-                                                "of_teacher": statistics.fmean(accs) / teacher_accuracy}
+            table.setdefault(kind, {})[mode] = {
+                **summary(accs),
+                "runs": accs,
+                "of_teacher": statistics.fmean(accs) / teacher_accuracy,
+            }
     tfidf = tfidf_accuracy(texts, labels, train_idx, test_idx)
     for kind, body in models.items():
-        body["flops_ratio_teacher_to_this"] = models["teacher"]["flops_per_sequence"] / body["flops_per_sequence"]
+        body["flops_ratio_teacher_to_this"] = (
+            models["teacher"]["flops_per_sequence"] / body["flops_per_sequence"]
+        )
 
     speed = None
     if args.speed_rounds:
         texts_path = os.path.join(args.work, "mr_sentences.txt")
         with open(texts_path, "w", encoding="utf-8") as f:
             f.write("\n".join(t.replace("\n", " ") for t in texts) + "\n")
-        seed0 = {kind: os.path.join(args.work, "students", f"{kind}-distilled-seed0-e{args.epochs}-T{args.temperature}"
-                                    + (f"-lr{learning_rate(kind)}" if kind.startswith("teacher") else "")
-                                    + (f"-general-e{args.general_epochs}" if kind == "tiny-general" else ""), "model.keras")
-                 for kind in args.students}
+        seed0 = {
+            kind: os.path.join(
+                args.work,
+                "students",
+                f"{kind}-distilled-seed0-e{args.epochs}-T{args.temperature}"
+                + (f"-lr{learning_rate(kind)}" if kind.startswith("teacher") else "")
+                + (f"-general-e{args.general_epochs}" if kind == "tiny-general" else ""),
+                "model.keras",
+            )
+            for kind in args.students
+        }
         speed = predict_speed({"teacher": teacher_run, **seed0}, texts_path, args.speed_rounds)
         for name, path in {"teacher": teacher_run, **seed0}.items():
-            models[name]["int8_tflite_bytes"] = int8_tflite_bytes(path, os.path.join(args.work, "export", name))
+            models[name]["int8_tflite_bytes"] = int8_tflite_bytes(
+                path, os.path.join(args.work, "export", name)
+            )
         for name, body in speed.items():
             body["speedup_over_teacher"] = speed["teacher"]["median_seconds"] / body["median_seconds"]
-            print(f"kbert predict --file ({len(texts)} sentences) {name}: {body['median_seconds']:.1f} s "
-                  f"({body['speedup_over_teacher']:.2f}x the teacher's speed)", flush=True)
+            print(
+                f"kbert predict --file ({len(texts)} sentences) {name}: {body['median_seconds']:.1f} s "
+                f"({body['speedup_over_teacher']:.2f}x the teacher's speed)",
+                flush=True,
+            )
 
     results = {
-        "settings": {"split": "scikit-learn stratified 80/20, seed 0 (bench/corpora/mr_split.py)",
-                     "train_examples": len(train_idx), "test_examples": len(test_idx), "subset": args.subset,
-                     "transfer_sentences": len(transfer_texts), "review_sentences": len(reviews),
-                     "seq_len": SEQ_LEN, "batch_size": BATCH_SIZE, "epochs_transfer": args.epochs,
-                     "epochs_label_only": args.label_epochs, "temperature": args.temperature, "alpha": 0.0,
-                     "optimizer": "Adam, clipnorm 1.0, linear decay to 0; lr 3e-4 (random layers), 2e-4 (teacher "
-                                  "layers, generally distilled layers)", "general_epochs": args.general_epochs,
-                     "seeds": list(range(args.seeds)), "teacher_seed": args.teacher_seed,
-                     "teacher_logits": "computed once for the fixed transfer set and cached"},
+        "settings": {
+            "split": "scikit-learn stratified 80/20, seed 0 (bench/corpora/mr_split.py)",
+            "train_examples": len(train_idx),
+            "test_examples": len(test_idx),
+            "subset": args.subset,
+            "transfer_sentences": len(transfer_texts),
+            "review_sentences": len(reviews),
+            "seq_len": SEQ_LEN,
+            "batch_size": BATCH_SIZE,
+            "epochs_transfer": args.epochs,
+            "epochs_label_only": args.label_epochs,
+            "temperature": args.temperature,
+            "alpha": 0.0,
+            "optimizer": "Adam, clipnorm 1.0, linear decay to 0; lr 3e-4 (random layers), 2e-4 (teacher "
+            "layers, generally distilled layers)",
+            "general_epochs": args.general_epochs,
+            "seeds": list(range(args.seeds)),
+            "teacher_seed": args.teacher_seed,
+            "teacher_logits": "computed once for the fixed transfer set and cached",
+        },
         "teacher": {"run": os.path.relpath(teacher_run, args.work), "test_accuracy": teacher_accuracy},
         "tfidf_logistic_regression": {"test_accuracy": tfidf},
         "models": models,
         "students": table,
-        "predict_speed": speed and {"what": f"kbert predict --file over the {len(texts)} MR sentences, --seq-len "
-                                            f"{SEQ_LEN}, batch 32, whole process, median of {args.speed_rounds} "
-                                            "alternating rounds", **speed},
+        "predict_speed": speed
+        and {
+            "what": f"kbert predict --file over the {len(texts)} MR sentences, --seq-len "
+            f"{SEQ_LEN}, batch 32, whole process, median of {args.speed_rounds} "
+            "alternating rounds",
+            **speed,
+        },
     }
-    write_report(args.output, "MR sentence polarity: students distilled from the fine-tuned MiniLM", results, machine)
+    write_report(
+        args.output, "MR sentence polarity: students distilled from the fine-tuned MiniLM", results, machine
+    )
     print(f"teacher {teacher_accuracy:.4f}  TF-IDF + LR {tfidf:.4f}")
     for kind, body in table.items():
         for mode, s in body.items():
-            print(f"{kind:11s} {mode:10s} {s['mean']:.4f} +- {s['sd']:.4f} ({100 * s['of_teacher']:.1f}% of the teacher; "
-                  f"{models[kind]['flops_ratio_teacher_to_this']:.1f}x fewer FLOPs, {models[kind]['parameters']:,} parameters)")
+            print(
+                f"{kind:11s} {mode:10s} {s['mean']:.4f} +- {s['sd']:.4f} ({100 * s['of_teacher']:.1f}% of the teacher; "
+                f"{models[kind]['flops_ratio_teacher_to_this']:.1f}x fewer FLOPs, {models[kind]['parameters']:,} parameters)"
+            )
     return 0
 
 

@@ -45,7 +45,16 @@ import time
 
 import numpy as np
 
-from bench.common import DATA, NPROC, WORK, load_warnings, machine_info, read_loadavg, tensorflow_threads, write_report
+from bench.common import (
+    DATA,
+    NPROC,
+    WORK,
+    load_warnings,
+    machine_info,
+    read_loadavg,
+    tensorflow_threads,
+    write_report,
+)
 from keras_bert_impl.conversion.input_contract import EXPORT_ID_INPUTS
 
 DEMO = os.path.join(DATA, "demo")
@@ -65,20 +74,36 @@ def variants():
     fc_gather = ("FULLY_CONNECTED", "GATHER")
     return {
         "float32": ("float32 weights and activations", ("convert", "float32", None, None)),
-        "dynamic_int8": ("int8 weights, activations quantized per batch at run time",
-                         ("convert", "dynamic_int8", None, None)),
-        "all_int8": ("every op int8: plain TFLiteConverter, builtins, optimizations=[DEFAULT], representative "
-                     "dataset, nothing denylisted", ("plain_full_int8",)),
-        "fc_bmm_gather": ("full int8 of FULLY_CONNECTED, BATCH_MATMUL, GATHER; every other op kind float",
-                          ("convert", "int8_mixed", ("FULLY_CONNECTED", "BATCH_MATMUL", "GATHER"), ())),
-        "fc_gather": ("full int8 of FULLY_CONNECTED, GATHER; attention BATCH_MATMULs float too",
-                      ("convert", "int8_mixed", fc_gather, ())),
-        "fc_gather_ffn_out_float": ("fc_gather, the feed-forward output layers float",
-                                    ("convert", "int8_mixed", fc_gather, (ffn_out,))),
-        "fc_gather_ffn_attn_float": ("fc_gather, the feed-forward output and attention output layers float",
-                                     ("convert", "int8_mixed", fc_gather, (ffn_out, attention_out))),
-        "default": ("kbert export's int8_mixed: INT8_MIXED_QUANTIZED_OPS minus INT8_MIXED_FLOAT_NODES (also the "
-                    "fused Q/K/V projections float)", ("convert", "int8_mixed", None, None)),
+        "dynamic_int8": (
+            "int8 weights, activations quantized per batch at run time",
+            ("convert", "dynamic_int8", None, None),
+        ),
+        "all_int8": (
+            "every op int8: plain TFLiteConverter, builtins, optimizations=[DEFAULT], representative "
+            "dataset, nothing denylisted",
+            ("plain_full_int8",),
+        ),
+        "fc_bmm_gather": (
+            "full int8 of FULLY_CONNECTED, BATCH_MATMUL, GATHER; every other op kind float",
+            ("convert", "int8_mixed", ("FULLY_CONNECTED", "BATCH_MATMUL", "GATHER"), ()),
+        ),
+        "fc_gather": (
+            "full int8 of FULLY_CONNECTED, GATHER; attention BATCH_MATMULs float too",
+            ("convert", "int8_mixed", fc_gather, ()),
+        ),
+        "fc_gather_ffn_out_float": (
+            "fc_gather, the feed-forward output layers float",
+            ("convert", "int8_mixed", fc_gather, (ffn_out,)),
+        ),
+        "fc_gather_ffn_attn_float": (
+            "fc_gather, the feed-forward output and attention output layers float",
+            ("convert", "int8_mixed", fc_gather, (ffn_out, attention_out)),
+        ),
+        "default": (
+            "kbert export's int8_mixed: INT8_MIXED_QUANTIZED_OPS minus INT8_MIXED_FLOAT_NODES (also the "
+            "fused Q/K/V projections float)",
+            ("convert", "int8_mixed", None, None),
+        ),
     }
 
 
@@ -143,31 +168,61 @@ def run_batches(runner, x, batch):
 
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--output", default="bench/results/full_int8_denylist.json",
-                        help="Results file. Default bench/results/full_int8_denylist.json.")
+    parser.add_argument(
+        "--output",
+        default="bench/results/full_int8_denylist.json",
+        help="Results file. Default bench/results/full_int8_denylist.json.",
+    )
     parser.add_argument("--model", default=MODEL, help=f"Fine-tuned classifier. Default {MODEL} (make demo).")
-    parser.add_argument("--train", default=TRAIN, help="Training split (calibration sentences). Default make demo's.")
+    parser.add_argument(
+        "--train", default=TRAIN, help="Training split (calibration sentences). Default make demo's."
+    )
     parser.add_argument("--validation", default=VALIDATION, help="Held-out split. Default make demo's.")
-    parser.add_argument("--work", default=os.path.join(WORK, "full_int8_denylist"),
-                        help="Folder for the token-id SavedModel (rewritten every run). Default data/bench/full_int8_denylist.")
-    parser.add_argument("--calibration-examples", type=int, default=200,
-                        help="The first N training sentences calibrate the full-int8 variants. Default 200.")
-    parser.add_argument("--validation-examples", type=int, default=None,
-                        help="Score the first N validation sentences only. Default all.")
-    parser.add_argument("--latency-examples", type=int, default=50,
-                        help="Sentences timed one at a time (batch 1), every variant on each. Default 50.")
-    parser.add_argument("--variants", nargs="+", default=None, metavar="NAME",
-                        help="A subset of the variants, in this order. Default all.")
-    parser.add_argument("--note", action="append", default=[],
-                        help="A note on this run for the results file (repeatable).")
+    parser.add_argument(
+        "--work",
+        default=os.path.join(WORK, "full_int8_denylist"),
+        help="Folder for the token-id SavedModel (rewritten every run). Default data/bench/full_int8_denylist.",
+    )
+    parser.add_argument(
+        "--calibration-examples",
+        type=int,
+        default=200,
+        help="The first N training sentences calibrate the full-int8 variants. Default 200.",
+    )
+    parser.add_argument(
+        "--validation-examples",
+        type=int,
+        default=None,
+        help="Score the first N validation sentences only. Default all.",
+    )
+    parser.add_argument(
+        "--latency-examples",
+        type=int,
+        default=50,
+        help="Sentences timed one at a time (batch 1), every variant on each. Default 50.",
+    )
+    parser.add_argument(
+        "--variants",
+        nargs="+",
+        default=None,
+        metavar="NAME",
+        help="A subset of the variants, in this order. Default all.",
+    )
+    parser.add_argument(
+        "--note", action="append", default=[], help="A note on this run for the results file (repeatable)."
+    )
     args = parser.parse_args(argv)
     missing = [p for p in (args.model, args.train, args.validation) if not os.path.exists(p)]
     if missing:
-        sys.exit(f"error: {', '.join(missing)} missing. This experiment measures the model make demo fine-tunes "
-                 "and its split: run `make demo` first (or pass --model, --train and --validation).")
-    for flag, value in (("--calibration-examples", args.calibration_examples),
-                        ("--validation-examples", args.validation_examples or 1),
-                        ("--latency-examples", args.latency_examples)):
+        sys.exit(
+            f"error: {', '.join(missing)} missing. This experiment measures the model make demo fine-tunes "
+            "and its split: run `make demo` first (or pass --model, --train and --validation)."
+        )
+    for flag, value in (
+        ("--calibration-examples", args.calibration_examples),
+        ("--validation-examples", args.validation_examples or 1),
+        ("--latency-examples", args.latency_examples),
+    ):
         if value < 1:
             parser.error(f"{flag} must be >= 1. Received: {value}")
     all_variants = variants()
@@ -196,17 +251,24 @@ def main(argv=None):
         texts, label_strings = texts[: args.validation_examples], label_strings[: args.validation_examples]
     bad = sorted(set(label_strings) - set(label_names))
     if bad:
-        sys.exit(f"error: {args.validation} has labels {bad} the model does not know (its labels: {label_names}).")
+        sys.exit(
+            f"error: {args.validation} has labels {bad} the model does not know (its labels: {label_names})."
+        )
     labels = np.array([label_names.index(s) for s in label_strings])
     calibration_texts = train_texts[: args.calibration_examples]
     calibration = id_examples(serving, calibration_texts)
     x = tokenize(serving, texts)
-    print(f"{len(texts)} validation sentences, {len(calibration)} calibration sentences, {SEQUENCE_LENGTH} tokens", flush=True)
+    print(
+        f"{len(texts)} validation sentences, {len(calibration)} calibration sentences, {SEQUENCE_LENGTH} tokens",
+        flush=True,
+    )
 
-    keras_logits = np.concatenate([
-        serving.id_outputs(*(tf.constant(x[k][i : i + 64]) for k in EXPORT_ID_INPUTS))["logits"].numpy()
-        for i in range(0, len(texts), 64)
-    ])
+    keras_logits = np.concatenate(
+        [
+            serving.id_outputs(*(tf.constant(x[k][i : i + 64]) for k in EXPORT_ID_INPUTS))["logits"].numpy()
+            for i in range(0, len(texts), 64)
+        ]
+    )
     keras_top = keras_logits.argmax(-1)
     keras_accuracy = float(np.mean(keras_top == labels))
     print(f"Keras: accuracy {keras_accuracy:.4f}", flush=True)
@@ -225,18 +287,27 @@ def main(argv=None):
         start = time.perf_counter()
         try:
             if how[0] == "plain_full_int8":
-                row["conversion"] = "tf.lite.TFLiteConverter: TFLITE_BUILTINS, optimizations=[DEFAULT], representative_dataset"
+                row["conversion"] = (
+                    "tf.lite.TFLiteConverter: TFLITE_BUILTINS, optimizations=[DEFAULT], representative_dataset"
+                )
                 flatbuffer = plain_full_int8(saved_model, calibration)
             else:
                 _, quantization, quantized_ops, float_nodes = how
                 row["conversion"] = {"quantization": quantization}
                 if quantization == "int8_mixed":
-                    quantized_ops = tflite_converter.INT8_MIXED_QUANTIZED_OPS if quantized_ops is None else quantized_ops
-                    float_nodes = tflite_converter.INT8_MIXED_FLOAT_NODES if float_nodes is None else float_nodes
+                    quantized_ops = (
+                        tflite_converter.INT8_MIXED_QUANTIZED_OPS if quantized_ops is None else quantized_ops
+                    )
+                    float_nodes = (
+                        tflite_converter.INT8_MIXED_FLOAT_NODES if float_nodes is None else float_nodes
+                    )
                     row["conversion"].update(quantized_ops=list(quantized_ops), float_nodes=list(float_nodes))
                 flatbuffer = tflite_converter.convert_saved_model(
-                    saved_model, quantization, calibration if quantization == "int8_mixed" else None,
-                    quantized_ops=quantized_ops, float_nodes=float_nodes,
+                    saved_model,
+                    quantization,
+                    calibration if quantization == "int8_mixed" else None,
+                    quantized_ops=quantized_ops,
+                    float_nodes=float_nodes,
                 )
         except Exception as error:  # a variant the converter refuses is a result too
             row["conversion_error"] = f"{type(error).__name__}: {str(error).strip().splitlines()[0][:500]}"
@@ -250,11 +321,19 @@ def main(argv=None):
         row["ops"] = op_census(interpreter)
         if name == "float32":
             names = {t["index"]: t["name"] for t in interpreter.get_tensor_details()}
-            float_ops = [(op["op_name"], names[op["outputs"][0]]) for op in interpreter._get_ops_details()
-                         if len(op["outputs"])]
-        if float_ops is not None and isinstance(row["conversion"], dict) and "float_nodes" in row["conversion"]:
-            row["float_nodes_matched"] = float_node_matches(float_ops, row["conversion"]["quantized_ops"],
-                                                            row["conversion"]["float_nodes"])
+            float_ops = [
+                (op["op_name"], names[op["outputs"][0]])
+                for op in interpreter._get_ops_details()
+                if len(op["outputs"])
+            ]
+        if (
+            float_ops is not None
+            and isinstance(row["conversion"], dict)
+            and "float_nodes" in row["conversion"]
+        ):
+            row["float_nodes_matched"] = float_node_matches(
+                float_ops, row["conversion"]["quantized_ops"], row["conversion"]["float_nodes"]
+            )
         runner = interpreter.get_signature_runner("serving_default")
         logits = run_batches(runner, x, QUALITY_BATCH)
         top = logits.argmax(-1)
@@ -265,9 +344,12 @@ def main(argv=None):
             max_abs_logit_difference=float(np.max(np.abs(logits - keras_logits))),
             mean_abs_logit_difference=float(np.mean(np.abs(logits - keras_logits))),
         )
-        print(f"  {row['size_bytes'] / 1e6:.1f} MB, converted in {row['conversion_seconds']:.1f} s; agreement "
-              f"{row['top_label_agreement']:.4f}, accuracy {row['accuracy']:.4f}, max |dlogit| "
-              f"{row['max_abs_logit_difference']:.3g}", flush=True)
+        print(
+            f"  {row['size_bytes'] / 1e6:.1f} MB, converted in {row['conversion_seconds']:.1f} s; agreement "
+            f"{row['top_label_agreement']:.4f}, accuracy {row['accuracy']:.4f}, max |dlogit| "
+            f"{row['max_abs_logit_difference']:.3g}",
+            flush=True,
+        )
         rows[name] = row
         # A fresh interpreter for timing, with its own single-example runner.
         interpreters[name] = Interpreter(model_content=flatbuffer).get_signature_runner("serving_default")
@@ -300,8 +382,10 @@ def main(argv=None):
         if "conversion_error" in row:
             print(f"{name:26} conversion failed")
             continue
-        print(f"{name:26} {row['size_bytes'] / 1e6:6.1f} {row['top_label_agreement']:7.4f} {row['accuracy']:7.4f} "
-              f"{row['max_abs_logit_difference']:8.3f} {row['batch1_p50_ms']:7.2f} {row['conversion_seconds']:7.1f}")
+        print(
+            f"{name:26} {row['size_bytes'] / 1e6:6.1f} {row['top_label_agreement']:7.4f} {row['accuracy']:7.4f} "
+            f"{row['max_abs_logit_difference']:8.3f} {row['batch1_p50_ms']:7.2f} {row['conversion_seconds']:7.1f}"
+        )
 
     notes = [
         f"Latency: batch 1, {n} validation sentences, one call of every variant per sentence in rotating order, "

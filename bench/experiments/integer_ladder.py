@@ -81,10 +81,12 @@ def score(flatbuffer, x, static, latency_examples):
     runner = interpreter.get_signature_runner("serving_default")
     count = len(x["ids"])
     step = 1 if static else 32
-    logits = np.concatenate([
-        np.asarray(runner(**{k: v[i : i + step] for k, v in x.items()})["logits"], np.float32)
-        for i in range(0, count, step)
-    ])
+    logits = np.concatenate(
+        [
+            np.asarray(runner(**{k: v[i : i + step] for k, v in x.items()})["logits"], np.float32)
+            for i in range(0, count, step)
+        ]
+    )
     runner(**{k: v[:1] for k, v in x.items()})  # warm the batch-1 shape
     times = []
     for i in range(min(latency_examples, count)):
@@ -100,19 +102,48 @@ def qat_run(args, seed, float_run, train, validation):
 
     folder = os.path.join(args.work, f"qat_seed_{seed}")
     if not os.path.exists(os.path.join(folder, "model.keras")):
-        kbert("finetune", "--task", "classification", "--qat", "--init", float_run, "--train", train,
-              "--validation", validation, "--no-header", "--columns", "label,text", "--seq-len", str(args.seq_len),
-              "--epochs", str(args.qat_epochs), "--batch-size", "32", "--learning-rate", str(args.qat_learning_rate),
-              "--seed", str(seed), "--output", folder, "--quiet")
+        kbert(
+            "finetune",
+            "--task",
+            "classification",
+            "--qat",
+            "--init",
+            float_run,
+            "--train",
+            train,
+            "--validation",
+            validation,
+            "--no-header",
+            "--columns",
+            "label,text",
+            "--seq-len",
+            str(args.seq_len),
+            "--epochs",
+            str(args.qat_epochs),
+            "--batch-size",
+            "32",
+            "--learning-rate",
+            str(args.qat_learning_rate),
+            "--seed",
+            str(seed),
+            "--output",
+            folder,
+            "--quiet",
+        )
     return folder
 
 
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--output", default="bench/results/integer_ladder.json")
-    parser.add_argument("--work", default=os.path.join(WORK, "integer_ladder"), help="QAT runs and the SavedModel.")
-    parser.add_argument("--float-folder", default=FLOAT_RUN_FOLDER,
-                        help="Where the split and the float run are (made there if missing).")
+    parser.add_argument(
+        "--work", default=os.path.join(WORK, "integer_ladder"), help="QAT runs and the SavedModel."
+    )
+    parser.add_argument(
+        "--float-folder",
+        default=FLOAT_RUN_FOLDER,
+        help="Where the split and the float run are (made there if missing).",
+    )
     parser.add_argument("--seq-len", type=int, default=64)
     parser.add_argument("--calibration-examples", type=int, default=200)
     parser.add_argument("--validation-examples", type=int, default=None, help="Default: all 800.")
@@ -120,8 +151,12 @@ def main(argv=None):
     parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
     parser.add_argument("--qat-epochs", type=int, default=1)
     parser.add_argument("--qat-learning-rate", type=float, default=2e-5)
-    parser.add_argument("--qat-train-examples", type=int, default=None,
-                        help="QAT on the first N training sentences only (smoke runs). Default all.")
+    parser.add_argument(
+        "--qat-train-examples",
+        type=int,
+        default=None,
+        help="QAT on the first N training sentences only (smoke runs). Default all.",
+    )
     parser.add_argument("--rows", nargs="+", default=list(ROWS), choices=ROWS)
     parser.add_argument("--note", action="append", default=[])
     args = parser.parse_args(argv)
@@ -154,14 +189,19 @@ def main(argv=None):
     calibration = id_examples(serving, train_texts[: args.calibration_examples])
     x = tokenize(serving, texts)
     x = {k: np.asarray(x[k], np.int32) for k in EXPORT_ID_INPUTS}
-    keras_logits = np.concatenate([
-        serving.id_outputs(*(tf.constant(x[k][i : i + 64]) for k in EXPORT_ID_INPUTS))["logits"].numpy()
-        for i in range(0, len(texts), 64)
-    ])
+    keras_logits = np.concatenate(
+        [
+            serving.id_outputs(*(tf.constant(x[k][i : i + 64]) for k in EXPORT_ID_INPUTS))["logits"].numpy()
+            for i in range(0, len(texts), 64)
+        ]
+    )
     keras_top = keras_logits.argmax(-1)
     results = {"float_keras": {"accuracy": float(np.mean(keras_top == labels))}, "rows": {}}
-    print(f"{len(texts)} held-out sentences at {args.seq_len} tokens; float Keras accuracy "
-          f"{results['float_keras']['accuracy']:.4f}", flush=True)
+    print(
+        f"{len(texts)} held-out sentences at {args.seq_len} tokens; float Keras accuracy "
+        f"{results['float_keras']['accuracy']:.4f}",
+        flush=True,
+    )
     saved_model = os.path.join(args.work, "saved_model_ids")
     if not os.path.exists(saved_model):
         serving.export_archive(text=False).write_out(saved_model, verbose=False)
@@ -175,29 +215,57 @@ def main(argv=None):
         top = logits.argmax(-1)
         qat_top = row.pop("qat_forward_top", None)
         if qat_top is not None:
-            row.update(qat_forward_accuracy=float(np.mean(qat_top == labels)),
-                       agreement_with_qat_forward=float(np.mean(top == qat_top)))
+            row.update(
+                qat_forward_accuracy=float(np.mean(qat_top == labels)),
+                agreement_with_qat_forward=float(np.mean(top == qat_top)),
+            )
         row.update(
-            ops=total, integer_ops=integer, integer_share=integer / total, runs_on=TfliteTargets(flatbuffer).runs_on(),
-            accuracy=float(np.mean(top == labels)), agreement_with_float=float(np.mean(top == keras_top)),
-            latency_ms_p50=float(np.median(times)), latency_ms_p90=float(np.percentile(times, 90)),
+            ops=total,
+            integer_ops=integer,
+            integer_share=integer / total,
+            runs_on=TfliteTargets(flatbuffer).runs_on(),
+            accuracy=float(np.mean(top == labels)),
+            agreement_with_float=float(np.mean(top == keras_top)),
+            latency_ms_p50=float(np.median(times)),
+            latency_ms_p90=float(np.percentile(times, 90)),
         )
         results["rows"][name] = row
-        print(f"{name}: {row['size_bytes'] / 1e6:.1f} MB, integer ops {integer}/{total}, accuracy {row['accuracy']:.4f}, "
-              f"agreement {row['agreement_with_float']:.4f}, p50 {row['latency_ms_p50']:.1f} ms"
-              + (f"; QAT forward {row['qat_forward_accuracy']:.4f}, file = QAT forward on {row['agreement_with_qat_forward']:.4f}"
-                 if "qat_forward_accuracy" in row else ""), flush=True)
-        write_report(args.output, "integer_ladder", {**results, "settings": vars(args), "notes": args.note}, machine)
+        print(
+            f"{name}: {row['size_bytes'] / 1e6:.1f} MB, integer ops {integer}/{total}, accuracy {row['accuracy']:.4f}, "
+            f"agreement {row['agreement_with_float']:.4f}, p50 {row['latency_ms_p50']:.1f} ms"
+            + (
+                f"; QAT forward {row['qat_forward_accuracy']:.4f}, file = QAT forward on {row['agreement_with_qat_forward']:.4f}"
+                if "qat_forward_accuracy" in row
+                else ""
+            ),
+            flush=True,
+        )
+        write_report(
+            args.output, "integer_ladder", {**results, "settings": vars(args), "notes": args.note}, machine
+        )
 
     for quantization in ("float32", "dynamic_int8", "int8_mixed"):
         if quantization in args.rows:
-            measure(quantization, lambda q=quantization: tflite_converter.convert_saved_model(
-                saved_model, q, calibration if q == "int8_mixed" else None), static=False)
+            measure(
+                quantization,
+                lambda q=quantization: tflite_converter.convert_saved_model(
+                    saved_model, q, calibration if q == "int8_mixed" else None
+                ),
+                static=False,
+            )
     for quantization in ("int8_only", "int16x8_only"):
         if quantization in args.rows:
-            note = "LiteRT's reference kernels (no XNNPACK 16x8): not an NPU's latency" if "16" in quantization else None
-            measure(quantization, lambda q=quantization: convert_integer_only(model, args.seq_len, calibration, q),
-                    static=True, **({"latency_note": note} if note else {}))
+            note = (
+                "LiteRT's reference kernels (no XNNPACK 16x8): not an NPU's latency"
+                if "16" in quantization
+                else None
+            )
+            measure(
+                quantization,
+                lambda q=quantization: convert_integer_only(model, args.seq_len, calibration, q),
+                static=True,
+                **({"latency_note": note} if note else {}),
+            )
     if "qat" in args.rows:
         qat_train = train_csv
         if args.qat_train_examples:
@@ -209,22 +277,36 @@ def main(argv=None):
             # The QAT model's own (fake-quantized) forward: what its file is meant to compute.
             qat_x = {EXPORT_TO_MODEL_ID_INPUTS[k]: v for k, v in x.items()}
             qat_top = qat.predict(qat_x, batch_size=64, verbose=0)["logits"].argmax(-1)
-            measure(f"qat_seed_{seed}", lambda: convert_integer_only(qat, args.seq_len), static=True, seed=seed,
-                    qat_run=folder, qat_forward_top=qat_top)
+            measure(
+                f"qat_seed_{seed}",
+                lambda: convert_integer_only(qat, args.seq_len),
+                static=True,
+                seed=seed,
+                qat_run=folder,
+                qat_forward_top=qat_top,
+            )
         accuracies = [results["rows"][f"qat_seed_{s}"]["accuracy"] for s in args.seeds]
         agreements = [results["rows"][f"qat_seed_{s}"]["agreement_with_float"] for s in args.seeds]
         results["qat"] = {
-            "seeds": args.seeds, "accuracy_mean": float(np.mean(accuracies)), "accuracy_min": float(np.min(accuracies)),
-            "accuracy_max": float(np.max(accuracies)), "accuracy_std": float(np.std(accuracies)),
+            "seeds": args.seeds,
+            "accuracy_mean": float(np.mean(accuracies)),
+            "accuracy_min": float(np.min(accuracies)),
+            "accuracy_max": float(np.max(accuracies)),
+            "accuracy_std": float(np.std(accuracies)),
             "agreement_mean": float(np.mean(agreements)),
             "drop_from_float_points": 100 * (results["float_keras"]["accuracy"] - float(np.mean(accuracies))),
         }
-        print(f"QAT: accuracy mean {results['qat']['accuracy_mean']:.4f} ({min(accuracies):.4f}-{max(accuracies):.4f}), "
-              f"{results['qat']['drop_from_float_points']:.2f} points under float", flush=True)
+        print(
+            f"QAT: accuracy mean {results['qat']['accuracy_mean']:.4f} ({min(accuracies):.4f}-{max(accuracies):.4f}), "
+            f"{results['qat']['drop_from_float_points']:.2f} points under float",
+            flush=True,
+        )
     if "float32" in results["rows"]:
         for row in results["rows"].values():
             row["size_ratio_to_float32"] = row["size_bytes"] / results["rows"]["float32"]["size_bytes"]
-    write_report(args.output, "integer_ladder", {**results, "settings": vars(args), "notes": args.note}, machine)
+    write_report(
+        args.output, "integer_ladder", {**results, "settings": vars(args), "notes": args.note}, machine
+    )
     return 0
 
 

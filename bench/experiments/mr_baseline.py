@@ -52,8 +52,12 @@ def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--output", help="optional JSON file for the numbers")
     parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--spread-seeds", type=int, default=30,
-                        help="Split seeds 0..N-1 for the spread of the scikit-learn split. Default 30.")
+    parser.add_argument(
+        "--spread-seeds",
+        type=int,
+        default=30,
+        help="Split seeds 0..N-1 for the spread of the scikit-learn split. Default 30.",
+    )
     args = parser.parse_args(argv)
     if args.spread_seeds < 1:
         parser.error(f"--spread-seeds must be >= 1. Received: {args.spread_seeds}")
@@ -82,19 +86,35 @@ def main(argv=None):
     tts01 = train_test_split(index, test_size=0.2, stratify=labels01, random_state=seed)
     record("sklearn train_test_split, labels 0/1", *tts01, labels_=labels01)
     record("sklearn train_test_split, text not stripped", sk_train, sk_test, texts_=raw_texts)
-    record("sklearn train_test_split, no stratify",
-           *train_test_split(index, test_size=0.2, random_state=seed))
+    record(
+        "sklearn train_test_split, no stratify", *train_test_split(index, test_size=0.2, random_state=seed)
+    )
     tr, te = per_class_tail_split(labels, np.random.RandomState(seed))
     same = set(te.tolist()) == set(sk_test.tolist())
-    record(f"per class RandomState(0) permutation, last 20% held out{' (= test set of (a))' if same else ''}", tr, te)
-    record("per class default_rng(0) permutation, last 20% held out", *per_class_tail_split(labels, np.random.default_rng(seed)))
+    record(
+        f"per class RandomState(0) permutation, last 20% held out{' (= test set of (a))' if same else ''}",
+        tr,
+        te,
+    )
+    record(
+        "per class default_rng(0) permutation, last 20% held out",
+        *per_class_tail_split(labels, np.random.default_rng(seed)),
+    )
     defaults_done = set(results)
 
-    spread = [tfidf_lr_accuracy(texts, labels, *mr_split(texts, labels, seed=s)) for s in range(args.spread_seeds)]
-    results[f"sklearn split, seeds 0-{args.spread_seeds - 1}"] = {"mean": float(np.mean(spread)), "sd": float(np.std(spread)),
-                                           "min": float(np.min(spread)), "max": float(np.max(spread))}
-    print(f"{f'sklearn split, random_state 0..{args.spread_seeds - 1}: mean / sd / min / max':72s} "
-          f"{np.mean(spread):.4f} / {np.std(spread):.4f} / {np.min(spread):.4f} / {np.max(spread):.4f}")
+    spread = [
+        tfidf_lr_accuracy(texts, labels, *mr_split(texts, labels, seed=s)) for s in range(args.spread_seeds)
+    ]
+    results[f"sklearn split, seeds 0-{args.spread_seeds - 1}"] = {
+        "mean": float(np.mean(spread)),
+        "sd": float(np.std(spread)),
+        "min": float(np.min(spread)),
+        "max": float(np.max(spread)),
+    }
+    print(
+        f"{f'sklearn split, random_state 0..{args.spread_seeds - 1}: mean / sd / min / max':72s} "
+        f"{np.mean(spread):.4f} / {np.std(spread):.4f} / {np.min(spread):.4f} / {np.max(spread):.4f}"
+    )
 
     print("Not defaults (for scale only), on splits (a) and (b):")
     variants = {
@@ -107,14 +127,28 @@ def main(argv=None):
         record(f"(a) {name}", sk_train, sk_test, vectorizer_kwargs=vk, lr_kwargs=lk)
         record(f"(b) {name}", own_train, own_test, vectorizer_kwargs=vk, lr_kwargs=lk)
 
-    matches = [k for k in defaults_done if isinstance(results[k], float) and abs(results[k] - REFERENCE) < 5e-4]
-    other = [k for k in set(results) - defaults_done if isinstance(results[k], float) and abs(results[k] - REFERENCE) < 5e-4]
+    matches = [
+        k for k in defaults_done if isinstance(results[k], float) and abs(results[k] - REFERENCE) < 5e-4
+    ]
+    other = [
+        k
+        for k in set(results) - defaults_done
+        if isinstance(results[k], float) and abs(results[k] - REFERENCE) < 5e-4
+    ]
     print(f"reference {REFERENCE:.3f} reproduced with default TF-IDF + LR by: {matches or 'none'}")
     print(f"  (with non-default settings by: {other or 'none'})")
     if args.output:
-        write_report(args.output, "TF-IDF + logistic regression on MR sentence polarity, candidate 80/20 splits",
-                     {"reference_tfidf_lr": REFERENCE, "accuracy": results, "matches_reference_defaults": matches,
-                      "matches_reference_non_default": other}, machine)
+        write_report(
+            args.output,
+            "TF-IDF + logistic regression on MR sentence polarity, candidate 80/20 splits",
+            {
+                "reference_tfidf_lr": REFERENCE,
+                "accuracy": results,
+                "matches_reference_defaults": matches,
+                "matches_reference_non_default": other,
+            },
+            machine,
+        )
     return 0
 
 

@@ -77,12 +77,21 @@ def overlap_features(segments_a, segments_b, idf):
 
 
 def main(argv=None):
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--work", required=True,
-                        help="A bench/experiments/pretrain_tiny.py --work folder (pretrain/records, heldout_records).")
-    parser.add_argument("--validation-examples", type=int, default=1600,
-                        help="Also score the first N held-out pairs: what kbert pretrain evaluates "
-                             "(--validation-steps 50 x --batch-size 32, in file order). Default 1600.")
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument(
+        "--work",
+        required=True,
+        help="A bench/experiments/pretrain_tiny.py --work folder (pretrain/records, heldout_records).",
+    )
+    parser.add_argument(
+        "--validation-examples",
+        type=int,
+        default=1600,
+        help="Also score the first N held-out pairs: what kbert pretrain evaluates "
+        "(--validation-steps 50 x --batch-size 32, in file order). Default 1600.",
+    )
     parser.add_argument("--output", help="Write the JSON results here.")
     args = parser.parse_args(argv)
     if args.validation_examples < 1:
@@ -97,8 +106,10 @@ def main(argv=None):
     heldout_dir = os.path.join(args.work, "heldout_records")
     for directory in (train_dir, heldout_dir):
         if not os.path.isfile(os.path.join(directory, "pretraining.json")):
-            sys.exit(f"{directory} holds no pretraining records: run `python -m bench.experiments.pretrain_tiny "
-                     f"--work {args.work} --pretrain-only` (or `make experiment-nsp-baseline`) first.")
+            sys.exit(
+                f"{directory} holds no pretraining records: run `python -m bench.experiments.pretrain_tiny "
+                f"--work {args.work} --pretrain-only` (or `make experiment-nsp-baseline`) first."
+            )
     with open(os.path.join(train_dir, "pretraining.json")) as f:
         vocab_size = json.load(f)["vocabulary_size"]
 
@@ -125,17 +136,24 @@ def main(argv=None):
             results[key] = {
                 "train_accuracy": float(classifier.score(x_train[:, columns], y_train)),
                 "heldout_accuracy": float(classifier.score(x_heldout[:, columns], y_heldout)),
-                "heldout_first_n_accuracy": float(classifier.score(x_heldout[first, columns], y_heldout[first])),
+                "heldout_first_n_accuracy": float(
+                    classifier.score(x_heldout[first, columns], y_heldout[first])
+                ),
             }
-            print(f"{key:34s} train {results[key]['train_accuracy']:.4f}  held out {results[key]['heldout_accuracy']:.4f}"
-                  f"  first {args.validation_examples} {results[key]['heldout_first_n_accuracy']:.4f}")
+            print(
+                f"{key:34s} train {results[key]['train_accuracy']:.4f}  held out {results[key]['heldout_accuracy']:.4f}"
+                f"  first {args.validation_examples} {results[key]['heldout_first_n_accuracy']:.4f}"
+            )
     majority = float(max(np.mean(y_heldout), 1 - np.mean(y_heldout)))
     print(f"{'majority class':34s} held out {majority:.4f}")
 
     report = {
-        "train_records": os.path.relpath(train_dir, REPO), "heldout_records": os.path.relpath(heldout_dir, REPO),
-        "train_pairs": len(y_train), "heldout_pairs": len(y_heldout),
-        "train_notnext_fraction": float(np.mean(y_train)), "heldout_notnext_fraction": float(np.mean(y_heldout)),
+        "train_records": os.path.relpath(train_dir, REPO),
+        "heldout_records": os.path.relpath(heldout_dir, REPO),
+        "train_pairs": len(y_train),
+        "heldout_pairs": len(y_heldout),
+        "train_notnext_fraction": float(np.mean(y_train)),
+        "heldout_notnext_fraction": float(np.mean(y_heldout)),
         "features": ["len_a", "len_b", "jaccard", "idf_share_of_b_in_a", "tfidf_cosine"],
         "masked_positions": "restored to the original tokens (the classifiers see unmasked pairs)",
         "heldout_majority_class_accuracy": majority,
@@ -144,8 +162,12 @@ def main(argv=None):
         "seconds": time.perf_counter() - start,
     }
     if args.output:
-        write_report(args.output, "NSP from lexical overlap only, on the records of a bench/experiments/pretrain_tiny.py run",
-                     report, machine)
+        write_report(
+            args.output,
+            "NSP from lexical overlap only, on the records of a bench/experiments/pretrain_tiny.py run",
+            report,
+            machine,
+        )
     return 0
 
 

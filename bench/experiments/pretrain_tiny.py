@@ -47,35 +47,69 @@ import shlex
 import subprocess
 import sys
 
-from bench.common import (AUSTEN, MINILM_VOCAB, RESULTS, REVIEWS, REPO, WORK, kbert, machine_info, run_json_child,
-                          write_report)
+from bench.common import (
+    AUSTEN,
+    MINILM_VOCAB,
+    RESULTS,
+    REVIEWS,
+    REPO,
+    WORK,
+    kbert,
+    machine_info,
+    run_json_child,
+    write_report,
+)
 from bench.corpora.mr_split import mr_split, write_csv, write_mr_split
 
 # The committed runs (bench/README.md): name -> (work folder under --work-root, results file
 # in --results-dir, settings). Runs that share a work folder share their pretraining.
 RUNS = {
-    "5k": ("pretrain_tiny_5k", "pretrain_tiny.json",
-           "--steps 5000 --steps-per-epoch 1000 --seq-len 128 --pretrain-learning-rate 1e-3"),
-    "len64": ("pretrain_tiny_len64", "pretrain_tiny_len64.json",
-              "--steps 12000 --steps-per-epoch 1000 --seq-len 64 --pretrain-learning-rate 1e-3"),
-    "len64_phase2": ("pretrain_tiny_len64", "pretrain_tiny_len64_phase2.json",
-                     "--steps 12000 --steps-per-epoch 1000 --seq-len 64 --phase2-steps 3000 --phase2-seq-len 128 "
-                     "--pretrain-learning-rate 1e-3 --extra-seeds 4"),
-    "vocab8k": ("pretrain_tiny_vocab8k", "pretrain_tiny_vocab8k.json",
-                "--vocab-size 8000 --steps 12000 --steps-per-epoch 1000 --seq-len 64 --pretrain-learning-rate 1e-3 "
-                "--extra-seeds 4"),
-    "vocab8k_phase2": ("pretrain_tiny_vocab8k", "pretrain_tiny_vocab8k_phase2.json",
-                       "--vocab-size 8000 --steps 12000 --steps-per-epoch 1000 --seq-len 64 --phase2-steps 3000 "
-                       "--phase2-seq-len 128 --pretrain-learning-rate 1e-3 --extra-seeds 4"),
-    "vocab8k_30k": ("pretrain_tiny_vocab8k_30k", "pretrain_tiny_vocab8k_30k.json",
-                    "--vocab-size 8000 --steps 30000 --steps-per-epoch 1000 --seq-len 64 --pretrain-learning-rate 1e-3 "
-                    "--extra-seeds 4"),
-    "austen_5k": ("pretrain_tiny_austen_5k", "pretrain_tiny_austen_5k.json",
-                  "--vocab-size 8000 --steps 5000 --steps-per-epoch 500 --seq-len 64 --pretrain-learning-rate 1e-3 "
-                  "--selection-seeds 5 --extra-corpus {austen} --validate-on mixed_heldout"),
-    "austen_30k": ("pretrain_tiny_austen_30k", "pretrain_tiny_austen_30k.json",
-                   "--vocab-size 8000 --steps 30000 --steps-per-epoch 1000 --seq-len 64 --pretrain-learning-rate 1e-3 "
-                   "--selection-seeds 5 --extra-corpus {austen}"),
+    "5k": (
+        "pretrain_tiny_5k",
+        "pretrain_tiny.json",
+        "--steps 5000 --steps-per-epoch 1000 --seq-len 128 --pretrain-learning-rate 1e-3",
+    ),
+    "len64": (
+        "pretrain_tiny_len64",
+        "pretrain_tiny_len64.json",
+        "--steps 12000 --steps-per-epoch 1000 --seq-len 64 --pretrain-learning-rate 1e-3",
+    ),
+    "len64_phase2": (
+        "pretrain_tiny_len64",
+        "pretrain_tiny_len64_phase2.json",
+        "--steps 12000 --steps-per-epoch 1000 --seq-len 64 --phase2-steps 3000 --phase2-seq-len 128 "
+        "--pretrain-learning-rate 1e-3 --extra-seeds 4",
+    ),
+    "vocab8k": (
+        "pretrain_tiny_vocab8k",
+        "pretrain_tiny_vocab8k.json",
+        "--vocab-size 8000 --steps 12000 --steps-per-epoch 1000 --seq-len 64 --pretrain-learning-rate 1e-3 "
+        "--extra-seeds 4",
+    ),
+    "vocab8k_phase2": (
+        "pretrain_tiny_vocab8k",
+        "pretrain_tiny_vocab8k_phase2.json",
+        "--vocab-size 8000 --steps 12000 --steps-per-epoch 1000 --seq-len 64 --phase2-steps 3000 "
+        "--phase2-seq-len 128 --pretrain-learning-rate 1e-3 --extra-seeds 4",
+    ),
+    "vocab8k_30k": (
+        "pretrain_tiny_vocab8k_30k",
+        "pretrain_tiny_vocab8k_30k.json",
+        "--vocab-size 8000 --steps 30000 --steps-per-epoch 1000 --seq-len 64 --pretrain-learning-rate 1e-3 "
+        "--extra-seeds 4",
+    ),
+    "austen_5k": (
+        "pretrain_tiny_austen_5k",
+        "pretrain_tiny_austen_5k.json",
+        "--vocab-size 8000 --steps 5000 --steps-per-epoch 500 --seq-len 64 --pretrain-learning-rate 1e-3 "
+        "--selection-seeds 5 --extra-corpus {austen} --validate-on mixed_heldout",
+    ),
+    "austen_30k": (
+        "pretrain_tiny_austen_30k",
+        "pretrain_tiny_austen_30k.json",
+        "--vocab-size 8000 --steps 30000 --steps-per-epoch 1000 --seq-len 64 --pretrain-learning-rate 1e-3 "
+        "--selection-seeds 5 --extra-corpus {austen}",
+    ),
 }
 
 
@@ -83,17 +117,39 @@ def heldout_records(args, work, extra_heldout):
     """{name: records folder} of every held-out set, built once at the first phase's length
     and used by every phase (so their figures compare): the held-out reviews, and with
     --extra-corpus the held-out extra documents and both together."""
-    sets = {"reviews_heldout": (os.path.join(work, "reviews_heldout.csv"), "reviews-csv",
-                                os.path.join(work, "heldout_records"))}
+    sets = {
+        "reviews_heldout": (
+            os.path.join(work, "reviews_heldout.csv"),
+            "reviews-csv",
+            os.path.join(work, "heldout_records"),
+        )
+    }
     sets.update({name: (text, "text", records) for name, (text, records) in extra_heldout.items()})
     for name, (source, text_format, records) in sets.items():
         if not os.path.isfile(os.path.join(records, "pretraining.json")):
-            kbert("pretrain-data", source, "--format", text_format, "--vocab", args.vocab, "--output", records,
-                  "--dupe-factor", "1", "--max-seq-length", args.seq_len, "--num-shards", 1, "--quiet")
+            kbert(
+                "pretrain-data",
+                source,
+                "--format",
+                text_format,
+                "--vocab",
+                args.vocab,
+                "--output",
+                records,
+                "--dupe-factor",
+                "1",
+                "--max-seq-length",
+                args.seq_len,
+                "--num-shards",
+                1,
+                "--quiet",
+            )
         with open(os.path.join(records, "pretraining.json")) as f:
             length = json.load(f)["max_seq_length"]
         if length != args.seq_len:
-            sys.exit(f"{records} holds {length}-token records, not --seq-len {args.seq_len}: use another --work.")
+            sys.exit(
+                f"{records} holds {length}-token records, not --seq-len {args.seq_len}: use another --work."
+            )
     return {name: records for name, (_, _, records) in sets.items()}
 
 
@@ -112,13 +168,32 @@ def pretrain_phase(args, work, folder, steps, seq_len, init, validation):
             print(f"{run} already holds a finished {steps}-step run", flush=True)
             return run, done, done["train_seconds_this_process"]
     source = ("--init", init) if init else ("--preset", "bert_tiny")
-    corpus = (("--corpus", os.path.join(work, "pretrain_corpus.txt"), "--corpus-format", "text") if args.extra_corpus
-              else ("--corpus", os.path.join(work, "reviews_train.csv"), "--corpus-format", "reviews-csv"))
+    corpus = (
+        ("--corpus", os.path.join(work, "pretrain_corpus.txt"), "--corpus-format", "text")
+        if args.extra_corpus
+        else ("--corpus", os.path.join(work, "reviews_train.csv"), "--corpus-format", "reviews-csv")
+    )
     kbert(
-        "pretrain", *corpus,
-        "--vocab", args.vocab, *source, "--output", run, "--steps", steps,
-        "--steps-per-epoch", args.steps_per_epoch, "--batch-size", 32, "--seq-len", seq_len,
-        "--learning-rate", args.pretrain_learning_rate, "--validation-records", validation, "--quiet",
+        "pretrain",
+        *corpus,
+        "--vocab",
+        args.vocab,
+        *source,
+        "--output",
+        run,
+        "--steps",
+        steps,
+        "--steps-per-epoch",
+        args.steps_per_epoch,
+        "--batch-size",
+        32,
+        "--seq-len",
+        seq_len,
+        "--learning-rate",
+        args.pretrain_learning_rate,
+        "--validation-records",
+        validation,
+        "--quiet",
     )
     with open(metrics_file) as f:
         done = json.load(f)
@@ -177,7 +252,15 @@ def pretraining_accuracy_child(model_path, records):
         nsp = np.asarray(out["nsp_logits"]).argmax(-1)
         nsp_hits += float((nsp == np.asarray(y["nsp_logits"]).reshape(nsp.shape)).sum())
         examples += len(nsp)
-    print(json.dumps({"examples": int(examples), "mlm_accuracy": mlm_hits / mlm_total, "nsp_accuracy": nsp_hits / examples}))
+    print(
+        json.dumps(
+            {
+                "examples": int(examples),
+                "mlm_accuracy": mlm_hits / mlm_total,
+                "nsp_accuracy": nsp_hits / examples,
+            }
+        )
+    )
 
 
 def probe_child(init, work):
@@ -199,7 +282,7 @@ def probe_child(init, work):
             rows = list(csv.reader(f))
         vectors = []
         for start in range(0, len(rows), 256):
-            inputs = preprocessor(tf.constant([r[1] for r in rows[start:start + 256]]))
+            inputs = preprocessor(tf.constant([r[1] for r in rows[start : start + 256]]))
             sequence = backbone(inputs, training=False)["sequence_output"].numpy()  # [B, T, H]
             mask = inputs["padding_mask"].numpy()[..., None].astype("float32")
             vectors.append((sequence * mask).sum(1) / mask.sum(1))
@@ -207,7 +290,9 @@ def probe_child(init, work):
 
     x_fit, y_fit = features("mr_fit.csv")
     classifier = LogisticRegression(max_iter=5000).fit(x_fit, y_fit)
-    print(json.dumps({part: float(classifier.score(*features(f"mr_{part}.csv"))) for part in ("dev", "test")}))
+    print(
+        json.dumps({part: float(classifier.score(*features(f"mr_{part}.csv"))) for part in ("dev", "test")})
+    )
 
 
 def phase_report(run, metrics, seconds, args):
@@ -215,10 +300,15 @@ def phase_report(run, metrics, seconds, args):
     with open(os.path.join(run, "records", "pretraining.json")) as f:
         records = json.load(f)
     return {
-        "run": os.path.relpath(run, REPO), "steps": metrics["steps"], "batch_size": metrics["batch_size"],
-        "seq_len": records.get("max_seq_length"), "learning_rate": metrics["learning_rate"],
-        "records_examples": records["examples"], "seconds": seconds,
-        "heldout_seq_len": args.seq_len, "heldout_per_epoch_is": args.validate_on,
+        "run": os.path.relpath(run, REPO),
+        "steps": metrics["steps"],
+        "batch_size": metrics["batch_size"],
+        "seq_len": records.get("max_seq_length"),
+        "learning_rate": metrics["learning_rate"],
+        "records_examples": records["examples"],
+        "seconds": seconds,
+        "heldout_seq_len": args.seq_len,
+        "heldout_per_epoch_is": args.validate_on,
         "unigram_baseline_mlm_accuracy": metrics["unigram_baseline_mlm_accuracy"],
         "unigram_baseline_token": metrics["unigram_baseline_token"],
         "train_mlm_accuracy_per_epoch": history.get("mlm_logits_accuracy"),
@@ -231,59 +321,108 @@ def phase_report(run, metrics, seconds, args):
 def parse_args(argv=None):
     """The arguments, with --run NAME's settings put before the ones given (which win)."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--run", choices=sorted(RUNS),
-                        help="One of the committed configurations: its settings, --work and --output.")
-    parser.add_argument("--work-root", default=WORK, help=f"With --run: the folder of its work folder. Default {WORK}.")
-    parser.add_argument("--results-dir", default=RESULTS,
-                        help=f"With --run: the folder of its results file. Default {RESULTS}.")
-    parser.add_argument("--output", help="The results file (default: --run's, else pretrain_tiny.json in --results-dir).")
+    parser.add_argument(
+        "--run",
+        choices=sorted(RUNS),
+        help="One of the committed configurations: its settings, --work and --output.",
+    )
+    parser.add_argument(
+        "--work-root", default=WORK, help=f"With --run: the folder of its work folder. Default {WORK}."
+    )
+    parser.add_argument(
+        "--results-dir",
+        default=RESULTS,
+        help=f"With --run: the folder of its results file. Default {RESULTS}.",
+    )
+    parser.add_argument(
+        "--output", help="The results file (default: --run's, else pretrain_tiny.json in --results-dir)."
+    )
     parser.add_argument("--work", help="Run folders (default: --run's, else pretrain_tiny in --work-root).")
     parser.add_argument("--steps", type=int, default=3000)
     parser.add_argument("--steps-per-epoch", type=int, default=500)
     parser.add_argument("--pretrain-learning-rate", type=float, default=5e-4)
-    parser.add_argument("--finetune-learning-rates", type=float, nargs="+", default=[1e-4, 3e-4, 1e-3, 3e-3],
-                        help="Grid searched per init on the dev set.")
-    parser.add_argument("--pooling", choices=("pooled", "mean"), default="mean",
-                        help="Fine-tuning head input (kbert finetune --pooling). mean: the tokens' MLM-trained "
-                             "vectors; pooled: the [CLS] pooler, which only NSP trains.")
+    parser.add_argument(
+        "--finetune-learning-rates",
+        type=float,
+        nargs="+",
+        default=[1e-4, 3e-4, 1e-3, 3e-3],
+        help="Grid searched per init on the dev set.",
+    )
+    parser.add_argument(
+        "--pooling",
+        choices=("pooled", "mean"),
+        default="mean",
+        help="Fine-tuning head input (kbert finetune --pooling). mean: the tokens' MLM-trained "
+        "vectors; pooled: the [CLS] pooler, which only NSP trains.",
+    )
     parser.add_argument("--finetune-epochs", type=int, default=3)
     parser.add_argument("--seq-len", type=int, default=128, help="Pretraining sequence length in wordpieces.")
-    parser.add_argument("--phase2-steps", type=int, default=0,
-                        help="Then continue (kbert pretrain --init, heads included) for this many steps at "
-                             "--phase2-seq-len, as BERT did (90%% of its steps at 128 tokens, the rest at 512).")
+    parser.add_argument(
+        "--phase2-steps",
+        type=int,
+        default=0,
+        help="Then continue (kbert pretrain --init, heads included) for this many steps at "
+        "--phase2-seq-len, as BERT did (90%% of its steps at 128 tokens, the rest at 512).",
+    )
     parser.add_argument("--phase2-seq-len", type=int, default=128)
-    parser.add_argument("--selection-seeds", type=int, default=1,
-                        help="Fine-tune every grid point with seeds 0..N-1 and choose each init's learning rate by "
-                             "the mean dev accuracy; dev and test accuracies are then means over those seeds.")
-    parser.add_argument("--extra-seeds", type=int, default=0,
-                        help="Fine-tune each init's chosen learning rate again with seeds 1..N; report the mean.")
-    parser.add_argument("--vocab-size", type=int,
-                        help="Learn a WordPiece vocabulary of about this size from the pretraining reviews "
-                             "(kbert vocab) instead of using MiniLM's 30,522-token uncased vocabulary.")
-    parser.add_argument("--extra-corpus", nargs="+", metavar="FILE",
-                        help="More pretraining text in Google's format (a sentence per line, blank lines between "
-                             "documents), e.g. data/austen/austen.txt from `make data-austen`; every 10th document "
-                             "is held out.")
-    parser.add_argument("--validate-on", default="reviews_heldout",
-                        choices=("reviews_heldout", "extra_heldout", "mixed_heldout"),
-                        help="The held-out set kbert pretrain scores after every epoch (the others need "
-                             "--extra-corpus). Default: the held-out reviews, as every earlier run.")
+    parser.add_argument(
+        "--selection-seeds",
+        type=int,
+        default=1,
+        help="Fine-tune every grid point with seeds 0..N-1 and choose each init's learning rate by "
+        "the mean dev accuracy; dev and test accuracies are then means over those seeds.",
+    )
+    parser.add_argument(
+        "--extra-seeds",
+        type=int,
+        default=0,
+        help="Fine-tune each init's chosen learning rate again with seeds 1..N; report the mean.",
+    )
+    parser.add_argument(
+        "--vocab-size",
+        type=int,
+        help="Learn a WordPiece vocabulary of about this size from the pretraining reviews "
+        "(kbert vocab) instead of using MiniLM's 30,522-token uncased vocabulary.",
+    )
+    parser.add_argument(
+        "--extra-corpus",
+        nargs="+",
+        metavar="FILE",
+        help="More pretraining text in Google's format (a sentence per line, blank lines between "
+        "documents), e.g. data/austen/austen.txt from `make data-austen`; every 10th document "
+        "is held out.",
+    )
+    parser.add_argument(
+        "--validate-on",
+        default="reviews_heldout",
+        choices=("reviews_heldout", "extra_heldout", "mixed_heldout"),
+        help="The held-out set kbert pretrain scores after every epoch (the others need "
+        "--extra-corpus). Default: the held-out reviews, as every earlier run.",
+    )
     parser.add_argument("--probe-child", metavar="MODEL", help=argparse.SUPPRESS)
     parser.add_argument("--accuracy-child", nargs=2, metavar=("MODEL", "RECORDS"), help=argparse.SUPPRESS)
-    parser.add_argument("--pretrain-only", action="store_true", help="Stop after pretraining (fine-tune on a later call).")
+    parser.add_argument(
+        "--pretrain-only", action="store_true", help="Stop after pretraining (fine-tune on a later call)."
+    )
     argv = sys.argv[1:] if argv is None else [str(a) for a in argv]
     args = parser.parse_args(argv)
     folder, results_file = "pretrain_tiny", "pretrain_tiny.json"
     if args.run:
         folder, results_file, settings = RUNS[args.run]
-        args = parser.parse_args(shlex.split(settings.format(austen=os.path.join(AUSTEN, "austen.txt"))) + argv)
+        args = parser.parse_args(
+            shlex.split(settings.format(austen=os.path.join(AUSTEN, "austen.txt"))) + argv
+        )
     args.work = args.work or os.path.join(args.work_root, folder)
     args.output = args.output or os.path.join(args.results_dir, results_file)
     if args.selection_seeds < 1 or (args.selection_seeds > 1 and args.extra_seeds):
-        parser.error(f"--selection-seeds must be >= 1 and cannot be combined with --extra-seeds. Received: "
-                     f"--selection-seeds {args.selection_seeds}, --extra-seeds {args.extra_seeds}")
+        parser.error(
+            f"--selection-seeds must be >= 1 and cannot be combined with --extra-seeds. Received: "
+            f"--selection-seeds {args.selection_seeds}, --extra-seeds {args.extra_seeds}"
+        )
     if args.validate_on != "reviews_heldout" and not args.extra_corpus:
-        parser.error(f"--validate-on {args.validate_on} needs --extra-corpus (only the reviews are held out without it).")
+        parser.error(
+            f"--validate-on {args.validate_on} needs --extra-corpus (only the reviews are held out without it)."
+        )
     for path in args.extra_corpus or ():
         if not os.path.isfile(path):
             parser.error(f"--extra-corpus {path}: no such file (the Austen novels: `make data-austen`).")
@@ -326,29 +465,51 @@ def main(argv=None):
 
     phases = [("pretrain", args.steps, args.seq_len, None)]
     if args.phase2_steps:
-        phases.append(("pretrain_phase2", args.phase2_steps, args.phase2_seq_len, os.path.join(work, "pretrain")))
+        phases.append(
+            ("pretrain_phase2", args.phase2_steps, args.phase2_seq_len, os.path.join(work, "pretrain"))
+        )
     heldout = heldout_records(args, work, extra_heldout)
     pretrain_runs = []
     for folder, steps, seq_len, init in phases:
-        pretrain_runs.append(pretrain_phase(args, work, folder, steps, seq_len, init, heldout[args.validate_on]))
+        pretrain_runs.append(
+            pretrain_phase(args, work, folder, steps, seq_len, init, heldout[args.validate_on])
+        )
     pretrain_dir = pretrain_runs[-1][0]
     # The final pretrainer on every held-out set.
     final_scores = {}
     for name, records in heldout.items():
-        final_scores[name] = run_json_child([sys.executable, "-m", __spec__.name, "--work", work, "--accuracy-child",
-                                             os.path.join(pretrain_dir, "model.keras"), records])
+        final_scores[name] = run_json_child(
+            [
+                sys.executable,
+                "-m",
+                __spec__.name,
+                "--work",
+                work,
+                "--accuracy-child",
+                os.path.join(pretrain_dir, "model.keras"),
+                records,
+            ]
+        )
         print(f"final pretrainer on {name}: {final_scores[name]}", flush=True)
     if args.pretrain_only:
         return 0
 
     # The same architecture and vocabulary with random weights (what pretraining starts from).
     random_init = os.path.join(work, "bert_tiny_random.keras")
-    subprocess.run([sys.executable, "-c", (
-        "import keras, keras_bert_impl as kb; from keras_bert_impl.tokenization import read_vocabulary;"
-        f"v = read_vocabulary({args.vocab!r}); keras.utils.set_random_seed(0);"
-        "b = kb.BertBackbone.from_preset('bert_tiny', vocabulary_size=len(v));"
-        f"b.set_vocabulary(v, lowercase=True); b.save({random_init!r})"
-    )], check=True, cwd=REPO)
+    subprocess.run(
+        [
+            sys.executable,
+            "-c",
+            (
+                "import keras, keras_bert_impl as kb; from keras_bert_impl.tokenization import read_vocabulary;"
+                f"v = read_vocabulary({args.vocab!r}); keras.utils.set_random_seed(0);"
+                "b = kb.BertBackbone.from_preset('bert_tiny', vocabulary_size=len(v));"
+                f"b.set_vocabulary(v, lowercase=True); b.save({random_init!r})"
+            ),
+        ],
+        check=True,
+        cwd=REPO,
+    )
 
     # Each init gets the learning rate that scores best on a dev set (10% of MR's training part,
     # stratified, seed 0); the test part is scored once per run and never used to choose.
@@ -359,18 +520,52 @@ def main(argv=None):
         write_csv(os.path.join(work, name), [(str(train_labels[i]), train_texts[i]) for i in index])
     finetuned = {}
     pretrained_name = "pretrained" if len(phases) == 1 else "pretrained_phase2"
+
     def finetune(init, run, lr, seed):
         """(dev metrics, test metrics) of one `kbert finetune` run, reused when finished."""
         if not os.path.isfile(os.path.join(run, "metrics.json")):
-            kbert("finetune", "--task", "classification", "--train", os.path.join(work, "mr_fit.csv"),
-                  "--validation", os.path.join(work, "mr_dev.csv"), "--init", init, "--output", run,
-                  "--no-header", "--columns", "label,text", "--epochs", args.finetune_epochs,
-                  "--batch-size", 32, "--seq-len", 64, "--learning-rate", lr, "--pooling", args.pooling,
-                  "--seed", seed, "--quiet")
+            kbert(
+                "finetune",
+                "--task",
+                "classification",
+                "--train",
+                os.path.join(work, "mr_fit.csv"),
+                "--validation",
+                os.path.join(work, "mr_dev.csv"),
+                "--init",
+                init,
+                "--output",
+                run,
+                "--no-header",
+                "--columns",
+                "label,text",
+                "--epochs",
+                args.finetune_epochs,
+                "--batch-size",
+                32,
+                "--seq-len",
+                64,
+                "--learning-rate",
+                lr,
+                "--pooling",
+                args.pooling,
+                "--seed",
+                seed,
+                "--quiet",
+            )
         with open(os.path.join(run, "metrics.json")) as f:
             dev = json.load(f)["validation"]
-        test = json.loads(kbert("evaluate", "--model", run, "--data", os.path.join(work, "mr_test.csv"), "--json",
-                                capture=True))
+        test = json.loads(
+            kbert(
+                "evaluate",
+                "--model",
+                run,
+                "--data",
+                os.path.join(work, "mr_test.csv"),
+                "--json",
+                capture=True,
+            )
+        )
         return dev, test
 
     for name, init in (("pretrained", pretrain_dir), ("random_init", random_init)):
@@ -378,17 +573,33 @@ def main(argv=None):
         grid = {}
         for lr in args.finetune_learning_rates:
             # Seed 0 keeps its old run folder name, so earlier runs are reused.
-            runs = {seed: finetune(init, os.path.join(work, f"mr_{folder}_{args.pooling}_lr{lr:g}" + (f"_seed{seed}" if seed else "")),
-                                   lr, seed) for seed in range(args.selection_seeds)}
+            runs = {
+                seed: finetune(
+                    init,
+                    os.path.join(
+                        work, f"mr_{folder}_{args.pooling}_lr{lr:g}" + (f"_seed{seed}" if seed else "")
+                    ),
+                    lr,
+                    seed,
+                )
+                for seed in range(args.selection_seeds)
+            }
             if args.selection_seeds == 1:
                 dev, test = runs[0]
-                grid[f"{lr:g}"] = {"dev_accuracy": dev["accuracy"], "test_accuracy": test["accuracy"], "test": test}
+                grid[f"{lr:g}"] = {
+                    "dev_accuracy": dev["accuracy"],
+                    "test_accuracy": test["accuracy"],
+                    "test": test,
+                }
             else:
                 dev_per_seed = {seed: dev["accuracy"] for seed, (dev, _) in runs.items()}
                 test_per_seed = {seed: test["accuracy"] for seed, (_, test) in runs.items()}
-                grid[f"{lr:g}"] = {"dev_accuracy": sum(dev_per_seed.values()) / len(runs),
-                                   "test_accuracy": sum(test_per_seed.values()) / len(runs),
-                                   "dev_accuracy_per_seed": dev_per_seed, "test_accuracy_per_seed": test_per_seed}
+                grid[f"{lr:g}"] = {
+                    "dev_accuracy": sum(dev_per_seed.values()) / len(runs),
+                    "test_accuracy": sum(test_per_seed.values()) / len(runs),
+                    "dev_accuracy_per_seed": dev_per_seed,
+                    "test_accuracy_per_seed": test_per_seed,
+                }
         best = max(grid, key=lambda k: grid[k]["dev_accuracy"])  # first (smallest lr) on ties
         finetuned[name] = {"chosen_learning_rate": float(best), **grid[best], "grid": grid}
         # Fine-tuning noise: the chosen learning rate again with other seeds (head init, dropout, order).
@@ -401,46 +612,85 @@ def main(argv=None):
             finetuned[name]["test_accuracy_mean_over_seeds"] = sum(seeds.values()) / len(seeds)
         # What pretraining put into the vectors, without fine-tuning them: a linear probe.
         finetuned[name]["frozen_linear_probe_accuracy"] = run_json_child(
-            [sys.executable, "-m", __spec__.name, "--work", work, "--probe-child", init])
+            [sys.executable, "-m", __spec__.name, "--work", work, "--probe-child", init]
+        )
 
-    benchmark = ("bert_tiny pretrained from scratch (MLM + NSP) on 90% of the movie reviews"
-                 + (" and 90% of the documents of the extra corpus" if args.extra_corpus else "")
-                 + ", then fine-tuned on MR")
+    benchmark = (
+        "bert_tiny pretrained from scratch (MLM + NSP) on 90% of the movie reviews"
+        + (" and 90% of the documents of the extra corpus" if args.extra_corpus else "")
+        + ", then fine-tuned on MR"
+    )
     report = {
         "settings": {
-            "run": args.run, "work": os.path.relpath(args.work, REPO),
-            **{k: getattr(args, k) for k in (
-                "steps", "steps_per_epoch", "seq_len", "phase2_steps", "phase2_seq_len", "pretrain_learning_rate",
-                "finetune_learning_rates", "pooling", "finetune_epochs", "selection_seeds", "extra_seeds", "vocab_size",
-                "validate_on")},
+            "run": args.run,
+            "work": os.path.relpath(args.work, REPO),
+            **{
+                k: getattr(args, k)
+                for k in (
+                    "steps",
+                    "steps_per_epoch",
+                    "seq_len",
+                    "phase2_steps",
+                    "phase2_seq_len",
+                    "pretrain_learning_rate",
+                    "finetune_learning_rates",
+                    "pooling",
+                    "finetune_epochs",
+                    "selection_seeds",
+                    "extra_seeds",
+                    "vocab_size",
+                    "validate_on",
+                )
+            },
             "extra_corpus": [os.path.relpath(p, REPO) for p in args.extra_corpus or ()],
         },
-        "vocabulary": {"file": os.path.relpath(args.vocab, REPO), "tokens": sum(1 for _ in open(args.vocab, encoding="utf-8")),
-                       "source": f"kbert vocab --size {args.vocab_size} on the pretraining reviews"
-                                 + (" and the extra corpus's training documents" if args.extra_corpus else "") if args.vocab_size
-                                 else "all-MiniLM-L6-v2's (BERT uncased) vocab.txt"},
+        "vocabulary": {
+            "file": os.path.relpath(args.vocab, REPO),
+            "tokens": sum(1 for _ in open(args.vocab, encoding="utf-8")),
+            "source": f"kbert vocab --size {args.vocab_size} on the pretraining reviews"
+            + (" and the extra corpus's training documents" if args.extra_corpus else "")
+            if args.vocab_size
+            else "all-MiniLM-L6-v2's (BERT uncased) vocab.txt",
+        },
         "pretraining_corpora": {
             "reviews": "polarity-en-pang&lee1.csv, every 10th review held out",
-            **({"extra": [os.path.relpath(p, REPO) for p in args.extra_corpus],
-                "extra_heldout": "every 10th document of the extra corpus",
-                "mixing": "training documents of both in one file, shuffled (seed 0)"} if args.extra_corpus else {}),
+            **(
+                {
+                    "extra": [os.path.relpath(p, REPO) for p in args.extra_corpus],
+                    "extra_heldout": "every 10th document of the extra corpus",
+                    "mixing": "training documents of both in one file, shuffled (seed 0)",
+                }
+                if args.extra_corpus
+                else {}
+            ),
         },
-        "pretraining_phases": [phase_report(run, metrics, seconds, args) for run, metrics, seconds in pretrain_runs],
+        "pretraining_phases": [
+            phase_report(run, metrics, seconds, args) for run, metrics, seconds in pretrain_runs
+        ],
         "final_pretrainer_heldout": {
             "note": "the last phase's pretrainer over every record of each held-out set (records at the first "
-                    "phase's length, dupe factor 1); reviews_heldout is what pretraining validated on",
+            "phase's length, dupe factor 1); reviews_heldout is what pretraining validated on",
             **final_scores,
         },
         "mr_finetune": {
-            "settings": {"split": "scikit-learn stratified 80/20, seed 0 (bench/corpora/mr_split.py); the 80% split "
-                                  "again 90/10 (seed 0) into fit and dev", "epochs": args.finetune_epochs,
-                         "batch_size": 32, "seq_len": 64, "pooling": args.pooling,
-                         "learning_rates": args.finetune_learning_rates,
-                         "selection": "per init, the learning rate with the best dev accuracy"
-                                      + (f" averaged over fine-tuning seeds 0-{args.selection_seeds - 1}; every dev and "
-                                         "test accuracy is that mean" if args.selection_seeds > 1 else ""),
-                         "frozen_linear_probe": "scikit-learn LogisticRegression (defaults, max_iter 5000) on the "
-                                                "frozen backbone's mean-pooled final-layer vectors, fit on the fit part"},
+            "settings": {
+                "split": "scikit-learn stratified 80/20, seed 0 (bench/corpora/mr_split.py); the 80% split "
+                "again 90/10 (seed 0) into fit and dev",
+                "epochs": args.finetune_epochs,
+                "batch_size": 32,
+                "seq_len": 64,
+                "pooling": args.pooling,
+                "learning_rates": args.finetune_learning_rates,
+                "selection": "per init, the learning rate with the best dev accuracy"
+                + (
+                    f" averaged over fine-tuning seeds 0-{args.selection_seeds - 1}; every dev and "
+                    "test accuracy is that mean"
+                    if args.selection_seeds > 1
+                    else ""
+                ),
+                "frozen_linear_probe": "scikit-learn LogisticRegression (defaults, max_iter 5000) on the "
+                "frozen backbone's mean-pooled final-layer vectors, fit on the fit part",
+            },
             "pretrained_test_accuracy": finetuned["pretrained"]["test_accuracy"],
             "random_init_test_accuracy": finetuned["random_init"]["test_accuracy"],
             "pretrained": finetuned["pretrained"],
@@ -449,16 +699,20 @@ def main(argv=None):
     }
     write_report(args.output, benchmark, report, machine)
     p = report["pretraining_phases"][-1]
-    print(f"held-out MLM accuracy {p['heldout_mlm_accuracy_per_epoch'][-1]:.4f} (unigram baseline "
-          f"{p['unigram_baseline_mlm_accuracy']:.4f}), NSP {p['heldout_nsp_accuracy_per_epoch'][-1]:.4f}; MR accuracy "
-          f"pretrained {report['mr_finetune']['pretrained_test_accuracy']:.4f} vs random init "
-          f"{report['mr_finetune']['random_init_test_accuracy']:.4f} (learning rates chosen on dev); frozen linear probe "
-          f"{finetuned['pretrained']['frozen_linear_probe_accuracy']['test']:.4f} vs "
-          f"{finetuned['random_init']['frozen_linear_probe_accuracy']['test']:.4f}")
+    print(
+        f"held-out MLM accuracy {p['heldout_mlm_accuracy_per_epoch'][-1]:.4f} (unigram baseline "
+        f"{p['unigram_baseline_mlm_accuracy']:.4f}), NSP {p['heldout_nsp_accuracy_per_epoch'][-1]:.4f}; MR accuracy "
+        f"pretrained {report['mr_finetune']['pretrained_test_accuracy']:.4f} vs random init "
+        f"{report['mr_finetune']['random_init_test_accuracy']:.4f} (learning rates chosen on dev); frozen linear probe "
+        f"{finetuned['pretrained']['frozen_linear_probe_accuracy']['test']:.4f} vs "
+        f"{finetuned['random_init']['frozen_linear_probe_accuracy']['test']:.4f}"
+    )
     if args.extra_seeds:
-        print(f"MR test accuracy, mean over seeds 0-{args.extra_seeds}: pretrained "
-              f"{finetuned['pretrained']['test_accuracy_mean_over_seeds']:.4f} vs random init "
-              f"{finetuned['random_init']['test_accuracy_mean_over_seeds']:.4f}")
+        print(
+            f"MR test accuracy, mean over seeds 0-{args.extra_seeds}: pretrained "
+            f"{finetuned['pretrained']['test_accuracy_mean_over_seeds']:.4f} vs random init "
+            f"{finetuned['random_init']['test_accuracy_mean_over_seeds']:.4f}"
+        )
     return 0
 
 

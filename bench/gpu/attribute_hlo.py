@@ -31,8 +31,12 @@ WRAPPED = re.compile(r"(?:transpose\()?(?:jvp|vjp)\(([\w\-]*)\)+")
 LAYER_INDEX = re.compile(r"_(\d+)(?=/|$)")
 # The pallas_call names of keras_bert_impl/kernels/, longest first (a backward kernel's name holds
 # its forward's).
-PALLAS_KERNELS = ("residual_dropout_layer_norm_backward", "residual_dropout_layer_norm", "bias_gelu_backward",
-                  "bias_gelu")
+PALLAS_KERNELS = (
+    "residual_dropout_layer_norm_backward",
+    "residual_dropout_layer_norm",
+    "bias_gelu_backward",
+    "bias_gelu",
+)
 
 
 def parse_hlo(text):
@@ -59,9 +63,15 @@ def parse_hlo(text):
         name, shape, opcode, rest = match.groups()
         calls = CALLS.search(rest)
         op_name = OP_NAME.search(rest)
-        computations[current].append({"name": name, "shape": shape, "opcode": opcode,
-                                      "calls": calls.group(1) if calls else None,
-                                      "op_name": op_name.group(1) if op_name else None})
+        computations[current].append(
+            {
+                "name": name,
+                "shape": shape,
+                "opcode": opcode,
+                "calls": calls.group(1) if calls else None,
+                "op_name": op_name.group(1) if op_name else None,
+            }
+        )
     return computations, entry
 
 
@@ -114,27 +124,44 @@ def attribute(kernels_ms, computations, top=60):
         by_scope[main] += ms
         if len(rows) < top:
             opcodes = collections.Counter(i["opcode"] for i in fusion["body"] if i["opcode"] != "parameter")
-            rows.append({"kernel": kernel, "ms_per_step": ms, "shape": fusion["shape"][:120],
-                         "opcodes": dict(opcodes.most_common(10)), "scopes": dict(scopes.most_common(6))})
-    return {"by_scope_ms_per_step": dict(by_scope.most_common()),
-            "unmapped_ms_per_step": dict(unmapped.most_common(20)),
-            "pallas_ms_per_step": dict(pallas.most_common()), "pallas_total_ms_per_step": sum(pallas.values()),
-            "mapped_ms_per_step": sum(by_scope.values()), "unmapped_total_ms_per_step": sum(unmapped.values()),
-            "top_kernels": rows}
+            rows.append(
+                {
+                    "kernel": kernel,
+                    "ms_per_step": ms,
+                    "shape": fusion["shape"][:120],
+                    "opcodes": dict(opcodes.most_common(10)),
+                    "scopes": dict(scopes.most_common(6)),
+                }
+            )
+    return {
+        "by_scope_ms_per_step": dict(by_scope.most_common()),
+        "unmapped_ms_per_step": dict(unmapped.most_common(20)),
+        "pallas_ms_per_step": dict(pallas.most_common()),
+        "pallas_total_ms_per_step": sum(pallas.values()),
+        "mapped_ms_per_step": sum(by_scope.values()),
+        "unmapped_total_ms_per_step": sum(unmapped.values()),
+        "top_kernels": rows,
+    }
 
 
 def largest_module(dump):
     """The optimized HLO text of the largest module in an XLA dump folder (the train step)."""
     files = glob.glob(os.path.join(dump, "*after_optimizations.txt"))
     if not files:
-        raise SystemExit(f"no *after_optimizations.txt under {dump!r}: was XLA_FLAGS=--xla_dump_to={dump} "
-                         "--xla_dump_hlo_as_text set for the run?")
+        raise SystemExit(
+            f"no *after_optimizations.txt under {dump!r}: was XLA_FLAGS=--xla_dump_to={dump} "
+            "--xla_dump_hlo_as_text set for the run?"
+        )
     return max(files, key=os.path.getsize)
 
 
 def main(argv=None):
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--kernels", required=True, help="JSON {kernel name: ms per step} (gpu_bench's profile folder)")
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument(
+        "--kernels", required=True, help="JSON {kernel name: ms per step} (gpu_bench's profile folder)"
+    )
     parser.add_argument("--dump", required=True, help="the XLA dump folder")
     parser.add_argument("--output", required=True)
     parser.add_argument("--top", type=int, default=60)
@@ -144,8 +171,12 @@ def main(argv=None):
     module = largest_module(args.dump)
     with open(module, encoding="utf-8") as f:
         computations, _ = parse_hlo(f.read())
-    report = {"module": os.path.basename(module), "kernels": len(kernels_ms),
-              "kernel_ms_per_step": sum(kernels_ms.values()), **attribute(kernels_ms, computations, args.top)}
+    report = {
+        "module": os.path.basename(module),
+        "kernels": len(kernels_ms),
+        "kernel_ms_per_step": sum(kernels_ms.values()),
+        **attribute(kernels_ms, computations, args.top),
+    }
     os.environ.setdefault("KERAS_BACKEND", "jax")  # the GPU machine has no TensorFlow, Keras' default
     from keras_bert_impl.atomic_write import write_json_atomically
 
@@ -154,9 +185,11 @@ def main(argv=None):
         print(f"{ms:7.2f} ms  {scope}")
     for name, ms in report["pallas_ms_per_step"].items():
         print(f"{ms:7.2f} ms  pallas {name}")
-    print(f"mapped {report['mapped_ms_per_step']:.1f} ms, Pallas {report['pallas_total_ms_per_step']:.1f} ms, "
-          f"unmapped (library kernels) "
-          f"{report['unmapped_total_ms_per_step']:.1f} ms of {report['kernel_ms_per_step']:.1f} ms per step")
+    print(
+        f"mapped {report['mapped_ms_per_step']:.1f} ms, Pallas {report['pallas_total_ms_per_step']:.1f} ms, "
+        f"unmapped (library kernels) "
+        f"{report['unmapped_total_ms_per_step']:.1f} ms of {report['kernel_ms_per_step']:.1f} ms per step"
+    )
 
 
 if __name__ == "__main__":

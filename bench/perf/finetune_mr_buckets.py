@@ -33,7 +33,9 @@ def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--output", default=os.path.join(RESULTS, "finetune_mr_buckets.json"))
     parser.add_argument("--work", default=os.path.join(WORK, "finetune_mr_buckets"))
-    parser.add_argument("--torch-python", required=True, help="Python of .venv-torch (make .venv-torch/.installed).")
+    parser.add_argument(
+        "--torch-python", required=True, help="Python of .venv-torch (make .venv-torch/.installed)."
+    )
     parser.add_argument("--seeds", type=int, default=3)
     parser.add_argument("--epochs", type=int, default=3)
     parser.add_argument("--wait-idle", type=float, default=0)
@@ -49,16 +51,28 @@ def main(argv=None):
     for seed in range(args.seeds):
         for side, buckets in (("buckets", True), ("fixed_length", False)):
             run_dir = run_folder(args.work, "pooled", seed, length_buckets=buckets)
-            command = finetune_command(train_csv, test_csv, run_dir, args.epochs, "pooled", seed, length_buckets=buckets)
+            command = finetune_command(
+                train_csv, test_csv, run_dir, args.epochs, "pooled", seed, length_buckets=buckets
+            )
             metrics = finetune_ours(command, run_dir, reuse=False)  # timed whole, never resumed
-            sides[side][seed] = {"command": "kbert " + " ".join(command), "accuracy": metrics["validation"]["accuracy"],
-                                 "epoch_train_seconds": metrics["epoch_train_seconds"], "loadavg_after": read_loadavg()}
-            print(f"seed {seed} {side}: accuracy {sides[side][seed]['accuracy']:.4f}, "
-                  f"epoch seconds {metrics['epoch_train_seconds']}", flush=True)
+            sides[side][seed] = {
+                "command": "kbert " + " ".join(command),
+                "accuracy": metrics["validation"]["accuracy"],
+                "epoch_train_seconds": metrics["epoch_train_seconds"],
+                "loadavg_after": read_loadavg(),
+            }
+            print(
+                f"seed {seed} {side}: accuracy {sides[side][seed]['accuracy']:.4f}, "
+                f"epoch seconds {metrics['epoch_train_seconds']}",
+                flush=True,
+            )
         if seed == 0:
             reference = finetune_reference(args.torch_python, args.epochs, seed, padding="longest")
-            print(f"PyTorch (padding longest): accuracy {reference['test_accuracy']:.4f}, "
-                  f"epoch seconds {reference['epoch_seconds']}", flush=True)
+            print(
+                f"PyTorch (padding longest): accuracy {reference['test_accuracy']:.4f}, "
+                f"epoch seconds {reference['epoch_seconds']}",
+                flush=True,
+            )
 
     def epoch(side):
         return statistics.median(s for run in sides[side].values() for s in run["epoch_train_seconds"])
@@ -68,27 +82,54 @@ def main(argv=None):
 
     torch_epoch = statistics.median(reference["epoch_seconds"])
     results = {
-        "settings": {"split": "scikit-learn stratified 80/20, seed 0 (bench/corpora/mr_split.py)",
-                     "train_examples": len(train_idx), "test_examples": len(test_idx), "epochs": args.epochs,
-                     "batch_size": 32, "seq_len": 64, "learning_rate": 5e-5, "warmup_fraction": 0.0,
-                     "weight_decay": 0.0, "pooling": "pooled", "seeds": list(range(args.seeds))},
+        "settings": {
+            "split": "scikit-learn stratified 80/20, seed 0 (bench/corpora/mr_split.py)",
+            "train_examples": len(train_idx),
+            "test_examples": len(test_idx),
+            "epochs": args.epochs,
+            "batch_size": 32,
+            "seq_len": 64,
+            "learning_rate": 5e-5,
+            "warmup_fraction": 0.0,
+            "weight_decay": 0.0,
+            "pooling": "pooled",
+            "seeds": list(range(args.seeds)),
+        },
         "ours": {side: {str(k): v for k, v in runs.items()} for side, runs in sides.items()},
-        "pytorch_padding_longest": {k: reference[k] for k in ("test_accuracy", "epoch_seconds", "command", "settings")
-                                    if k in reference},
-        "median_epoch_seconds": {"buckets": epoch("buckets"), "fixed_length": epoch("fixed_length"),
-                                 "pytorch_padding_longest": torch_epoch},
+        "pytorch_padding_longest": {
+            k: reference[k]
+            for k in ("test_accuracy", "epoch_seconds", "command", "settings")
+            if k in reference
+        },
+        "median_epoch_seconds": {
+            "buckets": epoch("buckets"),
+            "fixed_length": epoch("fixed_length"),
+            "pytorch_padding_longest": torch_epoch,
+        },
         "epoch_time_buckets_over_pytorch_longest": round(epoch("buckets") / torch_epoch, 3),
         "epoch_time_buckets_over_fixed_length": round(epoch("buckets") / epoch("fixed_length"), 3),
         "mean_accuracy": {"buckets": mean_accuracy("buckets"), "fixed_length": mean_accuracy("fixed_length")},
-        "mean_accuracy_difference_points": round(100 * (mean_accuracy("buckets") - mean_accuracy("fixed_length")), 3),
-        "targets": {"epoch_time_buckets_over_pytorch_longest": "<= 0.4",
-                    "mean_accuracy_difference_points": "within 0.5 of fixed-length"},
+        "mean_accuracy_difference_points": round(
+            100 * (mean_accuracy("buckets") - mean_accuracy("fixed_length")), 3
+        ),
+        "targets": {
+            "epoch_time_buckets_over_pytorch_longest": "<= 0.4",
+            "mean_accuracy_difference_points": "within 0.5 of fixed-length",
+        },
     }
-    for key in ("median_epoch_seconds", "epoch_time_buckets_over_pytorch_longest", "mean_accuracy",
-                "mean_accuracy_difference_points"):
+    for key in (
+        "median_epoch_seconds",
+        "epoch_time_buckets_over_pytorch_longest",
+        "mean_accuracy",
+        "mean_accuracy_difference_points",
+    ):
         print(f"{key}: {results[key]}", flush=True)
-    write_report(args.output, "MR fine-tune, length buckets vs fixed length vs PyTorch padding to the longest", results,
-                 machine)
+    write_report(
+        args.output,
+        "MR fine-tune, length buckets vs fixed length vs PyTorch padding to the longest",
+        results,
+        machine,
+    )
     return 0
 
 

@@ -90,28 +90,60 @@ ORT = ("onnxruntime_fp32", "onnxruntime_int8", "onnxruntime_int8_per_channel")
 # taken as constants (each matmul reorders its weights once into oneDNN's blocked layout and keeps
 # them: brgemm kernels in place of the plain-layout gemm; only for a process that never trains),
 # the caller's thread working in oneDNN's thread pool, the system allocator for oneDNN's buffers.
-ENVIRONMENT = {"ours_fp32_onednn_off": {"TF_ENABLE_ONEDNN_OPTS": "0"}, "ours_fp32_jax": {"KERAS_BACKEND": "jax"},
-               "ours_fp32_frozen_weights": {"TF_ONEDNN_ASSUME_FROZEN_WEIGHTS": "1"},
-               "ours_fp32_caller_thread": {"TF_ONEDNN_THREADPOOL_USE_CALLER_THREAD": "1"},
-               "ours_fp32_system_allocator": {"TF_ONEDNN_USE_SYSTEM_ALLOCATOR": "1"}}
+ENVIRONMENT = {
+    "ours_fp32_onednn_off": {"TF_ENABLE_ONEDNN_OPTS": "0"},
+    "ours_fp32_jax": {"KERAS_BACKEND": "jax"},
+    "ours_fp32_frozen_weights": {"TF_ONEDNN_ASSUME_FROZEN_WEIGHTS": "1"},
+    "ours_fp32_caller_thread": {"TF_ONEDNN_THREADPOOL_USE_CALLER_THREAD": "1"},
+    "ours_fp32_system_allocator": {"TF_ONEDNN_USE_SYSTEM_ALLOCATOR": "1"},
+}
 # The children that measure their matmul ceiling in their own process: TensorFlow's fp32 product
 # (oneDNN's and Eigen's), LiteRT's float32 and dynamic-range int8 one (litert_matmul_peak).
 PEAK = ("ours_fp32", "ours_fp32_onednn_off", "ours_litert_fp32", "ours_int8")
 # TensorFlow's (intra-op, inter-op) threads where a lever sets them.
 THREAD_POOLS = {"ours_fp32_inter1": (2, 1), "ours_fp32_intra1": (1, 1)}
-OURS = ("ours_fp32", "ours_fp32_keras_graph", "ours_fp32_xla", "ours_fp32_frozen", "ours_fp32_frozen_weights",
-        "ours_fp32_caller_thread", "ours_fp32_system_allocator", "ours_fp32_fused_qkv", "ours_fp32_inter1",
-        "ours_fp32_intra1", "ours_fp32_onednn_off", "ours_litert_fp32", "ours_fp32_jax", "ours_int8")
+OURS = (
+    "ours_fp32",
+    "ours_fp32_keras_graph",
+    "ours_fp32_xla",
+    "ours_fp32_frozen",
+    "ours_fp32_frozen_weights",
+    "ours_fp32_caller_thread",
+    "ours_fp32_system_allocator",
+    "ours_fp32_fused_qkv",
+    "ours_fp32_inter1",
+    "ours_fp32_intra1",
+    "ours_fp32_onednn_off",
+    "ours_litert_fp32",
+    "ours_fp32_jax",
+    "ours_int8",
+)
 CONTENDERS = OURS + ORT
 # What each contender is compared with, per round.
-BASELINE = {**{name: "ours_fp32" for name in OURS if name != "ours_int8"}, "ours_int8": None,
-            "onnxruntime_fp32": "ours_fp32", "onnxruntime_int8": "ours_int8",
-            "onnxruntime_int8_per_channel": "ours_int8"}
+BASELINE = {
+    **{name: "ours_fp32" for name in OURS if name != "ours_int8"},
+    "ours_int8": None,
+    "onnxruntime_fp32": "ours_fp32",
+    "onnxruntime_int8": "ours_int8",
+    "onnxruntime_int8_per_channel": "ours_int8",
+}
 BASELINE["ours_fp32"] = None
 ORT_ATTENTION = "attention (ORT fused: Q/K/V projection, scores, softmax, context)"
-CATEGORIES = ("matmuls/FC", "attention Q/K/V projection", ORT_ATTENTION,
-              "attention batch-matmuls", "softmax", "LayerNorm", "GELU", "adds/bias", "mask",
-              "transposes/reshapes", "gather/embedding", "quantize (activations)", "other")
+CATEGORIES = (
+    "matmuls/FC",
+    "attention Q/K/V projection",
+    ORT_ATTENTION,
+    "attention batch-matmuls",
+    "softmax",
+    "LayerNorm",
+    "GELU",
+    "adds/bias",
+    "mask",
+    "transposes/reshapes",
+    "gather/embedding",
+    "quantize (activations)",
+    "other",
+)
 
 
 # --- the batches ------------------------------------------------------------------------------
@@ -126,8 +158,9 @@ def _make_batches(run, sentences, path):
 
     with open(sentences, encoding="utf-8") as f:
         texts = [line.rstrip("\n") for line in f]
-    predictor = TextPredictor(keras.saving.load_model(os.path.join(run, "model.keras")), sequence_length=128,
-                              batch_size=32)
+    predictor = TextPredictor(
+        keras.saving.load_model(os.path.join(run, "model.keras")), sequence_length=128, batch_size=32
+    )
     arrays = {}
     for i, (rows, *ids) in enumerate(predictor.batches(texts)):
         arrays[f"rows_{i}"] = rows
@@ -143,8 +176,10 @@ def _load_batches(path):
     """(sentences, [(rows, token_ids, segment_ids, padding_mask)])."""
     with np.load(path) as data:
         n = sum(1 for k in data.files if k.startswith("rows_"))
-        return int(data["count"]), [tuple(data[f"{k}_{i}"] for k in ("rows", "token_ids", "segment_ids", "padding_mask"))
-                                    for i in range(n)]
+        return int(data["count"]), [
+            tuple(data[f"{k}_{i}"] for k in ("rows", "token_ids", "segment_ids", "padding_mask"))
+            for i in range(n)
+        ]
 
 
 # --- the children -----------------------------------------------------------------------------
@@ -169,8 +204,17 @@ def _categorize_tf(node, kind):
         return "GELU"
     if "Gather" in kind or "embedding" in scope:
         return "gather/embedding"
-    if kind in ("Transpose", "_MklTranspose", "Reshape", "ConcatV2", "Unpack", "Pack", "ExpandDims", "StridedSlice",
-                "Squeeze"):
+    if kind in (
+        "Transpose",
+        "_MklTranspose",
+        "Reshape",
+        "ConcatV2",
+        "Unpack",
+        "Pack",
+        "ExpandDims",
+        "StridedSlice",
+        "Squeeze",
+    ):
         return "transposes/reshapes"
     if kind in ("Cast", "Sub", "LogicalAnd") or ("attention" in scope and kind == "Mul"):
         return "mask"
@@ -182,7 +226,14 @@ def _categorize_tf(node, kind):
 def _categorize_ort(op):
     if op in ("Attention", "QAttention", "MultiHeadAttention"):
         return ORT_ATTENTION
-    if op in ("MatMul", "FusedMatMul", "Gemm", "MatMulInteger", "DynamicQuantizeMatMul", "MatMulIntegerToFloat"):
+    if op in (
+        "MatMul",
+        "FusedMatMul",
+        "Gemm",
+        "MatMulInteger",
+        "DynamicQuantizeMatMul",
+        "MatMulIntegerToFloat",
+    ):
         return "matmuls/FC"
     if "LayerNormalization" in op and not op.startswith("Embed"):
         return "LayerNorm"
@@ -209,9 +260,12 @@ def _grouped(per_node, categorize):
         by_category[category] += ms
         by_op[f"{category} | {op}"] += ms
     top = sorted(per_node.items(), key=lambda kv: -kv[1])[:TOP_NODES]
-    return {"top_nodes_ms": {f"{node} ({op})": round(ms, 2) for (node, op), ms in top},"total_ms": round(sum(by_category.values()), 2),
-            "by_category_ms": {c: round(by_category[c], 2) for c in CATEGORIES if c in by_category},
-            "by_op_ms": {k: round(v, 2) for k, v in sorted(by_op.items(), key=lambda kv: -kv[1])}}
+    return {
+        "top_nodes_ms": {f"{node} ({op})": round(ms, 2) for (node, op), ms in top},
+        "total_ms": round(sum(by_category.values()), 2),
+        "by_category_ms": {c: round(by_category[c], 2) for c in CATEGORIES if c in by_category},
+        "by_op_ms": {k: round(v, 2) for k, v in sorted(by_op.items(), key=lambda kv: -kv[1])},
+    }
 
 
 def _serve(forward, count, batches, ready, profile=None, extra=None):
@@ -228,8 +282,16 @@ def _serve(forward, count, batches, ready, profile=None, extra=None):
             print(json.dumps({"seconds": time.perf_counter() - start, "labels": labels.tolist()}), flush=True)
         elif command == "profile":
             sample = batches[::PROFILE_EVERY]
-            print(json.dumps({"profile": None if profile is None else {"sampled_forwards": len(sample),
-                                                                       **profile(sample)}}), flush=True)
+            print(
+                json.dumps(
+                    {
+                        "profile": None
+                        if profile is None
+                        else {"sampled_forwards": len(sample), **profile(sample)}
+                    }
+                ),
+                flush=True,
+            )
         elif extra and command in extra:
             print(json.dumps(extra[command]()), flush=True)
         elif command == "done":
@@ -254,7 +316,9 @@ def litert_matmul_peak(quantization, n=2048, repeats=7, threads=THREADS, inspect
     from keras_bert_impl.inference.int8_forward import LITERT_QUANTIZATIONS
 
     if quantization not in LITERT_QUANTIZATIONS:
-        raise ValueError(f"quantization must be one of {LITERT_QUANTIZATIONS}. Received: quantization={quantization!r}")
+        raise ValueError(
+            f"quantization must be one of {LITERT_QUANTIZATIONS}. Received: quantization={quantization!r}"
+        )
 
     rng = np.random.default_rng(0)
     weights = tf.constant((rng.normal(size=(n, n)) / np.sqrt(n)).astype(np.float32))  # [n, n]
@@ -267,10 +331,12 @@ def litert_matmul_peak(quantization, n=2048, repeats=7, threads=THREADS, inspect
         inspect(flatbuffer)
     x = rng.normal(size=(n, n)).astype(np.float32)
     with native_output_held():  # XNNPACK says it is applied on the first run
-        runner = Interpreter(model_content=flatbuffer, num_threads=threads).get_signature_runner(SERVING_ENDPOINT)
+        runner = Interpreter(model_content=flatbuffer, num_threads=threads).get_signature_runner(
+            SERVING_ENDPOINT
+        )
         runner(x=x)
     times = [_timed(lambda: runner(x=x)) for _ in range(repeats)]
-    return 2 * n ** 3 / float(np.median(times)) / 1e9
+    return 2 * n**3 / float(np.median(times)) / 1e9
 
 
 def ours_child(name, run, batches_path):
@@ -296,8 +362,10 @@ def ours_child(name, run, batches_path):
     elif name == "ours_litert_fp32":
         litert = Int8Forward(model, num_threads=THREADS, quantization="float32")
     if litert is not None:
+
         def forward(*ids):
             return litert(*ids)["logits"]
+
         profile = None
     else:
         if name == "ours_fp32_fused_qkv":
@@ -307,8 +375,10 @@ def ours_child(name, run, batches_path):
         function = TextPredictor(model, sequence_length=128, batch_size=32)._forward  # what predict runs
         if name == "ours_fp32_keras_graph":
             spec = tf.TensorSpec([None, None], tf.int32)
-            function = tf.function(lambda *ids: model(dict(zip(MODEL_ID_INPUTS, ids)), training=False),
-                                   input_signature=[spec] * 3)
+            function = tf.function(
+                lambda *ids: model(dict(zip(MODEL_ID_INPUTS, ids)), training=False),
+                input_signature=[spec] * 3,
+            )
         elif name == "ours_fp32_xla":
             spec = tf.TensorSpec([None, None], tf.int32)
             function = tf.function(function.python_function, input_signature=[spec] * 3, jit_compile=True)
@@ -318,12 +388,16 @@ def ours_child(name, run, batches_path):
             concrete = function.get_concrete_function()
             frozen = convert_variables_to_constants_v2(concrete)
             function = lambda *ids: tf.nest.pack_sequence_as(concrete.structured_outputs, frozen(*ids))  # noqa: E731
+
         def forward(*ids):
             return function(*(tf.constant(a) for a in ids))["logits"].numpy()
 
         def profile(sample):
             per_node = tf_op_ms(lambda: [forward(*ids) for _, *ids in sample], 1)
-            return _grouped({key: ms / len(sample) for key, ms in per_node.items()}, lambda n, o: _categorize_tf(n, o))
+            return _grouped(
+                {key: ms / len(sample) for key, ms in per_node.items()}, lambda n, o: _categorize_tf(n, o)
+            )
+
     build_seconds = time.perf_counter() - start
     start = time.perf_counter()
     for _, *ids in batches:  # warm-up: every shape once (XLA compiles each here)
@@ -332,22 +406,36 @@ def ours_child(name, run, batches_path):
     backbone = model.backbone
     from bench.perf.cpu_peers import onednn_on
 
-    ready = {"build_seconds": build_seconds, "warm_up_pass_seconds": warm_up, "onednn_on": onednn_on(),
-             "gflop_per_sentence": forward_flop(backbone, [(len(r), ids.shape[1]) for r, ids, _, _ in batches]) / count / 1e9,
-             "tf_threads": [tf.config.threading.get_intra_op_parallelism_threads(),
-                            tf.config.threading.get_inter_op_parallelism_threads()],
-             "environment": {k: os.environ.get(k) for k in
-                             sorted({"TF_ENABLE_ONEDNN_OPTS", *(k for v in ENVIRONMENT.values() for k in v)})}}
+    ready = {
+        "build_seconds": build_seconds,
+        "warm_up_pass_seconds": warm_up,
+        "onednn_on": onednn_on(),
+        "gflop_per_sentence": forward_flop(backbone, [(len(r), ids.shape[1]) for r, ids, _, _ in batches])
+        / count
+        / 1e9,
+        "tf_threads": [
+            tf.config.threading.get_intra_op_parallelism_threads(),
+            tf.config.threading.get_inter_op_parallelism_threads(),
+        ],
+        "environment": {
+            k: os.environ.get(k)
+            for k in sorted({"TF_ENABLE_ONEDNN_OPTS", *(k for v in ENVIRONMENT.values() for k in v)})
+        },
+    }
     with open(os.path.join(FOLDER, "mr_sentences.txt"), encoding="utf-8") as f:
         texts = [line.rstrip("\n") for line in f]
     # Everything of `predict` but the forward: tokenizing, sorting, cutting, putting back in order.
     idle = TextPredictor(model, sequence_length=128, batch_size=32)
     idle._forward = lambda token_ids, *_: {"logits": np.zeros((len(token_ids), 2), np.float32)}
     # Each forward's own ceiling: TensorFlow's fp32 product, or LiteRT's in the forward's quantization.
-    peak = {"ours_int8": lambda: litert_matmul_peak("dynamic_int8"),
-            "ours_litert_fp32": lambda: litert_matmul_peak("float32")}.get(name, lambda: matmul_peak("float32"))
-    extra = {"peak": lambda: {"matmul_2048_gflop_per_s": peak()},
-             "tokenize": lambda: {"seconds": _timed(lambda: idle.predict(texts))}}
+    peak = {
+        "ours_int8": lambda: litert_matmul_peak("dynamic_int8"),
+        "ours_litert_fp32": lambda: litert_matmul_peak("float32"),
+    }.get(name, lambda: matmul_peak("float32"))
+    extra = {
+        "peak": lambda: {"matmul_2048_gflop_per_s": peak()},
+        "tokenize": lambda: {"seconds": _timed(lambda: idle.predict(texts))},
+    }
     return _serve(forward, count, batches, ready, profile, extra)
 
 
@@ -393,9 +481,13 @@ def jax_child(run, batches_path):
     start = time.perf_counter()
     for _, *ids in batches:  # every shape compiled once here
         forward(*ids)
-    ready = {"build_seconds": build_seconds, "warm_up_pass_seconds": time.perf_counter() - start,
-             "distinct_shapes": len({ids.shape for _, ids, _, _ in batches}),
-             "versions": {"jax": jax.__version__, "keras": keras.__version__}, "devices": str(jax.devices())}
+    ready = {
+        "build_seconds": build_seconds,
+        "warm_up_pass_seconds": time.perf_counter() - start,
+        "distinct_shapes": len({ids.shape for _, ids, _, _ in batches}),
+        "versions": {"jax": jax.__version__, "keras": keras.__version__},
+        "devices": str(jax.devices()),
+    }
     return _serve(forward, count, batches, ready)
 
 
@@ -407,8 +499,17 @@ def ort_child(name, hf, batches_path):
     os.makedirs(work, exist_ok=True)
     prepared = classify_peers.prepare(name, hf, work, THREADS, None)
     count, batches = _load_batches(batches_path)
-    feeds = [(rows, {"input_ids": ids.astype(np.int64), "token_type_ids": segments.astype(np.int64),
-                     "attention_mask": mask.astype(np.int64)}) for rows, ids, segments, mask in batches]
+    feeds = [
+        (
+            rows,
+            {
+                "input_ids": ids.astype(np.int64),
+                "token_type_ids": segments.astype(np.int64),
+                "attention_mask": mask.astype(np.int64),
+            },
+        )
+        for rows, ids, segments, mask in batches
+    ]
     session = classify_peers.ort_session(name, work, THREADS)
 
     def forward(feed):
@@ -416,12 +517,16 @@ def ort_child(name, hf, batches_path):
 
     def profile(sample):
         with tempfile.TemporaryDirectory() as folder:
-            profiled = classify_peers.ort_session(name, work, THREADS, profile_prefix=os.path.join(folder, "ort"))
+            profiled = classify_peers.ort_session(
+                name, work, THREADS, profile_prefix=os.path.join(folder, "ort")
+            )
             for _, feed in sample[:2]:  # its own warm-up, kept out of the sums below
                 profiled.run(["logits"], feed)
             with open(profiled.end_profiling(), encoding="utf-8") as f:
                 warm_events = len(json.load(f))
-            profiled = classify_peers.ort_session(name, work, THREADS, profile_prefix=os.path.join(folder, "ort2"))
+            profiled = classify_peers.ort_session(
+                name, work, THREADS, profile_prefix=os.path.join(folder, "ort2")
+            )
             for _, feed in sample[:2]:
                 profiled.run(["logits"], feed)
             for _, feed in sample:
@@ -442,8 +547,13 @@ def ort_child(name, hf, batches_path):
 
     def idle(batch):
         return np.zeros((len(batch["input_ids"]), 2), np.float32)
+
     # Everything of the peers' pass but the forward (classify_peers.classify with a forward that does nothing).
-    extra = {"tokenize": lambda: {"seconds": _timed(lambda: classify_peers.classify(idle, tokenizer, texts, 32, 0))}}
+    extra = {
+        "tokenize": lambda: {
+            "seconds": _timed(lambda: classify_peers.classify(idle, tokenizer, texts, 32, 0))
+        }
+    }
     return _serve(forward, count, feeds, {"prepare_seconds": prepared["seconds"]}, profile, extra)
 
 
@@ -459,8 +569,11 @@ def _timed(call):
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--peers-python", default=os.path.join(REPO, ".venv-peers", "bin", "python"))
-    parser.add_argument("--jax-python", default=os.path.join(REPO, ".venv-jax", "bin", "python"),
-                        help="The Python of ours_fp32_jax (Keras with JAX, no TensorFlow).")
+    parser.add_argument(
+        "--jax-python",
+        default=os.path.join(REPO, ".venv-jax", "bin", "python"),
+        help="The Python of ours_fp32_jax (Keras with JAX, no TensorFlow).",
+    )
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--contenders", default=",".join(CONTENDERS), help="Comma-separated subset to run.")
     parser.add_argument("--wait-idle", type=float, default=0)
@@ -477,9 +590,13 @@ def main(argv=None):
     contenders = [c.strip() for c in args.contenders.split(",") if c.strip()]
     unknown = sorted(set(contenders) - set(CONTENDERS))
     if unknown or args.rounds < 1:
-        raise SystemExit(f"--contenders takes a subset of {','.join(CONTENDERS)} (unknown: {unknown}); --rounds >= 1.")
+        raise SystemExit(
+            f"--contenders takes a subset of {','.join(CONTENDERS)} (unknown: {unknown}); --rounds >= 1."
+        )
     texts, labels, test_idx, run, hf, sentences, _ = _prepare(FOLDER)
-    if not os.path.exists(BATCHES) or os.path.getmtime(BATCHES) < os.path.getmtime(os.path.join(run, "model.keras")):
+    if not os.path.exists(BATCHES) or os.path.getmtime(BATCHES) < os.path.getmtime(
+        os.path.join(run, "model.keras")
+    ):
         _make_batches(run, sentences, BATCHES)
     machine = machine_info()
     if args.wait_idle:
@@ -487,14 +604,30 @@ def main(argv=None):
 
     children, failed = {}, {}
     for name in contenders:
-        python = args.peers_python if name in ORT else args.jax_python if name == "ours_fp32_jax" else sys.executable
+        python = (
+            args.peers_python
+            if name in ORT
+            else args.jax_python
+            if name == "ours_fp32_jax"
+            else sys.executable
+        )
         env = {**os.environ, **ENVIRONMENT.get(name, {})}
-        command = [python, "-m", "bench.perf.forward_gap", "--child", name, "--model", hf if name in ORT else run]
+        command = [
+            python,
+            "-m",
+            "bench.perf.forward_gap",
+            "--child",
+            name,
+            "--model",
+            hf if name in ORT else run,
+        ]
         try:
             children[name] = _Child(name, command, FOLDER, env=env)
         except RuntimeError as error:  # a lever that will not run here is listed with its error
             failed[name] = str(error)
-    peaks = {name: [children[name].ask("peak")["matmul_2048_gflop_per_s"]] for name in PEAK if name in children}
+    peaks = {
+        name: [children[name].ask("peak")["matmul_2048_gflop_per_s"]] for name in PEAK if name in children
+    }
     seconds, predicted = interleaved_passes(children, args.rounds, len(texts))
     for name, peak in peaks.items():
         peak.append(children[name].ask("peak")["matmul_2048_gflop_per_s"])
@@ -515,32 +648,55 @@ def main(argv=None):
     rows = {}
     for name, child in children.items():
         per_round = [len(texts) / s for s in seconds[name]]
-        rows[name] = {"sentences_per_second": per_round, "summary": _summary(per_round),
-                      "ms_per_forward_median": 1000 * float(np.median(seconds[name])) / batches,
-                      "accuracy_800_held_out": float(np.mean(predicted[name][test_idx] == truth)),
-                      **{k: v for k, v in child.ready.items() if k != "ready"}}
+        rows[name] = {
+            "sentences_per_second": per_round,
+            "summary": _summary(per_round),
+            "ms_per_forward_median": 1000 * float(np.median(seconds[name])) / batches,
+            "accuracy_800_held_out": float(np.mean(predicted[name][test_idx] == truth)),
+            **{k: v for k, v in child.ready.items() if k != "ready"},
+        }
         base = BASELINE.get(name)
         if base in children:
-            ratio = [a / b for a, b in zip(seconds[base], seconds[name])]  # this one's speed over the baseline's
-            rows[name][f"over_{base}"] = {"per_round": ratio, **_summary(ratio),
-                                         "accuracy_difference": rows[name]["accuracy_800_held_out"]
-                                         - float(np.mean(predicted[base][test_idx] == truth)),
-                                         "labels_equal_to_it": float(np.mean(predicted[name] == predicted[base]))}
+            ratio = [
+                a / b for a, b in zip(seconds[base], seconds[name])
+            ]  # this one's speed over the baseline's
+            rows[name][f"over_{base}"] = {
+                "per_round": ratio,
+                **_summary(ratio),
+                "accuracy_difference": rows[name]["accuracy_800_held_out"]
+                - float(np.mean(predicted[base][test_idx] == truth)),
+                "labels_equal_to_it": float(np.mean(predicted[name] == predicted[base])),
+            }
     ceiling = None
     if "ours_fp32" in children:
         gflop = rows["ours_fp32"]["gflop_per_sentence"]
         limits = {name: max(peak) / gflop for name, peak in peaks.items()}
         median = {name: float(np.median(rows[name]["sentences_per_second"])) for name in rows}
-        ceiling = {"matmul_2048_gflop_per_s": peaks, "gflop_per_sentence_executed": gflop,
-                   "fp32_ceiling_sentences_per_s": limits,
-                   "share_of_fp32_ceiling": {name: median[name] / limits["ours_fp32"] for name in rows},
-                   "share_of_own_ceiling": {name: median[name] / limit for name, limit in limits.items()}}
-    results = {"sentences": len(texts), "held_out": len(test_idx), "forwards_per_pass": batches, "rounds": args.rounds,
-               "threads": THREADS, "batch_size": 32, "truncation": 128, "model": os.path.relpath(run, REPO),
-               "contenders": rows, "failed": failed, "ceiling": ceiling, "profiles": profiles,
-               "pass_without_forward_seconds": {name: {"per_round": v, "median": float(np.median(v))}
-                                                for name, v in tokenize.items()},
-               "profile_sample": f"every {PROFILE_EVERY}th batch of the pass, ms per forward (their mean)"}
+        ceiling = {
+            "matmul_2048_gflop_per_s": peaks,
+            "gflop_per_sentence_executed": gflop,
+            "fp32_ceiling_sentences_per_s": limits,
+            "share_of_fp32_ceiling": {name: median[name] / limits["ours_fp32"] for name in rows},
+            "share_of_own_ceiling": {name: median[name] / limit for name, limit in limits.items()},
+        }
+    results = {
+        "sentences": len(texts),
+        "held_out": len(test_idx),
+        "forwards_per_pass": batches,
+        "rounds": args.rounds,
+        "threads": THREADS,
+        "batch_size": 32,
+        "truncation": 128,
+        "model": os.path.relpath(run, REPO),
+        "contenders": rows,
+        "failed": failed,
+        "ceiling": ceiling,
+        "profiles": profiles,
+        "pass_without_forward_seconds": {
+            name: {"per_round": v, "median": float(np.median(v))} for name, v in tokenize.items()
+        },
+        "profile_sample": f"every {PROFILE_EVERY}th batch of the pass, ms per forward (their mean)",
+    }
     write_report(args.output, "forward_gap", results, machine)
     return 0
 

@@ -47,7 +47,7 @@ def main(argv=None):
 
     with open(SENTENCES, encoding="utf-8") as f:
         all_texts = [line.rstrip("\n") for line in f if line.strip()]
-    texts = all_texts[:args.sentences]
+    texts = all_texts[: args.sentences]
     with open(TEST, encoding="utf-8", newline="") as f:
         test = list(csv.reader(f))
     machine = machine_info()
@@ -66,13 +66,17 @@ def main(argv=None):
             int8.save(os.path.join(folder, "int8.keras"))
             reloaded = keras.saving.load_model(os.path.join(folder, "int8.keras"))
             sample = [text for _, text in test[:64]]
-            before, after = (TextPredictor(m, sequence_length=seq_len, batch_size=32).predict(sample)["logits"]
-                             for m in (int8, reloaded))
+            before, after = (
+                TextPredictor(m, sequence_length=seq_len, batch_size=32).predict(sample)["logits"]
+                for m in (int8, reloaded)
+            )
             int8_reload = f"saved and loaded; max |logit change| over {len(sample)} test rows {np.abs(before - after).max():.2e}"
         except Exception as e:  # what a user would meet: recorded, not hidden
             int8_reload = f"{type(e).__name__}: {' '.join(str(e).split())[:300]}"
 
-    predictors = {name: TextPredictor(m, sequence_length=seq_len, batch_size=32) for name, m in models.items()}
+    predictors = {
+        name: TextPredictor(m, sequence_length=seq_len, batch_size=32) for name, m in models.items()
+    }
     started = time.perf_counter()
     predictors["int8"] = TextPredictor(model, sequence_length=seq_len, batch_size=32, precision="int8")
     int8_conversion = time.perf_counter() - started
@@ -81,7 +85,9 @@ def main(argv=None):
     accuracy, top = {}, {}
     for name, predictor in predictors.items():
         logits = predictor.predict([text for _, text in test])["logits"]
-        accuracy[name] = float(np.mean(logits.argmax(-1) == np.array([label_ids[label] for label, _ in test])))
+        accuracy[name] = float(
+            np.mean(logits.argmax(-1) == np.array([label_ids[label] for label, _ in test]))
+        )
         top[name] = predictor.predict(texts)["logits"].argmax(-1)  # also the warm-up
     seconds = {name: [] for name in names}
     for _ in range(args.rounds):
@@ -94,14 +100,32 @@ def main(argv=None):
     sentences_file = SENTENCES
     for precision in ("fp32", "bf16", "int8"):
         started = time.perf_counter()
-        subprocess.run([sys.executable, "-m", "keras_bert_impl.cli", "predict", "--model", args.run, "--file",
-                        sentences_file, "--precision", precision], check=True, cwd=REPO, stdout=subprocess.DEVNULL)
+        subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "keras_bert_impl.cli",
+                "predict",
+                "--model",
+                args.run,
+                "--file",
+                sentences_file,
+                "--precision",
+                precision,
+            ],
+            check=True,
+            cwd=REPO,
+            stdout=subprocess.DEVNULL,
+        )
         whole[precision] = round(time.perf_counter() - started, 2)
 
     best = {name: min(s) for name, s in seconds.items()}
     results = {
-        "model": os.path.relpath(args.run, REPO), "seq_len": seq_len, "batch_size": 32,
-        "sentences_timed": len(texts), "rounds": args.rounds,
+        "model": os.path.relpath(args.run, REPO),
+        "seq_len": seq_len,
+        "batch_size": 32,
+        "sentences_timed": len(texts),
+        "rounds": args.rounds,
         "seconds": {name: [round(s, 3) for s in values] for name, values in seconds.items()},
         "sentences_per_s": {name: round(len(texts) / s, 1) for name, s in best.items()},
         "speed_vs_fp32": {name: round(best["fp32"] / s, 3) for name, s in best.items()},

@@ -33,8 +33,14 @@ SENTENCES = os.path.join(WORK, "distill_mr", "mr_sentences.txt")
 def _kerashub_classifier(sequence_length):
     import keras_hub
 
-    backbone = keras_hub.models.BertBackbone(vocabulary_size=30522, num_layers=6, num_heads=12, hidden_dim=384,
-                                             intermediate_dim=1536, max_sequence_length=512)
+    backbone = keras_hub.models.BertBackbone(
+        vocabulary_size=30522,
+        num_layers=6,
+        num_heads=12,
+        hidden_dim=384,
+        intermediate_dim=1536,
+        max_sequence_length=512,
+    )
     tokenizer = keras_hub.models.BertTokenizer(vocabulary=MINILM_VOCAB, lowercase=True)
     preprocessor = keras_hub.models.BertTextClassifierPreprocessor(tokenizer, sequence_length=sequence_length)
     return keras_hub.models.BertTextClassifier(backbone, num_classes=2, preprocessor=preprocessor)
@@ -42,7 +48,9 @@ def _kerashub_classifier(sequence_length):
 
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--torch-python", required=True, help="Python of .venv-torch (make .venv-torch/.installed).")
+    parser.add_argument(
+        "--torch-python", required=True, help="Python of .venv-torch (make .venv-torch/.installed)."
+    )
     parser.add_argument("--run", default=RUN)
     parser.add_argument("--rounds", type=int, default=2)
     parser.add_argument("--wait-idle", type=float, default=0)
@@ -66,10 +74,12 @@ def main(argv=None):
     started = time.perf_counter()
     int8 = TextPredictor(model, sequence_length=128, batch_size=32, precision="int8")
     int8_conversion_s = time.perf_counter() - started
-    ours = {"ours_fp32": TextPredictor(model, sequence_length=128, batch_size=32),
-            "ours_fp32_width16": TextPredictor(model, sequence_length=128, batch_size=32, bucket_multiple=16),
-            "ours_bf16": TextPredictor(model, sequence_length=128, batch_size=32, precision="bf16"),
-            "ours_int8": int8}
+    ours = {
+        "ours_fp32": TextPredictor(model, sequence_length=128, batch_size=32),
+        "ours_fp32_width16": TextPredictor(model, sequence_length=128, batch_size=32, bucket_multiple=16),
+        "ours_bf16": TextPredictor(model, sequence_length=128, batch_size=32, precision="bf16"),
+        "ours_int8": int8,
+    }
     hub = {f"kerashub_len{length}": _kerashub_classifier(length) for length in (64, 128)}
     batches = tf.data.Dataset.from_tensor_slices(texts).batch(32)
 
@@ -95,8 +105,21 @@ def main(argv=None):
             seconds[name].append(time.perf_counter() - started)
             print(f"round {round_}: {name} {len(texts) / seconds[name][-1]:.1f} sentences/s", flush=True)
         for order in ("input", "length"):
-            result = run_json_child([args.torch_python, "-m", "bench.reference.classify_pytorch", "--sentences",
-                                     SENTENCES, "--order", order, "--batch-size", "32", "--seq-len", "128"])
+            result = run_json_child(
+                [
+                    args.torch_python,
+                    "-m",
+                    "bench.reference.classify_pytorch",
+                    "--sentences",
+                    SENTENCES,
+                    "--order",
+                    order,
+                    "--batch-size",
+                    "32",
+                    "--seq-len",
+                    "128",
+                ]
+            )
             seconds[f"pytorch_{order}_order"].append(result["seconds"])
             torch_info = {k: result[k] for k in ("torch", "transformers", "attention", "threads")}
     rate = {name: len(texts) / min(values) for name, values in seconds.items()}
@@ -106,7 +129,10 @@ def main(argv=None):
     peak = {dtype: matmul_peak(dtype) for dtype in ("float32", "bfloat16")}
     ceiling = peak["float32"] * 1e9 / (flop / len(texts))
     results = {
-        "sentences": len(texts), "batch_size": 32, "truncation": 128, "rounds": args.rounds,
+        "sentences": len(texts),
+        "batch_size": 32,
+        "truncation": 128,
+        "rounds": args.rounds,
         "seconds": {name: [round(s, 3) for s in values] for name, values in seconds.items()},
         "sentences_per_s": {name: round(r, 1) for name, r in rate.items()},
         "fastest_peer": best_peer,
@@ -121,11 +147,16 @@ def main(argv=None):
             "fp32_ceiling_sentences_per_s": round(ceiling, 1),
             "share_of_fp32_ceiling": {name: round(r / ceiling, 3) for name, r in rate.items()},
             "fp32_target_400_needs_gflop_per_s": round(400 * flop / len(texts) / 1e9, 1),
-            "forward_32x28_by_op_ms": {p: _op_profile(model if p == "fp32" else with_precision(model, p))
-                                       for p in ("fp32", "bf16")},
+            "forward_32x28_by_op_ms": {
+                p: _op_profile(model if p == "fp32" else with_precision(model, p)) for p in ("fp32", "bf16")
+            },
         },
         "pytorch": torch_info,
-        "targets": {"ours_fp32_sentences_per_s": 400, "ours_fp32_over_fastest_peer": 2.0, "best_low_precision_over_fp32": 2.0},
+        "targets": {
+            "ours_fp32_sentences_per_s": 400,
+            "ours_fp32_over_fastest_peer": 2.0,
+            "best_low_precision_over_fp32": 2.0,
+        },
     }
     for key, value in results.items():
         print(f"{key}: {value}", flush=True)
@@ -137,8 +168,10 @@ def _flop_executed(model, predictor, texts):
     """Multiply-adds x 2 of the fp32 run over `texts`: every batch as TextPredictor cuts it
     (sorted by length, batches of its batch_size, each as wide as its longest row)."""
     lengths = np.sort(np.asarray(predictor._preprocessor(texts)["padding_mask"]).sum(axis=1))[::-1]
-    shapes = [(len(lengths[s:s + predictor.batch_size]), int(lengths[s:s + predictor.batch_size].max()))
-              for s in range(0, len(lengths), predictor.batch_size)]
+    shapes = [
+        (len(lengths[s : s + predictor.batch_size]), int(lengths[s : s + predictor.batch_size].max()))
+        for s in range(0, len(lengths), predictor.batch_size)
+    ]
     return forward_flop(model.backbone, shapes)
 
 
@@ -146,9 +179,13 @@ def forward_flop(backbone, shapes):
     """Multiply-adds x 2 of a classifier's forwards on batches of `shapes` [(rows, width)]: the
     dense layers per token, attention's two batched products per sequence and the pooler."""
     hidden, inner, layers = backbone.hidden_dim, backbone.intermediate_dim, backbone.num_layers
-    per_token = 2 * layers * (4 * hidden * hidden + 2 * hidden * inner)  # Q, K, V, output; the feed-forward pair
-    return sum(rows * (width * per_token + layers * 2 * 2 * width * width * hidden + 2 * hidden * hidden)
-               for rows, width in shapes)
+    per_token = (
+        2 * layers * (4 * hidden * hidden + 2 * hidden * inner)
+    )  # Q, K, V, output; the feed-forward pair
+    return sum(
+        rows * (width * per_token + layers * 2 * 2 * width * width * hidden + 2 * hidden * hidden)
+        for rows, width in shapes
+    )
 
 
 def matmul_peak(dtype, n=2048, repeats=7):
@@ -162,7 +199,7 @@ def matmul_peak(dtype, n=2048, repeats=7):
         started = time.perf_counter()
         product().numpy()
         times.append(time.perf_counter() - started)
-    return 2 * n ** 3 / float(np.median(times)) / 1e9
+    return 2 * n**3 / float(np.median(times)) / 1e9
 
 
 def _op_profile(model, batch=32, width=28, calls=5):
@@ -187,8 +224,12 @@ def _op_profile(model, batch=32, width=28, calls=5):
         per_op[kind] += ms
     top = dict(sorted(per_op.items(), key=lambda kv: -kv[1])[:12])
     matmul = sum(v for k, v in per_op.items() if "MatMul" in k)
-    return {"wall_ms": round(float(np.median(walls)) * 1e3, 1), "matmul_ops_ms": round(matmul, 1),
-            "other_ops_ms": round(sum(per_op.values()) - matmul, 1), "top_ops_ms": {k: round(v, 2) for k, v in top.items()}}
+    return {
+        "wall_ms": round(float(np.median(walls)) * 1e3, 1),
+        "matmul_ops_ms": round(matmul, 1),
+        "other_ops_ms": round(sum(per_op.values()) - matmul, 1),
+        "top_ops_ms": {k: round(v, 2) for k, v in top.items()},
+    }
 
 
 def tf_op_ms(run, calls):

@@ -43,11 +43,16 @@ CATEGORIES = (
     ("int8 matmuls (fully connected)", lambda s: s.startswith("xnn_qd8_") and "gemm" in s),
     ("float matmuls", lambda s: s.startswith(("xnn_f32_gemm", "xnn_f32_igemm", "xnn_f32_ppmm"))),
     ("packing batch-matmul operands", lambda s: "packw" in s),
-    ("quantizing activations", lambda s: any(k in s for k in ("rminmax", "_qu8_vcvt", "_qs8_vcvt", "pack_lh", "qdu8"))),
+    (
+        "quantizing activations",
+        lambda s: any(k in s for k in ("rminmax", "_qu8_vcvt", "_qs8_vcvt", "pack_lh", "qdu8")),
+    ),
     ("transposes", lambda s: "transpose" in s),
     ("GELU", lambda s: "vgelu" in s),
-    ("softmax and means", lambda s: any(k in s for k in ("rsum", "rmax", "raddstoreexpminusmax", "softmax",
-                                                         "reciprocal"))),
+    (
+        "softmax and means",
+        lambda s: any(k in s for k in ("rsum", "rmax", "raddstoreexpminusmax", "softmax", "reciprocal")),
+    ),
     ("elementwise (residuals, LayerNorm, mask)", lambda s: s.startswith("xnn_f32_v")),
     ("thread pool", lambda s: any(k in s for k in ("pthreadpool", "thread_main", "thread_parallelize"))),
 )
@@ -55,8 +60,13 @@ COPY = ("memmove", "memcpy", "memset")
 # LiteRT's ways to run a file (the int8 forms'): the Interpreter Int8Forward uses, with
 # `experimental_default_delegate_latest_features` (XNNPACK's flag-protected features), at the
 # static shape, and LiteRT's CompiledModel API with XNNPACK and with YNNPACK (CpuOptions).
-RUNTIMES = ("interpreter", "interpreter_latest_features", "interpreter_static", "compiled_model",
-            "compiled_model_ynnpack")
+RUNTIMES = (
+    "interpreter",
+    "interpreter_latest_features",
+    "interpreter_static",
+    "compiled_model",
+    "compiled_model_ynnpack",
+)
 FREE_SHAPES = ("interpreter", "interpreter_latest_features")
 
 
@@ -103,8 +113,10 @@ def summarize(samples, ms_per_forward):
     total = sum(categories.values())
     return {
         "samples": total,
-        "by_category": {name: {"share": n / total, "ms": n / total * ms_per_forward}
-                        for name, n in categories.most_common()},
+        "by_category": {
+            name: {"share": n / total, "ms": n / total * ms_per_forward}
+            for name, n in categories.most_common()
+        },
         "top_symbols": {name[:120]: n / total for name, n in leaves.most_common(TOP_SYMBOLS)},
     }
 
@@ -114,8 +126,11 @@ def _runner(flatbuffer, runtime, feed):
     if runtime.startswith("interpreter"):
         from ai_edge_litert.interpreter import Interpreter
 
-        interpreter = Interpreter(model_content=flatbuffer, num_threads=2,
-                                  experimental_default_delegate_latest_features=runtime.endswith("latest_features"))
+        interpreter = Interpreter(
+            model_content=flatbuffer,
+            num_threads=2,
+            experimental_default_delegate_latest_features=runtime.endswith("latest_features"),
+        )
         runner = interpreter.get_signature_runner("serving_default")
         return lambda: runner(**feed)
     # LiteRT's CompiledModel API at the file's static shape: its resizing does not carry the new
@@ -126,13 +141,16 @@ def _runner(flatbuffer, runtime, feed):
     options = Options(cpu_options=CpuOptions(num_threads=2, enable_ynnpack=runtime.endswith("ynnpack")))
     model = CompiledModel.from_buffer(flatbuffer, options=options)
     inputs = {name: model.create_input_buffer_by_name("serving_default", name) for name in feed}
-    outputs = {name: model.create_output_buffer_by_name("serving_default", name)
-               for name in model.get_signature_list()["serving_default"]["outputs"]}
+    outputs = {
+        name: model.create_output_buffer_by_name("serving_default", name)
+        for name in model.get_signature_list()["serving_default"]["outputs"]
+    }
 
     def run():
         for name, buffer in inputs.items():
             buffer.write(feed[name])
         model.run_by_name("serving_default", inputs, outputs)
+
     return run
 
 
@@ -168,10 +186,24 @@ def child(path, batch, width, forwards, runtime="interpreter"):
 
 
 def _start(path, batch, width, forwards, runtime):
-    command = [sys.executable, "-m", "bench.perf.litert_profile", "--child", path, "--runtime", runtime,
-               "--batch", str(batch), "--width", str(width), "--forwards", str(forwards)]
-    process = subprocess.Popen(command, cwd=REPO, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
-                               stderr=subprocess.DEVNULL)
+    command = [
+        sys.executable,
+        "-m",
+        "bench.perf.litert_profile",
+        "--child",
+        path,
+        "--runtime",
+        runtime,
+        "--batch",
+        str(batch),
+        "--width",
+        str(width),
+        "--forwards",
+        str(forwards),
+    ]
+    process = subprocess.Popen(
+        command, cwd=REPO, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, stderr=subprocess.DEVNULL
+    )
     return process, json.loads(process.stdout.readline())
 
 
@@ -187,8 +219,12 @@ def profile(path, batch, width, forwards, folder):
     """The child's timing in LiteRT's Interpreter, and perf's samples of one more pass by category."""
     process, timing = _start(path, batch, width, forwards, "interpreter")
     data = os.path.join(folder, "perf.data")
-    perf = subprocess.Popen(["perf", "record", "-F", "1999", "-g", "-o", data, "-p", str(process.pid)],
-                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    perf = subprocess.Popen(
+        ["perf", "record", "-F", "1999", "-g", "-o", data, "-p", str(process.pid)],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     time.sleep(1.0)  # perf attaches to every thread of the child
     process.stdin.write("go\n")
     process.stdin.flush()
@@ -198,7 +234,9 @@ def profile(path, batch, width, forwards, folder):
     process.wait()
     if perf.returncode not in (0, -signal.SIGINT) or not os.path.exists(data):
         raise SystemExit(f"perf record failed ({perf.returncode}): {perf_err[-400:]}")
-    script = subprocess.run(["perf", "script", "-i", data, "-F", "ip,sym"], capture_output=True, text=True, check=True)
+    script = subprocess.run(
+        ["perf", "script", "-i", data, "-F", "ip,sym"], capture_output=True, text=True, check=True
+    )
     os.remove(data)
     return {**timing, **summarize(parse_perf_script(script.stdout), timing["ms_per_forward"])}
 
@@ -216,12 +254,14 @@ def convert(model, graph, quantization, batch=None, width=None):
         return _convert(model, quantization, batch=batch, length=width)
 
     def forward(token_ids, segment_ids, padding_mask):
-        outputs = model({"token_ids": token_ids, "segment_ids": segment_ids, "padding_mask": padding_mask},
-                        training=False)
+        outputs = model(
+            {"token_ids": token_ids, "segment_ids": segment_ids, "padding_mask": padding_mask}, training=False
+        )
         return {name: tf.cast(value, tf.float32) for name, value in outputs.items()}
 
-    return convert_endpoint(named_endpoint(forward, MODEL_ID_INPUTS), id_signature(MODEL_ID_INPUTS, batch, width),
-                            quantization)
+    return convert_endpoint(
+        named_endpoint(forward, MODEL_ID_INPUTS), id_signature(MODEL_ID_INPUTS, batch, width), quantization
+    )
 
 
 def _write(folder, name, flatbuffer):
@@ -242,8 +282,10 @@ def main(argv=None):
     parser.add_argument("--runtime", default="interpreter", choices=RUNTIMES, help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if min(args.batch, args.width, args.forwards) < 1:
-        raise SystemExit(f"--batch, --width and --forwards must be >= 1. Received: {args.batch}, {args.width}, "
-                         f"{args.forwards}.")
+        raise SystemExit(
+            f"--batch, --width and --forwards must be >= 1. Received: {args.batch}, {args.width}, "
+            f"{args.forwards}."
+        )
     if args.child:
         return child(args.child, args.batch, args.width, args.forwards, args.runtime)
     if shutil.which("perf") is None:
@@ -258,38 +300,64 @@ def main(argv=None):
     with tempfile.TemporaryDirectory(prefix="litert-profile-") as folder:
         for quantization in QUANTIZATIONS:
             for graph in GRAPHS:
-                files[f"{graph}_{quantization}"] = _write(folder, f"{graph}_{quantization}",
-                                                         convert(model, graph, quantization))
+                files[f"{graph}_{quantization}"] = _write(
+                    folder, f"{graph}_{quantization}", convert(model, graph, quantization)
+                )
         # CompiledModel needs static shapes (RUNTIMES): the same forms at [B, W], for every runtime.
-        static = _write(folder, "litert_forms_dynamic_int8_static",
-                        convert(model, "litert_forms", "dynamic_int8", args.batch, args.width))
+        static = _write(
+            folder,
+            "litert_forms_dynamic_int8_static",
+            convert(model, "litert_forms", "dynamic_int8", args.batch, args.width),
+        )
         if args.wait_idle:
             wait_for_idle(args.wait_idle)
         profiles = {}
         for name, path in files.items():
-            profiles[name] = {"size_bytes": os.path.getsize(path), **profile(path, args.batch, args.width,
-                                                                            args.forwards, folder)}
-            print(f"{name}: {profiles[name]['ms_per_forward']:.2f} ms per [{args.batch}, {args.width}] forward; "
-                  + ", ".join(f"{k} {v['ms']:.1f}" for k, v in list(profiles[name]["by_category"].items())[:6]),
-                  flush=True)
+            profiles[name] = {
+                "size_bytes": os.path.getsize(path),
+                **profile(path, args.batch, args.width, args.forwards, folder),
+            }
+            print(
+                f"{name}: {profiles[name]['ms_per_forward']:.2f} ms per [{args.batch}, {args.width}] forward; "
+                + ", ".join(f"{k} {v['ms']:.1f}" for k, v in list(profiles[name]["by_category"].items())[:6]),
+                flush=True,
+            )
         # LiteRT's runtime levers on the int8 forms: two interleaved rounds, the better kept.
         runtimes = {}
         for _ in range(2):
             for runtime in RUNTIMES:
-                got = timed(files["litert_forms_dynamic_int8"] if runtime in FREE_SHAPES else static, args.batch,
-                            args.width, args.forwards, runtime)
+                got = timed(
+                    files["litert_forms_dynamic_int8"] if runtime in FREE_SHAPES else static,
+                    args.batch,
+                    args.width,
+                    args.forwards,
+                    runtime,
+                )
                 best = runtimes.get(runtime)
                 if "error" in got or best is None or got["ms_per_forward"] < best["ms_per_forward"]:
                     runtimes[runtime] = got
         for runtime, got in runtimes.items():
             print(f"{runtime}: {got.get('ms_per_forward', got.get('error'))}", flush=True)
-    ratios = {f"litert_forms_over_keras_{q}": profiles[f"keras_{q}"]["ms_per_forward"]
-              / profiles[f"litert_forms_{q}"]["ms_per_forward"] for q in QUANTIZATIONS}
-    results = {"model": os.path.relpath(run, REPO), "batch": args.batch, "width": args.width,
-               "forwards": args.forwards, "threads": 2, "profiles": profiles, "speedup": ratios,
-               "runtimes_int8_litert_forms": runtimes}
+    ratios = {
+        f"litert_forms_over_keras_{q}": profiles[f"keras_{q}"]["ms_per_forward"]
+        / profiles[f"litert_forms_{q}"]["ms_per_forward"]
+        for q in QUANTIZATIONS
+    }
+    results = {
+        "model": os.path.relpath(run, REPO),
+        "batch": args.batch,
+        "width": args.width,
+        "forwards": args.forwards,
+        "threads": 2,
+        "profiles": profiles,
+        "speedup": ratios,
+        "runtimes_int8_litert_forms": runtimes,
+    }
     write_report(args.output, "litert_profile", results, machine)
-    print(f"wrote {args.output}: LiteRtForms over the Keras graph " + ", ".join(f"{k} {v:.3f}x" for k, v in ratios.items()))
+    print(
+        f"wrote {args.output}: LiteRtForms over the Keras graph "
+        + ", ".join(f"{k} {v:.3f}x" for k, v in ratios.items())
+    )
     return 0
 
 

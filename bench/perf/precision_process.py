@@ -46,14 +46,20 @@ CACHE_VARIABLE = "KBERT_CACHE_DIR"
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rounds", type=int, default=3)
-    parser.add_argument("--contenders", default=",".join(CONTENDERS), help=f"Comma-separated subset of {','.join(CONTENDERS)}.")
+    parser.add_argument(
+        "--contenders",
+        default=",".join(CONTENDERS),
+        help=f"Comma-separated subset of {','.join(CONTENDERS)}.",
+    )
     parser.add_argument("--wait-idle", type=float, default=0)
     parser.add_argument("--output", default=os.path.join("bench", "results", "precision_process.json"))
     args = parser.parse_args(argv)
     contenders = [c.strip() for c in args.contenders.split(",") if c.strip()]
     if not contenders or set(contenders) - set(CONTENDERS) or args.rounds < 1:
-        raise SystemExit(f"--contenders takes a subset of {','.join(CONTENDERS)} (received {args.contenders!r}); "
-                         f"--rounds >= 1 (received {args.rounds}).")
+        raise SystemExit(
+            f"--contenders takes a subset of {','.join(CONTENDERS)} (received {args.contenders!r}); "
+            f"--rounds >= 1 (received {args.rounds})."
+        )
     texts, _, _, run, _, sentences, _ = _prepare(FOLDER)
     machine = machine_info()
     cache = os.path.join(FOLDER, "precision_process_cache")
@@ -63,9 +69,24 @@ def main(argv=None):
         """(its stderr, its peak resident memory in MiB) of one `kbert predict` process."""
         flags, cached = CONTENDERS[contender]
         env = {**os.environ, CACHE_VARIABLE: cache if cached else "off"}
-        process = subprocess.Popen([sys.executable, "-m", "keras_bert_impl.cli", "predict", "--model", run, "--file",
-                                    sentences, *flags], cwd=REPO, env=env, stdout=subprocess.DEVNULL,
-                                   stderr=subprocess.PIPE, text=True)
+        process = subprocess.Popen(
+            [
+                sys.executable,
+                "-m",
+                "keras_bert_impl.cli",
+                "predict",
+                "--model",
+                run,
+                "--file",
+                sentences,
+                *flags,
+            ],
+            cwd=REPO,
+            env=env,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
         stderr = process.stderr.read()
         process.stderr.close()
         # wait4 reaps this very child and gives its own rusage: ru_maxrss is its peak (from the fork
@@ -73,7 +94,9 @@ def main(argv=None):
         _, status, usage = os.wait4(process.pid, 0)
         process.returncode = os.waitstatus_to_exitcode(status)
         if process.returncode:
-            raise SystemExit(f"{contender}: kbert predict exited with {process.returncode}:\n{stderr[-2000:]}")
+            raise SystemExit(
+                f"{contender}: kbert predict exited with {process.returncode}:\n{stderr[-2000:]}"
+            )
         return stderr, usage.ru_maxrss / 1024
 
     for contender in contenders:  # the warm-up: one process converts and keeps the file
@@ -84,7 +107,7 @@ def main(argv=None):
         wait_for_idle(args.wait_idle)
     seconds, peaks, loads, auto_said = {c: [] for c in contenders}, {c: [] for c in contenders}, [], None
     for round_ in range(args.rounds):
-        order = contenders[round_ % len(contenders):] + contenders[: round_ % len(contenders)]
+        order = contenders[round_ % len(contenders) :] + contenders[: round_ % len(contenders)]
         for contender in order:
             start = time.perf_counter()
             stderr, peak = predict(contender)
@@ -96,14 +119,32 @@ def main(argv=None):
         loads.append(read_loadavg())
     if _files(cache) != cache_files:  # a timed _cached process converted: the warm cache was not warm
         raise SystemExit(f"the cache's files changed during the rounds: {cache_files} -> {_files(cache)}")
-    rows = {c: {"seconds": s, "seconds_summary": _summary(s), "peak_rss_mib": peaks[c], "flags": CONTENDERS[c][0],
-                "cache": "warm" if CONTENDERS[c][1] else "off"} for c, s in seconds.items()}
-    ratios = {f"fp32_seconds_over_{c}": {"per_round": r, **_summary(r)}
-              for c in contenders if c != "fp32" and "fp32" in seconds
-              for r in [[a / b for a, b in zip(seconds["fp32"], seconds[c])]]}
-    results = {"sentences": len(texts), "rounds": args.rounds, "model": os.path.relpath(run, REPO),
-               "processes": rows, "speed_over_fp32": ratios, "auto_said": auto_said,
-               "cache_files": sorted(cache_files), "loadavg_after_each_round": loads}
+    rows = {
+        c: {
+            "seconds": s,
+            "seconds_summary": _summary(s),
+            "peak_rss_mib": peaks[c],
+            "flags": CONTENDERS[c][0],
+            "cache": "warm" if CONTENDERS[c][1] else "off",
+        }
+        for c, s in seconds.items()
+    }
+    ratios = {
+        f"fp32_seconds_over_{c}": {"per_round": r, **_summary(r)}
+        for c in contenders
+        if c != "fp32" and "fp32" in seconds
+        for r in [[a / b for a, b in zip(seconds["fp32"], seconds[c])]]
+    }
+    results = {
+        "sentences": len(texts),
+        "rounds": args.rounds,
+        "model": os.path.relpath(run, REPO),
+        "processes": rows,
+        "speed_over_fp32": ratios,
+        "auto_said": auto_said,
+        "cache_files": sorted(cache_files),
+        "loadavg_after_each_round": loads,
+    }
     report = {**report_header("precision_process", {**machine, "loadavg_at_end": read_loadavg()}), **results}
     from keras_bert_impl.atomic_write import write_json_atomically
 

@@ -81,11 +81,23 @@ def child(args):
     start = time.time()
     if args.child_corpus != "-":
         # `kbert pretrain-data` in this process, so its peak is this child's.
-        status = cli.main([
-            "pretrain-data", args.child_corpus, "--format", "reviews-csv", "--vocab", VOCAB,
-            "--output", args.child_output, "--dupe-factor", str(args.dupe_factor), "--quiet",
-            "--document-buffer-size", str(args.child_buffer),
-        ])
+        status = cli.main(
+            [
+                "pretrain-data",
+                args.child_corpus,
+                "--format",
+                "reviews-csv",
+                "--vocab",
+                VOCAB,
+                "--output",
+                args.child_output,
+                "--dupe-factor",
+                str(args.dupe_factor),
+                "--quiet",
+                "--document-buffer-size",
+                str(args.child_buffer),
+            ]
+        )
         if status != 0:
             sys.exit(f"kbert pretrain-data exited with {status}")
         with open(os.path.join(args.child_output, "pretraining.json"), encoding="utf-8") as f:
@@ -97,8 +109,19 @@ def child(args):
 
 
 def measure(corpus, output, dupe_factor, buffer):
-    cmd = [sys.executable, "-m", __spec__.name, "--child-corpus", corpus, "--child-output", output,
-           "--dupe-factor", str(dupe_factor), "--child-buffer", str(buffer)]
+    cmd = [
+        sys.executable,
+        "-m",
+        __spec__.name,
+        "--child-corpus",
+        corpus,
+        "--child-output",
+        output,
+        "--dupe-factor",
+        str(dupe_factor),
+        "--child-buffer",
+        str(buffer),
+    ]
     start = time.time()
     with tempfile.TemporaryFile("w+") as err:
         proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=err, text=True, cwd=REPO)
@@ -113,24 +136,32 @@ def measure(corpus, output, dupe_factor, buffer):
             err.seek(0)
             raise RuntimeError(f"child failed ({proc.returncode}): {' '.join(cmd)}\n{err.read()[-3000:]}")
     line = [l for l in out.splitlines() if l.startswith("RESULT ")][-1]
-    result = json.loads(line[len("RESULT "):])
+    result = json.loads(line[len("RESULT ") :])
     result["wall_seconds_with_startup"] = wall
     result["child_ru_maxrss_kib"] = usage.ru_maxrss
     result["peak_rss_mib"] = usage.ru_maxrss / 1024  # Linux reports KiB
     result["data_phase_peak_rss_mib"] = result["data_phase_peak_rss_kib"] / 1024
-    result["data_phase_growth_mib"] = (result["data_phase_peak_rss_kib"] - result["rss_before_data_kib"]) / 1024
+    result["data_phase_growth_mib"] = (
+        result["data_phase_peak_rss_kib"] - result["rss_before_data_kib"]
+    ) / 1024
     return result
 
 
 def main(argv=None):
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--dupe-factor", type=int, default=2)
-    parser.add_argument("--repeat", type=int, default=10, help="Size of the large corpus, in copies of the reviews.")
+    parser.add_argument(
+        "--repeat", type=int, default=10, help="Size of the large corpus, in copies of the reviews."
+    )
     parser.add_argument("--output", default=os.path.join(RESULTS, "pretraining_memory.json"))
     parser.add_argument("--child-corpus", help=argparse.SUPPRESS)
     parser.add_argument("--child-output", help=argparse.SUPPRESS)
     parser.add_argument("--child-buffer", type=int, default=DOCUMENT_BUFFER, help=argparse.SUPPRESS)
-    parser.add_argument("--no-contrast", action="store_true", help="Skip the whole-corpus-in-memory contrast runs.")
+    parser.add_argument(
+        "--no-contrast", action="store_true", help="Skip the whole-corpus-in-memory contrast runs."
+    )
     args = parser.parse_args(argv)
     for name in ("dupe_factor", "repeat"):
         if getattr(args, name) < 1:
@@ -151,11 +182,16 @@ def main(argv=None):
                 if not data.endswith(b"\n"):
                     f.write(b"\n")
         runs = {}
-        plan = [("baseline", "-", DOCUMENT_BUFFER), ("1x", CORPUS, DOCUMENT_BUFFER),
-                (f"{args.repeat}x", big, DOCUMENT_BUFFER)]
+        plan = [
+            ("baseline", "-", DOCUMENT_BUFFER),
+            ("1x", CORPUS, DOCUMENT_BUFFER),
+            (f"{args.repeat}x", big, DOCUMENT_BUFFER),
+        ]
         if not args.no_contrast:
-            plan += [("1x_whole_corpus_in_memory", CORPUS, WHOLE_CORPUS),
-                     (f"{args.repeat}x_whole_corpus_in_memory", big, WHOLE_CORPUS)]
+            plan += [
+                ("1x_whole_corpus_in_memory", CORPUS, WHOLE_CORPUS),
+                (f"{args.repeat}x_whole_corpus_in_memory", big, WHOLE_CORPUS),
+            ]
         for name, corpus, buffer in plan:
             out = os.path.join(tmp, name)
             print(f"[{name}] running ...", flush=True)
@@ -163,10 +199,15 @@ def main(argv=None):
             runs[name]["document_buffer_size"] = buffer
             if corpus != "-":
                 runs[name]["corpus_bytes"] = os.path.getsize(corpus)
-                runs[name]["output_bytes"] = sum(os.path.getsize(os.path.join(out, p)) for p in os.listdir(out))
+                runs[name]["output_bytes"] = sum(
+                    os.path.getsize(os.path.join(out, p)) for p in os.listdir(out)
+                )
                 shutil.rmtree(out)
-            print(f"[{name}] peak RSS {runs[name]['peak_rss_mib']:.0f} MiB (data phase "
-                  f"{runs[name]['data_phase_peak_rss_mib']:.0f} MiB), {runs[name]['seconds']:.1f} s", flush=True)
+            print(
+                f"[{name}] peak RSS {runs[name]['peak_rss_mib']:.0f} MiB (data phase "
+                f"{runs[name]['data_phase_peak_rss_mib']:.0f} MiB), {runs[name]['seconds']:.1f} s",
+                flush=True,
+            )
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
 
@@ -175,9 +216,16 @@ def main(argv=None):
     data_ratio = large["data_phase_peak_rss_mib"] / small["data_phase_peak_rss_mib"]
     result = {
         "settings": {
-            "corpus": os.path.relpath(CORPUS, REPO), "format": "reviews-csv", "large_corpus": f"the reviews x{args.repeat}",
-            "vocab": os.path.relpath(VOCAB, REPO), "dupe_factor": args.dupe_factor, "max_seq_length": 128,
-            "max_predictions_per_seq": 20, "document_buffer_size": 1000, "shuffle_buffer_size": 10000, "num_shards": 4,
+            "corpus": os.path.relpath(CORPUS, REPO),
+            "format": "reviews-csv",
+            "large_corpus": f"the reviews x{args.repeat}",
+            "vocab": os.path.relpath(VOCAB, REPO),
+            "dupe_factor": args.dupe_factor,
+            "max_seq_length": 128,
+            "max_predictions_per_seq": 20,
+            "document_buffer_size": 1000,
+            "shuffle_buffer_size": 10000,
+            "num_shards": 4,
             "measurement": (
                 "each run in its own child process. peak_rss = ru_maxrss of that child from os.wait4 (whole "
                 "process, imports included). data_phase_peak_rss = VmHWM after resetting it (/proc/self/clear_refs "
@@ -202,9 +250,23 @@ def main(argv=None):
         ),
     }
     write_report(args.output, f"peak RSS of kbert pretrain-data, 1x vs {args.repeat}x corpus", result, info)
-    print(json.dumps({k: result[k] for k in ("peak_rss_mib", "data_phase_peak_rss_mib", "data_phase_growth_mib",
-                                              "seconds", "ratio_large_over_small",
-                                              "data_phase_ratio_large_over_small", "meets_target")}, indent=2))
+    print(
+        json.dumps(
+            {
+                k: result[k]
+                for k in (
+                    "peak_rss_mib",
+                    "data_phase_peak_rss_mib",
+                    "data_phase_growth_mib",
+                    "seconds",
+                    "ratio_large_over_small",
+                    "data_phase_ratio_large_over_small",
+                    "meets_target",
+                )
+            },
+            indent=2,
+        )
+    )
     return 0
 
 

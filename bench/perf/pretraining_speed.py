@@ -58,7 +58,15 @@ import numpy as np  # noqa: E402
 import tensorflow as tf  # noqa: E402
 
 from bench.common import (  # noqa: E402
-    NPROC, command_line, load_warnings, machine_info, read_loadavg, tensorflow_threads, wait_for_idle, write_report)
+    NPROC,
+    command_line,
+    load_warnings,
+    machine_info,
+    read_loadavg,
+    tensorflow_threads,
+    wait_for_idle,
+    write_report,
+)
 
 tf.get_logger().setLevel("ERROR")
 # Expected, said once in the results instead: KerasHub's backbone computes a pooler its
@@ -68,14 +76,28 @@ warnings.filterwarnings("ignore", message="Gradients do not exist for variables"
 import keras  # noqa: E402
 
 from keras_bert_impl import (  # noqa: E402
-    BERT_PRESETS, BertBackbone, BertPretrainer, MaskedLMAccuracy, MaskedSparseCrossentropy)
+    BERT_PRESETS,
+    BertBackbone,
+    BertPretrainer,
+    MaskedLMAccuracy,
+    MaskedSparseCrossentropy,
+)
 from keras_bert_impl.data import to_pretrainer_inputs  # noqa: E402
 from keras_bert_impl.training import create_optimizer  # noqa: E402
 
 PRESET = "bert_tiny"
-CONFIG = {k: BERT_PRESETS[PRESET][k] for k in (
-    "vocabulary_size", "num_layers", "num_heads", "hidden_dim", "intermediate_dim", "max_sequence_length",
-    "num_segments")}
+CONFIG = {
+    k: BERT_PRESETS[PRESET][k]
+    for k in (
+        "vocabulary_size",
+        "num_layers",
+        "num_heads",
+        "hidden_dim",
+        "intermediate_dim",
+        "max_sequence_length",
+        "num_segments",
+    )
+}
 DROPOUT = 0.1
 # The optimizer both sides get (a fresh create_optimizer each), as `kbert pretrain` makes it
 # with its defaults (peak rate 1e-4, 10% warm-up, weight decay 0.01); train_steps only shapes
@@ -87,16 +109,16 @@ PAD, CLS, SEP, MASK, FIRST_WORD = 0, 101, 102, 103, 1000
 MODELS = ("ours", "kerashub")
 DESCRIPTIONS = {
     "ours": f'keras_bert_impl.BertPretrainer(BertBackbone.from_preset("{PRESET}")): MLM + NSP, exact erf GELU '
-            "(the preset default); its default loss and metrics, as `kbert pretrain` trains it",
+    "(the preset default); its default loss and metrics, as `kbert pretrain` trains it",
     "kerashub": "keras_hub.models.BertMaskedLM(keras_hub.models.BertBackbone(same config), preprocessor=None): "
-                "MLM only (no NSP head), tanh GELU in the encoder, exact GELU in the MLM head; "
-                "compiled with the same loss and MLM accuracy metric as ours",
+    "MLM only (no NSP head), tanh GELU in the encoder, exact GELU in the MLM head; "
+    "compiled with the same loss and MLM accuracy metric as ours",
     "kerashub_default_metric": "diagnostic: KerasHub's BertMaskedLM with its default compile (Keras' "
-                               "SparseCategoricalAccuracy, a full argmax over the vocabulary)",
+    "SparseCategoricalAccuracy, a full argmax over the vocabulary)",
     "ours_mlm_only": "diagnostic: ours with the NSP output cut off (keras.Model(inputs, mlm_logits) over the same "
-                     "layers), MLM loss and weighted metric only: the like-for-like comparison with KerasHub",
+    "layers), MLM loss and weighted metric only: the like-for-like comparison with KerasHub",
     "ours_gelu_approximate": "diagnostic: ours with activation='gelu_approximate' in the encoder (KerasHub's), "
-                             "exact GELU in the MLM head (as KerasHub's)",
+    "exact GELU in the MLM head (as KerasHub's)",
 }
 # --- data -------------------------------------------------------------------
 
@@ -133,7 +155,7 @@ def make_features(num_examples, length, max_predictions, vocabulary_size, seed):
         ids[positions] = MASK
         feats["input_ids"][i, :n] = ids
         feats["input_mask"][i, :n] = 1
-        feats["segment_ids"][i, a_end + 1:n] = 1
+        feats["segment_ids"][i, a_end + 1 : n] = 1
     return feats
 
 
@@ -145,8 +167,13 @@ def make_batches(args):
     its format (x without the NSP label, y = the masked ids, sample_weight = the
     mask weights), as BertMaskedLMPreprocessor would give.
     """
-    feats = make_features(args.num_batches * args.batch_size, args.seq_len, args.max_predictions,
-                          CONFIG["vocabulary_size"], args.seed)
+    feats = make_features(
+        args.num_batches * args.batch_size,
+        args.seq_len,
+        args.max_predictions,
+        CONFIG["vocabulary_size"],
+        args.seed,
+    )
     ours, hub = [], []
     for b in range(args.num_batches):
         s = slice(b * args.batch_size, (b + 1) * args.batch_size)
@@ -186,10 +213,16 @@ def build_ours(jit, activation=None):
 
 def build_ours_mlm_only(jit):
     pretrainer = BertPretrainer(BertBackbone.from_preset(PRESET, dropout=DROPOUT))
-    model = keras.Model(pretrainer.input, {"mlm_logits": pretrainer.output["mlm_logits"]}, name="ours_mlm_only")
+    model = keras.Model(
+        pretrainer.input, {"mlm_logits": pretrainer.output["mlm_logits"]}, name="ours_mlm_only"
+    )
     loss, metrics = mlm_loss_and_metrics()
-    model.compile(optimizer=create_optimizer(**OPTIMIZER), loss={"mlm_logits": loss},
-                  weighted_metrics={"mlm_logits": metrics}, jit_compile=jit)
+    model.compile(
+        optimizer=create_optimizer(**OPTIMIZER),
+        loss={"mlm_logits": loss},
+        weighted_metrics={"mlm_logits": metrics},
+        jit_compile=jit,
+    )
     return model
 
 
@@ -205,7 +238,9 @@ def build_kerashub(jit, default_metric=False):
         return model
     # The same loss and metric as ours, so the comparison is of the models and train steps.
     loss, metrics = mlm_loss_and_metrics()
-    model.compile(optimizer=create_optimizer(**OPTIMIZER), loss=loss, weighted_metrics=metrics, jit_compile=jit)
+    model.compile(
+        optimizer=create_optimizer(**OPTIMIZER), loss=loss, weighted_metrics=metrics, jit_compile=jit
+    )
     return model
 
 
@@ -221,7 +256,11 @@ def mlm_only_fit_data(batches):
 VARIANTS = {
     "ours": (build_ours, "ours", ours_fit_data),
     "kerashub": (build_kerashub, "kerashub", ours_fit_data),
-    "kerashub_default_metric": (lambda jit: build_kerashub(jit, default_metric=True), "kerashub", ours_fit_data),
+    "kerashub_default_metric": (
+        lambda jit: build_kerashub(jit, default_metric=True),
+        "kerashub",
+        ours_fit_data,
+    ),
     "ours_mlm_only": (build_ours_mlm_only, "ours", mlm_only_fit_data),
     "ours_gelu_approximate": (lambda jit: build_ours(jit, "gelu_approximate"), "ours", ours_fit_data),
 }
@@ -250,8 +289,9 @@ def run_round(model, dataset, steps, skip=1):
     `skip` to the end of the last), so fit's set-up and first step are not counted.
     Returns (seconds per step, CPU seconds per step, logs of the last step)."""
     clock = StepClock()
-    history = model.fit(dataset, epochs=1, steps_per_epoch=skip + steps, verbose=0, shuffle=False,
-                        callbacks=[clock])
+    history = model.fit(
+        dataset, epochs=1, steps_per_epoch=skip + steps, verbose=0, shuffle=False, callbacks=[clock]
+    )
     wall = (clock.wall[-1] - clock.wall[skip - 1]) / steps
     cpu = (clock.cpu[-1] - clock.cpu[skip - 1]) / steps
     return wall, cpu, {k: float(v[-1]) for k, v in history.history.items()}
@@ -277,28 +317,55 @@ def summarize(seconds, cpu_seconds, batch):
 
 
 def main(argv=None):
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
-                                     formatter_class=argparse.RawDescriptionHelpFormatter,
-                                     epilog=__doc__.split("\n\n", 1)[1])
+    parser = argparse.ArgumentParser(
+        description=__doc__.split("\n\n")[0],
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+        epilog=__doc__.split("\n\n", 1)[1],
+    )
     parser.add_argument("--output", help="write the JSON results here (atomically)")
     parser.add_argument("--rounds", type=int, default=8, help="timed rounds, interleaved across variants")
     parser.add_argument("--steps", type=int, default=20, help="timed training steps per variant per round")
-    parser.add_argument("--warmup-steps", type=int, default=10,
-                        help="untimed training steps per variant after compiling (the first traces the step)")
+    parser.add_argument(
+        "--warmup-steps",
+        type=int,
+        default=10,
+        help="untimed training steps per variant after compiling (the first traces the step)",
+    )
     parser.add_argument("--batch-size", type=int, default=32)
     parser.add_argument("--seq-len", type=int, default=128)
-    parser.add_argument("--max-predictions", type=int, default=20,
-                        help="masked positions per sequence (Google's max_predictions_per_seq; 20 for 128)")
+    parser.add_argument(
+        "--max-predictions",
+        type=int,
+        default=20,
+        help="masked positions per sequence (Google's max_predictions_per_seq; 20 for 128)",
+    )
     parser.add_argument("--num-batches", type=int, default=8, help="distinct synthetic batches, cycled")
-    parser.add_argument("--only", nargs="+", choices=sorted(VARIANTS), default=None,
-                        help=f"variants to measure (default: {' '.join(MODELS)})")
-    parser.add_argument("--jit", nargs="+", choices=("off", "on"), default=["off"],
-                        help="jit_compile (XLA) off and/or on, for every variant (default: off)")
-    parser.add_argument("--xla", action="store_true", help="shorthand for --jit off on: both sides with and without XLA")
+    parser.add_argument(
+        "--only",
+        nargs="+",
+        choices=sorted(VARIANTS),
+        default=None,
+        help=f"variants to measure (default: {' '.join(MODELS)})",
+    )
+    parser.add_argument(
+        "--jit",
+        nargs="+",
+        choices=("off", "on"),
+        default=["off"],
+        help="jit_compile (XLA) off and/or on, for every variant (default: off)",
+    )
+    parser.add_argument(
+        "--xla", action="store_true", help="shorthand for --jit off on: both sides with and without XLA"
+    )
     parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--wait-idle", type=float, default=0, metavar="SECONDS",
-                        help="before timing, wait up to this long for the 1-minute load average to drop "
-                             "below half the core count (a shared machine)")
+    parser.add_argument(
+        "--wait-idle",
+        type=float,
+        default=0,
+        metavar="SECONDS",
+        help="before timing, wait up to this long for the 1-minute load average to drop "
+        "below half the core count (a shared machine)",
+    )
     args = parser.parse_args(argv)
     for name in ("rounds", "steps", "batch_size", "num_batches", "max_predictions"):
         if getattr(args, name) < 1:
@@ -313,12 +380,18 @@ def main(argv=None):
     jits = [j == "on" for j in ("off", "on") if j in args.jit]
     keras.utils.set_random_seed(args.seed)
     info = machine_info(**tensorflow_threads())
-    print(f"# {info['cpu_model']}, nproc={NPROC}, packages {info['packages']}, loadavg {info['loadavg_at_start']}",
-          flush=True)
+    print(
+        f"# {info['cpu_model']}, nproc={NPROC}, packages {info['packages']}, loadavg {info['loadavg_at_start']}",
+        flush=True,
+    )
 
     batches = dict(zip(("ours", "kerashub"), make_batches(args)))
-    masked_per_sequence = float(np.mean([w["mlm_logits"].numpy().sum(axis=1).mean() for _, _, w in batches["ours"]]))
-    real_tokens = float(np.mean([x["padding_mask"].numpy().sum(axis=1).mean() for x, _, _ in batches["ours"]]))
+    masked_per_sequence = float(
+        np.mean([w["mlm_logits"].numpy().sum(axis=1).mean() for _, _, w in batches["ours"]])
+    )
+    real_tokens = float(
+        np.mean([x["padding_mask"].numpy().sum(axis=1).mean() for x, _, _ in batches["ours"]])
+    )
 
     # Build, compile, warm up.
     models, datasets, parameters, build_seconds, warmup_logs, errors = {}, {}, {}, {}, {}, {}
@@ -330,7 +403,9 @@ def main(argv=None):
             try:
                 model = builder(jit)
                 dataset = in_memory_dataset(adapt(batches[source]))
-                history = model.fit(dataset, epochs=1, steps_per_epoch=args.warmup_steps, verbose=0, shuffle=False)
+                history = model.fit(
+                    dataset, epochs=1, steps_per_epoch=args.warmup_steps, verbose=0, shuffle=False
+                )
                 warmup_logs[key] = {k: round(float(v[-1]), 4) for k, v in history.history.items()}
             except Exception as e:  # noqa: BLE001 - record and go on
                 errors[key] = f"{type(e).__name__}: {str(e)[:500]}"
@@ -342,8 +417,11 @@ def main(argv=None):
                 "trainable": int(sum(int(np.prod(w.shape)) for w in model.trainable_weights)),
             }
             build_seconds[key] = round(time.perf_counter() - t0, 1)
-            print(f"# ready {key}: {parameters[name]['total']:,} parameters, build + {args.warmup_steps} warm-up "
-                  f"steps {build_seconds[key]:.1f}s, loss {warmup_logs[key].get('loss')}", flush=True)
+            print(
+                f"# ready {key}: {parameters[name]['total']:,} parameters, build + {args.warmup_steps} warm-up "
+                f"steps {build_seconds[key]:.1f}s, loss {warmup_logs[key].get('loss')}",
+                flush=True,
+            )
 
     if args.wait_idle > 0:
         waited = wait_for_idle(args.wait_idle)
@@ -358,14 +436,15 @@ def main(argv=None):
     last_logs = {}
     round_loadavg = []
     for r in range(args.rounds):
-        order = keys[r % len(keys):] + keys[: r % len(keys)]
+        order = keys[r % len(keys) :] + keys[: r % len(keys)]
         for key in order:
             wall, cpu, last_logs[key] = run_round(models[key], datasets[key], args.steps)
             seconds[key].append(wall)
             cpu_seconds[key].append(cpu)
         round_loadavg.append(read_loadavg()[0] if read_loadavg() else None)
-        line = ", ".join(f"{k.split('/')[0]}{'+xla' if k.endswith('True') else ''} {1 / seconds[k][-1]:.2f}"
-                         for k in keys)
+        line = ", ".join(
+            f"{k.split('/')[0]}{'+xla' if k.endswith('True') else ''} {1 / seconds[k][-1]:.2f}" for k in keys
+        )
         print(f"# round {r + 1}/{args.rounds} (load {round_loadavg[-1]}): steps/s {line}", flush=True)
     load_after = read_loadavg()
 
@@ -387,8 +466,9 @@ def main(argv=None):
             paired = [b / a for a, b in zip(seconds[key], seconds[ref])]  # (1/a) / (1/b)
             cpu_paired = [b / a for a, b in zip(cpu_seconds[key], cpu_seconds[ref])]
             ratios[f"{key.split('/')[0]}_over_kerashub/jit_compile={jit}"] = {
-                "ratio_of_medians": round(results[key]["steps_per_second_median"]
-                                          / results[ref]["steps_per_second_median"], 3),
+                "ratio_of_medians": round(
+                    results[key]["steps_per_second_median"] / results[ref]["steps_per_second_median"], 3
+                ),
                 "per_round": [round(p, 3) for p in paired],
                 "paired_median": round(statistics.median(paired), 3),
                 "cpu_normalized_paired_median": round(statistics.median(cpu_paired), 3),
@@ -411,8 +491,10 @@ def main(argv=None):
     for key in keys:
         s = results[key]
         if s["seconds_per_step_median"] > 1.25 * s["seconds_per_step_min"]:
-            warns.append(f"{key}: median step {s['seconds_per_step_median']:.4f}s vs best "
-                            f"{s['seconds_per_step_min']:.4f}s: the machine's speed varied during the run")
+            warns.append(
+                f"{key}: median step {s['seconds_per_step_median']:.4f}s vs best "
+                f"{s['seconds_per_step_min']:.4f}s: the machine's speed varied during the run"
+            )
         if not s["finite_loss"]:
             warns.append(f"{key}: non-finite loss {s['last_step_logs']}")
     info["loadavg_before_timing"] = load_before
@@ -431,26 +513,26 @@ def main(argv=None):
             "sequence_length": args.seq_len,
             "max_predictions_per_seq": args.max_predictions,
             "optimizer": "keras_bert_impl.training.create_optimizer(%s): AdamW, weight decay 0.01 (not on biases "
-                         "and LayerNorm), global clipnorm 1.0, epsilon 1e-6, warm-up + linear decay; a fresh "
-                         "instance per model" % ", ".join(f"{k}={v}" for k, v in OPTIMIZER.items()),
+            "and LayerNorm), global clipnorm 1.0, epsilon 1e-6, warm-up + linear decay; a fresh "
+            "instance per model" % ", ".join(f"{k}={v}" for k, v in OPTIMIZER.items()),
             "jit_compile": jits,
             "data": f"{args.num_batches} distinct synthetic batches (seed {args.seed}) cycled from memory: 90% of "
-                    "sequences full length, 10% shorter (padded); sentence B from a random point; round(15%) of "
-                    f"the real tokens masked, at most {args.max_predictions} (mean {masked_per_sequence:.2f} "
-                    f"weighted positions and {real_tokens:.1f} real tokens per sequence); random NSP labels. "
-                    "Ours: to_pretrainer_inputs of Google-named features; KerasHub: the same arrays as "
-                    "(token_ids, segment_ids, padding_mask, mask_positions), mask_ids, mask_weights",
+            "sequences full length, 10% shorter (padded); sentence B from a random point; round(15%) of "
+            f"the real tokens masked, at most {args.max_predictions} (mean {masked_per_sequence:.2f} "
+            f"weighted positions and {real_tokens:.1f} real tokens per sequence); random NSP labels. "
+            "Ours: to_pretrainer_inputs of Google-named features; KerasHub: the same arrays as "
+            "(token_ids, segment_ids, padding_mask, mask_positions), mask_ids, mask_weights",
             "timing": "model.fit(dataset, steps_per_epoch=1 + steps) per variant per round, order rotated every "
-                      "round; a round's time is from the end of its first step to the end of its last, over "
-                      "`steps` (fit's per-step Python loop included, its set-up excluded; `kbert pretrain`'s own "
-                      "callbacks, a backup every 200 steps and TensorBoard at epoch ends, are not run)",
+            "round; a round's time is from the end of its first step to the end of its last, over "
+            "`steps` (fit's per-step Python loop included, its set-up excluded; `kbert pretrain`'s own "
+            "callbacks, a backup every 200 steps and TensorBoard at epoch ends, are not run)",
             "rounds": args.rounds,
             "steps_per_round": args.steps,
             "warmup_steps": args.warmup_steps,
         },
         "work_difference": "KerasHub's BertMaskedLM has no next-sentence head: our step does strictly more work "
-                           "(pooler gradient, NSP dense, its loss and weighted accuracy). KerasHub's backbone still "
-                           "computes its pooler in the forward pass but gets no gradient for it.",
+        "(pooler gradient, NSP dense, its loss and weighted accuracy). KerasHub's backbone still "
+        "computes its pooler in the forward pass but gets no gradient for it.",
         "models": {name: DESCRIPTIONS[name] for name in names},
         "parameters": parameters,
         "parameter_difference_ours_minus_kerashub": (ours_p - hub_p) if ours_p and hub_p else None,
@@ -471,12 +553,16 @@ def main(argv=None):
         print(f"  ours - kerashub = {ours_p - hub_p:,d} (the NSP head, 128 x 2 + 2; both have the pooler)")
     print(f"{'variant':36s} {'steps/s med':>11s} {'best':>7s} {'ex/s med':>8s} | {'cpu steps/s':>11s}  loss")
     for key, s in results.items():
-        print(f"{key:36s} {s['steps_per_second_median']:11.2f} {s['steps_per_second_best']:7.2f} "
-              f"{s['examples_per_second_median']:8.1f} | {s['cpu_normalized_steps_per_second_median']:11.2f}  "
-              f"{s['last_step_logs'].get('loss', float('nan')):.3f}")
+        print(
+            f"{key:36s} {s['steps_per_second_median']:11.2f} {s['steps_per_second_best']:7.2f} "
+            f"{s['examples_per_second_median']:8.1f} | {s['cpu_normalized_steps_per_second_median']:11.2f}  "
+            f"{s['last_step_logs'].get('loss', float('nan')):.3f}"
+        )
     for key, r in ratios.items():
-        print(f"{key:44s} ratio of medians {r['ratio_of_medians']:.3f}, paired median {r['paired_median']:.3f}, "
-              f"cpu paired {r['cpu_normalized_paired_median']:.3f}; per round {r['per_round']}")
+        print(
+            f"{key:44s} ratio of medians {r['ratio_of_medians']:.3f}, paired median {r['paired_median']:.3f}, "
+            f"cpu paired {r['cpu_normalized_paired_median']:.3f}; per round {r['per_round']}"
+        )
     for key, err in errors.items():
         print(f"{key:36s} FAILED: {err[:100]}")
     for w in warns:
@@ -484,8 +570,13 @@ def main(argv=None):
     print(f"(load before {load_before}, after {load_after}; wall {report['wall_seconds']:.0f}s)")
 
     if args.output:
-        write_report(args.output, f"{PRESET} pretraining training steps/s (model.fit), float32, CPU: ours vs KerasHub",
-                     report, info, command=command_line(argv))
+        write_report(
+            args.output,
+            f"{PRESET} pretraining training steps/s (model.fit), float32, CPU: ours vs KerasHub",
+            report,
+            info,
+            command=command_line(argv),
+        )
     return 1 if errors else 0
 
 

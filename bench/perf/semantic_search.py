@@ -26,7 +26,11 @@ MINILM_KERAS = os.path.join(WORK, "minilm.keras")
 
 def _percentiles(seconds):
     ms = np.asarray(seconds) * 1000
-    return {"p50_ms": float(np.percentile(ms, 50)), "p99_ms": float(np.percentile(ms, 99)), "mean_ms": float(ms.mean())}
+    return {
+        "p50_ms": float(np.percentile(ms, 50)),
+        "p99_ms": float(np.percentile(ms, 99)),
+        "mean_ms": float(ms.mean()),
+    }
 
 
 def _folder_bytes(path):
@@ -36,7 +40,9 @@ def _folder_bytes(path):
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--queries", type=int, default=1000)
-    parser.add_argument("--limit", type=int, default=None, help="Index only the first N sentences (a smoke run).")
+    parser.add_argument(
+        "--limit", type=int, default=None, help="Index only the first N sentences (a smoke run)."
+    )
     parser.add_argument("--wait-idle", type=float, default=0)
     parser.add_argument("--output", default=os.path.join("bench", "results", "semantic_search.json"))
     args = parser.parse_args(argv)
@@ -48,10 +54,24 @@ def main(argv=None):
 
     os.makedirs(WORK, exist_ok=True)
     if not os.path.isfile(MINILM_KERAS):
-        assert kbert_main(["convert", os.path.join("data", "minilm"), "--format", "huggingface", "--output", MINILM_KERAS]) == 0
+        assert (
+            kbert_main(
+                [
+                    "convert",
+                    os.path.join("data", "minilm"),
+                    "--format",
+                    "huggingface",
+                    "--output",
+                    MINILM_KERAS,
+                ]
+            )
+            == 0
+        )
     sentences = review_sentences(limit=args.limit)
     mr_texts, _ = load_mr()
-    queries = [mr_texts[i] for i in np.random.default_rng(0).choice(len(mr_texts), args.queries, replace=False)]
+    queries = [
+        mr_texts[i] for i in np.random.default_rng(0).choice(len(mr_texts), args.queries, replace=False)
+    ]
     machine = machine_info()
     if args.wait_idle:
         wait_for_idle(args.wait_idle)
@@ -90,22 +110,40 @@ def main(argv=None):
             hits[method].append({h["id"] for h in result})
     recall = float(np.mean([len(a & e) / len(e) for a, e in zip(hits["hnsw"], hits["exact"])]))
     results = {
-        "settings": {"sentences": len(sentences), "source": "every non-blank line of polarity-en-pang&lee1.csv's "
-                     "1,500 reviews (bench/corpora/review_sentences.py)", "queries": len(queries),
-                     "query_source": "MR sentences (polarity-en-pang&lee2.csv), seed 0", "k": 10,
-                     "pooling": "mean + L2 normalisation", "seq_len": 128, "faiss_hnsw": {"M": 32, "efConstruction": 200,
-                                                                                         "efSearch": 128}},
-        "embedding": {"seconds": embed_seconds, "sentences_per_second": len(sentences) / embed_seconds,
-                      "truncated": encoder.truncated},
+        "settings": {
+            "sentences": len(sentences),
+            "source": "every non-blank line of polarity-en-pang&lee1.csv's "
+            "1,500 reviews (bench/corpora/review_sentences.py)",
+            "queries": len(queries),
+            "query_source": "MR sentences (polarity-en-pang&lee2.csv), seed 0",
+            "k": 10,
+            "pooling": "mean + L2 normalisation",
+            "seq_len": 128,
+            "faiss_hnsw": {"M": 32, "efConstruction": 200, "efSearch": 128},
+        },
+        "embedding": {
+            "seconds": embed_seconds,
+            "sentences_per_second": len(sentences) / embed_seconds,
+            "truncated": encoder.truncated,
+        },
         "build": build,
-        "latency": {method: {kind: _percentiles(values) for kind, values in kinds.items()} for method, kinds in latency.items()},
+        "latency": {
+            method: {kind: _percentiles(values) for kind, values in kinds.items()}
+            for method, kinds in latency.items()
+        },
         "recall_at_10_hnsw_vs_exact": recall,
         "loadavg_at_end": read_loadavg(),
     }
-    write_report(args.output, "Semantic search over the full movie reviews' sentences, all-MiniLM-L6-v2, CPU",
-                 results, machine)
-    print(f"recall@10 {recall:.4f}; exact search p50 {results['latency']['exact']['search_only']['p50_ms']:.2f} ms, "
-          f"hnsw p50 {results['latency']['hnsw']['search_only']['p50_ms']:.2f} ms; hnsw build {build['hnsw']['seconds']:.1f} s")
+    write_report(
+        args.output,
+        "Semantic search over the full movie reviews' sentences, all-MiniLM-L6-v2, CPU",
+        results,
+        machine,
+    )
+    print(
+        f"recall@10 {recall:.4f}; exact search p50 {results['latency']['exact']['search_only']['p50_ms']:.2f} ms, "
+        f"hnsw p50 {results['latency']['hnsw']['search_only']['p50_ms']:.2f} ms; hnsw build {build['hnsw']['seconds']:.1f} s"
+    )
     return 0
 
 

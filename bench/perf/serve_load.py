@@ -46,7 +46,7 @@ def _offline(model, texts, batch_size):
 
     started = time.perf_counter()
     for start in range(0, len(texts), batch_size):
-        model.run("serving_default", {"text": np.array(texts[start:start + batch_size], dtype=object)})
+        model.run("serving_default", {"text": np.array(texts[start : start + batch_size], dtype=object)})
     return len(texts) / (time.perf_counter() - started)
 
 
@@ -66,8 +66,14 @@ def _offline_model(args, export):
     root = tempfile.mkdtemp(prefix="serve-load-")
     atexit.register(shutil.rmtree, root, True)
     folder = os.path.join(root, "export")
-    functions = export_in_precision(args.run, folder, name="mr", precision=args.precision, runtime=args.runtime,
-                                    log=lambda line: print(f"serve_load: {line}", file=sys.stderr))
+    functions = export_in_precision(
+        args.run,
+        folder,
+        name="mr",
+        precision=args.precision,
+        runtime=args.runtime,
+        log=lambda line: print(f"serve_load: {line}", file=sys.stderr),
+    )
     return ServableModel("mr", 1, os.path.join(folder, "serving", "mr", "1"), functions=functions.get("mr"))
 
 
@@ -86,18 +92,38 @@ def main(argv=None):
     parser.add_argument("--max-batch-size", type=int, default=32)
     parser.add_argument("--batch-timeout-ms", type=float, default=2.0)
     parser.add_argument("--offline-sentences", type=int, default=1000)
-    parser.add_argument("--wait-idle", type=float, default=0, help="Wait up to this many seconds for an idle machine.")
-    parser.add_argument("--precision", default="fp32", choices=("fp32", "bf16", "int8", "auto"),
-                        help="kbert serve's --precision. Default fp32.")
-    parser.add_argument("--runtime", default=None, choices=RUNTIME_NAMES,
-                        help="kbert serve's --runtime (litert: fp32 on XNNPACK). Default: the precision's own.")
-    parser.add_argument("--litert-cache", default="off", choices=("off", "warm"),
-                        help="int8 and --runtime litert: off (the server converts at start-up) or warm (it reads "
-                             "the file this process converted). Default off.")
-    parser.add_argument("--work", default=os.path.join(WORK, "serve_load"),
-                        help="Folder for the fp32 export and kbert predict's labels of --run (made once, then reused).")
-    parser.add_argument("--output", default=None,
-                        help="Default bench/results/serve_load.json, serve_load_PRECISION.json for another precision.")
+    parser.add_argument(
+        "--wait-idle", type=float, default=0, help="Wait up to this many seconds for an idle machine."
+    )
+    parser.add_argument(
+        "--precision",
+        default="fp32",
+        choices=("fp32", "bf16", "int8", "auto"),
+        help="kbert serve's --precision. Default fp32.",
+    )
+    parser.add_argument(
+        "--runtime",
+        default=None,
+        choices=RUNTIME_NAMES,
+        help="kbert serve's --runtime (litert: fp32 on XNNPACK). Default: the precision's own.",
+    )
+    parser.add_argument(
+        "--litert-cache",
+        default="off",
+        choices=("off", "warm"),
+        help="int8 and --runtime litert: off (the server converts at start-up) or warm (it reads "
+        "the file this process converted). Default off.",
+    )
+    parser.add_argument(
+        "--work",
+        default=os.path.join(WORK, "serve_load"),
+        help="Folder for the fp32 export and kbert predict's labels of --run (made once, then reused).",
+    )
+    parser.add_argument(
+        "--output",
+        default=None,
+        help="Default bench/results/serve_load.json, serve_load_PRECISION.json for another precision.",
+    )
     args = parser.parse_args(argv)
     default = args.precision == "fp32" and args.runtime is None
     suffix = "" if default else f"_{args.precision}" + (f"_{args.runtime}" if args.runtime else "")
@@ -105,8 +131,10 @@ def main(argv=None):
     args.output = args.output or os.path.join("bench", "results", f"serve_load{suffix}.json")
     for path, what in ((args.run, "--run"), (args.sentences, "--sentences")):
         if not os.path.exists(path):
-            raise SystemExit(f"{what} {path}: missing. `make experiment-distill-mr` writes both (its teacher run and "
-                             "the MR sentences); or pass any classifier run and a sentence file.")
+            raise SystemExit(
+                f"{what} {path}: missing. `make experiment-distill-mr` writes both (its teacher run and "
+                "the MR sentences); or pass any classifier run and a sentence file."
+            )
     with open(args.sentences, encoding="utf-8") as f:
         texts = [line.rstrip("\n") for line in f if line.strip()]
 
@@ -114,15 +142,31 @@ def main(argv=None):
     from keras_bert_impl.inference.litert_cache import ENVIRONMENT_VARIABLE, OFF
 
     # Set before anything converts: this process's offline model and the server (which inherits it).
-    os.environ[ENVIRONMENT_VARIABLE] = OFF if args.litert_cache == "off" else os.path.join(args.work, "litert_cache")
+    os.environ[ENVIRONMENT_VARIABLE] = (
+        OFF if args.litert_cache == "off" else os.path.join(args.work, "litert_cache")
+    )
     export = os.path.join(args.work, "export")
     if args.precision == "fp32" and not os.path.isdir(export):
         kbert("export", "--model", args.run, "--output", export, "--formats", "saved_model", "--name", "mr")
     predicted_path = os.path.join(args.work, "predicted.jsonl")
     if not os.path.isfile(predicted_path):
         with open(predicted_path + ".tmp", "w", encoding="utf-8") as out:
-            subprocess.run([sys.executable, "-m", "keras_bert_impl.cli", "predict", "--model", args.run, "--file",
-                            args.sentences, "--json"], check=True, stdout=out, cwd=REPO)
+            subprocess.run(
+                [
+                    sys.executable,
+                    "-m",
+                    "keras_bert_impl.cli",
+                    "predict",
+                    "--model",
+                    args.run,
+                    "--file",
+                    args.sentences,
+                    "--json",
+                ],
+                check=True,
+                stdout=out,
+                cwd=REPO,
+            )
         os.replace(predicted_path + ".tmp", predicted_path)
     with open(predicted_path, encoding="utf-8") as f:
         predicted = {row["text"]: row for row in map(json.loads, f) if row.get("text")}
@@ -134,17 +178,37 @@ def main(argv=None):
         wait_for_idle(args.wait_idle)
 
     model = _offline_model(args, export)
-    offline_texts = texts[:args.offline_sentences]
+    offline_texts = texts[: args.offline_sentences]
     _offline(model, offline_texts[:64], args.max_batch_size)  # warm-up
     offline_before = _offline(model, offline_texts, args.max_batch_size)
 
     # Another precision is made from the Keras model, so its server starts from the run folder.
     served = export if args.precision == "fp32" and args.runtime is None else args.run
     server = subprocess.Popen(
-        [sys.executable, "-m", "keras_bert_impl.cli", "serve", "--model", served, "--name", "mr", "--precision",
-         args.precision, *(["--runtime", args.runtime] if args.runtime else []), "--port", "0",
-         "--max-batch-size", str(args.max_batch_size), "--batch-timeout-ms", str(args.batch_timeout_ms)],
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=REPO)
+        [
+            sys.executable,
+            "-m",
+            "keras_bert_impl.cli",
+            "serve",
+            "--model",
+            served,
+            "--name",
+            "mr",
+            "--precision",
+            args.precision,
+            *(["--runtime", args.runtime] if args.runtime else []),
+            "--port",
+            "0",
+            "--max-batch-size",
+            str(args.max_batch_size),
+            "--batch-timeout-ms",
+            str(args.batch_timeout_ms),
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        cwd=REPO,
+    )
     started_at = time.perf_counter()
     line = server.stdout.readline()
     start_up = time.perf_counter() - started_at
@@ -168,8 +232,12 @@ def main(argv=None):
                 body = requests[next_request[0]]
                 next_request[0] += 1
             sent = time.perf_counter()
-            conn.request("POST", "/v1/models/mr:predict", json.dumps({"instances": body}),
-                         {"Content-Type": "application/json"})
+            conn.request(
+                "POST",
+                "/v1/models/mr:predict",
+                json.dumps({"instances": body}),
+                {"Content-Type": "application/json"},
+            )
             response = conn.getresponse()
             payload = json.loads(response.read())
             results.append((response.status, time.perf_counter() - sent, body, payload))
@@ -204,28 +272,46 @@ def main(argv=None):
     throughput = sentences / load_seconds
     latencies = [r[1] for r in ok]
     results_json = {
-        "model": {"run": os.path.relpath(args.run, REPO),
-                  "export": "kbert export --formats saved_model" if served == export else
-                  f"kbert serve --model RUN --precision {args.precision}"
-                  f"{' --runtime ' + args.runtime if args.runtime else ''} (exported on start-up)",
-                  "precision": args.precision, "runtime": args.runtime, "litert_cache": args.litert_cache,
-                  "seq_len_padded_to": json.load(open(os.path.join(args.run, "task.json")))["seq_len"]},
-        "settings": {"clients": args.clients, "seconds": args.seconds, "requests_planned": args.requests,
-                     "sentences_per_request": "1-8, uniform", "max_batch_size": args.max_batch_size,
-                     "batch_timeout_ms": args.batch_timeout_ms},
+        "model": {
+            "run": os.path.relpath(args.run, REPO),
+            "export": "kbert export --formats saved_model"
+            if served == export
+            else f"kbert serve --model RUN --precision {args.precision}"
+            f"{' --runtime ' + args.runtime if args.runtime else ''} (exported on start-up)",
+            "precision": args.precision,
+            "runtime": args.runtime,
+            "litert_cache": args.litert_cache,
+            "seq_len_padded_to": json.load(open(os.path.join(args.run, "task.json")))["seq_len"],
+        },
+        "settings": {
+            "clients": args.clients,
+            "seconds": args.seconds,
+            "requests_planned": args.requests,
+            "sentences_per_request": "1-8, uniform",
+            "max_batch_size": args.max_batch_size,
+            "batch_timeout_ms": args.batch_timeout_ms,
+        },
         "server_start_up_seconds": round(start_up, 2),
-        "requests": len(results), "status_counts": {str(s): sum(1 for r in results if r[0] == s)
-                                                    for s in sorted({r[0] for r in results})},
+        "requests": len(results),
+        "status_counts": {
+            str(s): sum(1 for r in results if r[0] == s) for s in sorted({r[0] for r in results})
+        },
         "server_5xx": sum(1 for r in results if r[0] >= 500),
         "load_seconds": round(load_seconds, 2),
         "throughput_sentences_per_s": round(throughput, 1),
         "throughput_requests_per_s": round(len(ok) / load_seconds, 1),
-        "latency_ms": {"p50": round(1000 * _percentile(latencies, 50), 1),
-                       "p90": round(1000 * _percentile(latencies, 90), 1),
-                       "p99": round(1000 * _percentile(latencies, 99), 1)},
+        "latency_ms": {
+            "p50": round(1000 * _percentile(latencies, 50), 1),
+            "p90": round(1000 * _percentile(latencies, 90), 1),
+            "p99": round(1000 * _percentile(latencies, 99), 1),
+        },
         "mean_rows_per_model_call": round(rows / count, 2),
-        "offline_sentences_per_s": {"before": round(offline_before, 1), "after": round(offline_after, 1),
-                                    "sentences": len(offline_texts), "batch_size": args.max_batch_size},
+        "offline_sentences_per_s": {
+            "before": round(offline_before, 1),
+            "after": round(offline_after, 1),
+            "sentences": len(offline_texts),
+            "batch_size": args.max_batch_size,
+        },
         "served_over_offline": round(throughput / offline, 3),
         "labels_differing_from_kbert_predict": mismatched,
         "max_probability_difference_from_kbert_predict": max_difference,

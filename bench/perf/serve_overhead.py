@@ -40,7 +40,9 @@ def _toy_export(folder):
             return {"y": x * 0.5 + 2.0}
 
     toy = Toy()
-    tf.saved_model.save(toy, os.path.join(folder, "serving", "toy", "1"), signatures={"serving_default": toy.half_plus_two})
+    tf.saved_model.save(
+        toy, os.path.join(folder, "serving", "toy", "1"), signatures={"serving_default": toy.half_plus_two}
+    )
     return folder
 
 
@@ -68,8 +70,10 @@ def _http_times(port, path, body, mode, requests):
     """Milliseconds per request (send to last byte of the answer) over `mode`'s connections."""
     times = []
     data = body.encode()
-    raw = (f"POST {path} HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
-           f"Content-Length: {len(data)}\r\n\r\n").encode() + data
+    raw = (
+        f"POST {path} HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
+        f"Content-Length: {len(data)}\r\n\r\n"
+    ).encode() + data
     conn = sock = None
     for _ in range(requests):
         if mode == "keep_alive" and conn is None or mode == "new_connection":
@@ -118,7 +122,9 @@ def main(argv=None):
     parser.add_argument("--body", default=json.dumps({"instances": [1.0]}), help="The :predict request body.")
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--requests", type=int, default=200, help="Requests per client per round.")
-    parser.add_argument("--wait-idle", type=float, default=0, help="Wait up to this many seconds for an idle machine.")
+    parser.add_argument(
+        "--wait-idle", type=float, default=0, help="Wait up to this many seconds for an idle machine."
+    )
     parser.add_argument("--output", default=os.path.join(REPO, "bench", "results", "serve_overhead.json"))
     args = parser.parse_args(argv)
     if args.wait_idle:
@@ -126,9 +132,13 @@ def main(argv=None):
     machine = machine_info()
     with tempfile.TemporaryDirectory() as tmp:
         export = args.export or _toy_export(tmp)
-        server = subprocess.Popen([sys.executable, "-m", "keras_bert_impl.cli", "serve", "--model", export,
-                                   "--port", "0"], stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True,
-                                  cwd=REPO)
+        server = subprocess.Popen(
+            [sys.executable, "-m", "keras_bert_impl.cli", "serve", "--model", export, "--port", "0"],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.DEVNULL,
+            text=True,
+            cwd=REPO,
+        )
         try:
             line = server.stdout.readline()
             port = int(line.split("http://127.0.0.1:")[1].split("/")[0])
@@ -142,13 +152,22 @@ def main(argv=None):
             server.terminate()
             server.wait(timeout=60)
         in_process = _in_process(export, args.name, args.body, args.requests)
-    results = {"model": args.export or "toy SavedModel (y = x * 0.5 + 2)", "body": args.body,
-               "rounds": args.rounds, "requests_per_round": args.requests, "in_process_p50_ms": round(in_process, 3)}
+    results = {
+        "model": args.export or "toy SavedModel (y = x * 0.5 + 2)",
+        "body": args.body,
+        "rounds": args.rounds,
+        "requests_per_round": args.requests,
+        "in_process_p50_ms": round(in_process, 3),
+    }
     for mode in MODES:
         values = sorted(times[mode])
         p50 = statistics.median(values)
-        results[mode] = {"p50_ms": round(p50, 3), "p90_ms": round(values[int(0.9 * (len(values) - 1))], 3),
-                         "min_ms": round(values[0], 3), "overhead_p50_ms": round(p50 - in_process, 3)}
+        results[mode] = {
+            "p50_ms": round(p50, 3),
+            "p90_ms": round(values[int(0.9 * (len(values) - 1))], 3),
+            "min_ms": round(values[0], 3),
+            "overhead_p50_ms": round(p50 - in_process, 3),
+        }
         print(f"{mode:>15}: p50 {p50:.2f} ms, over in-process {p50 - in_process:.2f} ms", flush=True)
     write_report(args.output, "kbert serve's own cost per request at one client", results, machine)
 

@@ -73,6 +73,7 @@ def run_child(mode, repeats, limit):
     from tokenizers import Tokenizer
 
     from keras_bert_impl.tokenization import BertPreprocessor, read_vocabulary
+
     # The corpus of the tokenization parity tests, so the throughput is measured on the
     # sentences whose ids are checked against Hugging Face's.
     from tests.tokenization import references
@@ -203,7 +204,9 @@ def summarize(child):
             ratios[f"{name} / hf_full@{size}"] = {
                 "paired_median": round(statistics.median(h / m for h, m in zip(hf, mine)), 2),
                 "best_over_best": round(min(hf) / min(mine), 2),
-                "cpu_time_paired_median": round(statistics.median(h / m for h, m in zip(hf_cpu, mine_cpu)), 2),
+                "cpu_time_paired_median": round(
+                    statistics.median(h / m for h, m in zip(hf_cpu, mine_cpu)), 2
+                ),
             }
     # Where ours spends its time: best passes, per sentence, at each batch size.
     breakdown = {}
@@ -262,7 +265,9 @@ def main(argv=None):
             print(f"[{mode}] {name:44s} x{ratio['paired_median']}", file=sys.stderr)
     single = report["modes"].get("single_thread")
     if single:
-        ratio = single["ratios_vs_hf"][f"ours_full@{BATCH_SIZES[-1]} / hf_full@{BATCH_SIZES[-1]}"]["paired_median"]
+        ratio = single["ratios_vs_hf"][f"ours_full@{BATCH_SIZES[-1]} / hf_full@{BATCH_SIZES[-1]}"][
+            "paired_median"
+        ]
         report["target"] = {"ours_full >= 8x hf_full, single thread, batch 1024": ratio >= 8, "ratio": ratio}
     if args.output:
         write_report(args.output, "tokenization throughput, sentences/s", report, machine)

@@ -56,8 +56,11 @@ def main(argv=None):
     model.compile(optimizer=create_optimizer(5e-5, train_steps=1000, warmup_steps=0, weight_decay=0.0))
     rng = np.random.default_rng(0)
     shape = (args.batch_size, args.width)
-    x = {"token_ids": rng.integers(1000, 30000, shape).astype("int32"), "segment_ids": np.zeros(shape, "int32"),
-         "padding_mask": np.ones(shape, "int32")}
+    x = {
+        "token_ids": rng.integers(1000, 30000, shape).astype("int32"),
+        "segment_ids": np.zeros(shape, "int32"),
+        "padding_mask": np.ones(shape, "int32"),
+    }
     y = rng.integers(0, 2, (args.batch_size,)).astype("int32")
     for _ in range(3):
         model.train_on_batch(x, y)
@@ -74,14 +77,25 @@ def main(argv=None):
     table = [v for v in variables if "token_embedding" in v.path]
     optimizer_all, optimizer_table = apply_on(variables), apply_on(table)
     results = {
-        "settings": {"model": "all-MiniLM-L6-v2 + classification head", "batch": list(shape),
-                     "optimizer": "kbert's AdamW (global clipping 1.0), lr 5e-5", "repeats": args.repeats},
-        "parameters": {"trainable": int(sum(np.prod(v.shape) for v in variables)),
-                       "token_embedding": int(sum(np.prod(v.shape) for v in table))},
-        "median_seconds": {"train_step": step, "optimizer_apply_all": optimizer_all,
-                           "optimizer_apply_token_embedding": optimizer_table},
-        "share_of_step": {"optimizer_apply_all": optimizer_all / step,
-                          "optimizer_apply_token_embedding": optimizer_table / step},
+        "settings": {
+            "model": "all-MiniLM-L6-v2 + classification head",
+            "batch": list(shape),
+            "optimizer": "kbert's AdamW (global clipping 1.0), lr 5e-5",
+            "repeats": args.repeats,
+        },
+        "parameters": {
+            "trainable": int(sum(np.prod(v.shape) for v in variables)),
+            "token_embedding": int(sum(np.prod(v.shape) for v in table)),
+        },
+        "median_seconds": {
+            "train_step": step,
+            "optimizer_apply_all": optimizer_all,
+            "optimizer_apply_token_embedding": optimizer_table,
+        },
+        "share_of_step": {
+            "optimizer_apply_all": optimizer_all / step,
+            "optimizer_apply_token_embedding": optimizer_table / step,
+        },
     }
     for key in ("median_seconds", "share_of_step"):
         print(f"{key}: {results[key]}", flush=True)

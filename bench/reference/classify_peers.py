@@ -117,8 +117,15 @@ import numpy as np  # noqa: E402
 
 from bench.common import WORK, machine_info  # noqa: E402
 
-PEERS = ("pytorch_fp32", "pytorch_int8", "onnxruntime_fp32", "onnxruntime_int8", "onnxruntime_int8_per_channel",
-         "openvino_fp32", "openvino_int8")
+PEERS = (
+    "pytorch_fp32",
+    "pytorch_int8",
+    "onnxruntime_fp32",
+    "onnxruntime_int8",
+    "onnxruntime_int8_per_channel",
+    "openvino_fp32",
+    "openvino_int8",
+)
 # Changing how an artifact is made changes this, so stale artifacts are not reused.
 RECIPE = "onnx-torchscript-eager-opset17/ort-bert-fusions/ort-dynamic-qint8/ov-from-torch-sdpa/nncf-quantize-transformer:1"
 ONNX_OPSET = 17
@@ -126,12 +133,28 @@ INPUTS = ("input_ids", "attention_mask", "token_type_ids")
 WARM_UP_TEXTS = 256
 LATENCY_WARM_UP = 10
 # The artifacts each peer needs, in the order they are made (each from the one before).
-ARTIFACTS = {"onnxruntime_fp32": ("onnx", "ort_fp32"), "onnxruntime_int8": ("onnx", "ort_fp32", "ort_int8"),
-             "onnxruntime_int8_per_channel": ("onnx", "ort_fp32", "ort_int8_per_channel"),
-             "openvino_fp32": ("openvino_fp32",), "openvino_int8": ("openvino_fp32", "openvino_int8")}
-CALIBRATION_MISSING = ("--calibration is missing: openvino_int8 calibrates nncf.quantize on training sentences (a text "
-                       "file, one per line; never the held-out ones). Pass --calibration FILE.")
-VERSIONED = ("torch", "transformers", "tokenizers", "onnx", "onnxscript", "onnxruntime", "openvino", "nncf", "numpy")
+ARTIFACTS = {
+    "onnxruntime_fp32": ("onnx", "ort_fp32"),
+    "onnxruntime_int8": ("onnx", "ort_fp32", "ort_int8"),
+    "onnxruntime_int8_per_channel": ("onnx", "ort_fp32", "ort_int8_per_channel"),
+    "openvino_fp32": ("openvino_fp32",),
+    "openvino_int8": ("openvino_fp32", "openvino_int8"),
+}
+CALIBRATION_MISSING = (
+    "--calibration is missing: openvino_int8 calibrates nncf.quantize on training sentences (a text "
+    "file, one per line; never the held-out ones). Pass --calibration FILE."
+)
+VERSIONED = (
+    "torch",
+    "transformers",
+    "tokenizers",
+    "onnx",
+    "onnxscript",
+    "onnxruntime",
+    "openvino",
+    "nncf",
+    "numpy",
+)
 
 
 def _versions():
@@ -198,8 +221,13 @@ def _make_artifact(name, folder, work, threads, calibration):
     started = time.perf_counter()
     try:
         details = MAKERS[name](folder, work, building, threads, calibration)
-        manifest = {"artifact": name, "seconds": round(time.perf_counter() - started, 2), **details,
-                    "versions": _versions(), "recipe": RECIPE}
+        manifest = {
+            "artifact": name,
+            "seconds": round(time.perf_counter() - started, 2),
+            **details,
+            "versions": _versions(),
+            "recipe": RECIPE,
+        }
         with open(os.path.join(building, "manifest.json"), "w", encoding="utf-8") as f:
             json.dump(manifest, f, indent=2)
         try:
@@ -216,14 +244,17 @@ def _torch_model(folder, attention):
     import torch
     from transformers import BertForSequenceClassification
 
-    return BertForSequenceClassification.from_pretrained(folder, attn_implementation=attention,
-                                                         dtype=torch.float32).eval()
+    return BertForSequenceClassification.from_pretrained(
+        folder, attn_implementation=attention, dtype=torch.float32
+    ).eval()
 
 
 def _example_batch(folder):
     """A two-row int64 batch from the folder's tokenizer: what the exporters trace."""
     tokenizer = _tokenizer(folder, 128)
-    return _pad([e.ids for e in tokenizer.encode_batch(["a dull film", "an unexpectedly moving and funny film"])])
+    return _pad(
+        [e.ids for e in tokenizer.encode_batch(["a dull film", "an unexpectedly moving and funny film"])]
+    )
 
 
 def _make_onnx(folder, work, out, threads, calibration):
@@ -234,9 +265,16 @@ def _make_onnx(folder, work, out, threads, calibration):
     dynamic = {name: {0: "batch", 1: "sequence"} for name in INPUTS}
     dynamic["logits"] = {0: "batch"}
     with torch.no_grad():
-        torch.onnx.export(model, tuple(torch.from_numpy(batch[n]) for n in INPUTS), os.path.join(out, "model.onnx"),
-                          dynamo=False, input_names=list(INPUTS), output_names=["logits"], dynamic_axes=dynamic,
-                          opset_version=ONNX_OPSET)
+        torch.onnx.export(
+            model,
+            tuple(torch.from_numpy(batch[n]) for n in INPUTS),
+            os.path.join(out, "model.onnx"),
+            dynamo=False,
+            input_names=list(INPUTS),
+            output_names=["logits"],
+            dynamic_axes=dynamic,
+            opset_version=ONNX_OPSET,
+        )
     return {"exporter": "torch.onnx.export(dynamo=False)", "attention": "eager", "opset": ONNX_OPSET}
 
 
@@ -244,11 +282,18 @@ def _make_ort_fp32(folder, work, out, threads, calibration):
     from onnxruntime.transformers.optimizer import optimize_model
 
     config = _config(folder)
-    optimized = optimize_model(os.path.join(work, "onnx", "model.onnx"), model_type="bert",
-                               num_heads=config["num_attention_heads"], hidden_size=config["hidden_size"])
+    optimized = optimize_model(
+        os.path.join(work, "onnx", "model.onnx"),
+        model_type="bert",
+        num_heads=config["num_attention_heads"],
+        hidden_size=config["hidden_size"],
+    )
     optimized.save_model_to_file(os.path.join(out, "model.onnx"))
     fusions = {op: n for op, n in optimized.get_fused_operator_statistics().items() if n}
-    return {"optimizer": "onnxruntime.transformers.optimizer.optimize_model(model_type='bert')", "fusions": fusions}
+    return {
+        "optimizer": "onnxruntime.transformers.optimizer.optimize_model(model_type='bert')",
+        "fusions": fusions,
+    }
 
 
 def _make_ort_int8(folder, work, out, threads, calibration, per_channel=False):
@@ -258,14 +303,25 @@ def _make_ort_int8(folder, work, out, threads, calibration, per_channel=False):
     # ONNX's shape inference gives no type to the outputs of the fused contrib ops (Attention,
     # SkipLayerNormalization, ...), and quantize_dynamic then refuses the MatMul after Attention
     # ("Unable to find data type for weight_name=...") unless told they are float, as its error says.
-    quantize_dynamic(os.path.join(work, "ort_fp32", "model.onnx"), os.path.join(out, "model.onnx"),
-                     weight_type=QuantType.QInt8, per_channel=per_channel, reduce_range=False,
-                     extra_options={"DefaultTensorType": onnx.TensorProto.FLOAT})
+    quantize_dynamic(
+        os.path.join(work, "ort_fp32", "model.onnx"),
+        os.path.join(out, "model.onnx"),
+        weight_type=QuantType.QInt8,
+        per_channel=per_channel,
+        reduce_range=False,
+        extra_options={"DefaultTensorType": onnx.TensorProto.FLOAT},
+    )
     counted = ("MatMulInteger", "QAttention", "DynamicQuantizeLinear")
-    return {"quantized_ops": _onnx_op_counts(os.path.join(out, "model.onnx"), counted),
-            "quantization": {"function": "onnxruntime.quantization.quantize_dynamic", "weight_type": "QInt8",
-                             "per_channel": per_channel, "reduce_range": False,
-                             "extra_options": {"DefaultTensorType": "FLOAT"}}}
+    return {
+        "quantized_ops": _onnx_op_counts(os.path.join(out, "model.onnx"), counted),
+        "quantization": {
+            "function": "onnxruntime.quantization.quantize_dynamic",
+            "weight_type": "QInt8",
+            "per_channel": per_channel,
+            "reduce_range": False,
+            "extra_options": {"DefaultTensorType": "FLOAT"},
+        },
+    }
 
 
 def _onnx_op_counts(path, op_types):
@@ -287,8 +343,10 @@ def _make_openvino_fp32(folder, work, out, threads, calibration):
     with torch.inference_mode():
         converted = ov.convert_model(model, example_input=example, input=dynamic)
     ov.save_model(converted, os.path.join(out, "model.xml"), compress_to_fp16=False)
-    return {"converter": "openvino.convert_model(torch model, example_input, dynamic [-1, -1] inputs)",
-            "attention": "sdpa"}
+    return {
+        "converter": "openvino.convert_model(torch model, example_input, dynamic [-1, -1] inputs)",
+        "attention": "sdpa",
+    }
 
 
 def _make_openvino_int8(folder, work, out, threads, calibration):
@@ -301,17 +359,31 @@ def _make_openvino_int8(folder, work, out, threads, calibration):
     core = ov.Core()
     core.set_property("CPU", {"INFERENCE_NUM_THREADS": threads})
     model = core.read_model(os.path.join(_artifact_folder(work, "openvino_fp32", calibration), "model.xml"))
-    quantized = nncf.quantize(model, nncf.Dataset(samples), model_type=nncf.ModelType.TRANSFORMER,
-                              subset_size=len(samples))
+    quantized = nncf.quantize(
+        model, nncf.Dataset(samples), model_type=nncf.ModelType.TRANSFORMER, subset_size=len(samples)
+    )
     ov.save_model(quantized, os.path.join(out, "model.xml"), compress_to_fp16=False)
     kinds = [op.get_type_name() for op in quantized.get_ops()]
-    return {"quantized_ops": {"FakeQuantize": kinds.count("FakeQuantize"), "MatMul": kinds.count("MatMul")},
-            "quantization": {"function": "nncf.quantize", "model_type": "TRANSFORMER", "preset": "default (MIXED)",
-                             "calibration_sentences": len(samples), "calibration_sha256": _sha256(calibration)}}
+    return {
+        "quantized_ops": {"FakeQuantize": kinds.count("FakeQuantize"), "MatMul": kinds.count("MatMul")},
+        "quantization": {
+            "function": "nncf.quantize",
+            "model_type": "TRANSFORMER",
+            "preset": "default (MIXED)",
+            "calibration_sentences": len(samples),
+            "calibration_sha256": _sha256(calibration),
+        },
+    }
 
 
-MAKERS = {"onnx": _make_onnx, "ort_fp32": _make_ort_fp32, "ort_int8": _make_ort_int8,
-          "ort_int8_per_channel": functools.partial(_make_ort_int8, per_channel=True), "openvino_fp32": _make_openvino_fp32, "openvino_int8": _make_openvino_int8}
+MAKERS = {
+    "onnx": _make_onnx,
+    "ort_fp32": _make_ort_fp32,
+    "ort_int8": _make_ort_int8,
+    "ort_int8_per_channel": functools.partial(_make_ort_int8, per_channel=True),
+    "openvino_fp32": _make_openvino_fp32,
+    "openvino_int8": _make_openvino_int8,
+}
 
 
 def prepare(peer, folder, work, threads, calibration):
@@ -325,7 +397,11 @@ def prepare(peer, folder, work, threads, calibration):
         else:
             steps[name] = _make_artifact(name, folder, work, threads, calibration)
             made_now = True
-    return {"made_now": made_now, "seconds": round(sum(s["seconds"] for s in steps.values()), 2), "steps": steps}
+    return {
+        "made_now": made_now,
+        "seconds": round(sum(s["seconds"] for s in steps.values()), 2),
+        "steps": steps,
+    }
 
 
 # --- tokenization and batches -----------------------------------------------------------------------
@@ -346,8 +422,8 @@ def _pad(rows, pad_id=0):
     ids = np.full((len(rows), width), pad_id, np.int64)
     mask = np.zeros((len(rows), width), np.int64)
     for i, row in enumerate(rows):
-        ids[i, :len(row)] = row
-        mask[i, :len(row)] = 1
+        ids[i, : len(row)] = row
+        mask[i, : len(row)] = 1
     return {"input_ids": ids, "attention_mask": mask, "token_type_ids": np.zeros_like(ids)}
 
 
@@ -359,7 +435,7 @@ def classify(forward, tokenizer, texts, batch_size, pad_id):
     order = np.argsort(-lengths, kind="stable")
     logits = None
     for start in range(0, len(order), batch_size):
-        picked = order[start:start + batch_size]
+        picked = order[start : start + batch_size]
         out = forward(_pad([rows[i] for i in picked], pad_id))
         if logits is None:
             logits = np.empty((len(texts), out.shape[1]), np.float32)
@@ -384,7 +460,9 @@ def ort_session(peer, work, threads, profile_prefix=None):
         options.enable_profiling = True
         options.profile_file_prefix = profile_prefix
     artifact = ARTIFACTS[peer][-1]
-    return ort.InferenceSession(os.path.join(work, artifact, "model.onnx"), options, providers=["CPUExecutionProvider"])
+    return ort.InferenceSession(
+        os.path.join(work, artifact, "model.onnx"), options, providers=["CPUExecutionProvider"]
+    )
 
 
 def load(peer, folder, work, threads, calibration):
@@ -401,25 +479,41 @@ def load(peer, folder, work, threads, calibration):
         def forward(batch):
             with torch.inference_mode():
                 return model(**{n: torch.from_numpy(v) for n, v in batch.items()}).logits.numpy()
+
         return forward, settings
     if peer.startswith("onnxruntime"):
         session = ort_session(peer, work, threads)
-        settings = {"providers": session.get_providers(), "intra_op_num_threads": threads, "inter_op_num_threads": 1,
-                    "execution_mode": "ORT_SEQUENTIAL", "graph_optimization_level": "ORT_ENABLE_ALL"}
+        settings = {
+            "providers": session.get_providers(),
+            "intra_op_num_threads": threads,
+            "inter_op_num_threads": 1,
+            "execution_mode": "ORT_SEQUENTIAL",
+            "graph_optimization_level": "ORT_ENABLE_ALL",
+        }
         return (lambda batch: session.run(["logits"], batch)[0]), settings
     import openvino as ov
 
-    config = {"INFERENCE_NUM_THREADS": threads, "NUM_STREAMS": 1, "PERFORMANCE_HINT": "LATENCY",
-              "INFERENCE_PRECISION_HINT": "f32"}
+    config = {
+        "INFERENCE_NUM_THREADS": threads,
+        "NUM_STREAMS": 1,
+        "PERFORMANCE_HINT": "LATENCY",
+        "INFERENCE_PRECISION_HINT": "f32",
+    }
     core = ov.Core()
-    compiled = core.compile_model(os.path.join(_artifact_folder(work, peer, calibration), "model.xml"), "CPU", config)
+    compiled = core.compile_model(
+        os.path.join(_artifact_folder(work, peer, calibration), "model.xml"), "CPU", config
+    )
     request = compiled.create_infer_request()
-    settings = {"device": "CPU", **config,
-                "inference_precision_in_force": str(compiled.get_property("INFERENCE_PRECISION_HINT"))}
+    settings = {
+        "device": "CPU",
+        **config,
+        "inference_precision_in_force": str(compiled.get_property("INFERENCE_PRECISION_HINT")),
+    }
 
     def forward(batch):
         request.infer(batch)
         return request.get_output_tensor(0).data.copy()
+
     return forward, settings
 
 
@@ -431,16 +525,23 @@ def check(peer_logits, folder, texts, seq_len):
     auto = AutoTokenizer.from_pretrained(folder)
     batch = auto(texts, padding=True, truncation=True, max_length=seq_len, return_tensors="np")
     ours = _tokenizer(folder, seq_len).encode_batch(texts)
-    same_ids = all(list(row[mask.astype(bool)]) == e.ids
-                   for row, mask, e in zip(batch["input_ids"], batch["attention_mask"], ours))
+    same_ids = all(
+        list(row[mask.astype(bool)]) == e.ids
+        for row, mask, e in zip(batch["input_ids"], batch["attention_mask"], ours)
+    )
     model = _torch_model(folder, "eager")
     with torch.inference_mode():
         reference = model(**{n: torch.from_numpy(batch[n].astype(np.int64)) for n in INPUTS}).logits.numpy()
     difference = float(np.abs(peer_logits - reference).max())
     agree = int((peer_logits.argmax(-1) == reference.argmax(-1)).sum())
-    return {"sentences": len(texts), "reference": "transformers BertForSequenceClassification fp32 (eager attention)",
-            "max_abs_logit_diff": difference, "top_labels_agree": agree, "within_1e-3": difference <= 1e-3,
-            "tokenizer_ids_equal_autotokenizer": same_ids}
+    return {
+        "sentences": len(texts),
+        "reference": "transformers BertForSequenceClassification fp32 (eager attention)",
+        "max_abs_logit_diff": difference,
+        "top_labels_agree": agree,
+        "within_1e-3": difference <= 1e-3,
+        "tokenizer_ids_equal_autotokenizer": same_ids,
+    }
 
 
 def _read_texts(path):
@@ -457,8 +558,12 @@ def _latency(forward, tokenizer, sample, pad_id):
         started = time.perf_counter()
         forward(_pad([tokenizer.encode(text).ids], pad_id))
         latencies.append((time.perf_counter() - started) * 1000)
-    return {"sentences": len(latencies), "p50": round(float(np.percentile(latencies, 50)), 3),
-            "p90": round(float(np.percentile(latencies, 90)), 3), "mean": round(float(np.mean(latencies)), 3)}
+    return {
+        "sentences": len(latencies),
+        "p50": round(float(np.percentile(latencies, 50)), 3),
+        "p90": round(float(np.percentile(latencies, 90)), 3),
+        "mean": round(float(np.mean(latencies)), 3),
+    }
 
 
 def _serve(args, forward, tokenizer, texts, pad_id, ready):
@@ -470,14 +575,22 @@ def _serve(args, forward, tokenizer, texts, pad_id, ready):
         if command == "pass":
             started = time.perf_counter()
             logits = classify(forward, tokenizer, texts, args.batch_size, pad_id)
-            print(json.dumps({"seconds": time.perf_counter() - started, "labels": logits.argmax(-1).tolist()}), flush=True)
+            print(
+                json.dumps({"seconds": time.perf_counter() - started, "labels": logits.argmax(-1).tolist()}),
+                flush=True,
+            )
         elif command == "latency":
-            latency = _latency(forward, tokenizer, texts[:args.latency_sentences], pad_id)
+            latency = _latency(forward, tokenizer, texts[: args.latency_sentences], pad_id)
             print(json.dumps({"latency_batch1_ms": latency}), flush=True)
         elif command == "done":
             peak = _peak_rss_mib()
-            checked = None if logits is None else check(
-                logits[:args.check_sentences], args.model, texts[:args.check_sentences], args.seq_len)
+            checked = (
+                None
+                if logits is None
+                else check(
+                    logits[: args.check_sentences], args.model, texts[: args.check_sentences], args.seq_len
+                )
+            )
             print(json.dumps({"peak_rss_mib": peak, "check": checked}), flush=True)
             return 0
         else:
@@ -487,34 +600,66 @@ def _serve(args, forward, tokenizer, texts, pad_id, ready):
 
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--model", required=True, help="A `kbert export --formats huggingface` classifier folder.")
-    parser.add_argument("--sentences", required=True, help="A text file, one sentence per line (blank lines skipped).")
+    parser.add_argument(
+        "--model", required=True, help="A `kbert export --formats huggingface` classifier folder."
+    )
+    parser.add_argument(
+        "--sentences", required=True, help="A text file, one sentence per line (blank lines skipped)."
+    )
     parser.add_argument("--peer", required=True, choices=PEERS)
-    parser.add_argument("--threads", type=int, default=2, help="Intra-op threads of every runtime (inter-op: 1).")
-    parser.add_argument("--rounds", type=int, default=1, help="Timed passes over the whole file, after the warm-up.")
-    parser.add_argument("--batch-size", type=int, default=32, help="Texts per batch of the throughput passes.")
-    parser.add_argument("--seq-len", type=int, default=128, help="Truncation, in wordpieces with [CLS] and [SEP].")
-    parser.add_argument("--latency-sentences", type=int, default=200, help="Texts timed one by one (file order).")
-    parser.add_argument("--check-sentences", type=int, default=32,
-                        help="Texts whose logits are compared with PyTorch fp32's at the end.")
-    parser.add_argument("--calibration", help="Training sentences, one per line, for openvino_int8's nncf.quantize.")
-    parser.add_argument("--work", default=os.path.join(WORK, "peers"),
-                        help="Where the prepared artifacts are kept, per model fingerprint (default data/bench/peers).")
-    parser.add_argument("--prepare", action="store_true", help="Only make the peer's artifacts (the run does it itself).")
-    parser.add_argument("--serve", action="store_true",
-                        help="Stay warm and answer stdin instead of --rounds (bench/perf/cpu_peers.py's interleaved "
-                        "rounds): after the warm-up one JSON line {ready, load_seconds, ...}; then per line "
-                        "'pass' -> {seconds, labels}, 'latency' -> {latency_batch1_ms}, 'done' -> {peak_rss_mib, "
-                        "check} and exit.")
+    parser.add_argument(
+        "--threads", type=int, default=2, help="Intra-op threads of every runtime (inter-op: 1)."
+    )
+    parser.add_argument(
+        "--rounds", type=int, default=1, help="Timed passes over the whole file, after the warm-up."
+    )
+    parser.add_argument(
+        "--batch-size", type=int, default=32, help="Texts per batch of the throughput passes."
+    )
+    parser.add_argument(
+        "--seq-len", type=int, default=128, help="Truncation, in wordpieces with [CLS] and [SEP]."
+    )
+    parser.add_argument(
+        "--latency-sentences", type=int, default=200, help="Texts timed one by one (file order)."
+    )
+    parser.add_argument(
+        "--check-sentences",
+        type=int,
+        default=32,
+        help="Texts whose logits are compared with PyTorch fp32's at the end.",
+    )
+    parser.add_argument(
+        "--calibration", help="Training sentences, one per line, for openvino_int8's nncf.quantize."
+    )
+    parser.add_argument(
+        "--work",
+        default=os.path.join(WORK, "peers"),
+        help="Where the prepared artifacts are kept, per model fingerprint (default data/bench/peers).",
+    )
+    parser.add_argument(
+        "--prepare", action="store_true", help="Only make the peer's artifacts (the run does it itself)."
+    )
+    parser.add_argument(
+        "--serve",
+        action="store_true",
+        help="Stay warm and answer stdin instead of --rounds (bench/perf/cpu_peers.py's interleaved "
+        "rounds): after the warm-up one JSON line {ready, load_seconds, ...}; then per line "
+        "'pass' -> {seconds, labels}, 'latency' -> {latency_batch1_ms}, 'done' -> {peak_rss_mib, "
+        "check} and exit.",
+    )
     argv = sys.argv[1:] if argv is None else list(argv)
     args = parser.parse_args(argv)
     if args.threads < 1 or args.rounds < 1 or args.batch_size < 1:
-        raise SystemExit(f"--threads, --rounds and --batch-size must be positive. Received: {args.threads}, "
-                         f"{args.rounds}, {args.batch_size}.")
+        raise SystemExit(
+            f"--threads, --rounds and --batch-size must be positive. Received: {args.threads}, "
+            f"{args.rounds}, {args.batch_size}."
+        )
     config = _config(args.model)
     if config.get("architectures") != ["BertForSequenceClassification"]:
-        raise SystemExit(f"{args.model}: config.json names {config.get('architectures')}, not "
-                         "BertForSequenceClassification: export a fine-tuned classifier (kbert export --formats huggingface).")
+        raise SystemExit(
+            f"{args.model}: config.json names {config.get('architectures')}, not "
+            "BertForSequenceClassification: export a fine-tuned classifier (kbert export --formats huggingface)."
+        )
     if args.calibration:
         args.calibration = os.path.abspath(args.calibration)
     elif args.peer == "openvino_int8":
@@ -530,11 +675,16 @@ def main(argv=None):
     if args.prepare:
         print(json.dumps(prepare(args.peer, args.model, work, args.threads, args.calibration)))
         return 0
-    if any(not os.path.exists(os.path.join(_artifact_folder(work, a, args.calibration), "manifest.json"))
-           for a in ARTIFACTS.get(args.peer, ())):
+    if any(
+        not os.path.exists(os.path.join(_artifact_folder(work, a, args.calibration), "manifest.json"))
+        for a in ARTIFACTS.get(args.peer, ())
+    ):
         # In a child: exporting and converting hold the PyTorch model and the exporters' memory.
-        subprocess.run([sys.executable, "-m", "bench.reference.classify_peers", *argv, "--prepare"], check=True,
-                       stdout=subprocess.DEVNULL)
+        subprocess.run(
+            [sys.executable, "-m", "bench.reference.classify_peers", *argv, "--prepare"],
+            check=True,
+            stdout=subprocess.DEVNULL,
+        )
         made_now = True
     else:
         made_now = False
@@ -561,31 +711,63 @@ def main(argv=None):
     classify(forward, tokenizer, texts[:WARM_UP_TEXTS], args.batch_size, pad_id)
     warm_up_seconds = time.perf_counter() - started
     if args.serve:
-        return _serve(args, forward, tokenizer, texts, pad_id, {
-            "ready": True, "load_seconds": round(load_seconds, 3), "warm_up_seconds": round(warm_up_seconds, 3),
-            "rss_before_load_mib": rss_before, "prepare": prepared, "settings": settings, "versions": _versions()})
+        return _serve(
+            args,
+            forward,
+            tokenizer,
+            texts,
+            pad_id,
+            {
+                "ready": True,
+                "load_seconds": round(load_seconds, 3),
+                "warm_up_seconds": round(warm_up_seconds, 3),
+                "rss_before_load_mib": rss_before,
+                "prepare": prepared,
+                "settings": settings,
+                "versions": _versions(),
+            },
+        )
     seconds = []
     for round_ in range(args.rounds):
         started = time.perf_counter()
         logits = classify(forward, tokenizer, texts, args.batch_size, pad_id)
         seconds.append(time.perf_counter() - started)
-        print(f"{args.peer} round {round_}: {len(texts) / seconds[-1]:.1f} sentences/s", file=sys.stderr, flush=True)
-    latency = _latency(forward, tokenizer, texts[:args.latency_sentences], pad_id)
+        print(
+            f"{args.peer} round {round_}: {len(texts) / seconds[-1]:.1f} sentences/s",
+            file=sys.stderr,
+            flush=True,
+        )
+    latency = _latency(forward, tokenizer, texts[: args.latency_sentences], pad_id)
     peak = _peak_rss_mib()
 
-    checked = check(logits[:args.check_sentences], args.model, texts[:args.check_sentences], args.seq_len)
+    checked = check(logits[: args.check_sentences], args.model, texts[: args.check_sentences], args.seq_len)
     cpu = machine_info()
-    print(json.dumps({
-        "peer": args.peer, "model": os.path.abspath(args.model), "sentences": len(texts), "batch_size": args.batch_size,
-        "seq_len": args.seq_len, "threads": args.threads, "rounds": args.rounds,
-        "seconds": [round(s, 4) for s in seconds],
-        "sentences_per_second": [round(len(texts) / s, 2) for s in seconds],
-        "latency_batch1_ms": latency,
-        "load_seconds": round(load_seconds, 3), "warm_up_seconds": round(warm_up_seconds, 3),
-        "rss_before_load_mib": rss_before, "peak_rss_mib": peak,
-        "prepare": prepared, "labels": logits.argmax(-1).tolist(), "check": checked, "settings": settings,
-        "versions": _versions(), "cpu": {"model": cpu["cpu_model"], "simd": cpu["cpu_simd"]},
-    }))
+    print(
+        json.dumps(
+            {
+                "peer": args.peer,
+                "model": os.path.abspath(args.model),
+                "sentences": len(texts),
+                "batch_size": args.batch_size,
+                "seq_len": args.seq_len,
+                "threads": args.threads,
+                "rounds": args.rounds,
+                "seconds": [round(s, 4) for s in seconds],
+                "sentences_per_second": [round(len(texts) / s, 2) for s in seconds],
+                "latency_batch1_ms": latency,
+                "load_seconds": round(load_seconds, 3),
+                "warm_up_seconds": round(warm_up_seconds, 3),
+                "rss_before_load_mib": rss_before,
+                "peak_rss_mib": peak,
+                "prepare": prepared,
+                "labels": logits.argmax(-1).tolist(),
+                "check": checked,
+                "settings": settings,
+                "versions": _versions(),
+                "cpu": {"model": cpu["cpu_model"], "simd": cpu["cpu_simd"]},
+            }
+        )
+    )
     return 0
 
 

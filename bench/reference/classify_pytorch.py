@@ -20,14 +20,21 @@ from bench.common import MINILM  # noqa: E402
 def classify(model, tokenizer, texts, batch_size, seq_len):
     labels = []
     for start in range(0, len(texts), batch_size):
-        batch = tokenizer(texts[start:start + batch_size], padding="longest", truncation=True, max_length=seq_len,
-                          return_tensors="pt")
+        batch = tokenizer(
+            texts[start : start + batch_size],
+            padding="longest",
+            truncation=True,
+            max_length=seq_len,
+            return_tensors="pt",
+        )
         labels.append(model(**batch).logits.argmax(-1))
     return torch.cat(labels).numpy()
 
 
 def load():
-    return BertForSequenceClassification.from_pretrained(MINILM, num_labels=2).eval(), BertTokenizerFast.from_pretrained(MINILM)
+    return BertForSequenceClassification.from_pretrained(
+        MINILM, num_labels=2
+    ).eval(), BertTokenizerFast.from_pretrained(MINILM)
 
 
 if __name__ == "__main__":

@@ -23,8 +23,13 @@ from bench.common import MINILM  # noqa: E402
 def embed(model, tokenizer, texts, batch_size, seq_len):
     out = []
     for start in range(0, len(texts), batch_size):
-        batch = tokenizer(texts[start:start + batch_size], padding="longest", truncation=True, max_length=seq_len,
-                          return_tensors="pt")
+        batch = tokenizer(
+            texts[start : start + batch_size],
+            padding="longest",
+            truncation=True,
+            max_length=seq_len,
+            return_tensors="pt",
+        )
         hidden = model(**batch).last_hidden_state  # [B, T, H]
         mask = batch["attention_mask"].unsqueeze(-1).to(hidden.dtype)
         pooled = (hidden * mask).sum(1) / mask.sum(1).clamp(min=1e-9)
@@ -45,7 +50,14 @@ def save_vectors(args, vectors, order):
 
 
 if __name__ == "__main__":
-    run(__doc__.splitlines()[0], load, embed, batch_size=64, keep_blank_lines=True,
-        add_arguments=lambda p: p.add_argument("--vectors", default=None,
-                                               help="Also save the vectors (input order) as .npy here."),
-        finish=save_vectors)
+    run(
+        __doc__.splitlines()[0],
+        load,
+        embed,
+        batch_size=64,
+        keep_blank_lines=True,
+        add_arguments=lambda p: p.add_argument(
+            "--vectors", default=None, help="Also save the vectors (input order) as .npy here."
+        ),
+        finish=save_vectors,
+    )

@@ -36,8 +36,10 @@ from transformers import BertForSequenceClassification, BertTokenizerFast, get_l
 from bench.common import MINILM, command_line, machine_info, read_loadavg, utc_now  # noqa: E402
 from bench.corpora.mr_split import SPLITS, load_mr, take_subset, test_indices_sha256  # noqa: E402
 
-SPOT_CHECK = ("The quick brown fox jumps over the lazy dog.",
-              [101, 1996, 4248, 2829, 4419, 14523, 2058, 1996, 13971, 3899, 1012, 102])
+SPOT_CHECK = (
+    "The quick brown fox jumps over the lazy dog.",
+    [101, 1996, 4248, 2829, 4419, 14523, 2058, 1996, 13971, 3899, 1012, 102],
+)
 
 
 def evaluate(model, encodings, labels, batch_size):
@@ -56,50 +58,92 @@ def evaluate(model, encodings, labels, batch_size):
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--epochs", type=int, default=3)
-    parser.add_argument("--seed", type=int, default=0, help="Training seed: head initialisation, dropout, batch order.")
-    parser.add_argument("--split-seed", type=int, default=0,
-                        help="Seed of the 80/20 split (the issue's split is seed 0; kept apart from --seed so that "
-                             "a seed sweep trains on the same data)")
-    parser.add_argument("--threads", type=int, default=2, help="torch.set_num_threads (the issue's figure: 2).")
-    parser.add_argument("--batch-size", type=int, default=32, help="Training and evaluation batch. Default 32.")
-    parser.add_argument("--sequence-length", type=int, default=64, help="Truncate and pad to this. Default 64.")
-    parser.add_argument("--padding", choices=["max_length", "longest"], default="max_length",
-                        help="max_length: every batch padded to --sequence-length; longest: each training batch cut "
-                        "to its longest row (transformers' DataCollatorWithPadding). Default max_length.")
+    parser.add_argument(
+        "--seed", type=int, default=0, help="Training seed: head initialisation, dropout, batch order."
+    )
+    parser.add_argument(
+        "--split-seed",
+        type=int,
+        default=0,
+        help="Seed of the 80/20 split (the issue's split is seed 0; kept apart from --seed so that "
+        "a seed sweep trains on the same data)",
+    )
+    parser.add_argument(
+        "--threads", type=int, default=2, help="torch.set_num_threads (the issue's figure: 2)."
+    )
+    parser.add_argument(
+        "--batch-size", type=int, default=32, help="Training and evaluation batch. Default 32."
+    )
+    parser.add_argument(
+        "--sequence-length", type=int, default=64, help="Truncate and pad to this. Default 64."
+    )
+    parser.add_argument(
+        "--padding",
+        choices=["max_length", "longest"],
+        default="max_length",
+        help="max_length: every batch padded to --sequence-length; longest: each training batch cut "
+        "to its longest row (transformers' DataCollatorWithPadding). Default max_length.",
+    )
     parser.add_argument("--learning-rate", type=float, default=5e-5, help="Peak AdamW rate. Default 5e-5.")
-    parser.add_argument("--split", choices=sorted(SPLITS), default="sklearn",
-                        help="sklearn: train_test_split(stratify, random_state=split_seed) (default); own: the first "
-                             "finetune_mr.json's split")
+    parser.add_argument(
+        "--split",
+        choices=sorted(SPLITS),
+        default="sklearn",
+        help="sklearn: train_test_split(stratify, random_state=split_seed) (default); own: the first "
+        "finetune_mr.json's split",
+    )
     parser.add_argument("--model-dir", default=MINILM)
-    parser.add_argument("--subset", type=int, default=None, metavar="N",
-                        help="Keep only the first N sentences of each part of the split: a smoke run.")
-    parser.add_argument("--no-eval-each-epoch", action="store_true",
-                        help="only evaluate after the last epoch (evaluation is never inside the epoch timing)")
+    parser.add_argument(
+        "--subset",
+        type=int,
+        default=None,
+        metavar="N",
+        help="Keep only the first N sentences of each part of the split: a smoke run.",
+    )
+    parser.add_argument(
+        "--no-eval-each-epoch",
+        action="store_true",
+        help="only evaluate after the last epoch (evaluation is never inside the epoch timing)",
+    )
     args = parser.parse_args()
 
     machine = machine_info()
     torch.set_num_threads(args.threads)
     texts, labels_file = load_mr()
     labels = (labels_file > 0).astype(np.int64)  # -1 -> 0, 1 -> 1
-    train_idx, test_idx = take_subset(*SPLITS[args.split](texts, labels_file, seed=args.split_seed), args.subset)
+    train_idx, test_idx = take_subset(
+        *SPLITS[args.split](texts, labels_file, seed=args.split_seed), args.subset
+    )
 
     tokenizer = BertTokenizerFast.from_pretrained(args.model_dir, local_files_only=True)
-    assert tokenizer(SPOT_CHECK[0])["input_ids"] == SPOT_CHECK[1], "tokenizer does not reproduce the spot check"
+    assert tokenizer(SPOT_CHECK[0])["input_ids"] == SPOT_CHECK[1], (
+        "tokenizer does not reproduce the spot check"
+    )
 
     def encode(index):
-        enc = tokenizer([texts[i] for i in index], max_length=args.sequence_length, truncation=True,
-                        padding="max_length", return_tensors="pt")
+        enc = tokenizer(
+            [texts[i] for i in index],
+            max_length=args.sequence_length,
+            truncation=True,
+            padding="max_length",
+            return_tensors="pt",
+        )
         return dict(enc), torch.tensor(labels[index])
 
     train_enc, train_y = encode(train_idx)
     test_enc, test_y = encode(test_idx)
-    truncated = int((train_enc["attention_mask"][:, -1] == 1).sum() + (test_enc["attention_mask"][:, -1] == 1).sum())
+    truncated = int(
+        (train_enc["attention_mask"][:, -1] == 1).sum() + (test_enc["attention_mask"][:, -1] == 1).sum()
+    )
 
-    transformers.set_seed(args.seed)  # as Trainer does before the model exists: fixes the head's initialisation
+    transformers.set_seed(
+        args.seed
+    )  # as Trainer does before the model exists: fixes the head's initialisation
     model = BertForSequenceClassification.from_pretrained(args.model_dir, num_labels=2, local_files_only=True)
     model.train()
-    optimizer = torch.optim.AdamW(model.parameters(), lr=args.learning_rate, betas=(0.9, 0.999), eps=1e-8,
-                                  weight_decay=0.0)
+    optimizer = torch.optim.AdamW(
+        model.parameters(), lr=args.learning_rate, betas=(0.9, 0.999), eps=1e-8, weight_decay=0.0
+    )
     steps_per_epoch = int(np.ceil(len(train_idx) / args.batch_size))
     total_steps = steps_per_epoch * args.epochs
     scheduler = get_linear_schedule_with_warmup(optimizer, num_warmup_steps=0, num_training_steps=total_steps)
@@ -146,16 +190,20 @@ def main():
         "machine": machine,
         "settings": {
             **{k: v for k, v in vars(args).items() if k != "no_eval_each_epoch"},
-            "split_description": {"sklearn": "train_test_split(test_size=0.2, stratify=labels, random_state=split_seed), numpy re-implementation",
-                                  "own": "bench/corpora/mr_split.py own_split (the split of the first finetune_mr.json)"}[args.split],
-            "train_examples": int(len(train_idx)), "test_examples": int(len(test_idx)),
+            "split_description": {
+                "sklearn": "train_test_split(test_size=0.2, stratify=labels, random_state=split_seed), numpy re-implementation",
+                "own": "bench/corpora/mr_split.py own_split (the split of the first finetune_mr.json)",
+            }[args.split],
+            "train_examples": int(len(train_idx)),
+            "test_examples": int(len(test_idx)),
             "test_indices_sha256": test_indices_sha256(test_idx),
             "examples_truncated_at_sequence_length": truncated,
             "model": "BertForSequenceClassification (pooled output -> dropout 0.1 -> linear), head freshly initialised",
             "tokenizer": "BertTokenizerFast.from_pretrained(model_dir) (tokenizer.json), truncation, padding to max_length"
-                         + ("; each training batch then cut to its longest row" if args.padding == "longest" else ""),
+            + ("; each training batch then cut to its longest row" if args.padding == "longest" else ""),
             "optimizer": "torch.optim.AdamW lr 5e-5, betas (0.9, 0.999), eps 1e-8, weight_decay 0.0; linear decay to 0, no warm-up; clip_grad_norm 1.0",
-            "steps_per_epoch": steps_per_epoch, "total_steps": total_steps,
+            "steps_per_epoch": steps_per_epoch,
+            "total_steps": total_steps,
             "shuffle": "torch.randperm with torch.Generator().manual_seed(seed), new order every epoch",
         },
         "train_loss": train_loss,
@@ -165,11 +213,17 @@ def main():
         "seconds_per_epoch_mean": float(np.mean(epoch_seconds)),
         "test_accuracy": test_accuracy,
         "test_loss": test_loss,
-        "references_from_the_issue": {"pytorch_transformers_finetune": 0.811, "tfidf_logistic_regression": 0.740,
-                                      "pytorch_seconds_per_epoch_2_threads": 100},
+        "references_from_the_issue": {
+            "pytorch_transformers_finetune": 0.811,
+            "tfidf_logistic_regression": 0.740,
+            "pytorch_seconds_per_epoch_2_threads": 100,
+        },
     }
-    print(f"test accuracy {test_accuracy:.4f}; seconds per epoch {[round(s, 1) for s in epoch_seconds]}; "
-          f"loadavg start {machine['loadavg_at_start']} end {machine['loadavg_at_end']}", file=sys.stderr)
+    print(
+        f"test accuracy {test_accuracy:.4f}; seconds per epoch {[round(s, 1) for s in epoch_seconds]}; "
+        f"loadavg start {machine['loadavg_at_start']} end {machine['loadavg_at_end']}",
+        file=sys.stderr,
+    )
     print(json.dumps(report))
 
 

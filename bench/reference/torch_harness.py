@@ -40,15 +40,28 @@ def run(description, load, work, batch_size, keep_blank_lines, add_arguments=Non
         loaded = time.perf_counter()
         order = np.arange(len(texts))
         if args.order == "length":
-            order = np.argsort([-len(t) for t in texts], kind="stable")  # sentence-transformers sorts by characters
+            order = np.argsort(
+                [-len(t) for t in texts], kind="stable"
+            )  # sentence-transformers sorts by characters
         outputs = work(model, tokenizer, [texts[i] for i in order], args.batch_size, args.seq_len)
         done = time.perf_counter()
     if finish is not None:
         finish(args, outputs, order)
     print(f"pytorch ({args.order} order): {len(texts) / (done - loaded):.1f} sentences/s", file=sys.stderr)
-    print(json.dumps({
-        "order": args.order, "sentences": len(texts), "batch_size": args.batch_size, "seq_len": args.seq_len,
-        "threads": args.threads, "seconds": done - loaded, "sentences_per_second": len(texts) / (done - loaded),
-        "start_up_seconds": loaded - started, "torch": torch.__version__, "transformers": transformers.__version__,
-        "attention": model.config._attn_implementation,
-    }))
+    print(
+        json.dumps(
+            {
+                "order": args.order,
+                "sentences": len(texts),
+                "batch_size": args.batch_size,
+                "seq_len": args.seq_len,
+                "threads": args.threads,
+                "seconds": done - loaded,
+                "sentences_per_second": len(texts) / (done - loaded),
+                "start_up_seconds": loaded - started,
+                "torch": torch.__version__,
+                "transformers": transformers.__version__,
+                "attention": model.config._attn_implementation,
+            }
+        )
+    )

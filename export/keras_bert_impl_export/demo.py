@@ -56,7 +56,9 @@ def main(argv=None):
     parser.add_argument("--work", required=True, help="Folder for the split, the run and the export.")
     parser.add_argument("--epochs", type=int, default=1, help="Fine-tuning epochs. Default 1.")
     parser.add_argument("--seq-len", type=int, default=64, help="Tokens per sentence. Default 64.")
-    parser.add_argument("--validation-examples", type=int, default=800, help="Held-out MR sentences. Default 800.")
+    parser.add_argument(
+        "--validation-examples", type=int, default=800, help="Held-out MR sentences. Default 800."
+    )
     args = parser.parse_args(argv)
     started = time.perf_counter()
     os.makedirs(args.work, exist_ok=True)
@@ -65,20 +67,49 @@ def main(argv=None):
     export = os.path.join(args.work, "mr_export")
 
     t = step(f"kbert finetune: MiniLM on {args.validation_examples} held-out / the rest of MR for training")
-    code = kbert([
-        "finetune", "--task", "classification", "--init", args.model, "--train", split["train"],
-        "--validation", split["validation"], "--no-header", "--columns", "label,text", "--seq-len", str(args.seq_len),
-        "--epochs", str(args.epochs), "--pooling", "mean", "--output", run,
-    ])
+    code = kbert(
+        [
+            "finetune",
+            "--task",
+            "classification",
+            "--init",
+            args.model,
+            "--train",
+            split["train"],
+            "--validation",
+            split["validation"],
+            "--no-header",
+            "--columns",
+            "label,text",
+            "--seq-len",
+            str(args.seq_len),
+            "--epochs",
+            str(args.epochs),
+            "--pooling",
+            "mean",
+            "--output",
+            run,
+        ]
+    )
     if code:
         return code
     print(f"fine-tuned in {time.perf_counter() - t:.0f} s")
 
     t = step("kbert export: every format, checked and measured on the held-out sentences")
-    code = kbert([
-        "export", "--model", run, "--output", export, "--validation", split["validation"], "--overwrite",
-        "--name", "mr",
-    ])
+    code = kbert(
+        [
+            "export",
+            "--model",
+            run,
+            "--output",
+            export,
+            "--validation",
+            split["validation"],
+            "--overwrite",
+            "--name",
+            "mr",
+        ]
+    )
     if code:
         return code
     print(f"exported in {time.perf_counter() - t:.0f} s")
@@ -94,10 +125,12 @@ def main(argv=None):
     served = text_model(text=tf.constant(SENTENCES))
     preprocessor = BertPreprocessor(os.path.join(export, "vocab.txt"), sequence_length=args.seq_len)
     x = preprocessor(tf.constant(SENTENCES))
-    runner = Interpreter(model_path=os.path.join(export, "tflite", "mr_dynamic_int8.tflite")).get_signature_runner(
-        "serving_default"
+    runner = Interpreter(
+        model_path=os.path.join(export, "tflite", "mr_dynamic_int8.tflite")
+    ).get_signature_runner("serving_default")
+    lite = runner(
+        ids=x["token_ids"].numpy(), mask=x["padding_mask"].numpy(), segment_ids=x["segment_ids"].numpy()
     )
-    lite = runner(ids=x["token_ids"].numpy(), mask=x["padding_mask"].numpy(), segment_ids=x["segment_ids"].numpy())
     with open(os.path.join(export, "labels.txt"), encoding="utf-8") as f:
         names = f.read().split()
     print("label 1 = positive, -1 = negative (MR's own labels)")
@@ -106,8 +139,12 @@ def main(argv=None):
         label = served["top_label"].numpy()[i].decode()
         score = served["top_score"].numpy()[i]
         lite_top = int(lite["probabilities"][i].argmax())
-        print(f"{sentence[:57]:58} {label:>12} ({score:.3f}) {names[lite_top]:>8} ({lite['probabilities'][i][lite_top]:.3f})")
-    print(f"\nmake demo: {time.perf_counter() - started:.0f} s in all; report: {os.path.join(export, 'report.md')}")
+        print(
+            f"{sentence[:57]:58} {label:>12} ({score:.3f}) {names[lite_top]:>8} ({lite['probabilities'][i][lite_top]:.3f})"
+        )
+    print(
+        f"\nmake demo: {time.perf_counter() - started:.0f} s in all; report: {os.path.join(export, 'report.md')}"
+    )
     return 0
 
 

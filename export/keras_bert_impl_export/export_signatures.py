@@ -34,7 +34,7 @@ MAX_ANSWER_TOKENS = 30
 
 
 def head_kind(model):
-    """"classifier", "tagger", "span_labeler" or "embedder"; a clear error for anything else."""
+    """ "classifier", "tagger", "span_labeler" or "embedder"; a clear error for anything else."""
     for cls, kind in HEAD_KINDS.items():
         if isinstance(model, cls):
             return kind
@@ -92,12 +92,16 @@ class ExportSignatures:
     def __init__(self, model, sequence_length, pair=False, forward=None):
         self.kind = head_kind(model)
         backbone = model.backbone
-        sequence_length = check_sequence_length("sequence_length", sequence_length, backbone.max_sequence_length)
+        sequence_length = check_sequence_length(
+            "sequence_length", sequence_length, backbone.max_sequence_length
+        )
         check_bool("pair", pair)
         if pair and self.kind != "classifier":
             raise ValueError(f"pair=True is for classifiers (text, text_b). Received a {self.kind}.")
         if forward is not None and not callable(forward):
-            raise TypeError(f"forward must be a function of the model's id inputs, or None. Received: forward={forward!r}")
+            raise TypeError(
+                f"forward must be a function of the model's id inputs, or None. Received: forward={forward!r}"
+            )
         self.model = model
         self.forward = forward
         self.sequence_length = sequence_length
@@ -145,17 +149,26 @@ class ExportSignatures:
         backbone = self.model.backbone
         width = tf.shape(ids)[1]
         shapes = [
-            _assert(tf.reduce_all(tf.equal(tf.shape(other), tf.shape(ids))), lambda n=name, o=other: tf.strings.format(
-                f"Input {n} has shape {{}}, and ids {{}}: send ids, mask and segment_ids of one shape, [examples, "
-                "positions].", (tf.shape(o), tf.shape(ids))))
+            _assert(
+                tf.reduce_all(tf.equal(tf.shape(other), tf.shape(ids))),
+                lambda n=name, o=other: tf.strings.format(
+                    f"Input {n} has shape {{}}, and ids {{}}: send ids, mask and segment_ids of one shape, [examples, "
+                    "positions].",
+                    (tf.shape(o), tf.shape(ids)),
+                ),
+            )
             for name, other in (("mask", mask), ("segment_ids", segment_ids))
         ]
-        shapes.append(_assert(
-            tf.logical_and(width >= 1, width <= backbone.max_sequence_length),
-            lambda: tf.strings.format(
-                f"Input ids has {{}} positions per example: this model takes 1 to {backbone.max_sequence_length} "
-                "(its max_sequence_length); send that many per example.", (width,)),
-        ))
+        shapes.append(
+            _assert(
+                tf.logical_and(width >= 1, width <= backbone.max_sequence_length),
+                lambda: tf.strings.format(
+                    f"Input ids has {{}} positions per example: this model takes 1 to {backbone.max_sequence_length} "
+                    "(its max_sequence_length); send that many per example.",
+                    (width,),
+                ),
+            )
+        )
         with tf.control_dependencies(shapes):  # first: the range checks index by position
             ranges = [
                 _range_check("ids", ids, backbone.vocabulary_size),
@@ -192,7 +205,9 @@ class ExportSignatures:
                 pieces = tf.gather(tf.constant(self.preprocessor.vocabulary), ids)
                 outputs["tokens"] = tf.where(mask == 0, "", pieces)  # [B, S]
         elif self.kind == "span_labeler":
-            outputs.update(self._best_span(ids, mask, segment_ids, outputs["start_logits"], outputs["end_logits"]))
+            outputs.update(
+                self._best_span(ids, mask, segment_ids, outputs["start_logits"], outputs["end_logits"])
+            )
         return outputs
 
     def _best_span(self, ids, mask, segment_ids, start_logits, end_logits):
@@ -210,7 +225,9 @@ class ExportSignatures:
             tf.logical_and(in_context[:, :, None], in_context[:, None, :]), shape_ok[None]
         )  # [B, S, S]
         scores = tf.where(valid, scores, tf.constant(-float("inf"), scores.dtype))
-        best = tf.argmax(tf.reshape(scores, tf.stack([-1, width * width])), axis=-1, output_type=tf.int32)  # [B]
+        best = tf.argmax(
+            tf.reshape(scores, tf.stack([-1, width * width])), axis=-1, output_type=tf.int32
+        )  # [B]
         start, end = best // width, best % width
         positions = tf.range(width)[None, :]
         inside = tf.logical_and(positions >= start[:, None], positions <= end[:, None])  # [B, S]
@@ -221,7 +238,9 @@ class ExportSignatures:
         return {
             "start": tf.where(found, start, -1),
             "end": tf.where(found, end, -1),
-            "score": tf.where(found, tf.reduce_max(tf.reshape(scores, tf.stack([-1, width * width])), -1), 0.0),
+            "score": tf.where(
+                found, tf.reduce_max(tf.reshape(scores, tf.stack([-1, width * width])), -1), 0.0
+            ),
             "answer": tf.where(found, answer, ""),
         }
 

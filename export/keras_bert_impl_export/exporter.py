@@ -25,10 +25,19 @@ import numpy as np
 import tensorflow as tf
 
 from keras_bert_impl.atomic_write import replace_folder, write_json_atomically, write_text_atomically
-from keras_bert_impl.conversion.tflite_converter import check_builtins_only, convert_endpoint, convert_saved_model
+from keras_bert_impl.conversion.tflite_converter import (
+    check_builtins_only,
+    convert_endpoint,
+    convert_saved_model,
+)
 from keras_bert_impl.conversion.input_contract import (
-    CALIBRATED_QUANTIZATIONS, EXPORT_FORMATS, EXPORT_ID_INPUTS, MEDIAPIPE_OUTPUTS, QUANTIZATIONS,
-    STATIC_QUANTIZATIONS, check_quantization,
+    CALIBRATED_QUANTIZATIONS,
+    EXPORT_FORMATS,
+    EXPORT_ID_INPUTS,
+    MEDIAPIPE_OUTPUTS,
+    QUANTIZATIONS,
+    STATIC_QUANTIZATIONS,
+    check_quantization,
 )
 from keras_bert_impl.conversion.integer_only import convert_static
 from keras_bert_impl.models import QuantizationAwareClassifier
@@ -152,13 +161,17 @@ def export_model(
     for quantization in quantizations:
         check_quantization("quantizations", quantization)
     if not name or not name.replace("_", "").replace("-", "").isalnum():
-        raise ValueError(f"name must be letters, digits, '-' or '_' (a TF Serving model name). Received: name={name!r}")
+        raise ValueError(
+            f"name must be letters, digits, '-' or '_' (a TF Serving model name). Received: name={name!r}"
+        )
     learned = model if isinstance(model, QuantizationAwareClassifier) else None
     model = model.classifier if learned is not None else model
     serving = ExportSignatures(model, sequence_length, pair=pair)
     calibrated = calibrated_quantizations(formats, quantizations, learned=learned is not None)
     if calibrated and not calibration_texts:
-        raise ValueError(f"{calibrated[0]} needs calibration examples: pass --calibration FILE (real examples of the task).")
+        raise ValueError(
+            f"{calibrated[0]} needs calibration examples: pass --calibration FILE (real examples of the task)."
+        )
     static = [q for q in quantizations if q in STATIC_QUANTIZATIONS and _written(q, formats)]
     if static and serving.kind != "classifier":
         raise ValueError(
@@ -169,8 +182,18 @@ def export_model(
         static_lengths = check_static_lengths(static_lengths, quantizations, formats, model)
     samples = list(calibration_texts or [])[:WARMUP_EXAMPLES] or _default_samples(serving)
     with output_folder(output, overwrite) as work:
-        manifest = _write_all(serving, learned, work, name, formats, quantizations, calibration_texts, samples,
-                              static_lengths, log)
+        manifest = _write_all(
+            serving,
+            learned,
+            work,
+            name,
+            formats,
+            quantizations,
+            calibration_texts,
+            samples,
+            static_lengths,
+            log,
+        )
         if finish is not None:
             finish(work, manifest)
         write_json_atomically(manifest, os.path.join(work, MANIFEST), indent=1)
@@ -191,8 +214,11 @@ def calibrated_quantizations(formats, quantizations, learned=False):
     """The quantizations of `quantizations` that `formats` will calibrate: the tflite/ files'
     CALIBRATED_QUANTIZATIONS and the MediaPipe int8_only file; int8_only not when the model
     `learned` its ranges (a QuantizationAwareClassifier)."""
-    return [q for q in quantizations
-            if q in CALIBRATED_QUANTIZATIONS and _written(q, formats) and not (learned and q == "int8_only")]
+    return [
+        q
+        for q in quantizations
+        if q in CALIBRATED_QUANTIZATIONS and _written(q, formats) and not (learned and q == "int8_only")
+    ]
 
 
 def check_static_lengths(lengths, quantizations, formats, model):
@@ -225,19 +251,25 @@ def _timed(log, what, fn, *args, **kwargs):
     return result
 
 
-def _write_all(serving, learned, work, name, formats, quantizations, calibration_texts, samples, static_lengths, log):
+def _write_all(
+    serving, learned, work, name, formats, quantizations, calibration_texts, samples, static_lengths, log
+):
     model = serving.model
     backbone = model.backbone
     files = {}
     ids_dir = os.path.join(work, "serving", f"{name}_ids", "1")
     # The ids SavedModel is also what the .tflite files are converted from.
-    _timed(log, "SavedModel (token ids)", serving.export_archive(text=False).write_out, ids_dir, verbose=False)
+    _timed(
+        log, "SavedModel (token ids)", serving.export_archive(text=False).write_out, ids_dir, verbose=False
+    )
     x = tokenize(serving, samples)
     write_warmup_requests(ids_dir, f"{name}_ids", [{k: x[k] for k in EXPORT_ID_INPUTS}])
     if "saved_model" in formats:
         files["saved_model_ids"] = os.path.relpath(ids_dir, work)
         text_dir = os.path.join(work, "serving", name, "1")
-        _timed(log, "SavedModel (raw text)", serving.export_archive(text=True).write_out, text_dir, verbose=False)
+        _timed(
+            log, "SavedModel (raw text)", serving.export_archive(text=True).write_out, text_dir, verbose=False
+        )
         write_warmup_requests(text_dir, name, [text_request(serving, samples)])
         files["saved_model_text"] = os.path.relpath(text_dir, work)
     cache = {}  # by length: the calibration examples tokenized at it
@@ -256,12 +288,18 @@ def _write_all(serving, learned, work, name, formats, quantizations, calibration
         return convert_static(serving.model, length, quantization, examples, **options)
 
     if "tflite" in formats:
-        files.update(_write_tflite(serving, work, name, quantizations, calibration, static_file, static_lengths, log))
+        files.update(
+            _write_tflite(serving, work, name, quantizations, calibration, static_file, static_lengths, log)
+        )
     if "text_tflite" in formats:
         from keras_bert_impl_export.text_in_tflite import convert_text_in
 
         flatbuffer = _timed(
-            log, "TFLite text-in", convert_text_in, model, sequence_length=serving.sequence_length,
+            log,
+            "TFLite text-in",
+            convert_text_in,
+            model,
+            sequence_length=serving.sequence_length,
             pair=serving.pair and serving.kind == "classifier",
         )
         path = os.path.join(work, "text", f"{name}_text_in.tflite")
@@ -271,16 +309,22 @@ def _write_all(serving, learned, work, name, formats, quantizations, calibration
         files["text_tflite"] = os.path.relpath(path, work)
     if "mediapipe" in formats:
         if serving.kind not in MEDIAPIPE_OUTPUTS:
-            log(f"  no MediaPipe model for a {serving.kind}: MediaPipe Tasks' text tasks are classifiers and embedders")
+            log(
+                f"  no MediaPipe model for a {serving.kind}: MediaPipe Tasks' text tasks are classifiers and embedders"
+            )
         elif not backbone.lowercase:
-            log("  no MediaPipe model: MediaPipe's BERT tokenizer always lower-cases, and this model is cased")
+            log(
+                "  no MediaPipe model: MediaPipe's BERT tokenizer always lower-cases, and this model is cased"
+            )
         else:
             files.update(_write_mediapipe(serving, work, name, quantizations, static_file, log))
     if "saved_model" not in formats:
         shutil.rmtree(os.path.join(work, "serving"))
     write_text_atomically("".join(t + "\n" for t in backbone.vocabulary), os.path.join(work, "vocab.txt"))
     if serving.label_names:
-        write_text_atomically("".join(n + "\n" for n in serving.label_names), os.path.join(work, "labels.txt"))
+        write_text_atomically(
+            "".join(n + "\n" for n in serving.label_names), os.path.join(work, "labels.txt")
+        )
     return {
         "name": name,
         "head": serving.kind,
@@ -328,12 +372,23 @@ def _write_tflite(serving, work, name, quantizations, calibration, static_file, 
     for quantization in quantizations:
         if quantization not in STATIC_QUANTIZATIONS:
             calibrated = quantization in CALIBRATED_QUANTIZATIONS
-            write(quantization, _timed(log, f"TFLite {quantization}", convert_saved_model, ids_dir, quantization,
-                                       calibration(serving.sequence_length) if calibrated else None))
+            write(
+                quantization,
+                _timed(
+                    log,
+                    f"TFLite {quantization}",
+                    convert_saved_model,
+                    ids_dir,
+                    quantization,
+                    calibration(serving.sequence_length) if calibrated else None,
+                ),
+            )
             continue
         for length in static_lengths or [serving.sequence_length]:
             # Its own static graph of the model at [1, S], not the ids SavedModel's.
-            flatbuffer = _timed(log, f"TFLite {quantization} at [1, {length}]", static_file, quantization, length)
+            flatbuffer = _timed(
+                log, f"TFLite {quantization} at [1, {length}]", static_file, quantization, length
+            )
             write(quantization if static_lengths is None else f"{quantization}_{length}", flatbuffer)
     return files
 
@@ -344,7 +399,12 @@ def _write_tflite(serving, work, name, quantizations, calibration, static_file, 
 # two on the same sentences). int8_only (a classifier's): MediaPipe 0.10.21's TextClassifier
 # runs it and gives LiteRT's scores; no int16x8_only one, as its runtime refuses int16
 # activations ("Only float32, int8 and uint8 supported currently, got INT16", on GELU).
-MEDIAPIPE_SUFFIXES = {"float32": "", "float16": "_float16", "dynamic_int8": "_int8", "int8_only": "_int8_only"}
+MEDIAPIPE_SUFFIXES = {
+    "float32": "",
+    "float16": "_float16",
+    "dynamic_int8": "_int8",
+    "int8_only": "_int8_only",
+}
 
 
 def _write_mediapipe(serving, work, name, quantizations, static_file, log):
@@ -364,8 +424,14 @@ def _write_mediapipe(serving, work, name, quantizations, static_file, log):
     for quantization in [q for q in quantizations if q in MEDIAPIPE_SUFFIXES]:
         suffix = MEDIAPIPE_SUFFIXES[quantization]
         if quantization in STATIC_QUANTIZATIONS:  # the integer-only graph, probabilities out
-            flatbuffer = _timed(log, f"TFLite for MediaPipe, {quantization}", static_file, quantization,
-                                serving.sequence_length, probabilities=True)
+            flatbuffer = _timed(
+                log,
+                f"TFLite for MediaPipe, {quantization}",
+                static_file,
+                quantization,
+                serving.sequence_length,
+                probabilities=True,
+            )
         else:
             flatbuffer = _timed(
                 log, f"TFLite for MediaPipe, {quantization}", convert_endpoint, serve, signature, quantization

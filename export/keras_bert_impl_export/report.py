@@ -66,7 +66,10 @@ class _Runner:
         elif self.kind == "saved_model_ids":
             out = self.function(**{k: tf.constant(ids[k]) for k in EXPORT_ID_INPUTS})
         elif self.one_row:
-            rows = [self.runner(**{k: ids[k][i : i + 1] for k in EXPORT_ID_INPUTS}) for i in range(len(ids["ids"]))]
+            rows = [
+                self.runner(**{k: ids[k][i : i + 1] for k in EXPORT_ID_INPUTS})
+                for i in range(len(ids["ids"]))
+            ]
             return {k: np.concatenate([r[k] for r in rows]) for k in rows[0]}
         else:
             out = self.runner(**{k: ids[k] for k in EXPORT_ID_INPUTS})
@@ -108,7 +111,13 @@ def build_report(work, manifest, serving, texts, labels=None, repeats=20, log=pr
     key = _compared_output(serving, keras_out)
     runners = []
     for file_key, relative in manifest["files"].items():
-        kind = "tflite" if file_key.startswith("tflite_") else "mediapipe" if file_key.startswith("mediapipe") else file_key
+        kind = (
+            "tflite"
+            if file_key.startswith("tflite_")
+            else "mediapipe"
+            if file_key.startswith("mediapipe")
+            else file_key
+        )
         runners.append(_Runner(file_key, os.path.join(work, relative), kind, serving))
     # Each runner's ids at its own length: static files of other lengths see the texts
     # tokenized (and truncated) at theirs, as an app would feed them.
@@ -163,7 +172,10 @@ def _metric(serving, outputs, labels):
     probabilities = outputs.get("probabilities", outputs.get("logits"))
     if serving.model.multi_label:
         predicted = probabilities >= (0.5 if "probabilities" in outputs else 0.0)
-        return {"metric": "exact_match", "value": float(np.mean(np.all(predicted == (np.asarray(labels) > 0), -1)))}
+        return {
+            "metric": "exact_match",
+            "value": float(np.mean(np.all(predicted == (np.asarray(labels) > 0), -1))),
+        }
     return {"metric": "accuracy", "value": float(np.mean(np.argmax(probabilities, -1) == np.asarray(labels)))}
 
 
@@ -258,8 +270,11 @@ def report_markdown(report):
             + (f" {', '.join(row.get('runs_on', []))} |" if runs_on else "")
         )
     if runs_on:
-        lines += ["", "Runs on: from static checks of each file, as no GPU or NPU delegate runs here "
-                  "(docs/export.md, \"Where each file runs\")."]
+        lines += [
+            "",
+            "Runs on: from static checks of each file, as no GPU or NPU delegate runs here "
+            '(docs/export.md, "Where each file runs").',
+        ]
     return "\n".join(lines) + "\n"
 
 
@@ -294,4 +309,3 @@ def _chart(report):
     figure.savefig(buffer, format="png", dpi=100)
     plt.close(figure)
     return buffer.getvalue()
-

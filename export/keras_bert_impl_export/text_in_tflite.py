@@ -102,7 +102,8 @@ class _TextInGraph:
             rows = tf.shape(a)[0]
             used = tf.minimum(len_a, length - 2) + 2  # [B]
             token_ids = tf.concat(
-                [tf.fill(tf.stack([rows, 1]), pre.cls_id), a, tf.fill(tf.stack([rows, 1]), pre.pad_id)], axis=1
+                [tf.fill(tf.stack([rows, 1]), pre.cls_id), a, tf.fill(tf.stack([rows, 1]), pre.pad_id)],
+                axis=1,
             )  # [B, S]
             token_ids = tf.where(positions == used[:, None] - 1, pre.sep_id, token_ids)
             segment_ids = tf.zeros_like(token_ids)
@@ -128,7 +129,11 @@ class _TextInGraph:
             segment_ids = tf.cast(positions > sep_a, tf.int32)  # [B, S]
         padding_mask = tf.cast(positions < used[:, None], tf.int32)  # [B, S]
         token_ids = tf.where(padding_mask == 1, token_ids, pre.pad_id)
-        return {"token_ids": token_ids, "segment_ids": segment_ids * padding_mask, "padding_mask": padding_mask}
+        return {
+            "token_ids": token_ids,
+            "segment_ids": segment_ids * padding_mask,
+            "padding_mask": padding_mask,
+        }
 
     def empty_row(self):
         """What an empty string packs to: [CLS] [SEP] [PAD]..., each [1, S]."""
@@ -150,7 +155,9 @@ class _TextInGraph:
         rows = tf.shape(x["token_ids"])[0]
         spare = self.empty_row()  # each [1, S]
         run_rows = tf.maximum(rows, 1)
-        outputs = self.model({k: tf.concat([v, spare[k]], axis=0)[:run_rows] for k, v in x.items()}, training=False)
+        outputs = self.model(
+            {k: tf.concat([v, spare[k]], axis=0)[:run_rows] for k, v in x.items()}, training=False
+        )
         outputs = {name: tf.cast(value, tf.float32)[:rows] for name, value in outputs.items()}
         outputs.update(x)
         return outputs
@@ -192,7 +199,9 @@ def convert_text_in(model, *, sequence_length, pair=False, max_chars_per_word=10
             "convert_text_in exports a BertClassifier, BertTokenClassifier, BertSpanLabeler or BertEmbedder. "
             f"Received: model={type(model).__name__}"
         )
-    sequence_length = check_sequence_length("sequence_length", sequence_length, model.backbone.max_sequence_length)
+    sequence_length = check_sequence_length(
+        "sequence_length", sequence_length, model.backbone.max_sequence_length
+    )
     check_bool("pair", pair)
     if pair and not isinstance(model, BertClassifier):
         raise ValueError(
@@ -226,7 +235,9 @@ def op_names(flatbuffer):
     "FULLY_CONNECTED", and custom ops by their custom code."""
     from ai_edge_litert import schema_py_generated as schema
 
-    builtin_names = {value: name for name, value in vars(schema.BuiltinOperator).items() if not name.startswith("_")}
+    builtin_names = {
+        value: name for name, value in vars(schema.BuiltinOperator).items() if not name.startswith("_")
+    }
     model = schema.ModelT.InitFromPackedBuf(bytearray(flatbuffer), 0)
     names = set()
     for code in model.operatorCodes:
@@ -284,7 +295,10 @@ def run_text_in(flatbuffer_or_interpreter, text, text_b=None):
             f"This .tflite reads {len(names)} text input(s) {names}; received {len(texts)}. "
             "Pass text_b for a pair model, and only for one."
         )
-    arrays = [np.array([t.encode("utf-8") if isinstance(t, str) else t for t in batch], dtype=object) for batch in texts]
+    arrays = [
+        np.array([t.encode("utf-8") if isinstance(t, str) else t for t in batch], dtype=object)
+        for batch in texts
+    ]
     if len({a.shape for a in arrays}) != 1:
         raise ValueError(f"text and text_b must have the same length. Received: {[len(a) for a in arrays]}")
     return runner(**dict(zip(names, arrays)))

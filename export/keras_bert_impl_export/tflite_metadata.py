@@ -94,7 +94,15 @@ _METADATA_ENTRY_NAME, _METADATA_ENTRY_BUFFER = 0, 1
 _SIGNATURE_INPUTS, _SIGNATURE_OUTPUTS, _SIGNATURE_KEY = 0, 1, 2
 _TENSOR_MAP_NAME, _TENSOR_MAP_INDEX = 0, 1
 _TENSOR_TYPES = {
-    0: "float32", 1: "float16", 2: "int32", 3: "uint8", 4: "int64", 5: "string", 6: "bool", 7: "int16", 9: "int8",
+    0: "float32",
+    1: "float16",
+    2: "int32",
+    3: "uint8",
+    4: "int64",
+    5: "string",
+    6: "bool",
+    7: "int16",
+    9: "int8",
 }
 _INT32, _FLOAT32 = 2, 0
 # metadata_schema.fbs
@@ -109,15 +117,29 @@ _PU_OPTIONS_TYPE, _PU_OPTIONS = 0, 1
 _STATS_MAX, _STATS_MIN = 0, 1
 _FILE_NAME, _FILE_DESCRIPTION, _FILE_TYPE = 0, 1, 2
 _FEATURE_PROPERTIES = 1
-_CONTENT_NAMES = {1: "FeatureProperties", 2: "ImageProperties", 3: "BoundingBoxProperties", 4: "AudioProperties"}
+_CONTENT_NAMES = {
+    1: "FeatureProperties",
+    2: "ImageProperties",
+    3: "BoundingBoxProperties",
+    4: "AudioProperties",
+}
 _BERT_TOKENIZER = 4
 _PROCESS_UNIT_NAMES = {
-    1: "NormalizationOptions", 2: "ScoreCalibrationOptions", 3: "ScoreThresholdingOptions",
-    4: "BertTokenizerOptions", 5: "SentencePieceTokenizerOptions", 6: "RegexTokenizerOptions",
+    1: "NormalizationOptions",
+    2: "ScoreCalibrationOptions",
+    3: "ScoreThresholdingOptions",
+    4: "BertTokenizerOptions",
+    5: "SentencePieceTokenizerOptions",
+    6: "RegexTokenizerOptions",
 }
 _FILE_TYPE_NAMES = {
-    0: "UNKNOWN", 1: "DESCRIPTIONS", 2: "TENSOR_AXIS_LABELS", 3: "TENSOR_VALUE_LABELS",
-    4: "TENSOR_AXIS_SCORE_CALIBRATION", 5: "VOCABULARY", 6: "SCANN_INDEX_FILE",
+    0: "UNKNOWN",
+    1: "DESCRIPTIONS",
+    2: "TENSOR_AXIS_LABELS",
+    3: "TENSOR_VALUE_LABELS",
+    4: "TENSOR_AXIS_SCORE_CALIBRATION",
+    5: "VOCABULARY",
+    6: "SCANN_INDEX_FILE",
 }
 _AXIS_LABELS, _VOCABULARY = 2, 5
 
@@ -217,10 +239,14 @@ def read_metadata(tflite_bytes):
     """
     model_bytes = _check_tflite_bytes(tflite_bytes)
     model = _root(model_bytes, _TFLITE_IDENTIFIER)
-    entries = {entry.string(_METADATA_ENTRY_NAME): entry.scalar(_METADATA_ENTRY_BUFFER, number_types.Uint32Flags, 0)
-               for entry in model.tables(_MODEL_METADATA)}
+    entries = {
+        entry.string(_METADATA_ENTRY_NAME): entry.scalar(_METADATA_ENTRY_BUFFER, number_types.Uint32Flags, 0)
+        for entry in model.tables(_MODEL_METADATA)
+    }
     if METADATA_NAME not in entries:
-        raise ValueError(f"This .tflite carries no TFLITE_METADATA (its metadata entries: {sorted(entries)}).")
+        raise ValueError(
+            f"This .tflite carries no TFLITE_METADATA (its metadata entries: {sorted(entries)})."
+        )
     buffers = model.tables(_MODEL_BUFFERS)
     metadata_bytes = buffers[entries[METADATA_NAME]].bytes(_BUFFER_DATA)
     root = _root(metadata_bytes, _METADATA_IDENTIFIER)
@@ -239,19 +265,26 @@ def read_metadata(tflite_bytes):
         for table, tensor in zip(tables, model_tensors):
             content = table.table(_TM_CONTENT)
             stats = table.table(_TM_STATS)
-            described.append({
-                "name": table.string(_TM_NAME),
-                "description": table.string(_TM_DESCRIPTION),
-                "tensor": tensor.string(_TENSOR_NAME),
-                "shape": tensor.scalars(_TENSOR_SHAPE, number_types.Int32Flags),
-                "content": None if content is None else _CONTENT_NAMES.get(
-                    content.scalar(_CONTENT_PROPERTIES_TYPE, number_types.Uint8Flags, 0)),
-                "stats": None if stats is None else {
-                    "min": stats.scalars(_STATS_MIN, number_types.Float32Flags),
-                    "max": stats.scalars(_STATS_MAX, number_types.Float32Flags),
-                },
-                "associated_files": [_file_entry(f) for f in table.tables(_TM_FILES)],
-            })
+            described.append(
+                {
+                    "name": table.string(_TM_NAME),
+                    "description": table.string(_TM_DESCRIPTION),
+                    "tensor": tensor.string(_TENSOR_NAME),
+                    "shape": tensor.scalars(_TENSOR_SHAPE, number_types.Int32Flags),
+                    "content": None
+                    if content is None
+                    else _CONTENT_NAMES.get(
+                        content.scalar(_CONTENT_PROPERTIES_TYPE, number_types.Uint8Flags, 0)
+                    ),
+                    "stats": None
+                    if stats is None
+                    else {
+                        "min": stats.scalars(_STATS_MIN, number_types.Float32Flags),
+                        "max": stats.scalars(_STATS_MAX, number_types.Float32Flags),
+                    },
+                    "associated_files": [_file_entry(f) for f in table.tables(_TM_FILES)],
+                }
+            )
         return described
 
     inputs = tensor_entries(meta.tables(_SG_INPUTS), input_tensors)
@@ -356,8 +389,10 @@ def _check_signature(model):
             f"The .tflite needs a serving_default signature naming its inputs {list(EXPORT_ID_INPUTS)}. "
             f"Received signatures: {keys}"
         )
-    by_index = {m.scalar(_TENSOR_MAP_INDEX, number_types.Uint32Flags, 0): m.string(_TENSOR_MAP_NAME)
-                for m in signature.tables(_SIGNATURE_INPUTS)}
+    by_index = {
+        m.scalar(_TENSOR_MAP_INDEX, number_types.Uint32Flags, 0): m.string(_TENSOR_MAP_NAME)
+        for m in signature.tables(_SIGNATURE_INPUTS)
+    }
     input_indices = subgraph.scalars(_SUBGRAPH_INPUTS, number_types.Int32Flags)
     names = [by_index.get(i) for i in input_indices]
     if sorted(n or "" for n in names) != sorted(EXPORT_ID_INPUTS):
@@ -372,7 +407,9 @@ def _check_signature(model):
         shape = tensor.scalars(_TENSOR_SHAPE, number_types.Int32Flags)
         signature_shape = tensor.scalars(_TENSOR_SHAPE_SIGNATURE, number_types.Int32Flags) or shape
         if dtype != _INT32:
-            raise ValueError(f"Input {name!r} must be int32 for MediaPipe. Received: {_TENSOR_TYPES.get(dtype, dtype)}")
+            raise ValueError(
+                f"Input {name!r} must be int32 for MediaPipe. Received: {_TENSOR_TYPES.get(dtype, dtype)}"
+            )
         if len(shape) != 2 or shape[0] != 1 or shape[1] < 3 or signature_shape != shape:
             raise ValueError(
                 f"Input {name!r} must have the fixed shape [1, N] with N >= 3 (MediaPipe feeds one text at a "
@@ -428,15 +465,30 @@ def _build_metadata(kind, name, description, version, input_names):
 
     def associated_file(file_name, file_description, file_type):
         name_off, description_off = b.CreateString(file_name), b.CreateString(file_description)
-        return table(5, [(_FILE_NAME, ref(name_off)), (_FILE_DESCRIPTION, ref(description_off)),
-                         (_FILE_TYPE, lambda slot: b.PrependInt8Slot(slot, file_type, 0))])
+        return table(
+            5,
+            [
+                (_FILE_NAME, ref(name_off)),
+                (_FILE_DESCRIPTION, ref(description_off)),
+                (_FILE_TYPE, lambda slot: b.PrependInt8Slot(slot, file_type, 0)),
+            ],
+        )
 
     def tensor_metadata(tensor_name, tensor_description, files=(), stats=None):
         name_off, description_off = b.CreateString(tensor_name), b.CreateString(tensor_description)
         feature = table(0, [])
-        content = table(3, [(_CONTENT_PROPERTIES_TYPE, lambda slot: b.PrependUint8Slot(slot, _FEATURE_PROPERTIES, 0)),
-                            (_CONTENT_PROPERTIES, ref(feature))])
-        fields = [(_TM_NAME, ref(name_off)), (_TM_DESCRIPTION, ref(description_off)), (_TM_CONTENT, ref(content))]
+        content = table(
+            3,
+            [
+                (_CONTENT_PROPERTIES_TYPE, lambda slot: b.PrependUint8Slot(slot, _FEATURE_PROPERTIES, 0)),
+                (_CONTENT_PROPERTIES, ref(feature)),
+            ],
+        )
+        fields = [
+            (_TM_NAME, ref(name_off)),
+            (_TM_DESCRIPTION, ref(description_off)),
+            (_TM_CONTENT, ref(content)),
+        ]
         if stats is not None:
             low, high = floats(stats[0]), floats(stats[1])
             fields.append((_TM_STATS, ref(table(2, [(_STATS_MIN, ref(low)), (_STATS_MAX, ref(high))]))))
@@ -446,24 +498,43 @@ def _build_metadata(kind, name, description, version, input_names):
 
     inputs = vector([tensor_metadata(n, _INPUT_DESCRIPTIONS[n]) for n in input_names])
     if kind == "classifier":
-        output = tensor_metadata(OUTPUT_NAMES[kind], _OUTPUT_DESCRIPTIONS[kind],
-                                 files=[(LABELS_FILE, _LABELS_DESCRIPTION, _AXIS_LABELS)], stats=([0.0], [1.0]))
+        output = tensor_metadata(
+            OUTPUT_NAMES[kind],
+            _OUTPUT_DESCRIPTIONS[kind],
+            files=[(LABELS_FILE, _LABELS_DESCRIPTION, _AXIS_LABELS)],
+            stats=([0.0], [1.0]),
+        )
     else:
         output = tensor_metadata(OUTPUT_NAMES[kind], _OUTPUT_DESCRIPTIONS[kind])
     outputs = vector([output])
     vocab = vector([associated_file(VOCAB_FILE, _VOCAB_DESCRIPTION, _VOCABULARY)])
     tokenizer_options = table(1, [(0, ref(vocab))])
-    tokenizer = table(2, [(_PU_OPTIONS_TYPE, lambda slot: b.PrependUint8Slot(slot, _BERT_TOKENIZER, 0)),
-                          (_PU_OPTIONS, ref(tokenizer_options))])
+    tokenizer = table(
+        2,
+        [
+            (_PU_OPTIONS_TYPE, lambda slot: b.PrependUint8Slot(slot, _BERT_TOKENIZER, 0)),
+            (_PU_OPTIONS, ref(tokenizer_options)),
+        ],
+    )
     units = vector([tokenizer])
     subgraph = table(
-        _SG_FIELDS, [(_SG_INPUTS, ref(inputs)), (_SG_OUTPUTS, ref(outputs)), (_SG_INPUT_PROCESS_UNITS, ref(units))]
+        _SG_FIELDS,
+        [(_SG_INPUTS, ref(inputs)), (_SG_OUTPUTS, ref(outputs)), (_SG_INPUT_PROCESS_UNITS, ref(units))],
     )
     subgraphs = vector([subgraph])
-    strings = {slot: b.CreateString(text) for slot, text in
-               ((_MM_NAME, name), (_MM_DESCRIPTION, description), (_MM_VERSION, version),
-                (_MM_MIN_PARSER_VERSION, MIN_PARSER_VERSION)) if text is not None}
-    root = table(_MM_FIELDS, [(_MM_SUBGRAPHS, ref(subgraphs))] + [(slot, ref(off)) for slot, off in strings.items()])
+    strings = {
+        slot: b.CreateString(text)
+        for slot, text in (
+            (_MM_NAME, name),
+            (_MM_DESCRIPTION, description),
+            (_MM_VERSION, version),
+            (_MM_MIN_PARSER_VERSION, MIN_PARSER_VERSION),
+        )
+        if text is not None
+    }
+    root = table(
+        _MM_FIELDS, [(_MM_SUBGRAPHS, ref(subgraphs))] + [(slot, ref(off)) for slot, off in strings.items()]
+    )
     b.Finish(root, file_identifier=_METADATA_IDENTIFIER)
     return bytes(b.Output())
 
@@ -513,7 +584,13 @@ def _splice_metadata(model_bytes, model, metadata):
     entries = vector_of(model.table_positions(_MODEL_METADATA), new_entry)
     b.StartObject(_MODEL_FIELDS)
     b.PrependUint32Slot(_MODEL_VERSION, model.scalar(_MODEL_VERSION, number_types.Uint32Flags, 0), 0)
-    kept = (_MODEL_OPERATOR_CODES, _MODEL_SUBGRAPHS, _MODEL_DESCRIPTION, _MODEL_METADATA_BUFFER, _MODEL_SIGNATURE_DEFS)
+    kept = (
+        _MODEL_OPERATOR_CODES,
+        _MODEL_SUBGRAPHS,
+        _MODEL_DESCRIPTION,
+        _MODEL_METADATA_BUFFER,
+        _MODEL_SIGNATURE_DEFS,
+    )
     for slot in kept:
         if model.has(slot):
             b.PrependUOffsetTRelativeSlot(slot, old(model.target(slot)), 0)
@@ -540,13 +617,18 @@ def _append_files(model_bytes, files):
 
 def _file_entry(table):
     kind = table.scalar(_FILE_TYPE, number_types.Int8Flags, 0)
-    return {"name": table.string(_FILE_NAME), "description": table.string(_FILE_DESCRIPTION),
-            "type": _FILE_TYPE_NAMES.get(kind, kind)}
+    return {
+        "name": table.string(_FILE_NAME),
+        "description": table.string(_FILE_DESCRIPTION),
+        "type": _FILE_TYPE_NAMES.get(kind, kind),
+    }
 
 
 def _root(data, identifier):
     if len(data) < 8 or data[4:8] != identifier:
-        raise ValueError(f"Expected a flatbuffer with identifier {identifier.decode()}; found {bytes(data[4:8])!r}.")
+        raise ValueError(
+            f"Expected a flatbuffer with identifier {identifier.decode()}; found {bytes(data[4:8])!r}."
+        )
     return _Table(data, encode.Get(number_types.UOffsetTFlags.packer_type, data, 0))
 
 

@@ -40,4 +40,3 @@ def read_warmup_requests(version_dir):
         inputs = {name: tf.make_ndarray(proto) for name, proto in request.inputs.items()}
         requests.append((request.model_spec.name, request.model_spec.signature_name, inputs))
     return requests
-

@@ -1,9 +1,6 @@
 """Checkpoint importers: Google's TF1 release, Hugging Face safetensors, Model Garden."""
 
-from keras_bert_impl.checkpoints.huggingface import (
-    HIDDEN_ACT as HUGGINGFACE_HIDDEN_ACT,
-    huggingface_tensors,
-)
+from keras_bert_impl.checkpoints.huggingface import HIDDEN_ACT as HUGGINGFACE_HIDDEN_ACT, huggingface_tensors
 from keras_bert_impl.checkpoints.import_report import CheckpointMismatchError, ImportReport
 
 FORMATS = ("google", "huggingface", "model-garden")
@@ -36,8 +33,10 @@ def convert_checkpoint(src, format, with_heads=None, allow_pickle=False):
         from keras_bert_impl.checkpoints.model_garden import load_model_garden_checkpoint
 
         if with_heads:
-            raise ValueError("with_heads=True, but a Model Garden encoder checkpoint has no MLM or NSP head: pass "
-                             "with_heads=None.")
+            raise ValueError(
+                "with_heads=True, but a Model Garden encoder checkpoint has no MLM or NSP head: pass "
+                "with_heads=None."
+            )
 
         return load_model_garden_checkpoint(src)
     raise ValueError(f"format must be one of {list(FORMATS)}. Received: format={format!r}")

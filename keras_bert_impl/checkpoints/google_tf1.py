@@ -51,7 +51,9 @@ def backbone_kwargs_from_google_config(config, source="bert_config.json"):
         )
     check_config_numbers(config, source, NUMBER_FIELDS)
     if config["hidden_act"] not in HIDDEN_ACT:
-        raise ValueError(f"{source}: hidden_act={config['hidden_act']!r} is not supported; use one of {list(HIDDEN_ACT)}.")
+        raise ValueError(
+            f"{source}: hidden_act={config['hidden_act']!r} is not supported; use one of {list(HIDDEN_ACT)}."
+        )
     return dict(
         vocabulary_size=config["vocab_size"],
         hidden_dim=config["hidden_size"],
@@ -68,7 +70,9 @@ def backbone_kwargs_from_google_config(config, source="bert_config.json"):
     )
 
 
-def checkpoint_prefix(src, expected="bert_model.ckpt.index and bert_model.ckpt.data-* as in Google's release zip"):
+def checkpoint_prefix(
+    src, expected="bert_model.ckpt.index and bert_model.ckpt.data-* as in Google's release zip"
+):
     """The checkpoint the 'checkpoint' state file names (a pretraining run's folder holds
     model.ckpt-N for several N; by its name in `src` when its path is elsewhere), else the
     folder's only one (the release's bert_model.ckpt); several without a state file are a
@@ -90,13 +94,16 @@ def checkpoint_prefix(src, expected="bert_model.ckpt.index and bert_model.ckpt.d
         held = ", ".join(os.path.basename(p) for p in candidates) or "no checkpoint"
         raise FileNotFoundError(
             f"{os.path.join(src, 'checkpoint')} names {named}, which is not in the folder (it holds {held}): copy "
-            f"{named}.index and {named}.data-* there, or make that 'checkpoint' file name one the folder holds.")
+            f"{named}.index and {named}.data-* there, or make that 'checkpoint' file name one the folder holds."
+        )
     if len(candidates) == 1:
         return candidates[0]
     if not candidates:
         raise FileNotFoundError(f"No TF checkpoint in {src}: expected {expected}.")
-    raise ValueError(f"{len(candidates)} TF checkpoints in {src} ({', '.join(os.path.basename(p) for p in candidates)}) "
-                     "and no 'checkpoint' file to say which is latest: keep one of them in the folder.")
+    raise ValueError(
+        f"{len(candidates)} TF checkpoints in {src} ({', '.join(os.path.basename(p) for p in candidates)}) "
+        "and no 'checkpoint' file to say which is latest: keep one of them in the folder."
+    )
 
 
 def _object_based(names):
@@ -141,8 +148,10 @@ def load_google_checkpoint(src, with_heads=None):
     """
     config_path = os.path.join(src, "bert_config.json")
     if not os.path.exists(config_path):
-        raise FileNotFoundError(f"No bert_config.json in {src}: point SRC at the unzipped Google release folder."
-                                + other_format_hint(src, "google"))
+        raise FileNotFoundError(
+            f"No bert_config.json in {src}: point SRC at the unzipped Google release folder."
+            + other_format_hint(src, "google")
+        )
     config = read_json_file(config_path)
     kwargs = backbone_kwargs_from_google_config(config, config_path)
     prefix = checkpoint_prefix(src)
@@ -156,11 +165,15 @@ def load_google_checkpoint(src, with_heads=None):
             else:
                 arrays[name] = reader.get_tensor(name)
     except (tf.errors.OpError, IndexError, ValueError) as e:  # IndexError: a data file cut short
-        raise ValueError(f"{prefix}: the TF checkpoint is truncated or damaged ({type(e).__name__}: "
-                         f"{' '.join(str(e).split())[:200]}); download or unzip it again.") from None
+        raise ValueError(
+            f"{prefix}: the TF checkpoint is truncated or damaged ({type(e).__name__}: "
+            f"{' '.join(str(e).split())[:200]}); download or unzip it again."
+        ) from None
     _refuse_object_based(prefix, names)
 
-    vocabulary = read_checkpoint_vocabulary(os.path.join(src, "vocab.txt"), kwargs["vocabulary_size"], config_path)
+    vocabulary = read_checkpoint_vocabulary(
+        os.path.join(src, "vocab.txt"), kwargs["vocabulary_size"], config_path
+    )
     return build_and_load(
         kwargs, arrays, prefix, vocabulary, vocabulary_is_uncased(vocabulary), ignored, with_heads=with_heads
     )

@@ -112,7 +112,7 @@ def translate_huggingface_names(tensors):
     {google_name: the hf_name it came from})."""
     arrays, ignored, unknown, origin = {}, [], [], {}
     for name, value in tensors.items():
-        short = name[len("bert."):] if name.startswith("bert.") else name
+        short = name[len("bert.") :] if name.startswith("bert.") else name
         if short == "cls.predictions.decoder.bias" and "cls.predictions.bias" not in tensors:
             short = "cls.predictions.bias"  # the tied MLM bias, saved under the decoder's name alone
         if short in _IGNORED:
@@ -163,7 +163,9 @@ def huggingface_tensors(model, prefix=""):
         arrays[google] = value.T if transpose else value
     tensors = huggingface_names_of(arrays, prefix)
     backbone = model.backbone if isinstance(model, BertPretrainer) else model
-    tensors[prefix + "embeddings.position_ids"] = np.arange(backbone.max_sequence_length, dtype=np.int64)[None, :]
+    tensors[prefix + "embeddings.position_ids"] = np.arange(backbone.max_sequence_length, dtype=np.int64)[
+        None, :
+    ]
     return tensors
 
 
@@ -171,7 +173,9 @@ def backbone_kwargs_from_huggingface_config(config, source="config.json"):
     # model_type first: another architecture's config (DistilBERT's dim, n_layers) lacks BERT's fields too.
     model_type = config.get("model_type", "bert")
     if model_type != "bert":
-        raise ValueError(f"{source}: model_type={model_type!r}; only BERT ('bert') checkpoints are supported.")
+        raise ValueError(
+            f"{source}: model_type={model_type!r}; only BERT ('bert') checkpoints are supported."
+        )
     missing = sorted(set(REQUIRED_FIELDS) - set(config))
     if missing:
         raise ValueError(f"{source}: missing fields {missing}; is this a BERT config.json from transformers?")
@@ -181,7 +185,8 @@ def backbone_kwargs_from_huggingface_config(config, source="config.json"):
             raise ValueError(
                 f"{source}: {key}={config[key]!r}: this BERT attends causally (a decoder, as BertLMHeadModel); "
                 "BertBackbone attends in both directions and would not compute its outputs. Convert an encoder "
-                "checkpoint (is_decoder and add_cross_attention false).")
+                "checkpoint (is_decoder and add_cross_attention false)."
+            )
     if config.get("position_embedding_type", "absolute") != "absolute":
         raise ValueError(
             f"{source}: position_embedding_type={config['position_embedding_type']!r}; only 'absolute' "
@@ -223,14 +228,17 @@ def _read_shards(src, index):
     """The tensors of transformers' sharded layout: the index's weight_map names each one's shard."""
     weight_map = read_json_file(index).get("weight_map")
     if not isinstance(weight_map, dict) or not weight_map:
-        raise ValueError(f"{index} has no weight_map (tensor name -> shard file): it is not transformers' "
-                         "sharded-checkpoint index. Copy it again from the checkpoint's source.")
+        raise ValueError(
+            f"{index} has no weight_map (tensor name -> shard file): it is not transformers' "
+            "sharded-checkpoint index. Copy it again from the checkpoint's source."
+        )
     tensors = {}
     for shard in sorted(set(weight_map.values())):
         path = os.path.join(src, shard)
         if not os.path.isfile(path):
-            raise FileNotFoundError(f"{index} names the shard {shard}, which is not in {src}: copy every shard "
-                                    "the index lists.")
+            raise FileNotFoundError(
+                f"{index} names the shard {shard}, which is not in {src}: copy every shard the index lists."
+            )
         tensors.update(_load_safetensors(path))
     return tensors
 
@@ -253,7 +261,9 @@ def _read_tensors(src, allow_pickle):
         try:
             import torch
         except ImportError as e:
-            raise ImportError("Reading pytorch_model.bin needs torch: pip install torch, or convert to safetensors.") from e
+            raise ImportError(
+                "Reading pytorch_model.bin needs torch: pip install torch, or convert to safetensors."
+            ) from e
         state = torch.load(pickled, map_location="cpu", weights_only=False)
         return {k: v.numpy() for k, v in state.items()}, pickled
     raise FileNotFoundError(f"No model.safetensors (or sharded index) in {src}.")
@@ -271,23 +281,36 @@ def load_huggingface_checkpoint(src, with_heads=None, allow_pickle=False):
     """
     config_path = os.path.join(src, "config.json")
     if not os.path.exists(config_path):
-        raise FileNotFoundError(f"No config.json in {src}: point SRC at the folder holding the Hugging Face model files."
-                                + other_format_hint(src, "huggingface"))
+        raise FileNotFoundError(
+            f"No config.json in {src}: point SRC at the folder holding the Hugging Face model files."
+            + other_format_hint(src, "huggingface")
+        )
     config = read_json_file(config_path)
     kwargs = backbone_kwargs_from_huggingface_config(config, config_path)
     tensors, weights_path = _read_tensors(src, allow_pickle)
     arrays, ignored, unknown, origin = translate_huggingface_names(tensors)
     if with_heads is not False:
         _check_tied_bias(tensors, weights_path)
-    if _untied_decoder(tensors, config, weights_path, with_heads):  # left out with the heads (--backbone-only)
-        ignored = [(name, "the MLM decoder (untied here), left out with the heads" if "decoder.weight" in name else reason)
-                   for name, reason in ignored]
+    if _untied_decoder(
+        tensors, config, weights_path, with_heads
+    ):  # left out with the heads (--backbone-only)
+        ignored = [
+            (
+                name,
+                "the MLM decoder (untied here), left out with the heads"
+                if "decoder.weight" in name
+                else reason,
+            )
+            for name, reason in ignored
+        ]
 
     vocabulary, lowercase = _vocabulary_and_casing(src, kwargs["vocabulary_size"], config_path)
     tokenizer_config = os.path.join(src, "tokenizer_config.json")
     if os.path.exists(tokenizer_config):
         lowercase = _tokenizer_lowercase(read_json_file(tokenizer_config), tokenizer_config, lowercase)
-    model, report = build_and_load(kwargs, arrays, weights_path, vocabulary, lowercase, ignored, with_heads=with_heads)
+    model, report = build_and_load(
+        kwargs, arrays, weights_path, vocabulary, lowercase, ignored, with_heads=with_heads
+    )
     report.name_sources(origin)
     report.unexpected = sorted(report.unexpected + unknown)
     return model, report
@@ -304,33 +327,52 @@ def _vocabulary_and_casing(src, vocabulary_size, config_path):
     tokenizer = read_json_file(tokenizer_path)
     model, normalizer = tokenizer.get("model") or {}, tokenizer.get("normalizer") or {}
     if model.get("type") != "WordPiece" or model.get("continuing_subword_prefix", "##") != "##":
-        raise ValueError(f"{tokenizer_path}: its model is {model.get('type')!r}, not BERT's WordPiece with '##' pieces: "
-                         "BertPreprocessor cannot reproduce its ids. Give the checkpoint's vocab.txt.")
+        raise ValueError(
+            f"{tokenizer_path}: its model is {model.get('type')!r}, not BERT's WordPiece with '##' pieces: "
+            "BertPreprocessor cannot reproduce its ids. Give the checkpoint's vocab.txt."
+        )
     if normalizer.get("type") != "BertNormalizer":
-        raise ValueError(f"{tokenizer_path}: its normalizer is {normalizer.get('type')!r}, not BERT's BertNormalizer: "
-                         "BertPreprocessor cannot reproduce its ids. Give the checkpoint's vocab.txt.")
+        raise ValueError(
+            f"{tokenizer_path}: its normalizer is {normalizer.get('type')!r}, not BERT's BertNormalizer: "
+            "BertPreprocessor cannot reproduce its ids. Give the checkpoint's vocab.txt."
+        )
     ids = model.get("vocab") or {}
     # tokenizers (0.23) writes WordPiece's vocab as {token: id} and refuses anything else ("invalid
     # type: sequence, expected a map"); a list is Unigram's layout, [[piece, score], ...].
     if not isinstance(ids, dict) or not all(type(i) is int for i in ids.values()):
-        what = "an object whose ids are not all integers" if isinstance(ids, dict) else f"a JSON {_json_kind(ids)}"
-        raise ValueError(f"{tokenizer_path}: model.vocab is {what}, but WordPiece's is an object of token -> id "
-                         "(as the tokenizers library writes and reads it): give the checkpoint's vocab.txt, or a "
-                         "tokenizer.json saved by tokenizers or transformers.")
+        what = (
+            "an object whose ids are not all integers"
+            if isinstance(ids, dict)
+            else f"a JSON {_json_kind(ids)}"
+        )
+        raise ValueError(
+            f"{tokenizer_path}: model.vocab is {what}, but WordPiece's is an object of token -> id "
+            "(as the tokenizers library writes and reads it): give the checkpoint's vocab.txt, or a "
+            "tokenizer.json saved by tokenizers or transformers."
+        )
     tokens = sorted(ids, key=ids.get)
     if sorted(ids.values()) != list(range(len(ids))):
-        raise ValueError(f"{tokenizer_path}: its WordPiece ids are not 0..{len(ids) - 1} without gaps; give the "
-                         "checkpoint's vocab.txt.")
+        raise ValueError(
+            f"{tokenizer_path}: its WordPiece ids are not 0..{len(ids) - 1} without gaps; give the "
+            "checkpoint's vocab.txt."
+        )
     if len(tokens) != vocabulary_size:
-        raise ValueError(f"{tokenizer_path} has {len(tokens)} tokens but {config_path} says vocab_size={vocabulary_size} "
-                         "(the rows of the token embedding): use the tokenizer that belongs to these weights.")
-    settings = {"do_lower_case": normalizer.get("lowercase", True), "strip_accents": normalizer.get("strip_accents"),
-                "tokenize_chinese_chars": normalizer.get("handle_chinese_chars", True)}
+        raise ValueError(
+            f"{tokenizer_path} has {len(tokens)} tokens but {config_path} says vocab_size={vocabulary_size} "
+            "(the rows of the token embedding): use the tokenizer that belongs to these weights."
+        )
+    settings = {
+        "do_lower_case": normalizer.get("lowercase", True),
+        "strip_accents": normalizer.get("strip_accents"),
+        "tokenize_chinese_chars": normalizer.get("handle_chinese_chars", True),
+    }
     return tokens, _tokenizer_lowercase(settings, tokenizer_path, settings["do_lower_case"])
 
 
 def _json_kind(value):
-    return {list: "list", str: "string", int: "number", float: "number", bool: "boolean"}.get(type(value), "value")
+    return {list: "list", str: "string", int: "number", float: "number", bool: "boolean"}.get(
+        type(value), "value"
+    )
 
 
 def _check_tied_bias(tensors, weights_path):
@@ -341,7 +383,10 @@ def _check_tied_bias(tensors, weights_path):
         raise ValueError(
             f"{weights_path}: cls.predictions.decoder.bias differs from cls.predictions.bias, which transformers ties "
             "to it (up to {:.3g} apart): the file's MLM head is not one model's. Convert the encoder alone "
-            "(--backbone-only; with_heads=False), or fix the file.".format(float(np.abs(bias - decoder_bias).max())))
+            "(--backbone-only; with_heads=False), or fix the file.".format(
+                float(np.abs(bias - decoder_bias).max())
+            )
+        )
 
 
 def _untied_decoder(tensors, config, weights_path, with_heads):
@@ -349,10 +394,22 @@ def _untied_decoder(tensors, config, weights_path, with_heads):
     BertPretrainer's decoder is the word embeddings, so such a checkpoint cannot be loaded with
     its heads (its MLM logits would be another model's: up to 26 apart on a small random one):
     a ValueError unless `with_heads` is False."""
-    decoder = next((tensors[n] for n in ("cls.predictions.decoder.weight", "bert.cls.predictions.decoder.weight")
-                    if n in tensors), None)
-    embeddings = next((tensors[n] for n in ("bert.embeddings.word_embeddings.weight", "embeddings.word_embeddings.weight")
-                       if n in tensors), None)
+    decoder = next(
+        (
+            tensors[n]
+            for n in ("cls.predictions.decoder.weight", "bert.cls.predictions.decoder.weight")
+            if n in tensors
+        ),
+        None,
+    )
+    embeddings = next(
+        (
+            tensors[n]
+            for n in ("bert.embeddings.word_embeddings.weight", "embeddings.word_embeddings.weight")
+            if n in tensors
+        ),
+        None,
+    )
     if decoder is None or embeddings is None or np.array_equal(decoder, embeddings):
         return False
     if with_heads is False:
@@ -361,7 +418,8 @@ def _untied_decoder(tensors, config, weights_path, with_heads):
         f"{weights_path}: cls.predictions.decoder.weight is not the word embeddings (the MLM decoder is untied: "
         f"tie_word_embeddings={config.get('tie_word_embeddings')!r} in config.json), but BertPretrainer ties them, so "
         "its MLM logits would not be the checkpoint's. Convert the encoder alone (--backbone-only; "
-        "with_heads=False).")
+        "with_heads=False)."
+    )
 
 
 def _tokenizer_lowercase(settings, path, lowercase):
@@ -380,5 +438,6 @@ def _tokenizer_lowercase(settings, path, lowercase):
         raise ValueError(
             f"{path} asks for {', '.join(refused)}, which BertPreprocessor cannot do (it strips accents exactly when it "
             "lower-cases, and always splits words and CJK characters as BERT's basic tokenizer): its token ids would "
-            "differ from this checkpoint's tokenizer. Use a checkpoint with BERT's standard tokenizer settings.")
+            "differ from this checkpoint's tokenizer. Use a checkpoint with BERT's standard tokenizer settings."
+        )
     return lowercase

@@ -11,12 +11,16 @@ def read_json_file(path):
         try:
             data = json.load(f)
         except (json.JSONDecodeError, UnicodeDecodeError) as e:
-            raise ValueError(f"{path} is not valid JSON ({e}): fix the file, or copy it again from the checkpoint's "
-                             "source.") from None
+            raise ValueError(
+                f"{path} is not valid JSON ({e}): fix the file, or copy it again from the checkpoint's "
+                "source."
+            ) from None
     if not isinstance(data, dict):
         kind = {list: "list", str: "string", type(None): "null", bool: "boolean"}.get(type(data), "number")
-        raise ValueError(f"{path} holds a JSON {kind}, not an object of fields: is it the checkpoint's own config "
-                         "file? Copy it again from the checkpoint's source.")
+        raise ValueError(
+            f"{path} holds a JSON {kind}, not an object of fields: is it the checkpoint's own config "
+            "file? Copy it again from the checkpoint's source."
+        )
     return data
 
 
@@ -40,8 +44,10 @@ def check_config_numbers(config, source, kinds):
     for field, kind in kinds.items():
         test, said = _NUMBER_KINDS[kind]
         if field in config and not test(config[field]):
-            raise ValueError(f"{source}: {field}={config[field]!r} must be {said}. Fix the file, or copy it again from "
-                             "the checkpoint's source.")
+            raise ValueError(
+                f"{source}: {field}={config[field]!r} must be {said}. Fix the file, or copy it again from "
+                "the checkpoint's source."
+            )
 
 
 # Each format's telling files, and what they mean (--format value, the words for it).
@@ -68,14 +74,22 @@ class CheckpointMismatchError(ValueError):
         self.report = report
         lines = [f"Checkpoint {report.source!r} does not fit the model; nothing was loaded."]
         if report.missing:
-            lines.append(f"Missing from the checkpoint ({len(report.missing)}): " + _first(report.missing) + ".")
+            lines.append(
+                f"Missing from the checkpoint ({len(report.missing)}): " + _first(report.missing) + "."
+            )
         if report.unplaced:
-            lines.append(f"Encoder tensors the model has no place for ({len(report.unplaced)}): "
-                         + _first(report.unplaced) + ": the config describes a smaller encoder than the checkpoint's.")
+            lines.append(
+                f"Encoder tensors the model has no place for ({len(report.unplaced)}): "
+                + _first(report.unplaced)
+                + ": the config describes a smaller encoder than the checkpoint's."
+            )
         if report.shape_mismatch:
             lines.append(
                 f"Shape mismatch ({len(report.shape_mismatch)}): "
-                + _first([f"{name} checkpoint {src} vs model {dst}" for name, src, dst in report.shape_mismatch]) + "."
+                + _first(
+                    [f"{name} checkpoint {src} vs model {dst}" for name, src, dst in report.shape_mismatch]
+                )
+                + "."
             )
         lines.append(
             "Check that the config file belongs to these weights and that --format names the checkpoint's format."
@@ -133,7 +147,9 @@ class ImportReport:
             "missing": self.missing,
             "unexpected": self.unexpected,
             "ignored": [{"checkpoint": n, "reason": r} for n, r in self.ignored],
-            "shape_mismatch": [{"name": n, "checkpoint": list(a), "model": list(b)} for n, a, b in self.shape_mismatch],
+            "shape_mismatch": [
+                {"name": n, "checkpoint": list(a), "model": list(b)} for n, a, b in self.shape_mismatch
+            ],
             "initialised": self.initialised,
         }
 
@@ -151,15 +167,22 @@ class ImportReport:
             f"{sum(_size(s) for _, _, s in self.mapped):,} values",
             f"  missing:        {len(self.missing)}",
             f"  shape mismatch: {len(self.shape_mismatch)}",
-            f"  unexpected:     {len(self.unexpected)}" + (f" ({', '.join(self.unexpected)})" if self.unexpected else ""),
+            f"  unexpected:     {len(self.unexpected)}"
+            + (f" ({', '.join(self.unexpected)})" if self.unexpected else ""),
             f"  ignored:        {len(self.ignored)}"
-            + (f" ({', '.join(f'{n}: {r}' for n, r in self.ignored[:5])}{' ...' if len(self.ignored) > 5 else ''})" if self.ignored else ""),
+            + (
+                f" ({', '.join(f'{n}: {r}' for n, r in self.ignored[:5])}{' ...' if len(self.ignored) > 5 else ''})"
+                if self.ignored
+                else ""
+            ),
         ]
         if self.initialised:
             outputs = sorted({_OUTPUT_OF[name.split("/")[1]] for name in self.initialised})
-            lines.append(f"  initialised:    {len(self.initialised)} ({', '.join(self.initialised)}: not in the "
-                         "checkpoint, saved from a model without them; left at their initialisation, as transformers "
-                         f"does: fine-tune before using {' or '.join(outputs)})")
+            lines.append(
+                f"  initialised:    {len(self.initialised)} ({', '.join(self.initialised)}: not in the "
+                "checkpoint, saved from a model without them; left at their initialisation, as transformers "
+                f"does: fine-tune before using {' or '.join(outputs)})"
+            )
         if verbose:
             lines += [f"    {c} -> {m} {tuple(s)}" for c, m, s in self.mapped]
         return "\n".join(lines)

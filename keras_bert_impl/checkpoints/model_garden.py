@@ -10,7 +10,11 @@ import re
 import numpy as np
 
 from keras_bert_impl.checkpoints.import_report import other_format_hint, read_json_file
-from keras_bert_impl.checkpoints.weight_map import assign_weights, backbone_variables, read_checkpoint_vocabulary
+from keras_bert_impl.checkpoints.weight_map import (
+    assign_weights,
+    backbone_variables,
+    read_checkpoint_vocabulary,
+)
 from keras_bert_impl.models.bert_backbone import BertBackbone
 
 _L = r"transformer/layer_(\d+)/"
@@ -48,7 +52,11 @@ def _translate(named_arrays):
             if pattern.match(short):
                 value = np.asarray(value)
                 if value.ndim == 3:  # [H, N, D] -> [H, H]; [N, D, H] -> [H, H]
-                    value = value.reshape(value.shape[0], -1) if "attention_output" not in short else value.reshape(-1, value.shape[-1])
+                    value = (
+                        value.reshape(value.shape[0], -1)
+                        if "attention_output" not in short
+                        else value.reshape(-1, value.shape[-1])
+                    )
                 elif value.ndim == 2 and "self_attention/" in short and short.endswith("bias"):
                     value = value.reshape(-1)  # [N, D] -> [H]
                 arrays[pattern.match(short).expand(google)] = value
@@ -74,29 +82,35 @@ def _probe_activation(fn):
     for name, ref in forms.items():
         if np.allclose(got, ref, atol=1e-6):
             return name
-    raise ValueError(f"The encoder's inner activation {fn!r} is none of {list(forms)}; it cannot be imported.")
+    raise ValueError(
+        f"The encoder's inner activation {fn!r} is none of {list(forms)}; it cannot be imported."
+    )
 
 
 def backbone_kwargs_from_model_garden(encoder):
     # By name, so that this module needs tf-models-official only when it is given one of its encoders.
     if not {"BertEncoder", "BertEncoderV2"} & {cls.__name__ for cls in type(encoder).__mro__}:
-        raise ValueError(f"{type(encoder).__name__} is not a BERT encoder: load_model_garden_encoder copies a BertEncoder "
-                         "or BertEncoderV2 (ALBERT shares one layer across depth, MobileBERT has bottlenecks).")
+        raise ValueError(
+            f"{type(encoder).__name__} is not a BERT encoder: load_model_garden_encoder copies a BertEncoder "
+            "or BertEncoderV2 (ALBERT shares one layer across depth, MobileBERT has bottlenecks)."
+        )
     if not encoder.weights:
-        raise ValueError(f"The {type(encoder).__name__} has no weights yet: call it once on inputs (or restore its "
-                         "checkpoint into it) before copying it.")
+        raise ValueError(
+            f"The {type(encoder).__name__} has no weights yet: call it once on inputs (or restore its "
+            "checkpoint into it) before copying it."
+        )
     config = encoder.get_config()
-    unsupported = {
-        "norm_first": False,
-        "output_range": None,
-        "embedding_layer": None,
-    }
+    unsupported = {"norm_first": False, "output_range": None, "embedding_layer": None}
     for key, expected in unsupported.items():
         if config.get(key, expected) != expected:
-            raise ValueError(f"Model Garden encoder with {key}={config[key]!r} is not a BERT encoder we can import (need {expected!r}).")
+            raise ValueError(
+                f"Model Garden encoder with {key}={config[key]!r} is not a BERT encoder we can import (need {expected!r})."
+            )
     width = config.get("embedding_width")
     if width not in (None, config["hidden_size"]):
-        raise ValueError(f"embedding_width={width} differs from hidden_size={config['hidden_size']} (ALBERT-style factorised embeddings); not supported.")
+        raise ValueError(
+            f"embedding_width={width} differs from hidden_size={config['hidden_size']} (ALBERT-style factorised embeddings); not supported."
+        )
     block = encoder.transformer_layers[0]
     return dict(
         vocabulary_size=config["vocab_size"],
@@ -148,7 +162,9 @@ def load_model_garden_checkpoint(src):
 
     encoder, config_path, sizes = _rebuilt_encoder(src)
     # The 'checkpoint' file's, else the only one (Model Garden's converted release: bert_model.ckpt.*).
-    path = checkpoint_prefix(src, expected="a 'checkpoint' file with ckpt-N.*, or one checkpoint's .index and .data-*")
+    path = checkpoint_prefix(
+        src, expected="a 'checkpoint' file with ckpt-N.*, or one checkpoint's .index and .data-*"
+    )
     checkpoint, names = _restore_encoder(encoder, path, config_path, sizes)
     keys = _checkpoint_keys(checkpoint, path)
     backbone, report = load_model_garden_encoder(encoder, source=path, source_names=keys)
@@ -181,13 +197,18 @@ def _rebuilt_encoder(src):
         try:
             encoder = networks.BertEncoderV2(**config)
         except TypeError as e:  # a key BertEncoderV2 does not take
-            raise ValueError(f"{config_path} is not a BertEncoderV2 config ({e}): it must hold the encoder's "
-                             "get_config(), with BertEncoderV2's own argument names (hidden_size, num_layers, ...).") from None
+            raise ValueError(
+                f"{config_path} is not a BertEncoderV2 config ({e}): it must hold the encoder's "
+                "get_config(), with BertEncoderV2's own argument names (hidden_size, num_layers, ...)."
+            ) from None
         sizes = f"num_layers={config.get('num_layers')}, hidden_size={config.get('hidden_size')}"
     elif os.path.exists(google_path):
         encoder = _encoder_from_google_config(google_path)
         config = encoder.get_config()
-        config_path, sizes = google_path, f"num_layers={config['num_layers']}, hidden_size={config['hidden_size']}"
+        config_path, sizes = (
+            google_path,
+            f"num_layers={config['num_layers']}, hidden_size={config['hidden_size']}",
+        )
     else:
         raise FileNotFoundError(
             f"No encoder_config.json in {src}: save the encoder's get_config() as JSON next to its checkpoint (or "
@@ -222,9 +243,11 @@ def _restore_encoder(encoder, path, config_path, sizes):
     where = next((p for p in _ENCODER_PATHS if any(n.startswith("/".join(p) + "/") for n in values)), None)
     if where is None:
         tops = sorted({name.split("/")[0] for name in values})
-        raise ValueError(f"{path} holds no encoder: its top-level objects are {tops}, and Model Garden saves the "
-                         "encoder as 'encoder' or 'model' (tf.train.Checkpoint(encoder=...)), or a pretrainer's as "
-                         "model/encoder_network. Save the BertEncoderV2 alone under one of those names.")
+        raise ValueError(
+            f"{path} holds no encoder: its top-level objects are {tops}, and Model Garden saves the "
+            "encoder as 'encoder' or 'model' (tf.train.Checkpoint(encoder=...)), or a pretrainer's as "
+            "model/encoder_network. Save the BertEncoderV2 alone under one of those names."
+        )
     values = [name for name in values if name.startswith("/".join(where) + "/")]
     # More is a deeper or wider encoder than the config's; fewer can be a variable shared with
     # a head and saved under the head's path (a pretrainer's word embeddings), which read() finds.
@@ -232,13 +255,16 @@ def _restore_encoder(encoder, path, config_path, sizes):
         raise ValueError(
             f"{path} holds {len(values)} variables under {'/'.join(where)!r} but the encoder built from {config_path} "
             f"has {len(encoder.weights)} ({sizes}): "
-            "the config does not belong to this checkpoint. Use the encoder's own get_config().")
+            "the config does not belong to this checkpoint. Use the encoder's own get_config()."
+        )
     checkpoint = _rooted(where, encoder)
     try:
         checkpoint.read(path).assert_existing_objects_matched()
     except (ValueError, AssertionError) as e:  # a shape that differs; a variable not in the checkpoint
-        raise ValueError(f"{path} does not fit the encoder built from {config_path} ({' '.join(str(e).split())[:300]}): "
-                         "use the encoder's own get_config().") from None
+        raise ValueError(
+            f"{path} does not fit the encoder built from {config_path} ({' '.join(str(e).split())[:300]}): "
+            "use the encoder's own get_config()."
+        ) from None
     return checkpoint, names
 
 
@@ -274,7 +300,9 @@ def _checkpoint_keys(checkpoint, path):
         if isinstance(node, tf.Variable):
             keys.update({node.name: a.checkpoint_key for a in saved.attributes if a.name == "VARIABLE_VALUE"})
         children = {child.local_name: child.node_id for child in saved.children}
-        queue.extend((child, children[name]) for name, child in view.children(node).items() if name in children)
+        queue.extend(
+            (child, children[name]) for name, child in view.children(node).items() if name in children
+        )
     return keys
 
 

@@ -102,7 +102,8 @@ def assign_weights(targets, arrays, source, ignored=()):
             raise ValueError(
                 f"{source}: {name} holds {value.dtype.name} values where the model holds floats: a quantized "
                 "checkpoint cannot be imported (its integers are not the weights without their scales). Use the "
-                "float checkpoint.")
+                "float checkpoint."
+            )
         if tuple(value.shape) != tuple(variable.shape):
             report.shape_mismatch.append((name, tuple(value.shape), tuple(variable.shape)))
             continue
@@ -129,7 +130,8 @@ def read_checkpoint_vocabulary(vocab_path, vocabulary_size, config_path, field="
     if len(vocabulary) != vocabulary_size:
         raise ValueError(
             f"{vocab_path} has {len(vocabulary)} tokens but {config_path} says {field}={vocabulary_size} (the rows of "
-            "the token embedding): use the vocab.txt that belongs to these weights.")
+            "the token embedding): use the vocab.txt that belongs to these weights."
+        )
     return vocabulary
 
 
@@ -146,8 +148,10 @@ def build_and_load(backbone_kwargs, arrays, source, vocabulary, lowercase, ignor
 
     has_heads = any(name in arrays for name in HEAD_NAMES)
     if with_heads is True and not has_heads:
-        raise ValueError(f"with_heads=True, but {source} has no MLM or NSP head (cls/predictions/*, "
-                         "cls/seq_relationship/*): pass with_heads=None to take the encoder alone.")
+        raise ValueError(
+            f"with_heads=True, but {source} has no MLM or NSP head (cls/predictions/*, "
+            "cls/seq_relationship/*): pass with_heads=None to take the encoder alone."
+        )
     backbone = BertBackbone(**backbone_kwargs)
     backbone.set_vocabulary(vocabulary, lowercase=lowercase)
     if with_heads is not False and has_heads:

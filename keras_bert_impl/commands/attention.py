@@ -16,15 +16,25 @@ def add_parser(subparsers):
         "and head, hover a token to see its attention lines.",
     )
     parser.add_argument("text", metavar="TEXT", help="The text (the first segment).")
-    parser.add_argument("--pair", default=None, metavar="TEXT_B", help="A second segment, packed as [CLS] A [SEP] B [SEP].")
-    parser.add_argument("--model", required=True,
-                        help="A .keras model (kbert convert/pretrain/finetune), a run folder, or a checkpoint folder.")
+    parser.add_argument(
+        "--pair", default=None, metavar="TEXT_B", help="A second segment, packed as [CLS] A [SEP] B [SEP]."
+    )
+    parser.add_argument(
+        "--model",
+        required=True,
+        help="A .keras model (kbert convert/pretrain/finetune), a run folder, or a checkpoint folder.",
+    )
     parser.add_argument("--layer", type=int, default=None, help="0-based encoder layer (-1 = last).")
     parser.add_argument("--head", type=int, default=None, help="0-based head within --layer.")
     parser.add_argument("--output", default=None, help="PNG to write.")
     parser.add_argument("--html", default=None, help="Interactive HTML page to write.")
     add_overwrite_flag(parser, "--output and --html files")
-    parser.add_argument("--seq-len", type=int, default=128, help="Wordpieces, [CLS] and [SEP]s included; longer is truncated. Default 128.")
+    parser.add_argument(
+        "--seq-len",
+        type=int,
+        default=128,
+        help="Wordpieces, [CLS] and [SEP]s included; longer is truncated. Default 128.",
+    )
     parser.set_defaults(func=run)
     return parser
 
@@ -48,16 +58,30 @@ def run(args):
 
     backbone, _ = load_backbone(args.model)
     check_sequence_length(args.seq_len, backbone, minimum=3 if args.pair is None else 4)
-    for flag, value, count in (("--layer", args.layer, backbone.num_layers), ("--head", args.head, backbone.num_heads)):
+    for flag, value, count in (
+        ("--layer", args.layer, backbone.num_layers),
+        ("--head", args.head, backbone.num_heads),
+    ):
         if value is not None and not -count <= value < count:
-            raise UsageError(f"{flag} {value} is out of range: this model has {count} {flag[2:]}s (0 to {count - 1}, or -1 for the last).")
+            raise UsageError(
+                f"{flag} {value} is out of range: this model has {count} {flag[2:]}s (0 to {count - 1}, or -1 for the last)."
+            )
     maps = AttentionMaps.compute(backbone, args.text, text_b=args.pair, sequence_length=args.seq_len)
     if maps.truncated:
-        print(f"kbert attention: the text is longer than --seq-len {args.seq_len} wordpieces; the pictures show its "
-              f"first {len(maps.tokens)}.", file=sys.stderr)
+        print(
+            f"kbert attention: the text is longer than --seq-len {args.seq_len} wordpieces; the pictures show its "
+            f"first {len(maps.tokens)}.",
+            file=sys.stderr,
+        )
     if args.output:
         layer, head = plot_attention(maps, args.output, layer=args.layer, head=args.head)
-        view = "overview of every layer and head" if layer is None else f"every head of layer {layer}" if head is None else f"layer {layer}, head {head}"
+        view = (
+            "overview of every layer and head"
+            if layer is None
+            else f"every head of layer {layer}"
+            if head is None
+            else f"layer {layer}, head {head}"
+        )
         print(f"Wrote {args.output} ({view}, {len(maps.tokens)} wordpieces)")
     if args.html:
         write_attention_html(maps, args.html, layer=-1 if args.layer is None else args.layer, head=args.head)

@@ -21,17 +21,24 @@ def run_predict(args):
 
     check_runner_flags(args)
     if not args.file or args.texts:
-        raise UsageError(f"--runner {args.runner} predicts on --file only (a file or a glob of files), not on TEXT "
-                         "arguments.")
+        raise UsageError(
+            f"--runner {args.runner} predicts on --file only (a file or a glob of files), not on TEXT "
+            "arguments."
+        )
     output = _check_output(args)
     shards = _shards(args.file, "--file", args)
     # Loaded here once, so a missing or unusable model is one line before any worker starts.
     setup = load_for_inference(args, has_text_b=False)
     if setup.task not in ("classification", "multilabel"):
-        raise UsageError(f"--runner {args.runner} runs single-text classifiers (classification, multilabel); "
-                         f"{setup.model_path} is a {setup.task} model: predict on it without --runner.")
-    blank = {"text": "", "labels": None, "probabilities": None} if setup.task == "multilabel" else \
-        {"text": "", "label": None, "probability": None}
+        raise UsageError(
+            f"--runner {args.runner} runs single-text classifiers (classification, multilabel); "
+            f"{setup.model_path} is a {setup.task} model: predict on it without --runner."
+        )
+    blank = (
+        {"text": "", "labels": None, "probabilities": None}
+        if setup.task == "multilabel"
+        else {"text": "", "label": None, "probability": None}
+    )
     return _run(args, shards, functools.partial(_Predictor, args), output, "predictions", blank)
 
 
@@ -49,20 +56,29 @@ def run_embed(args):
 def _run(args, shards, load, output, kind, blank_row):
     from keras_bert_impl.pipelines import InferencePipeline
 
-    pipeline = InferencePipeline(shards, read_lines, load, output, kind, blank_row=blank_row, settings=_settings(args))
+    pipeline = InferencePipeline(
+        shards, read_lines, load, output, kind, blank_row=blank_row, settings=_settings(args)
+    )
     manifest = pipeline.run(beam_options(args))
     lines = sum(s.lines for s in shards)
     resumed = f"; {pipeline.resumed} finished by an earlier run were kept" if pipeline.resumed else ""
-    print(f"Wrote {kind} of {lines} lines in {len(shards)} shard(s) to {output} with --runner {args.runner} "
-          f"({os.path.basename(manifest)} lists them{resumed})", file=sys.stderr)
+    print(
+        f"Wrote {kind} of {lines} lines in {len(shards)} shard(s) to {output} with --runner {args.runner} "
+        f"({os.path.basename(manifest)} lists them{resumed})",
+        file=sys.stderr,
+    )
     return 0
 
 
 def _settings(args):
     """The flags that decide the outputs, and the model file's identity: what a re-run must
     share to resume a failed run's finished shards."""
-    settings = {k: v for k, v in vars(args).items() if isinstance(v, (str, int, float, bool, list, type(None)))
-                and k not in ("workers", "pipeline_args", "overwrite", "output")}
+    settings = {
+        k: v
+        for k, v in vars(args).items()
+        if isinstance(v, (str, int, float, bool, list, type(None)))
+        and k not in ("workers", "pipeline_args", "overwrite", "output")
+    }
     model = os.path.abspath(args.model)
     for path in (model, os.path.join(model, "model.keras")):
         if os.path.isfile(path):
@@ -78,8 +94,10 @@ def _check_output(args):
     if os.path.isfile(output):
         raise UsageError(f"--output {output!r} is a file: with --runner, --output is a folder of shards.")
     if os.path.exists(os.path.join(output, "manifest.json")) and not args.overwrite:
-        raise UsageError(f"--output {output!r} already holds shards (manifest.json): choose a new folder, or add "
-                         "--overwrite.")
+        raise UsageError(
+            f"--output {output!r} already holds shards (manifest.json): choose a new folder, or add "
+            "--overwrite."
+        )
     return output
 
 
@@ -91,7 +109,11 @@ def _shards(pattern, flag, args):
     lines_per_shard = DEFAULT_LINES_PER_SHARD if args.lines_per_shard is None else args.lines_per_shard
     if lines_per_shard < 1:
         raise UsageError(f"--lines-per-shard must be at least 1. Received: {lines_per_shard}")
-    paths = sorted(glob.glob(pattern)) if any(c in pattern for c in _GLOB) and not os.path.exists(pattern) else [pattern]
+    paths = (
+        sorted(glob.glob(pattern))
+        if any(c in pattern for c in _GLOB) and not os.path.exists(pattern)
+        else [pattern]
+    )
     if not paths:
         raise UsageError(f"{flag} {pattern!r} matches no file.")
     counts = []
@@ -131,8 +153,13 @@ class _Predictor:
             if self.task == "multilabel":
                 probs = 1 / (1 + np.exp(-row)) if from_logits else row
                 chosen = [self.names[i] for i in np.flatnonzero(probs >= self.threshold)]
-                rows.append({"text": text, "labels": chosen,
-                             "probabilities": {n: float(p) for n, p in zip(self.names, probs)}})
+                rows.append(
+                    {
+                        "text": text,
+                        "labels": chosen,
+                        "probabilities": {n: float(p) for n, p in zip(self.names, probs)},
+                    }
+                )
             else:
                 probs = np.exp(row - row.max()) if from_logits else row
                 probs = probs / probs.sum() if from_logits else probs

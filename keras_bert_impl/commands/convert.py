@@ -21,17 +21,34 @@ def add_parser(subparsers):
         "get_config() as JSON) or a TF2 release's bert_config.json, a TF2 checkpoint of "
         "tf.train.Checkpoint(encoder=...) or (model=...), optional vocab.txt.",
     )
-    parser.add_argument("--format", required=True, choices=["google", "huggingface", "model-garden"], help="Checkpoint format of SRC.")
-    parser.add_argument("--output", required=True, help="Path of the .keras file to write; an existing file is refused (see --overwrite).")
-    parser.add_argument("--overwrite", action="store_true", help="Replace an existing --output (and --report-json) file.")
-    parser.add_argument("--backbone-only", action="store_true", help="Ignore MLM/NSP heads even when the checkpoint has them.")
     parser.add_argument(
-        "--allow-pickle", action="store_true",
+        "--format",
+        required=True,
+        choices=["google", "huggingface", "model-garden"],
+        help="Checkpoint format of SRC.",
+    )
+    parser.add_argument(
+        "--output",
+        required=True,
+        help="Path of the .keras file to write; an existing file is refused (see --overwrite).",
+    )
+    parser.add_argument(
+        "--overwrite", action="store_true", help="Replace an existing --output (and --report-json) file."
+    )
+    parser.add_argument(
+        "--backbone-only", action="store_true", help="Ignore MLM/NSP heads even when the checkpoint has them."
+    )
+    parser.add_argument(
+        "--allow-pickle",
+        action="store_true",
         help="huggingface: read pytorch_model.bin when there is no safetensors file. Unpickling can run code "
         "from the file: only for sources you trust. Needs torch.",
     )
-    parser.add_argument("--report-json", help="Also write the per-tensor report as JSON to this path (not --output's; "
-                        "an existing file is refused, see --overwrite).")
+    parser.add_argument(
+        "--report-json",
+        help="Also write the per-tensor report as JSON to this path (not --output's; "
+        "an existing file is refused, see --overwrite).",
+    )
     parser.add_argument("--verbose", action="store_true", help="List every mapped tensor.")
     parser.set_defaults(func=run)
     return parser
@@ -43,13 +60,19 @@ def _check_flags(args):
     if not os.path.isdir(args.src):
         raise UsageError(f"SRC must be a checkpoint folder. Received: {args.src!r} (not a directory)")
     if args.allow_pickle and args.format != "huggingface":
-        raise UsageError(f"--allow-pickle reads Hugging Face's pytorch_model.bin: it does nothing with --format "
-                         f"{args.format}. Drop it.")
+        raise UsageError(
+            f"--allow-pickle reads Hugging Face's pytorch_model.bin: it does nothing with --format "
+            f"{args.format}. Drop it."
+        )
     if args.report_json and os.path.abspath(args.report_json) == os.path.abspath(args.output):
-        raise UsageError(f"--report-json {args.report_json} is the --output path: give the report its own file.")
+        raise UsageError(
+            f"--report-json {args.report_json} is the --output path: give the report its own file."
+        )
     for flag, path in (("--output", args.output), ("--report-json", args.report_json)):
         if path and os.path.exists(path) and not args.overwrite:
-            raise UsageError(f"{flag} {path} already exists: add --overwrite to replace it, or give another path.")
+            raise UsageError(
+                f"{flag} {path} already exists: add --overwrite to replace it, or give another path."
+            )
 
 
 def run(args):
@@ -61,16 +84,30 @@ def run(args):
 
     try:
         model, report = convert_checkpoint(
-            args.src, args.format, with_heads=False if args.backbone_only else None, allow_pickle=args.allow_pickle
+            args.src,
+            args.format,
+            with_heads=False if args.backbone_only else None,
+            allow_pickle=args.allow_pickle,
         )
-    except (CheckpointMismatchError, ValueError, FileNotFoundError, ImportError) as e:  # ImportError: no torch
-        print(f"kbert convert: {' '.join(str(e).split())}", file=sys.stderr)  # one line, as every kbert failure
+    except (
+        CheckpointMismatchError,
+        ValueError,
+        FileNotFoundError,
+        ImportError,
+    ) as e:  # ImportError: no torch
+        print(
+            f"kbert convert: {' '.join(str(e).split())}", file=sys.stderr
+        )  # one line, as every kbert failure
         return 2
     print(report.summary(verbose=args.verbose))
     save_model(model, args.output)
     if args.report_json:  # after the model: a report is there only for a model that is
         write_text_atomically(report.to_json(), args.report_json)
     backbone = getattr(model, "backbone", model)
-    vocab = f"{len(backbone.vocabulary)} tokens, {'uncased' if backbone.lowercase else 'cased'}" if backbone.vocabulary else "none"
+    vocab = (
+        f"{len(backbone.vocabulary)} tokens, {'uncased' if backbone.lowercase else 'cased'}"
+        if backbone.vocabulary
+        else "none"
+    )
     print(f"Wrote {type(model).__name__} to {args.output} (vocabulary: {vocab})")
     return 0

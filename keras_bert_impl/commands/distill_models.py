@@ -9,10 +9,24 @@ def task_models(args, teacher, teacher_path, data, train_steps, tr):
     backbone, init = _student_backbone(args, teacher.backbone)
     if teacher.pooling == "mean":
         backbone.pooler.trainable = False  # the head reads the token vectors only
-    student = type(teacher)(backbone, num_classes=teacher.num_classes, label_names=data.label_names,
-                            multi_label=teacher.multi_label, dropout=args.dropout, pooling=teacher.pooling)
-    distiller = _distiller(args, teacher, student, teacher.backbone, backbone, teacher_path,
-                           temperature=args.temperature, alpha=args.alpha)
+    student = type(teacher)(
+        backbone,
+        num_classes=teacher.num_classes,
+        label_names=data.label_names,
+        multi_label=teacher.multi_label,
+        dropout=args.dropout,
+        pooling=teacher.pooling,
+    )
+    distiller = _distiller(
+        args,
+        teacher,
+        student,
+        teacher.backbone,
+        backbone,
+        teacher_path,
+        temperature=args.temperature,
+        alpha=args.alpha,
+    )
     tr.compile_for_training(distiller, args, train_steps)
     return student, distiller, init
 
@@ -32,8 +46,15 @@ def _distiller(args, teacher, student, teacher_backbone, student_backbone, teach
     from keras_bert_impl.models import DistillationArgumentError, Distiller
 
     try:
-        return Distiller(teacher, student, layer_map=args.layer_map, hidden_weight=args.hidden_weight,
-                         attention_weight=args.attention_weight, embedding_weight=args.embedding_weight, **logits)
+        return Distiller(
+            teacher,
+            student,
+            layer_map=args.layer_map,
+            hidden_weight=args.hidden_weight,
+            attention_weight=args.attention_weight,
+            embedding_weight=args.embedding_weight,
+            **logits,
+        )
     except DistillationArgumentError as e:
         raise _distiller_error(e, args, student_backbone, teacher_backbone, teacher_path) from None
 
@@ -46,11 +67,16 @@ def _student_backbone(args, teacher_backbone):
         from keras_bert_impl.commands.model_files import load_backbone
 
         backbone, description = load_backbone(args.student_init, "--student-init")
-        if list(backbone.vocabulary) != list(teacher_backbone.vocabulary) or backbone.lowercase != teacher_backbone.lowercase:
-            raise UsageError(f"--student-init {args.student_init} tokenizes with another vocabulary than the teacher "
-                             f"({len(backbone.vocabulary)} vs {len(teacher_backbone.vocabulary)} tokens, lowercase "
-                             f"{backbone.lowercase} vs {teacher_backbone.lowercase}): the same ids would mean different "
-                             "tokens. Start from a student distilled from this teacher's encoder (kbert distill --general).")
+        if (
+            list(backbone.vocabulary) != list(teacher_backbone.vocabulary)
+            or backbone.lowercase != teacher_backbone.lowercase
+        ):
+            raise UsageError(
+                f"--student-init {args.student_init} tokenizes with another vocabulary than the teacher "
+                f"({len(backbone.vocabulary)} vs {len(teacher_backbone.vocabulary)} tokens, lowercase "
+                f"{backbone.lowercase} vs {teacher_backbone.lowercase}): the same ids would mean different "
+                "tokens. Start from a student distilled from this teacher's encoder (kbert distill --general)."
+            )
         return backbone, f"{description}"
     if args.student_from_teacher:
         layers = _layers(args.student_from_teacher)
@@ -59,28 +85,38 @@ def _student_backbone(args, teacher_backbone):
         except ValueError as e:
             raise UsageError(f"--student-from-teacher {args.student_from_teacher}: {e}") from None
     if args.student_preset not in kb.BERT_PRESETS:
-        raise UsageError(f"--student-preset {args.student_preset!r} is not a preset. Choose one of: "
-                         f"{', '.join(sorted(kb.BERT_PRESETS))}.")
+        raise UsageError(
+            f"--student-preset {args.student_preset!r} is not a preset. Choose one of: "
+            f"{', '.join(sorted(kb.BERT_PRESETS))}."
+        )
     backbone = kb.BertBackbone.from_preset(
-        args.student_preset, vocabulary_size=teacher_backbone.vocabulary_size,
+        args.student_preset,
+        vocabulary_size=teacher_backbone.vocabulary_size,
         max_sequence_length=teacher_backbone.max_sequence_length,
     )
     backbone.set_vocabulary(teacher_backbone.vocabulary, teacher_backbone.lowercase)
     if args.student_embeddings == "random":
         return backbone, f"{args.student_preset}, random"
     if backbone.hidden_dim > teacher_backbone.hidden_dim:
-        raise UsageError(f"--student-preset {args.student_preset} is wider (hidden_dim {backbone.hidden_dim}) than the "
-                         f"teacher ({teacher_backbone.hidden_dim}): its embeddings cannot start from the teacher's; "
-                         "pass --student-embeddings random or a narrower preset.")
+        raise UsageError(
+            f"--student-preset {args.student_preset} is wider (hidden_dim {backbone.hidden_dim}) than the "
+            f"teacher ({teacher_backbone.hidden_dim}): its embeddings cannot start from the teacher's; "
+            "pass --student-embeddings random or a narrower preset."
+        )
     kept = embeddings_from_teacher(teacher_backbone, backbone)
-    return backbone, f"{args.student_preset}, embeddings from the teacher's by PCA ({100 * kept:.1f}% of the variance)"
+    return (
+        backbone,
+        f"{args.student_preset}, embeddings from the teacher's by PCA ({100 * kept:.1f}% of the variance)",
+    )
 
 
 def _layers(value):
     try:
         layers = [int(part) for part in value.split(",")]
     except ValueError:
-        raise UsageError(f"--student-from-teacher takes comma-separated layer indices, e.g. 0,2,4. Received: {value!r}") from None
+        raise UsageError(
+            f"--student-from-teacher takes comma-separated layer indices, e.g. 0,2,4. Received: {value!r}"
+        ) from None
     return layers
 
 

@@ -5,7 +5,12 @@ import os
 import sys
 
 from keras_bert_impl.commands import beam_inference
-from keras_bert_impl.commands.encoder_flags import add_encoder_flags, encoder_from_args, progress_bar, report_truncated
+from keras_bert_impl.commands.encoder_flags import (
+    add_encoder_flags,
+    encoder_from_args,
+    progress_bar,
+    report_truncated,
+)
 from keras_bert_impl.commands.errors import UsageError
 from keras_bert_impl.commands.text_lines import check_text_file, read_lines
 from keras_bert_impl.commands.output_files import add_overwrite_flag, refuse_existing
@@ -20,7 +25,7 @@ def add_parser(subparsers):
         "embed",
         help="Embed every line of a text file (sentence vectors, bert-as-service's pooling choices).",
         description="Write one vector per line of FILE, in order (a blank line gets the vector of an empty text, so "
-        "row i is always line i + 1): .npy (float32 [lines, dim]) or .jsonl ({\"line\", \"text\", \"vector\"} per "
+        'row i is always line i + 1): .npy (float32 [lines, dim]) or .jsonl ({"line", "text", "vector"} per '
         "line). Texts are batched by length, and the file streams through in chunks, so memory does not grow "
         "with it. all-MiniLM-L6-v2's published recipe is --pooling mean --normalize.",
     )
@@ -45,8 +50,11 @@ def run(args):
     refuse_existing(args, "output")
     total = check_text_file(args.file, "FILE")
     encoder, description = encoder_from_args(args)
-    print(f"Embedding {total} lines of {args.file} with {description} ({args.pooling} pooling, layers {args.layer}, "
-          f"{encoder.dim} dimensions)", file=sys.stderr)
+    print(
+        f"Embedding {total} lines of {args.file} with {description} ({args.pooling} pooling, layers {args.layer}, "
+        f"{encoder.dim} dimensions)",
+        file=sys.stderr,
+    )
     texts = read_lines(args.file, "FILE")
     chunks = encoder.encode_stream(texts, progress=progress_bar(total, "embed"))
     from keras_bert_impl.atomic_write import write_atomically
@@ -68,7 +76,7 @@ def _write_npy(path, chunks, total, dim):
     out = np.lib.format.open_memmap(path, mode="w+", dtype=np.float32, shape=(total, dim))
     done = 0
     for vectors in chunks:
-        out[done:done + len(vectors)] = vectors
+        out[done : done + len(vectors)] = vectors
         done += len(vectors)
     if done != total:
         raise UsageError(f"FILE changed while it was read: {done} lines instead of {total}.")
@@ -83,5 +91,7 @@ def _write_jsonl(path, chunks, lines):
             for vector in vectors:
                 number += 1
                 text = next(lines)
-                f.write(json.dumps({"line": number, "text": text, "vector": vector.tolist()},
-                                   ensure_ascii=False) + "\n")
+                f.write(
+                    json.dumps({"line": number, "text": text, "vector": vector.tolist()}, ensure_ascii=False)
+                    + "\n"
+                )

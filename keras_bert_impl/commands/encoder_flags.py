@@ -8,18 +8,38 @@ POOLING = ("cls", "mean", "max", "first-last-mean")  # keras_bert_impl.inspectio
 
 
 def add_encoder_flags(parser, normalize_flag=True):
-    parser.add_argument("--model", required=True,
-                        help="A .keras model (kbert convert/pretrain/finetune), a run folder, or a checkpoint folder.")
-    parser.add_argument("--pooling", default="mean", choices=POOLING,
-                        help="cls: the [CLS] vector; mean / max: over the text's wordpieces; first-last-mean: the mean "
-                        "of layer 1's and the last layer's mean-pooled vectors. Default mean (all-MiniLM-L6-v2's recipe).")
-    parser.add_argument("--layer", type=int, nargs="+", default=[-1], metavar="L",
-                        help="Layer(s) to pool: 0 = embeddings, i = encoder layer i, -1 = last (default), -2 = the one "
-                        "before; several are concatenated (bert-as-service's pooling_layer).")
+    parser.add_argument(
+        "--model",
+        required=True,
+        help="A .keras model (kbert convert/pretrain/finetune), a run folder, or a checkpoint folder.",
+    )
+    parser.add_argument(
+        "--pooling",
+        default="mean",
+        choices=POOLING,
+        help="cls: the [CLS] vector; mean / max: over the text's wordpieces; first-last-mean: the mean "
+        "of layer 1's and the last layer's mean-pooled vectors. Default mean (all-MiniLM-L6-v2's recipe).",
+    )
+    parser.add_argument(
+        "--layer",
+        type=int,
+        nargs="+",
+        default=[-1],
+        metavar="L",
+        help="Layer(s) to pool: 0 = embeddings, i = encoder layer i, -1 = last (default), -2 = the one "
+        "before; several are concatenated (bert-as-service's pooling_layer).",
+    )
     if normalize_flag:
-        parser.add_argument("--normalize", action="store_true", help="L2-normalise every vector (cosine = dot product).")
-    parser.add_argument("--seq-len", type=int, default=128, help="Wordpieces per text, [CLS] and [SEP] included; longer "
-                        "texts are truncated (counted once at the end). Default 128.")
+        parser.add_argument(
+            "--normalize", action="store_true", help="L2-normalise every vector (cosine = dot product)."
+        )
+    parser.add_argument(
+        "--seq-len",
+        type=int,
+        default=128,
+        help="Wordpieces per text, [CLS] and [SEP] included; longer "
+        "texts are truncated (counted once at the end). Default 128.",
+    )
     parser.add_argument("--batch-size", type=int, default=64, help="Texts per forward pass. Default 64.")
 
 
@@ -38,7 +58,9 @@ def encoder_from_args(args, normalize=None):
         backbone = resolve_flags(args, backbone, "embedding").model_in_precision()
     layers = tuple(args.layer)
     if args.pooling == "first-last-mean" and layers != (-1,):
-        raise UsageError("--pooling first-last-mean pools layer 1 and the last layer itself: leave out --layer.")
+        raise UsageError(
+            "--pooling first-last-mean pools layer 1 and the last layer itself: leave out --layer."
+        )
     for layer in layers:
         if not -(backbone.num_layers + 1) <= layer <= backbone.num_layers:
             raise UsageError(
@@ -46,8 +68,12 @@ def encoder_from_args(args, normalize=None):
                 f"{backbone.num_layers}, or -1 (last) to {-(backbone.num_layers + 1)}."
             )
     encoder = SentenceEncoder(
-        backbone, pooling=args.pooling, layers=layers, normalize=args.normalize if normalize is None else normalize,
-        sequence_length=args.seq_len, batch_size=args.batch_size,
+        backbone,
+        pooling=args.pooling,
+        layers=layers,
+        normalize=args.normalize if normalize is None else normalize,
+        sequence_length=args.seq_len,
+        batch_size=args.batch_size,
     )
     return encoder, description
 

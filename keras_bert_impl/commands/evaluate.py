@@ -27,7 +27,9 @@ def add_parser(subparsers):
     parser.add_argument("--data", required=True, help="The labelled file to evaluate on.")
     parser.add_argument("--json", action="store_true", help="Print the metrics as one JSON object.")
     parser.add_argument("--batch-size", type=int, default=32, help="Default 32.")
-    parser.add_argument("--seq-len", type=int, default=None, help="Default: the run's training --seq-len, else 128.")
+    parser.add_argument(
+        "--seq-len", type=int, default=None, help="Default: the run's training --seq-len, else 128."
+    )
     add_precision_flag(parser)
     task_data.add_data_flags(parser, defaults_from_run=True)
     parser.set_defaults(func=run)
@@ -47,27 +49,39 @@ def _run(args):
     setup = load_for_inference(args, has_text_b=bool(args.text_b_column))
     model, model_path, stored, task, seq_len = setup[:5]
     settings = task_data.data_settings(args, task, stored)
-    preprocessor = BertPreprocessor(model.backbone.vocabulary, lowercase=model.backbone.lowercase, sequence_length=seq_len)
+    preprocessor = BertPreprocessor(
+        model.backbone.vocabulary, lowercase=model.backbone.lowercase, sequence_length=seq_len
+    )
     label_names = getattr(model, "label_names", None)
     if task != "squad" and label_names is None:
-        raise UsageError(f"{model_path} has no label_names: fine-tune it with kbert finetune, which saves them.")
-    reader = task_data.make_reader(task, preprocessor, settings, labels=label_names, batch_size=args.batch_size,
-                                   on_error=args.on_error)
+        raise UsageError(
+            f"{model_path} has no label_names: fine-tune it with kbert finetune, which saves them."
+        )
+    reader = task_data.make_reader(
+        task, preprocessor, settings, labels=label_names, batch_size=args.batch_size, on_error=args.on_error
+    )
     if task in ("classification", "pair", "multilabel"):
         # Raw texts in length-sorted batches (TextPredictor): the metrics of padding every row to
         # --seq-len, a fraction of the work on short texts.
-        texts, texts_b, targets = task_data.read_checked(reader, args.data, "--data", "evaluate",
-                                                         method="read_examples", build_labels=False)
+        texts, texts_b, targets = task_data.read_checked(
+            reader, args.data, "--data", "evaluate", method="read_examples", build_labels=False
+        )
         progress = Progress("evaluate", len(texts), args.batch_size, unit="examples")
         outputs = text_predictor(setup, args.batch_size).predict(
-            texts, texts_b if task == "pair" else None, progress=progress.update)
+            texts, texts_b if task == "pair" else None, progress=progress.update
+        )
         progress.done()
-        metrics = sequence_metrics(task, outputs, np.stack(targets) if task == "multilabel" else targets, label_names)
+        metrics = sequence_metrics(
+            task, outputs, np.stack(targets) if task == "multilabel" else targets, label_names
+        )
     else:
-        dataset = task_data.read_checked(reader, args.data, "--data", "evaluate",
-                                         **({} if task == "squad" else {"build_labels": False}))
+        dataset = task_data.read_checked(
+            reader, args.data, "--data", "evaluate", **({} if task == "squad" else {"build_labels": False})
+        )
         rows = reader.report.examples if task != "squad" else reader.report.counters["windows"]
-        progress = Progress("evaluate", rows, args.batch_size, unit="examples" if task != "squad" else "windows")
+        progress = Progress(
+            "evaluate", rows, args.batch_size, unit="examples" if task != "squad" else "windows"
+        )
         metrics = compute_metrics(task, model, reader, dataset, label_names, progress)
     for same_count in ("num_examples", "num_questions"):  # what "examples" counts, under one name
         metrics.pop(same_count, None)

@@ -14,8 +14,14 @@ from keras_bert_impl.commands import task_data
 from keras_bert_impl.commands.errors import UsageError
 from keras_bert_impl.commands.output_files import refuse_replacing_inputs
 from keras_bert_impl.conversion.input_contract import (
-    EXPORT_FORMATS, GPU_QUANTIZATIONS, HUB_FORMATS, INTEGER_ONLY_QUANTIZATIONS, QUANTIZATIONS,
-    RENAMED_QUANTIZATIONS, STATIC_QUANTIZATIONS, check_quantization,
+    EXPORT_FORMATS,
+    GPU_QUANTIZATIONS,
+    HUB_FORMATS,
+    INTEGER_ONLY_QUANTIZATIONS,
+    QUANTIZATIONS,
+    RENAMED_QUANTIZATIONS,
+    STATIC_QUANTIZATIONS,
+    check_quantization,
 )
 
 # keras_bert_impl.models.bert_embedder.POOLING, spelled here so `kbert --help` needs no Keras.
@@ -36,50 +42,93 @@ def add_parser(subparsers):
         "(size, latency, accuracy and difference from the Keras model of every artifact). The model carries "
         "its vocabulary, casing and label names. OUTPUT appears only when everything is written.",
     )
-    parser.add_argument("--model", required=True,
-                        help="A kbert finetune run folder or a .keras head; a .keras backbone (kbert convert) "
-                        "is exported as a sentence embedder (mean pooling, L2-normalised).")
-    parser.add_argument("--output", required=True, help="Folder to create; refused if it holds anything (see --overwrite).")
-    parser.add_argument("--formats", default=",".join(EXPORT_FORMATS),
-                        help=f"Comma-separated subset of {','.join(EXPORT_FORMATS)}. Default: all of those. "
-                        "Or huggingface alone: OUTPUT becomes a folder transformers loads with from_pretrained(OUTPUT) "
-                        "(config.json, model.safetensors, vocab.txt, tokenizer files, README.md model card); a model "
-                        "transformers cannot express as it is (mean pooling, sinusoidal positions, int8) is refused. "
-                        "Or sentence_transformers alone, for a backbone or BertEmbedder: the same folder plus the "
-                        "modules SentenceTransformer(OUTPUT) pools with (see --pooling, --normalize, --seq-len).")
-    parser.add_argument("--quantizations", default=",".join(QUANTIZATIONS),
-                        help=f"TFLite precisions, comma-separated subset of {','.join(QUANTIZATIONS)}. "
-                        "Default: all (int8_mixed calibrates on --calibration: a run folder's training file unless given). "
-                        "Also, for classifiers, the integer-only "
-                        f"files {' and '.join(INTEGER_ONLY_QUANTIZATIONS)} (every op on int8, or int16 "
-                        "activations with int8 weights; static [1, --seq-len]; calibrated the same way), "
-                        "for phone NPUs and the Edge TPU, and the GPU delegate's file "
-                        f"{' and '.join(GPU_QUANTIZATIONS)} (the same static graph, float16 weights): named, never "
-                        "by default.")
-    parser.add_argument("--validation", default=None,
-                        help="Examples to check and measure every artifact on (the training file's layout; "
-                        "for an embedder, one text per line). Writes the report.")
-    parser.add_argument("--calibration", default=None,
-                        help="Real examples for int8_mixed's and the integer-only files' calibration, same layout. "
-                        "Default: the run's training file.")
-    parser.add_argument("--seq-len", type=int, default=None,
-                        help="Tokens per text in the raw-text and MediaPipe models (longer texts are truncated). "
-                        "Default: the run's training --seq-len, else 128.")
-    parser.add_argument("--static-lengths", default=None, metavar="S1,S2",
-                        help=f"Comma-separated lengths, e.g. 64,128: each static file ({', '.join(STATIC_QUANTIZATIONS)}) "
-                        "is written once per length, as tflite/NAME_QUANT_S.tflite at [1, S], so an app runs the "
-                        "shortest that fits its text instead of resizing tensors. Default: one file at --seq-len.")
-    parser.add_argument("--name", default=DEFAULT_NAME,
-                        help=f"Model name in TF Serving's layout and the file names. Default {DEFAULT_NAME}.")
-    parser.add_argument("--pair", action="store_true",
-                        help="A classifier of text pairs, when the model is a .keras file without its run folder.")
+    parser.add_argument(
+        "--model",
+        required=True,
+        help="A kbert finetune run folder or a .keras head; a .keras backbone (kbert convert) "
+        "is exported as a sentence embedder (mean pooling, L2-normalised).",
+    )
+    parser.add_argument(
+        "--output", required=True, help="Folder to create; refused if it holds anything (see --overwrite)."
+    )
+    parser.add_argument(
+        "--formats",
+        default=",".join(EXPORT_FORMATS),
+        help=f"Comma-separated subset of {','.join(EXPORT_FORMATS)}. Default: all of those. "
+        "Or huggingface alone: OUTPUT becomes a folder transformers loads with from_pretrained(OUTPUT) "
+        "(config.json, model.safetensors, vocab.txt, tokenizer files, README.md model card); a model "
+        "transformers cannot express as it is (mean pooling, sinusoidal positions, int8) is refused. "
+        "Or sentence_transformers alone, for a backbone or BertEmbedder: the same folder plus the "
+        "modules SentenceTransformer(OUTPUT) pools with (see --pooling, --normalize, --seq-len).",
+    )
+    parser.add_argument(
+        "--quantizations",
+        default=",".join(QUANTIZATIONS),
+        help=f"TFLite precisions, comma-separated subset of {','.join(QUANTIZATIONS)}. "
+        "Default: all (int8_mixed calibrates on --calibration: a run folder's training file unless given). "
+        "Also, for classifiers, the integer-only "
+        f"files {' and '.join(INTEGER_ONLY_QUANTIZATIONS)} (every op on int8, or int16 "
+        "activations with int8 weights; static [1, --seq-len]; calibrated the same way), "
+        "for phone NPUs and the Edge TPU, and the GPU delegate's file "
+        f"{' and '.join(GPU_QUANTIZATIONS)} (the same static graph, float16 weights): named, never "
+        "by default.",
+    )
+    parser.add_argument(
+        "--validation",
+        default=None,
+        help="Examples to check and measure every artifact on (the training file's layout; "
+        "for an embedder, one text per line). Writes the report.",
+    )
+    parser.add_argument(
+        "--calibration",
+        default=None,
+        help="Real examples for int8_mixed's and the integer-only files' calibration, same layout. "
+        "Default: the run's training file.",
+    )
+    parser.add_argument(
+        "--seq-len",
+        type=int,
+        default=None,
+        help="Tokens per text in the raw-text and MediaPipe models (longer texts are truncated). "
+        "Default: the run's training --seq-len, else 128.",
+    )
+    parser.add_argument(
+        "--static-lengths",
+        default=None,
+        metavar="S1,S2",
+        help=f"Comma-separated lengths, e.g. 64,128: each static file ({', '.join(STATIC_QUANTIZATIONS)}) "
+        "is written once per length, as tflite/NAME_QUANT_S.tflite at [1, S], so an app runs the "
+        "shortest that fits its text instead of resizing tensors. Default: one file at --seq-len.",
+    )
+    parser.add_argument(
+        "--name",
+        default=DEFAULT_NAME,
+        help=f"Model name in TF Serving's layout and the file names. Default {DEFAULT_NAME}.",
+    )
+    parser.add_argument(
+        "--pair",
+        action="store_true",
+        help="A classifier of text pairs, when the model is a .keras file without its run folder.",
+    )
     parser.add_argument("--overwrite", action="store_true", help="Replace an existing OUTPUT.")
-    parser.add_argument("--pooling", choices=EMBEDDER_POOLING, default=None,
-                        help="--formats sentence_transformers of a backbone: how its last layer is pooled. Default mean.")
-    parser.add_argument("--normalize", action=argparse.BooleanOptionalAction, default=None,
-                        help="--formats sentence_transformers of a backbone: L2-normalise the vectors. Default yes.")
-    parser.add_argument("--repeats", type=int, default=DEFAULT_REPEATS,
-                        help=f"Latency rounds in the report. Default {DEFAULT_REPEATS}.")
+    parser.add_argument(
+        "--pooling",
+        choices=EMBEDDER_POOLING,
+        default=None,
+        help="--formats sentence_transformers of a backbone: how its last layer is pooled. Default mean.",
+    )
+    parser.add_argument(
+        "--normalize",
+        action=argparse.BooleanOptionalAction,
+        default=None,
+        help="--formats sentence_transformers of a backbone: L2-normalise the vectors. Default yes.",
+    )
+    parser.add_argument(
+        "--repeats",
+        type=int,
+        default=DEFAULT_REPEATS,
+        help=f"Latency rounds in the report. Default {DEFAULT_REPEATS}.",
+    )
     task_data.add_data_flags(parser, defaults_from_run=True)
     parser.set_defaults(func=run)
     return parser
@@ -92,7 +141,9 @@ def _choices(flag, value, allowed):
         raise UsageError(f"{flag} takes a comma-separated subset of {','.join(allowed)}. Received: {value!r}")
     twice = sorted({v for v in items if items.count(v) > 1})
     if twice:
-        raise UsageError(f"{flag} names {', '.join(twice)} more than once. Received: {value!r}; give each once.")
+        raise UsageError(
+            f"{flag} names {', '.join(twice)} more than once. Received: {value!r}; give each once."
+        )
     return items
 
 
@@ -103,7 +154,9 @@ def _static_length_values(value):
     items = [v.strip() for v in value.split(",") if v.strip()]
     # str.isdigit() takes "²" and other digits int() refuses ("invalid literal for int()").
     if not items or not all(re.fullmatch(r"[0-9]+", v) for v in items):
-        raise UsageError(f"--static-lengths takes comma-separated lengths in wordpieces, e.g. 64,128. Received: {value!r}")
+        raise UsageError(
+            f"--static-lengths takes comma-separated lengths in wordpieces, e.g. 64,128. Received: {value!r}"
+        )
     return [int(v) for v in items]
 
 
@@ -152,10 +205,12 @@ def _examples(path, flag, task, model, settings, on_error="fail"):
         from keras_bert_impl.tokenization import BertPreprocessor
 
         # The reader checks rows and labels; read_examples leaves the tokenizing to the export.
-        reader = task_data.make_reader(task, BertPreprocessor.from_model(model), settings, labels=model.label_names,
-                                       on_error=on_error)
-        texts, texts_b, targets = task_data.read_checked(reader, path, flag, "export", method="read_examples",
-                                                         build_labels=False)
+        reader = task_data.make_reader(
+            task, BertPreprocessor.from_model(model), settings, labels=model.label_names, on_error=on_error
+        )
+        texts, texts_b, targets = task_data.read_checked(
+            reader, path, flag, "export", method="read_examples", build_labels=False
+        )
         examples = list(zip(texts, texts_b)) if task == "pair" else texts
         import numpy as np
 
@@ -200,40 +255,79 @@ def load_for_export(model_flag, seq_len=None, pair=False):
     return model, model_path, stored, task, pair, seq_len
 
 
-def write_export(model, output, *, name, seq_len, pair, formats, quantizations=QUANTIZATIONS, calibration=None,
-                 static_lengths=None, overwrite=False, finish=None):
+def write_export(
+    model,
+    output,
+    *,
+    name,
+    seq_len,
+    pair,
+    formats,
+    quantizations=QUANTIZATIONS,
+    calibration=None,
+    static_lengths=None,
+    overwrite=False,
+    finish=None,
+):
     """The export wing's `export_model`, its refusals as UsageError."""
     from keras_bert_impl.conversion.tflite_converter import ConversionError
     from keras_bert_impl_export.exporter import ExportExistsError, export_model
 
     try:
         return export_model(
-            model, output, name=name, sequence_length=seq_len, pair=pair, formats=formats,
-            quantizations=quantizations, calibration_texts=calibration, static_lengths=static_lengths,
-            overwrite=overwrite, finish=finish, log=_log,
+            model,
+            output,
+            name=name,
+            sequence_length=seq_len,
+            pair=pair,
+            formats=formats,
+            quantizations=quantizations,
+            calibration_texts=calibration,
+            static_lengths=static_lengths,
+            overwrite=overwrite,
+            finish=finish,
+            log=_log,
         )
     except (ExportExistsError, ConversionError, ValueError) as e:
         raise UsageError(str(e).replace("static_lengths", "--static-lengths")) from None
 
 
 # The task-file layout flags (task_data.add_data_flags, defaults from the run: None when not given).
-DATA_FLAGS = {"--format": "format", "--text-column": "text_column", "--text-b-column": "text_b_column",
-              "--label-column": "label_column", "--columns": "columns", "--tag-format": "tag_format",
-              "--tag-column": "tag_column", "--doc-stride": "doc_stride", "--max-query-length": "max_query_length"}
+DATA_FLAGS = {
+    "--format": "format",
+    "--text-column": "text_column",
+    "--text-b-column": "text_b_column",
+    "--label-column": "label_column",
+    "--columns": "columns",
+    "--tag-format": "tag_format",
+    "--tag-column": "tag_column",
+    "--doc-stride": "doc_stride",
+    "--max-query-length": "max_query_length",
+}
 
 
 def _given_flags(args):
     """The flags given a value other than their default."""
     given = {
-        "--quantizations": args.quantizations != ",".join(QUANTIZATIONS), "--validation": args.validation is not None,
-        "--calibration": args.calibration is not None, "--static-lengths": args.static_lengths is not None,
-        "--name": args.name != DEFAULT_NAME, "--pair": args.pair, "--repeats": args.repeats != DEFAULT_REPEATS,
-        "--seq-len": args.seq_len is not None, "--pooling": args.pooling is not None,
+        "--quantizations": args.quantizations != ",".join(QUANTIZATIONS),
+        "--validation": args.validation is not None,
+        "--calibration": args.calibration is not None,
+        "--static-lengths": args.static_lengths is not None,
+        "--name": args.name != DEFAULT_NAME,
+        "--pair": args.pair,
+        "--repeats": args.repeats != DEFAULT_REPEATS,
+        "--seq-len": args.seq_len is not None,
+        "--pooling": args.pooling is not None,
         "--normalize": args.normalize is not None,
     }
     given.update({flag: getattr(args, dest) is not None for flag, dest in DATA_FLAGS.items()})
-    given.update({"--header": args.header is True, "--no-header": args.header is False,
-                  "--on-error": args.on_error != "fail"})
+    given.update(
+        {
+            "--header": args.header is True,
+            "--no-header": args.header is False,
+            "--on-error": args.on_error != "fail",
+        }
+    )
     return [flag for flag, present in given.items() if present]
 
 
@@ -250,18 +344,25 @@ def _unused_flags(args, formats, quantizations, learned):
     uses = {
         "--quantizations": (not hub, "the .tflite formats (tflite, mediapipe)"),
         "--validation": (not hub, "the report of the TF Serving and TFLite formats"),
-        "--calibration": (bool(calibrated), "int8_mixed and the integer-only files (a quantization-aware model's "
-                          "int8_only takes the ranges it learned)"),
+        "--calibration": (
+            bool(calibrated),
+            "int8_mixed and the integer-only files (a quantization-aware model's "
+            "int8_only takes the ranges it learned)",
+        ),
         "--seq-len": (hub != "huggingface", "the TF Serving and TFLite formats and sentence_transformers"),
-        "--static-lengths": (not hub and "tflite" in formats and bool(set(quantizations) & set(STATIC_QUANTIZATIONS)),
-                             "the static files of --formats tflite, and no static file is asked for: add one of "
-                             f"{', '.join(STATIC_QUANTIZATIONS)} to --quantizations"),
+        "--static-lengths": (
+            not hub and "tflite" in formats and bool(set(quantizations) & set(STATIC_QUANTIZATIONS)),
+            "the static files of --formats tflite, and no static file is asked for: add one of "
+            f"{', '.join(STATIC_QUANTIZATIONS)} to --quantizations",
+        ),
         "--name": (not hub, "the TF Serving and TFLite formats' file names"),
         "--pair": (not hub, "the TF Serving and TFLite formats"),
         "--pooling": (hub == "sentence_transformers", "--formats sentence_transformers"),
         "--normalize": (hub == "sentence_transformers", "--formats sentence_transformers"),
         "--repeats": (not hub and args.validation is not None, "the report's latency (with --validation)"),
-        **{flag: (reads_task_file, layout) for flag in (*DATA_FLAGS, "--header", "--no-header", "--on-error")},
+        **{
+            flag: (reads_task_file, layout) for flag in (*DATA_FLAGS, "--header", "--no-header", "--on-error")
+        },
     }
     return {flag: uses[flag][1] for flag in _given_flags(args) if not uses[flag][0]}
 
@@ -316,21 +417,34 @@ def export_hub_folder(kind, args):
     the flags checked first (`check_flags`)."""
     from keras_bert_impl.commands.model_files import load_model
     from keras_bert_impl_export.exporter import ExportExistsError
-    from keras_bert_impl_export.huggingface import NotExpressibleError, export_huggingface, export_sentence_transformers
+    from keras_bert_impl_export.huggingface import (
+        NotExpressibleError,
+        export_huggingface,
+        export_sentence_transformers,
+    )
 
     model, model_path = load_model(args.model)
     run_folder = os.path.dirname(model_path) if os.path.isdir(args.model) else None
     _log(f"{type(model).__name__} from {model_path} as a {kind.replace('_', '-')} folder")
     try:
         if kind == "huggingface":
-            described = export_huggingface(model, args.output, overwrite=args.overwrite, run_folder=run_folder,
-                                           source=model_path)
+            described = export_huggingface(
+                model, args.output, overwrite=args.overwrite, run_folder=run_folder, source=model_path
+            )
         else:
             described = export_sentence_transformers(
-                model, args.output, pooling=args.pooling, normalize=args.normalize, max_seq_length=args.seq_len or 128,
-                overwrite=args.overwrite, source=model_path)
+                model,
+                args.output,
+                pooling=args.pooling,
+                normalize=args.normalize,
+                max_seq_length=args.seq_len or 128,
+                overwrite=args.overwrite,
+                source=model_path,
+            )
     except NotExpressibleError as e:
-        raise UsageError(f"--model {args.model}: {kind.replace('_', '-')} cannot hold this model as it is: {e}") from None
+        raise UsageError(
+            f"--model {args.model}: {kind.replace('_', '-')} cannot hold this model as it is: {e}"
+        ) from None
     except (ExportExistsError, ValueError) as e:
         raise UsageError(str(e).replace("max_seq_length", "--seq-len")) from None
     loader = "from_pretrained" if kind == "huggingface" else "SentenceTransformer"
@@ -341,8 +455,11 @@ def export_hub_folder(kind, args):
 def _formats(args):
     """--formats checked (a hub format given alone), and --output checked against the inputs."""
     formats = _choices("--formats", args.formats, EXPORT_FORMATS + HUB_FORMATS)
-    refuse_replacing_inputs("--output", args.output, {"--model": args.model, "--validation": args.validation,
-                                                      "--calibration": args.calibration})
+    refuse_replacing_inputs(
+        "--output",
+        args.output,
+        {"--model": args.model, "--validation": args.validation, "--calibration": args.calibration},
+    )
     if set(formats) & set(HUB_FORMATS) and len(formats) > 1:
         raise UsageError(
             f"--formats {formats[0] if formats[0] in HUB_FORMATS else formats[1]} makes --output a hub folder and "
@@ -384,7 +501,11 @@ def run(args):
     if isinstance(model, kb.QuantizationAwareClassifier) != learned:  # its archive could not be read ahead
         refuse_unused_flags(args, formats, quantizations, not learned)
     settings = task_data.data_settings(args, task, stored) if task in task_data.TASKS else {}
-    validation = _examples(args.validation, "--validation", task, model, settings, args.on_error) if args.validation else None
+    validation = (
+        _examples(args.validation, "--validation", task, model, settings, args.on_error)
+        if args.validation
+        else None
+    )
     calibration_path = args.calibration or stored.get("train")
     refuse_replacing_inputs("--output", args.output, {"the run's training file": calibration_path})
     calibration = None
@@ -407,15 +528,25 @@ def run(args):
 
             _log(f"report on {len(validation[0])} validation examples")
             serving = ExportSignatures(float_model, seq_len, pair=pair and task == "pair")
-            build_report(work, manifest, serving, validation[0], validation[1], repeats=args.repeats, log=_log)
+            build_report(
+                work, manifest, serving, validation[0], validation[1], repeats=args.repeats, log=_log
+            )
             with open(os.path.join(work, "report.md"), encoding="utf-8") as f:
                 print(f.read())
 
     static_lengths = _static_lengths(args.static_lengths, quantizations, formats, model)
     _log(f"{type(model).__name__} ({task}) from {model_path}, sequence length {seq_len}, formats {formats}")
     manifest = write_export(
-        model, args.output, name=args.name, seq_len=seq_len, pair=pair and task == "pair", formats=formats,
-        quantizations=quantizations, calibration=calibration, static_lengths=static_lengths, overwrite=args.overwrite,
+        model,
+        args.output,
+        name=args.name,
+        seq_len=seq_len,
+        pair=pair and task == "pair",
+        formats=formats,
+        quantizations=quantizations,
+        calibration=calibration,
+        static_lengths=static_lengths,
+        overwrite=args.overwrite,
         finish=finish,
     )
     _log(f"wrote {args.output}: {', '.join(sorted(manifest['files']))}")

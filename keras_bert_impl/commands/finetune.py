@@ -34,38 +34,55 @@ def add_parser(subparsers):
     )
     parser.add_argument("--task", required=True, choices=task_data.TASKS, help="The head to train.")
     parser.add_argument("--train", required=True, help="Training file.")
-    parser.add_argument("--validation", default=None, help="Validation file, same layout; evaluated after each epoch.")
     parser.add_argument(
-        "--validation-split", type=float, default=None, metavar="FRACTION",
+        "--validation", default=None, help="Validation file, same layout; evaluated after each epoch."
+    )
+    parser.add_argument(
+        "--validation-split",
+        type=float,
+        default=None,
+        metavar="FRACTION",
         help="Instead of --validation (classification, pair, multilabel): hold out this fraction of --train, "
         "stratified by label and drawn by --seed; both parts are kept in OUTPUT/split/ as JSONL.",
     )
     parser.add_argument(
-        "--init", required=True,
+        "--init",
+        required=True,
         help="Starting weights: a .keras model (backbone, pretrainer or any head), a kbert run folder, or a "
         "checkpoint folder (Google bert_config.json, Hugging Face config.json + safetensors, Model Garden "
         "encoder_config.json).",
     )
     parser.add_argument(
-        "--output", required=True,
+        "--output",
+        required=True,
         help="Run folder (created). The same command again resumes an unfinished run and leaves a finished one as "
         "it is; other settings or edited input files are refused (see --overwrite).",
     )
     add_run_folder_flags(parser)
-    parser.add_argument("--vocab", default=None, help="vocab.txt to tokenize with, when --init carries none (it must match the embedding size).")
-    parser.add_argument("--epochs", type=int, default=3, help="Passes over the training file. Default 3.")
-    parser.add_argument("--dropout", type=float, default=0.1, help="Dropout before the head's output layer. Default 0.1.")
     parser.add_argument(
-        "--pooling", choices=["pooled", "mean"], default="pooled",
+        "--vocab",
+        default=None,
+        help="vocab.txt to tokenize with, when --init carries none (it must match the embedding size).",
+    )
+    parser.add_argument("--epochs", type=int, default=3, help="Passes over the training file. Default 3.")
+    parser.add_argument(
+        "--dropout", type=float, default=0.1, help="Dropout before the head's output layer. Default 0.1."
+    )
+    parser.add_argument(
+        "--pooling",
+        choices=["pooled", "mean"],
+        default="pooled",
         help="classification/pair/multilabel: classify BERT's pooled [CLS] output (default), or the mean of the "
         "token vectors, the pooling sentence-transformers checkpoints (e.g. all-MiniLM-L6-v2) were trained with.",
     )
     parser.add_argument(
-        "--allow-label-variants", action="store_true",
+        "--allow-label-variants",
+        action="store_true",
         help="Train even when labels look like spellings of one label (1 and 1.0, Pos and pos): each is a class.",
     )
     parser.add_argument(
-        "--qat", action="store_true",
+        "--qat",
+        action="store_true",
         help="Quantization-aware training for the integer-only file (classification, pair, multilabel; fp32): "
         "train through int8 fake quantization where `kbert export --quantizations int8_only` quantizes. From "
         "an --init classifier of the same labels (a finished finetune run) its head is kept: fit a little more "
@@ -80,9 +97,14 @@ def add_parser(subparsers):
 
 
 def _read(reader, path, what, method="read", **kwargs):
-    hint = ("Every validation label must occur in the training file (the head has one output per training label)."
-            if what == "--validation" else None)
-    return task_data.read_checked(reader, path, what, "finetune", method=method, unknown_label_hint=hint, **kwargs)
+    hint = (
+        "Every validation label must occur in the training file (the head has one output per training label)."
+        if what == "--validation"
+        else None
+    )
+    return task_data.read_checked(
+        reader, path, what, "finetune", method=method, unknown_label_hint=hint, **kwargs
+    )
 
 
 def run(args):
@@ -93,26 +115,36 @@ def run(args):
 
 def _check_validation_flags(args):
     if (args.validation is None) == (args.validation_split is None):
-        raise UsageError("Give either --validation FILE or --validation-split FRACTION (exactly one of them).")
+        raise UsageError(
+            "Give either --validation FILE or --validation-split FRACTION (exactly one of them)."
+        )
     if args.validation_split is None:
         return
     if not 0 < args.validation_split < 1:
-        raise UsageError(f"--validation-split must be a fraction in (0, 1), e.g. 0.1. Received: {args.validation_split}")
+        raise UsageError(
+            f"--validation-split must be a fraction in (0, 1), e.g. 0.1. Received: {args.validation_split}"
+        )
     if args.task not in ("classification", "pair", "multilabel"):
-        raise UsageError(f"--validation-split splits row files (classification, pair, multilabel): give --task "
-                         f"{args.task} a --validation file.")
+        raise UsageError(
+            f"--validation-split splits row files (classification, pair, multilabel): give --task "
+            f"{args.task} a --validation file."
+        )
 
 
 def _check_qat_flags(args):
     if not args.qat:
         return
     if args.task not in ("classification", "pair", "multilabel"):
-        raise UsageError(f"--qat trains a classifier for the integer-only file, which is built for classifiers only: "
-                         f"--task {args.task} cannot be exported integer-only. Drop --qat (export it in float32 or "
-                         "dynamic_int8).")
+        raise UsageError(
+            f"--qat trains a classifier for the integer-only file, which is built for classifiers only: "
+            f"--task {args.task} cannot be exported integer-only. Drop --qat (export it in float32 or "
+            "dynamic_int8)."
+        )
     if args.precision != "fp32":
-        raise UsageError(f"--qat trains in fp32 (its fake quantization computes in float32). Received: --precision "
-                         f"{args.precision}. Drop --precision (fp32 is the default) or drop --qat.")
+        raise UsageError(
+            f"--qat trains in fp32 (its fake quantization computes in float32). Received: --precision "
+            f"{args.precision}. Drop --precision (fp32 is the default) or drop --qat."
+        )
 
 
 def _qat_start(args, init, label_names):
@@ -145,12 +177,18 @@ def _split(args, preprocessor, settings, scratch):
     else:
         labels = [names[int(target)] for target in targets]
     train, validation, layout, (n_train, n_validation) = split_rows(
-        texts, texts_b, labels, args.validation_split, args.seed, settings, scratch)
+        texts, texts_b, labels, args.validation_split, args.seed, settings, scratch
+    )
     if n_train == 0 or n_validation == 0:
-        raise UsageError(f"--validation-split {args.validation_split} of {len(texts)} rows leaves "
-                         f"{n_train} to train on and {n_validation} to validate: use more rows or another fraction.")
-    print(f"kbert finetune: --validation-split {args.validation_split}: {n_train} rows to train on, {n_validation} "
-          f"held out (stratified by label, --seed {args.seed})", file=sys.stderr)
+        raise UsageError(
+            f"--validation-split {args.validation_split} of {len(texts)} rows leaves "
+            f"{n_train} to train on and {n_validation} to validate: use more rows or another fraction."
+        )
+    print(
+        f"kbert finetune: --validation-split {args.validation_split}: {n_train} rows to train on, {n_validation} "
+        f"held out (stratified by label, --seed {args.seed})",
+        file=sys.stderr,
+    )
     return train, validation, layout
 
 
@@ -169,10 +207,19 @@ def _run(args, scratch):
     tr.set_precision(args)
     model, monitor, mode = run.build(lambda: _model(args, data, tr))
     run_settings = {
-        "task": args.task, "train": os.path.abspath(args.train), "epochs": args.epochs, "batch_size": args.batch_size,
-        "seq_len": args.seq_len, "learning_rate": args.learning_rate, "warmup_fraction": args.warmup_fraction,
-        "weight_decay": args.weight_decay, "dropout": args.dropout, "pooling": args.pooling, "seed": args.seed,
-        "precision": args.precision, "steps_per_epoch": data.steps_per_epoch,
+        "task": args.task,
+        "train": os.path.abspath(args.train),
+        "epochs": args.epochs,
+        "batch_size": args.batch_size,
+        "seq_len": args.seq_len,
+        "learning_rate": args.learning_rate,
+        "warmup_fraction": args.warmup_fraction,
+        "weight_decay": args.weight_decay,
+        "dropout": args.dropout,
+        "pooling": args.pooling,
+        "seed": args.seed,
+        "precision": args.precision,
+        "steps_per_epoch": data.steps_per_epoch,
         "length_buckets": data.length_buckets,
     }
     run.start()  # every check passed: a replaced run's files go, this run is recorded
@@ -183,23 +230,44 @@ def _run(args, scratch):
     def dataset_fn():
         # The first fit call takes the (never iterated) dataset of the checking read above;
         # a second one, after a mid-epoch resume, needs a fresh dataset object (see fit_resumable).
-        return first_read.pop() if first_read else _read(data.reader, data.train_path, "--train", epochs=args.epochs)
+        return (
+            first_read.pop()
+            if first_read
+            else _read(data.reader, data.train_path, "--train", epochs=args.epochs)
+        )
 
     def final_metrics(result):
         from keras_bert_impl.evaluation import compute_metrics
 
         data.metrics = compute_metrics(args.task, model, data.eval_reader, data.validation, data.label_names)
-        return {"validation": data.metrics, "validation_file": os.path.abspath(data.validation_path),
-                "history": result.history, "resumed_from_step": result.resumed_from_step,
-                "epoch_train_seconds": result.epoch_train_seconds, "best": result.best, "seconds": result.seconds}
+        return {
+            "validation": data.metrics,
+            "validation_file": os.path.abspath(data.validation_path),
+            "history": result.history,
+            "resumed_from_step": result.resumed_from_step,
+            "epoch_train_seconds": result.epoch_train_seconds,
+            "best": result.best,
+            "seconds": result.seconds,
+        }
 
     task_file = {**run_settings, **data.settings, "label_names": data.label_names}
-    run.train(model, dataset_fn, args.epochs, data.steps_per_epoch, final_metrics, validation_data=data.validation,
-              settings=run_settings, best=(monitor, mode), files={task_data.TASK_FILE: task_file})
+    run.train(
+        model,
+        dataset_fn,
+        args.epochs,
+        data.steps_per_epoch,
+        final_metrics,
+        validation_data=data.validation,
+        settings=run_settings,
+        best=(monitor, mode),
+        files={task_data.TASK_FILE: task_file},
+    )
     shown = ", ".join(f"{k} {v:.4f}" for k, v in data.metrics.items() if isinstance(v, float))
     print(f"validation: {shown}")
-    print(f"Wrote {args.output}/model.keras ({type(model).__name__}, {len(data.vocabulary)}-token vocabulary"
-          f"{f', {len(data.label_names)} labels' if data.label_names else ''})")
+    print(
+        f"Wrote {args.output}/model.keras ({type(model).__name__}, {len(data.vocabulary)}-token vocabulary"
+        f"{f', {len(data.label_names)} labels' if data.label_names else ''})"
+    )
     return 0
 
 
@@ -220,8 +288,16 @@ def _data(args, scratch, strategy):
     try:
         if args.validation_split is not None:
             data.train_path, data.validation_path, layout = _split(args, preprocessor, settings, scratch)
-        data.reader = task_data.make_reader(args.task, preprocessor, layout, batch_size=args.batch_size, shuffle=True,
-                                            seed=args.seed, on_error=args.on_error, length_buckets=data.length_buckets)
+        data.reader = task_data.make_reader(
+            args.task,
+            preprocessor,
+            layout,
+            batch_size=args.batch_size,
+            shuffle=True,
+            seed=args.seed,
+            on_error=args.on_error,
+            length_buckets=data.length_buckets,
+        )
     except ValueError as e:
         raise UsageError(str(e)) from None
     # All epochs in one dataset, epoch e ordered by (--seed, e) alone: a resumed run
@@ -229,18 +305,36 @@ def _data(args, scratch, strategy):
     data.first_read = _read(data.reader, data.train_path, "--train", epochs=args.epochs)
     train_report = data.reader.report
     train_examples = train_report.examples if args.task != "squad" else train_report.counters["windows"]
-    check_training_labels(args.task, args.train, train_report.label_counts, allow_variants=args.allow_label_variants)
+    check_training_labels(
+        args.task, args.train, train_report.label_counts, allow_variants=args.allow_label_variants
+    )
     labels = getattr(data.reader, "labels", None)
     data.label_names = list(labels.labels) if labels is not None else None
-    data.eval_reader = task_data.make_reader(args.task, preprocessor, layout, labels=labels, batch_size=args.batch_size,
-                                             on_error=args.on_error, length_buckets=data.length_buckets)
-    data.validation = _read(data.eval_reader, data.validation_path, "--validation",
-                            **({} if args.task == "squad" else {"build_labels": False}))
-    report_labels(args.task, train_report.label_counts, data.validation_path, data.eval_reader.report.label_counts)
+    data.eval_reader = task_data.make_reader(
+        args.task,
+        preprocessor,
+        layout,
+        labels=labels,
+        batch_size=args.batch_size,
+        on_error=args.on_error,
+        length_buckets=data.length_buckets,
+    )
+    data.validation = _read(
+        data.eval_reader,
+        data.validation_path,
+        "--validation",
+        **({} if args.task == "squad" else {"build_labels": False}),
+    )
+    report_labels(
+        args.task, train_report.label_counts, data.validation_path, data.eval_reader.report.label_counts
+    )
     data.qat_start = _qat_start(args, init, data.label_names)
     data.steps_per_epoch = math.ceil(train_examples / args.batch_size)
-    print(f"kbert finetune: {args.task} from {source}; {train_examples} training examples, {data.steps_per_epoch} "
-          f"steps x {args.epochs} epochs on {strategy.num_replicas_in_sync} replica(s)", file=sys.stderr)
+    print(
+        f"kbert finetune: {args.task} from {source}; {train_examples} training examples, {data.steps_per_epoch} "
+        f"steps x {args.epochs} epochs on {strategy.num_replicas_in_sync} replica(s)",
+        file=sys.stderr,
+    )
     return data
 
 
@@ -253,8 +347,14 @@ def _model(args, data, tr):
     fresh = model_files.rebuilt_backbone(data.backbone)
     names = data.label_names
     start = data.qat_start
-    model, monitor, mode = task_data.build_head(args.task, fresh, len(names) if names else None, names, args.dropout,
-                                                args.pooling if start is None else start.pooling)
+    model, monitor, mode = task_data.build_head(
+        args.task,
+        fresh,
+        len(names) if names else None,
+        names,
+        args.dropout,
+        args.pooling if start is None else start.pooling,
+    )
     if start is not None:
         model.output_dense.set_weights(start.output_dense.get_weights())
     if args.qat:
@@ -271,4 +371,7 @@ def _keep_split(args, data, scratch):
     for name in ("train.jsonl", "validation.jsonl"):
         with open(os.path.join(scratch, name), encoding="utf-8") as f:
             write_text_atomically(f.read(), os.path.join(kept, name))
-    data.train_path, data.validation_path = os.path.join(kept, "train.jsonl"), os.path.join(kept, "validation.jsonl")
+    data.train_path, data.validation_path = (
+        os.path.join(kept, "train.jsonl"),
+        os.path.join(kept, "validation.jsonl"),
+    )

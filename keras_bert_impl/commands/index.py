@@ -5,7 +5,12 @@ import os
 import sys
 import time
 
-from keras_bert_impl.commands.encoder_flags import add_encoder_flags, encoder_from_args, progress_bar, report_truncated
+from keras_bert_impl.commands.encoder_flags import (
+    add_encoder_flags,
+    encoder_from_args,
+    progress_bar,
+    report_truncated,
+)
 from keras_bert_impl.commands.errors import UsageError
 from keras_bert_impl.commands.output_files import add_overwrite_flag, refuse_existing, refuse_replacing_inputs
 from keras_bert_impl.commands.text_lines import check_text_file, read_lines
@@ -20,14 +25,25 @@ def add_parser(subparsers):
         "folder also holds a faiss HNSW graph, searched approximately (--method to choose). The folder records the "
         "model's fingerprint: a query embedded by another model is refused.",
     )
-    parser.add_argument("file", metavar="FILE", help="UTF-8 text, one sentence per line (blank lines are skipped and counted); "
-                        "or the --output folder of `kbert embed --runner ...`, whose vector shards are indexed without "
-                        "embedding again (give the same --model, --pooling, --layer and --seq-len).")
-    parser.add_argument("--output", required=True, help="The index folder to write (atomically; an existing index is replaced "
-                        "only with --overwrite).")
+    parser.add_argument(
+        "file",
+        metavar="FILE",
+        help="UTF-8 text, one sentence per line (blank lines are skipped and counted); "
+        "or the --output folder of `kbert embed --runner ...`, whose vector shards are indexed without "
+        "embedding again (give the same --model, --pooling, --layer and --seq-len).",
+    )
+    parser.add_argument(
+        "--output",
+        required=True,
+        help="The index folder to write (atomically; an existing index is replaced only with --overwrite).",
+    )
     add_overwrite_flag(parser, "an existing index folder")
-    parser.add_argument("--method", default="auto", choices=("auto", "exact", "hnsw"),
-                        help="exact: numpy over every vector; hnsw: faiss' HNSW graph; auto (default): hnsw above 20,000 lines.")
+    parser.add_argument(
+        "--method",
+        default="auto",
+        choices=("auto", "exact", "hnsw"),
+        help="exact: numpy over every vector; hnsw: faiss' HNSW graph; auto (default): hnsw above 20,000 lines.",
+    )
     add_encoder_flags(parser, normalize_flag=False)
     parser.set_defaults(func=run)
     return parser
@@ -39,7 +55,9 @@ def run(args):
             f"--output {args.output!r} exists and is not an index folder: choose a new path (nothing there is replaced)."
         )
     refuse_existing(args, "output")
-    refuse_replacing_inputs("--output", args.output, {"FILE": args.file, "--model": getattr(args, "model", None)})
+    refuse_replacing_inputs(
+        "--output", args.output, {"FILE": args.file, "--model": getattr(args, "model", None)}
+    )
     import numpy as np
 
     from keras_bert_impl.inspection.vector_index import VectorIndex
@@ -52,11 +70,15 @@ def run(args):
         total = check_text_file(args.file, "FILE")
         texts = [text for text in read_lines(args.file, "FILE") if text.strip()]
         if not texts:
-            raise UsageError(f"FILE {args.file!r} has only blank lines: give a file with one sentence per line.")
+            raise UsageError(
+                f"FILE {args.file!r} has only blank lines: give a file with one sentence per line."
+            )
         encoder, description = encoder_from_args(args, normalize=True)
         print(f"Indexing {len(texts)} lines of {args.file} with {description}", file=sys.stderr)
         start = time.perf_counter()
-        vectors = np.concatenate(list(encoder.encode_stream(texts, progress=progress_bar(len(texts), "index"))))
+        vectors = np.concatenate(
+            list(encoder.encode_stream(texts, progress=progress_bar(len(texts), "index")))
+        )
     embedded = time.perf_counter()
     config = dict(encoder.config(), model=os.path.abspath(args.model))
     index = VectorIndex(vectors, texts, encoder.fingerprint(), config, method=args.method)
@@ -64,8 +86,10 @@ def run(args):
     built = time.perf_counter()
     report_truncated(encoder, len(texts), "index")
     skipped = total - len(texts)
-    print(f"Wrote {index.method} index of {len(texts)} lines to {args.output} (embedding {embedded - start:.1f} s, "
-          f"index {built - embedded:.1f} s){f'; skipped {skipped} blank lines' if skipped else ''}")
+    print(
+        f"Wrote {index.method} index of {len(texts)} lines to {args.output} (embedding {embedded - start:.1f} s, "
+        f"index {built - embedded:.1f} s){f'; skipped {skipped} blank lines' if skipped else ''}"
+    )
     return 0
 
 
@@ -83,29 +107,44 @@ def _embedding_shards(args, encoder):
     try:
         manifest = read_manifest(args.file)
     except (OSError, ValueError):
-        raise UsageError(f"FILE {args.file!r} is a folder without the manifest.json of `kbert embed --runner`: give "
-                         "a text file, or that command's --output folder.") from None
+        raise UsageError(
+            f"FILE {args.file!r} is a folder without the manifest.json of `kbert embed --runner`: give "
+            "a text file, or that command's --output folder."
+        ) from None
     settings = manifest.get("settings", {})
-    differing = [f"--{k.replace('_', '-')} {settings.get(k)!r} there, {getattr(args, k)!r} here"
-                 for k in _VECTOR_FLAGS if settings.get(k) != getattr(args, k)]
-    if manifest.get("kind") != "embeddings" or differing or \
-            os.path.abspath(settings.get("model", "")) != os.path.abspath(args.model):
-        raise UsageError(f"FILE {args.file!r} holds {manifest.get('kind')} of --model {settings.get('model')!r}"
-                         f"{': ' + '; '.join(differing) if differing else ''}. Index it with the flags it was embedded "
-                         "with, or embed again.")
+    differing = [
+        f"--{k.replace('_', '-')} {settings.get(k)!r} there, {getattr(args, k)!r} here"
+        for k in _VECTOR_FLAGS
+        if settings.get(k) != getattr(args, k)
+    ]
+    if (
+        manifest.get("kind") != "embeddings"
+        or differing
+        or os.path.abspath(settings.get("model", "")) != os.path.abspath(args.model)
+    ):
+        raise UsageError(
+            f"FILE {args.file!r} holds {manifest.get('kind')} of --model {settings.get('model')!r}"
+            f"{': ' + '; '.join(differing) if differing else ''}. Index it with the flags it was embedded "
+            "with, or embed again."
+        )
     texts, vectors = [], []
     for shard in manifest["shards"]:
         block = np.load(os.path.join(args.file, shard["file"]))
-        lines = itertools.islice(read_lines(shard["input"], "FILE"), shard["first_line"] - 1,
-                                 shard["first_line"] - 1 + shard["lines"])
+        lines = itertools.islice(
+            read_lines(shard["input"], "FILE"),
+            shard["first_line"] - 1,
+            shard["first_line"] - 1 + shard["lines"],
+        )
         keep = []  # blank lines have a vector in the shard (as in `kbert embed`) but no place in an index
         for i, text in enumerate(lines):
             if text.strip():
                 keep.append(i)
                 texts.append(text)
         if block.shape != (shard["lines"], encoder.dim):
-            raise UsageError(f"FILE {args.file!r}: {shard['file']} holds {block.shape} vectors where "
-                             f"{(shard['lines'], encoder.dim)} belong. Embed again.")
+            raise UsageError(
+                f"FILE {args.file!r}: {shard['file']} holds {block.shape} vectors where "
+                f"{(shard['lines'], encoder.dim)} belong. Embed again."
+            )
         vectors.append(block[keep])
     if not texts:
         raise UsageError(f"FILE {args.file!r}: its inputs have only blank lines.")

@@ -28,8 +28,14 @@ def resolve_flags(args, model, task):
     from keras_bert_impl.inference.forward_resolver import ForwardResolver
 
     try:
-        resolved = ForwardResolver(model, args.precision, args.runtime, task=task, precision_name="--precision",
-                                   runtime_name="--runtime")
+        resolved = ForwardResolver(
+            model,
+            args.precision,
+            args.runtime,
+            task=task,
+            precision_name="--precision",
+            runtime_name="--runtime",
+        )
     except ValueError as e:
         raise UsageError(str(e)) from None
     if resolved.note:
@@ -55,11 +61,15 @@ def load_for_inference(args, has_text_b):
     backbone = model.backbone
     seq_len = run_sequence_length(args.seq_len, stored, backbone)
     if backbone.vocabulary is None:
-        raise UsageError(f"{model_path} carries no vocabulary; it was not written by kbert finetune or convert.")
+        raise UsageError(
+            f"{model_path} carries no vocabulary; it was not written by kbert finetune or convert."
+        )
     resolved = resolve_flags(args, model, task)
     # TextPredictor builds a classifier's forward from the resolved precision and runtime itself.
     in_precision = model if task in INT8_TASKS else resolved.model_in_precision()
-    return InferenceSetup(in_precision, model_path, stored, task, seq_len, resolved.precision, resolved.runtime)
+    return InferenceSetup(
+        in_precision, model_path, stored, task, seq_len, resolved.precision, resolved.runtime
+    )
 
 
 def text_predictor(setup, batch_size):
@@ -69,7 +79,12 @@ def text_predictor(setup, batch_size):
     from keras_bert_impl.inference import TextPredictor
 
     try:
-        return TextPredictor(setup.model, sequence_length=setup.seq_len, batch_size=batch_size,
-                             precision=setup.precision, runtime=setup.runtime)
+        return TextPredictor(
+            setup.model,
+            sequence_length=setup.seq_len,
+            batch_size=batch_size,
+            precision=setup.precision,
+            runtime=setup.runtime,
+        )
     except ConversionError as e:
         raise UsageError(str(e)) from None

@@ -28,7 +28,9 @@ def variants(labels):
 
 
 def _counts(counts):
-    return ", ".join(f"{label!r} {n}" for label, n in sorted(counts.items(), key=lambda item: (-item[1], item[0])))
+    return ", ".join(
+        f"{label!r} {n}" for label, n in sorted(counts.items(), key=lambda item: (-item[1], item[0]))
+    )
 
 
 def check_training_labels(task, train_path, train_counts, allow_variants=False):
@@ -45,7 +47,9 @@ def check_training_labels(task, train_path, train_counts, allow_variants=False):
         )
     groups = variants(train_counts)
     if groups and not allow_variants:
-        shown = "; ".join(" and ".join(f"{label!r} ({train_counts[label]} rows)" for label in group) for group in groups)
+        shown = "; ".join(
+            " and ".join(f"{label!r} ({train_counts[label]} rows)" for label in group) for group in groups
+        )
         raise UsageError(
             f"--train {train_path} has labels that look like spellings of one label: {shown}. Each would be a "
             "class of its own: make them one in the file, or pass --allow-label-variants if they are different classes."
@@ -62,5 +66,7 @@ def report_labels(task, train_counts, validation_path, validation_counts, log=No
     if task == "multilabel":
         never = sorted(set(train_counts) - set(validation_counts))
         if never:
-            log(f"warning: no --validation {validation_path} row has the label(s) {', '.join(map(repr, never))}: "
-                "their F1 there is undefined (counted as 0 in macro-F1)")
+            log(
+                f"warning: no --validation {validation_path} row has the label(s) {', '.join(map(repr, never))}: "
+                "their F1 there is undefined (counted as 0 in macro-F1)"
+            )

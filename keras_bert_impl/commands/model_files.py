@@ -16,7 +16,11 @@ from keras_bert_impl.models import BertBackbone
 from keras_bert_impl.tokenization.vocabulary import read_vocabulary
 
 # The config file that tells a checkpoint folder's format.
-CHECKPOINT_FORMATS = {"bert_config.json": "google", "encoder_config.json": "model-garden", "config.json": "huggingface"}
+CHECKPOINT_FORMATS = {
+    "bert_config.json": "google",
+    "encoder_config.json": "model-garden",
+    "config.json": "huggingface",
+}
 
 
 def checkpoint_format(path):
@@ -126,14 +130,18 @@ def load_backbone(path, flag="--model"):
     """(backbone carrying its vocabulary, description) from anything `load_init` takes: the
     encoder of a task model, or a converted or pretrained backbone."""
     if not os.path.exists(path):
-        raise UsageError(f"{flag} {path!r}: no such file or folder. Pass a .keras file, a kbert run folder or a checkpoint folder.")
+        raise UsageError(
+            f"{flag} {path!r}: no such file or folder. Pass a .keras file, a kbert run folder or a checkpoint folder."
+        )
     try:
         model, description = load_init(path, flag=flag)
     except (UsageError, DamagedFileError):
         raise
     except (ValueError, OSError, KeyError, zipfile.BadZipFile) as e:
-        raise UsageError(f"{flag} {path!r} could not be loaded as a model ({type(e).__name__}: {str(e)[:200]}). "
-                         "Is it complete? Re-create it with kbert convert or finetune.") from None
+        raise UsageError(
+            f"{flag} {path!r} could not be loaded as a model ({type(e).__name__}: {str(e)[:200]}). "
+            "Is it complete? Re-create it with kbert convert or finetune."
+        ) from None
     backbone = backbone_of(model, flag=flag)
     if backbone.vocabulary is None:
         raise UsageError(
@@ -158,7 +166,9 @@ def vocabulary_for(backbone, vocab_path):
             )
         return vocabulary, None
     if backbone.vocabulary is None:
-        raise UsageError("The --init model carries no vocabulary: pass --vocab vocab.txt (the one its weights were trained with).")
+        raise UsageError(
+            "The --init model carries no vocabulary: pass --vocab vocab.txt (the one its weights were trained with)."
+        )
     return backbone.vocabulary, backbone.lowercase
 
 

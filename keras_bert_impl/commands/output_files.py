@@ -7,7 +7,9 @@ from keras_bert_impl.commands.errors import UsageError
 
 
 def add_overwrite_flag(parser, what="the output file"):
-    parser.add_argument("--overwrite", action="store_true", help=f"Replace {what} when it exists (refused otherwise).")
+    parser.add_argument(
+        "--overwrite", action="store_true", help=f"Replace {what} when it exists (refused otherwise)."
+    )
 
 
 def refuse_existing(args, *flags):
@@ -16,8 +18,10 @@ def refuse_existing(args, *flags):
     for dest in flags:
         path = getattr(args, dest, None)
         if path and os.path.exists(path) and not getattr(args, "overwrite", False):
-            raise UsageError(f"--{dest.replace('_', '-')} {path} already exists: add --overwrite to replace it, or give "
-                             "another path.")
+            raise UsageError(
+                f"--{dest.replace('_', '-')} {path} already exists: add --overwrite to replace it, or give "
+                "another path."
+            )
 
 
 def refuse_replacing_inputs(output_flag, output, inputs):

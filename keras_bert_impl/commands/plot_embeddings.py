@@ -16,7 +16,9 @@ def add_parser(subparsers):
         "of lines as the embedded file), project on the first two principal components and write a PNG scatter.",
     )
     parser.add_argument("vectors", metavar="VECTORS", help="vectors.npy or vectors.jsonl from kbert embed.")
-    parser.add_argument("--labels", required=True, help="A text file with one label per line (at most 20 distinct).")
+    parser.add_argument(
+        "--labels", required=True, help="A text file with one label per line (at most 20 distinct)."
+    )
     parser.add_argument("--output", required=True, help="PNG to write.")
     add_overwrite_flag(parser)
     parser.add_argument("--title", default="Sentence vectors (PCA)", help="The picture's title.")
@@ -38,9 +40,13 @@ def _read_vectors(path):
         else:
             raise UsageError(f"VECTORS must be a .npy or .jsonl file from kbert embed. Received: {path!r}")
     except (ValueError, KeyError, TypeError, EOFError, UnicodeDecodeError) as e:
-        raise UsageError(f"VECTORS {path!r} is not a vectors file from kbert embed ({type(e).__name__}: {str(e)[:120]}).") from None
+        raise UsageError(
+            f"VECTORS {path!r} is not a vectors file from kbert embed ({type(e).__name__}: {str(e)[:120]})."
+        ) from None
     if vectors.ndim != 2 or len(vectors) < 2:
-        raise UsageError(f"VECTORS {path!r} must hold at least 2 vectors as [N, D]. Received shape {vectors.shape}.")
+        raise UsageError(
+            f"VECTORS {path!r} must hold at least 2 vectors as [N, D]. Received shape {vectors.shape}."
+        )
     return vectors
 
 
@@ -52,13 +58,17 @@ def run(args):
     check_text_file(args.labels, "--labels")
     labels = [line.strip() for line in read_lines(args.labels, "--labels")]
     if len(labels) != len(vectors):
-        raise UsageError(f"--labels {args.labels} has {len(labels)} lines but VECTORS has {len(vectors)} vectors: give one "
-                         "label per embedded line, in the same order.")
+        raise UsageError(
+            f"--labels {args.labels} has {len(labels)} lines but VECTORS has {len(vectors)} vectors: give one "
+            "label per embedded line, in the same order."
+        )
     from keras_bert_impl.inspection.embedding_plot import plot_embeddings
 
     try:
         counts = plot_embeddings(vectors, labels, args.output, title=args.title)
     except ValueError as e:
         raise UsageError(f"--labels: {e}") from None
-    print(f"Wrote {args.output} ({len(vectors)} points; labels: {', '.join(f'{k} {v}' for k, v in counts.items())})")
+    print(
+        f"Wrote {args.output} ({len(vectors)} points; labels: {', '.join(f'{k} {v}' for k, v in counts.items())})"
+    )
     return 0

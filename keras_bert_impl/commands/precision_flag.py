@@ -19,7 +19,10 @@ INFERENCE_CHOICES = PRECISIONS + (AUTO,)
 
 def add_precision_flag(parser):
     parser.add_argument(
-        "--precision", default="fp32", choices=INFERENCE_CHOICES, type=_precision_name,
+        "--precision",
+        default="fp32",
+        choices=INFERENCE_CHOICES,
+        type=_precision_name,
         help="bf16: compute in bfloat16 (Keras' mixed_bfloat16; fast on CPUs with AVX512-BF16). int8: the "
         "classifier converted in memory to TFLite's dynamic-range int8 and run on XNNPACK (about 7 s to "
         "convert MiniLM-L6, once: the file is kept for the next run in $KBERT_CACHE_DIR, default "
@@ -29,13 +32,17 @@ def add_precision_flag(parser):
         "where the CPU has VNNI, else bf16 where it has BF16, else fp32 (what our benches measured faster "
         "on such CPUs); says its choice in one line. A kbert finetune --qat model: fp32 runs its fake-quantized "
         "forward, int8 its integer-only file (what kbert export writes for it), auto one of the two; bf16 is "
-        "refused. Default fp32.")
+        "refused. Default fp32.",
+    )
     parser.add_argument(
-        "--runtime", default=None, choices=RUNTIME_NAMES,
+        "--runtime",
+        default=None,
+        choices=RUNTIME_NAMES,
         help="Where the precision runs. litert with fp32: the classifier converted in memory to a float32 TFLite "
         "graph on XNNPACK (about 7 s to convert MiniLM-L6, once, kept as int8's file is; faster than tensorflow on the AVX-512 CPUs we measured, "
         "about half the batch-1 latency; logits within 1e-4 of tensorflow's; classification, pair and multilabel "
-        "models). Default: tensorflow for fp32 and bf16, litert for int8 (their only runtimes).")
+        "models). Default: tensorflow for fp32 and bf16, litert for int8 (their only runtimes).",
+    )
 
 
 def _precision_name(value, choices=INFERENCE_CHOICES):
@@ -51,13 +58,21 @@ def add_training_precision_flag(parser):
     """`--precision fp32|bf16|fp16` of the training commands; their old `--mixed-precision
     none|bf16|fp16` still works, with a one-line note naming the new spelling."""
     parser.add_argument(
-        "--precision", default="fp32", choices=TRAINING_PRECISIONS,
+        "--precision",
+        default="fp32",
+        choices=TRAINING_PRECISIONS,
         type=lambda value: _precision_name(value, TRAINING_PRECISIONS),
         help="bf16: Keras' mixed_bfloat16 (CPUs with AVX512-BF16, TPUs, recent GPUs); fp16: mixed_float16 with "
         "dynamic loss scaling (GPUs). Weights stay float32 either way, and model.keras computes in float32 (the "
-        "precision it runs at is chosen when it runs). Default fp32.")
-    parser.add_argument("--mixed-precision", action=_OldMixedPrecision, choices=("none", "bf16", "fp16"),
-                        default=argparse.SUPPRESS, help=argparse.SUPPRESS)
+        "precision it runs at is chosen when it runs). Default fp32.",
+    )
+    parser.add_argument(
+        "--mixed-precision",
+        action=_OldMixedPrecision,
+        choices=("none", "bf16", "fp16"),
+        default=argparse.SUPPRESS,
+        help=argparse.SUPPRESS,
+    )
 
 
 class _OldMixedPrecision(argparse.Action):
@@ -65,6 +80,9 @@ class _OldMixedPrecision(argparse.Action):
 
     def __call__(self, parser, namespace, value, option_string=None):
         new = "fp32" if value == "none" else value
-        print(f"{parser.prog}: --mixed-precision {value} is now spelled --precision {new}; running with "
-              f"--precision {new}.", file=sys.stderr)
+        print(
+            f"{parser.prog}: --mixed-precision {value} is now spelled --precision {new}; running with "
+            f"--precision {new}.",
+            file=sys.stderr,
+        )
         namespace.precision = new

@@ -27,14 +27,31 @@ def add_parser(subparsers):
     )
     parser.add_argument("--model", required=True, help="A kbert finetune run folder, or its model.keras.")
     parser.add_argument("texts", nargs="*", metavar="TEXT", help="Texts to predict on (or use --file).")
-    parser.add_argument("--file", default=None, help="A UTF-8 file with one text (or JSON object) per line; - reads stdin.")
-    parser.add_argument("--text-b", action="append", default=None,
-                        help="pair: the second text of each TEXT argument, in order (repeat the flag).")
-    parser.add_argument("--question", action="append", default=None, help="squad: a question (repeat; pairs with --context).")
-    parser.add_argument("--context", action="append", default=None, help="squad: the paragraph for each --question.")
-    parser.add_argument("--threshold", type=float, default=0.5, help="multilabel: probability to predict a label. Default 0.5.")
+    parser.add_argument(
+        "--file", default=None, help="A UTF-8 file with one text (or JSON object) per line; - reads stdin."
+    )
+    parser.add_argument(
+        "--text-b",
+        action="append",
+        default=None,
+        help="pair: the second text of each TEXT argument, in order (repeat the flag).",
+    )
+    parser.add_argument(
+        "--question", action="append", default=None, help="squad: a question (repeat; pairs with --context)."
+    )
+    parser.add_argument(
+        "--context", action="append", default=None, help="squad: the paragraph for each --question."
+    )
+    parser.add_argument(
+        "--threshold",
+        type=float,
+        default=0.5,
+        help="multilabel: probability to predict a label. Default 0.5.",
+    )
     parser.add_argument("--batch-size", type=int, default=32, help="Default 32.")
-    parser.add_argument("--seq-len", type=int, default=None, help="Default: the run's training --seq-len, else 128.")
+    parser.add_argument(
+        "--seq-len", type=int, default=None, help="Default: the run's training --seq-len, else 128."
+    )
     add_precision_flag(parser)
     parser.add_argument("--json", action="store_true", help="One JSON object per input line.")
     add_runner_flags(parser, shards=True)
@@ -55,12 +72,18 @@ def _inputs(args, task):
             except UnicodeEncodeError as e:
                 bad = text[e.start]
                 if 0xDC80 <= ord(bad) <= 0xDCFF:  # Python's stand-in for an undecodable byte of argv
-                    what = (f"the byte {ord(bad) - 0xDC00:#04x} at character {e.start}, which is not UTF-8 (the shell "
-                            "passed bytes its locale could not decode)")
+                    what = (
+                        f"the byte {ord(bad) - 0xDC00:#04x} at character {e.start}, which is not UTF-8 (the shell "
+                        "passed bytes its locale could not decode)"
+                    )
                 else:
-                    what = (f"{bad!r} at character {e.start}, a lone UTF-16 surrogate (a JSON escape such as \\ud800 "
-                            "alone), which is no character")
-                raise UsageError(f"{_input_name(args, index, task, part)} holds {what}: pass the text as UTF-8.") from None
+                    what = (
+                        f"{bad!r} at character {e.start}, a lone UTF-16 surrogate (a JSON escape such as \\ud800 "
+                        "alone), which is no character"
+                    )
+                raise UsageError(
+                    f"{_input_name(args, index, task, part)} holds {what}: pass the text as UTF-8."
+                ) from None
     return rows
 
 
@@ -74,7 +97,9 @@ def _part_names(args, task):
 def _input_name(args, index, task, part=None):
     """The user's name for row `index` (0-based) of the inputs, and `part` of it (default: the row)."""
     if args.file:
-        return f"--file {args.file}:{index + 1}" + (f" ({part!r})" if part and task in ("pair", "squad") else "")
+        return f"--file {args.file}:{index + 1}" + (
+            f" ({part!r})" if part and task in ("pair", "squad") else ""
+        )
     return f"{part or _part_names(args, task)[0]} {index + 1}"
 
 
@@ -135,8 +160,10 @@ def run(args):
         return beam_inference.run_predict(args)
     check_runner_flags(args)
     if args.output is not None:
-        raise UsageError("--output is the folder of a Beam runner's shards (--runner direct, ...); without --runner "
-                         "the predictions go to stdout.")
+        raise UsageError(
+            "--output is the folder of a Beam runner's shards (--runner direct, ...); without --runner "
+            "the predictions go to stdout."
+        )
     return _run(args)
 
 
@@ -162,7 +189,9 @@ def _run(args):
     rows = _inputs(args, task)
     backbone = model.backbone
     if task in ("squad", "tagging"):
-        preprocessor = BertPreprocessor(backbone.vocabulary, lowercase=backbone.lowercase, sequence_length=seq_len)
+        preprocessor = BertPreprocessor(
+            backbone.vocabulary, lowercase=backbone.lowercase, sequence_length=seq_len
+        )
         if task == "squad":
             return _predict_squad(args, model, preprocessor, rows, stored)
         return _predict_tags(args, model, preprocessor, rows)
@@ -173,7 +202,8 @@ def _run(args):
     # Sorted by length and padded per batch (to its longest row), not to --seq-len: the same
     # numbers (within 1e-5), several times faster on short texts.
     outputs = text_predictor(setup, args.batch_size).predict(
-        [a for a, _ in given], [b for _, b in given] if task == "pair" else None, progress=progress.update)
+        [a for a, _ in given], [b for _, b in given] if task == "pair" else None, progress=progress.update
+    )
     progress.done()
     from_logits = "logits" in outputs
     scores = iter(outputs["logits"] if from_logits else outputs.get("probabilities", []))
@@ -185,7 +215,11 @@ def _run(args):
         if task == "multilabel":
             probs = 1 / (1 + np.exp(-row)) if from_logits else row
             chosen = [names[i] for i in np.flatnonzero(probs >= args.threshold)]
-            result = {"text": text, "labels": chosen, "probabilities": {n: float(p) for n, p in zip(names, probs)}}
+            result = {
+                "text": text,
+                "labels": chosen,
+                "probabilities": {n: float(p) for n, p in zip(names, probs)},
+            }
             shown = ",".join(chosen) or "(none)"
         else:
             probs = _softmax(row) if from_logits else row
@@ -201,8 +235,11 @@ def _run(args):
 def _print_empty(args, task, fields):
     """The result of a blank input line: empty fields, or nulls in JSON."""
     if args.json:
-        empty = {"multilabel": {"labels": None, "probabilities": None}, "tagging": {"tags": []},
-                 "squad": {"answer": None}}.get(task, {"label": None, "probability": None})
+        empty = {
+            "multilabel": {"labels": None, "probabilities": None},
+            "tagging": {"tags": []},
+            "squad": {"answer": None},
+        }.get(task, {"label": None, "probability": None})
         print(json.dumps({**fields, **empty}, ensure_ascii=False))
     else:
         print({"multilabel": "\t", "tagging": "", "squad": "\t"}.get(task, "\t\t"))
@@ -218,8 +255,9 @@ def _predict_tags(args, model, preprocessor, rows):
     # The reader does the word -> wordpiece alignment exactly as in training; the tags here are placeholders.
     reader = TaggingReader(preprocessor, labels=names, batch_size=args.batch_size)
     try:
-        dataset = reader.read_sentences([[(word, names[0]) for word in text.split()] for text in given],
-                                        source="predict")
+        dataset = reader.read_sentences(
+            [[(word, names[0]) for word in text.split()] for text in given], source="predict"
+        )
     except MalformedRowError as e:  # its line i is given[i - 1]: name the user's input instead
         where = _input_name(args, positions[e.line - 1], "tagging") if e.line else "predict"
         raise UsageError(f"{where}: {e.reason}. Fix or leave out that text.") from None
@@ -236,7 +274,11 @@ def _predict_tags(args, model, preprocessor, rows):
             continue
         pairs = next(answers)
         if args.json:
-            print(json.dumps({"text": text, "tags": [{"word": w, "tag": t} for w, t in pairs]}, ensure_ascii=False))
+            print(
+                json.dumps(
+                    {"text": text, "tags": [{"word": w, "tag": t} for w, t in pairs]}, ensure_ascii=False
+                )
+            )
         else:
             print(" ".join(f"{w}/{t}" for w, t in pairs))
     return 0
@@ -246,13 +288,28 @@ def _predict_squad(args, model, preprocessor, rows, stored):
     from keras_bert_impl import evaluation
     from keras_bert_impl.data.readers import MalformedRowError, SquadReader
 
-    data = {"version": "1.1", "data": [{"title": "predict", "paragraphs": [
-        {"context": context, "qas": [{"id": str(i), "question": question, "answers": [], "is_impossible": True}]}
-        for i, (question, context) in enumerate(rows) if question is not None
-    ]}]}
+    data = {
+        "version": "1.1",
+        "data": [
+            {
+                "title": "predict",
+                "paragraphs": [
+                    {
+                        "context": context,
+                        "qas": [{"id": str(i), "question": question, "answers": [], "is_impossible": True}],
+                    }
+                    for i, (question, context) in enumerate(rows)
+                    if question is not None
+                ],
+            }
+        ],
+    }
     reader = SquadReader(
-        preprocessor, doc_stride=stored.get("doc_stride", 128), max_query_length=stored.get("max_query_length", 64),
-        version_2_with_negative=True, batch_size=args.batch_size,
+        preprocessor,
+        doc_stride=stored.get("doc_stride", 128),
+        max_query_length=stored.get("max_query_length", 64),
+        version_2_with_negative=True,
+        batch_size=args.batch_size,
     )
     try:
         dataset = reader.read_data(data, source="predict")
@@ -265,11 +322,17 @@ def _predict_squad(args, model, preprocessor, rows, stored):
         out = model.predict_on_batch(x)
         starts.append(np.asarray(out["start_logits"]))
         ends.append(np.asarray(out["end_logits"]))
-    answers = evaluation.decode_squad_predictions(reader.features, np.concatenate(starts), np.concatenate(ends))
+    answers = evaluation.decode_squad_predictions(
+        reader.features, np.concatenate(starts), np.concatenate(ends)
+    )
     for i, (question, _) in enumerate(rows):
         if question is None:
             _print_empty(args, "squad", {"question": None})
             continue
         answer = answers.get(str(i), "")
-        print(json.dumps({"question": question, "answer": answer}, ensure_ascii=False) if args.json else f"{answer}\t{question}")
+        print(
+            json.dumps({"question": question, "answer": answer}, ensure_ascii=False)
+            if args.json
+            else f"{answer}\t{question}"
+        )
     return 0

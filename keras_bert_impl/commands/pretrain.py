@@ -10,7 +10,11 @@ import types
 import numpy as np
 
 from keras_bert_impl.commands.errors import UsageError
-from keras_bert_impl.commands.training_flags import add_run_folder_flags, add_training_flags, check_training_flags
+from keras_bert_impl.commands.training_flags import (
+    add_run_folder_flags,
+    add_training_flags,
+    check_training_flags,
+)
 
 
 def add_parser(subparsers):
@@ -28,25 +32,61 @@ def add_parser(subparsers):
     )
     source = parser.add_mutually_exclusive_group(required=True)
     source.add_argument("--corpus", nargs="+", metavar="FILE", help="Text files (see --corpus-format).")
-    source.add_argument("--records", metavar="DIR", help="Folder of pretraining TFRecords with its pretraining.json.")
-    parser.add_argument("--corpus-format", default="text", choices=["text", "reviews-csv"],
-                        help="text: one sentence per line, blank line between documents; reviews-csv: a document "
-                        "per CSV row (\"label\",\"text\"). Default text.")
-    parser.add_argument("--vocab", required=True, help="WordPiece vocab.txt; its size sets the embedding size of a new model.")
+    source.add_argument(
+        "--records", metavar="DIR", help="Folder of pretraining TFRecords with its pretraining.json."
+    )
+    parser.add_argument(
+        "--corpus-format",
+        default="text",
+        choices=["text", "reviews-csv"],
+        help="text: one sentence per line, blank line between documents; reviews-csv: a document "
+        'per CSV row ("label","text"). Default text.',
+    )
+    parser.add_argument(
+        "--vocab", required=True, help="WordPiece vocab.txt; its size sets the embedding size of a new model."
+    )
     model_source = parser.add_mutually_exclusive_group()
-    model_source.add_argument("--preset", default=None, help="Architecture of a new model, e.g. bert_tiny (random init).")
-    model_source.add_argument("--init", default=None, help="Continue from a model (.keras, run folder or checkpoint folder).")
-    parser.add_argument("--output", required=True, help="Run folder (created). The same command again resumes an unfinished "
-                        "run and leaves a finished one as it is; other settings or edited inputs are refused.")
+    model_source.add_argument(
+        "--preset", default=None, help="Architecture of a new model, e.g. bert_tiny (random init)."
+    )
+    model_source.add_argument(
+        "--init", default=None, help="Continue from a model (.keras, run folder or checkpoint folder)."
+    )
+    parser.add_argument(
+        "--output",
+        required=True,
+        help="Run folder (created). The same command again resumes an unfinished "
+        "run and leaves a finished one as it is; other settings or edited inputs are refused.",
+    )
     add_run_folder_flags(parser)
     parser.add_argument("--steps", type=int, default=10000, help="Optimizer steps in all. Default 10000.")
-    parser.add_argument("--steps-per-epoch", type=int, default=None,
-                        help="Steps between progress summaries, validation and epoch-end backups. Default min(--steps, 1000).")
-    parser.add_argument("--max-predictions", type=int, default=20, help="--corpus: masked positions per sequence. Default 20.")
-    parser.add_argument("--dupe-factor", type=int, default=5, help="--corpus: passes over the text, new masks each. Default 5.")
-    parser.add_argument("--validation-records", metavar="DIR", default=None,
-                        help="Held-out pretraining TFRecords: MLM/NSP accuracy on them at each epoch end.")
-    parser.add_argument("--validation-steps", type=int, default=50, help="Batches of --validation-records per evaluation. Default 50.")
+    parser.add_argument(
+        "--steps-per-epoch",
+        type=int,
+        default=None,
+        help="Steps between progress summaries, validation and epoch-end backups. Default min(--steps, 1000).",
+    )
+    parser.add_argument(
+        "--max-predictions", type=int, default=20, help="--corpus: masked positions per sequence. Default 20."
+    )
+    parser.add_argument(
+        "--dupe-factor",
+        type=int,
+        default=5,
+        help="--corpus: passes over the text, new masks each. Default 5.",
+    )
+    parser.add_argument(
+        "--validation-records",
+        metavar="DIR",
+        default=None,
+        help="Held-out pretraining TFRecords: MLM/NSP accuracy on them at each epoch end.",
+    )
+    parser.add_argument(
+        "--validation-steps",
+        type=int,
+        default=50,
+        help="Batches of --validation-records per evaluation. Default 50.",
+    )
     add_training_flags(parser, default_learning_rate=1e-4)
     parser.set_defaults(func=run)
     return parser
@@ -63,12 +103,17 @@ def _records(args, vocabulary):
 
     if args.records:
         if not os.path.isfile(os.path.join(args.records, "pretraining.json")):
-            raise UsageError(f"--records {args.records}: no pretraining.json there; make the records with kbert pretrain-data.")
+            raise UsageError(
+                f"--records {args.records}: no pretraining.json there; make the records with kbert pretrain-data."
+            )
         return args.records
     directory = os.path.join(args.output, "records")
     builder = PretrainingExampleBuilder(
-        vocabulary, max_seq_length=args.seq_len, max_predictions_per_seq=args.max_predictions,
-        dupe_factor=args.dupe_factor, seed=args.seed,
+        vocabulary,
+        max_seq_length=args.seq_len,
+        max_predictions_per_seq=args.max_predictions,
+        dupe_factor=args.dupe_factor,
+        seed=args.seed,
     )
     metadata_path = os.path.join(directory, "pretraining.json")
     if os.path.isfile(metadata_path):
@@ -87,13 +132,18 @@ def _records(args, vocabulary):
     except (ValueError, FileNotFoundError) as e:
         raise UsageError(f"--corpus: {e}") from None
     if documents == 0:
-        raise UsageError(f"--corpus {args.corpus} has no text (0 documents with --corpus-format {args.corpus_format}).")
+        raise UsageError(
+            f"--corpus {args.corpus} has no text (0 documents with --corpus-format {args.corpus_format})."
+        )
     started = time.monotonic()
     # The run's own folder without its pretraining.json: whatever shards are there are a killed
     # build's (the metadata goes in last), so they are replaced, not refused.
     writer = builder.write(corpus, directory, overwrite=True)
-    print(f"kbert pretrain: built {writer.count} examples from {documents} documents in "
-          f"{time.monotonic() - started:.0f} s into {directory}", file=sys.stderr)
+    print(
+        f"kbert pretrain: built {writer.count} examples from {documents} documents in "
+        f"{time.monotonic() - started:.0f} s into {directory}",
+        file=sys.stderr,
+    )
     return directory
 
 
@@ -119,7 +169,10 @@ def _check_flags(args):
         raise UsageError(f"--steps must be a positive integer. Received: {args.steps}")
     # Checked as given: 0 used to read as "not given" (the default), and --validation-steps 0 failed
     # after the first epoch's training, -1 evaluated the whole --validation-records.
-    for flag, value in (("--steps-per-epoch", args.steps_per_epoch), ("--validation-steps", args.validation_steps)):
+    for flag, value in (
+        ("--steps-per-epoch", args.steps_per_epoch),
+        ("--validation-steps", args.validation_steps),
+    ):
         if value is not None and value < 1:
             raise UsageError(f"{flag} must be a positive integer. Received: {value}")
     steps_per_epoch = args.steps_per_epoch or min(args.steps, 1000)
@@ -130,7 +183,9 @@ def _check_flags(args):
     if not os.path.isfile(args.vocab):
         raise UsageError(f"--vocab {args.vocab!r}: no such file.")
     if args.init is None and args.preset is None:
-        raise UsageError("Give --preset NAME for a new model (e.g. bert_tiny) or --init MODEL to continue one.")
+        raise UsageError(
+            "Give --preset NAME for a new model (e.g. bert_tiny) or --init MODEL to continue one."
+        )
     return steps_per_epoch
 
 
@@ -138,7 +193,9 @@ def _run(args):
     steps_per_epoch = _check_flags(args)
     from keras_bert_impl.commands import training_run as tr
 
-    folder = tr.run_folder(args, "pretrain", inputs=("corpus", "records", "vocab", "init", "validation_records"))
+    folder = tr.run_folder(
+        args, "pretrain", inputs=("corpus", "records", "vocab", "init", "validation_records")
+    )
     if folder.state == "finished":
         folder.report_finished("kbert pretrain")
         return 0
@@ -148,20 +205,40 @@ def _run(args):
     data = _data(args, start, run.strategy)
     tr.set_precision(args)
     model = run.build(lambda: _model(args, start, tr))
-    run_settings = {"records": os.path.abspath(data.records), "steps": args.steps, "steps_per_epoch": steps_per_epoch,
-                    "batch_size": args.batch_size, "learning_rate": args.learning_rate, "seed": args.seed,
-                    "warmup_fraction": args.warmup_fraction, "weight_decay": args.weight_decay,
-                    "precision": args.precision}
+    run_settings = {
+        "records": os.path.abspath(data.records),
+        "steps": args.steps,
+        "steps_per_epoch": steps_per_epoch,
+        "batch_size": args.batch_size,
+        "learning_rate": args.learning_rate,
+        "seed": args.seed,
+        "warmup_fraction": args.warmup_fraction,
+        "weight_decay": args.weight_decay,
+        "precision": args.precision,
+    }
 
     def final_metrics(result):
-        return {"unigram_baseline_mlm_accuracy": data.baseline, "unigram_baseline_token": start.vocabulary[data.token],
-                "final_epoch": {k: v[-1] for k, v in result.history.items()}, "history": result.history,
-                "resumed_from_step": result.resumed_from_step, "train_seconds_this_process": result.train_seconds,
-                "epoch_train_seconds": result.epoch_train_seconds,
-                "steps_this_process": args.steps - result.resumed_from_step, **run_settings}
+        return {
+            "unigram_baseline_mlm_accuracy": data.baseline,
+            "unigram_baseline_token": start.vocabulary[data.token],
+            "final_epoch": {k: v[-1] for k, v in result.history.items()},
+            "history": result.history,
+            "resumed_from_step": result.resumed_from_step,
+            "train_seconds_this_process": result.train_seconds,
+            "epoch_train_seconds": result.epoch_train_seconds,
+            "steps_this_process": args.steps - result.resumed_from_step,
+            **run_settings,
+        }
 
-    metrics = run.train(model, data.dataset_fn, args.steps // steps_per_epoch, steps_per_epoch, final_metrics,
-                        validation_data=data.validation, settings=run_settings)
+    metrics = run.train(
+        model,
+        data.dataset_fn,
+        args.steps // steps_per_epoch,
+        steps_per_epoch,
+        final_metrics,
+        validation_data=data.validation,
+        settings=run_settings,
+    )
     _report(metrics["final_epoch"], data.baseline)
     print(f"Wrote {args.output}/model.keras (BertPretrainer, {len(start.vocabulary)}-token vocabulary)")
     return 0
@@ -178,12 +255,17 @@ def _starting_point(args):
         start.init, start.source = model_files.load_init(args.init)
         start.backbone = model_files.backbone_of(start.init)
         start.vocabulary, _ = model_files.vocabulary_for(start.backbone, args.vocab)
-        start.lowercase = (start.backbone.lowercase if start.backbone.vocabulary is not None
-                           else vocabulary_is_uncased(start.vocabulary))
+        start.lowercase = (
+            start.backbone.lowercase
+            if start.backbone.vocabulary is not None
+            else vocabulary_is_uncased(start.vocabulary)
+        )
         start.max_len = start.backbone.max_sequence_length
     else:
         if args.preset not in kb.BERT_PRESETS:
-            raise UsageError(f"--preset {args.preset!r} is not a preset. Choose one of: {', '.join(sorted(kb.BERT_PRESETS))}.")
+            raise UsageError(
+                f"--preset {args.preset!r} is not a preset. Choose one of: {', '.join(sorted(kb.BERT_PRESETS))}."
+            )
         start.vocabulary = read_vocabulary(args.vocab)
         start.lowercase = vocabulary_is_uncased(start.vocabulary)
         start.init, start.source = None, f"preset {args.preset} (random init)"
@@ -201,10 +283,20 @@ def _data(args, start, strategy):
     data.records = records = _records(args, start.vocabulary)
     try:
         # The run's own records are rebuilt from --corpus by the same command once removed.
-        remedy = {} if args.records else {"remedy": f"Delete {records} and run the same command again: it builds the "
-                                                    "records from --corpus anew (the backup, if any, is kept)."}
+        remedy = (
+            {}
+            if args.records
+            else {
+                "remedy": f"Delete {records} and run the same command again: it builds the "
+                "records from --corpus anew (the backup, if any, is kept)."
+            }
+        )
         reader = PretrainingRecordReader.from_directory(records, **remedy)
-        validation_reader = PretrainingRecordReader.from_directory(args.validation_records) if args.validation_records else None
+        validation_reader = (
+            PretrainingRecordReader.from_directory(args.validation_records)
+            if args.validation_records
+            else None
+        )
     except (ValueError, FileNotFoundError) as e:
         raise UsageError(str(e)) from None
     with open(os.path.join(records, "pretraining.json"), encoding="utf-8") as f:
@@ -215,21 +307,30 @@ def _data(args, start, strategy):
             f"--vocab has {len(start.vocabulary)}: make the records with the same vocab.txt."
         )
     if reader.max_seq_length > start.max_len:
-        raise UsageError(f"The records are {reader.max_seq_length} tokens long; the model takes at most {start.max_len}.")
+        raise UsageError(
+            f"The records are {reader.max_seq_length} tokens long; the model takes at most {start.max_len}."
+        )
 
     def dataset_fn():
         # Every pass the run can reach (a pass is at least one batch), each ordered and masked from
         # (seed, pass) alone: a resumed run skips to the uninterrupted run's batch.
-        return reader.dataset(batch_size=args.batch_size, shuffle_buffer_size=10000, seed=args.seed, passes=args.steps)
+        return reader.dataset(
+            batch_size=args.batch_size, shuffle_buffer_size=10000, seed=args.seed, passes=args.steps
+        )
 
     data.dataset_fn = dataset_fn
     data.token, data.baseline = unigram_baseline(dataset_fn())
-    print(f"kbert pretrain: {start.source}; records {records} ({records_meta.get('examples')} examples); {args.steps} "
-          f"steps on {strategy.num_replicas_in_sync} replica(s); unigram MLM baseline {data.baseline:.4f} "
-          f"(always {start.vocabulary[data.token]!r})", file=sys.stderr)
+    print(
+        f"kbert pretrain: {start.source}; records {records} ({records_meta.get('examples')} examples); {args.steps} "
+        f"steps on {strategy.num_replicas_in_sync} replica(s); unigram MLM baseline {data.baseline:.4f} "
+        f"(always {start.vocabulary[data.token]!r})",
+        file=sys.stderr,
+    )
     data.validation = None
     if validation_reader is not None:
-        data.validation = validation_reader.dataset(batch_size=args.batch_size).take(args.validation_steps).cache()
+        data.validation = (
+            validation_reader.dataset(batch_size=args.batch_size).take(args.validation_steps).cache()
+        )
     return data
 
 
@@ -255,8 +356,12 @@ def _model(args, start, tr):
 def _report(last, baseline):
     if not last:
         return
-    parts = [f"MLM accuracy {last.get('mlm_logits_accuracy', math.nan):.4f} (unigram baseline {baseline:.4f})",
-             f"NSP accuracy {last.get('nsp_logits_accuracy', math.nan):.4f}"]
+    parts = [
+        f"MLM accuracy {last.get('mlm_logits_accuracy', math.nan):.4f} (unigram baseline {baseline:.4f})",
+        f"NSP accuracy {last.get('nsp_logits_accuracy', math.nan):.4f}",
+    ]
     if "val_mlm_logits_accuracy" in last:
-        parts.append(f"held-out MLM {last['val_mlm_logits_accuracy']:.4f}, NSP {last['val_nsp_logits_accuracy']:.4f}")
+        parts.append(
+            f"held-out MLM {last['val_mlm_logits_accuracy']:.4f}, NSP {last['val_nsp_logits_accuracy']:.4f}"
+        )
     print("last epoch: " + "; ".join(parts))

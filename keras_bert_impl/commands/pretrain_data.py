@@ -28,51 +28,113 @@ def add_parser(subparsers):
         description=DESCRIPTION,
     )
     p.add_argument(
-        "files", nargs="+", metavar="FILES",
+        "files",
+        nargs="+",
+        metavar="FILES",
         help="Input files or glob patterns. --format text: one sentence per line, a blank line between "
-        "documents. --format reviews-csv: one document per row (\"label\",\"text\").",
+        'documents. --format reviews-csv: one document per row ("label","text").',
     )
-    p.add_argument("--vocab", required=True, help="WordPiece vocab.txt (must contain [PAD] [UNK] [CLS] [SEP] [MASK]); "
-                   "casing is read off it.")
-    p.add_argument("--output", required=True, metavar="DIR", help="Directory for the shards and pretraining.json.")
-    p.add_argument("--format", default="text", choices=["text", "reviews-csv"],
-                   help="Input format (default: text). reviews-csv splits each review into sentences at its line "
-                   "breaks, or after . ! ? when it has none.")
-    p.add_argument("--max-seq-length", type=int, default=128, help="Packed sequence length, [CLS] A [SEP] B [SEP] "
-                   "(default: 128; at least 5).")
-    p.add_argument("--max-predictions-per-seq", type=int, default=20,
-                   help="Most masked-LM targets per sequence (default: 20, Google's for 128; use 80 for 512).")
-    p.add_argument("--masked-lm-prob", type=float, default=0.15, help="Fraction of tokens to mask, in (0, 1); of "
-                   "those 80%% become [MASK], 10%% a random token, 10%% stay (default: 0.15).")
-    p.add_argument("--short-seq-prob", type=float, default=0.1,
-                   help="Probability that a document uses a random shorter target length, in [0, 1] (default: 0.1).")
-    p.add_argument("--dupe-factor", type=int, default=10,
-                   help="Passes over the corpus, each with new pairs and masks (default: 10). Use 1 with "
-                   "--dynamic-masking.")
-    p.add_argument("--whole-word-masking", action="store_true",
-                   help="Mask all WordPieces of a word together (a piece and its following ## pieces).")
-    p.add_argument("--google-nsp", action="store_true",
-                   help="Google's exact pairing, which forces NotNext for one-sentence chunks (about 54%% NotNext "
-                   "on movie reviews). Default: a fair 50/50 coin for every pair.")
-    p.add_argument("--dynamic-masking", action="store_true",
-                   help="Write unmasked examples (no masked_lm_* features); masks are then drawn afresh every epoch "
-                   "by PretrainingRecordReader(..., masker=PretrainingMasker(...)).")
-    p.add_argument("--seed", type=int, default=12345, help="Random seed; the same seed gives the same records "
-                   "(default: 12345, Google's).")
+    p.add_argument(
+        "--vocab",
+        required=True,
+        help="WordPiece vocab.txt (must contain [PAD] [UNK] [CLS] [SEP] [MASK]); casing is read off it.",
+    )
+    p.add_argument(
+        "--output", required=True, metavar="DIR", help="Directory for the shards and pretraining.json."
+    )
+    p.add_argument(
+        "--format",
+        default="text",
+        choices=["text", "reviews-csv"],
+        help="Input format (default: text). reviews-csv splits each review into sentences at its line "
+        "breaks, or after . ! ? when it has none.",
+    )
+    p.add_argument(
+        "--max-seq-length",
+        type=int,
+        default=128,
+        help="Packed sequence length, [CLS] A [SEP] B [SEP] (default: 128; at least 5).",
+    )
+    p.add_argument(
+        "--max-predictions-per-seq",
+        type=int,
+        default=20,
+        help="Most masked-LM targets per sequence (default: 20, Google's for 128; use 80 for 512).",
+    )
+    p.add_argument(
+        "--masked-lm-prob",
+        type=float,
+        default=0.15,
+        help="Fraction of tokens to mask, in (0, 1); of "
+        "those 80%% become [MASK], 10%% a random token, 10%% stay (default: 0.15).",
+    )
+    p.add_argument(
+        "--short-seq-prob",
+        type=float,
+        default=0.1,
+        help="Probability that a document uses a random shorter target length, in [0, 1] (default: 0.1).",
+    )
+    p.add_argument(
+        "--dupe-factor",
+        type=int,
+        default=10,
+        help="Passes over the corpus, each with new pairs and masks (default: 10). Use 1 with "
+        "--dynamic-masking.",
+    )
+    p.add_argument(
+        "--whole-word-masking",
+        action="store_true",
+        help="Mask all WordPieces of a word together (a piece and its following ## pieces).",
+    )
+    p.add_argument(
+        "--google-nsp",
+        action="store_true",
+        help="Google's exact pairing, which forces NotNext for one-sentence chunks (about 54%% NotNext "
+        "on movie reviews). Default: a fair 50/50 coin for every pair.",
+    )
+    p.add_argument(
+        "--dynamic-masking",
+        action="store_true",
+        help="Write unmasked examples (no masked_lm_* features); masks are then drawn afresh every epoch "
+        "by PretrainingRecordReader(..., masker=PretrainingMasker(...)).",
+    )
+    p.add_argument(
+        "--seed",
+        type=int,
+        default=12345,
+        help="Random seed; the same seed gives the same records (default: 12345, Google's).",
+    )
     p.add_argument("--num-shards", type=int, default=4, help="Number of output TFRecord files (default: 4).")
-    p.add_argument("--document-buffer-size", type=int, default=1000,
-                   help="Documents held in memory: the shuffle window and the pool NotNext segments are drawn from "
-                   "(default: 1000). A corpus that fits is processed exactly as Google does.")
-    p.add_argument("--shuffle-buffer-size", type=int, default=10000,
-                   help="Examples held to shuffle the output (default: 10000).")
-    p.add_argument("--randomness", choices=["stream", "keyed"], default=None,
-                   help="stream (default with --runner local): one random generator over the streamed documents, "
-                   "Google's draws. keyed (always with a Beam runner): each document's draws keyed by (seed, pass, "
-                   "document), NotNext segments from its own split, so every runner and worker count gives the "
-                   "same examples.")
-    p.add_argument("--split-bytes", type=int, default=None, metavar="N",
-                   help="keyed only: cut text files into splits of about N bytes at document boundaries (default: "
-                   "one split per file). A split is one worker's task and the pool of its NotNext segments.")
+    p.add_argument(
+        "--document-buffer-size",
+        type=int,
+        default=1000,
+        help="Documents held in memory: the shuffle window and the pool NotNext segments are drawn from "
+        "(default: 1000). A corpus that fits is processed exactly as Google does.",
+    )
+    p.add_argument(
+        "--shuffle-buffer-size",
+        type=int,
+        default=10000,
+        help="Examples held to shuffle the output (default: 10000).",
+    )
+    p.add_argument(
+        "--randomness",
+        choices=["stream", "keyed"],
+        default=None,
+        help="stream (default with --runner local): one random generator over the streamed documents, "
+        "Google's draws. keyed (always with a Beam runner): each document's draws keyed by (seed, pass, "
+        "document), NotNext segments from its own split, so every runner and worker count gives the "
+        "same examples.",
+    )
+    p.add_argument(
+        "--split-bytes",
+        type=int,
+        default=None,
+        metavar="N",
+        help="keyed only: cut text files into splits of about N bytes at document boundaries (default: "
+        "one split per file). A split is one worker's task and the pool of its NotNext segments.",
+    )
     add_runner_flags(p)
     p.add_argument("--overwrite", action="store_true", help="Replace pretraining shards already in DIR.")
     p.add_argument("--quiet", action="store_true", help="No progress bar.")
@@ -117,8 +179,12 @@ def run(args):
         progress = _Progress(documents * args.dupe_factor, quiet=args.quiet)
         start = time.time()
         writer = builder.write(
-            corpus, args.output, num_shards=args.num_shards, shuffle_buffer_size=args.shuffle_buffer_size,
-            overwrite=args.overwrite, on_document=progress.document,
+            corpus,
+            args.output,
+            num_shards=args.num_shards,
+            shuffle_buffer_size=args.shuffle_buffer_size,
+            overwrite=args.overwrite,
+            on_document=progress.document,
         )
         progress.done()
     except (ValueError, FileNotFoundError, FileExistsError) as e:
@@ -137,16 +203,19 @@ def _randomness(args):
     if args.runner == LOCAL:
         return args.randomness or "stream"
     if args.randomness == "stream":
-        raise UsageError(f"--randomness stream draws from one generator in one process; --runner {args.runner} "
-                         "builds keyed examples (the same on any runner). Leave --randomness out or make it keyed.")
+        raise UsageError(
+            f"--randomness stream draws from one generator in one process; --runner {args.runner} "
+            "builds keyed examples (the same on any runner). Leave --randomness out or make it keyed."
+        )
     return "keyed"
 
 
 def _run_pipeline(args, corpus, settings):
     from keras_bert_impl.pipelines import PretrainingPipeline
 
-    pipeline = PretrainingPipeline(settings, corpus.paths, args.format, args.output, num_shards=args.num_shards,
-                                   overwrite=args.overwrite)
+    pipeline = PretrainingPipeline(
+        settings, corpus.paths, args.format, args.output, num_shards=args.num_shards, overwrite=args.overwrite
+    )
     options = beam_options(args)
     start = time.time()
     count, paths, metadata_path = pipeline.run(options)

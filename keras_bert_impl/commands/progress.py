@@ -14,7 +14,12 @@ class Progress:
     def update(self, count):
         self.count += count
         if self.active:
-            print(f"\rkbert {self.command}: {self.count:,}/{self.total:,} {self.unit}", end="", file=sys.stderr, flush=True)
+            print(
+                f"\rkbert {self.command}: {self.count:,}/{self.total:,} {self.unit}",
+                end="",
+                file=sys.stderr,
+                flush=True,
+            )
 
     def done(self):
         if self.active:

@@ -12,24 +12,43 @@ def add_runner_flags(parser, shards=False):
     runner's own options (cli.main hands whatever it does not know to the runner as
     `args.pipeline_args`)."""
     parser.add_argument(
-        "--runner", default=LOCAL, metavar="NAME",
+        "--runner",
+        default=LOCAL,
+        metavar="NAME",
         help="local (default): this one process, as always. direct: Apache Beam's DirectRunner on this machine "
         "(--workers N processes). dataflow, flink, spark, portable, or any Beam runner's class name: that runner, "
         "with its own pipeline options after the command's (e.g. --project=P --region=R --temp_location=gs://B/tmp "
         "for dataflow); see docs/beam.md.",
     )
-    parser.add_argument("--workers", type=int, default=None, metavar="N",
-                        help="With --runner direct: worker processes (default 1). With dataflow: the most workers.")
+    parser.add_argument(
+        "--workers",
+        type=int,
+        default=None,
+        metavar="N",
+        help="With --runner direct: worker processes (default 1). With dataflow: the most workers.",
+    )
     if shards:
-        parser.add_argument("--lines-per-shard", type=int, default=None, metavar="N",
-                            help="With a Beam runner: input lines per task and per output shard (default 10000).")
+        parser.add_argument(
+            "--lines-per-shard",
+            type=int,
+            default=None,
+            metavar="N",
+            help="With a Beam runner: input lines per task and per output shard (default 10000).",
+        )
         known = {option for action in parser._actions for option in action.option_strings}
         if "--output" not in known:
-            parser.add_argument("--output", default=None, metavar="DIR",
-                                help="With a Beam runner: the folder of output shards and manifest.json.")
+            parser.add_argument(
+                "--output",
+                default=None,
+                metavar="DIR",
+                help="With a Beam runner: the folder of output shards and manifest.json.",
+            )
         if "--overwrite" not in known:
-            parser.add_argument("--overwrite", action="store_true", help="With a Beam runner: replace the shards "
-                                "already in --output.")
+            parser.add_argument(
+                "--overwrite",
+                action="store_true",
+                help="With a Beam runner: replace the shards already in --output.",
+            )
     parser.set_defaults(pipeline_args=[], takes_pipeline_args=True)
 
 
@@ -42,8 +61,10 @@ def check_runner_flags(args):
         if getattr(args, "lines_per_shard", None) is not None:
             raise UsageError("--lines-per-shard needs a Beam runner (--runner direct, dataflow, ...).")
         if args.workers is not None:
-            raise UsageError(f"--workers needs a Beam runner (--runner direct, dataflow, ...). Received: --workers "
-                             f"{args.workers} with --runner local")
+            raise UsageError(
+                f"--workers needs a Beam runner (--runner direct, dataflow, ...). Received: --workers "
+                f"{args.workers} with --runner local"
+            )
 
 
 def beam_options(args):

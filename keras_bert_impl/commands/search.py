@@ -15,10 +15,16 @@ def add_parser(subparsers):
         "its fingerprint is checked).",
     )
     parser.add_argument("index", metavar="DIR", help="A folder written by kbert index.")
-    parser.add_argument("query", metavar="QUERY", nargs="+", help="The query text (several: searched one by one).")
+    parser.add_argument(
+        "query", metavar="QUERY", nargs="+", help="The query text (several: searched one by one)."
+    )
     parser.add_argument("-k", type=int, default=10, help="How many results per query. Default 10.")
-    parser.add_argument("--model", default=None, help="The model to embed the query with. Default: the index's own.")
-    parser.add_argument("--exact", action="store_true", help="Search every vector, even when the index has an HNSW graph.")
+    parser.add_argument(
+        "--model", default=None, help="The model to embed the query with. Default: the index's own."
+    )
+    parser.add_argument(
+        "--exact", action="store_true", help="Search every vector, even when the index has an HNSW graph."
+    )
     parser.add_argument("--json", action="store_true", help="One JSON object per query.")
     parser.set_defaults(func=run)
     return parser
@@ -38,8 +44,13 @@ def run(args):
     stored = index.encoder
     model = args.model or stored.get("model")
     backbone, _ = load_backbone(model, flag="--model" if args.model else "the index's model")
-    encoder = SentenceEncoder(backbone, pooling=stored["pooling"], layers=tuple(stored["layers"]),
-                              normalize=stored["normalize"], sequence_length=stored["sequence_length"])
+    encoder = SentenceEncoder(
+        backbone,
+        pooling=stored["pooling"],
+        layers=tuple(stored["layers"]),
+        normalize=stored["normalize"],
+        sequence_length=stored["sequence_length"],
+    )
     if encoder.fingerprint() != index.fingerprint:
         raise UsageError(
             f"{model} is not the model (or pooling) that built the index {args.index} (fingerprints "
@@ -51,8 +62,11 @@ def run(args):
             raise UsageError("QUERY is empty: give the text to search for.")
     vectors = encoder.encode(args.query)
     if encoder.truncated:
-        print(f"kbert search: {encoder.truncated} query(ies) longer than {encoder.sequence_length} wordpieces were "
-              "truncated.", file=sys.stderr)
+        print(
+            f"kbert search: {encoder.truncated} query(ies) longer than {encoder.sequence_length} wordpieces were "
+            "truncated.",
+            file=sys.stderr,
+        )
     for query, hits in zip(args.query, index.search(vectors, k=args.k, exact=args.exact)):
         if args.json:
             print(json.dumps({"query": query, "results": hits}, ensure_ascii=False))

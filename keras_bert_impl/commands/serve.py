@@ -39,27 +39,53 @@ def add_parser(subparsers):
         "accepting connections, answer every accepted request, exit 0. Clients written against it run "
         "unchanged against TF Serving serving the same export.",
     )
-    parser.add_argument("--model", required=True,
-                        help="A kbert export folder (every model under its serving/), a model folder with numbered "
-                        "versions, a SavedModel folder, or a kbert finetune run folder (exported on start-up).")
-    parser.add_argument("--name", default=None,
-                        help="Model name in the URLs for a run, a version folder or a SavedModel (letters, digits, "
-                        "'.', '_', '-'). Default: the folder's name; an export keeps its own names.")
-    parser.add_argument("--host", default="127.0.0.1", help="Address to listen on. Default 127.0.0.1 (this machine only).")
-    parser.add_argument("--port", type=int, default=8501, help="TF Serving's REST port by default (8501); 0 picks a free one.")
+    parser.add_argument(
+        "--model",
+        required=True,
+        help="A kbert export folder (every model under its serving/), a model folder with numbered "
+        "versions, a SavedModel folder, or a kbert finetune run folder (exported on start-up).",
+    )
+    parser.add_argument(
+        "--name",
+        default=None,
+        help="Model name in the URLs for a run, a version folder or a SavedModel (letters, digits, "
+        "'.', '_', '-'). Default: the folder's name; an export keeps its own names.",
+    )
+    parser.add_argument(
+        "--host", default="127.0.0.1", help="Address to listen on. Default 127.0.0.1 (this machine only)."
+    )
+    parser.add_argument(
+        "--port", type=int, default=8501, help="TF Serving's REST port by default (8501); 0 picks a free one."
+    )
     parser.add_argument("--max-batch-size", type=int, default=32, help="Rows per model call. Default 32.")
-    parser.add_argument("--batch-timeout-ms", type=float, default=2.0,
-                        help="Milliseconds a batch that is not full waits for more requests (a finite number >= 0). "
-                        "Default 2.")
+    parser.add_argument(
+        "--batch-timeout-ms",
+        type=float,
+        default=2.0,
+        help="Milliseconds a batch that is not full waits for more requests (a finite number >= 0). "
+        "Default 2.",
+    )
     parser.add_argument("--num-batch-threads", type=int, default=1, help="Model calls at once. Default 1.")
-    parser.add_argument("--max-enqueued-batches", type=int, default=1000,
-                        help="Queue bound, in batches of --max-batch-size rows: a request that finds it full gets 503, "
-                        "one with more rows than it holds gets 400. Default 1000.")
-    parser.add_argument("--max-body-bytes", type=int, default=16 * 1024 * 1024,
-                        help="Largest request body; a larger one gets 413. Default 16 MiB.")
-    parser.add_argument("--seq-len", type=int, default=None,
-                        help="For a run folder: tokens per text (default: the run's training --seq-len). An export "
-                        "keeps the length it was exported with.")
+    parser.add_argument(
+        "--max-enqueued-batches",
+        type=int,
+        default=1000,
+        help="Queue bound, in batches of --max-batch-size rows: a request that finds it full gets 503, "
+        "one with more rows than it holds gets 400. Default 1000.",
+    )
+    parser.add_argument(
+        "--max-body-bytes",
+        type=int,
+        default=16 * 1024 * 1024,
+        help="Largest request body; a larger one gets 413. Default 16 MiB.",
+    )
+    parser.add_argument(
+        "--seq-len",
+        type=int,
+        default=None,
+        help="For a run folder: tokens per text (default: the run's training --seq-len). An export "
+        "keeps the length it was exported with.",
+    )
     add_precision_flag(parser)
     parser.set_defaults(func=run)
     return parser
@@ -75,20 +101,28 @@ def _check_positive(flag, value, minimum=1):
 
 
 def _check_flags(args):
-    for flag, value in (("--max-batch-size", args.max_batch_size), ("--num-batch-threads", args.num_batch_threads),
-                        ("--max-enqueued-batches", args.max_enqueued_batches), ("--max-body-bytes", args.max_body_bytes)):
+    for flag, value in (
+        ("--max-batch-size", args.max_batch_size),
+        ("--num-batch-threads", args.num_batch_threads),
+        ("--max-enqueued-batches", args.max_enqueued_batches),
+        ("--max-body-bytes", args.max_body_bytes),
+    ):
         _check_positive(flag, value)
     _check_positive("--port", args.port, minimum=0)
     if args.port > 65535:
         raise UsageError(f"--port must be at most 65535. Received: {args.port}")
     # inf made every request smaller than a batch wait forever; NaN was taken as 0 without a word.
     if not 0 <= args.batch_timeout_ms < math.inf:
-        raise UsageError(f"--batch-timeout-ms must be a finite number >= 0 (milliseconds; 0 does not wait). "
-                         f"Received: {args.batch_timeout_ms}")
+        raise UsageError(
+            f"--batch-timeout-ms must be a finite number >= 0 (milliseconds; 0 does not wait). "
+            f"Received: {args.batch_timeout_ms}"
+        )
     # A name with ':' or '/' gives URLs (/v1/models/mr:v2:predict) that no request can reach.
     if args.name is not None and not _NAME.fullmatch(args.name):
-        raise UsageError(f"--name must be letters, digits, '.', '_' or '-' (it goes in /v1/models/NAME). "
-                         f"Received: {args.name!r}")
+        raise UsageError(
+            f"--name must be letters, digits, '.', '_' or '-' (it goes in /v1/models/NAME). "
+            f"Received: {args.name!r}"
+        )
     if not os.path.exists(args.model):
         raise UsageError(f"--model {args.model!r}: no such file or folder.")
 
@@ -106,8 +140,14 @@ def run(args):
             name = args.name or os.path.basename(os.path.normpath(model_path)).removesuffix(".keras")
             temporary = tempfile.mkdtemp(prefix="kbert-serve-")
             model_path = os.path.join(temporary, "export")
-            functions = export_in_precision(args.model, model_path, name=name, seq_len=args.seq_len,
-                                            precision=args.precision, runtime=args.runtime)
+            functions = export_in_precision(
+                args.model,
+                model_path,
+                name=name,
+                seq_len=args.seq_len,
+                precision=args.precision,
+                runtime=args.runtime,
+            )
         else:
             _check_exported_precision(args)
         try:
@@ -117,21 +157,28 @@ def run(args):
                 models.append(ServableModel(name, version, path, functions=functions.get(name)))
                 unbatched = sorted(s for s, batch_major in models[-1].batch_major.items() if not batch_major)
                 if unbatched:
-                    _log(f"{name} signature(s) {', '.join(unbatched)}: an input or output has no batch dimension "
-                         "first, so their requests run alone, neither merged nor split")
+                    _log(
+                        f"{name} signature(s) {', '.join(unbatched)}: an input or output has no batch dimension "
+                        "first, so their requests run alone, neither merged nor split"
+                    )
         except ValueError as e:  # no SavedModel there, one without a signature: one line
             raise UsageError(str(e)) from None
         server = ModelServer(
-            models, max_batch_size=args.max_batch_size, batch_timeout_ms=args.batch_timeout_ms,
-            num_batch_threads=args.num_batch_threads, max_enqueued_batches=args.max_enqueued_batches,
+            models,
+            max_batch_size=args.max_batch_size,
+            batch_timeout_ms=args.batch_timeout_ms,
+            num_batch_threads=args.num_batch_threads,
+            max_enqueued_batches=args.max_enqueued_batches,
             max_body_bytes=args.max_body_bytes,
         )
 
         def ready(port):
             host = f"[{args.host}]" if ":" in args.host else args.host
             for model in models:
-                print(f"Serving {model.name} (version {model.version}) at http://{host}:{port}/v1/models/{model.name}",
-                      flush=True)
+                print(
+                    f"Serving {model.name} (version {model.version}) at http://{host}:{port}/v1/models/{model.name}",
+                    flush=True,
+                )
 
         status = server.serve(args.host, args.port, on_ready=ready)
         dropped = f", {server.dropped} dropped (their clients left first)" if server.dropped else ""
@@ -181,7 +228,9 @@ def export_in_precision(model_flag, output, *, name, seq_len=None, precision="fp
 
     model, model_path, _, task, pair, seq_len = load_for_export(model_flag, seq_len)
     pair = pair and task == "pair"
-    resolved = resolve_flags(argparse.Namespace(precision=precision, runtime=runtime, command="serve"), model, task)
+    resolved = resolve_flags(
+        argparse.Namespace(precision=precision, runtime=runtime, command="serve"), model, task
+    )
     functions = {}
     if resolved.runs != "keras" or resolved.quantization_aware:
         log(f"{_what_runs(resolved)}: the SavedModels' calls run it")
@@ -193,7 +242,9 @@ def export_in_precision(model_flag, output, *, name, seq_len=None, precision="fp
             raise UsageError(str(e)) from None
         functions = servable_functions(model, name, seq_len, pair, forward)
     log(f"exporting {model_path} as {name!r} (the SavedModels kbert export writes, {resolved.precision})")
-    write_export(resolved.model_in_precision(), output, name=name, seq_len=seq_len, pair=pair, formats=("saved_model",))
+    write_export(
+        resolved.model_in_precision(), output, name=name, seq_len=seq_len, pair=pair, formats=("saved_model",)
+    )
     return functions
 
 
@@ -224,7 +275,11 @@ def servable_functions(model, name, seq_len, pair, litert):
     classifier's, as its export's are."""
     import numpy as np
 
-    from keras_bert_impl.conversion.input_contract import EXPORT_TO_MODEL_ID_INPUTS, MODEL_ID_INPUTS, SERVING_ENDPOINT
+    from keras_bert_impl.conversion.input_contract import (
+        EXPORT_TO_MODEL_ID_INPUTS,
+        MODEL_ID_INPUTS,
+        SERVING_ENDPOINT,
+    )
     from keras_bert_impl.inference.id_checks import check_id_arrays
     from keras_bert_impl_export.export_signatures import ExportSignatures
 
@@ -235,7 +290,11 @@ def servable_functions(model, name, seq_len, pair, litert):
     # Checked first (check_id_arrays: shapes, width, every value inside its table), bad inputs are
     # a 400 naming the input and value as the client sent them; LiteRT would fail inside the
     # interpreter (a 500) or read past a table without a word.
-    sizes = {"token_ids": model.backbone.vocabulary_size, "segment_ids": model.backbone.num_segments, "padding_mask": 2}
+    sizes = {
+        "token_ids": model.backbone.vocabulary_size,
+        "segment_ids": model.backbone.num_segments,
+        "padding_mask": 2,
+    }
     # The client's names, in the exports' order (ids, mask, segment_ids), as the fp32 graph's checks say them.
     shown_as = {model_name: export for export, model_name in EXPORT_TO_MODEL_ID_INPUTS.items()}
     # One interpreter: with --num-batch-threads above 1 its calls take turns.
@@ -249,7 +308,9 @@ def servable_functions(model, name, seq_len, pair, litert):
         # when a row has no unmasked token: it attends to every column it is given, so cut to the
         # other rows' width its answer depended on which clients shared its call.
         ids = {name: np.asarray(inputs[name]) for name in MODEL_ID_INPUTS}  # [B, S] each
-        check_id_arrays({name: ids[name] for name in shown_as}, sizes, model.backbone.max_sequence_length, shown_as)
+        check_id_arrays(
+            {name: ids[name] for name in shown_as}, sizes, model.backbone.max_sequence_length, shown_as
+        )
         used = np.flatnonzero(ids["padding_mask"].any(axis=0))
         every_row_reads = ids["padding_mask"].any(axis=1).all()
         width = int(used[-1]) + 1 if every_row_reads else ids["padding_mask"].shape[1]
@@ -257,5 +318,7 @@ def servable_functions(model, name, seq_len, pair, litert):
             return litert(*(ids[name][:, :width] for name in MODEL_ID_INPUTS))
 
     signatures = ExportSignatures(model, seq_len, pair=pair, forward=forward)
-    return {name: {SERVING_ENDPOINT: signatures.endpoint(text=True)[0]},
-            f"{name}_ids": {SERVING_ENDPOINT: signatures.endpoint(text=False, checked=False)[0]}}  # forward checks
+    return {
+        name: {SERVING_ENDPOINT: signatures.endpoint(text=True)[0]},
+        f"{name}_ids": {SERVING_ENDPOINT: signatures.endpoint(text=False, checked=False)[0]},
+    }  # forward checks

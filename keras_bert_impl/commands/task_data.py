@@ -12,8 +12,16 @@ import sys
 TASKS = ("classification", "pair", "multilabel", "tagging", "squad")
 TASK_FILE = "task.json"
 DATA_KEYS = (
-    "format", "text_column", "text_b_column", "label_column", "header", "columns",
-    "tag_format", "tag_column", "doc_stride", "max_query_length",
+    "format",
+    "text_column",
+    "text_b_column",
+    "label_column",
+    "header",
+    "columns",
+    "tag_format",
+    "tag_column",
+    "doc_stride",
+    "max_query_length",
 )
 
 
@@ -22,32 +30,83 @@ def add_data_flags(parser, defaults_from_run=False):
     default is None and the run folder's task.json (or the built-in default) fills it."""
     d = (lambda value: None) if defaults_from_run else (lambda value: value)
     group = parser.add_argument_group("task file layout")
-    group.add_argument("--format", choices=["csv", "tsv", "jsonl"], default=None,
-                       help="classification/pair/multilabel files: csv, tsv or jsonl. Default: by the file extension.")
-    group.add_argument("--text-column", default=d("text"), help="Column or JSON key of the text. Default text.")
-    group.add_argument("--text-b-column", default=d(None), help="pair: column of the second text. Default text_b.")
-    group.add_argument("--label-column", default=d(None), help="Column of the label. Default label (labels for multilabel).")
-    group.add_argument("--no-header", dest="header", action="store_const", const=False, default=d(True),
-                       help="CSV/TSV without a header row: give --columns.")
-    group.add_argument("--header", dest="header", action="store_const", const=True,
-                       help="CSV/TSV with a header row naming the columns (the default; overrides a run's "
-                       "--no-header for evaluate and distill).")
-    group.add_argument("--columns", default=d(None),
-                       help="Comma-separated column names of a headerless CSV/TSV, e.g. label,text (the MR file).")
-    group.add_argument("--tag-format", choices=["conll", "word/tag"], default=d("conll"),
-                       help="tagging: conll (word ... tag per line, blank line between sentences) or word/tag "
-                       "(a sentence per line, tokens like The/DT). Default conll.")
-    group.add_argument("--tag-column", type=int, default=d(-1), help="tagging, conll: column of the tag. Default -1 (last).")
-    group.add_argument("--on-error", choices=["fail", "skip"], default="fail",
-                       help="A malformed row (bad JSON, a missing column, an unknown label, invalid UTF-8 in a "
-                       "line-based file): fail names it (default); skip leaves it out, and the rows skipped are "
-                       "counted and the first ones shown.")
-    group.add_argument("--doc-stride", type=int, default=d(128), help="squad: wordpieces between context windows. Default 128.")
-    group.add_argument("--max-query-length", type=int, default=d(64), help="squad: question wordpieces kept. Default 64.")
+    group.add_argument(
+        "--format",
+        choices=["csv", "tsv", "jsonl"],
+        default=None,
+        help="classification/pair/multilabel files: csv, tsv or jsonl. Default: by the file extension.",
+    )
+    group.add_argument(
+        "--text-column", default=d("text"), help="Column or JSON key of the text. Default text."
+    )
+    group.add_argument(
+        "--text-b-column", default=d(None), help="pair: column of the second text. Default text_b."
+    )
+    group.add_argument(
+        "--label-column", default=d(None), help="Column of the label. Default label (labels for multilabel)."
+    )
+    group.add_argument(
+        "--no-header",
+        dest="header",
+        action="store_const",
+        const=False,
+        default=d(True),
+        help="CSV/TSV without a header row: give --columns.",
+    )
+    group.add_argument(
+        "--header",
+        dest="header",
+        action="store_const",
+        const=True,
+        help="CSV/TSV with a header row naming the columns (the default; overrides a run's "
+        "--no-header for evaluate and distill).",
+    )
+    group.add_argument(
+        "--columns",
+        default=d(None),
+        help="Comma-separated column names of a headerless CSV/TSV, e.g. label,text (the MR file).",
+    )
+    group.add_argument(
+        "--tag-format",
+        choices=["conll", "word/tag"],
+        default=d("conll"),
+        help="tagging: conll (word ... tag per line, blank line between sentences) or word/tag "
+        "(a sentence per line, tokens like The/DT). Default conll.",
+    )
+    group.add_argument(
+        "--tag-column", type=int, default=d(-1), help="tagging, conll: column of the tag. Default -1 (last)."
+    )
+    group.add_argument(
+        "--on-error",
+        choices=["fail", "skip"],
+        default="fail",
+        help="A malformed row (bad JSON, a missing column, an unknown label, invalid UTF-8 in a "
+        "line-based file): fail names it (default); skip leaves it out, and the rows skipped are "
+        "counted and the first ones shown.",
+    )
+    group.add_argument(
+        "--doc-stride",
+        type=int,
+        default=d(128),
+        help="squad: wordpieces between context windows. Default 128.",
+    )
+    group.add_argument(
+        "--max-query-length", type=int, default=d(64), help="squad: question wordpieces kept. Default 64."
+    )
 
 
-DEFAULTS = {"text_column": "text", "text_b_column": None, "label_column": None, "header": True, "columns": None,
-            "tag_format": "conll", "tag_column": -1, "doc_stride": 128, "max_query_length": 64, "format": None}
+DEFAULTS = {
+    "text_column": "text",
+    "text_b_column": None,
+    "label_column": None,
+    "header": True,
+    "columns": None,
+    "tag_format": "conll",
+    "tag_column": -1,
+    "doc_stride": 128,
+    "max_query_length": 64,
+    "format": None,
+}
 
 
 def data_settings(args, task, stored=None):
@@ -65,8 +124,17 @@ def data_settings(args, task, stored=None):
     return settings
 
 
-def make_reader(task, preprocessor, settings, labels=None, batch_size=32, shuffle=False, seed=None, on_error="fail",
-                length_buckets=False):
+def make_reader(
+    task,
+    preprocessor,
+    settings,
+    labels=None,
+    batch_size=32,
+    shuffle=False,
+    seed=None,
+    on_error="fail",
+    length_buckets=False,
+):
     """The reader of `task`'s files. `length_buckets`: the sequence tasks' batches of similar
     lengths, cut to their longest row (ClassificationReader); tagging and SQuAD read at the
     full sequence length."""
@@ -94,12 +162,23 @@ def make_reader(task, preprocessor, settings, labels=None, batch_size=32, shuffl
         )
     if task == "tagging":
         return TaggingReader(
-            preprocessor, file_format=settings["tag_format"], tag_column=settings["tag_column"], labels=labels,
-            batch_size=batch_size, shuffle=shuffle, seed=seed, on_error=on_error,
+            preprocessor,
+            file_format=settings["tag_format"],
+            tag_column=settings["tag_column"],
+            labels=labels,
+            batch_size=batch_size,
+            shuffle=shuffle,
+            seed=seed,
+            on_error=on_error,
         )
     return SquadReader(
-        preprocessor, doc_stride=settings["doc_stride"], max_query_length=settings["max_query_length"],
-        batch_size=batch_size, shuffle=shuffle, seed=seed, on_error=on_error,
+        preprocessor,
+        doc_stride=settings["doc_stride"],
+        max_query_length=settings["max_query_length"],
+        batch_size=batch_size,
+        shuffle=shuffle,
+        seed=seed,
+        on_error=on_error,
     )
 
 
@@ -150,8 +229,11 @@ def read_checked(reader, path, flag, command, method="read", unknown_label_hint=
     if report is not None and report.skipped:
         kinds = ", ".join(f"{kind} {n}" for kind, n in sorted(report.skipped_by_kind.items()))
         first = report.errors[0]
-        print(f"kbert {command}: {flag} {path}: skipped {report.skipped} malformed row(s) ({kinds}); the first, "
-              f"line {first.line}: {first.reason}", file=sys.stderr)
+        print(
+            f"kbert {command}: {flag} {path}: skipped {report.skipped} malformed row(s) ({kinds}); the first, "
+            f"line {first.line}: {first.reason}",
+            file=sys.stderr,
+        )
     return result
 
 
@@ -166,12 +248,18 @@ def build_head(task, backbone, num_classes, label_names, dropout, pooling="poole
         backbone.pooler.trainable = False
     if task in ("classification", "pair", "multilabel"):
         model = kb.BertClassifier(
-            backbone, num_classes=num_classes, label_names=label_names, multi_label=task == "multilabel",
-            dropout=dropout, pooling=pooling,
+            backbone,
+            num_classes=num_classes,
+            label_names=label_names,
+            multi_label=task == "multilabel",
+            dropout=dropout,
+            pooling=pooling,
         )
         return (model, "val_loss", "min") if task == "multilabel" else (model, "val_accuracy", "max")
     if task == "tagging":
-        model = kb.BertTokenClassifier(backbone, num_classes=num_classes, label_names=label_names, dropout=dropout)
+        model = kb.BertTokenClassifier(
+            backbone, num_classes=num_classes, label_names=label_names, dropout=dropout
+        )
         return model, "val_accuracy", "max"
     return kb.BertSpanLabeler(backbone), "val_loss", "min"
 

@@ -14,22 +14,58 @@ from keras_bert_impl.commands.precision_flag import add_training_precision_flag
 def add_training_flags(parser, default_learning_rate, learning_rate_default=None):
     """Flags every training command takes (`learning_rate_default`: the help's words for a
     default the command picks itself, when `default_learning_rate` is None)."""
-    parser.add_argument("--batch-size", type=int, default=32, help="Global batch size, split evenly over the replicas. Default 32.")
-    parser.add_argument("--seq-len", type=int, default=128, help="Sequence length in wordpieces: longer texts are truncated to it. Default 128.")
-    parser.add_argument("--learning-rate", type=float, default=default_learning_rate, help=f"Peak learning rate of AdamW. Default {learning_rate_default or default_learning_rate}.")
-    parser.add_argument("--warmup-fraction", type=float, default=0.1, help="Share of the steps for linear warm-up, then linear decay to 0. Default 0.1.")
-    parser.add_argument("--weight-decay", type=float, default=0.01, help="AdamW weight decay (never on biases or LayerNorm). Default 0.01.")
-    parser.add_argument("--seed", type=int, default=0, help="Seed for weights of new layers, dropout and data order. Default 0.")
     parser.add_argument(
-        "--strategy", default="auto", choices=["auto", "one-device", "mirrored", "multi-worker", "tpu"],
+        "--batch-size",
+        type=int,
+        default=32,
+        help="Global batch size, split evenly over the replicas. Default 32.",
+    )
+    parser.add_argument(
+        "--seq-len",
+        type=int,
+        default=128,
+        help="Sequence length in wordpieces: longer texts are truncated to it. Default 128.",
+    )
+    parser.add_argument(
+        "--learning-rate",
+        type=float,
+        default=default_learning_rate,
+        help=f"Peak learning rate of AdamW. Default {learning_rate_default or default_learning_rate}.",
+    )
+    parser.add_argument(
+        "--warmup-fraction",
+        type=float,
+        default=0.1,
+        help="Share of the steps for linear warm-up, then linear decay to 0. Default 0.1.",
+    )
+    parser.add_argument(
+        "--weight-decay",
+        type=float,
+        default=0.01,
+        help="AdamW weight decay (never on biases or LayerNorm). Default 0.01.",
+    )
+    parser.add_argument(
+        "--seed",
+        type=int,
+        default=0,
+        help="Seed for weights of new layers, dropout and data order. Default 0.",
+    )
+    parser.add_argument(
+        "--strategy",
+        default="auto",
+        choices=["auto", "one-device", "mirrored", "multi-worker", "tpu"],
         help="tf.distribute strategy. auto: multi-worker when TF_CONFIG lists several workers, mirrored over "
         "several GPUs, else one device. multi-worker reads TF_CONFIG; tpu reads --tpu / TPU_NAME.",
     )
     parser.add_argument("--tpu", default=None, help="TPU name or grpc:// address for --strategy tpu.")
     add_training_precision_flag(parser)
-    parser.add_argument("--xla", action="store_true", help="Compile the train step with XLA (jit_compile=True).")
     parser.add_argument(
-        "--save-every", type=int, default=200,
+        "--xla", action="store_true", help="Compile the train step with XLA (jit_compile=True)."
+    )
+    parser.add_argument(
+        "--save-every",
+        type=int,
+        default=200,
         help="Back up the full training state (weights, optimizer, data position) every N steps, and at each "
         "epoch end, to OUTPUT/backup. A killed run restarted with the same command resumes there. Default 200.",
     )
@@ -39,11 +75,13 @@ def add_training_flags(parser, default_learning_rate, learning_rate_default=None
 def add_fixed_length_flag(parser):
     """`kbert finetune` and `distill`: length-bucketed batches unless --fixed-length."""
     parser.add_argument(
-        "--fixed-length", action="store_true",
+        "--fixed-length",
+        action="store_true",
         help="classification, pair, multilabel: pad every training batch to --seq-len. By default texts are batched "
         "with others of similar wordpiece length (sorted within shuffled chunks of 64 batches, batches in random "
         "order, the same for a --seed and epoch, so a resumed run is exact) and each batch is cut to its longest "
-        "row: the same model, far less work on short texts.")
+        "row: the same model, far less work on short texts.",
+    )
 
 
 def check_training_flags(args):
@@ -88,11 +126,13 @@ def verbosity(args):
 
 def add_run_folder_flags(parser):
     parser.add_argument(
-        "--overwrite", action="store_true",
+        "--overwrite",
+        action="store_true",
         help="Replace the run in --output when it was made by other settings or inputs (only the files a kbert "
         "run writes are removed; a folder holding other files is always refused).",
     )
     parser.add_argument(
-        "--keep-backup", action="store_true",
+        "--keep-backup",
+        action="store_true",
         help="Keep OUTPUT/backup (the full training state, about 3x the model) after the run succeeds.",
     )

@@ -9,7 +9,12 @@ from keras_bert_impl.commands.errors import UsageError
 from keras_bert_impl.commands.training_flags import verbosity
 from keras_bert_impl.precisions import DTYPE_POLICIES
 from keras_bert_impl.training import (
-    AllReplicaLossScaleOptimizer, RunFolder, RunFolderError, TrainingRun, create_optimizer, create_strategy,
+    AllReplicaLossScaleOptimizer,
+    RunFolder,
+    RunFolderError,
+    TrainingRun,
+    create_optimizer,
+    create_strategy,
 )
 
 # Flags that change how a run reports or how often it saves, not what it computes.
@@ -20,8 +25,14 @@ def run_folder(args, command, inputs):
     """The checked `RunFolder` of --output: every flag but `UNRECORDED` recorded, the flags
     named in `inputs` (dests) hashed as input files."""
     values = {k: v for k, v in vars(args).items() if k not in UNRECORDED}
-    folder = RunFolder(args.output, command, {k: v for k, v in values.items() if k not in inputs},
-                       {k: values.get(k) for k in inputs}, overwrite=args.overwrite, keep_backup=args.keep_backup)
+    folder = RunFolder(
+        args.output,
+        command,
+        {k: v for k, v in values.items() if k not in inputs},
+        {k: values.get(k) for k in inputs},
+        overwrite=args.overwrite,
+        keep_backup=args.keep_backup,
+    )
     try:
         folder.check()
     except RunFolderError as e:
@@ -30,8 +41,14 @@ def run_folder(args, command, inputs):
 
 
 def training_run(args, folder, strategy, name=None):
-    return TrainingRun(folder, strategy=strategy, seed=args.seed, save_every=args.save_every,
-                       verbose=verbosity(args), name=name)
+    return TrainingRun(
+        folder,
+        strategy=strategy,
+        seed=args.seed,
+        save_every=args.save_every,
+        verbose=verbosity(args),
+        name=name,
+    )
 
 
 def strategy_for(args):

@@ -41,7 +41,9 @@ def split_rows(texts, texts_b, labels, fraction, seed, settings, folder):
     keys = [tuple(sorted(label)) if isinstance(label, list) else label for label in labels]
     train, validation = stratified_split(keys, fraction, seed)
     text_column = settings["text_column"]
-    label_column = settings["label_column"] or ("labels" if labels and isinstance(labels[0], list) else "label")
+    label_column = settings["label_column"] or (
+        "labels" if labels and isinstance(labels[0], list) else "label"
+    )
     paths = {}
     for name, indices in (("train", train), ("validation", validation)):
         lines = []

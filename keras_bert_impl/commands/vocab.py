@@ -20,31 +20,45 @@ def add_parser(subparsers):
         "then the [unusedN] placeholders, then every character and the learned subwords. It is written "
         "atomically: an interrupted run leaves no partial file.",
     )
-    parser.add_argument("files", nargs="+", metavar="FILES", help="UTF-8 text files to learn from (any line layout).")
     parser.add_argument(
-        "--size", type=int, required=True,
+        "files", nargs="+", metavar="FILES", help="UTF-8 text files to learn from (any line layout)."
+    )
+    parser.add_argument(
+        "--size",
+        type=int,
+        required=True,
         help="Largest vocabulary size, special and [unusedN] tokens included. The learner stops at the first "
         "vocabulary within 5%% below it; a corpus too small for it at --min-count gives fewer tokens (reported).",
     )
-    parser.add_argument("--output", required=True, help="Path of the vocab.txt to write (one token per line).")
+    parser.add_argument(
+        "--output", required=True, help="Path of the vocab.txt to write (one token per line)."
+    )
     add_overwrite_flag(parser)
     parser.add_argument(
-        "--cased", action="store_true",
+        "--cased",
+        action="store_true",
         help="Keep case and accents (a cased model). Default: uncased, i.e. lower-cased and accents stripped "
         "(NFD), as Google's uncased BERT.",
     )
     parser.add_argument(
-        "--num-unused", type=int, default=0, metavar="K",
+        "--num-unused",
+        type=int,
+        default=0,
+        metavar="K",
         help="Reserve K placeholder tokens [unused0]..[unusedK-1] after the special tokens, to repurpose for "
         "task markers later without resizing the embeddings (Google's vocabularies reserve 994). Default 0.",
     )
     parser.add_argument(
-        "--min-count", type=int, default=10,
+        "--min-count",
+        type=int,
+        default=10,
         help="A subword must occur at least this many times to be learned (tensorflow-text's lower_thresh). "
         "Default 10; lower it for small corpora.",
     )
     parser.add_argument(
-        "--max-unique-chars", type=int, default=1000,
+        "--max-unique-chars",
+        type=int,
+        default=1000,
         help="Keep the N most frequent characters; words with rarer ones are not counted. Default 1000.",
     )
     parser.add_argument("--quiet", action="store_true", help="Print only the final summary.")
@@ -53,8 +67,12 @@ def add_parser(subparsers):
 
 
 # The VocabularyBuilder's argument names in its messages, and the flags a kbert user gave.
-_FLAGS = {"vocab_size": "--size", "max_unique_chars": "--max-unique-chars", "min_count": "--min-count",
-          "num_unused": "--num-unused"}
+_FLAGS = {
+    "vocab_size": "--size",
+    "max_unique_chars": "--max-unique-chars",
+    "min_count": "--min-count",
+    "num_unused": "--num-unused",
+}
 
 
 def _in_flags(message):
@@ -66,8 +84,10 @@ def _in_flags(message):
 def run(args):
     refuse_existing(args, "output")
     if os.path.isdir(args.output):  # found before learning, which takes minutes on a real corpus
-        raise UsageError(f"--output {args.output} is a folder: give the path of the vocab.txt to write, e.g. "
-                         f"{os.path.join(args.output, 'vocab.txt')}.")
+        raise UsageError(
+            f"--output {args.output} is a folder: give the path of the vocab.txt to write, e.g. "
+            f"{os.path.join(args.output, 'vocab.txt')}."
+        )
     from keras_bert_impl.tokenization.vocabulary import write_vocabulary
     from keras_bert_impl.tokenization.vocabulary_builder import VocabularyBuilder
 
@@ -93,13 +113,17 @@ def run(args):
     write_vocabulary(vocabulary, args.output)
     casing = "cased" if args.cased else "uncased"
     print(f"Wrote {len(vocabulary)} tokens ({casing}, target {args.size}) to {args.output}")
-    if builder.invalid_utf8_lines:  # said here too: --quiet hides the log line, and a Latin-1 file learns "caf"
-        print(f"Note: {builder.invalid_utf8_lines} of {builder.lines_read} lines were not valid UTF-8 and lost their "
-              "bad bytes (café became caf): if the files are in another encoding, convert them (e.g. iconv -f latin1 "
-              "-t utf-8) and run kbert vocab again.")
+    if (
+        builder.invalid_utf8_lines
+    ):  # said here too: --quiet hides the log line, and a Latin-1 file learns "caf"
+        print(
+            f"Note: {builder.invalid_utf8_lines} of {builder.lines_read} lines were not valid UTF-8 and lost their "
+            "bad bytes (café became caf): if the files are in another encoding, convert them (e.g. iconv -f latin1 "
+            "-t utf-8) and run kbert vocab again."
+        )
     if len(vocabulary) < args.size * 0.95:
         print(
             f"Note: the corpus fills only {len(vocabulary)} of {args.size} tokens at --min-count {args.min_count}; "
-            "lower --min-count or add text for a larger vocabulary.",
+            "lower --min-count or add text for a larger vocabulary."
         )
     return 0

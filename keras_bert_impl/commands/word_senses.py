@@ -14,15 +14,28 @@ def add_parser(subparsers):
         "the first sentences beside their points. Senses of a word form separate clouds.",
     )
     parser.add_argument("word", metavar="WORD", help="One word, e.g. bank or play.")
-    parser.add_argument("--file", action="append", required=True,
-                        help="UTF-8 text, one sentence per line; repeat to compare sources (one colour each).")
-    parser.add_argument("--model", required=True,
-                        help="A .keras model (kbert convert/pretrain/finetune), a run folder, or a checkpoint folder.")
+    parser.add_argument(
+        "--file",
+        action="append",
+        required=True,
+        help="UTF-8 text, one sentence per line; repeat to compare sources (one colour each).",
+    )
+    parser.add_argument(
+        "--model",
+        required=True,
+        help="A .keras model (kbert convert/pretrain/finetune), a run folder, or a checkpoint folder.",
+    )
     parser.add_argument("--output", required=True, help="PNG to write.")
     add_overwrite_flag(parser)
-    parser.add_argument("--layer", type=int, default=-1, help="0 = embeddings (no context), -1 = last layer (default).")
-    parser.add_argument("--max-sentences", type=int, default=200, help="Sentences with WORD used per file. Default 200.")
-    parser.add_argument("--annotate", type=int, default=12, help="How many points get a sentence snippet. Default 12.")
+    parser.add_argument(
+        "--layer", type=int, default=-1, help="0 = embeddings (no context), -1 = last layer (default)."
+    )
+    parser.add_argument(
+        "--max-sentences", type=int, default=200, help="Sentences with WORD used per file. Default 200."
+    )
+    parser.add_argument(
+        "--annotate", type=int, default=12, help="How many points get a sentence snippet. Default 12."
+    )
     parser.add_argument("--seq-len", type=int, default=128, help="Default 128.")
     parser.set_defaults(func=run)
     return parser
@@ -45,7 +58,9 @@ def run(args):
         sentences += found
         groups += [path] * len(found)
     if len(sentences) < 2:
-        raise UsageError(f"WORD {args.word!r} occurs in {len(sentences)} line(s) of --file: the picture needs at least 2.")
+        raise UsageError(
+            f"WORD {args.word!r} occurs in {len(sentences)} line(s) of --file: the picture needs at least 2."
+        )
     from keras_bert_impl.commands.model_files import check_sequence_length, load_backbone
     from keras_bert_impl.inspection.embedding_plot import nearest_neighbour_agreement, plot_word_senses
     from keras_bert_impl.inspection.word_vectors import word_vectors
@@ -55,20 +70,34 @@ def run(args):
         raise UsageError(f"--layer {args.layer} is out of range for this {backbone.num_layers}-layer model.")
     check_sequence_length(args.seq_len, backbone)
     try:
-        vectors, rows = word_vectors(backbone, args.word, sentences, layer=args.layer, sequence_length=args.seq_len)
+        vectors, rows = word_vectors(
+            backbone, args.word, sentences, layer=args.layer, sequence_length=args.seq_len
+        )
     except ValueError as e:
         raise UsageError(str(e)) from None
     if len(vectors) < 2:
-        raise UsageError(f"WORD {args.word!r} occurs as a whole word only once: the picture needs at least 2.")
+        raise UsageError(
+            f"WORD {args.word!r} occurs as a whole word only once: the picture needs at least 2."
+        )
     import os
 
     names = [os.path.basename(groups[r]) for r in rows]
-    plot_word_senses(vectors, [sentences[r] for r in rows], args.word, args.output,
-                     groups=names if len(args.file) > 1 else None, annotate=args.annotate)
-    print(f"Wrote {args.output} ({len(vectors)} occurrences of {args.word!r} in {len(set(rows.tolist()))} sentences)")
+    plot_word_senses(
+        vectors,
+        [sentences[r] for r in rows],
+        args.word,
+        args.output,
+        groups=names if len(args.file) > 1 else None,
+        annotate=args.annotate,
+    )
+    print(
+        f"Wrote {args.output} ({len(vectors)} occurrences of {args.word!r} in {len(set(rows.tolist()))} sentences)"
+    )
     if len(set(names)) > 1:
         agreement = nearest_neighbour_agreement(vectors, names)
         counts = ", ".join(f"{name} {names.count(name)}" for name in sorted(set(names)))
-        print(f"Nearest-neighbour agreement of the files ({counts}): {agreement:.1%} of occurrences have their nearest "
-              "other occurrence (cosine) in the same file")
+        print(
+            f"Nearest-neighbour agreement of the files ({counts}): {agreement:.1%} of occurrences have their nearest "
+            "other occurrence (cosine) in the same file"
+        )
     return 0

@@ -87,18 +87,23 @@ def named_endpoint(call, names):
     signature and a .tflite take their input names from the traced function's parameters,
     so each layout needs its own `def`."""
     if names == ("text",):
+
         def serve(text):
             return call(text)
     elif names == ("text", "text_b"):
+
         def serve(text, text_b):
             return call(text, text_b)
     elif names == ("question", "context"):
+
         def serve(question, context):
             return call(question, context)
     elif names == EXPORT_ID_INPUTS:
+
         def serve(ids, mask, segment_ids):
             return call(ids, mask, segment_ids)
     elif names == MODEL_ID_INPUTS:
+
         def serve(token_ids, segment_ids, padding_mask):
             return call(token_ids, segment_ids, padding_mask)
     else:

@@ -25,11 +25,18 @@ tf = require_tensorflow(
 )
 
 from keras_bert_impl.conversion.input_contract import (  # noqa: E402
-    EXPORT_ID_INPUTS, INTEGER_ONLY_QUANTIZATIONS, STATIC_QUANTIZATIONS, id_signature, named_endpoint,
+    EXPORT_ID_INPUTS,
+    INTEGER_ONLY_QUANTIZATIONS,
+    STATIC_QUANTIZATIONS,
+    id_signature,
+    named_endpoint,
 )
 from keras_bert_impl.models.integer_forms import IntegerForms, classifier_forward  # noqa: E402
 from keras_bert_impl.models.quantization_aware_classifier import (  # noqa: E402
-    QuantizationAwareClassifier, constant_fake_quant, per_channel_fake_quant, symmetric_fake_quant,
+    QuantizationAwareClassifier,
+    constant_fake_quant,
+    per_channel_fake_quant,
+    symmetric_fake_quant,
 )
 from keras_bert_impl.validation import check_choice, check_sequence_length  # noqa: E402
 
@@ -52,6 +59,7 @@ def integer_forward(model, sequence_length, probabilities=False):
             activation of its own.
     """
     from keras_bert_impl.models.bert_classifier import BertClassifier
+
     ranges = None
     if isinstance(model, QuantizationAwareClassifier):
         model, ranges = model.classifier, model.learned_ranges()
@@ -69,8 +77,12 @@ def integer_forward(model, sequence_length, probabilities=False):
     forms = _ExportForms(ranges)
 
     def forward(ids, mask, segment_ids):  # int32 [1, S] each
-        return classifier_forward(model, {"token_ids": ids, "padding_mask": mask, "segment_ids": segment_ids}, forms,
-                                  probabilities=probabilities)
+        return classifier_forward(
+            model,
+            {"token_ids": ids, "padding_mask": mask, "segment_ids": segment_ids},
+            forms,
+            probabilities=probabilities,
+        )
 
     return tf.function(
         named_endpoint(forward, EXPORT_ID_INPUTS),
@@ -156,17 +168,23 @@ def _check_calibration(examples, sequence_length, backbone):
     for number, example in enumerate(examples or []):
         keys = sorted(example) if isinstance(example, dict) else None
         if keys != sorted(limits):
-            raise ValueError(f"calibration_inputs[{number}] must be a dict of {sorted(limits)} (the static file's "
-                             f"inputs). Received: {keys if keys is not None else type(example).__name__}")
+            raise ValueError(
+                f"calibration_inputs[{number}] must be a dict of {sorted(limits)} (the static file's "
+                f"inputs). Received: {keys if keys is not None else type(example).__name__}"
+            )
         for name, limit in limits.items():
             value = np.asarray(example[name])
             if value.shape != (1, sequence_length):
-                raise ValueError(f"calibration_inputs[{number}][{name!r}] must have the shape [1, {sequence_length}] "
-                                 f"of the file (pad or cut the example to {sequence_length}). Received: "
-                                 f"{list(value.shape)}")
+                raise ValueError(
+                    f"calibration_inputs[{number}][{name!r}] must have the shape [1, {sequence_length}] "
+                    f"of the file (pad or cut the example to {sequence_length}). Received: "
+                    f"{list(value.shape)}"
+                )
             if not np.issubdtype(value.dtype, np.integer) or value.min() < 0 or value.max() >= limit:
-                raise ValueError(f"calibration_inputs[{number}][{name!r}] must hold integers in [0, {limit}). "
-                                 f"Received: {value.dtype} values from {value.min()} to {value.max()}")
+                raise ValueError(
+                    f"calibration_inputs[{number}][{name!r}] must hold integers in [0, {limit}). "
+                    f"Received: {value.dtype} values from {value.min()} to {value.max()}"
+                )
 
 
 def convert_integer_only(model, sequence_length, calibration_inputs=None, quantization="int8_only"):
@@ -234,8 +252,10 @@ def convert_static(model, sequence_length, quantization, calibration_inputs=None
                 f"files of its .classifier). Received: quantization={quantization!r}"
             )
         elif calibration_inputs:
-            raise ValueError("A QuantizationAwareClassifier converts with the ranges it learned: give no "
-                             "calibration_inputs (they would not be used).")
+            raise ValueError(
+                "A QuantizationAwareClassifier converts with the ranges it learned: give no "
+                "calibration_inputs (they would not be used)."
+            )
         else:
             function = integer_forward(model, sequence_length, probabilities=probabilities)
             return convert_endpoint(function.python_function, function.input_signature, "int8_learned")
@@ -244,5 +264,8 @@ def convert_static(model, sequence_length, quantization, calibration_inputs=None
         return convert_endpoint(function.python_function, function.input_signature, "float16")
     _check_calibration(calibration_inputs, sequence_length, model.backbone)
     return convert_endpoint(
-        function.python_function, function.input_signature, quantization, calibration_inputs=calibration_inputs
+        function.python_function,
+        function.input_signature,
+        quantization,
+        calibration_inputs=calibration_inputs,
     )

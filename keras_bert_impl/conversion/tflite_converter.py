@@ -42,7 +42,11 @@ import numpy as np  # noqa: E402
 
 from keras_bert_impl.conversion.native_log import native_output_held
 from keras_bert_impl.conversion.input_contract import (
-    CALIBRATED_QUANTIZATIONS, INTEGER_ONLY_QUANTIZATIONS, QUANTIZATIONS, SERVING_ENDPOINT, STATIC_QUANTIZATIONS,
+    CALIBRATED_QUANTIZATIONS,
+    INTEGER_ONLY_QUANTIZATIONS,
+    QUANTIZATIONS,
+    SERVING_ENDPOINT,
+    STATIC_QUANTIZATIONS,
     check_quantization,
 )
 
@@ -125,8 +129,15 @@ def convert_endpoint(function, input_signature, quantization="float32", *, allow
         return convert_saved_model(saved_model, quantization, allow_custom_ops=allow_custom_ops, **options)
 
 
-def convert_saved_model(saved_model_dir, quantization="float32", calibration_inputs=None, quantized_ops=None,
-                        float_nodes=None, *, allow_custom_ops=False):
+def convert_saved_model(
+    saved_model_dir,
+    quantization="float32",
+    calibration_inputs=None,
+    quantized_ops=None,
+    float_nodes=None,
+    *,
+    allow_custom_ops=False,
+):
     """The .tflite bytes of the SavedModel's serving signature, builtin ops only.
 
     Args:
@@ -145,12 +156,16 @@ def convert_saved_model(saved_model_dir, quantization="float32", calibration_inp
     """
     check_quantization("quantization", quantization, QUANTIZATIONS + STATIC_QUANTIZATIONS + (LEARNED_INT8,))
     if quantization in CALIBRATED_QUANTIZATIONS and not calibration_inputs:
-        raise ValueError(f"{quantization} needs calibration_inputs: real examples to measure activation ranges on.")
+        raise ValueError(
+            f"{quantization} needs calibration_inputs: real examples to measure activation ranges on."
+        )
     try:
         # The converter's log lines reach the terminal only with a failure (native_log.py).
         with native_output_held():
             converter = tf.lite.TFLiteConverter.from_saved_model(saved_model_dir)
-            converter.target_spec.supported_ops = [INTEGER_ONLY_OPS.get(quantization, tf.lite.OpsSet.TFLITE_BUILTINS)]
+            converter.target_spec.supported_ops = [
+                INTEGER_ONLY_OPS.get(quantization, tf.lite.OpsSet.TFLITE_BUILTINS)
+            ]
             converter.allow_custom_ops = bool(allow_custom_ops)
             if quantization != "float32":
                 converter.optimizations = [tf.lite.Optimize.DEFAULT]
@@ -177,7 +192,8 @@ def _convert(converter, quantization, calibration_inputs, quantized_ops, float_n
     if quantization != "int8_mixed":
         return converter.convert()
     return _int8_mixed(
-        converter, calibration_inputs,
+        converter,
+        calibration_inputs,
         INT8_MIXED_QUANTIZED_OPS if quantized_ops is None else tuple(quantized_ops),
         INT8_MIXED_FLOAT_NODES if float_nodes is None else tuple(float_nodes),
     )
@@ -193,7 +209,9 @@ def _learned_int8(converter):
     flatbuffer = converter.convert()
     targets = TfliteTargets(flatbuffer)
     if not targets.integer_only:
-        raise ConversionError(f"The quantization-aware graph did not convert integer-only: {targets.why_not()['integer NPU']}")
+        raise ConversionError(
+            f"The quantization-aware graph did not convert integer-only: {targets.why_not()['integer NPU']}"
+        )
     return flatbuffer
 
 
@@ -220,6 +238,7 @@ def _int8_mixed(converter, calibration_inputs, quantized_ops, float_nodes):
 
 def _representative(calibration_inputs):
     """The converter's representative dataset: each example's int32 arrays by input name."""
+
     def representative():
         for example in calibration_inputs:
             yield {name: np.asarray(value, np.int32) for name, value in example.items()}
@@ -239,7 +258,11 @@ def _float_ops(converter):
     finally:
         converter.optimizations, converter.representative_dataset = optimizations, dataset
     names = {t["index"]: t["name"] for t in interpreter.get_tensor_details()}
-    return [(op["op_name"], names[op["outputs"][0]]) for op in interpreter._get_ops_details() if len(op["outputs"])]
+    return [
+        (op["op_name"], names[op["outputs"][0]])
+        for op in interpreter._get_ops_details()
+        if len(op["outputs"])
+    ]
 
 
 def tflite_ops(flatbuffer):

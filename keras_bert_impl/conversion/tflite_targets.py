@@ -44,12 +44,15 @@ class TfliteTargets:
 
     def __init__(self, flatbuffer):
         if not isinstance(flatbuffer, (bytes, bytearray)):
-            raise TypeError(f"flatbuffer must be the .tflite file's bytes. Received: {type(flatbuffer).__name__}")
+            raise TypeError(
+                f"flatbuffer must be the .tflite file's bytes. Received: {type(flatbuffer).__name__}"
+            )
         from ai_edge_litert.interpreter import Interpreter
 
         interpreter = Interpreter(model_content=bytes(flatbuffer))
         self.dynamic_inputs = sorted(
-            d["name"] for d in interpreter.get_input_details() if (np.asarray(d["shape_signature"]) < 0).any())
+            d["name"] for d in interpreter.get_input_details() if (np.asarray(d["shape_signature"]) < 0).any()
+        )
         dtypes = {t["index"]: np.dtype(t["dtype"]).name for t in interpreter.get_tensor_details()}
         ops = interpreter._get_ops_details()  # the interpreter's only listing of its ops (no public twin)
         self.shape_ops = sorted({op["op_name"] for op in ops if op["op_name"] in SHAPE_OPS})
@@ -87,14 +90,22 @@ class TfliteTargets:
 
     def why_not(self):
         """{target: the first reason it is ruled out} for the TARGETS this file cannot run on."""
-        shapes = (f"dynamic input shapes ({', '.join(self.dynamic_inputs)})" if self.dynamic_inputs
-                  else f"shapes computed at run time ({', '.join(self.shape_ops)})" if self.shape_ops else None)
-        floats = (f"{len(self.float_tensors)} float tensors (the first: {self.float_tensors[0][0]}'s "
-                  f"{self.float_tensors[0][1]}, {self.float_tensors[0][2]})" if self.float_tensors else None)
+        shapes = (
+            f"dynamic input shapes ({', '.join(self.dynamic_inputs)})"
+            if self.dynamic_inputs
+            else f"shapes computed at run time ({', '.join(self.shape_ops)})"
+            if self.shape_ops
+            else None
+        )
+        floats = (
+            f"{len(self.float_tensors)} float tensors (the first: {self.float_tensors[0][0]}'s "
+            f"{self.float_tensors[0][1]}, {self.float_tensors[0][2]})"
+            if self.float_tensors
+            else None
+        )
         reasons = {
             "GPU (shapes)": shapes,
             "integer NPU": shapes or floats,
             "Edge TPU": shapes or floats or ("int16 activations (16x8)" if self.int16 else None),
         }
         return {target: reason for target, reason in reasons.items() if reason}
-

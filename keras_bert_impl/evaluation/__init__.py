@@ -7,7 +7,11 @@ numbers in dicts, so the results can be dumped as JSON.
 
 from keras_bert_impl.evaluation.classification_metrics import classification_metrics
 from keras_bert_impl.evaluation.multilabel_metrics import multilabel_metrics
-from keras_bert_impl.evaluation.squad_decoding import best_squad_spans, decode_squad_predictions, squad_gold_answers
+from keras_bert_impl.evaluation.squad_decoding import (
+    best_squad_spans,
+    decode_squad_predictions,
+    squad_gold_answers,
+)
 from keras_bert_impl.evaluation.squad_metrics import normalize_answer, squad_metrics
 from keras_bert_impl.evaluation.tagging_metrics import extract_entities, tagging_metrics
 from keras_bert_impl.evaluation.task_metrics import compute_metrics, sequence_metrics

@@ -9,8 +9,12 @@ def as_ids(name, values, ndim):
     """`values` as an int64 array of rank `ndim`; floats are accepted only when they hold whole numbers."""
     array = np.asarray(values)
     if array.ndim != ndim:
-        raise ValueError(f"{name} must be {ndim}-D integer class ids. Received: {name} with shape {array.shape}")
-    if array.dtype == bool or not (np.issubdtype(array.dtype, np.integer) or np.issubdtype(array.dtype, np.floating)):
+        raise ValueError(
+            f"{name} must be {ndim}-D integer class ids. Received: {name} with shape {array.shape}"
+        )
+    if array.dtype == bool or not (
+        np.issubdtype(array.dtype, np.integer) or np.issubdtype(array.dtype, np.floating)
+    ):
         raise ValueError(f"{name} must hold integer class ids. Received: {name} of dtype {array.dtype}")
     if np.issubdtype(array.dtype, np.floating):
         bad = array[~np.isfinite(array) | (array != np.round(array))] if array.size else array
@@ -35,8 +39,12 @@ def as_scores(name, values, ndim):
     """`values` as a finite float64 array of rank `ndim`."""
     array = np.asarray(values)
     if array.ndim != ndim:
-        raise ValueError(f"{name} must be a {ndim}-D array of scores. Received: {name} with shape {array.shape}")
-    if array.dtype == bool or not (np.issubdtype(array.dtype, np.integer) or np.issubdtype(array.dtype, np.floating)):
+        raise ValueError(
+            f"{name} must be a {ndim}-D array of scores. Received: {name} with shape {array.shape}"
+        )
+    if array.dtype == bool or not (
+        np.issubdtype(array.dtype, np.integer) or np.issubdtype(array.dtype, np.floating)
+    ):
         raise ValueError(f"{name} must hold numbers. Received: {name} of dtype {array.dtype}")
     array = array.astype(np.float64)
     if not np.all(np.isfinite(array)):
@@ -55,7 +63,12 @@ def divide(numerator, denominator):
     """numerator / denominator elementwise, 0 where the denominator is 0 (scikit-learn's zero_division=0)."""
     numerator = np.asarray(numerator, np.float64)
     denominator = np.asarray(denominator, np.float64)
-    return np.divide(numerator, denominator, out=np.zeros(np.broadcast(numerator, denominator).shape), where=denominator != 0)
+    return np.divide(
+        numerator,
+        denominator,
+        out=np.zeros(np.broadcast(numerator, denominator).shape),
+        where=denominator != 0,
+    )
 
 
 def precision_recall_f1(tp, predicted, support):
@@ -65,14 +78,21 @@ def precision_recall_f1(tp, predicted, support):
     defined and is 0 when the class was neither predicted nor present (the
     scikit-learn formula).
     """
-    return divide(tp, predicted), divide(tp, support), divide(2 * np.asarray(tp), np.asarray(predicted) + np.asarray(support))
+    return (
+        divide(tp, predicted),
+        divide(tp, support),
+        divide(2 * np.asarray(tp), np.asarray(predicted) + np.asarray(support)),
+    )
 
 
 def per_class_dict(names, precision, recall, f1, support, predicted):
     return {
         name: {
-            "precision": float(p), "recall": float(r), "f1": float(f),
-            "support": int(s), "predicted": int(n),
+            "precision": float(p),
+            "recall": float(r),
+            "f1": float(f),
+            "support": int(s),
+            "predicted": int(n),
         }
         for name, p, r, f, s, n in zip(names, precision, recall, f1, support, predicted)
     }

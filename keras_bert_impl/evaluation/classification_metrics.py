@@ -45,7 +45,9 @@ def classification_metrics(labels, predictions, num_classes=None, label_names=No
     if scores.ndim == 2:
         scores = _checks.as_scores("predictions", scores, 2)
         if scores.shape[1] < 1:
-            raise ValueError(f"predictions of shape [N, C] need C >= 1 classes. Received: shape {scores.shape}")
+            raise ValueError(
+                f"predictions of shape [N, C] need C >= 1 classes. Received: shape {scores.shape}"
+            )
         predicted = np.argmax(scores, axis=1)
     elif scores.ndim == 1:
         predicted = _checks.as_ids("predictions", scores, 1)

@@ -57,8 +57,14 @@ def multilabel_metrics(targets, scores, threshold=0.5, from_logits=False, label_
             f"targets and scores must have the same shape [N, C]. Received: targets {targets.shape}, scores {scores.shape}"
         )
     if len(targets) == 0 or targets.shape[1] == 0:
-        raise ValueError(f"multilabel_metrics needs at least one example and one label. Received: shape {targets.shape}")
-    if isinstance(threshold, bool) or not isinstance(threshold, (int, float, np.floating)) or not 0 < threshold < 1:
+        raise ValueError(
+            f"multilabel_metrics needs at least one example and one label. Received: shape {targets.shape}"
+        )
+    if (
+        isinstance(threshold, bool)
+        or not isinstance(threshold, (int, float, np.floating))
+        or not 0 < threshold < 1
+    ):
         raise ValueError(
             "threshold must be a probability strictly between 0 and 1 (it applies after the sigmoid when "
             f"from_logits=True). Received: threshold={threshold!r}"

@@ -88,7 +88,9 @@ def best_squad_spans(features, start_logits, end_logits, max_answer_length=30, n
         valid = inside & max_context & (ends >= starts) & (ends - starts + 1 <= max_answer_length)
         if not valid.any():
             continue
-        scores = start_logits[index, starts] + end_logits[index, ends]  # [K*K], float64 like Google's python floats
+        scores = (
+            start_logits[index, starts] + end_logits[index, ends]
+        )  # [K*K], float64 like Google's python floats
         scores[~valid] = -np.inf
         pick = int(np.argmax(scores))  # the first of equal maxima
         current = best[feature.example_id]
@@ -166,7 +168,9 @@ def squad_gold_answers(features):
 
 def _check_features(features):
     if isinstance(features, (str, bytes)) or not hasattr(features, "__iter__"):
-        raise ValueError(f"features must be a list of SquadFeature (SquadReader.features). Received: {features!r:.80}")
+        raise ValueError(
+            f"features must be a list of SquadFeature (SquadReader.features). Received: {features!r:.80}"
+        )
     features = list(features)
     for i, feature in enumerate(features):
         missing = [name for name in _FEATURE_FIELDS if not hasattr(feature, name)]

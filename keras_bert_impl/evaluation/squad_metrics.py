@@ -67,12 +67,18 @@ def squad_metrics(predictions, gold):
         )
     bad = [qid for qid, text in predictions.items() if not isinstance(text, str)]
     if bad:
-        raise ValueError(f"predictions must map ids to answer strings. Received: {bad[0]!r}: {predictions[bad[0]]!r}")
+        raise ValueError(
+            f"predictions must map ids to answer strings. Received: {bad[0]!r}: {predictions[bad[0]]!r}"
+        )
     exact = f1 = 0.0
     unanswered = 0
     for qid, answers in gold.items():
         answers = [answers] if isinstance(answers, str) else answers
-        if not isinstance(answers, (list, tuple)) or not answers or not all(isinstance(a, str) for a in answers):
+        if (
+            not isinstance(answers, (list, tuple))
+            or not answers
+            or not all(isinstance(a, str) for a in answers)
+        ):
             raise ValueError(
                 f"gold[{qid!r}] must be a non-empty list of answer strings. Received: {answers!r}. SQuAD v2.0 "
                 "unanswerable questions have none; SQuAD v1.1 scoring cannot score them (leave them out)."

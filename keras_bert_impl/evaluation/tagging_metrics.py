@@ -135,7 +135,9 @@ def tagging_metrics(gold_tags, predicted_tags, entities=None):
 
 def _sentences(name, sentences):
     if isinstance(sentences, str) or not hasattr(sentences, "__iter__"):
-        raise ValueError(f"{name} must be a list of sentences, each a list of tags. Received: {sentences!r:.80}")
+        raise ValueError(
+            f"{name} must be a list of sentences, each a list of tags. Received: {sentences!r:.80}"
+        )
     sentences = [list(s) if not isinstance(s, str) else s for s in sentences]
     flat = [i for i, s in enumerate(sentences) if isinstance(s, str)]
     if flat:

@@ -55,8 +55,9 @@ def sequence_metrics(task, outputs, targets, label_names):
     """
     if task in ("classification", "pair"):
         logits = outputs.get("logits", outputs.get("probabilities"))
-        return classification_metrics(np.asarray(targets), logits.argmax(-1), num_classes=logits.shape[-1],
-                                      label_names=label_names)
+        return classification_metrics(
+            np.asarray(targets), logits.argmax(-1), num_classes=logits.shape[-1], label_names=label_names
+        )
     from_logits = "logits" in outputs
     scores = outputs["logits"] if from_logits else outputs["probabilities"]
     return multilabel_metrics(np.asarray(targets), scores, from_logits=from_logits, label_names=label_names)

@@ -44,15 +44,20 @@ def tags_from_wordpieces(label_ids, predictions, sample_weight, labels):
             "labels must be the tag vocabulary: a LabelVocabulary or a non-empty list of tag strings in id order "
             f"(TaggingReader.labels). Received: labels={labels!r:.80}"
         )
-    label_rows, prediction_rows, weight_rows = _rows("label_ids", label_ids), _rows("predictions", predictions), _rows(
-        "sample_weight", sample_weight)
+    label_rows, prediction_rows, weight_rows = (
+        _rows("label_ids", label_ids),
+        _rows("predictions", predictions),
+        _rows("sample_weight", sample_weight),
+    )
     if not len(label_rows) == len(prediction_rows) == len(weight_rows):
         raise ValueError(
             "label_ids, predictions and sample_weight must have one row per sentence. Received: "
             f"{len(label_rows)}, {len(prediction_rows)} and {len(weight_rows)} rows"
         )
     gold, predicted = [], []
-    for i, (label_row, prediction_row, weight_row) in enumerate(zip(label_rows, prediction_rows, weight_rows)):
+    for i, (label_row, prediction_row, weight_row) in enumerate(
+        zip(label_rows, prediction_rows, weight_rows)
+    ):
         label_row = _checks.as_ids(f"label_ids[{i}]", label_row, 1)
         weight_row = _checks.as_scores(f"sample_weight[{i}]", weight_row, 1)
         prediction_row = np.asarray(prediction_row)
@@ -72,7 +77,9 @@ def tags_from_wordpieces(label_ids, predictions, sample_weight, labels):
                 f"Received lengths {len(label_row)}, {len(prediction_row)} and {len(weight_row)}"
             )
         if np.any(weight_row < 0):
-            raise ValueError(f"sample_weight[{i}] must be >= 0 (1 on each word's first piece). Received: {weight_row.min()}")
+            raise ValueError(
+                f"sample_weight[{i}] must be >= 0 (1 on each word's first piece). Received: {weight_row.min()}"
+            )
         words = weight_row > 0  # [S]
         _checks.check_range(f"label_ids[{i}] (where sample_weight > 0)", label_row[words], len(names))
         _checks.check_range(f"predictions[{i}] (where sample_weight > 0)", prediction_row[words], len(names))
@@ -84,7 +91,9 @@ def tags_from_wordpieces(label_ids, predictions, sample_weight, labels):
 def _rows(name, values):
     if isinstance(values, np.ndarray):
         if values.ndim < 2:
-            raise ValueError(f"{name} must have one row per sentence ([N, S]). Received: shape {values.shape}")
+            raise ValueError(
+                f"{name} must have one row per sentence ([N, S]). Received: shape {values.shape}"
+            )
         return list(values)
     if hasattr(values, "numpy"):  # a tf.Tensor from the dataset
         return _rows(name, values.numpy())

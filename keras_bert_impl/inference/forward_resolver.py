@@ -66,16 +66,25 @@ class ForwardResolver:
     ValueError: runtime litert runs precision fp32 or int8; bf16 runs on tensorflow only. ...
     """
 
-    def __init__(self, model, precision, runtime=None, task=None, features=None, precision_name="precision",
-                 runtime_name="runtime"):
+    def __init__(
+        self,
+        model,
+        precision,
+        runtime=None,
+        task=None,
+        features=None,
+        precision_name="precision",
+        runtime_name="runtime",
+    ):
         from keras_bert_impl.models.quantization_aware_classifier import QuantizationAwareClassifier
         from keras_bert_impl.models.quantized_layers import quantization_modes
 
         self._pn, self._rn = precision_name, runtime_name
         self.requested = check_precision(precision, PRECISIONS + (AUTO,), name=precision_name)
         if runtime is not None and runtime not in RUNTIME_NAMES:
-            raise ValueError(f"{runtime_name} must be one of {list(RUNTIME_NAMES)}. Received: "
-                             f"{runtime_name}={runtime!r}")
+            raise ValueError(
+                f"{runtime_name} must be one of {list(RUNTIME_NAMES)}. Received: {runtime_name}={runtime!r}"
+            )
         self.model = model
         self.task = _task_of(model) if task is None else task
         if self.task not in TASKS:
@@ -89,12 +98,15 @@ class ForwardResolver:
                 raise ValueError(
                     f"{runtime_name} {runtime} goes with an explicit {precision_name} (auto picks the precision and "
                     f"runs it on its own runtime): pass {precision_name} fp32 {runtime_name} litert, or leave "
-                    f"{runtime_name} out.")
+                    f"{runtime_name} out."
+                )
             self.precision, self._note = self._auto()
             self.runtime = RUNTIMES[self.precision][0]
         else:
             self.precision = self.requested
-            self.runtime = check_runtime(self.precision, runtime, name=runtime_name, precision_name=precision_name)
+            self.runtime = check_runtime(
+                self.precision, runtime, name=runtime_name, precision_name=precision_name
+            )
             self._refuse()
         if self.quantization_aware and self.precision == "int8":
             self.runs = "integer_file"
@@ -116,15 +128,19 @@ class ForwardResolver:
         if self._note is None and self.requested != AUTO and self.precision != "fp32":
             slower = slower_here(self.precision, self.features)
             if slower:
-                self._note = (f"{self._pn} {self.precision} is expected to be slower than fp32 here: {slower}; "
-                              f"running {self.precision} as asked.")
+                self._note = (
+                    f"{self._pn} {self.precision} is expected to be slower than fp32 here: {slower}; "
+                    f"running {self.precision} as asked."
+                )
         return self._note
 
     def _auto(self):
         pn, features = self._pn, self.features
         if self.quantized:
-            return "fp32", (f"{pn} auto: the model as saved (quantized {', '.join(self.quantized)} with Keras' "
-                            "model.quantize).")
+            return "fp32", (
+                f"{pn} auto: the model as saved (quantized {', '.join(self.quantized)} with Keras' "
+                "model.quantize)."
+            )
         if self.quantization_aware:
             trained = not self.model.ranges.untrained()
             precision, reason = choose_precision(features, self.task)
@@ -133,8 +149,10 @@ class ForwardResolver:
             else:
                 precision = "fp32"
                 why = slower_here("int8", features) if trained else "its activation ranges were never trained"
-                reason = (f"{why}: fp32 runs this quantization-aware model's own fake-quantized forward on "
-                          "tensorflow, what it trained (bf16 would drop its int8 ranges)")
+                reason = (
+                    f"{why}: fp32 runs this quantization-aware model's own fake-quantized forward on "
+                    "tensorflow, what it trained (bf16 would drop its int8 ranges)"
+                )
         else:
             precision, reason = choose_precision(features, self.task)
         return precision, f"{pn} auto: {precision} on {features.describe()}, because {reason}."
@@ -145,39 +163,46 @@ class ForwardResolver:
         if self.quantized and precision != "fp32":
             raise ValueError(
                 f"{pn} {precision} needs a float model; this one was quantized ({', '.join(self.quantized)}) with "
-                f"Keras' model.quantize. Leave {pn} out to run it as saved, or pass the float model.")
+                f"Keras' model.quantize. Leave {pn} out to run it as saved, or pass the float model."
+            )
         if self.quantized and runtime == "litert":
             raise ValueError(
                 f"{rn} litert needs a float model; this one was quantized ({', '.join(self.quantized)}) with Keras' "
-                f"model.quantize and runs as saved on tensorflow. Leave {rn} out, or pass the float model.")
+                f"model.quantize and runs as saved on tensorflow. Leave {rn} out, or pass the float model."
+            )
         if self.quantization_aware:
             if precision == "bf16":
                 raise ValueError(
                     f"{pn} bf16 would run a bfloat16 copy of this quantization-aware model's float classifier, "
                     f"neither what it trained nor its int8 file: use {pn} int8 (its integer-only file, on litert) or "
-                    f"{pn} fp32 (its fake-quantized forward, on tensorflow).")
+                    f"{pn} fp32 (its fake-quantized forward, on tensorflow)."
+                )
             if precision == "fp32" and runtime == "litert":
                 raise ValueError(
                     f"{rn} litert would run this quantization-aware model's float classifier, not what it trained: "
                     f"use {pn} int8 (its integer-only file, on litert), or leave {rn} out (its fake-quantized "
-                    "forward, on tensorflow).")
+                    "forward, on tensorflow)."
+                )
             untrained = self.model.ranges.untrained()
             if precision == "int8" and untrained:
                 raise ValueError(
                     f"{pn} int8 runs this quantization-aware model's integer-only file, which needs the activation "
                     f"ranges it learns in training; {len(untrained)} were never trained: fit it first (kbert "
-                    f"finetune --qat), or use {pn} fp32.")
+                    f"finetune --qat), or use {pn} fp32."
+                )
             return
         if self.task in INT8_TASKS:
             return
         if precision == "int8":
             raise ValueError(
                 f"{pn} int8 runs classification, pair and multilabel models; this model's task is {self.task}. "
-                f"Use {pn} fp32 or bf16.")
+                f"Use {pn} fp32 or bf16."
+            )
         if runtime == "litert":
             raise ValueError(
                 f"{rn} litert runs classification, pair and multilabel models; this model's task is {self.task}. "
-                f"Leave {rn} out.")
+                f"Leave {rn} out."
+            )
 
     def model_in_precision(self):
         """The Keras model that runs where `runs` is "keras": the model itself in fp32 (a
@@ -204,8 +229,10 @@ class ForwardResolver:
         except ConversionError as e:
             # The converter's advice is about kbert export's flags; what to run instead is ours.
             reason = str(e).split(". ")[0]
-            raise ConversionError(f"{self._pn} {self.precision} on {self.runtime}: this model did not convert "
-                                  f"({reason}); run it with {self._pn} fp32 on tensorflow.") from None
+            raise ConversionError(
+                f"{self._pn} {self.precision} on {self.runtime}: this model did not convert "
+                f"({reason}); run it with {self._pn} fp32 on tensorflow."
+            ) from None
 
     def _litert_forward(self, sequence_length):
         if self.runs == "integer_file":
@@ -218,8 +245,10 @@ class ForwardResolver:
         from keras_bert_impl.inference.precision import with_precision
 
         # TFLite converts a float32 graph: a model computing in bfloat16 or float16 is rebuilt first.
-        return Int8Forward(with_precision(self.model, "fp32"),
-                           quantization="dynamic_int8" if self.precision == "int8" else "float32")
+        return Int8Forward(
+            with_precision(self.model, "fp32"),
+            quantization="dynamic_int8" if self.precision == "int8" else "float32",
+        )
 
 
 def _keras_forward(model, precision):
@@ -259,5 +288,7 @@ def _task_of(model):
         return "squad"
     if isinstance(head, (kb.BertEmbedder, kb.BertBackbone)):
         return "embedding"
-    raise ValueError(f"ForwardResolver takes a model of this library (a head, an embedder or a backbone). "
-                     f"Received: model={type(model).__name__}")
+    raise ValueError(
+        f"ForwardResolver takes a model of this library (a head, an embedder or a backbone). "
+        f"Received: model={type(model).__name__}"
+    )

@@ -44,18 +44,24 @@ def check_id_arrays(arrays, sizes, max_sequence_length, shown_as=None):
             raise ValueError(f"Input {label} has shape {_shape(shape)}: send [examples, positions] of ids.")
         if shape != first:
             together = ", ".join(shown[:-1]) + " and " + shown[-1]
-            raise ValueError(f"Input {label} has shape {_shape(shape)}, and {shown[0]} {_shape(first)}: send "
-                             f"{together} of one shape, [examples, positions].")
+            raise ValueError(
+                f"Input {label} has shape {_shape(shape)}, and {shown[0]} {_shape(first)}: send "
+                f"{together} of one shape, [examples, positions]."
+            )
     if not 1 <= first[1] <= max_sequence_length:
-        raise ValueError(f"Input {shown[0]} has {first[1]} positions per example: this model takes 1 to "
-                         f"{max_sequence_length} (its max_sequence_length); send that many per example.")
+        raise ValueError(
+            f"Input {shown[0]} has {first[1]} positions per example: this model takes 1 to "
+            f"{max_sequence_length} (its max_sequence_length); send that many per example."
+        )
     for name, label in zip(names, shown):
         values = np.asarray(arrays[name])
         bad = np.argwhere((values < 0) | (values >= sizes[name]))  # [N, 2]: (example, position), row-major
         if bad.size:
             row, column = (int(i) for i in bad[0])
-            raise ValueError(f"Input {label} holds {int(values[row, column])} at example {row}, position {column}: "
-                             f"this model takes values in [0, {sizes[name]}) there.")
+            raise ValueError(
+                f"Input {label} holds {int(values[row, column])} at example {row}, position {column}: "
+                f"this model takes values in [0, {sizes[name]}) there."
+            )
 
 
 def _shape(shape):

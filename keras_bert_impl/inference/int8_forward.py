@@ -25,7 +25,12 @@ import tensorflow as tf
 
 from keras_bert_impl.conversion.native_log import native_output_held
 from keras_bert_impl.conversion.tflite_converter import convert_endpoint
-from keras_bert_impl.conversion.input_contract import MODEL_ID_INPUTS, SERVING_ENDPOINT, id_signature, named_endpoint
+from keras_bert_impl.conversion.input_contract import (
+    MODEL_ID_INPUTS,
+    SERVING_ENDPOINT,
+    id_signature,
+    named_endpoint,
+)
 from keras_bert_impl.inference.id_checks import check_id_arrays
 from keras_bert_impl.inference.litert_cache import LiteRtCache
 from keras_bert_impl.inference.litert_forms import LiteRtForms, computes_in_forms
@@ -68,18 +73,29 @@ class Int8Forward:
             raise ValueError("Int8Forward needs a built model (call it once, or load a trained one).")
         # Each call's inputs are checked against the backbone's tables (a model without one: unchecked).
         backbone = getattr(model, "backbone", None)
-        self._id_sizes = None if backbone is None else {
-            "token_ids": backbone.vocabulary_size, "segment_ids": backbone.num_segments, "padding_mask": 2}
+        self._id_sizes = (
+            None
+            if backbone is None
+            else {
+                "token_ids": backbone.vocabulary_size,
+                "segment_ids": backbone.num_segments,
+                "padding_mask": 2,
+            }
+        )
         self._max_sequence_length = None if backbone is None else backbone.max_sequence_length
         if num_threads is None:
             num_threads = len(os.sched_getaffinity(0))
         check_positive_int("num_threads", num_threads)
         if quantization not in LITERT_QUANTIZATIONS:
-            raise ValueError(f"quantization must be one of {LITERT_QUANTIZATIONS}. Received: quantization={quantization!r}")
+            raise ValueError(
+                f"quantization must be one of {LITERT_QUANTIZATIONS}. Received: quantization={quantization!r}"
+            )
         if isinstance(cache, str) and cache == FROM_ENVIRONMENT:
             cache = LiteRtCache.from_environment()
         elif cache is not None and not isinstance(cache, LiteRtCache):
-            raise ValueError(f"cache must be {FROM_ENVIRONMENT!r}, a LiteRtCache or None. Received: cache={cache!r}")
+            raise ValueError(
+                f"cache must be {FROM_ENVIRONMENT!r}, a LiteRtCache or None. Received: cache={cache!r}"
+            )
         # ai_edge_litert is imported here: it is only needed when int8 is asked for.
         from ai_edge_litert.interpreter import Interpreter
 
@@ -106,7 +122,10 @@ class Int8Forward:
     def __call__(self, token_ids, segment_ids, padding_mask):
         # The signature runner resizes its inputs to each batch's [B, T] (and re-plans its
         # buffers only when the shape changed).
-        feed = {name: np.asarray(value, np.int32) for name, value in zip(MODEL_ID_INPUTS, (token_ids, segment_ids, padding_mask))}
+        feed = {
+            name: np.asarray(value, np.int32)
+            for name, value in zip(MODEL_ID_INPUTS, (token_ids, segment_ids, padding_mask))
+        }
         if self._id_sizes is not None:  # the interpreter checks none of it (id_checks.py)
             check_id_arrays(feed, self._id_sizes, self._max_sequence_length)
         outputs = self._runner(**feed)
@@ -126,5 +145,6 @@ def _convert(model, quantization, batch=None, length=None):
             outputs = model(inputs, training=False)
         return {name: tf.cast(value, tf.float32) for name, value in outputs.items()}
 
-    return convert_endpoint(named_endpoint(forward, MODEL_ID_INPUTS), id_signature(MODEL_ID_INPUTS, batch, length),
-                            quantization)
+    return convert_endpoint(
+        named_endpoint(forward, MODEL_ID_INPUTS), id_signature(MODEL_ID_INPUTS, batch, length), quantization
+    )

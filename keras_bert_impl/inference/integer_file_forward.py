@@ -52,16 +52,22 @@ class IntegerFileForward:
         from keras_bert_impl.models.quantization_aware_classifier import QuantizationAwareClassifier
 
         if not isinstance(model, QuantizationAwareClassifier):
-            raise ValueError(f"IntegerFileForward runs a QuantizationAwareClassifier's integer-only file. Received: "
-                             f"model={type(model).__name__}")
+            raise ValueError(
+                f"IntegerFileForward runs a QuantizationAwareClassifier's integer-only file. Received: "
+                f"model={type(model).__name__}"
+            )
         backbone = model.classifier.backbone
-        self.sequence_length = check_sequence_length("sequence_length", sequence_length, backbone.max_sequence_length)
+        self.sequence_length = check_sequence_length(
+            "sequence_length", sequence_length, backbone.max_sequence_length
+        )
         num_threads = len(os.sched_getaffinity(0)) if num_threads is None else num_threads
         check_positive_int("num_threads", num_threads)
         if isinstance(cache, str) and cache == FROM_ENVIRONMENT:
             cache = LiteRtCache.from_environment()
         elif cache is not None and not isinstance(cache, LiteRtCache):
-            raise ValueError(f"cache must be {FROM_ENVIRONMENT!r}, a LiteRtCache or None. Received: cache={cache!r}")
+            raise ValueError(
+                f"cache must be {FROM_ENVIRONMENT!r}, a LiteRtCache or None. Received: cache={cache!r}"
+            )
         model.learned_ranges()  # its ValueError names the first untrained range and the fix
 
         def convert():
@@ -72,8 +78,11 @@ class IntegerFileForward:
         quantization = f"int8_only/{self.sequence_length}"
         self.flatbuffer = convert() if cache is None else cache.flatbuffer(model, quantization, convert)
         self.cache_outcome = None if cache is None else cache.last
-        self._id_sizes = {"token_ids": backbone.vocabulary_size, "segment_ids": backbone.num_segments,
-                          "padding_mask": 2}
+        self._id_sizes = {
+            "token_ids": backbone.vocabulary_size,
+            "segment_ids": backbone.num_segments,
+            "padding_mask": 2,
+        }
         from ai_edge_litert.interpreter import Interpreter
 
         with native_output_held():
@@ -86,18 +95,22 @@ class IntegerFileForward:
         return len(self.flatbuffer)
 
     def __call__(self, token_ids, segment_ids, padding_mask):
-        feed = {name: np.asarray(value, np.int32) for name, value in zip(MODEL_ID_INPUTS, (token_ids, segment_ids,
-                                                                                          padding_mask))}
+        feed = {
+            name: np.asarray(value, np.int32)
+            for name, value in zip(MODEL_ID_INPUTS, (token_ids, segment_ids, padding_mask))
+        }
         check_id_arrays(feed, self._id_sizes, self.sequence_length)
         rows, width = feed["token_ids"].shape
         # The file's inputs are the exports' names (ids, mask, segment_ids), each [1, S].
         padded = {name: np.zeros((rows, self.sequence_length), np.int32) for name in MODEL_ID_INPUTS}
         for name in MODEL_ID_INPUTS:
             padded[name][:, :width] = feed[name]
-        as_export = dict(zip(EXPORT_ID_INPUTS, (padded["token_ids"], padded["padding_mask"], padded["segment_ids"])))
+        as_export = dict(
+            zip(EXPORT_ID_INPUTS, (padded["token_ids"], padded["padding_mask"], padded["segment_ids"]))
+        )
         outputs = {}
         for row in range(rows):
-            out = self._runner(**{name: value[row:row + 1] for name, value in as_export.items()})
+            out = self._runner(**{name: value[row : row + 1] for name, value in as_export.items()})
             for name, value in out.items():
                 outputs.setdefault(name, []).append(np.asarray(value, np.float32))
         return {name: np.concatenate(parts) for name, parts in outputs.items()}

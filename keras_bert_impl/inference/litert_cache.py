@@ -83,7 +83,9 @@ class LiteRtCache:
         if chosen:
             root = chosen
         else:
-            base = environ.get("XDG_CACHE_HOME", "").strip() or os.path.join(os.path.expanduser("~"), ".cache")
+            base = environ.get("XDG_CACHE_HOME", "").strip() or os.path.join(
+                os.path.expanduser("~"), ".cache"
+            )
             root = os.path.join(base, "keras_bert_impl")
         return cls(os.path.join(root, "litert"))
 
@@ -96,8 +98,15 @@ class LiteRtCache:
         config = json.dumps(keras.saving.serialize_keras_object(model), sort_keys=True, default=repr)
         import tensorflow as tf
 
-        for part in (CACHE_FORMAT, quantization, f"{type(model).__module__}.{type(model).__qualname__}", config,
-                     tf.__version__, keras.__version__, _package_source_digest()):
+        for part in (
+            CACHE_FORMAT,
+            quantization,
+            f"{type(model).__module__}.{type(model).__qualname__}",
+            config,
+            tf.__version__,
+            keras.__version__,
+            _package_source_digest(),
+        ):
             digest.update(part.encode("utf-8") + b"\0")
         for weight in model.weights:  # weights in tracking order; names, shapes and bytes
             value = np.ascontiguousarray(weight.numpy())
@@ -129,7 +138,9 @@ class LiteRtCache:
             except FileNotFoundError:
                 continue  # another process's size cap removed it after the glob: simply not kept
             except OSError as e:
-                warnings.warn(f"LiteRT cache: could not read {path} ({e}); converting the model instead.", stacklevel=3)
+                warnings.warn(
+                    f"LiteRT cache: could not read {path} ({e}); converting the model instead.", stacklevel=3
+                )
                 continue
             if path.endswith(f".{_content_digest(content)}{SUFFIX}"):
                 try:
@@ -137,8 +148,11 @@ class LiteRtCache:
                 except OSError:
                     pass  # a read-only cache still serves its files
                 return content
-            warnings.warn(f"LiteRT cache: {path} does not match the digest in its name (the file is damaged); "
-                          "removing it and converting the model again.", stacklevel=3)
+            warnings.warn(
+                f"LiteRT cache: {path} does not match the digest in its name (the file is damaged); "
+                "removing it and converting the model again.",
+                stacklevel=3,
+            )
             _remove(path)
         return None
 
@@ -152,9 +166,12 @@ class LiteRtCache:
         try:
             write_atomically(path, write, suffix=SUFFIX)
         except OSError as e:
-            warnings.warn(f"LiteRT cache: could not keep the converted model in {self.folder} ({e}); it runs, "
-                          f"but the next process converts it again. Set {ENVIRONMENT_VARIABLE} to a writable folder, "
-                          f"or to {OFF}.", stacklevel=3)
+            warnings.warn(
+                f"LiteRT cache: could not keep the converted model in {self.folder} ({e}); it runs, "
+                f"but the next process converts it again. Set {ENVIRONMENT_VARIABLE} to a writable folder, "
+                f"or to {OFF}.",
+                stacklevel=3,
+            )
             return
         self._trim(keep=path)
 
@@ -180,8 +197,10 @@ class LiteRtCache:
 def keyable(model):
     """Whether every layer of `model` (itself included) is a class of keras or keras_bert_impl,
     whose code the key covers through their versions and source."""
-    return all(type(layer).__module__.startswith(KEYED_MODULES)
-               for layer in model._flatten_layers(include_self=True, recursive=True))
+    return all(
+        type(layer).__module__.startswith(KEYED_MODULES)
+        for layer in model._flatten_layers(include_self=True, recursive=True)
+    )
 
 
 @functools.lru_cache(maxsize=1)

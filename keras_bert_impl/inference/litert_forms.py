@@ -36,8 +36,11 @@ def computes_in_forms(model):
     one Keras' `model.quantize` left int8 kernels in (only its own layers apply their scales),
     nor one under a mixed policy (its layers compute in bf16 or fp16; the forms in float32):
     those run their Keras graph."""
-    return (isinstance(model, BertClassifier) and not quantization_modes(model)
-            and model.compute_dtype == model.backbone.compute_dtype == "float32")
+    return (
+        isinstance(model, BertClassifier)
+        and not quantization_modes(model)
+        and model.compute_dtype == model.backbone.compute_dtype == "float32"
+    )
 
 
 class LiteRtForms(IntegerForms):

@@ -70,7 +70,13 @@ class OneDnnForms(LiteRtForms):
         ones, zeros = tf.fill(tf.stack([tokens]), 1.0), tf.fill(tf.stack([tokens]), 0.0)
         empty = tf.constant([], tf.float32)  # no running statistics: training mode's batch moments
         normalized = tf.raw_ops.FusedBatchNormV3(
-            x=channels, scale=ones, offset=zeros, mean=empty, variance=empty, epsilon=float(layer.epsilon),
-            data_format="NCHW", is_training=True,
+            x=channels,
+            scale=ones,
+            offset=zeros,
+            mean=empty,
+            variance=empty,
+            epsilon=float(layer.epsilon),
+            data_format="NCHW",
+            is_training=True,
         )[0]
         return tf.reshape(normalized, shape) * layer.gamma + layer.beta

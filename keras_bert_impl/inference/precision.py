@@ -36,7 +36,9 @@ def without_dtypes(config):
 def computes_in(model):
     """The set of compute dtypes of `model`'s layers (a model trained with --precision fp16 or
     bf16 is saved with its mixed policy, and loads computing in float16 or bfloat16)."""
-    return {layer.dtype_policy.compute_dtype for layer in model._flatten_layers(include_self=True, recursive=True)}
+    return {
+        layer.dtype_policy.compute_dtype for layer in model._flatten_layers(include_self=True, recursive=True)
+    }
 
 
 def with_precision(model, precision):

@@ -62,7 +62,9 @@ class TextPredictor:
     (2, 2)
     """
 
-    def __init__(self, model, sequence_length=128, batch_size=32, bucket_multiple=1, precision="fp32", runtime=None):
+    def __init__(
+        self, model, sequence_length=128, batch_size=32, bucket_multiple=1, precision="fp32", runtime=None
+    ):
         from keras_bert_impl.models.quantization_aware_classifier import QuantizationAwareClassifier
 
         if not isinstance(model, (BertClassifier, QuantizationAwareClassifier)):
@@ -75,24 +77,32 @@ class TextPredictor:
         resolved = ForwardResolver(model, precision, runtime)
         backbone = model.backbone
         if backbone.vocabulary is None:
-            raise ValueError("The model's backbone carries no vocabulary: call backbone.set_vocabulary(...) first.")
+            raise ValueError(
+                "The model's backbone carries no vocabulary: call backbone.set_vocabulary(...) first."
+            )
         check_positive_int("batch_size", batch_size)
         check_positive_int("bucket_multiple", bucket_multiple)
-        sequence_length = check_sequence_length("sequence_length", sequence_length, backbone.max_sequence_length)
+        sequence_length = check_sequence_length(
+            "sequence_length", sequence_length, backbone.max_sequence_length
+        )
         self.model = model
         self.sequence_length = sequence_length
         self.batch_size = batch_size
         self.bucket_multiple = bucket_multiple
         self.precision = resolved.precision
         self.runtime = resolved.runtime
-        self._preprocessor = BertPreprocessor(backbone.vocabulary, lowercase=backbone.lowercase,
-                                              sequence_length=sequence_length)
+        self._preprocessor = BertPreprocessor(
+            backbone.vocabulary, lowercase=backbone.lowercase, sequence_length=sequence_length
+        )
         # Tokenizing eagerly dispatches tensorflow-text's ops one by one, about half of a
         # one-sentence call (issue 33's batch-1 split); traced once per layout, it runs as a graph.
         strings = tf.TensorSpec([None], tf.string)
         self._tokenize = {
             1: tf.function(lambda texts: self._preprocessor(texts), input_signature=[strings]),
-            2: tf.function(lambda texts, texts_b: self._preprocessor((texts, texts_b)), input_signature=[strings, strings]),
+            2: tf.function(
+                lambda texts, texts_b: self._preprocessor((texts, texts_b)),
+                input_signature=[strings, strings],
+            ),
         }
         self._forward = resolved.forward(sequence_length)
 
@@ -101,12 +111,14 @@ class TextPredictor:
         array [N, ...]} in input order. `progress(n)` is called after each batch with its size."""
         texts = list(texts)
         if texts_b is not None and len(texts_b) != len(texts):
-            raise ValueError(f"texts_b must have one entry per text. Received {len(texts)} texts and {len(texts_b)}.")
+            raise ValueError(
+                f"texts_b must have one entry per text. Received {len(texts)} texts and {len(texts_b)}."
+            )
         check_positive_int("chunk_size", chunk_size)
         parts = []
         for start in range(0, len(texts), chunk_size):
-            chunk_b = None if texts_b is None else list(texts_b[start:start + chunk_size])
-            parts.append(self._predict_chunk(texts[start:start + chunk_size], chunk_b, progress))
+            chunk_b = None if texts_b is None else list(texts_b[start : start + chunk_size])
+            parts.append(self._predict_chunk(texts[start : start + chunk_size], chunk_b, progress))
         if not parts:
             return {}
         return {name: np.concatenate([p[name] for p in parts]) for name in parts[0]}
@@ -122,8 +134,12 @@ class TextPredictor:
         # Longest first: the first batch meets the widest shape, and each batch pads only a little.
         order = np.argsort(-lengths, kind="stable")
         for start in range(0, len(order), self.batch_size):
-            rows = order[start:start + self.batch_size]
-            width = int(min(-(-lengths[rows].max() // self.bucket_multiple) * self.bucket_multiple, token_ids.shape[1]))
+            rows = order[start : start + self.batch_size]
+            width = int(
+                min(
+                    -(-lengths[rows].max() // self.bucket_multiple) * self.bucket_multiple, token_ids.shape[1]
+                )
+            )
             yield (rows, *(a[rows, :width] for a in (token_ids, segment_ids, mask)))  # [B, T] each
 
     def _predict_chunk(self, texts, texts_b, progress):

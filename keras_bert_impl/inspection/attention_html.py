@@ -142,8 +142,13 @@ def write_attention_html(maps, path, title=None, layer=-1, head=None):
     # "<" escaped so no text in the data can close the script element early.
     data = json.dumps(maps.to_dict(), ensure_ascii=False).replace("<", "\\u003c")
     truncated = " The text was truncated to fit the sequence length." if maps.truncated else ""
-    values = {"TITLE": html.escape(title), "TRUNCATED": truncated, "LAYER": str(layer),
-              "HEAD": json.dumps("all" if head is None else str(head)), "DATA": data}
+    values = {
+        "TITLE": html.escape(title),
+        "TRUNCATED": truncated,
+        "LAYER": str(layer),
+        "HEAD": json.dumps("all" if head is None else str(head)),
+        "DATA": data,
+    }
     # One pass, so a text that happens to contain a placeholder's name is left alone.
     page = re.sub(r"__(TITLE|TRUNCATED|LAYER|HEAD|DATA)__", lambda m: values[m.group(1)], _PAGE)
     write_text_atomically(page, path)

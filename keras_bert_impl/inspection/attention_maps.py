@@ -75,13 +75,17 @@ class AttentionMaps:
         if not isinstance(backbone, BertBackbone):
             raise ValueError(f"AttentionMaps needs a BertBackbone. Received: {type(backbone).__name__}")
         if backbone.vocabulary is None:
-            raise ValueError("The backbone carries no vocabulary: load one written by `kbert convert` or `kbert finetune`.")
+            raise ValueError(
+                "The backbone carries no vocabulary: load one written by `kbert convert` or `kbert finetune`."
+            )
         for name, value in (("text", text), ("text_b", text_b)):
             if value is not None and not isinstance(value, str):
                 raise ValueError(f"{name} must be a string. Received: {type(value).__name__}")
         check_int("sequence_length", sequence_length, minimum=3 if text_b is None else 4)
         sequence_length = min(sequence_length, backbone.max_sequence_length)
-        preprocessor = BertPreprocessor(backbone.vocabulary, lowercase=backbone.lowercase, sequence_length=sequence_length)
+        preprocessor = BertPreprocessor(
+            backbone.vocabulary, lowercase=backbone.lowercase, sequence_length=sequence_length
+        )
         segments = [text] if text_b is None else [text, text_b]
         full = sum(len(pieces) for pieces in preprocessor.tokenize_lists(segments)) + len(segments) + 1
         x = preprocessor(text) if text_b is None else preprocessor(([text], [text_b]))
@@ -98,5 +102,9 @@ class AttentionMaps:
 
     def to_dict(self):
         """Plain data (for JSON): tokens, segment_ids, truncated and probabilities [L][N][T][T] rounded to 4 digits."""
-        return {"tokens": self.tokens, "segment_ids": self.segment_ids, "truncated": self.truncated,
-                "probabilities": np.round(self.probabilities, 4).tolist()}
+        return {
+            "tokens": self.tokens,
+            "segment_ids": self.segment_ids,
+            "truncated": self.truncated,
+            "probabilities": np.round(self.probabilities, 4).tolist(),
+        }

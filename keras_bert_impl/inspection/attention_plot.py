@@ -40,7 +40,9 @@ def plot_attention(maps, path, layer=None, head=None, title=None):
         side = max(5.0, 0.32 * count + 2.0)
         figure = new_figure(side + 1.0, side)
         axes = figure.add_subplot(1, 1, 1)
-        image = _heatmap(axes, maps.probabilities[layer, head], maps.tokens, title=f"layer {layer}, head {head}")
+        image = _heatmap(
+            axes, maps.probabilities[layer, head], maps.tokens, title=f"layer {layer}, head {head}"
+        )
         axes.set_xlabel("attended to")
         axes.set_ylabel("attending")
         figure.colorbar(image, ax=axes, fraction=0.046, pad=0.04)
@@ -52,7 +54,9 @@ def plot_attention(maps, path, layer=None, head=None, title=None):
         figure = new_figure(columns * cell, rows * cell + 0.6)
         for h in range(maps.num_heads):
             axes = figure.add_subplot(rows, columns, h + 1)
-            _heatmap(axes, maps.probabilities[layer, h], maps.tokens, labels=labels, title=f"head {h}", fontsize=7)
+            _heatmap(
+                axes, maps.probabilities[layer, h], maps.tokens, labels=labels, title=f"head {h}", fontsize=7
+            )
         text = f"layer {layer}: {text}"
     else:
         figure = new_figure(maps.num_heads * 1.3 + 0.8, maps.num_layers * 1.3 + 0.8)

@@ -21,7 +21,7 @@ def pca_2d(vectors):
     # A sign convention, so the same data always gives the same picture.
     signs = np.sign(components[:2, np.argmax(np.abs(components[:2]), axis=1)].diagonal())
     components = components[:2] * signs[:, None]
-    variance = singular ** 2
+    variance = singular**2
     return centred @ components.T, variance[:2] / max(variance.sum(), 1e-12)
 
 
@@ -30,10 +30,14 @@ def plot_embeddings(vectors, labels, path, title="Sentence vectors (PCA)"):
     `labels` (N strings), written to `path` as PNG, atomically. Returns the label counts."""
     labels = [str(label) for label in labels]
     if len(labels) != len(vectors):
-        raise ValueError(f"labels must give one label per vector. Received {len(labels)} labels for {len(vectors)} vectors.")
+        raise ValueError(
+            f"labels must give one label per vector. Received {len(labels)} labels for {len(vectors)} vectors."
+        )
     names = sorted(set(labels))
     if len(names) > MAX_LABELS:
-        raise ValueError(f"labels has {len(names)} distinct labels; a picture can tell at most {MAX_LABELS} colours apart.")
+        raise ValueError(
+            f"labels has {len(names)} distinct labels; a picture can tell at most {MAX_LABELS} colours apart."
+        )
     points, explained = pca_2d(vectors)
     figure = new_figure(8, 7)
     axes = figure.add_subplot(1, 1, 1)
@@ -42,7 +46,14 @@ def plot_embeddings(vectors, labels, path, title="Sentence vectors (PCA)"):
     for i, name in enumerate(names):
         chosen = np.array([label == name for label in labels])
         counts[name] = int(chosen.sum())
-        axes.scatter(points[chosen, 0], points[chosen, 1], s=6, alpha=0.6, color=cmap(i), label=f"{name} ({counts[name]})")
+        axes.scatter(
+            points[chosen, 0],
+            points[chosen, 1],
+            s=6,
+            alpha=0.6,
+            color=cmap(i),
+            label=f"{name} ({counts[name]})",
+        )
     axes.set_xlabel(f"PC 1 ({explained[0]:.1%} of the variance)")
     axes.set_ylabel(f"PC 2 ({explained[1]:.1%} of the variance)")
     axes.set_title(title)
@@ -58,7 +69,9 @@ def plot_word_senses(vectors, contexts, word, path, groups=None, annotate=12):
     all, the first of each group, so the picture stays readable) and coloured by `groups` (M
     strings, e.g. a sense or a source) if given."""
     if len(contexts) != len(vectors):
-        raise ValueError(f"contexts must give one sentence per vector. Received {len(contexts)} for {len(vectors)} vectors.")
+        raise ValueError(
+            f"contexts must give one sentence per vector. Received {len(contexts)} for {len(vectors)} vectors."
+        )
     points, explained = pca_2d(vectors)
     figure = new_figure(10, 8)
     axes = figure.add_subplot(1, 1, 1)
@@ -66,7 +79,9 @@ def plot_word_senses(vectors, contexts, word, path, groups=None, annotate=12):
     groups = [str(g) for g in groups] if grouped else ["occurrence"] * len(vectors)
     names = sorted(set(groups))
     if len(names) > MAX_LABELS:
-        raise ValueError(f"groups has {len(names)} distinct values; a picture can tell at most {MAX_LABELS} colours apart.")
+        raise ValueError(
+            f"groups has {len(names)} distinct values; a picture can tell at most {MAX_LABELS} colours apart."
+        )
     cmap = categorical_colours(len(names))
     for i, name in enumerate(names):
         chosen = np.array([g == name for g in groups])
@@ -91,7 +106,7 @@ def _snippet(sentence, word, width=28):
     lower = sentence.lower()
     at = lower.find(word.lower())
     if at < 0:
-        return sentence[:2 * width]
+        return sentence[: 2 * width]
     start, end = max(0, at - width), min(len(sentence), at + len(word) + width)
     return ("..." if start else "") + sentence[start:end].strip() + ("..." if end < len(sentence) else "")
 
@@ -101,7 +116,9 @@ def nearest_neighbour_agreement(vectors, groups):
     the groups separate in the full space, not only in the 2-D picture (leave-one-out 1-NN)."""
     vectors = np.asarray(vectors, np.float64)
     if len(vectors) != len(groups) or len(vectors) < 2:
-        raise ValueError(f"Need one group per vector and at least 2 vectors. Received {len(vectors)} vectors, {len(groups)} groups.")
+        raise ValueError(
+            f"Need one group per vector and at least 2 vectors. Received {len(vectors)} vectors, {len(groups)} groups."
+        )
     unit = vectors / np.maximum(np.linalg.norm(vectors, axis=1, keepdims=True), 1e-12)
     similarity = unit @ unit.T
     np.fill_diagonal(similarity, -np.inf)

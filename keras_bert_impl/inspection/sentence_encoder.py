@@ -16,7 +16,13 @@ from keras import ops
 from keras_bert_impl.layers.masking import masked_max, masked_mean
 from keras_bert_impl.models.bert_backbone import BertBackbone
 from keras_bert_impl.tokenization.bert_preprocessor import BertPreprocessor
-from keras_bert_impl.validation import check_bool, check_choice, check_int, check_positive_int, check_sequence_length
+from keras_bert_impl.validation import (
+    check_bool,
+    check_choice,
+    check_int,
+    check_positive_int,
+    check_sequence_length,
+)
 
 # bert-as-service's strategies; "first-last-mean" is the mean-pooled average of the first and
 # last encoder layers' outputs (the "first-last-avg" of BERT-flow and SimCSE's evaluations).
@@ -49,11 +55,15 @@ class SentenceEncoder:
     ((3, 128), array([1., 1., 1.], dtype=float32))
     """
 
-    def __init__(self, backbone, pooling="mean", layers=(-1,), normalize=True, sequence_length=128, batch_size=64):
+    def __init__(
+        self, backbone, pooling="mean", layers=(-1,), normalize=True, sequence_length=128, batch_size=64
+    ):
         if not isinstance(backbone, BertBackbone):
             raise ValueError(f"SentenceEncoder needs a BertBackbone. Received: {type(backbone).__name__}")
         if backbone.vocabulary is None:
-            raise ValueError("The backbone carries no vocabulary: load one written by `kbert convert` or `kbert finetune`.")
+            raise ValueError(
+                "The backbone carries no vocabulary: load one written by `kbert convert` or `kbert finetune`."
+            )
         check_choice("pooling", pooling, POOLING)
         check_bool("normalize", normalize)
         check_positive_int("batch_size", batch_size)
@@ -70,7 +80,9 @@ class SentenceEncoder:
                     f"(0 = embeddings, -1 = last). Received: layers={list(layers)}"
                 )
         if pooling == "first-last-mean" and layers != (-1,):
-            raise ValueError(f"pooling='first-last-mean' chooses its own layers (1 and {num_layers}); leave layers at (-1,).")
+            raise ValueError(
+                f"pooling='first-last-mean' chooses its own layers (1 and {num_layers}); leave layers at (-1,)."
+            )
         self.pooling = pooling
         self.layers = layers
         self.normalize = normalize
@@ -81,7 +93,9 @@ class SentenceEncoder:
         self.lowercase = backbone.lowercase
         # No packing length: texts are packed here, so each batch is padded only as far as it needs.
         self._preprocessor = BertPreprocessor(self.vocabulary, lowercase=self.lowercase, sequence_length=None)
-        pooled_layers = (1, num_layers) if pooling == "first-last-mean" else tuple(l % (num_layers + 1) for l in layers)
+        pooled_layers = (
+            (1, num_layers) if pooling == "first-last-mean" else tuple(l % (num_layers + 1) for l in layers)
+        )
         self._pooled_layers = pooled_layers
         self._model = self._with_hidden_states(backbone) if pooled_layers != (num_layers,) else backbone
         spec = tf.TensorSpec([None, None], tf.int32)
@@ -103,8 +117,12 @@ class SentenceEncoder:
 
     def config(self):
         """What decides the vectors besides the weights (stored beside indexes and vector files)."""
-        return {"pooling": self.pooling, "layers": list(self.layers), "normalize": self.normalize,
-                "sequence_length": self.sequence_length}
+        return {
+            "pooling": self.pooling,
+            "layers": list(self.layers),
+            "normalize": self.normalize,
+            "sequence_length": self.sequence_length,
+        }
 
     def fingerprint(self):
         """sha256 of the weights, vocabulary, casing and `config()`: vectors with different
@@ -131,7 +149,11 @@ class SentenceEncoder:
         return model
 
     def _pool(self, token_ids, padding_mask):
-        inputs = {"token_ids": token_ids, "segment_ids": ops.zeros_like(token_ids), "padding_mask": padding_mask}
+        inputs = {
+            "token_ids": token_ids,
+            "segment_ids": ops.zeros_like(token_ids),
+            "padding_mask": padding_mask,
+        }
         outputs = self._model(inputs, training=False)
         if "hidden_states" in outputs:
             layers = [outputs["hidden_states"][:, i] for i in self._pooled_layers]  # K x [B, T, H]
@@ -175,7 +197,7 @@ class SentenceEncoder:
         # Longest first: the first batch meets the largest shape, and each batch pads only a little.
         order = np.argsort(-lengths, kind="stable")
         for start in range(0, len(order), self.batch_size):
-            rows = order[start:start + self.batch_size]
+            rows = order[start : start + self.batch_size]
             width = int(min(-(-lengths[rows].max() // BUCKET_MULTIPLE) * BUCKET_MULTIPLE, token_ids.shape[1]))
             ids = token_ids[rows, :width]  # [B, T]
             mask = (np.arange(width)[None, :] < lengths[rows, None]).astype(np.int32)  # [B, T]

@@ -66,7 +66,9 @@ class VectorIndex:
         if vectors.ndim != 2 or not len(vectors):
             raise ValueError(f"vectors must be a non-empty [N, D] array. Received shape {vectors.shape}.")
         if len(texts) != len(vectors):
-            raise ValueError(f"texts and vectors must pair up. Received {len(texts)} texts and {len(vectors)} vectors.")
+            raise ValueError(
+                f"texts and vectors must pair up. Received {len(texts)} texts and {len(vectors)} vectors."
+            )
         self.vectors = _normalized(vectors)
         self.texts = list(texts)
         self.fingerprint = fingerprint
@@ -91,7 +93,9 @@ class VectorIndex:
         check_positive_int("k", k)
         queries = _normalized(np.atleast_2d(queries))
         if queries.shape[1] != self.vectors.shape[1]:
-            raise ValueError(f"The queries have {queries.shape[1]} dimensions, the index {self.vectors.shape[1]}.")
+            raise ValueError(
+                f"The queries have {queries.shape[1]} dimensions, the index {self.vectors.shape[1]}."
+            )
         k = min(k, len(self))
         if self._hnsw is not None and not exact:
             self._hnsw.hnsw.efSearch = max(HNSW_EF_SEARCH, k)
@@ -103,7 +107,11 @@ class VectorIndex:
             order = np.argsort(-top, axis=1, kind="stable")
             ids, scores = np.take_along_axis(ids, order, axis=1), np.take_along_axis(top, order, axis=1)
         return [
-            [{"id": int(i), "score": float(s), "text": self.texts[i]} for i, s in zip(row_ids, row_scores) if i >= 0]
+            [
+                {"id": int(i), "score": float(s), "text": self.texts[i]}
+                for i, s in zip(row_ids, row_scores)
+                if i >= 0
+            ]
             for row_ids, row_scores in zip(ids, scores)
         ]
 
@@ -124,8 +132,12 @@ class VectorIndex:
                 faiss.write_index(self._hnsw, os.path.join(partial, "hnsw.faiss"))
                 files.append("hnsw.faiss")
             manifest = {
-                "format": FORMAT, "fingerprint": self.fingerprint, "encoder": self.encoder, "count": len(self),
-                "dim": int(self.vectors.shape[1]), "method": self.method,
+                "format": FORMAT,
+                "fingerprint": self.fingerprint,
+                "encoder": self.encoder,
+                "count": len(self),
+                "dim": int(self.vectors.shape[1]),
+                "method": self.method,
                 "hnsw": {"M": HNSW_M, "efConstruction": HNSW_EF_CONSTRUCTION, "efSearch": HNSW_EF_SEARCH},
                 "sha256": {name: _sha256(os.path.join(partial, name)) for name in files},
             }
@@ -151,22 +163,36 @@ class VectorIndex:
             with open(manifest_path, encoding="utf-8") as f:
                 manifest = json.load(f)
         except FileNotFoundError:
-            raise ValueError(f"{path!r} has no manifest.json: it is not an index written by `kbert index`.") from None
+            raise ValueError(
+                f"{path!r} has no manifest.json: it is not an index written by `kbert index`."
+            ) from None
         except (json.JSONDecodeError, UnicodeDecodeError) as e:
-            raise ValueError(f"{manifest_path} is corrupt ({e}): rebuild the index with `kbert index`.") from None
+            raise ValueError(
+                f"{manifest_path} is corrupt ({e}): rebuild the index with `kbert index`."
+            ) from None
         if not isinstance(manifest, dict) or manifest.get("format") != FORMAT:
-            raise ValueError(f"{manifest_path} is not a {FORMAT} manifest: rebuild the index with `kbert index`.")
+            raise ValueError(
+                f"{manifest_path} is not a {FORMAT} manifest: rebuild the index with `kbert index`."
+            )
         for name, expected in manifest["sha256"].items():
             file = os.path.join(path, name)
             if not os.path.isfile(file) or _sha256(file) != expected:
-                state = "is missing" if not os.path.isfile(file) else "does not match its checksum (changed or cut short)"
+                state = (
+                    "is missing"
+                    if not os.path.isfile(file)
+                    else "does not match its checksum (changed or cut short)"
+                )
                 raise ValueError(f"Index {path!r}: {name} {state}. Rebuild the index with `kbert index`.")
         vectors = np.load(os.path.join(path, "vectors.npy"))
         with open(os.path.join(path, "texts.jsonl"), encoding="utf-8") as f:
             texts = [json.loads(line) for line in f]
         index = cls.__new__(cls)
         index.vectors, index.texts = vectors, texts
-        index.fingerprint, index.encoder, index.method = manifest["fingerprint"], manifest["encoder"], manifest["method"]
+        index.fingerprint, index.encoder, index.method = (
+            manifest["fingerprint"],
+            manifest["encoder"],
+            manifest["method"],
+        )
         index._hnsw = None
         if index.method == "hnsw":
             import faiss

@@ -17,7 +17,7 @@ def _occurrences(ids, word_ids, vocabulary):
     n = len(word_ids)
     starts = []
     for i in range(len(ids) - n + 1):
-        if ids[i:i + n] == word_ids and (i + n == len(ids) or not is_continuation(vocabulary[ids[i + n]])):
+        if ids[i : i + n] == word_ids and (i + n == len(ids) or not is_continuation(vocabulary[ids[i + n]])):
             starts.append(i)
     return starts
 
@@ -40,7 +40,9 @@ def word_vectors(backbone, word, sentences, layer=-1, sequence_length=128, batch
     check_positive_int("batch_size", batch_size)
     num_layers = backbone.num_layers
     if not -(num_layers + 1) <= layer <= num_layers:
-        raise ValueError(f"layer must be in [{-(num_layers + 1)}, {num_layers}] for a {num_layers}-layer model. Received: layer={layer}")
+        raise ValueError(
+            f"layer must be in [{-(num_layers + 1)}, {num_layers}] for a {num_layers}-layer model. Received: layer={layer}"
+        )
     vocabulary = backbone.vocabulary
     preprocessor = BertPreprocessor(vocabulary, lowercase=backbone.lowercase, sequence_length=sequence_length)
     word_ids = preprocessor.tokenize_lists([word])[0]
@@ -53,16 +55,22 @@ def word_vectors(backbone, word, sentences, layer=-1, sequence_length=128, batch
     model.set_weights(backbone.get_weights())
     vectors, rows = [], []
     for start in range(0, len(sentences), batch_size):
-        chunk = list(sentences[start:start + batch_size])
+        chunk = list(sentences[start : start + batch_size])
         x = preprocessor(chunk)
         token_ids = np.asarray(x["token_ids"])
-        found = [(b, s) for b in range(len(chunk)) for s in _occurrences(token_ids[b].tolist(), word_ids, vocabulary)]
+        found = [
+            (b, s)
+            for b in range(len(chunk))
+            for s in _occurrences(token_ids[b].tolist(), word_ids, vocabulary)
+        ]
         if not found:
             continue
         hidden = np.asarray(model(x, training=False)["hidden_states"][:, layer], np.float32)  # [B, T, H]
         for b, s in found:
-            vectors.append(hidden[b, s:s + len(word_ids)].mean(axis=0))
+            vectors.append(hidden[b, s : s + len(word_ids)].mean(axis=0))
             rows.append(start + b)
     if not vectors:
-        raise ValueError(f"word {word!r} occurs in none of the {len(sentences)} sentences (as a whole word, within the sequence length).")
+        raise ValueError(
+            f"word {word!r} occurs in none of the {len(sentences)} sentences (as a whole word, within the sequence length)."
+        )
     return np.stack(vectors), np.asarray(rows)

@@ -69,8 +69,10 @@ def _backward_kernel(h_ref, bias_ref, dy_ref, dh_ref, *, size, width, block):
 def _call(kernel, operands, out_dtype, width, interpret, name):
     size = operands[0].size
     if size >= 2**31:
-        raise ValueError(f"The fused GELU kernel indexes in int32; {size} values are too many. "
-                         "Use a smaller batch or fused_kernels=False.")
+        raise ValueError(
+            f"The fused GELU kernel indexes in int32; {size} values are too many. "
+            "Use a smaller batch or fused_kernels=False."
+        )
     call = pl.pallas_call(
         functools.partial(kernel, size=size, width=width, block=BLOCK),
         grid=(pl.cdiv(size, BLOCK),),
@@ -92,14 +94,18 @@ def bias_gelu(h, bias, interpret=False):
 def _differentiable():
     """The kernel pair as one function JAX can differentiate (built on first use: JAX is imported
     only where the kernels run)."""
-    function = jax.custom_vjp(lambda h, bias, interpret: _forward_rule(h, bias, interpret)[0], nondiff_argnums=(2,))
+    function = jax.custom_vjp(
+        lambda h, bias, interpret: _forward_rule(h, bias, interpret)[0], nondiff_argnums=(2,)
+    )
     function.defvjp(_forward_rule, _backward_rule)
     return function
 
 
 def _forward_rule(h, bias, interpret):
     if h.shape[-1] != bias.shape[-1] or bias.ndim != 1:
-        raise ValueError(f"bias must be [{h.shape[-1]}], the last axis of h. Received: bias {bias.shape}, h {h.shape}.")
+        raise ValueError(
+            f"bias must be [{h.shape[-1]}], the last axis of h. Received: bias {bias.shape}, h {h.shape}."
+        )
     y = _call(_forward_kernel, (jnp.reshape(h, (-1,)), bias), h.dtype, h.shape[-1], interpret, "bias_gelu")
     return jnp.reshape(y, h.shape), (h, bias)
 
@@ -107,8 +113,13 @@ def _forward_rule(h, bias, interpret):
 def _backward_rule(interpret, saved, dy):
     h, bias = saved
     width = h.shape[-1]
-    dh = _call(_backward_kernel, (jnp.reshape(h, (-1,)), bias, jnp.reshape(dy, (-1,))), h.dtype, width, interpret,
-               "bias_gelu_backward")
+    dh = _call(
+        _backward_kernel,
+        (jnp.reshape(h, (-1,)), bias, jnp.reshape(dy, (-1,))),
+        h.dtype,
+        width,
+        interpret,
+        "bias_gelu_backward",
+    )
     dbias = jnp.sum(jnp.reshape(dh, (-1, width)).astype(jnp.float32), axis=0).astype(bias.dtype)
     return jnp.reshape(dh, h.shape), dbias
-

@@ -56,9 +56,11 @@ def keep_mask(seed, row, columns, width, rate):
 
 def _block(width):
     if width > MAX_WIDTH:
-        raise ValueError(f"The fused LayerNorm kernel takes rows of at most {MAX_WIDTH} values. "
-                         f"Received: width={width}. "
-                         "Build the model with fused_kernels=False.")
+        raise ValueError(
+            f"The fused LayerNorm kernel takes rows of at most {MAX_WIDTH} values. "
+            f"Received: width={width}. "
+            "Build the model with fused_kernels=False."
+        )
     return pl.next_power_of_2(width)
 
 
@@ -66,8 +68,22 @@ def _warps(block):
     return min(max(block // 256, 1), 8)
 
 
-def _forward_kernel(seed_ref, x_ref, residual_ref, gamma_ref, beta_ref, y_ref, z_ref, mean_ref, rstd_ref, *,
-                    width, block, rate, epsilon):
+def _forward_kernel(
+    seed_ref,
+    x_ref,
+    residual_ref,
+    gamma_ref,
+    beta_ref,
+    y_ref,
+    z_ref,
+    mean_ref,
+    rstd_ref,
+    *,
+    width,
+    block,
+    rate,
+    epsilon,
+):
     row = pl.program_id(0)
     columns = jnp.arange(block)
     inside = columns < width
@@ -124,13 +140,17 @@ def _statistic_spec():
 
 def _check(x, residual, rate):
     if x.ndim != 2 or x.shape != residual.shape:
-        raise ValueError(f"The fused LayerNorm kernel takes x and residual of one shape [tokens, H]. "
-                         f"Received: x {x.shape}, residual {residual.shape}.")
+        raise ValueError(
+            f"The fused LayerNorm kernel takes x and residual of one shape [tokens, H]. "
+            f"Received: x {x.shape}, residual {residual.shape}."
+        )
     if not 0.0 <= rate < 1.0:
         raise ValueError(f"rate must be in [0, 1). Received: rate={rate!r}")
     if rate > 0.0 and x.shape[0] * x.shape[1] >= 2**32:
-        raise ValueError(f"The dropout hash counts positions in 32 bits; [{x.shape[0]}, {x.shape[1]}] has more. "
-                         "Use a smaller batch or fused_kernels=False.")
+        raise ValueError(
+            f"The dropout hash counts positions in 32 bits; [{x.shape[0]}, {x.shape[1]}] has more. "
+            "Use a smaller batch or fused_kernels=False."
+        )
 
 
 def _forward(x, residual, gamma, beta, seed, rate, epsilon, interpret):
@@ -138,12 +158,24 @@ def _forward(x, residual, gamma, beta, seed, rate, epsilon, interpret):
     rows, width = x.shape
     block = _block(width)
     call = pl.pallas_call(
-        functools.partial(_forward_kernel, width=width, block=block, rate=float(rate), epsilon=float(epsilon)),
+        functools.partial(
+            _forward_kernel, width=width, block=block, rate=float(rate), epsilon=float(epsilon)
+        ),
         grid=(rows,),
-        in_specs=[_whole_spec((1,)), _row_spec(width), _row_spec(width), _whole_spec((width,)), _whole_spec((width,))],
+        in_specs=[
+            _whole_spec((1,)),
+            _row_spec(width),
+            _row_spec(width),
+            _whole_spec((width,)),
+            _whole_spec((width,)),
+        ],
         out_specs=[_row_spec(width), _row_spec(width), _statistic_spec(), _statistic_spec()],
-        out_shape=[jax.ShapeDtypeStruct(x.shape, x.dtype), jax.ShapeDtypeStruct(x.shape, residual.dtype),
-                   jax.ShapeDtypeStruct((rows,), jnp.float32), jax.ShapeDtypeStruct((rows,), jnp.float32)],
+        out_shape=[
+            jax.ShapeDtypeStruct(x.shape, x.dtype),
+            jax.ShapeDtypeStruct(x.shape, residual.dtype),
+            jax.ShapeDtypeStruct((rows,), jnp.float32),
+            jax.ShapeDtypeStruct((rows,), jnp.float32),
+        ],
         compiler_params=plgpu.CompilerParams(num_warps=_warps(block)),
         interpret=interpret,
         name="residual_dropout_layer_norm",
@@ -184,8 +216,14 @@ def _backward_rule(rate, epsilon, interpret, saved, dy):
     call = pl.pallas_call(
         functools.partial(_backward_kernel, width=width, block=block, rate=float(rate)),
         grid=(rows,),
-        in_specs=[_whole_spec((1,)), _row_spec(width), _row_spec(width), _statistic_spec(), _statistic_spec(),
-                  _whole_spec((width,))],
+        in_specs=[
+            _whole_spec((1,)),
+            _row_spec(width),
+            _row_spec(width),
+            _statistic_spec(),
+            _statistic_spec(),
+            _whole_spec((width,)),
+        ],
         out_specs=[_row_spec(width)] * (2 if dropped else 1),
         out_shape=[jax.ShapeDtypeStruct(z.shape, z.dtype)]
         + ([jax.ShapeDtypeStruct(z.shape, dy.dtype)] if dropped else []),
@@ -201,4 +239,3 @@ def _backward_rule(rate, epsilon, interpret, saved, dy):
     dgamma = jnp.sum(dy32 * normalized, axis=0).astype(gamma.dtype)
     dbeta = jnp.sum(dy32, axis=0).astype(gamma.dtype)
     return dx, dz, dgamma, dbeta, None
-

@@ -44,8 +44,15 @@ class ActivationRanges(keras.layers.Layer):
         self.points = points
         self.momentum = float(momentum)
         self._ranges = {
-            point: self.add_weight(shape=(3,), initializer="zeros", trainable=False, autocast=False, dtype="float32",
-                                   aggregation="mean", name=point.replace("/", "."))
+            point: self.add_weight(
+                shape=(3,),
+                initializer="zeros",
+                trainable=False,
+                autocast=False,
+                dtype="float32",
+                aggregation="mean",
+                name=point.replace("/", "."),
+            )
             for point in points
         }
         self.built = True
@@ -58,14 +65,20 @@ class ActivationRanges(keras.layers.Layer):
         if training:
             seen = variable[2]
             observed = values if observed is None else ops.cast(observed, "float32")
-            low, high = _over_replicas(ops.stop_gradient(ops.min(observed)), ops.stop_gradient(ops.max(observed)))
+            low, high = _over_replicas(
+                ops.stop_gradient(ops.min(observed)), ops.stop_gradient(ops.max(observed))
+            )
             low, high = ops.minimum(low, 0.0), ops.maximum(high, 0.0)
             m = self.momentum
             low = ops.where(seen > 0, m * variable[0] + (1.0 - m) * low, low)
             high = ops.where(seen > 0, m * variable[1] + (1.0 - m) * high, high)
             variable.assign(ops.stack([low, high, ops.ones((), "float32")]))
-            return ops.cast(keras.quantizers.fake_quant_with_min_max_vars(values, low, high, num_bits=8), x.dtype)
-        quantized = keras.quantizers.fake_quant_with_min_max_vars(values, variable[0], variable[1], num_bits=8)
+            return ops.cast(
+                keras.quantizers.fake_quant_with_min_max_vars(values, low, high, num_bits=8), x.dtype
+            )
+        quantized = keras.quantizers.fake_quant_with_min_max_vars(
+            values, variable[0], variable[1], num_bits=8
+        )
         return ops.cast(ops.where(variable[2] > 0, quantized, values), x.dtype)
 
     def load_own_variables(self, store):
@@ -75,7 +88,8 @@ class ActivationRanges(keras.layers.Layer):
             raise ValueError(
                 f"its activation ranges do not fit the {len(self.points)} points this version of keras_bert_impl "
                 "quantizes: it was saved by another version, whose ranges miss what its integer file computes now. "
-                "Fine-tune it again with `kbert finetune --qat` (or QuantizationAwareClassifier.fit)")
+                "Fine-tune it again with `kbert finetune --qat` (or QuantizationAwareClassifier.fit)"
+            )
         super().load_own_variables(store)
 
     def range_of(self, name):

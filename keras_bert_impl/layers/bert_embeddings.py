@@ -81,12 +81,18 @@ class BertEmbeddings(keras.layers.Layer):
 
         initializer = keras.initializers.TruncatedNormal(stddev=initializer_range)
         self.token_embedding = keras.layers.Embedding(
-            vocabulary_size, hidden_dim, embeddings_initializer=initializer,
-            name="token_embedding", dtype=self.dtype_policy,
+            vocabulary_size,
+            hidden_dim,
+            embeddings_initializer=initializer,
+            name="token_embedding",
+            dtype=self.dtype_policy,
         )
         self.segment_embedding = keras.layers.Embedding(
-            num_segments, hidden_dim, embeddings_initializer=initializer,
-            name="segment_embedding", dtype=self.dtype_policy,
+            num_segments,
+            hidden_dim,
+            embeddings_initializer=initializer,
+            name="segment_embedding",
+            dtype=self.dtype_policy,
         )
         self.layer_norm = keras.layers.LayerNormalization(
             epsilon=layer_norm_epsilon, name="layer_norm", dtype=self.dtype_policy

@@ -22,8 +22,11 @@ class BertPooler(keras.layers.Layer):
 
     def build(self, input_shape):
         self.dense = keras.layers.Dense(
-            input_shape[-1], activation="tanh", kernel_initializer=self._initializer,
-            name="dense", dtype=self.dtype_policy,
+            input_shape[-1],
+            activation="tanh",
+            kernel_initializer=self._initializer,
+            name="dense",
+            dtype=self.dtype_policy,
         )
         self.dense.build((input_shape[0], input_shape[-1]))
         self.built = True

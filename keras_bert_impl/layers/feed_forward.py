@@ -28,7 +28,9 @@ class FeedForward(keras.layers.Layer):
     TensorShape([2, 4, 8])
     """
 
-    def __init__(self, intermediate_dim, activation="gelu", initializer_range=0.02, fused_kernels=False, **kwargs):
+    def __init__(
+        self, intermediate_dim, activation="gelu", initializer_range=0.02, fused_kernels=False, **kwargs
+    ):
         super().__init__(**kwargs)
         check_positive_int("intermediate_dim", intermediate_dim)
         check_choice("activation", activation, ACTIVATIONS)
@@ -39,15 +41,21 @@ class FeedForward(keras.layers.Layer):
         self.initializer_range = initializer_range
         initializer = keras.initializers.TruncatedNormal(stddev=initializer_range)
         self.intermediate_dense = keras.layers.Dense(
-            intermediate_dim, activation=get_activation(activation), kernel_initializer=initializer,
-            name="intermediate", dtype=self.dtype_policy,
+            intermediate_dim,
+            activation=get_activation(activation),
+            kernel_initializer=initializer,
+            name="intermediate",
+            dtype=self.dtype_policy,
         )
         self._kernel_initializer = initializer
 
     def build(self, input_shape):
         self.intermediate_dense.build(input_shape)
         self.output_dense = keras.layers.Dense(
-            input_shape[-1], kernel_initializer=self._kernel_initializer, name="output", dtype=self.dtype_policy
+            input_shape[-1],
+            kernel_initializer=self._kernel_initializer,
+            name="output",
+            dtype=self.dtype_policy,
         )
         self.output_dense.build(tuple(input_shape[:-1]) + (self.intermediate_dim,))
         self.built = True
@@ -58,8 +66,11 @@ class FeedForward(keras.layers.Layer):
             from keras_bert_impl.kernels.fused_choice import interpret_mode
 
             dense = self.intermediate_dense
-            intermediate = bias_gelu(ops.matmul(x, ops.cast(dense.kernel, x.dtype)), ops.cast(dense.bias, x.dtype),
-                                     interpret_mode())  # [B, T, I]
+            intermediate = bias_gelu(
+                ops.matmul(x, ops.cast(dense.kernel, x.dtype)),
+                ops.cast(dense.bias, x.dtype),
+                interpret_mode(),
+            )  # [B, T, I]
             return self.output_dense(intermediate)
         return self.output_dense(self.intermediate_dense(x))  # [B, T, I] -> [B, T, H]
 
@@ -67,8 +78,12 @@ class FeedForward(keras.layers.Layer):
         """The Pallas bias + GELU applies: asked for, exact GELU, a plain float Dense (Keras'
         quantized or LoRA layers apply their kernels in their own call), and the kernels run here."""
         dense = self.intermediate_dense
-        if not (self.fused_kernels and self.activation == "gelu" and dense.quantization_mode is None
-                and not dense.lora_enabled):
+        if not (
+            self.fused_kernels
+            and self.activation == "gelu"
+            and dense.quantization_mode is None
+            and not dense.lora_enabled
+        ):
             return False
         from keras_bert_impl.kernels.fused_choice import fused_kernels_run
 

@@ -34,7 +34,9 @@ class MaskedLMHead(keras.layers.Layer):
     TensorShape([2, 3, 100])
     """
 
-    def __init__(self, token_embedding, activation="gelu", layer_norm_epsilon=1e-12, initializer_range=0.02, **kwargs):
+    def __init__(
+        self, token_embedding, activation="gelu", layer_norm_epsilon=1e-12, initializer_range=0.02, **kwargs
+    ):
         super().__init__(**kwargs)
         if not isinstance(token_embedding, keras.layers.Embedding):
             raise ValueError(

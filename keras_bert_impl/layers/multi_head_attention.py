@@ -64,7 +64,9 @@ class MultiHeadAttention(keras.layers.Layer):
            [0.25, 0.25, 0.25, 0.25]], dtype=float32)
     """
 
-    def __init__(self, num_heads, hidden_dim, dropout=0.0, initializer_range=0.02, fused_kernels=False, **kwargs):
+    def __init__(
+        self, num_heads, hidden_dim, dropout=0.0, initializer_range=0.02, fused_kernels=False, **kwargs
+    ):
         super().__init__(**kwargs)
         check_positive_int("num_heads", num_heads)
         check_positive_int("hidden_dim", hidden_dim)
@@ -182,7 +184,9 @@ class MultiHeadAttention(keras.layers.Layer):
             kernel = ops.concatenate(
                 [self.query_dense.kernel * q_scale, self.key_dense.kernel, self.value_dense.kernel], axis=1
             )  # [H, 3H]
-            bias = ops.concatenate([self.query_dense.bias * q_scale, self.key_dense.bias, self.value_dense.bias], axis=0)
+            bias = ops.concatenate(
+                [self.query_dense.bias * q_scale, self.key_dense.bias, self.value_dense.bias], axis=0
+            )
             qkv = ops.matmul(query, ops.cast(kernel, query.dtype)) + ops.cast(bias, query.dtype)  # [B*T, 3H]
             if self._split_for_fused_attention(qkv, return_probs, training):
                 # Straight into [B, T, N, D] each: one copy per projection out of the GEMM's
@@ -192,7 +196,9 @@ class MultiHeadAttention(keras.layers.Layer):
                 q, k, v = ops.unstack(ops.reshape(qkv, (batch, query_length, 3, n, d)), 3, axis=2)
                 mask = merge_masks(padding_mask, attention_mask, use_causal_mask, query_length, key_length)
                 return self._fused_attention(q, k, v, mask, batch, query_length, key_length), None
-            qkv = ops.transpose(ops.reshape(qkv, (batch, query_length, 3, n, d)), (2, 0, 3, 1, 4))  # [3, B, N, T, D]
+            qkv = ops.transpose(
+                ops.reshape(qkv, (batch, query_length, 3, n, d)), (2, 0, 3, 1, 4)
+            )  # [3, B, N, T, D]
             # unstack, not qkv[0], qkv[1], qkv[2]: the gradient of each strided slice is a
             # zero-filled [3, B, N, T, D] tensor, summed three times (a fifth of a bert_tiny
             # training step in bench/perf/pretraining_speed.py's profile); unstack's is one stack.
@@ -214,8 +220,13 @@ class MultiHeadAttention(keras.layers.Layer):
             # cuDNN wants the mask at its full [B, 1, F, T] (it checks the bias' lengths);
             # the scale is already folded into q.
             return self._fused_attention(
-                ops.transpose(q, (0, 2, 1, 3)), ops.transpose(k, (0, 2, 1, 3)), ops.transpose(v, (0, 2, 1, 3)),
-                mask, batch, query_length, key_length,
+                ops.transpose(q, (0, 2, 1, 3)),
+                ops.transpose(k, (0, 2, 1, 3)),
+                ops.transpose(v, (0, 2, 1, 3)),
+                mask,
+                batch,
+                query_length,
+                key_length,
             ), None
         scores = ops.matmul(q, ops.transpose(k, (0, 1, 3, 2)))  # [B, N, F, T]
 
@@ -241,8 +252,12 @@ class MultiHeadAttention(keras.layers.Layer):
     def _split_for_fused_attention(self, qkv, return_probs, training):
         """Whether self-attention takes the fused_kernels split: the fused attention runs (see
         attend_flat) and so do the Pallas kernels."""
-        if not (self.fused_kernels and not return_probs and _fused_attention_runs(qkv.dtype)
-                and not (self.dropout > 0 and training)):
+        if not (
+            self.fused_kernels
+            and not return_probs
+            and _fused_attention_runs(qkv.dtype)
+            and not (self.dropout > 0 and training)
+        ):
             return False
         from keras_bert_impl.kernels.fused_choice import fused_kernels_run
 

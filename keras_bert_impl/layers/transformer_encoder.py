@@ -81,8 +81,12 @@ class TransformerEncoder(keras.layers.Layer):
         self.fused_kernels = fused_kernels
 
         self.feed_forward = FeedForward(
-            intermediate_dim, activation=activation, initializer_range=initializer_range, fused_kernels=fused_kernels,
-            name="feed_forward", dtype=self.dtype_policy,
+            intermediate_dim,
+            activation=activation,
+            initializer_range=initializer_range,
+            fused_kernels=fused_kernels,
+            name="feed_forward",
+            dtype=self.dtype_policy,
         )
         self.attention_layer_norm = keras.layers.LayerNormalization(
             epsilon=layer_norm_epsilon, name="attention_layer_norm", dtype=self.dtype_policy
@@ -90,7 +94,9 @@ class TransformerEncoder(keras.layers.Layer):
         self.output_layer_norm = keras.layers.LayerNormalization(
             epsilon=layer_norm_epsilon, name="output_layer_norm", dtype=self.dtype_policy
         )
-        self.attention_output_dropout = keras.layers.Dropout(dropout, name="attention_output_dropout", dtype=self.dtype_policy)
+        self.attention_output_dropout = keras.layers.Dropout(
+            dropout, name="attention_output_dropout", dtype=self.dtype_policy
+        )
         self.output_dropout = keras.layers.Dropout(dropout, name="output_dropout", dtype=self.dtype_policy)
 
     def build(self, input_shape):
@@ -135,13 +141,19 @@ class TransformerEncoder(keras.layers.Layer):
             training=training,
         )
         if self.fused_kernels and _fused_kernels_run(flat):
-            flat = self._fused_residual_norm(attended, flat, self.attention_output_dropout, self.attention_layer_norm,
-                                             training)
-            flat = self._fused_residual_norm(self.feed_forward(flat), flat, self.output_dropout, self.output_layer_norm,
-                                             training)
+            flat = self._fused_residual_norm(
+                attended, flat, self.attention_output_dropout, self.attention_layer_norm, training
+            )
+            flat = self._fused_residual_norm(
+                self.feed_forward(flat), flat, self.output_dropout, self.output_layer_norm, training
+            )
         else:
-            flat = self.attention_layer_norm(flat + self.attention_output_dropout(attended, training=training))
-            flat = self.output_layer_norm(flat + self.output_dropout(self.feed_forward(flat), training=training))
+            flat = self.attention_layer_norm(
+                flat + self.attention_output_dropout(attended, training=training)
+            )
+            flat = self.output_layer_norm(
+                flat + self.output_dropout(self.feed_forward(flat), training=training)
+            )
         x = ops.reshape(flat, (-1, length, hidden))  # [B, T, H]
         if return_attention_scores:
             return x, probs
@@ -155,11 +167,18 @@ class TransformerEncoder(keras.layers.Layer):
         from keras_bert_impl.kernels.residual_layer_norm import residual_dropout_layer_norm
 
         rate = float(dropout.rate) if training else 0.0
-        seed = (keras.random.randint((1,), 0, 2**31 - 1, seed=dropout.seed_generator, dtype="int32")
-                if rate > 0 else ops.zeros((1,), "int32"))
-        gamma, beta = ops.convert_to_tensor(layer_norm.gamma), ops.convert_to_tensor(layer_norm.beta)  # float32
-        return residual_dropout_layer_norm(x, ops.cast(residual, x.dtype), gamma, beta, seed, rate, layer_norm.epsilon,
-                                           interpret_mode())
+        seed = (
+            keras.random.randint((1,), 0, 2**31 - 1, seed=dropout.seed_generator, dtype="int32")
+            if rate > 0
+            else ops.zeros((1,), "int32")
+        )
+        gamma, beta = (
+            ops.convert_to_tensor(layer_norm.gamma),
+            ops.convert_to_tensor(layer_norm.beta),
+        )  # float32
+        return residual_dropout_layer_norm(
+            x, ops.cast(residual, x.dtype), gamma, beta, seed, rate, layer_norm.epsilon, interpret_mode()
+        )
 
     def get_config(self):
         config = super().get_config()

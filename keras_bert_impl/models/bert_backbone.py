@@ -19,9 +19,19 @@ from keras_bert_impl.layers.transformer_encoder import TransformerEncoder
 from keras_bert_impl.models._checked_data import ChecksIdData
 from keras_bert_impl.models._early_attributes import set_attribute
 from keras_bert_impl.models.presets import BERT_PRESETS
-from keras_bert_impl.models.quantized_layers import build_with_quantized_layers, record_quantized_layers, split_quantized_config
+from keras_bert_impl.models.quantized_layers import (
+    build_with_quantized_layers,
+    record_quantized_layers,
+    split_quantized_config,
+)
 from keras_bert_impl.tokenization.vocabulary import load_vocabulary_asset, save_vocabulary_asset
-from keras_bert_impl.validation import check_bool, check_choice, check_divisible, check_positive_int, check_probability
+from keras_bert_impl.validation import (
+    check_bool,
+    check_choice,
+    check_divisible,
+    check_positive_int,
+    check_probability,
+)
 
 # The casing that goes with the vocabulary (the vocabulary itself is tokenization's
 # VOCAB_ASSET), in the .keras file's assets.
@@ -239,7 +249,9 @@ class BertBackbone(ChecksIdData, keras.Model):
             "array of shape [batch, sequence_length]."
         )
         if not isinstance(inputs, dict):
-            raise ValueError(f"BertBackbone expects a dict of inputs. Received: {type(inputs).__name__}. {fix}")
+            raise ValueError(
+                f"BertBackbone expects a dict of inputs. Received: {type(inputs).__name__}. {fix}"
+            )
         missing = [k for k in MODEL_ID_INPUTS if k not in inputs]
         unknown = [k for k in inputs if k not in MODEL_ID_INPUTS]
         if missing or unknown:
@@ -251,7 +263,9 @@ class BertBackbone(ChecksIdData, keras.Model):
                 value = np.asarray(value)
                 shape = value.shape
             if len(shape) != 2:
-                raise ValueError(f"Input '{key}' must have rank 2 [batch, sequence_length]. Received shape {tuple(shape)}. {fix}")
+                raise ValueError(
+                    f"Input '{key}' must have rank 2 [batch, sequence_length]. Received shape {tuple(shape)}. {fix}"
+                )
             dtype = keras.backend.standardize_dtype(getattr(value, "dtype", "int32"))
             if not ("int" in dtype or dtype == "bool" and key == "padding_mask"):
                 raise ValueError(
@@ -336,7 +350,9 @@ class BertBackbone(ChecksIdData, keras.Model):
                 "fused_kernels": self.fused_kernels,
             }
         )
-        return record_quantized_layers(config, self)  # after model.quantize(...): see models/quantized_layers.py
+        return record_quantized_layers(
+            config, self
+        )  # after model.quantize(...): see models/quantized_layers.py
 
     @classmethod
     def from_config(cls, config):
@@ -349,9 +365,7 @@ class BertBackbone(ChecksIdData, keras.Model):
     def from_preset(cls, name, **kwargs):
         """Builds a randomly initialised backbone from a preset name (see `BERT_PRESETS`)."""
         if name not in BERT_PRESETS:
-            raise ValueError(
-                f"Unknown preset {name!r}. Choose one of: {', '.join(sorted(BERT_PRESETS))}."
-            )
+            raise ValueError(f"Unknown preset {name!r}. Choose one of: {', '.join(sorted(BERT_PRESETS))}.")
         return cls(**{**BERT_PRESETS[name], **kwargs})
 
 

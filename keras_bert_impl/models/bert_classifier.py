@@ -42,7 +42,14 @@ class BertClassifier(BertTask):
     _task_config_keys = ("num_classes", "multi_label", "activation", "dropout", "label_names", "pooling")
 
     def __init__(
-        self, backbone, num_classes, multi_label=False, activation=None, dropout=0.1, label_names=None, pooling="pooled",
+        self,
+        backbone,
+        num_classes,
+        multi_label=False,
+        activation=None,
+        dropout=0.1,
+        label_names=None,
+        pooling="pooled",
         **kwargs,
     ):
         self._check_backbone(backbone)
@@ -79,5 +86,9 @@ class BertClassifier(BertTask):
     def default_metrics(self):
         if self.multi_label:
             # Per-label accuracy at probability 0.5 (logit 0).
-            return [keras.metrics.BinaryAccuracy(name="accuracy", threshold=0.0 if self.activation is None else 0.5)]
+            return [
+                keras.metrics.BinaryAccuracy(
+                    name="accuracy", threshold=0.0 if self.activation is None else 0.5
+                )
+            ]
         return [keras.metrics.SparseCategoricalAccuracy(name="accuracy")]

@@ -41,7 +41,11 @@ class BertEmbedder(BertTask):
         self._check_backbone(backbone)
         check_choice("pooling", pooling, POOLING)
         num_layers = backbone.num_layers
-        if isinstance(layer_index, bool) or not isinstance(layer_index, int) or not -(num_layers + 1) <= layer_index <= num_layers:
+        if (
+            isinstance(layer_index, bool)
+            or not isinstance(layer_index, int)
+            or not -(num_layers + 1) <= layer_index <= num_layers
+        ):
             raise ValueError(
                 f"layer_index must be an int in [{-(num_layers + 1)}, {num_layers}] for a {num_layers}-layer backbone. "
                 f"Received: layer_index={layer_index!r}"
@@ -55,7 +59,9 @@ class BertEmbedder(BertTask):
         self.backbone = backbone
         inputs = backbone.input
         outputs = backbone(inputs)
-        hidden = outputs["sequence_output"] if last_layer else outputs["hidden_states"][:, layer_index]  # [B, T, H]
+        hidden = (
+            outputs["sequence_output"] if last_layer else outputs["hidden_states"][:, layer_index]
+        )  # [B, T, H]
         hidden = ops.cast(hidden, "float32")
         if pooling == "cls":
             pooled = hidden[:, 0, :]  # [B, H]

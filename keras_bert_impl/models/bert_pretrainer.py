@@ -59,7 +59,9 @@ class BertPretrainer(BertTask):
             name="masked_lm_head",
         )
         self.next_sentence_head = NextSentenceHead(
-            initializer_range=backbone.initializer_range, dtype=backbone.dtype_policy, name="next_sentence_head"
+            initializer_range=backbone.initializer_range,
+            dtype=backbone.dtype_policy,
+            name="next_sentence_head",
         )
         inputs = dict(backbone.input)
         inputs["mask_positions"] = keras.Input(shape=(None,), dtype="int32", name="mask_positions")
@@ -101,7 +103,9 @@ class BertPretrainer(BertTask):
     def default_loss(self):
         return {
             "mlm_logits": MaskedSparseCrossentropy(),  # the mean over the real masked positions, as Google's
-            "nsp_logits": GlobalBatchLoss(keras.losses.SparseCategoricalCrossentropy(from_logits=True)),  # every example
+            "nsp_logits": GlobalBatchLoss(
+                keras.losses.SparseCategoricalCrossentropy(from_logits=True)
+            ),  # every example
         }
 
     def default_weighted_metrics(self):

@@ -50,4 +50,7 @@ class BertSpanLabeler(BertTask):
         return {"start_logits": loss, "end_logits": loss}
 
     def default_metrics(self):
-        return {key: [keras.metrics.SparseCategoricalAccuracy(name="accuracy")] for key in ("start_logits", "end_logits")}
+        return {
+            key: [keras.metrics.SparseCategoricalAccuracy(name="accuracy")]
+            for key in ("start_logits", "end_logits")
+        }

@@ -6,7 +6,11 @@ from keras_bert_impl.models._checked_data import ChecksIdData
 from keras_bert_impl.models.bert_backbone import BertBackbone
 from keras_bert_impl.models.head_compile import HeadCompile
 from keras_bert_impl.models._early_attributes import set_attribute
-from keras_bert_impl.models.quantized_layers import record_quantized_layers, restore_quantized_layers, split_quantized_config
+from keras_bert_impl.models.quantized_layers import (
+    record_quantized_layers,
+    restore_quantized_layers,
+    split_quantized_config,
+)
 
 
 class BertTask(ChecksIdData, HeadCompile, keras.Model):
@@ -48,7 +52,9 @@ class BertTask(ChecksIdData, HeadCompile, keras.Model):
         which the head calls on the graph they make). The Dense computes in float32: logits
         and probabilities in float32 keep the loss stable under mixed precision."""
         self.backbone = backbone
-        self.output_dropout = keras.layers.Dropout(dropout, name="output_dropout", dtype=backbone.dtype_policy)
+        self.output_dropout = keras.layers.Dropout(
+            dropout, name="output_dropout", dtype=backbone.dtype_policy
+        )
         self.output_dense = keras.layers.Dense(
             num_classes,
             kernel_initializer=keras.initializers.TruncatedNormal(stddev=backbone.initializer_range),

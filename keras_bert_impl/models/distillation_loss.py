@@ -34,8 +34,14 @@ class DistillationLoss(keras.losses.Loss):
     """
 
     def __init__(self, temperature=2.0, multi_label=False, name="distillation", **kwargs):
-        if isinstance(temperature, bool) or not isinstance(temperature, (int, float)) or not 0 < temperature < float("inf"):
-            raise ValueError(f"temperature must be a finite number > 0. Received: temperature={temperature!r}")
+        if (
+            isinstance(temperature, bool)
+            or not isinstance(temperature, (int, float))
+            or not 0 < temperature < float("inf")
+        ):
+            raise ValueError(
+                f"temperature must be a finite number > 0. Received: temperature={temperature!r}"
+            )
         if not isinstance(multi_label, bool):
             raise ValueError(f"multi_label must be a bool. Received: multi_label={multi_label!r}")
         super().__init__(name=name, reduction="mean_with_sample_weight", **kwargs)
@@ -48,11 +54,13 @@ class DistillationLoss(keras.losses.Loss):
         if self.multi_label:
             # KL of Bernoulli(p) || Bernoulli(q) per class, with log-sigmoids for stability.
             p = ops.sigmoid(t)
-            kl = p * (ops.log_sigmoid(t) - ops.log_sigmoid(s)) + (1.0 - p) * (ops.log_sigmoid(-t) - ops.log_sigmoid(-s))
+            kl = p * (ops.log_sigmoid(t) - ops.log_sigmoid(s)) + (1.0 - p) * (
+                ops.log_sigmoid(-t) - ops.log_sigmoid(-s)
+            )
         else:
             log_p = ops.log_softmax(t, axis=-1)
             kl = ops.exp(log_p) * (log_p - ops.log_softmax(s, axis=-1))
-        return ops.sum(kl, axis=-1) * (self.temperature ** 2)  # [...]
+        return ops.sum(kl, axis=-1) * (self.temperature**2)  # [...]
 
     def get_config(self):
         config = super().get_config()

@@ -39,8 +39,16 @@ class DistillationTerm:
 
     KINDS = ("logits", "hidden", "attention", "embedding")
 
-    def __init__(self, kind, weight, student_width=None, teacher_width=None, temperature=None, alpha=None,
-                 multi_label=False):
+    def __init__(
+        self,
+        kind,
+        weight,
+        student_width=None,
+        teacher_width=None,
+        temperature=None,
+        alpha=None,
+        multi_label=False,
+    ):
         if kind not in self.KINDS:
             raise ValueError(f"kind must be one of {self.KINDS}. Received: kind={kind!r}")
         self.kind = kind
@@ -62,8 +70,12 @@ class DistillationTerm:
     @property
     def feature(self):
         """The feature-dict entry the term reads (`Distiller`'s feature models)."""
-        return {"logits": "logits", "hidden": "hidden_states", "attention": "attention_probs",
-                "embedding": "embedding_output"}[self.kind]
+        return {
+            "logits": "logits",
+            "hidden": "hidden_states",
+            "attention": "attention_probs",
+            "embedding": "embedding_output",
+        }[self.kind]
 
     def __call__(self, student, teacher, mask, tokens, sample_weight=None):
         """The unweighted term from the student's and the teacher's tensors: logits [B, C] or

@@ -125,9 +125,18 @@ class Distiller(keras.Model):
     ['embedding_loss', 'hidden_loss', 'loss']
     """
 
-    def __init__(self, teacher, student, temperature=DISTILLATION_DEFAULTS.temperature,
-                 alpha=DISTILLATION_DEFAULTS.alpha, layer_map=None, hidden_weight=None, attention_weight=0.0,
-                 embedding_weight=0.0, **kwargs):
+    def __init__(
+        self,
+        teacher,
+        student,
+        temperature=DISTILLATION_DEFAULTS.temperature,
+        alpha=DISTILLATION_DEFAULTS.alpha,
+        layer_map=None,
+        hidden_weight=None,
+        attention_weight=0.0,
+        embedding_weight=0.0,
+        **kwargs,
+    ):
         super().__init__(**kwargs)
         self.general = isinstance(teacher, BertBackbone)
         _check_models(teacher, student, self.general)
@@ -137,8 +146,9 @@ class Distiller(keras.Model):
             check_same_vocabulary(teacher_backbone, student_backbone)
         except ValueError as e:
             raise DistillationArgumentError("student", str(e)) from None
-        settings = check_distillation_settings(self.general, temperature, alpha, hidden_weight, attention_weight,
-                                               embedding_weight, layer_map)
+        settings = check_distillation_settings(
+            self.general, temperature, alpha, hidden_weight, attention_weight, embedding_weight, layer_map
+        )
         weights = {kind: settings[f"{kind}_weight"] for kind in TRANSFER_KINDS}
         self.hidden_weight, self.attention_weight, self.embedding_weight = weights.values()
         self.alpha = settings["alpha"]
@@ -148,16 +158,28 @@ class Distiller(keras.Model):
         self.teacher.trainable = False
         self.student = student
         self.layer_map = layer_map
-        self.mapped_layers = resolve_layer_map(layer_map, teacher_backbone.num_layers, student_backbone.num_layers)
+        self.mapped_layers = resolve_layer_map(
+            layer_map, teacher_backbone.num_layers, student_backbone.num_layers
+        )
         check_transfer(self.attention_weight, teacher_backbone, student_backbone)
-        self.logits_term = None if self.general else DistillationTerm(
-            "logits", 1.0 - self.alpha, temperature=temperature, alpha=self.alpha,
-            multi_label=getattr(student, "multi_label", False))
+        self.logits_term = (
+            None
+            if self.general
+            else DistillationTerm(
+                "logits",
+                1.0 - self.alpha,
+                temperature=temperature,
+                alpha=self.alpha,
+                multi_label=getattr(student, "multi_label", False),
+            )
+        )
         self.token_level = isinstance(student, BertTokenClassifier)
         widths = dict(student_width=student_backbone.hidden_dim, teacher_width=teacher_backbone.hidden_dim)
         # Plain objects, out of Keras' tracking: their projections and trackers are tracked
         # below, under the Distiller's own attribute names (the .keras layout).
-        self._terms = [DistillationTerm(kind, weight, **widths) for kind, weight in weights.items() if weight > 0]
+        self._terms = [
+            DistillationTerm(kind, weight, **widths) for kind, weight in weights.items() if weight > 0
+        ]
         self.hidden_projection = self._projection("hidden")
         self.embedding_projection = self._projection("embedding")
         self.trackers = {term.name: term.tracker for term in self._terms}
@@ -169,7 +191,9 @@ class Distiller(keras.Model):
             # of their own, and saving them would store the teacher's and student's twice.
             self._features = _FeatureModels(
                 teacher=_feature_model(teacher, wanted, teacher_layers),
-                student=_feature_model(student, wanted, list(range(student_backbone.num_layers))),  # all mapped
+                student=_feature_model(
+                    student, wanted, list(range(student_backbone.num_layers))
+                ),  # all mapped
             )
         self.compile()
 
@@ -217,7 +241,9 @@ class Distiller(keras.Model):
             super().compile(optimizer=keras.optimizers.Adam(1e-4) if auto(optimizer) else optimizer, **kwargs)
             return
         super().compile(
-            optimizer=keras.optimizers.Adam(self.student.default_learning_rate) if auto(optimizer) else optimizer,
+            optimizer=keras.optimizers.Adam(self.student.default_learning_rate)
+            if auto(optimizer)
+            else optimizer,
             loss=self.student.default_loss() if auto(loss) else loss,
             metrics=self.student.default_metrics() if auto(metrics) else metrics,
             **kwargs,
@@ -234,37 +260,56 @@ class Distiller(keras.Model):
                     "attention_weight, embedding_weight) needs the teacher's own forward pass on every step, so the "
                     "cached logits would save nothing: drop teacher_logits from the inputs."
                 )
-            missing = [key for key in self._features.student.output if key not in y_pred and key not in student_features]
+            missing = [
+                key
+                for key in self._features.student.output
+                if key not in y_pred and key not in student_features
+            ]
             if missing:
-                raise ValueError(f"y_pred lacks {missing}: pass the Distiller's own outputs (distiller(x)), which hold "
-                                 "the student's intermediate tensors beside its logits.")
-            teacher_features = {key: ops.stop_gradient(value)
-                                for key, value in self._features.teacher(_model_inputs(x), training=False).items()}
+                raise ValueError(
+                    f"y_pred lacks {missing}: pass the Distiller's own outputs (distiller(x)), which hold "
+                    "the student's intermediate tensors beside its logits."
+                )
+            teacher_features = {
+                key: ops.stop_gradient(value)
+                for key, value in self._features.teacher(_model_inputs(x), training=False).items()
+            }
             teacher_logits = teacher_features.pop("logits", None)
         elif TEACHER_LOGITS in x:
             teacher_logits = ops.cast(x[TEACHER_LOGITS], "float32")  # computed once, beside the transfer set
         else:
-            teacher_logits = ops.stop_gradient(self.teacher(_model_inputs(x), training=False)["logits"])  # [B, C] or [B, T, C]
+            teacher_logits = ops.stop_gradient(
+                self.teacher(_model_inputs(x), training=False)["logits"]
+            )  # [B, C] or [B, T, C]
         loss = 0.0
         if self.logits_term is not None:
             # Token-level: padded positions carry no teacher signal.
             weight = ops.cast(x["padding_mask"], "float32") if self.token_level else sample_weight
-            loss = self.logits_term.weight * self.logits_term(y_pred["logits"], teacher_logits, None, None,
-                                                              sample_weight=weight)
+            loss = self.logits_term.weight * self.logits_term(
+                y_pred["logits"], teacher_logits, None, None, sample_weight=weight
+            )
         if teacher_features is not None:
-            for name, term in self.transfer_terms(student_features, teacher_features, x["padding_mask"]).items():
+            for name, term in self.transfer_terms(
+                student_features, teacher_features, x["padding_mask"]
+            ).items():
                 loss = loss + self._term(name).weight * term
                 # Each replica's term is its share of the global batch's mean (see
                 # transfer_terms.real_tokens): times the replica count, the Mean over replicas reports it.
                 self.trackers[name].update_state(term * replicas_in_sync())
         if self.alpha > 0:
             if y is None:
-                raise ValueError(f"alpha={self.alpha} weighs the labels' loss, but the data has no labels: pass (x, y), "
-                                 "or alpha=0 for an unlabeled transfer set.")
+                raise ValueError(
+                    f"alpha={self.alpha} weighs the labels' loss, but the data has no labels: pass (x, y), "
+                    "or alpha=0 for an unlabeled transfer set."
+                )
             label_weight = x.get(LABEL_WEIGHT) if isinstance(x, dict) else None
             if label_weight is not None:
                 label_weight = ops.cast(label_weight, "float32")  # [B]
-                sample_weight = label_weight if sample_weight is None else label_weight * ops.cast(sample_weight, "float32")
+                sample_weight = (
+                    label_weight
+                    if sample_weight is None
+                    else label_weight * ops.cast(sample_weight, "float32")
+                )
             loss = loss + self.alpha * super().compute_loss(x, y, y_pred, sample_weight, training=training)
         return loss
 
@@ -278,7 +323,10 @@ class Distiller(keras.Model):
         `attention_probs` [B, K, N, T, T]) and the padding mask [B, T]: each a mean over the
         global batch's real tokens (`transfer_terms.real_tokens`)."""
         mask, tokens = real_tokens(padding_mask)
-        return {term.name: term(student[term.feature], teacher[term.feature], mask, tokens) for term in self._terms}
+        return {
+            term.name: term(student[term.feature], teacher[term.feature], mask, tokens)
+            for term in self._terms
+        }
 
     def compute_metrics(self, x, y, y_pred, sample_weight=None):
         y_pred = {key: value for key, value in y_pred.items() if key not in FEATURES}
@@ -304,14 +352,16 @@ class Distiller(keras.Model):
 
     def get_config(self):
         config = super().get_config()
-        config.update({
-            "teacher": keras.layers.serialize(self.teacher),
-            "student": keras.layers.serialize(self.student),
-            "layer_map": self.layer_map,
-            # A term that is off has no object: its weight is 0 (not the default, which
-            # for hidden_weight of backbones is 1).
-            **{f"{kind}_weight": 0.0 for kind in TRANSFER_KINDS},
-        })
+        config.update(
+            {
+                "teacher": keras.layers.serialize(self.teacher),
+                "student": keras.layers.serialize(self.student),
+                "layer_map": self.layer_map,
+                # A term that is off has no object: its weight is 0 (not the default, which
+                # for hidden_weight of backbones is 1).
+                **{f"{kind}_weight": 0.0 for kind in TRANSFER_KINDS},
+            }
+        )
         for term in self.terms:
             config.update(term.get_config())
         return config
@@ -335,25 +385,36 @@ def _check_models(teacher, student, general):
         for name, model in (("teacher", teacher), ("student", student)):
             if not isinstance(model, BertBackbone):
                 raise DistillationArgumentError(
-                    name, f"{name} must be a BertBackbone like the teacher (general distillation works on encoders; "
-                    f"task distillation takes two heads). Received: {type(model).__name__}")
+                    name,
+                    f"{name} must be a BertBackbone like the teacher (general distillation works on encoders; "
+                    f"task distillation takes two heads). Received: {type(model).__name__}",
+                )
         return
     for name, model in (("teacher", teacher), ("student", student)):
         if not isinstance(model, (BertClassifier, BertTokenClassifier)) or "logits" not in model.output:
             raise DistillationArgumentError(
-                name, f"{name} must be a BertClassifier or BertTokenClassifier with logits output (activation=None), "
+                name,
+                f"{name} must be a BertClassifier or BertTokenClassifier with logits output (activation=None), "
                 "or both teacher and student a BertBackbone (general distillation). "
                 f"Received: {type(model).__name__}"
-                + (f" with outputs {sorted(model.output)}" if isinstance(model, BertTask) else "")
+                + (f" with outputs {sorted(model.output)}" if isinstance(model, BertTask) else ""),
             )
     if type(teacher) is not type(student):
-        raise DistillationArgumentError("student", f"teacher and student must be the same kind of head. Received: "
-                                        f"{type(teacher).__name__} and {type(student).__name__}")
+        raise DistillationArgumentError(
+            "student",
+            f"teacher and student must be the same kind of head. Received: "
+            f"{type(teacher).__name__} and {type(student).__name__}",
+        )
     if teacher.num_classes != student.num_classes:
-        raise DistillationArgumentError("student", f"teacher and student must predict the same classes. Received: "
-                                        f"num_classes {teacher.num_classes} and {student.num_classes}")
+        raise DistillationArgumentError(
+            "student",
+            f"teacher and student must predict the same classes. Received: "
+            f"num_classes {teacher.num_classes} and {student.num_classes}",
+        )
     if getattr(teacher, "multi_label", False) != getattr(student, "multi_label", False):
-        raise DistillationArgumentError("student", "teacher and student must both be multi-label or both not.")
+        raise DistillationArgumentError(
+            "student", "teacher and student must both be multi-label or both not."
+        )
 
 
 class _FeatureModels:
@@ -395,8 +456,9 @@ def _feature_model(model, wanted, layers):
     # uncompiled view of the head (same graph, no new nodes): cloning a compiled model
     # also compiles the clone, which for a trained teacher builds a second optimizer state.
     view = keras.Model(model.input, model.output)
-    replayed = keras.models.clone_model(view, input_tensors=inputs, clone_function=lambda layer: layer,
-                                        call_function=call_function)
+    replayed = keras.models.clone_model(
+        view, input_tensors=inputs, clone_function=lambda layer: layer, call_function=call_function
+    )
     return keras.Model(inputs, {**replayed.output, **features}, name=f"{model.name}_features")
 
 

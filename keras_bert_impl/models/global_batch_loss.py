@@ -53,9 +53,15 @@ class GlobalBatchLoss(keras.losses.Loss):
         # Keras' own reduction would divide by this replica's count; this divides by the
         # global batch's and so replaces it (MaskedSparseCrossentropy's rule).
         with keras.name_scope(self.name):
-            values = ops.cast(self._per_element(y_true, y_pred, sample_weight=sample_weight), self.dtype)  # [B, ...]
+            values = ops.cast(
+                self._per_element(y_true, y_pred, sample_weight=sample_weight), self.dtype
+            )  # [B, ...]
             count = ops.cast(ops.size(values), self.dtype)
             return ops.divide_no_nan(ops.sum(values), sum_over_replicas(count))
 
     def get_config(self):
-        return {"loss": keras.saving.serialize_keras_object(self.loss), "name": self.name, "dtype": self.dtype}
+        return {
+            "loss": keras.saving.serialize_keras_object(self.loss),
+            "name": self.name,
+            "dtype": self.dtype,
+        }

@@ -106,7 +106,9 @@ class IntegerForms:
         # the MatMul and an exact GELU into one oneDNN kernel (inference/onednn_forms.py). TFLite's
         # converter folds either into FULLY_CONNECTED: the int8, float32 and integer-only files of
         # bert_tiny kept their ops and their sizes to the byte.
-        return self.activation(name, ops.add(ops.matmul(x, self.kernel(layer.kernel)), self.weight(layer.bias)))
+        return self.activation(
+            name, ops.add(ops.matmul(x, self.kernel(layer.kernel)), self.weight(layer.bias))
+        )
 
     def matmul(self, name, a, a_source, b, b_source):
         """BATCH_MATMUL a [..., M, K] @ b [..., K, N] (on the grids of their sources), at point `name`."""
@@ -147,11 +149,18 @@ def classifier_forward(model, inputs, forms, probabilities=False):
         positions = forms.table(forms.weight(embeddings.position_embeddings)[:length])  # [S, H]
     else:
         positions = forms.table(sinusoidal_positions(length, hidden))
-    x = forms.add("embeddings/sum", tokens, ("rows", embeddings.token_embedding.embeddings), segments,
-                  ("rows", embeddings.segment_embedding.embeddings))
+    x = forms.add(
+        "embeddings/sum",
+        tokens,
+        ("rows", embeddings.token_embedding.embeddings),
+        segments,
+        ("rows", embeddings.segment_embedding.embeddings),
+    )
     x = forms.add("embeddings/positioned", x, "embeddings/sum", positions[None], ("table", positions))
     x = ops.reshape(forms.norm("embeddings/norm", embeddings.layer_norm, x), (-1, hidden))  # [B*S, H]
-    mask_table = MASK_TABLE if forms.mask_value == INTEGER_MASK_VALUE else np.array([forms.mask_value, 0.0], "float32")
+    mask_table = (
+        MASK_TABLE if forms.mask_value == INTEGER_MASK_VALUE else np.array([forms.mask_value, 0.0], "float32")
+    )
     bias = forms.lookup(mask_table, ops.cast(inputs["padding_mask"], "int32"))  # [B, S]
     bias = ops.reshape(bias, (-1, 1, 1, length))  # [B, 1, 1, S]
     source = "embeddings/norm"
@@ -163,8 +172,12 @@ def classifier_forward(model, inputs, forms, probabilities=False):
         pooled = _dense(forms, "pooler", backbone.pooler.dense, first, source)
         source = _dense_output("pooler", backbone.pooler.dense)
     else:
-        shares = forms.fixed(ops.softmax(ops.reshape(bias, (-1, 1, length)), axis=-1), PROBABILITY_RANGE)  # [B, 1, S]
-        pooled = forms.matmul("pooled", shares, PROBABILITY_RANGE, ops.reshape(x, (-1, length, hidden)), source)
+        shares = forms.fixed(
+            ops.softmax(ops.reshape(bias, (-1, 1, length)), axis=-1), PROBABILITY_RANGE
+        )  # [B, 1, S]
+        pooled = forms.matmul(
+            "pooled", shares, PROBABILITY_RANGE, ops.reshape(x, (-1, length, hidden)), source
+        )
         pooled = ops.reshape(pooled, (-1, hidden))  # [B, H]
         source = "pooled"
     scores = _dense(forms, "head", model.output_dense, pooled, source)  # [B, C]
@@ -237,9 +250,13 @@ def _norm(forms, name, layer, x):  # [..., H]: LayerNorm as MEAN, SUB, MUL, RSQR
     # input's scale, so the file holds the peak on the magnitude's grid, where it already lies.
     peak = ops.max(point(f"{name}/magnitude", ops.abs(centred)), axis=-1, keepdims=True)  # [..., 1]
     peak_squared = point(f"{name}/peak_squared", peak * peak)
-    factor = forms.inverse_sqrt(f"{name}/factor", point(f"{name}/peak_squared_epsilon", peak_squared + epsilon))
+    factor = forms.inverse_sqrt(
+        f"{name}/factor", point(f"{name}/peak_squared_epsilon", peak_squared + epsilon)
+    )
     rescaled = point(f"{name}/rescaled", centred * factor)  # |.| <= 1 up to the factor's rounding
-    variance = forms.mean(f"{name}/variance", point(f"{name}/squares", rescaled * rescaled), f"{name}/squares")
+    variance = forms.mean(
+        f"{name}/variance", point(f"{name}/squares", rescaled * rescaled), f"{name}/squares"
+    )
     inverse = forms.inverse_sqrt(f"{name}/inverse_std", point(f"{name}/variance_epsilon", variance + epsilon))
     normalized = point(f"{name}/normalized", rescaled * inverse)
     scaled = point(f"{name}/scaled", normalized * forms.table(layer.gamma))
@@ -258,7 +275,9 @@ def _projections(forms, name, attention, x, length, source):
         return ops.transpose(ops.reshape(y, (-1, length, heads, head_dim)), order)
 
     scale = 1.0 / float(head_dim) ** 0.5
-    query = forms.activation(f"{name}/query_scaled", _dense(forms, f"{name}/query", attention.query_dense, x, source) * scale)
+    query = forms.activation(
+        f"{name}/query_scaled", _dense(forms, f"{name}/query", attention.query_dense, x, source) * scale
+    )
     keys = split(_dense(forms, f"{name}/key", attention.key_dense, x, source), (0, 2, 3, 1))
     values = split(_dense(forms, f"{name}/value", attention.value_dense, x, source), (0, 2, 1, 3))
     return split(query, (0, 2, 1, 3)), keys, values
@@ -269,18 +288,29 @@ def _block(forms, name, layer, x, bias, length, source):
     attention = layer.attention
     heads, head_dim = attention.num_heads, attention.head_dim
     query, keys, values = _projections(forms, name, attention, x, length, source)
-    scores = forms.matmul(f"{name}/scores", query, f"{name}/query_scaled", keys, f"{name}/key")  # [B, N, S, S]
+    scores = forms.matmul(
+        f"{name}/scores", query, f"{name}/query_scaled", keys, f"{name}/key"
+    )  # [B, N, S, S]
     scores = forms.add(f"{name}/masked_scores", scores, f"{name}/scores", bias, ("rows", MASK_TABLE))
     weights = forms.fixed(ops.softmax(scores, axis=-1), PROBABILITY_RANGE)
-    context = forms.matmul(f"{name}/context", weights, PROBABILITY_RANGE, values, f"{name}/value")  # [B, N, S, D]
+    context = forms.matmul(
+        f"{name}/context", weights, PROBABILITY_RANGE, values, f"{name}/value"
+    )  # [B, N, S, D]
     context = ops.reshape(ops.transpose(context, (0, 2, 1, 3)), (-1, heads * head_dim))  # [B*S, H]
     attended = _dense(forms, f"{name}/attention_output", attention.output_dense, context, f"{name}/context")
     residual = forms.add(f"{name}/attention_residual", x, source, attended, f"{name}/attention_output")
     x = forms.norm(f"{name}/attention_norm", layer.attention_layer_norm, residual)
     feed_forward = layer.feed_forward
     intermediate = feed_forward.intermediate_dense
-    inner = _dense(forms, f"{name}/intermediate", intermediate, x, f"{name}/attention_norm")  # [B*S, I], its GELU
-    out = _dense(forms, f"{name}/output", feed_forward.output_dense, inner,
-                 _dense_output(f"{name}/intermediate", intermediate))
+    inner = _dense(
+        forms, f"{name}/intermediate", intermediate, x, f"{name}/attention_norm"
+    )  # [B*S, I], its GELU
+    out = _dense(
+        forms,
+        f"{name}/output",
+        feed_forward.output_dense,
+        inner,
+        _dense_output(f"{name}/intermediate", intermediate),
+    )
     residual = forms.add(f"{name}/output_residual", x, f"{name}/attention_norm", out, f"{name}/output")
     return forms.norm(f"{name}/output_norm", layer.output_layer_norm, residual)

@@ -6,7 +6,9 @@ from keras import ops
 
 def _label_is_top(y_true, y_pred):
     # y_true: [B, P] token ids; y_pred: [B, P, V] logits.
-    label_logit = ops.take_along_axis(y_pred, ops.expand_dims(ops.cast(y_true, "int32"), -1), axis=-1)[..., 0]  # [B, P]
+    label_logit = ops.take_along_axis(y_pred, ops.expand_dims(ops.cast(y_true, "int32"), -1), axis=-1)[
+        ..., 0
+    ]  # [B, P]
     return ops.cast(label_logit >= ops.max(y_pred, axis=-1), "float32")  # [B, P]
 
 

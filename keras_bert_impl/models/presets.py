@@ -35,5 +35,11 @@ def _grid():
 
 BERT_PRESETS = {
     **_grid(),
-    "bert_large": {**_SHARED, "num_layers": 24, "hidden_dim": 1024, "num_heads": 16, "intermediate_dim": 4096},
+    "bert_large": {
+        **_SHARED,
+        "num_layers": 24,
+        "hidden_dim": 1024,
+        "num_heads": 16,
+        "intermediate_dim": 4096,
+    },
 }

@@ -14,7 +14,9 @@ def per_channel_fake_quant(kernel):
     """A Dense kernel [in, out] on TFLite's int8 grid: symmetric per output channel, narrow
     range ([-127, 127] times max|column| / 127). Straight-through gradient to the kernel."""
     bound = ops.stop_gradient(ops.maximum(ops.max(ops.abs(kernel), axis=0), 1e-12))  # [out]
-    return keras.quantizers.fake_quant_with_min_max_vars(kernel, -bound, bound, num_bits=8, narrow_range=True, axis=-1)
+    return keras.quantizers.fake_quant_with_min_max_vars(
+        kernel, -bound, bound, num_bits=8, narrow_range=True, axis=-1
+    )
 
 
 def symmetric_fake_quant(values, bound=None):
@@ -72,12 +74,16 @@ class QuantizationAwareClassifier(HeadCompile, keras.Model):
                 f"Received: classifier={type(classifier).__name__}. Export other heads in float32 or dynamic_int8."
             )
         if any(getattr(layer, "quantization_mode", None) for layer in classifier._flatten_layers()):
-            raise ValueError("classifier holds layers Keras quantized (model.quantize): quantization-aware training "
-                             "starts from float weights. Wrap the float classifier.")
+            raise ValueError(
+                "classifier holds layers Keras quantized (model.quantize): quantization-aware training "
+                "starts from float weights. Wrap the float classifier."
+            )
         check_probability("momentum", momentum)
         super().__init__(**kwargs)
         self.classifier = classifier
-        self.ranges = ActivationRanges(quantization_points(classifier), momentum=momentum, name="activation_ranges")
+        self.ranges = ActivationRanges(
+            quantization_points(classifier), momentum=momentum, name="activation_ranges"
+        )
         self.momentum = float(momentum)
         self.built = True
         self.compile()
@@ -111,8 +117,12 @@ class QuantizationAwareClassifier(HeadCompile, keras.Model):
         return {point: self.ranges.range_of(point) for point in self.ranges.points}
 
     def get_config(self):
-        return {"name": self.name, "trainable": self.trainable, "momentum": self.momentum,
-                "classifier": keras.layers.serialize(self.classifier)}
+        return {
+            "name": self.name,
+            "trainable": self.trainable,
+            "momentum": self.momentum,
+            "classifier": keras.layers.serialize(self.classifier),
+        }
 
     @classmethod
     def from_config(cls, config):
@@ -156,8 +166,12 @@ class _TrainingForms(IntegerForms):
         # the other tokens' values set.
         positive = x > 0
         inverse = ops.rsqrt(ops.maximum(x, 1e-30))
-        return self.ranges.fake_quantize(name, ops.where(positive, inverse, 3.0e38), training=self.training,
-                                         observed=ops.where(positive, inverse, 0.0))
+        return self.ranges.fake_quantize(
+            name,
+            ops.where(positive, inverse, 3.0e38),
+            training=self.training,
+            observed=ops.where(positive, inverse, 0.0),
+        )
 
     def fixed(self, x, bounds):
         return keras.quantizers.fake_quant_with_min_max_vars(x, bounds[0], bounds[1], num_bits=8)
@@ -178,31 +192,45 @@ class _TrainingForms(IntegerForms):
             kernel_scale = ops.maximum(ops.max(ops.abs(kernel), axis=0), 1e-12) / 127.0  # [out], per channel
             x_scale, _ = self._grid(source)
             out_scale, out_zero = self._grid(name)
-            levels = ops.round(self.kernel(layer.kernel) / kernel_scale)  # [in, out] in [-127, 127], as the file's
+            levels = ops.round(
+                self.kernel(layer.kernel) / kernel_scale
+            )  # [in, out] in [-127, 127], as the file's
             accumulator = _exact_matmul(ops.round(x / x_scale), levels, 255 * 127)
-            accumulator = accumulator + ops.cast(ops.round(self.weight(layer.bias) / (x_scale * kernel_scale)), "int32")
+            accumulator = accumulator + ops.cast(
+                ops.round(self.weight(layer.bias) / (x_scale * kernel_scale)), "int32"
+            )
             # XNNPACK's on x86: the accumulator as float32 times the float32 rescale, rounded half to even.
             levels = ops.round(ops.cast(accumulator, "float32") * (x_scale * kernel_scale / out_scale))
             return _on_grid(levels, out_scale, out_zero)
 
-        return self._if_trained((source, name), integer, lambda: super(_TrainingForms, self).dense(name, layer, x, source))
+        return self._if_trained(
+            (source, name), integer, lambda: super(_TrainingForms, self).dense(name, layer, x, source)
+        )
 
     def matmul(self, name, a, a_source, b, b_source):
         if self.training:
             return super().matmul(name, a, a_source, b, b_source)
 
         def integer():
-            (a_scale, _), (b_scale, b_zero), (out_scale, out_zero) = (self._grid(s) for s in (a_source, b_source, name))
+            (a_scale, _), (b_scale, b_zero), (out_scale, out_zero) = (
+                self._grid(s) for s in (a_source, b_source, name)
+            )
             accumulator = _exact_matmul(ops.round(a / a_scale), ops.round(b / b_scale), 255 * 255)
             multiplier = a_scale * b_scale / out_scale
             # XNNPACK takes a BATCH_MATMUL whose right operand's zero point is 0 (its kernels
             # want one for a weight), and rescales as for FULLY_CONNECTED; TFLite's kernel the others.
             xnnpack = ops.round(ops.cast(accumulator, "float32") * multiplier)
-            return _on_grid(ops.where(b_zero == 0.0, xnnpack, ops.cast(_requantize(accumulator, multiplier), "float32")),
-                            out_scale, out_zero)
+            return _on_grid(
+                ops.where(b_zero == 0.0, xnnpack, ops.cast(_requantize(accumulator, multiplier), "float32")),
+                out_scale,
+                out_zero,
+            )
 
-        return self._if_trained((a_source, b_source, name), integer,
-                                lambda: super(_TrainingForms, self).matmul(name, a, a_source, b, b_source))
+        return self._if_trained(
+            (a_source, b_source, name),
+            integer,
+            lambda: super(_TrainingForms, self).matmul(name, a, a_source, b, b_source),
+        )
 
     def add(self, name, a, a_source, b, b_source):
         if self.training:
@@ -211,17 +239,24 @@ class _TrainingForms(IntegerForms):
         def integer():
             # XNNPACK's int8 ADD: each input's rescale to the output as an integer multiplier of
             # 21 bits for the larger one, the products summed and shifted right rounding half up.
-            (a_scale, _), (b_scale, _), (out_scale, out_zero) = (self._grid(s) for s in (a_source, b_source, name))
+            (a_scale, _), (b_scale, _), (out_scale, out_zero) = (
+                self._grid(s) for s in (a_source, b_source, name)
+            )
             a_rescale, b_rescale = a_scale / out_scale, b_scale / out_scale
             exponent = _exponent(ops.maximum(a_rescale, b_rescale))
             power = ops.power(2.0, ops.minimum(20.0 - exponent, 30.0))  # an int32 shift of at most 30
-            total = sum(ops.cast(ops.round(v / scale), "int32") * ops.cast(ops.round(rescale * power), "int32")
-                        for v, scale, rescale in ((a, a_scale, a_rescale), (b, b_scale, b_rescale)))
+            total = sum(
+                ops.cast(ops.round(v / scale), "int32") * ops.cast(ops.round(rescale * power), "int32")
+                for v, scale, rescale in ((a, a_scale, a_rescale), (b, b_scale, b_rescale))
+            )
             power = ops.cast(power, "int32")
             return _on_grid(ops.floor_divide(total + ops.floor_divide(power, 2), power), out_scale, out_zero)
 
-        return self._if_trained((a_source, b_source, name), integer,
-                                lambda: super(_TrainingForms, self).add(name, a, a_source, b, b_source))
+        return self._if_trained(
+            (a_source, b_source, name),
+            integer,
+            lambda: super(_TrainingForms, self).add(name, a, a_source, b, b_source),
+        )
 
     def mean(self, name, x, source):
         if self.training:
@@ -233,9 +268,13 @@ class _TrainingForms(IntegerForms):
             # on a grid finer than its terms'.
             (x_scale, _), (out_scale, out_zero) = self._grid(source), self._grid(name)
             total = ops.sum(ops.round(x / x_scale), axis=-1, keepdims=True)
-            return _on_grid(ops.round(total * (x_scale / (out_scale * float(x.shape[-1])))), out_scale, out_zero)
+            return _on_grid(
+                ops.round(total * (x_scale / (out_scale * float(x.shape[-1])))), out_scale, out_zero
+            )
 
-        return self._if_trained((source, name), integer, lambda: super(_TrainingForms, self).mean(name, x, source))
+        return self._if_trained(
+            (source, name), integer, lambda: super(_TrainingForms, self).mean(name, x, source)
+        )
 
     def _grid(self, source):
         """(scale, zero point as an int8 level) of a point or of fixed bounds, as TFLite stores
@@ -257,7 +296,9 @@ class _TrainingForms(IntegerForms):
     def _if_trained(self, sources, integer, fallback):
         """`integer()` where every point of `sources` has its range, else `fallback()` (a point
         never trained stays float, as in `ActivationRanges.fake_quantize`)."""
-        seen = [self.ranges._ranges[s][2] > 0 for s in sources if isinstance(s, str)]  # one at least: the output
+        seen = [
+            self.ranges._ranges[s][2] > 0 for s in sources if isinstance(s, str)
+        ]  # one at least: the output
         return ops.cond(ops.all(ops.stack(seen)), integer, fallback)
 
 
@@ -297,8 +338,11 @@ def _exponent(value):
     """floor(log2(value)) of positive float32 values, exactly (float32's log2 may miss by one
     next to a power of two)."""
     exponent = ops.floor(ops.log2(value))
-    return (exponent + ops.cast(value >= ops.power(2.0, exponent + 1.0), "float32")
-            - ops.cast(value < ops.power(2.0, exponent), "float32"))
+    return (
+        exponent
+        + ops.cast(value >= ops.power(2.0, exponent + 1.0), "float32")
+        - ops.cast(value < ops.power(2.0, exponent), "float32")
+    )
 
 
 def _requantize(accumulator, multiplier):
@@ -310,13 +354,21 @@ def _requantize(accumulator, multiplier):
     taken in 15-bit limbs. |accumulator| < 2^30 (every accumulator here)."""
     exponent = _exponent(multiplier) + 1.0
     significand = multiplier * ops.power(2.0, -exponent)  # in [0.5, 1)
-    q31 = ops.cast(ops.round(significand * 2.0**31), "int32")  # < 2^31: a float32 significand is below 1 - 2^-24
+    q31 = ops.cast(
+        ops.round(significand * 2.0**31), "int32"
+    )  # < 2^31: a float32 significand is below 1 - 2^-24
     left = ops.cast(ops.maximum(exponent, 0.0), "int32")
-    right = ops.minimum(ops.maximum(-exponent, 0.0), 30.0)  # 2^31 is past int32; a smaller multiplier gives 0 anyway
+    right = ops.minimum(
+        ops.maximum(-exponent, 0.0), 30.0
+    )  # 2^31 is past int32; a smaller multiplier gives 0 anyway
     x = accumulator * ops.cast(ops.power(2.0, ops.cast(left, "float32")), "int32")
     limb = 1 << 15
     a0, a1 = ops.mod(x, limb), ops.floor_divide(x, limb)
-    m0, m1, m2 = ops.mod(q31, limb), ops.mod(ops.floor_divide(q31, limb), limb), ops.floor_divide(q31, 1 << 30)
+    m0, m1, m2 = (
+        ops.mod(q31, limb),
+        ops.mod(ops.floor_divide(q31, limb), limb),
+        ops.floor_divide(q31, 1 << 30),
+    )
     # x * q31 = c3 2^45 + c2 2^30 + c1 2^15 + c0, carried into 15-bit digits d0, d1, d2.
     c1 = a1 * m0 + a0 * m1 + ops.floor_divide(a0 * m0, limb)
     c2 = a1 * m1 + a0 * m2 + ops.floor_divide(c1, limb)

@@ -67,8 +67,12 @@ def _deserialize_policies(cls, policies):
             f"{cls.__name__} config field '{QUANTIZED_LAYERS}' must map layer paths to dtype "
             f"policies. Received: {policies!r}. Fix the config JSON, or save the model again."
         )
-    return {path: keras.dtype_policies.deserialize(policy) if isinstance(policy, dict)
-            else keras.dtype_policies.get(policy) for path, policy in policies.items()}
+    return {
+        path: keras.dtype_policies.deserialize(policy)
+        if isinstance(policy, dict)
+        else keras.dtype_policies.get(policy)
+        for path, policy in policies.items()
+    }
 
 
 def _layers_by_path(model, policies):
@@ -107,4 +111,3 @@ def restore_quantized_layers(model, policies):
     layers = _layers_by_path(model, policies)
     for path, policy in policies.items():
         layers[path].dtype_policy = policy
-

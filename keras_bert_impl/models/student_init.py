@@ -29,9 +29,13 @@ def backbone_from_layers(teacher, layers, **overrides):
     layers = list(layers)
     # Increasing: the student's layer k reads what its layer k-1 wrote, as the teacher's do; a
     # reversed or shuffled stack is not a DistilBERT-style student.
-    if not layers or any(
-        isinstance(i, bool) or not isinstance(i, int) or not 0 <= i < teacher.num_layers for i in layers
-    ) or layers != sorted(set(layers)):
+    if (
+        not layers
+        or any(
+            isinstance(i, bool) or not isinstance(i, int) or not 0 <= i < teacher.num_layers for i in layers
+        )
+        or layers != sorted(set(layers))
+    ):
         raise ValueError(
             f"layers must be distinct layer indices in [0, {teacher.num_layers - 1}] of the {teacher.num_layers}-layer "
             f"teacher, in increasing order. Received: layers={layers}"
@@ -83,8 +87,12 @@ def embeddings_from_teacher(teacher, student):
     scale = tokens.std() / max(float((centred @ projection).std()), 1e-12)
     target.token_embedding.embeddings.assign((centred @ projection * scale).astype("float32"))
     target.segment_embedding.embeddings.assign(
-        (np.asarray(source.segment_embedding.embeddings, "float64") @ projection * scale).astype("float32"))
-    if getattr(source, "position_embeddings", None) is not None and getattr(target, "position_embeddings", None) is not None:
+        (np.asarray(source.segment_embedding.embeddings, "float64") @ projection * scale).astype("float32")
+    )
+    if (
+        getattr(source, "position_embeddings", None) is not None
+        and getattr(target, "position_embeddings", None) is not None
+    ):
         positions = np.asarray(source.position_embeddings, "float64")[: target.position_embeddings.shape[0]]
         target.position_embeddings.assign((positions @ projection * scale).astype("float32"))
     if student.vocabulary is None and teacher.vocabulary is not None:

@@ -31,27 +31,44 @@ def resolve_layer_map(layer_map, teacher_layers, student_layers):
         return None
     if isinstance(layer_map, str):
         if layer_map != "uniform":
-            raise DistillationArgumentError("layer_map", f"layer_map must be None, 'uniform' or a list of teacher layers. Received: "
-                             f"layer_map={layer_map!r}")
+            raise DistillationArgumentError(
+                "layer_map",
+                f"layer_map must be None, 'uniform' or a list of teacher layers. Received: "
+                f"layer_map={layer_map!r}",
+            )
         mapped = [(i + 1) * teacher_layers // student_layers for i in range(student_layers)]
         if mapped[0] < 1:
-            raise DistillationArgumentError("layer_map", f"layer_map='uniform' needs a student no deeper than the teacher. Received: "
-                             f"{student_layers} student layers, {teacher_layers} teacher layers.")
+            raise DistillationArgumentError(
+                "layer_map",
+                f"layer_map='uniform' needs a student no deeper than the teacher. Received: "
+                f"{student_layers} student layers, {teacher_layers} teacher layers.",
+            )
         return mapped
     try:
         mapped = list(layer_map)
     except TypeError:
-        raise DistillationArgumentError("layer_map", f"layer_map must be None, 'uniform' or a list of teacher layers. Received: "
-                         f"layer_map={layer_map!r}") from None
+        raise DistillationArgumentError(
+            "layer_map",
+            f"layer_map must be None, 'uniform' or a list of teacher layers. Received: "
+            f"layer_map={layer_map!r}",
+        ) from None
     if len(mapped) != student_layers:
-        raise DistillationArgumentError("layer_map", f"layer_map must give one teacher layer per student layer ({student_layers}). Received "
-                         f"{len(mapped)}: layer_map={mapped!r}")
+        raise DistillationArgumentError(
+            "layer_map",
+            f"layer_map must give one teacher layer per student layer ({student_layers}). Received "
+            f"{len(mapped)}: layer_map={mapped!r}",
+        )
     for i, value in enumerate(mapped):
-        if not isinstance(value, numbers.Integral) or isinstance(value, bool) or not 1 <= value <= teacher_layers:
-            raise DistillationArgumentError("layer_map", 
+        if (
+            not isinstance(value, numbers.Integral)
+            or isinstance(value, bool)
+            or not 1 <= value <= teacher_layers
+        ):
+            raise DistillationArgumentError(
+                "layer_map",
                 f"layer_map[{i}] must be a teacher layer in [1, {teacher_layers}] (hidden state 0, the embedding "
                 f"output, is matched by embedding_weight). Received: layer_map[{i}]={value!r} in "
-                f"layer_map={mapped!r}"
+                f"layer_map={mapped!r}",
             )
     return [int(value) for value in mapped]
 
@@ -66,14 +83,17 @@ def check_transfer(attention_weight, teacher, student):
             f"attention_weight={attention_weight} compares attention head by head, but the teacher has "
             f"{teacher.num_heads} heads and the student {student.num_heads}. Pass attention_weight=0 (MiniLM's "
             "head-count-free transfer of the last layer's value relations is not available here), or a student "
-            f"with {teacher.num_heads} heads."
+            f"with {teacher.num_heads} heads.",
         )
 
 
 def wanted_features(hidden_weight, attention_weight, embedding_weight):
     """Which intermediate tensors the terms with a weight > 0 read."""
-    return {"embedding_output": embedding_weight > 0, "hidden_states": hidden_weight > 0,
-            "attention_probs": attention_weight > 0}
+    return {
+        "embedding_output": embedding_weight > 0,
+        "hidden_states": hidden_weight > 0,
+        "attention_probs": attention_weight > 0,
+    }
 
 
 def projection(name, student_width, teacher_width):
@@ -112,7 +132,9 @@ def real_tokens(padding_mask):
 def masked_mse(student, teacher, mask, tokens):
     """Squared error of [B, K, T, H] states averaged over the width, the K layers and the
     real tokens (mask [B, T]; `tokens` their count in the global batch)."""
-    error = ops.mean(ops.square(ops.cast(student, "float32") - ops.cast(teacher, "float32")), axis=-1)  # [B, K, T]
+    error = ops.mean(
+        ops.square(ops.cast(student, "float32") - ops.cast(teacher, "float32")), axis=-1
+    )  # [B, K, T]
     layers = ops.cast(ops.shape(error)[1], "float32")
     return ops.divide_no_nan(ops.sum(error * ops.expand_dims(mask, 1)), tokens * layers)
 
@@ -150,7 +172,15 @@ def check_same_vocabulary(teacher, student):
         )
     if teacher.vocabulary is not None and student.vocabulary is not None:
         if list(teacher.vocabulary) != list(student.vocabulary) or teacher.lowercase != student.lowercase:
-            first = next((i for i, (a, b) in enumerate(zip(teacher.vocabulary, student.vocabulary)) if a != b), None)
-            where = f"token {first}: {teacher.vocabulary[first]!r} vs {student.vocabulary[first]!r}" if first is not None else "casing"
-            raise ValueError(f"The teacher's and the student's vocabularies differ ({where}): distill into a student "
-                             "that tokenizes like the teacher.")
+            first = next(
+                (i for i, (a, b) in enumerate(zip(teacher.vocabulary, student.vocabulary)) if a != b), None
+            )
+            where = (
+                f"token {first}: {teacher.vocabulary[first]!r} vs {student.vocabulary[first]!r}"
+                if first is not None
+                else "casing"
+            )
+            raise ValueError(
+                f"The teacher's and the student's vocabularies differ ({where}): distill into a student "
+                "that tokenizes like the teacher."
+            )

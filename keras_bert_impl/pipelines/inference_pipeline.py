@@ -48,7 +48,9 @@ class InferencePipeline:
 
     KINDS = {"predictions": ".jsonl", "embeddings": ".npy"}
 
-    def __init__(self, shards, read_lines, load, output_dir, kind, blank_row=None, max_batch_size=1024, settings=None):
+    def __init__(
+        self, shards, read_lines, load, output_dir, kind, blank_row=None, max_batch_size=1024, settings=None
+    ):
         if kind not in self.KINDS:
             raise ValueError(f"kind must be one of {list(self.KINDS)}. Received: kind={kind!r}")
         self.shards = list(shards)
@@ -82,7 +84,10 @@ class InferencePipeline:
                 pipeline
                 | "Shards" >> beam.Create(todo)
                 | "Spread" >> beam.Reshuffle()
-                | "Read" >> beam.ParDo(ShardReader(self.read_lines, self.blank_row is not None)).with_outputs(ShardReader.SHARDS, main="texts")
+                | "Read"
+                >> beam.ParDo(ShardReader(self.read_lines, self.blank_row is not None)).with_outputs(
+                    ShardReader.SHARDS, main="texts"
+                )
             )
             results = (
                 read.texts
@@ -93,13 +98,18 @@ class InferencePipeline:
                 (results, read[ShardReader.SHARDS])
                 | beam.Flatten()
                 | "Gather" >> beam.GroupByKey()
-                | "Write" >> beam.ParDo(ShardOutput(self.shards, self.names, staging, self.kind, self.blank_row))
+                | "Write"
+                >> beam.ParDo(ShardOutput(self.shards, self.names, staging, self.kind, self.blank_row))
             )
         return self._finish(staging)
 
     def _fingerprint(self):
-        described = {"kind": self.kind, "blank_row": self.blank_row, "settings": self.settings,
-                     "shards": [[s.index, os.path.abspath(s.path), s.first_line, s.lines] for s in self.shards]}
+        described = {
+            "kind": self.kind,
+            "blank_row": self.blank_row,
+            "settings": self.settings,
+            "shards": [[s.index, os.path.abspath(s.path), s.first_line, s.lines] for s in self.shards],
+        }
         return hashlib.sha256(json.dumps(described, sort_keys=True).encode("utf-8")).hexdigest()
 
     def _unfinished(self, staging):
@@ -119,8 +129,11 @@ class InferencePipeline:
             with open(stamp, "w", encoding="utf-8") as f:
                 f.write(fingerprint)
             return list(self.shards)
-        return [s for s, name in zip(self.shards, self.names)
-                if not os.path.exists(os.path.join(staging, name + ".json"))]
+        return [
+            s
+            for s, name in zip(self.shards, self.names)
+            if not os.path.exists(os.path.join(staging, name + ".json"))
+        ]
 
     def _finish(self, staging):
         from keras_bert_impl.atomic_write import write_json_atomically
@@ -130,15 +143,34 @@ class InferencePipeline:
         for shard, name in zip(self.shards, self.names):
             staged = os.path.join(staging, name)
             written = read_sidecar(staged)
-            shards.append({"file": name, "input": os.path.abspath(shard.path), "first_line": shard.first_line + 1,
-                           "lines": shard.lines, "texts": written["texts"]})
-        stale = [n for n in os.listdir(self.output_dir) if re.fullmatch(
-            rf"{self.kind}-\d{{5}}-of-\d{{5}}{re.escape(self.KINDS[self.kind])}", n) and n not in self.names]
+            shards.append(
+                {
+                    "file": name,
+                    "input": os.path.abspath(shard.path),
+                    "first_line": shard.first_line + 1,
+                    "lines": shard.lines,
+                    "texts": written["texts"],
+                }
+            )
+        stale = [
+            n
+            for n in os.listdir(self.output_dir)
+            if re.fullmatch(rf"{self.kind}-\d{{5}}-of-\d{{5}}{re.escape(self.KINDS[self.kind])}", n)
+            and n not in self.names
+        ]
         for name in self.names:
             os.replace(os.path.join(staging, name), os.path.join(self.output_dir, name))
         manifest = os.path.join(self.output_dir, "manifest.json")
-        write_json_atomically({"kind": self.kind, "lines": sum(s.lines for s in self.shards), "shards": shards,
-                               "settings": self.settings}, manifest, indent=2)
+        write_json_atomically(
+            {
+                "kind": self.kind,
+                "lines": sum(s.lines for s in self.shards),
+                "shards": shards,
+                "settings": self.settings,
+            },
+            manifest,
+            indent=2,
+        )
         for name in stale:  # a run with --overwrite and with fewer shards: no file of the old run stays
             os.remove(os.path.join(self.output_dir, name))
         shutil.rmtree(staging, ignore_errors=True)

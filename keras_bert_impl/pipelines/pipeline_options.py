@@ -26,14 +26,21 @@ def pipeline_options(runner, workers=None, extra_args=()):
     args = ["--runner", name, *extra_args]
     if name == "DirectRunner":
         workers = workers or 1
-        args += ["--direct_num_workers", str(workers),
-                 "--direct_running_mode", "multi_processing" if workers > 1 else "in_memory",
-                 # The worker processes log every channel they open at INFO otherwise.
-                 "--default_sdk_harness_log_level", "WARNING"]
+        args += [
+            "--direct_num_workers",
+            str(workers),
+            "--direct_running_mode",
+            "multi_processing" if workers > 1 else "in_memory",
+            # The worker processes log every channel they open at INFO otherwise.
+            "--default_sdk_harness_log_level",
+            "WARNING",
+        ]
     elif workers is not None:
         if name != "DataflowRunner":
-            raise ValueError(f"--workers sets the DirectRunner's processes or Dataflow's --max_num_workers; "
-                             f"{name}'s cluster sets its own. Received: --workers {workers} with --runner {runner}")
+            raise ValueError(
+                f"--workers sets the DirectRunner's processes or Dataflow's --max_num_workers; "
+                f"{name}'s cluster sets its own. Received: --workers {workers} with --runner {runner}"
+            )
         args += ["--max_num_workers", str(workers)]
     # Dataflow and the portable runners ship the main session's imports otherwise only by name.
     args += ["--save_main_session"] if name != "DirectRunner" else []

@@ -34,15 +34,18 @@ class PretrainingPipeline:
         prefix: shard names `<prefix>-00000-of-00004.tfrecord`, as `PretrainingRecordWriter`'s.
     """
 
-    def __init__(self, builder_settings, paths, format, output_dir, num_shards=4, overwrite=False,
-                 prefix="pretraining"):
+    def __init__(
+        self, builder_settings, paths, format, output_dir, num_shards=4, overwrite=False, prefix="pretraining"
+    ):
         from keras_bert_impl.data import PretrainingRecordWriter
 
         self.builder_settings = dict(builder_settings, randomness="keyed")
         self.paths = list(paths)
         self.format = format
         # The writer checks num_shards, prefix and output_dir and names the files; it is never opened.
-        self._names = PretrainingRecordWriter(output_dir, num_shards=num_shards, prefix=prefix, overwrite=overwrite)
+        self._names = PretrainingRecordWriter(
+            output_dir, num_shards=num_shards, prefix=prefix, overwrite=overwrite
+        )
 
     def run(self, options):
         """Runs the pipeline with Beam `options` (PipelineOptions) and puts the shards in place;
@@ -54,7 +57,9 @@ class PretrainingPipeline:
         from keras_bert_impl.pipelines.split_examples import SplitExamples
 
         names = self._names
-        builder = PretrainingExampleBuilder(**self.builder_settings)  # checks the settings here, before any worker
+        builder = PretrainingExampleBuilder(
+            **self.builder_settings
+        )  # checks the settings here, before any worker
         splits = PretrainingCorpus(self.paths, format=self.format).splits(builder.split_bytes)
         existing = names._existing()
         if existing and not names.overwrite:
@@ -71,8 +76,8 @@ class PretrainingPipeline:
                 | "Splits" >> beam.Create(splits)
                 # One split per task: without it a runner may keep Create's one bundle on one worker.
                 | "Spread" >> beam.Reshuffle()
-                | "Examples" >> beam.ParDo(SplitExamples(self.builder_settings, self.paths, self.format,
-                                                          names.num_shards))
+                | "Examples"
+                >> beam.ParDo(SplitExamples(self.builder_settings, self.paths, self.format, names.num_shards))
                 | "ByShard" >> beam.GroupByKey()
                 | "Write" >> beam.ParDo(ShardWriter(staging, [os.path.basename(p) for p in names.paths]))
             )
@@ -105,8 +110,12 @@ class PretrainingPipeline:
         from keras_bert_impl.atomic_write import write_json_atomically
 
         total = sum(counts.values())
-        write_json_atomically(dict(metadata, examples=total, shards=list(sizes), shard_bytes=sizes), names.metadata_path,
-                              indent=2, sort_keys=True)
+        write_json_atomically(
+            dict(metadata, examples=total, shards=list(sizes), shard_bytes=sizes),
+            names.metadata_path,
+            indent=2,
+            sort_keys=True,
+        )
         for path in stale:
             os.remove(path)
         shutil.rmtree(staging, ignore_errors=True)

@@ -15,7 +15,13 @@ class ShardOutput(beam.DoFn):
     adds to it."""
 
     def __init__(self, shards, names, staging, kind, blank_row):
-        self.shards, self.names, self.staging, self.kind, self.blank_row = shards, names, staging, kind, blank_row
+        self.shards, self.names, self.staging, self.kind, self.blank_row = (
+            shards,
+            names,
+            staging,
+            kind,
+            blank_row,
+        )
 
     def process(self, element):
         import numpy as np
@@ -26,7 +32,9 @@ class ShardOutput(beam.DoFn):
         lines = range(shard.first_line, shard.first_line + shard.lines)
         rows = [results[line] if line in results else self.blank_row for line in lines]
         if any(row is None for row in rows):  # a line lost between reader and writer: never write a gap
-            raise RuntimeError(f"shard {index}: {sum(r is None for r in rows)} line(s) came back without a result")
+            raise RuntimeError(
+                f"shard {index}: {sum(r is None for r in rows)} line(s) came back without a result"
+            )
         path = os.path.join(self.staging, self.names[index])
         with atomic_file(path) as temp:
             if self.kind == "embeddings":

@@ -16,7 +16,9 @@ class ShardReader(beam.DoFn):
         self.read_lines, self.skip_blank = read_lines, skip_blank
 
     def process(self, shard):
-        lines = itertools.islice(self.read_lines(shard.path, "FILE"), shard.first_line, shard.first_line + shard.lines)
+        lines = itertools.islice(
+            self.read_lines(shard.path, "FILE"), shard.first_line, shard.first_line + shard.lines
+        )
         for number, text in enumerate(lines, shard.first_line):
             if text.strip() or not self.skip_blank:
                 yield (shard.index, number), text

@@ -81,7 +81,8 @@ def _register_preprocessor_on_load():
 
     if "keras_bert_impl>BertPreprocessor" not in keras.saving.get_custom_objects():
         keras.saving.register_keras_serializable(package="keras_bert_impl", name="BertPreprocessor")(
-            _BertPreprocessorOnLoad)
+            _BertPreprocessorOnLoad
+        )
 
 
 _register_preprocessor_on_load()

@@ -110,7 +110,9 @@ def _checked_utf8(strings):
     is_ascii = tf.strings.regex_full_match(strings, "[\\x00-\\x7f]*")
     rows = tf.where(tf.logical_not(is_ascii))[:, 0]
     others = tf.gather(strings, rows)
-    repaired = tf.strings.unicode_transcode(others, "UTF-8", "UTF-8", errors="replace", replacement_char=0xFFFD)
+    repaired = tf.strings.unicode_transcode(
+        others, "UTF-8", "UTF-8", errors="replace", replacement_char=0xFFFD
+    )
     invalid = tf.not_equal(others, repaired)
     bad_rows = tf.boolean_mask(rows, invalid)[:1]
     # The message shows the repaired text: raw invalid bytes would make the
@@ -173,7 +175,9 @@ class BertPreprocessor(keras.layers.Layer):
      array([[1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 0]], dtype=int32))
     """
 
-    def __init__(self, vocabulary=None, lowercase=None, sequence_length=128, max_chars_per_word=100, **kwargs):
+    def __init__(
+        self, vocabulary=None, lowercase=None, sequence_length=128, max_chars_per_word=100, **kwargs
+    ):
         super().__init__(**kwargs)
         if sequence_length is not None and (
             isinstance(sequence_length, bool) or not isinstance(sequence_length, int) or sequence_length < 3
@@ -224,7 +228,12 @@ class BertPreprocessor(keras.layers.Layer):
         self.vocabulary = vocabulary
         self.lowercase = bool(lowercase)
         ids = special_token_ids(vocabulary)
-        self.pad_id, self.unk_id, self.cls_id, self.sep_id = ids["[PAD]"], ids["[UNK]"], ids["[CLS]"], ids["[SEP]"]
+        self.pad_id, self.unk_id, self.cls_id, self.sep_id = (
+            ids["[PAD]"],
+            ids["[UNK]"],
+            ids["[CLS]"],
+            ids["[SEP]"],
+        )
         self._tokenizer = tf_text.FastBertTokenizer(
             vocab=vocabulary,
             token_out_type=tf.int32,
@@ -246,13 +255,17 @@ class BertPreprocessor(keras.layers.Layer):
         packs its own graph around the same WordPiece step (the text-in TFLite export).
         `tokenize` adds the character limit on words to what it returns."""
         if self.vocabulary is None:
-            raise ValueError("BertPreprocessor has no vocabulary: pass vocabulary= (a list or a vocab.txt path).")
+            raise ValueError(
+                "BertPreprocessor has no vocabulary: pass vocabulary= (a list or a vocab.txt path)."
+            )
         return self._tokenizer
 
     def tokenize(self, strings):
         """Strings [B] -> ragged WordPiece ids [B, (P)]. Raises InvalidArgumentError on invalid UTF-8."""
         if self.vocabulary is None:
-            raise ValueError("BertPreprocessor has no vocabulary: pass vocabulary= (a list or a vocab.txt path).")
+            raise ValueError(
+                "BertPreprocessor has no vocabulary: pass vocabulary= (a list or a vocab.txt path)."
+            )
         strings = tf.convert_to_tensor(strings)
         if strings.dtype != tf.string or strings.shape.rank not in (None, 1):
             raise ValueError(
@@ -267,7 +280,9 @@ class BertPreprocessor(keras.layers.Layer):
         chunks of TOKENIZE_CHUNK (the task readers' word-by-word alignment uses it)."""
         ids = []
         for first in range(0, len(strings), TOKENIZE_CHUNK):
-            ids.extend(self.tokenize(tf.constant(strings[first:first + TOKENIZE_CHUNK], tf.string)).to_list())
+            ids.extend(
+                self.tokenize(tf.constant(strings[first : first + TOKENIZE_CHUNK], tf.string)).to_list()
+            )
         return ids
 
     def _unk_long_words(self, pieces):
@@ -299,7 +314,9 @@ class BertPreprocessor(keras.layers.Layer):
             token_ids = tf.cast(token_ids, tf.int32)
         else:
             token_ids = tf.RaggedTensor.from_tensor(tf.convert_to_tensor(token_ids, tf.int32))
-        keep = tf.logical_and(token_ids != self.pad_id, tf.logical_and(token_ids != self.cls_id, token_ids != self.sep_id))
+        keep = tf.logical_and(
+            token_ids != self.pad_id, tf.logical_and(token_ids != self.cls_id, token_ids != self.sep_id)
+        )
         return self._tokenizer.detokenize(tf.ragged.boolean_mask(token_ids, keep))
 
     def __call__(self, inputs, *args, **kwargs):
@@ -320,7 +337,9 @@ class BertPreprocessor(keras.layers.Layer):
 
     def call(self, inputs):
         if isinstance(inputs, dict):
-            raise ValueError("BertPreprocessor takes a string tensor or a tuple (text_a, text_b), not a dict.")
+            raise ValueError(
+                "BertPreprocessor takes a string tensor or a tuple (text_a, text_b), not a dict."
+            )
         segments = list(inputs) if isinstance(inputs, (tuple, list)) else [inputs]
         if len(segments) not in (1, 2):
             raise ValueError(f"BertPreprocessor packs one or two segments. Received {len(segments)}.")
@@ -337,7 +356,9 @@ class BertPreprocessor(keras.layers.Layer):
                 pieces = [pieces[0][:, :budget]]
             else:
                 lengths = [p.row_lengths() for p in pieces]
-                keep_a, keep_b = truncate_pair_lengths(lengths[0], lengths[1], tf.constant(budget, lengths[0].dtype))
+                keep_a, keep_b = truncate_pair_lengths(
+                    lengths[0], lengths[1], tf.constant(budget, lengths[0].dtype)
+                )
                 pieces = [_take_first(pieces[0], keep_a), _take_first(pieces[1], keep_b)]
         rows = pieces[0].nrows()
         cls = tf.fill(tf.stack([rows, 1]), tf.constant(self.cls_id, tf.int32))  # [B, 1]

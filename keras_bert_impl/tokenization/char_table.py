@@ -113,8 +113,11 @@ def build_table(vocabulary):
 
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0], allow_abbrev=False)
-    parser.add_argument("--vocabulary", default="data/minilm/vocab.txt",
-                        help="any BERT vocab.txt (the split test only needs 'a', 'b' and [UNK]); default %(default)s")
+    parser.add_argument(
+        "--vocabulary",
+        default="data/minilm/vocab.txt",
+        help="any BERT vocab.txt (the split test only needs 'a', 'b' and [UNK]); default %(default)s",
+    )
     parser.add_argument("--output", required=True, help="where to write the table (written atomically)")
     args = parser.parse_args(argv)
     text = build_table(args.vocabulary)

@@ -41,8 +41,10 @@ def read_vocabulary(path):
         with open(path, encoding="utf-8-sig") as f:
             tokens = [line.rstrip("\n").rstrip("\r") for line in f]
     except UnicodeDecodeError:
-        raise ValueError(f"{path} is not UTF-8 ({_first_undecodable(path)}): a WordPiece vocab.txt is UTF-8, one "
-                         "token per line. Re-save it as UTF-8, or use the checkpoint's own vocab.txt.") from None
+        raise ValueError(
+            f"{path} is not UTF-8 ({_first_undecodable(path)}): a WordPiece vocab.txt is UTF-8, one "
+            "token per line. Re-save it as UTF-8, or use the checkpoint's own vocab.txt."
+        ) from None
     while tokens and tokens[-1] == "":
         tokens.pop()
     duplicates = duplicate_tokens(tokens)
@@ -51,7 +53,8 @@ def read_vocabulary(path):
         raise ValueError(
             f"{path} holds {len(duplicates)} token(s) more than once ({', '.join(f'{t!r} on lines {n}' for t, n in lines.items())}"
             f"{', ...' if len(duplicates) > 3 else ''}): each token needs one id. Remove the repeated lines, or use the "
-            "checkpoint's own vocab.txt.")
+            "checkpoint's own vocab.txt."
+        )
     return tokens
 
 
@@ -63,7 +66,7 @@ def _first_undecodable(path):
         raw.decode("utf-8-sig")
         return "a byte sequence"
     except UnicodeDecodeError as e:
-        line = raw[:e.start].count(b"\n") + 1
+        line = raw[: e.start].count(b"\n") + 1
         return f"line {line}: byte {raw[e.start]:#04x}"
 
 
@@ -73,7 +76,9 @@ def write_vocabulary(tokens, path):
     tokens = list(tokens)
     bad = [t for t in tokens if not isinstance(t, str) or not t or any(c in t for c in "\r\n")]
     if bad:
-        raise ValueError(f"Vocabulary tokens must be non-empty strings without line breaks. Received: {bad[:5]!r}")
+        raise ValueError(
+            f"Vocabulary tokens must be non-empty strings without line breaks. Received: {bad[:5]!r}"
+        )
     duplicates = duplicate_tokens(tokens)
     if duplicates:
         raise ValueError(f"Vocabulary tokens must be unique. Received duplicates: {duplicates[:5]!r}")
@@ -104,7 +109,9 @@ def load_vocabulary(vocabulary):
         vocabulary = read_vocabulary(vocabulary)
     vocabulary = list(vocabulary)
     if not vocabulary:
-        raise ValueError(f"The vocabulary{source} is empty; pass a BERT vocab.txt (one WordPiece token a line).")
+        raise ValueError(
+            f"The vocabulary{source} is empty; pass a BERT vocab.txt (one WordPiece token a line)."
+        )
     missing = [t for t in SPECIAL_TOKENS if t not in vocabulary]
     if missing:
         raise ValueError(
@@ -114,7 +121,9 @@ def load_vocabulary(vocabulary):
         )
     duplicates = duplicate_tokens(vocabulary)
     if duplicates:
-        raise ValueError(f"The vocabulary{source} has duplicate entries {duplicates[:10]}; each token must appear once.")
+        raise ValueError(
+            f"The vocabulary{source} has duplicate entries {duplicates[:10]}; each token must appear once."
+        )
     return vocabulary
 
 
@@ -127,7 +136,7 @@ def special_token_ids(vocabulary):
 def piece_text(token):
     """The characters a WordPiece token stands for in normalised text: "##ing" -> "ing"."""
     if token.startswith(SUFFIX_INDICATOR) and token != SUFFIX_INDICATOR:
-        return token[len(SUFFIX_INDICATOR):]
+        return token[len(SUFFIX_INDICATOR) :]
     return token
 
 

@@ -13,8 +13,10 @@ import os
 
 from keras_bert_impl.backend_support import require_tensorflow
 
-require_tensorflow("VocabularyBuilder (tensorflow-text's WordPiece learner)",
-                   "Build the vocabulary in a TensorFlow process; vocab.txt is plain text every backend reads.")
+require_tensorflow(
+    "VocabularyBuilder (tensorflow-text's WordPiece learner)",
+    "Build the vocabulary in a TensorFlow process; vocab.txt is plain text every backend reads.",
+)
 
 import tensorflow as tf  # noqa: E402
 import tensorflow_text as tf_text  # noqa: E402
@@ -151,14 +153,20 @@ class VocabularyBuilder:
         def words_of(lines):
             # Invalid bytes become U+FFFD, which BERT's cleaning then drops, so
             # one bad byte cannot stop a long run; the lines are counted and reported.
-            clean = tf.strings.unicode_transcode(lines, "UTF-8", "UTF-8", errors="replace", replacement_char=0xFFFD)
+            clean = tf.strings.unicode_transcode(
+                lines, "UTF-8", "UTF-8", errors="replace", replacement_char=0xFFFD
+            )
             invalid = tf.reduce_sum(tf.cast(tf.not_equal(clean, lines), tf.int64))
             return self.split_words(clean).flat_values, invalid, tf.size(lines)
 
         counts = collections.Counter()
         self.invalid_utf8_lines = self.lines_read = 0
         for path in files:
-            dataset = tf.data.TextLineDataset(path).batch(self.batch_size).map(words_of, num_parallel_calls=tf.data.AUTOTUNE)
+            dataset = (
+                tf.data.TextLineDataset(path)
+                .batch(self.batch_size)
+                .map(words_of, num_parallel_calls=tf.data.AUTOTUNE)
+            )
             lines = words_seen = 0
             for batch, (words, invalid, count) in enumerate(dataset.as_numpy_iterator(), start=1):
                 counts.update(words)
@@ -240,7 +248,11 @@ class VocabularyBuilder:
             goal = (target + floor) / 2
             size_low, size_high = len(at(low)), len(at(high))
             slope = math.log(size_high / size_low) / math.log(high / low)
-            guess = round(math.exp(math.log(low) + math.log(goal / size_low) / slope)) if slope < 0 else (low + high) // 2
+            guess = (
+                round(math.exp(math.log(low) + math.log(goal / size_low) / slope))
+                if slope < 0
+                else (low + high) // 2
+            )
             middle = min(max(guess, low + 1), high - 1)
             if fits(at(middle)):
                 high = middle
@@ -251,4 +263,3 @@ class VocabularyBuilder:
     def build(self, files):
         """Count the files' words and learn the vocabulary (list of str)."""
         return self.learn(self.count_words(files))
-

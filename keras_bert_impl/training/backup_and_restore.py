@@ -145,9 +145,14 @@ class BackupAndRestore(keras.callbacks.Callback):
 
     def _check_match(self, meta, model, variables):
         stored, current = _comparable(meta["fingerprint"]), _comparable(self._fingerprint(model))
-        differ = sorted(k for k in set(stored) | set(current) if stored.get(k, "<absent>") != current.get(k, "<absent>"))
+        differ = sorted(
+            k for k in set(stored) | set(current) if stored.get(k, "<absent>") != current.get(k, "<absent>")
+        )
         if differ:
-            shown = "; ".join(f"{k}: backup {stored.get(k, '<absent>')!r}, now {current.get(k, '<absent>')!r}" for k in differ[:6])
+            shown = "; ".join(
+                f"{k}: backup {stored.get(k, '<absent>')!r}, now {current.get(k, '<absent>')!r}"
+                for k in differ[:6]
+            )
             more = f" (and {len(differ) - 6} more)" if len(differ) > 6 else ""
             raise BackupError(
                 f"The backup in {self.backup_dir} is of another model or run configuration: {shown}{more}. "
@@ -157,9 +162,9 @@ class BackupAndRestore(keras.callbacks.Callback):
         spec = _spec(variables)
         # Shapes and dtypes in order; paths only name them (they carry the layer-name counters).
         if [s[1:] for s in meta["variables"]] != [s[1:] for s in spec]:
-            mismatched = [
-                f"{a} vs {b}" for a, b in zip(meta["variables"], spec) if a[1:] != b[1:]
-            ] or [f"{len(meta['variables'])} variables in the backup, {len(spec)} now"]
+            mismatched = [f"{a} vs {b}" for a, b in zip(meta["variables"], spec) if a[1:] != b[1:]] or [
+                f"{len(meta['variables'])} variables in the backup, {len(spec)} now"
+            ]
             raise BackupError(
                 f"The backup in {self.backup_dir} does not fit this model's variables: {mismatched[:3]}. "
                 "Use another output folder (or delete this one) to start a new run."
@@ -168,7 +173,9 @@ class BackupAndRestore(keras.callbacks.Callback):
     def _variables(self, model):
         optimizer = model.optimizer
         if optimizer is None:
-            raise ValueError("BackupAndRestore needs a compiled model: call model.compile(optimizer=...) first.")
+            raise ValueError(
+                "BackupAndRestore needs a compiled model: call model.compile(optimizer=...) first."
+            )
         if not optimizer.built:
             # The optimizer's moments must exist to be restored into (and saved).
             strategy = getattr(model, "distribute_strategy", None)
@@ -188,7 +195,9 @@ class BackupAndRestore(keras.callbacks.Callback):
         self.restored_step = self.step = 0
         self.epoch_logs = []
         if not os.path.exists(self.path):
-            if os.path.isdir(self.backup_dir) and any(not n.startswith(".tmp-") for n in os.listdir(self.backup_dir)):
+            if os.path.isdir(self.backup_dir) and any(
+                not n.startswith(".tmp-") for n in os.listdir(self.backup_dir)
+            ):
                 raise BackupError(
                     f"{self.backup_dir} holds files but no {STATE_FILE}: it is not a backup folder of this library, "
                     "or its backup was deleted. Use an empty or new folder."
@@ -269,4 +278,3 @@ class BackupAndRestore(keras.callbacks.Callback):
                 pass  # not a number: nothing a history holds
         self.epoch_logs = [entry for entry in self.epoch_logs if entry[0] != epoch] + [[int(epoch), values]]
         self.save(epoch=epoch)
-

@@ -24,6 +24,7 @@ def inference_copy(model):
     model = getattr(model, "inference_model", model)
     return rebuilt(model, None if computes_in(model) == {"float32"} else "float32")
 
+
 class BestModelCheckpoint(keras.callbacks.Callback):
     """Saves the whole model to `path` at each epoch end where `monitor` improves.
 
@@ -89,4 +90,6 @@ class BestModelCheckpoint(keras.callbacks.Callback):
         if not self.save:
             return
         write_atomically(self.path, inference_copy(self.model).save, suffix=".keras", hold_interrupts=True)
-        write_json_atomically({"monitor": self.monitor, "mode": self.mode, "value": value, "epoch": epoch}, self.path + ".json")
+        write_json_atomically(
+            {"monitor": self.monitor, "mode": self.mode, "value": value, "epoch": epoch}, self.path + ".json"
+        )

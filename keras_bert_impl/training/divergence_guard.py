@@ -37,5 +37,7 @@ class DivergenceGuard(keras.callbacks.Callback):
         loss = float(loss)
         if not math.isfinite(loss):
             step = int(self.model.optimizer.iterations.numpy())
-            raise FloatingPointError(f"The training loss became {loss} at step {step}: the weights diverged, and "
-                                     f"no model was saved from them. {self.advice}")
+            raise FloatingPointError(
+                f"The training loss became {loss} at step {step}: the weights diverged, and "
+                f"no model was saved from them. {self.advice}"
+            )

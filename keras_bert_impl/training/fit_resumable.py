@@ -134,13 +134,26 @@ def fit_resumable(
     epoch, offset = divmod(start, steps_per_epoch)
     histories = []
     # shuffle=False: the order is the dataset's own (Keras ignores it for datasets, with a warning).
-    common = dict(validation_data=_with_stated_length(validation_data), callbacks=callbacks, verbose=verbose, shuffle=False)
+    common = dict(
+        validation_data=_with_stated_length(validation_data),
+        callbacks=callbacks,
+        verbose=verbose,
+        shuffle=False,
+    )
     if offset:
         histories.append(
-            model.fit(stream, initial_epoch=epoch, epochs=epoch + 1, steps_per_epoch=steps_per_epoch - offset, **common)
+            model.fit(
+                stream,
+                initial_epoch=epoch,
+                epochs=epoch + 1,
+                steps_per_epoch=steps_per_epoch - offset,
+                **common,
+            )
         )
         epoch += 1
         stream = dataset_fn().repeat().skip(epoch * steps_per_epoch)
     if epoch < epochs:
-        histories.append(model.fit(stream, initial_epoch=epoch, epochs=epochs, steps_per_epoch=steps_per_epoch, **common))
+        histories.append(
+            model.fit(stream, initial_epoch=epoch, epochs=epochs, steps_per_epoch=steps_per_epoch, **common)
+        )
     return _merge(histories, earlier)

@@ -1,6 +1,5 @@
 """AdamW as BERT trains: warm-up + decay, no weight decay on LayerNorm and biases, clipping."""
 
-
 from keras_bert_impl.training.global_clip_adamw import GlobalClipAdamW
 from keras_bert_impl.training.warmup_polynomial_decay import WarmupPolynomialDecay
 

@@ -16,8 +16,18 @@ from keras_bert_impl.damaged_file_error import ZIP_DAMAGE, damaged_archive
 
 RECORD = "run.json"
 # What a training command writes into its folder; --overwrite removes these and nothing else.
-RUN_ENTRIES = ("model.keras", "best.keras", "best.keras.json", "metrics.json", "task.json", "logs", "backup", "split",
-               "records", RECORD)
+RUN_ENTRIES = (
+    "model.keras",
+    "best.keras",
+    "best.keras.json",
+    "metrics.json",
+    "task.json",
+    "logs",
+    "backup",
+    "split",
+    "records",
+    RECORD,
+)
 _HASH_SKIPS = ("backup", "logs")  # a run folder given as an input: its model files, not its training state
 
 
@@ -127,8 +137,14 @@ class RunFolder:
         """Reads the folder without writing: "new", "resume" or "finished"; raises RunFolderError
         for a folder this run must not touch."""
         if os.path.exists(self.path) and not os.path.isdir(self.path):
-            raise RunFolderError(f"--output {self.path} is a file, not a folder: give the path of a new folder.")
-        entries = sorted(e for e in os.listdir(self.path) if not e.startswith(".tmp-")) if os.path.isdir(self.path) else []
+            raise RunFolderError(
+                f"--output {self.path} is a file, not a folder: give the path of a new folder."
+            )
+        entries = (
+            sorted(e for e in os.listdir(self.path) if not e.startswith(".tmp-"))
+            if os.path.isdir(self.path)
+            else []
+        )
         foreign = [e for e in entries if e not in RUN_ENTRIES]
         if foreign:
             raise RunFolderError(
@@ -150,7 +166,11 @@ class RunFolder:
                 "before to resume it, give a new --output, or add --overwrite to replace that run."
             )
         self.state = "finished" if record.get("state") == "finished" else "resume"
-        missing = [name for name in ("model.keras", "metrics.json") if not os.path.isfile(os.path.join(self.path, name))]
+        missing = [
+            name
+            for name in ("model.keras", "metrics.json")
+            if not os.path.isfile(os.path.join(self.path, name))
+        ]
         if self.state == "finished" and missing:
             # Reported as finished, the run would point at files that are gone (its backup went
             # when it finished, so nothing is left to resume from either).
@@ -190,7 +210,9 @@ class RunFolder:
         for key in sorted(set(then_inputs) | set(self.inputs)):
             then, now = then_inputs.get(key), self.inputs.get(key)
             if then is None or now is None:
-                differences.append(f"{_flag(key)} {(then or now)['path']} {'given now only' if then is None else 'given then only'}")
+                differences.append(
+                    f"{_flag(key)} {(then or now)['path']} {'given now only' if then is None else 'given then only'}"
+                )
             elif then["sha256"] != now["sha256"]:
                 differences.append(
                     f"{_flag(key)} {now['path']} changed since (sha256 {then['sha256'][:12]} then, {now['sha256'][:12]} now)"
@@ -242,7 +264,9 @@ class RunFolder:
     def _write(self, state):
         now = datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")
         record = self._record() if state == "finished" and os.path.exists(self.record_path) else {}
-        record.update({"command": self.command, "settings": self.settings, "inputs": self.inputs, "state": state})
+        record.update(
+            {"command": self.command, "settings": self.settings, "inputs": self.inputs, "state": state}
+        )
         record.setdefault("started", now)
         if state == "finished":
             record["finished"] = now

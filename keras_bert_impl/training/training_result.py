@@ -19,10 +19,19 @@ class TrainingResult:
     def __init__(self, history, resumed_from_step, callbacks, checkpoint, last_epoch, seconds, train_seconds):
         self.history = {k: [float(v) for v in values] for k, values in history.history.items()}
         self.resumed_from_step = resumed_from_step
-        self.epoch_train_seconds = [round(s, 3) for c in callbacks if isinstance(c, EpochTimer) for s in c.seconds]
+        self.epoch_train_seconds = [
+            round(s, 3) for c in callbacks if isinstance(c, EpochTimer) for s in c.seconds
+        ]
         self.best_file = RunFolder.best_file(checkpoint.best_epoch, last_epoch) if checkpoint else None
-        self.best = (None if checkpoint is None else
-                     {"monitor": checkpoint.monitor, "value": checkpoint.best, "epoch": checkpoint.best_epoch,
-                      "file": self.best_file})
+        self.best = (
+            None
+            if checkpoint is None
+            else {
+                "monitor": checkpoint.monitor,
+                "value": checkpoint.best,
+                "epoch": checkpoint.best_epoch,
+                "file": self.best_file,
+            }
+        )
         self.seconds = seconds
         self.train_seconds = train_seconds

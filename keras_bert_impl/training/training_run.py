@@ -73,13 +73,29 @@ class TrainingRun:
     (['logs', 'metrics.json', 'model.keras', 'run.json'], 'finished')
     """
 
-    def __init__(self, folder, command=None, settings=None, inputs=None, overwrite=False, keep_backup=False,
-                 strategy=None, seed=0, save_every=200, verbose="auto", name=None):
+    def __init__(
+        self,
+        folder,
+        command=None,
+        settings=None,
+        inputs=None,
+        overwrite=False,
+        keep_backup=False,
+        strategy=None,
+        seed=0,
+        save_every=200,
+        verbose="auto",
+        name=None,
+    ):
         if not isinstance(folder, RunFolder):
             if command is None or settings is None:
-                raise ValueError("A TrainingRun given a path needs command= and settings= to record the run "
-                                 f"(or give a RunFolder). Received: command={command!r}, settings={settings!r}")
-            folder = RunFolder(folder, command, settings, inputs, overwrite=overwrite, keep_backup=keep_backup)
+                raise ValueError(
+                    "A TrainingRun given a path needs command= and settings= to record the run "
+                    f"(or give a RunFolder). Received: command={command!r}, settings={settings!r}"
+                )
+            folder = RunFolder(
+                folder, command, settings, inputs, overwrite=overwrite, keep_backup=keep_backup
+            )
         self.folder = folder
         self.output = folder.path
         if folder.state is None:
@@ -124,8 +140,20 @@ class TrainingRun:
         with self.strategy.scope():
             return builder()
 
-    def train(self, model, dataset_fn, epochs, steps_per_epoch, final_metrics, validation_data=None, saved=None,
-              settings=None, best=None, files=None, callbacks=()):
+    def train(
+        self,
+        model,
+        dataset_fn,
+        epochs,
+        steps_per_epoch,
+        final_metrics,
+        validation_data=None,
+        saved=None,
+        settings=None,
+        best=None,
+        files=None,
+        callbacks=(),
+    ):
         """Trains `model` (resuming from the folder's backup), then writes `saved` to
         model.keras, `files` and `final_metrics(result)` to metrics.json, and closes the run.
 
@@ -145,24 +173,56 @@ class TrainingRun:
         """
         saved = model if saved is None else saved
         self.start()
-        backup = BackupAndRestore(self.path("backup"), save_every=self.save_every, fingerprint={
-            "model": saved.get_config(), "run": self.folder.settings if settings is None else settings})
-        checkpoint = (BestModelCheckpoint(self.path("best.keras"), monitor=best[0], mode=best[1], save=self.chief)
-                      if best else None)
+        backup = BackupAndRestore(
+            self.path("backup"),
+            save_every=self.save_every,
+            fingerprint={
+                "model": saved.get_config(),
+                "run": self.folder.settings if settings is None else settings,
+            },
+        )
+        checkpoint = (
+            BestModelCheckpoint(self.path("best.keras"), monitor=best[0], mode=best[1], save=self.chief)
+            if best
+            else None
+        )
         # The guard runs before the backup (appended last by fit_resumable): a diverged step is never backed up.
-        guard = DivergenceGuard("Lower --learning-rate, then run again with --overwrite (another learning rate is "
-                                "another run).")
-        callbacks = [*([checkpoint] if checkpoint else []),
-                     keras.callbacks.TensorBoard(self.path("logs"), update_freq="epoch"), EpochTimer(), guard, *callbacks]
+        guard = DivergenceGuard(
+            "Lower --learning-rate, then run again with --overwrite (another learning rate is another run)."
+        )
+        callbacks = [
+            *([checkpoint] if checkpoint else []),
+            keras.callbacks.TensorBoard(self.path("logs"), update_freq="epoch"),
+            EpochTimer(),
+            guard,
+            *callbacks,
+        ]
         fit_started = time.monotonic()
         with self.strategy.scope():
-            history = fit_resumable(model, dataset_fn, epochs=epochs, steps_per_epoch=steps_per_epoch, backup=backup,
-                                    validation_data=validation_data, callbacks=callbacks, verbose=self.verbose)
+            history = fit_resumable(
+                model,
+                dataset_fn,
+                epochs=epochs,
+                steps_per_epoch=steps_per_epoch,
+                backup=backup,
+                validation_data=validation_data,
+                callbacks=callbacks,
+                verbose=self.verbose,
+            )
         if backup.restored_step:
-            print(f"{self.name}: resumed from the backup at step {backup.restored_step} of {epochs * steps_per_epoch}",
-                  file=sys.stderr)
-        result = TrainingResult(history, backup.restored_step, callbacks, checkpoint, epochs - 1,
-                                seconds=time.monotonic() - self.started, train_seconds=time.monotonic() - fit_started)
+            print(
+                f"{self.name}: resumed from the backup at step {backup.restored_step} of {epochs * steps_per_epoch}",
+                file=sys.stderr,
+            )
+        result = TrainingResult(
+            history,
+            backup.restored_step,
+            callbacks,
+            checkpoint,
+            epochs - 1,
+            seconds=time.monotonic() - self.started,
+            train_seconds=time.monotonic() - fit_started,
+        )
         metrics = final_metrics(result)
         if self.chief:
             save_model(saved, self.path("model.keras"))

@@ -33,9 +33,15 @@ class WarmupPolynomialDecay(keras.optimizers.schedules.LearningRateSchedule):
 
     def __init__(self, peak_learning_rate, decay_steps, warmup_steps=0, end_learning_rate=0.0, power=1.0):
         if not peak_learning_rate > 0:
-            raise ValueError(f"peak_learning_rate must be > 0. Received: peak_learning_rate={peak_learning_rate!r}")
+            raise ValueError(
+                f"peak_learning_rate must be > 0. Received: peak_learning_rate={peak_learning_rate!r}"
+            )
         check_positive_int("decay_steps", decay_steps)
-        if isinstance(warmup_steps, bool) or not isinstance(warmup_steps, int) or not 0 <= warmup_steps < decay_steps:
+        if (
+            isinstance(warmup_steps, bool)
+            or not isinstance(warmup_steps, int)
+            or not 0 <= warmup_steps < decay_steps
+        ):
             raise ValueError(
                 f"warmup_steps must be an int in [0, decay_steps={decay_steps}). Received: warmup_steps={warmup_steps!r}. "
                 "BERT warms up over about 10% of the steps."
@@ -51,7 +57,9 @@ class WarmupPolynomialDecay(keras.optimizers.schedules.LearningRateSchedule):
         warmup = ops.cast(self.warmup_steps, "float32")
         warm_rate = self.peak_learning_rate * step / ops.maximum(warmup, 1.0)
         progress = ops.clip((step - warmup) / float(self.decay_steps - self.warmup_steps), 0.0, 1.0)
-        decay_rate = (self.peak_learning_rate - self.end_learning_rate) * (1.0 - progress) ** self.power + self.end_learning_rate
+        decay_rate = (self.peak_learning_rate - self.end_learning_rate) * (
+            1.0 - progress
+        ) ** self.power + self.end_learning_rate
         return ops.where(step < warmup, warm_rate, decay_rate)
 
     def get_config(self):

@@ -27,8 +27,14 @@ BATCH, LENGTH = 8, 12
 
 
 def tiny_config(**overrides):
-    config = dict(vocabulary_size=VOCABULARY, num_layers=2, num_heads=2, hidden_dim=16, intermediate_dim=32,
-                  max_sequence_length=32)
+    config = dict(
+        vocabulary_size=VOCABULARY,
+        num_layers=2,
+        num_heads=2,
+        hidden_dim=16,
+        intermediate_dim=32,
+        max_sequence_length=32,
+    )
     config.update(overrides)
     return config
 
@@ -39,9 +45,13 @@ def inputs(seed=0):
     padding_mask = np.ones((BATCH, LENGTH), "int32")
     padding_mask[:, -2:] = 0
     segment_ids = np.zeros((BATCH, LENGTH), "int32")
-    segment_ids[:, LENGTH // 2:] = 1
+    segment_ids[:, LENGTH // 2 :] = 1
     token_ids = rng.integers(1, VOCABULARY, (BATCH, LENGTH)).astype("int32")
-    return {"token_ids": token_ids * padding_mask, "segment_ids": segment_ids * padding_mask, "padding_mask": padding_mask}
+    return {
+        "token_ids": token_ids * padding_mask,
+        "segment_ids": segment_ids * padding_mask,
+        "padding_mask": padding_mask,
+    }
 
 
 def numpy_outputs(outputs):
@@ -61,29 +71,67 @@ def heads(rng):
     x = inputs()
     pretraining_x = dict(x, mask_positions=rng.integers(1, LENGTH - 2, (BATCH, 3)).astype("int32"))
     return [
-        ("classifier", kb.BertClassifier(kb.BertBackbone(**tiny_config()), num_classes=3), x,
-         rng.integers(0, 3, BATCH), None),
-        ("classifier_mean_pooling", kb.BertClassifier(kb.BertBackbone(**tiny_config()), num_classes=3, pooling="mean"),
-         x, rng.integers(0, 3, BATCH), None),
-        ("multi_label_classifier", kb.BertClassifier(kb.BertBackbone(**tiny_config()), num_classes=3, multi_label=True),
-         x, rng.integers(0, 2, (BATCH, 3)).astype("float32"), None),
-        ("token_classifier", kb.BertTokenClassifier(kb.BertBackbone(**tiny_config()), num_classes=4), x,
-         rng.integers(0, 4, (BATCH, LENGTH)), x["padding_mask"].astype("float32")),
-        ("span_labeler", kb.BertSpanLabeler(kb.BertBackbone(**tiny_config())), x,
-         {"start_logits": rng.integers(0, LENGTH - 2, BATCH), "end_logits": rng.integers(0, LENGTH - 2, BATCH)}, None),
-        ("pretrainer", kb.BertPretrainer(kb.BertBackbone(**tiny_config())), pretraining_x,
-         {"mlm_logits": rng.integers(0, VOCABULARY, (BATCH, 3)), "nsp_logits": rng.integers(0, 2, BATCH)},
-         {"mlm_logits": np.array([[1, 1, 0]] * BATCH, "float32"), "nsp_logits": np.ones(BATCH, "float32")}),
+        (
+            "classifier",
+            kb.BertClassifier(kb.BertBackbone(**tiny_config()), num_classes=3),
+            x,
+            rng.integers(0, 3, BATCH),
+            None,
+        ),
+        (
+            "classifier_mean_pooling",
+            kb.BertClassifier(kb.BertBackbone(**tiny_config()), num_classes=3, pooling="mean"),
+            x,
+            rng.integers(0, 3, BATCH),
+            None,
+        ),
+        (
+            "multi_label_classifier",
+            kb.BertClassifier(kb.BertBackbone(**tiny_config()), num_classes=3, multi_label=True),
+            x,
+            rng.integers(0, 2, (BATCH, 3)).astype("float32"),
+            None,
+        ),
+        (
+            "token_classifier",
+            kb.BertTokenClassifier(kb.BertBackbone(**tiny_config()), num_classes=4),
+            x,
+            rng.integers(0, 4, (BATCH, LENGTH)),
+            x["padding_mask"].astype("float32"),
+        ),
+        (
+            "span_labeler",
+            kb.BertSpanLabeler(kb.BertBackbone(**tiny_config())),
+            x,
+            {
+                "start_logits": rng.integers(0, LENGTH - 2, BATCH),
+                "end_logits": rng.integers(0, LENGTH - 2, BATCH),
+            },
+            None,
+        ),
+        (
+            "pretrainer",
+            kb.BertPretrainer(kb.BertBackbone(**tiny_config())),
+            pretraining_x,
+            {"mlm_logits": rng.integers(0, VOCABULARY, (BATCH, 3)), "nsp_logits": rng.integers(0, 2, BATCH)},
+            {"mlm_logits": np.array([[1, 1, 0]] * BATCH, "float32"), "nsp_logits": np.ones(BATCH, "float32")},
+        ),
     ]
 
 
 def train_and_reload(model, x, y, sample_weight, workdir, name):
     """Three epochs of fit with BERT's optimizer, then a .keras round trip. Returns the report."""
-    model.compile(optimizer=create_optimizer(1e-3, train_steps=6, warmup_steps=2), loss=model.default_loss(),
-                  metrics=model.default_metrics(), weighted_metrics=model.default_weighted_metrics())
+    model.compile(
+        optimizer=create_optimizer(1e-3, train_steps=6, warmup_steps=2),
+        loss=model.default_loss(),
+        metrics=model.default_metrics(),
+        weighted_metrics=model.default_weighted_metrics(),
+    )
     before = [keras.ops.convert_to_numpy(w) for w in model.trainable_weights]
     history = model.fit(x, y, sample_weight=sample_weight, batch_size=4, epochs=3, shuffle=False, verbose=0)
-    changed = sum(not np.array_equal(b, keras.ops.convert_to_numpy(w)) for b, w in zip(before, model.trainable_weights))
+    changed = sum(
+        not np.array_equal(b, keras.ops.convert_to_numpy(w)) for b, w in zip(before, model.trainable_weights)
+    )
     path = os.path.join(workdir, f"{name}.keras")
     model.save(path)
     reloaded = keras.saving.load_model(path)
@@ -104,18 +152,36 @@ def distillers(workdir):
     report = {}
     teacher = kb.BertClassifier(kb.BertBackbone(**tiny_config()), num_classes=3)
     student = kb.BertClassifier(kb.BertBackbone(**tiny_config(num_layers=1, hidden_dim=8)), num_classes=3)
-    distiller = kb.Distiller(teacher, student, alpha=0.5, layer_map="uniform", hidden_weight=1.0,
-                             attention_weight=1.0, embedding_weight=1.0)
+    distiller = kb.Distiller(
+        teacher,
+        student,
+        alpha=0.5,
+        layer_map="uniform",
+        hidden_weight=1.0,
+        attention_weight=1.0,
+        embedding_weight=1.0,
+    )
     distiller.compile(optimizer=create_optimizer(1e-3, train_steps=6, warmup_steps=2))
     history = distiller.fit(x, y, batch_size=4, epochs=3, shuffle=False, verbose=0).history
     report["distiller"] = {key: [float(v) for v in values] for key, values in history.items()}
     path = os.path.join(workdir, "distiller.keras")
     distiller.save(path)
     reloaded = keras.saving.load_model(path)
-    report["distiller"]["reload_max_abs_diff"] = float(np.max(np.abs(
-        numpy_outputs(distiller.student(x))["logits"] - numpy_outputs(reloaded.student(x))["logits"])))
-    general = kb.Distiller(kb.BertBackbone(**tiny_config()), kb.BertBackbone(**tiny_config(num_layers=1, hidden_dim=8)),
-                        layer_map="uniform", hidden_weight=1.0, attention_weight=1.0, embedding_weight=1.0)
+    report["distiller"]["reload_max_abs_diff"] = float(
+        np.max(
+            np.abs(
+                numpy_outputs(distiller.student(x))["logits"] - numpy_outputs(reloaded.student(x))["logits"]
+            )
+        )
+    )
+    general = kb.Distiller(
+        kb.BertBackbone(**tiny_config()),
+        kb.BertBackbone(**tiny_config(num_layers=1, hidden_dim=8)),
+        layer_map="uniform",
+        hidden_weight=1.0,
+        attention_weight=1.0,
+        embedding_weight=1.0,
+    )
     general.compile(optimizer=create_optimizer(1e-3, train_steps=6, warmup_steps=2))
     history = general.fit(x, batch_size=4, epochs=3, shuffle=False, verbose=0).history
     report["general_distiller"] = {key: [float(v) for v in values] for key, values in history.items()}
@@ -125,10 +191,14 @@ def distillers(workdir):
 def refusals():
     """What the TensorFlow-only parts answer on this backend (the message, or 'ran')."""
     attempts = {
-        "BertPreprocessor": lambda: __import__("keras_bert_impl.tokenization", fromlist=["x"]).BertPreprocessor,
+        "BertPreprocessor": lambda: (
+            __import__("keras_bert_impl.tokenization", fromlist=["x"]).BertPreprocessor
+        ),
         "keras_bert_impl.data": lambda: __import__("keras_bert_impl.data.readers"),
         "keras_bert_impl.inference": lambda: __import__("keras_bert_impl.inference"),
-        "create_strategy": lambda: __import__("keras_bert_impl.training", fromlist=["x"]).create_strategy("one-device"),
+        "create_strategy": lambda: __import__("keras_bert_impl.training", fromlist=["x"]).create_strategy(
+            "one-device"
+        ),
         "keras_bert_impl_export": lambda: __import__("keras_bert_impl_export"),
     }
     answers = {}
@@ -162,27 +232,45 @@ def workout(workdir):
     # the explicit softmax path's output under every mask (other backends take one path).
     attention = kb.layers.MultiHeadAttention(num_heads=2, hidden_dim=8)
     draws = np.random.default_rng(1)
-    query, value = draws.normal(size=(2, 5, 8)).astype("float32"), draws.normal(size=(2, 7, 8)).astype("float32")
+    query, value = (
+        draws.normal(size=(2, 5, 8)).astype("float32"),
+        draws.normal(size=(2, 7, 8)).astype("float32"),
+    )
     padding = np.array([[1] * 7, [1] * 4 + [0] * 3], "int32")
-    cases = {"padding": dict(query=query, value=None, padding_mask=padding[:, :5]),
-             "causal": dict(query=query, value=None, use_causal_mask=True),
-             "causal_and_padding": dict(query=query, value=None, use_causal_mask=True, padding_mask=padding[:, :5]),
-             "cross_with_padding": dict(query=query, value=value, padding_mask=padding)}
+    cases = {
+        "padding": dict(query=query, value=None, padding_mask=padding[:, :5]),
+        "causal": dict(query=query, value=None, use_causal_mask=True),
+        "causal_and_padding": dict(
+            query=query, value=None, use_causal_mask=True, padding_mask=padding[:, :5]
+        ),
+        "cross_with_padding": dict(query=query, value=value, padding_mask=padding),
+    }
     report["fused_minus_explicit"] = {
-        name: float(np.max(np.abs(
-            keras.ops.convert_to_numpy(attention(**case))
-            - keras.ops.convert_to_numpy(attention(**case, return_attention_scores=True)[0]))))
-        for name, case in cases.items()}
-    report["heads"] = {name: train_and_reload(model, x, y, weight, workdir, name)
-                       for name, model, x, y, weight in heads(rng)}
+        name: float(
+            np.max(
+                np.abs(
+                    keras.ops.convert_to_numpy(attention(**case))
+                    - keras.ops.convert_to_numpy(attention(**case, return_attention_scores=True)[0])
+                )
+            )
+        )
+        for name, case in cases.items()
+    }
+    report["heads"] = {
+        name: train_and_reload(model, x, y, weight, workdir, name) for name, model, x, y, weight in heads(rng)
+    }
     embedder = kb.BertEmbedder(kb.BertBackbone(**tiny_config()), pooling="mean")
     vectors = numpy_outputs(embedder(inputs()))["embeddings"]
     report["embedder_norms"] = [float(v) for v in np.linalg.norm(vectors, axis=-1)]
     report.update(distillers(workdir))
     schedule = WarmupPolynomialDecay(5e-5, decay_steps=1000, warmup_steps=100)
-    report["schedule"] = [float(keras.ops.convert_to_numpy(schedule(step))) for step in (0, 50, 100, 550, 1000, 2000)]
+    report["schedule"] = [
+        float(keras.ops.convert_to_numpy(schedule(step))) for step in (0, 50, 100, 550, 1000, 2000)
+    ]
     # A trained classifier and its outputs, for the TensorFlow side to load and export.
-    classifier = kb.BertClassifier(kb.BertBackbone(**tiny_config()), num_classes=2, label_names=["neg", "pos"])
+    classifier = kb.BertClassifier(
+        kb.BertBackbone(**tiny_config()), num_classes=2, label_names=["neg", "pos"]
+    )
     # A vocabulary of its size, so that `kbert export` can build the raw-text signatures.
     words = [f"w{i}" for i in range(VOCABULARY - 5)]
     classifier.backbone.set_vocabulary(["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"] + words, lowercase=True)
@@ -210,11 +298,18 @@ def data_parallel():
     weights = rng.integers(0, 2, (batch, 3)).astype("float32")  # a different number of real slots per row
     weights[:, 0] = 1.0
     tasks = {
-        "classifier": (lambda: kb.BertClassifier(kb.BertBackbone(**tiny_config(dropout=0.0)), num_classes=3),
-                       x, rng.integers(0, 3, batch), None),
-        "pretrainer": (lambda: kb.BertPretrainer(kb.BertBackbone(**tiny_config(dropout=0.0))), pretraining_x,
-                       {"mlm_logits": rng.integers(0, VOCABULARY, (batch, 3)), "nsp_logits": rng.integers(0, 2, batch)},
-                       {"mlm_logits": weights, "nsp_logits": np.ones(batch, "float32")}),
+        "classifier": (
+            lambda: kb.BertClassifier(kb.BertBackbone(**tiny_config(dropout=0.0)), num_classes=3),
+            x,
+            rng.integers(0, 3, batch),
+            None,
+        ),
+        "pretrainer": (
+            lambda: kb.BertPretrainer(kb.BertBackbone(**tiny_config(dropout=0.0))),
+            pretraining_x,
+            {"mlm_logits": rng.integers(0, VOCABULARY, (batch, 3)), "nsp_logits": rng.integers(0, 2, batch)},
+            {"mlm_logits": weights, "nsp_logits": np.ones(batch, "float32")},
+        ),
     }
 
     def losses(make, x, y, sample_weight, initial):
@@ -224,12 +319,24 @@ def data_parallel():
             model.set_weights(initial)
         start = [keras.ops.convert_to_numpy(w) for w in model.weights]
         # global_clipnorm 1e-2: clipping is active on every step, so the global norm matters.
-        model.compile(optimizer=create_optimizer(1e-3, train_steps=8, warmup_steps=1, global_clipnorm=1e-2),
-                      loss=model.default_loss())
+        model.compile(
+            optimizer=create_optimizer(1e-3, train_steps=8, warmup_steps=1, global_clipnorm=1e-2),
+            loss=model.default_loss(),
+        )
         per_step = []
-        record = keras.callbacks.LambdaCallback(on_train_batch_end=lambda step, logs: per_step.append(float(logs["loss"])))
-        model.fit(x, y, sample_weight=sample_weight, batch_size=8, epochs=4, shuffle=False, verbose=0,
-                  callbacks=[record])
+        record = keras.callbacks.LambdaCallback(
+            on_train_batch_end=lambda step, logs: per_step.append(float(logs["loss"]))
+        )
+        model.fit(
+            x,
+            y,
+            sample_weight=sample_weight,
+            batch_size=8,
+            epochs=4,
+            shuffle=False,
+            verbose=0,
+            callbacks=[record],
+        )
         return per_step, start
 
     report = {"devices": [str(d) for d in jax.devices()]}
@@ -266,8 +373,13 @@ def edges(text_in_path):
         backbone = kb.BertBackbone(**tiny_config(dtype="mixed_float16"))
         compiled = backbone.predict(x, verbose=0)["sequence_output"]  # jit on JAX
         eager = numpy_outputs(backbone(x))["sequence_output"]
-        return {"finite": bool(np.isfinite(compiled).all()), "dtype": str(compiled.dtype),
-                "max_abs_diff_vs_call": float(np.max(np.abs(compiled.astype("float32") - eager.astype("float32"))))}
+        return {
+            "finite": bool(np.isfinite(compiled).all()),
+            "dtype": str(compiled.dtype),
+            "max_abs_diff_vs_call": float(
+                np.max(np.abs(compiled.astype("float32") - eager.astype("float32")))
+            ),
+        }
 
     report["float16_predict"] = error_or(float16_predict)
     classifier = kb.BertClassifier(kb.BertBackbone(**tiny_config()), num_classes=3)
@@ -278,6 +390,7 @@ def edges(text_in_path):
         def check():
             logits = run()["logits"]
             return f"ran, NaN outputs: {bool(np.isnan(logits).any())}"
+
         return check
 
     report["out_of_range"] = {
@@ -287,7 +400,9 @@ def edges(text_in_path):
         "fit": error_or(lambda: classifier.fit(bad, y, epochs=1, verbose=0) and None),
     }
     pretrainer = kb.BertPretrainer(kb.BertBackbone(**tiny_config()))
-    past_the_end = dict(x, mask_positions=np.array([[1, 2, LENGTH]] * BATCH, "int32"))  # LENGTH: one past the last
+    past_the_end = dict(
+        x, mask_positions=np.array([[1, 2, LENGTH]] * BATCH, "int32")
+    )  # LENGTH: one past the last
 
     def logits_of(run):
         return lambda: f"ran, NaN outputs: {bool(np.isnan(run()['mlm_logits']).any())}"
@@ -301,21 +416,32 @@ def edges(text_in_path):
     def mixed_precision_round_trip(policy):
         # A classifier on a backbone built with a mixed policy, trained a step, saved, loaded.
         classifier = kb.BertClassifier(kb.BertBackbone(**tiny_config(dtype=policy)), num_classes=3)
-        built = {"head_policy": classifier.dtype_policy.name, "optimizer": type(classifier.optimizer).__name__}
+        built = {
+            "head_policy": classifier.dtype_policy.name,
+            "optimizer": type(classifier.optimizer).__name__,
+        }
         classifier.fit(x, y, epochs=1, verbose=0)
         path = os.path.join(os.path.dirname(text_in_path), f"{policy}.keras")
         classifier.save(path)
         loaded = keras.saving.load_model(path)
         os.remove(path)
-        return {"built": built, "loaded": {
-            "backbone_policy": loaded.backbone.dtype_policy.name,
-            "encoder_policy": loaded.backbone.transformer_layers[0].dtype_policy.name,
-            "sequence_output_dtype": keras.backend.standardize_dtype(loaded.backbone(x)["sequence_output"].dtype),
-            "optimizer": type(loaded.optimizer).__name__,
-            "iterations": int(keras.ops.convert_to_numpy(loaded.optimizer.iterations))}}
+        return {
+            "built": built,
+            "loaded": {
+                "backbone_policy": loaded.backbone.dtype_policy.name,
+                "encoder_policy": loaded.backbone.transformer_layers[0].dtype_policy.name,
+                "sequence_output_dtype": keras.backend.standardize_dtype(
+                    loaded.backbone(x)["sequence_output"].dtype
+                ),
+                "optimizer": type(loaded.optimizer).__name__,
+                "iterations": int(keras.ops.convert_to_numpy(loaded.optimizer.iterations)),
+            },
+        }
 
     report["mixed_precision_round_trip"] = {
-        policy: error_or(lambda policy=policy: mixed_precision_round_trip(policy)) for policy in ("mixed_bfloat16", "mixed_float16")}
+        policy: error_or(lambda policy=policy: mixed_precision_round_trip(policy))
+        for policy in ("mixed_bfloat16", "mixed_float16")
+    }
     print(json.dumps(report))
 
 

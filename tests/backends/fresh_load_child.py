@@ -30,8 +30,16 @@ def main(path, *flags):
     optimizer = model.optimizer
     variables = model.trainable_variables
     decayed = sorted(v.path for v in variables if optimizer._use_weight_decay(v))
-    print(json.dumps({"optimizer": type(optimizer).__name__, "iterations": int(keras.ops.convert_to_numpy(
-        optimizer.iterations)), "decayed": decayed, "trainable": sorted(v.path for v in variables)}))
+    print(
+        json.dumps(
+            {
+                "optimizer": type(optimizer).__name__,
+                "iterations": int(keras.ops.convert_to_numpy(optimizer.iterations)),
+                "decayed": decayed,
+                "trainable": sorted(v.path for v in variables),
+            }
+        )
+    )
 
 
 if __name__ == "__main__":

@@ -63,10 +63,14 @@ def kernels():
         (_, y_fused), grads_fused = jax.value_and_grad(fused, argnums=(0, 1, 2, 3), has_aux=True)(*operands)
         (_, y_ref), grads_ref = jax.value_and_grad(reference, argnums=(0, 1, 2, 3), has_aux=True)(*operands)
         report[f"layer_norm_{dtype}"] = {
-            "forward": _max_difference(y_fused, y_ref), "output_dtype": str(y_fused.dtype),
-            "reference_dtype": str(y_ref.dtype), "reference_max_abs": _max_difference(y_ref, 0.0),
-            "gradients": {name: _relative_difference(a, b)
-                          for name, a, b in zip(("x", "residual", "gamma", "beta"), grads_fused, grads_ref)},
+            "forward": _max_difference(y_fused, y_ref),
+            "output_dtype": str(y_fused.dtype),
+            "reference_dtype": str(y_ref.dtype),
+            "reference_max_abs": _max_difference(y_ref, 0.0),
+            "gradients": {
+                name: _relative_difference(a, b)
+                for name, a, b in zip(("x", "residual", "gamma", "beta"), grads_fused, grads_ref)
+            },
         }
 
         # Dropout inside: the reference applies the kernel's own mask (keep_mask, the hash the kernel
@@ -84,13 +88,18 @@ def kernels():
             return jnp.sum(y.astype(jnp.float32) * probe), y
 
         (_, y_fused), grads_fused = jax.value_and_grad(fused_dropout, argnums=(0, 1, 2, 3), has_aux=True)(
-            x, residual, gamma, beta)
+            x, residual, gamma, beta
+        )
         (_, y_ref), grads_ref = jax.value_and_grad(reference_dropout, argnums=(0, 1, 2, 3), has_aux=True)(
-            x, residual, gamma, beta)
+            x, residual, gamma, beta
+        )
         report[f"layer_norm_dropout_{dtype}"] = {
-            "forward": _max_difference(y_fused, y_ref), "reference_max_abs": _max_difference(y_ref, 0.0),
-            "gradients": {name: _relative_difference(a, b)
-                          for name, a, b in zip(("x", "residual", "gamma", "beta"), grads_fused, grads_ref)},
+            "forward": _max_difference(y_fused, y_ref),
+            "reference_max_abs": _max_difference(y_ref, 0.0),
+            "gradients": {
+                name: _relative_difference(a, b)
+                for name, a, b in zip(("x", "residual", "gamma", "beta"), grads_fused, grads_ref)
+            },
         }
 
         # Bias + exact GELU against keras.ops.gelu(approximate=False), the Dense activation's.
@@ -110,11 +119,15 @@ def kernels():
         (_, g_ref), grads_ref = jax.value_and_grad(reference_gelu, argnums=(0, 1), has_aux=True)(h, bias)
         h32, bias32 = h.astype(jnp.float32), bias.astype(jnp.float32)
         report[f"gelu_{dtype}"] = {
-            "forward": _max_difference(g_fused, g_ref), "output_dtype": str(g_fused.dtype),
+            "forward": _max_difference(g_fused, g_ref),
+            "output_dtype": str(g_fused.dtype),
             "reference_max_abs": _max_difference(g_ref, 0.0),
-            "forward_vs_float32_reference": _max_difference(g_fused, ops.gelu(h32 + bias32, approximate=False)),
-            "gradients": {name: _relative_difference(a, b)
-                          for name, a, b in zip(("h", "bias"), grads_fused, grads_ref)},
+            "forward_vs_float32_reference": _max_difference(
+                g_fused, ops.gelu(h32 + bias32, approximate=False)
+            ),
+            "gradients": {
+                name: _relative_difference(a, b) for name, a, b in zip(("h", "bias"), grads_fused, grads_ref)
+            },
         }
     grid = jnp.linspace(-6.0, 6.0, 200_001, dtype=jnp.float32)
     report["erf_max_difference"] = _max_difference(erf(grid), jax.lax.erf(grid))
@@ -147,10 +160,14 @@ def dropout():
 
     forward_0, backward_0 = masks(0)
     forward_1, _ = masks(1)
-    keras_mask = np.asarray(keras.layers.Dropout(rate, seed=0)(np.ones((rows, width), "float32"), training=True)) != 0
+    keras_mask = (
+        np.asarray(keras.layers.Dropout(rate, seed=0)(np.ones((rows, width), "float32"), training=True)) != 0
+    )
     return {
-        "positions": rows * width, "rate": rate,
-        "keep_rate_seed_0": float(forward_0.mean()), "keep_rate_seed_1": float(forward_1.mean()),
+        "positions": rows * width,
+        "rate": rate,
+        "keep_rate_seed_0": float(forward_0.mean()),
+        "keep_rate_seed_1": float(forward_1.mean()),
         "keep_rate_keras_dropout": float(keras_mask.mean()),
         "forward_equals_backward": bool(np.array_equal(forward_0, backward_0)),
         "seeds_agree_fraction": float((forward_0 == forward_1).mean()),
@@ -162,14 +179,19 @@ def dropout():
 def _pretraining_data(config, batch, length, predictions, steps):
     rng = np.random.default_rng(0)
     rows = batch * steps
-    x = {"token_ids": rng.integers(5, config["vocabulary_size"], (rows, length)).astype("int32"),
-         "segment_ids": np.repeat(np.r_[np.zeros(length // 2), np.ones(length - length // 2)][None], rows, 0)
-         .astype("int32"),
-         "padding_mask": np.ones((rows, length), "int32"),
-         "mask_positions": np.sort(rng.integers(1, length - 1, (rows, predictions)), axis=1).astype("int32")}
+    x = {
+        "token_ids": rng.integers(5, config["vocabulary_size"], (rows, length)).astype("int32"),
+        "segment_ids": np.repeat(
+            np.r_[np.zeros(length // 2), np.ones(length - length // 2)][None], rows, 0
+        ).astype("int32"),
+        "padding_mask": np.ones((rows, length), "int32"),
+        "mask_positions": np.sort(rng.integers(1, length - 1, (rows, predictions)), axis=1).astype("int32"),
+    }
     x["padding_mask"][::2, -3:] = 0  # padded rows too: the attention's mask goes through the fused split
-    y = {"mlm_logits": rng.integers(5, config["vocabulary_size"], (rows, predictions)),
-         "nsp_logits": rng.integers(0, 2, rows)}
+    y = {
+        "mlm_logits": rng.integers(5, config["vocabulary_size"], (rows, predictions)),
+        "nsp_logits": rng.integers(0, 2, rows),
+    }
     return x, y
 
 
@@ -198,8 +220,14 @@ def train():
 
     counted(layer_norm_module, "residual_dropout_layer_norm")
     counted(bias_gelu_module, "bias_gelu")
-    config = dict(vocabulary_size=64, num_layers=2, num_heads=2, hidden_dim=32, intermediate_dim=64,
-                  max_sequence_length=32)
+    config = dict(
+        vocabulary_size=64,
+        num_layers=2,
+        num_heads=2,
+        hidden_dim=32,
+        intermediate_dim=64,
+        max_sequence_length=32,
+    )
     batch, length, predictions, steps = 4, 16, 3, 4
     x, y = _pretraining_data(config, batch, length, predictions, steps)
     report = {}
@@ -208,11 +236,15 @@ def train():
         for fused in sides:
             keras.utils.set_random_seed(0)
             model = kb.BertPretrainer(kb.BertBackbone(**config, dropout=dropout_rate, fused_kernels=fused))
-            model.compile(optimizer=create_optimizer(1e-3, train_steps=100, warmup_steps=0), loss=model.default_loss(),
-                          jit_compile=True)
+            model.compile(
+                optimizer=create_optimizer(1e-3, train_steps=100, warmup_steps=0),
+                loss=model.default_loss(),
+                jit_compile=True,
+            )
             batch_losses = []
             record = keras.callbacks.LambdaCallback(
-                on_train_batch_end=lambda b, logs: batch_losses.append(float(logs["loss"])))
+                on_train_batch_end=lambda b, logs: batch_losses.append(float(logs["loss"]))
+            )
             start = time.perf_counter()
             model.fit(x, y, batch_size=batch, epochs=2, shuffle=False, verbose=0, callbacks=[record])
             side = "fused" if fused else "keras_ops"
@@ -222,7 +254,8 @@ def train():
         report[f"dropout_{dropout_rate}"] = losses
         if len(sides) == 2:
             report[f"dropout_{dropout_rate}_trained_weights_max_difference"] = max(
-                _max_difference(a, b) for a, b in zip(weights["fused"], weights["keras_ops"]))
+                _max_difference(a, b) for a, b in zip(weights["fused"], weights["keras_ops"])
+            )
     report["kernel_calls_while_tracing"] = calls
     return report
 
@@ -238,8 +271,14 @@ def isolation():
         return sorted(m for m in sys.modules if m.startswith("keras_bert_impl.kernels"))
 
     after_import = ours()
-    config = dict(vocabulary_size=64, num_layers=1, num_heads=2, hidden_dim=16, intermediate_dim=32,
-                  max_sequence_length=16)
+    config = dict(
+        vocabulary_size=64,
+        num_layers=1,
+        num_heads=2,
+        hidden_dim=16,
+        intermediate_dim=32,
+        max_sequence_length=16,
+    )
     x, _ = _pretraining_data(config, 2, 8, 2, 1)
     x.pop("mask_positions")
     keras.utils.set_random_seed(0)
@@ -249,9 +288,12 @@ def isolation():
     keras.utils.set_random_seed(0)
     asked = kb.BertBackbone(**config, fused_kernels=True)
     asked_out = keras.ops.convert_to_numpy(asked(x)["sequence_output"])
-    return {"after_import": after_import, "after_default_model": after_plain,
-            "after_fused_model_without_gpu": ours(),
-            "fused_option_without_gpu_bitwise_equal": bool(np.array_equal(plain_out, asked_out))}
+    return {
+        "after_import": after_import,
+        "after_default_model": after_plain,
+        "after_fused_model_without_gpu": ours(),
+        "fused_option_without_gpu_bitwise_equal": bool(np.array_equal(plain_out, asked_out)),
+    }
 
 
 def checks():

@@ -22,13 +22,18 @@ from tests.side_venv import run_in_side_venv
 pytestmark = pytest.mark.slow
 
 FRESH_LOAD_CHILD = os.path.join(REPO, "tests", "backends", "fresh_load_child.py")
-CONFIG = dict(vocabulary_size=60, num_layers=1, num_heads=2, hidden_dim=16, intermediate_dim=32, max_sequence_length=32)
+CONFIG = dict(
+    vocabulary_size=60, num_layers=1, num_heads=2, hidden_dim=16, intermediate_dim=32, max_sequence_length=32
+)
 
 
 def ids(rows=4, length=6, seed=0):
     rng = np.random.default_rng(seed)
-    return {"token_ids": rng.integers(5, 60, (rows, length)).astype("int32"),
-            "segment_ids": np.zeros((rows, length), "int32"), "padding_mask": np.ones((rows, length), "int32")}
+    return {
+        "token_ids": rng.integers(5, 60, (rows, length)).astype("int32"),
+        "segment_ids": np.zeros((rows, length), "int32"),
+        "padding_mask": np.ones((rows, length), "int32"),
+    }
 
 
 @pytest.fixture(scope="module")
@@ -44,12 +49,16 @@ def saved_on_tensorflow(tmp_path_factory):
 
     folder = tmp_path_factory.mktemp("saved_on_tensorflow")
     classifier = kb.BertClassifier(kb.BertBackbone(**CONFIG), num_classes=2)
-    classifier.compile(optimizer=create_optimizer(1e-3, train_steps=10, warmup_steps=1), loss=classifier.default_loss())
+    classifier.compile(
+        optimizer=create_optimizer(1e-3, train_steps=10, warmup_steps=1), loss=classifier.default_loss()
+    )
     classifier.fit(ids(), np.array([0, 1, 0, 1]), batch_size=2, epochs=1, verbose=0)
     classifier.save(folder / "trained.keras")
 
     backbone = kb.BertBackbone(**CONFIG)
-    backbone.set_vocabulary(["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"] + [f"w{i}" for i in range(55)], lowercase=True)
+    backbone.set_vocabulary(
+        ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"] + [f"w{i}" for i in range(55)], lowercase=True
+    )
     text = keras.Input(shape=(), dtype="string", name="text")
     classifier = kb.BertClassifier(backbone, num_classes=2)
     text_in = keras.Model(text, classifier(BertPreprocessor.from_model(classifier, sequence_length=8)(text)))
@@ -60,8 +69,12 @@ def saved_on_tensorflow(tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def edges(saved_on_tensorflow):
-    return {backend: json.loads(run_child(backend, "edges", saved_on_tensorflow["text_in"]).strip().splitlines()[-1])
-            for backend in BACKENDS}
+    return {
+        backend: json.loads(
+            run_child(backend, "edges", saved_on_tensorflow["text_in"]).strip().splitlines()[-1]
+        )
+        for backend in BACKENDS
+    }
 
 
 def fresh_load(backend, path, *flags):
@@ -95,33 +108,49 @@ def test_mask_positions_past_the_sequence_are_refused(backend, edges):
     """A masked-LM position past the sequence is no token: it gave NaN logits on JAX and
     finite logits on PyTorch, both without an error."""
     for method, answer in edges[backend]["mask_positions_out_of_range"].items():
-        assert answer.startswith("ValueError: Input 'mask_positions' holds the value 12, outside [0, 12)"), (method, answer)
+        assert answer.startswith("ValueError: Input 'mask_positions' holds the value 12, outside [0, 12)"), (
+            method,
+            answer,
+        )
 
 
 @pytest.mark.parametrize("backend", BACKENDS)
 def test_a_text_in_model_says_it_loads_on_tensorflow_only(backend, edges):
     answer = edges[backend]["text_in_load"]
-    assert answer.startswith("TensorFlowOnlyError: The model being loaded holds a BertPreprocessor layer"), answer
+    assert answer.startswith("TensorFlowOnlyError: The model being loaded holds a BertPreprocessor layer"), (
+        answer
+    )
     assert f"'{backend}' backend" in answer and "without the preprocessor" in answer, answer
 
 
 @pytest.mark.parametrize("backend", BACKENDS)
 @pytest.mark.parametrize("policy", ["mixed_bfloat16", "mixed_float16"])
-def test_a_mixed_precision_head_keeps_its_policy_and_loss_scaling_through_save_and_load(backend, policy, edges):
+def test_a_mixed_precision_head_keeps_its_policy_and_loss_scaling_through_save_and_load(
+    backend, policy, edges
+):
     """Keras' functional __init__ dropped BertBackbone's `dtype`: the model's own policy stayed
     float32, so its config said float32 and the loaded backbone ran in float32, and a head on
     a mixed_float16 backbone compiled without loss scaling (then lost its saved optimizer)."""
     result = edges[backend]["mixed_precision_round_trip"][policy]
     assert isinstance(result, dict), result
     loss_scaled = policy == "mixed_float16"
-    assert result["built"] == {"head_policy": policy, "optimizer": "LossScaleOptimizer" if loss_scaled else "Adam"}, result
+    assert result["built"] == {
+        "head_policy": policy,
+        "optimizer": "LossScaleOptimizer" if loss_scaled else "Adam",
+    }, result
     assert result["loaded"] == {
-        "backbone_policy": policy, "encoder_policy": policy, "sequence_output_dtype": policy.split("_")[1],
-        "optimizer": "LossScaleOptimizer" if loss_scaled else "Adam", "iterations": 1}, result
+        "backbone_policy": policy,
+        "encoder_policy": policy,
+        "sequence_output_dtype": policy.split("_")[1],
+        "optimizer": "LossScaleOptimizer" if loss_scaled else "Adam",
+        "iterations": 1,
+    }, result
 
 
 @pytest.mark.parametrize("backend", BACKENDS)
-def test_a_model_trained_with_create_optimizer_loads_after_import_keras_bert_impl(backend, saved_on_tensorflow):
+def test_a_model_trained_with_create_optimizer_loads_after_import_keras_bert_impl(
+    backend, saved_on_tensorflow
+):
     """`import keras_bert_impl` registers what the library saves: a .keras file with
     create_optimizer's GlobalClipAdamW and WarmupPolynomialDecay failed to load ("Could not
     locate class 'GlobalClipAdamW'") unless the script had imported keras_bert_impl.training."""
@@ -131,7 +160,9 @@ def test_a_model_trained_with_create_optimizer_loads_after_import_keras_bert_imp
 
 
 @pytest.mark.parametrize("backend", BACKENDS)
-def test_a_reloaded_create_optimizer_still_exempts_layer_norm_and_bias_from_weight_decay(backend, saved_on_tensorflow):
+def test_a_reloaded_create_optimizer_still_exempts_layer_norm_and_bias_from_weight_decay(
+    backend, saved_on_tensorflow
+):
     """Keras' AdamW does not save `exclude_from_weight_decay`'s names: reloaded, it decayed
     every LayerNorm gamma/beta and bias that create_optimizer exempts, as BERT does."""
     report = fresh_load(backend, saved_on_tensorflow["trained"], "import-training")

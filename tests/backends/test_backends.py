@@ -29,7 +29,9 @@ PARITY_SENTENCES = 48
 
 def run_child(backend, *args, env=None, timeout=900):
     """Runs backend_child.py on `backend`; returns its stdout (the JSON report, if any)."""
-    return run_in_side_venv(VENVS[backend], CHILD, *args, env={"KERAS_BACKEND": backend, **(env or {})}, timeout=timeout)
+    return run_in_side_venv(
+        VENVS[backend], CHILD, *args, env={"KERAS_BACKEND": backend, **(env or {})}, timeout=timeout
+    )
 
 
 @pytest.fixture(scope="module")
@@ -38,7 +40,10 @@ def workouts(tmp_path_factory):
     reports = {}
     for backend in BACKENDS:
         folder = str(tmp_path_factory.mktemp(f"workout_{backend}"))
-        reports[backend] = (json.loads(run_child(backend, "workout", folder).strip().splitlines()[-1]), folder)
+        reports[backend] = (
+            json.loads(run_child(backend, "workout", folder).strip().splitlines()[-1]),
+            folder,
+        )
     return reports
 
 
@@ -52,16 +57,22 @@ def mr_inputs(minilm):
     features = BertPreprocessor.from_model(minilm, sequence_length=64)(texts[:PARITY_SENTENCES])
     features = {key: value.numpy() for key, value in features.items()}
     width = int(features["padding_mask"].sum(1).max())
-    return {key: features[key][:, :width].astype("int32") for key in ("token_ids", "segment_ids", "padding_mask")}
+    return {
+        key: features[key][:, :width].astype("int32") for key in ("token_ids", "segment_ids", "padding_mask")
+    }
 
 
 @pytest.mark.parametrize("backend", BACKENDS)
-def test_the_real_minilm_saved_on_tensorflow_gives_the_same_sequence_output(backend, minilm_keras, mr_inputs, tmp_path):
+def test_the_real_minilm_saved_on_tensorflow_gives_the_same_sequence_output(
+    backend, minilm_keras, mr_inputs, tmp_path
+):
     import keras
 
     model = keras.saving.load_model(minilm_keras)
     expected = model(mr_inputs)["sequence_output"].numpy()  # [48, T, 384]
-    assert mr_inputs["padding_mask"].sum(1).min() < mr_inputs["token_ids"].shape[1]  # padded rows are in the batch
+    assert (
+        mr_inputs["padding_mask"].sum(1).min() < mr_inputs["token_ids"].shape[1]
+    )  # padded rows are in the batch
     np.savez(tmp_path / "inputs.npz", **mr_inputs)
     run_child(backend, "forward", minilm_keras, str(tmp_path / "inputs.npz"), str(tmp_path / "out.npz"))
     with np.load(tmp_path / "out.npz") as out:
@@ -69,12 +80,16 @@ def test_the_real_minilm_saved_on_tensorflow_gives_the_same_sequence_output(back
         assert got.shape == expected.shape
         real = mr_inputs["padding_mask"].astype(bool)  # [48, T]: the sentences' own tokens
         difference = float(np.max(np.abs(got[real] - expected[real])))
-        assert difference <= 1e-5, f"{backend}: max |difference| {difference:.2e} from TensorFlow's over {real.sum()} tokens"
+        assert difference <= 1e-5, (
+            f"{backend}: max |difference| {difference:.2e} from TensorFlow's over {real.sum()} tokens"
+        )
         # Padded positions carry no meaning (every head masks them), and their vectors differ
         # more between backends: the [PAD] rows' LayerNorm has a small variance, which
         # magnifies float32 rounding (measured 3.7e-5 on JAX, 2.8e-5 on PyTorch; 3e-6 on tokens).
         assert float(np.max(np.abs(got[~real] - expected[~real]))) <= 1e-4
-        np.testing.assert_allclose(out["pooled_output"], model(mr_inputs)["pooled_output"].numpy(), atol=1e-5, rtol=0)
+        np.testing.assert_allclose(
+            out["pooled_output"], model(mr_inputs)["pooled_output"].numpy(), atol=1e-5, rtol=0
+        )
 
 
 @pytest.mark.parametrize("backend", BACKENDS)
@@ -82,8 +97,14 @@ def test_every_head_trains_with_fit_and_round_trips(backend, workouts):
     report, _ = workouts[backend]
     assert report["backend"] == backend
     assert report["tensorflow_imported"] is False  # the model code ran without TensorFlow
-    assert set(report["heads"]) == {"classifier", "classifier_mean_pooling", "multi_label_classifier",
-                                    "token_classifier", "span_labeler", "pretrainer"}
+    assert set(report["heads"]) == {
+        "classifier",
+        "classifier_mean_pooling",
+        "multi_label_classifier",
+        "token_classifier",
+        "span_labeler",
+        "pretrainer",
+    }
     for name, head in report["heads"].items():
         losses = head["losses"]
         assert all(np.isfinite(losses)), (name, losses)
@@ -96,8 +117,12 @@ def test_every_head_trains_with_fit_and_round_trips(backend, workouts):
 @pytest.mark.parametrize("backend", BACKENDS)
 def test_layers_masks_and_optimizer_schedule_behave_as_on_tensorflow(backend, workouts):
     report, _ = workouts[backend]
-    assert report["backbone_shapes"] == {"sequence_output": [8, 12, 16], "pooled_output": [8, 16],
-                                         "hidden_states": [8, 3, 12, 16], "attention_probs": [8, 2, 2, 12, 12]}
+    assert report["backbone_shapes"] == {
+        "sequence_output": [8, 12, 16],
+        "pooled_output": [8, 16],
+        "hidden_states": [8, 3, 12, 16],
+        "attention_probs": [8, 2, 2, 12, 12],
+    }
     assert report["attention_on_padding"] == 0.0  # padded keys get exactly zero probability
     assert report["attention_row_sums"] == pytest.approx([1.0, 1.0], abs=1e-6)
     assert report["causal_upper_triangle"] == 0.0
@@ -122,8 +147,13 @@ def test_both_distillers_train_with_every_term(backend, workouts):
 @pytest.mark.parametrize("backend", BACKENDS)
 def test_tensorflow_only_parts_say_so(backend, workouts):
     refusals = workouts[backend][0]["refusals"]
-    assert set(refusals) == {"BertPreprocessor", "keras_bert_impl.data", "keras_bert_impl.inference", "create_strategy",
-                             "keras_bert_impl_export"}
+    assert set(refusals) == {
+        "BertPreprocessor",
+        "keras_bert_impl.data",
+        "keras_bert_impl.inference",
+        "create_strategy",
+        "keras_bert_impl_export",
+    }
     for part, message in refusals.items():
         assert "runs on TensorFlow only" in message, (part, message)
         assert f"'{backend}' backend" in message, (part, message)
@@ -156,11 +186,18 @@ def test_a_model_saved_on_jax_loads_on_tensorflow_and_exports(workouts, tmp_path
     assert model.label_names == ["neg", "pos"] and len(model.backbone.vocabulary) == 60
 
     output = str(tmp_path / "export")
-    assert main(["export", "--model", path, "--output", output, "--formats", "saved_model",
-                 "--seq-len", "16"]) == 0
-    served = tf.saved_model.load(os.path.join(output, "serving", "bert_ids", "1")).signatures["serving_default"]
-    logits = served(ids=tf.constant(x["token_ids"]), mask=tf.constant(x["padding_mask"]),
-                    segment_ids=tf.constant(x["segment_ids"]))["logits"].numpy()
+    assert (
+        main(["export", "--model", path, "--output", output, "--formats", "saved_model", "--seq-len", "16"])
+        == 0
+    )
+    served = tf.saved_model.load(os.path.join(output, "serving", "bert_ids", "1")).signatures[
+        "serving_default"
+    ]
+    logits = served(
+        ids=tf.constant(x["token_ids"]),
+        mask=tf.constant(x["padding_mask"]),
+        segment_ids=tf.constant(x["segment_ids"]),
+    )["logits"].numpy()
     np.testing.assert_allclose(logits, jax_logits, atol=1e-5, rtol=0)
 
 
@@ -168,10 +205,15 @@ def test_jax_data_parallel_over_two_devices_gives_the_one_device_losses():
     """keras.distribution.DataParallel over two host devices: the same per-step losses as one
     device, with clipping active and rows of different lengths and masked-LM weights, so each
     device's share differs (the JAX twin of tests/training/test_strategy.py's mirrored check)."""
-    report = json.loads(run_child("jax", "data-parallel",
-                                  env={"XLA_FLAGS": "--xla_force_host_platform_device_count=2"}).strip().splitlines()[-1])
+    report = json.loads(
+        run_child("jax", "data-parallel", env={"XLA_FLAGS": "--xla_force_host_platform_device_count=2"})
+        .strip()
+        .splitlines()[-1]
+    )
     assert len(report["devices"]) == 2, report["devices"]
-    assert report["mesh_shape"] == [2] and report["batch_layout_axes"][0] == "batch", report  # batches split in two
+    assert report["mesh_shape"] == [2] and report["batch_layout_axes"][0] == "batch", (
+        report
+    )  # batches split in two
     for name in ("classifier", "pretrainer"):
         one, parallel = report[name]["one_device"], report[name]["data_parallel"]
         assert len(one) == len(parallel) == 8  # 4 epochs of 2 steps

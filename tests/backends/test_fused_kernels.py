@@ -23,8 +23,9 @@ BF16_ULPS = 4
 
 
 def run_child(command):
-    out = run_in_side_venv(".venv-jax", CHILD, command, env={"KERAS_BACKEND": "jax", "KBERT_PALLAS_INTERPRET": "1"},
-                           timeout=1800)
+    out = run_in_side_venv(
+        ".venv-jax", CHILD, command, env={"KERAS_BACKEND": "jax", "KBERT_PALLAS_INTERPRET": "1"}, timeout=1800
+    )
     return json.loads(out.strip().splitlines()[-1])
 
 
@@ -40,8 +41,10 @@ def test_the_library_imports_no_kernel_until_a_fused_model_runs_where_kernels_do
     assert isolation["after_default_model"] == []
     # Asked for, but neither a GPU nor the interpret switch: only the plain-Python choice module loads,
     # and the model computes what the keras.ops model computes, to the bit.
-    assert isolation["after_fused_model_without_gpu"] == ["keras_bert_impl.kernels",
-                                                          "keras_bert_impl.kernels.fused_choice"]
+    assert isolation["after_fused_model_without_gpu"] == [
+        "keras_bert_impl.kernels",
+        "keras_bert_impl.kernels.fused_choice",
+    ]
     assert isolation["fused_option_without_gpu_bitwise_equal"]
 
 
@@ -115,8 +118,14 @@ def test_the_option_round_trips_and_changes_nothing_on_tensorflow(monkeypatch):
     for name in [n for n in sys.modules if n.startswith("keras_bert_impl.kernels.")]:
         monkeypatch.delitem(sys.modules, name)
 
-    config = dict(vocabulary_size=40, num_layers=1, num_heads=2, hidden_dim=8, intermediate_dim=16,
-                  max_sequence_length=8)
+    config = dict(
+        vocabulary_size=40,
+        num_layers=1,
+        num_heads=2,
+        hidden_dim=8,
+        intermediate_dim=16,
+        max_sequence_length=8,
+    )
     keras.utils.set_random_seed(0)
     plain = kb.BertBackbone(**config)
     keras.utils.set_random_seed(0)
@@ -125,8 +134,11 @@ def test_the_option_round_trips_and_changes_nothing_on_tensorflow(monkeypatch):
     restored = kb.BertBackbone.from_config(fused.get_config())
     assert restored.fused_kernels and restored.transformer_layers[0].fused_kernels
     assert restored.transformer_layers[0].feed_forward.get_config()["fused_kernels"] is True
-    x = {"token_ids": np.array([[2, 5, 7, 3, 0]], "int32"), "segment_ids": np.zeros((1, 5), "int32"),
-         "padding_mask": np.array([[1, 1, 1, 1, 0]], "int32")}
+    x = {
+        "token_ids": np.array([[2, 5, 7, 3, 0]], "int32"),
+        "segment_ids": np.zeros((1, 5), "int32"),
+        "padding_mask": np.array([[1, 1, 1, 1, 0]], "int32"),
+    }
     np.testing.assert_array_equal(plain(x)["sequence_output"].numpy(), fused(x)["sequence_output"].numpy())
     assert "keras_bert_impl.kernels.residual_layer_norm" not in sys.modules
     assert "keras_bert_impl.kernels.bias_gelu" not in sys.modules
@@ -137,5 +149,11 @@ def test_a_non_bool_fused_kernels_is_refused_naming_it(value):
     import keras_bert_impl as kb
 
     with pytest.raises(ValueError, match=r"fused_kernels must be True or False\. Received: fused_kernels="):
-        kb.BertBackbone(vocabulary_size=40, num_layers=1, num_heads=2, hidden_dim=8, intermediate_dim=16,
-                        fused_kernels=value)
+        kb.BertBackbone(
+            vocabulary_size=40,
+            num_layers=1,
+            num_heads=2,
+            hidden_dim=8,
+            intermediate_dim=16,
+            fused_kernels=value,
+        )

@@ -28,10 +28,14 @@ ENTRY %main.553 (state_0__0_.1: f32[512,768], data_0.1: s32[256,128]) -> (f32[],
 
 
 def test_scopes_drop_the_jit_wrappers_number_the_layers_n_and_mark_the_backward_pass():
-    assert scope_of("jit(train_step)/jvp(bert_backbone)/transformer_layer_11/output_layer_norm/mul") == \
-        "fwd bert_backbone/transformer_layer_N/output_layer_norm/mul"
-    assert scope_of("jit(train_step)/transpose(jvp(next_sentence_head))/dense/dot_general") == \
-        "bwd next_sentence_head/dense/dot_general"
+    assert (
+        scope_of("jit(train_step)/jvp(bert_backbone)/transformer_layer_11/output_layer_norm/mul")
+        == "fwd bert_backbone/transformer_layer_N/output_layer_norm/mul"
+    )
+    assert (
+        scope_of("jit(train_step)/transpose(jvp(next_sentence_head))/dense/dot_general")
+        == "bwd next_sentence_head/dense/dot_general"
+    )
     assert scope_of("jit(train_step)/transpose(jvp())/convert_element_type") == "bwd convert_element_type"
     assert scope_of(None) == "(no op_name)"
 
@@ -39,15 +43,29 @@ def test_scopes_drop_the_jit_wrappers_number_the_layers_n_and_mark_the_backward_
 def test_kernels_join_their_fusions_by_name_and_library_kernels_stay_unmapped():
     computations, entry = parse_hlo(HLO)
     assert entry == "main.553"
-    assert [i["opcode"] for i in computations["fused_convert_multiply.11"]] == ["parameter", "parameter", "broadcast", "multiply",
-                                                                               "tuple"]
-    kernels = {"loop_convert_multiply_fusion_11": 3.5, "gemm_fusion_dot_51": 0.5,
-               "nvjet_sm90_tst_192x192_64x3_2x1_v_bz_coopB_splitK_NTN": 9.0}
+    assert [i["opcode"] for i in computations["fused_convert_multiply.11"]] == [
+        "parameter",
+        "parameter",
+        "broadcast",
+        "multiply",
+        "tuple",
+    ]
+    kernels = {
+        "loop_convert_multiply_fusion_11": 3.5,
+        "gemm_fusion_dot_51": 0.5,
+        "nvjet_sm90_tst_192x192_64x3_2x1_v_bz_coopB_splitK_NTN": 9.0,
+    }
     report = attribute(kernels, computations)
     # Each kernel goes to the scope most of its fused ops carry (ties: the first in the body).
-    assert report["by_scope_ms_per_step"] == {"fwd bert_backbone/transformer_layer_N/feed_forward/intermediate/erfc": 3.5,
-                                              "bwd convert_element_type": 0.5}
+    assert report["by_scope_ms_per_step"] == {
+        "fwd bert_backbone/transformer_layer_N/feed_forward/intermediate/erfc": 3.5,
+        "bwd convert_element_type": 0.5,
+    }
     assert report["unmapped_ms_per_step"] == {"nvjet_sm90_tst_192x192_64x3_2x1_v_bz_coopB_splitK_NTN": 9.0}
     assert report["mapped_ms_per_step"] == 4.0
     top = report["top_kernels"][0]
-    assert top["kernel"] == "loop_convert_multiply_fusion_11" and top["opcodes"] == {"broadcast": 1, "multiply": 1, "tuple": 1}
+    assert top["kernel"] == "loop_convert_multiply_fusion_11" and top["opcodes"] == {
+        "broadcast": 1,
+        "multiply": 1,
+        "tuple": 1,
+    }

@@ -37,7 +37,9 @@ def setup(tmp_path_factory):
     with open(vocab_path, encoding="utf-8") as f:
         vocabulary = [line.rstrip("\n") for line in f]
     root = tmp_path_factory.mktemp("peers")
-    backbone = kb.BertBackbone.from_preset("bert_tiny", vocabulary_size=len(vocabulary), max_sequence_length=128)
+    backbone = kb.BertBackbone.from_preset(
+        "bert_tiny", vocabulary_size=len(vocabulary), max_sequence_length=128
+    )
     backbone.set_vocabulary(vocabulary, lowercase=True)
     keras.utils.set_random_seed(3)
     folder = str(root / "tiny")
@@ -56,9 +58,28 @@ def reports(setup):
     folder, sentences, calibration, work = setup
     found = {}
     for peer in PEERS:
-        out = run_in_side_venv(".venv-peers", CHILD, "--model", folder, "--sentences", sentences, "--peer", peer,
-                               "--threads", "2", "--rounds", "1", "--latency-sentences", "8", "--check-sentences",
-                               str(SENTENCES), "--calibration", calibration, "--work", work)
+        out = run_in_side_venv(
+            ".venv-peers",
+            CHILD,
+            "--model",
+            folder,
+            "--sentences",
+            sentences,
+            "--peer",
+            peer,
+            "--threads",
+            "2",
+            "--rounds",
+            "1",
+            "--latency-sentences",
+            "8",
+            "--check-sentences",
+            str(SENTENCES),
+            "--calibration",
+            calibration,
+            "--work",
+            work,
+        )
         found[peer] = json.loads(out.strip().splitlines()[-1])
     return found
 
@@ -84,12 +105,18 @@ def test_each_peer_reports_a_run(reports, peer):
 
 def test_the_runtimes_were_set_up_as_documented(reports):
     steps = reports["onnxruntime_int8"]["prepare"]["steps"]
-    assert {"EmbedLayerNormalization", "Attention", "SkipLayerNormalization", "BiasGelu"} <= set(steps["ort_fp32"]["fusions"])
+    assert {"EmbedLayerNormalization", "Attention", "SkipLayerNormalization", "BiasGelu"} <= set(
+        steps["ort_fp32"]["fusions"]
+    )
     assert steps["ort_int8"]["quantized_ops"]["MatMulInteger"] > 0
     assert not steps["ort_int8"]["quantization"]["per_channel"]
     per_channel = reports["onnxruntime_int8_per_channel"]["prepare"]["steps"]["ort_int8_per_channel"]
     assert per_channel["quantization"]["per_channel"] and per_channel["quantized_ops"]["MatMulInteger"] > 0
-    int8_ir = [s for name, s in reports["openvino_int8"]["prepare"]["steps"].items() if name.startswith("openvino_int8")]
+    int8_ir = [
+        s
+        for name, s in reports["openvino_int8"]["prepare"]["steps"].items()
+        if name.startswith("openvino_int8")
+    ]
     assert len(int8_ir) == 1 and int8_ir[0]["quantized_ops"]["FakeQuantize"] > 0
     assert int8_ir[0]["quantization"]["calibration_sentences"] == SENTENCES
     for peer in ("onnxruntime_fp32", "onnxruntime_int8", "onnxruntime_int8_per_channel"):
@@ -103,14 +130,30 @@ def test_artifacts_are_made_once_per_folder(reports, setup):
     """onnxruntime_int8 reuses the ONNX file and optimized model onnxruntime_fp32 made (the same
     manifests), and openvino_int8 the IR of openvino_fp32; a second run makes nothing."""
     assert reports["onnxruntime_fp32"]["prepare"]["made_now"]
-    for later, earlier, shared in (("onnxruntime_int8", "onnxruntime_fp32", ("onnx", "ort_fp32")),
-                                   ("onnxruntime_int8_per_channel", "onnxruntime_fp32", ("onnx", "ort_fp32")),
-                                   ("openvino_int8", "openvino_fp32", ("openvino_fp32",))):
+    for later, earlier, shared in (
+        ("onnxruntime_int8", "onnxruntime_fp32", ("onnx", "ort_fp32")),
+        ("onnxruntime_int8_per_channel", "onnxruntime_fp32", ("onnx", "ort_fp32")),
+        ("openvino_int8", "openvino_fp32", ("openvino_fp32",)),
+    ):
         for name in shared:
             assert reports[later]["prepare"]["steps"][name] == reports[earlier]["prepare"]["steps"][name]
     folder, sentences, calibration, work = setup
-    out = run_in_side_venv(".venv-peers", CHILD, "--model", folder, "--sentences", sentences, "--peer",
-                           "onnxruntime_int8", "--latency-sentences", "2", "--check-sentences", "2", "--work", work)
+    out = run_in_side_venv(
+        ".venv-peers",
+        CHILD,
+        "--model",
+        folder,
+        "--sentences",
+        sentences,
+        "--peer",
+        "onnxruntime_int8",
+        "--latency-sentences",
+        "2",
+        "--check-sentences",
+        "2",
+        "--work",
+        work,
+    )
     again = json.loads(out.strip().splitlines()[-1])
     assert not again["prepare"]["made_now"]
     assert again["prepare"]["steps"] == reports["onnxruntime_int8"]["prepare"]["steps"]
@@ -121,10 +164,31 @@ def test_serve_mode_answers_the_benchs_commands(reports, setup):
     """--serve (what bench/perf/cpu_peers.py runs for its interleaved rounds): one warm process
     answers two passes, a latency run and its closing facts, the same labels as a --rounds run."""
     folder, sentences, calibration, work = setup
-    out = run_in_side_venv(".venv-peers", CHILD, "--model", folder, "--sentences", sentences, "--peer", "onnxruntime_fp32",
-                           "--threads", "2", "--latency-sentences", "8", "--check-sentences", str(SENTENCES),
-                           "--calibration", calibration, "--work", work, "--serve", input="pass\npass\nlatency\ndone\n")
-    ready, first, second, latency, done = [json.loads(line) for line in out.strip().splitlines() if line.startswith("{")]
+    out = run_in_side_venv(
+        ".venv-peers",
+        CHILD,
+        "--model",
+        folder,
+        "--sentences",
+        sentences,
+        "--peer",
+        "onnxruntime_fp32",
+        "--threads",
+        "2",
+        "--latency-sentences",
+        "8",
+        "--check-sentences",
+        str(SENTENCES),
+        "--calibration",
+        calibration,
+        "--work",
+        work,
+        "--serve",
+        input="pass\npass\nlatency\ndone\n",
+    )
+    ready, first, second, latency, done = [
+        json.loads(line) for line in out.strip().splitlines() if line.startswith("{")
+    ]
     assert ready["ready"] is True and ready["load_seconds"] > 0 and ready["prepare"]["made_now"] is False
     assert first["labels"] == second["labels"] == reports["onnxruntime_fp32"]["labels"]
     assert first["seconds"] > 0 and second["seconds"] > 0

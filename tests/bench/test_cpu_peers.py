@@ -29,10 +29,14 @@ onednn_verbose,v1,primitive,exec,cpu,matmul,gemm:jit:f32,undef,src:f32::blocked:
 
 
 def test_the_verbose_lines_give_the_isa_and_each_implementation():
-    assert parse_onednn_verbose(NATIVE) == {"isa": "Intel AVX-512 with Intel DL Boost",
-                                            "implementations": {"gemm_api:unnamed": 1, "matmul:brg_matmul:avx512_core": 2}}
-    assert parse_onednn_verbose(CAPPED) == {"isa": "Intel AVX2",
-                                            "implementations": {"gemm_api:unnamed": 1, "matmul:gemm:jit:f32": 1}}
+    assert parse_onednn_verbose(NATIVE) == {
+        "isa": "Intel AVX-512 with Intel DL Boost",
+        "implementations": {"gemm_api:unnamed": 1, "matmul:brg_matmul:avx512_core": 2},
+    }
+    assert parse_onednn_verbose(CAPPED) == {
+        "isa": "Intel AVX2",
+        "implementations": {"gemm_api:unnamed": 1, "matmul:gemm:jit:f32": 1},
+    }
     assert parse_onednn_verbose("no oneDNN here\n") == {"isa": None, "implementations": {}}
 
 
@@ -40,12 +44,18 @@ def test_the_cap_counts_as_taken_only_when_no_avx512_is_reported_or_run():
     assert cap_took_effect(parse_onednn_verbose(CAPPED))
     assert not cap_took_effect(parse_onednn_verbose(NATIVE))
     # An AVX2 ISA line with an AVX-512 kernel run anyway is not a cap.
-    leaky = CAPPED + "onednn_verbose,v1,primitive,exec,cpu,matmul,brg_matmul:avx512_core,undef,x,,,1x1:1x1,0.1\n"
+    leaky = (
+        CAPPED + "onednn_verbose,v1,primitive,exec,cpu,matmul,brg_matmul:avx512_core,undef,x,,,1x1:1x1,0.1\n"
+    )
     assert not cap_took_effect(parse_onednn_verbose(leaky))
 
 
 def _run(model, simd, figure):
-    return {"benchmark": "cpu_peers", "machine": {"cpu_model": model, "cpu_simd": simd}, "runtimes": {"x": figure}}
+    return {
+        "benchmark": "cpu_peers",
+        "machine": {"cpu_model": model, "cpu_simd": simd},
+        "runtimes": {"x": figure},
+    }
 
 
 def test_each_cpu_kind_keeps_its_own_run(tmp_path):
@@ -56,16 +66,25 @@ def test_each_cpu_kind_keeps_its_own_run(tmp_path):
         json.dump(epyc, f)
     xeon = _run("Intel Xeon", ["avx2", "avx512f", "avx512_vnni"], 2)
     both = results_by_cpu(path, xeon)
-    assert both == {"benchmark": "cpu_peers", "runs": {
-        "AMD EPYC (AVX2; no AVX-512, VNNI, BF16 or AMX)": epyc,
-        "Intel Xeon (AVX2, AVX-512, VNNI; no BF16 or AMX)": xeon}}
+    assert both == {
+        "benchmark": "cpu_peers",
+        "runs": {
+            "AMD EPYC (AVX2; no AVX-512, VNNI, BF16 or AMX)": epyc,
+            "Intel Xeon (AVX2, AVX-512, VNNI; no BF16 or AMX)": xeon,
+        },
+    }
     with open(path, "w", encoding="utf-8") as f:
         json.dump(both, f)
     # A later run of one kind replaces only that kind's entry.
     again = _run("Intel Xeon", ["avx2", "avx512f", "avx512_vnni"], 3)
-    assert results_by_cpu(path, again)["runs"] == {**both["runs"], "Intel Xeon (AVX2, AVX-512, VNNI; no BF16 or AMX)": again}
+    assert results_by_cpu(path, again)["runs"] == {
+        **both["runs"],
+        "Intel Xeon (AVX2, AVX-512, VNNI; no BF16 or AMX)": again,
+    }
     assert results_by_cpu(str(tmp_path / "new.json"), epyc) == {
-        "benchmark": "cpu_peers", "runs": {"AMD EPYC (AVX2; no AVX-512, VNNI, BF16 or AMX)": epyc}}
+        "benchmark": "cpu_peers",
+        "runs": {"AMD EPYC (AVX2; no AVX-512, VNNI, BF16 or AMX)": epyc},
+    }
 
 
 def test_the_committed_file_holds_one_run_per_cpu_kind(tmp_path):
@@ -83,4 +102,3 @@ def test_the_committed_file_holds_one_run_per_cpu_kind(tmp_path):
                     assert record["cap_took_effect"] is True and cap_took_effect(record), (kind, name)
                 else:
                     assert "AVX-512" in record["isa"] and record["returncode"] == 0, (kind, name)
-

@@ -17,7 +17,9 @@ def test_the_litert_ceiling_times_one_fully_connected_in_the_forwards_quantizati
     def keep(flatbuffer):
         interpreter = Interpreter(model_content=flatbuffer)
         seen["ops"] = [op["op_name"] for op in interpreter._get_ops_details()]
-        seen["weights"] = [t["dtype"] for t in interpreter.get_tensor_details() if tuple(t["shape"]) == (64, 64)]
+        seen["weights"] = [
+            t["dtype"] for t in interpreter.get_tensor_details() if tuple(t["shape"]) == (64, 64)
+        ]
 
     gop_per_s = litert_matmul_peak(quantization, n=64, repeats=3, threads=1, inspect=keep)
     assert seen["ops"] == ["FULLY_CONNECTED"]
@@ -26,8 +28,11 @@ def test_the_litert_ceiling_times_one_fully_connected_in_the_forwards_quantizati
 
 
 def test_the_litert_ceiling_refuses_a_quantization_our_forwards_do_not_run():
-    with pytest.raises(ValueError, match=r"quantization must be one of \('dynamic_int8', 'float32'\). Received: "
-                                         r"quantization='float16'"):
+    with pytest.raises(
+        ValueError,
+        match=r"quantization must be one of \('dynamic_int8', 'float32'\). Received: "
+        r"quantization='float16'",
+    ):
         litert_matmul_peak("float16", n=64)
 
 

@@ -52,7 +52,9 @@ def _tiny_carry(tmp_path):
 
 def _clean_environment(**extra):
     """This process's environment without Keras', XLA's or TensorFlow's settings, plus `extra`."""
-    environment = {key: value for key, value in os.environ.items() if not key.startswith(("KERAS_", "XLA_", "TF_"))}
+    environment = {
+        key: value for key, value in os.environ.items() if not key.startswith(("KERAS_", "XLA_", "TF_"))
+    }
     return {**environment, **extra}
 
 
@@ -89,17 +91,37 @@ def test_the_datasheet_peak_is_found_by_device_kind():
 def test_the_gpu_bench_runs_on_the_jax_cpu_backend_at_tiny_sizes(tmp_path):
     carry = _tiny_carry(tmp_path)
     manifest = json.loads((carry / "manifest.json").read_text())
-    assert manifest["total_bytes"] < 60 * 2**20  # room for the wheels (2.9 MB) within the 64 MiB a call carries
+    assert (
+        manifest["total_bytes"] < 60 * 2**20
+    )  # room for the wheels (2.9 MB) within the 64 MiB a call carries
     with np.load(carry / "mr_ids.npz") as ids:
         assert ids["train_token_ids"].shape == (3200, 64) and ids["test_token_ids"].shape == (800, 64)
-        assert ids["train_token_ids"].dtype == np.uint16 and (ids["train_token_ids"][:, 0] == 101).all()  # [CLS]
+        assert (
+            ids["train_token_ids"].dtype == np.uint16 and (ids["train_token_ids"][:, 0] == 101).all()
+        )  # [CLS]
         assert ids["test_labels"].sum() == 400  # the stratified split: 400 of each class held out
 
     output = tmp_path / "tiny.json"
     environment = _clean_environment(KERAS_BACKEND="jax", PYTHONPATH=REPO)
-    result = subprocess.run([JAX_PYTHON, "-m", "bench.gpu.gpu_bench", "--carry", str(carry), "--output", str(output),
-                             "--tiny", "--seeds", "0"], capture_output=True, text=True, env=environment, cwd=REPO,
-                            timeout=900)
+    result = subprocess.run(
+        [
+            JAX_PYTHON,
+            "-m",
+            "bench.gpu.gpu_bench",
+            "--carry",
+            str(carry),
+            "--output",
+            str(output),
+            "--tiny",
+            "--seeds",
+            "0",
+        ],
+        capture_output=True,
+        text=True,
+        env=environment,
+        cwd=REPO,
+        timeout=900,
+    )
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
     report = json.loads(output.read_text())
     assert "errors" not in report
@@ -124,32 +146,62 @@ def test_the_levers_run_at_tiny_sizes_and_rbg_dropout_drops_its_rate(tmp_path):
     carry = _tiny_carry(tmp_path)
     environment = _clean_environment(KERAS_BACKEND="jax", PYTHONPATH=REPO)
     output = tmp_path / "levers.json"
-    result = subprocess.run([JAX_PYTHON, "-m", "bench.gpu.gpu_bench", "--carry", str(carry), "--output", str(output),
-                             "--tiny", "--phases", "pretrain", "--attention-dropout", "0", "--prng", "unsafe_rbg"],
-                            capture_output=True, text=True, env=environment, cwd=REPO, timeout=900)
+    result = subprocess.run(
+        [
+            JAX_PYTHON,
+            "-m",
+            "bench.gpu.gpu_bench",
+            "--carry",
+            str(carry),
+            "--output",
+            str(output),
+            "--tiny",
+            "--phases",
+            "pretrain",
+            "--attention-dropout",
+            "0",
+            "--prng",
+            "unsafe_rbg",
+        ],
+        capture_output=True,
+        text=True,
+        env=environment,
+        cwd=REPO,
+        timeout=900,
+    )
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
     report = json.loads(output.read_text())
     assert "errors" not in report
     assert report["pretrain"]["attention_dropout"] == 0.0 and report["pretrain"]["prng"] == "unsafe_rbg"
     assert np.isfinite(report["pretrain"]["runs"][0]["final_loss"])
-    check = ("import json, keras, numpy as np\n"
-             "from bench.gpu.gpu_bench import use_rbg_dropout_keys\n"
-             "use_rbg_dropout_keys()\n"
-             "seed = keras.random.SeedGenerator(0)\n"
-             "a, b = (keras.ops.convert_to_numpy(keras.random.dropout(np.ones(100_000, 'float32'), 0.1, seed=seed))"
-             " for _ in range(2))\n"
-             "print(json.dumps([float((a == 0).mean()), float((b == 0).mean()), float((a != b).mean())]))\n")
-    result = subprocess.run([JAX_PYTHON, "-c", check], capture_output=True, text=True, env=environment, cwd=REPO,
-                            timeout=300)
+    check = (
+        "import json, keras, numpy as np\n"
+        "from bench.gpu.gpu_bench import use_rbg_dropout_keys\n"
+        "use_rbg_dropout_keys()\n"
+        "seed = keras.random.SeedGenerator(0)\n"
+        "a, b = (keras.ops.convert_to_numpy(keras.random.dropout(np.ones(100_000, 'float32'), 0.1, seed=seed))"
+        " for _ in range(2))\n"
+        "print(json.dumps([float((a == 0).mean()), float((b == 0).mean()), float((a != b).mean())]))\n"
+    )
+    result = subprocess.run(
+        [JAX_PYTHON, "-c", check], capture_output=True, text=True, env=environment, cwd=REPO, timeout=300
+    )
     assert result.returncode == 0, result.stderr[-3000:]
     dropped_a, dropped_b, differ = json.loads(result.stdout.strip().splitlines()[-1])
     assert 0.095 < dropped_a < 0.105 and 0.095 < dropped_b < 0.105  # 100,000 draws: sd 0.001
-    assert 0.15 < differ < 0.21  # two independent masks differ where one drops and the other keeps: 2 x 0.1 x 0.9
+    assert (
+        0.15 < differ < 0.21
+    )  # two independent masks differ where one drops and the other keeps: 2 x 0.1 x 0.9
 
 
 def test_the_sweep_refuses_configurations_that_do_not_come_in_threes(tmp_path):
-    result = subprocess.run(["bash", "bench/gpu/sweep.sh", str(tmp_path), "only_a_name", "--xla_flag"],
-                            capture_output=True, text=True, cwd=REPO, timeout=60)
+    result = subprocess.run(
+        ["bash", "bench/gpu/sweep.sh", str(tmp_path), "only_a_name", "--xla_flag"],
+        capture_output=True,
+        text=True,
+        cwd=REPO,
+        timeout=60,
+    )
     assert result.returncode == 2
     assert "come in threes" in result.stderr and "got 2 argument(s): only_a_name --xla_flag" in result.stderr
     assert not (tmp_path / "sweep.log").exists()
@@ -163,10 +215,24 @@ def test_the_sweep_runs_each_configuration_in_its_own_process_and_goes_on_past_a
     carry = _tiny_carry(tmp_path)
     out, dump = tmp_path / "out", tmp_path / "dump"
     environment = _clean_environment(CARRY=str(carry), PYTHON=JAX_PYTHON)
-    result = subprocess.run(["bash", "bench/gpu/sweep.sh", str(out),
-                             "refused", "", "--tiny --phases nonsense",
-                             "dumped", f"--xla_dump_to={dump} --xla_dump_hlo_as_text", "--tiny --phases pretrain"],
-                            capture_output=True, text=True, env=environment, cwd=REPO, timeout=900)
+    result = subprocess.run(
+        [
+            "bash",
+            "bench/gpu/sweep.sh",
+            str(out),
+            "refused",
+            "",
+            "--tiny --phases nonsense",
+            "dumped",
+            f"--xla_dump_to={dump} --xla_dump_hlo_as_text",
+            "--tiny --phases pretrain",
+        ],
+        capture_output=True,
+        text=True,
+        env=environment,
+        cwd=REPO,
+        timeout=900,
+    )
     assert result.returncode == 1, result.stdout[-3000:] + result.stderr[-3000:]
     log = (out / "sweep.log").read_text()
     assert log.rstrip().endswith("sweep: 1 of 2 configuration(s) failed: refused")

@@ -22,13 +22,21 @@ SCRIPT = os.path.join(REPO, "bench", "gpu", "run_issue56.sh")
 
 def test_the_pallas_kernels_are_summed_by_their_names_apart_from_the_library_kernels():
     computations, _ = parse_hlo(HLO)
-    kernels = {"loop_convert_multiply_fusion_11": 3.5, "residual_dropout_layer_norm": 2.0,
-               "residual_dropout_layer_norm_backward": 3.0, "bias_gelu_backward": 1.5, "bias_gelu": 1.0,
-               "nvjet_sm90_tst_192x192_64x3_2x1_v_bz_coopB_splitK_NTN": 9.0}
+    kernels = {
+        "loop_convert_multiply_fusion_11": 3.5,
+        "residual_dropout_layer_norm": 2.0,
+        "residual_dropout_layer_norm_backward": 3.0,
+        "bias_gelu_backward": 1.5,
+        "bias_gelu": 1.0,
+        "nvjet_sm90_tst_192x192_64x3_2x1_v_bz_coopB_splitK_NTN": 9.0,
+    }
     report = attribute(kernels, computations)
-    assert report["pallas_ms_per_step"] == {"residual_dropout_layer_norm_backward": 3.0,
-                                            "residual_dropout_layer_norm": 2.0, "bias_gelu_backward": 1.5,
-                                            "bias_gelu": 1.0}
+    assert report["pallas_ms_per_step"] == {
+        "residual_dropout_layer_norm_backward": 3.0,
+        "residual_dropout_layer_norm": 2.0,
+        "bias_gelu_backward": 1.5,
+        "bias_gelu": 1.0,
+    }
     assert report["pallas_total_ms_per_step"] == 7.5
     assert report["unmapped_ms_per_step"] == {"nvjet_sm90_tst_192x192_64x3_2x1_v_bz_coopB_splitK_NTN": 9.0}
     assert report["mapped_ms_per_step"] == 3.5
@@ -43,8 +51,15 @@ def test_the_torch_peer_trains_and_times_inference_at_toy_sizes_on_the_cpu(tmp_p
     """Eager (--no-compile): torch.compile works here too (gcc is installed) but took 249 s to
     compile the toy training step on the 2-core machine."""
     out = tmp_path / "peer.json"
-    run_in_side_venv(".venv-torch", os.path.join(REPO, "bench", "gpu", "torch_peer.py"), "--tiny", "--no-compile",
-                     "--output", str(out), timeout=900)
+    run_in_side_venv(
+        ".venv-torch",
+        os.path.join(REPO, "bench", "gpu", "torch_peer.py"),
+        "--tiny",
+        "--no-compile",
+        "--output",
+        str(out),
+        timeout=900,
+    )
     report = json.loads(out.read_text())
     assert report["environment"]["device"] == "cpu" and not report["environment"]["keras_imported"]
     run = report["pretrain"]["runs"][0]
@@ -65,17 +80,30 @@ def test_the_issue56_device_script_runs_end_to_end_at_toy_sizes(tmp_path):
     carry.mkdir()
     (carry / "manifest.json").write_text("{}")
     out = tmp_path / "out"
-    environment = {key: value for key, value in os.environ.items() if not key.startswith(("KERAS_", "XLA_", "TF_"))}
-    environment.update(TINY="1", CARRY=str(carry), PYTHON=side_python(".venv-jax"),
-                       TORCH_PYTHON=side_python(".venv-torch"))
-    result = subprocess.run(["bash", SCRIPT, str(out)], capture_output=True, text=True, env=environment, cwd=REPO,
-                            timeout=2400)
+    environment = {
+        key: value for key, value in os.environ.items() if not key.startswith(("KERAS_", "XLA_", "TF_"))
+    }
+    environment.update(
+        TINY="1", CARRY=str(carry), PYTHON=side_python(".venv-jax"), TORCH_PYTHON=side_python(".venv-torch")
+    )
+    result = subprocess.run(
+        ["bash", SCRIPT, str(out)], capture_output=True, text=True, env=environment, cwd=REPO, timeout=2400
+    )
     assert result.returncode == 0, result.stdout[-4000:] + result.stderr[-2000:]
     log = (out / "sweep.log").read_text()
-    assert "=== unfused: exit 0" in log and "=== fused: exit 0" in log and "=== torch_peer: exit 0" in log, log[-4000:]
+    assert "=== unfused: exit 0" in log and "=== fused: exit 0" in log and "=== torch_peer: exit 0" in log, (
+        log[-4000:]
+    )
     # What the device tool brings back: at most eight files, every one of them here.
-    assert sorted(os.listdir(out)) == ["fused.json", "fused_attribution.json", "nvidia_smi.csv", "summary.json",
-                                       "sweep.log", "torch_peer.json", "unfused.json"]
+    assert sorted(os.listdir(out)) == [
+        "fused.json",
+        "fused_attribution.json",
+        "nvidia_smi.csv",
+        "summary.json",
+        "sweep.log",
+        "torch_peer.json",
+        "unfused.json",
+    ]
     fused = json.loads((out / "fused.json").read_text())
     assert fused["pretrain"]["fused_kernels"] and fused["inference"]["fused_kernels"]
     assert np.isfinite(fused["pretrain"]["runs"][0]["final_loss"])

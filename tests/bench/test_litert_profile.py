@@ -35,9 +35,15 @@ def test_every_sample_lands_where_its_kernel_or_the_copy_caller_says():
     samples = parse_perf_script(SCRIPT)
     assert len(samples) == 8 and samples[1][1] == "xnn_compute_transposev_4d"
     assert [categorize(stack) for stack in samples] == [
-        "int8 matmuls (fully connected)", "transposes", "TFLite kernels outside XNNPACK",
-        "copies (reshapes, slices, concatenations)", "quantizing activations",
-        "elementwise (residuals, LayerNorm, mask)", "GELU", "float matmuls"]
+        "int8 matmuls (fully connected)",
+        "transposes",
+        "TFLite kernels outside XNNPACK",
+        "copies (reshapes, slices, concatenations)",
+        "quantizing activations",
+        "elementwise (residuals, LayerNorm, mask)",
+        "GELU",
+        "float matmuls",
+    ]
     assert categorize(["something_else"]) == "other (interpreter, Python, kernel)"
 
 

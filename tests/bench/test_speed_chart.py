@@ -19,7 +19,9 @@ def test_the_page_tables_are_the_results_files():
     with open(speed_chart.PAGE, encoding="utf-8") as f:
         page = f.read()
     made = speed_chart.tables_markdown(speed_chart.load_records(), speed_chart.load_gpu_records())
-    assert _marked_tables(page) == "\n" + made, "docs/benchmarks.md's speed tables are out of date: make bench-chart"
+    assert _marked_tables(page) == "\n" + made, (
+        "docs/benchmarks.md's speed tables are out of date: make bench-chart"
+    )
     assert speed_chart.main(["--check"]) == 0
 
 

@@ -75,9 +75,17 @@ def _tf():
     return tf
 
 
-def _legacy_dense(inputs, units, activation=None, use_bias=True,
-                  kernel_initializer=None, bias_initializer=None,
-                  name=None, reuse=None, **unsupported):
+def _legacy_dense(
+    inputs,
+    units,
+    activation=None,
+    use_bias=True,
+    kernel_initializer=None,
+    bias_initializer=None,
+    name=None,
+    reuse=None,
+    **unsupported,
+):
     """Stand-in for TF1 ``tf.layers.dense`` (graph mode, rank-2 inputs).
 
     Creates ``<current scope>/<name or dense[_N]>/kernel`` of shape
@@ -94,13 +102,16 @@ def _legacy_dense(inputs, units, activation=None, use_bias=True,
     in_features = int(inputs.shape[-1])
     with v1.variable_scope(name, default_name="dense", reuse=reuse):
         kernel = v1.get_variable(
-            "kernel", shape=[in_features, units], dtype=inputs.dtype,
-            initializer=kernel_initializer)
+            "kernel", shape=[in_features, units], dtype=inputs.dtype, initializer=kernel_initializer
+        )
         outputs = v1.matmul(inputs, kernel)
         if use_bias:
             bias = v1.get_variable(
-                "bias", shape=[units], dtype=inputs.dtype,
-                initializer=bias_initializer or v1.zeros_initializer())
+                "bias",
+                shape=[units],
+                dtype=inputs.dtype,
+                initializer=bias_initializer or v1.zeros_initializer(),
+            )
             outputs = v1.nn.bias_add(outputs, bias)
         if activation is not None:
             outputs = activation(outputs)
@@ -126,8 +137,7 @@ def _contrib_layers():
 
 def _make_import(tf_shim):
     fake_tensorflow = types.SimpleNamespace(
-        compat=types.SimpleNamespace(v1=tf_shim),
-        contrib=types.SimpleNamespace(layers=_contrib_layers()),
+        compat=types.SimpleNamespace(v1=tf_shim), contrib=types.SimpleNamespace(layers=_contrib_layers())
     )
 
     def shim_import(name, globals=None, locals=None, fromlist=(), level=0):
@@ -152,7 +162,8 @@ def _google_file(relpath):
     except metadata.PackageNotFoundError as e:  # pragma: no cover
         raise ImportError(
             "tests/checkpoints/google_reference.py needs %s==%s "
-            "(pip install %s==%s)" % (_DIST, _DIST_VERSION, _DIST, _DIST_VERSION)) from e
+            "(pip install %s==%s)" % (_DIST, _DIST_VERSION, _DIST, _DIST_VERSION)
+        ) from e
     if dist.version != _DIST_VERSION:  # pragma: no cover
         raise ImportError("expected %s==%s, found %s" % (_DIST, _DIST_VERSION, dist.version))
     path = str(dist.locate_file(relpath))
@@ -190,13 +201,11 @@ def load_google_pretraining_heads():
     if "heads" not in _CACHE:
         path, source = _google_file("bert/run_pretraining.py")
         tree = ast.parse(source, path)
-        defs = [n for n in tree.body
-                if isinstance(n, ast.FunctionDef) and n.name in _HEAD_FUNCTIONS]
+        defs = [n for n in tree.body if isinstance(n, ast.FunctionDef) and n.name in _HEAD_FUNCTIONS]
         if sorted(n.name for n in defs) != sorted(_HEAD_FUNCTIONS):
             raise ImportError("run_pretraining.py lacks %s" % (_HEAD_FUNCTIONS,))
         modeling = load_google_modeling()
-        ns = {"__builtins__": modeling.__dict__["__builtins__"],
-              "tf": modeling.tf, "modeling": modeling}
+        ns = {"__builtins__": modeling.__dict__["__builtins__"], "tf": modeling.tf, "modeling": modeling}
         exec(compile(ast.Module(body=defs, type_ignores=[]), path, "exec"), ns)  # noqa: S102
         _CACHE["heads"] = types.SimpleNamespace(**{k: ns[k] for k in _HEAD_FUNCTIONS})
     return _CACHE["heads"]
@@ -246,9 +255,17 @@ def _full_config(config):
     return full
 
 
-def write_google_checkpoint(out_dir, config, token_ids, segment_ids, input_mask,
-                            masked_positions=None, seed=0, with_heads=True,
-                            randomize_constants=True):
+def write_google_checkpoint(
+    out_dir,
+    config,
+    token_ids,
+    segment_ids,
+    input_mask,
+    masked_positions=None,
+    seed=0,
+    with_heads=True,
+    randomize_constants=True,
+):
     """Build Google's BertModel, save it in release format, run it.
 
     Args:
@@ -291,8 +308,7 @@ def write_google_checkpoint(out_dir, config, token_ids, segment_ids, input_mask,
     token_ids = np.asarray(token_ids, dtype=np.int32)
     segment_ids = np.asarray(segment_ids, dtype=np.int32)
     input_mask = np.asarray(input_mask, dtype=np.int32)
-    if token_ids.ndim != 2 or segment_ids.shape != token_ids.shape \
-            or input_mask.shape != token_ids.shape:
+    if token_ids.ndim != 2 or segment_ids.shape != token_ids.shape or input_mask.shape != token_ids.shape:
         raise ValueError("token_ids, segment_ids, input_mask must share shape [B, T]")
     batch, seq_len = token_ids.shape
     if with_heads:
@@ -315,9 +331,13 @@ def write_google_checkpoint(out_dir, config, token_ids, segment_ids, input_mask,
         seg_t = v1.placeholder(tf.int32, [batch, seq_len], name="segment_ids")
         mask_t = v1.placeholder(tf.int32, [batch, seq_len], name="input_mask")
         model = modeling.BertModel(
-            config=bert_config, is_training=False, input_ids=ids_t,
-            input_mask=mask_t, token_type_ids=seg_t,
-            use_one_hot_embeddings=False)
+            config=bert_config,
+            is_training=False,
+            input_ids=ids_t,
+            input_mask=mask_t,
+            token_type_ids=seg_t,
+            use_one_hot_embeddings=False,
+        )
         fetches = {
             "embedding_output": model.get_embedding_output(),
             "all_encoder_layers": tf.stack(model.get_all_encoder_layers()),
@@ -332,11 +352,16 @@ def write_google_checkpoint(out_dir, config, token_ids, segment_ids, input_mask,
             feed[pos_t] = masked_positions
             # Labels only feed Google's losses, which are not returned.
             _, _, mlm_log_probs = heads.get_masked_lm_output(
-                bert_config, model.get_sequence_output(), model.get_embedding_table(),
-                pos_t, tf.zeros([batch, n_pred], tf.int32),
-                tf.ones([batch, n_pred], tf.float32))
+                bert_config,
+                model.get_sequence_output(),
+                model.get_embedding_table(),
+                pos_t,
+                tf.zeros([batch, n_pred], tf.int32),
+                tf.ones([batch, n_pred], tf.float32),
+            )
             _, _, nsp_log_probs = heads.get_next_sentence_output(
-                bert_config, model.get_pooled_output(), tf.zeros([batch], tf.int32))
+                bert_config, model.get_pooled_output(), tf.zeros([batch], tf.int32)
+            )
             # Google's functions return log_softmax(logits); their input is the
             # logits tensor (BiasAdd) computed by Google's code.
             for lp in (mlm_log_probs, nsp_log_probs):
@@ -368,8 +393,9 @@ def write_google_checkpoint(out_dir, config, token_ids, segment_ids, input_mask,
             if assign_ops:
                 sess.run(assign_ops, feed_dict=overwrite)
             out = sess.run(fetches, feed_dict=feed)
-            saver.save(sess, os.path.join(out_dir, "bert_model.ckpt"),
-                       write_meta_graph=True, write_state=False)
+            saver.save(
+                sess, os.path.join(out_dir, "bert_model.ckpt"), write_meta_graph=True, write_state=False
+            )
 
     with open(os.path.join(out_dir, "bert_config.json"), "w", encoding="utf-8") as f:
         f.write(bert_config.to_json_string())
@@ -388,13 +414,20 @@ def _main():  # pragma: no cover - manual use: python -m tests.checkpoints.googl
     import sys
 
     out_dir = sys.argv[1] if len(sys.argv) > 1 else "google_tiny_bert"
-    cfg = dict(vocab_size=100, hidden_size=32, num_hidden_layers=2,
-               num_attention_heads=4, intermediate_size=64,
-               max_position_embeddings=64, type_vocab_size=2)
+    cfg = dict(
+        vocab_size=100,
+        hidden_size=32,
+        num_hidden_layers=2,
+        num_attention_heads=4,
+        intermediate_size=64,
+        max_position_embeddings=64,
+        type_vocab_size=2,
+    )
     rng = np.random.default_rng(0)
     ids = rng.integers(0, 100, size=(2, 8))
-    res = write_google_checkpoint(out_dir, cfg, ids, np.zeros_like(ids),
-                                  np.ones_like(ids), masked_positions=[[1, 2], [3, 4]])
+    res = write_google_checkpoint(
+        out_dir, cfg, ids, np.zeros_like(ids), np.ones_like(ids), masked_positions=[[1, 2], [3, 4]]
+    )
     print(json.dumps({k: list(v.shape) for k, v in res.items()}))
     tf = _tf()
     for name, shape in tf.train.list_variables(os.path.join(out_dir, "bert_model.ckpt")):

@@ -51,8 +51,14 @@ def test_minilm_matches_transformers(minilm):
     hidden_diff = np.abs(out["sequence_output"][real] - ref["last_hidden_state"][real]).max()
     pooled_diff = np.abs(out["pooled_output"] - ref["pooler_output"]).max()
     emb = embedder.predict(x, verbose=0)["embeddings"]
-    cosine = (emb * ref["sentence_embedding"]).sum(-1) / np.linalg.norm(emb, axis=-1) / np.linalg.norm(ref["sentence_embedding"], axis=-1)
-    print(f"MiniLM vs transformers: hidden {hidden_diff:.2e}, pooled {pooled_diff:.2e}, min cosine {cosine.min():.8f}")
+    cosine = (
+        (emb * ref["sentence_embedding"]).sum(-1)
+        / np.linalg.norm(emb, axis=-1)
+        / np.linalg.norm(ref["sentence_embedding"], axis=-1)
+    )
+    print(
+        f"MiniLM vs transformers: hidden {hidden_diff:.2e}, pooled {pooled_diff:.2e}, min cosine {cosine.min():.8f}"
+    )
     assert hidden_diff <= 1e-4
     assert pooled_diff <= 1e-4
     assert cosine.min() >= 0.99999
@@ -67,13 +73,21 @@ def test_the_report_names_the_checkpoints_own_tensors(minilm, data_dir_module):
     with safe_open(os.path.join(data_dir_module, "minilm", "model.safetensors"), "np") as f:
         names = set(f.keys())
     assert len(report.mapped) == 103 and {c for c, _, _ in report.mapped} <= names
-    assert ("embeddings.word_embeddings.weight", "embeddings/token_embedding/embeddings", (30522, 384)) in report.mapped
+    assert (
+        "embeddings.word_embeddings.weight",
+        "embeddings/token_embedding/embeddings",
+        (30522, 384),
+    ) in report.mapped
 
 
 def test_minilm_keeps_vocab_and_casing(minilm):
     model, _ = minilm
     assert model.lowercase is True
-    assert len(model.vocabulary) == 30522 and model.vocabulary[101] == "[CLS]" and model.vocabulary[1996] == "the"
+    assert (
+        len(model.vocabulary) == 30522
+        and model.vocabulary[101] == "[CLS]"
+        and model.vocabulary[1996] == "the"
+    )
     assert model.activation == "gelu" and model.num_layers == 6 and model.hidden_dim == 384
 
 
@@ -91,7 +105,11 @@ def test_a_folder_without_vocab_txt_reads_tokenizer_json(minilm, data_dir_module
         os.symlink(os.path.join(src, name), tmp_path / name)
     model, _ = convert_checkpoint(str(tmp_path), format="huggingface")
     reference, _ = minilm
-    assert model.vocabulary == reference.vocabulary and len(model.vocabulary) == 30522 and model.lowercase is True
+    assert (
+        model.vocabulary == reference.vocabulary
+        and len(model.vocabulary) == 30522
+        and model.lowercase is True
+    )
     tokenizer = json.loads(open(os.path.join(src, "tokenizer.json"), encoding="utf-8").read())
     os.unlink(tmp_path / "tokenizer.json")
     tokenizer["normalizer"]["lowercase"] = False  # as a cased model's
@@ -99,11 +117,15 @@ def test_a_folder_without_vocab_txt_reads_tokenizer_json(minilm, data_dir_module
     assert convert_checkpoint(str(tmp_path), format="huggingface")[0].lowercase is False
     tokenizer["model"] = {"type": "BPE", "vocab": {}, "merges": []}
     (tmp_path / "tokenizer.json").write_text(json.dumps(tokenizer), encoding="utf-8")
-    with pytest.raises(ValueError, match=rf"{tmp_path / 'tokenizer.json'}: its model is 'BPE', not BERT's WordPiece"):
+    with pytest.raises(
+        ValueError, match=rf"{tmp_path / 'tokenizer.json'}: its model is 'BPE', not BERT's WordPiece"
+    ):
         convert_checkpoint(str(tmp_path), format="huggingface")
 
 
-def test_a_tokenizer_json_whose_wordpiece_vocab_is_a_list_is_refused_by_name(data_dir_module, tmp_path, capsys):
+def test_a_tokenizer_json_whose_wordpiece_vocab_is_a_list_is_refused_by_name(
+    data_dir_module, tmp_path, capsys
+):
     """A WordPiece `vocab` written as a JSON list (tokenizers itself refuses it: "invalid type:
     sequence, expected a map") ended `kbert convert` in AttributeError: 'list' object has no
     attribute 'get', exit 1."""
@@ -119,9 +141,11 @@ def test_a_tokenizer_json_whose_wordpiece_vocab_is_a_list_is_refused_by_name(dat
     output = tmp_path / "out.keras"
     assert main(["convert", str(tmp_path), "--format", "huggingface", "--output", str(output)]) == 2
     err = capsys.readouterr().err.strip().splitlines()
-    assert err == [f"kbert convert: {tmp_path / 'tokenizer.json'}: model.vocab is a JSON list, but WordPiece's is an "
-                   "object of token -> id (as the tokenizers library writes and reads it): give the checkpoint's "
-                   "vocab.txt, or a tokenizer.json saved by tokenizers or transformers."], err
+    assert err == [
+        f"kbert convert: {tmp_path / 'tokenizer.json'}: model.vocab is a JSON list, but WordPiece's is an "
+        "object of token -> id (as the tokenizers library writes and reads it): give the checkpoint's "
+        "vocab.txt, or a tokenizer.json saved by tokenizers or transformers."
+    ], err
     assert not output.exists()
     tokenizer["model"]["vocab"] = {token: str(i) for i, token in enumerate(tokenizer["model"]["vocab"])}
     (tmp_path / "tokenizer.json").write_text(json.dumps(tokenizer), encoding="utf-8")
@@ -143,7 +167,9 @@ def test_wrong_config_names_tensors_and_loads_nothing(data_dir_module, tmp_path)
     config = json.loads((tmp_path / "config.json").read_text())
     config["num_hidden_layers"] = 7
     (tmp_path / "config.json").write_text(json.dumps(config))
-    with pytest.raises(CheckpointMismatchError, match="Missing from the checkpoint \\(16\\): bert/encoder/layer_6/"):
+    with pytest.raises(
+        CheckpointMismatchError, match="Missing from the checkpoint \\(16\\): bert/encoder/layer_6/"
+    ):
         convert_checkpoint(str(tmp_path), format="huggingface")
 
 

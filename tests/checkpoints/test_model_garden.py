@@ -18,11 +18,16 @@ from tests.harness import random_inputs
 
 def _encoder(preset, activation="gelu", encoder_class="BertEncoderV2", **overrides):
     c = dict(kb.BERT_PRESETS[preset], **overrides)
-    act = {"gelu": lambda x: tf_keras.activations.gelu(x, approximate=False),
-           "gelu_approximate": lambda x: tf_keras.activations.gelu(x, approximate=True)}[activation]
+    act = {
+        "gelu": lambda x: tf_keras.activations.gelu(x, approximate=False),
+        "gelu_approximate": lambda x: tf_keras.activations.gelu(x, approximate=True),
+    }[activation]
     common = dict(
-        vocab_size=c["vocabulary_size"], hidden_size=c["hidden_dim"], num_layers=c["num_layers"],
-        num_attention_heads=c["num_heads"], max_sequence_length=c["max_sequence_length"],
+        vocab_size=c["vocabulary_size"],
+        hidden_size=c["hidden_dim"],
+        num_layers=c["num_layers"],
+        num_attention_heads=c["num_heads"],
+        max_sequence_length=c["max_sequence_length"],
         type_vocab_size=c["num_segments"],
         # BERT's own initializer range; biases and LayerNorms are perturbed below.
         initializer=tf_keras.initializers.TruncatedNormal(stddev=0.02),
@@ -30,11 +35,15 @@ def _encoder(preset, activation="gelu", encoder_class="BertEncoderV2", **overrid
     if encoder_class == "BertEncoderV2":
         encoder = networks.BertEncoderV2(inner_dim=c["intermediate_dim"], inner_activation=act, **common)
     else:  # the functional BertEncoder, with its own argument names and list outputs
-        encoder = networks.BertEncoder(intermediate_size=c["intermediate_dim"], activation=act, dict_outputs=True, **common)
+        encoder = networks.BertEncoder(
+            intermediate_size=c["intermediate_dim"], activation=act, dict_outputs=True, **common
+        )
     x = random_inputs(batch=4, length=33, vocabulary_size=c["vocabulary_size"], pad_last=11, seed=5)
     x["padding_mask"][2, 20:] = 0
     x = {k: v * x["padding_mask"] for k, v in x.items()}
-    mg_inputs = dict(input_word_ids=x["token_ids"], input_mask=x["padding_mask"], input_type_ids=x["segment_ids"])
+    mg_inputs = dict(
+        input_word_ids=x["token_ids"], input_mask=x["padding_mask"], input_type_ids=x["segment_ids"]
+    )
     encoder(mg_inputs)
     # Random non-trivial biases and LayerNorm parameters, so a dropped or swapped one shows.
     rng = np.random.default_rng(11)
@@ -70,9 +79,25 @@ def test_model_garden_parity(preset, activation, encoder_class):
 def _write_config(folder, encoder, **changes):
     config = encoder.get_config()
     config["inner_activation"] = "gelu"  # the exact form, as a name JSON can carry
-    (folder / "encoder_config.json").write_text(json.dumps({k: v for k, v in dict(config, **changes).items() if k in (
-        "vocab_size", "hidden_size", "num_layers", "num_attention_heads", "inner_dim", "inner_activation",
-        "max_sequence_length", "type_vocab_size")}))
+    (folder / "encoder_config.json").write_text(
+        json.dumps(
+            {
+                k: v
+                for k, v in dict(config, **changes).items()
+                if k
+                in (
+                    "vocab_size",
+                    "hidden_size",
+                    "num_layers",
+                    "num_attention_heads",
+                    "inner_dim",
+                    "inner_activation",
+                    "max_sequence_length",
+                    "type_vocab_size",
+                )
+            }
+        )
+    )
 
 
 def test_model_garden_checkpoint(tmp_path):
@@ -85,8 +110,11 @@ def test_model_garden_checkpoint(tmp_path):
     # The report names the checkpoint's own keys (they were Google's names, which it does not hold).
     keys = {name for name, _ in tf.train.list_variables(report.source)}
     assert len(report.mapped) == 39 and {c for c, _, _ in report.mapped} <= keys
-    assert ("encoder/_embedding_layer/embeddings/.ATTRIBUTES/VARIABLE_VALUE", "embeddings/token_embedding/embeddings",
-            (64, 128)) in report.mapped
+    assert (
+        "encoder/_embedding_layer/embeddings/.ATTRIBUTES/VARIABLE_VALUE",
+        "embeddings/token_embedding/embeddings",
+        (64, 128),
+    ) in report.mapped
     out = backbone.predict(x, verbose=0)
     real = x["padding_mask"].astype(bool)
     assert np.abs(out["sequence_output"][real] - ref["sequence_output"].numpy()[real]).max() <= 1e-5
@@ -98,12 +126,18 @@ def test_a_config_with_fewer_layers_than_the_checkpoint_is_refused(tmp_path):
     encoder, _, _ = _encoder("bert_tiny", vocabulary_size=64)
     tf.train.Checkpoint(encoder=encoder).save(str(tmp_path / "ckpt"))
     _write_config(tmp_path, encoder, num_layers=1)
-    with pytest.raises(ValueError, match=r"ckpt-1 holds 39 variables under 'encoder' but the encoder built from "
-                                         r".*encoder_config.json has 23 \(num_layers=1, hidden_size=128\)"):
+    with pytest.raises(
+        ValueError,
+        match=r"ckpt-1 holds 39 variables under 'encoder' but the encoder built from "
+        r".*encoder_config.json has 23 \(num_layers=1, hidden_size=128\)",
+    ):
         convert_checkpoint(str(tmp_path), format="model-garden")
     _write_config(tmp_path, encoder, hidden_size=64, inner_dim=128, num_attention_heads=2)
-    with pytest.raises(ValueError, match=r"ckpt-1 does not fit the encoder built from .*encoder_config.json "
-                                         r"\(Received incompatible tensor"):
+    with pytest.raises(
+        ValueError,
+        match=r"ckpt-1 does not fit the encoder built from .*encoder_config.json "
+        r"\(Received incompatible tensor",
+    ):
         convert_checkpoint(str(tmp_path), format="model-garden")
 
 
@@ -120,12 +154,18 @@ def test_model_garden_release_layout_and_model_key(tmp_path):
     assert np.abs(out["sequence_output"][real] - ref["sequence_output"].numpy()[real]).max() <= 1e-5
     assert report.source.endswith("bert_model.ckpt") and len(report.mapped) == 39
     tf.train.Checkpoint(other=encoder).write(str(tmp_path / "bert_model.ckpt"))
-    with pytest.raises(ValueError, match=r"bert_model.ckpt holds no encoder: its top-level objects are \['other'\], "
-                                         r"and Model Garden saves the encoder as 'encoder' or 'model'"):
+    with pytest.raises(
+        ValueError,
+        match=r"bert_model.ckpt holds no encoder: its top-level objects are \['other'\], "
+        r"and Model Garden saves the encoder as 'encoder' or 'model'",
+    ):
         convert_checkpoint(str(tmp_path), format="model-garden")
     tf.train.Checkpoint(encoder=encoder).write(str(tmp_path / "second.ckpt"))
-    with pytest.raises(ValueError, match=r"2 TF checkpoints in .* \(bert_model.ckpt, second.ckpt\) and no 'checkpoint' "
-                                         r"file to say which is latest: keep one"):
+    with pytest.raises(
+        ValueError,
+        match=r"2 TF checkpoints in .* \(bert_model.ckpt, second.ckpt\) and no 'checkpoint' "
+        r"file to say which is latest: keep one",
+    ):
         convert_checkpoint(str(tmp_path), format="model-garden")
 
 
@@ -138,9 +178,14 @@ def test_model_garden_mismatch_is_reported():
     del arrays["bert/encoder/layer_1/output/LayerNorm/beta"]
     target = kb.BertBackbone(**dict(kb.BERT_PRESETS["bert_tiny"], vocabulary_size=64))
     before = target.embeddings.token_embedding.embeddings.numpy().copy()
-    with pytest.raises(CheckpointMismatchError, match="Missing from the checkpoint \\(1\\): bert/encoder/layer_1/output/LayerNorm/beta"):
+    with pytest.raises(
+        CheckpointMismatchError,
+        match="Missing from the checkpoint \\(1\\): bert/encoder/layer_1/output/LayerNorm/beta",
+    ):
         assign_weights(backbone_variables(target), arrays, "test")
-    np.testing.assert_array_equal(target.embeddings.token_embedding.embeddings.numpy(), before)  # nothing half-loaded
+    np.testing.assert_array_equal(
+        target.embeddings.token_embedding.embeddings.numpy(), before
+    )  # nothing half-loaded
 
 
 def test_other_encoders_and_an_unbuilt_one_are_named():
@@ -148,17 +193,40 @@ def test_other_encoders_and_an_unbuilt_one_are_named():
     MobileBERTEncoder a KeyError, an encoder never called (no weights yet) an AttributeError."""
     ids = np.ones((1, 4), "int32")
     inputs = dict(input_word_ids=ids, input_mask=ids, input_type_ids=ids * 0)
-    albert = networks.AlbertEncoder(vocab_size=50, embedding_width=16, hidden_size=16, num_layers=2,
-                                    num_attention_heads=2, intermediate_size=32, max_sequence_length=16)
-    mobile = networks.MobileBERTEncoder(word_vocab_size=50, word_embed_size=8, max_sequence_length=16, num_blocks=1,
-                                        hidden_size=16, num_attention_heads=2, intermediate_size=32)
+    albert = networks.AlbertEncoder(
+        vocab_size=50,
+        embedding_width=16,
+        hidden_size=16,
+        num_layers=2,
+        num_attention_heads=2,
+        intermediate_size=32,
+        max_sequence_length=16,
+    )
+    mobile = networks.MobileBERTEncoder(
+        word_vocab_size=50,
+        word_embed_size=8,
+        max_sequence_length=16,
+        num_blocks=1,
+        hidden_size=16,
+        num_attention_heads=2,
+        intermediate_size=32,
+    )
     for encoder in (albert, mobile):
         encoder(inputs)
-        with pytest.raises(ValueError, match=rf"{type(encoder).__name__} is not a BERT encoder: "
-                                             r"load_model_garden_encoder copies a BertEncoder or BertEncoderV2"):
+        with pytest.raises(
+            ValueError,
+            match=rf"{type(encoder).__name__} is not a BERT encoder: "
+            r"load_model_garden_encoder copies a BertEncoder or BertEncoderV2",
+        ):
             load_model_garden_encoder(encoder)
-    unbuilt = networks.BertEncoderV2(vocab_size=50, hidden_size=16, num_layers=1, num_attention_heads=2, inner_dim=32,
-                                     max_sequence_length=16)
+    unbuilt = networks.BertEncoderV2(
+        vocab_size=50,
+        hidden_size=16,
+        num_layers=1,
+        num_attention_heads=2,
+        inner_dim=32,
+        max_sequence_length=16,
+    )
     with pytest.raises(ValueError, match=r"The BertEncoderV2 has no weights yet: call it once on inputs"):
         load_model_garden_encoder(unbuilt)
 
@@ -171,19 +239,33 @@ def test_model_garden_tf2_release_with_bert_config(tmp_path):
     encoder_config.json the release does not have."""
     from official.legacy.bert import bert_models, configs
 
-    google_config = dict(vocab_size=64, hidden_size=32, num_hidden_layers=2, num_attention_heads=4,
-                         intermediate_size=64, max_position_embeddings=40, type_vocab_size=2, hidden_act="gelu",
-                         initializer_range=0.5)
+    google_config = dict(
+        vocab_size=64,
+        hidden_size=32,
+        num_hidden_layers=2,
+        num_attention_heads=4,
+        intermediate_size=64,
+        max_position_embeddings=40,
+        type_vocab_size=2,
+        hidden_act="gelu",
+        initializer_range=0.5,
+    )
     encoder = bert_models.get_transformer_encoder(configs.BertConfig.from_dict(google_config))
     x = random_inputs(batch=2, length=9, vocabulary_size=64, pad_last=3, seed=2)
-    mg_inputs = dict(input_word_ids=x["token_ids"], input_mask=x["padding_mask"], input_type_ids=x["segment_ids"])
+    mg_inputs = dict(
+        input_word_ids=x["token_ids"], input_mask=x["padding_mask"], input_type_ids=x["segment_ids"]
+    )
     ref = encoder(mg_inputs, training=False)
     tf.train.Checkpoint(encoder=encoder).write(str(tmp_path / "bert_model.ckpt"))
     (tmp_path / "bert_config.json").write_text(json.dumps(google_config))
-    (tmp_path / "vocab.txt").write_text("\n".join(["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"]
-                                                  + [f"w{i}" for i in range(59)]) + "\n")
-    with pytest.raises(ValueError, match=r"object-based TF2 checkpoint .* --format model-garden \(it reads "
-                                         r"this bert_config.json"):
+    (tmp_path / "vocab.txt").write_text(
+        "\n".join(["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"] + [f"w{i}" for i in range(59)]) + "\n"
+    )
+    with pytest.raises(
+        ValueError,
+        match=r"object-based TF2 checkpoint .* --format model-garden \(it reads "
+        r"this bert_config.json",
+    ):
         convert_checkpoint(str(tmp_path), format="google")
     backbone, report = convert_checkpoint(str(tmp_path), format="model-garden")
     assert report.ok and len(report.mapped) == 39 and backbone.activation == "gelu_approximate"
@@ -191,7 +273,9 @@ def test_model_garden_tf2_release_with_bert_config(tmp_path):
     # it tried the google format and failed with the message above.
     model, description = load_init(str(tmp_path))
     assert description.startswith(f"model-garden checkpoint {tmp_path} (39 tensors imported")
-    np.testing.assert_array_equal(model.token_embedding.embeddings.numpy(), backbone.token_embedding.embeddings.numpy())
+    np.testing.assert_array_equal(
+        model.token_embedding.embeddings.numpy(), backbone.token_embedding.embeddings.numpy()
+    )
     assert backbone.vocabulary[5] == "w0" and backbone.lowercase is True
     out = backbone.predict(x, verbose=0)
     real = x["padding_mask"].astype(bool)
@@ -213,11 +297,21 @@ def test_a_pretrainer_checkpoint_gives_its_encoder(tmp_path):
     _write_config(tmp_path, encoder)
     backbone, report = convert_checkpoint(str(tmp_path), format="model-garden")
     real = x["padding_mask"].astype(bool)
-    assert np.abs(backbone.predict(x, verbose=0)["sequence_output"][real]
-                  - ref["sequence_output"].numpy()[real]).max() <= 1e-5
+    assert (
+        np.abs(
+            backbone.predict(x, verbose=0)["sequence_output"][real] - ref["sequence_output"].numpy()[real]
+        ).max()
+        <= 1e-5
+    )
     # Under the checkpoint's own keys: the word embeddings, shared with the MLM head, are saved under its path.
     keys = {name for name, _ in tf.train.list_variables(report.source)}
     mapped = {c for c, _, _ in report.mapped}
-    assert len(mapped) == 39 and mapped <= keys and len([c for c in mapped if not c.startswith("model/encoder_network/")]) == 1
+    assert (
+        len(mapped) == 39
+        and mapped <= keys
+        and len([c for c in mapped if not c.startswith("model/encoder_network/")]) == 1
+    )
     assert not mapped & {name for name, _ in report.ignored}
-    assert any(name.startswith("model/masked_lm/") and why == "not the encoder" for name, why in report.ignored)
+    assert any(
+        name.startswith("model/masked_lm/") and why == "not the encoder" for name, why in report.ignored
+    )

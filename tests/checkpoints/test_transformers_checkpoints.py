@@ -42,7 +42,9 @@ def _imported(folder):
     return model, report, out, ref, real
 
 
-@pytest.mark.parametrize("name,activation,epsilon", [("eps_relu", "relu", 1e-3), ("gelu_new", "gelu_approximate", 1e-6)])
+@pytest.mark.parametrize(
+    "name,activation,epsilon", [("eps_relu", "relu", 1e-3), ("gelu_new", "gelu_approximate", 1e-6)]
+)
 def test_config_fields_are_read(written, name, activation, epsilon):
     model, report, out, ref, _ = _imported(written / name)
     assert model.activation == activation and model.layer_norm_epsilon == epsilon

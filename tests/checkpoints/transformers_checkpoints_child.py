@@ -18,11 +18,23 @@ import torch
 import transformers
 
 # Cased: "The" and "Dog" beside "cat".
-VOCABULARY = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"] + [f"w{i}" for i in range(40)] + ["The", "Dog", "cat", "##s"]
+VOCABULARY = (
+    ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"]
+    + [f"w{i}" for i in range(40)]
+    + ["The", "Dog", "cat", "##s"]
+)
 # initializer_range 0.5: activations large enough that the tanh and erf GELUs, or a wrong
 # LayerNorm epsilon, differ by far more than float32 rounding.
-BASE = dict(vocab_size=len(VOCABULARY), hidden_size=16, num_hidden_layers=2, num_attention_heads=4,
-            intermediate_size=24, max_position_embeddings=40, type_vocab_size=3, initializer_range=0.5)
+BASE = dict(
+    vocab_size=len(VOCABULARY),
+    hidden_size=16,
+    num_hidden_layers=2,
+    num_attention_heads=4,
+    intermediate_size=24,
+    max_position_embeddings=40,
+    type_vocab_size=3,
+    initializer_range=0.5,
+)
 CHECKPOINTS = {
     # name: (class, config changes)
     "eps_relu": ("BertModel", dict(layer_norm_eps=1e-3, hidden_act="relu")),
@@ -62,10 +74,21 @@ def main(out_dir):
         if name not in WITH_VOCAB_TXT:
             os.remove(vocab_path)
         with torch.no_grad():
-            outputs = model(input_ids=torch.tensor(ids), token_type_ids=torch.tensor(segments),
-                            attention_mask=torch.tensor(mask), output_hidden_states=True)
-        arrays = {"ids": ids, "segments": segments, "mask": mask, "last_hidden_state": outputs.hidden_states[-1].numpy()}
-        arrays.update({key: value.numpy() for key, value in outputs.items() if isinstance(value, torch.Tensor)})
+            outputs = model(
+                input_ids=torch.tensor(ids),
+                token_type_ids=torch.tensor(segments),
+                attention_mask=torch.tensor(mask),
+                output_hidden_states=True,
+            )
+        arrays = {
+            "ids": ids,
+            "segments": segments,
+            "mask": mask,
+            "last_hidden_state": outputs.hidden_states[-1].numpy(),
+        }
+        arrays.update(
+            {key: value.numpy() for key, value in outputs.items() if isinstance(value, torch.Tensor)}
+        )
         np.savez(os.path.join(folder, "reference.npz"), **arrays)
 
 

@@ -20,9 +20,18 @@ def save_small_bert(folder, num_layers=1, hidden_dim=16, intermediate_dim=32, dr
     if not os.path.isdir(os.path.join(REPO, "data", "minilm")):
         pytest.fail("data/ is missing: run `make data` (make test does it for you).")
     keras.utils.set_random_seed(0)
-    backbone = kb.BertBackbone(vocabulary_size=30522, num_layers=num_layers, num_heads=2, hidden_dim=hidden_dim,
-                               intermediate_dim=intermediate_dim, max_sequence_length=64, dropout=dropout)
-    backbone.set_vocabulary(read_vocabulary(os.path.join(REPO, "data", "minilm", "vocab.txt")), lowercase=True)
+    backbone = kb.BertBackbone(
+        vocabulary_size=30522,
+        num_layers=num_layers,
+        num_heads=2,
+        hidden_dim=hidden_dim,
+        intermediate_dim=intermediate_dim,
+        max_sequence_length=64,
+        dropout=dropout,
+    )
+    backbone.set_vocabulary(
+        read_vocabulary(os.path.join(REPO, "data", "minilm", "vocab.txt")), lowercase=True
+    )
     path = str(folder / "tiny.keras")
     backbone.save(path)
     return path

@@ -38,7 +38,9 @@ def _damaged(kind, good, folder):
         with open(path, "r+b") as f:
             f.truncate(size // 2)
         return path, path
-    _zero_bytes(path, offset=size // 4)  # inside the weights' random floats (offset 5000 is zero padding here)
+    _zero_bytes(
+        path, offset=size // 4
+    )  # inside the weights' random floats (offset 5000 is zero padding here)
     with zipfile.ZipFile(path) as archive:  # the damage is inside an entry, not in the zip's directory
         assert archive.testzip() is not None
     return (folder if kind == "run folder" else path), path
@@ -54,21 +56,75 @@ def inputs(tiny_init, mr_files, tmp_path_factory):
     index = str(folder / "index")
     assert main(["index", "--model", tiny_init, "--seq-len", "32", "--output", index, texts]) == 0
     train, dev = mr_files
-    return {"texts": texts, "index": index, "train": train, "dev": dev,
-            "vocab": os.path.join(REPO, "data", "minilm", "vocab.txt"), "good": tiny_init}
+    return {
+        "texts": texts,
+        "index": index,
+        "train": train,
+        "dev": dev,
+        "vocab": os.path.join(REPO, "data", "minilm", "vocab.txt"),
+        "good": tiny_init,
+    }
 
 
 # Each command that reads a model, with the damaged model P given where the command takes one.
 COMMANDS = {
-    "finetune --init": lambda P, i, out: ["finetune", "--task", "classification", "--train", i["train"],
-                                          "--validation", i["dev"], "--init", P, "--output", out, *LAYOUT],
-    "pretrain --init": lambda P, i, out: ["pretrain", "--corpus", i["texts"], "--vocab", i["vocab"], "--init", P,
-                                          "--output", out, "--steps", "1"],
-    "distill --teacher": lambda P, i, out: ["distill", "--teacher", P, "--student-preset", "bert_tiny", "--train",
-                                            i["train"], "--validation", i["dev"], "--output", out, "--seq-len", "32",
-                                            *LAYOUT],
-    "distill --student-init": lambda P, i, out: ["distill", "--general", "--teacher", i["good"], "--student-init", P,
-                                                 "--unlabeled", i["texts"], "--output", out, "--seq-len", "32"],
+    "finetune --init": lambda P, i, out: [
+        "finetune",
+        "--task",
+        "classification",
+        "--train",
+        i["train"],
+        "--validation",
+        i["dev"],
+        "--init",
+        P,
+        "--output",
+        out,
+        *LAYOUT,
+    ],
+    "pretrain --init": lambda P, i, out: [
+        "pretrain",
+        "--corpus",
+        i["texts"],
+        "--vocab",
+        i["vocab"],
+        "--init",
+        P,
+        "--output",
+        out,
+        "--steps",
+        "1",
+    ],
+    "distill --teacher": lambda P, i, out: [
+        "distill",
+        "--teacher",
+        P,
+        "--student-preset",
+        "bert_tiny",
+        "--train",
+        i["train"],
+        "--validation",
+        i["dev"],
+        "--output",
+        out,
+        "--seq-len",
+        "32",
+        *LAYOUT,
+    ],
+    "distill --student-init": lambda P, i, out: [
+        "distill",
+        "--general",
+        "--teacher",
+        i["good"],
+        "--student-init",
+        P,
+        "--unlabeled",
+        i["texts"],
+        "--output",
+        out,
+        "--seq-len",
+        "32",
+    ],
     "evaluate": lambda P, i, out: ["evaluate", "--model", P, "--data", i["dev"], *LAYOUT],
     "predict": lambda P, i, out: ["predict", "--model", P, "a fine film"],
     "export": lambda P, i, out: ["export", "--model", P, "--output", out],
@@ -76,7 +132,16 @@ COMMANDS = {
     "index": lambda P, i, out: ["index", "--model", P, "--output", out, i["texts"]],
     "search": lambda P, i, out: ["search", "--model", P, i["index"], "a film"],
     "attention": lambda P, i, out: ["attention", "--model", P, "--html", out + ".html", "a fine film"],
-    "word-senses": lambda P, i, out: ["word-senses", "--model", P, "--file", i["texts"], "--output", out + ".png", "film"],
+    "word-senses": lambda P, i, out: [
+        "word-senses",
+        "--model",
+        P,
+        "--file",
+        i["texts"],
+        "--output",
+        out + ".png",
+        "film",
+    ],
     "serve": lambda P, i, out: ["serve", "--model", P, "--port", "0"],
 }
 KINDS = ("bytes zeroed", "truncated", "not a zip", "run folder")
@@ -100,6 +165,7 @@ def test_a_damaged_model_file_is_one_line_naming_it_exit_2(command, kind, inputs
 
 def _saved_model(folder):
     """A one-signature SavedModel in TF Serving's version layout: folder/1."""
+
     class Doubler(tf.Module):
         def __init__(self):
             self.w = tf.Variable(tf.fill([4, 2], 2.0))
@@ -126,7 +192,9 @@ def test_serve_given_a_damaged_export_names_the_saved_model_exit_2(damage, tmp_p
     assert main(["serve", "--model", str(tmp_path / "model"), "--port", "0"]) == 2
     lines = capsys.readouterr().err.strip().splitlines()
     assert lines[0] == f"kbert serve: loading model version 1 from {version}", lines
-    assert len(lines) == 2 and lines[1].startswith(f"kbert serve: --model {version} is damaged: a SavedModel"), lines
+    assert len(lines) == 2 and lines[1].startswith(
+        f"kbert serve: --model {version} is damaged: a SavedModel"
+    ), lines
     assert "Export it again" in lines[1], lines[1]
 
 
@@ -138,12 +206,33 @@ def test_the_reported_minilm_file_is_refused_by_finetune_in_one_line(minilm_kera
     _zero_bytes(damaged)
     train, dev = mr_files
     done = subprocess.run(
-        [sys.executable, "-m", "keras_bert_impl.cli", "finetune", "--task", "classification", "--train", train,
-         "--validation", dev, "--init", damaged, "--output", str(tmp_path / "run"), *LAYOUT],
-        capture_output=True, text=True, env=dict(os.environ, PYTHONPATH=REPO), timeout=300)
+        [
+            sys.executable,
+            "-m",
+            "keras_bert_impl.cli",
+            "finetune",
+            "--task",
+            "classification",
+            "--train",
+            train,
+            "--validation",
+            dev,
+            "--init",
+            damaged,
+            "--output",
+            str(tmp_path / "run"),
+            *LAYOUT,
+        ],
+        capture_output=True,
+        text=True,
+        env=dict(os.environ, PYTHONPATH=REPO),
+        timeout=300,
+    )
     assert done.returncode == 2, done.stderr[-3000:]
     lines = done.stderr.strip().splitlines()
-    assert lines == [f"kbert finetune: {damaged} is damaged: a .keras archive that cannot be read (BadZipFile: Bad "
-                     "CRC-32 for file 'model.weights.h5'). Re-create it (kbert convert, finetune, distill or export), "
-                     "or copy it again."], done.stderr[-3000:]
+    assert lines == [
+        f"kbert finetune: {damaged} is damaged: a .keras archive that cannot be read (BadZipFile: Bad "
+        "CRC-32 for file 'model.weights.h5'). Re-create it (kbert convert, finetune, distill or export), "
+        "or copy it again."
+    ], done.stderr[-3000:]
     assert not (tmp_path / "run").exists()

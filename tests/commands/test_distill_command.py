@@ -52,23 +52,76 @@ def files(tmp_path_factory):
 @pytest.fixture(scope="module")
 def teacher(tmp_path_factory, files):
     """A `kbert finetune` run of a 2-layer, 128-wide BERT (real vocabulary) on the MR rows."""
-    init = save_small_bert(tmp_path_factory.mktemp("init"), num_layers=2, hidden_dim=128, intermediate_dim=256)
+    init = save_small_bert(
+        tmp_path_factory.mktemp("init"), num_layers=2, hidden_dim=128, intermediate_dim=256
+    )
     run = str(tmp_path_factory.mktemp("teacher") / "run")
-    assert main(["finetune", "--task", "classification", "--init", init, "--train", files["train"], "--validation",
-                 files["dev"], "--output", run, "--epochs", "2", "--learning-rate", "1e-3", *LAYOUT, *FAST]) == 0
+    assert (
+        main(
+            [
+                "finetune",
+                "--task",
+                "classification",
+                "--init",
+                init,
+                "--train",
+                files["train"],
+                "--validation",
+                files["dev"],
+                "--output",
+                run,
+                "--epochs",
+                "2",
+                "--learning-rate",
+                "1e-3",
+                *LAYOUT,
+                *FAST,
+            ]
+        )
+        == 0
+    )
     return run
 
 
 def _distill(teacher, files, output, *extra):
-    return ["distill", "--teacher", teacher, "--train", files["train"], "--validation", files["dev"],
-            "--output", str(output), "--epochs", "1", *FAST, *extra]
+    return [
+        "distill",
+        "--teacher",
+        teacher,
+        "--train",
+        files["train"],
+        "--validation",
+        files["dev"],
+        "--output",
+        str(output),
+        "--epochs",
+        "1",
+        *FAST,
+        *extra,
+    ]
 
 
 @pytest.mark.slow  # about 20 s or more: distils, evaluates and predicts through the CLI
 def test_distill_writes_a_run_folder_that_evaluate_and_predict_take(teacher, files, tmp_path, capsys):
     run = tmp_path / "student"
-    assert main(_distill(teacher, files, run, "--student-preset", "bert_tiny", "--unlabeled", files["unlabeled"],
-                         "--alpha", "0.3", "--temperature", "3")) == 0
+    assert (
+        main(
+            _distill(
+                teacher,
+                files,
+                run,
+                "--student-preset",
+                "bert_tiny",
+                "--unlabeled",
+                files["unlabeled"],
+                "--alpha",
+                "0.3",
+                "--temperature",
+                "3",
+            )
+        )
+        == 0
+    )
     captured = capsys.readouterr()
     assert "120 labelled + 300 unlabeled examples (1 blank lines skipped)" in captured.err
     assert "embeddings from the teacher's by PCA" in captured.err
@@ -98,7 +151,9 @@ def test_student_from_teacher_layers_starts_as_those_layers(teacher, files, tmp_
 
 
 @pytest.mark.slow  # about 20 s or more: a distillation run from a quantization-aware teacher
-def test_a_quantization_aware_teacher_is_distilled_through_its_float_classifier(teacher, files, tmp_path, capsys):
+def test_a_quantization_aware_teacher_is_distilled_through_its_float_classifier(
+    teacher, files, tmp_path, capsys
+):
     # It used to end in a traceback: the student head was built as a QuantizationAwareClassifier of a backbone.
     float_teacher = keras.saving.load_model(os.path.join(teacher, "model.keras"))
     qat = tmp_path / "qat.keras"
@@ -118,11 +173,18 @@ def _weights(path):
 def test_sigkill_then_the_same_command_resumes_to_the_uninterrupted_weights(teacher, files, tmp_path):
     # 15 steps an epoch, a backup every 5: the kill lands in the first epoch and the resumed
     # run crosses an epoch boundary (where a tf.data reshuffle would not repeat itself).
-    argv = _distill(teacher, files, "OUT", "--student-preset", "bert_tiny", "--epochs", "2", "--save-every", "5")
+    argv = _distill(
+        teacher, files, "OUT", "--student-preset", "bert_tiny", "--epochs", "2", "--save-every", "5"
+    )
     env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3", PYTHONPATH=REPO)
 
     def command(output):
-        return [sys.executable, "-m", "keras_bert_impl.cli", *[str(output) if a == "OUT" else a for a in argv]]
+        return [
+            sys.executable,
+            "-m",
+            "keras_bert_impl.cli",
+            *[str(output) if a == "OUT" else a for a in argv],
+        ]
 
     reference, killed = tmp_path / "reference", tmp_path / "killed"
     done = subprocess.run(command(reference), capture_output=True, text=True, env=env, timeout=600)
@@ -135,7 +197,9 @@ def test_sigkill_then_the_same_command_resumes_to_the_uninterrupted_weights(teac
         time.sleep(0.01)
     process.send_signal(signal.SIGKILL)
     process.wait(timeout=60)
-    assert process.returncode == -signal.SIGKILL, "the run ended before the kill: " + process.stderr.read().decode()[-2000:]
+    assert process.returncode == -signal.SIGKILL, (
+        "the run ended before the kill: " + process.stderr.read().decode()[-2000:]
+    )
     assert not (killed / "model.keras").exists()
 
     resumed = subprocess.run(command(killed), capture_output=True, text=True, env=env, timeout=600)
@@ -159,35 +223,102 @@ def _refused(capsys, argv, *fragments):
 def test_bad_input_is_refused_before_training(teacher, files, tmp_path, capsys):
     out = tmp_path / "never"
     tiny = ("--student-preset", "bert_tiny")
-    _refused(capsys, _distill(teacher, files, out, *tiny, "--temperature", "0"), "--temperature 0.0: temperature must be a finite number > 0", "Received: temperature=0.0")
-    _refused(capsys, _distill(teacher, files, out, *tiny, "--alpha", "1.5"), "--alpha 1.5: alpha must be a number in [0, 1]", "Received: alpha=1.5")
-    _refused(capsys, _distill(teacher, files, out, "--student-from-teacher", "0,2"),
-             "--student-from-teacher 0,2", "distinct layer indices in [0, 1]", "[0, 2]")
-    _refused(capsys, _distill(teacher, files, out, "--student-from-teacher", "zero"), "comma-separated layer indices")
+    _refused(
+        capsys,
+        _distill(teacher, files, out, *tiny, "--temperature", "0"),
+        "--temperature 0.0: temperature must be a finite number > 0",
+        "Received: temperature=0.0",
+    )
+    _refused(
+        capsys,
+        _distill(teacher, files, out, *tiny, "--alpha", "1.5"),
+        "--alpha 1.5: alpha must be a number in [0, 1]",
+        "Received: alpha=1.5",
+    )
+    _refused(
+        capsys,
+        _distill(teacher, files, out, "--student-from-teacher", "0,2"),
+        "--student-from-teacher 0,2",
+        "distinct layer indices in [0, 1]",
+        "[0, 2]",
+    )
+    _refused(
+        capsys,
+        _distill(teacher, files, out, "--student-from-teacher", "zero"),
+        "comma-separated layer indices",
+    )
     _refused(capsys, _distill(teacher, files, out, "--student-from-teacher", "1,0"), "in increasing order")
     # Dropped without a word before: only a preset's embeddings are shaped by it.
-    _refused(capsys, _distill(teacher, files, out, "--student-from-teacher", "1", "--student-embeddings", "random"),
-             "--student-embeddings random shapes a --student-preset's embeddings")
-    _refused(capsys, _distill(teacher, files, out, "--student-preset", "bert_huge"), "'bert_huge' is not a preset")
-    _refused(capsys, _distill(teacher, files, out, "--student-preset", "bert_mini"),
-             "wider (hidden_dim 256) than the teacher (128)", "--student-embeddings random")
+    _refused(
+        capsys,
+        _distill(teacher, files, out, "--student-from-teacher", "1", "--student-embeddings", "random"),
+        "--student-embeddings random shapes a --student-preset's embeddings",
+    )
+    _refused(
+        capsys, _distill(teacher, files, out, "--student-preset", "bert_huge"), "'bert_huge' is not a preset"
+    )
+    _refused(
+        capsys,
+        _distill(teacher, files, out, "--student-preset", "bert_mini"),
+        "wider (hidden_dim 256) than the teacher (128)",
+        "--student-embeddings random",
+    )
     empty = tmp_path / "empty.txt"
     empty.write_text("")
-    _refused(capsys, _distill(teacher, files, out, *tiny, "--unlabeled", str(empty)), "--unlabeled", "is empty")
+    _refused(
+        capsys, _distill(teacher, files, out, *tiny, "--unlabeled", str(empty)), "--unlabeled", "is empty"
+    )
     # The teacher's vocabulary is the student's by construction (a differing one is the
     # Distiller's refusal, tests/models/test_distiller.py). A training file of another task
     # than the teacher's: multi-label JSON rows for a single-label classifier.
     topics = os.path.join(REPO, "tests", "fixtures", "readers", "topics_train.jsonl")
-    _refused(capsys, ["distill", "--teacher", teacher, "--train", topics, "--validation", files["dev"],
-                      "--output", str(out), *tiny, "--format", "jsonl"], "--train", "topics_train.jsonl")
+    _refused(
+        capsys,
+        [
+            "distill",
+            "--teacher",
+            teacher,
+            "--train",
+            topics,
+            "--validation",
+            files["dev"],
+            "--output",
+            str(out),
+            *tiny,
+            "--format",
+            "jsonl",
+        ],
+        "--train",
+        "topics_train.jsonl",
+    )
     assert not out.exists()
 
 
 @pytest.mark.slow  # about 20 s or more: a distillation run with layer transfer
 def test_intermediate_layer_transfer_trains_and_is_recorded(teacher, files, tmp_path, capsys):
     run = tmp_path / "student"
-    assert main(_distill(teacher, files, run, "--student-preset", "bert_tiny", "--alpha", "0.3", "--layer-map",
-                         "uniform", "--hidden-weight", "1", "--attention-weight", "1", "--embedding-weight", "0.5")) == 0
+    assert (
+        main(
+            _distill(
+                teacher,
+                files,
+                run,
+                "--student-preset",
+                "bert_tiny",
+                "--alpha",
+                "0.3",
+                "--layer-map",
+                "uniform",
+                "--hidden-weight",
+                "1",
+                "--attention-weight",
+                "1",
+                "--embedding-weight",
+                "0.5",
+            )
+        )
+        == 0
+    )
     capsys.readouterr()
     metrics = json.loads((run / "metrics.json").read_text())
     for term in ("hidden_loss", "attention_loss", "embedding_loss"):
@@ -195,12 +326,20 @@ def test_intermediate_layer_transfer_trains_and_is_recorded(teacher, files, tmp_
         assert "val_" + term in metrics["history"]
     task = json.loads((run / "task.json").read_text())
     assert (task["layer_map"], task["hidden_weight"], task["attention_weight"], task["embedding_weight"]) == (
-        [1, 2], 1.0, 1.0, 0.5)
+        [1, 2],
+        1.0,
+        1.0,
+        0.5,
+    )
     # The saved student is a plain student: the same weights as one without transfer would hold.
     student = keras.saving.load_model(run / "model.keras")
     assert isinstance(student, kb.BertClassifier) and student.backbone.num_layers == 2
-    assert len(student.weights) == len(kb.BertClassifier(kb.BertBackbone.from_preset(
-        "bert_tiny", vocabulary_size=30522, max_sequence_length=64), num_classes=2).weights)
+    assert len(student.weights) == len(
+        kb.BertClassifier(
+            kb.BertBackbone.from_preset("bert_tiny", vocabulary_size=30522, max_sequence_length=64),
+            num_classes=2,
+        ).weights
+    )
 
 
 @pytest.mark.slow  # about 20 s or more: one distill command per bad flag
@@ -219,24 +358,58 @@ def test_bad_transfer_flags_are_one_line_before_training(teacher, files, tmp_pat
         for fragment in fragments:
             assert fragment in lines[-1], err
 
-    refused((*tiny, "--layer-map", "uniform", "--hidden-weight", "-1"), "--hidden-weight -1.0: hidden_weight must be a number >= 0",
-            "Received: hidden_weight=-1.0")
-    refused((*tiny, "--embedding-weight", "nan"), "--embedding-weight nan: embedding_weight must be a number >= 0",
-            "Received: embedding_weight=nan")
-    refused((*tiny, "--layer-map", "0,2", "--hidden-weight", "1"), "--layer-map takes uniform or comma-separated",
-            "Received: '0,2'")
+    refused(
+        (*tiny, "--layer-map", "uniform", "--hidden-weight", "-1"),
+        "--hidden-weight -1.0: hidden_weight must be a number >= 0",
+        "Received: hidden_weight=-1.0",
+    )
+    refused(
+        (*tiny, "--embedding-weight", "nan"),
+        "--embedding-weight nan: embedding_weight must be a number >= 0",
+        "Received: embedding_weight=nan",
+    )
+    refused(
+        (*tiny, "--layer-map", "0,2", "--hidden-weight", "1"),
+        "--layer-map takes uniform or comma-separated",
+        "Received: '0,2'",
+    )
     refused((*tiny, "--layer-map", "every", "--hidden-weight", "1"), "Received: 'every'")
-    refused((*tiny, "--hidden-weight", "1"), "--layer-map (not given): hidden_weight=1.0 and attention_weight=0.0 compare mapped layers: pass layer_map")
-    refused((*tiny, "--layer-map", "uniform"), "--layer-map uniform: layer_map='uniform' maps layers for hidden_weight and attention_weight, which are both 0")
+    refused(
+        (*tiny, "--hidden-weight", "1"),
+        "--layer-map (not given): hidden_weight=1.0 and attention_weight=0.0 compare mapped layers: pass layer_map",
+    )
+    refused(
+        (*tiny, "--layer-map", "uniform"),
+        "--layer-map uniform: layer_map='uniform' maps layers for hidden_weight and attention_weight, which are both 0",
+    )
     # Checked against the two models once they are built, still before training.
-    refused((*tiny, "--layer-map", "1,2,3", "--hidden-weight", "1"),
-            "--layer-map 1,2,3 for a 2-layer student of a 2-layer teacher", "one teacher layer per student layer (2). "
-            "Received 3", progress=True)
-    refused((*tiny, "--layer-map", "1,3", "--hidden-weight", "1"), "layer_map[1] must be a teacher layer in [1, 2]",
-            "Received: layer_map[1]=3", progress=True)
-    refused(("--student-preset", "bert_mini", "--student-embeddings", "random", "--layer-map", "1,1,2,2",
-             "--attention-weight", "1"), "--attention-weight 1.0 for a 4-layer student of a 2-layer teacher",
-            "the teacher has 2 heads and the student 4. Pass attention_weight=0", progress=True)
+    refused(
+        (*tiny, "--layer-map", "1,2,3", "--hidden-weight", "1"),
+        "--layer-map 1,2,3 for a 2-layer student of a 2-layer teacher",
+        "one teacher layer per student layer (2). Received 3",
+        progress=True,
+    )
+    refused(
+        (*tiny, "--layer-map", "1,3", "--hidden-weight", "1"),
+        "layer_map[1] must be a teacher layer in [1, 2]",
+        "Received: layer_map[1]=3",
+        progress=True,
+    )
+    refused(
+        (
+            "--student-preset",
+            "bert_mini",
+            "--student-embeddings",
+            "random",
+            "--layer-map",
+            "1,1,2,2",
+            "--attention-weight",
+            "1",
+        ),
+        "--attention-weight 1.0 for a 4-layer student of a 2-layer teacher",
+        "the teacher has 2 heads and the student 4. Pass attention_weight=0",
+        progress=True,
+    )
     assert not out.exists()
 
 
@@ -244,16 +417,40 @@ def test_bad_transfer_flags_are_one_line_before_training(teacher, files, tmp_pat
 
 
 @pytest.mark.slow  # about 20 s or more: general, then task distillation
-def test_general_distillation_writes_a_student_encoder_that_task_distillation_starts_from(teacher, files, tmp_path,
-                                                                                         capsys):
+def test_general_distillation_writes_a_student_encoder_that_task_distillation_starts_from(
+    teacher, files, tmp_path, capsys
+):
     general = tmp_path / "general"
     held_out = tmp_path / "held_out.txt"
     held_out.write_text("\n".join(open(files["unlabeled"], encoding="utf-8").read().split("\n")[:40]) + "\n")
-    assert main(["distill", "--general", "--teacher", teacher, "--student-preset", "bert_tiny", "--unlabeled",
-                 files["unlabeled"], "--validation", str(held_out), "--embedding-weight", "1", "--output", str(general),
-                 "--epochs", "2", *FAST]) == 0
+    assert (
+        main(
+            [
+                "distill",
+                "--general",
+                "--teacher",
+                teacher,
+                "--student-preset",
+                "bert_tiny",
+                "--unlabeled",
+                files["unlabeled"],
+                "--validation",
+                str(held_out),
+                "--embedding-weight",
+                "1",
+                "--output",
+                str(general),
+                "--epochs",
+                "2",
+                *FAST,
+            ]
+        )
+        == 0
+    )
     captured = capsys.readouterr()
-    assert "300 texts (1 blank lines skipped)" in captured.err and "layer map [1, 2]" in captured.err, captured.err
+    assert "300 texts (1 blank lines skipped)" in captured.err and "layer map [1, 2]" in captured.err, (
+        captured.err
+    )
     encoder = keras.saving.load_model(general / "model.keras")
     teacher_model = keras.saving.load_model(os.path.join(teacher, "model.keras"))
     assert type(encoder) is kb.BertBackbone and (encoder.num_layers, encoder.hidden_dim) == (2, 128)
@@ -264,12 +461,38 @@ def test_general_distillation_writes_a_student_encoder_that_task_distillation_st
     for term in ("hidden_loss", "embedding_loss"):
         assert history[term][1] < history[term][0], history
         assert np.isfinite(history["val_" + term]).all(), history
-    assert (metrics["general"], metrics["layer_map"], metrics["hidden_weight"], metrics["seq_len"]) == (True, [1, 2], 1.0, 32)
+    assert (metrics["general"], metrics["layer_map"], metrics["hidden_weight"], metrics["seq_len"]) == (
+        True,
+        [1, 2],
+        1.0,
+        32,
+    )
     assert sorted(os.listdir(general)) == ["logs", "metrics.json", "model.keras", "run.json"]
     # The same command again leaves the finished run as it is.
-    assert main(["distill", "--general", "--teacher", teacher, "--student-preset", "bert_tiny", "--unlabeled",
-                 files["unlabeled"], "--validation", str(held_out), "--embedding-weight", "1", "--output", str(general),
-                 "--epochs", "2", *FAST]) == 0
+    assert (
+        main(
+            [
+                "distill",
+                "--general",
+                "--teacher",
+                teacher,
+                "--student-preset",
+                "bert_tiny",
+                "--unlabeled",
+                files["unlabeled"],
+                "--validation",
+                str(held_out),
+                "--embedding-weight",
+                "1",
+                "--output",
+                str(general),
+                "--epochs",
+                "2",
+                *FAST,
+            ]
+        )
+        == 0
+    )
     assert "finished" in capsys.readouterr().err
 
     # The task distillation's student starts as that encoder.
@@ -284,28 +507,72 @@ def test_general_distillation_writes_a_student_encoder_that_task_distillation_st
 @pytest.mark.slow  # about 20 s or more: one distill command per bad input
 def test_general_distillation_bad_input_is_refused_before_training(teacher, files, tmp_path, capsys):
     out = tmp_path / "never"
-    general = ["distill", "--general", "--teacher", teacher, "--student-preset", "bert_tiny", "--output", str(out),
-               *FAST]
+    general = [
+        "distill",
+        "--general",
+        "--teacher",
+        teacher,
+        "--student-preset",
+        "bert_tiny",
+        "--output",
+        str(out),
+        *FAST,
+    ]
     _refused(capsys, general, "--general distils on unlabeled text: pass --unlabeled FILE")
     with_text = [*general, "--unlabeled", files["unlabeled"]]
     _refused(capsys, [*with_text, "--train", files["train"]], "--train has no effect")
-    _refused(capsys, [*with_text, "--alpha", "0.5", "--temperature", "2"], "--temperature and --alpha have no effect",
-             "drop them")
-    _refused(capsys, [*with_text, "--hidden-weight", "0"], "--hidden-weight 0.0: General distillation learns from "
-             "the teacher's layers only: give hidden_weight, attention_weight or embedding_weight a value > 0. "
-             "Received: all 0")
-    _refused(capsys, [*with_text, "--layer-map", "1,3"], "--layer-map 1,3", "layer_map[1] must be a teacher layer in [1, 2]")
-    _refused(capsys, [*with_text, "--attention-weight", "1", "--student-preset", "bert_mini", "--layer-map", "1,1,2,2",
-                      "--student-embeddings", "random"], "--attention-weight 1.0", "teacher has 2 heads and the student 4")
+    _refused(
+        capsys,
+        [*with_text, "--alpha", "0.5", "--temperature", "2"],
+        "--temperature and --alpha have no effect",
+        "drop them",
+    )
+    _refused(
+        capsys,
+        [*with_text, "--hidden-weight", "0"],
+        "--hidden-weight 0.0: General distillation learns from "
+        "the teacher's layers only: give hidden_weight, attention_weight or embedding_weight a value > 0. "
+        "Received: all 0",
+    )
+    _refused(
+        capsys,
+        [*with_text, "--layer-map", "1,3"],
+        "--layer-map 1,3",
+        "layer_map[1] must be a teacher layer in [1, 2]",
+    )
+    _refused(
+        capsys,
+        [
+            *with_text,
+            "--attention-weight",
+            "1",
+            "--student-preset",
+            "bert_mini",
+            "--layer-map",
+            "1,1,2,2",
+            "--student-embeddings",
+            "random",
+        ],
+        "--attention-weight 1.0",
+        "teacher has 2 heads and the student 4",
+    )
     # Task distillation still needs its labelled files.
-    _refused(capsys, ["distill", "--teacher", teacher, "--student-preset", "bert_tiny", "--output", str(out)],
-             "--train is required", "except with --general")
+    _refused(
+        capsys,
+        ["distill", "--teacher", teacher, "--student-preset", "bert_tiny", "--output", str(out)],
+        "--train is required",
+        "except with --general",
+    )
     # A student encoder whose vocabulary is not the teacher's.
     vocabulary = list(keras.saving.load_model(os.path.join(teacher, "model.keras")).backbone.vocabulary)
     vocabulary[1000], vocabulary[1001] = vocabulary[1001], vocabulary[1000]
     other = kb.BertBackbone.from_preset("bert_tiny", vocabulary_size=len(vocabulary), max_sequence_length=64)
     other.set_vocabulary(vocabulary, lowercase=True)
     other.save(tmp_path / "other.keras")
-    _refused(capsys, _distill(teacher, files, out, "--student-init", str(tmp_path / "other.keras")),
-             "--student-init", "another vocabulary than the teacher")
+    _refused(
+        capsys,
+        _distill(teacher, files, out, "--student-init", str(tmp_path / "other.keras")),
+        "--student-init",
+        "another vocabulary than the teacher",
+    )
     assert not out.exists()

@@ -25,10 +25,13 @@ def heads(tiny_init, tmp_path_factory):
     folder = tmp_path_factory.mktemp("auto")
     keras.utils.set_random_seed(0)
     classifier = str(folder / "classifier.keras")
-    kb.BertClassifier(keras.saving.load_model(tiny_init), num_classes=2, label_names=["-1", "1"]).save(classifier)
+    kb.BertClassifier(keras.saving.load_model(tiny_init), num_classes=2, label_names=["-1", "1"]).save(
+        classifier
+    )
     tagger = str(folder / "tagger.keras")
-    kb.BertTokenClassifier(keras.saving.load_model(tiny_init), num_classes=3,
-                           label_names=["O", "B-X", "I-X"]).save(tagger)
+    kb.BertTokenClassifier(
+        keras.saving.load_model(tiny_init), num_classes=3, label_names=["O", "B-X", "I-X"]
+    ).save(tagger)
     return {"classification": classifier, "tagging": tagger}
 
 
@@ -40,14 +43,18 @@ def _predict(capsys, *argv):
     capsys.readouterr()
     assert main(["predict", *argv, "--json"]) == 0
     out, err = capsys.readouterr()
-    return [json.loads(line) for line in out.splitlines()], [line for line in err.splitlines() if line.strip()]
+    return [json.loads(line) for line in out.splitlines()], [
+        line for line in err.splitlines() if line.strip()
+    ]
 
 
 def test_auto_on_this_machine_says_its_choice_once_and_runs(heads, capsys):
     features = CpuFeatures.of_this_machine()
     precision, reason = choose_precision(features, "classification")
     outputs, err = _predict(capsys, "--model", heads["classification"], "--precision", "auto", *SENTENCES)
-    assert err == [f"kbert predict: --precision auto: {precision} on {features.describe()}, because {reason}."]
+    assert err == [
+        f"kbert predict: --precision auto: {precision} on {features.describe()}, because {reason}."
+    ]
     assert slower_here(precision, features) is None
     fp32, _ = _predict(capsys, "--model", heads["classification"], *SENTENCES)
     assert [o["label"] for o in outputs] == [o["label"] for o in fp32]
@@ -61,32 +68,49 @@ def test_auto_runs_what_it_chose(heads, capsys, monkeypatch):
     fp32, _ = _predict(capsys, "--model", heads["classification"], *SENTENCES)
     _on_cpu(monkeypatch, VNNI_BF16)
     int8, err = _predict(capsys, "--model", heads["classification"], "--precision", "auto", *SENTENCES)
-    assert err == ["kbert predict: --precision auto: int8 on AMD EPYC 9B14 (AVX2, AVX-512, VNNI, BF16; no AMX), "
-                   "because it has VNNI (int8 ran 3.24x fp32 on an AVX512-VNNI CPU)."]
+    assert err == [
+        "kbert predict: --precision auto: int8 on AMD EPYC 9B14 (AVX2, AVX-512, VNNI, BF16; no AMX), "
+        "because it has VNNI (int8 ran 3.24x fp32 on an AVX512-VNNI CPU)."
+    ]
     assert [o["label"] for o in int8] == [o["label"] for o in fp32]
     assert [o["probability"] for o in int8] != [o["probability"] for o in fp32]
     _, err = _predict(capsys, "--model", heads["tagging"], "--precision", "auto", "the cat sat")
-    assert err == ["kbert predict: --precision auto: bf16 on AMD EPYC 9B14 (AVX2, AVX-512, VNNI, BF16; no AMX), "
-                   "because it has BF16 (bf16 ran 1.44x fp32 on an AVX512-BF16 CPU; int8 is for classifiers, this "
-                   "model is tagging)."]
+    assert err == [
+        "kbert predict: --precision auto: bf16 on AMD EPYC 9B14 (AVX2, AVX-512, VNNI, BF16; no AMX), "
+        "because it has BF16 (bf16 ran 1.44x fp32 on an AVX512-BF16 CPU; int8 is for classifiers, this "
+        "model is tagging)."
+    ]
     _on_cpu(monkeypatch, AVX2)
     same, err = _predict(capsys, "--model", heads["classification"], "--precision", "auto", *SENTENCES)
-    assert same == fp32 and len(err) == 1 and "auto: fp32 on AMD EPYC 7B13 (AVX2; no AVX-512, VNNI, BF16 or AMX)" in err[0]
+    assert (
+        same == fp32
+        and len(err) == 1
+        and "auto: fp32 on AMD EPYC 7B13 (AVX2; no AVX-512, VNNI, BF16 or AMX)" in err[0]
+    )
 
 
 def test_explicit_bf16_and_int8_without_their_feature_warn_in_one_line_and_run(heads, capsys, monkeypatch):
     fp32, _ = _predict(capsys, "--model", heads["classification"], *SENTENCES)
     _on_cpu(monkeypatch, AVX2)
-    for precision, missing, measured in (("bf16", "BF16", "bf16 ran 0.76x fp32"),
-                                         ("int8", "VNNI", "int8 took 41 s to fp32's 39-41 s")):
-        outputs, err = _predict(capsys, "--model", heads["classification"], "--precision", precision, *SENTENCES)
-        assert err == [f"kbert predict: --precision {precision} is expected to be slower than fp32 here: this CPU has "
-                       f"no {missing} ({measured} on an AVX2-only CPU); running {precision} as asked."]
+    for precision, missing, measured in (
+        ("bf16", "BF16", "bf16 ran 0.76x fp32"),
+        ("int8", "VNNI", "int8 took 41 s to fp32's 39-41 s"),
+    ):
+        outputs, err = _predict(
+            capsys, "--model", heads["classification"], "--precision", precision, *SENTENCES
+        )
+        assert err == [
+            f"kbert predict: --precision {precision} is expected to be slower than fp32 here: this CPU has "
+            f"no {missing} ({measured} on an AVX2-only CPU); running {precision} as asked."
+        ]
         assert [o["label"] for o in outputs] == [o["label"] for o in fp32]
     # With the feature, no line; fp32 never has one.
     _on_cpu(monkeypatch, VNNI_BF16)
     for precision in ("fp32", "bf16"):
-        assert _predict(capsys, "--model", heads["classification"], "--precision", precision, *SENTENCES)[1] == []
+        assert (
+            _predict(capsys, "--model", heads["classification"], "--precision", precision, *SENTENCES)[1]
+            == []
+        )
 
 
 def test_explicit_bf16_on_this_machine(heads, capsys):
@@ -96,8 +120,10 @@ def test_explicit_bf16_on_this_machine(heads, capsys):
     if features.has("BF16"):
         assert err == []
     else:
-        assert err == [f"kbert predict: --precision bf16 is expected to be slower than fp32 here: "
-                       f"{slower_here('bf16', features)}; running bf16 as asked."]
+        assert err == [
+            f"kbert predict: --precision bf16 is expected to be slower than fp32 here: "
+            f"{slower_here('bf16', features)}; running bf16 as asked."
+        ]
 
 
 def test_evaluate_takes_auto(heads, mr_files, tmp_path, capsys, monkeypatch):
@@ -107,15 +133,34 @@ def test_evaluate_takes_auto(heads, mr_files, tmp_path, capsys, monkeypatch):
         csv.writer(out).writerows([("label", "text")] + list(csv.reader(f))[:8])
     _on_cpu(monkeypatch, AVX2)
     capsys.readouterr()
-    assert main(["evaluate", "--model", heads["classification"], "--data", str(data), "--precision", "auto", "--json"]) == 0
+    assert (
+        main(
+            [
+                "evaluate",
+                "--model",
+                heads["classification"],
+                "--data",
+                str(data),
+                "--precision",
+                "auto",
+                "--json",
+            ]
+        )
+        == 0
+    )
     out, err = capsys.readouterr()
     assert json.loads(out)["examples"] == 8
-    assert err.count("--precision auto") == 1 and "kbert evaluate: --precision auto: fp32 on AMD EPYC 7B13" in err
+    assert (
+        err.count("--precision auto") == 1
+        and "kbert evaluate: --precision auto: fp32 on AMD EPYC 7B13" in err
+    )
 
 
 def test_bad_precision_keeps_the_argparse_error(heads, capsys):
     with pytest.raises(SystemExit) as exit_:
         main(["predict", "--model", heads["classification"], "--precision", "fastest", "a film"])
     assert exit_.value.code == 2
-    assert ("argument --precision: --precision must be one of ['fp32', 'bf16', 'int8', 'auto']. "
-            "Received: --precision='fastest'") in capsys.readouterr().err
+    assert (
+        "argument --precision: --precision must be one of ['fp32', 'bf16', 'int8', 'auto']. "
+        "Received: --precision='fastest'"
+    ) in capsys.readouterr().err

@@ -33,33 +33,75 @@ from tests.commands.conftest import MR
 from tests.harness import quantize
 
 MODELS = ("classifier", "pair", "multilabel", "tagger", "span", "embedder", "qat", "quantized")
-TASKS = {"classifier": "classification", "pair": "pair", "multilabel": "multilabel", "tagger": "tagging",
-         "span": "squad", "embedder": "embedding", "qat": "classification", "quantized": "classification"}
+TASKS = {
+    "classifier": "classification",
+    "pair": "pair",
+    "multilabel": "multilabel",
+    "tagger": "tagging",
+    "span": "squad",
+    "embedder": "embedding",
+    "qat": "classification",
+    "quantized": "classification",
+}
 PRECISIONS = ("fp32", "bf16", "int8", "auto")
 RUNTIMES = (None, "tensorflow", "litert")
 COMMANDS = ("predict", "evaluate", "serve")
-TOLERANCE = {("fp32", "tensorflow"): 1e-5, ("fp32", "litert"): 1e-4, ("bf16", "tensorflow"): 0.1,
-             ("int8", "litert"): 0.1}
+TOLERANCE = {
+    ("fp32", "tensorflow"): 1e-5,
+    ("fp32", "litert"): 1e-4,
+    ("bf16", "tensorflow"): 0.1,
+    ("int8", "litert"): 0.1,
+}
 SEQ_LEN = 32
 AVX2 = CpuFeatures("AMD EPYC 7B13", ["avx", "avx2", "fma"])
 VNNI_BF16 = CpuFeatures("AMD EPYC 9B14", ["avx", "avx2", "fma", "avx512f", "avx512_vnni", "avx512_bf16"])
 # What each cell runs where it runs: (precision, runtime) on the AVX2 CPU (auto's choice there),
 # or the flag its one line must name. The expectation of the issue, written out by hand.
-CLASSIFIER = {("fp32", None): ("fp32", "tensorflow"), ("fp32", "tensorflow"): ("fp32", "tensorflow"),
-              ("fp32", "litert"): ("fp32", "litert"), ("bf16", None): ("bf16", "tensorflow"),
-              ("bf16", "tensorflow"): ("bf16", "tensorflow"), ("bf16", "litert"): "--runtime",
-              ("int8", None): ("int8", "litert"), ("int8", "tensorflow"): "--runtime",
-              ("int8", "litert"): ("int8", "litert"), ("auto", None): ("fp32", "tensorflow"),
-              ("auto", "tensorflow"): "--runtime", ("auto", "litert"): "--runtime"}
-TOKEN_HEAD = {**CLASSIFIER, ("fp32", "litert"): "--runtime", ("int8", None): "--precision",
-              ("int8", "litert"): "--precision"}
-QAT = {**CLASSIFIER, ("fp32", "litert"): "--runtime", ("bf16", None): "--precision",
-       ("bf16", "tensorflow"): "--precision"}
-QUANTIZED = {**CLASSIFIER, ("fp32", "litert"): "--runtime", ("bf16", None): "--precision",
-             ("bf16", "tensorflow"): "--precision", ("bf16", "litert"): "--runtime", ("int8", None): "--precision",
-             ("int8", "litert"): "--precision"}
-EXPECTED = {"classifier": CLASSIFIER, "pair": CLASSIFIER, "multilabel": CLASSIFIER, "tagger": TOKEN_HEAD,
-            "span": TOKEN_HEAD, "embedder": TOKEN_HEAD, "qat": QAT, "quantized": QUANTIZED}
+CLASSIFIER = {
+    ("fp32", None): ("fp32", "tensorflow"),
+    ("fp32", "tensorflow"): ("fp32", "tensorflow"),
+    ("fp32", "litert"): ("fp32", "litert"),
+    ("bf16", None): ("bf16", "tensorflow"),
+    ("bf16", "tensorflow"): ("bf16", "tensorflow"),
+    ("bf16", "litert"): "--runtime",
+    ("int8", None): ("int8", "litert"),
+    ("int8", "tensorflow"): "--runtime",
+    ("int8", "litert"): ("int8", "litert"),
+    ("auto", None): ("fp32", "tensorflow"),
+    ("auto", "tensorflow"): "--runtime",
+    ("auto", "litert"): "--runtime",
+}
+TOKEN_HEAD = {
+    **CLASSIFIER,
+    ("fp32", "litert"): "--runtime",
+    ("int8", None): "--precision",
+    ("int8", "litert"): "--precision",
+}
+QAT = {
+    **CLASSIFIER,
+    ("fp32", "litert"): "--runtime",
+    ("bf16", None): "--precision",
+    ("bf16", "tensorflow"): "--precision",
+}
+QUANTIZED = {
+    **CLASSIFIER,
+    ("fp32", "litert"): "--runtime",
+    ("bf16", None): "--precision",
+    ("bf16", "tensorflow"): "--precision",
+    ("bf16", "litert"): "--runtime",
+    ("int8", None): "--precision",
+    ("int8", "litert"): "--precision",
+}
+EXPECTED = {
+    "classifier": CLASSIFIER,
+    "pair": CLASSIFIER,
+    "multilabel": CLASSIFIER,
+    "tagger": TOKEN_HEAD,
+    "span": TOKEN_HEAD,
+    "embedder": TOKEN_HEAD,
+    "qat": QAT,
+    "quantized": QUANTIZED,
+}
 # Which of the two names the refusal's line starts with ("--precision bf16 would ..." or "--runtime litert ...").
 SENTENCES = ["a gripping , funny film", "nothing happens for two hours", "the cast is fine", "dull and long"]
 QUESTION, CONTEXT = "What is the capital of France ?", "Paris is the capital and largest city of France ."
@@ -88,12 +130,18 @@ def runs(tiny_init, tmp_path_factory, monkeypatch_module):
         else:
             # Mean pooling for the QAT model: its integer-only file of a [CLS]-pooled head does not
             # convert (the converter's same-scale rule on the [CLS] slice; conversion/, reported).
-            model = kb.BertClassifier(backbone, num_classes=2, label_names=["-1", "1"],
-                                      pooling="mean" if name == "qat" else "pooled")
+            model = kb.BertClassifier(
+                backbone,
+                num_classes=2,
+                label_names=["-1", "1"],
+                pooling="mean" if name == "qat" else "pooled",
+            )
         if name == "qat":
             model = kb.QuantizationAwareClassifier(model)
             preprocessor = BertPreprocessor.from_model(model.classifier, sequence_length=SEQ_LEN)
-            model(preprocessor([text for _, text in mr[10:26]]), training=True)  # a training batch sets the ranges
+            model(
+                preprocessor([text for _, text in mr[10:26]]), training=True
+            )  # a training batch sets the ranges
             assert model.ranges.untrained() == []
         elif name == "quantized":
             quantize(model)
@@ -102,8 +150,14 @@ def runs(tiny_init, tmp_path_factory, monkeypatch_module):
         model.save(str(run / "model.keras"))
         task = TASKS[name]
         with open(run / "task.json", "w", encoding="utf-8") as f:
-            json.dump({"task": task, "seq_len": SEQ_LEN,
-                       **({"max_query_length": 12, "doc_stride": 8} if task == "squad" else {})}, f)
+            json.dump(
+                {
+                    "task": task,
+                    "seq_len": SEQ_LEN,
+                    **({"max_query_length": 12, "doc_stride": 8} if task == "squad" else {}),
+                },
+                f,
+            )
         paths[name], models[name] = str(run), model
     data = {}
     for task in ("classification", "pair", "multilabel"):
@@ -121,12 +175,37 @@ def runs(tiny_init, tmp_path_factory, monkeypatch_module):
                 writer.writerows(rows)
         data[task] = str(path)
     tagged = folder / "tagging.conll"
-    tagged.write_text("".join(f"{word} {'B-X' if i == 0 else 'O'}\n" for i, word in enumerate(SENTENCES[0].split()))
-                      + "\n", encoding="utf-8")
+    tagged.write_text(
+        "".join(f"{word} {'B-X' if i == 0 else 'O'}\n" for i, word in enumerate(SENTENCES[0].split())) + "\n",
+        encoding="utf-8",
+    )
     data["tagging"] = str(tagged)
     squad = folder / "squad.json"
-    squad.write_text(json.dumps({"version": "1.1", "data": [{"title": "t", "paragraphs": [{"context": CONTEXT, "qas": [
-        {"id": "q", "question": QUESTION, "answers": [{"text": "Paris", "answer_start": 0}]}]}]}]}), encoding="utf-8")
+    squad.write_text(
+        json.dumps(
+            {
+                "version": "1.1",
+                "data": [
+                    {
+                        "title": "t",
+                        "paragraphs": [
+                            {
+                                "context": CONTEXT,
+                                "qas": [
+                                    {
+                                        "id": "q",
+                                        "question": QUESTION,
+                                        "answers": [{"text": "Paris", "answer_start": 0}],
+                                    }
+                                ],
+                            }
+                        ],
+                    }
+                ],
+            }
+        ),
+        encoding="utf-8",
+    )
     data["squad"] = str(squad)
     return paths, data, models
 
@@ -162,16 +241,30 @@ def test_the_resolver_decides_every_cell_as_the_table_says(loaded):
             want = EXPECTED[name][precision, runtime]
             where = f"{name} --precision {precision} --runtime {runtime}"
             try:
-                resolved = ForwardResolver(model, precision, runtime, task=TASKS[name], features=AVX2,
-                                           precision_name="--precision", runtime_name="--runtime")
+                resolved = ForwardResolver(
+                    model,
+                    precision,
+                    runtime,
+                    task=TASKS[name],
+                    features=AVX2,
+                    precision_name="--precision",
+                    runtime_name="--runtime",
+                )
             except ValueError as e:
                 line = str(e)
                 assert isinstance(want, str), f"{where}: refused, the table runs {want}: {line}"
                 assert "\n" not in line and line.startswith(want), f"{where}: {line}"
-                fixes = ("--precision fp32", "--precision int8", "leave --runtime out", "leave --precision out")
+                fixes = (
+                    "--precision fp32",
+                    "--precision int8",
+                    "leave --runtime out",
+                    "leave --precision out",
+                )
                 assert any(fix in line.lower() for fix in fixes), f"{where}: names no fix: {line}"
                 continue
-            assert not isinstance(want, str), f"{where}: ran {resolved.precision} on {resolved.runtime}, not refused"
+            assert not isinstance(want, str), (
+                f"{where}: ran {resolved.precision} on {resolved.runtime}, not refused"
+            )
             assert (resolved.precision, resolved.runtime) == want, where
 
 
@@ -180,11 +273,20 @@ def test_auto_with_vnni_picks_what_the_model_runs(loaded):
     file, said in its line), bf16 for the other heads, as saved for a Keras-quantized model."""
     from keras_bert_impl.inference.forward_resolver import ForwardResolver
 
-    want = {"classifier": "int8", "pair": "int8", "multilabel": "int8", "tagger": "bf16", "span": "bf16",
-            "embedder": "bf16", "qat": "int8", "quantized": "fp32"}
+    want = {
+        "classifier": "int8",
+        "pair": "int8",
+        "multilabel": "int8",
+        "tagger": "bf16",
+        "span": "bf16",
+        "embedder": "bf16",
+        "qat": "int8",
+        "quantized": "fp32",
+    }
     for name in MODELS:
-        resolved = ForwardResolver(loaded[name], "auto", task=TASKS[name], features=VNNI_BF16,
-                                   precision_name="--precision")
+        resolved = ForwardResolver(
+            loaded[name], "auto", task=TASKS[name], features=VNNI_BF16, precision_name="--precision"
+        )
         assert resolved.precision == want[name], name
         assert resolved.note.startswith("--precision auto: ") and "\n" not in resolved.note
     qat = ForwardResolver(loaded["qat"], "auto", features=VNNI_BF16)
@@ -197,8 +299,14 @@ def _command(name, command, runs):
     paths, data, _ = runs
     path = paths[name]
     if command == "evaluate":
-        return ["evaluate", "--model", path, "--data", data[TASKS[name]] if name != "embedder" else data["tagging"],
-                "--json"]
+        return [
+            "evaluate",
+            "--model",
+            path,
+            "--data",
+            data[TASKS[name]] if name != "embedder" else data["tagging"],
+            "--json",
+        ]
     argv = ["predict", "--model", path, "--json"]
     if name == "span":
         return [*argv, "--question", QUESTION, "--context", CONTEXT]
@@ -227,8 +335,11 @@ def test_a_qat_run_refused_in_one_line_by_every_command(runs, capsys, monkeypatc
     _on_cpu(monkeypatch, AVX2)
     for command in COMMANDS:
         for precision, runtime in (("bf16", None), ("fp32", "litert")):
-            argv = (["serve", "--model", runs[0]["qat"], "--port", "0"] if command == "serve"
-                    else _command("qat", command, runs))
+            argv = (
+                ["serve", "--model", runs[0]["qat"], "--port", "0"]
+                if command == "serve"
+                else _command("qat", command, runs)
+            )
             line = _refused(capsys, [*argv, *_flags(precision, runtime)])
             assert line.startswith(f"kbert {command}: {EXPECTED['qat'][precision, runtime]}"), line
             assert "--precision int8" in line and "quantization-aware" in line, line
@@ -253,8 +364,14 @@ def test_every_refused_cell_exits_2_with_one_line(command, runs, capsys, monkeyp
             if command == "serve":
                 output = tmp_path / f"{name}-{precision}-{runtime}"
                 with pytest.raises(UsageError) as refused:
-                    export_in_precision(runs[0][name], str(output), name="m", precision=precision, runtime=runtime,
-                                        log=lambda line: None)
+                    export_in_precision(
+                        runs[0][name],
+                        str(output),
+                        name="m",
+                        precision=precision,
+                        runtime=runtime,
+                        log=lambda line: None,
+                    )
                 assert str(refused.value).startswith(want) and "\n" not in str(refused.value)
                 assert not output.exists()
             else:
@@ -287,7 +404,9 @@ def test_a_qat_run_predicts_and_evaluates_in_int8_and_auto(runs, capsys, monkeyp
     for flags in (["--precision", "int8"], ["--precision", "auto"]):
         rows, err = _predict_json(capsys, [*argv, *flags])
         assert [r["label"] for r in rows] == [r["label"] for r in fp32]
-        np.testing.assert_allclose(_probabilities(rows), _probabilities(fp32), atol=TOLERANCE["int8", "litert"] / 2)
+        np.testing.assert_allclose(
+            _probabilities(rows), _probabilities(fp32), atol=TOLERANCE["int8", "litert"] / 2
+        )
         if flags[-1] == "auto":
             assert err.count("\n") == 1 and "--precision auto: int8" in err
             assert "integer-only file" in err
@@ -313,19 +432,27 @@ def test_serve_runs_a_qat_model_as_it_predicts(runs, loaded, monkeypatch):
         functions, exported = _serve_build(runs[0]["qat"], precision, None)
         answers[precision] = _serve_outputs("qat", functions, exported)["logits"]
     qat = loaded["qat"]
-    want = {p: TextPredictor(qat, sequence_length=SEQ_LEN, precision=p).predict(SENTENCES)["logits"]
-            for p in ("fp32", "int8")}
+    want = {
+        p: TextPredictor(qat, sequence_length=SEQ_LEN, precision=p).predict(SENTENCES)["logits"]
+        for p in ("fp32", "int8")
+    }
     for precision, answer in answers.items():
         np.testing.assert_allclose(answer, want["fp32" if precision == "fp32" else "int8"], atol=1e-5)
     float_answer = _serve_outputs("qat", {}, exported.classifier)["logits"]
-    assert not np.allclose(float_answer, want["fp32"], atol=1e-6)  # the float classifier is not what it trained
+    assert not np.allclose(
+        float_answer, want["fp32"], atol=1e-6
+    )  # the float classifier is not what it trained
 
 
 def _accepted(name, command):
     """The cells `name` runs under `command` (auto on the VNNI/BF16 CPU: its choice differs from fp32)."""
     if name == "embedder" and command != "serve":
         return []
-    return [(p, r) for (p, r), want in EXPECTED[name].items() if not isinstance(want, str) and (p, r) != ("fp32", None)]
+    return [
+        (p, r)
+        for (p, r), want in EXPECTED[name].items()
+        if not isinstance(want, str) and (p, r) != ("fp32", None)
+    ]
 
 
 def _tolerance(resolved):
@@ -334,7 +461,9 @@ def _tolerance(resolved):
 
 @pytest.mark.slow  # every accepted cell: about 30 conversions and traces of 8 models per command
 @pytest.mark.parametrize("command", COMMANDS)
-def test_every_accepted_cell_gives_fp32s_result_within_its_tolerance(command, runs, loaded, capsys, monkeypatch):
+def test_every_accepted_cell_gives_fp32s_result_within_its_tolerance(
+    command, runs, loaded, capsys, monkeypatch
+):
     """predict: each row's probabilities within half the logit tolerance of fp32's (labels equal
     where fp32's margin is wider than twice the tolerance); evaluate: the same metrics, each
     within the share of examples fp32 decides by less than twice the tolerance; serve: every
@@ -377,8 +506,9 @@ def _serve_build(path, precision, runtime):
     from keras_bert_impl.commands import serve
 
     with mock.patch("keras_bert_impl.commands.export.write_export") as write:
-        functions = serve.export_in_precision(path, "unused", name="m", precision=precision, runtime=runtime,
-                                              log=lambda line: None)
+        functions = serve.export_in_precision(
+            path, "unused", name="m", precision=precision, runtime=runtime, log=lambda line: None
+        )
     return functions, write.call_args.args[0]
 
 
@@ -413,7 +543,9 @@ def _compare(name, command, got, want, tolerance, where, loaded, runs):
         if TASKS[name] in ("tagging", "squad"):
             _compare_heads(name, loaded, tolerance, where)
             return
-        np.testing.assert_allclose(_probabilities(got), _probabilities(want), atol=tolerance / 2, err_msg=where)
+        np.testing.assert_allclose(
+            _probabilities(got), _probabilities(want), atol=tolerance / 2, err_msg=where
+        )
         return
     assert len(got) == len(want) == 1 and got[0].keys() == want[0].keys(), where
     if TASKS[name] in ("tagging", "squad"):
@@ -434,8 +566,9 @@ def _compare_heads(name, loaded, tolerance, where):
     resolved = ForwardResolver(model, precision, None, features=VNNI_BF16)
     got, want = resolved.model_in_precision()(x, training=False), model(x, training=False)
     for key in want:
-        np.testing.assert_allclose(np.asarray(got[key], np.float32), np.asarray(want[key]), atol=tolerance,
-                                   err_msg=f"{where}: {key}")
+        np.testing.assert_allclose(
+            np.asarray(got[key], np.float32), np.asarray(want[key]), atol=tolerance, err_msg=f"{where}: {key}"
+        )
 
 
 def _undecided_share(name, loaded, runs, tolerance):
@@ -447,7 +580,8 @@ def _undecided_share(name, loaded, runs, tolerance):
     with open(runs[1][task], encoding="utf-8", newline="") as f:
         rows = list(csv.DictReader(f))
     logits = TextPredictor(loaded[name], sequence_length=SEQ_LEN).predict(
-        [r["text"] for r in rows], [r["text_b"] for r in rows] if task == "pair" else None)["logits"]
+        [r["text"] for r in rows], [r["text_b"] for r in rows] if task == "pair" else None
+    )["logits"]
     if task == "multilabel":
         close = (np.abs(logits) < tolerance).any(axis=1)
     else:
@@ -461,11 +595,25 @@ def test_embed_asks_the_resolver(runs, capsys, tmp_path):
     are refused for an embedder in one line naming what to use, before anything is written."""
     text = tmp_path / "texts.txt"
     text.write_text("\n".join(SENTENCES) + "\n", encoding="utf-8")
-    for flags, want in ((["--precision", "int8"], "--precision int8 runs classification"),
-                        (["--precision", "fp32", "--runtime", "litert"], "--runtime litert runs classification")):
+    for flags, want in (
+        (["--precision", "int8"], "--precision int8 runs classification"),
+        (["--precision", "fp32", "--runtime", "litert"], "--runtime litert runs classification"),
+    ):
         output = tmp_path / "vectors.npy"
-        line = _refused(capsys, ["embed", str(text), "--model", runs[0]["embedder"], "--output", str(output),
-                                 "--seq-len", str(SEQ_LEN), *flags])
+        line = _refused(
+            capsys,
+            [
+                "embed",
+                str(text),
+                "--model",
+                runs[0]["embedder"],
+                "--output",
+                str(output),
+                "--seq-len",
+                str(SEQ_LEN),
+                *flags,
+            ],
+        )
         assert line.startswith(f"kbert embed: {want}"), line
         assert "Use --precision fp32 or bf16" in line or "Leave --runtime out" in line, line
         assert not output.exists()
@@ -479,8 +627,23 @@ def test_embed_in_bf16_and_auto_gives_fp32s_vectors(runs, capsys, monkeypatch, t
     for precision in ("fp32", "bf16", "auto"):
         _on_cpu(monkeypatch, VNNI_BF16)
         output = tmp_path / f"{precision}.npy"
-        assert main(["embed", str(text), "--model", runs[0]["embedder"], "--output", str(output), "--seq-len",
-                     str(SEQ_LEN), "--precision", precision]) == 0
+        assert (
+            main(
+                [
+                    "embed",
+                    str(text),
+                    "--model",
+                    runs[0]["embedder"],
+                    "--output",
+                    str(output),
+                    "--seq-len",
+                    str(SEQ_LEN),
+                    "--precision",
+                    precision,
+                ]
+            )
+            == 0
+        )
         vectors[precision] = np.load(output)
     assert "--precision auto: bf16" in capsys.readouterr().err
     for precision in ("bf16", "auto"):  # auto picked bf16 on the VNNI/BF16 CPU

@@ -16,8 +16,11 @@ from keras_bert_impl.cli import main
 from keras_bert_impl.data.readers import SquadReader, TaggingReader
 from keras_bert_impl.tokenization import BertPreprocessor
 
-SENTENCES = ["the film is a gripping , funny ride", "Paris is the capital of France",
-             "nothing happens for two hours"]
+SENTENCES = [
+    "the film is a gripping , funny ride",
+    "Paris is the capital of France",
+    "nothing happens for two hours",
+]
 QUESTION, CONTEXT = "What is the capital of France ?", "Paris is the capital and largest city of France ."
 TAGS = ["O", "B-LOC", "I-LOC"]
 
@@ -35,14 +38,25 @@ def heads(tiny_init, tmp_path_factory):
         elif task == "squad":
             model = kb.BertSpanLabeler(backbone)
         else:
-            model = kb.BertClassifier(backbone, num_classes=3, multi_label=task == "multilabel",
-                                      label_names=["neg", "neutral", "pos"])
+            model = kb.BertClassifier(
+                backbone,
+                num_classes=3,
+                multi_label=task == "multilabel",
+                label_names=["neg", "neutral", "pos"],
+            )
         run = folder / task
         run.mkdir()
         model.save(str(run / "model.keras"))
         with open(run / "task.json", "w", encoding="utf-8") as f:
             # A short --max-query-length and stride: the 32-wordpiece windows of the squad run overlap.
-            json.dump({"task": task, "seq_len": 32, **({"max_query_length": 12, "doc_stride": 8} if task == "squad" else {})}, f)
+            json.dump(
+                {
+                    "task": task,
+                    "seq_len": 32,
+                    **({"max_query_length": 12, "doc_stride": 8} if task == "squad" else {}),
+                },
+                f,
+            )
         paths[task] = str(run)
     return paths
 
@@ -50,7 +64,17 @@ def heads(tiny_init, tmp_path_factory):
 def _argv(task, model):
     argv = ["predict", "--model", model, "--json"]
     if task == "squad":
-        return [*argv, "--question", QUESTION, "--context", CONTEXT, "--question", "Who ?", "--context", "Nobody ."]
+        return [
+            *argv,
+            "--question",
+            QUESTION,
+            "--context",
+            CONTEXT,
+            "--question",
+            "Who ?",
+            "--context",
+            "Nobody .",
+        ]
     if task == "pair":
         return [*argv, *[x for s in SENTENCES for x in ("--text-b", s)], *SENTENCES]
     return [*argv, *SENTENCES]
@@ -80,6 +104,7 @@ def no_files_written(monkeypatch):
             if loaded:
                 raise AssertionError(f"predict made a temporary file ({maker.__name__})")
             return maker(*args, **kwargs)
+
         return make
 
     monkeypatch.setattr(model_files, "load_model", load_model)
@@ -91,48 +116,84 @@ def no_files_written(monkeypatch):
 
 # From the pre-change predict.py (temporary files), same models, sentences and seed.
 # Tagging rows shown as word/TAG strings.
-PINNED = {'classification': [{'text': 'the film is a gripping , funny ride',
-                     'label': 'neutral',
-                     'probability': 0.33498093485832214},
-                    {'text': 'Paris is the capital of France', 'label': 'neutral', 'probability': 0.3349798023700714},
-                    {'text': 'nothing happens for two hours',
-                     'label': 'neutral',
-                     'probability': 0.33497920632362366}],
- 'multilabel': [{'text': 'the film is a gripping , funny ride',
-                 'labels': ['neg', 'neutral'],
-                 'probabilities': {'neg': 0.5011863112449646,
-                                   'neutral': 0.5022071003913879,
-                                   'pos': 0.49952253699302673}},
-                {'text': 'Paris is the capital of France',
-                 'labels': ['neg', 'neutral'],
-                 'probabilities': {'neg': 0.5011875629425049,
-                                   'neutral': 0.5022065043449402,
-                                   'pos': 0.49952253699302673}},
-                {'text': 'nothing happens for two hours',
-                 'labels': ['neg', 'neutral'],
-                 'probabilities': {'neg': 0.5011885166168213,
-                                   'neutral': 0.5022075176239014,
-                                   'pos': 0.49952515959739685}}],
- 'pair': [{'text': 'the film is a gripping , funny ride',
-           'label': 'neutral',
-           'probability': 0.33498257398605347,
-           'text_b': 'the film is a gripping , funny ride'},
-          {'text': 'Paris is the capital of France',
-           'label': 'neutral',
-           'probability': 0.33498185873031616,
-           'text_b': 'Paris is the capital of France'},
-          {'text': 'nothing happens for two hours',
-           'label': 'neutral',
-           'probability': 0.3349813222885132,
-           'text_b': 'nothing happens for two hours'}],
- 'tagging': [{'text': 'the film is a gripping , funny ride',
-              'tags': 'the/I-LOC film/I-LOC is/I-LOC a/I-LOC gripping/I-LOC ,/I-LOC funny/B-LOC ride/I-LOC'},
-             {'text': 'Paris is the capital of France',
-              'tags': 'Paris/I-LOC is/I-LOC the/O capital/B-LOC of/I-LOC France/I-LOC'},
-             {'text': 'nothing happens for two hours',
-              'tags': 'nothing/B-LOC happens/I-LOC for/I-LOC two/O hours/I-LOC'}],
- 'squad': [{'question': 'What is the capital of France ?', 'answer': 'Paris is the capital and largest city'},
-           {'question': 'Who ?', 'answer': 'Nobody .'}]}
+PINNED = {
+    "classification": [
+        {
+            "text": "the film is a gripping , funny ride",
+            "label": "neutral",
+            "probability": 0.33498093485832214,
+        },
+        {"text": "Paris is the capital of France", "label": "neutral", "probability": 0.3349798023700714},
+        {"text": "nothing happens for two hours", "label": "neutral", "probability": 0.33497920632362366},
+    ],
+    "multilabel": [
+        {
+            "text": "the film is a gripping , funny ride",
+            "labels": ["neg", "neutral"],
+            "probabilities": {
+                "neg": 0.5011863112449646,
+                "neutral": 0.5022071003913879,
+                "pos": 0.49952253699302673,
+            },
+        },
+        {
+            "text": "Paris is the capital of France",
+            "labels": ["neg", "neutral"],
+            "probabilities": {
+                "neg": 0.5011875629425049,
+                "neutral": 0.5022065043449402,
+                "pos": 0.49952253699302673,
+            },
+        },
+        {
+            "text": "nothing happens for two hours",
+            "labels": ["neg", "neutral"],
+            "probabilities": {
+                "neg": 0.5011885166168213,
+                "neutral": 0.5022075176239014,
+                "pos": 0.49952515959739685,
+            },
+        },
+    ],
+    "pair": [
+        {
+            "text": "the film is a gripping , funny ride",
+            "label": "neutral",
+            "probability": 0.33498257398605347,
+            "text_b": "the film is a gripping , funny ride",
+        },
+        {
+            "text": "Paris is the capital of France",
+            "label": "neutral",
+            "probability": 0.33498185873031616,
+            "text_b": "Paris is the capital of France",
+        },
+        {
+            "text": "nothing happens for two hours",
+            "label": "neutral",
+            "probability": 0.3349813222885132,
+            "text_b": "nothing happens for two hours",
+        },
+    ],
+    "tagging": [
+        {
+            "text": "the film is a gripping , funny ride",
+            "tags": "the/I-LOC film/I-LOC is/I-LOC a/I-LOC gripping/I-LOC ,/I-LOC funny/B-LOC ride/I-LOC",
+        },
+        {
+            "text": "Paris is the capital of France",
+            "tags": "Paris/I-LOC is/I-LOC the/O capital/B-LOC of/I-LOC France/I-LOC",
+        },
+        {
+            "text": "nothing happens for two hours",
+            "tags": "nothing/B-LOC happens/I-LOC for/I-LOC two/O hours/I-LOC",
+        },
+    ],
+    "squad": [
+        {"question": "What is the capital of France ?", "answer": "Paris is the capital and largest city"},
+        {"question": "Who ?", "answer": "Nobody ."},
+    ],
+}
 
 
 def _same(a, b):
@@ -147,13 +208,17 @@ def _same(a, b):
 
 
 @pytest.mark.parametrize("task", ("classification", "multilabel", "pair", "tagging", "squad"))
-def test_predict_writes_no_file_and_gives_the_file_based_outputs(task, heads, no_files_written, tmp_path, capsys):
+def test_predict_writes_no_file_and_gives_the_file_based_outputs(
+    task, heads, no_files_written, tmp_path, capsys
+):
     assert main(_argv(task, heads[task])) == 0
     assert no_files_written == [True]  # the guard was armed for the feature building
     out = capsys.readouterr().out
     rows = [json.loads(line) for line in out.strip().splitlines()]
     if task == "tagging":
-        rows = [{"text": r["text"], "tags": " ".join(f"{t['word']}/{t['tag']}" for t in r["tags"])} for r in rows]
+        rows = [
+            {"text": r["text"], "tags": " ".join(f"{t['word']}/{t['tag']}" for t in r["tags"])} for r in rows
+        ]
     assert _same(rows, PINNED[task]), rows
 
 
@@ -171,8 +236,26 @@ def test_in_memory_reading_is_the_file_reading(tiny_init, tmp_path):
             x, y = (x, y) if isinstance(x, dict) else ({"": x}, {"": y})
             for key in x:
                 np.testing.assert_array_equal(np.asarray(x[key]), np.asarray(y[key]))
-    data = {"version": "1.1", "data": [{"title": "t", "paragraphs": [{"context": CONTEXT, "qas": [
-        {"id": "q", "question": QUESTION, "answers": [{"text": "Paris", "answer_start": 0}]}]}]}]}
+    data = {
+        "version": "1.1",
+        "data": [
+            {
+                "title": "t",
+                "paragraphs": [
+                    {
+                        "context": CONTEXT,
+                        "qas": [
+                            {
+                                "id": "q",
+                                "question": QUESTION,
+                                "answers": [{"text": "Paris", "answer_start": 0}],
+                            }
+                        ],
+                    }
+                ],
+            }
+        ],
+    }
     path = tmp_path / "squad.json"
     path.write_text(json.dumps(data), encoding="utf-8")
     file_reader, memory_reader = (SquadReader(preprocessor, max_query_length=12, doc_stride=8) for _ in "ab")

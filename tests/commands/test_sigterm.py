@@ -30,12 +30,20 @@ def _terminated(argv, tmp_path, ready):
     tmpdir = tmp_path / "tmpdir"
     tmpdir.mkdir()
     env = {k: v for k, v in os.environ.items() if k != "TF_CPP_MIN_LOG_LEVEL"}
-    env.update(PYTHONPATH=os.pathsep.join([REPO, os.path.join(REPO, "export")]), TMPDIR=str(tmpdir),
-               TF_CPP_MIN_LOG_LEVEL="3")
+    env.update(
+        PYTHONPATH=os.pathsep.join([REPO, os.path.join(REPO, "export")]),
+        TMPDIR=str(tmpdir),
+        TF_CPP_MIN_LOG_LEVEL="3",
+    )
     # The default SIGTERM action, as a shell gives it (a suite run under `nohup` would pass SIG_IGN on).
-    process = subprocess.Popen([sys.executable, "-m", "keras_bert_impl.cli", *map(str, argv)], env=env,
-                               stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
-                               preexec_fn=lambda: signal.signal(signal.SIGTERM, signal.SIG_DFL))
+    process = subprocess.Popen(
+        [sys.executable, "-m", "keras_bert_impl.cli", *map(str, argv)],
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+        preexec_fn=lambda: signal.signal(signal.SIGTERM, signal.SIG_DFL),
+    )
     err = []
     reader = threading.Thread(target=lambda: err.extend(iter(process.stderr.readline, "")), daemon=True)
     reader.start()
@@ -65,11 +73,23 @@ def _exists(folder, prefix):
 def test_sigterm_inside_the_tflite_conversion_of_export_leaves_no_temporary_folder(tiny_init, tmp_path):
     # The converter's SavedModel (`kbert-convert-*`, 174 MB for MiniLM) stayed in the temp folder.
     output = tmp_path / "export"
-    argv = ["export", "--model", tiny_init, "--output", output, "--formats", "text_tflite,mediapipe", "--seq-len", "16"]
-    status, err, tmpdir = _terminated(argv, tmp_path, lambda tmpdir, err: any(
-        n.startswith("kbert-convert-") for n in os.listdir(tmpdir)))
-    assert _one_line(status, err, "export").endswith("Every file is written whole or not at all: run the same "
-                                                     "command again.")
+    argv = [
+        "export",
+        "--model",
+        tiny_init,
+        "--output",
+        output,
+        "--formats",
+        "text_tflite,mediapipe",
+        "--seq-len",
+        "16",
+    ]
+    status, err, tmpdir = _terminated(
+        argv, tmp_path, lambda tmpdir, err: any(n.startswith("kbert-convert-") for n in os.listdir(tmpdir))
+    )
+    assert _one_line(status, err, "export").endswith(
+        "Every file is written whole or not at all: run the same command again."
+    )
     assert os.listdir(tmpdir) == []
     assert os.listdir(tmp_path) == ["tmpdir"]  # neither OUTPUT nor its OUTPUT.partial-PID
 
@@ -88,7 +108,9 @@ def test_sigterm_while_convert_saves_leaves_no_file(tmp_path):
 def test_sigterm_while_index_embeds_leaves_no_folder(tiny_init, tmp_path):
     lines = tmp_path / "lines.txt"
     with open(MR, encoding="utf-8-sig", newline="") as f:
-        lines.write_text("\n".join(text for _, (_, text) in zip(range(2000), csv.reader(f))) + "\n", encoding="utf-8")
+        lines.write_text(
+            "\n".join(text for _, (_, text) in zip(range(2000), csv.reader(f))) + "\n", encoding="utf-8"
+        )
     output = tmp_path / "index"
     argv = ["index", lines, "--model", tiny_init, "--output", output, "--batch-size", "2", "--seq-len", "64"]
     status, err, tmpdir = _terminated(argv, tmp_path, lambda tmpdir, err: "Indexing 2000 lines" in err)
@@ -98,8 +120,10 @@ def test_sigterm_while_index_embeds_leaves_no_folder(tiny_init, tmp_path):
 
 def _resumable(status, err, command, output):
     last = _one_line(status, err, command)
-    assert last == (f"kbert {command}: terminated (SIGTERM). The training state of the last backup is in "
-                    f"{output / 'backup'}: run the same command again to resume from there."), last
+    assert last == (
+        f"kbert {command}: terminated (SIGTERM). The training state of the last backup is in "
+        f"{output / 'backup'}: run the same command again to resume from there."
+    ), last
     assert (output / "backup" / "training_state.npz").is_file() and not (output / "model.keras").exists()
 
 
@@ -107,33 +131,97 @@ def _resumable(status, err, command, output):
 def tiny_run(tiny_init, mr_files, tmp_path_factory):
     run = tmp_path_factory.mktemp("teacher") / "run"
     train, dev = mr_files
-    assert main(["finetune", "--task", "classification", "--init", tiny_init, "--train", train, "--validation", dev,
-                 "--output", str(run), "--epochs", "1", *LAYOUT, *FAST]) == 0
+    assert (
+        main(
+            [
+                "finetune",
+                "--task",
+                "classification",
+                "--init",
+                tiny_init,
+                "--train",
+                train,
+                "--validation",
+                dev,
+                "--output",
+                str(run),
+                "--epochs",
+                "1",
+                *LAYOUT,
+                *FAST,
+            ]
+        )
+        == 0
+    )
     return str(run)
 
 
 @pytest.mark.slow  # about 20 s or more each: a training process killed after its first backup
 @pytest.mark.parametrize("command", ["finetune", "distill", "pretrain"])
-def test_sigterm_during_training_keeps_the_backup_and_says_so(command, tiny_init, mr_files, tmp_path, request):
+def test_sigterm_during_training_keeps_the_backup_and_says_so(
+    command, tiny_init, mr_files, tmp_path, request
+):
     output = tmp_path / "run"
     train, dev = mr_files
     common = ["--output", output, "--epochs", "20", "--save-every", "2", *FAST]
     if command == "finetune":
-        argv = ["finetune", "--task", "classification", "--init", tiny_init, "--train", train, "--validation", dev,
-                *LAYOUT, *common]
+        argv = [
+            "finetune",
+            "--task",
+            "classification",
+            "--init",
+            tiny_init,
+            "--train",
+            train,
+            "--validation",
+            dev,
+            *LAYOUT,
+            *common,
+        ]
     elif command == "distill":
-        argv = ["distill", "--teacher", request.getfixturevalue("tiny_run"), "--student-from-teacher", "0",
-                "--train", train, "--validation", dev, *LAYOUT, *common]
+        argv = [
+            "distill",
+            "--teacher",
+            request.getfixturevalue("tiny_run"),
+            "--student-from-teacher",
+            "0",
+            "--train",
+            train,
+            "--validation",
+            dev,
+            *LAYOUT,
+            *common,
+        ]
     else:
         corpus = tmp_path / "reviews.csv"
         with open(REVIEWS, encoding="utf-8-sig", newline="") as f:
             reviews = [row for _, row in zip(range(2), csv.reader(f))]
         with open(corpus, "w", encoding="utf-8", newline="") as f:
             csv.writer(f, quoting=csv.QUOTE_ALL).writerows(reviews)
-        argv = ["pretrain", "--corpus", corpus, "--corpus-format", "reviews-csv", "--vocab",
-                os.path.join(DATA, "minilm", "vocab.txt"), "--preset", "bert_tiny", "--output", output, "--steps",
-                "600", "--steps-per-epoch", "6", "--save-every", "2", "--dupe-factor", "1", *FAST]
-    status, err, tmpdir = _terminated(argv, tmp_path, lambda tmpdir, err: (
-        output / "backup" / "training_state.npz").is_file())
+        argv = [
+            "pretrain",
+            "--corpus",
+            corpus,
+            "--corpus-format",
+            "reviews-csv",
+            "--vocab",
+            os.path.join(DATA, "minilm", "vocab.txt"),
+            "--preset",
+            "bert_tiny",
+            "--output",
+            output,
+            "--steps",
+            "600",
+            "--steps-per-epoch",
+            "6",
+            "--save-every",
+            "2",
+            "--dupe-factor",
+            "1",
+            *FAST,
+        ]
+    status, err, tmpdir = _terminated(
+        argv, tmp_path, lambda tmpdir, err: (output / "backup" / "training_state.npz").is_file()
+    )
     _resumable(status, err, command, output)
     assert os.listdir(tmpdir) == []  # finetune's scratch folder (kbert-finetune-*) too

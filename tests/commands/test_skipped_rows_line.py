@@ -23,9 +23,12 @@ read_checked(reader, sys.argv[1], "--train", "finetune")
 def test_skipped_rows_are_one_line_on_stderr(data_dir, tmp_path):
     rows = tmp_path / "train.csv"
     rows.write_text('"1","a gripping , funny film"\n"-1",""\n"-1","dull and slow"\n', encoding="utf-8")
-    result = subprocess.run([sys.executable, "-c", SCRIPT, str(rows)], cwd=REPO, capture_output=True, text=True,
-                            timeout=300)
+    result = subprocess.run(
+        [sys.executable, "-c", SCRIPT, str(rows)], cwd=REPO, capture_output=True, text=True, timeout=300
+    )
     assert result.returncode == 0, result.stderr[-2000:]
     lines = [line for line in result.stderr.splitlines() if "skipped" in line]
-    assert lines == [f"kbert finetune: --train {rows}: skipped 1 malformed row(s) (empty_text 1); the first, "
-                     "line 2: column 'text' is empty: give the row its text, or remove the row"], result.stderr[-2000:]
+    assert lines == [
+        f"kbert finetune: --train {rows}: skipped 1 malformed row(s) (empty_text 1); the first, "
+        "line 2: column 'text' is empty: give the row its text, or remove the row"
+    ], result.stderr[-2000:]

@@ -28,8 +28,23 @@ FAST = ["--epochs", "1", "--seq-len", "32", "--batch-size", "8", "--quiet"]
 
 
 def _finetune(init, output, task, train, validation, *extra):
-    return main(["finetune", "--task", task, "--train", train, "--validation", validation, "--init", init,
-                 "--output", str(output), *FAST, *extra])
+    return main(
+        [
+            "finetune",
+            "--task",
+            task,
+            "--train",
+            train,
+            "--validation",
+            validation,
+            "--init",
+            init,
+            "--output",
+            str(output),
+            *FAST,
+            *extra,
+        ]
+    )
 
 
 def _json_line(text):
@@ -40,7 +55,9 @@ def _json_line(text):
 def test_classification_finetune_evaluate_predict(tiny_init, mr_files, tmp_path, capsys):
     train, dev = mr_files
     run = tmp_path / "run"
-    assert _finetune(tiny_init, run, "classification", train, dev, "--no-header", "--columns", "label,text") == 0
+    assert (
+        _finetune(tiny_init, run, "classification", train, dev, "--no-header", "--columns", "label,text") == 0
+    )
     # One epoch: the best epoch is the final model (no best.keras copy), the backup is gone.
     assert sorted(os.listdir(run)) == ["logs", "metrics.json", "model.keras", "run.json", "task.json"]
     model = keras.saving.load_model(run / "model.keras")
@@ -61,7 +78,7 @@ def test_classification_finetune_evaluate_predict(tiny_init, mr_files, tmp_path,
     assert "examples: 40" in plain and "per_class:" in plain
     header = plain[plain.index("per_class:") + 1].split()
     assert header[:3] == ["precision", "recall", "f1"] and "support" in header
-    rows = {line.split()[0]: line.split() for line in plain[plain.index("per_class:") + 2:]}
+    rows = {line.split()[0]: line.split() for line in plain[plain.index("per_class:") + 2 :]}
     assert set(rows) == {"-1", "1"}
     assert sum(int(rows[name][1 + header.index("support")]) for name in rows) == 40
     # --header overrides the run's headerless layout for a file that has one.
@@ -70,13 +87,27 @@ def test_classification_finetune_evaluate_predict(tiny_init, mr_files, tmp_path,
     assert main(["evaluate", "--model", str(run), "--data", str(headed), "--json"]) == 2
     # The header row is said to be one (it was read as a row of label 'label'), with the flag that reads it.
     err = capsys.readouterr().err
-    assert f"{headed}:1: the first row ['label', 'text'] is a header" in err and "read it with --header (without " \
-        "--columns)" in err, err
+    assert (
+        f"{headed}:1: the first row ['label', 'text'] is a header" in err
+        and "read it with --header (without --columns)" in err
+    ), err
     assert main(["evaluate", "--model", str(run), "--data", str(headed), "--json", "--header"]) == 0
     assert _json_line(capsys.readouterr().out)["examples"] == 40
     assert evaluated["accuracy"] == pytest.approx(metrics["validation"]["accuracy"], abs=1e-9)
 
-    assert main(["predict", "--model", str(run / "model.keras"), "--json", "a gripping , funny film", "dull and slow"]) == 0
+    assert (
+        main(
+            [
+                "predict",
+                "--model",
+                str(run / "model.keras"),
+                "--json",
+                "a gripping , funny film",
+                "dull and slow",
+            ]
+        )
+        == 0
+    )
     rows = [json.loads(line) for line in capsys.readouterr().out.strip().splitlines()]
     assert [r["text"] for r in rows] == ["a gripping , funny film", "dull and slow"]
     assert all(r["label"] in ("-1", "1") and 0.5 <= r["probability"] <= 1 for r in rows)
@@ -87,7 +118,9 @@ def _files(folder):
 
 
 @pytest.mark.slow  # about 20 s or more: several training runs into run folders
-def test_finished_run_is_left_alone_and_another_run_is_never_overwritten(tiny_init, mr_files, tmp_path, capsys):
+def test_finished_run_is_left_alone_and_another_run_is_never_overwritten(
+    tiny_init, mr_files, tmp_path, capsys
+):
     train_given, dev = mr_files
     train = tmp_path / "train.csv"
     train.write_bytes(open(train_given, "rb").read())
@@ -119,7 +152,10 @@ def test_finished_run_is_left_alone_and_another_run_is_never_overwritten(tiny_in
     # --overwrite replaces the run.
     assert _finetune(tiny_init, run, "classification", str(train), dev, *args, "--overwrite") == 0
     assert (run / "model.keras").read_bytes() != before[run / "model.keras"]
-    assert json.loads((run / "run.json").read_text())["inputs"]["train"]["sha256"] != record["inputs"]["train"]["sha256"]
+    assert (
+        json.loads((run / "run.json").read_text())["inputs"]["train"]["sha256"]
+        != record["inputs"]["train"]["sha256"]
+    )
     # A finished run with a result deleted is refused, not reported finished; --overwrite trains it again.
     os.remove(run / "metrics.json")
     assert _finetune(tiny_init, run, "classification", str(train), dev, *args) == 2
@@ -143,15 +179,62 @@ def test_finished_run_is_left_alone_and_another_run_is_never_overwritten(tiny_in
         f.write('"-1","and another"\n')
     before = _files(run)
     for argv, message in (
-        (["finetune", "--task", "classification", "--train", str(train), "--validation", dev, "--init", tiny_init,
-          "--output", str(run), *FAST, *args], f"--train {train} changed since"),
-        (["finetune", "--task", "classification", "--train", str(train), "--validation", dev, "--init", tiny_init,
-          "--output", str(other), *FAST, *args, "--overwrite"], "holds files a kbert run does not write"),
-        (["convert", os.path.join(REPO, "data", "minilm"), "--format", "huggingface", "--output", tiny_init],
-         "already exists: add --overwrite"),
+        (
+            [
+                "finetune",
+                "--task",
+                "classification",
+                "--train",
+                str(train),
+                "--validation",
+                dev,
+                "--init",
+                tiny_init,
+                "--output",
+                str(run),
+                *FAST,
+                *args,
+            ],
+            f"--train {train} changed since",
+        ),
+        (
+            [
+                "finetune",
+                "--task",
+                "classification",
+                "--train",
+                str(train),
+                "--validation",
+                dev,
+                "--init",
+                tiny_init,
+                "--output",
+                str(other),
+                *FAST,
+                *args,
+                "--overwrite",
+            ],
+            "holds files a kbert run does not write",
+        ),
+        (
+            [
+                "convert",
+                os.path.join(REPO, "data", "minilm"),
+                "--format",
+                "huggingface",
+                "--output",
+                tiny_init,
+            ],
+            "already exists: add --overwrite",
+        ),
     ):
-        done = subprocess.run([sys.executable, "-m", "keras_bert_impl.cli", *argv], capture_output=True, text=True,
-                              env=dict(os.environ, PYTHONPATH=REPO), timeout=300)
+        done = subprocess.run(
+            [sys.executable, "-m", "keras_bert_impl.cli", *argv],
+            capture_output=True,
+            text=True,
+            env=dict(os.environ, PYTHONPATH=REPO),
+            timeout=300,
+        )
         assert done.returncode == 2 and message in done.stderr, done.stderr[-2000:]
         assert len(done.stderr.strip().splitlines()) == 1 and "Traceback" not in done.stderr, done.stderr
     assert _files(run) == before and sorted(os.listdir(other)) == ["notes.txt"]
@@ -169,21 +252,38 @@ def test_labels_are_checked_before_training(tiny_init, mr_files, tmp_path, capsy
     assert f"--train {one_class} has one label only ('1' on all 12 rows)" in capsys.readouterr().err
     assert _finetune(tiny_init, tmp_path / "b", "classification", str(spellings), dev, *args) == 2
     err = capsys.readouterr().err
-    assert "look like spellings of one label: '-1' (2 rows) and '-1.0' (1 rows); '1' (2 rows) and '1.0' (1 rows)" in err
+    assert (
+        "look like spellings of one label: '-1' (2 rows) and '-1.0' (1 rows); '1' (2 rows) and '1.0' (1 rows)"
+        in err
+    )
     assert "--allow-label-variants" in err
     assert not (tmp_path / "a").exists() and not (tmp_path / "b").exists()
     # Asked for, the variants are classes of their own (the validation file has no 1.0 or -1.0).
-    assert _finetune(tiny_init, tmp_path / "b", "classification", str(spellings), dev, *args, "--allow-label-variants") == 0
-    assert "labels: --train '-1' 2, '1' 2, '-1.0' 1, '1.0' 1; --validation '-1' 20, '1' 20" in capsys.readouterr().err
+    assert (
+        _finetune(
+            tiny_init, tmp_path / "b", "classification", str(spellings), dev, *args, "--allow-label-variants"
+        )
+        == 0
+    )
+    assert (
+        "labels: --train '-1' 2, '1' 2, '-1.0' 1, '1.0' 1; --validation '-1' 20, '1' 20"
+        in capsys.readouterr().err
+    )
     assert keras.saving.load_model(tmp_path / "b" / "model.keras").label_names == ["-1", "-1.0", "1", "1.0"]
 
 
 def test_label_variants_and_multilabel_validation_warning():
     from keras_bert_impl.commands.label_checks import report_labels, variants
 
-    assert variants(["pos", "Pos ", "neg", "1", "1.0", "01", "2", "NaN", "nan"]) == [["01", "1", "1.0"], ["NaN", "nan"], ["Pos ", "pos"]]
+    assert variants(["pos", "Pos ", "neg", "1", "1.0", "01", "2", "NaN", "nan"]) == [
+        ["01", "1", "1.0"],
+        ["NaN", "nan"],
+        ["Pos ", "pos"],
+    ]
     lines = []
-    report_labels("multilabel", {"sports": 3, "politics": 2, "tech": 1}, "d.jsonl", {"sports": 1}, log=lines.append)
+    report_labels(
+        "multilabel", {"sports": 3, "politics": 2, "tech": 1}, "d.jsonl", {"sports": 1}, log=lines.append
+    )
     assert lines[-1].startswith("warning: no --validation d.jsonl row has the label(s) 'politics', 'tech'")
 
 
@@ -191,8 +291,21 @@ def test_label_variants_and_multilabel_validation_warning():
 def test_validation_split_holds_out_a_stratified_part_the_run_keeps(tiny_init, mr_files, tmp_path, capsys):
     train, dev = mr_files
     run = tmp_path / "run"
-    argv = ["finetune", "--task", "classification", "--train", train, "--init", tiny_init, "--output", str(run),
-            "--no-header", "--columns", "label,text", *FAST]
+    argv = [
+        "finetune",
+        "--task",
+        "classification",
+        "--train",
+        train,
+        "--init",
+        tiny_init,
+        "--output",
+        str(run),
+        "--no-header",
+        "--columns",
+        "label,text",
+        *FAST,
+    ]
     assert main([*argv, "--validation-split", "0.25"]) == 0
     assert "60 rows to train on, 20 held out" in capsys.readouterr().err
     held = [json.loads(line) for line in (run / "split" / "validation.jsonl").read_text().splitlines()]
@@ -203,9 +316,16 @@ def test_validation_split_holds_out_a_stratified_part_the_run_keeps(tiny_init, m
     key = lambda row: json.dumps(row, sort_keys=True)
     assert sorted(map(key, held + kept)) == sorted(map(key, rows))  # every row, once
     metrics = json.loads((run / "metrics.json").read_text())
-    assert metrics["validation"]["num_examples"] == 20 and metrics["validation_file"] == str(run / "split" / "validation.jsonl")
-    assert main(["evaluate", "--model", str(run), "--data", str(run / "split" / "validation.jsonl"), "--json"]) == 0
-    assert _json_line(capsys.readouterr().out)["accuracy"] == pytest.approx(metrics["validation"]["accuracy"], abs=1e-9)
+    assert metrics["validation"]["num_examples"] == 20 and metrics["validation_file"] == str(
+        run / "split" / "validation.jsonl"
+    )
+    assert (
+        main(["evaluate", "--model", str(run), "--data", str(run / "split" / "validation.jsonl"), "--json"])
+        == 0
+    )
+    assert _json_line(capsys.readouterr().out)["accuracy"] == pytest.approx(
+        metrics["validation"]["accuracy"], abs=1e-9
+    )
     # The same command again (the same split, drawn by --seed): the finished run is left alone.
     assert main([*argv, "--validation-split", "0.25"]) == 0
     assert "already holds this finished run" in capsys.readouterr().err
@@ -214,11 +334,28 @@ def test_validation_split_holds_out_a_stratified_part_the_run_keeps(tiny_init, m
         ([], "exactly one of them"),
         (["--validation-split", "1.5"], "--validation-split must be a fraction in (0, 1)"),
     ):
-        assert main([*argv[:-len(FAST)], *FAST, *extra]) == 2, extra
+        assert main([*argv[: -len(FAST)], *FAST, *extra]) == 2, extra
         assert message in capsys.readouterr().err
     ner = os.path.join(FIXTURES, "ner_train.conll")
-    assert main(["finetune", "--task", "tagging", "--train", ner, "--init", tiny_init, "--output", str(tmp_path / "t"),
-                 "--validation-split", "0.2", *FAST]) == 2
+    assert (
+        main(
+            [
+                "finetune",
+                "--task",
+                "tagging",
+                "--train",
+                ner,
+                "--init",
+                tiny_init,
+                "--output",
+                str(tmp_path / "t"),
+                "--validation-split",
+                "0.2",
+                *FAST,
+            ]
+        )
+        == 2
+    )
     assert "give --task tagging a --validation file" in capsys.readouterr().err
 
 
@@ -256,7 +393,9 @@ def test_interrupted_then_rerun_gives_the_uninterrupted_weights_across_an_epoch_
     assert _finetune(tiny_init, tmp_path / "reference", "classification", train, dev, *args) == 0
     reference = keras.saving.load_model(tmp_path / "reference" / "model.keras").get_weights()
 
-    _interrupted(monkeypatch, lambda: _finetune(tiny_init, tmp_path / "run", "classification", train, dev, *args), 7)
+    _interrupted(
+        monkeypatch, lambda: _finetune(tiny_init, tmp_path / "run", "classification", train, dev, *args), 7
+    )
     assert not (tmp_path / "run" / "model.keras").exists()
     capsys.readouterr()
     # A corrupt backup is an error, never a silent fresh start.
@@ -285,7 +424,13 @@ def test_interrupted_then_rerun_gives_the_uninterrupted_weights_across_an_epoch_
         ("pair", "nli_pairs.tsv", "nli_pairs.tsv", "accuracy", ()),
         ("multilabel", "topics_train.jsonl", "topics_dev.jsonl", "micro_f1", ()),
         ("tagging", "ner_train.conll", "ner_train.conll", "entity_f1", ()),
-        ("squad", "squad_v1.1_sample.json", "squad_v1.1_sample.json", "exact_match", ("--doc-stride", "8", "--max-query-length", "12")),
+        (
+            "squad",
+            "squad_v1.1_sample.json",
+            "squad_v1.1_sample.json",
+            "exact_match",
+            ("--doc-stride", "8", "--max-query-length", "12"),
+        ),
     ],
 )
 @pytest.mark.slow  # about 20 s or more: a fine-tune and an evaluation for each head
@@ -307,7 +452,10 @@ def test_predict_tags_words_and_answers_questions(tiny_init, tmp_path, capsys):
     conll = os.path.join(FIXTURES, "ner_train.conll")
     assert _finetune(tiny_init, tagger, "tagging", conll, conll) == 0
     squad = os.path.join(FIXTURES, "squad_v1.1_sample.json")
-    assert _finetune(tiny_init, reader, "squad", squad, squad, "--doc-stride", "8", "--max-query-length", "12") == 0
+    assert (
+        _finetune(tiny_init, reader, "squad", squad, squad, "--doc-stride", "8", "--max-query-length", "12")
+        == 0
+    )
     capsys.readouterr()
     assert main(["predict", "--model", str(tagger), "--json", "Airbus delivered 735 jets in 2023"]) == 0
     tags = _json_line(capsys.readouterr().out)["tags"]
@@ -315,7 +463,21 @@ def test_predict_tags_words_and_answers_questions(tiny_init, tmp_path, capsys):
     assert [t["word"] for t in tags] == ["Airbus", "delivered", "735", "jets", "in", "2023"]
     assert all(t["tag"] in names for t in tags)
     context = "The bridge was designed by Gustave Eiffel and opened in 1889."
-    assert main(["predict", "--model", str(reader), "--json", "--question", "Who designed it?", "--context", context]) == 0
+    assert (
+        main(
+            [
+                "predict",
+                "--model",
+                str(reader),
+                "--json",
+                "--question",
+                "Who designed it?",
+                "--context",
+                context,
+            ]
+        )
+        == 0
+    )
     answer = _json_line(capsys.readouterr().out)["answer"]
     assert answer == "" or answer in context
     # A text the readers refuse is named as the user gave it: the file's line, the flag's
@@ -324,9 +486,27 @@ def test_predict_tags_words_and_answers_questions(tiny_init, tmp_path, capsys):
     words.write_text("\n\nhello \u200b world\n", encoding="utf-8")
     assert main(["predict", "--model", str(tagger), "--file", str(words)]) == 2
     err = capsys.readouterr().err
-    assert f"--file {words}:3: the word(s) ['\\u200b'] have no wordpieces" in err and "on_error" not in err, err
-    assert main(["predict", "--model", str(reader), "--question", "Who designed it?", "--context", context,
-                 "--question", "When?", "--context", "\u200b"]) == 2
+    assert f"--file {words}:3: the word(s) ['\\u200b'] have no wordpieces" in err and "on_error" not in err, (
+        err
+    )
+    assert (
+        main(
+            [
+                "predict",
+                "--model",
+                str(reader),
+                "--question",
+                "Who designed it?",
+                "--context",
+                context,
+                "--question",
+                "When?",
+                "--context",
+                "\u200b",
+            ]
+        )
+        == 2
+    )
     err = capsys.readouterr().err
     assert "--question 2: the context has no wordpieces. Fix or leave out that question." in err, err
 
@@ -342,9 +522,30 @@ def test_pretrain_then_finetune_from_it(tmp_path, capsys, data_dir):
     with open(corpus, "w", encoding="utf-8", newline="") as f:
         csv.writer(f, quoting=csv.QUOTE_ALL).writerows(reviews)
     run = tmp_path / "pretrain"
-    argv = ["pretrain", "--corpus", str(corpus), "--corpus-format", "reviews-csv", "--vocab", vocab,
-            "--preset", "bert_tiny", "--output", str(run), "--steps", "12", "--steps-per-epoch", "6",
-            "--seq-len", "64", "--batch-size", "8", "--dupe-factor", "1", "--quiet"]
+    argv = [
+        "pretrain",
+        "--corpus",
+        str(corpus),
+        "--corpus-format",
+        "reviews-csv",
+        "--vocab",
+        vocab,
+        "--preset",
+        "bert_tiny",
+        "--output",
+        str(run),
+        "--steps",
+        "12",
+        "--steps-per-epoch",
+        "6",
+        "--seq-len",
+        "64",
+        "--batch-size",
+        "8",
+        "--dupe-factor",
+        "1",
+        "--quiet",
+    ]
     assert main(argv) == 0
     out = capsys.readouterr().out
     assert "MLM accuracy" in out and "unigram baseline" in out and "NSP accuracy" in out
@@ -378,7 +579,10 @@ def test_pretrain_then_finetune_from_it(tmp_path, capsys, data_dir):
     assert f"Delete {run / 'records'} and run the same command again" in err, err
     shutil.rmtree(run / "records")
     assert main(argv) == 0
-    assert keras.saving.load_model(run / "model.keras").get_weights()[0].shape == pretrainer.get_weights()[0].shape
+    assert (
+        keras.saving.load_model(run / "model.keras").get_weights()[0].shape
+        == pretrainer.get_weights()[0].shape
+    )
 
 
 # -- bad input: a clear error before any training starts ----------------------------
@@ -398,28 +602,88 @@ def test_empty_training_file(tiny_init, tmp_path, capsys):
     empty = tmp_path / "train.csv"
     empty.write_text("")
     dev = os.path.join(FIXTURES, "sentiment_train.csv")
-    _refused(capsys, ["finetune", "--task", "classification", "--train", str(empty), "--validation", dev,
-                      "--init", tiny_init, "--output", str(tmp_path / "run")], f"--train {empty} is empty")
+    _refused(
+        capsys,
+        [
+            "finetune",
+            "--task",
+            "classification",
+            "--train",
+            str(empty),
+            "--validation",
+            dev,
+            "--init",
+            tiny_init,
+            "--output",
+            str(tmp_path / "run"),
+        ],
+        f"--train {empty} is empty",
+    )
     header_only = tmp_path / "header.csv"
     header_only.write_text("text,label\n")
-    _refused(capsys, ["finetune", "--task", "classification", "--train", str(header_only), "--validation", dev,
-                      "--init", tiny_init, "--output", str(tmp_path / "run")], "gave no examples")
+    _refused(
+        capsys,
+        [
+            "finetune",
+            "--task",
+            "classification",
+            "--train",
+            str(header_only),
+            "--validation",
+            dev,
+            "--init",
+            tiny_init,
+            "--output",
+            str(tmp_path / "run"),
+        ],
+        "gave no examples",
+    )
     assert not (tmp_path / "run").exists()
 
 
 def test_validation_label_unseen_in_training(tiny_init, tmp_path, capsys):
     _refused(
         capsys,
-        ["finetune", "--task", "classification", "--train", os.path.join(FIXTURES, "sentiment_train.csv"),
-         "--validation", os.path.join(FIXTURES, "sentiment_dev_unknown_label.csv"), "--init", tiny_init,
-         "--output", str(tmp_path / "run")],
-        "line 3", "unknown label 'negative'", "must occur in the training file",
+        [
+            "finetune",
+            "--task",
+            "classification",
+            "--train",
+            os.path.join(FIXTURES, "sentiment_train.csv"),
+            "--validation",
+            os.path.join(FIXTURES, "sentiment_dev_unknown_label.csv"),
+            "--init",
+            tiny_init,
+            "--output",
+            str(tmp_path / "run"),
+        ],
+        "line 3",
+        "unknown label 'negative'",
+        "must occur in the training file",
     )
     assert not (tmp_path / "run").exists()
     # --on-error skip: the row is left out, counted and shown.
-    assert main(["finetune", "--task", "classification", "--train", os.path.join(FIXTURES, "sentiment_train.csv"),
-                 "--validation", os.path.join(FIXTURES, "sentiment_dev_unknown_label.csv"), "--init", tiny_init,
-                 "--output", str(tmp_path / "run"), "--on-error", "skip", *FAST]) == 0
+    assert (
+        main(
+            [
+                "finetune",
+                "--task",
+                "classification",
+                "--train",
+                os.path.join(FIXTURES, "sentiment_train.csv"),
+                "--validation",
+                os.path.join(FIXTURES, "sentiment_dev_unknown_label.csv"),
+                "--init",
+                tiny_init,
+                "--output",
+                str(tmp_path / "run"),
+                "--on-error",
+                "skip",
+                *FAST,
+            ]
+        )
+        == 0
+    )
     err = capsys.readouterr().err
     assert "skipped 1 malformed row(s) (unknown_label 1); the first, line 3: unknown label 'negative'" in err
     assert json.loads((tmp_path / "run" / "metrics.json").read_text())["validation"]["num_examples"] == 2
@@ -428,28 +692,107 @@ def test_validation_label_unseen_in_training(tiny_init, tmp_path, capsys):
 def test_reader_messages_name_the_cli_flags(tiny_init, tmp_path, capsys):
     headed = tmp_path / "headed.csv"
     headed.write_text("sentence,polarity\nfine,pos\nbad,neg\n", encoding="utf-8")
-    _refused(capsys, ["finetune", "--task", "classification", "--train", str(headed), "--validation", str(headed),
-                      "--init", tiny_init, "--output", str(tmp_path / "run")],
-             "--text-column/--label-column naming yours, or --no-header with --columns for a headerless file")
+    _refused(
+        capsys,
+        [
+            "finetune",
+            "--task",
+            "classification",
+            "--train",
+            str(headed),
+            "--validation",
+            str(headed),
+            "--init",
+            tiny_init,
+            "--output",
+            str(tmp_path / "run"),
+        ],
+        "--text-column/--label-column naming yours, or --no-header with --columns for a headerless file",
+    )
     bad = tmp_path / "bad.jsonl"
-    bad.write_text('{"text": "fine", "label": "pos"}\n{"text": "bad"\n{"text": "ok", "label": "neg"}\n', encoding="utf-8")
-    _refused(capsys, ["finetune", "--task", "classification", "--train", str(bad), "--validation", str(bad),
-                      "--init", tiny_init, "--output", str(tmp_path / "run")],
-             f"--train {bad}:2", "--on-error skip to skip and count such rows")
+    bad.write_text(
+        '{"text": "fine", "label": "pos"}\n{"text": "bad"\n{"text": "ok", "label": "neg"}\n', encoding="utf-8"
+    )
+    _refused(
+        capsys,
+        [
+            "finetune",
+            "--task",
+            "classification",
+            "--train",
+            str(bad),
+            "--validation",
+            str(bad),
+            "--init",
+            tiny_init,
+            "--output",
+            str(tmp_path / "run"),
+        ],
+        f"--train {bad}:2",
+        "--on-error skip to skip and count such rows",
+    )
 
 
 def test_steps_zero_and_preset_vocab_mismatch(tiny_init, tmp_path, capsys, data_dir):
     vocab = os.path.join(data_dir, "minilm", "vocab.txt")
-    _refused(capsys, ["pretrain", "--corpus", REVIEWS, "--vocab", vocab, "--preset", "bert_tiny",
-                      "--output", str(tmp_path / "p"), "--steps", "0"], "--steps must be a positive integer. Received: 0")
+    _refused(
+        capsys,
+        [
+            "pretrain",
+            "--corpus",
+            REVIEWS,
+            "--vocab",
+            vocab,
+            "--preset",
+            "bert_tiny",
+            "--output",
+            str(tmp_path / "p"),
+            "--steps",
+            "0",
+        ],
+        "--steps must be a positive integer. Received: 0",
+    )
     small_vocab = tmp_path / "vocab.txt"
-    small_vocab.write_text("\n".join(["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"] + [f"w{i}" for i in range(95)]) + "\n")
-    _refused(capsys, ["pretrain", "--corpus", REVIEWS, "--vocab", str(small_vocab), "--init", tiny_init,
-                      "--output", str(tmp_path / "p")], "has 100 tokens", "vocabulary_size=30522")
+    small_vocab.write_text(
+        "\n".join(["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"] + [f"w{i}" for i in range(95)]) + "\n"
+    )
+    _refused(
+        capsys,
+        [
+            "pretrain",
+            "--corpus",
+            REVIEWS,
+            "--vocab",
+            str(small_vocab),
+            "--init",
+            tiny_init,
+            "--output",
+            str(tmp_path / "p"),
+        ],
+        "has 100 tokens",
+        "vocabulary_size=30522",
+    )
     sentiment = os.path.join(FIXTURES, "sentiment_train.csv")
-    _refused(capsys, ["finetune", "--task", "classification", "--train", sentiment, "--validation", sentiment,
-                      "--init", tiny_init, "--vocab", str(small_vocab), "--output", str(tmp_path / "f")],
-             "has 100 tokens", "vocabulary_size=30522")
+    _refused(
+        capsys,
+        [
+            "finetune",
+            "--task",
+            "classification",
+            "--train",
+            sentiment,
+            "--validation",
+            sentiment,
+            "--init",
+            tiny_init,
+            "--vocab",
+            str(small_vocab),
+            "--output",
+            str(tmp_path / "f"),
+        ],
+        "has 100 tokens",
+        "vocabulary_size=30522",
+    )
     assert not (tmp_path / "p").exists() and not (tmp_path / "f").exists()
 
 
@@ -466,21 +809,59 @@ sys.exit(main(sys.argv[1:]))
 
 def test_batch_size_not_divisible_by_replicas(tiny_init, tmp_path):
     sentiment = os.path.join(FIXTURES, "sentiment_train.csv")
-    argv = ["finetune", "--task", "classification", "--train", sentiment, "--validation", sentiment, "--init", tiny_init,
-            "--output", str(tmp_path / "run"), "--strategy", "mirrored", "--batch-size", "7"]
+    argv = [
+        "finetune",
+        "--task",
+        "classification",
+        "--train",
+        sentiment,
+        "--validation",
+        sentiment,
+        "--init",
+        tiny_init,
+        "--output",
+        str(tmp_path / "run"),
+        "--strategy",
+        "mirrored",
+        "--batch-size",
+        "7",
+    ]
     env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3", PYTHONPATH=REPO, KERAS_BACKEND="tensorflow")
-    done = subprocess.run([sys.executable, "-c", MIRRORED, *argv], capture_output=True, text=True, env=env, timeout=300)
+    done = subprocess.run(
+        [sys.executable, "-c", MIRRORED, *argv], capture_output=True, text=True, env=env, timeout=300
+    )
     assert done.returncode == 2, done.stderr[-2000:]
-    assert "--batch-size 7 does not split over the 2 replicas of --strategy mirrored: use a multiple of 2" in done.stderr
+    assert (
+        "--batch-size 7 does not split over the 2 replicas of --strategy mirrored: use a multiple of 2"
+        in done.stderr
+    )
     assert not (tmp_path / "run").exists()
 
 
 def test_xla_over_mirrored_cpu_devices_is_refused(tiny_init, tmp_path):
     sentiment = os.path.join(FIXTURES, "sentiment_train.csv")
-    argv = ["finetune", "--task", "classification", "--train", sentiment, "--validation", sentiment, "--init", tiny_init,
-            "--output", str(tmp_path / "run"), "--strategy", "mirrored", "--batch-size", "8", "--xla"]
+    argv = [
+        "finetune",
+        "--task",
+        "classification",
+        "--train",
+        sentiment,
+        "--validation",
+        sentiment,
+        "--init",
+        tiny_init,
+        "--output",
+        str(tmp_path / "run"),
+        "--strategy",
+        "mirrored",
+        "--batch-size",
+        "8",
+        "--xla",
+    ]
     env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3", PYTHONPATH=REPO, KERAS_BACKEND="tensorflow")
-    done = subprocess.run([sys.executable, "-c", MIRRORED, *argv], capture_output=True, text=True, env=env, timeout=300)
+    done = subprocess.run(
+        [sys.executable, "-c", MIRRORED, *argv], capture_output=True, text=True, env=env, timeout=300
+    )
     assert done.returncode == 2, done.stderr[-2000:]
     assert "--xla with --strategy mirrored over 2 CPU devices" in done.stderr and "Drop --xla" in done.stderr
     assert not (tmp_path / "run").exists()
@@ -500,12 +881,40 @@ def test_mirrored_finetune_trains_like_one_device(mr_files, tmp_path):
     env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3", PYTHONPATH=REPO, KERAS_BACKEND="tensorflow")
     weights = {}
     for strategy in ("one-device", "mirrored"):
-        argv = ["finetune", "--task", "classification", "--init", init, "--train", str(tmp_path / "train83.csv"),
-                "--validation", dev, "--no-header", "--columns", "label,text", "--seq-len", "32", "--batch-size", "8",
-                "--epochs", "2", "--dropout", "0", "--learning-rate", "1e-3", "--save-every", "3", "--quiet",
-                "--strategy", strategy, "--output", str(tmp_path / strategy)]
-        done = subprocess.run([sys.executable, "-c", MIRRORED, *argv], capture_output=True, text=True, env=env,
-                              timeout=600)
+        argv = [
+            "finetune",
+            "--task",
+            "classification",
+            "--init",
+            init,
+            "--train",
+            str(tmp_path / "train83.csv"),
+            "--validation",
+            dev,
+            "--no-header",
+            "--columns",
+            "label,text",
+            "--seq-len",
+            "32",
+            "--batch-size",
+            "8",
+            "--epochs",
+            "2",
+            "--dropout",
+            "0",
+            "--learning-rate",
+            "1e-3",
+            "--save-every",
+            "3",
+            "--quiet",
+            "--strategy",
+            strategy,
+            "--output",
+            str(tmp_path / strategy),
+        ]
+        done = subprocess.run(
+            [sys.executable, "-c", MIRRORED, *argv], capture_output=True, text=True, env=env, timeout=600
+        )
         assert done.returncode == 0, done.stderr[-3000:]
         assert f"on {1 if strategy == 'one-device' else 2} replica(s)" in done.stderr
         weights[strategy] = keras.saving.load_model(str(tmp_path / strategy / "model.keras")).get_weights()
@@ -518,9 +927,30 @@ def test_mirrored_finetune_trains_like_one_device(mr_files, tmp_path):
 @pytest.mark.slow  # about 20 s or more: trains, interrupts and resumes under mixed precision
 def test_mixed_precision_trains_and_resumes(tiny_init, tmp_path, capsys, monkeypatch, precision):
     sentiment = os.path.join(FIXTURES, "sentiment_train.csv")
-    argv = ["finetune", "--task", "classification", "--train", sentiment, "--validation", sentiment, "--init", tiny_init,
-            "--output", str(tmp_path / "run"), "--epochs", "2", "--seq-len", "32", "--batch-size", "2",
-            "--precision", precision, "--save-every", "1", "--quiet"]
+    argv = [
+        "finetune",
+        "--task",
+        "classification",
+        "--train",
+        sentiment,
+        "--validation",
+        sentiment,
+        "--init",
+        tiny_init,
+        "--output",
+        str(tmp_path / "run"),
+        "--epochs",
+        "2",
+        "--seq-len",
+        "32",
+        "--batch-size",
+        "2",
+        "--precision",
+        precision,
+        "--save-every",
+        "1",
+        "--quiet",
+    ]
     _interrupted(monkeypatch, lambda: main(argv), 3)
     keras.config.set_dtype_policy("float32")
     capsys.readouterr()
@@ -532,8 +962,24 @@ def test_mixed_precision_trains_and_resumes(tiny_init, tmp_path, capsys, monkeyp
     model = keras.saving.load_model(tmp_path / "run" / "model.keras")
     assert computes_in(model) == {"float32"} and all(w.dtype == "float32" for w in model.get_weights())
     assert json.loads((tmp_path / "run" / "run.json").read_text())["settings"]["precision"] == precision
-    assert main(["export", "--model", str(tmp_path / "run"), "--output", str(tmp_path / "export"), "--formats",
-                 "tflite", "--quantizations", "float32", "--seq-len", "32"]) == 0
+    assert (
+        main(
+            [
+                "export",
+                "--model",
+                str(tmp_path / "run"),
+                "--output",
+                str(tmp_path / "export"),
+                "--formats",
+                "tflite",
+                "--quantizations",
+                "float32",
+                "--seq-len",
+                "32",
+            ]
+        )
+        == 0
+    )
 
 
 @pytest.mark.slow  # about 40 s or more: a fine-tune, its quantization-aware training and an export
@@ -547,8 +993,12 @@ def test_qat_continues_a_classifier_and_exports_its_integer_file(tiny_init, mr_f
     layout = ["--no-header", "--columns", "label,text"]
     float_run, qat_run = tmp_path / "float", tmp_path / "qat"
     assert _finetune(tiny_init, float_run, "classification", train, dev, *layout) == 0
-    assert _finetune(str(float_run), qat_run, "classification", train, dev, *layout, "--qat", "--learning-rate",
-                     "1e-5") == 0
+    assert (
+        _finetune(
+            str(float_run), qat_run, "classification", train, dev, *layout, "--qat", "--learning-rate", "1e-5"
+        )
+        == 0
+    )
     qat = keras.saving.load_model(qat_run / "model.keras")
     start = keras.saving.load_model(float_run / "model.keras")
     assert isinstance(qat, kb.QuantizationAwareClassifier) and qat.ranges.untrained() == []
@@ -564,30 +1014,113 @@ def test_qat_continues_a_classifier_and_exports_its_integer_file(tiny_init, mr_f
     assert json.loads(capsys.readouterr().out.strip())["label"] in ("-1", "1")
 
     export = tmp_path / "export"
-    assert main(["export", "--model", str(qat_run), "--output", str(export), "--formats", "tflite",
-                 "--quantizations", "float32,int8_only", "--seq-len", "32"]) == 0
+    assert (
+        main(
+            [
+                "export",
+                "--model",
+                str(qat_run),
+                "--output",
+                str(export),
+                "--formats",
+                "tflite",
+                "--quantizations",
+                "float32,int8_only",
+                "--seq-len",
+                "32",
+            ]
+        )
+        == 0
+    )
     flatbuffer = (export / "tflite" / "bert_int8_only.tflite").read_bytes()
     assert TfliteTargets(flatbuffer).integer_only
     # int16x8_only of a QAT model is its float classifier's, post-training: that one needs --calibration.
-    assert main(["export", "--model", str(qat_run), "--output", str(tmp_path / "e2"), "--formats", "tflite",
-                 "--quantizations", "int16x8_only", "--seq-len", "32"]) == 0  # the run's --train calibrates
+    assert (
+        main(
+            [
+                "export",
+                "--model",
+                str(qat_run),
+                "--output",
+                str(tmp_path / "e2"),
+                "--formats",
+                "tflite",
+                "--quantizations",
+                "int16x8_only",
+                "--seq-len",
+                "32",
+            ]
+        )
+        == 0
+    )  # the run's --train calibrates
     capsys.readouterr()
 
 
 def test_qat_refusals(tiny_init, mr_files, tmp_path, capsys):
     train, dev = mr_files
     run = str(tmp_path / "run")
-    _refused(capsys, ["finetune", "--task", "tagging", "--qat", "--train", train, "--validation", dev, "--init",
-                      tiny_init, "--output", run], "--task tagging cannot be exported integer-only")
-    _refused(capsys, ["finetune", "--task", "classification", "--qat", "--precision", "bf16", "--train", train,
-                      "--validation", dev, "--init", tiny_init, "--output", run],
-             "--qat trains in fp32 (its fake quantization computes in float32). Received: --precision bf16. Drop "
-             "--precision (fp32 is the default) or drop --qat.")
+    _refused(
+        capsys,
+        [
+            "finetune",
+            "--task",
+            "tagging",
+            "--qat",
+            "--train",
+            train,
+            "--validation",
+            dev,
+            "--init",
+            tiny_init,
+            "--output",
+            run,
+        ],
+        "--task tagging cannot be exported integer-only",
+    )
+    _refused(
+        capsys,
+        [
+            "finetune",
+            "--task",
+            "classification",
+            "--qat",
+            "--precision",
+            "bf16",
+            "--train",
+            train,
+            "--validation",
+            dev,
+            "--init",
+            tiny_init,
+            "--output",
+            run,
+        ],
+        "--qat trains in fp32 (its fake quantization computes in float32). Received: --precision bf16. Drop "
+        "--precision (fp32 is the default) or drop --qat.",
+    )
     # A classifier of other labels: the QAT file of another task.
     other = tmp_path / "other.keras"
     backbone = keras.saving.load_model(tiny_init)
     kb.BertClassifier(backbone, num_classes=3, label_names=["a", "b", "c"]).save(other)
-    _refused(capsys, ["finetune", "--task", "classification", "--qat", "--train", train, "--validation", dev,
-                      "--init", str(other), "--output", run, "--no-header", "--columns", "label,text"],
-             "it was trained on labels ['a', 'b', 'c'] and --train")
+    _refused(
+        capsys,
+        [
+            "finetune",
+            "--task",
+            "classification",
+            "--qat",
+            "--train",
+            train,
+            "--validation",
+            dev,
+            "--init",
+            str(other),
+            "--output",
+            run,
+            "--no-header",
+            "--columns",
+            "label,text",
+        ],
+        "it was trained on labels ['a', 'b', 'c'] and --train",
+    )
     assert not os.path.exists(run)

@@ -51,7 +51,11 @@ def mr():
 def examples(x):
     """The rows of `x` as the export's [1, S] inputs."""
     return [
-        {"ids": x["token_ids"][i:i + 1], "mask": x["padding_mask"][i:i + 1], "segment_ids": x["segment_ids"][i:i + 1]}
+        {
+            "ids": x["token_ids"][i : i + 1],
+            "mask": x["padding_mask"][i : i + 1],
+            "segment_ids": x["segment_ids"][i : i + 1],
+        }
         for i in range(len(x["token_ids"]))
     ]
 
@@ -103,8 +107,11 @@ def tensor_types(flatbuffer):
     interpreter = Interpreter(model_content=flatbuffer)
     dtypes = {t["index"]: np.dtype(t["dtype"]).name for t in interpreter.get_tensor_details()}
     ops = [
-        (op["op_name"], [(f"input {i}", dtypes[t]) for i, t in enumerate(op["inputs"]) if t >= 0]
-         + [(f"output {i}", dtypes[t]) for i, t in enumerate(op["outputs"])])
+        (
+            op["op_name"],
+            [(f"input {i}", dtypes[t]) for i, t in enumerate(op["inputs"]) if t >= 0]
+            + [(f"output {i}", dtypes[t]) for i, t in enumerate(op["outputs"])],
+        )
         # _get_ops_details is the interpreter's only listing of its ops (no public twin).
         for op in interpreter._get_ops_details()
     ]
@@ -112,12 +119,15 @@ def tensor_types(flatbuffer):
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("quantization, activation_type, least_agreement", [
-    # Measured on 300 held-out sentences: 8x8 299/300 (max logit difference 0.12), 16x8
-    # 300/300 (0.006).
-    ("int8_only", "int8", 0.97),
-    ("int16x8_only", "int16", 0.99),
-])
+@pytest.mark.parametrize(
+    "quantization, activation_type, least_agreement",
+    [
+        # Measured on 300 held-out sentences: 8x8 299/300 (max logit difference 0.12), 16x8
+        # 300/300 (0.006).
+        ("int8_only", "int8", 0.97),
+        ("int16x8_only", "int16", 0.99),
+    ],
+)
 def test_integer_only_file(mr, trained, quantization, activation_type, least_agreement):
     _, (calibration, *_), (held_out, *_) = mr
     model, want = trained
@@ -130,7 +140,12 @@ def test_integer_only_file(mr, trained, quantization, activation_type, least_agr
             if dtype in INTEGER_TYPES or name == "DEQUANTIZE" and role == "output 0":
                 continue
             # 16x8's fully connected layers add an int64 bias (TFLite's 16x8 scheme): a weight.
-            if dtype == "int64" and name == "FULLY_CONNECTED" and role == "input 2" and activation_type == "int16":
+            if (
+                dtype == "int64"
+                and name == "FULLY_CONNECTED"
+                and role == "input 2"
+                and activation_type == "int16"
+            ):
                 continue
             float_ops.append((name, role, dtype))
     assert not float_ops, float_ops
@@ -144,12 +159,17 @@ def test_integer_only_file(mr, trained, quantization, activation_type, least_agr
     assert sorted((d["name"], d["shape_signature"].tolist(), np.dtype(d["dtype"]).name) for d in inputs) == [
         (f"serving_default_{name}:0", [1, LENGTH], "int32") for name in ("ids", "mask", "segment_ids")
     ]
-    assert [(d["shape_signature"].tolist(), np.dtype(d["dtype"]).name) for d in outputs] == [([1, 2], "float32")]
+    assert [(d["shape_signature"].tolist(), np.dtype(d["dtype"]).name) for d in outputs] == [
+        ([1, 2], "float32")
+    ]
 
     float_bytes = sum(w.size * 4 for w in model.get_weights())
     # 8x8: a quarter of float32 (0.25x measured). 16x8 keeps the embedding tables, read by
     # GATHER as activations, in int16: 0.48x on this model, whose vocabulary is most of it.
-    assert len(flatbuffer) < (0.3 if activation_type == "int8" else 0.5) * float_bytes, (len(flatbuffer), float_bytes)
+    assert len(flatbuffer) < (0.3 if activation_type == "int8" else 0.5) * float_bytes, (
+        len(flatbuffer),
+        float_bytes,
+    )
 
     from ai_edge_litert.interpreter import Interpreter
 
@@ -185,7 +205,9 @@ def test_gpu_file(mr, trained):
 
     from ai_edge_litert.interpreter import Interpreter
 
-    got = run(Interpreter(model_content=flatbuffer).get_signature_runner("serving_default"), held_out)["logits"]
+    got = run(Interpreter(model_content=flatbuffer).get_signature_runner("serving_default"), held_out)[
+        "logits"
+    ]
     assert np.abs(got - want).max() < 1e-2, np.abs(got - want).max()
     assert (got.argmax(-1) == want.argmax(-1)).mean() >= 0.99
 
@@ -207,12 +229,18 @@ def test_bad_arguments_name_the_argument():
     ids = np.full((1, LENGTH), 5, "int32")
     good = {"ids": ids, "mask": np.ones_like(ids), "segment_ids": np.zeros_like(ids)}
     for example, message in [
-        ({"token_ids": ids, "padding_mask": ids, "segment_ids": ids},
-         r"calibration_inputs\[1\] must be a dict of \['ids', 'mask', 'segment_ids'\]"),
-        ({**good, "ids": np.full((1, 2 * LENGTH), 5, "int32")},
-         rf"calibration_inputs\[1\]\['ids'\] must have the shape \[1, {LENGTH}\] of the file"),
-        ({**good, "mask": np.full((1, LENGTH), 2, "int32")},
-         r"calibration_inputs\[1\]\['mask'\] must hold integers in \[0, 2\)"),
+        (
+            {"token_ids": ids, "padding_mask": ids, "segment_ids": ids},
+            r"calibration_inputs\[1\] must be a dict of \['ids', 'mask', 'segment_ids'\]",
+        ),
+        (
+            {**good, "ids": np.full((1, 2 * LENGTH), 5, "int32")},
+            rf"calibration_inputs\[1\]\['ids'\] must have the shape \[1, {LENGTH}\] of the file",
+        ),
+        (
+            {**good, "mask": np.full((1, LENGTH), 2, "int32")},
+            r"calibration_inputs\[1\]\['mask'\] must hold integers in \[0, 2\)",
+        ),
     ]:
         with pytest.raises(ValueError, match=message):
             convert_integer_only(model, LENGTH, [good, example])
@@ -234,19 +262,45 @@ def test_kbert_export_writes_the_integer_only_file(mr, trained, tmp_path, capfd)
         return str(tmp_path / name)
 
     out = str(tmp_path / "export")
-    assert main([
-        "export", "--model", path, "--output", out, "--formats", "tflite", "--seq-len", str(LENGTH),
-        "--quantizations", "dynamic_int8,int8_only,int16x8_only", "--calibration", write("calibration.csv", calibration_rows),
-        "--validation", write("validation.csv", held_out_rows), "--no-header", "--columns", "label,text", "--repeats", "1",
-    ]) == 0
+    assert (
+        main(
+            [
+                "export",
+                "--model",
+                path,
+                "--output",
+                out,
+                "--formats",
+                "tflite",
+                "--seq-len",
+                str(LENGTH),
+                "--quantizations",
+                "dynamic_int8,int8_only,int16x8_only",
+                "--calibration",
+                write("calibration.csv", calibration_rows),
+                "--validation",
+                write("validation.csv", held_out_rows),
+                "--no-header",
+                "--columns",
+                "label,text",
+                "--repeats",
+                "1",
+            ]
+        )
+        == 0
+    )
     err = capfd.readouterr().err
-    shown = [line for line in ("Ignored output_format", "fully_quantize", "Reading SavedModel", "XNNPACK") if line in err]
+    shown = [
+        line
+        for line in ("Ignored output_format", "fully_quantize", "Reading SavedModel", "XNNPACK")
+        if line in err
+    ]
     assert not shown and "kbert export: wrote" in err, err[-3000:]
     with open(os.path.join(out, "report.json"), encoding="utf-8") as f:
         rows = {row["artifact"]: row for row in json.load(f)["artifacts"]}
     assert set(rows) == {"tflite_dynamic_int8", "tflite_int8_only", "tflite_int16x8_only"}
     for name in ("tflite_int8_only", "tflite_int16x8_only"):
-        assert os.path.isfile(os.path.join(out, "tflite", f"bert_{name[len('tflite_'):]}.tflite"))
+        assert os.path.isfile(os.path.join(out, "tflite", f"bert_{name[len('tflite_') :]}.tflite"))
         assert rows[name]["top_label_agreement"] >= 0.97, rows[name]
         assert "batch1_p50_ms" in rows[name] and "batch32_p50_ms" not in rows[name], rows[name]
     assert "batch32_p50_ms" in rows["tflite_dynamic_int8"]
@@ -259,8 +313,26 @@ def test_kbert_export_writes_the_integer_only_file(mr, trained, tmp_path, capfd)
 def test_kbert_export_refuses_the_integer_only_file_of_an_embedder(tmp_path, capsys):
     path = str(tmp_path / "backbone.keras")
     classifier().backbone.save(path)
-    code = main(["export", "--model", path, "--output", str(tmp_path / "out"), "--formats", "tflite", "--seq-len", "8",
-                 "--quantizations", "int8_only", "--calibration", MR, "--no-header", "--columns", "label,text"])
+    code = main(
+        [
+            "export",
+            "--model",
+            path,
+            "--output",
+            str(tmp_path / "out"),
+            "--formats",
+            "tflite",
+            "--seq-len",
+            "8",
+            "--quantizations",
+            "int8_only",
+            "--calibration",
+            MR,
+            "--no-header",
+            "--columns",
+            "label,text",
+        ]
+    )
     assert code == 2
     assert "int8_only is written for classifiers; this model's head is 'embedder'" in capsys.readouterr().err
 
@@ -279,11 +351,35 @@ def test_kbert_export_writes_a_static_file_per_length(mr, trained, tmp_path):
         with open(rows_files[name], "w", encoding="utf-8", newline="") as f:
             csv.writer(f, quoting=csv.QUOTE_ALL).writerows(rows)
     out = str(tmp_path / "export")
-    assert main([
-        "export", "--model", path, "--output", out, "--formats", "tflite", "--seq-len", str(LENGTH),
-        "--quantizations", "float16_gpu,int8_only", "--static-lengths", "32,16", "--calibration", rows_files["calibration"],
-        "--validation", rows_files["validation"], "--no-header", "--columns", "label,text", "--repeats", "1",
-    ]) == 0
+    assert (
+        main(
+            [
+                "export",
+                "--model",
+                path,
+                "--output",
+                out,
+                "--formats",
+                "tflite",
+                "--seq-len",
+                str(LENGTH),
+                "--quantizations",
+                "float16_gpu,int8_only",
+                "--static-lengths",
+                "32,16",
+                "--calibration",
+                rows_files["calibration"],
+                "--validation",
+                rows_files["validation"],
+                "--no-header",
+                "--columns",
+                "label,text",
+                "--repeats",
+                "1",
+            ]
+        )
+        == 0
+    )
     with open(os.path.join(out, "report.json"), encoding="utf-8") as f:
         rows = {row["artifact"]: row for row in json.load(f)["artifacts"]}
     assert set(rows) == {f"tflite_{q}_{s}" for q in ("float16_gpu", "int8_only") for s in (16, 32)}
@@ -296,7 +392,9 @@ def test_kbert_export_writes_a_static_file_per_length(mr, trained, tmp_path):
             file = os.path.join(out, "tflite", f"bert_{quantization}_{length}.tflite")
             shapes = [d["shape_signature"].tolist() for d in Interpreter(model_path=file).get_input_details()]
             assert shapes == [[1, length]] * 3 and row["sequence_length"] == length
-            assert "GPU (shapes)" in row["runs_on"] and ("Edge TPU" in row["runs_on"]) == (quantization == "int8_only")
+            assert "GPU (shapes)" in row["runs_on"] and ("Edge TPU" in row["runs_on"]) == (
+                quantization == "int8_only"
+            )
     # At the model's own length, the files agree with it; at 16 the texts are cut shorter than
     # Keras saw them, so only most labels stay.
     assert rows["tflite_float16_gpu_32"]["top_label_agreement"] >= 0.99
@@ -304,17 +402,39 @@ def test_kbert_export_writes_a_static_file_per_length(mr, trained, tmp_path):
     assert rows["tflite_float16_gpu_16"]["top_label_agreement"] >= 0.7
 
 
-@pytest.mark.parametrize("lengths, quantizations, message", [
-    ("16,33", "float16_gpu", "--static-lengths 33 is outside 3..32"),
-    ("16", "float32", "no static file is asked for: add one of float16_gpu, int8_only, int16x8_only"),
-    ("16,x", "float16_gpu", "--static-lengths takes comma-separated lengths in wordpieces, e.g. 64,128. Received: '16,x'"),
-])
+@pytest.mark.parametrize(
+    "lengths, quantizations, message",
+    [
+        ("16,33", "float16_gpu", "--static-lengths 33 is outside 3..32"),
+        ("16", "float32", "no static file is asked for: add one of float16_gpu, int8_only, int16x8_only"),
+        (
+            "16,x",
+            "float16_gpu",
+            "--static-lengths takes comma-separated lengths in wordpieces, e.g. 64,128. Received: '16,x'",
+        ),
+    ],
+)
 def test_kbert_export_refuses_bad_static_lengths(tmp_path, capsys, lengths, quantizations, message):
     path = str(tmp_path / "classifier.keras")
     classifier().save(path)
     out = tmp_path / "out"
-    code = main(["export", "--model", path, "--output", str(out), "--formats", "tflite", "--seq-len", "16",
-                 "--quantizations", quantizations, "--static-lengths", lengths])
+    code = main(
+        [
+            "export",
+            "--model",
+            path,
+            "--output",
+            str(out),
+            "--formats",
+            "tflite",
+            "--seq-len",
+            "16",
+            "--quantizations",
+            quantizations,
+            "--static-lengths",
+            lengths,
+        ]
+    )
     err = capsys.readouterr().err
     assert code == 2 and message in err, err
     assert len([line for line in err.splitlines() if line.strip()]) == 1, err
@@ -343,9 +463,29 @@ def test_mediapipe_runs_the_integer_only_classifier(mr, trained, tmp_path):
     with open(calibration, "w", encoding="utf-8", newline="") as f:
         csv.writer(f, quoting=csv.QUOTE_ALL).writerows(calibration_rows)
     out = tmp_path / "export"
-    assert main(["export", "--model", path, "--output", str(out), "--formats", "mediapipe", "--seq-len", str(LENGTH),
-                 "--quantizations", "int8_only", "--calibration", str(calibration), "--no-header", "--columns",
-                 "label,text"]) == 0
+    assert (
+        main(
+            [
+                "export",
+                "--model",
+                path,
+                "--output",
+                str(out),
+                "--formats",
+                "mediapipe",
+                "--seq-len",
+                str(LENGTH),
+                "--quantizations",
+                "int8_only",
+                "--calibration",
+                str(calibration),
+                "--no-header",
+                "--columns",
+                "label,text",
+            ]
+        )
+        == 0
+    )
     file = out / "mediapipe" / "bert_int8_only.tflite"
     ascii_rows = [i for i, (_, text) in enumerate(held_out_rows) if text.isascii()]
     assert len(ascii_rows) > 250

@@ -37,11 +37,19 @@ def test_float_forms_equal_the_keras_forward():
     """The forms with no quantization are the classifier's function (both poolings, a head
     activation): what QAT's forward is before its fake quantization."""
     ids = np.array([[2, 7, 9, 3, 0, 0], [2, 5, 3, 11, 12, 3]], "int32")
-    x = {"token_ids": ids, "padding_mask": ids > 0, "segment_ids": np.array([[0] * 6, [0, 0, 0, 1, 1, 1]], "int32")}
+    x = {
+        "token_ids": ids,
+        "padding_mask": ids > 0,
+        "segment_ids": np.array([[0] * 6, [0, 0, 0, 1, 1, 1]], "int32"),
+    }
     for pooling, activation in (("pooled", None), ("mean", "softmax")):
         keras.utils.set_random_seed(0)
-        model = kb.BertClassifier(kb.BertBackbone.from_preset("bert_tiny", vocabulary_size=20), num_classes=3,
-                                  pooling=pooling, activation=activation)
+        model = kb.BertClassifier(
+            kb.BertBackbone.from_preset("bert_tiny", vocabulary_size=20),
+            num_classes=3,
+            pooling=pooling,
+            activation=activation,
+        )
         key = "logits" if activation is None else "probabilities"
         got = np.asarray(classifier_forward(model, x, IntegerForms())[key])
         assert np.abs(got - np.asarray(model(x)[key])).max() < 1e-5
@@ -132,8 +140,10 @@ def test_the_file_rounds_as_the_qat_forward(mr, quantization_aware):
     qat, _ = quantization_aware
     from ai_edge_litert.interpreter import Interpreter
 
-    got = run(Interpreter(model_content=convert_integer_only(qat, LENGTH)).get_signature_runner("serving_default"),
-              held_out)["logits"]
+    got = run(
+        Interpreter(model_content=convert_integer_only(qat, LENGTH)).get_signature_runner("serving_default"),
+        held_out,
+    )["logits"]
     want = qat.predict(held_out, verbose=0)["logits"]
     low, high = qat.ranges.range_of("head")
     steps = np.abs(got - want) / ((high - low) / 255)
@@ -164,7 +174,9 @@ def test_integer_file_computes_the_qat_forward():
         return {"token_ids": ids, "padding_mask": mask, "segment_ids": np.zeros_like(ids)}
 
     keras.utils.set_random_seed(0)
-    backbone = kb.BertBackbone.from_preset("bert_tiny", vocabulary_size=vocabulary, max_sequence_length=length)
+    backbone = kb.BertBackbone.from_preset(
+        "bert_tiny", vocabulary_size=vocabulary, max_sequence_length=length
+    )
     qat = kb.QuantizationAwareClassifier(kb.BertClassifier(backbone, num_classes=2), momentum=0.9)
     qat.compile(optimizer=keras.optimizers.Adam(1e-4))
     train = sentences(512, 1)
@@ -174,9 +186,19 @@ def test_integer_file_computes_the_qat_forward():
 
     from ai_edge_litert.interpreter import Interpreter
 
-    runner = Interpreter(model_content=convert_integer_only(qat, length)).get_signature_runner("serving_default")
-    got = np.concatenate([runner(ids=x["token_ids"][i:i + 1], mask=x["padding_mask"][i:i + 1],
-                                 segment_ids=x["segment_ids"][i:i + 1])["logits"] for i in range(300)])
+    runner = Interpreter(model_content=convert_integer_only(qat, length)).get_signature_runner(
+        "serving_default"
+    )
+    got = np.concatenate(
+        [
+            runner(
+                ids=x["token_ids"][i : i + 1],
+                mask=x["padding_mask"][i : i + 1],
+                segment_ids=x["segment_ids"][i : i + 1],
+            )["logits"]
+            for i in range(300)
+        ]
+    )
     low, high = qat.ranges.range_of("head")
     steps = np.abs(got - want).max() / ((high - low) / 255)
     assert steps < 0.5, steps
@@ -186,21 +208,30 @@ def test_integer_file_computes_the_qat_forward():
 @pytest.mark.slow
 def test_refusals(quantization_aware):
     qat, _ = quantization_aware
-    tagger = kb.BertTokenClassifier(kb.BertBackbone.from_preset("bert_tiny", vocabulary_size=20), num_classes=3)
+    tagger = kb.BertTokenClassifier(
+        kb.BertBackbone.from_preset("bert_tiny", vocabulary_size=20), num_classes=3
+    )
     with pytest.raises(ValueError, match="for a BertClassifier.*Received: classifier=BertTokenClassifier"):
         kb.QuantizationAwareClassifier(tagger)
     fresh = kb.QuantizationAwareClassifier(classifier())
-    with pytest.raises(ValueError, match="activation ranges were never trained.*Fit the QuantizationAwareClassifier"):
+    with pytest.raises(
+        ValueError, match="activation ranges were never trained.*Fit the QuantizationAwareClassifier"
+    ):
         convert_integer_only(fresh, LENGTH)
     # It predicts through its own fake quantization (fp32) or its integer-only file (int8, once its
     # ranges are trained); bf16 and fp32 on litert would run its float classifier (forward_resolver.py).
     from keras_bert_impl.inference import TextPredictor
 
-    for precision, runtime, refusal in (("int8", None, "precision int8 runs this quantization-aware model's "
-                                         "integer-only file, which needs the activation ranges"),
-                                        ("fp32", "litert", "runtime litert would run this quantization-aware "
-                                         "model's float classifier"),
-                                        ("bf16", None, "precision bf16 would run a bfloat16 copy")):
+    for precision, runtime, refusal in (
+        (
+            "int8",
+            None,
+            "precision int8 runs this quantization-aware model's "
+            "integer-only file, which needs the activation ranges",
+        ),
+        ("fp32", "litert", "runtime litert would run this quantization-aware model's float classifier"),
+        ("bf16", None, "precision bf16 would run a bfloat16 copy"),
+    ):
         with pytest.raises(ValueError, match=refusal):
             TextPredictor(fresh, precision=precision, runtime=runtime)
     with pytest.raises(ValueError, match="converts to int8_only.*Received: quantization='int16x8_only'"):
@@ -219,8 +250,14 @@ def test_a_file_of_other_quantization_points_is_refused_naming_the_fix(tmp_path,
     from keras_bert_impl.damaged_file_error import DamagedFileError
     from keras_bert_impl.models import quantization_aware_classifier
 
-    backbone = kb.BertBackbone(vocabulary_size=30, num_layers=1, num_heads=2, hidden_dim=8, intermediate_dim=16,
-                               max_sequence_length=8)
+    backbone = kb.BertBackbone(
+        vocabulary_size=30,
+        num_layers=1,
+        num_heads=2,
+        hidden_dim=8,
+        intermediate_dim=16,
+        max_sequence_length=8,
+    )
     qat = kb.QuantizationAwareClassifier(kb.BertClassifier(backbone, num_classes=2))
     ids = np.ones((1, 4), "int32")
     qat({"token_ids": ids, "segment_ids": ids * 0, "padding_mask": ids})

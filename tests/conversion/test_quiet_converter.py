@@ -32,19 +32,29 @@ else:
         return {"x": tf.math.erf(tf.cast(ids, tf.float32))}
     convert_endpoint(erf, id_signature(batch=1, length=8))
 """
-CONVERTER_LINES = ("Ignored output_format", "fully_quantize", "tf.lite.Interpreter is deprecated",
-                   "Reading SavedModel from", "tf_tfl_flatbuffer_helpers")
+CONVERTER_LINES = (
+    "Ignored output_format",
+    "fully_quantize",
+    "tf.lite.Interpreter is deprecated",
+    "Reading SavedModel from",
+    "tf_tfl_flatbuffer_helpers",
+)
 
 
 def run_child(case):
-    env = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "0", "PYTHONPATH": os.pathsep.join([REPO, os.path.join(REPO, "export")])}
-    return subprocess.run([sys.executable, "-c", CHILD, case], capture_output=True, text=True, env=env, cwd=REPO,
-                          timeout=300)
+    env = {
+        **os.environ,
+        "TF_CPP_MIN_LOG_LEVEL": "0",
+        "PYTHONPATH": os.pathsep.join([REPO, os.path.join(REPO, "export")]),
+    }
+    return subprocess.run(
+        [sys.executable, "-c", CHILD, case], capture_output=True, text=True, env=env, cwd=REPO, timeout=300
+    )
 
 
 def after(text, marker):
     """What the child wrote after `marker` (TensorFlow's own import lines come before it)."""
-    return text[text.index(marker):] if marker in text else text
+    return text[text.index(marker) :] if marker in text else text
 
 
 def test_a_working_conversion_prints_nothing_of_the_converter():
@@ -62,4 +72,6 @@ def test_a_failed_conversion_shows_what_the_converter_said():
     for line in ("Ignored output_format", "Reading SavedModel from", "TF Select ops: Erf"):
         assert line in child.stderr, child.stderr[-3000:]
     # ...before the one-line error naming the op.
-    assert child.stderr.index("Ignored output_format") < child.stderr.index("ConversionError: TFLite has no builtin op for TensorFlow's Erf")
+    assert child.stderr.index("Ignored output_format") < child.stderr.index(
+        "ConversionError: TFLite has no builtin op for TensorFlow's Erf"
+    )

@@ -30,7 +30,7 @@ def calibration():
     examples = []
     for _ in range(8):
         ids = rng.integers(4, 100, (1, LENGTH)).astype(np.int32)
-        ids[0, rng.integers(3, LENGTH):] = 0
+        ids[0, rng.integers(3, LENGTH) :] = 0
         examples.append({"ids": ids, "mask": (ids > 0).astype(np.int32), "segment_ids": np.zeros_like(ids)})
     return examples
 
@@ -42,7 +42,9 @@ def _free_shape_file(model, quantization):
         outputs = model({"token_ids": token_ids, "segment_ids": segment_ids, "padding_mask": padding_mask})
         return {name: tf.cast(value, tf.float32) for name, value in outputs.items()}
 
-    return convert_endpoint(named_endpoint(forward, MODEL_ID_INPUTS), id_signature(MODEL_ID_INPUTS), quantization)
+    return convert_endpoint(
+        named_endpoint(forward, MODEL_ID_INPUTS), id_signature(MODEL_ID_INPUTS), quantization
+    )
 
 
 def test_free_shape_files_run_on_the_cpu_only(model):
@@ -72,8 +74,10 @@ def test_the_gpu_analyzer_of_this_tensorflow_checks_no_op():
 
     def forward(x):
         unique = tf.unique(tf.reshape(tf.cast(x, tf.int32), [-1])).y
-        return {"sums": tf.math.segment_sum(x[0], tf.constant([0, 0, 1, 1, 2, 2, 3, 3])),
-                "count": tf.cast(tf.size(unique), tf.float32)}
+        return {
+            "sums": tf.math.segment_sum(x[0], tf.constant([0, 0, 1, 1, 2, 2, 3, 3])),
+            "count": tf.cast(tf.size(unique), tf.float32),
+        }
 
     flatbuffer = convert_endpoint(forward, [tf.TensorSpec([1, 8], tf.float32, name="x")])
     report = io.StringIO()
@@ -84,10 +88,13 @@ def test_the_gpu_analyzer_of_this_tensorflow_checks_no_op():
     assert "Your model looks compatible with GPU delegate" in report.getvalue()
 
 
-@pytest.mark.parametrize("quantization, runs_on", [
-    ("int8_only", ["CPU", "GPU (shapes)", "integer NPU", "Edge TPU"]),
-    ("int16x8_only", ["CPU", "GPU (shapes)", "integer NPU"]),
-])
+@pytest.mark.parametrize(
+    "quantization, runs_on",
+    [
+        ("int8_only", ["CPU", "GPU (shapes)", "integer NPU", "Edge TPU"]),
+        ("int16x8_only", ["CPU", "GPU (shapes)", "integer NPU"]),
+    ],
+)
 def test_integer_only_files_run_on_integer_accelerators(model, calibration, quantization, runs_on):
     targets = TfliteTargets(convert_integer_only(model, LENGTH, calibration, quantization))
     assert not targets.float_tensors and targets.static_shapes

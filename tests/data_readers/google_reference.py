@@ -30,7 +30,11 @@ def _definitions(relpath, names=None):
     path = os.path.join(os.path.dirname(spec.origin), relpath)
     with open(path, encoding="utf-8") as f:
         tree = ast.parse(f.read(), path)
-    defs = [n for n in tree.body if isinstance(n, (ast.FunctionDef, ast.ClassDef)) and (names is None or n.name in names)]
+    defs = [
+        n
+        for n in tree.body
+        if isinstance(n, (ast.FunctionDef, ast.ClassDef)) and (names is None or n.name in names)
+    ]
     return path, ast.Module(body=defs, type_ignores=[])
 
 
@@ -38,24 +42,48 @@ def google_tokenization():
     """Namespace with Google's FullTokenizer, BasicTokenizer, WordpieceTokenizer."""
     if "tokenization" not in _CACHE:
         path, module = _definitions("tokenization.py")
-        ns = {"collections": collections, "re": re, "unicodedata": unicodedata, "six": six, "tf": tf.compat.v1,
-              "FLAGS": types.SimpleNamespace(preserve_unused_tokens=False),
-              "_UNUSED_TOKEN_RE": re.compile(r"^\[unused\d+\]$"), "__name__": "google_bert_tokenization"}
+        ns = {
+            "collections": collections,
+            "re": re,
+            "unicodedata": unicodedata,
+            "six": six,
+            "tf": tf.compat.v1,
+            "FLAGS": types.SimpleNamespace(preserve_unused_tokens=False),
+            "_UNUSED_TOKEN_RE": re.compile(r"^\[unused\d+\]$"),
+            "__name__": "google_bert_tokenization",
+        }
         exec(compile(module, path, "exec"), ns)  # noqa: S102
-        _CACHE["tokenization"] = types.SimpleNamespace(**{k: v for k, v in ns.items() if not k.startswith("__")})
+        _CACHE["tokenization"] = types.SimpleNamespace(
+            **{k: v for k, v in ns.items() if not k.startswith("__")}
+        )
     return _CACHE["tokenization"]
 
 
-_SQUAD_NAMES = ("SquadExample", "InputFeatures", "read_squad_examples", "convert_examples_to_features",
-                "_improve_answer_span", "_check_is_max_context")
+_SQUAD_NAMES = (
+    "SquadExample",
+    "InputFeatures",
+    "read_squad_examples",
+    "convert_examples_to_features",
+    "_improve_answer_span",
+    "_check_is_max_context",
+)
 
 
-def google_squad_features(path, vocab_file, do_lower_case, max_seq_length, doc_stride, max_query_length, version_2):
+def google_squad_features(
+    path, vocab_file, do_lower_case, max_seq_length, doc_stride, max_query_length, version_2
+):
     """Google's run_squad.py training features (is_training=True) for a SQuAD file."""
     src, module = _definitions("run_squad.py", _SQUAD_NAMES)
-    ns = {"collections": collections, "json": json, "math": math, "six": six, "tf": tf.compat.v1,
-          "tokenization": google_tokenization(), "FLAGS": types.SimpleNamespace(version_2_with_negative=version_2),
-          "__name__": "google_run_squad"}
+    ns = {
+        "collections": collections,
+        "json": json,
+        "math": math,
+        "six": six,
+        "tf": tf.compat.v1,
+        "tokenization": google_tokenization(),
+        "FLAGS": types.SimpleNamespace(version_2_with_negative=version_2),
+        "__name__": "google_run_squad",
+    }
     exec(compile(module, src, "exec"), ns)  # noqa: S102
     tokenizer = ns["tokenization"].FullTokenizer(vocab_file=vocab_file, do_lower_case=do_lower_case)
     examples = ns["read_squad_examples"](path, is_training=True)
@@ -63,7 +91,9 @@ def google_squad_features(path, vocab_file, do_lower_case, max_seq_length, doc_s
     verbosity = tf.compat.v1.logging.get_verbosity()
     tf.compat.v1.logging.set_verbosity(tf.compat.v1.logging.ERROR)  # it logs its first 20 examples
     try:
-        ns["convert_examples_to_features"](examples, tokenizer, max_seq_length, doc_stride, max_query_length, True, features.append)
+        ns["convert_examples_to_features"](
+            examples, tokenizer, max_seq_length, doc_stride, max_query_length, True, features.append
+        )
     finally:
         tf.compat.v1.logging.set_verbosity(verbosity)
     return examples, features

@@ -34,7 +34,9 @@ def pre():
 
 def _all(dataset):
     xs, ys = zip(*[(x, y) for x, y in dataset])
-    return {k: np.concatenate([x[k].numpy() for x in xs]) for k in xs[0]}, np.concatenate([y.numpy() for y in ys])
+    return {k: np.concatenate([x[k].numpy() for x in xs]) for k in xs[0]}, np.concatenate(
+        [y.numpy() for y in ys]
+    )
 
 
 def fixture(name):
@@ -103,8 +105,12 @@ def test_csv_float_labels_and_quoted_line_break(pre):
     x, y = _all(reader.read(fixture("sts_pairs.csv")))
     assert y.dtype == np.float32 and reader.num_classes == 1 and reader.labels is None
     np.testing.assert_allclose(y, [4.2, 4.6, 0.0, 3.8])
-    expected = pre((tf.constant(["The senate approved the bill on Friday.\nIt now goes to the president."]),
-                    tf.constant(["The bill was passed by the senate."])))
+    expected = pre(
+        (
+            tf.constant(["The senate approved the bill on Friday.\nIt now goes to the president."]),
+            tf.constant(["The bill was passed by the senate."]),
+        )
+    )
     np.testing.assert_array_equal(x["token_ids"][3], expected["token_ids"].numpy()[0])
 
 
@@ -148,7 +154,10 @@ def test_bad_json_and_missing_column(pre, caplog):
         _, y = _all(reader.read(path))
     assert reader.report.examples == 2 and reader.report.skipped == 2
     assert reader.report.skipped_by_kind == {"bad_json": 1, "missing_column": 1}
-    assert reader.report.errors[1].line == 3 and "missing column 'text' (the row has ['label', 'sentence'])" in reader.report.errors[1].reason
+    assert (
+        reader.report.errors[1].line == 3
+        and "missing column 'text' (the row has ['label', 'sentence'])" in reader.report.errors[1].reason
+    )
     assert "skipped 2 malformed rows" in caplog.text
     assert "on_error='skip'" not in caplog.text  # the hint of the raise mode offers what is in force
     np.testing.assert_array_equal(y, [1, 0])  # neg, pos
@@ -158,10 +167,15 @@ def test_csv_shape_errors(pre, tmp_path):
     no_text = tmp_path / "no_text.csv"
     no_text.write_text("sentence,label\nfine,pos\n", encoding="utf-8")
     for on_error in ("raise", "skip"):  # a header problem concerns every row: never skipped
-        with pytest.raises(MalformedRowError, match=r"no_text.csv:1: the header \['sentence', 'label'\] lacks the column\(s\) \['text'\]"):
+        with pytest.raises(
+            MalformedRowError,
+            match=r"no_text.csv:1: the header \['sentence', 'label'\] lacks the column\(s\) \['text'\]",
+        ):
             ClassificationReader(pre, on_error=on_error).read(no_text)
     ragged = tmp_path / "ragged.csv"
-    ragged.write_text("text,label\nfine film,pos\nunquoted, comma,neg\nno label here\nlast one,neg\n", encoding="utf-8")
+    ragged.write_text(
+        "text,label\nfine film,pos\nunquoted, comma,neg\nno label here\nlast one,neg\n", encoding="utf-8"
+    )
     reader = ClassificationReader(pre, on_error="skip")
     _, y = _all(reader.read(ragged))
     assert reader.report.skipped_by_kind == {"field_count": 1, "missing_column": 1}
@@ -180,18 +194,28 @@ def test_headers_that_would_be_misread_are_refused(pre, tmp_path):
     with_header = tmp_path / "with_header.csv"
     with_header.write_text("Label,Text\npos,fine film\nneg,dull\n", encoding="utf-8")
     for on_error in ("raise", "skip"):
-        with pytest.raises(MalformedRowError, match=r"with_header.csv:1: the first row \['Label', 'Text'\] is a header "
-                                                     r"\(the column names\), but the reader was told the file has none "
-                                                     r"\(header=False\): read it with header=True \(without column_names=\[\.\.\.\]\)"):
-            ClassificationReader(pre, header=False, column_names=("label", "text"), on_error=on_error).read(with_header)
+        with pytest.raises(
+            MalformedRowError,
+            match=r"with_header.csv:1: the first row \['Label', 'Text'\] is a header "
+            r"\(the column names\), but the reader was told the file has none "
+            r"\(header=False\): read it with header=True \(without column_names=\[\.\.\.\]\)",
+        ):
+            ClassificationReader(pre, header=False, column_names=("label", "text"), on_error=on_error).read(
+                with_header
+            )
     _, y = _all(ClassificationReader(pre, text_column="Text", label_column="Label").read(with_header))
     np.testing.assert_array_equal(y, [1, 0])  # neg, pos: read with its header, it is fine
     twice = tmp_path / "twice.csv"
     twice.write_text("id,text,label,text\n1,fine film,pos,note a\n", encoding="utf-8")
-    with pytest.raises(MalformedRowError, match=r"twice.csv:1: the header \['id', 'text', 'label', 'text'\] names the "
-                                                 r"column\(s\) \['text'\] more than once"):
+    with pytest.raises(
+        MalformedRowError,
+        match=r"twice.csv:1: the header \['id', 'text', 'label', 'text'\] names the "
+        r"column\(s\) \['text'\] more than once",
+    ):
         ClassificationReader(pre, on_error="skip").read(twice)
-    with pytest.raises(ValueError, match=r"column_names names a column twice.*column_names=\['text', 'label', 'text'\]"):
+    with pytest.raises(
+        ValueError, match=r"column_names names a column twice.*column_names=\['text', 'label', 'text'\]"
+    ):
         ClassificationReader(pre, header=False, column_names=("text", "label", "text"))
 
 
@@ -201,26 +225,40 @@ def test_multi_label_fields_written_as_lists(pre, tmp_path):
     empty (an example of [CLS] [SEP] alone) and a null label are refused as what they are."""
     table = tmp_path / "listed.csv"
     with open(table, "w", newline="", encoding="utf-8") as f:
-        csv.writer(f).writerows([["text", "labels"], ["goal in extra time", "['sport']"],
-                                 ["budget vote delayed", '["politics", "economy"]'],
-                                 ["striker joins club", "sport,economy"]])
+        csv.writer(f).writerows(
+            [
+                ["text", "labels"],
+                ["goal in extra time", "['sport']"],
+                ["budget vote delayed", '["politics", "economy"]'],
+                ["striker joins club", "sport,economy"],
+            ]
+        )
     reader = ClassificationReader(pre, multi_label=True)
     _, y = _all(reader.read(table))
     assert reader.labels.labels == ["economy", "politics", "sport"]
     np.testing.assert_array_equal(y, [[0, 0, 1], [1, 1, 0], [1, 0, 1]])
     broken = tmp_path / "broken.csv"
-    broken.write_text('text,labels\nfine,"[sport, economy"\nok,"[sport economy]"\ngood,sport\n', encoding="utf-8")
+    broken.write_text(
+        'text,labels\nfine,"[sport, economy"\nok,"[sport economy]"\ngood,sport\n', encoding="utf-8"
+    )
     reader = ClassificationReader(pre, multi_label=True, on_error="skip")
     reader.read_examples(broken)
-    assert reader.report.skipped_by_kind == {"bad_label": 2} and [e.line for e in reader.report.errors] == [2, 3]
+    assert reader.report.skipped_by_kind == {"bad_label": 2} and [e.line for e in reader.report.errors] == [
+        2,
+        3,
+    ]
     assert all("looks like a list but reads as neither JSON" in e.reason for e in reader.report.errors)
     empty = tmp_path / "empty_text.csv"
     empty.write_text('text,label\nfine,pos\n"  ",neg\nflat,neg\n', encoding="utf-8")
-    with pytest.raises(MalformedRowError, match=r"empty_text.csv:3: column 'text' is empty: give the row its text"):
+    with pytest.raises(
+        MalformedRowError, match=r"empty_text.csv:3: column 'text' is empty: give the row its text"
+    ):
         ClassificationReader(pre).read(empty)
     null = tmp_path / "null.jsonl"
     null.write_text('{"text": "fine", "label": null}\n', encoding="utf-8")
-    with pytest.raises(MalformedRowError, match=r"null.jsonl:1: column 'label' is null: give the row its label"):
+    with pytest.raises(
+        MalformedRowError, match=r"null.jsonl:1: column 'label' is null: give the row its label"
+    ):
         ClassificationReader(pre).read(null)
 
 
@@ -245,7 +283,9 @@ def test_arguments_are_checked(pre):
 
 def test_invalid_utf8_names_the_line(pre, tmp_path):
     jsonl = tmp_path / "latin1.jsonl"
-    jsonl.write_bytes(b'{"text": "fine", "label": "a"}\n{"text": "caf\xe9 au lait", "label": "b"}\n{"text": "ok", "label": "a"}\n')
+    jsonl.write_bytes(
+        b'{"text": "fine", "label": "a"}\n{"text": "caf\xe9 au lait", "label": "b"}\n{"text": "ok", "label": "a"}\n'
+    )
     with pytest.raises(MalformedRowError, match=r"latin1.jsonl:2: not valid UTF-8"):
         ClassificationReader(pre).read(jsonl)
     reader = ClassificationReader(pre, on_error="skip")
@@ -263,8 +303,11 @@ def test_epochs_are_permutations_ordered_by_seed_and_epoch_alone(pre):
     """read(epochs=N): N passes in one dataset, each a permutation of the file that a dataset
     built afresh repeats exactly (what resuming across an epoch boundary needs), and no
     batch straddling two passes."""
+
     def reader(seed):
-        return ClassificationReader(pre, header=False, column_names=("label", "text"), batch_size=300, shuffle=True, seed=seed)
+        return ClassificationReader(
+            pre, header=False, column_names=("label", "text"), batch_size=300, shuffle=True, seed=seed
+        )
 
     def batches(dataset):
         return [x["token_ids"].numpy() for x, _ in dataset]
@@ -275,7 +318,7 @@ def test_epochs_are_permutations_ordered_by_seed_and_epoch_alone(pre):
     assert [len(b) for b in first] == ([300] * 13 + [100]) * 3
     for a, b in zip(first, again):
         np.testing.assert_array_equal(a, b)
-    passes = [np.concatenate(first[i * per_pass:(i + 1) * per_pass]) for i in range(3)]
+    passes = [np.concatenate(first[i * per_pass : (i + 1) * per_pass]) for i in range(3)]
     rows = lambda array: sorted(map(bytes, array))
     assert all(rows(p) == rows(one_pass) for p in passes)
     assert not np.array_equal(passes[0], passes[1]) and not np.array_equal(passes[1], passes[2])
@@ -290,13 +333,23 @@ def test_length_buckets_cut_each_batch_and_keep_every_row_once_per_pass(pre):
     up to 8 with nothing real cut off; batches are made of similar lengths (far less padding
     than random batches), come in an order that mixes lengths, and are the same in a dataset
     built afresh for the same seed and pass; unshuffled (validation) reading keeps file order."""
+
     def reader(seed, buckets, shuffle=True):
-        return ClassificationReader(pre, header=False, column_names=("label", "text"), batch_size=32,
-                                    shuffle=shuffle, seed=seed, length_buckets=buckets)
+        return ClassificationReader(
+            pre,
+            header=False,
+            column_names=("label", "text"),
+            batch_size=32,
+            shuffle=shuffle,
+            seed=seed,
+            length_buckets=buckets,
+        )
 
     full, full_y = _all(reader(3, False, shuffle=False).read(MR))  # [4000, S], file order
     lengths = full["padding_mask"].sum(axis=1)
-    key = {bytes(row[:n]): n for row, n in zip(full["token_ids"], lengths)}  # a row's real tokens -> its length
+    key = {
+        bytes(row[:n]): n for row, n in zip(full["token_ids"], lengths)
+    }  # a row's real tokens -> its length
 
     def passes(dataset):
         return [(x, y) for x, y in dataset]
@@ -306,7 +359,7 @@ def test_length_buckets_cut_each_batch_and_keep_every_row_once_per_pass(pre):
     widths = []
     for number in range(2):
         seen = []
-        for x, y in first[number * 125:(number + 1) * 125]:
+        for x, y in first[number * 125 : (number + 1) * 125]:
             ids, mask = x["token_ids"].numpy(), x["padding_mask"].numpy()
             longest = mask.sum(axis=1).max()
             assert ids.shape[1] == min(LENGTH, -(-longest // 8) * 8), (ids.shape, longest)
@@ -330,12 +383,18 @@ def test_length_buckets_cut_each_batch_and_keep_every_row_once_per_pass(pre):
     start = 0
     for x in cut:
         width = x["token_ids"].shape[1]
-        np.testing.assert_array_equal(x["token_ids"].numpy(), full["token_ids"][start:start + len(x["token_ids"]), :width])
-        assert full["padding_mask"][start:start + len(x["token_ids"]), width:].sum() == 0
+        np.testing.assert_array_equal(
+            x["token_ids"].numpy(), full["token_ids"][start : start + len(x["token_ids"]), :width]
+        )
+        assert full["padding_mask"][start : start + len(x["token_ids"]), width:].sum() == 0
         start += len(x["token_ids"])
-    with pytest.raises(ValueError, match=r"Shuffled length buckets need an int epochs and a seed.*epochs=None"):
+    with pytest.raises(
+        ValueError, match=r"Shuffled length buckets need an int epochs and a seed.*epochs=None"
+    ):
         reader(3, True).read(MR)
-    with pytest.raises(ValueError, match=r"length_buckets must be True or False. Received: length_buckets='yes'"):
+    with pytest.raises(
+        ValueError, match=r"length_buckets must be True or False. Received: length_buckets='yes'"
+    ):
         reader(3, "yes")
 
 

@@ -75,7 +75,9 @@ def test_rows_equal_google_run_squad(pre, vocab_path, tmp_path, path, v2):
     np.testing.assert_array_equal(y["end_logits"], [g.end_position for g in google])
     for ours, theirs in zip(reader.features, google):
         assert ours.window_index == theirs.doc_span_index
-        assert [ours.is_max_context(i) for i in range(LENGTH)] == [theirs.token_is_max_context.get(i, False) for i in range(LENGTH)]
+        assert [ours.is_max_context(i) for i in range(LENGTH)] == [
+            theirs.token_is_max_context.get(i, False) for i in range(LENGTH)
+        ]
 
 
 @pytest.mark.parametrize("path", [V1, V2])
@@ -91,7 +93,7 @@ def test_labelled_spans_decode_to_the_answer(pre, path):
             continue
         answer = feature.answers[0]
         # The wordpieces, glued back by the tokenizer, are the answer up to case, accents and spaces ...
-        decoded = pre.detokenize(x["token_ids"][i:i + 1, start:end + 1]).numpy()[0].decode()
+        decoded = pre.detokenize(x["token_ids"][i : i + 1, start : end + 1]).numpy()[0].decode()
         assert _normal(decoded) == _normal(answer), (feature.example_id, decoded, answer)
         # ... and their character spans cut exactly the answer out of the original context.
         assert feature.answer_text(start, end) == answer
@@ -111,13 +113,19 @@ def test_long_context_windows_and_v2_impossible(pre):
     assert labelled == [6, 7, 8]  # earlier windows do not reach the answer: 0/0, i.e. [CLS]
     # Windows overlap by sequence room - stride; each context piece is "max context" in exactly one window.
     spans = np.concatenate([w.char_spans[w.token_is_max_context] for w in windows])
-    assert len(spans) == len({tuple(s) for s in spans}) == len(pre.tokenize(tf.constant([windows[0].context]))[0])
+    assert (
+        len(spans)
+        == len({tuple(s) for s in spans})
+        == len(pre.tokenize(tf.constant([windows[0].context]))[0])
+    )
 
     reader = SquadReader(pre, doc_stride=STRIDE, max_query_length=QUERY)
     reader.read(V2)
     impossible = [f for f in reader.features if f.is_impossible]
     assert {f.example_id for f in impossible} == {"pn-004", "pn-005", "ts-005"}
-    assert len([f for f in impossible if f.example_id == "ts-005"]) > 1  # a long context: several windows, all 0/0
+    assert (
+        len([f for f in impossible if f.example_id == "ts-005"]) > 1
+    )  # a long context: several windows, all 0/0
     assert all(f.start_position == 0 and f.end_position == 0 and f.answers == [] for f in impossible)
     # The dev-style question with three answers is labelled with the first and keeps all three.
     reader.read(V1)
@@ -128,13 +136,25 @@ def test_long_context_windows_and_v2_impossible(pre):
 def test_offsets_survive_normalisation(pre, tmp_path):
     """Lower-casing, accent stripping, a dropped control character and an
     [UNK] change lengths; answers still map to their own characters."""
-    context = "Beyoncé’s naïve CAFÉ… opened in Zürich\x07town in 1999; its owner, Ǆemal 🙂Ünal, cooks ﬁne crêpes."
+    context = (
+        "Beyoncé’s naïve CAFÉ… opened in Zürich\x07town in 1999; its owner, Ǆemal 🙂Ünal, cooks ﬁne crêpes."
+    )
     answers = ["CAFÉ", "Zürich\x07town", "1999", "ﬁne crêpes", "crêpes", "Ǆemal"]
-    qas = [{"id": f"n-{i}", "question": f"Which thing number {i}?", "answers": [{"text": a, "answer_start": context.index(a)}]}
-           for i, a in enumerate(answers)]
+    qas = [
+        {
+            "id": f"n-{i}",
+            "question": f"Which thing number {i}?",
+            "answers": [{"text": a, "answer_start": context.index(a)}],
+        }
+        for i, a in enumerate(answers)
+    ]
     path = tmp_path / "norm.json"
-    path.write_text(json.dumps({"version": "1.1", "data": [{"title": "t", "paragraphs": [{"context": context, "qas": qas}]}]}),
-                    encoding="utf-8")
+    path.write_text(
+        json.dumps(
+            {"version": "1.1", "data": [{"title": "t", "paragraphs": [{"context": context, "qas": qas}]}]}
+        ),
+        encoding="utf-8",
+    )
     reader = SquadReader(pre, doc_stride=STRIDE, max_query_length=QUERY)
     x, y = _rows(reader.read(str(path)))
     ids = pre.tokenize(tf.constant([context]))[0].numpy()
@@ -143,7 +163,7 @@ def test_offsets_survive_normalisation(pre, tmp_path):
         assert start > 0
         # The row holds the preprocessor's own ids for the context.
         offset = int(np.argmax(x["segment_ids"][i]))
-        np.testing.assert_array_equal(x["token_ids"][i, offset:offset + len(ids)], ids)
+        np.testing.assert_array_equal(x["token_ids"][i, offset : offset + len(ids)], ids)
         if answer == "ﬁne crêpes":  # "ﬁne" is one [UNK] (no "ﬁ" in the vocab): its piece spans the word
             assert feature.answer_text(start, end) == answer
             continue
@@ -158,7 +178,10 @@ def test_bad_answer_raises_with_file_line_and_reason(pre):
     err = info.value
     assert isinstance(err, ValueError)
     assert (err.path, err.line, err.kind) == (path, 21, "answer_not_in_context")
-    assert "answer 'Rashid' is not in its context at answer_start=151" in err.reason and "occurs at 163" in err.reason
+    assert (
+        "answer 'Rashid' is not in its context at answer_start=151" in err.reason
+        and "occurs at 163" in err.reason
+    )
     assert "rs-002" in str(err) and f"{path}:21" in str(err)
 
 
@@ -195,8 +218,12 @@ def test_arguments_are_checked(vocab_path, pre):
 
 
 def test_fits_a_span_labeler(pre):
-    dataset = SquadReader(pre, doc_stride=STRIDE, max_query_length=QUERY, batch_size=8, shuffle=True, seed=1).read(V2)
-    backbone = kb.BertBackbone(**tiny_backbone_config(vocabulary_size=len(pre.vocabulary), max_sequence_length=LENGTH, num_layers=1))
+    dataset = SquadReader(
+        pre, doc_stride=STRIDE, max_query_length=QUERY, batch_size=8, shuffle=True, seed=1
+    ).read(V2)
+    backbone = kb.BertBackbone(
+        **tiny_backbone_config(vocabulary_size=len(pre.vocabulary), max_sequence_length=LENGTH, num_layers=1)
+    )
     model = kb.BertSpanLabeler(backbone)
     history = model.fit(dataset.take(2), epochs=1, verbose=0)
     assert np.isfinite(history.history["loss"][0])

@@ -36,7 +36,9 @@ def pre():
 def _all(dataset):
     parts = list(dataset)
     return tuple(
-        {k: np.concatenate([p[0][k].numpy() for p in parts]) for k in parts[0][0]} if i == 0 else np.concatenate([p[i].numpy() for p in parts])
+        {k: np.concatenate([p[0][k].numpy() for p in parts]) for k in parts[0][0]}
+        if i == 0
+        else np.concatenate([p[i].numpy() for p in parts])
         for i in range(3)
     )
 
@@ -46,7 +48,9 @@ def test_wsj_tags_on_first_pieces_like_google(pre):
     x, y, w = _all(reader.read(WSJ, max_sentences=SENTENCES))
     with open(WSJ, encoding="utf-8") as f:
         sentences = [[item.rsplit("/", 1) for item in line.split()] for line in f if line.strip()][:SENTENCES]
-    assert reader.report.examples == SENTENCES and reader.labels.labels == sorted({t for s in sentences for _, t in s})
+    assert reader.report.examples == SENTENCES and reader.labels.labels == sorted(
+        {t for s in sentences for _, t in s}
+    )
     google = google_tokenization().FullTokenizer(vocab_file=VOCAB, do_lower_case=True)
     cls, sep = google.vocab["[CLS]"], google.vocab["[SEP]"]
     truncated = lost = 0
@@ -79,7 +83,9 @@ def test_wsj_tags_on_first_pieces_like_google(pre):
 
 
 def test_wsj_per_batch_padding(pre):
-    reader = TaggingReader(BertPreprocessor(VOCAB, sequence_length=None), file_format="word/tag", batch_size=50)
+    reader = TaggingReader(
+        BertPreprocessor(VOCAB, sequence_length=None), file_format="word/tag", batch_size=50
+    )
     widths = []
     for x, y, w in reader.read(WSJ, max_sentences=200):
         mask = x["padding_mask"].numpy()
@@ -99,10 +105,20 @@ def test_conll_columns_and_docstart(pre):
     # "€2.4bn" is several pieces; only the first is weighted.
     pieces = pre.tokenize(["€2.4bn"]).to_list()[0]
     start = list(x["token_ids"][1]).index(pieces[0])
-    np.testing.assert_array_equal(w[1][start:start + len(pieces)], [1] + [0] * (len(pieces) - 1))
+    np.testing.assert_array_equal(w[1][start : start + len(pieces)], [1] + [0] * (len(pieces) - 1))
     pos = TaggingReader(pre, tag_column=1)
     _, y, w = _all(pos.read(os.path.join(FIXTURES, "ner_train.conll")))
-    assert [pos.labels.labels[t] for t in y[2][w[2] == 1]] == ["NN", "VBD", "NN", "IN", "NNP", "NNP", "IN", "NNP", "."]
+    assert [pos.labels.labels[t] for t in y[2][w[2] == 1]] == [
+        "NN",
+        "VBD",
+        "NN",
+        "IN",
+        "NNP",
+        "NNP",
+        "IN",
+        "NNP",
+        ".",
+    ]
 
 
 def test_conll_malformed_sentences(pre, caplog):
@@ -138,8 +154,11 @@ def test_conll_words_with_spaces_and_undecodable_lines_drop_no_word_alone(pre, t
     assert [reader.labels.labels[t] for t in y[0][w[0] == 1]] == ["O", "B-LOC", "O", "NUM"]
     spaced = tmp_path / "spaced.conll"
     spaced.write_text("Visit O\nNew York B-LOC\nfor O\n\nIt O\nrains O\n\n", encoding="utf-8")
-    with pytest.raises(MalformedRowError, match=r"spaced.conll:2: has 3 columns where the file's first line has 2: a "
-                                                 r"word holding a space\?"):
+    with pytest.raises(
+        MalformedRowError,
+        match=r"spaced.conll:2: has 3 columns where the file's first line has 2: a "
+        r"word holding a space\?",
+    ):
         TaggingReader(pre).read(spaced)
     latin1 = tmp_path / "latin1.conll"
     latin1.write_bytes(b"EU B-ORG\nrejects O\nGer\xe9man B-MISC\ncall O\n\nPeter B-PER\n\n")
@@ -150,7 +169,9 @@ def test_conll_words_with_spaces_and_undecodable_lines_drop_no_word_alone(pre, t
 
 def test_word_tag_malformed_line(pre, tmp_path):
     path = tmp_path / "tagged.txt"
-    path.write_text("The/DT cat/NN sat/VBD ./.\nA/DT dog/NN barked ./.\nIt/PRP ran/VBD ./.\n", encoding="utf-8")
+    path.write_text(
+        "The/DT cat/NN sat/VBD ./.\nA/DT dog/NN barked ./.\nIt/PRP ran/VBD ./.\n", encoding="utf-8"
+    )
     with pytest.raises(MalformedRowError, match=r"tagged.txt:2: 'barked' is not word/TAG"):
         TaggingReader(pre, file_format="word/tag").read(path)
     reader = TaggingReader(pre, file_format="word/tag", on_error="skip")
@@ -170,7 +191,9 @@ def test_arguments_are_checked(pre):
 def test_fits_a_token_classifier(pre):
     reader = TaggingReader(pre, file_format="word/tag", batch_size=16)
     dataset = reader.read(WSJ, max_sentences=32)
-    backbone = kb.BertBackbone(**tiny_backbone_config(vocabulary_size=len(pre.vocabulary), max_sequence_length=LENGTH, num_layers=1))
+    backbone = kb.BertBackbone(
+        **tiny_backbone_config(vocabulary_size=len(pre.vocabulary), max_sequence_length=LENGTH, num_layers=1)
+    )
     model = kb.BertTokenClassifier(backbone, num_classes=reader.num_classes)
     history = model.fit(dataset, epochs=1, verbose=0)
     assert np.isfinite(history.history["loss"][0])

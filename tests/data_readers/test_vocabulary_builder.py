@@ -19,11 +19,18 @@ import tensorflow as tf
 from keras_bert_impl.commands import vocab as vocab_command
 from keras_bert_impl.commands.errors import UsageError
 from keras_bert_impl.tokenization import BertPreprocessor
-from keras_bert_impl.tokenization.vocabulary import SPECIAL_TOKENS, read_vocabulary, vocabulary_is_uncased, write_vocabulary
+from keras_bert_impl.tokenization.vocabulary import (
+    SPECIAL_TOKENS,
+    read_vocabulary,
+    vocabulary_is_uncased,
+    write_vocabulary,
+)
 from keras_bert_impl.tokenization.vocabulary_builder import VocabularyBuilder
 from tests.data_readers.google_reference import google_tokenization
 
-CORPORA = os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))), "data", "corpora")
+CORPORA = os.path.join(
+    os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))), "data", "corpora"
+)
 REVIEWS = os.path.join(CORPORA, "polarity-en-pang&lee1.csv")
 MR = os.path.join(CORPORA, "polarity-en-pang&lee2.csv")
 CASED = os.path.join(CORPORA, "uncertainty-conll2010.csv")
@@ -84,7 +91,9 @@ def test_reviews_vocab_is_uncased_and_accent_free(reviews_vocab):
     vocab, _ = reviews_vocab
     ordinary = [t for t in vocab if t not in SPECIAL_TOKENS and not t.startswith("[unused")]
     assert [t for t in ordinary if t != t.lower()] == []
-    assert [t for t in ordinary if any(unicodedata.category(c) == "Mn" for c in unicodedata.normalize("NFD", t))] == []
+    assert [
+        t for t in ordinary if any(unicodedata.category(c) == "Mn" for c in unicodedata.normalize("NFD", t))
+    ] == []
     assert vocabulary_is_uncased(vocab)
 
 
@@ -118,7 +127,10 @@ def test_words_are_what_the_preprocessor_sees(path, lowercase):
     them in a vocabulary, BertPreprocessor (FastBertTokenizer) emits each line as
     those words, whole, and no [UNK]."""
     lines = _csv_texts(path)[:1500] + ACCENTED
-    words = [[w.decode() for w in ws] for ws in VocabularyBuilder(1000, lowercase=lowercase).split_words(tf.constant(lines)).to_list()]
+    words = [
+        [w.decode() for w in ws]
+        for ws in VocabularyBuilder(1000, lowercase=lowercase).split_words(tf.constant(lines)).to_list()
+    ]
     vocab = list(SPECIAL_TOKENS) + sorted({w for ws in words for w in ws})
     pre = BertPreprocessor(vocab, lowercase=lowercase, sequence_length=None)
     ids = pre.tokenize(tf.constant(lines)).to_list()
@@ -136,7 +148,9 @@ def test_word_split_matches_google_basic_tokenizer(path, lowercase):
     # Whole reviews are long for Google's pure-Python tokenizer: the first 100
     # and every one holding a control character.
     limit = 100 if path == REVIEWS else 1500
-    lines = lines[:limit] + [t for t in lines[limit:] if any(unicodedata.category(c) == "Cc" and c not in "\t\n\r" for c in t)]
+    lines = lines[:limit] + [
+        t for t in lines[limit:] if any(unicodedata.category(c) == "Cc" and c not in "\t\n\r" for c in t)
+    ]
     if path == REVIEWS:
         assert len(lines) > 100
     lines += ACCENTED
@@ -149,15 +163,21 @@ def test_line_and_paragraph_separators_split_words_as_google_and_the_tokenizer_d
     them inside words and learned "good\u2028really", which BertPreprocessor then emitted where
     Google's FullTokenizer splits into two words."""
     corpus = tmp_path / "separators.txt"
-    corpus.write_text("the film was good\u2028really good and the plot\u2029twist was fun\n" * 40, encoding="utf-8")
+    corpus.write_text(
+        "the film was good\u2028really good and the plot\u2029twist was fun\n" * 40, encoding="utf-8"
+    )
     out = tmp_path / "vocab.txt"
-    args = _vocab_parser().parse_args(["vocab", str(corpus), "--size", "200", "--min-count", "1", "--quiet",
-                                       "--output", str(out)])
+    args = _vocab_parser().parse_args(
+        ["vocab", str(corpus), "--size", "200", "--min-count", "1", "--quiet", "--output", str(out)]
+    )
     assert args.func(args) == 0
     vocab = read_vocabulary(str(out))
     assert not [t for t in vocab if "\u2028" in t or "\u2029" in t]
     text = "good\u2028really plot\u2029twist"
-    ours = [vocab[i] for i in BertPreprocessor(str(out), sequence_length=None).tokenize(tf.constant([text]))[0].numpy()]
+    ours = [
+        vocab[i]
+        for i in BertPreprocessor(str(out), sequence_length=None).tokenize(tf.constant([text]))[0].numpy()
+    ]
     google = google_tokenization().FullTokenizer(vocab_file=str(out), do_lower_case=True)
     assert ours == google.tokenize(text) == ["good", "really", "plot", "twist"]
 
@@ -172,7 +192,19 @@ def test_vocab_command_cased(tmp_path, capsys):
     out = tmp_path / "cased" / "vocab.txt"
     # At --min-count 20 the first learner pass already fits (997 tokens): one pass.
     args = _vocab_parser().parse_args(
-        ["vocab", CASED, "--size", "1000", "--min-count", "20", "--cased", "--num-unused", "3", "--output", str(out)]
+        [
+            "vocab",
+            CASED,
+            "--size",
+            "1000",
+            "--min-count",
+            "20",
+            "--cased",
+            "--num-unused",
+            "3",
+            "--output",
+            str(out),
+        ]
     )
     assert args.func(args) == 0
     assert "tokens (cased, target 1000)" in capsys.readouterr().out
@@ -188,7 +220,9 @@ def test_vocab_command_cased(tmp_path, capsys):
 
 def test_vocab_command_errors(tmp_path, capsys):
     parser = _vocab_parser()
-    args = parser.parse_args(["vocab", str(tmp_path / "missing.txt"), "--size", "100", "--output", str(tmp_path / "v.txt")])
+    args = parser.parse_args(
+        ["vocab", str(tmp_path / "missing.txt"), "--size", "100", "--output", str(tmp_path / "v.txt")]
+    )
     assert args.func(args) == 2
     assert "No text file at" in capsys.readouterr().err
     corpus = tmp_path / "tiny.txt"
@@ -201,13 +235,25 @@ def test_vocab_command_errors(tmp_path, capsys):
     args = parser.parse_args(["vocab", str(corpus), "--size", "3", "--output", str(tmp_path / "v.txt")])
     assert args.func(args) == 2
     assert "--size must be an integer >= " in capsys.readouterr().err
-    args = parser.parse_args(["vocab", str(corpus), "--size", "100", "--max-unique-chars", "0",
-                              "--output", str(tmp_path / "v.txt")])
+    args = parser.parse_args(
+        [
+            "vocab",
+            str(corpus),
+            "--size",
+            "100",
+            "--max-unique-chars",
+            "0",
+            "--output",
+            str(tmp_path / "v.txt"),
+        ]
+    )
     assert args.func(args) == 2
     assert "--max-unique-chars must be a positive integer" in capsys.readouterr().err
     # A folder as --output is refused before learning (it failed after, with a raw IsADirectoryError).
     (tmp_path / "adir").mkdir()
-    args = parser.parse_args(["vocab", str(corpus), "--size", "100", "--overwrite", "--output", str(tmp_path / "adir")])
+    args = parser.parse_args(
+        ["vocab", str(corpus), "--size", "100", "--overwrite", "--output", str(tmp_path / "adir")]
+    )
     with pytest.raises(UsageError, match="is a folder: give the path of the vocab.txt to write"):
         args.func(args)
     with pytest.raises(SystemExit):
@@ -216,11 +262,25 @@ def test_vocab_command_errors(tmp_path, capsys):
     # Latin-1 file learned "caf" and exited 0 with nothing but a log line --quiet hid).
     latin1 = tmp_path / "latin1.txt"
     latin1.write_bytes("le caf\xe9 de l'\xe9cole\n".encode("latin-1") * 30 + b"plain words here\n" * 30)
-    args = parser.parse_args(["vocab", str(latin1), "--size", "100", "--min-count", "1", "--quiet",
-                              "--output", str(tmp_path / "latin1_vocab.txt")])
+    args = parser.parse_args(
+        [
+            "vocab",
+            str(latin1),
+            "--size",
+            "100",
+            "--min-count",
+            "1",
+            "--quiet",
+            "--output",
+            str(tmp_path / "latin1_vocab.txt"),
+        ]
+    )
     assert args.func(args) == 0
     out = capsys.readouterr().out
-    assert "Note: 30 of 60 lines were not valid UTF-8 and lost their bad bytes" in out and "iconv -f latin1" in out, out
+    assert (
+        "Note: 30 of 60 lines were not valid UTF-8 and lost their bad bytes" in out
+        and "iconv -f latin1" in out
+    ), out
 
 
 def test_a_vocabulary_with_a_byte_order_mark_reads_its_first_token(tmp_path):

@@ -18,13 +18,17 @@ def _assert_matches_sklearn(result, labels, predicted, classes):
         if average == "macro":
             assert result["macro_precision"] == pytest.approx(p, abs=1e-12)
             assert result["macro_recall"] == pytest.approx(r, abs=1e-12)
-    p, r, f, s = skm.precision_recall_fscore_support(labels, predicted, labels=classes, average=None, zero_division=0)
+    p, r, f, s = skm.precision_recall_fscore_support(
+        labels, predicted, labels=classes, average=None, zero_division=0
+    )
     per_class = list(result["per_class"].values())
     np.testing.assert_allclose([c["precision"] for c in per_class], p, atol=1e-12)
     np.testing.assert_allclose([c["recall"] for c in per_class], r, atol=1e-12)
     np.testing.assert_allclose([c["f1"] for c in per_class], f, atol=1e-12)
     np.testing.assert_array_equal([c["support"] for c in per_class], s)
-    np.testing.assert_array_equal([c["predicted"] for c in per_class], np.bincount(predicted, minlength=len(classes)))
+    np.testing.assert_array_equal(
+        [c["predicted"] for c in per_class], np.bincount(predicted, minlength=len(classes))
+    )
 
 
 @pytest.mark.parametrize("seed", range(20))
@@ -56,7 +60,13 @@ def test_class_never_predicted_scores_zero_like_sklearn():
     labels = np.array([0, 0, 1, 1, 2, 2])
     predicted = np.array([0, 0, 1, 1, 1, 0])  # class 2 never predicted
     result = classification_metrics(labels, predicted)
-    assert result["per_class"]["2"] == {"precision": 0.0, "recall": 0.0, "f1": 0.0, "support": 2, "predicted": 0}
+    assert result["per_class"]["2"] == {
+        "precision": 0.0,
+        "recall": 0.0,
+        "f1": 0.0,
+        "support": 2,
+        "predicted": 0,
+    }
     _assert_matches_sklearn(result, labels, predicted, [0, 1, 2])
     # The macro average counts it: (0.8 + 0.8 + 0) / 3 for F1.
     assert result["macro_f1"] == pytest.approx((0.8 + 0.8 + 0.0) / 3)
@@ -67,14 +77,22 @@ def test_class_never_present_and_never_predicted_is_listed_but_not_averaged():
     result = classification_metrics(labels, predicted, num_classes=4)
     assert result["per_class"]["3"]["support"] == 0 and result["per_class"]["3"]["f1"] == 0.0
     # scikit-learn's default labels are those in y_true or y_pred: classes 0 and 1 only.
-    assert result["macro_f1"] == pytest.approx(skm.f1_score(labels, predicted, average="macro", zero_division=0))
+    assert result["macro_f1"] == pytest.approx(
+        skm.f1_score(labels, predicted, average="macro", zero_division=0)
+    )
     assert result["macro_f1"] == pytest.approx((0.8 + 2 / 3) / 2)
 
 
 def test_predicted_but_absent_class_has_zero_recall_and_counts():
     labels, predicted = [0, 0, 0], [0, 2, 0]
     result = classification_metrics(labels, predicted, num_classes=3)
-    assert result["per_class"]["2"] == {"precision": 0.0, "recall": 0.0, "f1": 0.0, "support": 0, "predicted": 1}
+    assert result["per_class"]["2"] == {
+        "precision": 0.0,
+        "recall": 0.0,
+        "f1": 0.0,
+        "support": 0,
+        "predicted": 1,
+    }
     _assert_matches_sklearn(result, labels, predicted, [0, 1, 2])
 
 
@@ -101,7 +119,10 @@ def test_float_ids_from_json_are_accepted_and_result_is_json():
         (dict(labels=[[0, 1]], predictions=[0, 1]), "labels must be 1-D"),
         (dict(labels=[0, 1], predictions=np.zeros((2, 3)), num_classes=4), "predictions.shape\\[1\\]=3"),
         (dict(labels=[0, 1], predictions=[0, 1], label_names=["a"]), r"\[0, 1\).*\[1\].*or label_names"),
-        (dict(labels=[0, 1], predictions=[0, 1], num_classes=2, label_names=["a"]), "num_classes=2, len\\(label_names\\)=1"),
+        (
+            dict(labels=[0, 1], predictions=[0, 1], num_classes=2, label_names=["a"]),
+            "num_classes=2, len\\(label_names\\)=1",
+        ),
         (dict(labels=[0, 1], predictions=[0, 1], label_names="ab"), "not one string"),
         (dict(labels=[0, 1], predictions=[0, 1], num_classes=0), "num_classes=0"),
         (dict(labels=[0, 1], predictions=np.zeros((2, 2, 2))), "predictions with shape \\(2, 2, 2\\)"),
@@ -120,8 +141,12 @@ def _assert_multilabel_matches_sklearn(result, targets, predicted):
     assert result["exact_match"] == pytest.approx(skm.accuracy_score(targets, predicted), abs=1e-12)
     assert result["label_accuracy"] == pytest.approx(1 - skm.hamming_loss(targets, predicted), abs=1e-12)
     p, r, f, _ = skm.precision_recall_fscore_support(targets, predicted, average="micro", zero_division=0)
-    assert (result["micro_precision"], result["micro_recall"], result["micro_f1"]) == pytest.approx((p, r, f), abs=1e-12)
-    assert result["macro_f1"] == pytest.approx(skm.f1_score(targets, predicted, average="macro", zero_division=0), abs=1e-12)
+    assert (result["micro_precision"], result["micro_recall"], result["micro_f1"]) == pytest.approx(
+        (p, r, f), abs=1e-12
+    )
+    assert result["macro_f1"] == pytest.approx(
+        skm.f1_score(targets, predicted, average="macro", zero_division=0), abs=1e-12
+    )
     p, r, f, s = skm.precision_recall_fscore_support(targets, predicted, average=None, zero_division=0)
     per_label = list(result["per_label"].values())
     np.testing.assert_allclose([c["precision"] for c in per_label], p, atol=1e-12)
@@ -149,17 +174,33 @@ def test_multilabel_random_logits_match_sklearn(seed):
 def test_multilabel_single_label_is_binary_f1():
     targets, probabilities = np.array([[1], [0], [1], [1]]), np.array([[0.9], [0.7], [0.2], [0.6]])
     result = multilabel_metrics(targets, probabilities)
-    p, r, f, _ = skm.precision_recall_fscore_support(targets[:, 0], probabilities[:, 0] > 0.5, average="binary")
+    p, r, f, _ = skm.precision_recall_fscore_support(
+        targets[:, 0], probabilities[:, 0] > 0.5, average="binary"
+    )
     assert (result["micro_precision"], result["micro_recall"], result["micro_f1"]) == pytest.approx((p, r, f))
     assert result["macro_f1"] == pytest.approx(f) and result["exact_match"] == 0.5
 
 
 def test_multilabel_label_never_predicted_or_never_present():
     targets = np.array([[1, 0, 0], [1, 1, 0], [0, 1, 0]])
-    probabilities = np.array([[0.9, 0.1, 0.0], [0.8, 0.2, 0.3], [0.2, 0.4, 0.1]])  # label 1 never predicted, label 2 absent
+    probabilities = np.array(
+        [[0.9, 0.1, 0.0], [0.8, 0.2, 0.3], [0.2, 0.4, 0.1]]
+    )  # label 1 never predicted, label 2 absent
     result = multilabel_metrics(targets, probabilities, label_names=["sports", "politics", "tech"])
-    assert result["per_label"]["politics"] == {"precision": 0.0, "recall": 0.0, "f1": 0.0, "support": 2, "predicted": 0}
-    assert result["per_label"]["tech"] == {"precision": 0.0, "recall": 0.0, "f1": 0.0, "support": 0, "predicted": 0}
+    assert result["per_label"]["politics"] == {
+        "precision": 0.0,
+        "recall": 0.0,
+        "f1": 0.0,
+        "support": 2,
+        "predicted": 0,
+    }
+    assert result["per_label"]["tech"] == {
+        "precision": 0.0,
+        "recall": 0.0,
+        "f1": 0.0,
+        "support": 0,
+        "predicted": 0,
+    }
     # scikit-learn's multi-label macro average counts every column, absent ones as 0.
     assert result["macro_f1"] == pytest.approx(1 / 3)
     _assert_multilabel_matches_sklearn(result, targets, (probabilities > 0.5).astype(int))
@@ -174,7 +215,9 @@ def test_multilabel_threshold_is_strict_and_huge_logits_are_fine():
 
 def test_multilabel_bool_and_float_targets():
     scores = [[0.7, 0.2], [0.1, 0.6]]
-    assert multilabel_metrics([[True, False], [False, True]], scores) == multilabel_metrics([[1.0, 0.0], [0.0, 1.0]], scores)
+    assert multilabel_metrics([[True, False], [False, True]], scores) == multilabel_metrics(
+        [[1.0, 0.0], [0.0, 1.0]], scores
+    )
 
 
 @pytest.mark.parametrize(

@@ -18,7 +18,12 @@ import pytest
 import six
 
 from keras_bert_impl.data.readers.squad_feature import SquadFeature
-from keras_bert_impl.evaluation import best_squad_spans, decode_squad_predictions, squad_gold_answers, squad_metrics
+from keras_bert_impl.evaluation import (
+    best_squad_spans,
+    decode_squad_predictions,
+    squad_gold_answers,
+    squad_metrics,
+)
 
 CONTEXT = "Zwingli preached in Zürich from 1519 until his death in 1531."
 # Pieces: Zwingli preached in Zürich from 1519 until his death in 1531 .
@@ -32,9 +37,17 @@ def _feature(qid, answers, first, last, max_context, window_index=0):
     """The window of pieces first..last (inclusive)."""
     assert len(max_context) == last - first + 1
     return SquadFeature(
-        example_id=qid, window_index=window_index, question="?", context=CONTEXT, answers=answers,
-        is_impossible=False, start_position=0, end_position=0, context_offset=OFFSET,
-        char_spans=SPANS[first:last + 1], token_is_max_context=np.array(max_context, bool),
+        example_id=qid,
+        window_index=window_index,
+        question="?",
+        context=CONTEXT,
+        answers=answers,
+        is_impossible=False,
+        start_position=0,
+        end_position=0,
+        context_offset=OFFSET,
+        char_spans=SPANS[first : last + 1],
+        token_is_max_context=np.array(max_context, bool),
     )
 
 
@@ -54,7 +67,10 @@ def _two_windows(qid, answers):
 
 def _logits(features, peaks, base=-10.0):
     """start/end logits [N, S]: `base` everywhere but `peaks` {(row, "start"|"end", position): value}."""
-    start, end = np.full([len(features), LENGTH], base, np.float32), np.full([len(features), LENGTH], base, np.float32)
+    start, end = (
+        np.full([len(features), LENGTH], base, np.float32),
+        np.full([len(features), LENGTH], base, np.float32),
+    )
     for (row, which, position), value in peaks.items():
         (start if which == "start" else end)[row, position] = value
     return start, end
@@ -94,28 +110,41 @@ def test_perfect_logits_one_window_give_the_gold_answers():
     assert predictions == {qid: answers[0] for qid, (answers, _, _) in questions.items()}
     gold = squad_gold_answers(features)
     assert gold == {qid: answers for qid, (answers, _, _) in questions.items()}
-    assert squad_metrics(predictions, gold) == {"exact_match": 100.0, "f1": 100.0, "num_questions": 8, "num_unanswered": 0}
+    assert squad_metrics(predictions, gold) == {
+        "exact_match": 100.0,
+        "f1": 100.0,
+        "num_questions": 8,
+        "num_unanswered": 0,
+    }
 
 
 def test_perfect_logits_two_windows_give_the_gold_answers_from_the_max_context_window():
     features = [f for qid, (answers, _, _) in QUESTIONS.items() for f in _two_windows(qid, answers)]
     start, end = _perfect(features, {qid: (a, b) for qid, (_, a, b) in QUESTIONS.items()})
     spans = best_squad_spans(features, start, end)
-    assert {qid: span["text"] for qid, span in spans.items()} == {qid: a[0] for qid, (a, _, _) in QUESTIONS.items()}
+    assert {qid: span["text"] for qid, span in spans.items()} == {
+        qid: a[0] for qid, (a, _, _) in QUESTIONS.items()
+    }
     window = {qid: features[span["feature_index"]].window_index for qid, span in spans.items()}
     # Only in window 0 / only in window 1 / in both, taken where the start piece is best seen.
     assert window["who"] == window["where"] == 0 and window["died"] == window["ends-in-punctuation"] == 1
     assert window["in-overlap-5"] == 0 and window["in-overlap-6"] == 1
     predictions = decode_squad_predictions(features, start, end)
     assert squad_metrics(predictions, squad_gold_answers(features)) == {
-        "exact_match": 100.0, "f1": 100.0, "num_questions": 6, "num_unanswered": 0}
+        "exact_match": 100.0,
+        "f1": 100.0,
+        "num_questions": 6,
+        "num_unanswered": 0,
+    }
 
 
 def test_start_must_be_max_context_in_its_window():
     features = _two_windows("q", ["1519"])
     # Piece 5 ("1519") is at row position 7 + 5 = 12 in window 0 and 7 + 0 = 7 in window 1, where it
     # scores far higher; but only window 0 gives it max context.
-    start, end = _logits(features, {(0, "start", 12): 3.0, (0, "end", 12): 3.0, (1, "start", 7): 9.0, (1, "end", 7): 9.0})
+    start, end = _logits(
+        features, {(0, "start", 12): 3.0, (0, "end", 12): 3.0, (1, "start", 7): 9.0, (1, "end", 7): 9.0}
+    )
     span = best_squad_spans(features, start, end)["q"]
     assert (span["text"], span["feature_index"], span["start"], span["score"]) == ("1519", 0, 12, 6.0)
     # A different valid span in window 1 that scores higher than window 0's wins.
@@ -125,16 +154,25 @@ def test_start_must_be_max_context_in_its_window():
 
 def test_end_before_start_is_skipped():
     features = [_one_window("q", ["x"])]
-    start, end = _logits(features, {(0, "start", OFFSET + 8): 5.0, (0, "end", OFFSET + 3): 9.0, (0, "end", OFFSET + 9): 1.0})
+    start, end = _logits(
+        features, {(0, "start", OFFSET + 8): 5.0, (0, "end", OFFSET + 3): 9.0, (0, "end", OFFSET + 9): 1.0}
+    )
     assert decode_squad_predictions(features, start, end) == {"q": "death in"}
 
 
 def test_max_answer_length_in_pieces():
     features = [_one_window("q", ["x"])]
-    peaks = {(0, "start", OFFSET + 0): 5.0, (0, "start", OFFSET + 8): 4.0,
-             (0, "end", OFFSET + 10): 5.0, (0, "end", OFFSET + 9): 1.0}
+    peaks = {
+        (0, "start", OFFSET + 0): 5.0,
+        (0, "start", OFFSET + 8): 4.0,
+        (0, "end", OFFSET + 10): 5.0,
+        (0, "end", OFFSET + 9): 1.0,
+    }
     start, end = _logits(features, peaks)
-    decoded = {n: decode_squad_predictions(features, start, end, max_answer_length=n)["q"] for n in (30, 11, 10, 3, 2, 1)}
+    decoded = {
+        n: decode_squad_predictions(features, start, end, max_answer_length=n)["q"]
+        for n in (30, 11, 10, 3, 2, 1)
+    }
     assert decoded == {
         30: "Zwingli preached in Zürich from 1519 until his death in 1531",  # pieces 0-10: 5 + 5
         11: "Zwingli preached in Zürich from 1519 until his death in 1531",
@@ -147,7 +185,9 @@ def test_max_answer_length_in_pieces():
 
 def test_question_special_and_padding_positions_are_never_answers():
     features = [_one_window("q", ["x"])]
-    peaks = {(0, w, p): 50.0 for w in ("start", "end") for p in list(range(OFFSET)) + [OFFSET + 12, LENGTH - 1]}
+    peaks = {
+        (0, w, p): 50.0 for w in ("start", "end") for p in list(range(OFFSET)) + [OFFSET + 12, LENGTH - 1]
+    }
     peaks.update({(0, "start", OFFSET + 3): 1.0, (0, "end", OFFSET + 3): 1.0})
     start, end = _logits(features, peaks)
     assert decode_squad_predictions(features, start, end) == {"q": "Zürich"}
@@ -172,8 +212,15 @@ def test_equal_logits_take_the_earliest_candidate():
 def test_question_windows_need_not_be_adjacent_and_results_are_json():
     a, b = _two_windows("a", ["Zürich"]), _two_windows("b", ["1531"])
     features = [a[0], b[0], a[1], b[1]]
-    start, end = _logits(features, {(0, "start", OFFSET + 3): 5.0, (0, "end", OFFSET + 3): 5.0,
-                                    (3, "start", OFFSET + 5): 5.0, (3, "end", OFFSET + 5): 5.0})
+    start, end = _logits(
+        features,
+        {
+            (0, "start", OFFSET + 3): 5.0,
+            (0, "end", OFFSET + 3): 5.0,
+            (3, "start", OFFSET + 5): 5.0,
+            (3, "end", OFFSET + 5): 5.0,
+        },
+    )
     spans = best_squad_spans(features, start, end)
     assert list(spans) == ["a", "b"] and spans["b"]["feature_index"] == 3
     assert decode_squad_predictions(features, start, end) == {"a": "Zürich", "b": "1531"}
@@ -183,9 +230,14 @@ def test_question_windows_need_not_be_adjacent_and_results_are_json():
 @pytest.mark.parametrize(
     "change, message",
     [
-        (dict(start_logits=np.zeros([1, LENGTH]), end_logits=np.zeros([1, LENGTH])),
-         r"one row of logits per feature. Received: 2 features and 1 rows"),
-        (dict(end_logits=np.zeros([2, LENGTH + 1])), r"same shape \[N, S\]. Received: \(2, 24\) and \(2, 25\)"),
+        (
+            dict(start_logits=np.zeros([1, LENGTH]), end_logits=np.zeros([1, LENGTH])),
+            r"one row of logits per feature. Received: 2 features and 1 rows",
+        ),
+        (
+            dict(end_logits=np.zeros([2, LENGTH + 1])),
+            r"same shape \[N, S\]. Received: \(2, 24\) and \(2, 25\)",
+        ),
         (dict(start_logits=np.zeros([2])), "2-D array"),
         (dict(start_logits=np.full([2, LENGTH], np.nan)), "finite"),
         (dict(max_answer_length=0), "max_answer_length=0"),
@@ -195,7 +247,11 @@ def test_question_windows_need_not_be_adjacent_and_results_are_json():
     ],
 )
 def test_bad_inputs(change, message):
-    args = dict(features=_two_windows("q", ["x"]), start_logits=np.zeros([2, LENGTH]), end_logits=np.zeros([2, LENGTH]))
+    args = dict(
+        features=_two_windows("q", ["x"]),
+        start_logits=np.zeros([2, LENGTH]),
+        end_logits=np.zeros([2, LENGTH]),
+    )
     args.update(change)
     with pytest.raises(ValueError, match=message):
         decode_squad_predictions(**args)
@@ -216,7 +272,9 @@ def windows():
     from keras_bert_impl.data.readers import SquadReader
     from keras_bert_impl.tokenization import BertPreprocessor
 
-    reader = SquadReader(BertPreprocessor(VOCAB, sequence_length=READER_LENGTH), doc_stride=STRIDE, max_query_length=QUERY)
+    reader = SquadReader(
+        BertPreprocessor(VOCAB, sequence_length=READER_LENGTH), doc_stride=STRIDE, max_query_length=QUERY
+    )
     reader.read(V1)
     return reader.features
 
@@ -232,7 +290,11 @@ def test_perfect_logits_on_reader_windows_score_100(windows):
     gold = squad_gold_answers(windows)
     assert predictions == {qid: answers[0] for qid, answers in gold.items()}
     assert squad_metrics(predictions, gold) == {
-        "exact_match": 100.0, "f1": 100.0, "num_questions": len(gold), "num_unanswered": 0}
+        "exact_match": 100.0,
+        "f1": 100.0,
+        "num_questions": len(gold),
+        "num_unanswered": 0,
+    }
     per_question = collections.Counter(f.example_id for f in windows)
     assert len(gold) >= 10 and max(per_question.values()) >= 5  # several windows per question
 
@@ -243,20 +305,44 @@ def _google_write_predictions():
 
     from tests.data_readers.google_reference import _definitions, google_tokenization
 
-    names = ("SquadExample", "InputFeatures", "read_squad_examples", "convert_examples_to_features", "_improve_answer_span",
-             "_check_is_max_context", "write_predictions", "get_final_text", "_get_best_indexes", "_compute_softmax")
+    names = (
+        "SquadExample",
+        "InputFeatures",
+        "read_squad_examples",
+        "convert_examples_to_features",
+        "_improve_answer_span",
+        "_check_is_max_context",
+        "write_predictions",
+        "get_final_text",
+        "_get_best_indexes",
+        "_compute_softmax",
+    )
     src, module = _definitions("run_squad.py", names)
-    flags = types.SimpleNamespace(version_2_with_negative=False, verbose_logging=False, null_score_diff_threshold=0.0)
-    ns = {"collections": collections, "json": json, "math": math, "six": six, "tf": tf.compat.v1,
-          "tokenization": google_tokenization(), "FLAGS": flags, "__name__": "google_run_squad"}
+    flags = types.SimpleNamespace(
+        version_2_with_negative=False, verbose_logging=False, null_score_diff_threshold=0.0
+    )
+    ns = {
+        "collections": collections,
+        "json": json,
+        "math": math,
+        "six": six,
+        "tf": tf.compat.v1,
+        "tokenization": google_tokenization(),
+        "FLAGS": flags,
+        "__name__": "google_run_squad",
+    }
     exec(compile(module, src, "exec"), ns)  # noqa: S102
     tokenizer = ns["tokenization"].FullTokenizer(vocab_file=VOCAB, do_lower_case=True)
     examples = ns["read_squad_examples"](V1, is_training=False)
     features = []
     verbosity = tf.compat.v1.logging.get_verbosity()
-    tf.compat.v1.logging.set_verbosity(tf.compat.v1.logging.ERROR)  # it logs its first 20 examples and every write
+    tf.compat.v1.logging.set_verbosity(
+        tf.compat.v1.logging.ERROR
+    )  # it logs its first 20 examples and every write
     try:
-        ns["convert_examples_to_features"](examples, tokenizer, READER_LENGTH, STRIDE, QUERY, False, features.append)
+        ns["convert_examples_to_features"](
+            examples, tokenizer, READER_LENGTH, STRIDE, QUERY, False, features.append
+        )
     finally:
         tf.compat.v1.logging.set_verbosity(verbosity)
     return ns["write_predictions"], examples, features
@@ -274,16 +360,36 @@ def test_decoding_equals_google_write_predictions(windows, tmp_path):
     checked = empty = 0
     try:
         # Random logits; small integers, so that many candidates tie; tight n_best / length limits.
-        settings = [("normal", 20, 30)] * 4 + [("ties", 20, 30), ("normal", 3, 5), ("ties", 2, 3), ("ties", 20, 1)]
+        settings = [("normal", 20, 30)] * 4 + [
+            ("ties", 20, 30),
+            ("normal", 3, 5),
+            ("ties", 2, 3),
+            ("ties", 20, 1),
+        ]
         for kind, n_best, max_length in settings:
             shape = (len(windows), READER_LENGTH)
             if kind == "normal":
-                start, end = rng.normal(size=shape).astype(np.float32), rng.normal(size=shape).astype(np.float32)
+                start, end = (
+                    rng.normal(size=shape).astype(np.float32),
+                    rng.normal(size=shape).astype(np.float32),
+                )
             else:
                 start, end = (rng.integers(-2, 3, shape).astype(np.float32) for _ in range(2))
-            results = [raw_result(g.unique_id, start[i].tolist(), end[i].tolist()) for i, g in enumerate(google_features)]
-            write_predictions(examples, google_features, results, n_best, max_length, True,
-                              str(tmp_path / "p.json"), str(tmp_path / "n.json"), str(tmp_path / "o.json"))
+            results = [
+                raw_result(g.unique_id, start[i].tolist(), end[i].tolist())
+                for i, g in enumerate(google_features)
+            ]
+            write_predictions(
+                examples,
+                google_features,
+                results,
+                n_best,
+                max_length,
+                True,
+                str(tmp_path / "p.json"),
+                str(tmp_path / "n.json"),
+                str(tmp_path / "o.json"),
+            )
             google = json.loads((tmp_path / "p.json").read_text(encoding="utf-8"))
             google_nbest = json.loads((tmp_path / "n.json").read_text(encoding="utf-8"))
             ours = best_squad_spans(windows, start, end, max_answer_length=max_length, n_best=n_best)

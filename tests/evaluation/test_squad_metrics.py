@@ -59,16 +59,37 @@ def test_hand_written_cases_equal_official():
     # Per question too, so no error hides in the average.
     for qid, answers, prediction in CASES:
         ours = squad_metrics({qid: prediction}, {qid: answers})
-        assert (ours["exact_match"], ours["f1"]) == pytest.approx(_official({qid: prediction}, {qid: answers}), abs=1e-9), qid
+        assert (ours["exact_match"], ours["f1"]) == pytest.approx(
+            _official({qid: prediction}, {qid: answers}), abs=1e-9
+        ), qid
     assert squad_metrics({"q6": "the"}, {"q6": ["The"]}) == {
-        "exact_match": 100.0, "f1": 0.0, "num_questions": 1, "num_unanswered": 0}
+        "exact_match": 100.0,
+        "f1": 0.0,
+        "num_questions": 1,
+        "num_unanswered": 0,
+    }
 
 
 @pytest.mark.parametrize("seed", range(5))
 def test_random_answers_equal_official(seed):
     rng = np.random.default_rng(seed)
-    words = ["the", "a", "an", "Lake", "lake", "Baikal", "1,291", "Zürich", "(river)", "city's", "north", "-", "The", "AN",
-             "deep."]
+    words = [
+        "the",
+        "a",
+        "an",
+        "Lake",
+        "lake",
+        "Baikal",
+        "1,291",
+        "Zürich",
+        "(river)",
+        "city's",
+        "north",
+        "-",
+        "The",
+        "AN",
+        "deep.",
+    ]
     gold, predictions = {}, {}
     for i in range(200):
         answers = [" ".join(rng.choice(words, rng.integers(1, 5))) for _ in range(rng.integers(1, 4))]

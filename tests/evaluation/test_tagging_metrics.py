@@ -56,7 +56,9 @@ def _random_sentences(rng, n, types=("PER", "LOC", "ORG"), prefixes=("B", "I", "
 def _assert_matches_seqeval(result, gold, predicted):
     kw = dict(zero_division=0)
     assert result["token_accuracy"] == pytest.approx(sq.accuracy_score(gold, predicted), abs=1e-12)
-    assert result["entity_precision"] == pytest.approx(_quiet(sq.precision_score, gold, predicted, **kw), abs=1e-12)
+    assert result["entity_precision"] == pytest.approx(
+        _quiet(sq.precision_score, gold, predicted, **kw), abs=1e-12
+    )
     assert result["entity_recall"] == pytest.approx(_quiet(sq.recall_score, gold, predicted, **kw), abs=1e-12)
     assert result["entity_f1"] == pytest.approx(_quiet(sq.f1_score, gold, predicted, **kw), abs=1e-12)
     report = _quiet(sq.classification_report, gold, predicted, output_dict=True, **kw)
@@ -170,7 +172,10 @@ def test_tags_from_wordpieces_by_hand():
     gold, pred = tags_from_wordpieces(label_ids, predicted, weights, labels)
     assert gold == [["B-PER", "I-PER", "O"]] and pred == [["B-PER", "B-PER", "O"]]
     logits = np.eye(3)[np.array(predicted)] * 5.0  # [1, 8, 3]
-    assert tags_from_wordpieces(np.array(label_ids), logits, np.array(weights, np.float32), labels) == (gold, pred)
+    assert tags_from_wordpieces(np.array(label_ids), logits, np.array(weights, np.float32), labels) == (
+        gold,
+        pred,
+    )
     # Rows of different lengths (per-batch padding).
     gold, pred = tags_from_wordpieces([[0, 1, 0], [0, 2]], [[0, 1, 0], [0, 0]], [[0, 1, 0], [0, 1]], labels)
     assert gold == [["B-PER"], ["I-PER"]] and pred == [["B-PER"], ["O"]]
@@ -182,7 +187,10 @@ def test_tags_from_wordpieces_by_hand():
         (([[0, 1]], [[0, 1]], [[0, 1]], "O"), "tag vocabulary"),
         (([[0, 1]], [[0, 1]], [[0, 1], [0, 1]], ["O", "B-PER"]), "1, 1 and 2 rows"),
         (([[0, 1]], [[0, 1, 0]], [[0, 1]], ["O", "B-PER"]), "lengths 2, 3 and 2"),
-        (([[0, 5]], [[0, 1]], [[0, 1]], ["O", "B-PER"]), r"label_ids\[0\] \(where sample_weight > 0\).*\[5\]"),
+        (
+            ([[0, 5]], [[0, 1]], [[0, 1]], ["O", "B-PER"]),
+            r"label_ids\[0\] \(where sample_weight > 0\).*\[5\]",
+        ),
         (([[0, 1]], [[0, 7]], [[0, 1]], ["O", "B-PER"]), r"predictions\[0\].*\[7\]"),
         (([[0, 1]], np.zeros((1, 2, 3)), [[0, 1]], ["O", "B-PER"]), "scores for 3 tags but labels has 2"),
         (([[0, 1]], [[0, 1]], [[0, -1]], ["O", "B-PER"]), ">= 0"),
@@ -228,7 +236,7 @@ def test_tags_from_wordpieces_on_tagging_reader_rows(sequence_length):
     gold, pred = tags_from_wordpieces(label_ids, predicted, weights, reader.labels)
     assert pred == gold and len(gold) == len(expected)
     for got, want in zip(gold, expected):
-        assert got == want[:len(got)]  # whole sentences, or the words that fit before the cut
+        assert got == want[: len(got)]  # whole sentences, or the words that fit before the cut
     lost = sum(len(w) for w in expected) - sum(len(g) for g in gold)
     assert lost == reader.report.counters["truncated_words"]
     assert (lost > 0) == (sequence_length == 12)

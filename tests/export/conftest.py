@@ -43,8 +43,14 @@ def mr_files(tmp_path_factory):
     folder = tmp_path_factory.mktemp("mr")
     rows = mr_rows()
     train = write_rows(folder / "train.csv", rows[:TRAIN_EXAMPLES])
-    validation = write_rows(folder / "validation.csv", rows[TRAIN_EXAMPLES : TRAIN_EXAMPLES + VALIDATION_EXAMPLES])
-    return {"train": train, "validation": validation, "validation_rows": rows[TRAIN_EXAMPLES : TRAIN_EXAMPLES + VALIDATION_EXAMPLES]}
+    validation = write_rows(
+        folder / "validation.csv", rows[TRAIN_EXAMPLES : TRAIN_EXAMPLES + VALIDATION_EXAMPLES]
+    )
+    return {
+        "train": train,
+        "validation": validation,
+        "validation_rows": rows[TRAIN_EXAMPLES : TRAIN_EXAMPLES + VALIDATION_EXAMPLES],
+    }
 
 
 @pytest.fixture(scope="session")
@@ -53,12 +59,38 @@ def mr_run(tmp_path_factory, minilm_keras, mr_files):
 
     def build(folder):
         run = str(folder / "mr")
-        assert main([
-            "finetune", "--task", "classification", "--init", minilm_keras, "--train", mr_files["train"],
-            "--validation", mr_files["validation"], "--no-header", "--columns", "label,text", "--seq-len", str(SEQ_LEN),
-            "--epochs", "1", "--batch-size", "16", "--learning-rate", "5e-5", "--pooling", "mean", "--output", run,
-            "--quiet",
-        ]) == 0
+        assert (
+            main(
+                [
+                    "finetune",
+                    "--task",
+                    "classification",
+                    "--init",
+                    minilm_keras,
+                    "--train",
+                    mr_files["train"],
+                    "--validation",
+                    mr_files["validation"],
+                    "--no-header",
+                    "--columns",
+                    "label,text",
+                    "--seq-len",
+                    str(SEQ_LEN),
+                    "--epochs",
+                    "1",
+                    "--batch-size",
+                    "16",
+                    "--learning-rate",
+                    "5e-5",
+                    "--pooling",
+                    "mean",
+                    "--output",
+                    run,
+                    "--quiet",
+                ]
+            )
+            == 0
+        )
         return run
 
     return once_per_run(tmp_path_factory, "mr_run", build)
@@ -71,9 +103,22 @@ def mr_export(tmp_path_factory, mr_run, mr_files):
 
     def build(folder):
         output = str(folder / "mr")
-        assert main([
-            "export", "--model", mr_run, "--output", output, "--validation", mr_files["validation"], "--repeats", "1",
-        ]) == 0
+        assert (
+            main(
+                [
+                    "export",
+                    "--model",
+                    mr_run,
+                    "--output",
+                    output,
+                    "--validation",
+                    mr_files["validation"],
+                    "--repeats",
+                    "1",
+                ]
+            )
+            == 0
+        )
         return output
 
     return once_per_run(tmp_path_factory, "mr_export", build)
@@ -96,5 +141,8 @@ def edge_golden(tmp_path_factory, mr_export, mr_run, mr_files):
     all 4,000 MR sentences, the hard cases, the bad input, Keras logits for 20 held-out sentences."""
     texts = [text for _, text in mr_rows()]
     held_out = [text for _, text in mr_files["validation_rows"]]
-    return once_per_run(tmp_path_factory, "edge_golden",
-                        lambda folder: write_golden(folder / "golden.json", mr_export, mr_run, texts, held_out, SEQ_LEN))
+    return once_per_run(
+        tmp_path_factory,
+        "edge_golden",
+        lambda folder: write_golden(folder / "golden.json", mr_export, mr_run, texts, held_out, SEQ_LEN),
+    )

@@ -23,7 +23,7 @@ BAD_INPUT = {
     "empty": "",
     "whitespace": "  \t\n ",
     "only_ignored_characters": "\u200b\ufeff\u00ad",
-    "emoji_only": "\U0001F600\U0001F602\U0001F389\U0001F44D\U0001F3FD",
+    "emoji_only": "\U0001f600\U0001f602\U0001f389\U0001f44d\U0001f3fd",
     "script_not_in_vocabulary": "\u1230\u120b\u121d \u12d3\u1208\u121d",
 }
 
@@ -64,7 +64,9 @@ def keras_sentence_embeddings(backbone_keras, texts, sequence_length):
     exports as a sentence embedder), on BertPreprocessor's ids."""
     embedder = kb.BertEmbedder(keras.saving.load_model(backbone_keras), pooling="mean")
     x = BertPreprocessor.from_model(embedder.backbone, sequence_length=sequence_length)(list(texts))
-    out = embedder.predict({k: x[k] for k in ("token_ids", "segment_ids", "padding_mask")}, batch_size=64, verbose=0)
+    out = embedder.predict(
+        {k: x[k] for k in ("token_ids", "segment_ids", "padding_mask")}, batch_size=64, verbose=0
+    )
     return np.asarray(out["embeddings"], np.float64)
 
 
@@ -84,7 +86,11 @@ class KerasReference:
         # Softmax in float64: the reference for the apps' probabilities.
         shifted = logits.astype(np.float64) - logits.max(axis=1, keepdims=True)
         probabilities = np.exp(shifted) / np.exp(shifted).sum(axis=1, keepdims=True)
-        return {"token_ids": x["token_ids"].numpy().astype(int), "logits": logits, "probabilities": probabilities}
+        return {
+            "token_ids": x["token_ids"].numpy().astype(int),
+            "logits": logits,
+            "probabilities": probabilities,
+        }
 
 
 def codepoint_sample():
@@ -132,8 +138,12 @@ def write_golden(path, export_dir, run_dir, texts, held_out, sequence_length, lo
             for (name, text), ids in zip(bad.items(), bad_ids)
         ],
         "logits": [
-            {"text": text, "logits": [float(v) for v in logits], "probabilities": [float(p) for p in probabilities],
-             "label": manifest["label_names"][int(np.argmax(logits))]}
+            {
+                "text": text,
+                "logits": [float(v) for v in logits],
+                "probabilities": [float(p) for p in probabilities],
+                "label": manifest["label_names"][int(np.argmax(logits))],
+            }
             for text, logits, probabilities in zip(few, reference["logits"], reference["probabilities"])
         ],
     }

@@ -63,17 +63,28 @@ def metadata(path):
         "json": json.loads(displayer.get_metadata_json()),
         "packed_files": sorted(displayer.get_packed_associated_file_list()),
         "min_parser_version": _pywrap_metadata_version.GetMinimumMetadataParserVersion(
-            bytes(displayer.get_metadata_buffer())),
+            bytes(displayer.get_metadata_buffer())
+        ),
     }
 
 
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--sentences", help="JSON file holding a list of strings (needed by --classify/--embed)")
-    parser.add_argument("--classify", action="append", default=[], metavar="MODEL", help="run TextClassifier on MODEL")
-    parser.add_argument("--embed", action="append", default=[], metavar="MODEL", help="run TextEmbedder on MODEL")
     parser.add_argument(
-        "--metadata", action="append", default=[], metavar="MODEL", help="read MODEL's metadata with MediaPipe"
+        "--sentences", help="JSON file holding a list of strings (needed by --classify/--embed)"
+    )
+    parser.add_argument(
+        "--classify", action="append", default=[], metavar="MODEL", help="run TextClassifier on MODEL"
+    )
+    parser.add_argument(
+        "--embed", action="append", default=[], metavar="MODEL", help="run TextEmbedder on MODEL"
+    )
+    parser.add_argument(
+        "--metadata",
+        action="append",
+        default=[],
+        metavar="MODEL",
+        help="read MODEL's metadata with MediaPipe",
     )
     args = parser.parse_args(argv)
     sentences = []
@@ -96,8 +107,11 @@ def main(argv=None):
         result["embed"][path] = embed(path, sentences)
     for path in args.metadata:
         result["metadata"][path] = metadata(path)
-    result["versions"] = {"mediapipe": mediapipe.__version__, "numpy": numpy.__version__,
-                          "protobuf": google.protobuf.__version__}
+    result["versions"] = {
+        "mediapipe": mediapipe.__version__,
+        "numpy": numpy.__version__,
+        "protobuf": google.protobuf.__version__,
+    }
     result["tensorflow_imported"] = "tensorflow" in sys.modules
     json.dump(result, sys.stdout)
     sys.stdout.write("\n")

@@ -46,17 +46,36 @@ def jvm_classes(edge_setup, tmp_path_factory):
         for folder, _, files in os.walk(root):
             sources += [os.path.join(folder, f) for f in files if f.endswith(".java")]
     done = subprocess.run(
-        ["javac", "-Xlint:all", "-Werror", "--release", "11", "-encoding", "UTF-8", "-d", str(out),
-         "-cp", ":".join(JUNIT_CLASSPATH), *sorted(sources)],
-        capture_output=True, text=True, timeout=300,
+        [
+            "javac",
+            "-Xlint:all",
+            "-Werror",
+            "--release",
+            "11",
+            "-encoding",
+            "UTF-8",
+            "-d",
+            str(out),
+            "-cp",
+            ":".join(JUNIT_CLASSPATH),
+            *sorted(sources),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=300,
     )
     assert done.returncode == 0, done.stdout + done.stderr
     return str(out)
 
 
 def java(classes, *args, properties=None):
-    command = ["java", *(f"-D{k}={v}" for k, v in (properties or {}).items()),
-               "-cp", ":".join([classes, *JUNIT_CLASSPATH]), *args]
+    command = [
+        "java",
+        *(f"-D{k}={v}" for k, v in (properties or {}).items()),
+        "-cp",
+        ":".join([classes, *JUNIT_CLASSPATH]),
+        *args,
+    ]
     return subprocess.run(command, capture_output=True, text=True, timeout=600)
 
 
@@ -79,8 +98,12 @@ def test_app_logic_passes_its_jvm_tests_on_the_golden_vectors(jvm_classes, edge_
         if name.endswith("Test.java")
     )
     assert len(test_classes) >= 7, test_classes
-    done = java(jvm_classes, "org.junit.runner.JUnitCore", *test_classes,
-                properties={"golden": edge_golden, "export": mr_export})
+    done = java(
+        jvm_classes,
+        "org.junit.runner.JUnitCore",
+        *test_classes,
+        properties={"golden": edge_golden, "export": mr_export},
+    )
     print(done.stdout[-3000:])
     assert done.returncode == 0, done.stdout[-6000:] + done.stderr[-3000:]
     ran = re.search(r"^OK \((\d+) tests\)", done.stdout, re.MULTILINE)
@@ -126,15 +149,24 @@ def test_app_contract_is_what_kbert_export_writes(jvm_classes, mr_export):
     for key in (contract["mediapipe_float32"], contract["mediapipe_int8"]):
         path = os.path.join(mr_export, manifest["files"][key])
         signatures, inputs, outputs = _signature_details(path)
-        assert sorted(inputs) == sorted(contract["id_inputs"]) and list(outputs) == [contract["probabilities"]]
+        assert sorted(inputs) == sorted(contract["id_inputs"]) and list(outputs) == [
+            contract["probabilities"]
+        ]
         for name, detail in inputs.items():
             assert detail["dtype"] == np.dtype(contract["input_dtype"])
-            assert list(detail["shape"]) == [contract["mediapipe_batch"], manifest["sequence_length"]], (key, name)
+            assert list(detail["shape"]) == [contract["mediapipe_batch"], manifest["sequence_length"]], (
+                key,
+                name,
+            )
         with open(path, "rb") as f:
             metadata = read_metadata(f.read())
         assert metadata["kind"] == "classifier"
-        assert [unit["type"] for unit in metadata["input_process_units"]] == [contract["mediapipe_tokenizer_unit"]]
-        assert [v["name"] for v in metadata["input_process_units"][0]["vocab_files"]] == [contract["vocabulary"]]
+        assert [unit["type"] for unit in metadata["input_process_units"]] == [
+            contract["mediapipe_tokenizer_unit"]
+        ]
+        assert [v["name"] for v in metadata["input_process_units"][0]["vocab_files"]] == [
+            contract["vocabulary"]
+        ]
         assert metadata["vocabulary"] == vocabulary
         (output,) = metadata["outputs"]
         assert output["name"] == contract["probabilities"] and output["shape"] == [1, len(labels)]

@@ -19,7 +19,12 @@ from keras_bert_impl_export.exporter import tokenize
 from keras_bert_impl.conversion.input_contract import EXPORT_ID_INPUTS
 from keras_bert_impl.cpu_features import CpuFeatures
 from keras_bert_impl_export.export_signatures import ExportSignatures
-from keras_bert_impl.conversion.tflite_converter import ConversionError, convert_saved_model, explain_converter_error, tflite_ops
+from keras_bert_impl.conversion.tflite_converter import (
+    ConversionError,
+    convert_saved_model,
+    explain_converter_error,
+    tflite_ops,
+)
 from keras_bert_impl_export.warmup import read_warmup_requests
 from tests.export.conftest import SEQ_LEN, VALIDATION_EXAMPLES
 from tests.export.test_tflite_metadata import mediapipe_venv, run_mediapipe, strip_accents  # noqa: F401 (a fixture)
@@ -40,14 +45,18 @@ def reference(mr_run, mr_export, mr_files):
     serving = ExportSignatures(model, SEQ_LEN)
     x = tokenize(serving, texts)
     logits = model.predict(
-        {"token_ids": x["ids"], "segment_ids": x["segment_ids"], "padding_mask": x["mask"]}, batch_size=64, verbose=0
+        {"token_ids": x["ids"], "segment_ids": x["segment_ids"], "padding_mask": x["mask"]},
+        batch_size=64,
+        verbose=0,
     )["logits"]
     return {"texts": texts, "x": x, "logits": logits, "model": model}
 
 
 def _run_tflite(path, x, batch=50):
     runner = Interpreter(model_path=path).get_signature_runner("serving_default")
-    parts = [runner(**{k: x[k][i : i + batch] for k in EXPORT_ID_INPUTS}) for i in range(0, len(x["ids"]), batch)]
+    parts = [
+        runner(**{k: x[k][i : i + batch] for k in EXPORT_ID_INPUTS}) for i in range(0, len(x["ids"]), batch)
+    ]
     return {k: np.concatenate([p[k] for p in parts]) for k in parts[0]}
 
 
@@ -60,9 +69,15 @@ def _bytes(path):
 def test_minilm_run_folder_after_one_epoch_is_one_model_file_and_logs(mr_run):
     """Issue 17: the backup (the training state, about 3x the model) goes after a successful
     run, and best.keras is not a second copy of the final model."""
-    total, model, logs = _bytes(mr_run), _bytes(os.path.join(mr_run, "model.keras")), _bytes(os.path.join(mr_run, "logs"))
-    print(f"run folder {total / 1e6:.1f} MB: model.keras {model / 1e6:.1f} MB, logs {logs / 1e6:.2f} MB, "
-          f"{sorted(os.listdir(mr_run))}")
+    total, model, logs = (
+        _bytes(mr_run),
+        _bytes(os.path.join(mr_run, "model.keras")),
+        _bytes(os.path.join(mr_run, "logs")),
+    )
+    print(
+        f"run folder {total / 1e6:.1f} MB: model.keras {model / 1e6:.1f} MB, logs {logs / 1e6:.2f} MB, "
+        f"{sorted(os.listdir(mr_run))}"
+    )
     assert total <= 1.1 * (model + logs)
     assert sorted(os.listdir(mr_run)) == ["logs", "metrics.json", "model.keras", "run.json", "task.json"]
 
@@ -120,7 +135,9 @@ def test_float_tflite_resizes_to_any_batch_and_length(mr_export, reference):
         serving = ExportSignatures(model, length)
         x = tokenize(serving, texts[:batch])
         got = _run_tflite(path, x)["logits"]
-        want = model.predict({"token_ids": x["ids"], "segment_ids": x["segment_ids"], "padding_mask": x["mask"]}, verbose=0)
+        want = model.predict(
+            {"token_ids": x["ids"], "segment_ids": x["segment_ids"], "padding_mask": x["mask"]}, verbose=0
+        )
         assert got.shape == (batch, 2)
         np.testing.assert_allclose(got, want["logits"], atol=1e-4, rtol=0)
 
@@ -137,10 +154,17 @@ def test_id_tflite_refuses_an_empty_batch_with_an_error(mr_export):
 def test_saved_models_match_keras(mr_export, reference):
     files = _manifest(mr_export)["files"]
     x, want, texts = reference["x"], reference["logits"], reference["texts"]
-    ids_fn = tf.saved_model.load(os.path.join(mr_export, files["saved_model_ids"])).signatures["serving_default"]
-    text_fn = tf.saved_model.load(os.path.join(mr_export, files["saved_model_text"])).signatures["serving_default"]
+    ids_fn = tf.saved_model.load(os.path.join(mr_export, files["saved_model_ids"])).signatures[
+        "serving_default"
+    ]
+    text_fn = tf.saved_model.load(os.path.join(mr_export, files["saved_model_text"])).signatures[
+        "serving_default"
+    ]
     got_ids = np.concatenate(
-        [ids_fn(**{k: tf.constant(x[k][i : i + 100]) for k in EXPORT_ID_INPUTS})["logits"].numpy() for i in range(0, len(texts), 100)]
+        [
+            ids_fn(**{k: tf.constant(x[k][i : i + 100]) for k in EXPORT_ID_INPUTS})["logits"].numpy()
+            for i in range(0, len(texts), 100)
+        ]
     )
     text_out = [text_fn(text=tf.constant(texts[i : i + 100])) for i in range(0, len(texts), 100)]
     got_text = np.concatenate([o["logits"].numpy() for o in text_out])
@@ -154,7 +178,9 @@ def test_saved_models_match_keras(mr_export, reference):
 
 
 def test_text_signature_truncates_long_text_and_takes_empty_input(mr_export, reference):
-    text_fn = tf.saved_model.load(os.path.join(mr_export, "serving", "bert", "1")).signatures["serving_default"]
+    text_fn = tf.saved_model.load(os.path.join(mr_export, "serving", "bert", "1")).signatures[
+        "serving_default"
+    ]
     long_text = " ".join(reference["texts"][:20])
     out = text_fn(text=tf.constant([long_text, ""]))
     ids = out["token_ids"].numpy()
@@ -174,7 +200,9 @@ def test_warmup_requests_are_tf_serving_prediction_logs(mr_export):
     assert inputs["text"].dtype == object and len(inputs["text"]) >= 1
     name, signature, inputs = ids[0]
     assert (name, signature, sorted(inputs)) == ("bert_ids", "serving_default", sorted(EXPORT_ID_INPUTS))
-    fn = tf.saved_model.load(os.path.join(mr_export, "serving", "bert_ids", "1")).signatures["serving_default"]
+    fn = tf.saved_model.load(os.path.join(mr_export, "serving", "bert_ids", "1")).signatures[
+        "serving_default"
+    ]
     assert fn(**{k: tf.constant(v) for k, v in inputs.items()})["logits"].shape[0] == len(inputs["ids"])
 
 
@@ -208,7 +236,9 @@ def test_session_loader_in_a_fresh_process(mr_export, reference, tmp_path):
     x, want = reference["x"], reference["logits"]
     feeds = tmp_path / "ids.json"
     feeds.write_text(json.dumps({k: x[k][:16].tolist() for k in EXPORT_ID_INPUTS}))
-    out = _fresh_process(SESSION_LOADER, os.path.join(mr_export, "serving", "bert_ids", "1"), str(feeds), "ids")
+    out = _fresh_process(
+        SESSION_LOADER, os.path.join(mr_export, "serving", "bert_ids", "1"), str(feeds), "ids"
+    )
     assert out["tensorflow_text"] is False  # the id model needs no tensorflow-text op
     assert np.abs(np.array(out["logits"]) - want[:16]).max() <= 1e-4
     texts = tmp_path / "text.json"
@@ -222,9 +252,23 @@ def test_saved_model_cli_runs_both_models(mr_export, reference, tmp_path):
     cli = "import sys, tensorflow_text; from tensorflow.python.tools import saved_model_cli; sys.exit(saved_model_cli.main())"
     texts = reference["texts"][:2]
     result = subprocess.run(
-        [sys.executable, "-c", cli, "run", "--dir", os.path.join(mr_export, "serving", "bert", "1"), "--tag_set", "serve",
-         "--signature_def", "serving_default", "--input_exprs", f"text={texts!r}"],
-        capture_output=True, text=True, timeout=300,
+        [
+            sys.executable,
+            "-c",
+            cli,
+            "run",
+            "--dir",
+            os.path.join(mr_export, "serving", "bert", "1"),
+            "--tag_set",
+            "serve",
+            "--signature_def",
+            "serving_default",
+            "--input_exprs",
+            f"text={texts!r}",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=300,
     )
     assert result.returncode == 0, result.stderr[-3000:]
     assert "top_label" in result.stdout and "logits" in result.stdout
@@ -233,9 +277,23 @@ def test_saved_model_cli_runs_both_models(mr_export, reference, tmp_path):
         np.save(tmp_path / f"{name}.npy", reference["x"][name][:2])
         inputs.append(f"{name}={tmp_path / f'{name}.npy'}")
     result = subprocess.run(
-        [sys.executable, "-c", cli, "run", "--dir", os.path.join(mr_export, "serving", "bert_ids", "1"), "--tag_set",
-         "serve", "--signature_def", "serving_default", "--inputs", ";".join(inputs)],
-        capture_output=True, text=True, timeout=300,
+        [
+            sys.executable,
+            "-c",
+            cli,
+            "run",
+            "--dir",
+            os.path.join(mr_export, "serving", "bert_ids", "1"),
+            "--tag_set",
+            "serve",
+            "--signature_def",
+            "serving_default",
+            "--inputs",
+            ";".join(inputs),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=300,
     )
     assert result.returncode == 0, result.stderr[-3000:]
     assert "probabilities" in result.stdout
@@ -266,8 +324,13 @@ def test_report_covers_every_artifact(mr_export):
     # and none is integer-only.
     assert "| runs on |" in markdown
     for name, row in rows.items():
-        want = (["TensorFlow"] if name.startswith("saved_model") else ["CPU", "GPU (shapes)"]
-                if name.startswith("mediapipe") else ["CPU"])
+        want = (
+            ["TensorFlow"]
+            if name.startswith("saved_model")
+            else ["CPU", "GPU (shapes)"]
+            if name.startswith("mediapipe")
+            else ["CPU"]
+        )
         assert row["runs_on"] == want, (name, row["runs_on"])
 
 
@@ -280,9 +343,17 @@ def tiny_classifier(tmp_path_factory):
     from tests.export.conftest import REPO
 
     keras.utils.set_random_seed(0)
-    backbone = kb.BertBackbone(vocabulary_size=30522, num_layers=1, num_heads=2, hidden_dim=16, intermediate_dim=32,
-                               max_sequence_length=64)
-    backbone.set_vocabulary(read_vocabulary(os.path.join(REPO, "data", "minilm", "vocab.txt")), lowercase=True)
+    backbone = kb.BertBackbone(
+        vocabulary_size=30522,
+        num_layers=1,
+        num_heads=2,
+        hidden_dim=16,
+        intermediate_dim=32,
+        max_sequence_length=64,
+    )
+    backbone.set_vocabulary(
+        read_vocabulary(os.path.join(REPO, "data", "minilm", "vocab.txt")), lowercase=True
+    )
     path = str(tmp_path_factory.mktemp("tiny") / "tiny.keras")
     kb.BertClassifier(backbone, num_classes=2, label_names=["neg", "pos"]).save(path)
     return path
@@ -308,7 +379,9 @@ def test_existing_output_is_refused_unless_overwrite(tiny_classifier, tmp_path, 
 
 @pytest.mark.parametrize("formats", [QUICK, ["--formats", "huggingface"]])
 @pytest.mark.parametrize("where", ["run", "parent"])
-def test_output_that_holds_the_model_is_refused_even_with_overwrite(tiny_classifier, tmp_path, capsys, formats, where):
+def test_output_that_holds_the_model_is_refused_even_with_overwrite(
+    tiny_classifier, tmp_path, capsys, formats, where
+):
     # --overwrite replaces the whole output folder: a run folder (or a folder above it) as --output
     # used to lose the very model it was exported from.
     run = tmp_path / "runs" / "mr"
@@ -328,20 +401,35 @@ def test_output_that_holds_the_model_is_refused_even_with_overwrite(tiny_classif
         (["--seq-len", "0"], "--seq-len 0 is outside 3..64"),
         (["--seq-len", "-1"], "--seq-len -1 is outside 3..64"),
         (["--formats", "saved_model,onnx"], "--formats takes a comma-separated subset of"),
-        (["--formats", "tflite", "--quantizations", "int8_mixed"], "int8_mixed needs real examples to calibrate on"),
-        (["--formats", "tflite", "--quantizations", "int8_mixed", "--calibration", "EMPTY"], "gave no examples"),
-        (["--formats", "tflite", "--quantizations", "int8_mixed", "--calibration", "MISSING"], "no such file"),
+        (
+            ["--formats", "tflite", "--quantizations", "int8_mixed"],
+            "int8_mixed needs real examples to calibrate on",
+        ),
+        (
+            ["--formats", "tflite", "--quantizations", "int8_mixed", "--calibration", "EMPTY"],
+            "gave no examples",
+        ),
+        (
+            ["--formats", "tflite", "--quantizations", "int8_mixed", "--calibration", "MISSING"],
+            "no such file",
+        ),
         (["--validation", "OTHER_TASK"], "--validation"),
         # The integer-only file's calibration from a file of another task (SQuAD's JSON lines).
-        (["--formats", "tflite", "--quantizations", "int8_only", "--calibration", "OTHER_TASK"], "--calibration"),
+        (
+            ["--formats", "tflite", "--quantizations", "int8_only", "--calibration", "OTHER_TASK"],
+            "--calibration",
+        ),
     ],
 )
 def test_bad_flags_exit_2_and_write_nothing(tiny_classifier, tmp_path, capsys, extra, message):
     (tmp_path / "empty.csv").write_text("")
     (tmp_path / "other.jsonl").write_text('{"question": "q", "context": "c"}\n')
     extra = [
-        {"EMPTY": str(tmp_path / "empty.csv"), "MISSING": str(tmp_path / "nope.csv"),
-         "OTHER_TASK": str(tmp_path / "other.jsonl")}.get(a, a)
+        {
+            "EMPTY": str(tmp_path / "empty.csv"),
+            "MISSING": str(tmp_path / "nope.csv"),
+            "OTHER_TASK": str(tmp_path / "other.jsonl"),
+        }.get(a, a)
         for a in extra
     ]
     out = tmp_path / "out"
@@ -352,8 +440,14 @@ def test_bad_flags_exit_2_and_write_nothing(tiny_classifier, tmp_path, capsys, e
 
 
 def test_model_without_vocabulary_says_how_to_fix(tmp_path, capsys):
-    backbone = kb.BertBackbone(vocabulary_size=50, num_layers=1, num_heads=2, hidden_dim=8, intermediate_dim=16,
-                               max_sequence_length=16)
+    backbone = kb.BertBackbone(
+        vocabulary_size=50,
+        num_layers=1,
+        num_heads=2,
+        hidden_dim=8,
+        intermediate_dim=16,
+        max_sequence_length=16,
+    )
     path = str(tmp_path / "novocab.keras")
     kb.BertClassifier(backbone, num_classes=2).save(path)
     code, err = _export(capsys, "--model", path, "--output", str(tmp_path / "out"))
@@ -371,12 +465,19 @@ def test_unconvertible_op_names_the_op_and_the_layer(tmp_path, monkeypatch, tiny
     dynamic shapes): the error names the TensorFlow op and the Keras layer."""
     import keras_bert_impl.layers.multi_head_attention as attention
 
-    monkeypatch.setattr(attention, "merge_masks", lambda padding_mask, *a: keras.ops.cast(padding_mask, "bool")[:, None, :])
+    monkeypatch.setattr(
+        attention, "merge_masks", lambda padding_mask, *a: keras.ops.cast(padding_mask, "bool")[:, None, :]
+    )
     model = keras.saving.load_model(tiny_classifier)
     ExportSignatures(model, 16).export_archive(text=False).write_out(str(tmp_path / "sm"), verbose=False)
-    with pytest.raises(ConversionError, match=r"TFLite has no builtin op for TensorFlow's StridedSlice, used in layer '.*transformer_layer_0"):
+    with pytest.raises(
+        ConversionError,
+        match=r"TFLite has no builtin op for TensorFlow's StridedSlice, used in layer '.*transformer_layer_0",
+    ):
         convert_saved_model(str(tmp_path / "sm"), "float32")
-    assert "StridedSlice" in explain_converter_error(Exception('fused["StridedSlice:", "a/b/strided_slice@x"]'))
+    assert "StridedSlice" in explain_converter_error(
+        Exception('fused["StridedSlice:", "a/b/strided_slice@x"]')
+    )
 
 
 def test_killed_export_leaves_nothing_and_the_next_run_starts_clean(tiny_classifier, tmp_path):
@@ -396,7 +497,22 @@ def test_killed_export_leaves_nothing_and_the_next_run_starts_clean(tiny_classif
     assert result.returncode == -9
     leftovers = [p for p in os.listdir(tmp_path) if ".partial-" in p]
     assert leftovers and not out.exists()  # a half-written folder, never at OUTPUT
-    assert main(["export", "--model", tiny_classifier, "--output", str(out), "--formats", "saved_model", "--seq-len", "16"]) == 0
+    assert (
+        main(
+            [
+                "export",
+                "--model",
+                tiny_classifier,
+                "--output",
+                str(out),
+                "--formats",
+                "saved_model",
+                "--seq-len",
+                "16",
+            ]
+        )
+        == 0
+    )
     assert not [p for p in os.listdir(tmp_path) if ".partial-" in p]
     assert os.path.isfile(out / "export.json")
 
@@ -408,8 +524,15 @@ def test_mediapipe_text_classifier_runs_the_exported_models(mr_export, reference
     letters are counted apart (tests/export/test_tflite_metadata.py measures them)."""
     files = _manifest(mr_export)["files"]
     texts, want = reference["texts"][:250], reference["logits"][:250]
-    assert sorted(k for k in files if k.startswith("mediapipe")) == ["mediapipe", "mediapipe_float16", "mediapipe_int8"]
-    paths = {key: os.path.join(mr_export, files[key]) for key in ("mediapipe", "mediapipe_float16", "mediapipe_int8")}
+    assert sorted(k for k in files if k.startswith("mediapipe")) == [
+        "mediapipe",
+        "mediapipe_float16",
+        "mediapipe_int8",
+    ]
+    paths = {
+        key: os.path.join(mr_export, files[key])
+        for key in ("mediapipe", "mediapipe_float16", "mediapipe_int8")
+    }
     result = run_mediapipe(tmp_path, texts, classify=list(paths.values()))
     probabilities = np.exp(want) / np.exp(want).sum(-1, keepdims=True)
     same = np.array([strip_accents(t) == t for t in texts])
@@ -428,8 +551,24 @@ def test_mediapipe_text_embedder_runs_the_exported_embedder(minilm_keras, mr_fil
     TextEmbedder on mediapipe/bert.tflite gives Keras' embeddings (cosine >= 0.9999) on raw
     MR sentences whose ids MediaPipe's tokenizer shares (no accented letters)."""
     out = str(tmp_path / "embedder")
-    assert main(["export", "--model", minilm_keras, "--output", out, "--formats", "mediapipe", "--seq-len", "32",
-                 "--quantizations", "float32,dynamic_int8"]) == 0
+    assert (
+        main(
+            [
+                "export",
+                "--model",
+                minilm_keras,
+                "--output",
+                out,
+                "--formats",
+                "mediapipe",
+                "--seq-len",
+                "32",
+                "--quantizations",
+                "float32,dynamic_int8",
+            ]
+        )
+        == 0
+    )
     manifest = _manifest(out)
     assert manifest["head"] == "embedder" and set(manifest["files"]) == {"mediapipe", "mediapipe_int8"}
     texts = [text for _, text in mr_files["validation_rows"] if strip_accents(text) == text][:200]
@@ -437,7 +576,9 @@ def test_mediapipe_text_embedder_runs_the_exported_embedder(minilm_keras, mr_fil
     got = np.array(run_mediapipe(tmp_path, texts, embed=[path])["embed"][path])
     embedder = kb.BertEmbedder(keras.saving.load_model(minilm_keras), pooling="mean")
     x = tokenize(ExportSignatures(embedder, 32), texts)
-    want = embedder.predict({"token_ids": x["ids"], "segment_ids": x["segment_ids"], "padding_mask": x["mask"]}, verbose=0)
+    want = embedder.predict(
+        {"token_ids": x["ids"], "segment_ids": x["segment_ids"], "padding_mask": x["mask"]}, verbose=0
+    )
     want = want["embeddings"]
     cosine = np.sum(got * want, -1) / (np.linalg.norm(got, axis=-1) * np.linalg.norm(want, axis=-1))
     assert len(texts) == 200 and cosine.min() >= 0.9999, cosine.min()

@@ -23,23 +23,42 @@ TEXTS = [text for _, text in mr_rows()[:12]]
 
 def _backbone():
     keras.utils.set_random_seed(0)
-    backbone = kb.BertBackbone(vocabulary_size=30522, num_layers=2, num_heads=2, hidden_dim=16, intermediate_dim=32,
-                               max_sequence_length=64)
-    backbone.set_vocabulary(read_vocabulary(os.path.join(REPO, "data", "minilm", "vocab.txt")), lowercase=True)
+    backbone = kb.BertBackbone(
+        vocabulary_size=30522,
+        num_layers=2,
+        num_heads=2,
+        hidden_dim=16,
+        intermediate_dim=32,
+        max_sequence_length=64,
+    )
+    backbone.set_vocabulary(
+        read_vocabulary(os.path.join(REPO, "data", "minilm", "vocab.txt")), lowercase=True
+    )
     return backbone
 
 
 def _export(model, tmp_path, pair=False):
     out = str(tmp_path / "out")
-    export_model(model, out, sequence_length=SEQ_LEN, pair=pair, formats=("saved_model", "tflite"),
-                 quantizations=("float32",), log=lambda line: None)
+    export_model(
+        model,
+        out,
+        sequence_length=SEQ_LEN,
+        pair=pair,
+        formats=("saved_model", "tflite"),
+        quantizations=("float32",),
+        log=lambda line: None,
+    )
     text_fn = tf.saved_model.load(os.path.join(out, "serving", "bert", "1")).signatures["serving_default"]
-    runner = Interpreter(model_path=os.path.join(out, "tflite", "bert_float32.tflite")).get_signature_runner("serving_default")
+    runner = Interpreter(model_path=os.path.join(out, "tflite", "bert_float32.tflite")).get_signature_runner(
+        "serving_default"
+    )
     return out, text_fn, runner
 
 
 def _keras(model, x):
-    return model.predict({"token_ids": x["ids"], "segment_ids": x["segment_ids"], "padding_mask": x["mask"]}, verbose=0)
+    return model.predict(
+        {"token_ids": x["ids"], "segment_ids": x["segment_ids"], "padding_mask": x["mask"]}, verbose=0
+    )
 
 
 @pytest.mark.slow  # about 20 s or more: exports a tagger and converts it to TFLite
@@ -50,7 +69,9 @@ def test_tagger_gives_a_tag_and_a_piece_per_token(tmp_path):
     x = tokenize(ExportSignatures(model, SEQ_LEN), TEXTS[:3])
     want = _keras(model, x)["logits"]
     np.testing.assert_allclose(out["logits"].numpy(), want, atol=1e-4, rtol=0)
-    np.testing.assert_allclose(runner(**{k: x[k] for k in EXPORT_ID_INPUTS})["logits"], want, atol=1e-4, rtol=0)
+    np.testing.assert_allclose(
+        runner(**{k: x[k] for k in EXPORT_ID_INPUTS})["logits"], want, atol=1e-4, rtol=0
+    )
     tags, tokens, ids = out["tags"].numpy(), out["tokens"].numpy(), x["ids"]
     names = np.array([b"O", b"B-X", b"I-X"])
     for row in range(3):
@@ -75,7 +96,12 @@ def test_span_labeler_answers_inside_the_context(tmp_path):
         context = (x["segment_ids"][row] == 1) & (x["mask"][row] == 1) & (x["ids"][row] != 102)
         positions = np.flatnonzero(context)
         best = max(
-            ((start_logits[row, i] + end_logits[row, j], i, j) for i in positions for j in positions if i <= j < i + 30),
+            (
+                (start_logits[row, i] + end_logits[row, j], i, j)
+                for i in positions
+                for j in positions
+                if i <= j < i + 30
+            )
         )
         assert (out["start"].numpy()[row], out["end"].numpy()[row]) == (best[1], best[2])
         answer = serving.preprocessor.detokenize(x["ids"][row : row + 1, best[1] : best[2] + 1]).numpy()[0]
@@ -87,7 +113,9 @@ def test_span_labeler_answers_inside_the_context(tmp_path):
 @pytest.mark.parametrize("multi_label", [False, True])
 @pytest.mark.slow  # about 20 s or more: exports and converts two heads to TFLite
 def test_pair_and_multi_label_classifiers(tmp_path, multi_label):
-    model = kb.BertClassifier(_backbone(), num_classes=3, multi_label=multi_label, label_names=["a", "b", "c"])
+    model = kb.BertClassifier(
+        _backbone(), num_classes=3, multi_label=multi_label, label_names=["a", "b", "c"]
+    )
     _, text_fn, runner = _export(model, tmp_path, pair=not multi_label)
     if multi_label:
         out = text_fn(text=tf.constant(TEXTS[:4]))
@@ -98,8 +126,14 @@ def test_pair_and_multi_label_classifiers(tmp_path, multi_label):
         assert (x["segment_ids"] == 1).any()
     want = _keras(model, x)["logits"]
     np.testing.assert_allclose(out["logits"].numpy(), want, atol=1e-4, rtol=0)
-    np.testing.assert_allclose(runner(**{k: x[k] for k in EXPORT_ID_INPUTS})["logits"], want, atol=1e-4, rtol=0)
-    activation = (lambda z: 1 / (1 + np.exp(-z))) if multi_label else (lambda z: np.exp(z) / np.exp(z).sum(-1, keepdims=True))
+    np.testing.assert_allclose(
+        runner(**{k: x[k] for k in EXPORT_ID_INPUTS})["logits"], want, atol=1e-4, rtol=0
+    )
+    activation = (
+        (lambda z: 1 / (1 + np.exp(-z)))
+        if multi_label
+        else (lambda z: np.exp(z) / np.exp(z).sum(-1, keepdims=True))
+    )
     np.testing.assert_allclose(out["probabilities"].numpy(), activation(want), atol=1e-5)
 
 
@@ -109,8 +143,12 @@ def test_embedder_exports_unit_embeddings(tmp_path):
     out, text_fn, runner = _export(model, tmp_path)
     x = tokenize(ExportSignatures(model, SEQ_LEN), TEXTS)
     want = _keras(model, x)["embeddings"]
-    np.testing.assert_allclose(text_fn(text=tf.constant(TEXTS))["embeddings"].numpy(), want, atol=1e-5, rtol=0)
-    np.testing.assert_allclose(runner(**{k: x[k] for k in EXPORT_ID_INPUTS})["embeddings"], want, atol=1e-5, rtol=0)
+    np.testing.assert_allclose(
+        text_fn(text=tf.constant(TEXTS))["embeddings"].numpy(), want, atol=1e-5, rtol=0
+    )
+    np.testing.assert_allclose(
+        runner(**{k: x[k] for k in EXPORT_ID_INPUTS})["embeddings"], want, atol=1e-5, rtol=0
+    )
     assert not os.path.exists(os.path.join(out, "labels.txt"))
 
 
@@ -122,25 +160,40 @@ def test_id_saved_model_names_a_bad_input_its_value_and_where_it_is(tmp_path):
     model = kb.BertClassifier(_backbone(), num_classes=2)
     out, _, runner = _export(model, tmp_path)
     ids_fn = tf.saved_model.load(os.path.join(out, "serving", "bert_ids", "1")).signatures["serving_default"]
-    good = {"ids": np.full((2, SEQ_LEN), 1996, np.int32), "mask": np.ones((2, SEQ_LEN), np.int32),
-            "segment_ids": np.zeros((2, SEQ_LEN), np.int32)}
+    good = {
+        "ids": np.full((2, SEQ_LEN), 1996, np.int32),
+        "mask": np.ones((2, SEQ_LEN), np.int32),
+        "segment_ids": np.zeros((2, SEQ_LEN), np.int32),
+    }
     np.testing.assert_allclose(ids_fn(**good)["logits"].numpy(), runner(**good)["logits"], atol=1e-4, rtol=0)
-    for name, value, expected in (("ids", -1, "[0, 30522)"), ("ids", -40000, "[0, 30522)"), ("ids", 30522, "[0, 30522)"),
-                                  ("segment_ids", 2, "[0, 2)"), ("mask", 3, "[0, 2)"), ("mask", -1, "[0, 2)")):
+    for name, value, expected in (
+        ("ids", -1, "[0, 30522)"),
+        ("ids", -40000, "[0, 30522)"),
+        ("ids", 30522, "[0, 30522)"),
+        ("segment_ids", 2, "[0, 2)"),
+        ("mask", 3, "[0, 2)"),
+        ("mask", -1, "[0, 2)"),
+    ):
         bad = {k: v.copy() for k, v in good.items()}
         bad[name][1, 7] = value
         with pytest.raises(tf.errors.InvalidArgumentError) as error:
             ids_fn(**bad)
-        assert f"Input {name} holds {value} at example 1, position 7: this model takes values in {expected} there" \
-            in str(error.value), str(error.value)
+        assert (
+            f"Input {name} holds {value} at example 1, position 7: this model takes values in {expected} there"
+            in str(error.value)
+        ), str(error.value)
     # These failed in a Slice, a strided_slice and an add of the model, naming no input.
     for width in (0, 65):
         ones = np.ones((2, width), np.int32)
         with pytest.raises(tf.errors.InvalidArgumentError) as error:
             ids_fn(ids=ones, mask=ones, segment_ids=ones * 0)
-        assert f"Input ids has {width} positions per example: this model takes 1 to 64 (its max_sequence_length)" \
-            in str(error.value), str(error.value)
+        assert (
+            f"Input ids has {width} positions per example: this model takes 1 to 64 (its max_sequence_length)"
+            in str(error.value)
+        ), str(error.value)
     with pytest.raises(tf.errors.InvalidArgumentError) as error:
         ids_fn(ids=good["ids"], mask=good["mask"][:, :-1], segment_ids=good["segment_ids"])
-    assert f"Input mask has shape [2 {SEQ_LEN - 1}], and ids [2 {SEQ_LEN}]: send ids, mask and segment_ids of one shape" \
-        in str(error.value), str(error.value)
+    assert (
+        f"Input mask has shape [2 {SEQ_LEN - 1}], and ids [2 {SEQ_LEN}]: send ids, mask and segment_ids of one shape"
+        in str(error.value)
+    ), str(error.value)

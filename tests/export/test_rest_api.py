@@ -9,16 +9,30 @@ import pytest
 import tensorflow as tf
 
 from keras_bert_impl_export.serve.dynamic_batcher import (
-    DynamicBatcher, QueueFullError, RequestTooLargeError, UnbatchableOutputError,
+    DynamicBatcher,
+    QueueFullError,
+    RequestTooLargeError,
+    UnbatchableOutputError,
 )
 from keras_bert_impl_export.serve.model_server import client_error_message
 from keras_bert_impl_export.serve.rest_api import RestApiError, format_predict_response, parse_predict_body
 
 TEXT = {"serving_default": {"inputs": {"text": tf.TensorSpec([None], tf.string, "text")}}}
-PAIR = {"serving_default": {"inputs": {"text": tf.TensorSpec([None], tf.string, "text"),
-                                       "text_b": tf.TensorSpec([None], tf.string, "text_b")}}}
-IDS = {"serving_default": {"inputs": {name: tf.TensorSpec([None, None], tf.int32, name)
-                                      for name in ("ids", "mask", "segment_ids")}}}
+PAIR = {
+    "serving_default": {
+        "inputs": {
+            "text": tf.TensorSpec([None], tf.string, "text"),
+            "text_b": tf.TensorSpec([None], tf.string, "text_b"),
+        }
+    }
+}
+IDS = {
+    "serving_default": {
+        "inputs": {
+            name: tf.TensorSpec([None, None], tf.int32, name) for name in ("ids", "mask", "segment_ids")
+        }
+    }
+}
 
 
 def _parse(body, signatures=TEXT):
@@ -26,47 +40,63 @@ def _parse(body, signatures=TEXT):
 
 
 def test_row_and_columnar_bodies_give_the_same_arrays():
-    for body in ({"instances": ["a", "b"]}, {"instances": [{"text": "a"}, {"text": "b"}]},
-                 {"inputs": ["a", "b"]}, {"inputs": {"text": ["a", "b"]}}):
+    for body in (
+        {"instances": ["a", "b"]},
+        {"instances": [{"text": "a"}, {"text": "b"}]},
+        {"inputs": ["a", "b"]},
+        {"inputs": {"text": ["a", "b"]}},
+    ):
         signature, arrays, rows, _ = _parse(body)
         assert (signature, rows) == ("serving_default", 2)
         assert list(arrays["text"]) == [b"a", b"b"], body
     _, arrays, rows, row_format = _parse({"instances": [{"text": "q", "text_b": "c"}]}, PAIR)
     assert rows == 1 and row_format and arrays["text_b"][0] == b"c"
-    _, arrays, rows, _ = _parse({"inputs": {"ids": [[101, 7, 102]], "mask": [[1, 1, 1]], "segment_ids": [[0, 0, 0]]}}, IDS)
+    _, arrays, rows, _ = _parse(
+        {"inputs": {"ids": [[101, 7, 102]], "mask": [[1, 1, 1]], "segment_ids": [[0, 0, 0]]}}, IDS
+    )
     assert arrays["ids"].dtype == np.int32 and arrays["ids"].shape == (1, 3)
 
 
 def test_responses_follow_tf_serving():
     outputs = {"probabilities": np.array([[0.25, 0.75]], np.float32), "top_label": np.array([b"pos"], object)}
     assert format_predict_response(outputs, row_format=True) == {
-        "predictions": [{"probabilities": [0.25, 0.75], "top_label": "pos"}]}
+        "predictions": [{"probabilities": [0.25, 0.75], "top_label": "pos"}]
+    }
     assert format_predict_response(outputs, row_format=False) == {
-        "outputs": {"probabilities": [[0.25, 0.75]], "top_label": ["pos"]}}
+        "outputs": {"probabilities": [[0.25, 0.75]], "top_label": ["pos"]}
+    }
     # One output: no names (TF Serving's rule).
     assert format_predict_response({"embeddings": np.array([[1.0], [2.0]], np.float32)}, True) == {
-        "predictions": [[1.0], [2.0]]}
-    assert format_predict_response({"raw_bytes": np.array([b"\xff"], object)}, False) == {"outputs": [{"b64": "/w=="}]}
+        "predictions": [[1.0], [2.0]]
+    }
+    assert format_predict_response({"raw_bytes": np.array([b"\xff"], object)}, False) == {
+        "outputs": [{"b64": "/w=="}]
+    }
 
 
-@pytest.mark.parametrize("body, fragment", [
-    (b"{not json", "JSON Parse error"),
-    (b"[1, 2]", "must be a JSON object"),
-    ({"instances": []}, "'instances' is an empty list"),
-    ({"instances": "a text"}, "'instances' must be a list"),
-    ({"instances": ["a"], "inputs": ["a"]}, "exactly one of them"),
-    ({}, "Missing 'inputs' or 'instances'"),
-    ({"instances": ["a"], "signature_name": "classify"}, 'signature name: "classify" not found'),
-    ({"instances": [3]}, "instances[0] of input 'text' must be a string"),
-    ({"instances": ["a", None]}, "instances[1] of input 'text' must be a string"),
-    ({"instances": [{"txt": "a"}]}, "has the keys ['txt']"),
-    ({"inputs": {"txt": ["a"]}}, "'inputs' has the keys ['txt']"),
-    ({"instances": [["a"]]}, "must be a string"),
-    ({"instances": ["a"], "output_filter": ["x"]}, "Unknown key(s) ['output_filter']"),
-    # Valid JSON, but no text: a lone surrogate escape (it was a 500, UnicodeEncodeError).
-    (b'{"instances": ["ok", "bad \\ud800 text"]}', "instances[1] of input 'text' holds '\\ud800' at character 4, a "
-                                                   "lone UTF-16 surrogate"),
-])
+@pytest.mark.parametrize(
+    "body, fragment",
+    [
+        (b"{not json", "JSON Parse error"),
+        (b"[1, 2]", "must be a JSON object"),
+        ({"instances": []}, "'instances' is an empty list"),
+        ({"instances": "a text"}, "'instances' must be a list"),
+        ({"instances": ["a"], "inputs": ["a"]}, "exactly one of them"),
+        ({}, "Missing 'inputs' or 'instances'"),
+        ({"instances": ["a"], "signature_name": "classify"}, 'signature name: "classify" not found'),
+        ({"instances": [3]}, "instances[0] of input 'text' must be a string"),
+        ({"instances": ["a", None]}, "instances[1] of input 'text' must be a string"),
+        ({"instances": [{"txt": "a"}]}, "has the keys ['txt']"),
+        ({"inputs": {"txt": ["a"]}}, "'inputs' has the keys ['txt']"),
+        ({"instances": [["a"]]}, "must be a string"),
+        ({"instances": ["a"], "output_filter": ["x"]}, "Unknown key(s) ['output_filter']"),
+        # Valid JSON, but no text: a lone surrogate escape (it was a 500, UnicodeEncodeError).
+        (
+            b'{"instances": ["ok", "bad \\ud800 text"]}',
+            "instances[1] of input 'text' holds '\\ud800' at character 4, a lone UTF-16 surrogate",
+        ),
+    ],
+)
 def test_bad_bodies_are_400_with_a_reason(body, fragment):
     raw = body if isinstance(body, bytes) else json.dumps(body).encode()
     with pytest.raises(RestApiError) as error:
@@ -107,6 +137,7 @@ def _submit_all(batcher, requests):
             return await asyncio.gather(*(batcher.submit("k", {"x": x}, len(x)) for x in requests))
         finally:
             await batcher.stop()
+
     return asyncio.run(main())
 
 
@@ -165,8 +196,9 @@ def test_a_request_that_makes_the_model_raise_fails_alone():
         batcher = DynamicBatcher(model, max_batch_size=16, batch_timeout_ms=100)
         await batcher.start()
         try:
-            return await asyncio.gather(*(batcher.submit("k", {"x": x}, len(x)) for x in requests),
-                                        return_exceptions=True)
+            return await asyncio.gather(
+                *(batcher.submit("k", {"x": x}, len(x)) for x in requests), return_exceptions=True
+            )
         finally:
             await batcher.stop()
 
@@ -192,20 +224,30 @@ def test_bad_batcher_settings_are_named():
 def _run_batcher(batcher, *requests, timeout=20):
     """Submits (inputs, rows, whole) requests concurrently; their results or errors, in order.
     A hung batcher fails the test at `timeout` rather than hanging it."""
+
     async def main():
         await batcher.start()
         try:
-            return await asyncio.wait_for(asyncio.gather(
-                *(batcher.submit("k", {"x": x}, len(x), whole=whole) for x, whole in requests),
-                return_exceptions=True), timeout)
+            return await asyncio.wait_for(
+                asyncio.gather(
+                    *(batcher.submit("k", {"x": x}, len(x), whole=whole) for x, whole in requests),
+                    return_exceptions=True,
+                ),
+                timeout,
+            )
         finally:
             await asyncio.wait_for(batcher.stop(), timeout)
+
     return asyncio.run(main())
 
 
 def _with_table(key, inputs):
     """Like a SavedModel with an output of no batch dimension: a constant table, a scalar."""
-    return {"y": inputs["x"] * 2, "table": np.array([10.0, 20.0, 30.0, 40.0]), "count": np.array(len(inputs["x"]))}
+    return {
+        "y": inputs["x"] * 2,
+        "table": np.array([10.0, 20.0, 30.0, 40.0]),
+        "count": np.array(len(inputs["x"])),
+    }
 
 
 def test_outputs_without_a_batch_dimension_are_never_cut_between_requests():
@@ -213,8 +255,9 @@ def test_outputs_without_a_batch_dimension_are_never_cut_between_requests():
     # Submitted whole (the server does so for such a signature): each request alone, outputs as given.
     calls = []
     model = lambda key, inputs: calls.append(len(inputs["x"])) or _with_table(key, inputs)  # noqa: E731
-    first, second = _run_batcher(DynamicBatcher(model, max_batch_size=2, batch_timeout_ms=100),
-                                 (one, True), (two, True))
+    first, second = _run_batcher(
+        DynamicBatcher(model, max_batch_size=2, batch_timeout_ms=100), (one, True), (two, True)
+    )
     assert sorted(calls) == [1, 2]  # not merged, and the 2 rows not split
     np.testing.assert_array_equal(first["table"], [10.0, 20.0, 30.0, 40.0])
     np.testing.assert_array_equal(second["table"], [10.0, 20.0, 30.0, 40.0])
@@ -233,8 +276,9 @@ def test_a_failing_worker_answers_its_requests_and_keeps_working():
         if rows == 3:
             raise RuntimeError("metrics broke")
 
-    batcher = DynamicBatcher(lambda key, inputs: {"y": inputs["x"]}, max_batch_size=8, batch_timeout_ms=0,
-                             on_batch=on_batch)
+    batcher = DynamicBatcher(
+        lambda key, inputs: {"y": inputs["x"]}, max_batch_size=8, batch_timeout_ms=0, on_batch=on_batch
+    )
 
     async def main():
         await batcher.start()
@@ -252,9 +296,13 @@ def test_a_request_larger_than_the_queue_is_refused_as_too_large_not_retryable()
     batcher = DynamicBatcher(lambda key, inputs: {"y": inputs["x"]}, max_batch_size=4, max_enqueued_batches=2)
     (result,) = _run_batcher(batcher, (np.ones(9, np.float32), False))
     assert isinstance(result, RequestTooLargeError) and not isinstance(result, QueueFullError), result
-    assert "9 examples; this server takes at most 8 per request" in str(result) and "--max-enqueued-batches" in str(result)
-    (result,) = _run_batcher(DynamicBatcher(lambda key, inputs: {"y": inputs["x"]}, max_batch_size=4,
-                                            max_enqueued_batches=2), (np.ones(8, np.float32), False))
+    assert "9 examples; this server takes at most 8 per request" in str(
+        result
+    ) and "--max-enqueued-batches" in str(result)
+    (result,) = _run_batcher(
+        DynamicBatcher(lambda key, inputs: {"y": inputs["x"]}, max_batch_size=4, max_enqueued_batches=2),
+        (np.ones(8, np.float32), False),
+    )
     np.testing.assert_array_equal(result["y"], np.ones(8))
 
 
@@ -271,20 +319,40 @@ def test_an_error_in_a_split_part_says_where_the_part_starts():
     assert isinstance(result, tf.errors.InvalidArgumentError) and result.first_row == 32, result
 
 
-TOY = {"serving_default": {"inputs": {"flag": tf.TensorSpec([None], tf.bool, "flag"),
-                                      "x": tf.TensorSpec([None], tf.float32, "x")}}}
+TOY = {
+    "serving_default": {
+        "inputs": {
+            "flag": tf.TensorSpec([None], tf.bool, "flag"),
+            "x": tf.TensorSpec([None], tf.float32, "x"),
+        }
+    }
+}
 
 
-@pytest.mark.parametrize("body, signatures, fragment", [
-    # They were 500s: OverflowError from numpy, RecursionError from json.
-    ({"inputs": {"ids": [[2147483648]], "mask": [[1]], "segment_ids": [[0]]}}, IDS,
-     "inputs[0][0] of input 'ids' holds 2147483648, outside int32's range [-2147483648, 2147483647]"),
-    ({"inputs": {"ids": [[1e10]], "mask": [[1]], "segment_ids": [[0]]}}, IDS, "holds 10000000000.0, outside int32's range"),
-    ({"inputs": {"ids": [[-2147483649]], "mask": [[1]], "segment_ids": [[0]]}}, IDS, "outside int32's range"),
-    (b'{"instances": ' + b"[" * 100000 + b"]" * 100000 + b"}", TEXT, "nests lists or objects too deeply"),
-    ({"inputs": {"flag": [True], "x": [1e300]}}, TOY, "holds 1e+300, beyond float32's largest value"),
-    ({"inputs": {"flag": [1], "x": [1.0]}}, TOY, "input 'flag' must be true or false (bool); received 1"),
-])
+@pytest.mark.parametrize(
+    "body, signatures, fragment",
+    [
+        # They were 500s: OverflowError from numpy, RecursionError from json.
+        (
+            {"inputs": {"ids": [[2147483648]], "mask": [[1]], "segment_ids": [[0]]}},
+            IDS,
+            "inputs[0][0] of input 'ids' holds 2147483648, outside int32's range [-2147483648, 2147483647]",
+        ),
+        (
+            {"inputs": {"ids": [[1e10]], "mask": [[1]], "segment_ids": [[0]]}},
+            IDS,
+            "holds 10000000000.0, outside int32's range",
+        ),
+        (
+            {"inputs": {"ids": [[-2147483649]], "mask": [[1]], "segment_ids": [[0]]}},
+            IDS,
+            "outside int32's range",
+        ),
+        (b'{"instances": ' + b"[" * 100000 + b"]" * 100000 + b"}", TEXT, "nests lists or objects too deeply"),
+        ({"inputs": {"flag": [True], "x": [1e300]}}, TOY, "holds 1e+300, beyond float32's largest value"),
+        ({"inputs": {"flag": [1], "x": [1.0]}}, TOY, "input 'flag' must be true or false (bool); received 1"),
+    ],
+)
 def test_values_the_input_type_cannot_hold_are_400s(body, signatures, fragment):
     raw = body if isinstance(body, bytes) else json.dumps(body).encode()
     with pytest.raises(RestApiError) as error:
@@ -307,7 +375,8 @@ def test_outputs_without_one_value_per_example_in_the_row_format():
         format_predict_response({"count": np.array(2)}, row_format=True, rows=2)
     # Columnar: each output whole (TF Serving's MakeColumnarJsonFromTensors).
     assert format_predict_response(outputs, row_format=False, rows=2) == {
-        "outputs": {"table": [10.0, 20.0, 30.0, 40.0], "y": [1.0, 2.0]}}
+        "outputs": {"table": [10.0, 20.0, 30.0, 40.0], "y": [1.0, 2.0]}
+    }
 
 
 def test_float32_outputs_are_written_as_tf_serving_writes_them():
@@ -326,8 +395,9 @@ def test_a_graph_assertion_reaches_the_client_as_its_message_in_the_client_rows(
 
     @tf.function(input_signature=[tf.TensorSpec([None], tf.int32)])
     def check(x):
-        with tf.control_dependencies([tf.debugging.Assert(tf.reduce_all(x >= 0), ["Input ids holds -1 at example 3, "
-                                                                                 "position 0: no."])]):
+        with tf.control_dependencies(
+            [tf.debugging.Assert(tf.reduce_all(x >= 0), ["Input ids holds -1 at example 3, position 0: no."])]
+        ):
             return tf.identity(x)
 
     with pytest.raises(tf.errors.InvalidArgumentError) as error:

@@ -72,8 +72,9 @@ def test_int8_calls_refuse_ids_of_no_column_or_more_than_the_model_positions(tmp
         ones = np.ones((2, width), np.int32)
         with pytest.raises(ValueError) as error:
             call(ids=ones * 5, mask=ones, segment_ids=ones * 0)
-        assert f"Input ids has {width} positions per example: this model takes 1 to {positions}" \
-            in str(error.value), str(error.value)
+        assert f"Input ids has {width} positions per example: this model takes 1 to {positions}" in str(
+            error.value
+        ), str(error.value)
 
 
 def test_int8_calls_refuse_ids_outside_the_model_tables(tmp_path):
@@ -83,15 +84,24 @@ def test_int8_calls_refuse_ids_outside_the_model_tables(tmp_path):
     model = kb.BertClassifier(keras.saving.load_model(save_small_bert(tmp_path)), num_classes=2)
     call = litert_functions(model, "mr", SEQ_LEN, pair=False)["mr_ids"]["serving_default"]
     size = model.backbone.vocabulary_size
-    for name, value, expected in (("ids", -1, "[0, " + str(size) + ")"), ("ids", size, f"[0, {size})"),
-                                  ("segment_ids", 2, "[0, 2)"), ("mask", 3, "[0, 2)")):
-        inputs = {"ids": np.full((2, SEQ_LEN), 5, np.int32), "mask": np.ones((2, SEQ_LEN), np.int32),
-                  "segment_ids": np.zeros((2, SEQ_LEN), np.int32)}
+    for name, value, expected in (
+        ("ids", -1, "[0, " + str(size) + ")"),
+        ("ids", size, f"[0, {size})"),
+        ("segment_ids", 2, "[0, 2)"),
+        ("mask", 3, "[0, 2)"),
+    ):
+        inputs = {
+            "ids": np.full((2, SEQ_LEN), 5, np.int32),
+            "mask": np.ones((2, SEQ_LEN), np.int32),
+            "segment_ids": np.zeros((2, SEQ_LEN), np.int32),
+        }
         inputs[name][1, 7] = value
         with pytest.raises(ValueError) as error:
             call(**inputs)
-        assert f"Input {name} holds {value} at example 1, position 7: this model takes values in {expected} there" \
-            in str(error.value), str(error.value)
+        assert (
+            f"Input {name} holds {value} at example 1, position 7: this model takes values in {expected} there"
+            in str(error.value)
+        ), str(error.value)
 
 
 def test_int8_calls_refuse_inputs_of_different_shapes(tmp_path):
@@ -102,9 +112,13 @@ def test_int8_calls_refuse_inputs_of_different_shapes(tmp_path):
     model = kb.BertClassifier(keras.saving.load_model(save_small_bert(tmp_path)), num_classes=2)
     call = litert_functions(model, "mr", SEQ_LEN, pair=False)["mr_ids"]["serving_default"]
     ids = np.full((2, 10), 5, np.int32)
-    for name, mask, segment_ids, shape in (("mask", np.ones((2, 9), np.int32), np.zeros((2, 10), np.int32), "2 9"),
-                                           ("segment_ids", np.ones((2, 10), np.int32), np.zeros((3, 10), np.int32), "3 10")):
+    for name, mask, segment_ids, shape in (
+        ("mask", np.ones((2, 9), np.int32), np.zeros((2, 10), np.int32), "2 9"),
+        ("segment_ids", np.ones((2, 10), np.int32), np.zeros((3, 10), np.int32), "3 10"),
+    ):
         with pytest.raises(ValueError) as error:
             call(ids=ids, mask=mask, segment_ids=segment_ids)
-        assert f"Input {name} has shape [{shape}], and ids [2 10]: send ids, mask and segment_ids of one shape" \
-            in str(error.value), str(error.value)
+        assert (
+            f"Input {name} has shape [{shape}], and ids [2 10]: send ids, mask and segment_ids of one shape"
+            in str(error.value)
+        ), str(error.value)

@@ -36,7 +36,13 @@ def classifier(tmp_path_factory, texts):
     model = kb.BertClassifier(keras.saving.load_model(init), num_classes=2, label_names=["-1", "1"])
     model.compile(optimizer=keras.optimizers.Adam(1e-2))
     labels = np.array([0 if label == "-1" else 1 for label, _ in mr_rows()[:16]])
-    model.fit(BertPreprocessor.from_model(model, sequence_length=64)(texts), labels, epochs=20, batch_size=16, verbose=0)
+    model.fit(
+        BertPreprocessor.from_model(model, sequence_length=64)(texts),
+        labels,
+        epochs=20,
+        batch_size=16,
+        verbose=0,
+    )
     path = str(folder / "mr.keras")
     model.save(path)
     return path
@@ -56,8 +62,14 @@ def _answers(serving, texts):
     status, answer = serving.request("POST", "/v1/models/mr:predict", {"instances": texts})
     assert status == 200, answer
     rows = answer["predictions"]
-    ids = [{"ids": r["token_ids"], "mask": [int(i != 0) for i in r["token_ids"]], "segment_ids": [0] * len(r["token_ids"])}
-           for r in rows]
+    ids = [
+        {
+            "ids": r["token_ids"],
+            "mask": [int(i != 0) for i in r["token_ids"]],
+            "segment_ids": [0] * len(r["token_ids"]),
+        }
+        for r in rows
+    ]
     status, by_ids = serving.request("POST", "/v1/models/mr_ids:predict", {"instances": ids})
     assert status == 200, by_ids
     return rows, by_ids["predictions"]
@@ -74,7 +86,9 @@ def test_int8_and_bf16_servers_answer_with_fp32s_top_labels(precision, classifie
     assert status_code == 0, err[-3000:]
     want, want_by_ids = fp32
     assert [r["top_label"] for r in rows] == [r["top_label"] for r in want]
-    assert len(set(r["top_label"] for r in want)) == 2  # both labels among the sentences: not a constant answer
+    assert (
+        len(set(r["top_label"] for r in want)) == 2
+    )  # both labels among the sentences: not a constant answer
     # The precision ran: its probabilities are not fp32's, and the ids model computes what the text model does.
     got, expected = np.array([r["probabilities"] for r in rows]), np.array([r["probabilities"] for r in want])
     assert not np.array_equal(got, expected)
@@ -111,20 +125,33 @@ def test_precision_needs_the_keras_model_and_auto_says_what_it_keeps(tmp_path, c
     for precision in ("int8", "bf16"):
         assert main(["serve", "--model", saved_model, "--precision", precision, "--port", "0"]) == 2
         err = capsys.readouterr().err.strip().splitlines()
-        assert len(err) == 1 and f"--precision {precision} needs the Keras model: pass the run folder or .keras file" in err[0]
+        assert (
+            len(err) == 1
+            and f"--precision {precision} needs the Keras model: pass the run folder or .keras file" in err[0]
+        )
     assert main(["serve", "--model", saved_model, "--runtime", "litert", "--port", "0"]) == 2
     err = capsys.readouterr().err.strip().splitlines()
-    assert len(err) == 1 and "--runtime litert needs the Keras model: pass the run folder or .keras file" in err[0]
+    assert (
+        len(err) == 1
+        and "--runtime litert needs the Keras model: pass the run folder or .keras file" in err[0]
+    )
     assert main(["serve", "--model", saved_model, "--precision", "auto", "--port", "0"]) == 2
     err = capsys.readouterr().err
-    assert "kbert serve: --precision auto: fp32, the SavedModels as they were exported" in err and "holds no SavedModel" in err
+    assert (
+        "kbert serve: --precision auto: fp32, the SavedModels as they were exported" in err
+        and "holds no SavedModel" in err
+    )
 
 
 def test_int8_refuses_a_token_head(tmp_path, capsys):
     path = str(tmp_path / "tagger.keras")
     keras.utils.set_random_seed(0)
     init = save_small_bert(tmp_path)
-    kb.BertTokenClassifier(keras.saving.load_model(init), num_classes=3, label_names=["O", "B-X", "I-X"]).save(path)
+    kb.BertTokenClassifier(
+        keras.saving.load_model(init), num_classes=3, label_names=["O", "B-X", "I-X"]
+    ).save(path)
     assert main(["serve", "--model", path, "--precision", "int8", "--port", "0"]) == 2
-    assert "--precision int8 runs classification, pair and multilabel models; this model's task is tagging" in (
-        capsys.readouterr().err)
+    assert (
+        "--precision int8 runs classification, pair and multilabel models; this model's task is tagging"
+        in (capsys.readouterr().err)
+    )

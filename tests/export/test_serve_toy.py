@@ -58,8 +58,14 @@ def export(tmp_path_factory):
     serving/.DS_Store; and a SavedModel without signatures."""
     root = tmp_path_factory.mktemp("toy_export")
     toy = _Toy()
-    signatures = {"serving_default": toy.half_plus_two, "with_table": toy.with_table,
-                  "with_scalar": toy.with_scalar, "log": toy.log, "lookup": toy.lookup, "busy": toy.busy}
+    signatures = {
+        "serving_default": toy.half_plus_two,
+        "with_table": toy.with_table,
+        "with_scalar": toy.with_scalar,
+        "log": toy.log,
+        "lookup": toy.lookup,
+        "busy": toy.busy,
+    }
     tf.saved_model.save(toy, str(root / "serving" / "toy" / "007"), signatures=signatures)
     (root / "serving" / ".DS_Store").write_bytes(b"\0\0\0\1Bud1")
     tf.saved_model.save(tf.Module(), str(root / "nosig" / "1"))
@@ -68,8 +74,9 @@ def export(tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def server(export):
-    serving = Server("--model", export, "--max-batch-size", "2", "--max-enqueued-batches", "3",
-                     "--batch-timeout-ms", "200")
+    serving = Server(
+        "--model", export, "--max-batch-size", "2", "--max-enqueued-batches", "3", "--batch-timeout-ms", "200"
+    )
     yield serving
     status, _, err = serving.stop()
     assert status == 0, err[-3000:]
@@ -77,8 +84,10 @@ def server(export):
     # Every request read was answered once (a NaN answer was counted, then failed as a 500, twice),
     # but the one whose client left first (test_a_request_whose_client_left_is_not_computed).
     accepted = int(err.split("stopped: ")[1].split(" predict requests accepted")[0])
-    assert f"{accepted} predict requests accepted, {accepted - 1} answered, 1 dropped (their clients left first)" \
-        in err, err[-1000:]
+    assert (
+        f"{accepted} predict requests accepted, {accepted - 1} answered, 1 dropped (their clients left first)"
+        in err
+    ), err[-1000:]
 
 
 def _predict(server, body):
@@ -104,18 +113,25 @@ def test_outputs_without_a_batch_dimension_are_whole_or_refused_never_cut(server
     status, answer = _predict(server, {"signature_name": "with_table", "inputs": [1.0, 2.0, 3.0]})
     assert status == 200 and answer["outputs"]["table"] == [10.0, 20.0, 30.0, 40.0], answer
     status, answer = _predict(server, {"signature_name": "with_table", "instances": [1.0, 2.0]})
-    assert status == 400 and "Tensor name: table has inconsistent batch size: 4 expecting: 2" in answer["error"]
+    assert (
+        status == 400 and "Tensor name: table has inconsistent batch size: 4 expecting: 2" in answer["error"]
+    )
     # A scalar output killed the batcher: this request and every later one hung.
     status, answer = _predict(server, {"signature_name": "with_scalar", "instances": [1.0, 2.0]})
     assert status == 400 and "Tensor name: count has no shape information" in answer["error"], answer
     assert _predict(server, {"signature_name": "with_scalar", "inputs": [1.0, 2.0]}) == (
-        200, {"outputs": {"count": 2, "y": [0.5, 1.0]}})
+        200,
+        {"outputs": {"count": 2, "y": [0.5, 1.0]}},
+    )
     assert _predict(server, {"instances": [0.0]}) == (200, {"predictions": [2.0]})
 
 
 def test_nan_and_infinite_outputs_are_written_as_tf_serving_writes_them(server):
-    status, answer = server.request("POST", "/v1/models/toy:predict", raw=json.dumps(
-        {"signature_name": "log", "instances": [-1.0, 0.0, 1.0]}).encode())
+    status, answer = server.request(
+        "POST",
+        "/v1/models/toy:predict",
+        raw=json.dumps({"signature_name": "log", "instances": [-1.0, 0.0, 1.0]}).encode(),
+    )
     assert status == 200 and answer["predictions"][1:] == [float("-inf"), 0.0], answer  # was a 500
     assert answer["predictions"][0] != answer["predictions"][0]  # NaN
     status, metrics = server.request("GET", "/metrics")
@@ -140,20 +156,33 @@ def test_out_of_range_values_are_400s(server):
     assert status == 400 and "holds 2147483648, outside int32's range" in answer["error"], answer
 
 
-@pytest.mark.parametrize("flags, fragment", [
-    (("--batch-timeout-ms", "inf"), "--batch-timeout-ms must be a finite number >= 0"),
-    (("--batch-timeout-ms", "nan"), "Received: nan"),
-    (("--name", "toy:v2"), "--name must be letters, digits"),
-    (("--seq-len", "32"), "--seq-len 32 applies to a run folder"),
-    (("--host", "127.0.0.256"), "pass an address of this machine as --host"),
-    (("NOSIG",), "has no serving signature"),
-])
+@pytest.mark.parametrize(
+    "flags, fragment",
+    [
+        (("--batch-timeout-ms", "inf"), "--batch-timeout-ms must be a finite number >= 0"),
+        (("--batch-timeout-ms", "nan"), "Received: nan"),
+        (("--name", "toy:v2"), "--name must be letters, digits"),
+        (("--seq-len", "32"), "--seq-len 32 applies to a run folder"),
+        (("--host", "127.0.0.256"), "pass an address of this machine as --host"),
+        (("NOSIG",), "has no serving signature"),
+    ],
+)
 def test_start_up_mistakes_are_one_line(export, flags, fragment):
-    model = ["--model", str(export / "nosig" / "1")] if flags == ("NOSIG",) else ["--model", str(export), *flags]
-    done = subprocess.run([sys.executable, "-m", "keras_bert_impl.cli", "serve", *model, "--port", "0"],
-                          capture_output=True, text=True, env=_env(), timeout=120)
-    lines = [line for line in done.stderr.strip().splitlines()
-             if not line.startswith(("kbert serve: loading", "kbert serve: toy signature(s)"))]
+    model = (
+        ["--model", str(export / "nosig" / "1")] if flags == ("NOSIG",) else ["--model", str(export), *flags]
+    )
+    done = subprocess.run(
+        [sys.executable, "-m", "keras_bert_impl.cli", "serve", *model, "--port", "0"],
+        capture_output=True,
+        text=True,
+        env=_env(),
+        timeout=120,
+    )
+    lines = [
+        line
+        for line in done.stderr.strip().splitlines()
+        if not line.startswith(("kbert serve: loading", "kbert serve: toy signature(s)"))
+    ]
     assert done.returncode == 2 and len(lines) == 1 and fragment in lines[0], done.stderr[-2000:]
 
 
@@ -170,8 +199,10 @@ def test_a_request_whose_client_left_is_not_computed(server):
         time.sleep(1.0)  # the busy call holds the only worker
         body = json.dumps({"instances": [1.0, 2.0]}).encode()
         gone = socket.create_connection(("127.0.0.1", server.port))
-        gone.sendall(b"POST /v1/models/toy:predict HTTP/1.1\r\nHost: x\r\nContent-Length: %d\r\n\r\n" % len(body)
-                     + body)
+        gone.sendall(
+            b"POST /v1/models/toy:predict HTTP/1.1\r\nHost: x\r\nContent-Length: %d\r\n\r\n" % len(body)
+            + body
+        )
         time.sleep(0.5)  # read and queued behind the busy call
         gone.close()
         status, answer = busy.result(timeout=120)
@@ -183,6 +214,9 @@ def test_a_request_whose_client_left_is_not_computed(server):
 
 def test_the_verb_is_read_as_tf_serving_reads_it(server):
     assert _predict(server, {"instances": [1.0]}) == (200, {"predictions": [2.5]})
-    assert server.request("POST", "/v1/models/toy:PREDICT", {"instances": [1.0]}) == (200, {"predictions": [2.5]})
+    assert server.request("POST", "/v1/models/toy:PREDICT", {"instances": [1.0]}) == (
+        200,
+        {"predictions": [2.5]},
+    )
     status, answer = server.request("POST", "/v1/models/toy:foo", {"instances": [1.0]})
     assert status == 400 and answer["error"].startswith("Malformed request: POST /v1/models/toy:foo"), answer

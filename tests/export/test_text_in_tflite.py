@@ -16,7 +16,13 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from keras_bert_impl.models import BertBackbone, BertClassifier, BertEmbedder, BertSpanLabeler, BertTokenClassifier
+from keras_bert_impl.models import (
+    BertBackbone,
+    BertClassifier,
+    BertEmbedder,
+    BertSpanLabeler,
+    BertTokenClassifier,
+)
 from keras_bert_impl.tokenization import BertPreprocessor, read_vocabulary
 from keras_bert_impl_export.text_in_tflite import (
     TEXT_IN_CUSTOM_OPS,
@@ -48,7 +54,7 @@ def _mr_sentences(count):
 def _run_batched(interpreter, texts, texts_b=None):
     """LiteRT outputs for all `texts`, BATCH at a time, concatenated."""
     outs = [
-        run_text_in(interpreter, texts[i:i + BATCH], None if texts_b is None else texts_b[i:i + BATCH])
+        run_text_in(interpreter, texts[i : i + BATCH], None if texts_b is None else texts_b[i : i + BATCH])
         for i in range(0, len(texts), BATCH)
     ]
     return {key: np.concatenate([o[key] for o in outs]) for key in outs[0]}
@@ -90,7 +96,11 @@ def classifier(minilm):
 def tiny_backbone():
     vocabulary = read_vocabulary(os.path.join(DATA, "minilm", "vocab.txt"))
     backbone = BertBackbone(
-        vocabulary_size=len(vocabulary), num_layers=1, num_heads=2, hidden_dim=16, intermediate_dim=32,
+        vocabulary_size=len(vocabulary),
+        num_layers=1,
+        num_heads=2,
+        hidden_dim=16,
+        intermediate_dim=32,
         max_sequence_length=64,
     )
     backbone.set_vocabulary(vocabulary, lowercase=True)
@@ -164,7 +174,10 @@ def test_serving_time_edge_cases(classifier):
     # An empty batch: outputs with 0 rows, no error.
     empty = run_text_in(interpreter, [])
     assert {key: value.shape for key, value in empty.items()} == {
-        "logits": (0, 2), "token_ids": (0, LENGTH), "segment_ids": (0, LENGTH), "padding_mask": (0, LENGTH),
+        "logits": (0, 2),
+        "token_ids": (0, LENGTH),
+        "segment_ids": (0, LENGTH),
+        "padding_mask": (0, LENGTH),
     }
     # An empty string: [CLS] [SEP], and the model's logits for exactly that.
     long_text = " ".join(["wonderful"] * 200)
@@ -191,8 +204,11 @@ def test_serving_time_edge_cases(classifier):
 
 def test_bad_arguments(tiny_backbone):
     classifier = BertClassifier(tiny_backbone, num_classes=2)
-    with pytest.raises(ValueError, match=r"sequence_length 65 is outside 3\.\.64: .* at most the model's "
-                       r"max_sequence_length=64 \(its position embeddings\)\. Pass sequence_length from 3 to 64\."):
+    with pytest.raises(
+        ValueError,
+        match=r"sequence_length 65 is outside 3\.\.64: .* at most the model's "
+        r"max_sequence_length=64 \(its position embeddings\)\. Pass sequence_length from 3 to 64\.",
+    ):
         convert_text_in(classifier, sequence_length=65)
     with pytest.raises(ValueError, match=r"sequence_length 2 is outside 3\.\.64: at least 3 wordpieces"):
         convert_text_in(classifier, sequence_length=2)
@@ -201,7 +217,12 @@ def test_bad_arguments(tiny_backbone):
     with pytest.raises(ValueError, match="Received: model=BertBackbone"):
         convert_text_in(tiny_backbone, sequence_length=16)
     bare = BertBackbone(
-        vocabulary_size=50, num_layers=1, num_heads=2, hidden_dim=16, intermediate_dim=32, max_sequence_length=16
+        vocabulary_size=50,
+        num_layers=1,
+        num_heads=2,
+        hidden_dim=16,
+        intermediate_dim=32,
+        max_sequence_length=16,
     )
     with pytest.raises(ValueError, match="carries no vocabulary"):
         convert_text_in(BertClassifier(bare, num_classes=2), sequence_length=16)

@@ -15,12 +15,21 @@ LENGTH = 24
 @pytest.mark.parametrize("activation", ["gelu", "gelu_approximate"])
 def test_classifier_converts_with_builtins_only(tmp_path, activation):
     backbone = kb.BertBackbone(
-        vocabulary_size=120, num_layers=2, num_heads=4, hidden_dim=32, intermediate_dim=64,
-        max_sequence_length=64, activation=activation,
+        vocabulary_size=120,
+        num_layers=2,
+        num_heads=4,
+        hidden_dim=32,
+        intermediate_dim=64,
+        max_sequence_length=64,
+        activation=activation,
     )
     model = kb.BertClassifier(backbone, num_classes=3)
-    spec = {k: tf.TensorSpec([1, LENGTH], tf.int32, name=k) for k in ("token_ids", "segment_ids", "padding_mask")}
-    model.export(str(tmp_path / "saved_model"), format="tf_saved_model", input_signature=[spec], verbose=False)
+    spec = {
+        k: tf.TensorSpec([1, LENGTH], tf.int32, name=k) for k in ("token_ids", "segment_ids", "padding_mask")
+    }
+    model.export(
+        str(tmp_path / "saved_model"), format="tf_saved_model", input_signature=[spec], verbose=False
+    )
 
     converter = tf.lite.TFLiteConverter.from_saved_model(str(tmp_path / "saved_model"))
     converter.target_spec.supported_ops = [tf.lite.OpsSet.TFLITE_BUILTINS]

@@ -40,7 +40,9 @@ MEDIAPIPE_PYTHON = os.path.join(REPO, ".venv-mediapipe", "bin", "python")
 INPUT_NAMES = ("ids", "mask", "segment_ids")
 LENGTH = 64  # 5 of the 4,000 MR sentences are longer: truncation is compared too
 LABELS = ["negative", "positive"]
-VOCABULARY = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"] + [f"w{i}" for i in range(115)]  # the tiny models'
+VOCABULARY = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"] + [
+    f"w{i}" for i in range(115)
+]  # the tiny models'
 # The classifier's and embedder's sentences: every 13th MR sentence (300 of 4,000, both
 # classes, file order); the classifier's head is fitted on 103 others (every 39th from the second).
 SAMPLE = slice(0, 3900, 13)
@@ -125,7 +127,9 @@ def mr():
 def tiny(tmp_path_factory):
     """A tiny classifier (3 classes) and embedder (8 dimensions) as MediaPipe-shaped .tflite bytes."""
     workdir = str(tmp_path_factory.mktemp("tiny"))
-    backbone = kb.BertBackbone(**tiny_backbone_config(vocabulary_size=len(VOCABULARY), max_sequence_length=32))
+    backbone = kb.BertBackbone(
+        **tiny_backbone_config(vocabulary_size=len(VOCABULARY), max_sequence_length=32)
+    )
     classifier = kb.BertClassifier(backbone, num_classes=3, activation="softmax", name="tiny_classifier")
     embedder = kb.BertEmbedder(backbone, name="tiny_embedder")
     return {
@@ -140,8 +144,15 @@ def tiny(tmp_path_factory):
 @pytest.mark.slow  # about 20 s or more: converts to TFLite and writes its metadata
 def test_round_trip(tiny):
     original = tiny["classifier"]
-    arguments = dict(kind="classifier", vocabulary=VOCABULARY, lowercase=True, label_names=["a", "b", "c"],
-                     name="tiny", description="a tiny classifier", version="7")
+    arguments = dict(
+        kind="classifier",
+        vocabulary=VOCABULARY,
+        lowercase=True,
+        label_names=["a", "b", "c"],
+        name="tiny",
+        description="a tiny classifier",
+        version="7",
+    )
     tflite = add_metadata(original, **arguments)
     meta = read_metadata(tflite)
     assert (meta["name"], meta["description"], meta["version"]) == ("tiny", "a tiny classifier", "7")
@@ -155,13 +166,24 @@ def test_round_trip(tiny):
     assert sorted(i["name"] for i in meta["inputs"]) == ["ids", "mask", "segment_ids"]
     for entry in meta["inputs"]:
         assert entry["tensor"] == f"serving_default_{entry['name']}:0" and entry["shape"] == [1, 16]
-    assert meta["input_process_units"] == [{"type": "BertTokenizerOptions", "vocab_files": [
-        {"name": "vocab.txt", "description": meta["input_process_units"][0]["vocab_files"][0]["description"],
-         "type": "VOCABULARY"}]}]
+    assert meta["input_process_units"] == [
+        {
+            "type": "BertTokenizerOptions",
+            "vocab_files": [
+                {
+                    "name": "vocab.txt",
+                    "description": meta["input_process_units"][0]["vocab_files"][0]["description"],
+                    "type": "VOCABULARY",
+                }
+            ],
+        }
+    ]
     (output,) = meta["outputs"]
     assert output["name"] == "probabilities" and output["shape"] == [1, 3]
     assert output["stats"] == {"min": [0.0], "max": [1.0]} and output["content"] == "FeatureProperties"
-    assert [(f["name"], f["type"]) for f in output["associated_files"]] == [("labels.txt", "TENSOR_AXIS_LABELS")]
+    assert [(f["name"], f["type"]) for f in output["associated_files"]] == [
+        ("labels.txt", "TENSOR_AXIS_LABELS")
+    ]
     assert meta["vocabulary"] == VOCABULARY and meta["label_names"] == ["a", "b", "c"]
     with zipfile.ZipFile(io.BytesIO(tflite)) as z:
         assert {i.filename: i.compress_type for i in z.infolist()} == {"vocab.txt": 0, "labels.txt": 0}
@@ -178,7 +200,9 @@ def test_round_trip(tiny):
     after = interpreter.get_signature_runner("serving_default")(**x)
     np.testing.assert_array_equal(before["probabilities"], after["probabilities"])
 
-    embedder = read_metadata(add_metadata(tiny["embedder"], kind="embedder", vocabulary=VOCABULARY, lowercase=True))
+    embedder = read_metadata(
+        add_metadata(tiny["embedder"], kind="embedder", vocabulary=VOCABULARY, lowercase=True)
+    )
     assert embedder["kind"] == "embedder" and embedder["label_names"] is None
     assert embedder["associated_files"] == ["vocab.txt"]
     (output,) = embedder["outputs"]
@@ -190,33 +214,82 @@ def test_round_trip(tiny):
 # classifier call, the error). A good call: the tiny classifier, its vocabulary, lowercase,
 # labels a/b/c.
 BAD_CALLS = {
-    "kind": ("classifier", {"kind": "detector"},
-             r"kind must be one of \['classifier', 'embedder'\]\. Received: kind='detector'"),
-    "cased": ("classifier", {"lowercase": False}, r"lowercase=False cannot be described .* always lower-cases"),
-    "lowercase not bool": ("classifier", {"lowercase": "yes"},
-                           r"lowercase must be True or False\. Received: lowercase='yes'"),
-    "no labels": ("classifier", {"label_names": None}, r"kind='classifier' needs label_names \(the 3 class names"),
-    "label count": ("classifier", {"label_names": ["a", "b"]},
-                    r"label_names must name each of the 3 classes\. Received 2 names"),
-    "duplicate labels": ("classifier", {"label_names": ["a", "b", "a"]},
-                         r"label_names must be distinct\. Received duplicates: \['a'\]"),
-    "label line break": ("classifier", {"label_names": ["a", "b\nc", "d"]},
-                         r"cannot hold line breaks\. Received: \['b\\nc'\]"),
-    "embedder with labels": ("embedder", {"kind": "embedder", "label_names": ["a"]},
-                             r"kind='embedder' takes no label_names"),
+    "kind": (
+        "classifier",
+        {"kind": "detector"},
+        r"kind must be one of \['classifier', 'embedder'\]\. Received: kind='detector'",
+    ),
+    "cased": (
+        "classifier",
+        {"lowercase": False},
+        r"lowercase=False cannot be described .* always lower-cases",
+    ),
+    "lowercase not bool": (
+        "classifier",
+        {"lowercase": "yes"},
+        r"lowercase must be True or False\. Received: lowercase='yes'",
+    ),
+    "no labels": (
+        "classifier",
+        {"label_names": None},
+        r"kind='classifier' needs label_names \(the 3 class names",
+    ),
+    "label count": (
+        "classifier",
+        {"label_names": ["a", "b"]},
+        r"label_names must name each of the 3 classes\. Received 2 names",
+    ),
+    "duplicate labels": (
+        "classifier",
+        {"label_names": ["a", "b", "a"]},
+        r"label_names must be distinct\. Received duplicates: \['a'\]",
+    ),
+    "label line break": (
+        "classifier",
+        {"label_names": ["a", "b\nc", "d"]},
+        r"cannot hold line breaks\. Received: \['b\\nc'\]",
+    ),
+    "embedder with labels": (
+        "embedder",
+        {"kind": "embedder", "label_names": ["a"]},
+        r"kind='embedder' takes no label_names",
+    ),
     "classifier on embeddings [1, 8]": ("embedder", {}, r"label_names must name each of the 8 classes"),
-    "vocab lacks specials": ("classifier", {"vocabulary": VOCABULARY[2:]},
-                             r"lacks BERT's special tokens \['\[PAD\]', '\[UNK\]'\]"),
-    "vocab line break": ("classifier", {"vocabulary": VOCABULARY + ["a\nb"]},
-                         r"without line breaks .* Received: \['a\\nb'\]"),
-    "vocab empty token": ("classifier", {"vocabulary": VOCABULARY + [""]}, r"non-empty strings without line breaks"),
-    "vocab missing": ("classifier", {"vocabulary": None},
-                      r"vocabulary must be a list of WordPiece tokens or a vocab.txt path"),
-    "empty name": ("classifier", {"name": ""}, r"name must be a non-empty string or None\. Received: name=''"),
-    "path, not bytes": ("model.tflite", {},
-                        r"tflite_bytes must be the bytes of a \.tflite file\. Received: an object of type str"),
-    "not a tflite": (b"PK\x03\x04" + bytes(60), {},
-                     r"tflite_bytes is not a TFLite model: it lacks the flatbuffer identifier 'TFL3'"),
+    "vocab lacks specials": (
+        "classifier",
+        {"vocabulary": VOCABULARY[2:]},
+        r"lacks BERT's special tokens \['\[PAD\]', '\[UNK\]'\]",
+    ),
+    "vocab line break": (
+        "classifier",
+        {"vocabulary": VOCABULARY + ["a\nb"]},
+        r"without line breaks .* Received: \['a\\nb'\]",
+    ),
+    "vocab empty token": (
+        "classifier",
+        {"vocabulary": VOCABULARY + [""]},
+        r"non-empty strings without line breaks",
+    ),
+    "vocab missing": (
+        "classifier",
+        {"vocabulary": None},
+        r"vocabulary must be a list of WordPiece tokens or a vocab.txt path",
+    ),
+    "empty name": (
+        "classifier",
+        {"name": ""},
+        r"name must be a non-empty string or None\. Received: name=''",
+    ),
+    "path, not bytes": (
+        "model.tflite",
+        {},
+        r"tflite_bytes must be the bytes of a \.tflite file\. Received: an object of type str",
+    ),
+    "not a tflite": (
+        b"PK\x03\x04" + bytes(60),
+        {},
+        r"tflite_bytes is not a TFLite model: it lacks the flatbuffer identifier 'TFL3'",
+    ),
 }
 
 
@@ -240,7 +313,9 @@ def test_bad_models(tiny, tmp_path):
     keras_names = ("token_ids", "padding_mask", "segment_ids")
     wrong_names = tflite_from_keras(ids_probe(8), "embeddings", 8, tmp_path, keras_names)
     names = r"\['ids', 'mask', 'segment_ids'\]"
-    with pytest.raises(ValueError, match=rf"three model inputs named {names}\. Received inputs: \[.*'token_ids'"):
+    with pytest.raises(
+        ValueError, match=rf"three model inputs named {names}\. Received inputs: \[.*'token_ids'"
+    ):
         add_metadata(wrong_names, kind="embedder", vocabulary=vocab, lowercase=True)
     dynamic = tflite_from_keras(ids_probe(None), "embeddings", None, tmp_path)
     with pytest.raises(ValueError, match=r"must have the fixed shape \[1, N\] .* shape_signature=\[1, -1\]"):
@@ -272,19 +347,35 @@ def mediapipe_runs(tmp_path_factory, mediapipe_venv, minilm, mr):
     direction = features[y == 1].mean(0) - features[y == 0].mean(0)
     center = (features[y == 1].mean(0) + features[y == 0].mean(0)) / 2
     scale = 2.0 / ((features - center) @ direction).std()
-    classifier = kb.BertClassifier(minilm, num_classes=2, activation="softmax", pooling="mean", label_names=LABELS,
-                                   name="mr_classifier")
+    classifier = kb.BertClassifier(
+        minilm, num_classes=2, activation="softmax", pooling="mean", label_names=LABELS, name="mr_classifier"
+    )
     half = scale / 2 * direction
-    classifier.output_dense.set_weights([np.stack([-half, half], 1), np.array([half @ center, -(half @ center)])])
+    classifier.output_dense.set_weights(
+        [np.stack([-half, half], 1), np.array([half @ center, -(half @ center)])]
+    )
     embedder = kb.BertEmbedder(minilm, pooling="mean", name="mr_embedder")
 
     models = {
-        "classifier": add_metadata(tflite_from_keras(classifier, "probabilities", LENGTH, workdir), kind="classifier",
-                                   vocabulary=minilm.vocabulary, lowercase=minilm.lowercase, label_names=LABELS),
-        "embedder": add_metadata(tflite_from_keras(embedder, "embeddings", LENGTH, workdir), kind="embedder",
-                                 vocabulary=minilm.vocabulary, lowercase=minilm.lowercase),
-        "probe": add_metadata(tflite_from_keras(ids_probe(LENGTH), "embeddings", LENGTH, workdir), kind="embedder",
-                              vocabulary=minilm.vocabulary, lowercase=minilm.lowercase),
+        "classifier": add_metadata(
+            tflite_from_keras(classifier, "probabilities", LENGTH, workdir),
+            kind="classifier",
+            vocabulary=minilm.vocabulary,
+            lowercase=minilm.lowercase,
+            label_names=LABELS,
+        ),
+        "embedder": add_metadata(
+            tflite_from_keras(embedder, "embeddings", LENGTH, workdir),
+            kind="embedder",
+            vocabulary=minilm.vocabulary,
+            lowercase=minilm.lowercase,
+        ),
+        "probe": add_metadata(
+            tflite_from_keras(ids_probe(LENGTH), "embeddings", LENGTH, workdir),
+            kind="embedder",
+            vocabulary=minilm.vocabulary,
+            lowercase=minilm.lowercase,
+        ),
     }
     paths = {}
     for key, tflite in models.items():
@@ -295,15 +386,19 @@ def mediapipe_runs(tmp_path_factory, mediapipe_venv, minilm, mr):
     # stripped (NFD, marks dropped: BERT's uncased normalisation, which MediaPipe lacks).
     accented = [i for i, text in enumerate(texts) if not text.isascii()]
     stripped = [strip_accents(texts[i]) for i in accented]
-    probe = run_mediapipe(workdir, texts + stripped, embed=[paths["probe"]],
-                          metadata=[paths["classifier"], paths["embedder"]])
+    probe = run_mediapipe(
+        workdir, texts + stripped, embed=[paths["probe"]], metadata=[paths["classifier"], paths["embedder"]]
+    )
     sample = [texts[i] for i in range(len(texts))[SAMPLE]]
     tasks = run_mediapipe(workdir, sample, classify=[paths["classifier"]], embed=[paths["embedder"]])
 
     fed = np.array(probe["embed"][str(paths["probe"])]).reshape(-1, 3, LENGTH)
     assert np.array_equal(fed, np.round(fed))
-    fed = {"token_ids": fed[:, 0].astype("int32"), "padding_mask": fed[:, 1].astype("int32"),
-           "segment_ids": fed[:, 2].astype("int32")}
+    fed = {
+        "token_ids": fed[:, 0].astype("int32"),
+        "padding_mask": fed[:, 1].astype("int32"),
+        "segment_ids": fed[:, 2].astype("int32"),
+    }
     theirs = _take(fed, slice(0, len(texts)))
     same_ids = np.all([np.all(theirs[k] == ours[k], axis=1) for k in ours], axis=0)  # [4000]
 
@@ -312,19 +407,28 @@ def mediapipe_runs(tmp_path_factory, mediapipe_venv, minilm, mr):
     differ = np.flatnonzero(~same_ids[SAMPLE])
     on_their_ids = _take(_take(theirs, SAMPLE), differ)
     return {
-        "texts": texts, "ours": ours, "theirs": theirs, "same_ids": same_ids, "sample_same_ids": same_ids[SAMPLE],
+        "texts": texts,
+        "ours": ours,
+        "theirs": theirs,
+        "same_ids": same_ids,
+        "sample_same_ids": same_ids[SAMPLE],
         "stripped": dict(zip(accented, _take(fed, slice(len(texts), None))["token_ids"])),
-        "labels": labels[SAMPLE], "models": models, "metadata": probe["metadata"], "paths": paths,
+        "labels": labels[SAMPLE],
+        "models": models,
+        "metadata": probe["metadata"],
+        "paths": paths,
         "mediapipe_probabilities": np.array(tasks["classify"][str(paths["classifier"])]),
         "mediapipe_labels": tasks["labels"][str(paths["classifier"])],
         "mediapipe_embeddings": np.array(tasks["embed"][str(paths["embedder"])]),
         "keras_probabilities": classifier.predict(sample_ours, batch_size=50, verbose=0)["probabilities"],
         "keras_embeddings": embedder.predict(sample_ours, batch_size=50, verbose=0)["embeddings"],
         "differ": differ,
-        "keras_probabilities_on_their_ids": np.asarray(classifier(on_their_ids)["probabilities"]) if len(differ) else
-        np.zeros((0, len(LABELS))),
-        "keras_embeddings_on_their_ids": np.asarray(embedder(on_their_ids)["embeddings"]) if len(differ) else
-        np.zeros((0, minilm.hidden_dim)),
+        "keras_probabilities_on_their_ids": np.asarray(classifier(on_their_ids)["probabilities"])
+        if len(differ)
+        else np.zeros((0, len(LABELS))),
+        "keras_embeddings_on_their_ids": np.asarray(embedder(on_their_ids)["embeddings"])
+        if len(differ)
+        else np.zeros((0, minilm.hidden_dim)),
         "versions": tasks["versions"],
     }
 
@@ -334,13 +438,26 @@ def test_mediapipe_reads_our_metadata(mediapipe_runs):
     for kind in ("classifier", "embedder"):
         ours = read_metadata(mediapipe_runs["models"][kind])
         theirs = mediapipe_runs["metadata"][str(mediapipe_runs["paths"][kind])]
-        assert theirs["min_parser_version"] == ours["min_parser_version"] == theirs["json"]["min_parser_version"]
+        assert (
+            theirs["min_parser_version"] == ours["min_parser_version"] == theirs["json"]["min_parser_version"]
+        )
         assert theirs["packed_files"] == ours["associated_files"]
         (subgraph,) = theirs["json"]["subgraph_metadata"]
         assert [t["name"] for t in subgraph["input_tensor_metadata"]] == [t["name"] for t in ours["inputs"]]
-        assert subgraph["input_process_units"] == [{"options_type": "BertTokenizerOptions", "options": {"vocab_file": [
-            {"name": "vocab.txt", "description": ours["input_process_units"][0]["vocab_files"][0]["description"],
-             "type": "VOCABULARY"}]}}]
+        assert subgraph["input_process_units"] == [
+            {
+                "options_type": "BertTokenizerOptions",
+                "options": {
+                    "vocab_file": [
+                        {
+                            "name": "vocab.txt",
+                            "description": ours["input_process_units"][0]["vocab_files"][0]["description"],
+                            "type": "VOCABULARY",
+                        }
+                    ]
+                },
+            }
+        ]
         (output,) = subgraph["output_tensor_metadata"]
         assert output["name"] == ours["outputs"][0]["name"]
         label_files = ["TENSOR_AXIS_LABELS"] if kind == "classifier" else []
@@ -354,8 +471,10 @@ def test_mediapipe_tokenizer_differs_from_ours_only_by_accents(mediapipe_runs):
     texts, same = mediapipe_runs["texts"], mediapipe_runs["same_ids"]
     ours, theirs, stripped = mediapipe_runs["ours"], mediapipe_runs["theirs"], mediapipe_runs["stripped"]
     mismatched = np.flatnonzero(~same)
-    print(f"\nMediaPipe's ids differ from ours on {len(mismatched)} of {len(texts)} MR sentences "
-          f"({len(stripped)} hold non-ASCII text):")
+    print(
+        f"\nMediaPipe's ids differ from ours on {len(mismatched)} of {len(texts)} MR sentences "
+        f"({len(stripped)} hold non-ASCII text):"
+    )
     for i in mismatched:
         print(f"  {i}: {texts[i].strip()!r}")
     # Segment ids are 0 and the mask covers [CLS] ... [SEP], truncation included.
@@ -373,12 +492,14 @@ def test_text_classifier_matches_keras(mediapipe_runs):
     same, differ = mediapipe_runs["sample_same_ids"], mediapipe_runs["differ"]
     got, want = mediapipe_runs["mediapipe_probabilities"], mediapipe_runs["keras_probabilities"]
     top = got.argmax(1)
-    print(f"\nTextClassifier on {len(got)} MR sentences, {same.sum()} with MediaPipe's ids equal to ours: "
-          f"same top label as our pipeline on {(top == want.argmax(1))[same].sum()} of them "
-          f"({(top == want.argmax(1))[~same].sum()} of the other {(~same).sum()}); max |p - p_keras| "
-          f"{np.abs(got - want)[same].max():.2e}; on MediaPipe's own ids where they differ "
-          f"{np.abs(got[differ] - mediapipe_runs['keras_probabilities_on_their_ids']).max(initial=0):.2e}; "
-          f"positive share {top.mean():.2f}; accuracy vs MR labels {(top == mediapipe_runs['labels']).mean():.3f}")
+    print(
+        f"\nTextClassifier on {len(got)} MR sentences, {same.sum()} with MediaPipe's ids equal to ours: "
+        f"same top label as our pipeline on {(top == want.argmax(1))[same].sum()} of them "
+        f"({(top == want.argmax(1))[~same].sum()} of the other {(~same).sum()}); max |p - p_keras| "
+        f"{np.abs(got - want)[same].max():.2e}; on MediaPipe's own ids where they differ "
+        f"{np.abs(got[differ] - mediapipe_runs['keras_probabilities_on_their_ids']).max(initial=0):.2e}; "
+        f"positive share {top.mean():.2f}; accuracy vs MR labels {(top == mediapipe_runs['labels']).mean():.3f}"
+    )
     assert same.sum() >= 200
     assert 0.2 <= top.mean() <= 0.8  # both labels occur: agreement is not a constant answer
     np.testing.assert_array_equal(top[same], want[same].argmax(1))
@@ -398,9 +519,11 @@ def test_text_embedder_matches_keras(mediapipe_runs):
 
     want = cosine(got, mediapipe_runs["keras_embeddings"])
     on_their_ids = cosine(got[differ], mediapipe_runs["keras_embeddings_on_their_ids"])
-    print(f"\nTextEmbedder on {len(got)} MR sentences: min cosine vs Keras {want[same].min():.9f} on the {same.sum()} "
-          f"with MediaPipe's ids equal to ours, {on_their_ids.min(initial=1):.9f} vs Keras on MediaPipe's own ids for "
-          f"the other {len(differ)} (vs Keras on ours there: {want[~same].min(initial=1):.4f})")
+    print(
+        f"\nTextEmbedder on {len(got)} MR sentences: min cosine vs Keras {want[same].min():.9f} on the {same.sum()} "
+        f"with MediaPipe's ids equal to ours, {on_their_ids.min(initial=1):.9f} vs Keras on MediaPipe's own ids for "
+        f"the other {len(differ)} (vs Keras on ours there: {want[~same].min(initial=1):.4f})"
+    )
     assert got.shape == (300, 384)
     assert want[same].min() >= 0.9999
     assert on_their_ids.min(initial=1) >= 0.9999

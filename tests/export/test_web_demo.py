@@ -70,8 +70,26 @@ def search_data(minilm_keras, mr_files, tmp_path_factory):
     embedder, MediaPipe float32) and its sentences: held-out MR sentences without accents (as
     for the classifier, MediaPipe's tokenizer keeps them), the last few held back as queries."""
     out = str(tmp_path_factory.mktemp("embedder") / "minilm")
-    assert main(["export", "--model", minilm_keras, "--output", out, "--formats", "mediapipe",
-                 "--quantizations", "float32", "--seq-len", str(SEQ_LEN), "--name", "minilm"]) == 0
+    assert (
+        main(
+            [
+                "export",
+                "--model",
+                minilm_keras,
+                "--output",
+                out,
+                "--formats",
+                "mediapipe",
+                "--quantizations",
+                "float32",
+                "--seq-len",
+                str(SEQ_LEN),
+                "--name",
+                "minilm",
+            ]
+        )
+        == 0
+    )
     plain = [text for _, text in mr_files["validation_rows"] if not has_accent(text)]
     corpus, queries = plain[:SEARCH_CORPUS], plain[SEARCH_CORPUS : SEARCH_CORPUS + SEARCH_QUERIES]
     sentences = os.path.join(out, "..", "sentences.txt")
@@ -85,10 +103,25 @@ def site(edge_setup, mr_export, search_data, tmp_path_factory):
     """The served folder: ok/ built by build.mjs from the export, and three broken model folders."""
     root = tmp_path_factory.mktemp("web")
     built = str(root / "ok")
-    done = subprocess.run(["node", os.path.join(WEB, "build.mjs"), "--export", mr_export, "--out", built,
-                           "--embedder", search_data["export"], "--sentences", search_data["sentences"],
-                           "--max-sentences", str(SEARCH_CORPUS)],
-                          capture_output=True, text=True, timeout=300)
+    done = subprocess.run(
+        [
+            "node",
+            os.path.join(WEB, "build.mjs"),
+            "--export",
+            mr_export,
+            "--out",
+            built,
+            "--embedder",
+            search_data["export"],
+            "--sentences",
+            search_data["sentences"],
+            "--max-sentences",
+            str(SEARCH_CORPUS),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert done.returncode == 0, done.stderr
     with open(os.path.join(built, "model", "export.json"), encoding="utf-8") as f:
         manifest = json.load(f)
@@ -98,18 +131,26 @@ def site(edge_setup, mr_export, search_data, tmp_path_factory):
     # A manifest of another head (what an embedder export says).
     _link_page(built, str(root / "manifest_not_classifier"), ["vocab.txt", "labels.txt"])
     (root / "manifest_not_classifier" / "model" / "export.json").write_text(
-        json.dumps(dict(manifest, head="embedder")), encoding="utf-8")
+        json.dumps(dict(manifest, head="embedder")), encoding="utf-8"
+    )
     # A real .tflite that is no MediaPipe classifier: the text-in model (no MediaPipe metadata).
     _link_page(built, str(root / "tflite_not_classifier"), ["vocab.txt", "labels.txt"])
     files = dict(manifest["files"], mediapipe=manifest["files"]["text_tflite"])
     (root / "tflite_not_classifier" / "model" / "export.json").write_text(
-        json.dumps(dict(manifest, files=files)), encoding="utf-8")
+        json.dumps(dict(manifest, files=files)), encoding="utf-8"
+    )
     os.makedirs(root / "tflite_not_classifier" / "model" / "text")
-    os.symlink(os.path.join(mr_export, manifest["files"]["text_tflite"]),
-               root / "tflite_not_classifier" / "model" / manifest["files"]["text_tflite"])
+    os.symlink(
+        os.path.join(mr_export, manifest["files"]["text_tflite"]),
+        root / "tflite_not_classifier" / "model" / manifest["files"]["text_tflite"],
+    )
 
-    server = subprocess.Popen(["node", os.path.join(WEB, "serve.mjs"), str(root)],
-                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    server = subprocess.Popen(
+        ["node", os.path.join(WEB, "serve.mjs"), str(root)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     line = server.stdout.readline()
     if not line.startswith("Serving "):
         server.kill()
@@ -131,15 +172,22 @@ def browser_run(site, mr_run, mr_files, search_data, tmp_path_factory):
     # the model was not trained on.
     accented = [text for _, text in mr_rows()[TRAIN_EXAMPLES:] if has_accent(text)][:ACCENTED]
     out = tmp_path_factory.mktemp("browser")
-    bad = dict(BAD_INPUT, **{"10000_characters": long_text(held_out[:40]),
-                             "over_the_paste_limit": long_text(held_out[:40], 60_000)})
+    bad = dict(
+        BAD_INPUT,
+        **{
+            "10000_characters": long_text(held_out[:40]),
+            "over_the_paste_limit": long_text(held_out[:40], 60_000),
+        },
+    )
     config = {
         "url": site["url"] + "ok/",
         "chromium": CHROMIUM,
         "sentences": sentences,
         "bad_input": bad,
-        "broken_pages": {name: f"{site['url']}{name}/"
-                         for name in ("missing_model", "manifest_not_classifier", "tflite_not_classifier")},
+        "broken_pages": {
+            name: f"{site['url']}{name}/"
+            for name in ("missing_model", "manifest_not_classifier", "tflite_not_classifier")
+        },
         "screenshot": str(out / "web_demo.png"),
         "screenshot_text": sentences[0],
         "search_queries": search_data["queries"],
@@ -148,24 +196,39 @@ def browser_run(site, mr_run, mr_files, search_data, tmp_path_factory):
         "search_screenshot": str(out / "web_demo_search.png"),
     }
     (out / "config.json").write_text(json.dumps(config), encoding="utf-8")
-    done = subprocess.run(["node", os.path.join(WEB, "test", "browser_check.mjs"), str(out / "config.json")],
-                          capture_output=True, text=True, timeout=600, cwd=WEB)
+    done = subprocess.run(
+        ["node", os.path.join(WEB, "test", "browser_check.mjs"), str(out / "config.json")],
+        capture_output=True,
+        text=True,
+        timeout=600,
+        cwd=WEB,
+    )
     assert done.returncode == 0, done.stderr[-4000:]
     result = json.loads(done.stdout)
     keras = KerasReference(mr_run, SEQ_LEN)
     reference = keras.predict(sentences)
     litert_reference = keras.predict(config["litert_sentences"])
-    return {"result": result, "sentences": sentences, "skipped": skipped, "reference": reference,
-            "litert_sentences": config["litert_sentences"], "litert_reference": litert_reference,
-            "screenshot": config["screenshot"], "search_screenshot": config["search_screenshot"], "bad": bad}
+    return {
+        "result": result,
+        "sentences": sentences,
+        "skipped": skipped,
+        "reference": reference,
+        "litert_sentences": config["litert_sentences"],
+        "litert_reference": litert_reference,
+        "screenshot": config["screenshot"],
+        "search_screenshot": config["search_screenshot"],
+        "bad": bad,
+    }
 
 
 def test_page_loads_offline_and_requests_nothing_outside_127_0_0_1(browser_run, site):
     result = browser_run["result"]
     assert result["load_error"] is None
     assert result["outside"] == [], f"the page requested other hosts: {result['outside']}"
-    assert result["requests"] and all(u.startswith(site["url"]) for u in result["requests"]), result["requests"]
-    loaded = {u[len(site["url"]):] for u in result["requests"]}
+    assert result["requests"] and all(u.startswith(site["url"]) for u in result["requests"]), result[
+        "requests"
+    ]
+    loaded = {u[len(site["url"]) :] for u in result["requests"]}
     assert "ok/model/" + site["manifest"]["files"]["mediapipe"] in loaded
     assert any(u.startswith("ok/mediapipe/wasm/") and u.endswith(".wasm") for u in loaded), loaded
     # MediaPipe's and LiteRT's native logs reach console.error as "INFO: ..." / "WARNING: ..."
@@ -180,8 +243,12 @@ def test_page_loads_offline_and_requests_nothing_outside_127_0_0_1(browser_run, 
     # Security Policy directive ..." and "Fetch API cannot load <url>. Refused to connect ...".
     blocked = [e for e in errors if "Content Security Policy" in e]
     for e in blocked:
-        assert e.startswith(("Connecting to 'https://odml.pa.googleapis.com/v1/log' violates",
-                             "Fetch API cannot load https://odml.pa.googleapis.com/v1/log. Refused to connect")), e
+        assert e.startswith(
+            (
+                "Connecting to 'https://odml.pa.googleapis.com/v1/log' violates",
+                "Fetch API cannot load https://odml.pa.googleapis.com/v1/log. Refused to connect",
+            )
+        ), e
     print(f"MediaPipe usage-log posts blocked by the page's CSP: {len(blocked)}")
     assert [e for e in errors if e not in blocked] == []
 
@@ -197,11 +264,13 @@ def test_page_agrees_with_the_python_pipeline(browser_run, capsys):
     diff = np.abs(shown - reference["probabilities"]).max()
     latencies = [row["latency_ms"] for row in result["results"]]
     with capsys.disabled():
-        print(f"\nweb demo in headless Chromium {result['browser_version']}: {len(labels)} held-out MR sentences, "
-              f"top label equal on {sum(a == b for a, b in zip(labels, want_labels))}, "
-              f"max probability difference {diff:.2e}, median per-sentence latency {statistics.median(latencies):.1f} ms "
-              f"(model load {result['load_seconds']:.1f} s; {len(browser_run['skipped'])} accented sentence(s) "
-              "among the first ones left out: MediaPipe keeps accents)")
+        print(
+            f"\nweb demo in headless Chromium {result['browser_version']}: {len(labels)} held-out MR sentences, "
+            f"top label equal on {sum(a == b for a, b in zip(labels, want_labels))}, "
+            f"max probability difference {diff:.2e}, median per-sentence latency {statistics.median(latencies):.1f} ms "
+            f"(model load {result['load_seconds']:.1f} s; {len(browser_run['skipped'])} accented sentence(s) "
+            "among the first ones left out: MediaPipe keeps accents)"
+        )
     assert labels == want_labels
     assert diff < PROBABILITY_TOLERANCE
     for row in result["results"]:
@@ -217,12 +286,19 @@ def test_bad_input_gives_a_result_or_a_clear_message(browser_run):
     for name in ("empty", "whitespace"):
         assert not bad[name]["shown"] and bad[name]["message"] == "Type or paste some text to classify.", name
     assert not bad["only_ignored_characters"]["shown"]
-    assert bad["only_ignored_characters"]["message"].startswith("Nothing to classify"), bad["only_ignored_characters"]
+    assert bad["only_ignored_characters"]["message"].startswith("Nothing to classify"), bad[
+        "only_ignored_characters"
+    ]
     for name in ("emoji_only", "script_not_in_vocabulary"):
         assert bad[name]["shown"], name
-        assert bad[name]["message"].startswith("The vocabulary knows none of this text"), (name, bad[name]["message"])
+        assert bad[name]["message"].startswith("The vocabulary knows none of this text"), (
+            name,
+            bad[name]["message"],
+        )
     assert bad["10000_characters"]["shown"]
-    assert bad["10000_characters"]["message"].startswith("Long text: the model reads its first 62 word pieces")
+    assert bad["10000_characters"]["message"].startswith(
+        "Long text: the model reads its first 62 word pieces"
+    )
     assert not bad["over_the_paste_limit"]["shown"]
     assert "paste at most 50,000" in bad["over_the_paste_limit"]["message"]
     for name, row in bad.items():
@@ -238,7 +314,10 @@ def test_broken_model_folders_say_what_is_wrong(browser_run):
     assert "is not a MediaPipe text classifier" in broken["tflite_not_classifier"]["error"]
     for name, page in broken.items():
         assert page["shown"] == page["error"] and page["textarea_disabled"], name
-        assert page["search_error"].startswith("No sentence embedder is bundled"), (name, page["search_error"])
+        assert page["search_error"].startswith("No sentence embedder is bundled"), (
+            name,
+            page["search_error"],
+        )
 
 
 def test_screenshot_is_written(browser_run):
@@ -261,7 +340,7 @@ def test_search_tab_finds_the_pipelines_nearest_sentences(browser_run, search_da
     assert search["error"] is None and search["indexed"] == SEARCH_CORPUS
     corpus, queries = search_data["corpus"], search_data["queries"]
     vectors = keras_sentence_embeddings(minilm_keras, corpus + queries, SEQ_LEN)
-    scores = vectors[len(corpus):] @ vectors[: len(corpus)].T  # [queries, corpus]
+    scores = vectors[len(corpus) :] @ vectors[: len(corpus)].T  # [queries, corpus]
     worst = 0.0
     for query, shown, row in zip(queries, search["queries"], scores):
         want = np.argsort(-row, kind="stable")[:NEIGHBOURS]
@@ -270,17 +349,23 @@ def test_search_tab_finds_the_pipelines_nearest_sentences(browser_run, search_da
         worst = max(worst, max(abs(n["score"] - row[n["index"]]) for n in shown["shown"]))
     assert worst < PROBABILITY_TOLERANCE
     with capsys.disabled():
-        print(f"\nweb demo search: {len(queries)} queries over {len(corpus)} MR sentences, same top {NEIGHBOURS} as "
-              f"Keras, max cosine difference {worst:.2e}; indexing took {search['index_seconds']:.1f} s, "
-              f"median query {statistics.median(q['latency_ms'] for q in search['queries']):.1f} ms")
+        print(
+            f"\nweb demo search: {len(queries)} queries over {len(corpus)} MR sentences, same top {NEIGHBOURS} as "
+            f"Keras, max cosine difference {worst:.2e}; indexing took {search['index_seconds']:.1f} s, "
+            f"median query {statistics.median(q['latency_ms'] for q in search['queries']):.1f} ms"
+        )
 
 
 def test_javascript_tokenizer_gives_bert_preprocessors_ids(edge_setup, edge_golden):
     """web_demo/src/bert_tokenizer.js in Node on the pipeline's golden ids: every hard case
     (pairs included), all 4,000 MR sentences, "ab{c}cd {c}" for every BMP codepoint and every
     7th above, the bad input."""
-    done = subprocess.run(["node", os.path.join(WEB, "test", "tokenizer_check.mjs"), edge_golden],
-                          capture_output=True, text=True, timeout=300)
+    done = subprocess.run(
+        ["node", os.path.join(WEB, "test", "tokenizer_check.mjs"), edge_golden],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert done.returncode == 0, done.stderr[-3000:]
     result = json.loads(done.stdout)
     assert result["hard_cases"] >= 90 and result["mr"] == 4000 and result["codepoints"] > 200_000
@@ -313,8 +398,12 @@ def test_litert_path_on_our_ids_agrees_with_the_pipeline_accents_included(browse
     mp_same = sum(row["label"] == names[i] for row, i in zip(accented, np.argmax(accented_reference, axis=1)))
     assert all("Accented letters" in row["message"] for row in accented)  # the page says so there
     with capsys.disabled():
-        print(f"\nweb demo, the {ACCENTED} accented sentences through MediaPipe (its own ids): top label equal on "
-              f"{mp_same}, max probability difference {mp_diff:.2e}")
-        print(f"web demo on LiteRT.js: {len(rows)} MR sentences not trained on ({ACCENTED} accented), top label equal on "
-              f"all, max probability difference {diff:.2e}, median per-sentence latency "
-              f"{statistics.median(row['latency_ms'] for row in rows):.1f} ms")
+        print(
+            f"\nweb demo, the {ACCENTED} accented sentences through MediaPipe (its own ids): top label equal on "
+            f"{mp_same}, max probability difference {mp_diff:.2e}"
+        )
+        print(
+            f"web demo on LiteRT.js: {len(rows)} MR sentences not trained on ({ACCENTED} accented), top label equal on "
+            f"all, max probability difference {diff:.2e}, median per-sentence latency "
+            f"{statistics.median(row['latency_ms'] for row in rows):.1f} ms"
+        )

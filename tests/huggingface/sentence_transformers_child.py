@@ -18,7 +18,11 @@ def main(folder, texts_path, out_path):
         texts = json.load(f)
     model = SentenceTransformer(folder, device="cpu")
     np.save(out_path, model.encode(texts, batch_size=32, convert_to_numpy=True))
-    print(json.dumps({"modules": [type(module).__name__ for module in model], "max_seq_length": model.max_seq_length}))
+    print(
+        json.dumps(
+            {"modules": [type(module).__name__ for module in model], "max_seq_length": model.max_seq_length}
+        )
+    )
 
 
 if __name__ == "__main__":

@@ -47,51 +47,92 @@ def test_the_minilm_round_trip_is_bit_identical(minilm_export, minilm_keras):
 
 def test_the_folder_holds_what_transformers_reads(minilm_export):
     names = sorted(os.listdir(minilm_export))
-    assert names == ["README.md", "config.json", "model.safetensors", "special_tokens_map.json", "tokenizer.json",
-                     "tokenizer_config.json", "vocab.txt"]
+    assert names == [
+        "README.md",
+        "config.json",
+        "model.safetensors",
+        "special_tokens_map.json",
+        "tokenizer.json",
+        "tokenizer_config.json",
+        "vocab.txt",
+    ]
     import json
 
     with open(os.path.join(minilm_export, "config.json"), encoding="utf-8") as f:
         config = json.load(f)
     with open(os.path.join(MINILM, "config.json"), encoding="utf-8") as f:
         original = json.load(f)
-    for key in ("vocab_size", "hidden_size", "num_hidden_layers", "num_attention_heads", "intermediate_size",
-                "hidden_act", "max_position_embeddings", "type_vocab_size", "layer_norm_eps", "pad_token_id"):
+    for key in (
+        "vocab_size",
+        "hidden_size",
+        "num_hidden_layers",
+        "num_attention_heads",
+        "intermediate_size",
+        "hidden_act",
+        "max_position_embeddings",
+        "type_vocab_size",
+        "layer_norm_eps",
+        "pad_token_id",
+    ):
         assert config[key] == original[key], key
     assert config["architectures"] == ["BertModel"]
     with open(os.path.join(minilm_export, "README.md"), encoding="utf-8") as f:
         card = f.read()
     # The deliberate tokenizer differences (tests/fixtures/tokenization_hard_cases.json, expect: google).
-    for words in ("_truncate_seq_pair", "Literal `[CLS]`", "Private-use", "U+2B820", "U+07FD", "U+0890", "U+166D",
-                  "U+1734", "U+2E55"):
+    for words in (
+        "_truncate_seq_pair",
+        "Literal `[CLS]`",
+        "Private-use",
+        "U+2B820",
+        "U+07FD",
+        "U+0890",
+        "U+166D",
+        "U+1734",
+        "U+2E55",
+    ):
         assert words in card, words
-    with open(os.path.join(minilm_export, "vocab.txt"), encoding="utf-8") as f, \
-            open(os.path.join(MINILM, "vocab.txt"), encoding="utf-8") as g:
+    with (
+        open(os.path.join(minilm_export, "vocab.txt"), encoding="utf-8") as f,
+        open(os.path.join(MINILM, "vocab.txt"), encoding="utf-8") as g,
+    ):
         assert f.read() == g.read()
 
 
 def _backbone(**overrides):
-    backbone = kb.BertBackbone.from_preset("bert_tiny", vocabulary_size=len(VOCABULARY), max_sequence_length=32,
-                                           **overrides)
+    backbone = kb.BertBackbone.from_preset(
+        "bert_tiny", vocabulary_size=len(VOCABULARY), max_sequence_length=32, **overrides
+    )
     backbone.set_vocabulary(VOCABULARY, lowercase=True)
     return backbone
 
 
 def test_config_of_each_head():
-    classifier = transformers_model(kb.BertClassifier(_backbone(), 3, multi_label=True, label_names=["x", "y", "z"]))
+    classifier = transformers_model(
+        kb.BertClassifier(_backbone(), 3, multi_label=True, label_names=["x", "y", "z"])
+    )
     assert classifier.architecture == "BertForSequenceClassification"
     assert classifier.config["problem_type"] == "multi_label_classification"
-    assert classifier.config["id2label"] == {"0": "x", "1": "y", "2": "z"} and classifier.config["label2id"]["z"] == 2
+    assert (
+        classifier.config["id2label"] == {"0": "x", "1": "y", "2": "z"}
+        and classifier.config["label2id"]["z"] == 2
+    )
     assert classifier.tensors["classifier.weight"].shape == (3, 128)
     tagger = transformers_model(kb.BertTokenClassifier(_backbone(), 2, label_names=["NN", "VB"]))
     assert tagger.architecture == "BertForTokenClassification" and tagger.config["id2label"]["1"] == "VB"
     spans = transformers_model(kb.BertSpanLabeler(_backbone()))
-    assert spans.architecture == "BertForQuestionAnswering" and spans.tensors["qa_outputs.weight"].shape == (2, 128)
-    assert "id2label" not in spans.config and len(spans.notes) == 2  # the pooler and the -1e9 on padding, in the card
+    assert spans.architecture == "BertForQuestionAnswering" and spans.tensors["qa_outputs.weight"].shape == (
+        2,
+        128,
+    )
+    assert (
+        "id2label" not in spans.config and len(spans.notes) == 2
+    )  # the pooler and the -1e9 on padding, in the card
     assert not [name for name in {**tagger.tensors, **spans.tensors} if "pooler" in name]
     pretrainer = transformers_model(kb.BertPretrainer(_backbone()))
     assert pretrainer.architecture == "BertForPreTraining"
-    assert {"cls.predictions.bias", "cls.seq_relationship.weight", "bert.pooler.dense.weight"} <= set(pretrainer.tensors)
+    assert {"cls.predictions.bias", "cls.seq_relationship.weight", "bert.pooler.dense.weight"} <= set(
+        pretrainer.tensors
+    )
     tanh = transformers_model(_backbone(activation="gelu_approximate"))
     assert tanh.config["hidden_act"] == "gelu_new"
     # Quantization-aware: the float classifier it wraps (this was refused with advice that led to another refusal).
@@ -141,12 +182,30 @@ def test_bad_input_is_refused_in_one_line_and_nothing_is_written(tmp_path, capsy
     _refused(capsys, ["--model", no_vocabulary, "--output", out, "--formats", "huggingface"], "no vocabulary")
     _refused(capsys, ["--model", good, "--output", out, "--formats", "huggingface,tflite"], "given alone")
     # The other formats' flags: dropped without a word before (a --validation file that did not exist, exit 0).
-    _refused(capsys, ["--model", good, "--output", out, "--formats", "huggingface", "--validation", "missing.csv",
-                      "--seq-len", "16", "--name", "foo"],
-             "--formats huggingface writes the float model and its tokenizer files; it takes no --validation, --name, "
-             "--seq-len. Leave them out")
-    _refused(capsys, ["--model", good, "--output", out, "--formats", "sentence_transformers", "--static-lengths", "8"],
-             "it takes no --static-lengths")
+    _refused(
+        capsys,
+        [
+            "--model",
+            good,
+            "--output",
+            out,
+            "--formats",
+            "huggingface",
+            "--validation",
+            "missing.csv",
+            "--seq-len",
+            "16",
+            "--name",
+            "foo",
+        ],
+        "--formats huggingface writes the float model and its tokenizer files; it takes no --validation, --name, "
+        "--seq-len. Leave them out",
+    )
+    _refused(
+        capsys,
+        ["--model", good, "--output", out, "--formats", "sentence_transformers", "--static-lengths", "8"],
+        "it takes no --static-lengths",
+    )
     assert sorted(os.listdir(tmp_path)) == before  # no output, no half-written folder beside it
     os.makedirs(out)
     with open(os.path.join(out, "keep.txt"), "w") as f:

@@ -30,12 +30,34 @@ def test_the_minilm_embedder_gives_the_real_folders_files(minilm_keras, tmp_path
     """all-MiniLM-L6-v2 is mean pooling, L2-normalised, 256 wordpieces: its export through
     kbert export has the files of the real folder, key for key."""
     output = str(tmp_path / "st")
-    assert main(["export", "--model", minilm_keras, "--output", output, "--formats", "sentence_transformers",
-                 "--pooling", "mean", "--normalize", "--seq-len", "256"]) == 0
+    assert (
+        main(
+            [
+                "export",
+                "--model",
+                minilm_keras,
+                "--output",
+                output,
+                "--formats",
+                "sentence_transformers",
+                "--pooling",
+                "mean",
+                "--normalize",
+                "--seq-len",
+                "256",
+            ]
+        )
+        == 0
+    )
     for name in ST_FILES:
         assert _json(output, name) == _json(MINILM, name), name
-    assert os.path.isfile(os.path.join(output, "model.safetensors")) and os.path.isfile(os.path.join(output, "tokenizer.json"))
-    assert "SentenceTransformer(folder).encode(texts) gives mean pooling" in open(os.path.join(output, "README.md")).read()
+    assert os.path.isfile(os.path.join(output, "model.safetensors")) and os.path.isfile(
+        os.path.join(output, "tokenizer.json")
+    )
+    assert (
+        "SentenceTransformer(folder).encode(texts) gives mean pooling"
+        in open(os.path.join(output, "README.md")).read()
+    )
     assert "sentence-transformers folder" in capsys.readouterr().err
 
 
@@ -47,11 +69,15 @@ def test_the_flag_takes_the_embedders_poolings():
 
 
 def test_an_embedder_model_brings_its_own_settings_and_what_it_cannot_be_is_refused(tmp_path):
-    backbone = kb.BertBackbone.from_preset("bert_tiny", vocabulary_size=9, max_sequence_length=16,
-                                           return_hidden_states=True)
-    backbone.set_vocabulary(["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "a", "film", "dull", "##s"], lowercase=True)
-    export_sentence_transformers(kb.BertEmbedder(backbone, pooling="cls", normalize=False), str(tmp_path / "cls"),
-                                 max_seq_length=16)
+    backbone = kb.BertBackbone.from_preset(
+        "bert_tiny", vocabulary_size=9, max_sequence_length=16, return_hidden_states=True
+    )
+    backbone.set_vocabulary(
+        ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "a", "film", "dull", "##s"], lowercase=True
+    )
+    export_sentence_transformers(
+        kb.BertEmbedder(backbone, pooling="cls", normalize=False), str(tmp_path / "cls"), max_seq_length=16
+    )
     assert _json(tmp_path, "cls", "modules.json")[-1]["path"] == "1_Pooling"  # no Normalize module
     modes = _json(tmp_path, "cls", "1_Pooling", "config.json")
     assert [k for k, v in modes.items() if v is True] == ["pooling_mode_cls_token"]
@@ -64,7 +90,9 @@ def test_an_embedder_model_brings_its_own_settings_and_what_it_cannot_be_is_refu
         export_sentence_transformers(kb.BertClassifier(backbone, num_classes=2), str(tmp_path / "x"))
     with pytest.raises(ValueError, match="max_seq_length 512 is outside 3..16"):
         export_sentence_transformers(backbone, str(tmp_path / "x"), max_seq_length=512)
-    with pytest.raises(ValueError, match=r"pooling must be one of \['cls', 'mean', 'max'\]. Received: pooling='sum'"):
+    with pytest.raises(
+        ValueError, match=r"pooling must be one of \['cls', 'mean', 'max'\]. Received: pooling='sum'"
+    ):
         export_sentence_transformers(backbone, str(tmp_path / "x"), pooling="sum")
     assert not os.path.exists(tmp_path / "x")
 
@@ -80,8 +108,15 @@ def test_sentence_transformers_gives_our_vectors(minilm, pooling, normalize, tmp
     export_sentence_transformers(minilm, folder, pooling=pooling, normalize=normalize, max_seq_length=32)
     (tmp_path / "texts.json").write_text(json.dumps(texts), encoding="utf-8")
     out = str(tmp_path / "vectors.npy")
-    report = json.loads(run_in_side_venv(".venv-torch", CHILD, folder, str(tmp_path / "texts.json"), out).strip().splitlines()[-1])
-    assert report == {"modules": ["Transformer", "Pooling"] + (["Normalize"] if normalize else []), "max_seq_length": 32}
+    report = json.loads(
+        run_in_side_venv(".venv-torch", CHILD, folder, str(tmp_path / "texts.json"), out)
+        .strip()
+        .splitlines()[-1]
+    )
+    assert report == {
+        "modules": ["Transformer", "Pooling"] + (["Normalize"] if normalize else []),
+        "max_seq_length": 32,
+    }
     ours = SentenceEncoder(minilm, pooling=pooling, normalize=normalize, sequence_length=32).encode(texts)
     np.testing.assert_allclose(np.load(out), ours, atol=1e-5)
 
@@ -95,13 +130,46 @@ def test_sentence_transformers_gives_kbert_embeds_vectors_on_1000_reviews(minilm
     all_texts, _ = load_mr(os.path.join(DATA, "corpora", "polarity-en-pang&lee2.csv"))
     texts = all_texts[:500] + all_texts[-500:]
     folder = str(tmp_path / "st")
-    assert main(["export", "--model", minilm_keras, "--output", folder, "--formats", "sentence_transformers",
-                 "--pooling", "mean", "--normalize", "--seq-len", "256"]) == 0
+    assert (
+        main(
+            [
+                "export",
+                "--model",
+                minilm_keras,
+                "--output",
+                folder,
+                "--formats",
+                "sentence_transformers",
+                "--pooling",
+                "mean",
+                "--normalize",
+                "--seq-len",
+                "256",
+            ]
+        )
+        == 0
+    )
     lines = tmp_path / "reviews.txt"
     lines.write_text("".join(text + "\n" for text in texts), encoding="utf-8")
     ours_path = str(tmp_path / "ours.npy")
-    assert main(["embed", "--model", minilm_keras, "--pooling", "mean", "--normalize", "--seq-len", "256",
-                 "--output", ours_path, str(lines)]) == 0
+    assert (
+        main(
+            [
+                "embed",
+                "--model",
+                minilm_keras,
+                "--pooling",
+                "mean",
+                "--normalize",
+                "--seq-len",
+                "256",
+                "--output",
+                ours_path,
+                str(lines),
+            ]
+        )
+        == 0
+    )
     (tmp_path / "texts.json").write_text(json.dumps(texts), encoding="utf-8")
     theirs_path = str(tmp_path / "theirs.npy")
     run_in_side_venv(".venv-torch", CHILD, folder, str(tmp_path / "texts.json"), theirs_path)

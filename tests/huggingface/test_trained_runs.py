@@ -55,9 +55,36 @@ def mr_run(tmp_path_factory, minilm_keras, mr):
     """kbert finetune of MiniLM on the 500 MR training rows: two epochs, the pooled [CLS] head (the
     head transformers has; its pooler was never trained for MR, hence the higher learning rate)."""
     run = str(tmp_path_factory.mktemp("runs") / "mr")
-    assert main(["finetune", "--task", "classification", "--init", minilm_keras, "--train", mr["train"],
-                 "--validation", mr["test"], "--no-header", "--columns", "label,text", "--seq-len", str(MR_LENGTH),
-                 "--epochs", "2", "--batch-size", "16", "--learning-rate", "1e-4", "--output", run, "--quiet"]) == 0
+    assert (
+        main(
+            [
+                "finetune",
+                "--task",
+                "classification",
+                "--init",
+                minilm_keras,
+                "--train",
+                mr["train"],
+                "--validation",
+                mr["test"],
+                "--no-header",
+                "--columns",
+                "label,text",
+                "--seq-len",
+                str(MR_LENGTH),
+                "--epochs",
+                "2",
+                "--batch-size",
+                "16",
+                "--learning-rate",
+                "1e-4",
+                "--output",
+                run,
+                "--quiet",
+            ]
+        )
+        == 0
+    )
     return run
 
 
@@ -81,7 +108,9 @@ def _check_classifier(run, texts, tmp_path):
     """The exported run in BertForSequenceClassification: logits within 1e-4 of Keras's, the same
     top label on every sentence, labels and validation metrics carried into the folder."""
     model, folder = _export(run, str(tmp_path / "transformers"))
-    report, arrays = transformers_outputs(folder, {"forward": {"texts": texts, "max_length": MR_LENGTH}}, tmp_path)
+    report, arrays = transformers_outputs(
+        folder, {"forward": {"texts": texts, "max_length": MR_LENGTH}}, tmp_path
+    )
     check_loading_info(report)
     _same_ids_as_ours(model, texts, arrays, MR_LENGTH)
     ours = keras_outputs(model, arrays)["logits"]
@@ -109,9 +138,29 @@ def test_a_fine_tuned_mr_classifier(mr_run, mr, tmp_path):
 def test_a_distilled_bert_tiny_student(mr_run, mr, tmp_path):
     """The path a user takes to publish a small model: kbert distill, then the same export."""
     student = str(tmp_path / "student")
-    assert main(["distill", "--teacher", mr_run, "--student-preset", "bert_tiny", "--train", mr["train"],
-                 "--validation", mr["test"], "--epochs", "1", "--seq-len", str(MR_LENGTH), "--output", student,
-                 "--quiet"]) == 0
+    assert (
+        main(
+            [
+                "distill",
+                "--teacher",
+                mr_run,
+                "--student-preset",
+                "bert_tiny",
+                "--train",
+                mr["train"],
+                "--validation",
+                mr["test"],
+                "--epochs",
+                "1",
+                "--seq-len",
+                str(MR_LENGTH),
+                "--output",
+                student,
+                "--quiet",
+            ]
+        )
+        == 0
+    )
     model, _ = _check_classifier(student, mr["test_texts"], tmp_path)
     assert model.backbone.num_layers == 2 and model.backbone.hidden_dim == 128  # bert_tiny, not the teacher
 
@@ -129,15 +178,43 @@ def test_a_wsj_tagger(minilm_keras, tmp_path):
     train = lines[:WSJ_TRAIN]
     tags = {token.rsplit("/", 1)[1] for line in train for token in line.split()}
     # Held-out lines whose tags training saw (validation refuses a tag the head does not have).
-    held_out = [line for line in lines[WSJ_TRAIN:] if {t.rsplit("/", 1)[1] for t in line.split()} <= tags][:WSJ_HELD_OUT]
+    held_out = [line for line in lines[WSJ_TRAIN:] if {t.rsplit("/", 1)[1] for t in line.split()} <= tags][
+        :WSJ_HELD_OUT
+    ]
     assert len(held_out) == WSJ_HELD_OUT
     train_path, held_out_path = tmp_path / "train.txt", tmp_path / "held_out.txt"
     train_path.write_text("\n".join(train) + "\n", encoding="utf-8")
     held_out_path.write_text("\n".join(held_out) + "\n", encoding="utf-8")
     run = str(tmp_path / "tagger")
-    assert main(["finetune", "--task", "tagging", "--tag-format", "word/tag", "--init", minilm_keras, "--train",
-                 str(train_path), "--validation", str(held_out_path), "--seq-len", "128", "--epochs", "1",
-                 "--batch-size", "16", "--learning-rate", "2e-4", "--output", run, "--quiet"]) == 0
+    assert (
+        main(
+            [
+                "finetune",
+                "--task",
+                "tagging",
+                "--tag-format",
+                "word/tag",
+                "--init",
+                minilm_keras,
+                "--train",
+                str(train_path),
+                "--validation",
+                str(held_out_path),
+                "--seq-len",
+                "128",
+                "--epochs",
+                "1",
+                "--batch-size",
+                "16",
+                "--learning-rate",
+                "2e-4",
+                "--output",
+                run,
+                "--quiet",
+            ]
+        )
+        == 0
+    )
     model, folder = _export(run, str(tmp_path / "transformers"))
     texts = [" ".join(token.rsplit("/", 1)[0] for token in line.split()) for line in held_out]
     report, arrays = transformers_outputs(folder, {"forward": {"texts": texts, "max_length": 128}}, tmp_path)
@@ -159,16 +236,44 @@ def test_a_squad_reader(minilm_keras, tmp_path):
     (question + context, 32-piece stride): start/end logits within 1e-4 of Keras's at every real
     position, the same best start and end in every window."""
     run = str(tmp_path / "reader")
-    assert main(["finetune", "--task", "squad", "--init", minilm_keras, "--train", SQUAD, "--validation", SQUAD,
-                 *SQUAD_ARGS, "--epochs", "2", "--batch-size", "8", "--output", run, "--quiet"]) == 0
+    assert (
+        main(
+            [
+                "finetune",
+                "--task",
+                "squad",
+                "--init",
+                minilm_keras,
+                "--train",
+                SQUAD,
+                "--validation",
+                SQUAD,
+                *SQUAD_ARGS,
+                "--epochs",
+                "2",
+                "--batch-size",
+                "8",
+                "--output",
+                run,
+                "--quiet",
+            ]
+        )
+        == 0
+    )
     model, folder = _export(run, str(tmp_path / "transformers"))
-    reader = SquadReader(BertPreprocessor.from_model(model, sequence_length=128), doc_stride=32, max_query_length=24)
+    reader = SquadReader(
+        BertPreprocessor.from_model(model, sequence_length=128), doc_stride=32, max_query_length=24
+    )
     batches = [x for x, _ in reader.read(SQUAD)]
     ids = {"input_ids": "token_ids", "token_type_ids": "segment_ids", "attention_mask": "padding_mask"}
     windows = {theirs: np.concatenate([x[ours].numpy() for x in batches]) for theirs, ours in ids.items()}
-    assert len(windows["input_ids"]) == len(reader.features) > 11  # long contexts make several windows per question
+    assert (
+        len(windows["input_ids"]) == len(reader.features) > 11
+    )  # long contexts make several windows per question
     np.savez(tmp_path / "windows.npz", **windows)
-    report, arrays = transformers_outputs(folder, {"forward": {"ids": str(tmp_path / "windows.npz")}}, tmp_path)
+    report, arrays = transformers_outputs(
+        folder, {"forward": {"ids": str(tmp_path / "windows.npz")}}, tmp_path
+    )
     check_loading_info(report)
     ours = keras_outputs(model, arrays)
     real = arrays["attention_mask"] == 1

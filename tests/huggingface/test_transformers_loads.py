@@ -45,8 +45,10 @@ def _our_ids(vocabulary, requests):
         x = preprocess(vocabulary, texts, length, [requests[i]["text_b"] for i in indices] if pair else None)
         for row, i in enumerate(indices):
             mask = x["padding_mask"][row]
-            ours[i] = {key: [v for v, m in zip(x[name][row], mask) if m]
-                       for key, name in (("input_ids", "token_ids"), ("token_type_ids", "segment_ids"))}
+            ours[i] = {
+                key: [v for v, m in zip(x[name][row], mask) if m]
+                for key, name in (("input_ids", "token_ids"), ("token_type_ids", "segment_ids"))
+            }
     return ours
 
 
@@ -72,8 +74,9 @@ def test_transformers_gives_the_keras_outputs(kind, minilm_keras, mr_texts, tmp_
     # Question answering: a question and a real sentence as its context (segment 1).
     texts_b = texts if kind == "spans" else None
     texts = ["what does the critic think of the film?"] * SENTENCES if kind == "spans" else texts
-    report, arrays = transformers_outputs(folder, {"forward": {"texts": texts, "texts_b": texts_b, "max_length": LENGTH}},
-                                   tmp_path)
+    report, arrays = transformers_outputs(
+        folder, {"forward": {"texts": texts, "texts_b": texts_b, "max_length": LENGTH}}, tmp_path
+    )
     check_loading_info(report)
     ours = keras_outputs(model, arrays)
     real = arrays["attention_mask"] == 1  # [N, T]
@@ -87,7 +90,9 @@ def test_transformers_gives_the_keras_outputs(kind, minilm_keras, mr_texts, tmp_
         assert (arrays["logits"][real].argmax(-1) == ours["logits"][real].argmax(-1)).all()
     elif kind == "pretrainer":
         # Tied to the word embeddings on both sides; 30,522 logits per token sum more terms.
-        np.testing.assert_allclose(arrays["prediction_logits"][real], ours["mlm_logits"][real], atol=1e-4, rtol=0)
+        np.testing.assert_allclose(
+            arrays["prediction_logits"][real], ours["mlm_logits"][real], atol=1e-4, rtol=0
+        )
         np.testing.assert_allclose(arrays["seq_relationship_logits"], ours["nsp_logits"], atol=1e-4, rtol=0)
     else:
         assert (arrays["token_type_ids"][real] == 1).any()
@@ -105,16 +110,27 @@ def test_autotokenizer_gives_our_ids(minilm_keras, mr_texts, tmp_path):
     with open(os.path.join(REPO, "tests", "fixtures", "tokenization_hard_cases.json"), encoding="utf-8") as f:
         cases = json.load(f)["cases"]
     assert [case["expect"] for case in cases].count("hf") == 85 and len(cases) == 95
-    requests = [{"text": c["text"], "max_length": c.get("sequence_length", 32), **({"text_b": c["text_b"]} if "text_b" in c else {})}
-                for c in cases]
+    requests = [
+        {
+            "text": c["text"],
+            "max_length": c.get("sequence_length", 32),
+            **({"text_b": c["text_b"]} if "text_b" in c else {}),
+        }
+        for c in cases
+    ]
     requests += [{"text": text, "max_length": LENGTH} for text in mr_texts]
     ours = _our_ids(backbone.vocabulary, requests)
     report, _ = transformers_outputs(folder, {"tokenize": requests}, tmp_path)
-    assert report["tokenizer_class"] == "BertTokenizer"  # transformers 5's one BERT tokenizer, from tokenizer.json
+    assert (
+        report["tokenizer_class"] == "BertTokenizer"
+    )  # transformers 5's one BERT tokenizer, from tokenizer.json
     assert len(ours) == len(report["tokenized"]) == 95 + 4000
     expected = [case["expect"] for case in cases] + ["hf"] * len(mr_texts)
-    differ = [(request, theirs) for request, mine, theirs, expect in zip(requests, ours, report["tokenized"], expected)
-              if (mine == theirs) != (expect == "hf")]
+    differ = [
+        (request, theirs)
+        for request, mine, theirs, expect in zip(requests, ours, report["tokenized"], expected)
+        if (mine == theirs) != (expect == "hf")
+    ]
     # The hf cases and MR agree; the 10 deliberate differences (listed in the model card) still differ.
     assert not differ, differ[:10]
 
@@ -128,6 +144,8 @@ def test_the_docs_snippet_loads_an_export(minilm, tmp_path):
     snippet = tmp_path / "snippet.py"
     snippet.write_text(python_block("docs/export.md", "## Hugging Face transformers"), encoding="utf-8")
     printed = run_in_side_venv(".venv-torch", str(snippet), cwd=str(tmp_path)).strip().splitlines()[-1]
-    x = BertPreprocessor.from_model(classifier, sequence_length=16)(["a gripping , funny film", "dull and slow"])
+    x = BertPreprocessor.from_model(classifier, sequence_length=16)(
+        ["a gripping , funny film", "dull and slow"]
+    )
     top = keras.ops.convert_to_numpy(classifier(x)["logits"]).argmax(-1)
     assert printed == str([classifier.label_names[i] for i in top])

@@ -29,7 +29,9 @@ def main(folder, request_path, out_path):
         # a batch of (a, b) keeps it (as BertPreprocessor does).
         row = (item["text"], item["text_b"]) if "text_b" in item else item["text"]
         encoded = tokenizer([row], truncation=True, max_length=item["max_length"])
-        report["tokenized"].append({"input_ids": encoded["input_ids"][0], "token_type_ids": encoded["token_type_ids"][0]})
+        report["tokenized"].append(
+            {"input_ids": encoded["input_ids"][0], "token_type_ids": encoded["token_type_ids"][0]}
+        )
     forward = request.get("forward")
     if forward:
         with open(f"{folder}/config.json", encoding="utf-8") as f:
@@ -39,14 +41,21 @@ def main(folder, request_path, out_path):
         report["loading_info"] = {key: sorted(map(str, value)) for key, value in info.items()}
         if "ids" in forward:
             with np.load(forward["ids"]) as ids:
-                batch = {key: torch.from_numpy(ids[key].astype(np.int64)) for key in ("input_ids", "token_type_ids", "attention_mask")}
+                batch = {
+                    key: torch.from_numpy(ids[key].astype(np.int64))
+                    for key in ("input_ids", "token_type_ids", "attention_mask")
+                }
         else:
             texts = (forward["texts"], forward["texts_b"]) if forward.get("texts_b") else (forward["texts"],)
-            batch = tokenizer(*texts, padding=True, truncation=True, max_length=forward["max_length"], return_tensors="pt")
+            batch = tokenizer(
+                *texts, padding=True, truncation=True, max_length=forward["max_length"], return_tensors="pt"
+            )
         with torch.no_grad():
             outputs = model(**batch)
         arrays = {key: value.numpy() for key, value in batch.items()}
-        arrays.update({key: value.numpy() for key, value in outputs.items() if isinstance(value, torch.Tensor)})
+        arrays.update(
+            {key: value.numpy() for key, value in outputs.items() if isinstance(value, torch.Tensor)}
+        )
         np.savez(out_path, **arrays)
     print(json.dumps(report))
 

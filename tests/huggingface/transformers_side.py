@@ -21,7 +21,9 @@ def transformers_outputs(folder, request, tmp_path):
     """(report, arrays) of transformers_child.py on `folder` (its docstring says what they hold)."""
     request_path, out = tmp_path / "request.json", tmp_path / "out.npz"
     request_path.write_text(json.dumps(request), encoding="utf-8")
-    report = json.loads(run_in_side_venv(".venv-torch", CHILD, folder, str(request_path), str(out)).strip().splitlines()[-1])
+    report = json.loads(
+        run_in_side_venv(".venv-torch", CHILD, folder, str(request_path), str(out)).strip().splitlines()[-1]
+    )
     if not out.exists():
         return report, {}
     with np.load(out) as arrays:
@@ -37,7 +39,14 @@ def check_loading_info(report):
 
 def keras_outputs(model, arrays):
     """The model's outputs (numpy) on the input_ids / token_type_ids / attention_mask transformers ran."""
-    x = {"token_ids": arrays["input_ids"], "segment_ids": arrays["token_type_ids"], "padding_mask": arrays["attention_mask"]}
+    x = {
+        "token_ids": arrays["input_ids"],
+        "segment_ids": arrays["token_type_ids"],
+        "padding_mask": arrays["attention_mask"],
+    }
     if isinstance(model, kb.BertPretrainer):  # masked-LM logits at every position, as transformers gives them
         x["mask_positions"] = np.tile(np.arange(x["token_ids"].shape[1]), (len(x["token_ids"]), 1))
-    return {key: keras.ops.convert_to_numpy(value) for key, value in model({k: v.astype("int32") for k, v in x.items()}).items()}
+    return {
+        key: keras.ops.convert_to_numpy(value)
+        for key, value in model({k: v.astype("int32") for k, v in x.items()}).items()
+    }

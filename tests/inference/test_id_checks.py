@@ -28,39 +28,62 @@ def _inputs(width=6):
     return {"token_ids": ids, "segment_ids": np.zeros_like(ids), "padding_mask": np.ones_like(ids)}
 
 
-@pytest.mark.parametrize("name, value, size", [
-    ("token_ids", -1, 100), ("token_ids", -100, 100), ("token_ids", 100, 100),
-    ("segment_ids", 2, 2), ("padding_mask", 3, 2), ("padding_mask", -1, 2),
-])
+@pytest.mark.parametrize(
+    "name, value, size",
+    [
+        ("token_ids", -1, 100),
+        ("token_ids", -100, 100),
+        ("token_ids", 100, 100),
+        ("segment_ids", 2, 2),
+        ("padding_mask", 3, 2),
+        ("padding_mask", -1, 2),
+    ],
+)
 def test_a_value_outside_its_table_is_named_and_the_forward_still_runs(forward, name, value, size):
     x = _inputs()
     x[name][1, 4] = value
     with pytest.raises(ValueError) as error:
         forward(**x)
-    assert str(error.value) == (f"Input {name} holds {value} at example 1, position 4: this model takes values in "
-                                f"[0, {size}) there.")
+    assert str(error.value) == (
+        f"Input {name} holds {value} at example 1, position 4: this model takes values in [0, {size}) there."
+    )
     assert forward(**_inputs())["logits"].shape == (2, 2)
 
 
 def test_shapes_and_widths_the_model_cannot_take_are_named(forward):
     x = _inputs()
     x["padding_mask"] = x["padding_mask"][:, :5]
-    with pytest.raises(ValueError, match=r"Input padding_mask has shape \[2 5\], and token_ids \[2 6\]: send "
-                                         r"token_ids, segment_ids and padding_mask of one shape"):
+    with pytest.raises(
+        ValueError,
+        match=r"Input padding_mask has shape \[2 5\], and token_ids \[2 6\]: send "
+        r"token_ids, segment_ids and padding_mask of one shape",
+    ):
         forward(**x)
     for width in (0, 17):
-        with pytest.raises(ValueError, match=f"Input token_ids has {width} positions per example: this model takes "
-                                             r"1 to 16 \(its max_sequence_length\)"):
+        with pytest.raises(
+            ValueError,
+            match=f"Input token_ids has {width} positions per example: this model takes "
+            r"1 to 16 \(its max_sequence_length\)",
+        ):
             forward(**_inputs(width))
     x = _inputs()
     x["token_ids"] = x["token_ids"][0]
-    with pytest.raises(ValueError, match=r"Input token_ids has shape \[6\]: send \[examples, positions\] of ids"):
+    with pytest.raises(
+        ValueError, match=r"Input token_ids has shape \[6\]: send \[examples, positions\] of ids"
+    ):
         forward(**x)
 
 
 def test_names_can_be_shown_as_a_client_sent_them():
     ids = np.array([[101, 7, 102]])
     with pytest.raises(ValueError) as error:
-        check_id_arrays({"token_ids": ids, "padding_mask": np.array([[1, 1, 2]])}, {"token_ids": 30522, "padding_mask": 2},
-                        512, shown_as={"token_ids": "ids", "padding_mask": "mask"})
-    assert str(error.value) == "Input mask holds 2 at example 0, position 2: this model takes values in [0, 2) there."
+        check_id_arrays(
+            {"token_ids": ids, "padding_mask": np.array([[1, 1, 2]])},
+            {"token_ids": 30522, "padding_mask": 2},
+            512,
+            shown_as={"token_ids": "ids", "padding_mask": "mask"},
+        )
+    assert (
+        str(error.value)
+        == "Input mask holds 2 at example 0, position 2: this model takes values in [0, 2) there."
+    )

@@ -25,12 +25,18 @@ REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)
 
 def _classifier():
     model, _ = next(tiny_classifiers())
-    model({"token_ids": CLASSIFIER_IDS, "segment_ids": CLASSIFIER_SEGMENTS, "padding_mask": CLASSIFIER_IDS > 0})
+    model(
+        {"token_ids": CLASSIFIER_IDS, "segment_ids": CLASSIFIER_SEGMENTS, "padding_mask": CLASSIFIER_IDS > 0}
+    )
     return model
 
 
 def _files(folder):
-    return sorted(name for name in os.listdir(folder) if name.endswith(".tflite")) if os.path.isdir(folder) else []
+    return (
+        sorted(name for name in os.listdir(folder) if name.endswith(".tflite"))
+        if os.path.isdir(folder)
+        else []
+    )
 
 
 def _kept(cache, model):
@@ -67,9 +73,12 @@ def test_the_key_follows_everything_the_conversion_reads(tmp_path):
     bias = model.output_dense.bias
     bias.assign(bias.numpy() + np.float32(1e-7))
     assert cache.key(model, "dynamic_int8") != key
-    other = kb.BertClassifier(kb.BertBackbone.from_preset("bert_tiny", vocabulary_size=20), num_classes=3,
-                              pooling="mean")
-    other({"token_ids": CLASSIFIER_IDS, "segment_ids": CLASSIFIER_SEGMENTS, "padding_mask": CLASSIFIER_IDS > 0})
+    other = kb.BertClassifier(
+        kb.BertBackbone.from_preset("bert_tiny", vocabulary_size=20), num_classes=3, pooling="mean"
+    )
+    other(
+        {"token_ids": CLASSIFIER_IDS, "segment_ids": CLASSIFIER_SEGMENTS, "padding_mask": CLASSIFIER_IDS > 0}
+    )
     other.set_weights(model.get_weights())
     assert cache.key(other, "dynamic_int8") not in (key, cache.key(model, "dynamic_int8"))
 
@@ -102,8 +111,11 @@ def test_a_damaged_file_is_said_and_converted_again(tmp_path):
     damaged = bytearray(want)
     damaged[len(damaged) // 2] ^= 0xFF
     path.write_bytes(bytes(damaged))
-    with pytest.warns(UserWarning, match=rf"LiteRT cache: {path} does not match the digest in its name \(the file is "
-                                         r"damaged\); removing it and converting the model again\."):
+    with pytest.warns(
+        UserWarning,
+        match=rf"LiteRT cache: {path} does not match the digest in its name \(the file is "
+        r"damaged\); removing it and converting the model again\.",
+    ):
         forward = Int8Forward(model, num_threads=1, cache=cache)
     assert forward.cache_outcome == "miss" and forward.flatbuffer == want
     assert path.read_bytes() == want  # replaced by the conversion's file
@@ -126,7 +138,9 @@ def test_a_damaged_file_in_a_read_only_cache_is_said_and_the_model_still_runs(tm
         forward = Int8Forward(model, num_threads=1, cache=cache)
     messages = [str(w.message) for w in said]
     assert any("does not match the digest in its name" in m for m in messages), messages
-    assert any(f"could not remove {tmp_path / name} ([Errno 30] Read-only file system)" in m for m in messages), messages
+    assert any(
+        f"could not remove {tmp_path / name} ([Errno 30] Read-only file system)" in m for m in messages
+    ), messages
     assert forward.cache_outcome == "miss" and forward.flatbuffer == want
     assert _run(forward)["logits"].shape == (2, 3)
 
@@ -150,9 +164,12 @@ def test_an_unwritable_folder_still_converts_and_says_so(tmp_path):
     blocker = tmp_path / "a_file"
     blocker.write_text("not a folder")
     cache = LiteRtCache(blocker / "cache")
-    with pytest.warns(UserWarning, match=rf"LiteRT cache: could not keep the converted model in {blocker / 'cache'} "
-                                         rf"\(.*\); it runs, but the next process converts it again\. Set "
-                                         rf"{ENVIRONMENT_VARIABLE} to a writable folder, or to off\."):
+    with pytest.warns(
+        UserWarning,
+        match=rf"LiteRT cache: could not keep the converted model in {blocker / 'cache'} "
+        rf"\(.*\); it runs, but the next process converts it again\. Set "
+        rf"{ENVIRONMENT_VARIABLE} to a writable folder, or to off\.",
+    ):
         forward = Int8Forward(_classifier(), num_threads=1, cache=cache)
     assert _run(forward)["logits"].shape == (2, 3)
 
@@ -161,16 +178,25 @@ def test_the_folder_keeps_to_its_size_dropping_the_least_recently_used(tmp_path)
     models = [_classifier()]
     for seed in (1, 2):
         keras.utils.set_random_seed(seed)
-        models.append(kb.BertClassifier(kb.BertBackbone.from_preset("bert_tiny", vocabulary_size=20), num_classes=3))
-        models[-1]({"token_ids": CLASSIFIER_IDS, "segment_ids": CLASSIFIER_SEGMENTS,
-                    "padding_mask": CLASSIFIER_IDS > 0})
+        models.append(
+            kb.BertClassifier(kb.BertBackbone.from_preset("bert_tiny", vocabulary_size=20), num_classes=3)
+        )
+        models[-1](
+            {
+                "token_ids": CLASSIFIER_IDS,
+                "segment_ids": CLASSIFIER_SEGMENTS,
+                "padding_mask": CLASSIFIER_IDS > 0,
+            }
+        )
     cache = LiteRtCache(tmp_path, max_bytes=2 * 1000)
     for when, model in enumerate(models[:2]):
         cache.flatbuffer(model, "float32", lambda: b"x" * 1000)
         (name,) = _kept(cache, model)
         os.utime(tmp_path / name, (1000 + when, 1000 + when))  # the first written is the older
     # Reading the older one makes it the newer; the third file then pushes the other out.
-    assert cache.flatbuffer(models[0], "float32", lambda: b"not called") == b"x" * 1000 and cache.last == "hit"
+    assert (
+        cache.flatbuffer(models[0], "float32", lambda: b"not called") == b"x" * 1000 and cache.last == "hit"
+    )
     cache.flatbuffer(models[2], "float32", lambda: b"y" * 1000)
     assert len(_files(tmp_path)) == 2 and _kept(cache, models[1]) == [], _files(tmp_path)
     # A file larger than the cap alone is still kept (the one just written is never removed).
@@ -182,27 +208,43 @@ def test_the_folder_comes_from_the_environment(tmp_path):
     home = os.path.expanduser("~")
     assert LiteRtCache.from_environment({ENVIRONMENT_VARIABLE: "off"}) is None
     assert LiteRtCache.from_environment({ENVIRONMENT_VARIABLE: " OFF "}) is None
-    assert LiteRtCache.from_environment({ENVIRONMENT_VARIABLE: str(tmp_path)}).folder == str(tmp_path / "litert")
+    assert LiteRtCache.from_environment({ENVIRONMENT_VARIABLE: str(tmp_path)}).folder == str(
+        tmp_path / "litert"
+    )
     assert LiteRtCache.from_environment({"XDG_CACHE_HOME": "/x"}).folder == "/x/keras_bert_impl/litert"
     assert LiteRtCache.from_environment({ENVIRONMENT_VARIABLE: ""}).folder == os.path.join(
-        home, ".cache", "keras_bert_impl", "litert")
+        home, ".cache", "keras_bert_impl", "litert"
+    )
     with pytest.raises(ValueError, match=r"max_bytes must be a positive integer\. Received: max_bytes=0"):
         LiteRtCache(tmp_path, max_bytes=0)
-    with pytest.raises(ValueError, match=r"cache must be 'environment', a LiteRtCache or None\. Received: cache='off'"):
+    with pytest.raises(
+        ValueError, match=r"cache must be 'environment', a LiteRtCache or None\. Received: cache='off'"
+    ):
         Int8Forward(_classifier(), cache="off")
 
 
 def test_kbert_predict_int8_reads_the_file_its_last_process_kept(tmp_path, monkeypatch, capsys):
-    backbone = kb.BertBackbone(vocabulary_size=30522, num_layers=1, num_heads=2, hidden_dim=16, intermediate_dim=32,
-                               max_sequence_length=64)
-    backbone.set_vocabulary(read_vocabulary(os.path.join(REPO, "data", "minilm", "vocab.txt")), lowercase=True)
+    backbone = kb.BertBackbone(
+        vocabulary_size=30522,
+        num_layers=1,
+        num_heads=2,
+        hidden_dim=16,
+        intermediate_dim=32,
+        max_sequence_length=64,
+    )
+    backbone.set_vocabulary(
+        read_vocabulary(os.path.join(REPO, "data", "minilm", "vocab.txt")), lowercase=True
+    )
     path = str(tmp_path / "classifier.keras")
     kb.BertClassifier(backbone, num_classes=2, label_names=["neg", "pos"]).save(path)
     folder = tmp_path / "cache"
     monkeypatch.setenv(ENVIRONMENT_VARIABLE, str(folder))
     outputs, kept = [], []
     for _ in range(2):  # each call loads the model anew, as a new process does
-        assert main(["predict", "--model", path, "--precision", "int8", "--json", "a gripping , funny film"]) == 0
+        assert (
+            main(["predict", "--model", path, "--precision", "int8", "--json", "a gripping , funny film"])
+            == 0
+        )
         outputs.append(json.loads(capsys.readouterr().out))
         (name,) = _files(folder / "litert")
         kept.append(os.stat(folder / "litert" / name).st_ino)

@@ -47,7 +47,9 @@ def trained(minilm_keras, rows):
     model.compile(optimizer=keras.optimizers.Adam(1e-4))
     train = rows[200:328] + rows[-328:-200]
     x = BertPreprocessor.from_model(model, sequence_length=64)([text for _, text in train])
-    model.fit(x, np.array([0 if label == "-1" else 1 for label, _ in train]), epochs=2, batch_size=32, verbose=0)
+    model.fit(
+        x, np.array([0 if label == "-1" else 1 for label, _ in train]), epochs=2, batch_size=32, verbose=0
+    )
     held_out = rows[:100] + rows[-100:]
     texts = [text for _, text in held_out]
     labels = np.array([0 if label == "-1" else 1 for label, _ in held_out])
@@ -78,8 +80,9 @@ def test_bf16_copy_gives_the_fp32_labels(trained):
     litert = TextPredictor(fast, sequence_length=64, runtime="litert").predict(texts)["logits"]
     np.testing.assert_allclose(litert, want, atol=1e-4)
     # TextPredictor's own bf16 is the same copy.
-    np.testing.assert_allclose(TextPredictor(model, sequence_length=64, precision="bf16").predict(texts)["logits"],
-                               got, atol=1e-6)
+    np.testing.assert_allclose(
+        TextPredictor(model, sequence_length=64, precision="bf16").predict(texts)["logits"], got, atol=1e-6
+    )
 
 
 def test_int8_forward_gives_the_fp32_labels(trained):
@@ -107,7 +110,9 @@ def test_int8_forward_gives_the_fp32_labels(trained):
     ids = BertPreprocessor.from_model(model, sequence_length=64)(texts[:8])
     # Row 0 alone at its own width (no padding at all), against its logits in a batch of 32.
     width = int(np.asarray(ids["padding_mask"])[0].sum())
-    alone = forward(*(np.asarray(ids[k])[:1, :width] for k in ("token_ids", "segment_ids", "padding_mask")))["logits"]
+    alone = forward(*(np.asarray(ids[k])[:1, :width] for k in ("token_ids", "segment_ids", "padding_mask")))[
+        "logits"
+    ]
     assert np.abs(alone[0] - got[0]).max() < 0.1, (alone[0], got[0])
 
 
@@ -121,12 +126,17 @@ def test_litert_float32_forward_gives_the_fp32_logits(trained):
     np.testing.assert_allclose(got, want[:32], atol=1e-4)
     predictor = TextPredictor(model, sequence_length=64, runtime="litert")
     assert predictor.runtime == "litert" and isinstance(predictor._forward, Int8Forward)
-    assert predictor._forward.size_bytes > 0.9 * sum(w.size * 4 for w in model.get_weights())  # float32 weights
+    assert predictor._forward.size_bytes > 0.9 * sum(
+        w.size * 4 for w in model.get_weights()
+    )  # float32 weights
     np.testing.assert_allclose(predictor.predict(texts)["logits"], want, atol=1e-4)
     assert TextPredictor(model, sequence_length=64).runtime == "tensorflow"
     assert TextPredictor(model, sequence_length=64, precision="int8").runtime == "litert"
-    with pytest.raises(ValueError, match=r"quantization must be one of \('dynamic_int8', 'float32'\). "
-                       r"Received: quantization='int8'"):
+    with pytest.raises(
+        ValueError,
+        match=r"quantization must be one of \('dynamic_int8', 'float32'\). "
+        r"Received: quantization='int8'",
+    ):
         Int8Forward(model, quantization="int8")
 
 
@@ -167,8 +177,14 @@ def test_a_model_saved_under_a_mixed_policy_loads_computing_in_float32(policy, t
     previous = keras.config.dtype_policy()
     keras.config.set_dtype_policy(policy)
     try:
-        backbone = kb.BertBackbone(vocabulary_size=60, num_layers=1, num_heads=2, hidden_dim=16, intermediate_dim=32,
-                                   max_sequence_length=16)
+        backbone = kb.BertBackbone(
+            vocabulary_size=60,
+            num_layers=1,
+            num_heads=2,
+            hidden_dim=16,
+            intermediate_dim=32,
+            max_sequence_length=16,
+        )
         mixed = kb.BertClassifier(backbone, num_classes=2, label_names=["a", "b"])
         pretrainer = kb.BertPretrainer(backbone)
     finally:
@@ -178,20 +194,41 @@ def test_a_model_saved_under_a_mixed_policy_loads_computing_in_float32(policy, t
     assert policy.split("_")[1] in computes_in(mixed) and computes_in(loaded) == {"float32"}
     assert loaded.label_names == ["a", "b"] and keras.config.dtype_policy().name == "float32"
     # The same architecture built in float32, given the mixed model's weights, computes the same.
-    reference = kb.BertClassifier(kb.BertBackbone(vocabulary_size=60, num_layers=1, num_heads=2, hidden_dim=16,
-                                                  intermediate_dim=32, max_sequence_length=16), num_classes=2)
+    reference = kb.BertClassifier(
+        kb.BertBackbone(
+            vocabulary_size=60,
+            num_layers=1,
+            num_heads=2,
+            hidden_dim=16,
+            intermediate_dim=32,
+            max_sequence_length=16,
+        ),
+        num_classes=2,
+    )
     reference.set_weights(mixed.get_weights())
-    x = {"token_ids": CLASSIFIER_IDS, "segment_ids": CLASSIFIER_SEGMENTS, "padding_mask": np.ones_like(CLASSIFIER_IDS)}
+    x = {
+        "token_ids": CLASSIFIER_IDS,
+        "segment_ids": CLASSIFIER_SEGMENTS,
+        "padding_mask": np.ones_like(CLASSIFIER_IDS),
+    }
     np.testing.assert_array_equal(loaded(x)["logits"].numpy(), reference(x)["logits"].numpy())
-    assert np.abs(mixed(x)["logits"].numpy() - reference(x)["logits"].numpy()).max() > 0  # it computed otherwise
-    assert computes_in(with_precision(pretrainer, "fp32")) == {"float32"}  # a head that takes mask positions too
+    assert (
+        np.abs(mixed(x)["logits"].numpy() - reference(x)["logits"].numpy()).max() > 0
+    )  # it computed otherwise
+    assert computes_in(with_precision(pretrainer, "fp32")) == {
+        "float32"
+    }  # a head that takes mask positions too
 
 
 def test_bad_precision_is_named(minilm):
-    with pytest.raises(ValueError, match=r"precision must be one of \['fp32', 'bf16'\]. Received: precision='int8'"):
+    with pytest.raises(
+        ValueError, match=r"precision must be one of \['fp32', 'bf16'\]. Received: precision='int8'"
+    ):
         with_precision(minilm, "int8")
     model = kb.BertClassifier(minilm, num_classes=2)
-    with pytest.raises(ValueError, match=r"precision must be one of \['fp32', 'bf16', 'int8'\]. Received: precision='fp16'"):
+    with pytest.raises(
+        ValueError, match=r"precision must be one of \['fp32', 'bf16', 'int8'\]. Received: precision='fp16'"
+    ):
         TextPredictor(model, precision="fp16")
     # The old spellings of a precision are refused with the name used here (keras_bert_impl/precisions.py).
     with pytest.raises(ValueError, match=r"precision 'mixed_bfloat16' is spelled 'bf16' here"):
@@ -199,10 +236,15 @@ def test_bad_precision_is_named(minilm):
     with pytest.raises(ValueError, match=r"precision 'float32' is spelled 'fp32' here"):
         TextPredictor(model, precision="float32")
     # Runtimes a precision has no path on, refused before any conversion.
-    with pytest.raises(ValueError, match=r"runtime litert runs precision fp32 or int8; bf16 runs on tensorflow only\. "
-                       r"Received: runtime='litert' with precision='bf16'"):
+    with pytest.raises(
+        ValueError,
+        match=r"runtime litert runs precision fp32 or int8; bf16 runs on tensorflow only\. "
+        r"Received: runtime='litert' with precision='bf16'",
+    ):
         TextPredictor(model, precision="bf16", runtime="litert")
-    with pytest.raises(ValueError, match=r"runtime must be one of \['tensorflow', 'litert'\]. Received: runtime='xnnpack'"):
+    with pytest.raises(
+        ValueError, match=r"runtime must be one of \['tensorflow', 'litert'\]. Received: runtime='xnnpack'"
+    ):
         TextPredictor(model, runtime="xnnpack")
 
 
@@ -213,7 +255,10 @@ def test_kbert_predict_and_evaluate_take_precision(minilm, rows, tmp_path, capsy
     model.save(path)
     outputs = {}
     for precision in ("fp32", "bf16", "int8"):
-        assert main(["predict", "--model", path, "--precision", precision, "--json", "a gripping , funny film"]) == 0
+        assert (
+            main(["predict", "--model", path, "--precision", precision, "--json", "a gripping , funny film"])
+            == 0
+        )
         outputs[precision] = json.loads(capsys.readouterr().out)
     for precision in ("bf16", "int8"):
         assert abs(outputs["fp32"]["probability"] - outputs[precision]["probability"]) < 0.03, outputs
@@ -222,7 +267,9 @@ def test_kbert_predict_and_evaluate_take_precision(minilm, rows, tmp_path, capsy
         csv.writer(f).writerows([("label", "text")] + rows[:20] + rows[-20:])
     metrics = {}
     for precision in ("fp32", "int8"):
-        assert main(["evaluate", "--model", path, "--data", str(data), "--precision", precision, "--json"]) == 0
+        assert (
+            main(["evaluate", "--model", path, "--data", str(data), "--precision", precision, "--json"]) == 0
+        )
         metrics[precision] = json.loads(capsys.readouterr().out)
     assert metrics["int8"]["examples"] == metrics["fp32"]["examples"] == 40, metrics
 
@@ -233,15 +280,19 @@ def test_kbert_predict_takes_the_litert_runtime_for_fp32(minilm, tmp_path, capsy
     model.save(path)
     outputs = {}
     for runtime in ("tensorflow", "litert"):
-        assert main(["predict", "--model", path, "--runtime", runtime, "--json", "a gripping , funny film"]) == 0
+        assert (
+            main(["predict", "--model", path, "--runtime", runtime, "--json", "a gripping , funny film"]) == 0
+        )
         outputs[runtime] = json.loads(capsys.readouterr().out)
     assert abs(outputs["tensorflow"]["probability"] - outputs["litert"]["probability"]) < 1e-4, outputs
     assert outputs["tensorflow"]["label"] == outputs["litert"]["label"]
     # A runtime the precision has no path on, and a runtime with auto: usage errors naming the fix.
     assert main(["predict", "--model", path, "--precision", "bf16", "--runtime", "litert", "a film"]) == 2
     err = capsys.readouterr().err
-    assert ("--runtime litert runs --precision fp32 or int8; bf16 runs on tensorflow only. Received: "
-            "--runtime='litert' with --precision='bf16': leave --runtime out, or pick --precision fp32 or int8.") in err, err
+    assert (
+        "--runtime litert runs --precision fp32 or int8; bf16 runs on tensorflow only. Received: "
+        "--runtime='litert' with --precision='bf16': leave --runtime out, or pick --precision fp32 or int8."
+    ) in err, err
     assert main(["predict", "--model", path, "--precision", "auto", "--runtime", "litert", "a film"]) == 2
     assert "--runtime litert goes with an explicit --precision" in capsys.readouterr().err
 
@@ -251,10 +302,16 @@ def test_int8_refuses_token_heads(minilm, tmp_path, capsys):
     kb.BertTokenClassifier(minilm, num_classes=3, label_names=["O", "B-X", "I-X"]).save(path)
     assert main(["predict", "--model", path, "--precision", "int8", "the cat sat"]) == 2
     err = capsys.readouterr().err
-    assert "--precision int8 runs classification, pair and multilabel models; this model's task is tagging" in err, err
+    assert (
+        "--precision int8 runs classification, pair and multilabel models; this model's task is tagging"
+        in err
+    ), err
     assert main(["predict", "--model", path, "--runtime", "litert", "the cat sat"]) == 2
     err = capsys.readouterr().err
-    assert "--runtime litert runs classification, pair and multilabel models; this model's task is tagging" in err, err
+    assert (
+        "--runtime litert runs classification, pair and multilabel models; this model's task is tagging"
+        in err
+    ), err
 
 
 @pytest.mark.slow  # about 20 s or more: quantizes, saves and reloads MiniLM
@@ -274,8 +331,10 @@ def test_keras_int8_quantized_classifier_saves_loads_and_predicts(trained, tmp_p
     got = TextPredictor(loaded, sequence_length=64).predict(texts)["logits"]
     # The bar of the int8 forward above: logits move by hundredths; near-ties (fp32 margin
     # < 0.1) may flip, nothing above that margin may.
-    print(f"Keras int8 vs fp32: max |logit diff| {np.abs(got - want).max():.4f}, label agreement "
-          f"{np.mean(got.argmax(-1) == want.argmax(-1)):.3f}")
+    print(
+        f"Keras int8 vs fp32: max |logit diff| {np.abs(got - want).max():.4f}, label agreement "
+        f"{np.mean(got.argmax(-1) == want.argmax(-1)):.3f}"
+    )
     assert np.abs(got - want).max() < 0.1, np.abs(got - want).max()
     sure = np.abs(want[:, 1] - want[:, 0]) > 0.1
     assert not np.any(sure & (got.argmax(-1) != want.argmax(-1)))
@@ -287,11 +346,18 @@ def test_keras_int8_quantized_classifier_saves_loads_and_predicts(trained, tmp_p
     assert main(["predict", "--model", path, "--file", str(sentences), "--json"]) == 0
     rows = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
     assert [row["label"] for row in rows] == [["-1", "1"][i] for i in got[:10].argmax(-1)]
-    with pytest.raises(ValueError, match=r"with_precision\('bf16'\) needs a float model; this one was quantized \(int8\)"):
+    with pytest.raises(
+        ValueError, match=r"with_precision\('bf16'\) needs a float model; this one was quantized \(int8\)"
+    ):
         with_precision(loaded, "bf16")
     for precision in ("bf16", "int8"):
         assert main(["predict", "--model", path, "--precision", precision, "a gripping , funny film"]) == 2
-        assert f"--precision {precision} needs a float model; this one was quantized (int8)" in capsys.readouterr().err
+        assert (
+            f"--precision {precision} needs a float model; this one was quantized (int8)"
+            in capsys.readouterr().err
+        )
     assert main(["predict", "--model", path, "--runtime", "litert", "a gripping , funny film"]) == 2
-    assert "--runtime litert needs a float model; this one was quantized (int8) with Keras' model.quantize" in (
-        capsys.readouterr().err)
+    assert (
+        "--runtime litert needs a float model; this one was quantized (int8) with Keras' model.quantize"
+        in (capsys.readouterr().err)
+    )

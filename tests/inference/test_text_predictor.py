@@ -33,8 +33,12 @@ def test_buckets_equal_padding_to_the_sequence_length(minilm, sentences, pooling
     assert sum(seen) == len(sentences)
     x = BertPreprocessor(minilm.vocabulary, lowercase=minilm.lowercase, sequence_length=128)(sentences)
     name = "logits"
-    want = np.concatenate([np.asarray(model.predict_on_batch({k: v[i:i + 64] for k, v in x.items()})[name])
-                           for i in range(0, len(sentences), 64)])
+    want = np.concatenate(
+        [
+            np.asarray(model.predict_on_batch({k: v[i : i + 64] for k, v in x.items()})[name])
+            for i in range(0, len(sentences), 64)
+        ]
+    )
     assert got[name].shape == want.shape
     np.testing.assert_allclose(got[name], want, atol=1e-5)
 
@@ -58,11 +62,19 @@ def test_batches_are_what_predict_runs(minilm, sentences):
     predictor = TextPredictor(model, sequence_length=64, batch_size=16)
     batches = list(predictor.batches(sentences))
     assert sorted(np.concatenate([rows for rows, *_ in batches]).tolist()) == list(range(len(sentences)))
-    lengths = np.asarray(BertPreprocessor(minilm.vocabulary, lowercase=minilm.lowercase,
-                                          sequence_length=64)(sentences)["padding_mask"]).sum(axis=1)
+    lengths = np.asarray(
+        BertPreprocessor(minilm.vocabulary, lowercase=minilm.lowercase, sequence_length=64)(sentences)[
+            "padding_mask"
+        ]
+    ).sum(axis=1)
     widths = [ids.shape[1] for _, ids, _, _ in batches]
     # Each batch as wide as its longest row, the widest first.
-    assert widths == [int(lengths[rows].max()) for rows, *_ in batches] and widths == sorted(widths, reverse=True)
+    assert widths == [int(lengths[rows].max()) for rows, *_ in batches] and widths == sorted(
+        widths, reverse=True
+    )
     rows, *ids = batches[0]
-    np.testing.assert_allclose(np.asarray(predictor._forward(*ids)["logits"]),
-                               predictor.predict([sentences[i] for i in rows])["logits"], atol=1e-5)
+    np.testing.assert_allclose(
+        np.asarray(predictor._forward(*ids)["logits"]),
+        predictor.predict([sentences[i] for i in rows])["logits"],
+        atol=1e-5,
+    )

@@ -25,8 +25,23 @@ def animal(minilm):
 
 
 def test_tokens_and_rows_sum_to_one_over_the_real_tokens(animal):
-    assert animal.tokens == ["[CLS]", "the", "animal", "didn", "'", "t", "cross", "the", "street", "because", "it",
-                             "was", "too", "tired", "[SEP]"]
+    assert animal.tokens == [
+        "[CLS]",
+        "the",
+        "animal",
+        "didn",
+        "'",
+        "t",
+        "cross",
+        "the",
+        "street",
+        "because",
+        "it",
+        "was",
+        "too",
+        "tired",
+        "[SEP]",
+    ]
     assert animal.probabilities.shape == (6, 12, 15, 15) and not animal.truncated
     np.testing.assert_allclose(animal.probabilities.sum(-1), 1.0, atol=1e-5)
     assert animal.probabilities.min() >= 0.0
@@ -36,7 +51,8 @@ def test_padding_does_not_change_the_maps(minilm, animal):
     """The trimmed maps equal the unpadded block of a run padded to 32 with another, longer
     sentence in the batch, and padded columns get no attention."""
     x = BertPreprocessor(minilm.vocabulary, lowercase=True, sequence_length=32)(
-        [ANIMAL, "a much longer sentence that is here only so that the batch has padding in its first row ."])
+        [ANIMAL, "a much longer sentence that is here only so that the batch has padding in its first row ."]
+    )
     model = BertBackbone.from_config({**minilm.get_config(), "return_attention_scores": True})
     model.set_weights(minilm.get_weights())
     padded = np.asarray(model(x)["attention_probs"])[0]  # [L, N, 32, 32]
@@ -45,8 +61,9 @@ def test_padding_does_not_change_the_maps(minilm, animal):
 
 
 def test_pair_segments_and_truncation(minilm):
-    maps = AttentionMaps.compute(minilm, "The animal didn't cross the street", text_b="because it was too tired",
-                                 sequence_length=8)
+    maps = AttentionMaps.compute(
+        minilm, "The animal didn't cross the street", text_b="because it was too tired", sequence_length=8
+    )
     assert maps.tokens == ["[CLS]", "the", "animal", "didn", "[SEP]", "because", "it", "[SEP]"]
     assert maps.segment_ids == [0, 0, 0, 0, 0, 1, 1, 1] and maps.truncated
 
@@ -59,7 +76,9 @@ def _png_pixels(path):
     return imread(path)
 
 
-@pytest.mark.parametrize("layer, head, minimum", [(2, 3, (500, 500)), (4, None, (900, 1200)), (None, None, (800, 1500))])
+@pytest.mark.parametrize(
+    "layer, head, minimum", [(2, 3, (500, 500)), (4, None, (900, 1200)), (None, None, (800, 1500))]
+)
 def test_png_views(animal, tmp_path, layer, head, minimum):
     path = str(tmp_path / "attention.png")
     assert plot_attention(animal, path, layer=layer, head=head) == (layer, head)
@@ -97,10 +116,23 @@ def test_html_page_runs_in_headless_chromium(animal, tmp_path, chromium):
     assert not re.search(r"""(src|href)\s*=\s*["']?(https?:)?//""", page)
     assert page.count("</script>") == 2  # the title's "</script>" is escaped, the data's "<" too
     done = subprocess.run(
-        [chromium, "--headless", "--no-sandbox", "--disable-gpu", "--no-first-run", "--disable-background-networking",
-         "--disable-component-update", "--disable-sync", "--enable-logging=stderr", "--v=0", "--dump-dom",
-         "file://" + path],
-        capture_output=True, text=True, timeout=120,
+        [
+            chromium,
+            "--headless",
+            "--no-sandbox",
+            "--disable-gpu",
+            "--no-first-run",
+            "--disable-background-networking",
+            "--disable-component-update",
+            "--disable-sync",
+            "--enable-logging=stderr",
+            "--v=0",
+            "--dump-dom",
+            "file://" + path,
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
     )
     assert done.returncode == 0, done.stderr[-2000:]
     assert "Uncaught" not in done.stderr, done.stderr[-2000:]
@@ -120,4 +152,7 @@ def test_a_head_resolves_it_to_the_animal(animal):
     gives "it" most of its attention on "animal" (0.65, `make look-inside-pictures`)."""
     row = animal.probabilities[5, 11, animal.tokens.index("it")]
     words = [i for i, t in enumerate(animal.tokens) if t not in ("[CLS]", "[SEP]", "it")]
-    assert animal.tokens[max(words, key=lambda i: row[i])] == "animal" and row[animal.tokens.index("animal")] > 0.5
+    assert (
+        animal.tokens[max(words, key=lambda i: row[i])] == "animal"
+        and row[animal.tokens.index("animal")] > 0.5
+    )

@@ -53,8 +53,12 @@ def test_first_last_mean_and_concatenated_layers(minilm):
     backbone = BertBackbone.from_config({**minilm.get_config(), "return_hidden_states": True})
     backbone.set_weights(minilm.get_weights())
     x = BertPreprocessor(minilm.vocabulary, lowercase=True, sequence_length=64)(SENTENCES[:4])
-    first = BertEmbedder(backbone, pooling="mean", layer_index=1, normalize=False).predict(x, verbose=0)["embeddings"]
-    last = BertEmbedder(backbone, pooling="mean", layer_index=-1, normalize=False).predict(x, verbose=0)["embeddings"]
+    first = BertEmbedder(backbone, pooling="mean", layer_index=1, normalize=False).predict(x, verbose=0)[
+        "embeddings"
+    ]
+    last = BertEmbedder(backbone, pooling="mean", layer_index=-1, normalize=False).predict(x, verbose=0)[
+        "embeddings"
+    ]
     ours = SentenceEncoder(minilm, pooling="first-last-mean", normalize=False).encode(SENTENCES[:4])
     np.testing.assert_allclose(ours, (first + last) / 2, atol=1e-5)
     both = SentenceEncoder(minilm, pooling="mean", layers=(-1, 1), normalize=True).encode(SENTENCES[:4])
@@ -112,7 +116,9 @@ def test_a_backbone_without_vocabulary_is_refused():
 
 
 def _plagiarism_texts():
-    with open(os.path.join(DATA, "corpora", "plagiarism-clough&stevenson.csv"), encoding="utf-8-sig", newline="") as f:
+    with open(
+        os.path.join(DATA, "corpora", "plagiarism-clough&stevenson.csv"), encoding="utf-8-sig", newline=""
+    ) as f:
         rows = list(csv.reader(f))
     with open(os.path.join(FIXTURES, "paraphrase_triples.json"), encoding="utf-8") as f:
         triples = json.load(f)["triples"]
@@ -131,15 +137,20 @@ def test_paraphrases_rank_above_unrelated_text(minilm):
     encoder = SentenceEncoder(minilm, pooling="mean", normalize=True, sequence_length=256)
     vectors = encoder.encode([row[0] for row in rows])  # [rows, 384]
     sources = encoder.encode([row[1] for row in rows])
-    wins = [vectors[t["anchor_row"]] @ sources[t["anchor_row"]] > vectors[t["anchor_row"]] @ sources[t["unrelated_source_of_row"]]
-            for t in triples]
+    wins = [
+        vectors[t["anchor_row"]] @ sources[t["anchor_row"]]
+        > vectors[t["anchor_row"]] @ sources[t["unrelated_source_of_row"]]
+        for t in triples
+    ]
     hard = {kind: [] for kind in ("heavy revision", "light revision")}
     for t in triples:
         a = vectors[t["anchor_row"]]
         hard[t["kind"]] += [a @ sources[t["anchor_row"]] > a @ vectors[j] for j in t["hard_negative_rows"]]
     accuracy = float(np.mean(wins))
-    print(f"paraphrase above unrelated: {accuracy:.3f} of {len(wins)}; above a same-topic independent answer: "
-          + ", ".join(f"{kind} {np.mean(v):.3f} of {len(v)}" for kind, v in hard.items()))
+    print(
+        f"paraphrase above unrelated: {accuracy:.3f} of {len(wins)}; above a same-topic independent answer: "
+        + ", ".join(f"{kind} {np.mean(v):.3f} of {len(v)}" for kind, v in hard.items())
+    )
     assert len(wins) >= 30
     assert accuracy == 1.0
     # Same topic, written independently: harder, and the light revisions are the easier half.

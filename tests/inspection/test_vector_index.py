@@ -31,10 +31,14 @@ def test_exact_search_is_a_full_sort():
 
 def test_hnsw_recall_against_exact_and_round_trip(tmp_path):
     vectors, queries = _clustered(5000), _clustered(100, seed=1)
-    index = VectorIndex(vectors, [str(i) for i in range(5000)], fingerprint="f", encoder={"pooling": "mean"}, method="hnsw")
+    index = VectorIndex(
+        vectors, [str(i) for i in range(5000)], fingerprint="f", encoder={"pooling": "mean"}, method="hnsw"
+    )
     approximate = index.search(queries, k=10)
     exact = index.search(queries, k=10, exact=True)
-    recall = np.mean([len({h["id"] for h in a} & {h["id"] for h in e}) / 10 for a, e in zip(approximate, exact)])
+    recall = np.mean(
+        [len({h["id"] for h in a} & {h["id"] for h in e}) / 10 for a, e in zip(approximate, exact)]
+    )
     assert recall >= 0.95, recall
     index.save(str(tmp_path / "index"))
     loaded = VectorIndex.load(str(tmp_path / "index"))

@@ -3,7 +3,12 @@
 import numpy as np
 import pytest
 
-from keras_bert_impl.inspection.embedding_plot import nearest_neighbour_agreement, pca_2d, plot_embeddings, plot_word_senses
+from keras_bert_impl.inspection.embedding_plot import (
+    nearest_neighbour_agreement,
+    pca_2d,
+    plot_embeddings,
+    plot_word_senses,
+)
 from keras_bert_impl.inspection.word_vectors import word_vectors
 from keras_bert_impl.tokenization import BertPreprocessor
 
@@ -52,8 +57,13 @@ def test_plots(tmp_path):
     vectors = rng.normal(size=(30, 6))
     counts = plot_embeddings(vectors, ["x"] * 10 + ["y"] * 20, str(tmp_path / "map.png"))
     assert counts == {"x": 10, "y": 20} and imread(str(tmp_path / "map.png"))[..., :3].std() > 0.05
-    plot_word_senses(vectors, [f"sentence {i} with play" for i in range(30)], "play", str(tmp_path / "w.png"),
-                     groups=["noun"] * 15 + ["verb"] * 15)
+    plot_word_senses(
+        vectors,
+        [f"sentence {i} with play" for i in range(30)],
+        "play",
+        str(tmp_path / "w.png"),
+        groups=["noun"] * 15 + ["verb"] * 15,
+    )
     assert imread(str(tmp_path / "w.png")).shape[:2] == (800, 1000)
     with pytest.raises(ValueError, match="at most 20 colours"):
         plot_embeddings(vectors, [str(i) for i in range(30)], str(tmp_path / "x.png"))

@@ -42,7 +42,11 @@ def test_sinusoidal_matches_transformer_formula():
 
 def test_attention():
     run_layer_test(
-        MultiHeadAttention, dict(num_heads=2, hidden_dim=8), (X,), dict(padding_mask=MASK), expected_shape=(2, 5, 8)
+        MultiHeadAttention,
+        dict(num_heads=2, hidden_dim=8),
+        (X,),
+        dict(padding_mask=MASK),
+        expected_shape=(2, 5, 8),
     )
 
 
@@ -52,7 +56,10 @@ def test_cross_attention_shapes_and_reference():
     out, probs = layer(X, memory, return_attention_scores=True)
     assert out.shape == (2, 5, 8) and probs.shape == (2, 2, 5, 3)
     # Recompute softmax(QK^T/sqrt(d))V by hand from the layer's own kernels.
-    w = {d.name: (d.kernel.numpy(), d.bias.numpy()) for d in (layer.query_dense, layer.key_dense, layer.value_dense, layer.output_dense)}
+    w = {
+        d.name: (d.kernel.numpy(), d.bias.numpy())
+        for d in (layer.query_dense, layer.key_dense, layer.value_dense, layer.output_dense)
+    }
     q = (X @ w["query"][0] + w["query"][1]).reshape(2, 5, 2, 4).transpose(0, 2, 1, 3)
     k = (memory @ w["key"][0] + w["key"][1]).reshape(2, 3, 2, 4).transpose(0, 2, 1, 3)
     v = (memory @ w["value"][0] + w["value"][1]).reshape(2, 3, 2, 4).transpose(0, 2, 1, 3)
@@ -61,7 +68,9 @@ def test_cross_attention_shapes_and_reference():
     p /= p.sum(-1, keepdims=True)
     ctx = (p @ v).transpose(0, 2, 1, 3).reshape(2, 5, 8)
     np.testing.assert_allclose(probs.numpy(), p, atol=1e-6)
-    np.testing.assert_allclose(out.numpy(), ctx @ w["attention_output"][0] + w["attention_output"][1], atol=1e-5)
+    np.testing.assert_allclose(
+        out.numpy(), ctx @ w["attention_output"][0] + w["attention_output"][1], atol=1e-5
+    )
 
 
 def _keras_attention_like(layer, memory_dim):
@@ -69,12 +78,20 @@ def _keras_attention_like(layer, memory_dim):
     heads, width = layer.num_heads, layer.hidden_dim // layer.num_heads
     reference = keras.layers.MultiHeadAttention(num_heads=heads, key_dim=width)
     reference(np.zeros((1, 1, layer.hidden_dim), "float32"), np.zeros((1, 1, memory_dim), "float32"))
-    for theirs, ours, rows in ((reference._query_dense, layer.query_dense, layer.hidden_dim),
-                               (reference._key_dense, layer.key_dense, memory_dim),
-                               (reference._value_dense, layer.value_dense, memory_dim)):
-        theirs.set_weights([ours.kernel.numpy().reshape(rows, heads, width), ours.bias.numpy().reshape(heads, width)])
-    reference._output_dense.set_weights([layer.output_dense.kernel.numpy().reshape(heads, width, layer.hidden_dim),
-                                         layer.output_dense.bias.numpy()])
+    for theirs, ours, rows in (
+        (reference._query_dense, layer.query_dense, layer.hidden_dim),
+        (reference._key_dense, layer.key_dense, memory_dim),
+        (reference._value_dense, layer.value_dense, memory_dim),
+    ):
+        theirs.set_weights(
+            [ours.kernel.numpy().reshape(rows, heads, width), ours.bias.numpy().reshape(heads, width)]
+        )
+    reference._output_dense.set_weights(
+        [
+            layer.output_dense.kernel.numpy().reshape(heads, width, layer.hidden_dim),
+            layer.output_dense.bias.numpy(),
+        ]
+    )
     return reference
 
 
@@ -93,8 +110,10 @@ def test_attention_matches_keras_multi_head_attention(case):
         padding = MASK if case == "self_causal_padding" else np.array([[1, 1, 0], [1, 0, 0]], "int32")
         causal = case == "self_causal_padding"
         ours = dict(padding_mask=padding, use_causal_mask=causal)
-        theirs = dict(attention_mask=np.broadcast_to(padding[:, None, :].astype(bool), (2, 5, memory.shape[1])),
-                      use_causal_mask=causal)
+        theirs = dict(
+            attention_mask=np.broadcast_to(padding[:, None, :].astype(bool), (2, 5, memory.shape[1])),
+            use_causal_mask=causal,
+        )
     out, probs = layer(X, memory, return_attention_scores=True, **ours)
     want_out, want_probs = reference(X, memory, return_attention_scores=True, **theirs)
     np.testing.assert_allclose(probs.numpy(), want_probs.numpy(), atol=1e-6)
@@ -118,7 +137,9 @@ def test_causal_mask_blocks_every_future_position():
 
 
 def test_padding_mask_gives_zero_probability_to_padding():
-    _, probs = MultiHeadAttention(num_heads=2, hidden_dim=8)(X, padding_mask=MASK, return_attention_scores=True)
+    _, probs = MultiHeadAttention(num_heads=2, hidden_dim=8)(
+        X, padding_mask=MASK, return_attention_scores=True
+    )
     assert np.all(probs.numpy()[0, :, :, 3:] == 0.0)
 
 
@@ -143,7 +164,11 @@ def test_gelu_forms(activation):
 
 def test_transformer_encoder():
     run_layer_test(
-        TransformerEncoder, dict(num_heads=2, intermediate_dim=16), (X,), dict(padding_mask=MASK), expected_shape=(2, 5, 8)
+        TransformerEncoder,
+        dict(num_heads=2, intermediate_dim=16),
+        (X,),
+        dict(padding_mask=MASK),
+        expected_shape=(2, 5, 8),
     )
 
 
@@ -173,14 +198,19 @@ def test_masked_lm_head_tied_to_embedding():
     mixed_embedding = keras.layers.Embedding(30, 8, dtype="mixed_bfloat16")
     mixed_embedding.build((None,))
     run_layer_test(
-        MaskedLMHead, dict(token_embedding=embedding), (X, positions), expected_shape=(2, 2, 30),
+        MaskedLMHead,
+        dict(token_embedding=embedding),
+        (X, positions),
+        expected_shape=(2, 2, 30),
         mixed_init_kwargs=dict(token_embedding=mixed_embedding),
     )
     head = MaskedLMHead(embedding)
     logits = head(X, positions).numpy()
     gathered = np.stack([X[0, [0, 2]], X[1, [4, 1]]])
     hidden = head.layer_norm(head.dense(gathered)).numpy()
-    np.testing.assert_allclose(logits, hidden @ embedding.embeddings.numpy().T + head.output_bias.numpy(), atol=1e-5)
+    np.testing.assert_allclose(
+        logits, hidden @ embedding.embeddings.numpy().T + head.output_bias.numpy(), atol=1e-5
+    )
     # dense kernel+bias, LN gamma+beta, output bias, and E itself (shared, not copied).
     assert len(head.trainable_weights) == 6
     assert any(w is embedding.embeddings for w in head.trainable_weights)

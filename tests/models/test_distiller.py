@@ -22,7 +22,7 @@ def test_kl_equals_a_hand_computation_with_the_temperature_squared():
     student = np.array([[1.0, 1.0, 0.0], [0.5, -0.5, 1.0]])
     for temperature in (1.0, 2.0, 4.0):
         p, q = _softmax(teacher / temperature), _softmax(student / temperature)
-        expected = np.mean(np.sum(p * np.log(p / q), axis=-1)) * temperature ** 2
+        expected = np.mean(np.sum(p * np.log(p / q), axis=-1)) * temperature**2
         got = float(DistillationLoss(temperature)(teacher, student))
         np.testing.assert_allclose(got, expected, rtol=1e-5)
     assert float(DistillationLoss(3.0)(teacher, teacher)) == pytest.approx(0.0, abs=1e-6)
@@ -32,8 +32,10 @@ def test_multi_label_kl_is_per_class_bernoulli():
     teacher, student = np.array([[1.5, -2.0]]), np.array([[0.0, 1.0]])
     t = 2.0
     p, q = 1 / (1 + np.exp(-teacher / t)), 1 / (1 + np.exp(-student / t))
-    expected = np.sum(p * np.log(p / q) + (1 - p) * np.log((1 - p) / (1 - q))) * t ** 2
-    np.testing.assert_allclose(float(DistillationLoss(t, multi_label=True)(teacher, student)), expected, rtol=1e-5)
+    expected = np.sum(p * np.log(p / q) + (1 - p) * np.log((1 - p) / (1 - q))) * t**2
+    np.testing.assert_allclose(
+        float(DistillationLoss(t, multi_label=True)(teacher, student)), expected, rtol=1e-5
+    )
 
 
 def test_token_level_kl_ignores_padded_positions():
@@ -43,16 +45,25 @@ def test_token_level_kl_ignores_padded_positions():
     p, q = _softmax(teacher / 2), _softmax(student / 2)
     per_token = np.sum(p * np.log(p / q), axis=-1) * 4  # [2, 4]
     expected = (per_token * mask).sum() / mask.sum()
-    np.testing.assert_allclose(float(DistillationLoss(2.0)(teacher, student, sample_weight=mask)), expected, rtol=1e-5)
+    np.testing.assert_allclose(
+        float(DistillationLoss(2.0)(teacher, student, sample_weight=mask)), expected, rtol=1e-5
+    )
     garbage = student.copy()
     garbage[mask == 0] = 1e3  # whatever sits at padded positions changes nothing
-    np.testing.assert_allclose(float(DistillationLoss(2.0)(teacher, garbage, sample_weight=mask)), expected, rtol=1e-5)
+    np.testing.assert_allclose(
+        float(DistillationLoss(2.0)(teacher, garbage, sample_weight=mask)), expected, rtol=1e-5
+    )
 
 
 def _pair(num_classes=3, **kwargs):
-    teacher = BertClassifier(BertBackbone(**tiny_backbone_config(num_layers=2)), num_classes=num_classes, **kwargs)
-    student = BertClassifier(BertBackbone(**tiny_backbone_config(num_layers=1, hidden_dim=16, num_heads=2,
-                                                                 intermediate_dim=32)), num_classes=num_classes, **kwargs)
+    teacher = BertClassifier(
+        BertBackbone(**tiny_backbone_config(num_layers=2)), num_classes=num_classes, **kwargs
+    )
+    student = BertClassifier(
+        BertBackbone(**tiny_backbone_config(num_layers=1, hidden_dim=16, num_heads=2, intermediate_dim=32)),
+        num_classes=num_classes,
+        **kwargs,
+    )
     return teacher, student
 
 
@@ -80,7 +91,9 @@ def test_alpha_mixes_in_the_labels_loss():
     y_pred = distiller(x)
     soft = float(DistillationLoss(2.0)(teacher(x)["logits"], y_pred["logits"]))
     hard = float(keras.losses.SparseCategoricalCrossentropy(from_logits=True)(y, y_pred["logits"]))
-    np.testing.assert_allclose(float(distiller.compute_loss(x, y, y_pred)), 0.7 * soft + 0.3 * hard, rtol=1e-5)
+    np.testing.assert_allclose(
+        float(distiller.compute_loss(x, y, y_pred)), 0.7 * soft + 0.3 * hard, rtol=1e-5
+    )
     with pytest.raises(ValueError, match="has no labels"):
         distiller.compute_loss(x, None, y_pred)
 
@@ -90,7 +103,9 @@ def test_multi_label_and_token_heads_train():
     teacher, student = _pair(num_classes=4, multi_label=True)
     x = random_inputs(batch=8, length=6)
     y = (np.random.default_rng(0).random((8, 4)) > 0.5).astype("float32")
-    assert np.isfinite(Distiller(teacher, student, alpha=0.5).fit(x, y, epochs=1, verbose=0).history["loss"][0])
+    assert np.isfinite(
+        Distiller(teacher, student, alpha=0.5).fit(x, y, epochs=1, verbose=0).history["loss"][0]
+    )
     token_teacher = BertTokenClassifier(BertBackbone(**tiny_backbone_config()), num_classes=5)
     token_student = BertTokenClassifier(BertBackbone(**tiny_backbone_config(num_layers=1)), num_classes=5)
     assert np.isfinite(Distiller(token_teacher, token_student).fit(x, epochs=1, verbose=0).history["loss"][0])
@@ -134,7 +149,9 @@ def test_refusals():
         Distiller(teacher, student)
     with pytest.raises(ValueError, match="same kind of head"):
         Distiller(teacher, BertTokenClassifier(BertBackbone(**tiny_backbone_config()), num_classes=3))
-    probabilities = BertClassifier(BertBackbone(**tiny_backbone_config()), num_classes=3, activation="softmax")
+    probabilities = BertClassifier(
+        BertBackbone(**tiny_backbone_config()), num_classes=3, activation="softmax"
+    )
     with pytest.raises(ValueError, match="logits output"):
         Distiller(teacher, probabilities)
 
@@ -193,8 +210,13 @@ def test_mirrored_over_two_cpus_equals_one_device(transfer):
 
     def run(name):
         env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3", PYTHONPATH=REPO, KERAS_BACKEND="tensorflow")
-        out = subprocess.run([sys.executable, "-c", MIRRORED_SCRIPT, name, transfer], capture_output=True, text=True,
-                             env=env, timeout=300)
+        out = subprocess.run(
+            [sys.executable, "-c", MIRRORED_SCRIPT, name, transfer],
+            capture_output=True,
+            text=True,
+            env=env,
+            timeout=300,
+        )
         assert out.returncode == 0, out.stderr[-3000:]
         return json.loads(out.stdout.strip().splitlines()[-1])
 
@@ -224,7 +246,9 @@ def test_student_from_every_other_teacher_layer():
     everything = backbone_from_layers(teacher, range(4))
     np.testing.assert_allclose(everything(x)["pooled_output"], teacher(x)["pooled_output"], atol=1e-6)
     for bad in ((), (4,), (1, 1), (-1,), (1, 0)):
-        with pytest.raises(ValueError, match="distinct layer indices in \\[0, 3\\] of the 4-layer teacher, in increasing"):
+        with pytest.raises(
+            ValueError, match="distinct layer indices in \\[0, 3\\] of the 4-layer teacher, in increasing"
+        ):
             backbone_from_layers(teacher, bad)
 
 
@@ -236,15 +260,23 @@ def test_precomputed_teacher_logits_give_the_loss_and_the_step_of_the_teacher_in
     np.testing.assert_allclose(cached["teacher_logits"], teacher(x)["logits"], atol=1e-6)
     y_pred = distiller(cached)  # the student ignores the extra input
     np.testing.assert_allclose(y_pred["logits"], student(x)["logits"], atol=1e-6)
-    np.testing.assert_allclose(float(distiller.compute_loss(cached, None, y_pred)),
-                               float(distiller.compute_loss(x, None, y_pred)), rtol=1e-6)
+    np.testing.assert_allclose(
+        float(distiller.compute_loss(cached, None, y_pred)),
+        float(distiller.compute_loss(x, None, y_pred)),
+        rtol=1e-6,
+    )
     # A different teacher signal changes the loss: the cached logits are really used.
     shifted = {**cached, "teacher_logits": cached["teacher_logits"] + np.array([3.0, 0.0, -3.0], "float32")}
-    assert float(distiller.compute_loss(shifted, None, y_pred)) > float(distiller.compute_loss(x, None, y_pred)) + 0.1
+    assert (
+        float(distiller.compute_loss(shifted, None, y_pred))
+        > float(distiller.compute_loss(x, None, y_pred)) + 0.1
+    )
 
     # Training: the same steps either way (no dropout, so the two runs can be compared).
     teacher = BertClassifier(BertBackbone(**tiny_backbone_config(dropout=0.0)), num_classes=3, dropout=0.0)
-    student = BertClassifier(BertBackbone(**tiny_backbone_config(num_layers=1, dropout=0.0)), num_classes=3, dropout=0.0)
+    student = BertClassifier(
+        BertBackbone(**tiny_backbone_config(num_layers=1, dropout=0.0)), num_classes=3, dropout=0.0
+    )
     cached = {**x, "teacher_logits": teacher.predict(x, verbose=0)["logits"]}
     weights = [w.copy() for w in student.get_weights()]
     results = []
@@ -289,11 +321,20 @@ def _deep_pair(teacher_heads=2, student_heads=2, dropout=0.0):
     Weights drawn wider than BERT's 0.02 so that attention is far from uniform and the KL
     between the two models' attention far from 0 (float32 round-off would dominate it)."""
     spread = dict(dropout=dropout, initializer_range=0.5)
-    teacher = BertClassifier(BertBackbone(**tiny_backbone_config(num_layers=4, hidden_dim=16, num_heads=teacher_heads,
-                                                                 intermediate_dim=32, **spread)),
-                             num_classes=3, dropout=dropout)
-    student = BertClassifier(BertBackbone(**tiny_backbone_config(num_layers=2, hidden_dim=8, num_heads=student_heads,
-                                                                 **spread)), num_classes=3, dropout=dropout)
+    teacher = BertClassifier(
+        BertBackbone(
+            **tiny_backbone_config(
+                num_layers=4, hidden_dim=16, num_heads=teacher_heads, intermediate_dim=32, **spread
+            )
+        ),
+        num_classes=3,
+        dropout=dropout,
+    )
+    student = BertClassifier(
+        BertBackbone(**tiny_backbone_config(num_layers=2, hidden_dim=8, num_heads=student_heads, **spread)),
+        num_classes=3,
+        dropout=dropout,
+    )
     return teacher, student
 
 
@@ -319,8 +360,16 @@ def _padded_inputs():
 
 def test_transfer_terms_equal_a_hand_computation_with_padding_and_the_projection():
     teacher, student = _deep_pair()
-    distiller = Distiller(teacher, student, temperature=2.0, alpha=0.0, layer_map=[1, 3], hidden_weight=0.7,
-                          attention_weight=2.0, embedding_weight=0.3)
+    distiller = Distiller(
+        teacher,
+        student,
+        temperature=2.0,
+        alpha=0.0,
+        layer_map=[1, 3],
+        hidden_weight=0.7,
+        attention_weight=2.0,
+        embedding_weight=0.3,
+    )
     x = _padded_inputs()
     mask = x["padding_mask"].astype("float64")  # [B, T]
     t_hidden, t_probs = _states(teacher.backbone, x)
@@ -337,7 +386,9 @@ def test_transfer_terms_equal_a_hand_computation_with_padding_and_the_projection
     for i, m in enumerate([1, 3]):
         p, q = t_probs[m - 1], s_probs[i]  # [B, N, T, T]
         keys = mask[:, None, None, :] == 1
-        per_query = np.where(keys, p * np.log(np.where(keys, p, 1) / np.where(keys, q, 1)), 0).sum(-1)  # [B, N, T]
+        per_query = np.where(keys, p * np.log(np.where(keys, p, 1) / np.where(keys, q, 1)), 0).sum(
+            -1
+        )  # [B, N, T]
         kl += (per_query * mask[:, None, :]).sum()
     attention = kl / (2 * 2 * mask.sum())  # layers x heads x real queries
 
@@ -357,21 +408,33 @@ def test_transfer_terms_equal_a_hand_computation_with_padding_and_the_projection
 
     # Padded positions count for nothing: other token ids there change no term.
     garbage = dict(x, token_ids=np.where(x["padding_mask"] == 1, x["token_ids"], 17).astype("int32"))
-    np.testing.assert_allclose(float(distiller.compute_loss(garbage, None, distiller(garbage))), total, rtol=1e-5)
+    np.testing.assert_allclose(
+        float(distiller.compute_loss(garbage, None, distiller(garbage))), total, rtol=1e-5
+    )
 
 
 def test_the_feature_graphs_give_each_heads_own_outputs():
     x = _padded_inputs()
-    token_teacher = BertTokenClassifier(BertBackbone(**tiny_backbone_config(num_layers=2, dropout=0.0)), num_classes=5)
-    token_student = BertTokenClassifier(BertBackbone(**tiny_backbone_config(num_layers=1, dropout=0.0)), num_classes=5)
-    mean_teacher = BertClassifier(BertBackbone(**tiny_backbone_config(dropout=0.0)), num_classes=2, pooling="mean")
+    token_teacher = BertTokenClassifier(
+        BertBackbone(**tiny_backbone_config(num_layers=2, dropout=0.0)), num_classes=5
+    )
+    token_student = BertTokenClassifier(
+        BertBackbone(**tiny_backbone_config(num_layers=1, dropout=0.0)), num_classes=5
+    )
+    mean_teacher = BertClassifier(
+        BertBackbone(**tiny_backbone_config(dropout=0.0)), num_classes=2, pooling="mean"
+    )
     # A backbone that outputs its hidden states too: the head's graph reads its outputs by position.
-    mean_student = BertClassifier(BertBackbone(**tiny_backbone_config(num_layers=1, dropout=0.0,
-                                                                      return_hidden_states=True)),
-                                  num_classes=2, pooling="mean")
+    mean_student = BertClassifier(
+        BertBackbone(**tiny_backbone_config(num_layers=1, dropout=0.0, return_hidden_states=True)),
+        num_classes=2,
+        pooling="mean",
+    )
     for teacher, student in ((token_teacher, token_student), (mean_teacher, mean_student)):
         distiller = Distiller(teacher, student, layer_map="uniform", hidden_weight=1.0, attention_weight=1.0)
-        assert distiller.mapped_layers == [2] and distiller.hidden_projection is None  # same width: no projection
+        assert (
+            distiller.mapped_layers == [2] and distiller.hidden_projection is None
+        )  # same width: no projection
         np.testing.assert_allclose(distiller(x)["logits"], student(x)["logits"], atol=1e-6)
         np.testing.assert_allclose(distiller._features.teacher(x)["logits"], teacher(x)["logits"], atol=1e-6)
         assert np.isfinite(float(distiller.compute_loss(x, None, distiller(x))))
@@ -389,7 +452,13 @@ def test_defaults_add_nothing():
 @pytest.mark.slow  # about 20 s or more: trains a student with layer transfer
 def test_uniform_layer_map_is_tinyberts():
     teacher = BertClassifier(BertBackbone(**tiny_backbone_config(num_layers=6)), num_classes=2)
-    for depth, expected in ((1, [6]), (2, [3, 6]), (3, [2, 4, 6]), (4, [1, 3, 4, 6]), (6, [1, 2, 3, 4, 5, 6])):
+    for depth, expected in (
+        (1, [6]),
+        (2, [3, 6]),
+        (3, [2, 4, 6]),
+        (4, [1, 3, 4, 6]),
+        (6, [1, 2, 3, 4, 5, 6]),
+    ):
         student = BertClassifier(BertBackbone(**tiny_backbone_config(num_layers=depth)), num_classes=2)
         assert Distiller(teacher, student, layer_map="uniform", hidden_weight=1.0).mapped_layers == expected
 
@@ -397,38 +466,68 @@ def test_uniform_layer_map_is_tinyberts():
 def test_transfer_refusals_quote_the_bad_value():
     teacher, student = _deep_pair()
     cases = [
-        (dict(layer_map=[1, 2, 3], hidden_weight=1.0), r"one teacher layer per student layer \(2\). Received 3: "
-                                                      r"layer_map=\[1, 2, 3\]"),
-        (dict(layer_map=[0, 2], hidden_weight=1.0), r"layer_map\[0\] must be a teacher layer in \[1, 4\].*"
-                                                    r"Received: layer_map\[0\]=0"),
+        (
+            dict(layer_map=[1, 2, 3], hidden_weight=1.0),
+            r"one teacher layer per student layer \(2\). Received 3: "
+            r"layer_map=\[1, 2, 3\]",
+        ),
+        (
+            dict(layer_map=[0, 2], hidden_weight=1.0),
+            r"layer_map\[0\] must be a teacher layer in \[1, 4\].*"
+            r"Received: layer_map\[0\]=0",
+        ),
         (dict(layer_map=[2, 5], hidden_weight=1.0), r"Received: layer_map\[1\]=5 in layer_map=\[2, 5\]"),
         (dict(layer_map=[2, 2.0], hidden_weight=1.0), r"Received: layer_map\[1\]=2.0"),
-        (dict(layer_map="even", hidden_weight=1.0), r"None, 'uniform' or a list of teacher layers. "
-                                                    r"Received: layer_map='even'"),
-        (dict(layer_map="uniform", hidden_weight=-1.0), r"hidden_weight must be a number >= 0. Received: hidden_weight=-1.0"),
-        (dict(layer_map="uniform", attention_weight=float("nan")), r"attention_weight must be a number >= 0. "
-                                                                   r"Received: attention_weight=nan"),
-        (dict(embedding_weight=-0.5), r"embedding_weight must be a number >= 0. Received: embedding_weight=-0.5"),
-        (dict(hidden_weight=1.0), r"hidden_weight=1.0 and attention_weight=0.0 compare mapped layers: pass layer_map"),
-        (dict(layer_map=[1, 2]), r"layer_map=\[1, 2\] maps layers for hidden_weight and attention_weight, which are both 0"),
+        (
+            dict(layer_map="even", hidden_weight=1.0),
+            r"None, 'uniform' or a list of teacher layers. "
+            r"Received: layer_map='even'",
+        ),
+        (
+            dict(layer_map="uniform", hidden_weight=-1.0),
+            r"hidden_weight must be a number >= 0. Received: hidden_weight=-1.0",
+        ),
+        (
+            dict(layer_map="uniform", attention_weight=float("nan")),
+            r"attention_weight must be a number >= 0. "
+            r"Received: attention_weight=nan",
+        ),
+        (
+            dict(embedding_weight=-0.5),
+            r"embedding_weight must be a number >= 0. Received: embedding_weight=-0.5",
+        ),
+        (
+            dict(hidden_weight=1.0),
+            r"hidden_weight=1.0 and attention_weight=0.0 compare mapped layers: pass layer_map",
+        ),
+        (
+            dict(layer_map=[1, 2]),
+            r"layer_map=\[1, 2\] maps layers for hidden_weight and attention_weight, which are both 0",
+        ),
     ]
     for kwargs, message in cases:
         with pytest.raises(ValueError, match=message):
             Distiller(teacher, student, **kwargs)
     deep_student = BertClassifier(BertBackbone(**tiny_backbone_config(num_layers=5)), num_classes=3)
-    with pytest.raises(ValueError, match="no deeper than the teacher. Received: 5 student layers, 4 teacher layers"):
+    with pytest.raises(
+        ValueError, match="no deeper than the teacher. Received: 5 student layers, 4 teacher layers"
+    ):
         Distiller(teacher, deep_student, layer_map="uniform", hidden_weight=1.0)
     teacher4, student2 = _deep_pair(teacher_heads=4, student_heads=2)
     with pytest.raises(ValueError, match="teacher has 4 heads and the student 2. Pass attention_weight=0"):
         Distiller(teacher4, student2, layer_map="uniform", attention_weight=1.0)
-    Distiller(teacher4, student2, layer_map="uniform", hidden_weight=1.0)  # hidden states only: heads may differ
+    Distiller(
+        teacher4, student2, layer_map="uniform", hidden_weight=1.0
+    )  # hidden states only: heads may differ
     # Cached teacher logits would save nothing: the teacher runs for its hidden states anyway.
     distiller = Distiller(teacher, student, layer_map="uniform", hidden_weight=1.0)
     x = _padded_inputs()
     cached = {**x, "teacher_logits": distiller.teacher_logits(x)}
     with pytest.raises(ValueError, match="cached logits would save nothing: drop teacher_logits"):
         distiller.compute_loss(cached, None, distiller(cached))
-    with pytest.raises(ValueError, match=r"y_pred lacks \['hidden_states'\]: pass the Distiller's own outputs"):
+    with pytest.raises(
+        ValueError, match=r"y_pred lacks \['hidden_states'\]: pass the Distiller's own outputs"
+    ):
         distiller.compute_loss(x, None, student(x))
 
 
@@ -436,15 +535,20 @@ def test_transfer_refusals_quote_the_bad_value():
 def test_transfer_config_and_keras_round_trip_keep_the_projections_and_the_loss():
     teacher, student = _deep_pair()
     student_weights = len(student.weights)
-    distiller = Distiller(teacher, student, layer_map="uniform", hidden_weight=1.0, attention_weight=0.5,
-                          embedding_weight=0.25)
+    distiller = Distiller(
+        teacher, student, layer_map="uniform", hidden_weight=1.0, attention_weight=0.5, embedding_weight=0.25
+    )
     distiller.hidden_projection.kernel.assign(np.random.default_rng(0).normal(size=(8, 16)).astype("float32"))
     x = _padded_inputs()
     loss = float(distiller.compute_loss(x, None, distiller(x)))
 
     config = distiller.get_config()
     assert {k: config[k] for k in ("layer_map", "hidden_weight", "attention_weight", "embedding_weight")} == {
-        "layer_map": "uniform", "hidden_weight": 1.0, "attention_weight": 0.5, "embedding_weight": 0.25}
+        "layer_map": "uniform",
+        "hidden_weight": 1.0,
+        "attention_weight": 0.5,
+        "embedding_weight": 0.25,
+    }
     rebuilt = Distiller.from_config(config)
     assert rebuilt.mapped_layers == [2, 4] and rebuilt.get_config()["layer_map"] == "uniform"
 
@@ -473,7 +577,10 @@ def test_fit_reduces_the_hidden_loss_and_logs_each_term():
     assert not np.array_equal(projection, distiller.hidden_projection.kernel.numpy())  # W_h is trained
     # The logged terms are the batch means of transfer_terms.
     y_pred = distiller(x)
-    terms = distiller.transfer_terms({k: y_pred[k] for k in ("hidden_states", "attention_probs")},
-                                     distiller._features.teacher(x), x["padding_mask"])
+    terms = distiller.transfer_terms(
+        {k: y_pred[k] for k in ("hidden_states", "attention_probs")},
+        distiller._features.teacher(x),
+        x["padding_mask"],
+    )
     evaluated = distiller.evaluate(x, batch_size=16, verbose=0, return_dict=True)
     np.testing.assert_allclose(evaluated["hidden_loss"], float(terms["hidden_loss"]), rtol=1e-5)

@@ -21,8 +21,9 @@ def _backbones(**kwargs):
 
 def test_loss_equals_a_hand_computation_with_padding_and_the_projections():
     teacher, student = _backbones()
-    general = Distiller(teacher, student, layer_map=[2, 4], hidden_weight=0.7, attention_weight=2.0,
-                               embedding_weight=0.3)
+    general = Distiller(
+        teacher, student, layer_map=[2, 4], hidden_weight=0.7, attention_weight=2.0, embedding_weight=0.3
+    )
     x = _padded_inputs()
     mask = x["padding_mask"].astype("float64")
     t_hidden, t_probs = _states(teacher, x)
@@ -87,9 +88,13 @@ def test_save_and_load_the_general_distiller_and_the_student():
 
 def test_refusals_quote_the_bad_value():
     teacher, student = _backbones()
-    with pytest.raises(ValueError, match="student must be a BertBackbone like the teacher.*Received: BertClassifier"):
+    with pytest.raises(
+        ValueError, match="student must be a BertBackbone like the teacher.*Received: BertClassifier"
+    ):
         Distiller(teacher, _deep_pair()[1])
-    with pytest.raises(ValueError, match="give hidden_weight, attention_weight or embedding_weight a value > 0"):
+    with pytest.raises(
+        ValueError, match="give hidden_weight, attention_weight or embedding_weight a value > 0"
+    ):
         Distiller(teacher, student, hidden_weight=0.0)
     with pytest.raises(ValueError, match=r"Received: layer_map\[1\]=5 in layer_map=\[2, 5\]"):
         Distiller(teacher, student, layer_map=[2, 5])
@@ -108,7 +113,10 @@ def test_every_refusal_names_its_argument():
         ("hidden_weight", dict(hidden_weight=0.0)),
         ("layer_map", dict(layer_map=[2, 5])),
         ("layer_map", dict(layer_map="every")),
-        ("attention_weight", dict(student=BertBackbone(**tiny_backbone_config(num_heads=1)), attention_weight=1.0)),
+        (
+            "attention_weight",
+            dict(student=BertBackbone(**tiny_backbone_config(num_heads=1)), attention_weight=1.0),
+        ),
         ("student", dict(student=BertBackbone(**tiny_backbone_config(vocabulary_size=60)))),
         ("hidden_weight", dict(hidden_weight=-1.0)),
         ("alpha", dict(alpha=0.5)),
@@ -133,8 +141,11 @@ def test_there_is_exactly_one_distiller_class():
             yield sub
             yield from subclasses(sub)
 
-    distillers = {f"{c.__module__}.{c.__qualname__}" for c in subclasses(keras.Model)
-                  if "distill" in c.__name__.lower() and c.__module__.startswith("keras_bert_impl")}
+    distillers = {
+        f"{c.__module__}.{c.__qualname__}"
+        for c in subclasses(keras.Model)
+        if "distill" in c.__name__.lower() and c.__module__.startswith("keras_bert_impl")
+    }
     assert distillers == {"keras_bert_impl.models.distiller.Distiller"}, distillers
 
 
@@ -149,9 +160,13 @@ def test_there_is_exactly_one_distiller_class():
 # total, so a dropped term, or a term's weight changed by 1%, moves a total by 1e-3 or more.
 PIN_RTOL = 1e-5
 PRE_MERGE = {
-    "task_total": 4.870978355407715, "task_logits_kd": 0.810305655002594, "task_labels": 1.7024837732315063,
+    "task_total": 4.870978355407715,
+    "task_logits_kd": 0.810305655002594,
+    "task_labels": 1.7024837732315063,
     "general_total": 3.6145834922790527,
-    "hidden_loss": 1.7933061122894287, "attention_loss": 0.8965874910354614, "embedding_loss": 1.88698148727417,
+    "hidden_loss": 1.7933061122894287,
+    "attention_loss": 0.8965874910354614,
+    "embedding_loss": 1.88698148727417,
 }
 
 
@@ -174,7 +189,9 @@ def test_general_and_task_losses_equal_the_pre_merge_classes():
     general = Distiller(teacher.backbone, student.backbone, **weights)
     assert general.logits_term is None
     _seeded_projections(general)
-    np.testing.assert_allclose(float(general.compute_loss(x, None, general(x))), PRE_MERGE["general_total"], rtol=PIN_RTOL)
+    np.testing.assert_allclose(
+        float(general.compute_loss(x, None, general(x))), PRE_MERGE["general_total"], rtol=PIN_RTOL
+    )
     for name, tracker in general.trackers.items():
         np.testing.assert_allclose(float(tracker.result()), PRE_MERGE[name], rtol=PIN_RTOL)
 
@@ -182,7 +199,9 @@ def test_general_and_task_losses_equal_the_pre_merge_classes():
     task = Distiller(teacher, student, temperature=2.0, alpha=0.5, **weights)
     _seeded_projections(task)
     outputs = task(x)
-    np.testing.assert_allclose(float(task.compute_loss(x, y, outputs)), PRE_MERGE["task_total"], rtol=PIN_RTOL)
+    np.testing.assert_allclose(
+        float(task.compute_loss(x, y, outputs)), PRE_MERGE["task_total"], rtol=PIN_RTOL
+    )
     kd = task.logits_term(outputs["logits"], teacher(x)["logits"], None, None)
     np.testing.assert_allclose(float(kd), PRE_MERGE["task_logits_kd"], rtol=PIN_RTOL)
     labels = keras.losses.SparseCategoricalCrossentropy(from_logits=True)(y, outputs["logits"])
@@ -198,5 +217,8 @@ def test_keras_file_round_trip_of_a_general_distiller_with_a_zero_hidden_weight(
     assert (loaded.hidden_weight, loaded.embedding_weight, loaded.layer_map) == (0.0, 1.0, None)
     assert sorted(loaded.trackers) == ["embedding_loss"]
     x = _padded_inputs()
-    np.testing.assert_allclose(float(loaded.compute_loss(x, None, loaded(x))),
-                               float(general.compute_loss(x, None, general(x))), rtol=PIN_RTOL)
+    np.testing.assert_allclose(
+        float(loaded.compute_loss(x, None, loaded(x))),
+        float(general.compute_loss(x, None, general(x))),
+        rtol=PIN_RTOL,
+    )

@@ -15,12 +15,18 @@ def test_equals_the_wrapped_keras_losses(weighted):
     weights = rng.random(6).astype("float32") if weighted else None
     labels, logits = rng.integers(0, 3, 6), rng.normal(size=(6, 3)).astype("float32")
     sparse = keras.losses.SparseCategoricalCrossentropy(from_logits=True)
-    np.testing.assert_allclose(float(GlobalBatchLoss(sparse)(labels, logits, sample_weight=weights)),
-                               float(sparse(labels, logits, sample_weight=weights)), rtol=1e-6)
+    np.testing.assert_allclose(
+        float(GlobalBatchLoss(sparse)(labels, logits, sample_weight=weights)),
+        float(sparse(labels, logits, sample_weight=weights)),
+        rtol=1e-6,
+    )
     multi_hot = (rng.random((6, 3)) < 0.5).astype("float32")
     binary = keras.losses.BinaryCrossentropy(from_logits=True)
-    np.testing.assert_allclose(float(GlobalBatchLoss(binary)(multi_hot, logits, sample_weight=weights)),
-                               float(binary(multi_hot, logits, sample_weight=weights)), rtol=1e-6)
+    np.testing.assert_allclose(
+        float(GlobalBatchLoss(binary)(multi_hot, logits, sample_weight=weights)),
+        float(binary(multi_hot, logits, sample_weight=weights)),
+        rtol=1e-6,
+    )
 
 
 def test_float16_predictions_are_reduced_in_float32():

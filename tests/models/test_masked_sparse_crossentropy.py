@@ -24,14 +24,17 @@ def test_equals_model_garden_weighted_loss(real_share):
     theirs = float(model_garden.loss(labels, logits, weights=weights, from_logits=True))
     np.testing.assert_allclose(ours, theirs, rtol=1e-6)
     # What it replaces: Keras' own reduction divides by all B * P slots, real or not.
-    keras_default = float(keras.losses.SparseCategoricalCrossentropy(from_logits=True)(labels, logits, sample_weight=weights))
+    keras_default = float(
+        keras.losses.SparseCategoricalCrossentropy(from_logits=True)(labels, logits, sample_weight=weights)
+    )
     np.testing.assert_allclose(keras_default, theirs * weights.mean(), rtol=1e-5)
 
 
 def test_without_weights_and_with_no_real_position():
     labels, logits, weights = _batch(1, 0.5)
     np.testing.assert_allclose(
-        float(MaskedSparseCrossentropy()(labels, logits)), float(model_garden.loss(labels, logits, from_logits=True)),
+        float(MaskedSparseCrossentropy()(labels, logits)),
+        float(model_garden.loss(labels, logits, from_logits=True)),
         rtol=1e-6,
     )
     assert float(MaskedSparseCrossentropy()(labels, logits, sample_weight=np.zeros_like(weights))) == 0.0
@@ -42,7 +45,11 @@ def test_probabilities_and_config_round_trip():
     probabilities = keras.ops.convert_to_numpy(keras.ops.softmax(logits, axis=-1))
     loss = MaskedSparseCrossentropy(from_logits=False, name="mlm")
     restored = keras.saving.deserialize_keras_object(keras.saving.serialize_keras_object(loss))
-    assert isinstance(restored, MaskedSparseCrossentropy) and restored.name == "mlm" and restored.from_logits is False
+    assert (
+        isinstance(restored, MaskedSparseCrossentropy)
+        and restored.name == "mlm"
+        and restored.from_logits is False
+    )
     np.testing.assert_allclose(
         float(restored(labels, probabilities, sample_weight=weights)),
         float(model_garden.loss(labels, probabilities, weights=weights)),

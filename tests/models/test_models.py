@@ -34,13 +34,21 @@ def test_layer_outputs_in_a_second_graph_share_the_weights_and_save_nothing():
     config, layers = plain.get_config(), len(plain.layers)
     inputs = {key: keras.Input(shape=(None,), dtype="int32", name=key) for key in X}
     outputs = plain.layer_outputs(inputs, return_attention_scores=True)
-    second = keras.Model(inputs, {"hidden": keras.ops.stack(outputs["hidden_states"], axis=1),
-                                  "probs": keras.ops.stack(outputs["attention_probs"], axis=1)})
+    second = keras.Model(
+        inputs,
+        {
+            "hidden": keras.ops.stack(outputs["hidden_states"], axis=1),
+            "probs": keras.ops.stack(outputs["attention_probs"], axis=1),
+        },
+    )
     got, expected = second(X), full(X)
     np.testing.assert_allclose(got["hidden"], expected["hidden_states"], atol=1e-6)
     np.testing.assert_allclose(got["probs"], expected["attention_probs"], atol=1e-6)
-    assert plain.get_config() == config and len(plain.layers) == layers and sorted(plain.output) == [
-        "pooled_output", "sequence_output"]
+    assert (
+        plain.get_config() == config
+        and len(plain.layers) == layers
+        and sorted(plain.output) == ["pooled_output", "sequence_output"]
+    )
 
 
 def test_backbone_fit_save_mixed_precision():
@@ -49,7 +57,11 @@ def test_backbone_fit_save_mixed_precision():
         bb.compile(optimizer="sgd", loss={"sequence_output": "mse", "pooled_output": "mse"})
         return bb
 
-    run_model_test(make, X, {"sequence_output": np.ones((B, 7, 8), "float32"), "pooled_output": np.ones((B, 8), "float32")})
+    run_model_test(
+        make,
+        X,
+        {"sequence_output": np.ones((B, 7, 8), "float32"), "pooled_output": np.ones((B, 8), "float32")},
+    )
 
 
 @pytest.mark.slow  # about 20 s or more: trains and round-trips a classifier
@@ -59,7 +71,9 @@ def test_classifier():
 
 @pytest.mark.slow  # about 20 s or more: trains and round-trips a mean-pooling classifier
 def test_classifier_mean_pooling():
-    run_model_test(lambda: kb.BertClassifier(backbone(), num_classes=3, pooling="mean"), X, np.array([0, 2, 1]))
+    run_model_test(
+        lambda: kb.BertClassifier(backbone(), num_classes=3, pooling="mean"), X, np.array([0, 2, 1])
+    )
     model = kb.BertClassifier(backbone(), num_classes=3, pooling="mean", label_names=["a", "b", "c"])
     sequence = model.backbone.predict(X, verbose=0)["sequence_output"]  # [B, T, H]
     mask = X["padding_mask"][:, :, None].astype("float32")
@@ -67,7 +81,9 @@ def test_classifier_mean_pooling():
     kernel, bias = model.output_dense.get_weights()
     np.testing.assert_allclose(model.predict(X, verbose=0)["logits"], mean @ kernel + bias, atol=1e-5)
     assert X["padding_mask"].min() == 0  # the batch has padding, so the mask matters
-    with pytest.raises(ValueError, match=r"pooling must be one of \['pooled', 'mean'\]. Received: pooling='max'"):
+    with pytest.raises(
+        ValueError, match=r"pooling must be one of \['pooled', 'mean'\]. Received: pooling='max'"
+    ):
         kb.BertClassifier(backbone(), num_classes=3, pooling="max")
     with pytest.raises(ValueError, match=r"label_names must name each of the 3 classes"):
         kb.BertClassifier(backbone(), num_classes=3, label_names=["a", "b"])
@@ -86,7 +102,9 @@ def test_classifier_probabilities():
 
 @pytest.mark.slow  # about 20 s or more: trains and round-trips a token classifier
 def test_token_classifier():
-    run_model_test(lambda: kb.BertTokenClassifier(backbone(), num_classes=4), X, X["token_ids"] % 4, X["padding_mask"])
+    run_model_test(
+        lambda: kb.BertTokenClassifier(backbone(), num_classes=4), X, X["token_ids"] % 4, X["padding_mask"]
+    )
 
 
 @pytest.mark.slow  # about 20 s or more: trains and round-trips a span labeler
@@ -162,7 +180,11 @@ def test_padding_does_not_change_unpadded_outputs():
     short = {"token_ids": ids, "segment_ids": np.zeros_like(ids), "padding_mask": np.ones_like(ids)}
     pad = lambda a, v: np.concatenate([a, np.full((1, 4), v, "int32")], axis=1)
     # Garbage ids in the padded slots must not leak into the real positions.
-    padded = {"token_ids": pad(ids, 17), "segment_ids": pad(short["segment_ids"], 1), "padding_mask": pad(short["padding_mask"], 0)}
+    padded = {
+        "token_ids": pad(ids, 17),
+        "segment_ids": pad(short["segment_ids"], 1),
+        "padding_mask": pad(short["padding_mask"], 0),
+    }
     a, b = bb(short), bb(padded)
     np.testing.assert_allclose(a["sequence_output"].numpy(), b["sequence_output"].numpy()[:, :5], atol=1e-6)
     np.testing.assert_allclose(a["pooled_output"].numpy(), b["pooled_output"].numpy(), atol=1e-6)
@@ -181,17 +203,30 @@ def test_vocabulary_travels_in_keras_file():
 
 def test_preset_table():
     assert len(kb.BERT_PRESETS) == 25
-    assert kb.BERT_PRESETS["bert_tiny"]["num_layers"] == 2 and kb.BERT_PRESETS["bert_tiny"]["hidden_dim"] == 128
-    assert kb.BERT_PRESETS["bert_medium"]["num_layers"] == 8 and kb.BERT_PRESETS["bert_medium"]["hidden_dim"] == 512
+    assert (
+        kb.BERT_PRESETS["bert_tiny"]["num_layers"] == 2 and kb.BERT_PRESETS["bert_tiny"]["hidden_dim"] == 128
+    )
+    assert (
+        kb.BERT_PRESETS["bert_medium"]["num_layers"] == 8
+        and kb.BERT_PRESETS["bert_medium"]["hidden_dim"] == 512
+    )
     for cfg in kb.BERT_PRESETS.values():
-        assert cfg["num_heads"] == cfg["hidden_dim"] // 64 and cfg["intermediate_dim"] == 4 * cfg["hidden_dim"]
+        assert (
+            cfg["num_heads"] == cfg["hidden_dim"] // 64 and cfg["intermediate_dim"] == 4 * cfg["hidden_dim"]
+        )
     with pytest.raises(ValueError, match="bert_tiny"):
         kb.BertBackbone.from_preset("bert_huge")
 
 
 def _param_count(name):
     c = kb.BERT_PRESETS[name]
-    v, h, i, l, p = c["vocabulary_size"], c["hidden_dim"], c["intermediate_dim"], c["num_layers"], c["max_sequence_length"]
+    v, h, i, l, p = (
+        c["vocabulary_size"],
+        c["hidden_dim"],
+        c["intermediate_dim"],
+        c["num_layers"],
+        c["max_sequence_length"],
+    )
     per_layer = 4 * (h * h + h) + 2 * h + (h * i + i) + (i * h + h) + 2 * h
     return (v + p + 2) * h + 2 * h + l * per_layer + h * h + h
 
@@ -207,13 +242,25 @@ def test_preset_parameter_counts(name, published):
 
     c = kb.BERT_PRESETS[name]
     reference = networks.BertEncoderV2(
-        vocab_size=c["vocabulary_size"], hidden_size=c["hidden_dim"], num_layers=c["num_layers"],
-        num_attention_heads=c["num_heads"], inner_dim=c["intermediate_dim"],
-        max_sequence_length=c["max_sequence_length"], type_vocab_size=c["num_segments"],
+        vocab_size=c["vocabulary_size"],
+        hidden_size=c["hidden_dim"],
+        num_layers=c["num_layers"],
+        num_attention_heads=c["num_heads"],
+        inner_dim=c["intermediate_dim"],
+        max_sequence_length=c["max_sequence_length"],
+        type_vocab_size=c["num_segments"],
     )
-    reference(dict(input_word_ids=np.zeros((1, 4), "int32"), input_mask=np.ones((1, 4), "int32"), input_type_ids=np.zeros((1, 4), "int32")))
+    reference(
+        dict(
+            input_word_ids=np.zeros((1, 4), "int32"),
+            input_mask=np.ones((1, 4), "int32"),
+            input_type_ids=np.zeros((1, 4), "int32"),
+        )
+    )
     assert count == reference.count_params()
-    print(f"{name}: {count:,} parameters, {count / published - 1:+.2%} vs the published {published / 1e6:.0f}M")
+    print(
+        f"{name}: {count:,} parameters, {count / published - 1:+.2%} vs the published {published / 1e6:.0f}M"
+    )
     if name == "bert_base":
         assert abs(count / published - 1) <= 0.01
 
@@ -230,7 +277,10 @@ def test_preset_parameter_counts(name, published):
         (lambda x: dict(x, token_ids=x["token_ids"][0]), "rank 2"),
         (lambda x: dict(x, token_ids=x["token_ids"] + 50), "value [5-9][0-9], outside \\[0, 50\\)"),
         (lambda x: dict(x, segment_ids=x["segment_ids"] * 3), "value 3, outside \\[0, 2\\)"),
-        (lambda x: {k: np.tile(v, (1, 3)) for k, v in x.items()}, "sequence length 21, longer than max_sequence_length=16"),
+        (
+            lambda x: {k: np.tile(v, (1, 3)) for k, v in x.items()},
+            "sequence length 21, longer than max_sequence_length=16",
+        ),
         (lambda x: [x["token_ids"]], "expects a dict"),
     ],
 )
@@ -241,7 +291,9 @@ def test_bad_inputs_name_the_problem(change, message):
 
 def test_bad_config_fields():
     config = backbone().get_config()
-    with pytest.raises(ValueError, match="unknown fields \\['hiden_dim'\\], missing fields \\['hidden_dim'\\]"):
+    with pytest.raises(
+        ValueError, match="unknown fields \\['hiden_dim'\\], missing fields \\['hidden_dim'\\]"
+    ):
         config["hiden_dim"] = config.pop("hidden_dim")
         kb.BertBackbone.from_config(json.loads(json.dumps(config)))
     with pytest.raises(ValueError, match="hidden_dim=10, num_heads=4"):

@@ -14,7 +14,9 @@ FIXTURE = os.path.join(os.path.dirname(__file__), "..", "fixtures", "minilm_refe
 
 
 def _quantized_paths(model):
-    return sorted(layer.path for layer in model._flatten_layers(include_self=False) if layer.quantization_mode)
+    return sorted(
+        layer.path for layer in model._flatten_layers(include_self=False) if layer.quantization_mode
+    )
 
 
 def _copy(backbone):
@@ -30,7 +32,11 @@ def test_int8_minilm_matches_transformers_and_loads_back(minilm):
     little (the project's int8 bar, 0.98, as for the TFLite int8 exports). Before the fix the
     attention read the int8 kernels as if they were float ones: cosines about 0."""
     ref = np.load(FIXTURE)
-    x = {"token_ids": ref["input_ids"], "segment_ids": ref["token_type_ids"], "padding_mask": ref["attention_mask"]}
+    x = {
+        "token_ids": ref["input_ids"],
+        "segment_ids": ref["token_type_ids"],
+        "padding_mask": ref["attention_mask"],
+    }
     backbone = _copy(minilm)
     quantize(backbone, "int8")
     assert len(_quantized_paths(backbone)) == 6 * 6 + 3  # 6 Dense per block; 2 embeddings, pooler
@@ -44,8 +50,9 @@ def test_int8_minilm_matches_transformers_and_loads_back(minilm):
     assert _quantized_paths(loaded) == _quantized_paths(backbone)
     assert loaded.embeddings.token_embedding.embeddings.dtype == "int8"
     assert loaded.vocabulary == minilm.vocabulary
-    np.testing.assert_array_equal(loaded.predict(x, verbose=0)["sequence_output"],
-                                  backbone.predict(x, verbose=0)["sequence_output"])
+    np.testing.assert_array_equal(
+        loaded.predict(x, verbose=0)["sequence_output"], backbone.predict(x, verbose=0)["sequence_output"]
+    )
 
 
 def test_int8_classifier_head_round_trips():
@@ -65,7 +72,9 @@ def test_int8_classifier_head_round_trips():
     assert isinstance(loaded, kb.BertClassifier) and _quantized_paths(loaded) == _quantized_paths(model)
     np.testing.assert_array_equal(loaded.predict(x, verbose=0)["logits"], int8)
     # An unquantized model's config is unchanged.
-    assert "quantized_layers" not in kb.BertClassifier(kb.BertBackbone(**tiny_backbone_config()), 3).get_config()
+    assert (
+        "quantized_layers" not in kb.BertClassifier(kb.BertBackbone(**tiny_backbone_config()), 3).get_config()
+    )
 
 
 def test_int8_pretrainer_masked_lm_uses_the_dequantized_tied_embedding():
@@ -82,7 +91,9 @@ def test_int8_pretrainer_masked_lm_uses_the_dequantized_tied_embedding():
 
 
 def test_masked_lm_refuses_a_token_embedding_it_cannot_dequantize():
-    pretrainer = kb.BertPretrainer(kb.BertBackbone(**tiny_backbone_config(hidden_dim=16, intermediate_dim=32)))
+    pretrainer = kb.BertPretrainer(
+        kb.BertBackbone(**tiny_backbone_config(hidden_dim=16, intermediate_dim=32))
+    )
     quantize(pretrainer, "int4")
     x = random_inputs()
     x["mask_positions"] = np.array([[1], [0], [4]], "int32")

@@ -28,7 +28,7 @@ def write_text_shards(folder, documents, files):
     folder.mkdir(parents=True, exist_ok=True)
     per_file = -(-len(documents) // files)
     for index in range(files):
-        part = documents[index * per_file:(index + 1) * per_file]
+        part = documents[index * per_file : (index + 1) * per_file]
         (folder / f"shard-{index:05d}.txt").write_text(documents_to_text(part), encoding="utf-8")
     return str(folder / "shard-*.txt")
 

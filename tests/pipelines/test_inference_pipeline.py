@@ -31,8 +31,14 @@ def tiny_classifier(tmp_path_factory):
     from keras_bert_impl.tokenization.vocabulary import read_vocabulary
 
     keras.utils.set_random_seed(0)
-    backbone = kb.BertBackbone(vocabulary_size=30522, num_layers=2, num_heads=2, hidden_dim=32, intermediate_dim=64,
-                               max_sequence_length=64)
+    backbone = kb.BertBackbone(
+        vocabulary_size=30522,
+        num_layers=2,
+        num_heads=2,
+        hidden_dim=32,
+        intermediate_dim=64,
+        max_sequence_length=64,
+    )
     backbone.set_vocabulary(read_vocabulary(os.path.join(DATA, "minilm", "vocab.txt")), lowercase=True)
     model = kb.BertClassifier(backbone, num_classes=2, label_names=["negative", "positive"])
     path = str(tmp_path_factory.mktemp("model") / "classifier.keras")
@@ -52,7 +58,9 @@ def read_jsonl_shards(folder):
     manifest = json.loads((folder / "manifest.json").read_text())
     rows = []
     for shard in manifest["shards"]:
-        rows += [json.loads(line) for line in (folder / shard["file"]).read_text(encoding="utf-8").splitlines()]
+        rows += [
+            json.loads(line) for line in (folder / shard["file"]).read_text(encoding="utf-8").splitlines()
+        ]
     return manifest, rows
 
 
@@ -60,7 +68,10 @@ def check_predictions_equal(model, texts_file, tmp_path, capsys, *runner):
     assert kbert("predict", "--model", model, "--file", texts_file, "--json", "--seq-len", 64) == 0
     expected = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
     out = tmp_path / "predictions"
-    assert kbert("predict", "--model", model, "--file", texts_file, "--seq-len", 64, "--output", out, *runner) == 0
+    assert (
+        kbert("predict", "--model", model, "--file", texts_file, "--seq-len", 64, "--output", out, *runner)
+        == 0
+    )
     manifest, rows = read_jsonl_shards(out)
     assert manifest["lines"] == len(expected) == len(rows) and len(manifest["shards"]) > 1
     assert [r["text"] for r in rows] == [r["text"] for r in expected]
@@ -85,14 +96,22 @@ def check_embeddings_equal(model, texts_file, tmp_path, *runner):
 
 def test_predict_on_the_direct_runner_equals_kbert_predict(tiny_classifier, tmp_path, capsys):
     texts = sentences_file(tmp_path, 300)
-    rows = check_predictions_equal(tiny_classifier, texts, tmp_path, capsys, "--runner", "direct",
-                                   "--lines-per-shard", 128)
+    rows = check_predictions_equal(
+        tiny_classifier, texts, tmp_path, capsys, "--runner", "direct", "--lines-per-shard", 128
+    )
     assert rows[3] == {"text": "", "label": None, "probability": None}
 
 
 def test_embed_on_the_direct_runner_equals_kbert_embed(tiny_classifier, tmp_path):
-    check_embeddings_equal(tiny_classifier, sentences_file(tmp_path, 300), tmp_path, "--runner", "direct",
-                           "--lines-per-shard", 128)
+    check_embeddings_equal(
+        tiny_classifier,
+        sentences_file(tmp_path, 300),
+        tmp_path,
+        "--runner",
+        "direct",
+        "--lines-per-shard",
+        128,
+    )
 
 
 @pytest.mark.slow
@@ -112,7 +131,10 @@ def test_bad_inputs_are_one_line_before_any_worker(tiny_classifier, tmp_path, ca
         (["predict", "--model", tmp_path / "no-such-run", "--file", texts], "no-such-run"),
         (["embed", tmp_path / "none-*.txt", "--model", tiny_classifier], "matches no file"),
         (["embed", texts, "--model", tmp_path / "no-such-run"], "no-such-run"),
-        (["predict", "--model", tiny_classifier, "--file", texts, "--lines-per-shard", 0], "--lines-per-shard"),
+        (
+            ["predict", "--model", tiny_classifier, "--file", texts, "--lines-per-shard", 0],
+            "--lines-per-shard",
+        ),
     ]
     for argv, message in cases:
         code = kbert(*argv, "--seq-len", 64, "--runner", "direct", "--output", tmp_path / "out")
@@ -128,11 +150,30 @@ def test_kbert_index_builds_from_the_embedding_shards(tiny_classifier, tmp_path)
 
     texts = sentences_file(tmp_path, 150)
     shards = tmp_path / "shards"
-    assert kbert("embed", texts, "--model", tiny_classifier, "--seq-len", 64, "--output", shards, "--runner", "direct",
-                 "--lines-per-shard", 64) == 0
-    assert kbert("index", shards, "--model", tiny_classifier, "--seq-len", 64, "--output", tmp_path / "a") == 0
+    assert (
+        kbert(
+            "embed",
+            texts,
+            "--model",
+            tiny_classifier,
+            "--seq-len",
+            64,
+            "--output",
+            shards,
+            "--runner",
+            "direct",
+            "--lines-per-shard",
+            64,
+        )
+        == 0
+    )
+    assert (
+        kbert("index", shards, "--model", tiny_classifier, "--seq-len", 64, "--output", tmp_path / "a") == 0
+    )
     assert kbert("index", texts, "--model", tiny_classifier, "--seq-len", 64, "--output", tmp_path / "b") == 0
     a, b = VectorIndex.load(str(tmp_path / "a")), VectorIndex.load(str(tmp_path / "b"))
     assert a.texts == b.texts and len(a.texts) == 149
     np.testing.assert_allclose(a.vectors, b.vectors, rtol=0, atol=1e-5)
-    assert kbert("index", shards, "--model", tiny_classifier, "--seq-len", 32, "--output", tmp_path / "c") == 2
+    assert (
+        kbert("index", shards, "--model", tiny_classifier, "--seq-len", 32, "--output", tmp_path / "c") == 2
+    )

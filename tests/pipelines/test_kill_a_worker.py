@@ -30,8 +30,16 @@ def test_a_killed_worker_loses_and_duplicates_nothing(tmp_path):
 
     def pipeline():
         load = functools.partial(KillOnce, str(marker), LengthModel)
-        return InferencePipeline(shards, read_lines, load, out, "predictions", blank_row={"text": "", "length": None},
-                                 max_batch_size=64, settings={"test": 1})
+        return InferencePipeline(
+            shards,
+            read_lines,
+            load,
+            out,
+            "predictions",
+            blank_row={"text": "", "length": None},
+            max_batch_size=64,
+            settings={"test": 1},
+        )
 
     options = pipeline_options("direct", 2)
     with pytest.raises(RuntimeError, match="Channel closed prematurely"):
@@ -42,7 +50,11 @@ def test_a_killed_worker_loses_and_duplicates_nothing(tmp_path):
     again = pipeline()
     again.run(options)
     manifest = json.loads((out / "manifest.json").read_text())
-    rows = [json.loads(line) for shard in manifest["shards"] for line in (out / shard["file"]).read_text().splitlines()]
+    rows = [
+        json.loads(line)
+        for shard in manifest["shards"]
+        for line in (out / shard["file"]).read_text().splitlines()
+    ]
     assert [row["text"] for row in rows] == lines  # every line once, in order
     assert [row["length"] for row in rows] == [len(t) if t else None for t in lines]
     assert sorted(os.listdir(out)) == sorted(["manifest.json"] + again.names)

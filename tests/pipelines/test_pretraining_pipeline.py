@@ -11,8 +11,23 @@ from tests.pipelines.helpers import kbert, records
 
 
 def pretrain_data(files, vocab, output, *extra):
-    return kbert("pretrain-data", files, "--vocab", vocab, "--output", output, "--dupe-factor", 2, "--num-shards", 3,
-                 "--quiet", "--whole-word-masking", "--seed", 7, *extra)
+    return kbert(
+        "pretrain-data",
+        files,
+        "--vocab",
+        vocab,
+        "--output",
+        output,
+        "--dupe-factor",
+        2,
+        "--num-shards",
+        3,
+        "--quiet",
+        "--whole-word-masking",
+        "--seed",
+        7,
+        *extra,
+    )
 
 
 def test_corpus_splits_read_the_documents_of_the_whole_file(tmp_path):
@@ -51,11 +66,15 @@ def test_keyed_examples_do_not_depend_on_the_order_splits_are_built_in(vocab_pat
     from keras_bert_impl.data import PretrainingCorpus, PretrainingExampleBuilder
 
     corpus = PretrainingCorpus(write_text_shards(tmp_path / "in", review_documents(40), files=1))
-    builder = PretrainingExampleBuilder(vocab_path, dupe_factor=2, randomness="keyed", split_bytes=8000, seed=3)
+    builder = PretrainingExampleBuilder(
+        vocab_path, dupe_factor=2, randomness="keyed", split_bytes=8000, seed=3
+    )
     splits = corpus.splits(builder.split_bytes)
     assert len(splits) >= 3
     forward = sorted(str(builder.to_example(i)) for i in builder.instances(corpus))
-    backward = sorted(str(builder.to_example(i)) for s in reversed(splits) for _, i in builder.split_instances(corpus, s))
+    backward = sorted(
+        str(builder.to_example(i)) for s in reversed(splits) for _, i in builder.split_instances(corpus, s)
+    )
     assert forward == backward
     # and the seed matters
     other = PretrainingExampleBuilder(vocab_path, dupe_factor=2, randomness="keyed", split_bytes=8000, seed=4)
@@ -69,7 +88,10 @@ def test_direct_runner_two_workers_equals_the_one_process_command(vocab_path, tm
     files = write_text_shards(tmp_path / "in", review_documents(300), files=3)
     local, beam = tmp_path / "local", tmp_path / "beam"
     assert pretrain_data(files, vocab_path, local, "--randomness", "keyed", "--split-bytes", 60000) == 0
-    assert pretrain_data(files, vocab_path, beam, "--runner", "direct", "--workers", 2, "--split-bytes", 60000) == 0
+    assert (
+        pretrain_data(files, vocab_path, beam, "--runner", "direct", "--workers", 2, "--split-bytes", 60000)
+        == 0
+    )
     expected = records(local)
     assert sum(expected.values()) > 5000 and records(beam) == expected
 
@@ -85,12 +107,23 @@ def test_bad_inputs_are_one_line_before_any_worker(vocab_path, tmp_path, capsys)
         ([files], ["--split-bytes", "0"], "split_bytes=0"),
     ]
     for inputs, extra, message in cases:
-        code = kbert("pretrain-data", *inputs, "--vocab", vocab_path, "--output", tmp_path / "o", "--runner", "direct",
-                     *extra)
+        code = kbert(
+            "pretrain-data",
+            *inputs,
+            "--vocab",
+            vocab_path,
+            "--output",
+            tmp_path / "o",
+            "--runner",
+            "direct",
+            *extra,
+        )
         err = capsys.readouterr().err
         assert code == 2 and message in err and len(err.strip().splitlines()) == 1, (extra, err)
     assert not (tmp_path / "o").exists()
-    assert kbert("pretrain-data", files, "--vocab", vocab_path, "--output", tmp_path / "o", "--workers", 2) == 2
+    assert (
+        kbert("pretrain-data", files, "--vocab", vocab_path, "--output", tmp_path / "o", "--workers", 2) == 2
+    )
     assert "--workers needs a Beam runner" in capsys.readouterr().err
     with pytest.raises(SystemExit) as exit_info:  # argparse's own error without a runner, as before
         kbert("pretrain-data", files, "--vocab", vocab_path, "--output", tmp_path / "o", "--project=p")

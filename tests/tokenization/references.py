@@ -51,7 +51,7 @@ def real_sentences():
 
 
 def corpus(name):
-    """"all": the 52,659 sentences; "mr": the first 4,000 (the MR sentences), for the quick loop."""
+    """ "all": the 52,659 sentences; "mr": the first 4,000 (the MR sentences), for the quick loop."""
     sentences = real_sentences()
     return {"all": sentences, "mr": sentences[:4000]}[name]
 

@@ -49,7 +49,9 @@ def test_invalid_utf8_raises_a_clear_error(pre, bad):
 def test_invalid_utf8_raises_in_graph_pairs_and_tf_data(pre):
     fn = tf.function(lambda a, b: pre((a, b)))
     # In a graph the message comes from tf.debugging.Assert: "...batch:] [0] [caf\ufffd au lait]".
-    graph_message = "not valid UTF-8(.|\\n)*First invalid row of the batch:\\] \\[0\\] \\[caf\ufffd au lait\\]"
+    graph_message = (
+        "not valid UTF-8(.|\\n)*First invalid row of the batch:\\] \\[0\\] \\[caf\ufffd au lait\\]"
+    )
     with pytest.raises(tf.errors.InvalidArgumentError, match=graph_message):
         fn(tf.constant(["ok"]), tf.constant([INVALID[0]]))
     ds = tf.data.Dataset.from_tensor_slices([b"ok", INVALID[1]]).batch(2).map(pre)
@@ -60,20 +62,25 @@ def test_invalid_utf8_raises_in_graph_pairs_and_tf_data(pre):
 def test_tf_text_alone_is_silent_on_invalid_utf8():
     """Why we check: without it the ids would be quietly wrong."""
     vocab = references.VOCAB
-    fast = tf_text.FastBertTokenizer(vocab=[t.rstrip("\n") for t in open(vocab, encoding="utf-8")],
-                                     token_out_type=tf.int32, lower_case_nfd_strip_accents=True)
+    fast = tf_text.FastBertTokenizer(
+        vocab=[t.rstrip("\n") for t in open(vocab, encoding="utf-8")],
+        token_out_type=tf.int32,
+        lower_case_nfd_strip_accents=True,
+    )
     assert fast.tokenize(tf.constant([INVALID[0]])).to_list()[0][0] == 100  # "caf\xe9" -> [UNK], no error
 
 
 def test_valid_text_around_invalid_check(pre):
     """U+FFFD, noncharacters and NUL are valid UTF-8: no error, and the ids of Hugging Face."""
-    texts = ["a\ufffdb", "x\uffffy \ufdd0", "nul\x00inside \x00", "\x00", "\U0001F600\U000E0001 end"]
+    texts = ["a\ufffdb", "x\uffffy \ufdd0", "nul\x00inside \x00", "\x00", "\U0001f600\U000e0001 end"]
     out = pre(tf.constant([t.encode("utf-8") for t in texts]))["token_ids"].numpy()
     hf = np.array([e.ids for e in references.hf_tokenizer(128).encode_batch(texts)])
     np.testing.assert_array_equal(out, hf)
     assert out[3, :3].tolist() == [101, 102, 0]
     # The last private-use codepoint is valid too ([UNK], as Google; a deliberate difference from HF).
-    assert pre.tokenize(tf.constant(["\U0010FFFD end"])).to_list() == [references.google_pieces("\U0010FFFD end")]
+    assert pre.tokenize(tf.constant(["\U0010fffd end"])).to_list() == [
+        references.google_pieces("\U0010fffd end")
+    ]
 
 
 def _timed(fn):
@@ -114,7 +121,9 @@ def test_casing_mismatch_warns():
     with pytest.warns(UserWarning, match="no upper-case tokens but lowercase=False"):
         BertPreprocessor(uncased, lowercase=False)
     cased = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "The", "the", "Paris"]
-    with pytest.warns(UserWarning, match="upper-case tokens \\(e.g. \\['The', 'Paris'\\]\\) but lowercase=True"):
+    with pytest.warns(
+        UserWarning, match="upper-case tokens \\(e.g. \\['The', 'Paris'\\]\\) but lowercase=True"
+    ):
         BertPreprocessor(cased, lowercase=True)
     with warnings.catch_warnings():
         warnings.simplefilter("error")

@@ -46,7 +46,20 @@ def test_single_and_pair_packing(preprocessor):
     assert out["padding_mask"].numpy()[1].tolist() == [1, 1, 1] + [0] * 9
     pair = preprocessor((tf.constant(["a b c d e f g h i j"]), tf.constant(["k l m"])))
     # budget 9 = 12 - 3: A keeps 6, B keeps 3, as Google's loop does.
-    assert pair["token_ids"].numpy()[0].tolist() == [101, 1037, 1038, 1039, 1040, 1041, 1042, 102, 1047, 1048, 1049, 102]
+    assert pair["token_ids"].numpy()[0].tolist() == [
+        101,
+        1037,
+        1038,
+        1039,
+        1040,
+        1041,
+        1042,
+        102,
+        1047,
+        1048,
+        1049,
+        102,
+    ]
     assert pair["segment_ids"].numpy()[0].tolist() == [0] * 8 + [1] * 4
 
 
@@ -64,8 +77,10 @@ def test_detokenize(preprocessor):
     assert preprocessor.detokenize(ids).numpy().tolist() == [b"hello , world !"]
     # tokenize()'s own ragged ids (they raised: convert_to_tensor ran before the ragged branch).
     texts = tf.constant(["Hello, World!", "a gripping film"])
-    assert preprocessor.detokenize(preprocessor.tokenize(texts)).numpy().tolist() == [b"hello , world !",
-                                                                                    b"a gripping film"]
+    assert preprocessor.detokenize(preprocessor.tokenize(texts)).numpy().tolist() == [
+        b"hello , world !",
+        b"a gripping film",
+    ]
 
 
 def test_saved_with_vocabulary(preprocessor, tmp_path):
@@ -88,7 +103,9 @@ def test_bad_vocabulary(tmp_path):
     # (they were "'utf-8' codec can't decode byte 0xe9 in position 31" and "[Errno 21]").
     latin1 = tmp_path / "vocab.txt"
     latin1.write_bytes(b"[PAD]\n[UNK]\n[CLS]\n[SEP]\n[MASK]\ncaf\xe9\n")
-    with pytest.raises(ValueError, match=rf"{latin1} is not UTF-8 \(line 6: byte 0xe9\): .* Re-save it as UTF-8"):
+    with pytest.raises(
+        ValueError, match=rf"{latin1} is not UTF-8 \(line 6: byte 0xe9\): .* Re-save it as UTF-8"
+    ):
         BertPreprocessor(str(latin1))
     with pytest.raises(IsADirectoryError, match=rf"{tmp_path} is a folder: give the path of its vocab.txt"):
         BertPreprocessor(str(tmp_path))
@@ -97,10 +114,14 @@ def test_bad_vocabulary(tmp_path):
 def test_max_chars_per_word_round_trips_and_is_checked():
     from tests.conftest import DATA
 
-    pre = BertPreprocessor(os.path.join(DATA, "minilm", "vocab.txt"), sequence_length=8, max_chars_per_word=200)
+    pre = BertPreprocessor(
+        os.path.join(DATA, "minilm", "vocab.txt"), sequence_length=8, max_chars_per_word=200
+    )
     config = pre.get_config()
     assert config["max_chars_per_word"] == 200 and config["lowercase"] is True
     again = BertPreprocessor.from_config(config)
     assert again.max_chars_per_word == 200 and again.sequence_length == 8
-    with pytest.raises(ValueError, match="max_chars_per_word must be a positive integer. Received: max_chars_per_word=0"):
+    with pytest.raises(
+        ValueError, match="max_chars_per_word must be a positive integer. Received: max_chars_per_word=0"
+    ):
         BertPreprocessor(max_chars_per_word=0)

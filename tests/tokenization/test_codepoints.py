@@ -42,7 +42,9 @@ def test_normalizer_model_is_the_table_on_every_codepoint(lowercase):
     normalizer = tf_text.FastBertNormalizer(model_buffer=bert_normalizer_model(lowercase))
     got = []
     for i in range(0, len(cps), 4 * CHUNK):
-        got.extend(normalizer.normalize(tf.constant([chr(cp).encode() for cp in cps[i : i + 4 * CHUNK]])).numpy())
+        got.extend(
+            normalizer.normalize(tf.constant([chr(cp).encode() for cp in cps[i : i + 4 * CHUNK]])).numpy()
+        )
     wrong = [cp for cp, g in zip(cps, got) if g.decode("utf-8") != normalize_char(chr(cp), lowercase)]
     assert not wrong, [(hex(cp), normalize_char(chr(cp), lowercase)) for cp in wrong[:10]]
 
@@ -57,7 +59,9 @@ def _expected_differences():
         return {int(row[0][2:], 16) for row in json.load(f)["codepoints"]}
 
 
-@pytest.mark.parametrize("limit", [0x10000, pytest.param(0x110000, marks=pytest.mark.slow)], ids=["bmp", "all"])
+@pytest.mark.parametrize(
+    "limit", [0x10000, pytest.param(0x110000, marks=pytest.mark.slow)], ids=["bmp", "all"]
+)
 def test_every_codepoint_matches_hugging_face_except_documented(limit):
     cps = _codepoints(limit)
     texts = [f"ab{chr(cp)}cd {chr(cp)}" for cp in cps]

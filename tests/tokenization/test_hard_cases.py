@@ -31,7 +31,22 @@ def test_fixture_has_the_required_coverage():
     assert all(c["expect"] in ("hf", "google") for c in CASES)
     assert all(bool(c.get("reason")) == (c["expect"] == "google") for c in CASES)
     texts = [c["text"] + c.get("text_b", "") for c in CASES]
-    for needed in ("\x00", "\x07", "\u200b", "\ufeff", "\t", "\r", "\n", "\u200d", "\u0301", "É", "`", "\\", "|", "~"):
+    for needed in (
+        "\x00",
+        "\x07",
+        "\u200b",
+        "\ufeff",
+        "\t",
+        "\r",
+        "\n",
+        "\u200d",
+        "\u0301",
+        "É",
+        "`",
+        "\\",
+        "|",
+        "~",
+    ):
         assert any(needed in t for t in texts), f"no hard case holds {needed!r}"
     assert any(len(max(t.split(" "), key=len)) > 100 for t in texts)
     assert any(34 <= len(w) <= 100 and len(w.encode()) > 100 for t in texts for w in t.split(" "))
@@ -57,7 +72,9 @@ def _ours_all(cases):
 
 def _hf(case):
     tokenizer = references.hf_tokenizer(case.get("sequence_length", DEFAULT_LENGTH))
-    enc = tokenizer.encode(case["text"], case["text_b"]) if "text_b" in case else tokenizer.encode(case["text"])
+    enc = (
+        tokenizer.encode(case["text"], case["text_b"]) if "text_b" in case else tokenizer.encode(case["text"])
+    )
     return enc.ids, enc.type_ids, enc.attention_mask
 
 
@@ -92,7 +109,9 @@ def test_deliberate_differences_match_google():
         if ours[case["name"]] != google:
             failures.append(f"{case['name']}: ours {ours[case['name']][0]} vs Google {google[0]}")
         if ours[case["name"]] == hf:
-            failures.append(f"{case['name']} is listed as a deliberate difference but Hugging Face now agrees: drop it")
+            failures.append(
+                f"{case['name']} is listed as a deliberate difference but Hugging Face now agrees: drop it"
+            )
     print(f"deliberate differences: {len(cases)} cases, {len(failures)} failures")
     assert not failures, "\n".join(failures)
 
@@ -134,13 +153,23 @@ def test_line_and_paragraph_separators_end_a_word_whatever_the_vocabulary(tmp_pa
     matched that token across the separator; now every tokenizer gives "good", "really"."""
     from tokenizers import BertWordPieceTokenizer
 
-    tokens = list(SPECIAL_TOKENS) + ["a", "good", "really", "plot", "twist", "good\u2028really", "plot\u2029twist"]
+    tokens = list(SPECIAL_TOKENS) + [
+        "a",
+        "good",
+        "really",
+        "plot",
+        "twist",
+        "good\u2028really",
+        "plot\u2029twist",
+    ]
     path = tmp_path / "vocab.txt"
     path.write_text("".join(token + "\n" for token in tokens), encoding="utf-8")
     google = google_tokenization().FullTokenizer(vocab_file=str(path), do_lower_case=True)
     hf = BertWordPieceTokenizer({token: i for i, token in enumerate(tokens)}, lowercase=True)
     texts = ["a good\u2028really plot\u2029twist", "good\u2028really", "\u2028plot\u2029\u2029twist\u2028"]
-    ours = BertPreprocessor(tokens, lowercase=True, sequence_length=None).tokenize(tf.constant(texts)).to_list()
+    ours = (
+        BertPreprocessor(tokens, lowercase=True, sequence_length=None).tokenize(tf.constant(texts)).to_list()
+    )
     assert google.vocab == {token: i for i, token in enumerate(tokens)}  # read as we read it
     expected = [google.convert_tokens_to_ids(google.tokenize(t)) for t in texts]
     assert expected == [e.ids for e in hf.encode_batch(texts, add_special_tokens=False)]

@@ -27,7 +27,9 @@ from tests.tokenization import references
 
 CLS, SEP, PAD = 101, 102, 0
 LENGTHS = [None, 3, 4, 5, 8, 17, 64]
-SETTINGS = settings(max_examples=100, deadline=None, suppress_health_check=list(HealthCheck), derandomize=True)
+SETTINGS = settings(
+    max_examples=100, deadline=None, suppress_health_check=list(HealthCheck), derandomize=True
+)
 
 TEXT = st.text(max_size=40)  # any Unicode scalar value but surrogates, NUL and controls included
 TEXTS = st.lists(TEXT, min_size=1, max_size=5)
@@ -89,14 +91,17 @@ def test_pairs_pack_correctly(pairs, length):
 
 
 def _deliberately_different():
-    with open(os.path.join(REPO, "tests", "fixtures", "tokenization_unicode_skew.json"), encoding="utf-8") as f:
+    with open(
+        os.path.join(REPO, "tests", "fixtures", "tokenization_unicode_skew.json"), encoding="utf-8"
+    ) as f:
         skew = {chr(int(row[0][2:], 16)) for row in json.load(f)["codepoints"]}
     return skew | {chr(cp) for cp in range(0x2B820, 0x2B920)}
 
 
 _DIFFERENT = _deliberately_different()
 COMPARABLE_TEXT = st.text(
-    alphabet=st.characters(blacklist_categories=("Cs", "Co")).filter(lambda c: c not in _DIFFERENT), max_size=40
+    alphabet=st.characters(blacklist_categories=("Cs", "Co")).filter(lambda c: c not in _DIFFERENT),
+    max_size=40,
 )
 
 

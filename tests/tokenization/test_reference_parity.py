@@ -81,8 +81,10 @@ def test_real_sentences_match_hugging_face_at_128(corpus):
     ours, hf = _ours(128, sentences), _hf(128, sentences)
     bad = _mismatches(ours, hf)
     truncated = int((hf[:, 2].sum(1) == 128).sum())
-    print(f"\n{corpus}: single sentences @128: {len(sentences)} examples ({truncated} filling all 128), "
-          f"{len(bad)} mismatches")
+    print(
+        f"\n{corpus}: single sentences @128: {len(sentences)} examples ({truncated} filling all 128), "
+        f"{len(bad)} mismatches"
+    )
     assert len(bad) == 0, [(sentences[i], ours[i, 0].tolist(), hf[i, 0].tolist()) for i in bad[:3]]
 
 
@@ -91,7 +93,9 @@ def _google_truncated_hf(sequence_length, a, b):
     pieces_a, pieces_b = references.hf_pieces(a), references.hf_pieces(b)
     packed = []
     for pa, pb in zip(pieces_a, pieces_b):
-        packed.append(references.pack(*references.google_truncate_pair(pa, pb, sequence_length - 3), sequence_length))
+        packed.append(
+            references.pack(*references.google_truncate_pair(pa, pb, sequence_length - 3), sequence_length)
+        )
     return np.array(packed, np.int64), pieces_a, pieces_b
 
 
@@ -142,8 +146,10 @@ def test_real_pairs_match_hugging_face_at_31(corpus):
     ours, hf = _ours(31, a, b), _hf(31, a, b)
     bad = _mismatches(ours, hf)
     truncated = int((hf[:, 2].sum(1) == 31).sum())
-    print(f"\n{corpus}: pairs @31 (even budget): {len(a)} pairs ({truncated} filling all 31), "
-          f"{len(bad)} mismatches vs HF")
+    print(
+        f"\n{corpus}: pairs @31 (even budget): {len(a)} pairs ({truncated} filling all 31), "
+        f"{len(bad)} mismatches vs HF"
+    )
     assert len(bad) == 0, [(a[i], b[i], ours[i, 0].tolist(), hf[i, 0].tolist()) for i in bad[:3]]
 
 
@@ -157,7 +163,13 @@ def test_hf_longest_first_vs_google_truncation():
         enc = tokenizer.encode(" ".join(["a"] * len_a), " ".join(["b"] * len_b))
         hf = (enc.type_ids.count(0) - 2, enc.type_ids.count(1) - 1)
         google = tuple(map(len, references.google_truncate_pair([0] * len_a, [0] * len_b, length - 3)))
-        assert (hf != google) == _hf_and_google_differ(len_a, len_b, length - 3), (len_a, len_b, length, hf, google)
+        assert (hf != google) == _hf_and_google_differ(len_a, len_b, length - 3), (
+            len_a,
+            len_b,
+            length,
+            hf,
+            google,
+        )
         differ += hf != google
     assert differ > 0
 

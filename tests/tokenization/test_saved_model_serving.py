@@ -76,18 +76,29 @@ def test_saved_model_gives_the_same_ids_in_a_fresh_process(tmp_path):
     env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3")
     proc = subprocess.run(
         [sys.executable, "-c", LOADER, path, str(texts_file)],
-        capture_output=True, text=True, cwd=tmp_path, env=env, timeout=300,
+        capture_output=True,
+        text=True,
+        cwd=tmp_path,
+        env=env,
+        timeout=300,
     )
     assert proc.returncode == 0, proc.stderr[-3000:]
     served = json.loads(proc.stdout.strip().splitlines()[-1])
 
     assert served["modules"] == []  # the loader needed nothing of ours
     assert served["invalid_utf8"] is True
-    in_process = {"single": pre(tf.constant(TEXTS_A)), "pair": pre((tf.constant(TEXTS_A), tf.constant(TEXTS_B)))}
+    in_process = {
+        "single": pre(tf.constant(TEXTS_A)),
+        "pair": pre((tf.constant(TEXTS_A), tf.constant(TEXTS_B))),
+    }
     for name, out in in_process.items():
         for key in ("token_ids", "segment_ids", "padding_mask"):
-            np.testing.assert_array_equal(np.array(served[name][key]), out[key].numpy(), err_msg=f"{name} {key}")
+            np.testing.assert_array_equal(
+                np.array(served[name][key]), out[key].numpy(), err_msg=f"{name} {key}"
+            )
     # And those ids are the reference's (the [SEP] / private-use row is a deliberate difference).
     hf = references.hf_tokenizer(48)
     expected = [e.ids for e in hf.encode_batch(TEXTS_A)]
-    assert [row for i, row in enumerate(served["single"]["token_ids"]) if i != 7] == expected[:7] + expected[8:]
+    assert [row for i, row in enumerate(served["single"]["token_ids"]) if i != 7] == expected[:7] + expected[
+        8:
+    ]

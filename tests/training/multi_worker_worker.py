@@ -54,7 +54,9 @@ def dataset(model_kind="classifier"):
         # 1 real masked position per example, the second half 4, so the workers' MLM
         # losses only add up to one device's if each divides by the global count.
         x["mask_positions"] = rng.integers(1, SEQUENCE_LENGTH, (n, 4)).astype("int32")
-        real = np.where((np.arange(n) % GLOBAL_BATCH < GLOBAL_BATCH // 2)[:, None], [1, 0, 0, 0], [1, 1, 1, 1])
+        real = np.where(
+            (np.arange(n) % GLOBAL_BATCH < GLOBAL_BATCH // 2)[:, None], [1, 0, 0, 0], [1, 1, 1, 1]
+        )
         labels = {"mlm_logits": rng.integers(1, 50, (n, 4)).astype("int32"), "nsp_logits": y}
         weights = {"mlm_logits": real.astype("float32"), "nsp_logits": np.ones(n, "float32")}
         data = tf.data.Dataset.from_tensor_slices((x, labels, weights)).batch(GLOBAL_BATCH)
@@ -109,7 +111,9 @@ def train(name, seed, model_kind="classifier", backup_dir=None):
     else:
         backup = BackupAndRestore(backup_dir, save_every=1)
         with strategy.scope():  # where TrainingRun calls it: backups are written inside the scope
-            fit_resumable(model, lambda: dataset(model_kind), 1, STEPS, backup=backup, callbacks=[Record()], verbose=0)
+            fit_resumable(
+                model, lambda: dataset(model_kind), 1, STEPS, backup=backup, callbacks=[Record()], verbose=0
+            )
     final = model.get_weights()
     summary = {
         # tf.distribute.MultiWorkerMirroredStrategy's class is CollectiveAllReduceStrategy.
@@ -129,7 +133,9 @@ def train(name, seed, model_kind="classifier", backup_dir=None):
 
 def main():
     name, seed, weights_path = sys.argv[1], int(sys.argv[2]), sys.argv[3]
-    summary, weights = train(name, seed, sys.argv[4] if len(sys.argv) > 4 else "classifier", weights_path + ".backup")
+    summary, weights = train(
+        name, seed, sys.argv[4] if len(sys.argv) > 4 else "classifier", weights_path + ".backup"
+    )
     np.savez(weights_path, *weights)
     print(json.dumps(summary), flush=True)
 

@@ -19,21 +19,36 @@ EPOCHS, STEPS = 2, 5
 
 def _model(hidden_dim=16, dropout=0.1):
     keras.utils.set_random_seed(0)
-    backbone = kb.BertBackbone(vocabulary_size=50, num_layers=2, num_heads=2, hidden_dim=hidden_dim,
-                               intermediate_dim=32, max_sequence_length=16, dropout=dropout)
+    backbone = kb.BertBackbone(
+        vocabulary_size=50,
+        num_layers=2,
+        num_heads=2,
+        hidden_dim=hidden_dim,
+        intermediate_dim=32,
+        max_sequence_length=16,
+        dropout=dropout,
+    )
     model = kb.BertClassifier(backbone, num_classes=2, dropout=dropout)
-    model.compile(optimizer=create_optimizer(1e-3, train_steps=EPOCHS * STEPS),
-                  loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True), metrics=["accuracy"])
+    model.compile(
+        optimizer=create_optimizer(1e-3, train_steps=EPOCHS * STEPS),
+        loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True),
+        metrics=["accuracy"],
+    )
     return model
 
 
 def _dataset():
     rng = np.random.default_rng(0)
-    x = {"token_ids": rng.integers(1, 50, (40, 8)).astype("int32"), "segment_ids": np.zeros((40, 8), "int32"),
-         "padding_mask": np.ones((40, 8), "int32")}
+    x = {
+        "token_ids": rng.integers(1, 50, (40, 8)).astype("int32"),
+        "segment_ids": np.zeros((40, 8), "int32"),
+        "padding_mask": np.ones((40, 8), "int32"),
+    }
     y = rng.integers(0, 2, 40)
     # Seeded, reshuffled every epoch: each epoch its own order, the same on every run.
-    return tf.data.Dataset.from_tensor_slices((x, y)).shuffle(40, seed=1, reshuffle_each_iteration=True).batch(8)
+    return (
+        tf.data.Dataset.from_tensor_slices((x, y)).shuffle(40, seed=1, reshuffle_each_iteration=True).batch(8)
+    )
 
 
 class _Interrupt(keras.callbacks.Callback):
@@ -61,8 +76,15 @@ def test_resume_mid_epoch_is_exact(tmp_path, stop_at):
     backup_dir = tmp_path / "backup"
     model = _model()
     with pytest.raises(KeyboardInterrupt):
-        fit_resumable(model, _dataset, epochs=EPOCHS, steps_per_epoch=STEPS,
-                      backup=BackupAndRestore(backup_dir, save_every=2), callbacks=[_Interrupt(stop_at)], verbose=0)
+        fit_resumable(
+            model,
+            _dataset,
+            epochs=EPOCHS,
+            steps_per_epoch=STEPS,
+            backup=BackupAndRestore(backup_dir, save_every=2),
+            callbacks=[_Interrupt(stop_at)],
+            verbose=0,
+        )
     resumed = _model()  # a fresh process would build the model anew, with the same seed
     backup = BackupAndRestore(backup_dir, save_every=2)
     history = fit_resumable(resumed, _dataset, epochs=EPOCHS, steps_per_epoch=STEPS, backup=backup, verbose=0)
@@ -98,8 +120,9 @@ def _fp16_model():
     # A first loss scale so large that the first batches' gradients overflow float16: the
     # LossScaleOptimizer skips those updates (and halves the scale), so its `iterations` falls
     # behind the batches trained.
-    optimizer = keras.optimizers.LossScaleOptimizer(create_optimizer(1e-3, train_steps=EPOCHS * STEPS),
-                                                    initial_scale=2.0**24)
+    optimizer = keras.optimizers.LossScaleOptimizer(
+        create_optimizer(1e-3, train_steps=EPOCHS * STEPS), initial_scale=2.0**24
+    )
     model.compile(optimizer=optimizer, loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True))
     return model
 
@@ -116,8 +139,15 @@ def test_fp16_resume_counts_the_batches_whose_updates_were_skipped(tmp_path):
         print(f"{skipped} of {EPOCHS * STEPS} updates skipped")
         model = _fp16_model()
         with pytest.raises(KeyboardInterrupt):
-            fit_resumable(model, _dataset, epochs=EPOCHS, steps_per_epoch=STEPS,
-                          backup=BackupAndRestore(tmp_path, save_every=2), callbacks=[_InterruptAtBatch(7)], verbose=0)
+            fit_resumable(
+                model,
+                _dataset,
+                epochs=EPOCHS,
+                steps_per_epoch=STEPS,
+                backup=BackupAndRestore(tmp_path, save_every=2),
+                callbacks=[_InterruptAtBatch(7)],
+                verbose=0,
+            )
         resumed = _fp16_model()
         backup = BackupAndRestore(tmp_path, save_every=2)
         fit_resumable(resumed, _dataset, epochs=EPOCHS, steps_per_epoch=STEPS, backup=backup, verbose=0)
@@ -132,9 +162,13 @@ def test_fp16_resume_counts_the_batches_whose_updates_were_skipped(tmp_path):
 @pytest.mark.slow  # about 20 s or more: trains, then reruns a run folder
 def test_finished_run_does_nothing(tmp_path):
     model = _model()
-    fit_resumable(model, _dataset, epochs=EPOCHS, steps_per_epoch=STEPS, backup=BackupAndRestore(tmp_path), verbose=0)
+    fit_resumable(
+        model, _dataset, epochs=EPOCHS, steps_per_epoch=STEPS, backup=BackupAndRestore(tmp_path), verbose=0
+    )
     again = _model()
-    history = fit_resumable(again, _dataset, epochs=EPOCHS, steps_per_epoch=STEPS, backup=BackupAndRestore(tmp_path), verbose=0)
+    history = fit_resumable(
+        again, _dataset, epochs=EPOCHS, steps_per_epoch=STEPS, backup=BackupAndRestore(tmp_path), verbose=0
+    )
     assert history.epoch == [0, 1]  # from the backup; no step was run
     assert int(again.optimizer.iterations.numpy()) == EPOCHS * STEPS
     for a, b in zip(model.get_weights(), again.get_weights()):
@@ -143,35 +177,64 @@ def test_finished_run_does_nothing(tmp_path):
 
 @pytest.mark.slow  # about 20 s or more: trains, then resumes with fewer steps
 def test_backup_past_the_requested_steps_is_an_error(tmp_path):
-    fit_resumable(_model(), _dataset, epochs=EPOCHS, steps_per_epoch=STEPS, backup=BackupAndRestore(tmp_path), verbose=0)
+    fit_resumable(
+        _model(), _dataset, epochs=EPOCHS, steps_per_epoch=STEPS, backup=BackupAndRestore(tmp_path), verbose=0
+    )
     with pytest.raises(ValueError, match=r"backup is at step 10, past the 5 steps"):
-        fit_resumable(_model(), _dataset, epochs=1, steps_per_epoch=STEPS, backup=BackupAndRestore(tmp_path), verbose=0)
+        fit_resumable(
+            _model(), _dataset, epochs=1, steps_per_epoch=STEPS, backup=BackupAndRestore(tmp_path), verbose=0
+        )
 
 
 @pytest.mark.slow  # about 20 s or more: trains, corrupts the backup and resumes
 def test_corrupt_backup_is_an_error_not_a_fresh_start(tmp_path):
-    fit_resumable(_model(), _dataset, epochs=1, steps_per_epoch=STEPS, backup=BackupAndRestore(tmp_path), verbose=0)
+    fit_resumable(
+        _model(), _dataset, epochs=1, steps_per_epoch=STEPS, backup=BackupAndRestore(tmp_path), verbose=0
+    )
     path = tmp_path / STATE_FILE
     data = path.read_bytes()
     path.write_bytes(data[: len(data) // 2])  # a torn file, as a disk failure would leave
     model = _model()
-    with pytest.raises(BackupError, match=r"is corrupt and cannot be read .*delete that folder to start over"):
-        fit_resumable(model, _dataset, epochs=EPOCHS, steps_per_epoch=STEPS, backup=BackupAndRestore(tmp_path), verbose=0)
+    with pytest.raises(
+        BackupError, match=r"is corrupt and cannot be read .*delete that folder to start over"
+    ):
+        fit_resumable(
+            model,
+            _dataset,
+            epochs=EPOCHS,
+            steps_per_epoch=STEPS,
+            backup=BackupAndRestore(tmp_path),
+            verbose=0,
+        )
     assert int(model.optimizer.iterations.numpy()) == 0  # nothing trained
 
 
 @pytest.mark.slow  # about 20 s or more: trains, then resumes into another model
 def test_backup_of_another_model_is_an_error(tmp_path):
-    fit_resumable(_model(), _dataset, epochs=1, steps_per_epoch=STEPS, backup=BackupAndRestore(tmp_path), verbose=0)
+    fit_resumable(
+        _model(), _dataset, epochs=1, steps_per_epoch=STEPS, backup=BackupAndRestore(tmp_path), verbose=0
+    )
     with pytest.raises(BackupError, match=r"another model .*hidden_dim: backup 16, now 32"):
-        fit_resumable(_model(hidden_dim=32), _dataset, epochs=1, steps_per_epoch=STEPS,
-                      backup=BackupAndRestore(tmp_path), verbose=0)
+        fit_resumable(
+            _model(hidden_dim=32),
+            _dataset,
+            epochs=1,
+            steps_per_epoch=STEPS,
+            backup=BackupAndRestore(tmp_path),
+            verbose=0,
+        )
 
 
 @pytest.mark.slow  # about 20 s or more: trains, then reruns with other settings
 def test_other_run_settings_are_an_error(tmp_path):
-    fit_resumable(_model(), _dataset, epochs=1, steps_per_epoch=STEPS,
-                  backup=BackupAndRestore(tmp_path, fingerprint={"learning_rate": 1e-3}), verbose=0)
+    fit_resumable(
+        _model(),
+        _dataset,
+        epochs=1,
+        steps_per_epoch=STEPS,
+        backup=BackupAndRestore(tmp_path, fingerprint={"learning_rate": 1e-3}),
+        verbose=0,
+    )
     with pytest.raises(BackupError, match=r"learning_rate: backup 0.001, now 0.0005"):
         BackupAndRestore(tmp_path, fingerprint={"learning_rate": 5e-4}).restore(_model())
 
@@ -184,7 +247,9 @@ def test_folder_with_other_files_is_an_error(tmp_path):
 
 @pytest.mark.slow  # about 20 s or more: trains, interrupts and resumes
 def test_leftover_partial_write_is_ignored(tmp_path):
-    fit_resumable(_model(), _dataset, epochs=1, steps_per_epoch=STEPS, backup=BackupAndRestore(tmp_path), verbose=0)
+    fit_resumable(
+        _model(), _dataset, epochs=1, steps_per_epoch=STEPS, backup=BackupAndRestore(tmp_path), verbose=0
+    )
     (tmp_path / ".tmp-killed-mid-write.npz").write_bytes(b"PK\x03\x04 torn")
     backup = BackupAndRestore(tmp_path)
     fit_resumable(_model(), _dataset, epochs=EPOCHS, steps_per_epoch=STEPS, backup=backup, verbose=0)
@@ -193,11 +258,15 @@ def test_leftover_partial_write_is_ignored(tmp_path):
 
 
 def test_bad_arguments_are_named():
-    with pytest.raises(ValueError, match=r"save_every must be a positive integer or None. Received: save_every=0"):
+    with pytest.raises(
+        ValueError, match=r"save_every must be a positive integer or None. Received: save_every=0"
+    ):
         BackupAndRestore("x", save_every=0)
     with pytest.raises(ValueError, match=r"dataset_fn must be a function"):
         fit_resumable(_model(), _dataset(), epochs=1, steps_per_epoch=STEPS)
-    with pytest.raises(ValueError, match=r"steps_per_epoch must be a positive integer. Received: steps_per_epoch=0"):
+    with pytest.raises(
+        ValueError, match=r"steps_per_epoch must be a positive integer. Received: steps_per_epoch=0"
+    ):
         fit_resumable(_model(), _dataset, epochs=1, steps_per_epoch=0)
 
 
@@ -227,18 +296,33 @@ def test_validation_of_unknown_length_reports_true_per_output_losses():
     # value here), while val_loss stayed right.
     rng = np.random.default_rng(0)
     n = 64
-    x = {"token_ids": rng.integers(5, 50, (n, 8)).astype("int32"), "segment_ids": np.zeros((n, 8), "int32"),
-         "padding_mask": np.ones((n, 8), "int32"), "mask_positions": rng.integers(1, 8, (n, 4)).astype("int32")}
+    x = {
+        "token_ids": rng.integers(5, 50, (n, 8)).astype("int32"),
+        "segment_ids": np.zeros((n, 8), "int32"),
+        "padding_mask": np.ones((n, 8), "int32"),
+        "mask_positions": rng.integers(1, 8, (n, 4)).astype("int32"),
+    }
     y = {"mlm_logits": rng.integers(5, 50, (n, 4)), "nsp_logits": rng.integers(0, 2, n)}
     w = {"mlm_logits": (rng.random((n, 4)) < 0.5).astype("float32"), "nsp_logits": np.ones(n, "float32")}
     data = tf.data.Dataset.from_tensor_slices((x, y, w)).batch(8)
     validation = data.filter(lambda *_: True)  # the same 8 batches, length unknown
     assert int(validation.cardinality()) == int(tf.data.UNKNOWN_CARDINALITY)
     keras.utils.set_random_seed(0)
-    model = kb.BertPretrainer(kb.BertBackbone(vocabulary_size=50, num_layers=1, num_heads=2, hidden_dim=16,
-                                              intermediate_dim=32, max_sequence_length=16, dropout=0.0))
+    model = kb.BertPretrainer(
+        kb.BertBackbone(
+            vocabulary_size=50,
+            num_layers=1,
+            num_heads=2,
+            hidden_dim=16,
+            intermediate_dim=32,
+            max_sequence_length=16,
+            dropout=0.0,
+        )
+    )
     model.compile(optimizer=keras.optimizers.SGD(0.0), loss=model.loss)  # lr 0: the weights stay put
-    history = fit_resumable(model, lambda: data, epochs=1, steps_per_epoch=8, validation_data=validation, verbose=0).history
+    history = fit_resumable(
+        model, lambda: data, epochs=1, steps_per_epoch=8, validation_data=validation, verbose=0
+    ).history
     # Per batch, straight from the losses (every batch holds 8 examples, so the plain mean).
     parts = {"mlm_logits": [], "nsp_logits": []}
     for xb, yb, wb in data:
@@ -247,8 +331,11 @@ def test_validation_of_unknown_length_reports_true_per_output_losses():
             parts[key].append(float(model.loss[key](yb[key], out[key], wb[key])))
     for key, values in parts.items():
         np.testing.assert_allclose(history[f"val_{key}_loss"][0], np.mean(values), rtol=1e-5)
-    np.testing.assert_allclose(history["val_loss"][0], history["val_mlm_logits_loss"][0] + history["val_nsp_logits_loss"][0],
-                               rtol=1e-5)
+    np.testing.assert_allclose(
+        history["val_loss"][0],
+        history["val_mlm_logits_loss"][0] + history["val_nsp_logits_loss"][0],
+        rtol=1e-5,
+    )
 
 
 def test_a_ctrl_c_during_a_backup_write_lands_after_it():

@@ -85,7 +85,9 @@ def _step(out):
 def kill_mid_run(command, folder, step, cwd=None):
     """Starts `command`, SIGKILLs it once `folder`/step reports `step` (or it ends, or 300 s
     pass) and returns the step it was killed at."""
-    process = subprocess.Popen(command, cwd=cwd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env=_env())
+    process = subprocess.Popen(
+        command, cwd=cwd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env=_env()
+    )
     deadline = time.monotonic() + 300
     while _step(folder) < step and process.poll() is None and time.monotonic() < deadline:
         time.sleep(0.01)
@@ -112,7 +114,9 @@ def test_sigkill_mid_epoch_then_same_command_gives_identical_weights(tmp_path, k
     resumed = _finish(killed_dir, kind)  # the same command again
     assert resumed["step"] == EPOCHS * STEPS
     restored = resumed["restored_step"]
-    assert 0 < restored <= killed_at and restored % STEPS != 0, f"resumed at step {restored}, killed at {killed_at}"
+    assert 0 < restored <= killed_at and restored % STEPS != 0, (
+        f"resumed at step {restored}, killed at {killed_at}"
+    )
     print(f"killed at step {killed_at}, resumed from the backup at step {restored}")
     for a, b in zip(_weights(reference_dir), _weights(killed_dir)):
         np.testing.assert_array_equal(a, b)
@@ -134,28 +138,70 @@ def test_pretrain_killed_in_its_second_pass_resumes_to_the_uninterrupted_weights
     never) and ended with other weights."""
     import csv
 
-    with open(os.path.join(REPO, "data", "corpora", "polarity-en-pang&lee1.csv"), encoding="utf-8-sig",
-              newline="") as f:
+    with open(
+        os.path.join(REPO, "data", "corpora", "polarity-en-pang&lee1.csv"), encoding="utf-8-sig", newline=""
+    ) as f:
         reviews = [row for _, row in zip(range(3), csv.reader(f))]
     corpus = tmp_path / "reviews.csv"
     with open(corpus, "w", encoding="utf-8", newline="") as f:
         csv.writer(f, quoting=csv.QUOTE_ALL).writerows(reviews)
     records = tmp_path / "records"
     kbert = [sys.executable, "-m", "keras_bert_impl.cli"]
-    done = subprocess.run([*kbert, "pretrain-data", str(corpus), "--format", "reviews-csv", "--vocab",
-                           os.path.join(REPO, "data", "minilm", "vocab.txt"), "--output", str(records),
-                           "--max-seq-length", "32", "--max-predictions-per-seq", "5", "--dupe-factor", "1", "--quiet"],
-                          capture_output=True, text=True, env=_env(), timeout=300)
+    done = subprocess.run(
+        [
+            *kbert,
+            "pretrain-data",
+            str(corpus),
+            "--format",
+            "reviews-csv",
+            "--vocab",
+            os.path.join(REPO, "data", "minilm", "vocab.txt"),
+            "--output",
+            str(records),
+            "--max-seq-length",
+            "32",
+            "--max-predictions-per-seq",
+            "5",
+            "--dupe-factor",
+            "1",
+            "--quiet",
+        ],
+        capture_output=True,
+        text=True,
+        env=_env(),
+        timeout=300,
+    )
     assert done.returncode == 0, done.stderr[-3000:]
     with open(records / "pretraining.json") as f:
         per_pass = -(-json.load(f)["examples"] // 8)  # batches of 8 in one pass over the records
     assert per_pass >= 4, per_pass
 
     def command(out):
-        return [*kbert, "pretrain", "--records", str(records), "--vocab", os.path.join(REPO, "data", "minilm", "vocab.txt"),
-                "--preset", "bert_tiny", "--seq-len", "32", "--batch-size", "8", "--steps", str(3 * per_pass),
-                "--steps-per-epoch", str(per_pass), "--save-every", "2", "--learning-rate", "1e-3", "--quiet",
-                "--output", str(out)]
+        return [
+            *kbert,
+            "pretrain",
+            "--records",
+            str(records),
+            "--vocab",
+            os.path.join(REPO, "data", "minilm", "vocab.txt"),
+            "--preset",
+            "bert_tiny",
+            "--seq-len",
+            "32",
+            "--batch-size",
+            "8",
+            "--steps",
+            str(3 * per_pass),
+            "--steps-per-epoch",
+            str(per_pass),
+            "--save-every",
+            "2",
+            "--learning-rate",
+            "1e-3",
+            "--quiet",
+            "--output",
+            str(out),
+        ]
 
     reference, killed = tmp_path / "reference", tmp_path / "killed"
     done = subprocess.run(command(reference), capture_output=True, text=True, env=_env(), timeout=600)
@@ -169,11 +215,15 @@ def test_pretrain_killed_in_its_second_pass_resumes_to_the_uninterrupted_weights
     restored = _backup_step(killed)
     assert process.returncode == -signal.SIGKILL and per_pass < restored < 3 * per_pass, restored
     done = subprocess.run(command(killed), capture_output=True, text=True, env=_env(), timeout=600)
-    assert done.returncode == 0 and f"resumed from the backup at step {restored}" in done.stderr, done.stderr[-3000:]
+    assert done.returncode == 0 and f"resumed from the backup at step {restored}" in done.stderr, done.stderr[
+        -3000:
+    ]
     import keras
 
     import keras_bert_impl  # noqa: F401 (registers the classes the .keras files name)
 
-    for a, b in zip(keras.saving.load_model(reference / "model.keras").get_weights(),
-                    keras.saving.load_model(killed / "model.keras").get_weights()):
+    for a, b in zip(
+        keras.saving.load_model(reference / "model.keras").get_weights(),
+        keras.saving.load_model(killed / "model.keras").get_weights(),
+    ):
         np.testing.assert_array_equal(a, b)

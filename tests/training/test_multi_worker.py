@@ -48,7 +48,9 @@ def _env(tf_config=None):
 def _start(args, env, log_prefix):
     stdout = open(f"{log_prefix}.out", "w+")
     stderr = open(f"{log_prefix}.err", "w+")
-    process = subprocess.Popen([sys.executable, WORKER, *args], stdout=stdout, stderr=stderr, env=env, cwd=REPO)
+    process = subprocess.Popen(
+        [sys.executable, WORKER, *args], stdout=stdout, stderr=stderr, env=env, cwd=REPO
+    )
     return process, stdout, stderr
 
 
@@ -80,7 +82,9 @@ def _run_all(jobs, meanwhile):
     for (process, stdout, stderr), was_killed in zip(started, killed):
         stdout.seek(0)
         stderr.seek(0)
-        results.append({"code": process.returncode, "killed": was_killed, "out": stdout.read(), "err": stderr.read()})
+        results.append(
+            {"code": process.returncode, "killed": was_killed, "out": stdout.read(), "err": stderr.read()}
+        )
         stdout.close()
         stderr.close()
     return result, results
@@ -169,7 +173,9 @@ def test_two_workers_train_together_and_match_one_device(tmp_path):
     distributed = np.load(weight_file)
     assert len(distributed.files) == len(one_weights)
     for i, expected in enumerate(one_weights):
-        np.testing.assert_allclose(distributed[f"arr_{i}"], expected, rtol=0, atol=1e-6, err_msg=f"weight {i}")
+        np.testing.assert_allclose(
+            distributed[f"arr_{i}"], expected, rtol=0, atol=1e-6, err_msg=f"weight {i}"
+        )
 
 
 @pytest.mark.slow
@@ -185,4 +191,6 @@ def test_two_workers_pretrain_together_and_match_one_device(tmp_path):
     np.testing.assert_allclose(worker0["losses"], one["losses"], rtol=0, atol=1e-4)
     distributed = np.load(weight_file)
     for i, expected in enumerate(one_weights):
-        np.testing.assert_allclose(distributed[f"arr_{i}"], expected, rtol=0, atol=1e-5, err_msg=f"weight {i}")
+        np.testing.assert_allclose(
+            distributed[f"arr_{i}"], expected, rtol=0, atol=1e-5, err_msg=f"weight {i}"
+        )

@@ -10,12 +10,16 @@ from tests.harness import tiny_backbone_config
 
 
 def test_schedule_warmup_then_keras_polynomial_decay():
-    schedule = WarmupPolynomialDecay(1e-3, decay_steps=100, warmup_steps=10, end_learning_rate=1e-5, power=2.0)
+    schedule = WarmupPolynomialDecay(
+        1e-3, decay_steps=100, warmup_steps=10, end_learning_rate=1e-5, power=2.0
+    )
     # Warm-up is linear from 0.
     for step in (0, 1, 5, 9):
         assert float(schedule(step)) == pytest.approx(1e-3 * step / 10, rel=1e-6)
     # After warm-up: Keras' own PolynomialDecay, started at the end of warm-up.
-    reference = keras.optimizers.schedules.PolynomialDecay(1e-3, decay_steps=90, end_learning_rate=1e-5, power=2.0)
+    reference = keras.optimizers.schedules.PolynomialDecay(
+        1e-3, decay_steps=90, end_learning_rate=1e-5, power=2.0
+    )
     for step in (10, 11, 50, 99, 100, 150):
         assert float(schedule(step)) == pytest.approx(float(reference(step - 10)), rel=1e-5)
     again = WarmupPolynomialDecay.from_config(schedule.get_config())

@@ -183,8 +183,13 @@ print(json.dumps({"replicas": strategy.num_replicas_in_sync, "scale": float(mode
 
 def _run(name, optimizer="sgd", script=SCRIPT, *extra):
     env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3", PYTHONPATH=REPO, KERAS_BACKEND="tensorflow")
-    out = subprocess.run([sys.executable, "-c", script, name, optimizer, *extra], capture_output=True, text=True,
-                         env=env, timeout=300)
+    out = subprocess.run(
+        [sys.executable, "-c", script, name, optimizer, *extra],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=300,
+    )
     assert out.returncode == 0, out.stderr[-3000:]
     return json.loads(out.stdout.strip().splitlines()[-1])
 
@@ -234,7 +239,11 @@ def test_mirrored_pretrainer_matches_one_device_with_uneven_masked_positions():
     # MaskedSparseCrossentropy divides each replica's sum by the weight of the whole batch.
     one = _run("one-device", "ours", PRETRAINER_SCRIPT)
     mirrored = _run("mirrored", "ours", PRETRAINER_SCRIPT)
-    assert one["replicas"] == 1 and mirrored["replicas"] == 2 and len(one["losses"]) == len(mirrored["losses"]) == 4
+    assert (
+        one["replicas"] == 1
+        and mirrored["replicas"] == 2
+        and len(one["losses"]) == len(mirrored["losses"]) == 4
+    )
     print("one-device", one["losses"], "mirrored", mirrored["losses"])
     for a, b in zip(one["losses"], mirrored["losses"]):
         assert abs(a - b) <= 1e-4
@@ -242,7 +251,9 @@ def test_mirrored_pretrainer_matches_one_device_with_uneven_masked_positions():
     # the first replica's lone positions four times as much as one device does.
     keras_one = _run("one-device", "per-replica-mean", PRETRAINER_SCRIPT)
     keras_mirrored = _run("mirrored", "per-replica-mean", PRETRAINER_SCRIPT)
-    np.testing.assert_allclose(keras_one["losses"][0], one["losses"][0], rtol=1e-5)  # the same loss on one device
+    np.testing.assert_allclose(
+        keras_one["losses"][0], one["losses"][0], rtol=1e-5
+    )  # the same loss on one device
     drift = max(abs(a - b) for a, b in zip(keras_one["losses"], keras_mirrored["losses"]))
     print("per-replica mean: max loss difference", drift)
     assert drift > 1e-3

@@ -79,7 +79,9 @@ def test_python_run_folder_resumes_after_sigkill_to_the_uninterrupted_weights(tm
     with open(killed / "runs" / "python" / "metrics.json", encoding="utf-8") as f:
         metrics = json.load(f)
     restored = metrics["resumed_from_step"]
-    assert 0 < restored <= killed_at and restored % STEPS != 0, f"resumed at step {restored}, killed at {killed_at}"
+    assert 0 < restored <= killed_at and restored % STEPS != 0, (
+        f"resumed at step {restored}, killed at {killed_at}"
+    )
     assert f"resumed from the backup at step {restored} of {EPOCHS * STEPS}" in resumed.stderr
     assert len(metrics["history"]["loss"]) == EPOCHS
     for a, b in zip(_weights(reference), _weights(killed)):

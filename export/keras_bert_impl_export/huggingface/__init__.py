@@ -9,5 +9,10 @@ from keras_bert_impl_export.huggingface.export_sentence_transformers import expo
 from keras_bert_impl_export.huggingface.not_expressible_error import NotExpressibleError
 from keras_bert_impl_export.huggingface.transformers_model import TransformersModel, transformers_model
 
-__all__ = ["NotExpressibleError", "TransformersModel", "export_huggingface", "export_sentence_transformers",
-           "transformers_model"]
+__all__ = [
+    "NotExpressibleError",
+    "TransformersModel",
+    "export_huggingface",
+    "export_sentence_transformers",
+    "transformers_model",
+]

@@ -23,14 +23,18 @@ def _model_and_run_folder(model):
     if os.path.isdir(path):
         keras_path = os.path.join(path, "model.keras")
         if not os.path.isfile(keras_path):
-            raise FileNotFoundError(f"model {path!r} is a folder without model.keras: pass a kbert run folder or a .keras file.")
+            raise FileNotFoundError(
+                f"model {path!r} is a folder without model.keras: pass a kbert run folder or a .keras file."
+            )
         return keras.saving.load_model(keras_path), keras_path, path
     if not (os.path.isfile(path) and path.endswith(".keras")):
         raise FileNotFoundError(f"model {path!r} is not a .keras file or a kbert run folder.")
     return keras.saving.load_model(path), path, None
 
 
-def export_huggingface(model, output, *, overwrite=False, run_folder=None, source=None, extra_files=None, notes=()):
+def export_huggingface(
+    model, output, *, overwrite=False, run_folder=None, source=None, extra_files=None, notes=()
+):
     """Writes `model` as a transformers folder: config.json, model.safetensors, the tokenizer
     (vocab.txt, tokenizer_config.json, special_tokens_map.json, tokenizer.json) and README.md.
 
@@ -68,7 +72,10 @@ def export_huggingface(model, output, *, overwrite=False, run_folder=None, sourc
     with output_folder(output, overwrite) as work:
         write_json_atomically(described.config, os.path.join(work, "config.json"), indent=2)
         # "pt" is what transformers writes and checks for when it loads a safetensors file.
-        write_atomically(os.path.join(work, WEIGHTS), lambda tmp: save_file(described.tensors, tmp, metadata={"format": "pt"}))
+        write_atomically(
+            os.path.join(work, WEIGHTS),
+            lambda tmp: save_file(described.tensors, tmp, metadata={"format": "pt"}),
+        )
         for name, text in files.items():
             write_text_atomically(text, os.path.join(work, name))
         write_text_atomically(card, os.path.join(work, "README.md"))

@@ -20,7 +20,9 @@ def _embedder_settings(model, pooling, normalize):
     BertEmbedder (its own; a different pooling or normalize given is refused)."""
     if isinstance(model, kb.BertBackbone):
         # The embedder checks the pooling (and is what `kbert export`'s other embedder files are).
-        model = kb.BertEmbedder(model, pooling=pooling or "mean", normalize=True if normalize is None else normalize)
+        model = kb.BertEmbedder(
+            model, pooling=pooling or "mean", normalize=True if normalize is None else normalize
+        )
         return model.backbone, model.pooling, model.normalize
     if not isinstance(model, kb.BertEmbedder):
         raise NotExpressibleError(
@@ -34,12 +36,15 @@ def _embedder_settings(model, pooling, normalize):
         )
     for name, given, own in (("pooling", pooling, model.pooling), ("normalize", normalize, model.normalize)):
         if given is not None and given != own:
-            raise ValueError(f"{name}={given!r} differs from the embedder's own {name}={own!r}: leave {name} out.")
+            raise ValueError(
+                f"{name}={given!r} differs from the embedder's own {name}={own!r}: leave {name} out."
+            )
     return model.backbone, model.pooling, model.normalize
 
 
-def export_sentence_transformers(model, output, *, pooling=None, normalize=None, max_seq_length=128,
-                                 overwrite=False, source=None):
+def export_sentence_transformers(
+    model, output, *, pooling=None, normalize=None, max_seq_length=128, overwrite=False, source=None
+):
     """Writes a sentence embedder as a sentence-transformers folder whose `encode` gives the
     vectors `kbert embed` gives at the same settings (the first `max_seq_length` wordpieces,
     [CLS] and [SEP] included).
@@ -72,7 +77,9 @@ def export_sentence_transformers(model, output, *, pooling=None, normalize=None,
         {"idx": 1, "name": "1", "path": "1_Pooling", "type": "sentence_transformers.models.Pooling"},
     ]
     if normalize:
-        modules.append({"idx": 2, "name": "2", "path": "2_Normalize", "type": "sentence_transformers.models.Normalize"})
+        modules.append(
+            {"idx": 2, "name": "2", "path": "2_Normalize", "type": "sentence_transformers.models.Normalize"}
+        )
     pooling_config = {"word_embedding_dimension": backbone.hidden_dim}
     pooling_config.update({f"pooling_mode_{mode}": mode == POOLING_MODES[pooling] for mode in ALL_MODES})
     files = {
@@ -81,8 +88,16 @@ def export_sentence_transformers(model, output, *, pooling=None, normalize=None,
         "sentence_bert_config.json": {"max_seq_length": max_seq_length, "do_lower_case": False},
         "1_Pooling/config.json": pooling_config,
     }
-    note = (f"A sentence-transformers folder too: SentenceTransformer(folder).encode(texts) gives {pooling} pooling "
-            f"of the last layer over {max_seq_length} wordpieces{', L2-normalised' if normalize else ''}, "
-            "as `kbert embed` does.")
-    return export_huggingface(backbone, output, overwrite=overwrite, source=source or loaded_from or type(model).__name__,
-                              extra_files=files, notes=[note])
+    note = (
+        f"A sentence-transformers folder too: SentenceTransformer(folder).encode(texts) gives {pooling} pooling "
+        f"of the last layer over {max_seq_length} wordpieces{', L2-normalised' if normalize else ''}, "
+        "as `kbert embed` does."
+    )
+    return export_huggingface(
+        backbone,
+        output,
+        overwrite=overwrite,
+        source=source or loaded_from or type(model).__name__,
+        extra_files=files,
+        notes=[note],
+    )

@@ -84,13 +84,24 @@ def model_card(described, source, run_folder=None):
         lines.append(f"- Labels (id order): {', '.join(f'`{n}`' for n in described.label_names)}.")
     if record.get("command"):
         lines.append(f"- Trained by `kbert {record['command']}`.")
-    lines += ["", "```python", "from transformers import AutoTokenizer, " + described.architecture, "",
-              'tokenizer = AutoTokenizer.from_pretrained("PATH")',
-              f'model = {described.architecture}.from_pretrained("PATH")', "```"]
+    lines += [
+        "",
+        "```python",
+        "from transformers import AutoTokenizer, " + described.architecture,
+        "",
+        'tokenizer = AutoTokenizer.from_pretrained("PATH")',
+        f'model = {described.architecture}.from_pretrained("PATH")',
+        "```",
+    ]
     if described.notes:
         lines += ["", "## Differences from the Keras model", ""] + [f"- {note}" for note in described.notes]
-    lines += ["", "## Where AutoTokenizer differs from the Keras model's tokenizer", "",
-              "The same ids on ordinary text (checked on 4,000 movie-review sentences and 85 hard cases), except:", ""]
+    lines += [
+        "",
+        "## Where AutoTokenizer differs from the Keras model's tokenizer",
+        "",
+        "The same ids on ordinary text (checked on 4,000 movie-review sentences and 85 hard cases), except:",
+        "",
+    ]
     lines += [f"- {difference}" for difference in TOKENIZER_DIFFERENCES]
     if settings:
         lines += ["", "## Training settings", "", "| setting | value |", "|---|---|"]
@@ -99,5 +110,8 @@ def model_card(described, source, run_folder=None):
     numbers = _flat_numbers(metrics["validation"] if isinstance(metrics.get("validation"), dict) else metrics)
     if numbers:
         lines += ["", "## Metrics (metrics.json)", "", "| metric | value |", "|---|---|"]
-        lines += [f"| {name} | {value:.4f} |" if isinstance(value, float) else f"| {name} | {value} |" for name, value in numbers]
+        lines += [
+            f"| {name} | {value:.4f} |" if isinstance(value, float) else f"| {name} | {value} |"
+            for name, value in numbers
+        ]
     return "\n".join(lines) + "\n"

@@ -9,14 +9,22 @@ from keras_bert_impl_export.huggingface.not_expressible_error import NotExpressi
 
 # BertPreprocessor's default, and the value of Hugging Face's BERT tokenizers.
 MAX_CHARS_PER_WORD = 100
-_ROLES = {"[PAD]": "pad_token", "[UNK]": "unk_token", "[CLS]": "cls_token", "[SEP]": "sep_token", "[MASK]": "mask_token"}
+_ROLES = {
+    "[PAD]": "pad_token",
+    "[UNK]": "unk_token",
+    "[CLS]": "cls_token",
+    "[SEP]": "sep_token",
+    "[MASK]": "mask_token",
+}
 
 
 def _tokenizer_json(vocabulary, lowercase):
     from tokenizers import AddedToken, Tokenizer, decoders, models, normalizers, pre_tokenizers, processors
 
     ids = {token: i for i, token in enumerate(vocabulary)}
-    tokenizer = Tokenizer(models.WordPiece(ids, unk_token="[UNK]", max_input_chars_per_word=MAX_CHARS_PER_WORD))
+    tokenizer = Tokenizer(
+        models.WordPiece(ids, unk_token="[UNK]", max_input_chars_per_word=MAX_CHARS_PER_WORD)
+    )
     # strip_accents=None follows lowercase, as BertPreprocessor does (uncased strips accents).
     tokenizer.normalizer = normalizers.BertNormalizer(
         clean_text=True, handle_chinese_chars=True, strip_accents=None, lowercase=bool(lowercase)

@@ -33,7 +33,9 @@ def _linear(dense):
 def _without_pooler(tensors, notes):
     """Token-level heads: transformers builds their BertModel without a pooler, so its weights
     would be unexpected keys; our head never reads it either."""
-    notes.append("The encoder's pooler is left out: this head does not use it, and transformers' class has none.")
+    notes.append(
+        "The encoder's pooler is left out: this head does not use it, and transformers' class has none."
+    )
     return {name: value for name, value in tensors.items() if not name.startswith("bert.pooler.")}
 
 
@@ -76,7 +78,9 @@ def _config(backbone, architecture):
         "intermediate_size": backbone.intermediate_dim,
         "hidden_act": _HIDDEN_ACT[backbone.activation],
         "hidden_dropout_prob": backbone.dropout,
-        "attention_probs_dropout_prob": backbone.dropout if backbone.attention_dropout is None else backbone.attention_dropout,
+        "attention_probs_dropout_prob": backbone.dropout
+        if backbone.attention_dropout is None
+        else backbone.attention_dropout,
         "max_position_embeddings": backbone.max_sequence_length,
         "type_vocab_size": backbone.num_segments,
         "initializer_range": backbone.initializer_range,
@@ -110,8 +114,10 @@ def transformers_model(model):
     if isinstance(model, kb.QuantizationAwareClassifier):
         # transformers has no fake quantization: the folder holds the float classifier it wraps, as
         # the other export files of a --qat run do.
-        notes.append("The model was trained quantization-aware (kbert finetune --qat): this folder holds the float "
-                     "classifier it wraps; the integer-only TFLite file of kbert export computes as it was trained.")
+        notes.append(
+            "The model was trained quantization-aware (kbert finetune --qat): this folder holds the float "
+            "classifier it wraps; the integer-only TFLite file of kbert export computes as it was trained."
+        )
         model = model.classifier
     backbone = model if isinstance(model, kb.BertBackbone) else getattr(model, "backbone", None)
     if not isinstance(backbone, kb.BertBackbone):
@@ -127,7 +133,10 @@ def transformers_model(model):
                 f"the masked-LM transform uses {model.masked_lm_head.activation!r} and the encoder "
                 f"{backbone.activation!r}; transformers' BertForPreTraining uses hidden_act for both."
             )
-        architecture, task = "BertForPreTraining", "pretraining (masked LM tied to the word embeddings, next sentence)"
+        architecture, task = (
+            "BertForPreTraining",
+            "pretraining (masked LM tied to the word embeddings, next sentence)",
+        )
         config, tensors = _config(backbone, architecture), huggingface_tensors(model, prefix="bert.")
     elif isinstance(model, kb.BertClassifier):
         if model.pooling != "pooled":
@@ -139,11 +148,15 @@ def transformers_model(model):
         task = "multi-label classification" if model.multi_label else "sequence classification"
         config, tensors = _config(backbone, architecture), huggingface_tensors(backbone, prefix="bert.")
         label_names = _labels(config, model.label_names, model.num_classes)
-        config["problem_type"] = "multi_label_classification" if model.multi_label else "single_label_classification"
+        config["problem_type"] = (
+            "multi_label_classification" if model.multi_label else "single_label_classification"
+        )
         tensors["classifier.weight"], tensors["classifier.bias"] = _linear(model.output_dense)  # [C, H], [C]
         if model.activation is not None:
-            notes.append(f"The Keras model outputs {model.activation} probabilities; transformers gives the logits "
-                         f"before them: apply {model.activation} to `logits`.")
+            notes.append(
+                f"The Keras model outputs {model.activation} probabilities; transformers gives the logits "
+                f"before them: apply {model.activation} to `logits`."
+            )
     elif isinstance(model, kb.BertTokenClassifier):
         architecture, task = "BertForTokenClassification", "token classification (tagging)"
         config = _config(backbone, architecture)
@@ -155,8 +168,10 @@ def transformers_model(model):
         config = _config(backbone, architecture)
         tensors = _without_pooler(huggingface_tensors(backbone, prefix="bert."), notes)
         tensors["qa_outputs.weight"], tensors["qa_outputs.bias"] = _linear(model.span_dense)  # [2, H], [2]
-        notes.append("The Keras model gives padded positions a start/end logit of -1e9; transformers leaves them "
-                     "as computed: mask them (attention_mask == 0) before taking the best span.")
+        notes.append(
+            "The Keras model gives padded positions a start/end logit of -1e9; transformers leaves them "
+            "as computed: mask them (attention_mask == 0) before taking the best span."
+        )
     else:
         raise NotExpressibleError(
             f"a {type(model).__name__} has no transformers BERT class (a sentence embedder's pooling is not a "

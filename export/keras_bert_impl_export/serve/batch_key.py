@@ -22,4 +22,6 @@ class BatchKey(NamedTuple):
     @classmethod
     def of(cls, model, signature, inputs):
         """The key of a request to `model` (a ServableModel) with `inputs` {name: array [B, ...]}."""
-        return cls(model.name, model.version, signature, tuple((k, v.shape[1:]) for k, v in sorted(inputs.items())))
+        return cls(
+            model.name, model.version, signature, tuple((k, v.shape[1:]) for k, v in sorted(inputs.items()))
+        )

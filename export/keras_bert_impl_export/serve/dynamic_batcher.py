@@ -65,17 +65,31 @@ class DynamicBatcher:
     Use it from one asyncio event loop: `await start()`, `await submit(...)`, `await stop()`.
     """
 
-    def __init__(self, run, max_batch_size=32, batch_timeout_ms=2.0, num_batch_threads=1,
-                 max_enqueued_batches=1000, on_batch=None):
+    def __init__(
+        self,
+        run,
+        max_batch_size=32,
+        batch_timeout_ms=2.0,
+        num_batch_threads=1,
+        max_enqueued_batches=1000,
+        on_batch=None,
+    ):
         self._run = run
         self.max_batch_size = check_int("max_batch_size", max_batch_size, minimum=1)
         # inf never ends a batch that is not full (its requests hang); NaN compares false to every deadline.
-        if (isinstance(batch_timeout_ms, bool) or not isinstance(batch_timeout_ms, (int, float))
-                or not 0 <= batch_timeout_ms < math.inf):
-            raise ValueError(f"batch_timeout_ms must be a finite number >= 0. Received: batch_timeout_ms={batch_timeout_ms!r}")
+        if (
+            isinstance(batch_timeout_ms, bool)
+            or not isinstance(batch_timeout_ms, (int, float))
+            or not 0 <= batch_timeout_ms < math.inf
+        ):
+            raise ValueError(
+                f"batch_timeout_ms must be a finite number >= 0. Received: batch_timeout_ms={batch_timeout_ms!r}"
+            )
         self.batch_timeout = batch_timeout_ms / 1000.0
         self.num_batch_threads = check_int("num_batch_threads", num_batch_threads, minimum=1)
-        self.max_enqueued_rows = check_int("max_enqueued_batches", max_enqueued_batches, minimum=1) * self.max_batch_size
+        self.max_enqueued_rows = (
+            check_int("max_enqueued_batches", max_enqueued_batches, minimum=1) * self.max_batch_size
+        )
         self._on_batch = on_batch
         self._queue = collections.deque()
         self.queued_rows = 0
@@ -86,7 +100,9 @@ class DynamicBatcher:
 
     async def start(self):
         self._wakeup = asyncio.Event()
-        self._executor = concurrent.futures.ThreadPoolExecutor(self.num_batch_threads, thread_name_prefix="batch")
+        self._executor = concurrent.futures.ThreadPoolExecutor(
+            self.num_batch_threads, thread_name_prefix="batch"
+        )
         self._workers = [asyncio.create_task(self._work()) for _ in range(self.num_batch_threads)]
 
     async def stop(self):
@@ -118,7 +134,7 @@ class DynamicBatcher:
         size = rows if whole else self.max_batch_size
         futures = []
         for start in range(0, rows, size):
-            part = {name: value[start:start + size] for name, value in inputs.items()}
+            part = {name: value[start : start + size] for name, value in inputs.items()}
             count = min(size, rows - start)
             futures.append(loop.create_future())
             self._queue.append(_Item(key, part, count, futures[-1], whole=whole))
@@ -143,7 +159,7 @@ class DynamicBatcher:
                 raise
             except Exception as e:
                 e.first_row = index * size
-                for other in futures[index + 1:]:
+                for other in futures[index + 1 :]:
                     other.cancel()  # nobody waits for the remaining parts any more
                 raise
         return parts
@@ -158,8 +174,11 @@ class DynamicBatcher:
             item = self._queue.popleft()
             if item.future.done():  # cancelled: its client is gone
                 self.queued_rows -= item.rows
-            elif item.key == key and not (batch and (batch[0].whole or item.whole)) and (
-                    not batch or rows + item.rows <= self.max_batch_size):
+            elif (
+                item.key == key
+                and not (batch and (batch[0].whole or item.whole))
+                and (not batch or rows + item.rows <= self.max_batch_size)
+            ):
                 batch.append(item)
                 rows += item.rows
                 self.queued_rows -= item.rows
@@ -231,7 +250,9 @@ class DynamicBatcher:
         start = 0
         for item in batch:
             if not item.future.done():
-                item.future.set_result({name: value[start:start + item.rows] for name, value in outputs.items()})
+                item.future.set_result(
+                    {name: value[start : start + item.rows] for name, value in outputs.items()}
+                )
             start += item.rows
 
 

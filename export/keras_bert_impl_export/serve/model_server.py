@@ -27,16 +27,30 @@ import time
 
 import tensorflow as tf
 import uvicorn
-from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, Counter, Gauge, Histogram, generate_latest
+from prometheus_client import (
+    CONTENT_TYPE_LATEST,
+    CollectorRegistry,
+    Counter,
+    Gauge,
+    Histogram,
+    generate_latest,
+)
 from starlette.applications import Starlette
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
 from keras_bert_impl.validation import check_int
 from keras_bert_impl_export.serve.batch_key import BatchKey
-from keras_bert_impl_export.serve.dynamic_batcher import DynamicBatcher, QueueFullError, UnbatchableOutputError
+from keras_bert_impl_export.serve.dynamic_batcher import (
+    DynamicBatcher,
+    QueueFullError,
+    UnbatchableOutputError,
+)
 from keras_bert_impl_export.serve.rest_api import (
-    RestApiError, error_sentence, format_predict_response, parse_predict_body,
+    RestApiError,
+    error_sentence,
+    format_predict_response,
+    parse_predict_body,
 )
 
 _MODEL_PATH = re.compile(
@@ -61,7 +75,9 @@ def listening_socket(host):
     a kept-alive connection the body waited for the client's delayed ACK: about 40 ms a request
     (bench/perf/serve_overhead.py). Linux also passes the listening socket's TCP_NODELAY on to the
     connections it accepts."""
-    sock = socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET, socket.SOCK_STREAM, socket.IPPROTO_TCP)
+    sock = socket.socket(
+        socket.AF_INET6 if ":" in host else socket.AF_INET, socket.SOCK_STREAM, socket.IPPROTO_TCP
+    )
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
     return sock
@@ -101,8 +117,15 @@ class ModelServer:
         max_body_bytes: int. A larger request body is refused with 413.
     """
 
-    def __init__(self, models, max_batch_size=32, batch_timeout_ms=2.0, num_batch_threads=1,
-                 max_enqueued_batches=1000, max_body_bytes=16 * 1024 * 1024):
+    def __init__(
+        self,
+        models,
+        max_batch_size=32,
+        batch_timeout_ms=2.0,
+        num_batch_threads=1,
+        max_enqueued_batches=1000,
+        max_body_bytes=16 * 1024 * 1024,
+    ):
         if not models:
             raise ValueError("ModelServer needs at least one model.")
         self.models = {}
@@ -110,21 +133,39 @@ class ModelServer:
             self.models.setdefault(model.name, {})[model.version] = model
         self.max_body_bytes = check_int("max_body_bytes", max_body_bytes, minimum=1)
         self.registry = CollectorRegistry()
-        self._requests = Counter("kbert_serve_requests", "Requests answered, by model, method and HTTP status.",
-                                 ["model", "method", "code"], registry=self.registry)
-        self._latency = Histogram("kbert_serve_request_seconds", "Time from the body's arrival to the answer.",
-                                  ["model", "method"], registry=self.registry,
-                                  buckets=(0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30))
-        self._batch_rows = Histogram("kbert_serve_batch_rows", "Rows per model call.", registry=self.registry,
-                                     buckets=tuple(2 ** i for i in range(11)))
-        self._batch_seconds = Histogram("kbert_serve_batch_seconds", "Seconds per model call.", registry=self.registry)
+        self._requests = Counter(
+            "kbert_serve_requests",
+            "Requests answered, by model, method and HTTP status.",
+            ["model", "method", "code"],
+            registry=self.registry,
+        )
+        self._latency = Histogram(
+            "kbert_serve_request_seconds",
+            "Time from the body's arrival to the answer.",
+            ["model", "method"],
+            registry=self.registry,
+            buckets=(0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30),
+        )
+        self._batch_rows = Histogram(
+            "kbert_serve_batch_rows",
+            "Rows per model call.",
+            registry=self.registry,
+            buckets=tuple(2**i for i in range(11)),
+        )
+        self._batch_seconds = Histogram(
+            "kbert_serve_batch_seconds", "Seconds per model call.", registry=self.registry
+        )
         self.batcher = DynamicBatcher(
-            self._run, max_batch_size=max_batch_size, batch_timeout_ms=batch_timeout_ms,
-            num_batch_threads=num_batch_threads, max_enqueued_batches=max_enqueued_batches,
+            self._run,
+            max_batch_size=max_batch_size,
+            batch_timeout_ms=batch_timeout_ms,
+            num_batch_threads=num_batch_threads,
+            max_enqueued_batches=max_enqueued_batches,
             on_batch=self._observe_batch,
         )
         Gauge("kbert_serve_queued_rows", "Rows waiting for a batch.", registry=self.registry).set_function(
-            lambda: self.batcher.queued_rows)
+            lambda: self.batcher.queued_rows
+        )
         self.draining = False
         # :predict requests read, answered (any status), and dropped because their client left first
         self.accepted = self.answered = self.dropped = 0
@@ -161,14 +202,23 @@ class ModelServer:
             sock.close()
             # An address that does not resolve, or is not this machine's: the host is at fault, not the port.
             if isinstance(e, socket.gaierror) or e.errno == errno.EADDRNOTAVAIL:
-                raise OSError(f"cannot listen on {host!r} ({e.strerror}): pass an address of this machine as "
-                              "--host, such as 127.0.0.1 or 0.0.0.0") from None
-            raise OSError(f"cannot listen on {host}:{port} ({e.strerror}): pass another --port, or 0 for a free one") from None
+                raise OSError(
+                    f"cannot listen on {host!r} ({e.strerror}): pass an address of this machine as "
+                    "--host, such as 127.0.0.1 or 0.0.0.0"
+                ) from None
+            raise OSError(
+                f"cannot listen on {host}:{port} ({e.strerror}): pass another --port, or 0 for a free one"
+            ) from None
         sock.listen(2048)
         bound = sock.getsockname()[1]
         self.on_ready = (lambda: on_ready(bound)) if on_ready is not None else None
-        config = uvicorn.Config(self.app, log_level="warning", access_log=False, lifespan="on",
-                                timeout_graceful_shutdown=SHUTDOWN_SECONDS)
+        config = uvicorn.Config(
+            self.app,
+            log_level="warning",
+            access_log=False,
+            lifespan="on",
+            timeout_graceful_shutdown=SHUTDOWN_SECONDS,
+        )
         server = _Server(config, self)
         # uvicorn re-raises the signal that stopped it once it has shut down; these handlers
         # take it, so a SIGTERM'd server returns normally (exit status 0) after its last answer.
@@ -199,7 +249,9 @@ class ModelServer:
         return response
 
     async def _not_found(self, request, exc):
-        return _JSONResponse({"error": f"Malformed request: {request.method} {request.url.path}"}, status_code=404)
+        return _JSONResponse(
+            {"error": f"Malformed request: {request.method} {request.url.path}"}, status_code=404
+        )
 
     async def _health(self, request):
         if self.draining:
@@ -212,26 +264,38 @@ class ModelServer:
     def _model(self, name, version):
         versions = self.models.get(name)
         if versions is None:
-            raise RestApiError(f"Servable not found for request: Latest({name}). This server has "
-                               f"{', '.join(sorted(self.models))}.", status=404)
+            raise RestApiError(
+                f"Servable not found for request: Latest({name}). This server has "
+                f"{', '.join(sorted(self.models))}.",
+                status=404,
+            )
         if version is None:
             return versions[max(versions)]
         if int(version) not in versions:
-            raise RestApiError(f"Servable not found for request: Specific({name}, {version}). Loaded versions: "
-                               f"{', '.join(str(v) for v in sorted(versions))}.", status=404)
+            raise RestApiError(
+                f"Servable not found for request: Specific({name}, {version}). Loaded versions: "
+                f"{', '.join(str(v) for v in sorted(versions))}.",
+                status=404,
+            )
         return versions[int(version)]
 
     async def _read_body(self, request):
         length = request.headers.get("content-length")
         if length is not None and length.isdigit() and int(length) > self.max_body_bytes:
-            raise RestApiError(f"The request body has {int(length)} bytes, over this server's limit of "
-                               f"{self.max_body_bytes} (--max-body-bytes): send fewer examples per request.", status=413)
+            raise RestApiError(
+                f"The request body has {int(length)} bytes, over this server's limit of "
+                f"{self.max_body_bytes} (--max-body-bytes): send fewer examples per request.",
+                status=413,
+            )
         chunks, size = [], 0
         async for chunk in request.stream():
             size += len(chunk)
             if size > self.max_body_bytes:
-                raise RestApiError(f"The request body is over this server's limit of {self.max_body_bytes} bytes "
-                                   "(--max-body-bytes): send fewer examples per request.", status=413)
+                raise RestApiError(
+                    f"The request body is over this server's limit of {self.max_body_bytes} bytes "
+                    "(--max-body-bytes): send fewer examples per request.",
+                    status=413,
+                )
             chunks.append(chunk)
         return b"".join(chunks)
 
@@ -241,8 +305,11 @@ class ModelServer:
         match = _MODEL_PATH.match(path)
         name = match.group("name") if match else "-"
         # TF Serving reads the verb case-insensitively (:PREDICT works there).
-        method = ((match.group("method") or "").lower() or ("metadata" if match.group("metadata") else "status")
-                  ) if match else "-"
+        method = (
+            ((match.group("method") or "").lower() or ("metadata" if match.group("metadata") else "status"))
+            if match
+            else "-"
+        )
         verb, method = method, method if method in _METHODS else "-"  # metrics label only known methods
         if method == "predict":
             self.accepted += 1
@@ -251,16 +318,28 @@ class ModelServer:
                 raise RestApiError(f"Malformed request: {request.method} {request.url.path}", status=404)
             model = self._model(name, match.group("version"))
             if method == "status":
-                versions = [model] if match.group("version") else [self.models[name][v] for v in sorted(self.models[name])]
-                return self._answer(name, method, started, {"model_version_status": [m.status() for m in versions]})
+                versions = (
+                    [model]
+                    if match.group("version")
+                    else [self.models[name][v] for v in sorted(self.models[name])]
+                )
+                return self._answer(
+                    name, method, started, {"model_version_status": [m.status() for m in versions]}
+                )
             if method == "metadata":
                 return self._answer(name, method, started, model.metadata())
             if verb not in _METHODS:  # TF Serving: InvalidArgument, HTTP 400
-                raise RestApiError(f"Malformed request: {request.method} {request.url.path}: the verb is :predict "
-                                   "(or :classify, :regress).", status=400)
+                raise RestApiError(
+                    f"Malformed request: {request.method} {request.url.path}: the verb is :predict "
+                    "(or :classify, :regress).",
+                    status=400,
+                )
             if method != "predict":
-                raise RestApiError(f"{method} needs a classification or regression signature (tf.Example input); "
-                                   f"{name} has predict signatures only: POST .../{name}:predict.", status=400)
+                raise RestApiError(
+                    f"{method} needs a classification or regression signature (tf.Example input); "
+                    f"{name} has predict signatures only: POST .../{name}:predict.",
+                    status=400,
+                )
             outputs, rows, row_format = await self._predict(model, await self._read_body(request), request)
             return self._answer(name, method, started, format_predict_response(outputs, row_format, rows))
         except _ClientGone:  # nobody to answer; its rows left the queue uncomputed
@@ -277,7 +356,9 @@ class ModelServer:
         _ClientGone when the client disconnects first (its request leaves the queue)."""
         signature, inputs, rows, row_format = parse_predict_body(body, model.signatures)
         key = BatchKey.of(model, signature, inputs)
-        work = asyncio.ensure_future(self.batcher.submit(key, inputs, rows, whole=not model.batch_major[signature]))
+        work = asyncio.ensure_future(
+            self.batcher.submit(key, inputs, rows, whole=not model.batch_major[signature])
+        )
         gone = asyncio.ensure_future(_disconnected(request))
         try:
             await asyncio.wait({work, gone}, return_when=asyncio.FIRST_COMPLETED)
@@ -294,7 +375,9 @@ class ModelServer:
         except (tf.errors.InvalidArgumentError, ValueError) as e:
             raise RestApiError(client_error_message(e, getattr(e, "first_row", 0)), status=400) from None
         except UnbatchableOutputError as e:
-            raise RestApiError(f"{e} Signature {signature!r} of {model.name} returned it.", status=500) from None
+            raise RestApiError(
+                f"{e} Signature {signature!r} of {model.name} returned it.", status=500
+            ) from None
         return outputs, rows, row_format
 
 

@@ -34,8 +34,11 @@ class RestApiError(Exception):
 # Terminal control sequences (Keras prints a layer's error in bold: ESC[1m ... ESC[0m).
 _TERMINAL_CODES = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")
 # Keras' wrapper of an error raised inside a layer's call(): the layer, the error, the arguments.
-_KERAS_WRAPPER = re.compile(r"\s*Exception encountered when calling [\w.]+\(\)\.\s*(.*?)\s*"
-                            r"(?:Arguments received by .*)?$", re.DOTALL)
+_KERAS_WRAPPER = re.compile(
+    r"\s*Exception encountered when calling [\w.]+\(\)\.\s*(.*?)\s*"
+    r"(?:Arguments received by .*)?$",
+    re.DOTALL,
+)
 
 
 def error_sentence(error):
@@ -52,14 +55,19 @@ def _json_body(body):
     try:
         request = json.loads(body)
     except (UnicodeDecodeError, json.JSONDecodeError) as e:
-        raise RestApiError(f"JSON Parse error: {e}. The body must be a JSON object such as "
-                           '{"instances": ["a text"]}.') from None
+        raise RestApiError(
+            f'JSON Parse error: {e}. The body must be a JSON object such as {{"instances": ["a text"]}}.'
+        ) from None
     except RecursionError:  # [[[[... nested deeper than Python's stack (it was a 500)
-        raise RestApiError("JSON Parse error: the body nests lists or objects too deeply to read. Send each "
-                           "input nested as deep as its shape in the signature's metadata.") from None
+        raise RestApiError(
+            "JSON Parse error: the body nests lists or objects too deeply to read. Send each "
+            "input nested as deep as its shape in the signature's metadata."
+        ) from None
     if not isinstance(request, dict):
-        raise RestApiError(f"The request body must be a JSON object, not a {type(request).__name__}: "
-                           'send {"instances": [...]} or {"inputs": ...}.')
+        raise RestApiError(
+            f"The request body must be a JSON object, not a {type(request).__name__}: "
+            'send {"instances": [...]} or {"inputs": ...}.'
+        )
     return request
 
 
@@ -70,36 +78,54 @@ def _leaf(value, name, dtype, where):
         # in _bytes only says how outputs are written, and that its inputs need the b64 form.
         if name.endswith("_bytes") or isinstance(value, dict):
             if not (isinstance(value, dict) and set(value) == {"b64"} and isinstance(value["b64"], str)):
-                raise RestApiError(f"{where} of input {name!r} must be a string or {{\"b64\": \"...\"}} "
-                                   f"(binary data, base64); received {json.dumps(value)[:60]}.")
+                raise RestApiError(
+                    f'{where} of input {name!r} must be a string or {{"b64": "..."}} '
+                    f"(binary data, base64); received {json.dumps(value)[:60]}."
+                )
             try:
                 return base64.b64decode(value["b64"], validate=True)
             except binascii.Error as e:
                 raise RestApiError(f"{where} of input {name!r} is not valid base64 ({e}).") from None
         if not isinstance(value, str):
-            raise RestApiError(f"{where} of input {name!r} must be a string; received {json.dumps(value)[:60]} "
-                               f"({type(value).__name__}). Send texts as JSON strings.")
+            raise RestApiError(
+                f"{where} of input {name!r} must be a string; received {json.dumps(value)[:60]} "
+                f"({type(value).__name__}). Send texts as JSON strings."
+            )
         try:
             return value.encode("utf-8")
         except UnicodeEncodeError as e:  # a lone surrogate escape ("\\ud800"): valid JSON, not text
-            raise RestApiError(f"{where} of input {name!r} holds {value[e.start:e.end]!r} at character {e.start}, a "
-                               "lone UTF-16 surrogate that is no character: send the text as valid Unicode.") from None
+            raise RestApiError(
+                f"{where} of input {name!r} holds {value[e.start : e.end]!r} at character {e.start}, a "
+                "lone UTF-16 surrogate that is no character: send the text as valid Unicode."
+            ) from None
     if dtype == tf.bool:  # TF Serving's JSON mapping: true and false
         if not isinstance(value, bool):
-            raise RestApiError(f"{where} of input {name!r} must be true or false (bool); "
-                               f"received {json.dumps(value)[:60]}.")
+            raise RestApiError(
+                f"{where} of input {name!r} must be true or false (bool); received {json.dumps(value)[:60]}."
+            )
         return value
     if isinstance(value, bool) or not isinstance(value, (int, float)):
-        raise RestApiError(f"{where} of input {name!r} must be a number ({dtype.name}); "
-                           f"received {json.dumps(value)[:60]}.")
+        raise RestApiError(
+            f"{where} of input {name!r} must be a number ({dtype.name}); received {json.dumps(value)[:60]}."
+        )
     if dtype.is_integer and isinstance(value, float) and not value.is_integer():
-        raise RestApiError(f"{where} of input {name!r} must be an integer ({dtype.name}); received {value!r}.")
+        raise RestApiError(
+            f"{where} of input {name!r} must be an integer ({dtype.name}); received {value!r}."
+        )
     if dtype.is_integer and not dtype.min <= value <= dtype.max:
-        raise RestApiError(f"{where} of input {name!r} holds {value!r}, outside {dtype.name}'s range "
-                           f"[{dtype.min}, {dtype.max}]: send values the model's input type can hold.")
-    if dtype.is_floating and not (isinstance(value, float) and not math.isfinite(value)) and abs(value) > float(dtype.max):
-        raise RestApiError(f"{where} of input {name!r} holds {value!r}, beyond {dtype.name}'s largest value "
-                           f"{dtype.max:g}: it cannot be converted without loss of precision.")
+        raise RestApiError(
+            f"{where} of input {name!r} holds {value!r}, outside {dtype.name}'s range "
+            f"[{dtype.min}, {dtype.max}]: send values the model's input type can hold."
+        )
+    if (
+        dtype.is_floating
+        and not (isinstance(value, float) and not math.isfinite(value))
+        and abs(value) > float(dtype.max)
+    ):
+        raise RestApiError(
+            f"{where} of input {name!r} holds {value!r}, beyond {dtype.name}'s largest value "
+            f"{dtype.max:g}: it cannot be converted without loss of precision."
+        )
     return value
 
 
@@ -107,15 +133,18 @@ def _array(values, name, spec, where):
     """A list over the examples -> numpy [N, ...] of the spec's dtype and rank."""
     rank = spec.shape.rank
     if not isinstance(values, list):
-        raise RestApiError(f"{where}: input {name!r} must be a list over the examples; received "
-                           f"{type(values).__name__}.")
+        raise RestApiError(
+            f"{where}: input {name!r} must be a list over the examples; received {type(values).__name__}."
+        )
 
     def convert(value, depth, position):
         if depth == rank:
             return _leaf(value, name, spec.dtype, position)
         if not isinstance(value, list):
-            raise RestApiError(f"{position} of input {name!r} must be a list ({rank - 1}-d per example, "
-                               f"shape {spec.shape.as_list()[1:]}); received {json.dumps(value)[:60]}.")
+            raise RestApiError(
+                f"{position} of input {name!r} must be a list ({rank - 1}-d per example, "
+                f"shape {spec.shape.as_list()[1:]}); received {json.dumps(value)[:60]}."
+            )
         return [convert(item, depth + 1, f"{position}[{i}]") for i, item in enumerate(value)]
 
     rows = [convert(value, 1, f"{where}[{i}]") for i, value in enumerate(values)]
@@ -128,15 +157,21 @@ def _array(values, name, spec, where):
         try:
             array = np.array(rows, dtype=spec.dtype.as_numpy_dtype)
         except ValueError:
-            raise RestApiError(f"{where}: the examples of input {name!r} have different lengths; pad them to one "
-                               "length per request (TF Serving needs a rectangular tensor).") from None
+            raise RestApiError(
+                f"{where}: the examples of input {name!r} have different lengths; pad them to one "
+                "length per request (TF Serving needs a rectangular tensor)."
+            ) from None
     if array.ndim != rank:
-        raise RestApiError(f"{where}: input {name!r} has {array.ndim - 1} dimension(s) per example; the signature "
-                           f"takes {rank - 1} (shape {spec.shape.as_list()}).")
+        raise RestApiError(
+            f"{where}: input {name!r} has {array.ndim - 1} dimension(s) per example; the signature "
+            f"takes {rank - 1} (shape {spec.shape.as_list()})."
+        )
     for axis, size in enumerate(spec.shape.as_list()[1:], 1):
         if size is not None and array.shape[axis] != size:
-            raise RestApiError(f"{where}: input {name!r} has size {array.shape[axis]} on axis {axis}; the "
-                               f"signature takes {size}.")
+            raise RestApiError(
+                f"{where}: input {name!r} has size {array.shape[axis]} on axis {axis}; the "
+                f"signature takes {size}."
+            )
     return array
 
 
@@ -150,36 +185,47 @@ def parse_predict_body(body, signatures):
     request = _json_body(body)
     signature = request.get("signature_name", DEFAULT_SIGNATURE)
     if not isinstance(signature, str) or signature not in signatures:
-        raise RestApiError(f"Serving signature name: {json.dumps(signature)} not found in signature def. The model "
-                           f"has {', '.join(sorted(signatures))}.")
+        raise RestApiError(
+            f"Serving signature name: {json.dumps(signature)} not found in signature def. The model "
+            f"has {', '.join(sorted(signatures))}."
+        )
     specs = signatures[signature]["inputs"]
     names = sorted(specs)
     unknown = sorted(set(request) - {"signature_name", "instances", "inputs"})
     if unknown:
-        raise RestApiError(f"Unknown key(s) {unknown} in the request: it takes signature_name and one of "
-                           "instances or inputs.")
+        raise RestApiError(
+            f"Unknown key(s) {unknown} in the request: it takes signature_name and one of "
+            "instances or inputs."
+        )
     if ("instances" in request) == ("inputs" in request):
         raise RestApiError("Missing 'inputs' or 'instances' key: send exactly one of them.")
     row_format = "instances" in request
     if row_format:
         instances = request["instances"]
         if not isinstance(instances, list):
-            raise RestApiError(f"'instances' must be a list with one entry per example; received "
-                               f"{type(instances).__name__}.")
+            raise RestApiError(
+                f"'instances' must be a list with one entry per example; received {type(instances).__name__}."
+            )
         if not instances:
             raise RestApiError("'instances' is an empty list: send at least one example.")
         objects = [isinstance(item, dict) and not (len(item) == 1 and "b64" in item) for item in instances]
         if len(names) > 1 and not all(objects):
-            raise RestApiError(f"Each instance must be an object with the inputs {names}: the signature "
-                               f"{signature!r} has more than one.")
+            raise RestApiError(
+                f"Each instance must be an object with the inputs {names}: the signature "
+                f"{signature!r} has more than one."
+            )
         if any(objects):
             if not all(objects):
-                raise RestApiError("'instances' mixes objects and bare values: use one form for every example.")
+                raise RestApiError(
+                    "'instances' mixes objects and bare values: use one form for every example."
+                )
             columns = {}
             for i, item in enumerate(instances):
                 if set(item) != set(names):
-                    raise RestApiError(f"instances[{i}] has the keys {sorted(item)}; the signature {signature!r} "
-                                       f"takes {names}.")
+                    raise RestApiError(
+                        f"instances[{i}] has the keys {sorted(item)}; the signature {signature!r} "
+                        f"takes {names}."
+                    )
                 for name in names:
                     columns.setdefault(name, []).append(item[name])
         else:
@@ -189,7 +235,9 @@ def parse_predict_body(body, signatures):
         inputs = request["inputs"]
         if isinstance(inputs, dict) and not (len(inputs) == 1 and "b64" in inputs):
             if set(inputs) != set(names):
-                raise RestApiError(f"'inputs' has the keys {sorted(inputs)}; the signature {signature!r} takes {names}.")
+                raise RestApiError(
+                    f"'inputs' has the keys {sorted(inputs)}; the signature {signature!r} takes {names}."
+                )
             columns = inputs
         elif len(names) == 1:
             columns = {names[0]: inputs}
@@ -199,8 +247,9 @@ def parse_predict_body(body, signatures):
     arrays = {name: _array(columns[name], name, specs[name], where) for name in names}
     sizes = {name: len(array) for name, array in arrays.items()}
     if len(set(sizes.values())) != 1:
-        raise RestApiError(f"The inputs have different numbers of examples {sizes}: every input needs one "
-                           "value per example.")
+        raise RestApiError(
+            f"The inputs have different numbers of examples {sizes}: every input needs one value per example."
+        )
     rows = next(iter(sizes.values()))
     if rows == 0:
         raise RestApiError(f"'{where}' holds no example: send at least one.")
@@ -241,11 +290,15 @@ def format_predict_response(outputs, row_format, rows=None):
         return {"outputs": next(iter(values.values())) if len(values) == 1 else values}
     for name, array in sorted(outputs.items()):
         if np.ndim(array) == 0:
-            raise RestApiError(f"Tensor name: {name} has no shape information (a scalar): the row format "
-                               "('instances') needs one value per example; send the request as 'inputs' instead.")
+            raise RestApiError(
+                f"Tensor name: {name} has no shape information (a scalar): the row format "
+                "('instances') needs one value per example; send the request as 'inputs' instead."
+            )
         if rows is not None and len(array) != rows:
-            raise RestApiError(f"Tensor name: {name} has inconsistent batch size: {len(array)} expecting: {rows}. "
-                               "Send the request as 'inputs' (columnar), which returns each output whole.")
+            raise RestApiError(
+                f"Tensor name: {name} has inconsistent batch size: {len(array)} expecting: {rows}. "
+                "Send the request as 'inputs' (columnar), which returns each output whole."
+            )
     if len(values) == 1:
         return {"predictions": next(iter(values.values()))}
     count = len(next(iter(values.values())))

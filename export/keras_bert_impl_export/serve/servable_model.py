@@ -56,7 +56,9 @@ class ServableModel:
             raise damaged_export_file(path, e, flag="--model") from None
         self._functions = dict(self._loaded.signatures)
         if not self._functions:
-            raise ValueError(f"The SavedModel {path!r} has no serving signature (TF Serving would not serve it).")
+            raise ValueError(
+                f"The SavedModel {path!r} has no serving signature (TF Serving would not serve it)."
+            )
         # name -> {"inputs": {input: TensorSpec}, "outputs": {output: TensorSpec}}
         self.signatures = {}
         for signature, function in self._functions.items():
@@ -65,13 +67,17 @@ class ServableModel:
             self.signatures[signature] = {"inputs": inputs, "outputs": outputs}
         # signature -> whether every input and output is [batch, ...] (TF Serving's batching needs
         # it too): the server merges and splits only those requests, and runs the others whole.
-        self.batch_major = {signature: all(_batch_major(spec) for group in specs.values() for spec in group.values())
-                            for signature, specs in self.signatures.items()}
+        self.batch_major = {
+            signature: all(_batch_major(spec) for group in specs.values() for spec in group.values())
+            for signature, specs in self.signatures.items()
+        }
         self._signature_defs = proto.meta_graphs[0].signature_def
         unknown = sorted(set(functions or {}) - set(self._functions))
         if unknown:
-            raise ValueError(f"functions must replace signatures of {path!r} ({sorted(self._functions)}). "
-                             f"Received: {unknown}")
+            raise ValueError(
+                f"functions must replace signatures of {path!r} ({sorted(self._functions)}). "
+                f"Received: {unknown}"
+            )
         self._calls = {**self._functions, **(functions or {})}
 
     def metadata(self):
@@ -87,7 +93,11 @@ class ServableModel:
 
     def status(self):
         """One entry of TF Serving's `model_version_status` list."""
-        return {"version": str(self.version), "state": "AVAILABLE", "status": {"error_code": "OK", "error_message": ""}}
+        return {
+            "version": str(self.version),
+            "state": "AVAILABLE",
+            "status": {"error_code": "OK", "error_message": ""},
+        }
 
     def run(self, signature, inputs):
         """Calls `signature` on {input name: numpy array}; returns {output name: numpy array}."""
@@ -106,8 +116,11 @@ def _latest_version(folder):
     is read as named: TF Serving parses version folder names as integers, so `007` is version 7."""
     if not os.path.isdir(folder):  # a stray file beside the models (.DS_Store): TF Serving skips it
         return None
-    versions = [(int(n), os.path.join(folder, n)) for n in os.listdir(folder)
-                if n.isdigit() and os.path.isfile(os.path.join(folder, n, SAVED_MODEL_FILE))]
+    versions = [
+        (int(n), os.path.join(folder, n))
+        for n in os.listdir(folder)
+        if n.isdigit() and os.path.isfile(os.path.join(folder, n, SAVED_MODEL_FILE))
+    ]
     return max(versions) if versions else None
 
 
