@@ -144,6 +144,20 @@ class _ExportForms(IntegerForms):
             return x
         return tf.quantization.fake_quant_with_min_max_vars(x, bounds[0], bounds[1], num_bits=8)
 
+    # The [CLS] row as a product with a one-hot row, not a STRIDED_SLICE: the converter requires
+    # a slice's input and output scales to be equal and derives them from the learned range by
+    # two roundings that can differ in the last float32 place ("'tfl.strided_slice' op
+    # quantization parameters violate the same scale constraint": a one-layer QAT classifier of
+    # hidden size 16 failed). The one (1.0 on the [0, 1] grid) times each value on the source's
+    # grid, requantized to that grid, is the value itself: the file computes what the slice does.
+    def first_token(self, x, source):  # x [B, S, H] -> [B, H]
+        if self.ranges is None:
+            return x[:, 0]
+        one_hot = self.fixed(tf.one_hot([[0]], x.shape[1], dtype=x.dtype), (0.0, 1.0))  # [1, 1, S]
+        return tf.reshape(
+            self.activation(source, tf.matmul(one_hot, x)), [-1, x.shape[2]]
+        )  # [B, 1, H] -> [B, H]
+
 
 def _computed(weight):
     """Whether `weight` is a tensor the forward computes (the sinusoidal positions), not a

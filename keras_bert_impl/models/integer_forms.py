@@ -94,6 +94,10 @@ class IntegerForms:
         """A tensor whose int8 range the kernel fixes (softmax, tanh): `bounds`."""
         return x
 
+    def first_token(self, x, source):  # x [B, S, H] on the grid of `source` -> [B, H]
+        """The [CLS] row of each sequence, which the pooled head reads."""
+        return x[:, 0]
+
     # The three ops below are those whose int8 kernels requantize an integer accumulator to
     # their output's grid. Each names where its operands lie (its source): a point, the `bounds`
     # of a fixed range, ("table", values) for a constant operand (`table`'s output), whose
@@ -168,7 +172,7 @@ def classifier_forward(model, inputs, forms, probabilities=False):
         x = _block(forms, f"layer_{index}", layer, x, bias, length, source)
         source = f"layer_{index}/output_norm"
     if model.pooling == "pooled":
-        first = ops.reshape(x, (-1, length, hidden))[:, 0]  # [B, H]: [CLS]
+        first = forms.first_token(ops.reshape(x, (-1, length, hidden)), source)  # [B, H]: [CLS]
         pooled = _dense(forms, "pooler", backbone.pooler.dense, first, source)
         source = _dense_output("pooler", backbone.pooler.dense)
     else:

@@ -269,3 +269,38 @@ def test_a_file_of_other_quantization_points_is_refused_naming_the_fix(tmp_path,
         load_model(path)
     message = str(e.value)
     assert "\n" not in message and "Fine-tune it again with `kbert finetune --qat`" in message, message
+
+
+@pytest.mark.slow
+def test_a_cls_pooled_qat_classifier_converts_and_its_file_is_its_forward():
+    """BERT's default [CLS]-pooled head: the integer-only file of a one-layer QAT classifier of
+    hidden size 16 converts and gives its QAT forward's logits exactly. The [CLS] row was a
+    STRIDED_SLICE, which the converter refused for these learned ranges ("quantization parameters
+    violate the same scale constraint", its two roundings of one scale a float32 unit apart)."""
+    from ai_edge_litert.interpreter import Interpreter
+
+    keras.utils.set_random_seed(0)
+    backbone = kb.BertBackbone(
+        vocabulary_size=200,
+        num_layers=1,
+        num_heads=2,
+        hidden_dim=16,
+        intermediate_dim=32,
+        max_sequence_length=64,
+        dropout=0.1,
+    )
+    qat = kb.QuantizationAwareClassifier(kb.BertClassifier(backbone, num_classes=2))
+    rng = np.random.default_rng(0)
+
+    def batch(rows, padded):
+        ids = rng.integers(4, 200, (rows, 12)).astype("int32")
+        ids[:, 0], ids[:, -1] = 2, 3
+        mask = np.ones_like(ids)
+        mask[padded:, 8:], ids[padded:, 8:] = 0, 0
+        return {"token_ids": ids, "padding_mask": mask, "segment_ids": np.zeros_like(ids)}
+
+    qat(batch(16, 16), training=True)  # one training batch sets the ranges
+    held_out = batch(24, 12)
+    interpreter = Interpreter(model_content=convert_integer_only(qat, 12))
+    got = run(interpreter.get_signature_runner("serving_default"), held_out)["logits"]
+    np.testing.assert_array_equal(got, qat.predict(held_out, verbose=0)["logits"])
