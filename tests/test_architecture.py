@@ -166,6 +166,7 @@ PUBLIC = (
     "keras_bert_impl.cli",
     "keras_bert_impl.conversion.tflite_converter",
     "keras_bert_impl.conversion.input_contract",
+    "keras_bert_impl.tensor_names",
     "keras_bert_impl.conversion.integer_only",
     "keras_bert_impl.conversion.native_log",
     "keras_bert_impl.conversion.tflite_targets",
@@ -318,12 +319,12 @@ def test_one_module_converts_to_tflite():
 def test_the_id_input_names_are_defined_once():
     """MODEL_ID_INPUTS (the Keras models' token_ids, segment_ids, padding_mask) and
     EXPORT_ID_INPUTS (every exported id graph's ids, mask, segment_ids) are spelled out only in
-    conversion/input_contract.py: no module of the library, the wing or bench writes either
+    tensor_names.py: no module of the library, the wing or bench writes either
     set of names as its own tuple, list or set (once `ID_INPUTS` meant one in int8_forward.py
     and the other in the serving model)."""
-    from keras_bert_impl.conversion.input_contract import EXPORT_ID_INPUTS, MODEL_ID_INPUTS
+    from keras_bert_impl.tensor_names import EXPORT_ID_INPUTS, MODEL_ID_INPUTS
 
-    contract = os.path.join(PACKAGE, "conversion", "input_contract.py")
+    contract = os.path.join(PACKAGE, "tensor_names.py")
     bench = os.path.join(os.path.dirname(PACKAGE), "bench")
     files = [
         *MODULES.values(),

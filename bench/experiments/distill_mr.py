@@ -52,7 +52,7 @@ from bench.common import MINILM, RESULTS, WORK, kbert, machine_info, write_repor
 from bench.corpora.mr_split import write_mr_split
 from bench.corpora.review_sentences import review_sentences, write_sentences
 from bench.mr_finetune import finetune_command, finetune_ours, run_folder
-from keras_bert_impl.conversion.input_contract import MODEL_ID_INPUTS
+from keras_bert_impl.tensor_names import MODEL_ID_INPUTS
 
 SEQ_LEN, BATCH_SIZE = 64, 32
 STUDENTS = ("tiny-pca", "mini-pca", "teacher-l1", "tiny", "mini", "tiny-general")

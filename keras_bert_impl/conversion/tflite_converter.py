@@ -45,10 +45,10 @@ from keras_bert_impl.conversion.input_contract import (
     CALIBRATED_QUANTIZATIONS,
     INTEGER_ONLY_QUANTIZATIONS,
     QUANTIZATIONS,
-    SERVING_ENDPOINT,
     STATIC_QUANTIZATIONS,
     check_quantization,
 )
+from keras_bert_impl.tensor_names import SERVING_ENDPOINT
 
 # int8_mixed quantizes the embedding lookups (GATHER) and the fully connected layers not
 # named in INT8_MIXED_FLOAT_NODES, and keeps every other op kind float: the mask's additive

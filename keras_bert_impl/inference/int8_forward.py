@@ -25,12 +25,8 @@ import tensorflow as tf
 
 from keras_bert_impl.conversion.native_log import native_output_held
 from keras_bert_impl.conversion.tflite_converter import convert_endpoint
-from keras_bert_impl.conversion.input_contract import (
-    MODEL_ID_INPUTS,
-    SERVING_ENDPOINT,
-    id_signature,
-    named_endpoint,
-)
+from keras_bert_impl.conversion.input_contract import id_signature, named_endpoint
+from keras_bert_impl.tensor_names import MODEL_ID_INPUTS, SERVING_ENDPOINT
 from keras_bert_impl.inference.id_checks import check_id_arrays
 from keras_bert_impl.inference.litert_cache import LiteRtCache
 from keras_bert_impl.inference.litert_forms import LiteRtForms, computes_in_forms
