@@ -356,7 +356,7 @@ def main(argv=None):
 
     from keras_bert_impl.atomic_write import write_json_atomically
     from keras_bert_impl.models import Distiller
-    from keras_bert_impl.tokenization.bert_preprocessor import BertPreprocessor
+    from keras_bert_impl.tokenization import BertPreprocessor
 
     texts, labels, train_idx, test_idx, train_csv, test_csv = write_mr_split(args.work, subset=args.subset)
     teacher_run = run_folder(args.work, "mean", args.teacher_seed)

@@ -97,7 +97,7 @@ class Int8Forward:
 
         def convert():
             with native_output_held():
-                return _convert(model, quantization)
+                return convert_for_litert(model, quantization)
 
         # The cache's own warnings (a damaged or unwritable file) are outside the capture.
         self.flatbuffer = convert() if cache is None else cache.flatbuffer(model, quantization, convert)
@@ -128,7 +128,7 @@ class Int8Forward:
         return {name: np.array(value, np.float32) for name, value in outputs.items()}
 
 
-def _convert(model, quantization, batch=None, length=None):
+def convert_for_litert(model, quantization, batch=None, length=None):
     """The model's .tflite bytes in `quantization`, builtin ops only, [batch, length] inputs (None:
     free, as Int8Forward converts): a float32 `BertClassifier` in `LiteRtForms` (faster on XNNPACK,
     same function; `computes_in_forms`), any other model as its Keras graph."""
