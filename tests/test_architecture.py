@@ -1,11 +1,16 @@
-"""The package's dependency rules (docs/ARCHITECTURE.md), checked on the source's imports."""
+"""The package's dependency rules (docs/ARCHITECTURE.md), checked on the source's imports.
+
+The layer table and the public API list are read from docs/ARCHITECTURE.md itself: the page is
+the one statement of the rules, and this file holds the code to it."""
 
 import ast
+import functools
 import os
+import re
 
-import pytest
-
-PACKAGE = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "keras_bert_impl")
+REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+PACKAGE = os.path.join(REPO, "keras_bert_impl")
+ARCHITECTURE = os.path.join(REPO, "docs", "ARCHITECTURE.md")
 
 
 def _modules():
@@ -18,11 +23,17 @@ def _modules():
                 yield module, path
 
 
+@functools.cache
+def _tree(path):
+    """A file's syntax tree, parsed once for all the tests here."""
+    with open(path, encoding="utf-8") as f:
+        return ast.parse(f.read(), path)
+
+
 def _imports(path, top_level_only=False):
     """(imported module, [names]) for every import statement of a file, function-level ones
     included unless `top_level_only`."""
-    with open(path, encoding="utf-8") as f:
-        tree = ast.parse(f.read(), path)
+    tree = _tree(path)
     for node in tree.body if top_level_only else ast.walk(tree):
         if isinstance(node, ast.Import):
             for alias in node.names:
@@ -34,68 +45,55 @@ def _imports(path, top_level_only=False):
 MODULES = dict(_modules())
 
 
+def _section(title):
+    """The lines of docs/ARCHITECTURE.md's `## title` section."""
+    with open(ARCHITECTURE, encoding="utf-8") as f:
+        text = f.read()
+    match = re.search(rf"^## {re.escape(title)}\n(.*?)(?=^## |\Z)", text, re.M | re.S)
+    assert match, f"docs/ARCHITECTURE.md has no '## {title}' section"
+    return match.group(1).splitlines()
+
+
+def _names(cell):
+    return re.findall(r"`([^`]+)`", cell)
+
+
+def _read_layers():
+    """[(layer, entries, may import, backend)], top layer first, from the layer table, and the
+    known exceptions as {(module, imported module)}."""
+    lines = _section("Layers: who may import whom")
+    rows = [[c.strip() for c in line.strip().strip("|").split("|")] for line in lines if line.startswith("|")]
+    assert rows[0] == ["layer", "modules", "may import", "backend"], rows[0]
+    layers = []
+    for name, modules, may_import, backend in rows[2:]:
+        below = [row[0] for row in rows[2 + len(layers) + 1 :]]
+        if may_import.startswith("every layer below"):
+            but = may_import.removeprefix("every layer below").removeprefix(" but ")
+            excluded = {word.strip() for word in but.split(",")} - {""}
+            assert excluded <= set(below), (name, excluded - set(below))
+            allowed = set(below) - excluded
+        else:
+            allowed = set() if may_import == "nothing" else {word.strip() for word in may_import.split(",")}
+        layers.append((name, _names(modules), allowed, backend))
+    exceptions = {
+        tuple(_names(line))
+        for line in lines
+        if line.startswith("- `") and "→" in line and len(_names(line)) == 2
+    }
+    return layers, exceptions
+
+
+def _public_api():
+    """The modules of docs/ARCHITECTURE.md's public API list."""
+    return [_names(line)[0] for line in _section("Public API") if line.startswith("- `")]
+
+
 def _package_of(module):
     return module.rsplit(".", 1)[0]
 
 
 def test_every_module_is_seen():
     assert "keras_bert_impl.models.bert_backbone" in MODULES and len(MODULES) > 60
-
-
-@pytest.mark.parametrize(
-    "package, forbidden",
-    [
-        # Reading vocab.txt is tokenization's job; checkpoints sit above it, never below.
-        ("keras_bert_impl.tokenization", ("keras_bert_impl.checkpoints",)),
-        # Model code is keras.ops only, so it runs on any Keras backend (a function may
-        # reach for TensorFlow behind a backend check: MaskedSparseCrossentropy's all-reduce).
-        (
-            "keras_bert_impl.layers",
-            ("tensorflow", "tensorflow_text", "keras_bert_impl.tokenization.bert_preprocessor"),
-        ),
-        (
-            "keras_bert_impl.models",
-            ("tensorflow", "tensorflow_text", "keras_bert_impl.tokenization.bert_preprocessor"),
-        ),
-        # The optimizer, its schedule and the callbacks run on every backend too (tests/backends/):
-        # tf.distribute is reached inside functions, on the TensorFlow backend only.
-        (
-            "keras_bert_impl.training",
-            (
-                "tensorflow",
-                "tensorflow_text",
-                "keras_bert_impl.tokenization.bert_preprocessor",
-                "keras_bert_impl.data",
-            ),
-        ),
-        # Only the CLI's own modules import the commands.
-        ("keras_bert_impl.layers", ("keras_bert_impl.commands", "keras_bert_impl.cli")),
-        ("keras_bert_impl.models", ("keras_bert_impl.commands", "keras_bert_impl.cli")),
-        ("keras_bert_impl.data", ("keras_bert_impl.commands", "keras_bert_impl.cli")),
-        ("keras_bert_impl.training", ("keras_bert_impl.commands", "keras_bert_impl.cli")),
-        ("keras_bert_impl.tokenization", ("keras_bert_impl.commands", "keras_bert_impl.cli")),
-        ("keras_bert_impl.checkpoints", ("keras_bert_impl.commands", "keras_bert_impl.cli")),
-        ("keras_bert_impl.evaluation", ("keras_bert_impl.commands", "keras_bert_impl.cli")),
-        ("keras_bert_impl.inspection", ("keras_bert_impl.commands", "keras_bert_impl.cli")),
-        ("keras_bert_impl.inference", ("keras_bert_impl.commands", "keras_bert_impl.cli")),
-        ("keras_bert_impl.pipelines", ("keras_bert_impl.commands", "keras_bert_impl.cli")),
-        # The conversion home is library: --precision int8 converts without the export wing.
-        (
-            "keras_bert_impl.conversion",
-            ("keras_bert_impl.commands", "keras_bert_impl.cli", "keras_bert_impl_export"),
-        ),
-    ],
-)
-def test_layering(package, forbidden):
-    top_level_only = "tensorflow" in forbidden
-    bad = [
-        (module, imported)
-        for module, path in MODULES.items()
-        if module == package or module.startswith(package + ".")
-        for imported, _ in _imports(path, top_level_only)
-        if any(imported == f or imported.startswith(f + ".") for f in forbidden)
-    ]
-    assert not bad, bad
 
 
 # The Beam DoFns and model handler: the only modules importing apache_beam at their top, and only
@@ -147,30 +145,7 @@ def test_no_private_names_cross_packages():
 
 
 WING = os.path.join(os.path.dirname(PACKAGE), "export", "keras_bert_impl_export")
-# The library's public API: what these packages' __init__ files export, and these modules.
-PUBLIC = (
-    "keras_bert_impl",
-    "keras_bert_impl.layers",
-    "keras_bert_impl.models",
-    "keras_bert_impl.tokenization",
-    "keras_bert_impl.data",
-    "keras_bert_impl.data.readers",
-    "keras_bert_impl.training",
-    "keras_bert_impl.checkpoints",
-    "keras_bert_impl.evaluation",
-    "keras_bert_impl.validation",
-    "keras_bert_impl.distillation_defaults",
-    "keras_bert_impl.atomic_write",
-    "keras_bert_impl.damaged_file_error",
-    "keras_bert_impl.backend_support",
-    "keras_bert_impl.cli",
-    "keras_bert_impl.conversion.tflite_converter",
-    "keras_bert_impl.conversion.input_contract",
-    "keras_bert_impl.conversion.integer_only",
-    "keras_bert_impl.conversion.native_log",
-    "keras_bert_impl.conversion.tflite_targets",
-    "keras_bert_impl.cpu_features",
-)
+PUBLIC = tuple(_public_api())
 
 
 DOORS = ("keras_bert_impl.commands.export", "keras_bert_impl.commands.serve")
@@ -193,6 +168,10 @@ def test_only_kbert_export_and_serve_reach_the_export_wing():
 
 def _wing_files():
     return [os.path.join(root, n) for root, _, names in os.walk(WING) for n in names if n.endswith(".py")]
+
+
+def test_the_public_api_list_names_modules_of_the_library():
+    assert "keras_bert_impl.cli" in PUBLIC and [m for m in PUBLIC if m not in MODULES] == []
 
 
 def test_the_export_wing_uses_the_public_api_only():
@@ -220,35 +199,155 @@ ALL_MODULES = {
 }
 
 
-def _resolve(name):
-    """The module of ALL_MODULES that importing `name` runs last: `name` itself, or the
+BENCH = os.path.join(REPO, "bench")
+# The bench scripts, by dotted name (bench/ is a package run from the repository root).
+BENCH_MODULES = {
+    os.path.relpath(os.path.join(root, n), REPO)[: -len(".py")]
+    .replace(os.sep, ".")
+    .removesuffix(".__init__"): (os.path.join(root, n))
+    for root, _, names in os.walk(BENCH)
+    for n in names
+    if n.endswith(".py")
+}
+
+
+def _resolve(name, modules=ALL_MODULES):
+    """The module of `modules` that importing `name` runs last: `name` itself, or the
     nearest package or module above it (`a.b.Class` -> `a.b`)."""
-    while name and name not in ALL_MODULES:
+    while name and name not in modules:
         name = name.rpartition(".")[0]
     return name or None
 
 
-def _import_graph():
-    """module -> the modules of ALL_MODULES it imports, at any level of the file (a function's
+def _import_graph(modules=ALL_MODULES):
+    """module -> the modules of `modules` it imports, at any level of the file (a function's
     lazy import is an edge too: it runs whenever the function does); relative imports resolved."""
     graph = {}
-    for module, path in ALL_MODULES.items():
-        with open(path, encoding="utf-8") as f:
-            tree = ast.parse(f.read(), path)
+    for module, path in modules.items():
+        tree = _tree(path)
         package = module if path.endswith("__init__.py") else module.rpartition(".")[0]
         edges = set()
         for node in ast.walk(tree):
             if isinstance(node, ast.Import):
-                edges.update(_resolve(alias.name) for alias in node.names)
+                edges.update(_resolve(alias.name, modules) for alias in node.names)
             elif isinstance(node, ast.ImportFrom):
                 base = node.module or ""
                 if node.level:
                     parts = package.split(".")[: len(package.split(".")) - node.level + 1]
                     base = ".".join(parts + ([base] if base else []))
                 # `from a import b` imports the module a.b when there is one, else names of a.
-                edges.update(_resolve(f"{base}.{alias.name}") for alias in node.names)
+                edges.update(_resolve(f"{base}.{alias.name}", modules) for alias in node.names)
         graph[module] = edges - {None, module}
     return graph
+
+
+LAYERS, KNOWN_EXCEPTIONS = _read_layers()
+
+
+def _layer_of(module, layers=LAYERS):
+    """The layer whose entry is the longest prefix of `module` (the package root matches only
+    itself: every module's name starts with it)."""
+    matches = [
+        (len(entry), name)
+        for name, entries, _, _ in layers
+        for entry in entries
+        if module == entry or (module.startswith(entry + ".") and entry != "keras_bert_impl")
+    ]
+    return max(matches)[1] if matches else None
+
+
+def _upward_imports(graph, layers, exceptions=frozenset()):
+    """(module, imported, its layer, the imported module's layer) for every import the layer
+    table does not allow, less `exceptions` ((module, imported package or module) pairs)."""
+    allowed = {name: may_import for name, _, may_import, _ in layers}
+    bad = []
+    for module, imported in sorted((m, i) for m, edges in graph.items() for i in edges):
+        here, there = _layer_of(module, layers), _layer_of(imported, layers)
+        if here == there or there in allowed[here]:
+            continue
+        if any(module == m and (imported == i or imported.startswith(i + ".")) for m, i in exceptions):
+            continue
+        bad.append((module, imported, here, there))
+    return bad
+
+
+def test_every_module_has_a_layer():
+    """A new package or top-level module gets its row in the table before it lands."""
+    modules = {**ALL_MODULES, **BENCH_MODULES}
+    assert "bench.perf.forward_gap" in modules and "keras_bert_impl_export.exporter" in modules
+    assert [m for m in modules if _layer_of(m) is None] == []
+
+
+def test_the_layer_table_points_down():
+    """Each row may import only rows below it, and a layer that runs on every backend only
+    layers that do too: the table itself has no arrow upwards."""
+    names = [name for name, _, _, _ in LAYERS]
+    assert len(names) == len(set(names)) and len(names) > 10, names
+    backend = {name: b for name, _, _, b in LAYERS}
+    assert set(backend.values()) == {"any", "TensorFlow"}, backend
+    for index, (name, _, may_import, _) in enumerate(LAYERS):
+        assert may_import <= set(names[index + 1 :]), (name, may_import - set(names[index + 1 :]))
+        if backend[name] == "any":
+            assert {backend[other] for other in may_import} <= {"any"}, (name, may_import)
+
+
+def test_no_import_runs_from_a_lower_layer_to_a_higher_one():
+    """Every import of the library, the wing and bench, function-level ones included, goes to
+    its own layer or one its row names; the known exceptions are each still needed."""
+    graph = _import_graph({**ALL_MODULES, **BENCH_MODULES})
+    assert _upward_imports(graph, LAYERS, KNOWN_EXCEPTIONS) == []
+    for module, imported in KNOWN_EXCEPTIONS:
+        used = _upward_imports({module: graph.get(module, set())}, LAYERS)
+        assert [b for b in used if b[1] == imported or b[1].startswith(imported + ".")], (
+            f"{module} -> {imported} is no longer imported: "
+            "remove it from docs/ARCHITECTURE.md's known exceptions"
+        )
+
+
+def test_the_layer_check_sees_an_upward_import():
+    layers = [
+        ("top", ["pkg.top"], {"low"}, "any"),
+        ("mid", ["pkg.mid"], {"low"}, "any"),
+        ("low", ["pkg.low", "pkg"], set(), "any"),
+    ]
+    graph = {"pkg.top.a": {"pkg.low.b", "pkg.mid.c"}, "pkg.low.b": {"pkg.top.a"}, "pkg.mid.c": {"pkg.mid.d"}}
+    assert _upward_imports(graph, layers) == [
+        ("pkg.low.b", "pkg.top.a", "low", "top"),
+        ("pkg.top.a", "pkg.mid.c", "top", "mid"),
+    ]
+    assert _upward_imports(graph, layers, {("pkg.low.b", "pkg.top")}) == [
+        ("pkg.top.a", "pkg.mid.c", "top", "mid")
+    ]
+    facade = [("facade", ["keras_bert_impl"], set(), "any")]
+    assert _layer_of("keras_bert_impl", facade) == "facade" and _layer_of("keras_bert_impl.x", facade) is None
+    assert _layer_of("pkg.low.x", layers) == "low" and _layer_of("pkg.other", layers) == "low"
+
+
+def test_layers_on_every_backend_import_no_tensorflow_at_module_level():
+    """Model code is keras.ops, so it runs on any Keras backend (tests/backends/); a function
+    may reach for TensorFlow behind a backend check (MaskedSparseCrossentropy's all-reduce)."""
+    any_backend = {name for name, _, _, backend in LAYERS if backend == "any"}
+    bad = [
+        (module, imported)
+        for module, path in MODULES.items()
+        if _layer_of(module) in any_backend
+        for imported, _ in _imports(path, top_level_only=True)
+        if imported.split(".")[0] in ("tensorflow", "tensorflow_text")
+    ]
+    assert not bad, bad
+
+
+def test_bench_imports_no_private_name():
+    """bench/ measures what a user runs: no private name or module of the library or the wing
+    (its row in the layer table keeps it off commands/)."""
+    bad = [
+        (module, imported, names)
+        for module, path in BENCH_MODULES.items()
+        for imported, names in _imports(path)
+        if imported.split(".")[0] in ("keras_bert_impl", "keras_bert_impl_export")
+        if [n for n in names if n.startswith("_")] or [p for p in imported.split(".") if p.startswith("_")]
+    ]
+    assert len(BENCH_MODULES) > 20 and not bad, bad
 
 
 def _cycles(graph):
@@ -318,12 +417,12 @@ def test_one_module_converts_to_tflite():
 def test_the_id_input_names_are_defined_once():
     """MODEL_ID_INPUTS (the Keras models' token_ids, segment_ids, padding_mask) and
     EXPORT_ID_INPUTS (every exported id graph's ids, mask, segment_ids) are spelled out only in
-    conversion/input_contract.py: no module of the library, the wing or bench writes either
+    tensor_names.py: no module of the library, the wing or bench writes either
     set of names as its own tuple, list or set (once `ID_INPUTS` meant one in int8_forward.py
     and the other in the serving model)."""
-    from keras_bert_impl.conversion.input_contract import EXPORT_ID_INPUTS, MODEL_ID_INPUTS
+    from keras_bert_impl.tensor_names import EXPORT_ID_INPUTS, MODEL_ID_INPUTS
 
-    contract = os.path.join(PACKAGE, "conversion", "input_contract.py")
+    contract = os.path.join(PACKAGE, "tensor_names.py")
     bench = os.path.join(os.path.dirname(PACKAGE), "bench")
     files = [
         *MODULES.values(),
@@ -335,9 +434,7 @@ def test_the_id_input_names_are_defined_once():
     for path in files:
         if path == contract:
             continue
-        with open(path, encoding="utf-8") as f:
-            tree = ast.parse(f.read(), path)
-        for node in ast.walk(tree):
+        for node in ast.walk(_tree(path)):
             if (
                 isinstance(node, (ast.Tuple, ast.List, ast.Set))
                 and node.elts

@@ -52,7 +52,7 @@ from bench.common import MINILM, RESULTS, WORK, kbert, machine_info, write_repor
 from bench.corpora.mr_split import write_mr_split
 from bench.corpora.review_sentences import review_sentences, write_sentences
 from bench.mr_finetune import finetune_command, finetune_ours, run_folder
-from keras_bert_impl.conversion.input_contract import MODEL_ID_INPUTS
+from keras_bert_impl.tensor_names import MODEL_ID_INPUTS
 
 SEQ_LEN, BATCH_SIZE = 64, 32
 STUDENTS = ("tiny-pca", "mini-pca", "teacher-l1", "tiny", "mini", "tiny-general")
@@ -356,7 +356,7 @@ def main(argv=None):
 
     from keras_bert_impl.atomic_write import write_json_atomically
     from keras_bert_impl.models import Distiller
-    from keras_bert_impl.tokenization.bert_preprocessor import BertPreprocessor
+    from keras_bert_impl.tokenization import BertPreprocessor
 
     texts, labels, train_idx, test_idx, train_csv, test_csv = write_mr_split(args.work, subset=args.subset)
     teacher_run = run_folder(args.work, "mean", args.teacher_seed)

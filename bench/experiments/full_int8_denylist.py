@@ -55,7 +55,7 @@ from bench.common import (
     tensorflow_threads,
     write_report,
 )
-from keras_bert_impl.conversion.input_contract import EXPORT_ID_INPUTS
+from keras_bert_impl.tensor_names import EXPORT_ID_INPUTS
 
 DEMO = os.path.join(DATA, "demo")
 MODEL = os.path.join(DEMO, "mr_run", "model.keras")

@@ -37,7 +37,7 @@ import time
 import numpy as np
 
 from bench.common import WORK, machine_info, tensorflow_threads, write_report
-from keras_bert_impl.conversion.input_contract import EXPORT_ID_INPUTS, EXPORT_TO_MODEL_ID_INPUTS
+from keras_bert_impl.tensor_names import EXPORT_ID_INPUTS, EXPORT_TO_MODEL_ID_INPUTS
 
 ROWS = ("float32", "dynamic_int8", "int8_mixed", "int8_only", "int16x8_only", "qat")
 FLOAT_RUN_FOLDER = os.path.join(WORK, "cpu_peers")

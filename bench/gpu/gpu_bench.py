@@ -371,7 +371,7 @@ def float32_mlm_loss():
     the same value up to bf16 rounding. A lever measured here before the library takes it."""
     from keras import ops
 
-    from keras_bert_impl.models.masked_sparse_crossentropy import MaskedSparseCrossentropy
+    from keras_bert_impl.models import MaskedSparseCrossentropy
 
     class Float32MaskedSparseCrossentropy(MaskedSparseCrossentropy):
         def call(self, y_true, y_pred):

@@ -153,7 +153,7 @@ def _make_batches(run, sentences, path):
     """Our batches of the sentences, saved as rows_i / token_ids_i / segment_ids_i / padding_mask_i."""
     import keras
 
-    from keras_bert_impl.conversion.input_contract import MODEL_ID_INPUTS
+    from keras_bert_impl.tensor_names import MODEL_ID_INPUTS
     from keras_bert_impl.inference import TextPredictor
 
     with open(sentences, encoding="utf-8") as f:
@@ -310,7 +310,7 @@ def litert_matmul_peak(quantization, n=2048, repeats=7, threads=THREADS, inspect
     import tensorflow as tf
     from ai_edge_litert.interpreter import Interpreter
 
-    from keras_bert_impl.conversion.input_contract import SERVING_ENDPOINT
+    from keras_bert_impl.tensor_names import SERVING_ENDPOINT
     from keras_bert_impl.conversion.native_log import native_output_held
     from keras_bert_impl.conversion.tflite_converter import convert_endpoint
     from keras_bert_impl.inference.int8_forward import LITERT_QUANTIZATIONS
@@ -350,7 +350,7 @@ def ours_child(name, run, batches_path):
     import keras
 
     from bench.perf.inference_throughput import forward_flop, matmul_peak, tf_op_ms
-    from keras_bert_impl.conversion.input_contract import MODEL_ID_INPUTS
+    from keras_bert_impl.tensor_names import MODEL_ID_INPUTS
     from keras_bert_impl.inference import Int8Forward, TextPredictor
 
     count, batches = _load_batches(batches_path)

@@ -246,12 +246,13 @@ def convert(model, graph, quantization, batch=None, width=None):
     with free [None, None] inputs or static [batch, width] ones."""
     import tensorflow as tf
 
-    from keras_bert_impl.conversion.input_contract import MODEL_ID_INPUTS, id_signature, named_endpoint
+    from keras_bert_impl.conversion.input_contract import id_signature, named_endpoint
+    from keras_bert_impl.tensor_names import MODEL_ID_INPUTS
     from keras_bert_impl.conversion.tflite_converter import convert_endpoint
-    from keras_bert_impl.inference.int8_forward import _convert
+    from keras_bert_impl.inference.int8_forward import convert_for_litert
 
     if graph == "litert_forms":
-        return _convert(model, quantization, batch=batch, length=width)
+        return convert_for_litert(model, quantization, batch=batch, length=width)
 
     def forward(token_ids, segment_ids, padding_mask):
         outputs = model(

@@ -48,10 +48,10 @@ def main(argv=None):
     import tensorflow as tf
 
     import keras_bert_impl as kb
-    from keras_bert_impl.commands.model_files import load_init
+    from keras_bert_impl.checkpoints import convert_checkpoint
     from keras_bert_impl.training import create_optimizer
 
-    backbone, _ = load_init(MINILM)
+    backbone, _ = convert_checkpoint(MINILM, "huggingface", with_heads=False)
     model = kb.BertClassifier(backbone, num_classes=2)
     model.compile(optimizer=create_optimizer(5e-5, train_steps=1000, warmup_steps=0, weight_decay=0.0))
     rng = np.random.default_rng(0)

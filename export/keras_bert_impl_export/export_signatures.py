@@ -10,14 +10,8 @@ up to the model's positions for ids), C classes, H hidden size.
 import keras
 import tensorflow as tf
 
-from keras_bert_impl.conversion.input_contract import (
-    EXPORT_ID_INPUTS,
-    SERVING_ENDPOINT,
-    id_signature,
-    named_endpoint,
-    text_input_names,
-    text_signature,
-)
+from keras_bert_impl.conversion.input_contract import id_signature, named_endpoint, text_signature
+from keras_bert_impl.tensor_names import EXPORT_ID_INPUTS, SERVING_ENDPOINT, text_input_names
 from keras_bert_impl.models import BertClassifier, BertEmbedder, BertSpanLabeler, BertTokenClassifier
 from keras_bert_impl.tokenization import BertPreprocessor
 from keras_bert_impl.validation import check_bool, check_sequence_length

@@ -33,12 +33,11 @@ from keras_bert_impl.conversion.tflite_converter import (
 from keras_bert_impl.conversion.input_contract import (
     CALIBRATED_QUANTIZATIONS,
     EXPORT_FORMATS,
-    EXPORT_ID_INPUTS,
-    MEDIAPIPE_OUTPUTS,
     QUANTIZATIONS,
     STATIC_QUANTIZATIONS,
     check_quantization,
 )
+from keras_bert_impl.tensor_names import EXPORT_ID_INPUTS, MEDIAPIPE_OUTPUTS
 from keras_bert_impl.conversion.integer_only import convert_static
 from keras_bert_impl.models import QuantizationAwareClassifier
 from keras_bert_impl.tokenization import BertPreprocessor

@@ -12,7 +12,7 @@ import numpy as np
 import tensorflow as tf
 
 from keras_bert_impl.atomic_write import write_json_atomically, write_text_atomically, write_atomically
-from keras_bert_impl.conversion.input_contract import EXPORT_ID_INPUTS
+from keras_bert_impl.tensor_names import EXPORT_ID_INPUTS
 from keras_bert_impl.cpu_features import CpuFeatures
 from keras_bert_impl.conversion.native_log import native_output_held
 from keras_bert_impl_export.exporter import text_request, tokenize

@@ -37,13 +37,8 @@ import numpy as np
 import tensorflow as tf
 
 from keras_bert_impl.conversion.tflite_converter import convert_endpoint
-from keras_bert_impl.conversion.input_contract import (
-    SERVING_ENDPOINT,
-    TEXT_INPUT_LAYOUTS,
-    named_endpoint,
-    text_input_names,
-    text_signature,
-)
+from keras_bert_impl.conversion.input_contract import named_endpoint, text_signature
+from keras_bert_impl.tensor_names import SERVING_ENDPOINT, TEXT_INPUT_LAYOUTS, text_input_names
 from keras_bert_impl.models import BertClassifier, BertEmbedder, BertSpanLabeler, BertTokenClassifier
 from keras_bert_impl.tokenization import BertPreprocessor, is_continuation, piece_text
 from keras_bert_impl.validation import check_bool, check_sequence_length

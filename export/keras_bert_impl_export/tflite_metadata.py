@@ -40,7 +40,7 @@ import flatbuffers
 from flatbuffers import encode, number_types
 from flatbuffers.table import Table
 
-from keras_bert_impl.conversion.input_contract import EXPORT_ID_INPUTS
+from keras_bert_impl.tensor_names import EXPORT_ID_INPUTS
 from keras_bert_impl.tokenization import load_vocabulary
 from keras_bert_impl.validation import check_bool, check_choice, check_label_names, preview
 

@@ -275,11 +275,7 @@ def servable_functions(model, name, seq_len, pair, litert):
     classifier's, as its export's are."""
     import numpy as np
 
-    from keras_bert_impl.conversion.input_contract import (
-        EXPORT_TO_MODEL_ID_INPUTS,
-        MODEL_ID_INPUTS,
-        SERVING_ENDPOINT,
-    )
+    from keras_bert_impl.tensor_names import EXPORT_TO_MODEL_ID_INPUTS, MODEL_ID_INPUTS, SERVING_ENDPOINT
     from keras_bert_impl.inference.id_checks import check_id_arrays
     from keras_bert_impl_export.export_signatures import ExportSignatures
 

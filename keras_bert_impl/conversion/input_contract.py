@@ -1,31 +1,15 @@
-"""What an exported graph takes and gives: input names, layouts and dtypes, defined once.
+"""What `kbert export` writes and how an exported graph's inputs are declared: the formats, the
+quantizations and their checks, TensorSpecs and the named endpoints a signature is traced from.
+The tensor names themselves live in `keras_bert_impl/tensor_names.py`, below models/ and
+tokenization/, which read them too.
 
-Two id vocabularies meet here, on purpose. The Keras models take a dict keyed by
-MODEL_ID_INPUTS (KerasHub's names); every exported id graph (the ids SavedModel, the
-tflite/ and mediapipe/ files) takes EXPORT_ID_INPUTS, the names LiteRT's and MediaPipe
-Tasks' BERT tokenizer feed (tensors called ids, mask and segment_ids).
-`EXPORT_TO_MODEL_ID_INPUTS` maps one onto the other. `Int8Forward` converts with the model's
-own names: it is a library-internal forward pass, not an exported file.
-
-Shape legend: B batch, S sequence length. TensorFlow is imported only by the functions that
-build TensorSpecs, so the CLI's parser reads the lists here without it.
+TensorFlow is imported only by the functions that build TensorSpecs, so the CLI's parser reads
+the lists here without it.
 """
 
+from keras_bert_impl.tensor_names import EXPORT_ID_INPUTS, MODEL_ID_INPUTS, TEXT_INPUT_LAYOUTS
 from keras_bert_impl.validation import check_choice
 
-# The one signature every exported graph serves (TF Serving's, LiteRT's and MediaPipe's default).
-SERVING_ENDPOINT = "serving_default"
-# The Keras models' id inputs, int32 [B, S] each.
-MODEL_ID_INPUTS = ("token_ids", "segment_ids", "padding_mask")
-# The id inputs of every exported graph, int32 [B, S] each, in call order.
-EXPORT_ID_INPUTS = ("ids", "mask", "segment_ids")
-EXPORT_TO_MODEL_ID_INPUTS = {"ids": "token_ids", "mask": "padding_mask", "segment_ids": "segment_ids"}
-# The string inputs of a raw-text graph (text SavedModel, text-in .tflite), string [B] each,
-# in call order: one text; a pair classifier's two; a span labeler's question and context.
-TEXT_INPUT_LAYOUTS = (("text",), ("text", "text_b"), ("question", "context"))
-# The one output a MediaPipe Tasks file gives, by head kind (TextClassifier reads
-# probabilities, TextEmbedder an embedding).
-MEDIAPIPE_OUTPUTS = {"classifier": "probabilities", "embedder": "embeddings"}
 # What `kbert export --formats` writes, and the .tflite precisions of `--quantizations`.
 EXPORT_FORMATS = ("saved_model", "tflite", "mediapipe", "text_tflite")
 # What `kbert export --formats` writes as the whole --output folder instead (a model hub's
@@ -53,19 +37,12 @@ def check_quantization(name, value, choices=QUANTIZATIONS + STATIC_QUANTIZATIONS
     """`value` if it is one of `choices`; a renamed one is refused naming its name today, and
     where the integer-only files are."""
     if value in RENAMED_QUANTIZATIONS:
+        integer_only = " or ".join(INTEGER_ONLY_QUANTIZATIONS)
         raise ValueError(
-            f"{name} {value!r} is called {RENAMED_QUANTIZATIONS[value]!r} now: it keeps softmax, LayerNorm and "
-            f"most matmuls in float, so it is not integer-only (for that, {' or '.join(INTEGER_ONLY_QUANTIZATIONS)})."
+            f"{name} {value!r} is called {RENAMED_QUANTIZATIONS[value]!r} now: it keeps softmax, "
+            f"LayerNorm and most matmuls in float, so it is not integer-only (for that, {integer_only})."
         )
     return check_choice(name, value, choices)
-
-
-def text_input_names(span_labeler, pair):
-    """The string inputs of a raw-text graph: ("question", "context") for a span labeler,
-    ("text", "text_b") for a pair classifier, else ("text",)."""
-    if span_labeler:
-        return TEXT_INPUT_LAYOUTS[2]
-    return TEXT_INPUT_LAYOUTS[1] if pair else TEXT_INPUT_LAYOUTS[0]
 
 
 def id_signature(names=EXPORT_ID_INPUTS, batch=None, length=None):
@@ -107,8 +84,6 @@ def named_endpoint(call, names):
         def serve(token_ids, segment_ids, padding_mask):
             return call(token_ids, segment_ids, padding_mask)
     else:
-        raise ValueError(
-            f"names must be one of the input layouts {TEXT_INPUT_LAYOUTS + (EXPORT_ID_INPUTS, MODEL_ID_INPUTS)}. "
-            f"Received: names={names!r}"
-        )
+        layouts = TEXT_INPUT_LAYOUTS + (EXPORT_ID_INPUTS, MODEL_ID_INPUTS)
+        raise ValueError(f"names must be one of the input layouts {layouts}. Received: names={names!r}")
     return serve

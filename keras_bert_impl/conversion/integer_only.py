@@ -25,12 +25,12 @@ tf = require_tensorflow(
 )
 
 from keras_bert_impl.conversion.input_contract import (  # noqa: E402
-    EXPORT_ID_INPUTS,
     INTEGER_ONLY_QUANTIZATIONS,
     STATIC_QUANTIZATIONS,
     id_signature,
     named_endpoint,
 )
+from keras_bert_impl.tensor_names import EXPORT_ID_INPUTS  # noqa: E402
 from keras_bert_impl.models.integer_forms import IntegerForms, classifier_forward  # noqa: E402
 from keras_bert_impl.models.quantization_aware_classifier import (  # noqa: E402
     QuantizationAwareClassifier,

@@ -5,7 +5,7 @@ in) into an ExportArchive and converts it (text-in, MediaPipe, `Int8Forward`);
 `convert_saved_model` converts a SavedModel already on disk (the tflite/ files, from the ids
 SavedModel `kbert export` writes anyway). Builtin ops only; custom ops only where the caller
 lets tensorflow-text's kernels through (`allow_custom_ops`). Why not Keras' own
-`model.export(format="litert")`: docs/ARCHITECTURE.md.
+`model.export(format="litert")`: docs/decisions.md.
 
 Four precisions for the Keras graph, and two integer-only ones (INTEGER_ONLY_QUANTIZATIONS:
 int8 or int16 activations, every op integer) for the graph `integer_only.integer_forward`
@@ -45,10 +45,10 @@ from keras_bert_impl.conversion.input_contract import (
     CALIBRATED_QUANTIZATIONS,
     INTEGER_ONLY_QUANTIZATIONS,
     QUANTIZATIONS,
-    SERVING_ENDPOINT,
     STATIC_QUANTIZATIONS,
     check_quantization,
 )
+from keras_bert_impl.tensor_names import SERVING_ENDPOINT
 
 # int8_mixed quantizes the embedding lookups (GATHER) and the fully connected layers not
 # named in INT8_MIXED_FLOAT_NODES, and keeps every other op kind float: the mask's additive
@@ -100,7 +100,7 @@ def explain_converter_error(error):
     layer = node.rsplit("/", 1)[0] if "/" in node else node
     return (
         f"TFLite has no builtin op for TensorFlow's {op}, used in layer {layer!r} (node {node}). "
-        "Rewrite that layer with ops TFLite supports as builtins (see docs/ARCHITECTURE.md: new "
+        "Rewrite that layer with ops TFLite supports as builtins (see docs/decisions.md: new "
         "axes with ops.expand_dims, GELU as keras.activations.gelu), or export without --formats tflite."
     )
 

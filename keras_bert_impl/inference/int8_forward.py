@@ -25,12 +25,8 @@ import tensorflow as tf
 
 from keras_bert_impl.conversion.native_log import native_output_held
 from keras_bert_impl.conversion.tflite_converter import convert_endpoint
-from keras_bert_impl.conversion.input_contract import (
-    MODEL_ID_INPUTS,
-    SERVING_ENDPOINT,
-    id_signature,
-    named_endpoint,
-)
+from keras_bert_impl.conversion.input_contract import id_signature, named_endpoint
+from keras_bert_impl.tensor_names import MODEL_ID_INPUTS, SERVING_ENDPOINT
 from keras_bert_impl.inference.id_checks import check_id_arrays
 from keras_bert_impl.inference.litert_cache import LiteRtCache
 from keras_bert_impl.inference.litert_forms import LiteRtForms, computes_in_forms
@@ -101,7 +97,7 @@ class Int8Forward:
 
         def convert():
             with native_output_held():
-                return _convert(model, quantization)
+                return convert_for_litert(model, quantization)
 
         # The cache's own warnings (a damaged or unwritable file) are outside the capture.
         self.flatbuffer = convert() if cache is None else cache.flatbuffer(model, quantization, convert)
@@ -132,7 +128,7 @@ class Int8Forward:
         return {name: np.array(value, np.float32) for name, value in outputs.items()}
 
 
-def _convert(model, quantization, batch=None, length=None):
+def convert_for_litert(model, quantization, batch=None, length=None):
     """The model's .tflite bytes in `quantization`, builtin ops only, [batch, length] inputs (None:
     free, as Int8Forward converts): a float32 `BertClassifier` in `LiteRtForms` (faster on XNNPACK,
     same function; `computes_in_forms`), any other model as its Keras graph."""

@@ -13,7 +13,7 @@ Shape legend: B batch, T a batch's padded width (at most S), S the file's sequen
 
 import numpy as np
 
-from keras_bert_impl.conversion.input_contract import EXPORT_ID_INPUTS, MODEL_ID_INPUTS, SERVING_ENDPOINT
+from keras_bert_impl.tensor_names import EXPORT_ID_INPUTS, MODEL_ID_INPUTS, SERVING_ENDPOINT
 from keras_bert_impl.conversion.native_log import native_output_held
 from keras_bert_impl.inference.id_checks import check_id_arrays
 from keras_bert_impl.inference.litert_cache import LiteRtCache

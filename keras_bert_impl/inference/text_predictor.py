@@ -27,7 +27,7 @@ Shape legend: N texts in a chunk, S sequence_length, B batch, T a batch's padded
 import numpy as np
 import tensorflow as tf
 
-from keras_bert_impl.conversion.input_contract import MODEL_ID_INPUTS
+from keras_bert_impl.tensor_names import MODEL_ID_INPUTS
 from keras_bert_impl.inference.forward_resolver import ForwardResolver
 from keras_bert_impl.models.bert_classifier import BertClassifier
 from keras_bert_impl.precisions import check_precision

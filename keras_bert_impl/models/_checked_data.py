@@ -11,7 +11,7 @@ numpy arrays or tensors) is checked here first, once per call, with the same mes
 or a generator is passed through unchecked.
 """
 
-from keras_bert_impl.conversion.input_contract import MODEL_ID_INPUTS
+from keras_bert_impl.tensor_names import MODEL_ID_INPUTS
 
 
 def _id_inputs(x):

@@ -12,7 +12,7 @@ from keras import ops
 
 from keras_bert_impl.atomic_write import write_json_atomically
 from keras_bert_impl.layers.activations import ACTIVATIONS
-from keras_bert_impl.conversion.input_contract import MODEL_ID_INPUTS
+from keras_bert_impl.tensor_names import MODEL_ID_INPUTS
 from keras_bert_impl.layers.bert_embeddings import POSITION_EMBEDDINGS, BertEmbeddings
 from keras_bert_impl.layers.bert_pooler import BertPooler
 from keras_bert_impl.layers.transformer_encoder import TransformerEncoder

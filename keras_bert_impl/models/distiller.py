@@ -27,7 +27,7 @@ layers, N heads.
 import keras
 from keras import ops
 
-from keras_bert_impl.conversion.input_contract import MODEL_ID_INPUTS
+from keras_bert_impl.tensor_names import MODEL_ID_INPUTS
 from keras_bert_impl.models.bert_backbone import BertBackbone
 from keras_bert_impl.models.bert_classifier import BertClassifier
 from keras_bert_impl.models.bert_task import BertTask

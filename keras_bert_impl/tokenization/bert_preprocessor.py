@@ -61,7 +61,7 @@ require_tensorflow("BertPreprocessor (tensorflow-text's WordPiece kernels)", TOK
 import tensorflow as tf  # noqa: E402
 import tensorflow_text as tf_text  # noqa: E402
 
-from keras_bert_impl.conversion.input_contract import MODEL_ID_INPUTS
+from keras_bert_impl.tensor_names import MODEL_ID_INPUTS
 from keras_bert_impl.tokenization.bert_normalizer import bert_normalizer_model
 from keras_bert_impl.tokenization.vocabulary import (
     TOKENIZE_CHUNK,

@@ -10,7 +10,8 @@ import pytest
 import tensorflow as tf
 
 import keras_bert_impl as kb
-from keras_bert_impl.conversion.input_contract import MODEL_ID_INPUTS, id_signature, named_endpoint
+from keras_bert_impl.conversion.input_contract import id_signature, named_endpoint
+from keras_bert_impl.tensor_names import MODEL_ID_INPUTS
 from keras_bert_impl.conversion.integer_only import convert_integer_only, integer_forward
 from keras_bert_impl.conversion.tflite_converter import convert_endpoint
 from keras_bert_impl.conversion.tflite_targets import TfliteTargets

@@ -16,7 +16,7 @@ from ai_edge_litert.interpreter import Interpreter
 import keras_bert_impl as kb
 from keras_bert_impl.cli import main
 from keras_bert_impl_export.exporter import tokenize
-from keras_bert_impl.conversion.input_contract import EXPORT_ID_INPUTS
+from keras_bert_impl.tensor_names import EXPORT_ID_INPUTS
 from keras_bert_impl.cpu_features import CpuFeatures
 from keras_bert_impl_export.export_signatures import ExportSignatures
 from keras_bert_impl.conversion.tflite_converter import (

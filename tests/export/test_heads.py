@@ -13,7 +13,7 @@ from ai_edge_litert.interpreter import Interpreter
 import keras_bert_impl as kb
 from keras_bert_impl.tokenization import read_vocabulary
 from keras_bert_impl_export.exporter import export_model, tokenize
-from keras_bert_impl.conversion.input_contract import EXPORT_ID_INPUTS
+from keras_bert_impl.tensor_names import EXPORT_ID_INPUTS
 from keras_bert_impl_export.export_signatures import ExportSignatures
 from tests.export.conftest import REPO, mr_rows
 
