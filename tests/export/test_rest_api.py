@@ -405,3 +405,31 @@ def test_a_graph_assertion_reaches_the_client_as_its_message_in_the_client_rows(
     assert "Detected at node" in str(error.value)  # what the client was shown before
     assert client_error_message(error.value, 0) == "Input ids holds -1 at example 3, position 0: no."
     assert client_error_message(error.value, 32) == "Input ids holds -1 at example 35, position 0: no."
+
+
+def test_a_request_that_comes_alone_runs_at_once_and_concurrent_ones_wait_to_merge():
+    """One client at a time pays no batch timeout (it added 2 ms to every kept-alive request of
+    `kbert serve`); once requests come together, a batch waits its timeout for more rows."""
+    import time
+
+    model = _Recorder()
+
+    async def main():
+        batcher = DynamicBatcher(model, max_batch_size=8, batch_timeout_ms=2000)
+        await batcher.start()
+        try:
+            started = time.monotonic()
+            await batcher.submit("k", {"x": np.ones(1, np.float32)}, 1)
+            alone = time.monotonic() - started
+            await asyncio.gather(*(batcher.submit("k", {"x": np.ones(1, np.float32)}, 1) for _ in range(3)))
+            started = time.monotonic()
+            await batcher.submit("k", {"x": np.ones(1, np.float32)}, 1)
+            after_merging = time.monotonic() - started
+        finally:
+            await batcher.stop()
+        return alone, after_merging
+
+    alone, after_merging = asyncio.run(main())
+    assert alone < 1.0, alone
+    assert model.sizes == [1, 3, 1], model.sizes
+    assert after_merging >= 1.9, after_merging

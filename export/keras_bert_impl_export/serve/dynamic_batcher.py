@@ -27,6 +27,10 @@ import numpy as np
 from keras_bert_impl.validation import check_int
 
 
+# How long a merged call (or two requests queued at once) keeps the batcher waiting for rows.
+CONCURRENCY_MEMORY_S = 1.0
+
+
 class QueueFullError(Exception):
     """The queue holds max_enqueued_batches * max_batch_size rows already."""
 
@@ -55,7 +59,10 @@ class DynamicBatcher:
             worker thread with the key the requests were submitted under (any hashable;
             the server's is a BatchKey); B is at most max_batch_size.
         max_batch_size: int >= 1. Rows per call.
-        batch_timeout_ms: float >= 0. How long a batch that is not full waits for more rows.
+        batch_timeout_ms: float >= 0. How long a batch that is not full waits for more rows,
+            while requests come together (two or more queued at once, or merged into one call in
+            the last `CONCURRENCY_MEMORY_S` seconds). A request that comes alone runs at once:
+            waiting for rows nobody is sending only adds the timeout to its latency.
         num_batch_threads: int >= 1. Calls running at once.
         max_enqueued_batches: int >= 1. The queue holds at most this many full batches of rows;
             a request beyond that is refused (QueueFullError), and one request with more rows
@@ -97,6 +104,7 @@ class DynamicBatcher:
         self._workers = []
         self._executor = None
         self._stopping = False
+        self._came_together = -math.inf  # when requests last came together (time.monotonic())
 
     async def start(self):
         self._wakeup = asyncio.Event()
@@ -197,26 +205,36 @@ class DynamicBatcher:
                 await self._wakeup.wait()
                 continue
             key = self._queue[0].key
-            deadline = self._queue[0].enqueued + self.batch_timeout
-            alone = self._queue[0].whole  # nothing joins it: no reason to wait
-            while not alone and self._rows_for(key) < self.max_batch_size and not self._stopping:
-                remaining = deadline - time.monotonic()
-                if remaining <= 0:
-                    break
-                self._wakeup.clear()
-                try:
-                    await asyncio.wait_for(self._wakeup.wait(), remaining)
-                except asyncio.TimeoutError:
-                    break
+            await self._wait_for_rows(key)
             batch = self._take(key)
             if not batch:
                 continue
+            if len(batch) > 1:
+                self._came_together = time.monotonic()
             try:
                 await self._answer(loop, key, batch)
             except Exception as e:  # a bug of ours must not stop this worker: its requests hear it
                 for item in batch:
                     if not item.future.done():
                         item.future.set_exception(e)
+
+    async def _wait_for_rows(self, key):
+        """Waits until the oldest request's batch is full or its timeout passed, while requests
+        come together; returns at once for a whole request or one that came alone."""
+        deadline = self._queue[0].enqueued + self.batch_timeout
+        if len(self._queue) > 1:
+            self._came_together = time.monotonic()
+        if self._queue[0].whole or time.monotonic() - self._came_together > CONCURRENCY_MEMORY_S:
+            return
+        while self._rows_for(key) < self.max_batch_size and not self._stopping:
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                return
+            self._wakeup.clear()
+            try:
+                await asyncio.wait_for(self._wakeup.wait(), remaining)
+            except asyncio.TimeoutError:
+                return
 
     async def _answer(self, loop, key, batch):
         """Runs `batch` as one call and answers its items.
