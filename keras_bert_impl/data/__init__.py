@@ -4,7 +4,9 @@ distillation transfer set (`transfer_dataset`)."""
 from keras_bert_impl.backend_support import TOKENIZE_ELSEWHERE, require_tensorflow
 
 # Pretraining data and the task readers are tf.data pipelines around the in-graph tokenizer.
-require_tensorflow("keras_bert_impl.data (the task readers and pretraining data: tf.data pipelines)", TOKENIZE_ELSEWHERE)
+require_tensorflow(
+    "keras_bert_impl.data (the task readers and pretraining data: tf.data pipelines)", TOKENIZE_ELSEWHERE
+)
 
 from keras_bert_impl.data.corpus_split import CorpusSplit
 from keras_bert_impl.data.pretraining_corpus import PretrainingCorpus, documents_to_text, split_sentences

@@ -53,16 +53,18 @@ def bucketed_batch_indices(lengths, batch_size, seed, epochs, chunk_batches=64):
         order = rng.permutation(len(lengths))
         one_pass = []
         for start in range(0, len(order), chunk):
-            part = order[start:start + chunk]
+            part = order[start : start + chunk]
             part = part[np.argsort(lengths[part], kind="stable")]
-            one_pass += [part[i:i + batch_size].astype(np.int64) for i in range(0, len(part), batch_size)]
+            one_pass += [part[i : i + batch_size].astype(np.int64) for i in range(0, len(part), batch_size)]
         batches += [one_pass[i] for i in rng.permutation(len(one_pass))]
     return batches
 
 
 def index_dataset(batches):
     """`bucketed_batch_indices`' batches as a tf.data.Dataset of int64 index vectors [B]."""
-    return tf.data.Dataset.from_tensor_slices(tf.ragged.constant([b.tolist() for b in batches], dtype=tf.int64))
+    return tf.data.Dataset.from_tensor_slices(
+        tf.ragged.constant([b.tolist() for b in batches], dtype=tf.int64)
+    )
 
 
 def cut_to_longest(x, multiple=8):
@@ -80,5 +82,4 @@ def cut_to_longest(x, multiple=8):
     width = tf.shape(x["padding_mask"])[1]
     longest = tf.reduce_max(tf.reduce_sum(tf.cast(x["padding_mask"], tf.int32), axis=1))
     cut = tf.minimum(width, (longest + multiple - 1) // multiple * multiple)
-    return {key: value[:, :cut] if key in MODEL_ID_INPUTS else value
-            for key, value in x.items()}
+    return {key: value[:, :cut] if key in MODEL_ID_INPUTS else value for key, value in x.items()}

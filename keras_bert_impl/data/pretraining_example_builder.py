@@ -25,6 +25,7 @@ from keras_bert_impl.validation import check_bool, check_choice, check_fraction,
 
 RANDOMNESS = ("stream", "keyed")
 
+
 class PretrainingExampleBuilder:
     r"""Builds BERT's MLM + NSP examples from a `PretrainingCorpus`, in a stream.
 
@@ -156,10 +157,14 @@ class PretrainingExampleBuilder:
         if split_bytes is not None:
             check_int("split_bytes", split_bytes, 1)
             if randomness != "keyed":
-                raise ValueError(f"split_bytes cuts the corpus for randomness='keyed' only. Received: "
-                                 f"split_bytes={split_bytes!r} with randomness={randomness!r}")
+                raise ValueError(
+                    f"split_bytes cuts the corpus for randomness='keyed' only. Received: "
+                    f"split_bytes={split_bytes!r} with randomness={randomness!r}"
+                )
         # The masker checks masked_lm_prob, max_predictions_per_seq, whole_word_masking.
-        self.masker = PretrainingMasker(vocabulary, masked_lm_prob, max_predictions_per_seq, whole_word_masking)
+        self.masker = PretrainingMasker(
+            vocabulary, masked_lm_prob, max_predictions_per_seq, whole_word_masking
+        )
         self.vocabulary = vocabulary
         self.max_seq_length = max_seq_length
         self.max_predictions_per_seq = max_predictions_per_seq
@@ -177,7 +182,9 @@ class PretrainingExampleBuilder:
         self._preprocessor = BertPreprocessor(vocabulary, sequence_length=max_seq_length)
         # One traced graph for every batch instead of eager op-by-op dispatch.
         self._tokenize = tf.function(
-            self._preprocessor.tokenize, input_signature=[tf.TensorSpec([None], tf.string)], reduce_retracing=True
+            self._preprocessor.tokenize,
+            input_signature=[tf.TensorSpec([None], tf.string)],
+            reduce_retracing=True,
         )
 
     # ---- documents -> token ids ------------------------------------------
@@ -385,7 +392,9 @@ class PretrainingExampleBuilder:
                     positions, labels = [], []
                     if self.mask:
                         tokens, positions, labels = self.masker.mask_ids(tokens, rng)
-                    instances.append(PretrainingInstance(tokens, segment_ids, is_random_next, positions, labels))
+                    instances.append(
+                        PretrainingInstance(tokens, segment_ids, is_random_next, positions, labels)
+                    )
                 current_chunk, current_length = [], 0
             i += 1
         return instances
@@ -394,7 +403,9 @@ class PretrainingExampleBuilder:
 
     def to_example(self, instance):
         """A `PretrainingInstance` -> dict of padded lists under Google's feature names."""
-        return instance_to_example(instance, self.max_seq_length, self.max_predictions_per_seq, self.masker.pad_id, self.mask)
+        return instance_to_example(
+            instance, self.max_seq_length, self.max_predictions_per_seq, self.masker.pad_id, self.mask
+        )
 
     def examples(self, corpus, on_document=None):
         """Yields padded examples (dicts of lists, Google's names), in creation order."""
@@ -421,13 +432,26 @@ class PretrainingExampleBuilder:
             "next_sentence_labels": "0 = IsNext, 1 = NotNext (random)",
         }
 
-    def write(self, corpus, output_dir, num_shards=4, shuffle_buffer_size=10000, overwrite=False, on_document=None,
-              prefix="pretraining"):
+    def write(
+        self,
+        corpus,
+        output_dir,
+        num_shards=4,
+        shuffle_buffer_size=10000,
+        overwrite=False,
+        on_document=None,
+        prefix="pretraining",
+    ):
         """Builds the examples of `corpus` into sharded TFRecords (see
         `PretrainingRecordWriter`); returns the closed writer (`.paths`, `.count`)."""
         writer = PretrainingRecordWriter(
-            output_dir, num_shards=num_shards, prefix=prefix, shuffle_buffer_size=shuffle_buffer_size,
-            seed=self.seed, overwrite=overwrite, metadata=self.metadata(),
+            output_dir,
+            num_shards=num_shards,
+            prefix=prefix,
+            shuffle_buffer_size=shuffle_buffer_size,
+            seed=self.seed,
+            overwrite=overwrite,
+            metadata=self.metadata(),
         )
         with writer:
             for example in self.examples(corpus, on_document):
@@ -446,7 +470,6 @@ class PretrainingExampleBuilder:
                 yield {k: np.asarray(v, signature[k].dtype.as_numpy_dtype) for k, v in example.items()}
 
         return tf.data.Dataset.from_generator(generate, output_signature=signature)
-
 
 
 def keyed_seed(*key):

@@ -22,7 +22,14 @@ from keras_bert_impl.validation import check_bool
 
 FORMATS = ("csv", "tsv", "jsonl")
 LABEL_MODES = ("vocabulary", "index", "float")
-_EXTENSIONS = {".csv": "csv", ".tsv": "tsv", ".tab": "tsv", ".jsonl": "jsonl", ".ndjson": "jsonl", ".json": "jsonl"}
+_EXTENSIONS = {
+    ".csv": "csv",
+    ".tsv": "tsv",
+    ".tab": "tsv",
+    ".jsonl": "jsonl",
+    ".ndjson": "jsonl",
+    ".json": "jsonl",
+}
 
 
 class ClassificationReader:
@@ -118,10 +125,18 @@ class ClassificationReader:
     ):
         _common.preprocessor_settings(preprocessor)
         if label_mode not in LABEL_MODES:
-            raise ValueError(f"label_mode must be one of {list(LABEL_MODES)}. Received: label_mode={label_mode!r}")
+            raise ValueError(
+                f"label_mode must be one of {list(LABEL_MODES)}. Received: label_mode={label_mode!r}"
+            )
         if file_format is not None and file_format not in FORMATS:
-            raise ValueError(f"file_format must be one of {list(FORMATS)} or None. Received: file_format={file_format!r}")
-        for name, value in (("text_column", text_column), ("label_column", label_column), ("text_b_column", text_b_column)):
+            raise ValueError(
+                f"file_format must be one of {list(FORMATS)} or None. Received: file_format={file_format!r}"
+            )
+        for name, value in (
+            ("text_column", text_column),
+            ("label_column", label_column),
+            ("text_b_column", text_b_column),
+        ):
             if value is not None and (not isinstance(value, str) or not value):
                 raise ValueError(f"{name} must be a non-empty string. Received: {name}={value!r}")
         check_bool("multi_label", multi_label)
@@ -137,7 +152,9 @@ class ClassificationReader:
                 f"takes the number of classes from the labels. Received: num_classes={num_classes!r}"
             )
         if label_mode == "float" and multi_label:
-            raise ValueError('multi_label=True needs class labels: label_mode "vocabulary" or "index", not "float".')
+            raise ValueError(
+                'multi_label=True needs class labels: label_mode "vocabulary" or "index", not "float".'
+            )
         if labels is not None:
             if label_mode != "vocabulary":
                 raise ValueError(
@@ -146,7 +163,9 @@ class ClassificationReader:
             if not isinstance(labels, LabelVocabulary):
                 labels = LabelVocabulary(labels)
         if not isinstance(label_delimiter, str) or not label_delimiter:
-            raise ValueError(f"label_delimiter must be a non-empty string. Received: label_delimiter={label_delimiter!r}")
+            raise ValueError(
+                f"label_delimiter must be a non-empty string. Received: label_delimiter={label_delimiter!r}"
+            )
         check_bool("header", header)
         if column_names is not None:
             if header:
@@ -156,10 +175,14 @@ class ClassificationReader:
                 )
             column_names = list(column_names)
             if not column_names or any(not isinstance(c, str) or not c for c in column_names):
-                raise ValueError(f"column_names must be a list of non-empty strings. Received: column_names={column_names!r}")
+                raise ValueError(
+                    f"column_names must be a list of non-empty strings. Received: column_names={column_names!r}"
+                )
             if duplicate_tokens(column_names):
-                raise ValueError(f"column_names names a column twice: name each column once (give the ones not "
-                                 f"read any other name). Received: column_names={column_names!r}")
+                raise ValueError(
+                    f"column_names names a column twice: name each column once (give the ones not "
+                    f"read any other name). Received: column_names={column_names!r}"
+                )
         _common.set_reading(self, preprocessor, batch_size, shuffle, seed, on_error)
         self.text_column = text_column
         self.text_b_column = text_b_column
@@ -229,7 +252,9 @@ class ClassificationReader:
             parsed = self._parse_row(line, row, report)
             if parsed is not None:
                 rows.append(parsed)
-        if self.label_mode == "vocabulary" and (build_labels or (build_labels is None and self.labels is None)):
+        if self.label_mode == "vocabulary" and (
+            build_labels or (build_labels is None and self.labels is None)
+        ):
             values = [label for *_, raw in rows for label in (raw if self.multi_label else [raw])]
             if not values:
                 report.finish()
@@ -278,10 +303,16 @@ class ClassificationReader:
             try:
                 row = json.loads(text)
             except json.JSONDecodeError as e:
-                report.fail(line, f"invalid JSON ({e.msg} at column {e.colno}): {text.strip()[:60]!r}", kind="bad_json")
+                report.fail(
+                    line,
+                    f"invalid JSON ({e.msg} at column {e.colno}): {text.strip()[:60]!r}",
+                    kind="bad_json",
+                )
                 continue
             if not isinstance(row, dict):
-                report.fail(line, f"expected a JSON object per line. Received: {text.strip()[:60]!r}", kind="bad_json")
+                report.fail(
+                    line, f"expected a JSON object per line. Received: {text.strip()[:60]!r}", kind="bad_json"
+                )
                 continue
             yield line, row
 
@@ -314,20 +345,27 @@ class ClassificationReader:
                 twice = sorted(set(duplicate_tokens(names)))
                 if twice:  # a row read into a dict would keep the last of them without a word
                     raise MalformedRowError(
-                        path, start, f"the header {names!r} names the column(s) {twice!r} more than once; rename "
-                        "them so each column has its own name", kind="duplicate_column", skippable=False)
+                        path,
+                        start,
+                        f"the header {names!r} names the column(s) {twice!r} more than once; rename "
+                        "them so each column has its own name",
+                        kind="duplicate_column",
+                        skippable=False,
+                    )
                 missing = [c for c in self._required_columns() if c not in names]
                 if missing:
                     raise MalformedRowError(
-                        path, start,
+                        path,
+                        start,
                         f"the header {names!r} lacks the column(s) {missing!r}; pass text_column=/label_column= "
                         "naming yours, or header=False with column_names= for a headerless file",
-                        kind="missing_column", skippable=False,
+                        kind="missing_column",
+                        skippable=False,
                     )
                 continue
             if len(fields) != len(names):
                 if len(fields) < len(names):
-                    missing = [c for c in names[len(fields):] if c in self._required_columns()]
+                    missing = [c for c in names[len(fields) :] if c in self._required_columns()]
                     kind = "missing_column" if missing else "field_count"
                     reason = f"has {len(fields)} fields but the columns are {names!r}"
                     reason += f"; missing {missing!r}" if missing else ""
@@ -336,12 +374,19 @@ class ClassificationReader:
                     reason = f"has {len(fields)} fields but the columns are {names!r} (an unquoted delimiter in the text?)"
                 report.fail(start, reason, kind=kind)
                 continue
-            if not self.header and not consumed_data and [f.strip().lower() for f in fields] == [
-                    n.lower() for n in names]:
+            if (
+                not self.header
+                and not consumed_data
+                and [f.strip().lower() for f in fields] == [n.lower() for n in names]
+            ):
                 raise MalformedRowError(
-                    path, start, f"the first row {fields!r} is a header (the column names), but the reader was told "
+                    path,
+                    start,
+                    f"the first row {fields!r} is a header (the column names), but the reader was told "
                     "the file has none (header=False): read it with header=True (without column_names=[...]), or remove the row",
-                    kind="header_as_data", skippable=False)
+                    kind="header_as_data",
+                    skippable=False,
+                )
             consumed_data = True
             yield start, dict(zip(names, fields))
 
@@ -354,22 +399,34 @@ class ClassificationReader:
                 continue
             value = row.get(column)
             if value is None:
-                report.fail(line, f"missing column {column!r} (the row has {sorted(row)!r})", kind="missing_column")
+                report.fail(
+                    line, f"missing column {column!r} (the row has {sorted(row)!r})", kind="missing_column"
+                )
                 return None
             if not isinstance(value, str):
                 report.fail(line, f"column {column!r} must hold text. Received: {value!r}", kind="bad_text")
                 return None
             if not value.strip():  # it would be an example of [CLS] [SEP] alone, with the row's label
-                report.fail(line, f"column {column!r} is empty: give the row its text, or remove the row",
-                            kind="empty_text")
+                report.fail(
+                    line,
+                    f"column {column!r} is empty: give the row its text, or remove the row",
+                    kind="empty_text",
+                )
                 return None
             texts.append(value)
         if self.label_column not in row:
-            report.fail(line, f"missing column {self.label_column!r} (the row has {sorted(row)!r})", kind="missing_column")
+            report.fail(
+                line,
+                f"missing column {self.label_column!r} (the row has {sorted(row)!r})",
+                kind="missing_column",
+            )
             return None
         if row[self.label_column] is None:
-            report.fail(line, f"column {self.label_column!r} is null: give the row its label or remove the row",
-                        kind="bad_label")
+            report.fail(
+                line,
+                f"column {self.label_column!r} is null: give the row its label or remove the row",
+                kind="bad_label",
+            )
             return None
         raw = row[self.label_column]
         try:
@@ -382,7 +439,9 @@ class ClassificationReader:
     def _label_string(self, raw):
         if isinstance(raw, bool) or isinstance(raw, (list, dict)):
             hint = "; several labels per row need multi_label=True" if isinstance(raw, list) else ""
-            raise ValueError(f"column {self.label_column!r} must hold one label (a string or number). Received: {raw!r}{hint}")
+            raise ValueError(
+                f"column {self.label_column!r} must hold one label (a string or number). Received: {raw!r}{hint}"
+            )
         if isinstance(raw, (int, float)):
             return str(raw)
         label = raw.strip()
@@ -418,7 +477,8 @@ class ClassificationReader:
             raise ValueError(
                 f"column {self.label_column!r} holds {text[:80]!r}, which looks like a list but reads as neither JSON "
                 f"([\"a\", \"b\"]) nor a Python list (['a', 'b']): write the labels as one of those, or separated by "
-                f"label_delimiter={self.label_delimiter!r} without brackets")
+                f"label_delimiter={self.label_delimiter!r} without brackets"
+            )
         return listed
 
     # -- labels ---------------------------------------------------------------
@@ -430,7 +490,9 @@ class ClassificationReader:
             except ValueError:
                 value = math.nan
             if not math.isfinite(value):
-                report.fail(line, f"label {raw!r} is not a finite number (label_mode='float')", kind="bad_label")
+                report.fail(
+                    line, f"label {raw!r} is not a finite number (label_mode='float')", kind="bad_label"
+                )
                 return None
             return value
         ids = []
@@ -441,7 +503,11 @@ class ClassificationReader:
                 except ValueError:
                     number = math.nan
                 if not math.isfinite(number) or number != int(number):
-                    report.fail(line, f"label {label!r} is not an integer class id (label_mode='index')", kind="bad_label")
+                    report.fail(
+                        line,
+                        f"label {label!r} is not an integer class id (label_mode='index')",
+                        kind="bad_label",
+                    )
                     return None
                 if not 0 <= number < self._index_classes:
                     report.fail(
@@ -478,11 +544,17 @@ class ClassificationReader:
             y = tf.constant(targets, tf.int32)  # [N]
         preprocessor = self.preprocessor
         if self.length_buckets:
-            lengths = wordpiece_lengths(preprocessor, features["text"] if "text_b" not in features
-                                        else (features["text"], features["text_b"]))  # [N]
-            dataset = _common.length_bucketed((features, y), lengths, self.batch_size, self.shuffle, self.seed, epochs)
+            lengths = wordpiece_lengths(
+                preprocessor,
+                features["text"] if "text_b" not in features else (features["text"], features["text_b"]),
+            )  # [N]
+            dataset = _common.length_bucketed(
+                (features, y), lengths, self.batch_size, self.shuffle, self.seed, epochs
+            )
         else:
-            dataset = _common.batched((features, y), len(texts), self.batch_size, self.shuffle, self.seed, epochs)
+            dataset = _common.batched(
+                (features, y), len(texts), self.batch_size, self.shuffle, self.seed, epochs
+            )
         cut = self.length_buckets
 
         def preprocess(features, y):

@@ -64,7 +64,7 @@ class SquadFeature:
         first, last = start - self.context_offset, end - self.context_offset
         if not 0 <= first <= last < len(self.char_spans):
             return ""
-        return self.context[self.char_spans[first][0]:self.char_spans[last][1]]
+        return self.context[self.char_spans[first][0] : self.char_spans[last][1]]
 
     def is_max_context(self, position):
         """Whether row `position` is a context wordpiece best seen in this window."""
