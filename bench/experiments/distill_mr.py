@@ -399,7 +399,8 @@ def main(argv=None):
     teacher_logits = np.load(cache)
     teacher_accuracy = accuracy(teacher, x_test, y_test)
     print(
-        f"teacher test accuracy {teacher_accuracy:.4f} (metrics.json: {teacher_metrics['validation']['accuracy']:.4f})",
+        f"teacher test accuracy {teacher_accuracy:.4f} (metrics.json: "
+        f"{teacher_metrics['validation']['accuracy']:.4f})",
         flush=True,
     )
 
@@ -534,8 +535,9 @@ def main(argv=None):
     for kind, body in table.items():
         for mode, s in body.items():
             print(
-                f"{kind:11s} {mode:10s} {s['mean']:.4f} +- {s['sd']:.4f} ({100 * s['of_teacher']:.1f}% of the teacher; "
-                f"{models[kind]['flops_ratio_teacher_to_this']:.1f}x fewer FLOPs, {models[kind]['parameters']:,} parameters)"
+                f"{kind:11s} {mode:10s} {s['mean']:.4f} +- {s['sd']:.4f} ({100 * s['of_teacher']:.1f}% of "
+                f"the teacher; {models[kind]['flops_ratio_teacher_to_this']:.1f}x fewer FLOPs, "
+                f"{models[kind]['parameters']:,} parameters)"
             )
     return 0
 

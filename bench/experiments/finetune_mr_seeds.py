@@ -128,8 +128,9 @@ def main(argv=None):
                 )
                 if test_hash != expected_test_hash:
                     sys.exit(
-                        f"the PyTorch run with seed {seed} held out other sentences than bench/corpora/mr_split.py's "
-                        f"split (test-index hash {test_hash}, expected {expected_test_hash}): use another --work."
+                        f"the PyTorch run with seed {seed} held out other sentences than "
+                        f"bench/corpora/mr_split.py's split (test-index hash {test_hash}, expected "
+                        f"{expected_test_hash}): use another --work."
                     )
             else:
                 accuracy, per_epoch = ours(args.work, train_csv, test_csv, side, seed, args.epochs)
@@ -138,7 +139,9 @@ def main(argv=None):
 
     results = {
         "settings": {
-            "split": "scikit-learn stratified 80/20, seed 0 (bench/corpora/mr_split.py), the same for every seed",
+            "split": (
+                "scikit-learn stratified 80/20, seed 0 (bench/corpora/mr_split.py), the same for every seed"
+            ),
             "train_examples": len(train_idx),
             "test_examples": len(test_idx),
             "subset": args.subset,

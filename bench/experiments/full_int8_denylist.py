@@ -181,7 +181,9 @@ def main(argv=None):
     parser.add_argument(
         "--work",
         default=os.path.join(WORK, "full_int8_denylist"),
-        help="Folder for the token-id SavedModel (rewritten every run). Default data/bench/full_int8_denylist.",
+        help=(
+            "Folder for the token-id SavedModel (rewritten every run). Default data/bench/full_int8_denylist."
+        ),
     )
     parser.add_argument(
         "--calibration-examples",
@@ -259,7 +261,8 @@ def main(argv=None):
     calibration = id_examples(serving, calibration_texts)
     x = tokenize(serving, texts)
     print(
-        f"{len(texts)} validation sentences, {len(calibration)} calibration sentences, {SEQUENCE_LENGTH} tokens",
+        f"{len(texts)} validation sentences, {len(calibration)} calibration sentences, {SEQUENCE_LENGTH} "
+        "tokens",
         flush=True,
     )
 
@@ -288,7 +291,8 @@ def main(argv=None):
         try:
             if how[0] == "plain_full_int8":
                 row["conversion"] = (
-                    "tf.lite.TFLiteConverter: TFLITE_BUILTINS, optimizations=[DEFAULT], representative_dataset"
+                    "tf.lite.TFLiteConverter: TFLITE_BUILTINS, optimizations=[DEFAULT], "
+                    "representative_dataset"
                 )
                 flatbuffer = plain_full_int8(saved_model, calibration)
             else:
@@ -383,27 +387,28 @@ def main(argv=None):
             print(f"{name:26} conversion failed")
             continue
         print(
-            f"{name:26} {row['size_bytes'] / 1e6:6.1f} {row['top_label_agreement']:7.4f} {row['accuracy']:7.4f} "
-            f"{row['max_abs_logit_difference']:8.3f} {row['batch1_p50_ms']:7.2f} {row['conversion_seconds']:7.1f}"
+            f"{name:26} {row['size_bytes'] / 1e6:6.1f} {row['top_label_agreement']:7.4f} "
+            f"{row['accuracy']:7.4f} {row['max_abs_logit_difference']:8.3f} {row['batch1_p50_ms']:7.2f} "
+            f"{row['conversion_seconds']:7.1f}"
         )
 
     notes = [
-        f"Latency: batch 1, {n} validation sentences, one call of every variant per sentence in rotating order, "
-        f"ai_edge_litert Interpreter with its defaults (XNNPACK CPU delegate) on {NPROC} cores; other processes "
-        "on the machine slow every variant alike, so compare the ratios (batch1_paired_median_ratio_to_float32), "
-        "not the absolute milliseconds.",
+        f"Latency: batch 1, {n} validation sentences, one call of every variant per sentence in rotating "
+        f"order, ai_edge_litert Interpreter with its defaults (XNNPACK CPU delegate) on {NPROC} cores; "
+        "other processes on the machine slow every variant alike, so compare the ratios "
+        "(batch1_paired_median_ratio_to_float32), not the absolute milliseconds.",
         f"Quality: all variants on the same {len(texts)} validation sentences in batches of {QUALITY_BATCH} "
         "(the export report's batch), logits compared with the Keras model's (batches of 64).",
         "ops: per TFLite op kind, the ops the model runs and how many of them output int8 (quantized "
-        "activations; dynamic_int8's hybrid ops take int8 weights but output float). float_nodes_matched: how "
-        "many nodes of the quantized kinds the float_nodes patterns keep float, counted on the float32 model "
-        "as convert() counts them.",
+        "activations; dynamic_int8's hybrid ops take int8 weights but output float). float_nodes_matched: "
+        "how many nodes of the quantized kinds the float_nodes patterns keep float, counted on the float32 "
+        "model as convert() counts them.",
         *args.note,
     ]
     write_report(
         args.output,
-        "Full-integer int8 TFLite of make demo's MiniLM MR classifier: which ops to quantize (size, agreement "
-        "with Keras, accuracy, batch-1 latency)",
+        "Full-integer int8 TFLite of make demo's MiniLM MR classifier: which ops to quantize (size, "
+        "agreement with Keras, accuracy, batch-1 latency)",
         {
             "settings": {
                 "model": os.path.relpath(args.model),

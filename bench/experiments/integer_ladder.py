@@ -231,10 +231,12 @@ def main(argv=None):
         )
         results["rows"][name] = row
         print(
-            f"{name}: {row['size_bytes'] / 1e6:.1f} MB, integer ops {integer}/{total}, accuracy {row['accuracy']:.4f}, "
-            f"agreement {row['agreement_with_float']:.4f}, p50 {row['latency_ms_p50']:.1f} ms"
+            f"{name}: {row['size_bytes'] / 1e6:.1f} MB, integer ops {integer}/{total}, accuracy "
+            f"{row['accuracy']:.4f}, agreement {row['agreement_with_float']:.4f}, p50 "
+            f"{row['latency_ms_p50']:.1f} ms"
             + (
-                f"; QAT forward {row['qat_forward_accuracy']:.4f}, file = QAT forward on {row['agreement_with_qat_forward']:.4f}"
+                f"; QAT forward {row['qat_forward_accuracy']:.4f}, file = QAT forward on "
+                f"{row['agreement_with_qat_forward']:.4f}"
                 if "qat_forward_accuracy" in row
                 else ""
             ),
@@ -297,8 +299,9 @@ def main(argv=None):
             "drop_from_float_points": 100 * (results["float_keras"]["accuracy"] - float(np.mean(accuracies))),
         }
         print(
-            f"QAT: accuracy mean {results['qat']['accuracy_mean']:.4f} ({min(accuracies):.4f}-{max(accuracies):.4f}), "
-            f"{results['qat']['drop_from_float_points']:.2f} points under float",
+            f"QAT: accuracy mean {results['qat']['accuracy_mean']:.4f} "
+            f"({min(accuracies):.4f}-{max(accuracies):.4f}), {results['qat']['drop_from_float_points']:.2f} "
+            "points under float",
             flush=True,
         )
     if "float32" in results["rows"]:

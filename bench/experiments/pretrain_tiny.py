@@ -421,7 +421,8 @@ def parse_args(argv=None):
         )
     if args.validate_on != "reviews_heldout" and not args.extra_corpus:
         parser.error(
-            f"--validate-on {args.validate_on} needs --extra-corpus (only the reviews are held out without it)."
+            f"--validate-on {args.validate_on} needs --extra-corpus (only the reviews are held out without "
+            "it)."
         )
     for path in args.extra_corpus or ():
         if not os.path.isfile(path):
@@ -501,10 +502,10 @@ def main(argv=None):
             sys.executable,
             "-c",
             (
-                "import keras, keras_bert_impl as kb; from keras_bert_impl.tokenization import read_vocabulary;"
-                f"v = read_vocabulary({args.vocab!r}); keras.utils.set_random_seed(0);"
-                "b = kb.BertBackbone.from_preset('bert_tiny', vocabulary_size=len(v));"
-                f"b.set_vocabulary(v, lowercase=True); b.save({random_init!r})"
+                "import keras, keras_bert_impl as kb; from keras_bert_impl.tokenization import "
+                f"read_vocabulary;v = read_vocabulary({args.vocab!r}); keras.utils.set_random_seed(0);b = "
+                "kb.BertBackbone.from_preset('bert_tiny', vocabulary_size=len(v));b.set_vocabulary(v, "
+                f"lowercase=True); b.save({random_init!r})"
             ),
         ],
         check=True,
@@ -668,8 +669,10 @@ def main(argv=None):
             phase_report(run, metrics, seconds, args) for run, metrics, seconds in pretrain_runs
         ],
         "final_pretrainer_heldout": {
-            "note": "the last phase's pretrainer over every record of each held-out set (records at the first "
-            "phase's length, dupe factor 1); reviews_heldout is what pretraining validated on",
+            "note": (
+                "the last phase's pretrainer over every record of each held-out set (records at the first "
+                "phase's length, dupe factor 1); reviews_heldout is what pretraining validated on"
+            ),
             **final_scores,
         },
         "mr_finetune": {
@@ -701,10 +704,10 @@ def main(argv=None):
     p = report["pretraining_phases"][-1]
     print(
         f"held-out MLM accuracy {p['heldout_mlm_accuracy_per_epoch'][-1]:.4f} (unigram baseline "
-        f"{p['unigram_baseline_mlm_accuracy']:.4f}), NSP {p['heldout_nsp_accuracy_per_epoch'][-1]:.4f}; MR accuracy "
-        f"pretrained {report['mr_finetune']['pretrained_test_accuracy']:.4f} vs random init "
-        f"{report['mr_finetune']['random_init_test_accuracy']:.4f} (learning rates chosen on dev); frozen linear probe "
-        f"{finetuned['pretrained']['frozen_linear_probe_accuracy']['test']:.4f} vs "
+        f"{p['unigram_baseline_mlm_accuracy']:.4f}), NSP {p['heldout_nsp_accuracy_per_epoch'][-1]:.4f}; MR "
+        f"accuracy pretrained {report['mr_finetune']['pretrained_test_accuracy']:.4f} vs random init "
+        f"{report['mr_finetune']['random_init_test_accuracy']:.4f} (learning rates chosen on dev); frozen "
+        f"linear probe {finetuned['pretrained']['frozen_linear_probe_accuracy']['test']:.4f} vs "
         f"{finetuned['random_init']['frozen_linear_probe_accuracy']['test']:.4f}"
     )
     if args.extra_seeds:

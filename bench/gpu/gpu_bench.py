@@ -252,8 +252,9 @@ def pretrain(args, report, save):
             run["profile"] = profile_fit(model, x, y, w, batch, args.profile_steps, args.profile_dir)
         results["runs"].append(run)
         print(
-            f"pretrain {preset} batch {batch}: {step_s * 1e3:.1f} ms/step, {run['tokens_per_s']:,.0f} tokens/s, "
-            f"{run['achieved_tflops']:.1f} TFLOP/s, MFU {run.get('mfu_datasheet', float('nan')):.1%} of the datasheet, "
+            f"pretrain {preset} batch {batch}: {step_s * 1e3:.1f} ms/step, {run['tokens_per_s']:,.0f} "
+            f"tokens/s, {run['achieved_tflops']:.1f} TFLOP/s, MFU "
+            f"{run.get('mfu_datasheet', float('nan')):.1%} of the datasheet, "
             f"{run.get('mfu_measured_matmul', float('nan')):.1%} of the measured matmul; "
             f"{run['step_s_fit_without_callbacks'] * 1e3:.1f} ms/step without callbacks",
             flush=True,
@@ -517,8 +518,9 @@ def load_minilm(carry, kb, fused_kernels=False):
         paths = {v.path for v in backbone.weights}
         if paths != set(arrays.files):
             raise SystemExit(
-                f"the carried weights do not fit the backbone: missing {sorted(paths - set(arrays.files))[:5]}, "
-                f"unexpected {sorted(set(arrays.files) - paths)[:5]}; run bench/gpu/prepare.py again"
+                "the carried weights do not fit the backbone: missing "
+                f"{sorted(paths - set(arrays.files))[:5]}, unexpected "
+                f"{sorted(set(arrays.files) - paths)[:5]}; run bench/gpu/prepare.py again"
             )
         for variable in backbone.weights:
             variable.assign(arrays[variable.path].astype("float32"))
@@ -600,7 +602,8 @@ def finetune(args, report, save):
             run["within_cpu_seed_spread"] = spread["min"] <= accuracy <= spread["max"]
         results["runs"][str(seed)] = run
         print(
-            f"finetune seed {seed}: MR accuracy {accuracy:.4f}, epochs {', '.join(f'{s:.1f}' for s in epoch_s)} s",
+            f"finetune seed {seed}: MR accuracy {accuracy:.4f}, epochs "
+            f"{', '.join(f'{s:.1f}' for s in epoch_s)} s",
             flush=True,
         )
         save()

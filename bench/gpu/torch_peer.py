@@ -242,8 +242,8 @@ def pretrain(args, report, save, device):
             run["mfu_datasheet_queued"] = flops / queued_s / 1e12 / peak
         results["runs"].append(run)
         print(
-            f"torch pretrain batch {batch}: {step_s * 1e3:.1f} ms/step synchronized, {queued_s * 1e3:.1f} ms/step "
-            f"queued, MFU {run.get('mfu_datasheet_queued', float('nan')):.1%} of the datasheet",
+            f"torch pretrain batch {batch}: {step_s * 1e3:.1f} ms/step synchronized, {queued_s * 1e3:.1f} "
+            f"ms/step queued, MFU {run.get('mfu_datasheet_queued', float('nan')):.1%} of the datasheet",
             flush=True,
         )
         save()
@@ -311,8 +311,8 @@ def inference(args, report, save, device):
                 "sequences_per_s": batch / float(np.median(times)),
             }
             print(
-                f"torch inference {name} batch {batch}: {entry[f'batch_{batch}']['latency_ms_p50']:.2f} ms p50, "
-                f"{entry[f'batch_{batch}']['sequences_per_s']:,.0f} sequences/s",
+                f"torch inference {name} batch {batch}: {entry[f'batch_{batch}']['latency_ms_p50']:.2f} ms "
+                f"p50, {entry[f'batch_{batch}']['sequences_per_s']:,.0f} sequences/s",
                 flush=True,
             )
         save()

@@ -372,9 +372,11 @@ def main(argv=None):
             "repeats": args.repeats,
             "batches_per_repeat": args.batches,
             "warmup_forwards": args.warmup,
-            "interleaving": "repeats x batches steps; each step: matmul x matmul_repeats (median kept), then one "
-            "forward of every variant, order rotated every step; a repeat's time is the mean of "
-            "its batches",
+            "interleaving": (
+                "repeats x batches steps; each step: matmul x matmul_repeats (median kept), then one "
+                "forward of every variant, order rotated every step; a repeat's time is the mean of its "
+                "batches"
+            ),
             "matmul": {"size": n, "dtype": "float32", "repeats_per_round": args.matmul_repeats},
             "gflop_per_sequence": GFLOP_PER_SEQUENCE,
             "gflop_per_sequence_exact": round(exact_flops_per_sequence(length) / 1e9, 3),
@@ -421,10 +423,10 @@ def main(argv=None):
     for w in warnings:
         print(f"WARNING: {w}")
     print(
-        f"(* best variant per model, by median seq/s. peak% med = median seq/s / (median matmul GFLOP/s / "
-        f"{GFLOP_PER_SEQUENCE}); best = best / best; paired = median over steps of the ratio within one step; "
-        f"cpu = per CPU-second of this process x nproc, the same against the matmul's. "
-        f"wall {report['wall_seconds']:.0f}s)"
+        "(* best variant per model, by median seq/s. peak% med = median seq/s / (median matmul GFLOP/s / "
+        f"{GFLOP_PER_SEQUENCE}); best = best / best; paired = median over steps of the ratio within one "
+        "step; cpu = per CPU-second of this process x nproc, the same against the matmul's. wall "
+        f"{report['wall_seconds']:.0f}s)"
     )
 
     if args.output:

@@ -317,8 +317,8 @@ def main(argv=None):
     )
     m = result["median_forward"]
     print(
-        f"forward {m['wall_ms']:.0f} ms = {m['fraction_of_peak']:.1%} of the {result['peak_gflop_per_s_median']:.0f} "
-        f"GFLOP/s peak; gap {m['gap_to_peak_ms']:.0f} ms:"
+        f"forward {m['wall_ms']:.0f} ms = {m['fraction_of_peak']:.1%} of the "
+        f"{result['peak_gflop_per_s_median']:.0f} GFLOP/s peak; gap {m['gap_to_peak_ms']:.0f} ms:"
     )
     for k, v in m["gap_budget_ms"].items():
         print(f"  {k:45s} {v:8.1f} ms")

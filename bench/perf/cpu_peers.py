@@ -583,7 +583,8 @@ def main(argv=None):
 
     write_json_atomically(results_by_cpu(args.output, report), args.output, indent=2)
     print(
-        f"wrote {args.output} (the run of {cpu_features_class()(machine['cpu_model'], machine['cpu_simd']).describe()})",
+        f"wrote {args.output} (the run of "
+        f"{cpu_features_class()(machine['cpu_model'], machine['cpu_simd']).describe()})",
         flush=True,
     )
     return 0

@@ -142,8 +142,9 @@ def main(argv=None):
     line = f"ours: accuracy {ours_side['accuracy']:.4f}, epoch seconds {ours_side['epoch_train_seconds']}"
     if reference:
         line += (
-            f"; PyTorch: accuracy {reference['test_accuracy']:.4f}, epoch seconds {reference['epoch_seconds']}; "
-            f"epoch time ratio {results['epoch_time_ratio_ours_over_pytorch']:.3f}"
+            f"; PyTorch: accuracy {reference['test_accuracy']:.4f}, epoch seconds "
+            f"{reference['epoch_seconds']}; epoch time ratio "
+            f"{results['epoch_time_ratio_ours_over_pytorch']:.3f}"
         )
     print(line)
     return 0

@@ -548,7 +548,8 @@ def ort_child(name, hf, batches_path):
     def idle(batch):
         return np.zeros((len(batch["input_ids"]), 2), np.float32)
 
-    # Everything of the peers' pass but the forward (classify_peers.classify with a forward that does nothing).
+    # Everything of the peers' pass but the forward
+    # (classify_peers.classify with a forward that does nothing).
     extra = {
         "tokenize": lambda: {
             "seconds": _timed(lambda: classify_peers.classify(idle, tokenizer, texts, 32, 0))

@@ -70,7 +70,10 @@ def main(argv=None):
                 TextPredictor(m, sequence_length=seq_len, batch_size=32).predict(sample)["logits"]
                 for m in (int8, reloaded)
             )
-            int8_reload = f"saved and loaded; max |logit change| over {len(sample)} test rows {np.abs(before - after).max():.2e}"
+            int8_reload = (
+                f"saved and loaded; max |logit change| over {len(sample)} test rows "
+                f"{np.abs(before - after).max():.2e}"
+            )
         except Exception as e:  # what a user would meet: recorded, not hidden
             int8_reload = f"{type(e).__name__}: {' '.join(str(e).split())[:300]}"
 

@@ -318,7 +318,8 @@ def main(argv=None):
                 **profile(path, args.batch, args.width, args.forwards, folder),
             }
             print(
-                f"{name}: {profiles[name]['ms_per_forward']:.2f} ms per [{args.batch}, {args.width}] forward; "
+                f"{name}: {profiles[name]['ms_per_forward']:.2f} ms per [{args.batch}, {args.width}] "
+                "forward; "
                 + ", ".join(f"{k} {v['ms']:.1f}" for k, v in list(profiles[name]["by_category"].items())[:6]),
                 flush=True,
             )

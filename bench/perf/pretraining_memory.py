@@ -227,10 +227,11 @@ def main(argv=None):
             "shuffle_buffer_size": 10000,
             "num_shards": 4,
             "measurement": (
-                "each run in its own child process. peak_rss = ru_maxrss of that child from os.wait4 (whole "
-                "process, imports included). data_phase_peak_rss = VmHWM after resetting it (/proc/self/clear_refs "
-                "= 5) once imports, vocabulary and the tokenizer graph are ready, i.e. the peak while reading, "
-                "building and writing; data_phase_growth = that peak minus the RSS at the reset."
+                "each run in its own child process. peak_rss = ru_maxrss of that child from os.wait4 "
+                "(whole process, imports included). data_phase_peak_rss = VmHWM after resetting it "
+                "(/proc/self/clear_refs = 5) once imports, vocabulary and the tokenizer graph are ready, "
+                "i.e. the peak while reading, building and writing; data_phase_growth = that peak minus "
+                "the RSS at the reset."
             ),
         },
         "runs": runs,
@@ -243,10 +244,10 @@ def main(argv=None):
         "target_ratio": 1.5,
         "meets_target": ratio <= 1.5 and data_ratio <= 1.5,
         "contrast": (
-            "the *_whole_corpus_in_memory runs keep every tokenized document (document buffer larger than the "
-            "corpus, Google's whole-corpus behaviour for documents; Google's script also keeps every instance, "
-            "which these runs do not): their data-phase growth scales with the corpus, showing what the bounded "
-            "buffer saves and that the measurement does see corpus-sized memory"
+            "the *_whole_corpus_in_memory runs keep every tokenized document (document buffer larger than "
+            "the corpus, Google's whole-corpus behaviour for documents; Google's script also keeps every "
+            "instance, which these runs do not): their data-phase growth scales with the corpus, showing "
+            "what the bounded buffer saves and that the measurement does see corpus-sized memory"
         ),
     }
     write_report(args.output, f"peak RSS of kbert pretrain-data, 1x vs {args.repeat}x corpus", result, info)

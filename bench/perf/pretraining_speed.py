@@ -110,15 +110,21 @@ MODELS = ("ours", "kerashub")
 DESCRIPTIONS = {
     "ours": f'keras_bert_impl.BertPretrainer(BertBackbone.from_preset("{PRESET}")): MLM + NSP, exact erf GELU '
     "(the preset default); its default loss and metrics, as `kbert pretrain` trains it",
-    "kerashub": "keras_hub.models.BertMaskedLM(keras_hub.models.BertBackbone(same config), preprocessor=None): "
-    "MLM only (no NSP head), tanh GELU in the encoder, exact GELU in the MLM head; "
-    "compiled with the same loss and MLM accuracy metric as ours",
+    "kerashub": (
+        "keras_hub.models.BertMaskedLM(keras_hub.models.BertBackbone(same config), preprocessor=None): MLM "
+        "only (no NSP head), tanh GELU in the encoder, exact GELU in the MLM head; compiled with the same "
+        "loss and MLM accuracy metric as ours"
+    ),
     "kerashub_default_metric": "diagnostic: KerasHub's BertMaskedLM with its default compile (Keras' "
     "SparseCategoricalAccuracy, a full argmax over the vocabulary)",
-    "ours_mlm_only": "diagnostic: ours with the NSP output cut off (keras.Model(inputs, mlm_logits) over the same "
-    "layers), MLM loss and weighted metric only: the like-for-like comparison with KerasHub",
-    "ours_gelu_approximate": "diagnostic: ours with activation='gelu_approximate' in the encoder (KerasHub's), "
-    "exact GELU in the MLM head (as KerasHub's)",
+    "ours_mlm_only": (
+        "diagnostic: ours with the NSP output cut off (keras.Model(inputs, mlm_logits) over the same "
+        "layers), MLM loss and weighted metric only: the like-for-like comparison with KerasHub"
+    ),
+    "ours_gelu_approximate": (
+        "diagnostic: ours with activation='gelu_approximate' in the encoder (KerasHub's), exact GELU in "
+        "the MLM head (as KerasHub's)"
+    ),
 }
 # --- data -------------------------------------------------------------------
 
@@ -381,7 +387,8 @@ def main(argv=None):
     keras.utils.set_random_seed(args.seed)
     info = machine_info(**tensorflow_threads())
     print(
-        f"# {info['cpu_model']}, nproc={NPROC}, packages {info['packages']}, loadavg {info['loadavg_at_start']}",
+        f"# {info['cpu_model']}, nproc={NPROC}, packages {info['packages']}, loadavg "
+        f"{info['loadavg_at_start']}",
         flush=True,
     )
 
@@ -418,8 +425,8 @@ def main(argv=None):
             }
             build_seconds[key] = round(time.perf_counter() - t0, 1)
             print(
-                f"# ready {key}: {parameters[name]['total']:,} parameters, build + {args.warmup_steps} warm-up "
-                f"steps {build_seconds[key]:.1f}s, loss {warmup_logs[key].get('loss')}",
+                f"# ready {key}: {parameters[name]['total']:,} parameters, build + {args.warmup_steps} "
+                f"warm-up steps {build_seconds[key]:.1f}s, loss {warmup_logs[key].get('loss')}",
                 flush=True,
             )
 
@@ -512,27 +519,37 @@ def main(argv=None):
             "batch_size": args.batch_size,
             "sequence_length": args.seq_len,
             "max_predictions_per_seq": args.max_predictions,
-            "optimizer": "keras_bert_impl.training.create_optimizer(%s): AdamW, weight decay 0.01 (not on biases "
-            "and LayerNorm), global clipnorm 1.0, epsilon 1e-6, warm-up + linear decay; a fresh "
-            "instance per model" % ", ".join(f"{k}={v}" for k, v in OPTIMIZER.items()),
+            "optimizer": (
+                "keras_bert_impl.training.create_optimizer(%s): AdamW, weight decay 0.01 (not on biases "
+                "and LayerNorm), global clipnorm 1.0, epsilon 1e-6, warm-up + linear decay; a fresh "
+                "instance per model"
+            )
+            % ", ".join(f"{k}={v}" for k, v in OPTIMIZER.items()),
             "jit_compile": jits,
-            "data": f"{args.num_batches} distinct synthetic batches (seed {args.seed}) cycled from memory: 90% of "
-            "sequences full length, 10% shorter (padded); sentence B from a random point; round(15%) of "
-            f"the real tokens masked, at most {args.max_predictions} (mean {masked_per_sequence:.2f} "
-            f"weighted positions and {real_tokens:.1f} real tokens per sequence); random NSP labels. "
-            "Ours: to_pretrainer_inputs of Google-named features; KerasHub: the same arrays as "
-            "(token_ids, segment_ids, padding_mask, mask_positions), mask_ids, mask_weights",
-            "timing": "model.fit(dataset, steps_per_epoch=1 + steps) per variant per round, order rotated every "
-            "round; a round's time is from the end of its first step to the end of its last, over "
-            "`steps` (fit's per-step Python loop included, its set-up excluded; `kbert pretrain`'s own "
-            "callbacks, a backup every 200 steps and TensorBoard at epoch ends, are not run)",
+            "data": (
+                f"{args.num_batches} distinct synthetic batches (seed {args.seed}) cycled from memory: 90% "
+                "of sequences full length, 10% shorter (padded); sentence B from a random point; "
+                f"round(15%) of the real tokens masked, at most {args.max_predictions} (mean "
+                f"{masked_per_sequence:.2f} weighted positions and {real_tokens:.1f} real tokens per "
+                "sequence); random NSP labels. Ours: to_pretrainer_inputs of Google-named features; "
+                "KerasHub: the same arrays as (token_ids, segment_ids, padding_mask, mask_positions), "
+                "mask_ids, mask_weights"
+            ),
+            "timing": (
+                "model.fit(dataset, steps_per_epoch=1 + steps) per variant per round, order rotated every "
+                "round; a round's time is from the end of its first step to the end of its last, over "
+                "`steps` (fit's per-step Python loop included, its set-up excluded; `kbert pretrain`'s own "
+                "callbacks, a backup every 200 steps and TensorBoard at epoch ends, are not run)"
+            ),
             "rounds": args.rounds,
             "steps_per_round": args.steps,
             "warmup_steps": args.warmup_steps,
         },
-        "work_difference": "KerasHub's BertMaskedLM has no next-sentence head: our step does strictly more work "
-        "(pooler gradient, NSP dense, its loss and weighted accuracy). KerasHub's backbone still "
-        "computes its pooler in the forward pass but gets no gradient for it.",
+        "work_difference": (
+            "KerasHub's BertMaskedLM has no next-sentence head: our step does strictly more work (pooler "
+            "gradient, NSP dense, its loss and weighted accuracy). KerasHub's backbone still computes its "
+            "pooler in the forward pass but gets no gradient for it."
+        ),
         "models": {name: DESCRIPTIONS[name] for name in names},
         "parameters": parameters,
         "parameter_difference_ours_minus_kerashub": (ours_p - hub_p) if ours_p and hub_p else None,
@@ -560,8 +577,9 @@ def main(argv=None):
         )
     for key, r in ratios.items():
         print(
-            f"{key:44s} ratio of medians {r['ratio_of_medians']:.3f}, paired median {r['paired_median']:.3f}, "
-            f"cpu paired {r['cpu_normalized_paired_median']:.3f}; per round {r['per_round']}"
+            f"{key:44s} ratio of medians {r['ratio_of_medians']:.3f}, paired median "
+            f"{r['paired_median']:.3f}, cpu paired {r['cpu_normalized_paired_median']:.3f}; per round "
+            f"{r['per_round']}"
         )
     for key, err in errors.items():
         print(f"{key:36s} FAILED: {err[:100]}")

@@ -141,8 +141,10 @@ def main(argv=None):
         machine,
     )
     print(
-        f"recall@10 {recall:.4f}; exact search p50 {results['latency']['exact']['search_only']['p50_ms']:.2f} ms, "
-        f"hnsw p50 {results['latency']['hnsw']['search_only']['p50_ms']:.2f} ms; hnsw build {build['hnsw']['seconds']:.1f} s"
+        f"recall@10 {recall:.4f}; exact search p50 "
+        f"{results['latency']['exact']['search_only']['p50_ms']:.2f} ms, hnsw p50 "
+        f"{results['latency']['hnsw']['search_only']['p50_ms']:.2f} ms; hnsw build "
+        f"{build['hnsw']['seconds']:.1f} s"
     )
     return 0
 

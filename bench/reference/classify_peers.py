@@ -658,7 +658,8 @@ def main(argv=None):
     if config.get("architectures") != ["BertForSequenceClassification"]:
         raise SystemExit(
             f"{args.model}: config.json names {config.get('architectures')}, not "
-            "BertForSequenceClassification: export a fine-tuned classifier (kbert export --formats huggingface)."
+            "BertForSequenceClassification: export a fine-tuned classifier (kbert export --formats "
+            "huggingface)."
         )
     if args.calibration:
         args.calibration = os.path.abspath(args.calibration)
