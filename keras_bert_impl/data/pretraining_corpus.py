@@ -217,15 +217,18 @@ class PretrainingCorpus:
                 width = width or len(row)
                 if len(row) != width:
                     raise ValueError(
-                        f"{path} row {row_number} (ending at line {reader.line_num}) has {len(row)} field(s) where the "
-                        f"first row has {width}: a quote opened and not closed, or a field with a comma left unquoted? "
+                        f"{path} row {row_number} (ending at line {reader.line_num}) has {len(row)} "
+                        "field(s) where the "
+                        f"first row has {width}: a quote opened and not closed, or a field with a "
+                        "comma left unquoted? "
                         'Fix the row (a quote inside a field is written twice: ""), or remove it.'
                     )
                 try:
                     text = row[self.text_column]
                 except IndexError:
                     raise ValueError(
-                        f"{path} row {row_number} has {len(row)} column(s); text_column={self.text_column} is out "
+                        f"{path} row {row_number} has {len(row)} column(s); "
+                        f"text_column={self.text_column} is out "
                         'of range. Is this a reviews CSV ("label","text")?'
                     ) from None
                 document = split_sentences(text)

@@ -88,7 +88,8 @@ class PretrainingRecordReader:
             metadata = json.load(f)
         if masker is None and not metadata.get("masked", True):
             raise ValueError(
-                f"The records in {directory} are unmasked (written for dynamic masking): pass masker=PretrainingMasker(...)."
+                f"The records in {directory} are unmasked (written for dynamic masking): pass "
+                "masker=PretrainingMasker(...)."
             )
         shards = [os.path.join(os.fspath(directory), name) for name in metadata["shards"]]
         # The writer renames the shards, then the metadata: a write killed between two renames
@@ -98,8 +99,9 @@ class PretrainingRecordReader:
             found = os.path.getsize(shard) if os.path.isfile(shard) else None
             if found != size:
                 raise ValueError(
-                    f"{shard} {'is missing' if found is None else f'holds {found} bytes'}, but {path} lists {size}: "
-                    f"the shards and their metadata come from different writes (one interrupted). {remedy}"
+                    f"{shard} {'is missing' if found is None else f'holds {found} bytes'}, but {path} lists "
+                    f"{size}: the shards and their metadata come from different writes (one interrupted). "
+                    f"{remedy}"
                 )
         return cls(shards, metadata["max_seq_length"], metadata["max_predictions_per_seq"], masker=masker)
 

@@ -21,7 +21,8 @@ def as_ids(name, values, ndim):
         if bad.size:
             raise ValueError(
                 f"{name} must hold integer class ids; these are not whole numbers: {preview(bad.ravel())}. "
-                "Pass class ids, not scores (for scores of shape [N, C] pass them as predictions and the argmax is taken)."
+                "Pass class ids, not scores (for scores of shape [N, C] pass them as predictions and the "
+                "argmax is taken)."
             )
     return array.astype(np.int64)
 
@@ -30,8 +31,9 @@ def check_range(name, ids, num_classes):
     bad = ids[(ids < 0) | (ids >= num_classes)]
     if bad.size:
         raise ValueError(
-            f"{name} must be class ids in [0, {num_classes}). Received out-of-range ids {preview(np.unique(bad))}; "
-            "pass num_classes (or label_names) covering every class, or check that the ids come from the same label vocabulary."
+            f"{name} must be class ids in [0, {num_classes}). Received out-of-range ids "
+            f"{preview(np.unique(bad))}; pass num_classes (or label_names) covering every class, or check "
+            "that the ids come from the same label vocabulary."
         )
 
 

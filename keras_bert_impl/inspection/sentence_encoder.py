@@ -81,7 +81,8 @@ class SentenceEncoder:
                 )
         if pooling == "first-last-mean" and layers != (-1,):
             raise ValueError(
-                f"pooling='first-last-mean' chooses its own layers (1 and {num_layers}); leave layers at (-1,)."
+                f"pooling='first-last-mean' chooses its own layers (1 and {num_layers}); leave layers at "
+                "(-1,)."
             )
         self.pooling = pooling
         self.layers = layers

@@ -47,8 +47,8 @@ class BertEmbedder(BertTask):
             or not -(num_layers + 1) <= layer_index <= num_layers
         ):
             raise ValueError(
-                f"layer_index must be an int in [{-(num_layers + 1)}, {num_layers}] for a {num_layers}-layer backbone. "
-                f"Received: layer_index={layer_index!r}"
+                f"layer_index must be an int in [{-(num_layers + 1)}, {num_layers}] for a "
+                f"{num_layers}-layer backbone. Received: layer_index={layer_index!r}"
             )
         last_layer = layer_index in (-1, num_layers)
         if not last_layer and not backbone.return_hidden_states:

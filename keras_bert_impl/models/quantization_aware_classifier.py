@@ -70,8 +70,9 @@ class QuantizationAwareClassifier(HeadCompile, keras.Model):
     def __init__(self, classifier, momentum=0.99, **kwargs):
         if not isinstance(classifier, BertClassifier):
             raise ValueError(
-                "Quantization-aware training is for a BertClassifier (the integer-only file is built for one). "
-                f"Received: classifier={type(classifier).__name__}. Export other heads in float32 or dynamic_int8."
+                "Quantization-aware training is for a BertClassifier (the integer-only file is built for "
+                f"one). Received: classifier={type(classifier).__name__}. Export other heads in float32 or "
+                "dynamic_int8."
             )
         if any(getattr(layer, "quantization_mode", None) for layer in classifier._flatten_layers()):
             raise ValueError(
@@ -110,9 +111,9 @@ class QuantizationAwareClassifier(HeadCompile, keras.Model):
         untrained = self.ranges.untrained()
         if untrained:
             raise ValueError(
-                f"{len(untrained)} of {len(self.ranges.points)} activation ranges were never trained (the first: "
-                f"{untrained[0]!r}). Fit the QuantizationAwareClassifier (a few hundred steps on the task's data) "
-                "before exporting it."
+                f"{len(untrained)} of {len(self.ranges.points)} activation ranges were never trained (the "
+                f"first: {untrained[0]!r}). Fit the QuantizationAwareClassifier (a few hundred steps on the "
+                "task's data) before exporting it."
             )
         return {point: self.ranges.range_of(point) for point in self.ranges.points}
 

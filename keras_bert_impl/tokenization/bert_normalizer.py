@@ -71,9 +71,10 @@ _ASSIGNED_AFTER_14 = (
 def _unassigned_in_pinned_version():
     if unicodedata.unidata_version not in _PINNED_FROM:
         raise RuntimeError(
-            f"Python's unicodedata is Unicode {unicodedata.unidata_version}, but BERT's normalizer knows how to "
-            f"pin Unicode {UNICODE_VERSION} from {', '.join(_PINNED_FROM)} only (Python 3.11 to 3.13): run it "
-            "on one of those, or add the newer version's assignments to bert_normalizer._ASSIGNED_AFTER_14"
+            f"Python's unicodedata is Unicode {unicodedata.unidata_version}, but BERT's normalizer knows "
+            f"how to pin Unicode {UNICODE_VERSION} from {', '.join(_PINNED_FROM)} only (Python 3.11 to "
+            "3.13): run it on one of those, or add the newer version's assignments to "
+            "bert_normalizer._ASSIGNED_AFTER_14"
         )
     return frozenset(cp for first, last in _ASSIGNED_AFTER_14 for cp in range(first, last + 1))
 

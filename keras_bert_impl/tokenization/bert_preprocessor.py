@@ -96,9 +96,9 @@ def _take_first(ragged, lengths):
 
 
 _UTF8_ERROR = (
-    "BertPreprocessor: input text is not valid UTF-8. Decode the source with its real encoding (e.g. latin-1 "
-    "or cp1252) and pass text or UTF-8 bytes; replacing the bad bytes with U+FFFD would silently delete them, "
-    "as BERT's text cleaning drops U+FFFD. Invalid bytes are shown as U+FFFD below."
+    "BertPreprocessor: input text is not valid UTF-8. Decode the source with its real encoding (e.g. "
+    "latin-1 or cp1252) and pass text or UTF-8 bytes; replacing the bad bytes with U+FFFD would silently "
+    "delete them, as BERT's text cleaning drops U+FFFD. Invalid bytes are shown as U+FFFD below."
 )
 
 
@@ -170,7 +170,8 @@ class BertPreprocessor(keras.layers.Layer):
     array([ 101, 1996, 4248, 2829, 4419, 1012,  102], dtype=int32)
     >>> x = pre((["The quick brown fox."], ["It jumps!"]))  # a pair: [CLS] A [SEP] B [SEP] [PAD]
     >>> x["token_ids"].numpy(), x["segment_ids"].numpy(), x["padding_mask"].numpy()
-    (array([[  101,  1996,  4248,  2829,  4419,  1012,   102,  2009, 14523,   999,   102,     0]], dtype=int32),
+    (array([[  101,  1996,  4248,  2829,  4419,  1012,   102,  2009, 14523,   999,   102,     0]],
+    dtype=int32),
      array([[0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 0]], dtype=int32),
      array([[1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 0]], dtype=int32))
     """

@@ -33,7 +33,10 @@ def decoded_lines(path, report=None, skippable=False, mark_skipped=False):
             try:
                 text = raw.decode("utf-8")
             except UnicodeDecodeError as e:
-                reason = f"not valid UTF-8 ({e.reason} at byte {e.start} of the line: {raw[max(0, e.start - 10) : e.end + 10]!r})"
+                reason = (
+                    f"not valid UTF-8 ({e.reason} at byte {e.start} of the line: "
+                    f"{raw[max(0, e.start - 10) : e.end + 10]!r})"
+                )
                 if report is None:
                     raise MalformedRowError(
                         path, number, reason, kind="invalid_utf8", skippable=False
@@ -53,7 +56,8 @@ def preprocessor_settings(preprocessor):
     vocabulary = getattr(preprocessor, "vocabulary", None)
     if vocabulary is None:
         raise ValueError(
-            "The preprocessor has no vocabulary. Build it as BertPreprocessor(vocab_path_or_list, sequence_length=N)."
+            "The preprocessor has no vocabulary. Build it as BertPreprocessor(vocab_path_or_list, "
+            "sequence_length=N)."
         )
     config = preprocessor.get_config()
     return list(vocabulary), config.get("lowercase"), config.get("sequence_length")

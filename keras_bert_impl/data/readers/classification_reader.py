@@ -143,7 +143,8 @@ class ClassificationReader:
         if label_mode == "index":
             if isinstance(num_classes, bool) or not isinstance(num_classes, int) or num_classes < 1:
                 raise ValueError(
-                    'label_mode="index" keeps integer class ids and needs num_classes (an int >= 1) to check them. '
+                    'label_mode="index" keeps integer class ids and needs num_classes (an int >= 1) to '
+                    "check them. "
                     f"Received: num_classes={num_classes!r}"
                 )
         elif num_classes is not None:
@@ -158,7 +159,8 @@ class ClassificationReader:
         if labels is not None:
             if label_mode != "vocabulary":
                 raise ValueError(
-                    f'labels= is a class-name vocabulary for label_mode="vocabulary". Received: label_mode={label_mode!r}'
+                    'labels= is a class-name vocabulary for label_mode="vocabulary". Received: '
+                    f"label_mode={label_mode!r}"
                 )
             if not isinstance(labels, LabelVocabulary):
                 labels = LabelVocabulary(labels)
@@ -176,7 +178,8 @@ class ClassificationReader:
             column_names = list(column_names)
             if not column_names or any(not isinstance(c, str) or not c for c in column_names):
                 raise ValueError(
-                    f"column_names must be a list of non-empty strings. Received: column_names={column_names!r}"
+                    "column_names must be a list of non-empty strings. Received: "
+                    f"column_names={column_names!r}"
                 )
             if duplicate_tokens(column_names):
                 raise ValueError(
@@ -281,7 +284,8 @@ class ClassificationReader:
         ext = os.path.splitext(path)[1].lower()
         if ext not in _EXTENSIONS:
             raise ValueError(
-                f"Cannot tell the format of {path!r} from its extension {ext!r}: pass file_format= one of {list(FORMATS)}."
+                f"Cannot tell the format of {path!r} from its extension {ext!r}: pass file_format= one of "
+                f"{list(FORMATS)}."
             )
         return _EXTENSIONS[ext]
 
@@ -357,8 +361,9 @@ class ClassificationReader:
                     raise MalformedRowError(
                         path,
                         start,
-                        f"the header {names!r} lacks the column(s) {missing!r}; pass text_column=/label_column= "
-                        "naming yours, or header=False with column_names= for a headerless file",
+                        f"the header {names!r} lacks the column(s) {missing!r}; pass "
+                        "text_column=/label_column= naming yours, or header=False with column_names= for a "
+                        "headerless file",
                         kind="missing_column",
                         skippable=False,
                     )
@@ -371,7 +376,10 @@ class ClassificationReader:
                     reason += f"; missing {missing!r}" if missing else ""
                 else:
                     kind = "field_count"
-                    reason = f"has {len(fields)} fields but the columns are {names!r} (an unquoted delimiter in the text?)"
+                    reason = (
+                        f"has {len(fields)} fields but the columns are {names!r} (an unquoted delimiter in "
+                        "the text?)"
+                    )
                 report.fail(start, reason, kind=kind)
                 continue
             if (
@@ -382,8 +390,9 @@ class ClassificationReader:
                 raise MalformedRowError(
                     path,
                     start,
-                    f"the first row {fields!r} is a header (the column names), but the reader was told "
-                    "the file has none (header=False): read it with header=True (without column_names=[...]), or remove the row",
+                    f"the first row {fields!r} is a header (the column names), but the reader was told the "
+                    "file has none (header=False): read it with header=True (without column_names=[...]), "
+                    "or remove the row",
                     kind="header_as_data",
                     skippable=False,
                 )
@@ -440,7 +449,8 @@ class ClassificationReader:
         if isinstance(raw, bool) or isinstance(raw, (list, dict)):
             hint = "; several labels per row need multi_label=True" if isinstance(raw, list) else ""
             raise ValueError(
-                f"column {self.label_column!r} must hold one label (a string or number). Received: {raw!r}{hint}"
+                f"column {self.label_column!r} must hold one label (a string or number). Received: "
+                f"{raw!r}{hint}"
             )
         if isinstance(raw, (int, float)):
             return str(raw)
@@ -475,9 +485,9 @@ class ClassificationReader:
                 listed = None
         if not isinstance(listed, list):
             raise ValueError(
-                f"column {self.label_column!r} holds {text[:80]!r}, which looks like a list but reads as neither JSON "
-                f"([\"a\", \"b\"]) nor a Python list (['a', 'b']): write the labels as one of those, or separated by "
-                f"label_delimiter={self.label_delimiter!r} without brackets"
+                f"column {self.label_column!r} holds {text[:80]!r}, which looks like a list but reads as "
+                "neither JSON ([\"a\", \"b\"]) nor a Python list (['a', 'b']): write the labels as one of "
+                f"those, or separated by label_delimiter={self.label_delimiter!r} without brackets"
             )
         return listed
 

@@ -132,8 +132,9 @@ class SquadReader:
         check_positive_int("max_query_length", max_query_length)
         if sequence_length - max_query_length - 3 < 1:
             raise ValueError(
-                "sequence_length must leave room for [CLS], [SEP], [SEP], the question and at least one context "
-                f"wordpiece. Received: sequence_length={sequence_length}, max_query_length={max_query_length}"
+                "sequence_length must leave room for [CLS], [SEP], [SEP], the question and at least one "
+                f"context wordpiece. Received: sequence_length={sequence_length}, "
+                f"max_query_length={max_query_length}"
             )
         if version_2_with_negative is not None and not isinstance(version_2_with_negative, bool):
             raise ValueError(
@@ -280,7 +281,8 @@ class SquadReader:
             return fail(f"'is_impossible' must be true or false. Received: {impossible!r}", "missing_field")
         if impossible and not v2:
             return fail(
-                "an unanswerable question (is_impossible) in a SQuAD v1.1 file; pass version_2_with_negative=True",
+                "an unanswerable question (is_impossible) in a SQuAD v1.1 file; pass "
+                "version_2_with_negative=True",
                 "unexpected_impossible",
             )
         answers = qa.get("answers", [])
@@ -316,7 +318,8 @@ class SquadReader:
                 f"; the text occurs at {found}" if found >= 0 else "; the text does not occur in the context"
             )
             return fail(
-                f"answer {text!r} is not in its context at answer_start={start} (the context has {seen!r} there{hint})",
+                f"answer {text!r} is not in its context at answer_start={start} (the context has {seen!r} "
+                f"there{hint})",
                 "answer_not_in_context",
             )
         question["span"] = (start, end)

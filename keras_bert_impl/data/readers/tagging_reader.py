@@ -221,7 +221,8 @@ class TaggingReader:
                 # Dropping just this word would shift every later tag: the sentence goes.
                 report.fail(
                     line,
-                    f"expected 'word TAG' columns (tag in column {self.tag_column}). Received: {text.strip()!r}",
+                    f"expected 'word TAG' columns (tag in column {self.tag_column}). Received: "
+                    f"{text.strip()!r}",
                     kind="missing_tag",
                 )
                 bad = True
@@ -232,8 +233,9 @@ class TaggingReader:
             if len(columns) != width:
                 report.fail(
                     line,
-                    f"has {len(columns)} columns where the file's first line has {width}: a word holding "
-                    f"a space? Separate the columns with tabs, or remove the space. Received: {text.strip()!r}",
+                    f"has {len(columns)} columns where the file's first line has {width}: a word holding a "
+                    "space? Separate the columns with tabs, or remove the space. Received: "
+                    f"{text.strip()!r}",
                     kind="field_count",
                 )
                 bad = True
