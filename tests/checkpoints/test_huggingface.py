@@ -57,7 +57,8 @@ def test_minilm_matches_transformers(minilm):
         / np.linalg.norm(ref["sentence_embedding"], axis=-1)
     )
     print(
-        f"MiniLM vs transformers: hidden {hidden_diff:.2e}, pooled {pooled_diff:.2e}, min cosine {cosine.min():.8f}"
+        f"MiniLM vs transformers: hidden {hidden_diff:.2e}, pooled {pooled_diff:.2e}, min cosine "
+        f"{cosine.min():.8f}"
     )
     assert hidden_diff <= 1e-4
     assert pooled_diff <= 1e-4

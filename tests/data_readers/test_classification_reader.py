@@ -284,7 +284,8 @@ def test_arguments_are_checked(pre):
 def test_invalid_utf8_names_the_line(pre, tmp_path):
     jsonl = tmp_path / "latin1.jsonl"
     jsonl.write_bytes(
-        b'{"text": "fine", "label": "a"}\n{"text": "caf\xe9 au lait", "label": "b"}\n{"text": "ok", "label": "a"}\n'
+        b'{"text": "fine", "label": "a"}\n{"text": "caf\xe9 au lait", "label": "b"}\n{"text": "ok", '
+        b'"label": "a"}\n'
     )
     with pytest.raises(MalformedRowError, match=r"latin1.jsonl:2: not valid UTF-8"):
         ClassificationReader(pre).read(jsonl)
