@@ -311,7 +311,7 @@ def summary(values):
 
 
 def main(argv=None):
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0], allow_abbrev=False)
     parser.add_argument("--output", default=os.path.join(RESULTS, "distill_mr.json"))
     parser.add_argument("--work", default=os.path.join(WORK, "distill_mr"))
     parser.add_argument(
@@ -417,7 +417,8 @@ def main(argv=None):
     )
 
     def run(kind, mode, seed):
-        name = f"{kind}/{mode}/seed{seed}/e{args.epochs if mode == 'distilled' else args.label_epochs}/T{args.temperature}"
+        epochs = args.epochs if mode == "distilled" else args.label_epochs
+        name = f"{kind}/{mode}/seed{seed}/e{epochs}/T{args.temperature}"
         if kind.startswith("teacher"):
             name += f"/lr{learning_rate(kind)}"
         if kind == "tiny-general":

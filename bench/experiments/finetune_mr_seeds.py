@@ -82,7 +82,7 @@ def summary(values):
 
 
 def main(argv=None):
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0], allow_abbrev=False)
     parser.add_argument("--output", default=os.path.join(RESULTS, "finetune_mr_seeds.json"))
     parser.add_argument("--work", default=os.path.join(WORK, "finetune_mr"))
     parser.add_argument("--seeds", type=int, default=5, help="Seeds 0..N-1.")

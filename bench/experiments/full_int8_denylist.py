@@ -167,7 +167,7 @@ def run_batches(runner, x, batch):
 
 
 def main(argv=None):
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0], allow_abbrev=False)
     parser.add_argument(
         "--output",
         default="bench/results/full_int8_denylist.json",

@@ -25,7 +25,8 @@ says nothing about an NPU) on --latency-examples sentences. The QAT rows' mean a
     .venv/bin/python -m bench.experiments.integer_ladder --output bench/results/integer_ladder.json
     # smoke (its figures mean nothing):
     .venv/bin/python -m bench.experiments.integer_ladder --validation-examples 16 --latency-examples 2 \\
-        --calibration-examples 8 --seeds 0 --qat-epochs 1 --qat-train-examples 64 --rows float32 int8_only qat \\
+        --calibration-examples 8 --seeds 0 --qat-epochs 1 --qat-train-examples 64 \\
+        --rows float32 int8_only qat \\
         --work /tmp/ladder --output /tmp/integer_ladder.json
 """
 
@@ -134,7 +135,7 @@ def qat_run(args, seed, float_run, train, validation):
 
 
 def main(argv=None):
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0], allow_abbrev=False)
     parser.add_argument("--output", default="bench/results/integer_ladder.json")
     parser.add_argument(
         "--work", default=os.path.join(WORK, "integer_ladder"), help="QAT runs and the SavedModel."

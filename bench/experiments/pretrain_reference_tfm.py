@@ -35,7 +35,9 @@ BENCHMARK = (
 
 
 def parse_args(argv=None):
-    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter, allow_abbrev=False
+    )
     p.add_argument(
         "--work", required=True, help="pretrain_tiny.py work folder (pretrain/records, heldout_records)."
     )
@@ -55,7 +57,9 @@ def parse_args(argv=None):
     p.add_argument(
         "--reuse",
         action="store_true",
-        help="Keep the reference intervals already in --output (a finished run) and only re-read --ours-runs.",
+        help=(
+            "Keep the reference intervals already in --output (a finished run) and only re-read --ours-runs."
+        ),
     )
     p.add_argument(
         "--steps", type=int, default=12000, help="Steps to run (on the --schedule-steps schedule)."

@@ -30,9 +30,10 @@ its settings. `make experiment-pretrain-tiny` runs them all (PRETRAIN_TINY_RUNS 
     make data-austen
     .venv/bin/python -m bench.experiments.pretrain_tiny --run austen_30k
     # the same as
-    .venv/bin/python -m bench.experiments.pretrain_tiny --work data/bench/pretrain_tiny_austen_30k --vocab-size 8000 \
-        --steps 30000 --steps-per-epoch 1000 --seq-len 64 --pretrain-learning-rate 1e-3 --selection-seeds 5 \
-        --extra-corpus data/austen/austen.txt --output bench/results/pretrain_tiny_austen_30k.json
+    .venv/bin/python -m bench.experiments.pretrain_tiny --work data/bench/pretrain_tiny_austen_30k \
+        --vocab-size 8000 --steps 30000 --steps-per-epoch 1000 --seq-len 64 --pretrain-learning-rate 1e-3 \
+        --selection-seeds 5 --extra-corpus data/austen/austen.txt \
+        --output bench/results/pretrain_tiny_austen_30k.json
     # a smoke run: a few steps, one learning rate, one epoch, in scratch folders
     .venv/bin/python -m bench.experiments.pretrain_tiny --run vocab8k_30k --work-root /tmp/smoke/work \
         --results-dir /tmp/smoke --steps 20 --steps-per-epoch 10 --finetune-learning-rates 1e-3 \
@@ -320,7 +321,7 @@ def phase_report(run, metrics, seconds, args):
 
 def parse_args(argv=None):
     """The arguments, with --run NAME's settings put before the ones given (which win)."""
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0], allow_abbrev=False)
     parser.add_argument(
         "--run",
         choices=sorted(RUNS),

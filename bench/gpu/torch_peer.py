@@ -96,7 +96,10 @@ def pretraining_batch(shape, batch, seq_len, predictions, rng, device):
     positions = np.sort(rng.integers(1, seq_len - 1, (batch, predictions)), axis=1)
     mlm_labels = rng.integers(low, shape["vocabulary_size"], (batch, predictions))
     nsp_labels = rng.integers(0, 2, batch)
-    tensor = lambda a: torch.as_tensor(a, dtype=torch.long, device=device)  # noqa: E731
+
+    def tensor(a):
+        return torch.as_tensor(a, dtype=torch.long, device=device)
+
     return {
         "input_ids": tensor(token_ids),
         "token_type_ids": tensor(segment_ids),
@@ -267,6 +270,24 @@ def time_calls(call, ids_of, repeats, device):
     return times
 
 
+def autocast_call(forward, device):
+    """A call of `forward` on numpy token ids under bf16 autocast and inference mode, returning
+    last_hidden_state. A closure of its own, so `inference` can delete the model it holds between
+    models."""
+    import torch
+
+    def call(ids):
+        with torch.inference_mode(), torch.autocast(device_type=device.type, dtype=torch.bfloat16):
+            token_ids = torch.from_numpy(ids).to(device, non_blocking=True)
+            return forward(
+                input_ids=token_ids,
+                token_type_ids=torch.zeros_like(token_ids),
+                attention_mask=torch.ones_like(token_ids),
+            ).last_hidden_state
+
+    return call
+
+
 def inference(args, report, save, device):
     import torch
     from transformers import BertModel
@@ -290,19 +311,14 @@ def inference(args, report, save, device):
         torch.manual_seed(0)
         model = BertModel(bert_config(shape, 0.0, 0.0), add_pooling_layer=True).to(device).eval()
         forward = maybe_compile(model, args)
-
-        def call(ids):
-            with torch.inference_mode(), torch.autocast(device_type=device.type, dtype=torch.bfloat16):
-                token_ids = torch.from_numpy(ids).to(device, non_blocking=True)
-                return forward(
-                    input_ids=token_ids,
-                    token_type_ids=torch.zeros_like(token_ids),
-                    attention_mask=torch.ones_like(token_ids),
-                ).last_hidden_state
+        call = autocast_call(forward, device)
 
         entry = results["models"][name] = {"shape": shape}
         for batch, repeats in ((1, args.latency_repeats), (args.throughput_batch, args.throughput_repeats)):
-            ids_of = lambda: rng.integers(1, shape["vocabulary_size"], (batch, seq_len)).astype("int64")  # noqa: E731
+
+            def ids_of():
+                return rng.integers(1, shape["vocabulary_size"], (batch, seq_len)).astype("int64")
+
             times = time_calls(call, ids_of, repeats, device)
             entry[f"batch_{batch}"] = {
                 "repeats": repeats,
@@ -316,7 +332,7 @@ def inference(args, report, save, device):
                 flush=True,
             )
         save()
-        del model, forward
+        del model, forward, call
 
 
 def environment():
@@ -346,7 +362,7 @@ def write(path, report):
 
 def main(argv=None):
     parser = argparse.ArgumentParser(
-        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter, allow_abbrev=False
     )
     parser.add_argument("--output", required=True, help="the results file (JSON), rewritten after every run")
     parser.add_argument(

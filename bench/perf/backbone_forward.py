@@ -143,7 +143,9 @@ DESCRIPTIONS = {
     "ours": 'keras_bert_impl.BertBackbone.from_preset("bert_base") (exact erf GELU, the preset default)',
     "kerashub": "keras_hub.models.BertBackbone(**bert_base config), random weights (tanh GELU)",
     "model_garden": "official.nlp.modeling.networks.BertEncoderV2 (tf_keras), same config (tanh GELU)",
-    "ours_gelu_approximate": 'keras_bert_impl.BertBackbone.from_preset("bert_base", activation="gelu_approximate")',
+    "ours_gelu_approximate": (
+        'keras_bert_impl.BertBackbone.from_preset("bert_base", activation="gelu_approximate")'
+    ),
 }
 
 
@@ -191,7 +193,7 @@ def summarize(times, batch):
 
 
 def main(argv=None):
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0], allow_abbrev=False)
     parser.add_argument("--output", help="write the JSON results here")
     parser.add_argument("--repeats", type=int, default=5, help="timed rounds (interleaved across variants)")
     parser.add_argument("--batches", type=int, default=2, help="forward passes per variant per round")

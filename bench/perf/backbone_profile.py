@@ -261,7 +261,7 @@ def analyse(records, phases):
 
 
 def main(argv=None):
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0], allow_abbrev=False)
     parser.add_argument("--output", default=os.path.join(RESULTS, "backbone_profile.json"))
     parser.add_argument("--repeats", type=int, default=5)
     parser.add_argument(

@@ -123,7 +123,8 @@ def _latency(call, texts):
 
 def ours_child(run, precision, sentences_path):
     """One of our precisions behind the protocol (module docstring)."""
-    import keras_bert_impl  # noqa: F401  (first, as `kbert` does: it sets oneDNN's switch before TensorFlow loads)
+    # First, as `kbert` does: it sets oneDNN's switch before TensorFlow loads.
+    import keras_bert_impl  # noqa: F401
     import keras
 
     from keras_bert_impl.inference import TextPredictor
@@ -389,7 +390,7 @@ def _summary(values):
 
 
 def main(argv=None):
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0], allow_abbrev=False)
     parser.add_argument(
         "--peers-python",
         default=os.path.join(REPO, ".venv-peers", "bin", "python"),

@@ -341,7 +341,8 @@ def litert_matmul_peak(quantization, n=2048, repeats=7, threads=THREADS, inspect
 
 def ours_child(name, run, batches_path):
     """One of our forwards (the module docstring's contenders) behind the protocol."""
-    import keras_bert_impl  # noqa: F401  (first, as a user's `kbert`: it sets oneDNN's switch before TensorFlow loads)
+    # First, as a user's `kbert`: it sets oneDNN's switch before TensorFlow loads.
+    import keras_bert_impl  # noqa: F401
     import tensorflow as tf
 
     if name in THREAD_POOLS:  # before anything runs
@@ -387,7 +388,9 @@ def ours_child(name, run, batches_path):
 
             concrete = function.get_concrete_function()
             frozen = convert_variables_to_constants_v2(concrete)
-            function = lambda *ids: tf.nest.pack_sequence_as(concrete.structured_outputs, frozen(*ids))  # noqa: E731
+
+            def function(*ids):
+                return tf.nest.pack_sequence_as(concrete.structured_outputs, frozen(*ids))
 
         def forward(*ids):
             return function(*(tf.constant(a) for a in ids))["logits"].numpy()
@@ -568,7 +571,7 @@ def _timed(call):
 
 
 def main(argv=None):
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0], allow_abbrev=False)
     parser.add_argument("--peers-python", default=os.path.join(REPO, ".venv-peers", "bin", "python"))
     parser.add_argument(
         "--jax-python",

@@ -272,7 +272,7 @@ def _write(folder, name, flatbuffer):
 
 
 def main(argv=None):
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0], allow_abbrev=False)
     parser.add_argument("--batch", type=int, default=32)
     parser.add_argument("--width", type=int, default=32)
     parser.add_argument("--forwards", type=int, default=200)

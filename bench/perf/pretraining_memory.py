@@ -135,7 +135,7 @@ def measure(corpus, output, dupe_factor, buffer):
         if proc.returncode != 0:
             err.seek(0)
             raise RuntimeError(f"child failed ({proc.returncode}): {' '.join(cmd)}\n{err.read()[-3000:]}")
-    line = [l for l in out.splitlines() if l.startswith("RESULT ")][-1]
+    line = [text for text in out.splitlines() if text.startswith("RESULT ")][-1]
     result = json.loads(line[len("RESULT ") :])
     result["wall_seconds_with_startup"] = wall
     result["child_ru_maxrss_kib"] = usage.ru_maxrss
@@ -149,7 +149,7 @@ def measure(corpus, output, dupe_factor, buffer):
 
 def main(argv=None):
     parser = argparse.ArgumentParser(
-        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter, allow_abbrev=False
     )
     parser.add_argument("--dupe-factor", type=int, default=2)
     parser.add_argument(

@@ -34,8 +34,10 @@ random weights (never KerasHub's `from_preset`).
 
     make bench-pretraining-speed     # or:
     python -m bench.perf.pretraining_speed --wait-idle 60 --rounds 16 --steps 30 \
-        --only ours kerashub ours_mlm_only kerashub_default_metric --output bench/results/pretraining_speed.json
-    python -m bench.perf.pretraining_speed --rounds 3 --steps 10 --output /tmp/pretraining_speed.json  # quick look
+        --only ours kerashub ours_mlm_only kerashub_default_metric \
+        --output bench/results/pretraining_speed.json
+    # a quick look:
+    python -m bench.perf.pretraining_speed --rounds 3 --steps 10 --output /tmp/pretraining_speed.json
     python -m bench.perf.pretraining_speed --xla --only ours kerashub ours_mlm_only  # also with XLA
 
 A default run (8 rounds x 20 steps, two variants, no XLA) takes about 3 minutes
@@ -108,8 +110,10 @@ PAD, CLS, SEP, MASK, FIRST_WORD = 0, 101, 102, 103, 1000
 
 MODELS = ("ours", "kerashub")
 DESCRIPTIONS = {
-    "ours": f'keras_bert_impl.BertPretrainer(BertBackbone.from_preset("{PRESET}")): MLM + NSP, exact erf GELU '
-    "(the preset default); its default loss and metrics, as `kbert pretrain` trains it",
+    "ours": (
+        f'keras_bert_impl.BertPretrainer(BertBackbone.from_preset("{PRESET}")): MLM + NSP, exact erf '
+        "GELU (the preset default); its default loss and metrics, as `kbert pretrain` trains it"
+    ),
     "kerashub": (
         "keras_hub.models.BertMaskedLM(keras_hub.models.BertBackbone(same config), preprocessor=None): MLM "
         "only (no NSP head), tanh GELU in the encoder, exact GELU in the MLM head; compiled with the same "
@@ -327,6 +331,7 @@ def main(argv=None):
         description=__doc__.split("\n\n")[0],
         formatter_class=argparse.RawDescriptionHelpFormatter,
         epilog=__doc__.split("\n\n", 1)[1],
+        allow_abbrev=False,
     )
     parser.add_argument("--output", help="write the JSON results here (atomically)")
     parser.add_argument("--rounds", type=int, default=8, help="timed rounds, interleaved across variants")

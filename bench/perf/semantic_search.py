@@ -38,7 +38,7 @@ def _folder_bytes(path):
 
 
 def main(argv=None):
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0], allow_abbrev=False)
     parser.add_argument("--queries", type=int, default=1000)
     parser.add_argument(
         "--limit", type=int, default=None, help="Index only the first N sentences (a smoke run)."

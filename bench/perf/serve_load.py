@@ -27,7 +27,6 @@ import http.client
 import json
 import os
 import random
-import statistics
 import subprocess
 import sys
 import threading
@@ -83,7 +82,7 @@ def _percentile(values, q):
 
 
 def main(argv=None):
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0], allow_abbrev=False)
     parser.add_argument("--run", default=RUN, help="A kbert finetune run folder of a classifier.")
     parser.add_argument("--sentences", default=SENTENCES, help="One sentence per line.")
     parser.add_argument("--clients", type=int, default=32)
@@ -266,8 +265,8 @@ def main(argv=None):
             mismatched += answer["top_label"] != expected["label"]
             max_difference = max(max_difference, abs(answer["top_score"] - expected["probability"]))
     batches = [line for line in exposition.splitlines() if line.startswith("kbert_serve_batch_rows_")]
-    count = float(next(l for l in batches if l.startswith("kbert_serve_batch_rows_count")).split()[-1])
-    rows = float(next(l for l in batches if l.startswith("kbert_serve_batch_rows_sum")).split()[-1])
+    count = float(next(b for b in batches if b.startswith("kbert_serve_batch_rows_count")).split()[-1])
+    rows = float(next(b for b in batches if b.startswith("kbert_serve_batch_rows_sum")).split()[-1])
     offline = (offline_before + offline_after) / 2
     throughput = sentences / load_seconds
     latencies = [r[1] for r in ok]

@@ -223,7 +223,7 @@ def summarize(child):
 
 
 def main(argv=None):
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0], allow_abbrev=False)
     parser.add_argument("--output", help="JSON results file (default: print only)")
     parser.add_argument("--repeats", type=int, default=5, help="timed passes per variant (default 5)")
     parser.add_argument("--sentences", type=int, default=None, help="use only the first N sentences")
@@ -242,7 +242,9 @@ def main(argv=None):
         "sequence_length": SEQUENCE_LENGTH,
         "batch_sizes": list(BATCH_SIZES),
         "repeats": args.repeats,
-        "corpus": "tests/tokenization/references.py real_sentences(): 4,000 MR sentences + 48,659 review lines",
+        "corpus": (
+            "tests/tokenization/references.py real_sentences(): 4,000 MR sentences + 48,659 review lines"
+        ),
         "modes": {},
     }
     for mode in args.modes:

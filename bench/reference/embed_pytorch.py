@@ -9,7 +9,8 @@ sentence-transformers' encode() does). Tokenization is timed with the model.
 
 Runs in the torch venv without TensorFlow; prints one JSON line for the calling bench:
 
-    .venv-torch/bin/python -m bench.reference.embed_pytorch --sentences data/bench/reviews_10k.txt --order input
+    .venv-torch/bin/python -m bench.reference.embed_pytorch --sentences data/bench/reviews_10k.txt \\
+        --order input
 """
 
 import numpy as np

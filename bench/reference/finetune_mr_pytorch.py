@@ -31,7 +31,11 @@ os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 import numpy as np  # noqa: E402
 import torch  # noqa: E402
 import transformers  # noqa: E402
-from transformers import BertForSequenceClassification, BertTokenizerFast, get_linear_schedule_with_warmup  # noqa: E402
+from transformers import (  # noqa: E402
+    BertForSequenceClassification,
+    BertTokenizerFast,
+    get_linear_schedule_with_warmup,
+)
 
 from bench.common import MINILM, command_line, machine_info, read_loadavg, utc_now  # noqa: E402
 from bench.corpora.mr_split import SPLITS, load_mr, take_subset, test_indices_sha256  # noqa: E402
@@ -56,7 +60,7 @@ def evaluate(model, encodings, labels, batch_size):
 
 
 def main():
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0], allow_abbrev=False)
     parser.add_argument("--epochs", type=int, default=3)
     parser.add_argument(
         "--seed", type=int, default=0, help="Training seed: head initialisation, dropout, batch order."
