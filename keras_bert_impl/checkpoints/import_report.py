@@ -172,8 +172,8 @@ class ImportReport:
             + (f" ({', '.join(self.unexpected)})" if self.unexpected else ""),
             f"  ignored:        {len(self.ignored)}"
             + (
-                " "
-                f"({', '.join(f'{n}: {r}' for n, r in self.ignored[:5])}{' ...' if len(self.ignored) > 5 else ''})"
+                f" ({', '.join(f'{n}: {r}' for n, r in self.ignored[:5])}"
+                f"{' ...' if len(self.ignored) > 5 else ''})"
                 if self.ignored
                 else ""
             ),

@@ -152,7 +152,7 @@ class PretrainingCorpus:
                 # start - 1 belongs to the split before.
                 f.seek(start - 1)
                 offset = start - 1 + len(f.readline())
-            document, owner, number = [], 0 if start == 0 else None, None
+            document, owner = [], 0 if start == 0 else None
             for raw in iter(f.readline, b""):
                 line_offset, offset = offset, offset + len(raw)
                 line = _decode(raw, path, f"at byte {line_offset}")

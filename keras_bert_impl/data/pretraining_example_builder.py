@@ -116,7 +116,8 @@ class PretrainingExampleBuilder:
     >>> from keras_bert_impl.data import PretrainingCorpus
     >>> with open("reviews.txt", "w") as f:  # a sentence per line, a blank line between documents
     ...     _ = f.write("a long film.\nit is also funny.\nthe end drags.\n\na dull story.\nno one laughs.\n")
-    >>> builder = PretrainingExampleBuilder("data/minilm/vocab.txt", max_seq_length=16, max_predictions_per_seq=4)
+    >>> builder = PretrainingExampleBuilder("data/minilm/vocab.txt", max_seq_length=16,
+    ...                                     max_predictions_per_seq=4)
     >>> first = next(builder.examples(PretrainingCorpus("reviews.txt")))
     >>> first["input_ids"], first["segment_ids"]
     ([101, 1037, 2146, 2143, 1012, 2009, 2003, 2036, 6057, 102, 103, 2203, 8011, 2015, 1012, 102],

@@ -35,7 +35,8 @@ class PretrainingRecordReader:
     >>> from keras_bert_impl.data import PretrainingCorpus, PretrainingExampleBuilder
     >>> with open("reviews.txt", "w") as f:
     ...     _ = f.write("a long film.\nit is also funny.\nthe end drags.\n\na dull story.\nno one laughs.\n")
-    >>> builder = PretrainingExampleBuilder("data/minilm/vocab.txt", max_seq_length=16, max_predictions_per_seq=4)
+    >>> builder = PretrainingExampleBuilder("data/minilm/vocab.txt", max_seq_length=16,
+    ...                                     max_predictions_per_seq=4)
     >>> _ = builder.write(PretrainingCorpus("reviews.txt"), "out")
     >>> reader = PretrainingRecordReader.from_directory("out")  # lengths from out/pretraining.json
     >>> x, y, sample_weight = next(iter(reader.dataset(batch_size=8)))

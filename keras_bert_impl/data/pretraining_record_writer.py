@@ -45,8 +45,8 @@ class PretrainingRecordWriter:
 
     Example:
     >>> # One padded example under Google's names; PretrainingExampleBuilder.examples makes them.
-    >>> example = {"input_ids": [101, 2204, 2143, 102], "input_mask": [1, 1, 1, 1], "segment_ids": [0, 0, 0, 0],
-    ...            "next_sentence_labels": [0]}
+    >>> example = {"input_ids": [101, 2204, 2143, 102], "input_mask": [1, 1, 1, 1],
+    ...            "segment_ids": [0, 0, 0, 0], "next_sentence_labels": [0]}
     >>> with PretrainingRecordWriter("out", num_shards=2) as writer:
     ...     for _ in range(3):
     ...         writer.write(example)

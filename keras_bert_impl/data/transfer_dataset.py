@@ -39,7 +39,8 @@ def transfer_dataset(
 
     Example:
     >>> from keras_bert_impl.tokenization import BertPreprocessor
-    >>> preprocessor = BertPreprocessor(["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "good", "bad", "fine"], sequence_length=8)
+    >>> vocabulary = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "good", "bad", "fine"]
+    >>> preprocessor = BertPreprocessor(vocabulary, sequence_length=8)
     >>> batches = transfer_dataset(preprocessor, ["good", "bad"], None, [1, 0], ["fine"], 2, 0, 1, False)
     >>> [int(x["label_weight"].shape[0]) for x, y in batches]
     [2, 1]

@@ -2,7 +2,8 @@
 
 import numpy as np
 
-from keras_bert_impl.validation import check_label_names, check_positive_int, preview  # noqa: F401 (re-exported for the metric modules)
+# Re-exported for the metric modules.
+from keras_bert_impl.validation import check_label_names, check_positive_int, preview  # noqa: F401
 
 
 def as_ids(name, values, ndim):

@@ -45,9 +45,11 @@ def best_squad_spans(features, start_logits, end_logits, max_answer_length=30, n
     >>> import json
     >>> from keras_bert_impl.data.readers import SquadReader
     >>> from keras_bert_impl.tokenization import BertPreprocessor
-    >>> qa = {"id": "q1", "question": "Where is the grotto?", "answers": [{"text": "Lourdes", "answer_start": 21}]}
+    >>> qa = {"id": "q1", "question": "Where is the grotto?",
+    ...       "answers": [{"text": "Lourdes", "answer_start": 21}]}
     >>> with open("dev.json", "w") as f:
-    ...     json.dump({"data": [{"paragraphs": [{"context": "The grotto stands at Lourdes in France.", "qas": [qa]}]}]}, f)
+    ...     json.dump({"data": [{"paragraphs": [{"context": "The grotto stands at Lourdes in France.",
+    ...                                          "qas": [qa]}]}]}, f)
     >>> reader = SquadReader(BertPreprocessor("data/minilm/vocab.txt", sequence_length=96))
     >>> x, y = next(iter(reader.read("dev.json")))
     >>> logits = np.eye(96)  # stand-ins for BertSpanLabeler's outputs, peaked on the labelled span
@@ -134,7 +136,8 @@ def decode_squad_predictions(features, start_logits, end_logits, max_answer_leng
     >>> from keras_bert_impl.tokenization import BertPreprocessor
     >>> qa = {"id": "q1", "question": "When?", "answers": [{"text": "in 1858", "answer_start": 20}]}
     >>> with open("dev.json", "w") as f:
-    ...     json.dump({"data": [{"paragraphs": [{"context": "Mary appeared there in 1858.", "qas": [qa]}]}]}, f)
+    ...     json.dump({"data": [{"paragraphs": [{"context": "Mary appeared there in 1858.",
+    ...                                          "qas": [qa]}]}]}, f)
     >>> reader = SquadReader(BertPreprocessor("data/minilm/vocab.txt", sequence_length=96))
     >>> model = kb.BertSpanLabeler(kb.BertBackbone.from_preset("bert_tiny"))  # untrained: any span will do
     >>> out = model.predict(reader.read("dev.json"), verbose=0)  # an unshuffled dataset
@@ -156,7 +159,8 @@ def squad_gold_answers(features):
     >>> qa = {"id": "q1", "question": "When?", "answers": [{"text": "1858", "answer_start": 23},
     ...                                                   {"text": "in 1858", "answer_start": 20}]}
     >>> with open("dev.json", "w") as f:
-    ...     json.dump({"data": [{"paragraphs": [{"context": "Mary appeared there in 1858.", "qas": [qa]}]}]}, f)
+    ...     json.dump({"data": [{"paragraphs": [{"context": "Mary appeared there in 1858.",
+    ...                                          "qas": [qa]}]}]}, f)
     >>> reader = SquadReader(BertPreprocessor("data/minilm/vocab.txt", sequence_length=96))
     >>> _ = reader.read("dev.json")
     >>> squad_gold_answers(reader.features)

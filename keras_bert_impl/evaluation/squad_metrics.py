@@ -9,7 +9,8 @@ _ARTICLES = re.compile(r"\b(a|an|the)\b")
 
 
 def normalize_answer(text):
-    """The official SQuAD answer normalization: lower-case, drop ASCII punctuation, the articles a/an/the, extra whitespace.
+    """The official SQuAD answer normalization: lower-case, drop ASCII punctuation, the articles
+    a/an/the, extra whitespace.
 
     Example:
     >>> normalize_answer("The  Eiffel-Tower!")

@@ -1,4 +1,5 @@
-"""Sequence tagging metrics: token accuracy and conlleval/seqeval-style entity (chunk) precision, recall, F1."""
+"""Sequence tagging metrics: token accuracy and conlleval/seqeval-style entity (chunk) precision,
+recall, F1."""
 
 import re
 

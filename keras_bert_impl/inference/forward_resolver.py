@@ -54,7 +54,8 @@ class ForwardResolver:
             bf16 or int8 is expected to be slower than fp32 on this CPU.
 
     Example:
-    >>> model = kb.BertClassifier(kb.BertBackbone.from_preset("bert_tiny", vocabulary_size=100), num_classes=2)
+    >>> backbone = kb.BertBackbone.from_preset("bert_tiny", vocabulary_size=100)
+    >>> model = kb.BertClassifier(backbone, num_classes=2)
     >>> from keras_bert_impl.cpu_features import CpuFeatures
     >>> vnni = CpuFeatures("a CPU", ["avx2", "avx512f", "avx512_vnni"])
     >>> resolved = ForwardResolver(model, "auto", features=vnni)

@@ -101,7 +101,8 @@ class AttentionMaps:
         return cls(tokens, probabilities, x["segment_ids"][0], truncated=full > used)
 
     def to_dict(self):
-        """Plain data (for JSON): tokens, segment_ids, truncated and probabilities [L][N][T][T] rounded to 4 digits."""
+        """Plain data (for JSON): tokens, segment_ids, truncated and probabilities [L][N][T][T] rounded
+        to 4 digits."""
         return {
             "tokens": self.tokens,
             "segment_ids": self.segment_ids,

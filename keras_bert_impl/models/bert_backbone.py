@@ -295,7 +295,9 @@ class BertBackbone(ChecksIdData, keras.Model):
                     + {
                         "token_ids": f"The vocabulary has {limit} entries: tokenize with this model's own "
                         "vocab.txt.",
-                        "segment_ids": f"The model has {limit} segment types: use 0 for sentence A, 1 for sentence B.",
+                        "segment_ids": (
+                            f"The model has {limit} segment types: use 0 for sentence A, 1 for sentence B."
+                        ),
                         "padding_mask": "Use 1 for real tokens and 0 for padding.",
                     }[key]
                 )

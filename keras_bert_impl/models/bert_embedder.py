@@ -28,7 +28,8 @@ class BertEmbedder(BertTask):
 
     Example:
     >>> from keras_bert_impl.tokenization import BertPreprocessor
-    >>> x = BertPreprocessor("data/minilm/vocab.txt", sequence_length=16)(["a gripping, funny film", "a dull mess"])
+    >>> preprocessor = BertPreprocessor("data/minilm/vocab.txt", sequence_length=16)
+    >>> x = preprocessor(["a gripping, funny film", "a dull mess"])
     >>> embedder = BertEmbedder(kb.BertBackbone.from_preset("bert_tiny"), pooling="mean", normalize=True)
     >>> embeddings = embedder.predict(x, verbose=0)["embeddings"]
     >>> embeddings.shape, np.linalg.norm(embeddings, axis=1).round(4)

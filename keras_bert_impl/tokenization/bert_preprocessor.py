@@ -56,14 +56,16 @@ import keras
 
 from keras_bert_impl.backend_support import TOKENIZE_ELSEWHERE, require_tensorflow
 
+# On another backend this says so in one line before TensorFlow is imported, hence the E402
+# waivers on the imports below.
 require_tensorflow("BertPreprocessor (tensorflow-text's WordPiece kernels)", TOKENIZE_ELSEWHERE)
 
 import tensorflow as tf  # noqa: E402
 import tensorflow_text as tf_text  # noqa: E402
 
-from keras_bert_impl.conversion.input_contract import MODEL_ID_INPUTS
-from keras_bert_impl.tokenization.bert_normalizer import bert_normalizer_model
-from keras_bert_impl.tokenization.vocabulary import (
+from keras_bert_impl.conversion.input_contract import MODEL_ID_INPUTS  # noqa: E402
+from keras_bert_impl.tokenization.bert_normalizer import bert_normalizer_model  # noqa: E402
+from keras_bert_impl.tokenization.vocabulary import (  # noqa: E402
     TOKENIZE_CHUNK,
     is_continuation,
     load_vocabulary,
@@ -73,7 +75,7 @@ from keras_bert_impl.tokenization.vocabulary import (
     special_token_ids,
     vocabulary_is_uncased,
 )
-from keras_bert_impl.validation import check_positive_int
+from keras_bert_impl.validation import check_positive_int  # noqa: E402
 
 # A UTF-8 character is at most 4 bytes, so a word of `max_chars_per_word`
 # characters is at most this many times as many bytes.

@@ -13,6 +13,8 @@ import os
 
 from keras_bert_impl.backend_support import require_tensorflow
 
+# On another backend this says so in one line before TensorFlow is imported, hence the E402
+# waivers on the imports below.
 require_tensorflow(
     "VocabularyBuilder (tensorflow-text's WordPiece learner)",
     "Build the vocabulary in a TensorFlow process; vocab.txt is plain text every backend reads.",
@@ -23,9 +25,9 @@ import tensorflow_text as tf_text  # noqa: E402
 from tensorflow_text.python.ops.bert_tokenizer import BasicTokenizer  # noqa: E402
 from tensorflow_text.tools.wordpiece_vocab import wordpiece_tokenizer_learner_lib as learner  # noqa: E402
 
-from keras_bert_impl.tokenization.bert_normalizer import bert_normalizer_model
-from keras_bert_impl.tokenization.vocabulary import SPECIAL_TOKENS, SUFFIX_INDICATOR
-from keras_bert_impl.validation import check_bool, check_int, check_probability
+from keras_bert_impl.tokenization.bert_normalizer import bert_normalizer_model  # noqa: E402
+from keras_bert_impl.tokenization.vocabulary import SPECIAL_TOKENS, SUFFIX_INDICATOR  # noqa: E402
+from keras_bert_impl.validation import check_bool, check_int, check_probability  # noqa: E402
 
 # Progress while counting: every this many batches (~200k lines at the default batch size).
 _LOG_EVERY_BATCHES = 200

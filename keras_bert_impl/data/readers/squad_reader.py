@@ -8,7 +8,6 @@ import json
 import re
 
 import numpy as np
-import tensorflow as tf
 
 from keras_bert_impl.data.readers import _common
 from keras_bert_impl.data.readers.malformed_row_error import MalformedRowError
@@ -97,7 +96,8 @@ class SquadReader:
     Example:
     >>> import json
     >>> from keras_bert_impl.tokenization import BertPreprocessor
-    >>> context = "The Virgin Mary reputedly appeared to Saint Bernadette Soubirous in 1858 at Lourdes, France."
+    >>> context = ("The Virgin Mary reputedly appeared to Saint Bernadette Soubirous in 1858 at Lourdes, "
+    ...            "France.")
     >>> answer = {"text": "Saint Bernadette Soubirous", "answer_start": 38}
     >>> qa = {"id": "q1", "question": "To whom did Mary appear?", "answers": [answer]}
     >>> with open("dev.json", "w") as f:
@@ -194,8 +194,10 @@ class SquadReader:
 
         Example:
         >>> from keras_bert_impl.tokenization import BertPreprocessor
-        >>> reader = SquadReader(BertPreprocessor(["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "a", "b"], sequence_length=16), max_query_length=4)
-        >>> _ = reader.read_data({"data": [{"paragraphs": [{"context": "a b", "qas": [{"id": "1", "question": "a", "answers": [{"text": "b", "answer_start": 2}]}]}]}]})
+        >>> vocabulary = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "a", "b"]
+        >>> reader = SquadReader(BertPreprocessor(vocabulary, sequence_length=16), max_query_length=4)
+        >>> qa = {"id": "1", "question": "a", "answers": [{"text": "b", "answer_start": 2}]}
+        >>> _ = reader.read_data({"data": [{"paragraphs": [{"context": "a b", "qas": [qa]}]}]})
         >>> len(reader.features)
         1
         """

@@ -146,7 +146,8 @@ class TaggingReader:
 
         Example:
         >>> from keras_bert_impl.tokenization import BertPreprocessor
-        >>> reader = TaggingReader(BertPreprocessor(["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "a", "b"], sequence_length=8))
+        >>> vocabulary = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "a", "b"]
+        >>> reader = TaggingReader(BertPreprocessor(vocabulary, sequence_length=8))
         >>> x, y, w = next(iter(reader.read_sentences([[("a", "B-X"), ("b", "O")]])))
         >>> x["token_ids"].numpy().tolist(), w.numpy().tolist()
         ([[2, 5, 6, 3, 0, 0, 0, 0]], [[0.0, 1.0, 1.0, 0.0, 0.0, 0.0, 0.0, 0.0]])
