@@ -55,7 +55,9 @@ NOT_RUN = {
         "TF Serving's binary is not installable here; tests/export/ load each SavedModel the way the "
         "server does"
     ),
-    ".venv/bin/kbert serve --model exports/mr": "serves until SIGTERM; tests/export/test_serve.py runs it on the session's export (with --port 0)",
+    ".venv/bin/kbert serve --model exports/mr": (
+        "serves until SIGTERM; tests/export/test_serve.py runs it on the session's export (with --port 0)"
+    ),
     'python export/tf_serving_client.py --url http://127.0.0.1:8501 --model mr "a gripping , funny film" '
     '"dull and slow"': "needs the server above; tests/export/test_serve.py runs the client against it",
 }

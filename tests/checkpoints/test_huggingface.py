@@ -2,7 +2,8 @@
 PyTorch + transformers outputs pinned in tests/fixtures/minilm_reference.npz.
 
 Regenerate the fixture (own venv, never the project's):
-    python3 -m venv /tmp/refvenv && /tmp/refvenv/bin/pip install torch==2.13.0 transformers==5.23.0 tokenizers==0.23.3 numpy
+    python3 -m venv /tmp/refvenv && /tmp/refvenv/bin/pip install torch==2.13.0 transformers==5.23.0 \\
+        tokenizers==0.23.3 numpy
     HF_HUB_OFFLINE=1 /tmp/refvenv/bin/python tests/fixtures/make_minilm_reference.py
 """
 

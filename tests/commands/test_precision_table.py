@@ -19,7 +19,6 @@ the tolerance).
 
 import csv
 import json
-import os
 
 import keras
 import numpy as np

@@ -320,7 +320,10 @@ def test_epochs_are_permutations_ordered_by_seed_and_epoch_alone(pre):
     for a, b in zip(first, again):
         np.testing.assert_array_equal(a, b)
     passes = [np.concatenate(first[i * per_pass : (i + 1) * per_pass]) for i in range(3)]
-    rows = lambda array: sorted(map(bytes, array))
+
+    def rows(array):
+        return sorted(map(bytes, array))
+
     assert all(rows(p) == rows(one_pass) for p in passes)
     assert not np.array_equal(passes[0], passes[1]) and not np.array_equal(passes[1], passes[2])
     assert not np.array_equal(np.concatenate(batches(reader(4).read(MR, epochs=1))), passes[0])
