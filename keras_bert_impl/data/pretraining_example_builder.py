@@ -337,68 +337,63 @@ class PretrainingExampleBuilder:
             current_length += len(segment)
             if i == len(document) - 1 or current_length >= target_seq_length:
                 if current_chunk:
-                    a_end = 1
-                    if len(current_chunk) >= 2:
-                        a_end = rng.randint(1, len(current_chunk) - 1)
-                    tokens_a = []
-                    for j in range(a_end):
-                        tokens_a.extend(current_chunk[j].tolist())
-
-                    tokens_b = []
-                    if self.balanced_nsp:
-                        # A fair coin for every pair; Google's code forces NotNext
-                        # for one-sentence chunks (see the class docstring).
-                        is_random_next = rng.random() < 0.5 or len(document) == 1
-                    else:
-                        is_random_next = len(current_chunk) == 1 or rng.random() < 0.5
-                    if is_random_next:
-                        target_b_length = target_seq_length - len(tokens_a)
-                        # Ten tries to avoid the document itself, as Google does.
-                        for _ in range(10):
-                            random_document_index = rng.randint(0, len(documents) - 1)
-                            if random_document_index != document_index:
-                                break
-                        random_document = documents[random_document_index]
-                        random_start = rng.randint(0, len(random_document) - 1)
-                        for j in range(random_start, len(random_document)):
-                            tokens_b.extend(random_document[j].tolist())
-                            if len(tokens_b) >= target_b_length:
-                                break
-                        # The chunk's unused sentences go back to the document.
-                        i -= len(current_chunk) - a_end
-                    elif len(current_chunk) > 1:
-                        for j in range(a_end, len(current_chunk)):
-                            tokens_b.extend(current_chunk[j].tolist())
-                    elif i < len(document) - 1:
-                        # balanced_nsp, one-sentence chunk mid-document: B is
-                        # the sentences that follow, consumed from the document.
-                        target_b_length = target_seq_length - len(tokens_a)
-                        while i < len(document) - 1:
-                            i += 1
-                            tokens_b.extend(document[i].tolist())
-                            if len(tokens_b) >= target_b_length:
-                                break
-                    else:
-                        # balanced_nsp, the document's last sentence alone: pair
-                        # it with the sentence before (reused from the last pair).
-                        tokens_a = document[i - 1].tolist()
-                        tokens_b = document[i].tolist()
-                    truncate_seq_pair(tokens_a, tokens_b, max_num_tokens, rng)
-                    if not tokens_a or not tokens_b:  # Google asserts; unreachable for max_seq_length >= 5
-                        raise AssertionError("empty segment after truncation")
-
-                    cls_id, sep_id = self.masker.cls_id, self.masker.sep_id
-                    tokens = [cls_id] + tokens_a + [sep_id] + tokens_b + [sep_id]
-                    segment_ids = [0] * (len(tokens_a) + 2) + [1] * (len(tokens_b) + 1)
-                    positions, labels = [], []
-                    if self.mask:
-                        tokens, positions, labels = self.masker.mask_ids(tokens, rng)
-                    instances.append(
-                        PretrainingInstance(tokens, segment_ids, is_random_next, positions, labels)
+                    instance, i = self._chunk_instance(
+                        documents, document_index, current_chunk, i, target_seq_length, rng
                     )
+                    instances.append(instance)
                 current_chunk, current_length = [], 0
             i += 1
         return instances
+
+    def _chunk_instance(self, documents, document_index, chunk, i, target_seq_length, rng):
+        """The instance of `chunk`, the sentences that end at `documents[document_index][i]`, and
+        the sentence index the walk goes on from (B may give sentences back or take more)."""
+        a_end = 1
+        if len(chunk) >= 2:
+            a_end = rng.randint(1, len(chunk) - 1)
+        tokens_a = [token for segment in chunk[:a_end] for token in segment.tolist()]
+        document = documents[document_index]
+        if self.balanced_nsp:
+            # A fair coin for every pair; Google's code forces NotNext
+            # for one-sentence chunks (see the class docstring).
+            is_random_next = rng.random() < 0.5 or len(document) == 1
+        else:
+            is_random_next = len(chunk) == 1 or rng.random() < 0.5
+        target_b_length = target_seq_length - len(tokens_a)
+        if is_random_next:
+            tokens_b = _random_segment(documents, document_index, target_b_length, rng)
+            # The chunk's unused sentences go back to the document.
+            i -= len(chunk) - a_end
+        elif len(chunk) > 1:
+            tokens_b = [token for segment in chunk[a_end:] for token in segment.tolist()]
+        elif i < len(document) - 1:
+            # balanced_nsp, one-sentence chunk mid-document: B is
+            # the sentences that follow, consumed from the document.
+            tokens_b = []
+            while i < len(document) - 1:
+                i += 1
+                tokens_b.extend(document[i].tolist())
+                if len(tokens_b) >= target_b_length:
+                    break
+        else:
+            # balanced_nsp, the document's last sentence alone: pair
+            # it with the sentence before (reused from the last pair).
+            tokens_a = document[i - 1].tolist()
+            tokens_b = document[i].tolist()
+        return self._instance(tokens_a, tokens_b, is_random_next, rng), i
+
+    def _instance(self, tokens_a, tokens_b, is_random_next, rng):
+        truncate_seq_pair(tokens_a, tokens_b, self.max_seq_length - 3, rng)
+        if not tokens_a or not tokens_b:  # Google asserts; unreachable for max_seq_length >= 5
+            raise AssertionError("empty segment after truncation")
+
+        cls_id, sep_id = self.masker.cls_id, self.masker.sep_id
+        tokens = [cls_id] + tokens_a + [sep_id] + tokens_b + [sep_id]
+        segment_ids = [0] * (len(tokens_a) + 2) + [1] * (len(tokens_b) + 1)
+        positions, labels = [], []
+        if self.mask:
+            tokens, positions, labels = self.masker.mask_ids(tokens, rng)
+        return PretrainingInstance(tokens, segment_ids, is_random_next, positions, labels)
 
     # ---- instances -> padded features ---------------------------------------
 
@@ -477,3 +472,20 @@ def keyed_seed(*key):
     """A 64-bit seed from a tuple of ints and strings, the same in every process (Python's hash()
     of a str is salted per process)."""
     return int.from_bytes(hashlib.sha256(repr(key).encode("utf-8")).digest()[:8], "little")
+
+
+def _random_segment(documents, document_index, target_length, rng):
+    """Google's random next segment: sentences from a random point of another document (ten tries
+    to avoid `document_index` itself) until `target_length` tokens."""
+    for _ in range(10):
+        random_document_index = rng.randint(0, len(documents) - 1)
+        if random_document_index != document_index:
+            break
+    random_document = documents[random_document_index]
+    random_start = rng.randint(0, len(random_document) - 1)
+    tokens = []
+    for j in range(random_start, len(random_document)):
+        tokens.extend(random_document[j].tolist())
+        if len(tokens) >= target_length:
+            break
+    return tokens

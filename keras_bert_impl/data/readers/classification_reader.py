@@ -132,60 +132,15 @@ class ClassificationReader:
             raise ValueError(
                 f"file_format must be one of {list(FORMATS)} or None. Received: file_format={file_format!r}"
             )
-        for name, value in (
-            ("text_column", text_column),
-            ("label_column", label_column),
-            ("text_b_column", text_b_column),
-        ):
-            if value is not None and (not isinstance(value, str) or not value):
-                raise ValueError(f"{name} must be a non-empty string. Received: {name}={value!r}")
+        _check_columns(text_column, label_column, text_b_column)
         check_bool("multi_label", multi_label)
-        if label_mode == "index":
-            if isinstance(num_classes, bool) or not isinstance(num_classes, int) or num_classes < 1:
-                raise ValueError(
-                    'label_mode="index" keeps integer class ids and needs num_classes (an int >= 1) to '
-                    "check them. "
-                    f"Received: num_classes={num_classes!r}"
-                )
-        elif num_classes is not None:
-            raise ValueError(
-                f'num_classes is only used with label_mode="index"; label_mode={label_mode!r} '
-                f"takes the number of classes from the labels. Received: num_classes={num_classes!r}"
-            )
-        if label_mode == "float" and multi_label:
-            raise ValueError(
-                'multi_label=True needs class labels: label_mode "vocabulary" or "index", not "float".'
-            )
-        if labels is not None:
-            if label_mode != "vocabulary":
-                raise ValueError(
-                    'labels= is a class-name vocabulary for label_mode="vocabulary". Received: '
-                    f"label_mode={label_mode!r}"
-                )
-            if not isinstance(labels, LabelVocabulary):
-                labels = LabelVocabulary(labels)
+        labels = _checked_labels(label_mode, num_classes, multi_label, labels)
         if not isinstance(label_delimiter, str) or not label_delimiter:
             raise ValueError(
                 f"label_delimiter must be a non-empty string. Received: label_delimiter={label_delimiter!r}"
             )
         check_bool("header", header)
-        if column_names is not None:
-            if header:
-                raise ValueError(
-                    "column_names names the columns of a headerless file: pass header=False with it. "
-                    f"Received: header=True, column_names={column_names!r}"
-                )
-            column_names = list(column_names)
-            if not column_names or any(not isinstance(c, str) or not c for c in column_names):
-                raise ValueError(
-                    "column_names must be a list of non-empty strings. Received: "
-                    f"column_names={column_names!r}"
-                )
-            if duplicate_tokens(column_names):
-                raise ValueError(
-                    f"column_names names a column twice: name each column once (give the ones not "
-                    f"read any other name). Received: column_names={column_names!r}"
-                )
+        column_names = _checked_column_names(header, column_names)
         _common.set_reading(self, preprocessor, batch_size, shuffle, seed, on_error)
         self.text_column = text_column
         self.text_b_column = text_b_column
@@ -343,30 +298,7 @@ class ClassificationReader:
             if not fields:
                 continue  # a blank line
             if names is None:
-                if not self.header:
-                    raise ValueError(f"{path}: header=False needs column_names=[...] to name the columns.")
-                names = [name.strip() for name in fields]
-                twice = sorted(set(duplicate_tokens(names)))
-                if twice:  # a row read into a dict would keep the last of them without a word
-                    raise MalformedRowError(
-                        path,
-                        start,
-                        f"the header {names!r} names the column(s) {twice!r} more than once; rename "
-                        "them so each column has its own name",
-                        kind="duplicate_column",
-                        skippable=False,
-                    )
-                missing = [c for c in self._required_columns() if c not in names]
-                if missing:
-                    raise MalformedRowError(
-                        path,
-                        start,
-                        f"the header {names!r} lacks the column(s) {missing!r}; pass "
-                        "text_column=/label_column= naming yours, or header=False with column_names= for a "
-                        "headerless file",
-                        kind="missing_column",
-                        skippable=False,
-                    )
+                names = self._header_names(path, start, fields)
                 continue
             if len(fields) != len(names):
                 if len(fields) < len(names):
@@ -398,6 +330,34 @@ class ClassificationReader:
                 )
             consumed_data = True
             yield start, dict(zip(names, fields))
+
+    def _header_names(self, path, start, fields):
+        """The column names of the header row `fields` (line `start`), checked."""
+        if not self.header:
+            raise ValueError(f"{path}: header=False needs column_names=[...] to name the columns.")
+        names = [name.strip() for name in fields]
+        twice = sorted(set(duplicate_tokens(names)))
+        if twice:  # a row read into a dict would keep the last of them without a word
+            raise MalformedRowError(
+                path,
+                start,
+                f"the header {names!r} names the column(s) {twice!r} more than once; rename "
+                "them so each column has its own name",
+                kind="duplicate_column",
+                skippable=False,
+            )
+        missing = [c for c in self._required_columns() if c not in names]
+        if missing:
+            raise MalformedRowError(
+                path,
+                start,
+                f"the header {names!r} lacks the column(s) {missing!r}; pass "
+                "text_column=/label_column= naming yours, or header=False with column_names= for a "
+                "headerless file",
+                kind="missing_column",
+                skippable=False,
+            )
+        return names
 
     def _parse_row(self, line, row, report):
         """(line, text, text_b, raw label) with labels as strings / lists of strings, or None when skipped."""
@@ -576,3 +536,64 @@ class ClassificationReader:
             return (cut_to_longest(x) if cut else x), y
 
         return _common.prefetched(dataset.map(preprocess, num_parallel_calls=tf.data.AUTOTUNE))
+
+
+def _check_columns(text_column, label_column, text_b_column):
+    for name, value in (
+        ("text_column", text_column),
+        ("label_column", label_column),
+        ("text_b_column", text_b_column),
+    ):
+        if value is not None and (not isinstance(value, str) or not value):
+            raise ValueError(f"{name} must be a non-empty string. Received: {name}={value!r}")
+
+
+def _checked_labels(label_mode, num_classes, multi_label, labels):
+    """`labels` as a LabelVocabulary (or None), once the label settings are checked together."""
+    if label_mode == "index":
+        if isinstance(num_classes, bool) or not isinstance(num_classes, int) or num_classes < 1:
+            raise ValueError(
+                'label_mode="index" keeps integer class ids and needs num_classes (an int >= 1) to '
+                "check them. "
+                f"Received: num_classes={num_classes!r}"
+            )
+    elif num_classes is not None:
+        raise ValueError(
+            f'num_classes is only used with label_mode="index"; label_mode={label_mode!r} '
+            f"takes the number of classes from the labels. Received: num_classes={num_classes!r}"
+        )
+    if label_mode == "float" and multi_label:
+        raise ValueError(
+            'multi_label=True needs class labels: label_mode "vocabulary" or "index", not "float".'
+        )
+    if labels is not None:
+        if label_mode != "vocabulary":
+            raise ValueError(
+                'labels= is a class-name vocabulary for label_mode="vocabulary". Received: '
+                f"label_mode={label_mode!r}"
+            )
+        if not isinstance(labels, LabelVocabulary):
+            labels = LabelVocabulary(labels)
+    return labels
+
+
+def _checked_column_names(header, column_names):
+    """`column_names` as a list (or None), checked against `header`."""
+    if column_names is None:
+        return None
+    if header:
+        raise ValueError(
+            "column_names names the columns of a headerless file: pass header=False with it. "
+            f"Received: header=True, column_names={column_names!r}"
+        )
+    column_names = list(column_names)
+    if not column_names or any(not isinstance(c, str) or not c for c in column_names):
+        raise ValueError(
+            f"column_names must be a list of non-empty strings. Received: column_names={column_names!r}"
+        )
+    if duplicate_tokens(column_names):
+        raise ValueError(
+            f"column_names names a column twice: name each column once (give the ones not "
+            f"read any other name). Received: column_names={column_names!r}"
+        )
+    return column_names
