@@ -106,7 +106,10 @@ def _onednn_default(cpu):
     core/util/port.cc), Eigen's kernels on the others: the AVX2-only EPYC prints no "oneDNN
     custom operations are on" line unless the variable is 1."""
     on = any(cpu.has(extension) for extension in ("VNNI", "BF16", "AMX"))
-    return f"<unset: TF default, {'on' if on else 'off'} on this CPU ({'has' if on else 'no'} VNNI, BF16 or AMX)>"
+    return (
+        f"<unset: TF default, {'on' if on else 'off'} on this CPU ({'has' if on else 'no'} VNNI, BF16 or "
+        "AMX)>"
+    )
 
 
 def _mem_total():

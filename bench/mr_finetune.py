@@ -87,8 +87,8 @@ def finetune_reference(torch_python, epochs, seed, subset=None, threads=2, paddi
     the torch venv's Python; returns its result (the reference's JSON)."""
     if not (torch_python and os.access(torch_python, os.X_OK)):
         raise FileNotFoundError(
-            f"--torch-python {torch_python!r} is not an executable Python: make one with torch and transformers "
-            "(`make .venv-torch/.installed`, then --torch-python .venv-torch/bin/python)."
+            f"--torch-python {torch_python!r} is not an executable Python: make one with torch and "
+            "transformers (`make .venv-torch/.installed`, then --torch-python .venv-torch/bin/python)."
         )
     command = [
         torch_python,

@@ -60,7 +60,8 @@ def main():
     corpus = embed([text for _, text in rows])
     seconds = time.perf_counter() - start
     print(
-        f"\nEmbedded {len(rows)} movie-review sentences in {seconds:.1f} s ({len(rows) / seconds:.0f} sentences/s)."
+        f"\nEmbedded {len(rows)} movie-review sentences in {seconds:.1f} s ({len(rows) / seconds:.0f} "
+        "sentences/s)."
     )
     labels = np.array([label for label, _ in rows])
     for query, q in zip(QUERIES, embed(QUERIES)):
@@ -70,7 +71,8 @@ def main():
         for k in top:
             print(f"  {scores[k]:.3f} [{'+' if labels[k] > 0 else '-'}] {rows[k][1][:100]}")
         print(
-            f"  label agreement of the 25 nearest: {np.mean(labels[np.argsort(-scores)[:25]] == (1 if 'wonderful' in query else -1)):.0%}"
+            "  label agreement of the 25 nearest: "
+            f"{np.mean(labels[np.argsort(-scores)[:25]] == (1 if 'wonderful' in query else -1)):.0%}"
         )
 
 

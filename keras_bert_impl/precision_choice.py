@@ -69,8 +69,10 @@ def choose_precision(features, task):
     Example:
     >>> choose_precision(CpuFeatures("AMD EPYC", ["avx2", "fma"]), "classification")[0]
     'fp32'
-    >>> choose_precision(CpuFeatures("AMD EPYC", ["avx2", "avx512f", "avx512_vnni", "avx512_bf16"]), "tagging")
-    ('bf16', 'it has BF16 (bf16 ran 1.44x fp32 on an AVX512-BF16 CPU; int8 is for classifiers, this model is tagging)')
+    >>> choose_precision(CpuFeatures("AMD EPYC", ["avx2", "avx512f", "avx512_vnni", "avx512_bf16"]),
+    ...                  "tagging")
+    ('bf16', 'it has BF16 (bf16 ran 1.44x fp32 on an AVX512-BF16 CPU; int8 is for classifiers, this model is
+    tagging)')
     """
     if not isinstance(features, CpuFeatures):
         raise TypeError(f"features must be a CpuFeatures. Received: features={features!r}")

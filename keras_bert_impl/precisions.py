@@ -58,8 +58,8 @@ def check_runtime(precision, runtime=None, name="runtime", precision_name="preci
     if runtime not in RUNTIMES[precision]:
         others = " or ".join(p for p, runs in RUNTIMES.items() if runtime in runs)
         raise ValueError(
-            f"{name} {runtime} runs {precision_name} {others}; {precision} runs on {' or '.join(RUNTIMES[precision])} "
-            f"only. Received: {name}={runtime!r} with {precision_name}={precision!r}: leave {name} out, or pick "
-            f"{precision_name} {others}."
+            f"{name} {runtime} runs {precision_name} {others}; {precision} runs on "
+            f"{' or '.join(RUNTIMES[precision])} only. Received: {name}={runtime!r} with "
+            f"{precision_name}={precision!r}: leave {name} out, or pick {precision_name} {others}."
         )
     return runtime

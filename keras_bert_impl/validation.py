@@ -79,9 +79,9 @@ def check_sequence_length(name, value, max_sequence_length, minimum=3):
     commands (`name="--seq-len"`), so each says the same."""
     if not _is_int(value) or not minimum <= value <= max_sequence_length:
         raise ValueError(
-            f"{name} {value!r} is outside {minimum}..{max_sequence_length}: at least {minimum} wordpieces ([CLS], "
-            f"[SEP] and the text), at most the model's max_sequence_length={max_sequence_length} (its position "
-            f"embeddings). Pass {name} from {minimum} to {max_sequence_length}."
+            f"{name} {value!r} is outside {minimum}..{max_sequence_length}: at least {minimum} wordpieces "
+            f"([CLS], [SEP] and the text), at most the model's max_sequence_length={max_sequence_length} "
+            f"(its position embeddings). Pass {name} from {minimum} to {max_sequence_length}."
         )
     return int(value)
 

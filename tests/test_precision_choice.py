@@ -68,11 +68,13 @@ def test_the_reasons_name_the_deciding_features_and_the_measurements():
     avx2 = CpuFeatures("AMD EPYC", AVX2)
     assert choose_precision(avx2, "classification") == (
         "fp32",
-        "it has no VNNI or BF16 (int8 took 41 s to fp32's 39-41 s and bf16 ran 0.76x fp32 on an AVX2-only CPU)",
+        "it has no VNNI or BF16 (int8 took 41 s to fp32's 39-41 s and bf16 ran 0.76x fp32 on an AVX2-only "
+        "CPU)",
     )
     assert choose_precision(avx2, "squad") == (
         "fp32",
-        "it has no BF16 (bf16 ran 0.76x fp32 on an AVX2-only CPU; int8 is for classifiers, this model is squad)",
+        "it has no BF16 (bf16 ran 0.76x fp32 on an AVX2-only CPU; int8 is for classifiers, this model is "
+        "squad)",
     )
     vnni_bf16 = CpuFeatures("x", AVX512 + ["avx512_vnni", "avx512_bf16"])
     assert choose_precision(vnni_bf16, "pair") == (

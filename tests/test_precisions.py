@@ -85,7 +85,8 @@ def test_training_commands_take_the_same_words_and_the_old_flag_with_a_note(comm
     for old, new in (("none", "fp32"), ("bf16", "bf16"), ("fp16", "fp16")):
         assert parse("--mixed-precision", old).precision == new
         assert capsys.readouterr().err == (
-            f"kbert {command}: --mixed-precision {old} is now spelled --precision {new}; running with --precision {new}.\n"
+            f"kbert {command}: --mixed-precision {old} is now spelled --precision {new}; running with "
+            f"--precision {new}.\n"
         )
     for value, expected in (
         (

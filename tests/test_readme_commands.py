@@ -45,11 +45,21 @@ SCALE = {("--steps", "3000"): ("--steps", "4")}  # 3,000 bert_tiny pretraining s
 TIMING = {("export", "--validation"): ("--repeats", "2")}
 
 NOT_RUN = {
-    "cd android_demo && gradle wrapper --gradle-version 9.1.0": "Gradle and the Android SDK come from the network; tests/export/test_android_logic.py runs the app's code",
+    "cd android_demo && gradle wrapper --gradle-version 9.1.0": (
+        "Gradle and the Android SDK come from the network; tests/export/test_android_logic.py runs the "
+        "app's code"
+    ),
     "./gradlew installDebug": "needs an Android device or emulator",
-    'docker run -p 8501:8501 -v "$PWD/data/demo/mr_export/serving/mr:/models/mr" -e MODEL_NAME=mr tensorflow/serving': "TF Serving's binary is not installable here; tests/export/ load each SavedModel the way the server does",
-    ".venv/bin/kbert serve --model exports/mr": "serves until SIGTERM; tests/export/test_serve.py runs it on the session's export (with --port 0)",
-    'python export/tf_serving_client.py --url http://127.0.0.1:8501 --model mr "a gripping , funny film" "dull and slow"': "needs the server above; tests/export/test_serve.py runs the client against it",
+    'docker run -p 8501:8501 -v "$PWD/data/demo/mr_export/serving/mr:/models/mr" -e MODEL_NAME=mr '
+    "tensorflow/serving": (
+        "TF Serving's binary is not installable here; tests/export/ load each SavedModel the way the "
+        "server does"
+    ),
+    ".venv/bin/kbert serve --model exports/mr": (
+        "serves until SIGTERM; tests/export/test_serve.py runs it on the session's export (with --port 0)"
+    ),
+    'python export/tf_serving_client.py --url http://127.0.0.1:8501 --model mr "a gripping , funny film" '
+    '"dull and slow"': "needs the server above; tests/export/test_serve.py runs the client against it",
 }
 
 

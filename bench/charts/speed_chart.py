@@ -453,8 +453,8 @@ def gpu_tables(records):
         pretrain = record["pretrain"]
         tables.setdefault(device, []).append(
             (
-                f"{pretrain['preset']} pretraining, {pretrain['dtype_policy']}, length {pretrain['seq_len']}: "
-                f"{variant}",
+                f"{pretrain['preset']} pretraining, {pretrain['dtype_policy']}, length "
+                f"{pretrain['seq_len']}: {variant}",
                 f"batch {run['batch']}: {_n(run['step_s_fit_without_callbacks'] * 1e3)} ms/step, "
                 f"MFU {run[mfu]:.1%} of {_n(record['datasheet_bf16_tflops'], 0)} TFLOP/s",
                 name,

@@ -23,7 +23,8 @@ St., Col., Esq., Rev., Hon., Wm., single capitals). Casing is kept; an uncased v
 lower-cases at tokenization time.
 
     make data-austen        # fetches the package, checks it against bench/corpora/austen.sha256, then runs:
-    .venv/bin/python -m bench.corpora.austen_corpus --package data/austen/janeaustenr --output data/austen/austen.txt
+    .venv/bin/python -m bench.corpora.austen_corpus --package data/austen/janeaustenr \\
+        --output data/austen/austen.txt
 """
 
 import argparse
@@ -126,7 +127,7 @@ def chapters(lines):
 
 
 def main(argv=None):
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0], allow_abbrev=False)
     parser.add_argument(
         "--package",
         default=os.path.join(AUSTEN, "janeaustenr"),

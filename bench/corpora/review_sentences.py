@@ -34,7 +34,7 @@ def write_sentences(path, limit=None):
 
 
 if __name__ == "__main__":
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0], allow_abbrev=False)
     parser.add_argument("--output", required=True)
     parser.add_argument("--limit", type=int, default=None)
     args = parser.parse_args()

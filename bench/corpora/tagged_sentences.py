@@ -35,7 +35,7 @@ def tagged_sentences(word):
 
 
 if __name__ == "__main__":
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0], allow_abbrev=False)
     parser.add_argument("word")
     parser.add_argument("--output-prefix", required=True)
     args = parser.parse_args()

@@ -310,8 +310,49 @@ def summary(values):
     }
 
 
+def predict_speeds(args, texts, teacher_run, models):
+    """`kbert predict --file` timed on the teacher and every seed-0 distilled student; their int8
+    TFLite sizes go into `models`."""
+    texts_path = os.path.join(args.work, "mr_sentences.txt")
+    with open(texts_path, "w", encoding="utf-8") as f:
+        f.write("\n".join(t.replace("\n", " ") for t in texts) + "\n")
+    seed0 = {
+        kind: os.path.join(
+            args.work,
+            "students",
+            f"{kind}-distilled-seed0-e{args.epochs}-T{args.temperature}"
+            + (f"-lr{learning_rate(kind)}" if kind.startswith("teacher") else "")
+            + (f"-general-e{args.general_epochs}" if kind == "tiny-general" else ""),
+            "model.keras",
+        )
+        for kind in args.students
+    }
+    speed = predict_speed({"teacher": teacher_run, **seed0}, texts_path, args.speed_rounds)
+    for name, path in {"teacher": teacher_run, **seed0}.items():
+        models[name]["int8_tflite_bytes"] = int8_tflite_bytes(path, os.path.join(args.work, "export", name))
+    for name, body in speed.items():
+        body["speedup_over_teacher"] = speed["teacher"]["median_seconds"] / body["median_seconds"]
+        print(
+            f"kbert predict --file ({len(texts)} sentences) {name}: {body['median_seconds']:.1f} s "
+            f"({body['speedup_over_teacher']:.2f}x the teacher's speed)",
+            flush=True,
+        )
+    return speed
+
+
+def print_table(teacher_accuracy, tfidf, table, models):
+    print(f"teacher {teacher_accuracy:.4f}  TF-IDF + LR {tfidf:.4f}")
+    for kind, body in table.items():
+        for mode, s in body.items():
+            print(
+                f"{kind:11s} {mode:10s} {s['mean']:.4f} +- {s['sd']:.4f} ({100 * s['of_teacher']:.1f}% of "
+                f"the teacher; {models[kind]['flops_ratio_teacher_to_this']:.1f}x fewer FLOPs, "
+                f"{models[kind]['parameters']:,} parameters)"
+            )
+
+
 def main(argv=None):
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0], allow_abbrev=False)
     parser.add_argument("--output", default=os.path.join(RESULTS, "distill_mr.json"))
     parser.add_argument("--work", default=os.path.join(WORK, "distill_mr"))
     parser.add_argument(
@@ -399,7 +440,8 @@ def main(argv=None):
     teacher_logits = np.load(cache)
     teacher_accuracy = accuracy(teacher, x_test, y_test)
     print(
-        f"teacher test accuracy {teacher_accuracy:.4f} (metrics.json: {teacher_metrics['validation']['accuracy']:.4f})",
+        f"teacher test accuracy {teacher_accuracy:.4f} (metrics.json: "
+        f"{teacher_metrics['validation']['accuracy']:.4f})",
         flush=True,
     )
 
@@ -416,7 +458,8 @@ def main(argv=None):
     )
 
     def run(kind, mode, seed):
-        name = f"{kind}/{mode}/seed{seed}/e{args.epochs if mode == 'distilled' else args.label_epochs}/T{args.temperature}"
+        epochs = args.epochs if mode == "distilled" else args.label_epochs
+        name = f"{kind}/{mode}/seed{seed}/e{epochs}/T{args.temperature}"
         if kind.startswith("teacher"):
             name += f"/lr{learning_rate(kind)}"
         if kind == "tiny-general":
@@ -465,34 +508,7 @@ def main(argv=None):
             models["teacher"]["flops_per_sequence"] / body["flops_per_sequence"]
         )
 
-    speed = None
-    if args.speed_rounds:
-        texts_path = os.path.join(args.work, "mr_sentences.txt")
-        with open(texts_path, "w", encoding="utf-8") as f:
-            f.write("\n".join(t.replace("\n", " ") for t in texts) + "\n")
-        seed0 = {
-            kind: os.path.join(
-                args.work,
-                "students",
-                f"{kind}-distilled-seed0-e{args.epochs}-T{args.temperature}"
-                + (f"-lr{learning_rate(kind)}" if kind.startswith("teacher") else "")
-                + (f"-general-e{args.general_epochs}" if kind == "tiny-general" else ""),
-                "model.keras",
-            )
-            for kind in args.students
-        }
-        speed = predict_speed({"teacher": teacher_run, **seed0}, texts_path, args.speed_rounds)
-        for name, path in {"teacher": teacher_run, **seed0}.items():
-            models[name]["int8_tflite_bytes"] = int8_tflite_bytes(
-                path, os.path.join(args.work, "export", name)
-            )
-        for name, body in speed.items():
-            body["speedup_over_teacher"] = speed["teacher"]["median_seconds"] / body["median_seconds"]
-            print(
-                f"kbert predict --file ({len(texts)} sentences) {name}: {body['median_seconds']:.1f} s "
-                f"({body['speedup_over_teacher']:.2f}x the teacher's speed)",
-                flush=True,
-            )
+    speed = predict_speeds(args, texts, teacher_run, models) if args.speed_rounds else None
 
     results = {
         "settings": {
@@ -530,13 +546,7 @@ def main(argv=None):
     write_report(
         args.output, "MR sentence polarity: students distilled from the fine-tuned MiniLM", results, machine
     )
-    print(f"teacher {teacher_accuracy:.4f}  TF-IDF + LR {tfidf:.4f}")
-    for kind, body in table.items():
-        for mode, s in body.items():
-            print(
-                f"{kind:11s} {mode:10s} {s['mean']:.4f} +- {s['sd']:.4f} ({100 * s['of_teacher']:.1f}% of the teacher; "
-                f"{models[kind]['flops_ratio_teacher_to_this']:.1f}x fewer FLOPs, {models[kind]['parameters']:,} parameters)"
-            )
+    print_table(teacher_accuracy, tfidf, table, models)
     return 0
 
 

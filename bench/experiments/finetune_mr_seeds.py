@@ -82,7 +82,7 @@ def summary(values):
 
 
 def main(argv=None):
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0], allow_abbrev=False)
     parser.add_argument("--output", default=os.path.join(RESULTS, "finetune_mr_seeds.json"))
     parser.add_argument("--work", default=os.path.join(WORK, "finetune_mr"))
     parser.add_argument("--seeds", type=int, default=5, help="Seeds 0..N-1.")
@@ -128,8 +128,9 @@ def main(argv=None):
                 )
                 if test_hash != expected_test_hash:
                     sys.exit(
-                        f"the PyTorch run with seed {seed} held out other sentences than bench/corpora/mr_split.py's "
-                        f"split (test-index hash {test_hash}, expected {expected_test_hash}): use another --work."
+                        f"the PyTorch run with seed {seed} held out other sentences than "
+                        f"bench/corpora/mr_split.py's split (test-index hash {test_hash}, expected "
+                        f"{expected_test_hash}): use another --work."
                     )
             else:
                 accuracy, per_epoch = ours(args.work, train_csv, test_csv, side, seed, args.epochs)
@@ -138,7 +139,9 @@ def main(argv=None):
 
     results = {
         "settings": {
-            "split": "scikit-learn stratified 80/20, seed 0 (bench/corpora/mr_split.py), the same for every seed",
+            "split": (
+                "scikit-learn stratified 80/20, seed 0 (bench/corpora/mr_split.py), the same for every seed"
+            ),
             "train_examples": len(train_idx),
             "test_examples": len(test_idx),
             "subset": args.subset,

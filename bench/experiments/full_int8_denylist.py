@@ -166,8 +166,64 @@ def run_batches(runner, x, batch):
     return np.concatenate(parts)
 
 
-def main(argv=None):
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+def convert_variant(how, row, saved_model, calibration):
+    """The flatbuffer of the variant `how`; what the conversion was goes in row["conversion"]."""
+    from keras_bert_impl.conversion import tflite_converter
+
+    if how[0] == "plain_full_int8":
+        row["conversion"] = (
+            "tf.lite.TFLiteConverter: TFLITE_BUILTINS, optimizations=[DEFAULT], representative_dataset"
+        )
+        return plain_full_int8(saved_model, calibration)
+    _, quantization, quantized_ops, float_nodes = how
+    row["conversion"] = {"quantization": quantization}
+    if quantization == "int8_mixed":
+        quantized_ops = tflite_converter.INT8_MIXED_QUANTIZED_OPS if quantized_ops is None else quantized_ops
+        float_nodes = tflite_converter.INT8_MIXED_FLOAT_NODES if float_nodes is None else float_nodes
+        row["conversion"].update(quantized_ops=list(quantized_ops), float_nodes=list(float_nodes))
+    return tflite_converter.convert_saved_model(
+        saved_model,
+        quantization,
+        calibration if quantization == "int8_mixed" else None,
+        quantized_ops=quantized_ops,
+        float_nodes=float_nodes,
+    )
+
+
+def time_batch1(interpreters, x, n):
+    """Seconds per call of each runner on the first `n` examples one at a time, every runner on each
+    example in an order rotated per example (after one warm-up call each)."""
+    timed = list(interpreters)
+    seconds = {name: [] for name in timed}
+    for name in timed:  # warm-up: first-call allocation and delegate set-up
+        interpreters[name](**{k: v[:1] for k, v in x.items()})
+    for i in range(n):
+        example = {k: v[i : i + 1] for k, v in x.items()}
+        for j in range(len(timed)):
+            name = timed[(i + j) % len(timed)]
+            start = time.perf_counter()
+            interpreters[name](**example)
+            seconds[name].append(time.perf_counter() - start)
+    return seconds
+
+
+def print_table(rows, keras_accuracy):
+    print(f"\n{'variant':26} {'MB':>6} {'agree':>7} {'acc':>7} {'max|dl|':>8} {'p50 ms':>7} {'conv s':>7}")
+    print(f"{'keras':26} {'':>6} {'':>7} {keras_accuracy:7.4f}")
+    for name, row in rows.items():
+        if "conversion_error" in row:
+            print(f"{name:26} conversion failed")
+            continue
+        print(
+            f"{name:26} {row['size_bytes'] / 1e6:6.1f} {row['top_label_agreement']:7.4f} "
+            f"{row['accuracy']:7.4f} {row['max_abs_logit_difference']:8.3f} {row['batch1_p50_ms']:7.2f} "
+            f"{row['conversion_seconds']:7.1f}"
+        )
+
+
+def parse_args(argv):
+    """(args, every variant, the chosen names), checked."""
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0], allow_abbrev=False)
     parser.add_argument(
         "--output",
         default="bench/results/full_int8_denylist.json",
@@ -181,7 +237,9 @@ def main(argv=None):
     parser.add_argument(
         "--work",
         default=os.path.join(WORK, "full_int8_denylist"),
-        help="Folder for the token-id SavedModel (rewritten every run). Default data/bench/full_int8_denylist.",
+        help=(
+            "Folder for the token-id SavedModel (rewritten every run). Default data/bench/full_int8_denylist."
+        ),
     )
     parser.add_argument(
         "--calibration-examples",
@@ -230,6 +288,11 @@ def main(argv=None):
     unknown = [v for v in chosen if v not in all_variants]
     if unknown:
         parser.error(f"unknown --variants {unknown}; choose from {list(all_variants)}")
+    return args, all_variants, chosen
+
+
+def main(argv=None):
+    args, all_variants, chosen = parse_args(argv)
     machine = machine_info()
 
     import keras
@@ -237,7 +300,6 @@ def main(argv=None):
 
     import keras_bert_impl  # noqa: F401  registers the model classes for load_model
     from ai_edge_litert.interpreter import Interpreter
-    from keras_bert_impl.conversion import tflite_converter
     from keras_bert_impl_export.exporter import id_examples, tokenize
     from keras_bert_impl_export.export_signatures import ExportSignatures
 
@@ -259,7 +321,8 @@ def main(argv=None):
     calibration = id_examples(serving, calibration_texts)
     x = tokenize(serving, texts)
     print(
-        f"{len(texts)} validation sentences, {len(calibration)} calibration sentences, {SEQUENCE_LENGTH} tokens",
+        f"{len(texts)} validation sentences, {len(calibration)} calibration sentences, {SEQUENCE_LENGTH} "
+        "tokens",
         flush=True,
     )
 
@@ -286,29 +349,7 @@ def main(argv=None):
         row = {"description": description}
         start = time.perf_counter()
         try:
-            if how[0] == "plain_full_int8":
-                row["conversion"] = (
-                    "tf.lite.TFLiteConverter: TFLITE_BUILTINS, optimizations=[DEFAULT], representative_dataset"
-                )
-                flatbuffer = plain_full_int8(saved_model, calibration)
-            else:
-                _, quantization, quantized_ops, float_nodes = how
-                row["conversion"] = {"quantization": quantization}
-                if quantization == "int8_mixed":
-                    quantized_ops = (
-                        tflite_converter.INT8_MIXED_QUANTIZED_OPS if quantized_ops is None else quantized_ops
-                    )
-                    float_nodes = (
-                        tflite_converter.INT8_MIXED_FLOAT_NODES if float_nodes is None else float_nodes
-                    )
-                    row["conversion"].update(quantized_ops=list(quantized_ops), float_nodes=list(float_nodes))
-                flatbuffer = tflite_converter.convert_saved_model(
-                    saved_model,
-                    quantization,
-                    calibration if quantization == "int8_mixed" else None,
-                    quantized_ops=quantized_ops,
-                    float_nodes=float_nodes,
-                )
+            flatbuffer = convert_variant(how, row, saved_model, calibration)
         except Exception as error:  # a variant the converter refuses is a result too
             row["conversion_error"] = f"{type(error).__name__}: {str(error).strip().splitlines()[0][:500]}"
             row["conversion_seconds"] = time.perf_counter() - start
@@ -356,17 +397,8 @@ def main(argv=None):
 
     timed = list(interpreters)
     n = min(args.latency_examples, len(texts))
-    seconds = {name: [] for name in timed}
     load_before = read_loadavg()
-    for name in timed:  # warm-up: first-call allocation and delegate set-up
-        interpreters[name](**{k: v[:1] for k, v in x.items()})
-    for i in range(n):
-        example = {k: v[i : i + 1] for k, v in x.items()}
-        for j in range(len(timed)):
-            name = timed[(i + j) % len(timed)]
-            start = time.perf_counter()
-            interpreters[name](**example)
-            seconds[name].append(time.perf_counter() - start)
+    seconds = time_batch1(interpreters, x, n)
     load_after = read_loadavg()
     reference = seconds.get("float32")
     for name in timed:
@@ -376,34 +408,25 @@ def main(argv=None):
         if reference:
             # Paired: the same sentence, the same moment's load.
             rows[name]["batch1_paired_median_ratio_to_float32"] = float(np.median(s / np.array(reference)))
-    print(f"\n{'variant':26} {'MB':>6} {'agree':>7} {'acc':>7} {'max|dl|':>8} {'p50 ms':>7} {'conv s':>7}")
-    print(f"{'keras':26} {'':>6} {'':>7} {keras_accuracy:7.4f}")
-    for name, row in rows.items():
-        if "conversion_error" in row:
-            print(f"{name:26} conversion failed")
-            continue
-        print(
-            f"{name:26} {row['size_bytes'] / 1e6:6.1f} {row['top_label_agreement']:7.4f} {row['accuracy']:7.4f} "
-            f"{row['max_abs_logit_difference']:8.3f} {row['batch1_p50_ms']:7.2f} {row['conversion_seconds']:7.1f}"
-        )
+    print_table(rows, keras_accuracy)
 
     notes = [
-        f"Latency: batch 1, {n} validation sentences, one call of every variant per sentence in rotating order, "
-        f"ai_edge_litert Interpreter with its defaults (XNNPACK CPU delegate) on {NPROC} cores; other processes "
-        "on the machine slow every variant alike, so compare the ratios (batch1_paired_median_ratio_to_float32), "
-        "not the absolute milliseconds.",
+        f"Latency: batch 1, {n} validation sentences, one call of every variant per sentence in rotating "
+        f"order, ai_edge_litert Interpreter with its defaults (XNNPACK CPU delegate) on {NPROC} cores; "
+        "other processes on the machine slow every variant alike, so compare the ratios "
+        "(batch1_paired_median_ratio_to_float32), not the absolute milliseconds.",
         f"Quality: all variants on the same {len(texts)} validation sentences in batches of {QUALITY_BATCH} "
         "(the export report's batch), logits compared with the Keras model's (batches of 64).",
         "ops: per TFLite op kind, the ops the model runs and how many of them output int8 (quantized "
-        "activations; dynamic_int8's hybrid ops take int8 weights but output float). float_nodes_matched: how "
-        "many nodes of the quantized kinds the float_nodes patterns keep float, counted on the float32 model "
-        "as convert() counts them.",
+        "activations; dynamic_int8's hybrid ops take int8 weights but output float). float_nodes_matched: "
+        "how many nodes of the quantized kinds the float_nodes patterns keep float, counted on the float32 "
+        "model as convert() counts them.",
         *args.note,
     ]
     write_report(
         args.output,
-        "Full-integer int8 TFLite of make demo's MiniLM MR classifier: which ops to quantize (size, agreement "
-        "with Keras, accuracy, batch-1 latency)",
+        "Full-integer int8 TFLite of make demo's MiniLM MR classifier: which ops to quantize (size, "
+        "agreement with Keras, accuracy, batch-1 latency)",
         {
             "settings": {
                 "model": os.path.relpath(args.model),

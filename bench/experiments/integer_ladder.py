@@ -25,7 +25,8 @@ says nothing about an NPU) on --latency-examples sentences. The QAT rows' mean a
     .venv/bin/python -m bench.experiments.integer_ladder --output bench/results/integer_ladder.json
     # smoke (its figures mean nothing):
     .venv/bin/python -m bench.experiments.integer_ladder --validation-examples 16 --latency-examples 2 \\
-        --calibration-examples 8 --seeds 0 --qat-epochs 1 --qat-train-examples 64 --rows float32 int8_only qat \\
+        --calibration-examples 8 --seeds 0 --qat-epochs 1 --qat-train-examples 64 \\
+        --rows float32 int8_only qat \\
         --work /tmp/ladder --output /tmp/integer_ladder.json
 """
 
@@ -133,8 +134,46 @@ def qat_run(args, seed, float_run, train, validation):
     return folder
 
 
+def qat_summary(results, seeds):
+    """The QAT rows' accuracy over the seeds, and its drop from the float model's."""
+    accuracies = [results["rows"][f"qat_seed_{s}"]["accuracy"] for s in seeds]
+    agreements = [results["rows"][f"qat_seed_{s}"]["agreement_with_float"] for s in seeds]
+    summary = {
+        "seeds": seeds,
+        "accuracy_mean": float(np.mean(accuracies)),
+        "accuracy_min": float(np.min(accuracies)),
+        "accuracy_max": float(np.max(accuracies)),
+        "accuracy_std": float(np.std(accuracies)),
+        "agreement_mean": float(np.mean(agreements)),
+        "drop_from_float_points": 100 * (results["float_keras"]["accuracy"] - float(np.mean(accuracies))),
+    }
+    print(
+        f"QAT: accuracy mean {summary['accuracy_mean']:.4f} "
+        f"({min(accuracies):.4f}-{max(accuracies):.4f}), {summary['drop_from_float_points']:.2f} "
+        "points under float",
+        flush=True,
+    )
+    return summary
+
+
+def size_ratios(rows):
+    for row in rows.values():
+        row["size_ratio_to_float32"] = row["size_bytes"] / rows["float32"]["size_bytes"]
+
+
+def qat_training_file(args, train_csv, train_labels, train_texts):
+    """The split QAT trains on: the whole training split, or its first --qat-train-examples rows."""
+    if not args.qat_train_examples:
+        return train_csv
+    from bench.corpora.mr_split import write_csv
+
+    qat_train = os.path.join(args.work, f"train_{args.qat_train_examples}.csv")
+    write_csv(qat_train, list(zip(train_labels, train_texts))[: args.qat_train_examples])
+    return qat_train
+
+
 def main(argv=None):
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0], allow_abbrev=False)
     parser.add_argument("--output", default="bench/results/integer_ladder.json")
     parser.add_argument(
         "--work", default=os.path.join(WORK, "integer_ladder"), help="QAT runs and the SavedModel."
@@ -166,7 +205,6 @@ def main(argv=None):
     import tensorflow as tf
 
     import keras_bert_impl  # noqa: F401  registers the model classes for load_model
-    from bench.corpora.mr_split import write_csv
     from bench.perf.cpu_peers import _prepare
     from keras_bert_impl.conversion import tflite_converter
     from keras_bert_impl.conversion.integer_only import convert_integer_only
@@ -231,10 +269,12 @@ def main(argv=None):
         )
         results["rows"][name] = row
         print(
-            f"{name}: {row['size_bytes'] / 1e6:.1f} MB, integer ops {integer}/{total}, accuracy {row['accuracy']:.4f}, "
-            f"agreement {row['agreement_with_float']:.4f}, p50 {row['latency_ms_p50']:.1f} ms"
+            f"{name}: {row['size_bytes'] / 1e6:.1f} MB, integer ops {integer}/{total}, accuracy "
+            f"{row['accuracy']:.4f}, agreement {row['agreement_with_float']:.4f}, p50 "
+            f"{row['latency_ms_p50']:.1f} ms"
             + (
-                f"; QAT forward {row['qat_forward_accuracy']:.4f}, file = QAT forward on {row['agreement_with_qat_forward']:.4f}"
+                f"; QAT forward {row['qat_forward_accuracy']:.4f}, file = QAT forward on "
+                f"{row['agreement_with_qat_forward']:.4f}"
                 if "qat_forward_accuracy" in row
                 else ""
             ),
@@ -267,10 +307,7 @@ def main(argv=None):
                 **({"latency_note": note} if note else {}),
             )
     if "qat" in args.rows:
-        qat_train = train_csv
-        if args.qat_train_examples:
-            qat_train = os.path.join(args.work, f"train_{args.qat_train_examples}.csv")
-            write_csv(qat_train, list(zip(train_labels, train_texts))[: args.qat_train_examples])
+        qat_train = qat_training_file(args, train_csv, train_labels, train_texts)
         for seed in args.seeds:
             folder = qat_run(args, seed, float_run, qat_train, test_csv)
             qat = keras.saving.load_model(os.path.join(folder, "model.keras"))
@@ -285,25 +322,9 @@ def main(argv=None):
                 qat_run=folder,
                 qat_forward_top=qat_top,
             )
-        accuracies = [results["rows"][f"qat_seed_{s}"]["accuracy"] for s in args.seeds]
-        agreements = [results["rows"][f"qat_seed_{s}"]["agreement_with_float"] for s in args.seeds]
-        results["qat"] = {
-            "seeds": args.seeds,
-            "accuracy_mean": float(np.mean(accuracies)),
-            "accuracy_min": float(np.min(accuracies)),
-            "accuracy_max": float(np.max(accuracies)),
-            "accuracy_std": float(np.std(accuracies)),
-            "agreement_mean": float(np.mean(agreements)),
-            "drop_from_float_points": 100 * (results["float_keras"]["accuracy"] - float(np.mean(accuracies))),
-        }
-        print(
-            f"QAT: accuracy mean {results['qat']['accuracy_mean']:.4f} ({min(accuracies):.4f}-{max(accuracies):.4f}), "
-            f"{results['qat']['drop_from_float_points']:.2f} points under float",
-            flush=True,
-        )
+        results["qat"] = qat_summary(results, args.seeds)
     if "float32" in results["rows"]:
-        for row in results["rows"].values():
-            row["size_ratio_to_float32"] = row["size_bytes"] / results["rows"]["float32"]["size_bytes"]
+        size_ratios(results["rows"])
     write_report(
         args.output, "integer_ladder", {**results, "settings": vars(args), "notes": args.note}, machine
     )

@@ -49,7 +49,7 @@ def per_class_tail_split(labels, rng, test_per_class=400):
 
 
 def main(argv=None):
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0], allow_abbrev=False)
     parser.add_argument("--output", help="optional JSON file for the numbers")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument(

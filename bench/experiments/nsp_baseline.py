@@ -78,7 +78,7 @@ def overlap_features(segments_a, segments_b, idf):
 
 def main(argv=None):
     parser = argparse.ArgumentParser(
-        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter, allow_abbrev=False
     )
     parser.add_argument(
         "--work",
@@ -141,8 +141,9 @@ def main(argv=None):
                 ),
             }
             print(
-                f"{key:34s} train {results[key]['train_accuracy']:.4f}  held out {results[key]['heldout_accuracy']:.4f}"
-                f"  first {args.validation_examples} {results[key]['heldout_first_n_accuracy']:.4f}"
+                f"{key:34s} train {results[key]['train_accuracy']:.4f}  held out "
+                f"{results[key]['heldout_accuracy']:.4f}  first {args.validation_examples} "
+                f"{results[key]['heldout_first_n_accuracy']:.4f}"
             )
     majority = float(max(np.mean(y_heldout), 1 - np.mean(y_heldout)))
     print(f"{'majority class':34s} held out {majority:.4f}")

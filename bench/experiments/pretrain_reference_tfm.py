@@ -35,7 +35,9 @@ BENCHMARK = (
 
 
 def parse_args(argv=None):
-    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter, allow_abbrev=False
+    )
     p.add_argument(
         "--work", required=True, help="pretrain_tiny.py work folder (pretrain/records, heldout_records)."
     )
@@ -55,7 +57,9 @@ def parse_args(argv=None):
     p.add_argument(
         "--reuse",
         action="store_true",
-        help="Keep the reference intervals already in --output (a finished run) and only re-read --ours-runs.",
+        help=(
+            "Keep the reference intervals already in --output (a finished run) and only re-read --ours-runs."
+        ),
     )
     p.add_argument(
         "--steps", type=int, default=12000, help="Steps to run (on the --schedule-steps schedule)."
@@ -82,7 +86,8 @@ def parse_args(argv=None):
         )
     if args.steps % args.log_every:
         p.error(
-            f"--steps {args.steps} is not a multiple of --log-every {args.log_every}: the last interval would be partial."
+            f"--steps {args.steps} is not a multiple of --log-every {args.log_every}: the last interval "
+            "would be partial."
         )
     return args
 
@@ -195,7 +200,8 @@ def main(argv=None):
     seq_len = train_meta["max_seq_length"]
     if heldout_meta["max_seq_length"] != seq_len:
         sys.exit(
-            f"held-out records are {heldout_meta['max_seq_length']} tokens, training {seq_len}: make them alike."
+            f"held-out records are {heldout_meta['max_seq_length']} tokens, training {seq_len}: make them "
+            "alike."
         )
 
     ours = ours_curve(args.ours, args.log_every)
@@ -217,7 +223,8 @@ def main(argv=None):
             done = json.load(f)
         if not done["complete"] or done["settings"]["steps_run"] != args.steps:
             sys.exit(
-                f"--reuse: {args.output} holds {done['settings']['steps_run']} of {args.steps} steps; run without --reuse."
+                f"--reuse: {args.output} holds {done['settings']['steps_run']} of {args.steps} steps; run "
+                "without --reuse."
             )
         save_report(
             args,
@@ -383,11 +390,11 @@ def train_reference(args, train_shards, train_meta, heldout_shards, heldout_meta
         )
         i = interval
         print(
-            f"step {step}: train MLM {train['masked_lm_accuracy']:.4f} NSP {train['next_sentence_accuracy']:.4f} | "
-            f"held-out MLM {val['masked_lm_accuracy']:.4f} NSP {val['next_sentence_accuracy']:.4f} | "
-            f"ours at {step}: train NSP {ours['train_nsp_accuracy'][i]:.4f}, held-out NSP "
-            f"{ours['heldout_nsp_accuracy'][i]:.4f}, train MLM {ours['train_mlm_accuracy'][i]:.4f} "
-            f"({train_seconds:.0f} s)",
+            f"step {step}: train MLM {train['masked_lm_accuracy']:.4f} NSP "
+            f"{train['next_sentence_accuracy']:.4f} | held-out MLM {val['masked_lm_accuracy']:.4f} NSP "
+            f"{val['next_sentence_accuracy']:.4f} | ours at {step}: train NSP "
+            f"{ours['train_nsp_accuracy'][i]:.4f}, held-out NSP {ours['heldout_nsp_accuracy'][i]:.4f}, "
+            f"train MLM {ours['train_mlm_accuracy'][i]:.4f} ({train_seconds:.0f} s)",
             flush=True,
         )
         report(intervals, time.monotonic() - started)

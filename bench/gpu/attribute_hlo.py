@@ -157,7 +157,7 @@ def largest_module(dump):
 
 def main(argv=None):
     parser = argparse.ArgumentParser(
-        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter, allow_abbrev=False
     )
     parser.add_argument(
         "--kernels", required=True, help="JSON {kernel name: ms per step} (gpu_bench's profile folder)"

@@ -252,8 +252,9 @@ def pretrain(args, report, save):
             run["profile"] = profile_fit(model, x, y, w, batch, args.profile_steps, args.profile_dir)
         results["runs"].append(run)
         print(
-            f"pretrain {preset} batch {batch}: {step_s * 1e3:.1f} ms/step, {run['tokens_per_s']:,.0f} tokens/s, "
-            f"{run['achieved_tflops']:.1f} TFLOP/s, MFU {run.get('mfu_datasheet', float('nan')):.1%} of the datasheet, "
+            f"pretrain {preset} batch {batch}: {step_s * 1e3:.1f} ms/step, {run['tokens_per_s']:,.0f} "
+            f"tokens/s, {run['achieved_tflops']:.1f} TFLOP/s, MFU "
+            f"{run.get('mfu_datasheet', float('nan')):.1%} of the datasheet, "
             f"{run.get('mfu_measured_matmul', float('nan')):.1%} of the measured matmul; "
             f"{run['step_s_fit_without_callbacks'] * 1e3:.1f} ms/step without callbacks",
             flush=True,
@@ -288,10 +289,27 @@ TINY_INFERENCE_SHAPE = {
 }
 
 
-def inference(args, report, save):
-    """Batch-1 latency and large-batch throughput of BertBackbone's forward from token ids."""
+def jitted_forward(backbone):
+    """`backbone`'s stateless forward from token ids to sequence_output, jitted. A closure of its own,
+    so `inference` can delete the backbone it holds between models."""
     import jax
     import jax.numpy as jnp
+
+    @jax.jit
+    def forward(trainable, non_trainable, token_ids):
+        x = {
+            "token_ids": token_ids,
+            "segment_ids": jnp.zeros_like(token_ids),
+            "padding_mask": jnp.ones_like(token_ids),
+        }
+        outputs, _ = backbone.stateless_call(trainable, non_trainable, x, training=False)
+        return outputs["sequence_output"]
+
+    return forward
+
+
+def inference(args, report, save):
+    """Batch-1 latency and large-batch throughput of BertBackbone's forward from token ids."""
     import keras
 
     import keras_bert_impl as kb
@@ -323,16 +341,7 @@ def inference(args, report, save):
         backbone = kb.BertBackbone(**shape, dropout=0.0, fused_kernels=args.fused_kernels)
         trainable = [v.value for v in backbone.trainable_variables]
         non_trainable = [v.value for v in backbone.non_trainable_variables]
-
-        @jax.jit
-        def forward(trainable, non_trainable, token_ids):
-            x = {
-                "token_ids": token_ids,
-                "segment_ids": jnp.zeros_like(token_ids),
-                "padding_mask": jnp.ones_like(token_ids),
-            }
-            outputs, _ = backbone.stateless_call(trainable, non_trainable, x, training=False)
-            return outputs["sequence_output"]
+        forward = jitted_forward(backbone)
 
         entry = results["models"][name] = {"shape": shape}
         for batch, repeats in ((1, latency_repeats), (throughput_batch, throughput_repeats)):
@@ -517,8 +526,9 @@ def load_minilm(carry, kb, fused_kernels=False):
         paths = {v.path for v in backbone.weights}
         if paths != set(arrays.files):
             raise SystemExit(
-                f"the carried weights do not fit the backbone: missing {sorted(paths - set(arrays.files))[:5]}, "
-                f"unexpected {sorted(set(arrays.files) - paths)[:5]}; run bench/gpu/prepare.py again"
+                "the carried weights do not fit the backbone: missing "
+                f"{sorted(paths - set(arrays.files))[:5]}, unexpected "
+                f"{sorted(set(arrays.files) - paths)[:5]}; run bench/gpu/prepare.py again"
             )
         for variable in backbone.weights:
             variable.assign(arrays[variable.path].astype("float32"))
@@ -600,7 +610,8 @@ def finetune(args, report, save):
             run["within_cpu_seed_spread"] = spread["min"] <= accuracy <= spread["max"]
         results["runs"][str(seed)] = run
         print(
-            f"finetune seed {seed}: MR accuracy {accuracy:.4f}, epochs {', '.join(f'{s:.1f}' for s in epoch_s)} s",
+            f"finetune seed {seed}: MR accuracy {accuracy:.4f}, epochs "
+            f"{', '.join(f'{s:.1f}' for s in epoch_s)} s",
             flush=True,
         )
         save()
@@ -650,7 +661,7 @@ def write(path, report):
 
 def main(argv=None):
     parser = argparse.ArgumentParser(
-        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter, allow_abbrev=False
     )
     parser.add_argument("--carry", required=True, help="the folder bench/gpu/prepare.py wrote")
     parser.add_argument(

@@ -101,7 +101,7 @@ def sha256(path):
 
 def main(argv=None):
     parser = argparse.ArgumentParser(
-        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter, allow_abbrev=False
     )
     parser.add_argument(
         "--output", required=True, help="the folder to write (bench/gpu/carry, which git ignores)"

@@ -96,7 +96,10 @@ def pretraining_batch(shape, batch, seq_len, predictions, rng, device):
     positions = np.sort(rng.integers(1, seq_len - 1, (batch, predictions)), axis=1)
     mlm_labels = rng.integers(low, shape["vocabulary_size"], (batch, predictions))
     nsp_labels = rng.integers(0, 2, batch)
-    tensor = lambda a: torch.as_tensor(a, dtype=torch.long, device=device)  # noqa: E731
+
+    def tensor(a):
+        return torch.as_tensor(a, dtype=torch.long, device=device)
+
     return {
         "input_ids": tensor(token_ids),
         "token_type_ids": tensor(segment_ids),
@@ -242,8 +245,8 @@ def pretrain(args, report, save, device):
             run["mfu_datasheet_queued"] = flops / queued_s / 1e12 / peak
         results["runs"].append(run)
         print(
-            f"torch pretrain batch {batch}: {step_s * 1e3:.1f} ms/step synchronized, {queued_s * 1e3:.1f} ms/step "
-            f"queued, MFU {run.get('mfu_datasheet_queued', float('nan')):.1%} of the datasheet",
+            f"torch pretrain batch {batch}: {step_s * 1e3:.1f} ms/step synchronized, {queued_s * 1e3:.1f} "
+            f"ms/step queued, MFU {run.get('mfu_datasheet_queued', float('nan')):.1%} of the datasheet",
             flush=True,
         )
         save()
@@ -265,6 +268,24 @@ def time_calls(call, ids_of, repeats, device):
         synchronize(device)
         times.append(time.perf_counter() - begin)
     return times
+
+
+def autocast_call(forward, device):
+    """A call of `forward` on numpy token ids under bf16 autocast and inference mode, returning
+    last_hidden_state. A closure of its own, so `inference` can delete the model it holds between
+    models."""
+    import torch
+
+    def call(ids):
+        with torch.inference_mode(), torch.autocast(device_type=device.type, dtype=torch.bfloat16):
+            token_ids = torch.from_numpy(ids).to(device, non_blocking=True)
+            return forward(
+                input_ids=token_ids,
+                token_type_ids=torch.zeros_like(token_ids),
+                attention_mask=torch.ones_like(token_ids),
+            ).last_hidden_state
+
+    return call
 
 
 def inference(args, report, save, device):
@@ -290,19 +311,14 @@ def inference(args, report, save, device):
         torch.manual_seed(0)
         model = BertModel(bert_config(shape, 0.0, 0.0), add_pooling_layer=True).to(device).eval()
         forward = maybe_compile(model, args)
-
-        def call(ids):
-            with torch.inference_mode(), torch.autocast(device_type=device.type, dtype=torch.bfloat16):
-                token_ids = torch.from_numpy(ids).to(device, non_blocking=True)
-                return forward(
-                    input_ids=token_ids,
-                    token_type_ids=torch.zeros_like(token_ids),
-                    attention_mask=torch.ones_like(token_ids),
-                ).last_hidden_state
+        call = autocast_call(forward, device)
 
         entry = results["models"][name] = {"shape": shape}
         for batch, repeats in ((1, args.latency_repeats), (args.throughput_batch, args.throughput_repeats)):
-            ids_of = lambda: rng.integers(1, shape["vocabulary_size"], (batch, seq_len)).astype("int64")  # noqa: E731
+
+            def ids_of():
+                return rng.integers(1, shape["vocabulary_size"], (batch, seq_len)).astype("int64")
+
             times = time_calls(call, ids_of, repeats, device)
             entry[f"batch_{batch}"] = {
                 "repeats": repeats,
@@ -311,12 +327,12 @@ def inference(args, report, save, device):
                 "sequences_per_s": batch / float(np.median(times)),
             }
             print(
-                f"torch inference {name} batch {batch}: {entry[f'batch_{batch}']['latency_ms_p50']:.2f} ms p50, "
-                f"{entry[f'batch_{batch}']['sequences_per_s']:,.0f} sequences/s",
+                f"torch inference {name} batch {batch}: {entry[f'batch_{batch}']['latency_ms_p50']:.2f} ms "
+                f"p50, {entry[f'batch_{batch}']['sequences_per_s']:,.0f} sequences/s",
                 flush=True,
             )
         save()
-        del model, forward
+        del model, forward, call
 
 
 def environment():
@@ -346,7 +362,7 @@ def write(path, report):
 
 def main(argv=None):
     parser = argparse.ArgumentParser(
-        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter, allow_abbrev=False
     )
     parser.add_argument("--output", required=True, help="the results file (JSON), rewritten after every run")
     parser.add_argument(

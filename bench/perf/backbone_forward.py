@@ -143,7 +143,9 @@ DESCRIPTIONS = {
     "ours": 'keras_bert_impl.BertBackbone.from_preset("bert_base") (exact erf GELU, the preset default)',
     "kerashub": "keras_hub.models.BertBackbone(**bert_base config), random weights (tanh GELU)",
     "model_garden": "official.nlp.modeling.networks.BertEncoderV2 (tf_keras), same config (tanh GELU)",
-    "ours_gelu_approximate": 'keras_bert_impl.BertBackbone.from_preset("bert_base", activation="gelu_approximate")',
+    "ours_gelu_approximate": (
+        'keras_bert_impl.BertBackbone.from_preset("bert_base", activation="gelu_approximate")'
+    ),
 }
 
 
@@ -190,8 +192,114 @@ def summarize(times, batch):
     }
 
 
+def build_variants(args, models, jits, tf_inputs):
+    """Every model built, compiled per jit setting, warmed up and sanity-checked:
+    (variants, errors, sanity, build_seconds)."""
+    variants, errors, sanity, build_seconds = {}, {}, {}, {}
+    for name in models:
+        t0 = time.perf_counter()
+        model, wrap = BUILDERS[name]()
+        eager = model(wrap(*tf_inputs), training=False)
+        seq, pooled = eager["sequence_output"], eager["pooled_output"]
+        sanity[name] = {
+            "sequence_output_shape": list(seq.shape),
+            "pooled_output_shape": list(pooled.shape),
+            "finite": bool(np.isfinite(seq.numpy()).all() and np.isfinite(pooled.numpy()).all()),
+            "parameters": int(sum(int(np.prod(w.shape)) for w in model.weights)),
+        }
+        build_seconds[name] = round(time.perf_counter() - t0, 1)
+        for jit in jits:
+            key = f"{name}/jit_compile={jit}"
+            t0 = time.perf_counter()
+            try:
+                forward = compile_forward(model, wrap, jit)
+                s, p = forward(*tf_inputs)  # trace + compile
+                first = time.perf_counter() - t0
+                sanity[name][f"max_abs_diff_eager_vs_jit_compile={jit}"] = float(
+                    np.abs(s.numpy() - seq.numpy()).max()
+                )
+                for _ in range(args.warmup):
+                    forward(*tf_inputs)
+                variants[key] = forward
+                build_seconds[key] = {
+                    "first_call": round(first, 1),
+                    "with_warmup": round(time.perf_counter() - t0, 1),
+                }
+                print(f"# ready {key}: first call {first:.1f}s", flush=True)
+            except Exception as e:  # noqa: BLE001 - record and go on
+                errors[key] = f"{type(e).__name__}: {str(e)[:500]}"
+                print(f"# FAILED {key}: {errors[key]}", flush=True)
+    return variants, errors, sanity, build_seconds
+
+
+def timed_rounds(args, variants, tf_inputs, a, b):
+    """`repeats` rounds of `batches` steps; each step times the matmul and then one forward of
+    every variant, in an order rotated every step: (step_matmul, step_matmul_cpu, step_times,
+    step_cpu, round_times)."""
+    n, batch = args.matmul_size, args.batch_size
+    keys = list(variants)
+    step_matmul = []  # median matmul GFLOP/s of each step
+    step_matmul_cpu = []  # the same per CPU-second x nproc
+    step_times = {key: [] for key in keys}  # seconds of each single forward
+    step_cpu = {key: [] for key in keys}  # process CPU seconds of each single forward
+    round_times = {key: [] for key in keys}  # seconds per batch, per round
+    step = 0
+    for r in range(args.repeats):
+        for _ in range(args.batches):
+            mms = [time_matmul(a, b, n) for _ in range(args.matmul_repeats)]
+            step_matmul.append(statistics.median(m[0] for m in mms))
+            step_matmul_cpu.append(statistics.median(m[1] for m in mms))
+            order = keys[step % len(keys) :] + keys[: step % len(keys)]
+            for key in order:
+                wall, cpu = time_forward(variants[key], tf_inputs)
+                step_times[key].append(wall)
+                step_cpu[key].append(cpu)
+            step += 1
+        for key in keys:
+            round_times[key].append(sum(step_times[key][-args.batches :]) / args.batches)
+        line = ", ".join(f"{k} {batch / round_times[k][-1]:.2f}" for k in keys)
+        print(
+            f"# round {r + 1}/{args.repeats}: matmul {statistics.median(step_matmul[-args.batches :]):.0f} "
+            f"GFLOP/s; seq/s: {line}",
+            flush=True,
+        )
+    return step_matmul, step_matmul_cpu, step_times, step_cpu, round_times
+
+
+def print_results(report, n, mm_median, mm_best, peak_median):
+    results, errors, warnings = report["results"], report["errors"], report["warnings"]
+    print()
+    print(
+        f"matmul {n}x{n} fp32: median {mm_median:.1f} GFLOP/s, best {mm_best:.1f} "
+        f"-> peak {peak_median:.2f} seq/s (median)"
+    )
+    print(
+        f"{'variant':32s} {'seq/s med':>9s} {'best':>6s} {'s/batch min':>11s} "
+        f"{'peak% med':>9s} {'best':>6s} {'paired':>6s} | {'cpu seq/s':>9s} {'cpu peak%':>9s}"
+    )
+    for key, s in results.items():
+        mark = " *" if s.get("best_for_model") else ""
+        print(
+            f"{key:32s} {s['sequences_per_second_median']:9.2f} {s['sequences_per_second_best']:6.2f} "
+            f"{s['seconds_per_batch_min']:11.3f} {s['fraction_of_matmul_peak_median']:9.1%} "
+            f"{s['fraction_of_matmul_peak_best']:6.1%} {s['fraction_of_matmul_peak_paired_median']:6.1%} | "
+            f"{s['cpu_normalized_sequences_per_second_median']:9.2f} "
+            f"{s['fraction_of_matmul_peak_cpu_normalized_median']:9.1%}{mark}"
+        )
+    for key, err in errors.items():
+        print(f"{key:40s} FAILED: {err[:100]}")
+    for w in warnings:
+        print(f"WARNING: {w}")
+    print(
+        "(* best variant per model, by median seq/s. peak% med = median seq/s / (median matmul GFLOP/s / "
+        f"{GFLOP_PER_SEQUENCE}); best = best / best; paired = median over steps of the ratio within one "
+        "step; cpu = per CPU-second of this process x nproc, the same against the matmul's. wall "
+        f"{report['wall_seconds']:.0f}s)"
+    )
+
+
 def main(argv=None):
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0], allow_abbrev=False)
     parser.add_argument("--output", help="write the JSON results here")
     parser.add_argument("--repeats", type=int, default=5, help="timed rounds (interleaved across variants)")
     parser.add_argument("--batches", type=int, default=2, help="forward passes per variant per round")
@@ -237,40 +345,7 @@ def main(argv=None):
     print(f"# {info['cpu_model']}, nproc={info['nproc']}, packages {info['packages']}", flush=True)
 
     # Build, compile, warm up, sanity-check.
-    variants, errors, sanity, build_seconds = {}, {}, {}, {}
-    for name in models:
-        t0 = time.perf_counter()
-        model, wrap = BUILDERS[name]()
-        eager = model(wrap(*tf_inputs), training=False)
-        seq, pooled = eager["sequence_output"], eager["pooled_output"]
-        sanity[name] = {
-            "sequence_output_shape": list(seq.shape),
-            "pooled_output_shape": list(pooled.shape),
-            "finite": bool(np.isfinite(seq.numpy()).all() and np.isfinite(pooled.numpy()).all()),
-            "parameters": int(sum(int(np.prod(w.shape)) for w in model.weights)),
-        }
-        build_seconds[name] = round(time.perf_counter() - t0, 1)
-        for jit in jits:
-            key = f"{name}/jit_compile={jit}"
-            t0 = time.perf_counter()
-            try:
-                forward = compile_forward(model, wrap, jit)
-                s, p = forward(*tf_inputs)  # trace + compile
-                first = time.perf_counter() - t0
-                sanity[name][f"max_abs_diff_eager_vs_jit_compile={jit}"] = float(
-                    np.abs(s.numpy() - seq.numpy()).max()
-                )
-                for _ in range(args.warmup):
-                    forward(*tf_inputs)
-                variants[key] = forward
-                build_seconds[key] = {
-                    "first_call": round(first, 1),
-                    "with_warmup": round(time.perf_counter() - t0, 1),
-                }
-                print(f"# ready {key}: first call {first:.1f}s", flush=True)
-            except Exception as e:  # noqa: BLE001 - record and go on
-                errors[key] = f"{type(e).__name__}: {str(e)[:500]}"
-                print(f"# FAILED {key}: {errors[key]}", flush=True)
+    variants, errors, sanity, build_seconds = build_variants(args, models, jits, tf_inputs)
 
     shapes = {(tuple(v["sequence_output_shape"]), tuple(v["pooled_output_shape"])) for v in sanity.values()}
     sanity_ok = len(shapes) == 1 and all(v["finite"] for v in sanity.values())
@@ -291,31 +366,9 @@ def main(argv=None):
     b = tf.random.normal((n, n), seed=2)
     tf.matmul(a, b)  # warm-up
     keys = list(variants)
-    step_matmul = []  # median matmul GFLOP/s of each step
-    step_matmul_cpu = []  # the same per CPU-second x nproc
-    step_times = {key: [] for key in keys}  # seconds of each single forward
-    step_cpu = {key: [] for key in keys}  # process CPU seconds of each single forward
-    round_times = {key: [] for key in keys}  # seconds per batch, per round
-    step = 0
-    for r in range(args.repeats):
-        for _ in range(args.batches):
-            mms = [time_matmul(a, b, n) for _ in range(args.matmul_repeats)]
-            step_matmul.append(statistics.median(m[0] for m in mms))
-            step_matmul_cpu.append(statistics.median(m[1] for m in mms))
-            order = keys[step % len(keys) :] + keys[: step % len(keys)]
-            for key in order:
-                wall, cpu = time_forward(variants[key], tf_inputs)
-                step_times[key].append(wall)
-                step_cpu[key].append(cpu)
-            step += 1
-        for key in keys:
-            round_times[key].append(sum(step_times[key][-args.batches :]) / args.batches)
-        line = ", ".join(f"{k} {batch / round_times[k][-1]:.2f}" for k in keys)
-        print(
-            f"# round {r + 1}/{args.repeats}: matmul {statistics.median(step_matmul[-args.batches :]):.0f} "
-            f"GFLOP/s; seq/s: {line}",
-            flush=True,
-        )
+    step_matmul, step_matmul_cpu, step_times, step_cpu, round_times = timed_rounds(
+        args, variants, tf_inputs, a, b
+    )
 
     mm_median, mm_best = statistics.median(step_matmul), max(step_matmul)
     peak_median, peak_best = mm_median / GFLOP_PER_SEQUENCE, mm_best / GFLOP_PER_SEQUENCE
@@ -372,9 +425,11 @@ def main(argv=None):
             "repeats": args.repeats,
             "batches_per_repeat": args.batches,
             "warmup_forwards": args.warmup,
-            "interleaving": "repeats x batches steps; each step: matmul x matmul_repeats (median kept), then one "
-            "forward of every variant, order rotated every step; a repeat's time is the mean of "
-            "its batches",
+            "interleaving": (
+                "repeats x batches steps; each step: matmul x matmul_repeats (median kept), then one "
+                "forward of every variant, order rotated every step; a repeat's time is the mean of its "
+                "batches"
+            ),
             "matmul": {"size": n, "dtype": "float32", "repeats_per_round": args.matmul_repeats},
             "gflop_per_sequence": GFLOP_PER_SEQUENCE,
             "gflop_per_sequence_exact": round(exact_flops_per_sequence(length) / 1e9, 3),
@@ -398,34 +453,7 @@ def main(argv=None):
         "wall_seconds": round(time.perf_counter() - wall_start, 1),
     }
 
-    print()
-    print(
-        f"matmul {n}x{n} fp32: median {mm_median:.1f} GFLOP/s, best {mm_best:.1f} "
-        f"-> peak {peak_median:.2f} seq/s (median)"
-    )
-    print(
-        f"{'variant':32s} {'seq/s med':>9s} {'best':>6s} {'s/batch min':>11s} "
-        f"{'peak% med':>9s} {'best':>6s} {'paired':>6s} | {'cpu seq/s':>9s} {'cpu peak%':>9s}"
-    )
-    for key, s in results.items():
-        mark = " *" if s.get("best_for_model") else ""
-        print(
-            f"{key:32s} {s['sequences_per_second_median']:9.2f} {s['sequences_per_second_best']:6.2f} "
-            f"{s['seconds_per_batch_min']:11.3f} {s['fraction_of_matmul_peak_median']:9.1%} "
-            f"{s['fraction_of_matmul_peak_best']:6.1%} {s['fraction_of_matmul_peak_paired_median']:6.1%} | "
-            f"{s['cpu_normalized_sequences_per_second_median']:9.2f} "
-            f"{s['fraction_of_matmul_peak_cpu_normalized_median']:9.1%}{mark}"
-        )
-    for key, err in errors.items():
-        print(f"{key:40s} FAILED: {err[:100]}")
-    for w in warnings:
-        print(f"WARNING: {w}")
-    print(
-        f"(* best variant per model, by median seq/s. peak% med = median seq/s / (median matmul GFLOP/s / "
-        f"{GFLOP_PER_SEQUENCE}); best = best / best; paired = median over steps of the ratio within one step; "
-        f"cpu = per CPU-second of this process x nproc, the same against the matmul's. "
-        f"wall {report['wall_seconds']:.0f}s)"
-    )
+    print_results(report, n, mm_median, mm_best, peak_median)
 
     if args.output:
         write_report(

@@ -148,6 +148,37 @@ def category(kind, post_ops, problem):
     return kind  # reorder, softmax, ...
 
 
+def group_item(g, wall_ms, peak, plain_gflop_per_s):
+    """One primitive group's line of the median forward: its time, and for matmuls its rate against
+    the square matmul's peak and (where measured alone) against the plain matmul of its shape."""
+    item = {
+        "ms": round(g["ms"], 1),
+        "share_of_wall": round(g["ms"] / wall_ms, 4),
+        "calls": g["calls"],
+        "post_ops": sorted(g["post_ops"]),
+    }
+    if g["gflop"]:
+        at_peak = g["gflop"] / peak * 1e3
+        item.update(
+            {
+                "gflop": round(g["gflop"], 2),
+                "gflop_per_s": round(g["gflop"] / g["ms"] * 1e3, 1),
+                "fraction_of_peak": round(g["gflop"] / g["ms"] * 1e3 / peak, 3),
+                "ms_over_peak": round(g["ms"] - at_peak, 1),
+            }
+        )
+        if plain_gflop_per_s:
+            plain_ms = g["gflop"] / plain_gflop_per_s * 1e3
+            item.update(
+                {
+                    "plain_matmul_gflop_per_s": round(plain_gflop_per_s, 1),
+                    "ms_plain_matmul_over_peak": round(plain_ms - at_peak, 1),
+                    "ms_fused_epilogue_and_rest": round(g["ms"] - plain_ms, 1),
+                }
+            )
+    return item
+
+
 def analyse(records, phases):
     def in_phase(phase):
         return [r for r in records if phase["start_ms"] <= r[0] <= phase["end_ms"]]
@@ -191,32 +222,7 @@ def analyse(records, phases):
     onednn_ms = sum(g["ms"] for g in groups.values())
     items = {}
     for name, g in sorted(groups.items(), key=lambda kv: -kv[1]["ms"]):
-        item = {
-            "ms": round(g["ms"], 1),
-            "share_of_wall": round(g["ms"] / wall_ms, 4),
-            "calls": g["calls"],
-            "post_ops": sorted(g["post_ops"]),
-        }
-        if g["gflop"]:
-            at_peak = g["gflop"] / peak * 1e3
-            item.update(
-                {
-                    "gflop": round(g["gflop"], 2),
-                    "gflop_per_s": round(g["gflop"] / g["ms"] * 1e3, 1),
-                    "fraction_of_peak": round(g["gflop"] / g["ms"] * 1e3 / peak, 3),
-                    "ms_over_peak": round(g["ms"] - at_peak, 1),
-                }
-            )
-            if name in plain_gflops and plain_gflops[name]:
-                plain_ms = g["gflop"] / plain_gflops[name] * 1e3
-                item.update(
-                    {
-                        "plain_matmul_gflop_per_s": round(plain_gflops[name], 1),
-                        "ms_plain_matmul_over_peak": round(plain_ms - at_peak, 1),
-                        "ms_fused_epilogue_and_rest": round(g["ms"] - plain_ms, 1),
-                    }
-                )
-        items[name] = item
+        items[name] = group_item(g, wall_ms, peak, plain_gflops.get(name))
     outside_ms = wall_ms - onednn_ms
     gap_ms = wall_ms - ideal_ms
 
@@ -261,7 +267,7 @@ def analyse(records, phases):
 
 
 def main(argv=None):
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0], allow_abbrev=False)
     parser.add_argument("--output", default=os.path.join(RESULTS, "backbone_profile.json"))
     parser.add_argument("--repeats", type=int, default=5)
     parser.add_argument(
@@ -317,8 +323,8 @@ def main(argv=None):
     )
     m = result["median_forward"]
     print(
-        f"forward {m['wall_ms']:.0f} ms = {m['fraction_of_peak']:.1%} of the {result['peak_gflop_per_s_median']:.0f} "
-        f"GFLOP/s peak; gap {m['gap_to_peak_ms']:.0f} ms:"
+        f"forward {m['wall_ms']:.0f} ms = {m['fraction_of_peak']:.1%} of the "
+        f"{result['peak_gflop_per_s_median']:.0f} GFLOP/s peak; gap {m['gap_to_peak_ms']:.0f} ms:"
     )
     for k, v in m["gap_budget_ms"].items():
         print(f"  {k:45s} {v:8.1f} ms")

@@ -150,7 +150,7 @@ def embedding(work, sentences, workers):
 def main(argv=None):
     if argv is None and sys.argv[1:2] == ["--child"]:
         return child(sys.argv[2:])
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0], allow_abbrev=False)
     parser.add_argument("--reviews", type=int, default=400, help="Reviews in the 1x pretraining corpus.")
     parser.add_argument("--scales", type=int, nargs="+", default=[1, 10])
     parser.add_argument("--split-bytes", type=int, default=100_000)

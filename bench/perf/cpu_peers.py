@@ -123,7 +123,8 @@ def _latency(call, texts):
 
 def ours_child(run, precision, sentences_path):
     """One of our precisions behind the protocol (module docstring)."""
-    import keras_bert_impl  # noqa: F401  (first, as `kbert` does: it sets oneDNN's switch before TensorFlow loads)
+    # First, as `kbert` does: it sets oneDNN's switch before TensorFlow loads.
+    import keras_bert_impl  # noqa: F401
     import keras
 
     from keras_bert_impl.inference import TextPredictor
@@ -388,33 +389,8 @@ def _summary(values):
     return {"median": float(np.median(values)), "min": float(values.min()), "max": float(values.max())}
 
 
-def main(argv=None):
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument(
-        "--peers-python",
-        default=os.path.join(REPO, ".venv-peers", "bin", "python"),
-        help="Python of .venv-peers (make peers-venv).",
-    )
-    parser.add_argument("--rounds", type=int, default=5)
-    parser.add_argument(
-        "--runtimes",
-        default=None,
-        help="Comma-separated subset to run (default: all; the capped ones where the CPU has AVX-512).",
-    )
-    parser.add_argument("--wait-idle", type=float, default=0)
-    parser.add_argument("--output", default=os.path.join("bench", "results", "cpu_peers.json"))
-    # The child modes (this script runs itself as the children of ours).
-    parser.add_argument(
-        "--ours-child", choices=("fp32", "bf16", "int8", "fp32_litert"), help=argparse.SUPPRESS
-    )
-    parser.add_argument("--onednn-check", choices=("fp32", "bf16"), help=argparse.SUPPRESS)
-    parser.add_argument("--run", help=argparse.SUPPRESS)
-    parser.add_argument("--sentences", help=argparse.SUPPRESS)
-    args = parser.parse_args(argv)
-    if args.ours_child:
-        return ours_child(args.run, args.ours_child, args.sentences)
-    if args.onednn_check:
-        return onednn_check_child(args.run, args.onednn_check, args.sentences)
+def checked_runtimes(args):
+    """(the runtimes to run, those of them capped at CAP_ISA), checked against this CPU."""
     # CpuFeatures by its path, not the package: see cpu_features_class (the peers' peak memory).
     avx512 = cpu_features_class().of_this_machine().has("AVX-512")
     known = OURS + tuple(CAPPED) + PEERS
@@ -434,89 +410,54 @@ def main(argv=None):
             f"--runtimes {','.join(capped)}: this CPU has no AVX-512, so capping oneDNN at {CAP_ISA} "
             "changes nothing; leave them out."
         )
-    texts, labels, test_idx, run, hf, sentences, calibration = _prepare(FOLDER)
-    machine = machine_info()
-    # The cap checked before any timing: oneDNN's own account of its ISA and kernels, native and capped.
-    dispatch = {}
-    for precision in sorted({CAPPED[name] for name in capped}):
-        dispatch[f"{precision}_native"] = onednn_dispatch(run, sentences, precision)
-        dispatch[f"{precision}_capped"] = record = onednn_dispatch(run, sentences, precision, cap=CAP_ISA)
-        # oneDNN prints its ISA when it starts, so a child that fails later still shows whether the cap held.
-        record["cap_took_effect"] = cap_took_effect(record) if record["isa"] else None
-        print(
-            f"oneDNN {precision}: native {dispatch[f'{precision}_native']['isa']}, capped {record['isa']} "
-            f"(exit {record['returncode']}): {record['implementations']}",
-            flush=True,
-        )
-        if record["cap_took_effect"] is False:
-            raise SystemExit(f"ONEDNN_MAX_CPU_ISA={CAP_ISA} did not take effect for {precision}: {record}")
-    if args.wait_idle:
-        wait_for_idle(args.wait_idle)
+    return runtimes, capped
 
-    children, failed = {}, {}
-    for name in runtimes:
-        env = None
-        if name in OURS or name in CAPPED:
-            precision = CAPPED.get(name, name[len("ours_") :])
-            command = [
-                sys.executable,
-                "-m",
-                "bench.perf.cpu_peers",
-                "--ours-child",
-                precision,
-                "--run",
-                run,
-                "--sentences",
-                sentences,
-            ]
-            # Spelled here, not imported: this parent stays without the package (cpu_features_class).
-            env = {**os.environ, "KBERT_CACHE_DIR": "off"}
-            if name in CAPPED:
-                env["ONEDNN_MAX_CPU_ISA"] = CAP_ISA
-        else:
-            command = [
-                args.peers_python,
-                "-m",
-                "bench.reference.classify_peers",
-                "--serve",
-                "--model",
-                hf,
-                "--sentences",
-                sentences,
-                "--peer",
-                name,
-                "--threads",
-                "2",
-                "--calibration",
-                calibration,
-                "--latency-sentences",
-                str(LATENCY_SENTENCES),
-            ]
-        try:
-            children[name] = _Child(name, command, FOLDER, env=env)
-        except RuntimeError as error:  # a peer that will not run here is listed with its error
-            failed[name] = str(error)
-    loads = []
-    seconds, predicted = interleaved_passes(children, args.rounds, len(texts), loads)
-    latency = {name: child.ask("latency")["latency_batch1_ms"] for name, child in children.items()}
-    closing = {name: child.close() for name, child in children.items()}
 
-    with open(os.path.join(hf, "config.json"), encoding="utf-8") as f:
-        label2id = json.load(f)[
-            "label2id"
-        ]  # the run's label names ("-1", "1") to the ids every side predicts
-    truth = np.array([label2id[str(label)] for label in labels[test_idx]])
-    rows = {}
-    for name, child in children.items():
-        per_round = [len(texts) / s for s in seconds[name]]
-        rows[name] = {
-            "sentences_per_second": per_round,
-            "sentences_per_second_summary": _summary(per_round),
-            "accuracy_800_held_out": float(np.mean(predicted[name][test_idx] == truth)),
-            "latency_batch1_ms": latency[name],
-            **{k: v for k, v in child.ready.items() if k != "ready"},
-            **closing[name],
-        }
+def child_command(name, args, run, sentences, hf, calibration):
+    """(command, environment or None) of the child that serves runtime `name`."""
+    env = None
+    if name in OURS or name in CAPPED:
+        precision = CAPPED.get(name, name[len("ours_") :])
+        command = [
+            sys.executable,
+            "-m",
+            "bench.perf.cpu_peers",
+            "--ours-child",
+            precision,
+            "--run",
+            run,
+            "--sentences",
+            sentences,
+        ]
+        # Spelled here, not imported: this parent stays without the package (cpu_features_class).
+        env = {**os.environ, "KBERT_CACHE_DIR": "off"}
+        if name in CAPPED:
+            env["ONEDNN_MAX_CPU_ISA"] = CAP_ISA
+    else:
+        command = [
+            args.peers_python,
+            "-m",
+            "bench.reference.classify_peers",
+            "--serve",
+            "--model",
+            hf,
+            "--sentences",
+            sentences,
+            "--peer",
+            name,
+            "--threads",
+            "2",
+            "--calibration",
+            calibration,
+            "--latency-sentences",
+            str(LATENCY_SENTENCES),
+        ]
+    return command, env
+
+
+def runtime_ratios(rows, children):
+    """Speed ratios: ours against the fastest peer of its kind, our precisions against our fp32,
+    capped against native."""
 
     def ratio(ours, other):
         per_round = [
@@ -552,6 +493,85 @@ def main(argv=None):
     ):
         if ours in children and other in children:
             ratios[f"{ours}_over_{other}"] = ratio(ours, other)
+    return ratios
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0], allow_abbrev=False)
+    parser.add_argument(
+        "--peers-python",
+        default=os.path.join(REPO, ".venv-peers", "bin", "python"),
+        help="Python of .venv-peers (make peers-venv).",
+    )
+    parser.add_argument("--rounds", type=int, default=5)
+    parser.add_argument(
+        "--runtimes",
+        default=None,
+        help="Comma-separated subset to run (default: all; the capped ones where the CPU has AVX-512).",
+    )
+    parser.add_argument("--wait-idle", type=float, default=0)
+    parser.add_argument("--output", default=os.path.join("bench", "results", "cpu_peers.json"))
+    # The child modes (this script runs itself as the children of ours).
+    parser.add_argument(
+        "--ours-child", choices=("fp32", "bf16", "int8", "fp32_litert"), help=argparse.SUPPRESS
+    )
+    parser.add_argument("--onednn-check", choices=("fp32", "bf16"), help=argparse.SUPPRESS)
+    parser.add_argument("--run", help=argparse.SUPPRESS)
+    parser.add_argument("--sentences", help=argparse.SUPPRESS)
+    args = parser.parse_args(argv)
+    if args.ours_child:
+        return ours_child(args.run, args.ours_child, args.sentences)
+    if args.onednn_check:
+        return onednn_check_child(args.run, args.onednn_check, args.sentences)
+    runtimes, capped = checked_runtimes(args)
+    texts, labels, test_idx, run, hf, sentences, calibration = _prepare(FOLDER)
+    machine = machine_info()
+    # The cap checked before any timing: oneDNN's own account of its ISA and kernels, native and capped.
+    dispatch = {}
+    for precision in sorted({CAPPED[name] for name in capped}):
+        dispatch[f"{precision}_native"] = onednn_dispatch(run, sentences, precision)
+        dispatch[f"{precision}_capped"] = record = onednn_dispatch(run, sentences, precision, cap=CAP_ISA)
+        # oneDNN prints its ISA when it starts, so a child that fails later still shows whether the cap held.
+        record["cap_took_effect"] = cap_took_effect(record) if record["isa"] else None
+        print(
+            f"oneDNN {precision}: native {dispatch[f'{precision}_native']['isa']}, capped {record['isa']} "
+            f"(exit {record['returncode']}): {record['implementations']}",
+            flush=True,
+        )
+        if record["cap_took_effect"] is False:
+            raise SystemExit(f"ONEDNN_MAX_CPU_ISA={CAP_ISA} did not take effect for {precision}: {record}")
+    if args.wait_idle:
+        wait_for_idle(args.wait_idle)
+
+    children, failed = {}, {}
+    for name in runtimes:
+        command, env = child_command(name, args, run, sentences, hf, calibration)
+        try:
+            children[name] = _Child(name, command, FOLDER, env=env)
+        except RuntimeError as error:  # a peer that will not run here is listed with its error
+            failed[name] = str(error)
+    loads = []
+    seconds, predicted = interleaved_passes(children, args.rounds, len(texts), loads)
+    latency = {name: child.ask("latency")["latency_batch1_ms"] for name, child in children.items()}
+    closing = {name: child.close() for name, child in children.items()}
+
+    # The run's label names ("-1", "1") to the ids every side predicts.
+    with open(os.path.join(hf, "config.json"), encoding="utf-8") as f:
+        label2id = json.load(f)["label2id"]
+    truth = np.array([label2id[str(label)] for label in labels[test_idx]])
+    rows = {}
+    for name, child in children.items():
+        per_round = [len(texts) / s for s in seconds[name]]
+        rows[name] = {
+            "sentences_per_second": per_round,
+            "sentences_per_second_summary": _summary(per_round),
+            "accuracy_800_held_out": float(np.mean(predicted[name][test_idx] == truth)),
+            "latency_batch1_ms": latency[name],
+            **{k: v for k, v in child.ready.items() if k != "ready"},
+            **closing[name],
+        }
+
+    ratios = runtime_ratios(rows, children)
     results = {
         "sentences": len(texts),
         "held_out": len(test_idx),
@@ -583,7 +603,8 @@ def main(argv=None):
 
     write_json_atomically(results_by_cpu(args.output, report), args.output, indent=2)
     print(
-        f"wrote {args.output} (the run of {cpu_features_class()(machine['cpu_model'], machine['cpu_simd']).describe()})",
+        f"wrote {args.output} (the run of "
+        f"{cpu_features_class()(machine['cpu_model'], machine['cpu_simd']).describe()})",
         flush=True,
     )
     return 0

@@ -29,7 +29,7 @@ MINILM_KERAS = os.path.join(WORK, "minilm.keras")
 
 
 def main(argv=None):
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0], allow_abbrev=False)
     parser.add_argument(
         "--torch-python", required=True, help="Python of .venv-torch (make .venv-torch/.installed)."
     )

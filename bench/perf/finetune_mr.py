@@ -33,7 +33,7 @@ from bench.mr_finetune import finetune_command, finetune_ours, finetune_referenc
 
 
 def main(argv=None):
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0], allow_abbrev=False)
     parser.add_argument("--output", default=os.path.join(RESULTS, "finetune_mr.json"))
     parser.add_argument("--work", default=os.path.join(WORK, "finetune_mr"))
     parser.add_argument(
@@ -142,8 +142,9 @@ def main(argv=None):
     line = f"ours: accuracy {ours_side['accuracy']:.4f}, epoch seconds {ours_side['epoch_train_seconds']}"
     if reference:
         line += (
-            f"; PyTorch: accuracy {reference['test_accuracy']:.4f}, epoch seconds {reference['epoch_seconds']}; "
-            f"epoch time ratio {results['epoch_time_ratio_ours_over_pytorch']:.3f}"
+            f"; PyTorch: accuracy {reference['test_accuracy']:.4f}, epoch seconds "
+            f"{reference['epoch_seconds']}; epoch time ratio "
+            f"{results['epoch_time_ratio_ours_over_pytorch']:.3f}"
         )
     print(line)
     return 0

@@ -30,7 +30,7 @@ from bench.mr_finetune import finetune_command, finetune_ours, finetune_referenc
 
 
 def main(argv=None):
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0], allow_abbrev=False)
     parser.add_argument("--output", default=os.path.join(RESULTS, "finetune_mr_buckets.json"))
     parser.add_argument("--work", default=os.path.join(WORK, "finetune_mr_buckets"))
     parser.add_argument(

@@ -339,9 +339,58 @@ def litert_matmul_peak(quantization, n=2048, repeats=7, threads=THREADS, inspect
     return 2 * n**3 / float(np.median(times)) / 1e9
 
 
+def _tf_forward(function):
+    """(forward, profile) of a TensorFlow function of the three id inputs: logits as numpy, and the
+    per-op milliseconds of a sample of batches, grouped."""
+    import tensorflow as tf
+
+    from bench.perf.inference_throughput import tf_op_ms
+
+    def forward(*ids):
+        return function(*(tf.constant(a) for a in ids))["logits"].numpy()
+
+    def profile(sample):
+        per_node = tf_op_ms(lambda: [forward(*ids) for _, *ids in sample], 1)
+        return _grouped(
+            {key: ms / len(sample) for key, ms in per_node.items()}, lambda n, o: _categorize_tf(n, o)
+        )
+
+    return forward, profile
+
+
+def _warm_up(forward, batches):
+    for _, *ids in batches:  # every shape once (XLA compiles each here)
+        forward(*ids)
+
+
+def _child_setup(backbone, count, batches):
+    """What a child of ours reports of its set-up: oneDNN, the forward's GFLOP per sentence over
+    `batches`, TensorFlow's thread pools and the environment that sets them."""
+    import tensorflow as tf
+
+    from bench.perf.cpu_peers import onednn_on
+    from bench.perf.inference_throughput import forward_flop
+
+    return {
+        "onednn_on": onednn_on(),
+        "gflop_per_sentence": forward_flop(backbone, [(len(r), ids.shape[1]) for r, ids, _, _ in batches])
+        / count
+        / 1e9,
+        "tf_threads": [
+            tf.config.threading.get_intra_op_parallelism_threads(),
+            tf.config.threading.get_inter_op_parallelism_threads(),
+        ],
+        "environment": {
+            k: os.environ.get(k)
+            for k in sorted({"TF_ENABLE_ONEDNN_OPTS", *(k for v in ENVIRONMENT.values() for k in v)})
+        },
+    }
+
+
 def ours_child(name, run, batches_path):
     """One of our forwards (the module docstring's contenders) behind the protocol."""
-    import keras_bert_impl  # noqa: F401  (first, as a user's `kbert`: it sets oneDNN's switch before TensorFlow loads)
+    # First, as a user's `kbert`: it sets oneDNN's switch before TensorFlow loads.
+    import keras_bert_impl  # noqa: F401
     import tensorflow as tf
 
     if name in THREAD_POOLS:  # before anything runs
@@ -349,7 +398,7 @@ def ours_child(name, run, batches_path):
         tf.config.threading.set_inter_op_parallelism_threads(THREAD_POOLS[name][1])
     import keras
 
-    from bench.perf.inference_throughput import forward_flop, matmul_peak, tf_op_ms
+    from bench.perf.inference_throughput import matmul_peak
     from keras_bert_impl.tensor_names import MODEL_ID_INPUTS
     from keras_bert_impl.inference import Int8Forward, TextPredictor
 
@@ -387,40 +436,20 @@ def ours_child(name, run, batches_path):
 
             concrete = function.get_concrete_function()
             frozen = convert_variables_to_constants_v2(concrete)
-            function = lambda *ids: tf.nest.pack_sequence_as(concrete.structured_outputs, frozen(*ids))  # noqa: E731
 
-        def forward(*ids):
-            return function(*(tf.constant(a) for a in ids))["logits"].numpy()
+            def function(*ids):
+                return tf.nest.pack_sequence_as(concrete.structured_outputs, frozen(*ids))
 
-        def profile(sample):
-            per_node = tf_op_ms(lambda: [forward(*ids) for _, *ids in sample], 1)
-            return _grouped(
-                {key: ms / len(sample) for key, ms in per_node.items()}, lambda n, o: _categorize_tf(n, o)
-            )
+        forward, profile = _tf_forward(function)
 
     build_seconds = time.perf_counter() - start
     start = time.perf_counter()
-    for _, *ids in batches:  # warm-up: every shape once (XLA compiles each here)
-        forward(*ids)
+    _warm_up(forward, batches)
     warm_up = time.perf_counter() - start
-    backbone = model.backbone
-    from bench.perf.cpu_peers import onednn_on
-
     ready = {
         "build_seconds": build_seconds,
         "warm_up_pass_seconds": warm_up,
-        "onednn_on": onednn_on(),
-        "gflop_per_sentence": forward_flop(backbone, [(len(r), ids.shape[1]) for r, ids, _, _ in batches])
-        / count
-        / 1e9,
-        "tf_threads": [
-            tf.config.threading.get_intra_op_parallelism_threads(),
-            tf.config.threading.get_inter_op_parallelism_threads(),
-        ],
-        "environment": {
-            k: os.environ.get(k)
-            for k in sorted({"TF_ENABLE_ONEDNN_OPTS", *(k for v in ENVIRONMENT.values() for k in v)})
-        },
+        **_child_setup(model.backbone, count, batches),
     }
     with open(os.path.join(FOLDER, "mr_sentences.txt"), encoding="utf-8") as f:
         texts = [line.rstrip("\n") for line in f]
@@ -548,7 +577,8 @@ def ort_child(name, hf, batches_path):
     def idle(batch):
         return np.zeros((len(batch["input_ids"]), 2), np.float32)
 
-    # Everything of the peers' pass but the forward (classify_peers.classify with a forward that does nothing).
+    # Everything of the peers' pass but the forward
+    # (classify_peers.classify with a forward that does nothing).
     extra = {
         "tokenize": lambda: {
             "seconds": _timed(lambda: classify_peers.classify(idle, tokenizer, texts, 32, 0))
@@ -566,8 +596,41 @@ def _timed(call):
 # --- the parent -------------------------------------------------------------------------------
 
 
+def run_child(name, model):
+    """The child process of contender `name` (this script run with --child)."""
+    if name in ORT:
+        return ort_child(name, model, BATCHES)
+    if name == "ours_fp32_jax":
+        return jax_child(model, BATCHES)
+    return ours_child(name, model, BATCHES)
+
+
+def tokenize_rounds(children):
+    """Seconds of a whole pass but the forward, per round, on the sides whose pipelines differ."""
+    tokenize = {}
+    for _ in range(TOKENIZE_ROUNDS):
+        for name in ("ours_fp32", *ORT[:1]):
+            if name in children:
+                tokenize.setdefault(name, []).append(children[name].ask("tokenize")["seconds"])
+    return tokenize
+
+
+def fp32_ceiling(rows, peaks):
+    """Each contender's speed against the fp32 matmul ceiling and against its own."""
+    gflop = rows["ours_fp32"]["gflop_per_sentence"]
+    limits = {name: max(peak) / gflop for name, peak in peaks.items()}
+    median = {name: float(np.median(rows[name]["sentences_per_second"])) for name in rows}
+    return {
+        "matmul_2048_gflop_per_s": peaks,
+        "gflop_per_sentence_executed": gflop,
+        "fp32_ceiling_sentences_per_s": limits,
+        "share_of_fp32_ceiling": {name: median[name] / limits["ours_fp32"] for name in rows},
+        "share_of_own_ceiling": {name: median[name] / limit for name, limit in limits.items()},
+    }
+
+
 def main(argv=None):
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0], allow_abbrev=False)
     parser.add_argument("--peers-python", default=os.path.join(REPO, ".venv-peers", "bin", "python"))
     parser.add_argument(
         "--jax-python",
@@ -582,11 +645,7 @@ def main(argv=None):
     parser.add_argument("--model", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.child:
-        if args.child in ORT:
-            return ort_child(args.child, args.model, BATCHES)
-        if args.child == "ours_fp32_jax":
-            return jax_child(args.model, BATCHES)
-        return ours_child(args.child, args.model, BATCHES)
+        return run_child(args.child, args.model)
     contenders = [c.strip() for c in args.contenders.split(",") if c.strip()]
     unknown = sorted(set(contenders) - set(CONTENDERS))
     if unknown or args.rounds < 1:
@@ -633,11 +692,7 @@ def main(argv=None):
         peak.append(children[name].ask("peak")["matmul_2048_gflop_per_s"])
     profiles = {name: child.ask("profile")["profile"] for name, child in children.items()}
     # The rest of a whole pass (cpu_peers' figure), on the sides whose pipelines differ.
-    tokenize = {}
-    for _ in range(TOKENIZE_ROUNDS):
-        for name in ("ours_fp32", *ORT[:1]):
-            if name in children:
-                tokenize.setdefault(name, []).append(children[name].ask("tokenize")["seconds"])
+    tokenize = tokenize_rounds(children)
     for child in children.values():
         child.close()
 
@@ -667,18 +722,7 @@ def main(argv=None):
                 - float(np.mean(predicted[base][test_idx] == truth)),
                 "labels_equal_to_it": float(np.mean(predicted[name] == predicted[base])),
             }
-    ceiling = None
-    if "ours_fp32" in children:
-        gflop = rows["ours_fp32"]["gflop_per_sentence"]
-        limits = {name: max(peak) / gflop for name, peak in peaks.items()}
-        median = {name: float(np.median(rows[name]["sentences_per_second"])) for name in rows}
-        ceiling = {
-            "matmul_2048_gflop_per_s": peaks,
-            "gflop_per_sentence_executed": gflop,
-            "fp32_ceiling_sentences_per_s": limits,
-            "share_of_fp32_ceiling": {name: median[name] / limits["ours_fp32"] for name in rows},
-            "share_of_own_ceiling": {name: median[name] / limit for name, limit in limits.items()},
-        }
+    ceiling = fp32_ceiling(rows, peaks) if "ours_fp32" in children else None
     results = {
         "sentences": len(texts),
         "held_out": len(test_idx),

@@ -31,7 +31,7 @@ TEST = os.path.join(WORK, "distill_mr", "mr_test.csv")
 
 
 def main(argv=None):
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0], allow_abbrev=False)
     parser.add_argument("--run", default=RUN)
     parser.add_argument("--sentences", type=int, default=1000)
     parser.add_argument("--rounds", type=int, default=2)
@@ -70,7 +70,10 @@ def main(argv=None):
                 TextPredictor(m, sequence_length=seq_len, batch_size=32).predict(sample)["logits"]
                 for m in (int8, reloaded)
             )
-            int8_reload = f"saved and loaded; max |logit change| over {len(sample)} test rows {np.abs(before - after).max():.2e}"
+            int8_reload = (
+                f"saved and loaded; max |logit change| over {len(sample)} test rows "
+                f"{np.abs(before - after).max():.2e}"
+            )
         except Exception as e:  # what a user would meet: recorded, not hidden
             int8_reload = f"{type(e).__name__}: {' '.join(str(e).split())[:300]}"
 

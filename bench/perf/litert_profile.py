@@ -273,7 +273,7 @@ def _write(folder, name, flatbuffer):
 
 
 def main(argv=None):
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0], allow_abbrev=False)
     parser.add_argument("--batch", type=int, default=32)
     parser.add_argument("--width", type=int, default=32)
     parser.add_argument("--forwards", type=int, default=200)
@@ -319,7 +319,8 @@ def main(argv=None):
                 **profile(path, args.batch, args.width, args.forwards, folder),
             }
             print(
-                f"{name}: {profiles[name]['ms_per_forward']:.2f} ms per [{args.batch}, {args.width}] forward; "
+                f"{name}: {profiles[name]['ms_per_forward']:.2f} ms per [{args.batch}, {args.width}] "
+                "forward; "
                 + ", ".join(f"{k} {v['ms']:.1f}" for k, v in list(profiles[name]["by_category"].items())[:6]),
                 flush=True,
             )

@@ -44,7 +44,7 @@ CACHE_VARIABLE = "KBERT_CACHE_DIR"
 
 
 def main(argv=None):
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0], allow_abbrev=False)
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument(
         "--contenders",

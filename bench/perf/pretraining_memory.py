@@ -135,7 +135,7 @@ def measure(corpus, output, dupe_factor, buffer):
         if proc.returncode != 0:
             err.seek(0)
             raise RuntimeError(f"child failed ({proc.returncode}): {' '.join(cmd)}\n{err.read()[-3000:]}")
-    line = [l for l in out.splitlines() if l.startswith("RESULT ")][-1]
+    line = [text for text in out.splitlines() if text.startswith("RESULT ")][-1]
     result = json.loads(line[len("RESULT ") :])
     result["wall_seconds_with_startup"] = wall
     result["child_ru_maxrss_kib"] = usage.ru_maxrss
@@ -149,7 +149,7 @@ def measure(corpus, output, dupe_factor, buffer):
 
 def main(argv=None):
     parser = argparse.ArgumentParser(
-        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter, allow_abbrev=False
     )
     parser.add_argument("--dupe-factor", type=int, default=2)
     parser.add_argument(
@@ -227,10 +227,11 @@ def main(argv=None):
             "shuffle_buffer_size": 10000,
             "num_shards": 4,
             "measurement": (
-                "each run in its own child process. peak_rss = ru_maxrss of that child from os.wait4 (whole "
-                "process, imports included). data_phase_peak_rss = VmHWM after resetting it (/proc/self/clear_refs "
-                "= 5) once imports, vocabulary and the tokenizer graph are ready, i.e. the peak while reading, "
-                "building and writing; data_phase_growth = that peak minus the RSS at the reset."
+                "each run in its own child process. peak_rss = ru_maxrss of that child from os.wait4 "
+                "(whole process, imports included). data_phase_peak_rss = VmHWM after resetting it "
+                "(/proc/self/clear_refs = 5) once imports, vocabulary and the tokenizer graph are ready, "
+                "i.e. the peak while reading, building and writing; data_phase_growth = that peak minus "
+                "the RSS at the reset."
             ),
         },
         "runs": runs,
@@ -243,10 +244,10 @@ def main(argv=None):
         "target_ratio": 1.5,
         "meets_target": ratio <= 1.5 and data_ratio <= 1.5,
         "contrast": (
-            "the *_whole_corpus_in_memory runs keep every tokenized document (document buffer larger than the "
-            "corpus, Google's whole-corpus behaviour for documents; Google's script also keeps every instance, "
-            "which these runs do not): their data-phase growth scales with the corpus, showing what the bounded "
-            "buffer saves and that the measurement does see corpus-sized memory"
+            "the *_whole_corpus_in_memory runs keep every tokenized document (document buffer larger than "
+            "the corpus, Google's whole-corpus behaviour for documents; Google's script also keeps every "
+            "instance, which these runs do not): their data-phase growth scales with the corpus, showing "
+            "what the bounded buffer saves and that the measurement does see corpus-sized memory"
         ),
     }
     write_report(args.output, f"peak RSS of kbert pretrain-data, 1x vs {args.repeat}x corpus", result, info)

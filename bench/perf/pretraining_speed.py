@@ -34,8 +34,10 @@ random weights (never KerasHub's `from_preset`).
 
     make bench-pretraining-speed     # or:
     python -m bench.perf.pretraining_speed --wait-idle 60 --rounds 16 --steps 30 \
-        --only ours kerashub ours_mlm_only kerashub_default_metric --output bench/results/pretraining_speed.json
-    python -m bench.perf.pretraining_speed --rounds 3 --steps 10 --output /tmp/pretraining_speed.json  # quick look
+        --only ours kerashub ours_mlm_only kerashub_default_metric \
+        --output bench/results/pretraining_speed.json
+    # a quick look:
+    python -m bench.perf.pretraining_speed --rounds 3 --steps 10 --output /tmp/pretraining_speed.json
     python -m bench.perf.pretraining_speed --xla --only ours kerashub ours_mlm_only  # also with XLA
 
 A default run (8 rounds x 20 steps, two variants, no XLA) takes about 3 minutes
@@ -108,17 +110,25 @@ PAD, CLS, SEP, MASK, FIRST_WORD = 0, 101, 102, 103, 1000
 
 MODELS = ("ours", "kerashub")
 DESCRIPTIONS = {
-    "ours": f'keras_bert_impl.BertPretrainer(BertBackbone.from_preset("{PRESET}")): MLM + NSP, exact erf GELU '
-    "(the preset default); its default loss and metrics, as `kbert pretrain` trains it",
-    "kerashub": "keras_hub.models.BertMaskedLM(keras_hub.models.BertBackbone(same config), preprocessor=None): "
-    "MLM only (no NSP head), tanh GELU in the encoder, exact GELU in the MLM head; "
-    "compiled with the same loss and MLM accuracy metric as ours",
+    "ours": (
+        f'keras_bert_impl.BertPretrainer(BertBackbone.from_preset("{PRESET}")): MLM + NSP, exact erf '
+        "GELU (the preset default); its default loss and metrics, as `kbert pretrain` trains it"
+    ),
+    "kerashub": (
+        "keras_hub.models.BertMaskedLM(keras_hub.models.BertBackbone(same config), preprocessor=None): MLM "
+        "only (no NSP head), tanh GELU in the encoder, exact GELU in the MLM head; compiled with the same "
+        "loss and MLM accuracy metric as ours"
+    ),
     "kerashub_default_metric": "diagnostic: KerasHub's BertMaskedLM with its default compile (Keras' "
     "SparseCategoricalAccuracy, a full argmax over the vocabulary)",
-    "ours_mlm_only": "diagnostic: ours with the NSP output cut off (keras.Model(inputs, mlm_logits) over the same "
-    "layers), MLM loss and weighted metric only: the like-for-like comparison with KerasHub",
-    "ours_gelu_approximate": "diagnostic: ours with activation='gelu_approximate' in the encoder (KerasHub's), "
-    "exact GELU in the MLM head (as KerasHub's)",
+    "ours_mlm_only": (
+        "diagnostic: ours with the NSP output cut off (keras.Model(inputs, mlm_logits) over the same "
+        "layers), MLM loss and weighted metric only: the like-for-like comparison with KerasHub"
+    ),
+    "ours_gelu_approximate": (
+        "diagnostic: ours with activation='gelu_approximate' in the encoder (KerasHub's), exact GELU in "
+        "the MLM head (as KerasHub's)"
+    ),
 }
 # --- data -------------------------------------------------------------------
 
@@ -316,11 +326,12 @@ def summarize(seconds, cpu_seconds, batch):
     }
 
 
-def main(argv=None):
+def parse_args(argv):
     parser = argparse.ArgumentParser(
         description=__doc__.split("\n\n")[0],
         formatter_class=argparse.RawDescriptionHelpFormatter,
         epilog=__doc__.split("\n\n", 1)[1],
+        allow_abbrev=False,
     )
     parser.add_argument("--output", help="write the JSON results here (atomically)")
     parser.add_argument("--rounds", type=int, default=8, help="timed rounds, interleaved across variants")
@@ -372,28 +383,14 @@ def main(argv=None):
             parser.error(f"--{name.replace('_', '-')} must be >= 1. Received: {getattr(args, name)}")
     if args.seq_len < 8 or args.seq_len > CONFIG["max_sequence_length"]:
         parser.error(f"--seq-len must be in [8, {CONFIG['max_sequence_length']}]. Received: {args.seq_len}")
-
-    wall_start = time.perf_counter()
-    names = args.only or list(MODELS)
     if args.xla:
         args.jit = ["off", "on"]
-    jits = [j == "on" for j in ("off", "on") if j in args.jit]
-    keras.utils.set_random_seed(args.seed)
-    info = machine_info(**tensorflow_threads())
-    print(
-        f"# {info['cpu_model']}, nproc={NPROC}, packages {info['packages']}, loadavg {info['loadavg_at_start']}",
-        flush=True,
-    )
+    return args
 
-    batches = dict(zip(("ours", "kerashub"), make_batches(args)))
-    masked_per_sequence = float(
-        np.mean([w["mlm_logits"].numpy().sum(axis=1).mean() for _, _, w in batches["ours"]])
-    )
-    real_tokens = float(
-        np.mean([x["padding_mask"].numpy().sum(axis=1).mean() for x, _, _ in batches["ours"]])
-    )
 
-    # Build, compile, warm up.
+def build_variants(args, names, jits, batches):
+    """Every variant built, compiled and warmed up: (models, datasets, parameters, build_seconds,
+    warmup_logs, errors), keyed by "name/jit_compile=..." (parameters by name)."""
     models, datasets, parameters, build_seconds, warmup_logs, errors = {}, {}, {}, {}, {}, {}
     for name in names:
         builder, source, adapt = VARIANTS[name]
@@ -418,18 +415,17 @@ def main(argv=None):
             }
             build_seconds[key] = round(time.perf_counter() - t0, 1)
             print(
-                f"# ready {key}: {parameters[name]['total']:,} parameters, build + {args.warmup_steps} warm-up "
-                f"steps {build_seconds[key]:.1f}s, loss {warmup_logs[key].get('loss')}",
+                f"# ready {key}: {parameters[name]['total']:,} parameters, build + {args.warmup_steps} "
+                f"warm-up steps {build_seconds[key]:.1f}s, loss {warmup_logs[key].get('loss')}",
                 flush=True,
             )
+    return models, datasets, parameters, build_seconds, warmup_logs, errors
 
-    if args.wait_idle > 0:
-        waited = wait_for_idle(args.wait_idle)
-        print(f"# waited {waited:.0f}s for the machine to go idle; loadavg {read_loadavg()}", flush=True)
-    load_before = read_loadavg()
 
-    # Timed rounds: every variant runs one fit of `steps` timed steps per round, in an
-    # order rotated every round, so that load from other processes hits them alike.
+def timed_rounds(args, models, datasets):
+    """Every variant runs one fit of `steps` timed steps per round, in an order rotated every
+    round, so that load from other processes hits them alike: (seconds, cpu_seconds, last_logs,
+    round_loadavg)."""
     keys = list(models)
     seconds = {k: [] for k in keys}
     cpu_seconds = {k: [] for k in keys}
@@ -446,15 +442,12 @@ def main(argv=None):
             f"{k.split('/')[0]}{'+xla' if k.endswith('True') else ''} {1 / seconds[k][-1]:.2f}" for k in keys
         )
         print(f"# round {r + 1}/{args.rounds} (load {round_loadavg[-1]}): steps/s {line}", flush=True)
-    load_after = read_loadavg()
+    return seconds, cpu_seconds, last_logs, round_loadavg
 
-    results = {key: summarize(seconds[key], cpu_seconds[key], args.batch_size) for key in keys}
-    for key in keys:
-        results[key]["last_step_logs"] = {k: round(v, 4) for k, v in last_logs[key].items()}
-        results[key]["finite_loss"] = bool(np.isfinite(last_logs[key].get("loss", np.nan)))
 
-    # Ratios against KerasHub at the same jit setting: of the medians, and the median of the
-    # per-round ratios (each pair measured within one round, less disturbed by load drifts).
+def ratios_over_kerashub(jits, keys, results, seconds, cpu_seconds):
+    """Ratios against KerasHub at the same jit setting: of the medians, and the median of the
+    per-round ratios (each pair measured within one round, less disturbed by load drifts)."""
     ratios = {}
     for jit in jits:
         ref = f"kerashub/jit_compile={jit}"
@@ -473,7 +466,10 @@ def main(argv=None):
                 "paired_median": round(statistics.median(paired), 3),
                 "cpu_normalized_paired_median": round(statistics.median(cpu_paired), 3),
             }
+    return ratios
 
+
+def ours_summary(jits, results, ratios):
     summary = {}
     for jit in jits:
         ours_key, hub_key = f"ours/jit_compile={jit}", f"kerashub/jit_compile={jit}"
@@ -486,10 +482,12 @@ def main(argv=None):
                 "ours_over_kerashub_paired_median": ratio["paired_median"],
                 "target_met_ratio_of_medians_ge_1": ratio["ratio_of_medians"] >= 1.0,
             }
+    return summary
 
-    warns = load_warnings(load_before, load_after, "the paired and cpu_normalized figures")
-    for key in keys:
-        s = results[key]
+
+def step_warnings(results):
+    warns = []
+    for key, s in results.items():
         if s["seconds_per_step_median"] > 1.25 * s["seconds_per_step_min"]:
             warns.append(
                 f"{key}: median step {s['seconds_per_step_median']:.4f}s vs best "
@@ -497,6 +495,80 @@ def main(argv=None):
             )
         if not s["finite_loss"]:
             warns.append(f"{key}: non-finite loss {s['last_step_logs']}")
+    return warns
+
+
+def print_results(report, ours_p, hub_p, load_before, load_after):
+    print()
+    for name, p in report["parameters"].items():
+        print(f"parameters {name:24s} {p['total']:>10,d} (trainable {p['trainable']:,d})")
+    if ours_p and hub_p:
+        print(f"  ours - kerashub = {ours_p - hub_p:,d} (the NSP head, 128 x 2 + 2; both have the pooler)")
+    print(f"{'variant':36s} {'steps/s med':>11s} {'best':>7s} {'ex/s med':>8s} | {'cpu steps/s':>11s}  loss")
+    for key, s in report["results"].items():
+        print(
+            f"{key:36s} {s['steps_per_second_median']:11.2f} {s['steps_per_second_best']:7.2f} "
+            f"{s['examples_per_second_median']:8.1f} | {s['cpu_normalized_steps_per_second_median']:11.2f}  "
+            f"{s['last_step_logs'].get('loss', float('nan')):.3f}"
+        )
+    for key, r in report["ratios_over_kerashub"].items():
+        print(
+            f"{key:44s} ratio of medians {r['ratio_of_medians']:.3f}, paired median "
+            f"{r['paired_median']:.3f}, cpu paired {r['cpu_normalized_paired_median']:.3f}; per round "
+            f"{r['per_round']}"
+        )
+    for key, err in report["errors"].items():
+        print(f"{key:36s} FAILED: {err[:100]}")
+    for w in report["warnings"]:
+        print(f"WARNING: {w}")
+    print(f"(load before {load_before}, after {load_after}; wall {report['wall_seconds']:.0f}s)")
+
+
+def main(argv=None):
+    args = parse_args(argv)
+    wall_start = time.perf_counter()
+    names = args.only or list(MODELS)
+    jits = [j == "on" for j in ("off", "on") if j in args.jit]
+    keras.utils.set_random_seed(args.seed)
+    info = machine_info(**tensorflow_threads())
+    print(
+        f"# {info['cpu_model']}, nproc={NPROC}, packages {info['packages']}, loadavg "
+        f"{info['loadavg_at_start']}",
+        flush=True,
+    )
+
+    batches = dict(zip(("ours", "kerashub"), make_batches(args)))
+    masked_per_sequence = float(
+        np.mean([w["mlm_logits"].numpy().sum(axis=1).mean() for _, _, w in batches["ours"]])
+    )
+    real_tokens = float(
+        np.mean([x["padding_mask"].numpy().sum(axis=1).mean() for x, _, _ in batches["ours"]])
+    )
+
+    # Build, compile, warm up.
+    models, datasets, parameters, build_seconds, warmup_logs, errors = build_variants(
+        args, names, jits, batches
+    )
+
+    if args.wait_idle > 0:
+        waited = wait_for_idle(args.wait_idle)
+        print(f"# waited {waited:.0f}s for the machine to go idle; loadavg {read_loadavg()}", flush=True)
+    load_before = read_loadavg()
+
+    keys = list(models)
+    seconds, cpu_seconds, last_logs, round_loadavg = timed_rounds(args, models, datasets)
+    load_after = read_loadavg()
+
+    results = {key: summarize(seconds[key], cpu_seconds[key], args.batch_size) for key in keys}
+    for key in keys:
+        results[key]["last_step_logs"] = {k: round(v, 4) for k, v in last_logs[key].items()}
+        results[key]["finite_loss"] = bool(np.isfinite(last_logs[key].get("loss", np.nan)))
+
+    ratios = ratios_over_kerashub(jits, keys, results, seconds, cpu_seconds)
+    summary = ours_summary(jits, results, ratios)
+
+    warns = load_warnings(load_before, load_after, "the paired and cpu_normalized figures")
+    warns += step_warnings(results)
     info["loadavg_before_timing"] = load_before
     info["loadavg_after_each_round"] = round_loadavg
     info["loadavg_at_end"] = load_after
@@ -512,27 +584,37 @@ def main(argv=None):
             "batch_size": args.batch_size,
             "sequence_length": args.seq_len,
             "max_predictions_per_seq": args.max_predictions,
-            "optimizer": "keras_bert_impl.training.create_optimizer(%s): AdamW, weight decay 0.01 (not on biases "
-            "and LayerNorm), global clipnorm 1.0, epsilon 1e-6, warm-up + linear decay; a fresh "
-            "instance per model" % ", ".join(f"{k}={v}" for k, v in OPTIMIZER.items()),
+            "optimizer": (
+                "keras_bert_impl.training.create_optimizer(%s): AdamW, weight decay 0.01 (not on biases "
+                "and LayerNorm), global clipnorm 1.0, epsilon 1e-6, warm-up + linear decay; a fresh "
+                "instance per model"
+            )
+            % ", ".join(f"{k}={v}" for k, v in OPTIMIZER.items()),
             "jit_compile": jits,
-            "data": f"{args.num_batches} distinct synthetic batches (seed {args.seed}) cycled from memory: 90% of "
-            "sequences full length, 10% shorter (padded); sentence B from a random point; round(15%) of "
-            f"the real tokens masked, at most {args.max_predictions} (mean {masked_per_sequence:.2f} "
-            f"weighted positions and {real_tokens:.1f} real tokens per sequence); random NSP labels. "
-            "Ours: to_pretrainer_inputs of Google-named features; KerasHub: the same arrays as "
-            "(token_ids, segment_ids, padding_mask, mask_positions), mask_ids, mask_weights",
-            "timing": "model.fit(dataset, steps_per_epoch=1 + steps) per variant per round, order rotated every "
-            "round; a round's time is from the end of its first step to the end of its last, over "
-            "`steps` (fit's per-step Python loop included, its set-up excluded; `kbert pretrain`'s own "
-            "callbacks, a backup every 200 steps and TensorBoard at epoch ends, are not run)",
+            "data": (
+                f"{args.num_batches} distinct synthetic batches (seed {args.seed}) cycled from memory: 90% "
+                "of sequences full length, 10% shorter (padded); sentence B from a random point; "
+                f"round(15%) of the real tokens masked, at most {args.max_predictions} (mean "
+                f"{masked_per_sequence:.2f} weighted positions and {real_tokens:.1f} real tokens per "
+                "sequence); random NSP labels. Ours: to_pretrainer_inputs of Google-named features; "
+                "KerasHub: the same arrays as (token_ids, segment_ids, padding_mask, mask_positions), "
+                "mask_ids, mask_weights"
+            ),
+            "timing": (
+                "model.fit(dataset, steps_per_epoch=1 + steps) per variant per round, order rotated every "
+                "round; a round's time is from the end of its first step to the end of its last, over "
+                "`steps` (fit's per-step Python loop included, its set-up excluded; `kbert pretrain`'s own "
+                "callbacks, a backup every 200 steps and TensorBoard at epoch ends, are not run)"
+            ),
             "rounds": args.rounds,
             "steps_per_round": args.steps,
             "warmup_steps": args.warmup_steps,
         },
-        "work_difference": "KerasHub's BertMaskedLM has no next-sentence head: our step does strictly more work "
-        "(pooler gradient, NSP dense, its loss and weighted accuracy). KerasHub's backbone still "
-        "computes its pooler in the forward pass but gets no gradient for it.",
+        "work_difference": (
+            "KerasHub's BertMaskedLM has no next-sentence head: our step does strictly more work (pooler "
+            "gradient, NSP dense, its loss and weighted accuracy). KerasHub's backbone still computes its "
+            "pooler in the forward pass but gets no gradient for it."
+        ),
         "models": {name: DESCRIPTIONS[name] for name in names},
         "parameters": parameters,
         "parameter_difference_ours_minus_kerashub": (ours_p - hub_p) if ours_p and hub_p else None,
@@ -546,28 +628,7 @@ def main(argv=None):
         "wall_seconds": round(time.perf_counter() - wall_start, 1),
     }
 
-    print()
-    for name, p in parameters.items():
-        print(f"parameters {name:24s} {p['total']:>10,d} (trainable {p['trainable']:,d})")
-    if ours_p and hub_p:
-        print(f"  ours - kerashub = {ours_p - hub_p:,d} (the NSP head, 128 x 2 + 2; both have the pooler)")
-    print(f"{'variant':36s} {'steps/s med':>11s} {'best':>7s} {'ex/s med':>8s} | {'cpu steps/s':>11s}  loss")
-    for key, s in results.items():
-        print(
-            f"{key:36s} {s['steps_per_second_median']:11.2f} {s['steps_per_second_best']:7.2f} "
-            f"{s['examples_per_second_median']:8.1f} | {s['cpu_normalized_steps_per_second_median']:11.2f}  "
-            f"{s['last_step_logs'].get('loss', float('nan')):.3f}"
-        )
-    for key, r in ratios.items():
-        print(
-            f"{key:44s} ratio of medians {r['ratio_of_medians']:.3f}, paired median {r['paired_median']:.3f}, "
-            f"cpu paired {r['cpu_normalized_paired_median']:.3f}; per round {r['per_round']}"
-        )
-    for key, err in errors.items():
-        print(f"{key:36s} FAILED: {err[:100]}")
-    for w in warns:
-        print(f"WARNING: {w}")
-    print(f"(load before {load_before}, after {load_after}; wall {report['wall_seconds']:.0f}s)")
+    print_results(report, ours_p, hub_p, load_before, load_after)
 
     if args.output:
         write_report(

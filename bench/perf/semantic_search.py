@@ -38,7 +38,7 @@ def _folder_bytes(path):
 
 
 def main(argv=None):
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0], allow_abbrev=False)
     parser.add_argument("--queries", type=int, default=1000)
     parser.add_argument(
         "--limit", type=int, default=None, help="Index only the first N sentences (a smoke run)."
@@ -141,8 +141,10 @@ def main(argv=None):
         machine,
     )
     print(
-        f"recall@10 {recall:.4f}; exact search p50 {results['latency']['exact']['search_only']['p50_ms']:.2f} ms, "
-        f"hnsw p50 {results['latency']['hnsw']['search_only']['p50_ms']:.2f} ms; hnsw build {build['hnsw']['seconds']:.1f} s"
+        f"recall@10 {recall:.4f}; exact search p50 "
+        f"{results['latency']['exact']['search_only']['p50_ms']:.2f} ms, hnsw p50 "
+        f"{results['latency']['hnsw']['search_only']['p50_ms']:.2f} ms; hnsw build "
+        f"{build['hnsw']['seconds']:.1f} s"
     )
     return 0
 

@@ -27,7 +27,6 @@ import http.client
 import json
 import os
 import random
-import statistics
 import subprocess
 import sys
 import threading
@@ -82,8 +81,48 @@ def _percentile(values, q):
     return ordered[min(len(ordered) - 1, int(round(q / 100 * (len(ordered) - 1))))]
 
 
+def kbert_predictions(args):
+    """`kbert predict --json` on --sentences by text, run once into --work (the reference the
+    served answers are checked against)."""
+    predicted_path = os.path.join(args.work, "predicted.jsonl")
+    if not os.path.isfile(predicted_path):
+        with open(predicted_path + ".tmp", "w", encoding="utf-8") as out:
+            subprocess.run(
+                [
+                    sys.executable,
+                    "-m",
+                    "keras_bert_impl.cli",
+                    "predict",
+                    "--model",
+                    args.run,
+                    "--file",
+                    args.sentences,
+                    "--json",
+                ],
+                check=True,
+                stdout=out,
+                cwd=REPO,
+            )
+        os.replace(predicted_path + ".tmp", predicted_path)
+    with open(predicted_path, encoding="utf-8") as f:
+        predicted = {row["text"]: row for row in map(json.loads, f) if row.get("text")}
+    return predicted
+
+
+def differences(ok, predicted):
+    """(labels that differ, largest probability difference) of the served answers against
+    `kbert predict`'s."""
+    mismatched, max_difference = 0, 0.0
+    for _, _, body, payload in ok:
+        for text, answer in zip(body, payload["predictions"]):
+            expected = predicted[text]
+            mismatched += answer["top_label"] != expected["label"]
+            max_difference = max(max_difference, abs(answer["top_score"] - expected["probability"]))
+    return mismatched, max_difference
+
+
 def main(argv=None):
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0], allow_abbrev=False)
     parser.add_argument("--run", default=RUN, help="A kbert finetune run folder of a classifier.")
     parser.add_argument("--sentences", default=SENTENCES, help="One sentence per line.")
     parser.add_argument("--clients", type=int, default=32)
@@ -148,28 +187,7 @@ def main(argv=None):
     export = os.path.join(args.work, "export")
     if args.precision == "fp32" and not os.path.isdir(export):
         kbert("export", "--model", args.run, "--output", export, "--formats", "saved_model", "--name", "mr")
-    predicted_path = os.path.join(args.work, "predicted.jsonl")
-    if not os.path.isfile(predicted_path):
-        with open(predicted_path + ".tmp", "w", encoding="utf-8") as out:
-            subprocess.run(
-                [
-                    sys.executable,
-                    "-m",
-                    "keras_bert_impl.cli",
-                    "predict",
-                    "--model",
-                    args.run,
-                    "--file",
-                    args.sentences,
-                    "--json",
-                ],
-                check=True,
-                stdout=out,
-                cwd=REPO,
-            )
-        os.replace(predicted_path + ".tmp", predicted_path)
-    with open(predicted_path, encoding="utf-8") as f:
-        predicted = {row["text"]: row for row in map(json.loads, f) if row.get("text")}
+    predicted = kbert_predictions(args)
 
     rng = random.Random(0)
     requests = [rng.sample(texts, rng.randint(1, 8)) for _ in range(args.requests)]
@@ -259,15 +277,10 @@ def main(argv=None):
 
     ok = [r for r in results if r[0] == 200]
     sentences = sum(len(r[2]) for r in ok)
-    mismatched, max_difference = 0, 0.0
-    for _, _, body, payload in ok:
-        for text, answer in zip(body, payload["predictions"]):
-            expected = predicted[text]
-            mismatched += answer["top_label"] != expected["label"]
-            max_difference = max(max_difference, abs(answer["top_score"] - expected["probability"]))
+    mismatched, max_difference = differences(ok, predicted)
     batches = [line for line in exposition.splitlines() if line.startswith("kbert_serve_batch_rows_")]
-    count = float(next(l for l in batches if l.startswith("kbert_serve_batch_rows_count")).split()[-1])
-    rows = float(next(l for l in batches if l.startswith("kbert_serve_batch_rows_sum")).split()[-1])
+    count = float(next(b for b in batches if b.startswith("kbert_serve_batch_rows_count")).split()[-1])
+    rows = float(next(b for b in batches if b.startswith("kbert_serve_batch_rows_sum")).split()[-1])
     offline = (offline_before + offline_after) / 2
     throughput = sentences / load_seconds
     latencies = [r[1] for r in ok]

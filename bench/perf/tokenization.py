@@ -60,6 +60,48 @@ MODES = ("single_thread", "default_threads")
 # --- child: one mode, all variants ------------------------------------------------
 
 
+def _batches(sentences, size):
+    return [sentences[i : i + size] for i in range(0, len(sentences), size)]
+
+
+def _tf_variant(fn, chunks):
+    import tensorflow as tf
+
+    def run():
+        for chunk in chunks:
+            fn(tf.constant(chunk))
+
+    return run
+
+
+def _hf_variant(hf, chunks):
+    def run():
+        for chunk in chunks:
+            hf.encode_batch(chunk)
+
+    return run
+
+
+def time_variants(variants, repeats):
+    """(seconds, cpu_seconds, loadavg per round) of `repeats` rounds of every variant, in an order
+    rotated every round, after one warm-up call each (tracing, thread pools, caches)."""
+    names = list(variants)
+    for name in names:
+        variants[name]()
+    seconds = {name: [] for name in names}
+    cpu_seconds = {name: [] for name in names}
+    loads = [read_loadavg()]
+    for r in range(repeats):
+        order = names[r % len(names) :] + names[: r % len(names)]
+        for name in order:
+            start, start_cpu = time.perf_counter(), time.process_time()
+            variants[name]()
+            seconds[name].append(time.perf_counter() - start)
+            cpu_seconds[name].append(time.process_time() - start_cpu)
+        loads.append(read_loadavg())
+    return seconds, cpu_seconds, loads
+
+
 def run_child(mode, repeats, limit):
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
     os.environ.setdefault("KERAS_BACKEND", "tensorflow")
@@ -97,17 +139,8 @@ def run_child(mode, repeats, limit):
     hf.enable_truncation(SEQUENCE_LENGTH, strategy="longest_first")
     hf.enable_padding(length=SEQUENCE_LENGTH)
 
-    def batches(size):
-        return [sentences[i : i + size] for i in range(0, len(sentences), size)]
-
     def tf_variant(fn, size):
-        chunks = batches(size)
-
-        def run():
-            for chunk in chunks:
-                fn(tf.constant(chunk))
-
-        return run
+        return _tf_variant(fn, _batches(sentences, size))
 
     def tf_data_variant(size):
         options = tf.data.Options()
@@ -130,13 +163,7 @@ def run_child(mode, repeats, limit):
         return run
 
     def hf_variant(size):
-        chunks = batches(size)
-
-        def run():
-            for chunk in chunks:
-                hf.encode_batch(chunk)
-
-        return run
+        return _hf_variant(hf, _batches(sentences, size))
 
     variants = {}
     for size in BATCH_SIZES:
@@ -153,20 +180,7 @@ def run_child(mode, repeats, limit):
     ours_ids = full(tf.constant(check))["token_ids"].numpy().tolist()
     same_ids = ours_ids == [e.ids for e in hf.encode_batch(check)]
 
-    names = list(variants)
-    for name in names:  # warm-up: tracing, thread pools, caches
-        variants[name]()
-    seconds = {name: [] for name in names}
-    cpu_seconds = {name: [] for name in names}
-    loads = [read_loadavg()]
-    for r in range(repeats):
-        order = names[r % len(names) :] + names[: r % len(names)]
-        for name in order:
-            start, start_cpu = time.perf_counter(), time.process_time()
-            variants[name]()
-            seconds[name].append(time.perf_counter() - start)
-            cpu_seconds[name].append(time.process_time() - start_cpu)
-        loads.append(read_loadavg())
+    seconds, cpu_seconds, loads = time_variants(variants, repeats)
     return {
         "mode": mode,
         "sentences": len(sentences),
@@ -223,7 +237,7 @@ def summarize(child):
 
 
 def main(argv=None):
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0], allow_abbrev=False)
     parser.add_argument("--output", help="JSON results file (default: print only)")
     parser.add_argument("--repeats", type=int, default=5, help="timed passes per variant (default 5)")
     parser.add_argument("--sentences", type=int, default=None, help="use only the first N sentences")
@@ -242,7 +256,9 @@ def main(argv=None):
         "sequence_length": SEQUENCE_LENGTH,
         "batch_sizes": list(BATCH_SIZES),
         "repeats": args.repeats,
-        "corpus": "tests/tokenization/references.py real_sentences(): 4,000 MR sentences + 48,659 review lines",
+        "corpus": (
+            "tests/tokenization/references.py real_sentences(): 4,000 MR sentences + 48,659 review lines"
+        ),
         "modes": {},
     }
     for mode in args.modes:

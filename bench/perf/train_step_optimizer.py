@@ -33,7 +33,7 @@ def median_seconds(function, repeats):
 
 
 def main(argv=None):
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0], allow_abbrev=False)
     parser.add_argument("--output", default=os.path.join(RESULTS, "train_step_optimizer.json"))
     parser.add_argument("--batch-size", type=int, default=32)
     parser.add_argument("--width", type=int, default=32)

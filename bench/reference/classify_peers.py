@@ -127,7 +127,10 @@ PEERS = (
     "openvino_int8",
 )
 # Changing how an artifact is made changes this, so stale artifacts are not reused.
-RECIPE = "onnx-torchscript-eager-opset17/ort-bert-fusions/ort-dynamic-qint8/ov-from-torch-sdpa/nncf-quantize-transformer:1"
+RECIPE = (
+    "onnx-torchscript-eager-opset17/ort-bert-fusions/ort-dynamic-qint8/ov-from-torch-sdpa/"
+    "nncf-quantize-transformer:1"
+)
 ONNX_OPSET = 17
 INPUTS = ("input_ids", "attention_mask", "token_type_ids")
 WARM_UP_TEXTS = 256
@@ -599,7 +602,7 @@ def _serve(args, forward, tokenizer, texts, pad_id, ready):
 
 
 def main(argv=None):
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0], allow_abbrev=False)
     parser.add_argument(
         "--model", required=True, help="A `kbert export --formats huggingface` classifier folder."
     )
@@ -658,7 +661,8 @@ def main(argv=None):
     if config.get("architectures") != ["BertForSequenceClassification"]:
         raise SystemExit(
             f"{args.model}: config.json names {config.get('architectures')}, not "
-            "BertForSequenceClassification: export a fine-tuned classifier (kbert export --formats huggingface)."
+            "BertForSequenceClassification: export a fine-tuned classifier (kbert export --formats "
+            "huggingface)."
         )
     if args.calibration:
         args.calibration = os.path.abspath(args.calibration)

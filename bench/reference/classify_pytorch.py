@@ -8,7 +8,8 @@ of the speed), eval mode, `torch.inference_mode()`, --threads intra-op threads. 
 (argmax); --order input keeps the file's order (a plain transformers loop), --order length
 sorts by length first. Tokenization is timed with the model. Blank lines are skipped.
 
-    .venv-torch/bin/python -m bench.reference.classify_pytorch --sentences data/bench/distill_mr/mr_sentences.txt
+    .venv-torch/bin/python -m bench.reference.classify_pytorch \\
+        --sentences data/bench/distill_mr/mr_sentences.txt
 """
 
 from bench.reference.torch_harness import run, torch  # sets Hugging Face offline before transformers loads

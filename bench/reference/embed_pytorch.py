@@ -1,15 +1,16 @@
 """Reference sentence embedding: PyTorch + transformers on all-MiniLM-L6-v2, mean pooling and
 L2 normalisation (the model's published recipe), for the embedding throughput bench.
 
-BertModel (default attention: SDPA) and BertTokenizerFast from the local data/minilm folder (no hub), eval mode,
-`torch.inference_mode()`, --threads intra-op threads. Batches of --batch-size texts, each
+BertModel (default attention: SDPA) and BertTokenizerFast from the local data/minilm folder (no hub), eval
+mode, `torch.inference_mode()`, --threads intra-op threads. Batches of --batch-size texts, each
 padded to its longest text, truncation at --seq-len; --order input keeps the file's order (what
 a plain transformers loop does), --order length sorts by length first (what
 sentence-transformers' encode() does). Tokenization is timed with the model.
 
 Runs in the torch venv without TensorFlow; prints one JSON line for the calling bench:
 
-    .venv-torch/bin/python -m bench.reference.embed_pytorch --sentences data/bench/reviews_10k.txt --order input
+    .venv-torch/bin/python -m bench.reference.embed_pytorch --sentences data/bench/reviews_10k.txt \\
+        --order input
 """
 
 import numpy as np

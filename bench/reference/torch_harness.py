@@ -21,7 +21,7 @@ def run(description, load, work, batch_size, keep_blank_lines, add_arguments=Non
     """Parses the command line, loads (`load()` -> (model, tokenizer)), warms up and times
     `work(model, tokenizer, texts, batch_size, seq_len)` over the file; prints the JSON line.
     `finish(args, outputs, order)` gets the outputs (in the order run) afterwards."""
-    parser = argparse.ArgumentParser(description=description)
+    parser = argparse.ArgumentParser(description=description, allow_abbrev=False)
     parser.add_argument("--sentences", required=True, help="A text file, one sentence per line.")
     parser.add_argument("--order", choices=("input", "length"), default="input")
     parser.add_argument("--batch-size", type=int, default=batch_size)

@@ -5,6 +5,15 @@ from keras_bert_impl.checkpoints.import_report import CheckpointMismatchError, I
 
 FORMATS = ("google", "huggingface", "model-garden")
 
+__all__ = [
+    "FORMATS",
+    "HUGGINGFACE_HIDDEN_ACT",
+    "CheckpointMismatchError",
+    "ImportReport",
+    "convert_checkpoint",
+    "huggingface_tensors",
+]
+
 
 def convert_checkpoint(src, format, with_heads=None, allow_pickle=False):
     """Builds a keras_bert_impl model from a checkpoint folder.

@@ -93,8 +93,9 @@ def checkpoint_prefix(
             return os.path.join(src, named)
         held = ", ".join(os.path.basename(p) for p in candidates) or "no checkpoint"
         raise FileNotFoundError(
-            f"{os.path.join(src, 'checkpoint')} names {named}, which is not in the folder (it holds {held}): copy "
-            f"{named}.index and {named}.data-* there, or make that 'checkpoint' file name one the folder holds."
+            f"{os.path.join(src, 'checkpoint')} names {named}, which is not in the folder (it holds "
+            f"{held}): copy {named}.index and {named}.data-* there, or make that 'checkpoint' file name one "
+            "the folder holds."
         )
     if len(candidates) == 1:
         return candidates[0]
@@ -130,9 +131,10 @@ def _refuse_object_based(prefix, names):
     if _object_based(names):
         example = next(n for n in sorted(names) if n != "_CHECKPOINTABLE_OBJECT_GRAPH")
         raise ValueError(
-            f"{prefix} is an object-based TF2 checkpoint (names such as {example!r}), not Google's TF1 release "
-            "(bert/embeddings/word_embeddings, ...). If it holds a Model Garden encoder, convert it with "
-            "--format model-garden (it reads this bert_config.json, or the encoder's encoder_config.json)."
+            f"{prefix} is an object-based TF2 checkpoint (names such as {example!r}), not Google's TF1 "
+            "release (bert/embeddings/word_embeddings, ...). If it holds a Model Garden encoder, convert "
+            "it with --format model-garden (it reads this bert_config.json, or the encoder's "
+            "encoder_config.json)."
         )
 
 

@@ -183,9 +183,9 @@ def backbone_kwargs_from_huggingface_config(config, source="config.json"):
     for key in ("is_decoder", "add_cross_attention"):
         if config.get(key, False):
             raise ValueError(
-                f"{source}: {key}={config[key]!r}: this BERT attends causally (a decoder, as BertLMHeadModel); "
-                "BertBackbone attends in both directions and would not compute its outputs. Convert an encoder "
-                "checkpoint (is_decoder and add_cross_attention false)."
+                f"{source}: {key}={config[key]!r}: this BERT attends causally (a decoder, as "
+                "BertLMHeadModel); BertBackbone attends in both directions and would not compute its "
+                "outputs. Convert an encoder checkpoint (is_decoder and add_cross_attention false)."
             )
     if config.get("position_embedding_type", "absolute") != "absolute":
         raise ValueError(
@@ -220,7 +220,8 @@ def _load_safetensors(path):
         return load_file(path)
     except SafetensorError as e:
         raise ValueError(
-            f"{path} is not a complete safetensors file ({e}): it is truncated or damaged; download or copy it again."
+            f"{path} is not a complete safetensors file ({e}): it is truncated or damaged; download or copy "
+            "it again."
         ) from None
 
 
@@ -381,9 +382,9 @@ def _check_tied_bias(tensors, weights_path):
     bias, decoder_bias = tensors.get("cls.predictions.bias"), tensors.get("cls.predictions.decoder.bias")
     if bias is not None and decoder_bias is not None and not np.array_equal(bias, decoder_bias):
         raise ValueError(
-            f"{weights_path}: cls.predictions.decoder.bias differs from cls.predictions.bias, which transformers ties "
-            "to it (up to {:.3g} apart): the file's MLM head is not one model's. Convert the encoder alone "
-            "(--backbone-only; with_heads=False), or fix the file.".format(
+            f"{weights_path}: cls.predictions.decoder.bias differs from cls.predictions.bias, which "
+            "transformers ties to it (up to {:.3g} apart): the file's MLM head is not one model's. "
+            "Convert the encoder alone (--backbone-only; with_heads=False), or fix the file.".format(
                 float(np.abs(bias - decoder_bias).max())
             )
         )
@@ -415,10 +416,10 @@ def _untied_decoder(tensors, config, weights_path, with_heads):
     if with_heads is False:
         return True
     raise ValueError(
-        f"{weights_path}: cls.predictions.decoder.weight is not the word embeddings (the MLM decoder is untied: "
-        f"tie_word_embeddings={config.get('tie_word_embeddings')!r} in config.json), but BertPretrainer ties them, so "
-        "its MLM logits would not be the checkpoint's. Convert the encoder alone (--backbone-only; "
-        "with_heads=False)."
+        f"{weights_path}: cls.predictions.decoder.weight is not the word embeddings (the MLM decoder is "
+        f"untied: tie_word_embeddings={config.get('tie_word_embeddings')!r} in config.json), but "
+        "BertPretrainer ties them, so its MLM logits would not be the checkpoint's. Convert the encoder "
+        "alone (--backbone-only; with_heads=False)."
     )
 
 
@@ -436,8 +437,9 @@ def _tokenizer_lowercase(settings, path, lowercase):
             refused.append(f"{key}=False")
     if refused:
         raise ValueError(
-            f"{path} asks for {', '.join(refused)}, which BertPreprocessor cannot do (it strips accents exactly when it "
-            "lower-cases, and always splits words and CJK characters as BERT's basic tokenizer): its token ids would "
-            "differ from this checkpoint's tokenizer. Use a checkpoint with BERT's standard tokenizer settings."
+            f"{path} asks for {', '.join(refused)}, which BertPreprocessor cannot do (it strips accents "
+            "exactly when it lower-cases, and always splits words and CJK characters as BERT's basic "
+            "tokenizer): its token ids would differ from this checkpoint's tokenizer. Use a checkpoint "
+            "with BERT's standard tokenizer settings."
         )
     return lowercase

@@ -92,7 +92,8 @@ class CheckpointMismatchError(ValueError):
                 + "."
             )
         lines.append(
-            "Check that the config file belongs to these weights and that --format names the checkpoint's format."
+            "Check that the config file belongs to these weights and that --format names the checkpoint's "
+            "format."
         )
         super().__init__("\n".join(lines))
 
@@ -171,7 +172,8 @@ class ImportReport:
             + (f" ({', '.join(self.unexpected)})" if self.unexpected else ""),
             f"  ignored:        {len(self.ignored)}"
             + (
-                f" ({', '.join(f'{n}: {r}' for n, r in self.ignored[:5])}{' ...' if len(self.ignored) > 5 else ''})"
+                f" ({', '.join(f'{n}: {r}' for n, r in self.ignored[:5])}"
+                f"{' ...' if len(self.ignored) > 5 else ''})"
                 if self.ignored
                 else ""
             ),

@@ -104,12 +104,14 @@ def backbone_kwargs_from_model_garden(encoder):
     for key, expected in unsupported.items():
         if config.get(key, expected) != expected:
             raise ValueError(
-                f"Model Garden encoder with {key}={config[key]!r} is not a BERT encoder we can import (need {expected!r})."
+                f"Model Garden encoder with {key}={config[key]!r} is not a BERT encoder we can import (need "
+                f"{expected!r})."
             )
     width = config.get("embedding_width")
     if width not in (None, config["hidden_size"]):
         raise ValueError(
-            f"embedding_width={width} differs from hidden_size={config['hidden_size']} (ALBERT-style factorised embeddings); not supported."
+            f"embedding_width={width} differs from hidden_size={config['hidden_size']} (ALBERT-style "
+            "factorised embeddings); not supported."
         )
     block = encoder.transformer_layers[0]
     return dict(
@@ -211,8 +213,8 @@ def _rebuilt_encoder(src):
         )
     else:
         raise FileNotFoundError(
-            f"No encoder_config.json in {src}: save the encoder's get_config() as JSON next to its checkpoint (or "
-            "give Model Garden's bert_config.json)." + other_format_hint(src, "model-garden")
+            f"No encoder_config.json in {src}: save the encoder's get_config() as JSON next to its "
+            "checkpoint (or give Model Garden's bert_config.json)." + other_format_hint(src, "model-garden")
         )
     dummy = np.zeros((1, 2), "int32")
     encoder(dict(input_word_ids=dummy, input_mask=dummy + 1, input_type_ids=dummy))
@@ -253,9 +255,9 @@ def _restore_encoder(encoder, path, config_path, sizes):
     # a head and saved under the head's path (a pretrainer's word embeddings), which read() finds.
     if len(values) > len(encoder.weights):
         raise ValueError(
-            f"{path} holds {len(values)} variables under {'/'.join(where)!r} but the encoder built from {config_path} "
-            f"has {len(encoder.weights)} ({sizes}): "
-            "the config does not belong to this checkpoint. Use the encoder's own get_config()."
+            f"{path} holds {len(values)} variables under {'/'.join(where)!r} but the encoder built from "
+            f"{config_path} has {len(encoder.weights)} ({sizes}): the config does not belong to this "
+            "checkpoint. Use the encoder's own get_config()."
         )
     checkpoint = _rooted(where, encoder)
     try:

@@ -100,9 +100,9 @@ def assign_weights(targets, arrays, source, ignored=()):
         # float16, float32, float64, and bfloat16 (ml_dtypes' numpy kind "V").
         if value.dtype.kind != "f" and value.dtype.name != "bfloat16":
             raise ValueError(
-                f"{source}: {name} holds {value.dtype.name} values where the model holds floats: a quantized "
-                "checkpoint cannot be imported (its integers are not the weights without their scales). Use the "
-                "float checkpoint."
+                f"{source}: {name} holds {value.dtype.name} values where the model holds floats: a "
+                "quantized checkpoint cannot be imported (its integers are not the weights without their "
+                "scales). Use the float checkpoint."
             )
         if tuple(value.shape) != tuple(variable.shape):
             report.shape_mismatch.append((name, tuple(value.shape), tuple(variable.shape)))
@@ -129,8 +129,8 @@ def read_checkpoint_vocabulary(vocab_path, vocabulary_size, config_path, field="
     vocabulary = read_vocabulary(vocab_path)
     if len(vocabulary) != vocabulary_size:
         raise ValueError(
-            f"{vocab_path} has {len(vocabulary)} tokens but {config_path} says {field}={vocabulary_size} (the rows of "
-            "the token embedding): use the vocab.txt that belongs to these weights."
+            f"{vocab_path} has {len(vocabulary)} tokens but {config_path} says {field}={vocabulary_size} "
+            "(the rows of the token embedding): use the vocab.txt that belongs to these weights."
         )
     return vocabulary
 

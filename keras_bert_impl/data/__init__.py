@@ -3,13 +3,17 @@ distillation transfer set (`transfer_dataset`)."""
 
 from keras_bert_impl.backend_support import TOKENIZE_ELSEWHERE, require_tensorflow
 
-# Pretraining data and the task readers are tf.data pipelines around the in-graph tokenizer.
-require_tensorflow("keras_bert_impl.data (the task readers and pretraining data: tf.data pipelines)", TOKENIZE_ELSEWHERE)
+# Pretraining data and the task readers are tf.data pipelines around the in-graph tokenizer; the
+# check runs before the imports below (they import TensorFlow), hence their E402 waivers.
+require_tensorflow(
+    "keras_bert_impl.data (the task readers and pretraining data: tf.data pipelines)", TOKENIZE_ELSEWHERE
+)
 
-from keras_bert_impl.data.corpus_split import CorpusSplit
-from keras_bert_impl.data.pretraining_corpus import PretrainingCorpus, documents_to_text, split_sentences
-from keras_bert_impl.data.pretraining_example_builder import PretrainingExampleBuilder
-from keras_bert_impl.data.pretraining_features import (
+from keras_bert_impl.data.corpus_split import CorpusSplit  # noqa: E402
+from keras_bert_impl.data.pretraining_corpus import PretrainingCorpus, documents_to_text  # noqa: E402
+from keras_bert_impl.data.pretraining_corpus import split_sentences  # noqa: E402
+from keras_bert_impl.data.pretraining_example_builder import PretrainingExampleBuilder  # noqa: E402
+from keras_bert_impl.data.pretraining_features import (  # noqa: E402
     IS_NEXT,
     NOT_NEXT,
     NSP_FEATURE,
@@ -17,8 +21,27 @@ from keras_bert_impl.data.pretraining_features import (
     tensor_signature,
     to_pretrainer_inputs,
 )
-from keras_bert_impl.data.pretraining_instance import PretrainingInstance
-from keras_bert_impl.data.pretraining_masker import PretrainingMasker
-from keras_bert_impl.data.pretraining_record_reader import PretrainingRecordReader
-from keras_bert_impl.data.pretraining_record_writer import PretrainingRecordWriter
-from keras_bert_impl.data.transfer_dataset import transfer_dataset
+from keras_bert_impl.data.pretraining_instance import PretrainingInstance  # noqa: E402
+from keras_bert_impl.data.pretraining_masker import PretrainingMasker  # noqa: E402
+from keras_bert_impl.data.pretraining_record_reader import PretrainingRecordReader  # noqa: E402
+from keras_bert_impl.data.pretraining_record_writer import PretrainingRecordWriter  # noqa: E402
+from keras_bert_impl.data.transfer_dataset import transfer_dataset  # noqa: E402
+
+__all__ = [
+    "IS_NEXT",
+    "NOT_NEXT",
+    "NSP_FEATURE",
+    "CorpusSplit",
+    "PretrainingCorpus",
+    "PretrainingExampleBuilder",
+    "PretrainingInstance",
+    "PretrainingMasker",
+    "PretrainingRecordReader",
+    "PretrainingRecordWriter",
+    "documents_to_text",
+    "feature_spec",
+    "split_sentences",
+    "tensor_signature",
+    "to_pretrainer_inputs",
+    "transfer_dataset",
+]

@@ -74,7 +74,8 @@ def cut_to_longest(x, multiple=8):
     the whole width, and a compiled step meets few distinct shapes.
 
     Example:
-    >>> x = {"token_ids": tf.constant([[2, 5, 3, 0, 0, 0, 0, 0, 0, 0]]), "segment_ids": tf.zeros([1, 10], tf.int32),
+    >>> x = {"token_ids": tf.constant([[2, 5, 3, 0, 0, 0, 0, 0, 0, 0]]),
+    ...      "segment_ids": tf.zeros([1, 10], tf.int32),
     ...      "padding_mask": tf.constant([[1, 1, 1, 0, 0, 0, 0, 0, 0, 0]])}
     >>> cut_to_longest(x, multiple=4)["token_ids"].numpy()
     array([[2, 5, 3, 0]], dtype=int32)

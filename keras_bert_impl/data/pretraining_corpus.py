@@ -74,7 +74,9 @@ class PretrainingCorpus:
                 missing.append(pattern)
             for path in matches:
                 if os.path.isdir(path):
-                    raise ValueError(f"Input {path!r} is a directory; pass the text files in it (e.g. {path}/*.txt).")
+                    raise ValueError(
+                        f"Input {path!r} is a directory; pass the text files in it (e.g. {path}/*.txt)."
+                    )
             files.extend(matches)
         if missing:
             raise FileNotFoundError(f"Input file(s) not found: {missing}")
@@ -93,8 +95,10 @@ class PretrainingCorpus:
                 with open(path, "rb") as f:
                     f.read(1)
             except OSError as e:
-                raise ValueError(f"Input {path!r} cannot be read ({e.strerror or e}). Check its permissions, or "
-                                 "leave it out of the inputs.") from None
+                raise ValueError(
+                    f"Input {path!r} cannot be read ({e.strerror or e}). Check its permissions, or "
+                    "leave it out of the inputs."
+                ) from None
 
     def scan(self):
         """(documents, sentences) in the corpus, from one cheap pass without tokenization.
@@ -116,10 +120,14 @@ class PretrainingCorpus:
             size = os.path.getsize(path)
             step = size if split_bytes is None or self.format != "text" else split_bytes
             starts = range(0, size, step) if size else [0]
-            splits.extend(CorpusSplit(index, path, start, min(start + step, size) if size else 0) for start in starts)
+            splits.extend(
+                CorpusSplit(index, path, start, min(start + step, size) if size else 0) for start in starts
+            )
         # The last split of a file runs to its end even where the file has grown since.
-        return [s._replace(end=None) if i + 1 == len(splits) or splits[i + 1].file_index != s.file_index else s
-                for i, s in enumerate(splits)]
+        return [
+            s._replace(end=None) if i + 1 == len(splits) or splits[i + 1].file_index != s.file_index else s
+            for i, s in enumerate(splits)
+        ]
 
     def keyed_documents(self, split):
         """Yields (key, document) for the documents of one `CorpusSplit`. The key, (file index,
@@ -144,7 +152,7 @@ class PretrainingCorpus:
                 # start - 1 belongs to the split before.
                 f.seek(start - 1)
                 offset = start - 1 + len(f.readline())
-            document, owner, number = [], 0 if start == 0 else None, None
+            document, owner = [], 0 if start == 0 else None
             for raw in iter(f.readline, b""):
                 line_offset, offset = offset, offset + len(raw)
                 line = _decode(raw, path, f"at byte {line_offset}")
@@ -197,8 +205,10 @@ class PretrainingCorpus:
                         "Convert it to UTF-8 or check that it is the right file."
                     ) from None
                 except csv.Error as e:
-                    raise ValueError(f"{path}: malformed CSV near row {row_number + 1} (line {reader.line_num}): {e}. "
-                                     "A quote inside a field is written twice (\"\"); fix or remove the row.") from None
+                    raise ValueError(
+                        f"{path}: malformed CSV near row {row_number + 1} (line {reader.line_num}): {e}. "
+                        'A quote inside a field is written twice (""); fix or remove the row.'
+                    ) from None
                 row_number += 1
                 if not row:
                     continue
@@ -207,15 +217,19 @@ class PretrainingCorpus:
                 width = width or len(row)
                 if len(row) != width:
                     raise ValueError(
-                        f"{path} row {row_number} (ending at line {reader.line_num}) has {len(row)} field(s) where the "
-                        f"first row has {width}: a quote opened and not closed, or a field with a comma left unquoted? "
-                        "Fix the row (a quote inside a field is written twice: \"\"), or remove it.")
+                        f"{path} row {row_number} (ending at line {reader.line_num}) has {len(row)} "
+                        "field(s) where the "
+                        f"first row has {width}: a quote opened and not closed, or a field with a "
+                        "comma left unquoted? "
+                        'Fix the row (a quote inside a field is written twice: ""), or remove it.'
+                    )
                 try:
                     text = row[self.text_column]
                 except IndexError:
                     raise ValueError(
-                        f"{path} row {row_number} has {len(row)} column(s); text_column={self.text_column} is out "
-                        "of range. Is this a reviews CSV (\"label\",\"text\")?"
+                        f"{path} row {row_number} has {len(row)} column(s); "
+                        f"text_column={self.text_column} is out "
+                        'of range. Is this a reviews CSV ("label","text")?'
                     ) from None
                 document = split_sentences(text)
                 if document:
@@ -245,4 +259,3 @@ def _decode(raw, path, where):
             f"{path} {where} is not UTF-8 text ({e.reason} at byte {e.start}). Pretraining input must be "
             "UTF-8 plain text, one sentence per line, blank lines between documents."
         ) from None
-

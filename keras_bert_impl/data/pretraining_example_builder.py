@@ -25,6 +25,7 @@ from keras_bert_impl.validation import check_bool, check_choice, check_fraction,
 
 RANDOMNESS = ("stream", "keyed")
 
+
 class PretrainingExampleBuilder:
     r"""Builds BERT's MLM + NSP examples from a `PretrainingCorpus`, in a stream.
 
@@ -115,7 +116,8 @@ class PretrainingExampleBuilder:
     >>> from keras_bert_impl.data import PretrainingCorpus
     >>> with open("reviews.txt", "w") as f:  # a sentence per line, a blank line between documents
     ...     _ = f.write("a long film.\nit is also funny.\nthe end drags.\n\na dull story.\nno one laughs.\n")
-    >>> builder = PretrainingExampleBuilder("data/minilm/vocab.txt", max_seq_length=16, max_predictions_per_seq=4)
+    >>> builder = PretrainingExampleBuilder("data/minilm/vocab.txt", max_seq_length=16,
+    ...                                     max_predictions_per_seq=4)
     >>> first = next(builder.examples(PretrainingCorpus("reviews.txt")))
     >>> first["input_ids"], first["segment_ids"]
     ([101, 1037, 2146, 2143, 1012, 2009, 2003, 2036, 6057, 102, 103, 2203, 8011, 2015, 1012, 102],
@@ -156,10 +158,14 @@ class PretrainingExampleBuilder:
         if split_bytes is not None:
             check_int("split_bytes", split_bytes, 1)
             if randomness != "keyed":
-                raise ValueError(f"split_bytes cuts the corpus for randomness='keyed' only. Received: "
-                                 f"split_bytes={split_bytes!r} with randomness={randomness!r}")
+                raise ValueError(
+                    f"split_bytes cuts the corpus for randomness='keyed' only. Received: "
+                    f"split_bytes={split_bytes!r} with randomness={randomness!r}"
+                )
         # The masker checks masked_lm_prob, max_predictions_per_seq, whole_word_masking.
-        self.masker = PretrainingMasker(vocabulary, masked_lm_prob, max_predictions_per_seq, whole_word_masking)
+        self.masker = PretrainingMasker(
+            vocabulary, masked_lm_prob, max_predictions_per_seq, whole_word_masking
+        )
         self.vocabulary = vocabulary
         self.max_seq_length = max_seq_length
         self.max_predictions_per_seq = max_predictions_per_seq
@@ -177,7 +183,9 @@ class PretrainingExampleBuilder:
         self._preprocessor = BertPreprocessor(vocabulary, sequence_length=max_seq_length)
         # One traced graph for every batch instead of eager op-by-op dispatch.
         self._tokenize = tf.function(
-            self._preprocessor.tokenize, input_signature=[tf.TensorSpec([None], tf.string)], reduce_retracing=True
+            self._preprocessor.tokenize,
+            input_signature=[tf.TensorSpec([None], tf.string)],
+            reduce_retracing=True,
         )
 
     # ---- documents -> token ids ------------------------------------------
@@ -329,72 +337,71 @@ class PretrainingExampleBuilder:
             current_length += len(segment)
             if i == len(document) - 1 or current_length >= target_seq_length:
                 if current_chunk:
-                    a_end = 1
-                    if len(current_chunk) >= 2:
-                        a_end = rng.randint(1, len(current_chunk) - 1)
-                    tokens_a = []
-                    for j in range(a_end):
-                        tokens_a.extend(current_chunk[j].tolist())
-
-                    tokens_b = []
-                    if self.balanced_nsp:
-                        # A fair coin for every pair; Google's code forces NotNext
-                        # for one-sentence chunks (see the class docstring).
-                        is_random_next = rng.random() < 0.5 or len(document) == 1
-                    else:
-                        is_random_next = len(current_chunk) == 1 or rng.random() < 0.5
-                    if is_random_next:
-                        target_b_length = target_seq_length - len(tokens_a)
-                        # Ten tries to avoid the document itself, as Google does.
-                        for _ in range(10):
-                            random_document_index = rng.randint(0, len(documents) - 1)
-                            if random_document_index != document_index:
-                                break
-                        random_document = documents[random_document_index]
-                        random_start = rng.randint(0, len(random_document) - 1)
-                        for j in range(random_start, len(random_document)):
-                            tokens_b.extend(random_document[j].tolist())
-                            if len(tokens_b) >= target_b_length:
-                                break
-                        # The chunk's unused sentences go back to the document.
-                        i -= len(current_chunk) - a_end
-                    elif len(current_chunk) > 1:
-                        for j in range(a_end, len(current_chunk)):
-                            tokens_b.extend(current_chunk[j].tolist())
-                    elif i < len(document) - 1:
-                        # balanced_nsp, one-sentence chunk mid-document: B is
-                        # the sentences that follow, consumed from the document.
-                        target_b_length = target_seq_length - len(tokens_a)
-                        while i < len(document) - 1:
-                            i += 1
-                            tokens_b.extend(document[i].tolist())
-                            if len(tokens_b) >= target_b_length:
-                                break
-                    else:
-                        # balanced_nsp, the document's last sentence alone: pair
-                        # it with the sentence before (reused from the last pair).
-                        tokens_a = document[i - 1].tolist()
-                        tokens_b = document[i].tolist()
-                    truncate_seq_pair(tokens_a, tokens_b, max_num_tokens, rng)
-                    if not tokens_a or not tokens_b:  # Google asserts; unreachable for max_seq_length >= 5
-                        raise AssertionError("empty segment after truncation")
-
-                    cls_id, sep_id = self.masker.cls_id, self.masker.sep_id
-                    tokens = [cls_id] + tokens_a + [sep_id] + tokens_b + [sep_id]
-                    segment_ids = [0] * (len(tokens_a) + 2) + [1] * (len(tokens_b) + 1)
-                    positions, labels = [], []
-                    if self.mask:
-                        tokens, positions, labels = self.masker.mask_ids(tokens, rng)
-                    instances.append(PretrainingInstance(tokens, segment_ids, is_random_next, positions, labels))
+                    instance, i = self._chunk_instance(
+                        documents, document_index, current_chunk, i, target_seq_length, rng
+                    )
+                    instances.append(instance)
                 current_chunk, current_length = [], 0
             i += 1
         return instances
+
+    def _chunk_instance(self, documents, document_index, chunk, i, target_seq_length, rng):
+        """The instance of `chunk`, the sentences that end at `documents[document_index][i]`, and
+        the sentence index the walk goes on from (B may give sentences back or take more)."""
+        a_end = 1
+        if len(chunk) >= 2:
+            a_end = rng.randint(1, len(chunk) - 1)
+        tokens_a = [token for segment in chunk[:a_end] for token in segment.tolist()]
+        document = documents[document_index]
+        if self.balanced_nsp:
+            # A fair coin for every pair; Google's code forces NotNext
+            # for one-sentence chunks (see the class docstring).
+            is_random_next = rng.random() < 0.5 or len(document) == 1
+        else:
+            is_random_next = len(chunk) == 1 or rng.random() < 0.5
+        target_b_length = target_seq_length - len(tokens_a)
+        if is_random_next:
+            tokens_b = _random_segment(documents, document_index, target_b_length, rng)
+            # The chunk's unused sentences go back to the document.
+            i -= len(chunk) - a_end
+        elif len(chunk) > 1:
+            tokens_b = [token for segment in chunk[a_end:] for token in segment.tolist()]
+        elif i < len(document) - 1:
+            # balanced_nsp, one-sentence chunk mid-document: B is
+            # the sentences that follow, consumed from the document.
+            tokens_b = []
+            while i < len(document) - 1:
+                i += 1
+                tokens_b.extend(document[i].tolist())
+                if len(tokens_b) >= target_b_length:
+                    break
+        else:
+            # balanced_nsp, the document's last sentence alone: pair
+            # it with the sentence before (reused from the last pair).
+            tokens_a = document[i - 1].tolist()
+            tokens_b = document[i].tolist()
+        return self._instance(tokens_a, tokens_b, is_random_next, rng), i
+
+    def _instance(self, tokens_a, tokens_b, is_random_next, rng):
+        truncate_seq_pair(tokens_a, tokens_b, self.max_seq_length - 3, rng)
+        if not tokens_a or not tokens_b:  # Google asserts; unreachable for max_seq_length >= 5
+            raise AssertionError("empty segment after truncation")
+
+        cls_id, sep_id = self.masker.cls_id, self.masker.sep_id
+        tokens = [cls_id] + tokens_a + [sep_id] + tokens_b + [sep_id]
+        segment_ids = [0] * (len(tokens_a) + 2) + [1] * (len(tokens_b) + 1)
+        positions, labels = [], []
+        if self.mask:
+            tokens, positions, labels = self.masker.mask_ids(tokens, rng)
+        return PretrainingInstance(tokens, segment_ids, is_random_next, positions, labels)
 
     # ---- instances -> padded features ---------------------------------------
 
     def to_example(self, instance):
         """A `PretrainingInstance` -> dict of padded lists under Google's feature names."""
-        return instance_to_example(instance, self.max_seq_length, self.max_predictions_per_seq, self.masker.pad_id, self.mask)
+        return instance_to_example(
+            instance, self.max_seq_length, self.max_predictions_per_seq, self.masker.pad_id, self.mask
+        )
 
     def examples(self, corpus, on_document=None):
         """Yields padded examples (dicts of lists, Google's names), in creation order."""
@@ -421,13 +428,26 @@ class PretrainingExampleBuilder:
             "next_sentence_labels": "0 = IsNext, 1 = NotNext (random)",
         }
 
-    def write(self, corpus, output_dir, num_shards=4, shuffle_buffer_size=10000, overwrite=False, on_document=None,
-              prefix="pretraining"):
+    def write(
+        self,
+        corpus,
+        output_dir,
+        num_shards=4,
+        shuffle_buffer_size=10000,
+        overwrite=False,
+        on_document=None,
+        prefix="pretraining",
+    ):
         """Builds the examples of `corpus` into sharded TFRecords (see
         `PretrainingRecordWriter`); returns the closed writer (`.paths`, `.count`)."""
         writer = PretrainingRecordWriter(
-            output_dir, num_shards=num_shards, prefix=prefix, shuffle_buffer_size=shuffle_buffer_size,
-            seed=self.seed, overwrite=overwrite, metadata=self.metadata(),
+            output_dir,
+            num_shards=num_shards,
+            prefix=prefix,
+            shuffle_buffer_size=shuffle_buffer_size,
+            seed=self.seed,
+            overwrite=overwrite,
+            metadata=self.metadata(),
         )
         with writer:
             for example in self.examples(corpus, on_document):
@@ -448,8 +468,24 @@ class PretrainingExampleBuilder:
         return tf.data.Dataset.from_generator(generate, output_signature=signature)
 
 
-
 def keyed_seed(*key):
     """A 64-bit seed from a tuple of ints and strings, the same in every process (Python's hash()
     of a str is salted per process)."""
     return int.from_bytes(hashlib.sha256(repr(key).encode("utf-8")).digest()[:8], "little")
+
+
+def _random_segment(documents, document_index, target_length, rng):
+    """Google's random next segment: sentences from a random point of another document (ten tries
+    to avoid `document_index` itself) until `target_length` tokens."""
+    for _ in range(10):
+        random_document_index = rng.randint(0, len(documents) - 1)
+        if random_document_index != document_index:
+            break
+    random_document = documents[random_document_index]
+    random_start = rng.randint(0, len(random_document) - 1)
+    tokens = []
+    for j in range(random_start, len(random_document)):
+        tokens.extend(random_document[j].tolist())
+        if len(tokens) >= target_length:
+            break
+    return tokens

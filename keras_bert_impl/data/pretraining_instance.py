@@ -3,7 +3,8 @@
 import collections
 
 PretrainingInstance = collections.namedtuple(
-    "PretrainingInstance", ["token_ids", "segment_ids", "is_random_next", "masked_lm_positions", "masked_lm_ids"]
+    "PretrainingInstance",
+    ["token_ids", "segment_ids", "is_random_next", "masked_lm_positions", "masked_lm_ids"],
 )
 PretrainingInstance.__doc__ = """One packed pair before padding: `[CLS] A [SEP] B [SEP]` ids, its
 segment ids, whether B is a random segment (NotNext), and the masked positions

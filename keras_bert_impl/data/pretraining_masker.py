@@ -64,7 +64,12 @@ class PretrainingMasker:
         self.max_predictions_per_seq = max_predictions_per_seq
         self.whole_word_masking = whole_word_masking
         ids = special_token_ids(vocabulary)
-        self.pad_id, self.cls_id, self.sep_id, self.mask_id = ids["[PAD]"], ids["[CLS]"], ids["[SEP]"], ids["[MASK]"]
+        self.pad_id, self.cls_id, self.sep_id, self.mask_id = (
+            ids["[PAD]"],
+            ids["[CLS]"],
+            ids["[SEP]"],
+            ids["[MASK]"],
+        )
         self.vocabulary_size = len(vocabulary)
         self.is_continuation = np.array([is_continuation(t) for t in vocabulary], bool)
 
@@ -165,8 +170,12 @@ class PretrainingMasker:
                 take = (size > 0) & (count + size <= n)
                 return count + tf.where(take, size, 0)
 
-            after = tf.transpose(tf.scan(step, tf.transpose(ranked_size), initializer=tf.zeros_like(n)))  # [B, S]
-            before = tf.concat([tf.zeros_like(n)[:, None], after[:, :-1]], axis=1)  # count when word k is tried
+            after = tf.transpose(
+                tf.scan(step, tf.transpose(ranked_size), initializer=tf.zeros_like(n))
+            )  # [B, S]
+            before = tf.concat(
+                [tf.zeros_like(n)[:, None], after[:, :-1]], axis=1
+            )  # count when word k is tried
             take = (ranked_size > 0) & (before + ranked_size <= n[:, None])
         else:
             take = ranked_start & (tf.cumsum(tf.cast(ranked_start, tf.int32), axis=1) <= n[:, None])
@@ -180,7 +189,9 @@ class PretrainingMasker:
         random_ids = tf.random.stateless_uniform(
             [batch, width], random_seed, minval=0, maxval=self.vocabulary_size, dtype=tf.int32
         )
-        replaced = tf.where(choice < MASK_PROB, self.mask_id, tf.where(keep < KEEP_PROB_OF_REST, ids, random_ids))
+        replaced = tf.where(
+            choice < MASK_PROB, self.mask_id, tf.where(keep < KEEP_PROB_OF_REST, ids, random_ids)
+        )
         output_ids = tf.where(selected, replaced, ids)
 
         # Selected positions in increasing order, padded with 0 to P.

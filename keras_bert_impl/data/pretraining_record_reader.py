@@ -35,7 +35,8 @@ class PretrainingRecordReader:
     >>> from keras_bert_impl.data import PretrainingCorpus, PretrainingExampleBuilder
     >>> with open("reviews.txt", "w") as f:
     ...     _ = f.write("a long film.\nit is also funny.\nthe end drags.\n\na dull story.\nno one laughs.\n")
-    >>> builder = PretrainingExampleBuilder("data/minilm/vocab.txt", max_seq_length=16, max_predictions_per_seq=4)
+    >>> builder = PretrainingExampleBuilder("data/minilm/vocab.txt", max_seq_length=16,
+    ...                                     max_predictions_per_seq=4)
     >>> _ = builder.write(PretrainingCorpus("reviews.txt"), "out")
     >>> reader = PretrainingRecordReader.from_directory("out")  # lengths from out/pretraining.json
     >>> x, y, sample_weight = next(iter(reader.dataset(batch_size=8)))
@@ -69,19 +70,27 @@ class PretrainingRecordReader:
         self.masker = masker
 
     @classmethod
-    def from_directory(cls, directory, prefix="pretraining", masker=None,
-                       remedy="Write the records again (kbert pretrain-data --overwrite)."):
+    def from_directory(
+        cls,
+        directory,
+        prefix="pretraining",
+        masker=None,
+        remedy="Write the records again (kbert pretrain-data --overwrite).",
+    ):
         """A reader for the shards `PretrainingRecordWriter` left in `directory`,
         with the lengths taken from its `<prefix>.json`. `remedy`: the sentence that ends the
         error for shards that do not match the metadata (what the user runs to write them anew)."""
         path = os.path.join(os.fspath(directory), f"{prefix}.json")
         if not os.path.exists(path):
-            raise FileNotFoundError(f"No {prefix}.json in {directory}: is it the output of `kbert pretrain-data`?")
+            raise FileNotFoundError(
+                f"No {prefix}.json in {directory}: is it the output of `kbert pretrain-data`?"
+            )
         with open(path, encoding="utf-8") as f:
             metadata = json.load(f)
         if masker is None and not metadata.get("masked", True):
             raise ValueError(
-                f"The records in {directory} are unmasked (written for dynamic masking): pass masker=PretrainingMasker(...)."
+                f"The records in {directory} are unmasked (written for dynamic masking): pass "
+                "masker=PretrainingMasker(...)."
             )
         shards = [os.path.join(os.fspath(directory), name) for name in metadata["shards"]]
         # The writer renames the shards, then the metadata: a write killed between two renames
@@ -91,8 +100,9 @@ class PretrainingRecordReader:
             found = os.path.getsize(shard) if os.path.isfile(shard) else None
             if found != size:
                 raise ValueError(
-                    f"{shard} {'is missing' if found is None else f'holds {found} bytes'}, but {path} lists {size}: "
-                    f"the shards and their metadata come from different writes (one interrupted). {remedy}"
+                    f"{shard} {'is missing' if found is None else f'holds {found} bytes'}, but {path} lists "
+                    f"{size}: the shards and their metadata come from different writes (one interrupted). "
+                    f"{remedy}"
                 )
         return cls(shards, metadata["max_seq_length"], metadata["max_predictions_per_seq"], masker=masker)
 
@@ -110,8 +120,12 @@ class PretrainingRecordReader:
         if self.masker is not None:
             # Records written for dynamic masking have no mask features: zero weights, nothing to undo.
             zeros = [0] * self.max_predictions_per_seq
-            spec = {name: tf.io.FixedLenFeature(f.shape, f.dtype, default_value=zeros if name in MASK_FEATURES else None)
-                    for name, f in spec.items()}
+            spec = {
+                name: tf.io.FixedLenFeature(
+                    f.shape, f.dtype, default_value=zeros if name in MASK_FEATURES else None
+                )
+                for name, f in spec.items()
+            }
 
         def parse(record):
             example = tf.io.parse_single_example(record, spec)
@@ -120,13 +134,22 @@ class PretrainingRecordReader:
             return {k: tf.cast(v, tf.int32) if v.dtype == tf.int64 else v for k, v in example.items()}
 
         records = files.interleave(
-            tf.data.TFRecordDataset, cycle_length=min(len(self.files), 8), num_parallel_calls=tf.data.AUTOTUNE,
+            tf.data.TFRecordDataset,
+            cycle_length=min(len(self.files), 8),
+            num_parallel_calls=tf.data.AUTOTUNE,
             deterministic=True,
         )
         return records.map(parse, num_parallel_calls=tf.data.AUTOTUNE, deterministic=True)
 
-    def dataset(self, batch_size=32, shuffle_buffer_size=None, seed=12345, drop_remainder=False, repeat=False,
-                passes=None):
+    def dataset(
+        self,
+        batch_size=32,
+        shuffle_buffer_size=None,
+        seed=12345,
+        drop_remainder=False,
+        repeat=False,
+        passes=None,
+    ):
         """Batches of `(x, y, sample_weight)` for `BertPretrainer.fit`.
 
         Args:
@@ -176,8 +199,9 @@ class PretrainingRecordReader:
         files = tf.constant(self.files)
 
         def draw_seed(number, purpose):  # an int64 of (seed, pass, purpose: 0 shards, 1 windows, 2 masks)
-            return tf.random.stateless_uniform([], seed=tf.stack([seed, 3 * number + purpose]), minval=0,
-                                               maxval=tf.int64.max, dtype=tf.int64)
+            return tf.random.stateless_uniform(
+                [], seed=tf.stack([seed, 3 * number + purpose]), minval=0, maxval=tf.int64.max, dtype=tf.int64
+            )
 
         def permuted(elements, size, key):  # elements [N, ...] in an order drawn from the seed `key` [2]
             order = tf.argsort(tf.random.stateless_uniform([size], seed=key))
@@ -190,14 +214,18 @@ class PretrainingRecordReader:
                 order = permuted(files, len(self.files), tf.stack([draw_seed(number, 0), 0]))
                 windows = self._parsed(tf.data.Dataset.from_tensor_slices(order)).batch(shuffle_buffer_size)
                 window_seed = draw_seed(number, 1)
-                ds = windows.enumerate().flat_map(lambda index, window: tf.data.Dataset.from_tensor_slices(
-                    permuted(window, tf.shape(window["input_ids"])[0], tf.stack([window_seed, index]))))
+                ds = windows.enumerate().flat_map(
+                    lambda index, window: tf.data.Dataset.from_tensor_slices(
+                        permuted(window, tf.shape(window["input_ids"])[0], tf.stack([window_seed, index]))
+                    )
+                )
             ds = ds.batch(batch_size, drop_remainder=drop_remainder)
             if self.masker is not None:
                 mask_seed = draw_seed(number, 2)
                 ds = ds.enumerate().map(
                     lambda index, features: self.masker.mask_batch(features, tf.stack([mask_seed, index])),
-                    num_parallel_calls=tf.data.AUTOTUNE, deterministic=True,
+                    num_parallel_calls=tf.data.AUTOTUNE,
+                    deterministic=True,
                 )
             return ds
 

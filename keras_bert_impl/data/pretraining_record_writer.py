@@ -45,8 +45,8 @@ class PretrainingRecordWriter:
 
     Example:
     >>> # One padded example under Google's names; PretrainingExampleBuilder.examples makes them.
-    >>> example = {"input_ids": [101, 2204, 2143, 102], "input_mask": [1, 1, 1, 1], "segment_ids": [0, 0, 0, 0],
-    ...            "next_sentence_labels": [0]}
+    >>> example = {"input_ids": [101, 2204, 2143, 102], "input_mask": [1, 1, 1, 1],
+    ...            "segment_ids": [0, 0, 0, 0], "next_sentence_labels": [0]}
     >>> with PretrainingRecordWriter("out", num_shards=2) as writer:
     ...     for _ in range(3):
     ...         writer.write(example)
@@ -54,8 +54,16 @@ class PretrainingRecordWriter:
     (['out/pretraining-00000-of-00002.tfrecord', 'out/pretraining-00001-of-00002.tfrecord'], 3)
     """
 
-    def __init__(self, output_dir, num_shards=4, prefix="pretraining", shuffle_buffer_size=10000, seed=12345,
-                 overwrite=False, metadata=None):
+    def __init__(
+        self,
+        output_dir,
+        num_shards=4,
+        prefix="pretraining",
+        shuffle_buffer_size=10000,
+        seed=12345,
+        overwrite=False,
+        metadata=None,
+    ):
         check_int("num_shards", num_shards, 1)
         check_int("shuffle_buffer_size", shuffle_buffer_size, 1)
         check_int("seed", seed, 0)
@@ -72,7 +80,8 @@ class PretrainingRecordWriter:
         self.overwrite = overwrite
         self.metadata = dict(metadata or {})
         self.paths = [
-            os.path.join(output_dir, f"{prefix}-{i:05d}-of-{num_shards:05d}.tfrecord") for i in range(num_shards)
+            os.path.join(output_dir, f"{prefix}-{i:05d}-of-{num_shards:05d}.tfrecord")
+            for i in range(num_shards)
         ]
         self.metadata_path = os.path.join(output_dir, f"{prefix}.json")
         self.count = 0
@@ -84,7 +93,11 @@ class PretrainingRecordWriter:
         name = re.compile(rf"{re.escape(self.prefix)}-\d{{5}}-of-\d{{5}}\.tfrecord")
         if not os.path.isdir(self.output_dir):
             return []
-        return sorted(os.path.join(self.output_dir, entry) for entry in os.listdir(self.output_dir) if name.fullmatch(entry))
+        return sorted(
+            os.path.join(self.output_dir, entry)
+            for entry in os.listdir(self.output_dir)
+            if name.fullmatch(entry)
+        )
 
     def open(self):
         existing = self._existing()
@@ -109,7 +122,9 @@ class PretrainingRecordWriter:
     def write(self, example):
         """Adds one example (a dict of lists under Google's names)."""
         if self._writers is None:
-            raise RuntimeError("PretrainingRecordWriter is not open: use `with PretrainingRecordWriter(...) as w:`.")
+            raise RuntimeError(
+                "PretrainingRecordWriter is not open: use `with PretrainingRecordWriter(...) as w:`."
+            )
         record = serialize_example(example)
         self.count += 1
         if len(self._buffer) < self.shuffle_buffer_size:
@@ -131,8 +146,10 @@ class PretrainingRecordWriter:
         try:
             yield
         except tf.errors.OpError as e:
-            raise OSError(f"Writing {self.paths[shard]} failed: {e.message}. Free some space, or write to another "
-                          "output directory.") from None
+            raise OSError(
+                f"Writing {self.paths[shard]} failed: {e.message}. Free some space, or write to another "
+                "output directory."
+            ) from None
 
     def close(self):
         """Flushes the buffer and moves the shards and metadata into place (the metadata
@@ -149,8 +166,14 @@ class PretrainingRecordWriter:
                     writer.close()
             self._writers = None
             stale = [p for p in self._existing() if p not in self.paths]
-            metadata = dict(self.metadata, examples=self.count, shards=[os.path.basename(p) for p in self.paths],
-                            shard_bytes={os.path.basename(p): os.path.getsize(t) for p, t in zip(self.paths, self._temps)})
+            metadata = dict(
+                self.metadata,
+                examples=self.count,
+                shards=[os.path.basename(p) for p in self.paths],
+                shard_bytes={
+                    os.path.basename(p): os.path.getsize(t) for p, t in zip(self.paths, self._temps)
+                },
+            )
             with open(self._temps[-1], "w", encoding="utf-8") as f:
                 json.dump(metadata, f, indent=2, sort_keys=True)
             for temp, path in zip(self._temps, self.paths + [self.metadata_path]):

@@ -2,7 +2,8 @@
 
 import numpy as np
 
-from keras_bert_impl.validation import check_label_names, check_positive_int, preview  # noqa: F401 (re-exported for the metric modules)
+# Re-exported for the metric modules.
+from keras_bert_impl.validation import check_label_names, check_positive_int, preview  # noqa: F401
 
 
 def as_ids(name, values, ndim):
@@ -21,7 +22,8 @@ def as_ids(name, values, ndim):
         if bad.size:
             raise ValueError(
                 f"{name} must hold integer class ids; these are not whole numbers: {preview(bad.ravel())}. "
-                "Pass class ids, not scores (for scores of shape [N, C] pass them as predictions and the argmax is taken)."
+                "Pass class ids, not scores (for scores of shape [N, C] pass them as predictions and the "
+                "argmax is taken)."
             )
     return array.astype(np.int64)
 
@@ -30,8 +32,9 @@ def check_range(name, ids, num_classes):
     bad = ids[(ids < 0) | (ids >= num_classes)]
     if bad.size:
         raise ValueError(
-            f"{name} must be class ids in [0, {num_classes}). Received out-of-range ids {preview(np.unique(bad))}; "
-            "pass num_classes (or label_names) covering every class, or check that the ids come from the same label vocabulary."
+            f"{name} must be class ids in [0, {num_classes}). Received out-of-range ids "
+            f"{preview(np.unique(bad))}; pass num_classes (or label_names) covering every class, or check "
+            "that the ids come from the same label vocabulary."
         )
 
 

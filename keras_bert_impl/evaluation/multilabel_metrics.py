@@ -48,13 +48,15 @@ def multilabel_metrics(targets, scores, threshold=0.5, from_logits=False, label_
         bad = numeric[(numeric != 0) & (numeric != 1)]
         if bad.size:
             raise ValueError(
-                f"targets must be multi-hot (only 0 and 1). Received other values: {_checks.preview(np.unique(bad))}"
+                "targets must be multi-hot (only 0 and 1). Received other values: "
+                f"{_checks.preview(np.unique(bad))}"
             )
         targets = numeric == 1
     scores = _checks.as_scores("scores", scores, 2)
     if scores.shape != targets.shape:
         raise ValueError(
-            f"targets and scores must have the same shape [N, C]. Received: targets {targets.shape}, scores {scores.shape}"
+            f"targets and scores must have the same shape [N, C]. Received: targets {targets.shape}, scores "
+            f"{scores.shape}"
         )
     if len(targets) == 0 or targets.shape[1] == 0:
         raise ValueError(

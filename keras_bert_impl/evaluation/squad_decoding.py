@@ -45,14 +45,17 @@ def best_squad_spans(features, start_logits, end_logits, max_answer_length=30, n
     >>> import json
     >>> from keras_bert_impl.data.readers import SquadReader
     >>> from keras_bert_impl.tokenization import BertPreprocessor
-    >>> qa = {"id": "q1", "question": "Where is the grotto?", "answers": [{"text": "Lourdes", "answer_start": 21}]}
+    >>> qa = {"id": "q1", "question": "Where is the grotto?",
+    ...       "answers": [{"text": "Lourdes", "answer_start": 21}]}
     >>> with open("dev.json", "w") as f:
-    ...     json.dump({"data": [{"paragraphs": [{"context": "The grotto stands at Lourdes in France.", "qas": [qa]}]}]}, f)
+    ...     json.dump({"data": [{"paragraphs": [{"context": "The grotto stands at Lourdes in France.",
+    ...                                          "qas": [qa]}]}]}, f)
     >>> reader = SquadReader(BertPreprocessor("data/minilm/vocab.txt", sequence_length=96))
     >>> x, y = next(iter(reader.read("dev.json")))
     >>> logits = np.eye(96)  # stand-ins for BertSpanLabeler's outputs, peaked on the labelled span
     >>> best_squad_spans(reader.features, logits[y["start_logits"]], logits[y["end_logits"]])
-    {'q1': {'text': 'Lourdes', 'feature_index': 0, 'start': 13, 'end': 14, 'start_logit': 1.0, 'end_logit': 1.0,
+    {'q1': {'text': 'Lourdes', 'feature_index': 0, 'start': 13, 'end': 14, 'start_logit': 1.0, 'end_logit':
+    1.0,
             'score': 2.0}}
     """
     features = _check_features(features)
@@ -60,12 +63,13 @@ def best_squad_spans(features, start_logits, end_logits, max_answer_length=30, n
     end_logits = _checks.as_scores("end_logits", end_logits, 2)
     if start_logits.shape != end_logits.shape:
         raise ValueError(
-            f"start_logits and end_logits must have the same shape [N, S]. Received: {start_logits.shape} and {end_logits.shape}"
+            f"start_logits and end_logits must have the same shape [N, S]. Received: {start_logits.shape} "
+            f"and {end_logits.shape}"
         )
     if len(features) != len(start_logits):
         raise ValueError(
-            f"There must be one row of logits per feature. Received: {len(features)} features and {len(start_logits)} rows; "
-            "predict on the dataset from the same reader.read call, unshuffled."
+            f"There must be one row of logits per feature. Received: {len(features)} features and "
+            f"{len(start_logits)} rows; predict on the dataset from the same reader.read call, unshuffled."
         )
     max_answer_length = _checks.check_positive_int("max_answer_length", max_answer_length)
     n_best = _checks.check_positive_int("n_best", n_best)
@@ -132,7 +136,8 @@ def decode_squad_predictions(features, start_logits, end_logits, max_answer_leng
     >>> from keras_bert_impl.tokenization import BertPreprocessor
     >>> qa = {"id": "q1", "question": "When?", "answers": [{"text": "in 1858", "answer_start": 20}]}
     >>> with open("dev.json", "w") as f:
-    ...     json.dump({"data": [{"paragraphs": [{"context": "Mary appeared there in 1858.", "qas": [qa]}]}]}, f)
+    ...     json.dump({"data": [{"paragraphs": [{"context": "Mary appeared there in 1858.",
+    ...                                          "qas": [qa]}]}]}, f)
     >>> reader = SquadReader(BertPreprocessor("data/minilm/vocab.txt", sequence_length=96))
     >>> model = kb.BertSpanLabeler(kb.BertBackbone.from_preset("bert_tiny"))  # untrained: any span will do
     >>> out = model.predict(reader.read("dev.json"), verbose=0)  # an unshuffled dataset
@@ -154,7 +159,8 @@ def squad_gold_answers(features):
     >>> qa = {"id": "q1", "question": "When?", "answers": [{"text": "1858", "answer_start": 23},
     ...                                                   {"text": "in 1858", "answer_start": 20}]}
     >>> with open("dev.json", "w") as f:
-    ...     json.dump({"data": [{"paragraphs": [{"context": "Mary appeared there in 1858.", "qas": [qa]}]}]}, f)
+    ...     json.dump({"data": [{"paragraphs": [{"context": "Mary appeared there in 1858.",
+    ...                                          "qas": [qa]}]}]}, f)
     >>> reader = SquadReader(BertPreprocessor("data/minilm/vocab.txt", sequence_length=96))
     >>> _ = reader.read("dev.json")
     >>> squad_gold_answers(reader.features)

@@ -9,7 +9,8 @@ _ARTICLES = re.compile(r"\b(a|an|the)\b")
 
 
 def normalize_answer(text):
-    """The official SQuAD answer normalization: lower-case, drop ASCII punctuation, the articles a/an/the, extra whitespace.
+    """The official SQuAD answer normalization: lower-case, drop ASCII punctuation, the articles
+    a/an/the, extra whitespace.
 
     Example:
     >>> normalize_answer("The  Eiffel-Tower!")
@@ -62,8 +63,8 @@ def squad_metrics(predictions, gold):
     extra = [qid for qid in predictions if qid not in gold]
     if extra:
         raise ValueError(
-            f"{len(extra)} predicted question ids are not in gold, e.g. {extra[:3]!r}: the predictions and the gold "
-            "answers come from different files (or ids of different types, e.g. int vs str)."
+            f"{len(extra)} predicted question ids are not in gold, e.g. {extra[:3]!r}: the predictions and "
+            "the gold answers come from different files (or ids of different types, e.g. int vs str)."
         )
     bad = [qid for qid, text in predictions.items() if not isinstance(text, str)]
     if bad:
@@ -80,8 +81,9 @@ def squad_metrics(predictions, gold):
             or not all(isinstance(a, str) for a in answers)
         ):
             raise ValueError(
-                f"gold[{qid!r}] must be a non-empty list of answer strings. Received: {answers!r}. SQuAD v2.0 "
-                "unanswerable questions have none; SQuAD v1.1 scoring cannot score them (leave them out)."
+                f"gold[{qid!r}] must be a non-empty list of answer strings. Received: {answers!r}. SQuAD "
+                "v2.0 unanswerable questions have none; SQuAD v1.1 scoring cannot score them (leave them "
+                "out)."
             )
         if qid not in predictions:
             unanswered += 1

@@ -1,4 +1,5 @@
-"""Sequence tagging metrics: token accuracy and conlleval/seqeval-style entity (chunk) precision, recall, F1."""
+"""Sequence tagging metrics: token accuracy and conlleval/seqeval-style entity (chunk) precision,
+recall, F1."""
 
 import re
 
@@ -65,8 +66,8 @@ def _check_chunk_tags(tags, where):
     if bad:
         raise ValueError(
             f"{where}: entity tags must be 'O' or a B-/I-/E-/S- prefix with a type (e.g. 'B-PER'). "
-            f"Received: {_checks.preview(dict.fromkeys(bad))}. Convert BILOU tags (U- -> S-, L- -> E-) first; "
-            "for tag sets without entities (part of speech) pass entities=False."
+            f"Received: {_checks.preview(dict.fromkeys(bad))}. Convert BILOU tags (U- -> S-, L- -> E-) "
+            "first; for tag sets without entities (part of speech) pass entities=False."
         )
 
 
@@ -104,13 +105,14 @@ def tagging_metrics(gold_tags, predicted_tags, entities=None):
     predicted = _sentences("predicted_tags", predicted_tags)
     if len(gold) != len(predicted):
         raise ValueError(
-            f"gold_tags and predicted_tags must have the same number of sentences. Received: {len(gold)} and {len(predicted)}"
+            f"gold_tags and predicted_tags must have the same number of sentences. Received: {len(gold)} "
+            f"and {len(predicted)}"
         )
     for i, (g, p) in enumerate(zip(gold, predicted)):
         if len(g) != len(p):
             raise ValueError(
-                f"sentence {i} has {len(g)} gold tags but {len(p)} predicted tags; every word needs one of each. "
-                f"Received: gold={_checks.preview(g)}, predicted={_checks.preview(p)}"
+                f"sentence {i} has {len(g)} gold tags but {len(p)} predicted tags; every word needs one of "
+                f"each. Received: gold={_checks.preview(g)}, predicted={_checks.preview(p)}"
             )
     num_tokens = sum(len(g) for g in gold)
     if num_tokens == 0:
@@ -142,13 +144,14 @@ def _sentences(name, sentences):
     flat = [i for i, s in enumerate(sentences) if isinstance(s, str)]
     if flat:
         raise ValueError(
-            f"{name} must be a list of sentences, each a list of tags; item {flat[0]} is the string {sentences[flat[0]]!r}. "
-            f"For one sentence wrap it: [{name}]."
+            f"{name} must be a list of sentences, each a list of tags; item {flat[0]} is the string "
+            f"{sentences[flat[0]]!r}. For one sentence wrap it: [{name}]."
         )
     bad = [t for s in sentences for t in s if not isinstance(t, str)]
     if bad:
         raise ValueError(
-            f"{name} must hold tag strings. Received: {_checks.preview(bad)}; map ids to tags first (tags_from_wordpieces)"
+            f"{name} must hold tag strings. Received: {_checks.preview(bad)}; map ids to tags first "
+            "(tags_from_wordpieces)"
         )
     return sentences
 

@@ -50,7 +50,8 @@ def sequence_metrics(task, outputs, targets, label_names):
     targets (class ids [N], or multi-hot [N, C]); `task` is "classification", "pair" or "multilabel".
 
     Example:
-    >>> sequence_metrics("classification", {"logits": np.array([[2.0, 0.0], [0.0, 1.0]])}, [0, 0], ["a", "b"])["accuracy"]
+    >>> logits = np.array([[2.0, 0.0], [0.0, 1.0]])
+    >>> sequence_metrics("classification", {"logits": logits}, [0, 0], ["a", "b"])["accuracy"]
     0.5
     """
     if task in ("classification", "pair"):

@@ -41,8 +41,8 @@ def tags_from_wordpieces(label_ids, predictions, sample_weight, labels):
     names = list(labels) if labels is not None and not isinstance(labels, str) else None
     if not names or any(not isinstance(n, str) for n in names):
         raise ValueError(
-            "labels must be the tag vocabulary: a LabelVocabulary or a non-empty list of tag strings in id order "
-            f"(TaggingReader.labels). Received: labels={labels!r:.80}"
+            "labels must be the tag vocabulary: a LabelVocabulary or a non-empty list of tag strings in id "
+            f"order (TaggingReader.labels). Received: labels={labels!r:.80}"
         )
     label_rows, prediction_rows, weight_rows = (
         _rows("label_ids", label_ids),
@@ -65,20 +65,22 @@ def tags_from_wordpieces(label_ids, predictions, sample_weight, labels):
             prediction_row = _checks.as_scores(f"predictions[{i}]", prediction_row, 2)
             if prediction_row.shape[1] != len(names):
                 raise ValueError(
-                    f"predictions[{i}] has scores for {prediction_row.shape[1]} tags but labels has {len(names)}; "
-                    "pass the tag vocabulary the model was trained with."
+                    f"predictions[{i}] has scores for {prediction_row.shape[1]} tags but labels has "
+                    f"{len(names)}; pass the tag vocabulary the model was trained with."
                 )
             prediction_row = np.argmax(prediction_row, axis=1)
         else:
             prediction_row = _checks.as_ids(f"predictions[{i}]", prediction_row, 1)
         if not len(label_row) == len(prediction_row) == len(weight_row):
             raise ValueError(
-                f"row {i}: label_ids, predictions and sample_weight must be equally long (one entry per wordpiece). "
-                f"Received lengths {len(label_row)}, {len(prediction_row)} and {len(weight_row)}"
+                f"row {i}: label_ids, predictions and sample_weight must be equally long (one entry per "
+                f"wordpiece). Received lengths {len(label_row)}, {len(prediction_row)} and "
+                f"{len(weight_row)}"
             )
         if np.any(weight_row < 0):
             raise ValueError(
-                f"sample_weight[{i}] must be >= 0 (1 on each word's first piece). Received: {weight_row.min()}"
+                f"sample_weight[{i}] must be >= 0 (1 on each word's first piece). Received: "
+                f"{weight_row.min()}"
             )
         words = weight_row > 0  # [S]
         _checks.check_range(f"label_ids[{i}] (where sample_weight > 0)", label_row[words], len(names))

@@ -54,7 +54,8 @@ class ForwardResolver:
             bf16 or int8 is expected to be slower than fp32 on this CPU.
 
     Example:
-    >>> model = kb.BertClassifier(kb.BertBackbone.from_preset("bert_tiny", vocabulary_size=100), num_classes=2)
+    >>> backbone = kb.BertBackbone.from_preset("bert_tiny", vocabulary_size=100)
+    >>> model = kb.BertClassifier(backbone, num_classes=2)
     >>> from keras_bert_impl.cpu_features import CpuFeatures
     >>> vnni = CpuFeatures("a CPU", ["avx2", "avx512f", "avx512_vnni"])
     >>> resolved = ForwardResolver(model, "auto", features=vnni)
@@ -96,9 +97,9 @@ class ForwardResolver:
         if self.requested == AUTO:
             if runtime is not None:
                 raise ValueError(
-                    f"{runtime_name} {runtime} goes with an explicit {precision_name} (auto picks the precision and "
-                    f"runs it on its own runtime): pass {precision_name} fp32 {runtime_name} litert, or leave "
-                    f"{runtime_name} out."
+                    f"{runtime_name} {runtime} goes with an explicit {precision_name} (auto picks the "
+                    f"precision and runs it on its own runtime): pass {precision_name} fp32 {runtime_name} "
+                    f"litert, or leave {runtime_name} out."
                 )
             self.precision, self._note = self._auto()
             self.runtime = RUNTIMES[self.precision][0]
@@ -145,7 +146,10 @@ class ForwardResolver:
             trained = not self.model.ranges.untrained()
             precision, reason = choose_precision(features, self.task)
             if precision == "int8" and trained:
-                reason += ": int8 runs this quantization-aware model's integer-only file, with the ranges it learned"
+                reason += (
+                    ": int8 runs this quantization-aware model's integer-only file, with the ranges it "
+                    "learned"
+                )
             else:
                 precision = "fp32"
                 why = slower_here("int8", features) if trained else "its activation ranges were never trained"
@@ -162,46 +166,49 @@ class ForwardResolver:
         pn, rn, precision, runtime = self._pn, self._rn, self.precision, self.runtime
         if self.quantized and precision != "fp32":
             raise ValueError(
-                f"{pn} {precision} needs a float model; this one was quantized ({', '.join(self.quantized)}) with "
-                f"Keras' model.quantize. Leave {pn} out to run it as saved, or pass the float model."
+                f"{pn} {precision} needs a float model; this one was quantized "
+                f"({', '.join(self.quantized)}) with Keras' model.quantize. Leave {pn} out to run it as "
+                "saved, or pass the float model."
             )
         if self.quantized and runtime == "litert":
             raise ValueError(
-                f"{rn} litert needs a float model; this one was quantized ({', '.join(self.quantized)}) with Keras' "
-                f"model.quantize and runs as saved on tensorflow. Leave {rn} out, or pass the float model."
+                f"{rn} litert needs a float model; this one was quantized ({', '.join(self.quantized)}) "
+                f"with Keras' model.quantize and runs as saved on tensorflow. Leave {rn} out, or pass the "
+                "float model."
             )
         if self.quantization_aware:
             if precision == "bf16":
                 raise ValueError(
-                    f"{pn} bf16 would run a bfloat16 copy of this quantization-aware model's float classifier, "
-                    f"neither what it trained nor its int8 file: use {pn} int8 (its integer-only file, on litert) or "
-                    f"{pn} fp32 (its fake-quantized forward, on tensorflow)."
+                    f"{pn} bf16 would run a bfloat16 copy of this quantization-aware model's float "
+                    f"classifier, neither what it trained nor its int8 file: use {pn} int8 (its "
+                    f"integer-only file, on litert) or {pn} fp32 (its fake-quantized forward, on "
+                    "tensorflow)."
                 )
             if precision == "fp32" and runtime == "litert":
                 raise ValueError(
-                    f"{rn} litert would run this quantization-aware model's float classifier, not what it trained: "
-                    f"use {pn} int8 (its integer-only file, on litert), or leave {rn} out (its fake-quantized "
-                    "forward, on tensorflow)."
+                    f"{rn} litert would run this quantization-aware model's float classifier, not what it "
+                    f"trained: use {pn} int8 (its integer-only file, on litert), or leave {rn} out (its "
+                    "fake-quantized forward, on tensorflow)."
                 )
             untrained = self.model.ranges.untrained()
             if precision == "int8" and untrained:
                 raise ValueError(
-                    f"{pn} int8 runs this quantization-aware model's integer-only file, which needs the activation "
-                    f"ranges it learns in training; {len(untrained)} were never trained: fit it first (kbert "
-                    f"finetune --qat), or use {pn} fp32."
+                    f"{pn} int8 runs this quantization-aware model's integer-only file, which needs the "
+                    f"activation ranges it learns in training; {len(untrained)} were never trained: fit it "
+                    f"first (kbert finetune --qat), or use {pn} fp32."
                 )
             return
         if self.task in INT8_TASKS:
             return
         if precision == "int8":
             raise ValueError(
-                f"{pn} int8 runs classification, pair and multilabel models; this model's task is {self.task}. "
-                f"Use {pn} fp32 or bf16."
+                f"{pn} int8 runs classification, pair and multilabel models; this model's task is "
+                f"{self.task}. Use {pn} fp32 or bf16."
             )
         if runtime == "litert":
             raise ValueError(
-                f"{rn} litert runs classification, pair and multilabel models; this model's task is {self.task}. "
-                f"Leave {rn} out."
+                f"{rn} litert runs classification, pair and multilabel models; this model's task is "
+                f"{self.task}. Leave {rn} out."
             )
 
     def model_in_precision(self):

@@ -54,7 +54,8 @@ class LiteRtCache:
 
     Example:
     >>> import tempfile
-    >>> model = kb.BertClassifier(kb.BertBackbone.from_preset("bert_tiny", vocabulary_size=100), num_classes=2)
+    >>> backbone = kb.BertBackbone.from_preset("bert_tiny", vocabulary_size=100)
+    >>> model = kb.BertClassifier(backbone, num_classes=2)
     >>> _ = model({"token_ids": np.ones((1, 4), "int32"), "segment_ids": np.zeros((1, 4), "int32"),
     ...            "padding_mask": np.ones((1, 4), "int32")})
     >>> cache = LiteRtCache(tempfile.mkdtemp())

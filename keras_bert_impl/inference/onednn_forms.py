@@ -48,7 +48,8 @@ class OneDnnForms(LiteRtForms):
 
     Example:
     >>> from keras_bert_impl.models.integer_forms import classifier_forward
-    >>> model = kb.BertClassifier(kb.BertBackbone.from_preset("bert_tiny", vocabulary_size=100), num_classes=2)
+    >>> backbone = kb.BertBackbone.from_preset("bert_tiny", vocabulary_size=100)
+    >>> model = kb.BertClassifier(backbone, num_classes=2)
     >>> ids = np.array([[2, 7, 3, 0]], "int32")
     >>> inputs = {"token_ids": ids, "padding_mask": ids > 0, "segment_ids": np.zeros_like(ids)}
     >>> logits = classifier_forward(model, inputs, OneDnnForms())["logits"]

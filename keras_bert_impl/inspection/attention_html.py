@@ -17,7 +17,8 @@ _PAGE = """<!DOCTYPE html>
 <html lang="en">
 <head>
 <meta charset="utf-8">
-<meta http-equiv="Content-Security-Policy" content="default-src 'none'; script-src 'unsafe-inline'; style-src 'unsafe-inline'">
+<meta http-equiv="Content-Security-Policy"
+      content="default-src 'none'; script-src 'unsafe-inline'; style-src 'unsafe-inline'">
 <title>__TITLE__</title>
 <style>
 body { font-family: sans-serif; margin: 1.5em; color: #222; }
@@ -75,7 +76,9 @@ function draw() {
       for (let j = 0; j < T; j++) {
         const p = probs[layer][h][i][j];
         if (p < 0.01) continue;
-        if (hovered && !((hovered.side === "from" && hovered.index === i) || (hovered.side === "to" && hovered.index === j))) continue;
+        const fromHovered = hovered && hovered.side === "from" && hovered.index === i;
+        const toHovered = hovered && hovered.side === "to" && hovered.index === j;
+        if (hovered && !fromHovered && !toHovered) continue;
         const line = document.createElementNS(ns, "line");
         line.setAttribute("x1", xFrom); line.setAttribute("y1", 10 + i * ROW);
         line.setAttribute("x2", xTo); line.setAttribute("y2", 10 + j * ROW);
@@ -107,7 +110,11 @@ function drawHeatmap(layer, shown) {
   table.replaceChildren();
   const head = table.createTHead().insertRow();
   head.appendChild(document.createElement("th"));
-  for (const token of tokens) { const th = document.createElement("th"); th.textContent = token; head.appendChild(th); }
+  for (const token of tokens) {
+    const th = document.createElement("th");
+    th.textContent = token;
+    head.appendChild(th);
+  }
   const body = table.createTBody();
   for (let i = 0; i < T; i++) {
     const row = body.insertRow();

@@ -34,8 +34,8 @@ class AttentionMaps:
         probabilities = np.asarray(probabilities, np.float32)
         if probabilities.ndim != 4 or probabilities.shape[2:] != (len(tokens), len(tokens)):
             raise ValueError(
-                f"probabilities must be [layers, heads, {len(tokens)}, {len(tokens)}] for {len(tokens)} tokens. "
-                f"Received shape {probabilities.shape}."
+                f"probabilities must be [layers, heads, {len(tokens)}, {len(tokens)}] for {len(tokens)} "
+                f"tokens. Received shape {probabilities.shape}."
             )
         self.tokens = list(tokens)
         self.probabilities = probabilities
@@ -55,8 +55,8 @@ class AttentionMaps:
         check_int(name, layer)
         if not -self.num_layers <= layer < self.num_layers:
             raise ValueError(
-                f"{name} must be in [0, {self.num_layers - 1}] (or -1 for the last) for this {self.num_layers}-layer "
-                f"model. Received: {name}={layer}"
+                f"{name} must be in [0, {self.num_layers - 1}] (or -1 for the last) for this "
+                f"{self.num_layers}-layer model. Received: {name}={layer}"
             )
         return layer % self.num_layers
 
@@ -101,7 +101,8 @@ class AttentionMaps:
         return cls(tokens, probabilities, x["segment_ids"][0], truncated=full > used)
 
     def to_dict(self):
-        """Plain data (for JSON): tokens, segment_ids, truncated and probabilities [L][N][T][T] rounded to 4 digits."""
+        """Plain data (for JSON): tokens, segment_ids, truncated and probabilities [L][N][T][T] rounded
+        to 4 digits."""
         return {
             "tokens": self.tokens,
             "segment_ids": self.segment_ids,

@@ -60,14 +60,14 @@ def plot_attention(maps, path, layer=None, head=None, title=None):
         text = f"layer {layer}: {text}"
     else:
         figure = new_figure(maps.num_heads * 1.3 + 0.8, maps.num_layers * 1.3 + 0.8)
-        for l in range(maps.num_layers):
+        for row in range(maps.num_layers):
             for h in range(maps.num_heads):
-                axes = figure.add_subplot(maps.num_layers, maps.num_heads, l * maps.num_heads + h + 1)
-                _heatmap(axes, maps.probabilities[l, h], maps.tokens, labels=False)
-                if l == 0:
+                axes = figure.add_subplot(maps.num_layers, maps.num_heads, row * maps.num_heads + h + 1)
+                _heatmap(axes, maps.probabilities[row, h], maps.tokens, labels=False)
+                if row == 0:
                     axes.set_title(f"head {h}", fontsize=8)
                 if h == 0:
-                    axes.set_ylabel(f"layer {l}", fontsize=8)
+                    axes.set_ylabel(f"layer {row}", fontsize=8)
     figure.suptitle(text if len(text) <= 110 else text[:107] + "...", fontsize=10)
     figure.tight_layout(rect=(0, 0, 1, 0.97))  # room for the title above the panels
     save_png(figure, path)

@@ -31,7 +31,8 @@ def plot_embeddings(vectors, labels, path, title="Sentence vectors (PCA)"):
     labels = [str(label) for label in labels]
     if len(labels) != len(vectors):
         raise ValueError(
-            f"labels must give one label per vector. Received {len(labels)} labels for {len(vectors)} vectors."
+            f"labels must give one label per vector. Received {len(labels)} labels for {len(vectors)} "
+            "vectors."
         )
     names = sorted(set(labels))
     if len(names) > MAX_LABELS:
@@ -70,7 +71,8 @@ def plot_word_senses(vectors, contexts, word, path, groups=None, annotate=12):
     strings, e.g. a sense or a source) if given."""
     if len(contexts) != len(vectors):
         raise ValueError(
-            f"contexts must give one sentence per vector. Received {len(contexts)} for {len(vectors)} vectors."
+            f"contexts must give one sentence per vector. Received {len(contexts)} for {len(vectors)} "
+            "vectors."
         )
     points, explained = pca_2d(vectors)
     figure = new_figure(10, 8)
@@ -117,7 +119,8 @@ def nearest_neighbour_agreement(vectors, groups):
     vectors = np.asarray(vectors, np.float64)
     if len(vectors) != len(groups) or len(vectors) < 2:
         raise ValueError(
-            f"Need one group per vector and at least 2 vectors. Received {len(vectors)} vectors, {len(groups)} groups."
+            f"Need one group per vector and at least 2 vectors. Received {len(vectors)} vectors, "
+            f"{len(groups)} groups."
         )
     unit = vectors / np.maximum(np.linalg.norm(vectors, axis=1, keepdims=True), 1e-12)
     similarity = unit @ unit.T

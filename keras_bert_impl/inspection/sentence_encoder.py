@@ -8,7 +8,6 @@ Shape legend: B batch, T tokens in a batch, H hidden size, K pooled layers.
 
 import hashlib
 
-import keras
 import numpy as np
 import tensorflow as tf
 from keras import ops
@@ -81,7 +80,8 @@ class SentenceEncoder:
                 )
         if pooling == "first-last-mean" and layers != (-1,):
             raise ValueError(
-                f"pooling='first-last-mean' chooses its own layers (1 and {num_layers}); leave layers at (-1,)."
+                f"pooling='first-last-mean' chooses its own layers (1 and {num_layers}); leave layers at "
+                "(-1,)."
             )
         self.pooling = pooling
         self.layers = layers
@@ -94,7 +94,9 @@ class SentenceEncoder:
         # No packing length: texts are packed here, so each batch is padded only as far as it needs.
         self._preprocessor = BertPreprocessor(self.vocabulary, lowercase=self.lowercase, sequence_length=None)
         pooled_layers = (
-            (1, num_layers) if pooling == "first-last-mean" else tuple(l % (num_layers + 1) for l in layers)
+            (1, num_layers)
+            if pooling == "first-last-mean"
+            else tuple(layer % (num_layers + 1) for layer in layers)
         )
         self._pooled_layers = pooled_layers
         self._model = self._with_hidden_states(backbone) if pooled_layers != (num_layers,) else backbone

@@ -41,7 +41,8 @@ def word_vectors(backbone, word, sentences, layer=-1, sequence_length=128, batch
     num_layers = backbone.num_layers
     if not -(num_layers + 1) <= layer <= num_layers:
         raise ValueError(
-            f"layer must be in [{-(num_layers + 1)}, {num_layers}] for a {num_layers}-layer model. Received: layer={layer}"
+            f"layer must be in [{-(num_layers + 1)}, {num_layers}] for a {num_layers}-layer model. "
+            f"Received: layer={layer}"
         )
     vocabulary = backbone.vocabulary
     preprocessor = BertPreprocessor(vocabulary, lowercase=backbone.lowercase, sequence_length=sequence_length)
@@ -71,6 +72,7 @@ def word_vectors(backbone, word, sentences, layer=-1, sequence_length=128, batch
             rows.append(start + b)
     if not vectors:
         raise ValueError(
-            f"word {word!r} occurs in none of the {len(sentences)} sentences (as a whole word, within the sequence length)."
+            f"word {word!r} occurs in none of the {len(sentences)} sentences (as a whole word, within the "
+            "sequence length)."
         )
     return np.stack(vectors), np.asarray(rows)

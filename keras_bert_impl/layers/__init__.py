@@ -6,3 +6,14 @@ from keras_bert_impl.layers.masked_lm_head import MaskedLMHead
 from keras_bert_impl.layers.multi_head_attention import MultiHeadAttention
 from keras_bert_impl.layers.next_sentence_head import NextSentenceHead
 from keras_bert_impl.layers.transformer_encoder import TransformerEncoder
+
+__all__ = [
+    "ActivationRanges",
+    "BertEmbeddings",
+    "BertPooler",
+    "FeedForward",
+    "MaskedLMHead",
+    "MultiHeadAttention",
+    "NextSentenceHead",
+    "TransformerEncoder",
+]

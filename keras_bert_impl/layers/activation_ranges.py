@@ -86,9 +86,10 @@ class ActivationRanges(keras.layers.Layer):
         # of its own) would otherwise fail as Keras' variable count, with no word of the fix.
         if len(store.keys()) != len(self.points):
             raise ValueError(
-                f"its activation ranges do not fit the {len(self.points)} points this version of keras_bert_impl "
-                "quantizes: it was saved by another version, whose ranges miss what its integer file computes now. "
-                "Fine-tune it again with `kbert finetune --qat` (or QuantizationAwareClassifier.fit)"
+                f"its activation ranges do not fit the {len(self.points)} points this version of "
+                "keras_bert_impl quantizes: it was saved by another version, whose ranges miss what its "
+                "integer file computes now. Fine-tune it again with `kbert finetune --qat` (or "
+                "QuantizationAwareClassifier.fit)"
             )
         super().load_own_variables(store)
 

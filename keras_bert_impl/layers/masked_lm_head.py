@@ -117,7 +117,7 @@ def _float_embedding_matrix(embedding):
             ops.expand_dims(ops.cast(embedding.embeddings_scale, embedding.compute_dtype), -1),
         )
     raise ValueError(
-        f"The masked-LM head is tied to the token embedding '{embedding.path}', quantized with mode {mode!r}; "
-        "only int8 (or no quantization) can be multiplied as a whole matrix. Quantize with mode='int8', or "
-        "pass filters= to model.quantize to leave the token embedding in float."
+        f"The masked-LM head is tied to the token embedding '{embedding.path}', quantized with mode "
+        f"{mode!r}; only int8 (or no quantization) can be multiplied as a whole matrix. Quantize with "
+        "mode='int8', or pass filters= to model.quantize to leave the token embedding in float."
     )

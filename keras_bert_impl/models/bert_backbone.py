@@ -264,7 +264,8 @@ class BertBackbone(ChecksIdData, keras.Model):
                 shape = value.shape
             if len(shape) != 2:
                 raise ValueError(
-                    f"Input '{key}' must have rank 2 [batch, sequence_length]. Received shape {tuple(shape)}. {fix}"
+                    f"Input '{key}' must have rank 2 [batch, sequence_length]. Received shape "
+                    f"{tuple(shape)}. {fix}"
                 )
             dtype = keras.backend.standardize_dtype(getattr(value, "dtype", "int32"))
             if not ("int" in dtype or dtype == "bool" and key == "padding_mask"):
@@ -292,8 +293,11 @@ class BertBackbone(ChecksIdData, keras.Model):
                 raise ValueError(
                     f"Input '{key}' holds the value {bad}, outside [0, {limit}). "
                     + {
-                        "token_ids": f"The vocabulary has {limit} entries: tokenize with this model's own vocab.txt.",
-                        "segment_ids": f"The model has {limit} segment types: use 0 for sentence A, 1 for sentence B.",
+                        "token_ids": f"The vocabulary has {limit} entries: tokenize with this model's own "
+                        "vocab.txt.",
+                        "segment_ids": (
+                            f"The model has {limit} segment types: use 0 for sentence A, 1 for sentence B."
+                        ),
                         "padding_mask": "Use 1 for real tokens and 0 for padding.",
                     }[key]
                 )

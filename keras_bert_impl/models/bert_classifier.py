@@ -32,8 +32,10 @@ class BertClassifier(BertTask):
 
     Example:
     >>> from keras_bert_impl.tokenization import BertPreprocessor
-    >>> x = BertPreprocessor("data/minilm/vocab.txt", sequence_length=16)(["a gripping, funny film", "a dull mess"])
-    >>> classifier = BertClassifier(kb.BertBackbone.from_preset("bert_tiny"), num_classes=2)  # compiled already
+    >>> preprocessor = BertPreprocessor("data/minilm/vocab.txt", sequence_length=16)
+    >>> x = preprocessor(["a gripping, funny film", "a dull mess"])
+    >>> # Compiled already:
+    >>> classifier = BertClassifier(kb.BertBackbone.from_preset("bert_tiny"), num_classes=2)
     >>> history = classifier.fit(x, np.array([1, 0]), epochs=1, verbose=0)
     >>> classifier.predict(x, verbose=0)["logits"].shape
     (2, 2)

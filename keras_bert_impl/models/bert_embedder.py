@@ -28,7 +28,8 @@ class BertEmbedder(BertTask):
 
     Example:
     >>> from keras_bert_impl.tokenization import BertPreprocessor
-    >>> x = BertPreprocessor("data/minilm/vocab.txt", sequence_length=16)(["a gripping, funny film", "a dull mess"])
+    >>> preprocessor = BertPreprocessor("data/minilm/vocab.txt", sequence_length=16)
+    >>> x = preprocessor(["a gripping, funny film", "a dull mess"])
     >>> embedder = BertEmbedder(kb.BertBackbone.from_preset("bert_tiny"), pooling="mean", normalize=True)
     >>> embeddings = embedder.predict(x, verbose=0)["embeddings"]
     >>> embeddings.shape, np.linalg.norm(embeddings, axis=1).round(4)
@@ -47,8 +48,8 @@ class BertEmbedder(BertTask):
             or not -(num_layers + 1) <= layer_index <= num_layers
         ):
             raise ValueError(
-                f"layer_index must be an int in [{-(num_layers + 1)}, {num_layers}] for a {num_layers}-layer backbone. "
-                f"Received: layer_index={layer_index!r}"
+                f"layer_index must be an int in [{-(num_layers + 1)}, {num_layers}] for a "
+                f"{num_layers}-layer backbone. Received: layer_index={layer_index!r}"
             )
         last_layer = layer_index in (-1, num_layers)
         if not last_layer and not backbone.return_hidden_states:

@@ -95,9 +95,9 @@ class BertPretrainer(BertTask):
         low, high = int(positions.min()), int(positions.max())
         if low < 0 or high >= length:
             raise ValueError(
-                f"Input 'mask_positions' holds the value {high if high >= length else low}, outside [0, {length}) "
-                f"(token_ids has {length} positions). Mask positions index each row's tokens: fill the unused "
-                "slots with 0 and give them a sample weight of 0."
+                f"Input 'mask_positions' holds the value {high if high >= length else low}, outside [0, "
+                f"{length}) (token_ids has {length} positions). Mask positions index each row's tokens: "
+                "fill the unused slots with 0 and give them a sample weight of 0."
             )
 
     def default_loss(self):

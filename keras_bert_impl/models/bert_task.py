@@ -43,8 +43,8 @@ class BertTask(ChecksIdData, HeadCompile, keras.Model):
     def _check_backbone(backbone):
         if not isinstance(backbone, BertBackbone):
             raise ValueError(
-                "backbone must be a keras_bert_impl.BertBackbone, e.g. BertBackbone.from_preset('bert_tiny'). "
-                f"Received: backbone={backbone!r}"
+                "backbone must be a keras_bert_impl.BertBackbone, e.g. "
+                f"BertBackbone.from_preset('bert_tiny'). Received: backbone={backbone!r}"
             )
 
     def _output_layers(self, backbone, num_classes, dropout, activation=None):

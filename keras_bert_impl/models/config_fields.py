@@ -15,6 +15,6 @@ def check_config_fields(cls, config, extra=()):
     missing = sorted(required - set(config))
     if unknown or missing:
         raise ValueError(
-            f"Invalid {cls.__name__} config: unknown fields {unknown}, missing fields {missing}. "
-            f"Known fields: {sorted(known)}. Fix the config JSON (a typo or a config written for another model)."
+            f"Invalid {cls.__name__} config: unknown fields {unknown}, missing fields {missing}. Known "
+            f"fields: {sorted(known)}. Fix the config JSON (a typo or a config written for another model)."
         )

@@ -54,7 +54,8 @@ class IntegerForms:
     quantization-aware training subclass it.
 
     Example:
-    >>> model = kb.BertClassifier(kb.BertBackbone.from_preset("bert_tiny", vocabulary_size=100), num_classes=2)
+    >>> backbone = kb.BertBackbone.from_preset("bert_tiny", vocabulary_size=100)
+    >>> model = kb.BertClassifier(backbone, num_classes=2)
     >>> ids = np.array([[2, 7, 3, 0]], "int32")
     >>> inputs = {"token_ids": ids, "padding_mask": ids > 0, "segment_ids": np.zeros_like(ids)}
     >>> logits = classifier_forward(model, inputs, IntegerForms())["logits"]
@@ -240,8 +241,9 @@ def _norm(forms, name, layer, x):  # [..., H]: LayerNorm as MEAN, SUB, MUL, RSQR
     a handful of levels, which RSQRT turns into inverse deviations tens of steps apart for one
     level (issue 31: on MiniLM the integer file and its QAT forward drifted apart there;
     docs/export.md has the before and after). Rescaled by its own peak, every token's squares
-    lie in [0, 1], and its variance between 1/H and 1, whatever its scale. The factor itself needs no precision: any c gives
-    the same function, so 1 / peak comes from an RSQRT of peak^2 at whatever levels it gets.
+    lie in [0, 1], and its variance between 1/H and 1, whatever its scale. The factor itself needs no
+    precision: any c gives the same function, so 1 / peak comes from an RSQRT of peak^2 at whatever levels it
+    gets.
     """
     point = forms.activation
     epsilon = float(layer.epsilon)

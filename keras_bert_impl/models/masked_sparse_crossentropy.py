@@ -39,7 +39,8 @@ class MaskedSparseCrossentropy(keras.losses.Loss):
     Example:
     >>> y_true, weights = np.array([[0, 1, 1]]), np.array([[1.0, 1.0, 0.0]])  # the third slot is padding
     >>> y_pred = np.log(np.array([[[0.5, 0.5], [0.25, 0.75], [0.9, 0.1]]]))  # logits [B=1, P=3, V=2]
-    >>> round(float(MaskedSparseCrossentropy()(y_true, y_pred, sample_weight=weights)), 4)  # (ln 2 + ln 4/3) / 2
+    >>> # (ln 2 + ln 4/3) / 2:
+    >>> round(float(MaskedSparseCrossentropy()(y_true, y_pred, sample_weight=weights)), 4)
     0.4904
     >>> keras_loss = keras.losses.SparseCategoricalCrossentropy(from_logits=True)  # divides by all 3 slots
     >>> round(float(keras_loss(y_true, y_pred, sample_weight=weights)), 4)

@@ -59,7 +59,8 @@ class QuantizationAwareClassifier(HeadCompile, keras.Model):
 
     Example:
     >>> from keras_bert_impl.tokenization import BertPreprocessor
-    >>> x = BertPreprocessor("data/minilm/vocab.txt", sequence_length=16)(["a gripping, funny film", "a dull mess"])
+    >>> preprocessor = BertPreprocessor("data/minilm/vocab.txt", sequence_length=16)
+    >>> x = preprocessor(["a gripping, funny film", "a dull mess"])
     >>> classifier = BertClassifier(kb.BertBackbone.from_preset("bert_tiny"), num_classes=2)
     >>> qat = QuantizationAwareClassifier(classifier)  # compiled with the classifier's loss and metrics
     >>> history = qat.fit(x, np.array([1, 0]), epochs=1, verbose=0)
@@ -70,8 +71,9 @@ class QuantizationAwareClassifier(HeadCompile, keras.Model):
     def __init__(self, classifier, momentum=0.99, **kwargs):
         if not isinstance(classifier, BertClassifier):
             raise ValueError(
-                "Quantization-aware training is for a BertClassifier (the integer-only file is built for one). "
-                f"Received: classifier={type(classifier).__name__}. Export other heads in float32 or dynamic_int8."
+                "Quantization-aware training is for a BertClassifier (the integer-only file is built for "
+                f"one). Received: classifier={type(classifier).__name__}. Export other heads in float32 or "
+                "dynamic_int8."
             )
         if any(getattr(layer, "quantization_mode", None) for layer in classifier._flatten_layers()):
             raise ValueError(
@@ -110,9 +112,9 @@ class QuantizationAwareClassifier(HeadCompile, keras.Model):
         untrained = self.ranges.untrained()
         if untrained:
             raise ValueError(
-                f"{len(untrained)} of {len(self.ranges.points)} activation ranges were never trained (the first: "
-                f"{untrained[0]!r}). Fit the QuantizationAwareClassifier (a few hundred steps on the task's data) "
-                "before exporting it."
+                f"{len(untrained)} of {len(self.ranges.points)} activation ranges were never trained (the "
+                f"first: {untrained[0]!r}). Fit the QuantizationAwareClassifier (a few hundred steps on the "
+                "task's data) before exporting it."
             )
         return {point: self.ranges.range_of(point) for point in self.ranges.points}
 
@@ -303,10 +305,11 @@ class _TrainingForms(IntegerForms):
 
 
 def _scale(high, low, levels=255.0):
-    """(high - low) / levels (255; 254 for a symmetric narrow grid) as the converter stores a scale: the quotient in double rounded to
-    float32, which float32 arithmetic misses by one unit in the last place now and then (the
-    kernels' rescaling then moves values at a near-tie). In float32 ops: the subtraction's
-    error (Knuth's two-sum) and the division's remainder correct the float32 quotient."""
+    """(high - low) / levels (255; 254 for a symmetric narrow grid) as the converter stores a scale:
+    the quotient in double rounded to float32, which float32 arithmetic misses by one unit in the
+    last place now and then (the kernels' rescaling then moves values at a near-tie). In float32
+    ops: the subtraction's error (Knuth's two-sum) and the division's remainder correct the float32
+    quotient."""
     difference = high - low
     virtual = difference - high
     error = (high - (difference - virtual)) + (-low - virtual)  # high - low = difference + error, exactly

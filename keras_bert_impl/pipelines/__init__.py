@@ -6,3 +6,14 @@ from keras_bert_impl.pipelines.pipeline_options import LOCAL_RUNNER, RUNNER_NAME
 from keras_bert_impl.pipelines.pretraining_pipeline import PretrainingPipeline
 from keras_bert_impl.pipelines.inference_pipeline import InferencePipeline, read_manifest
 from keras_bert_impl.pipelines.text_shard import TextShard, text_shards
+
+__all__ = [
+    "LOCAL_RUNNER",
+    "RUNNER_NAMES",
+    "InferencePipeline",
+    "PretrainingPipeline",
+    "TextShard",
+    "pipeline_options",
+    "read_manifest",
+    "text_shards",
+]

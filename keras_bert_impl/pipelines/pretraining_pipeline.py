@@ -64,8 +64,8 @@ class PretrainingPipeline:
         existing = names._existing()
         if existing and not names.overwrite:
             raise FileExistsError(
-                f"{names.output_dir} already holds pretraining shards ({os.path.basename(existing[0])}, ...). "
-                "Pick another output directory or prefix, or overwrite them (--overwrite)."
+                f"{names.output_dir} already holds pretraining shards ({os.path.basename(existing[0])}, "
+                "...). Pick another output directory or prefix, or overwrite them (--overwrite)."
             )
         staging = staging_folder(names.output_dir, names.prefix)
         shutil.rmtree(staging, ignore_errors=True)
@@ -101,8 +101,8 @@ class PretrainingPipeline:
         if not sum(counts.values()):
             shutil.rmtree(staging, ignore_errors=True)
             raise ValueError(
-                f"The input has no text: {len(self.paths)} file(s) gave no example. Check the files and --format "
-                f"({self.format})."
+                f"The input has no text: {len(self.paths)} file(s) gave no example. Check the files and "
+                f"--format ({self.format})."
             )
         stale = [p for p in names._existing() if p not in names.paths]
         for path in names.paths:

@@ -65,10 +65,10 @@ class _BertPreprocessorOnLoad:
             module = importlib.import_module(_LAZY["BertPreprocessor"])
         except TensorFlowOnlyError as error:
             raise TensorFlowOnlyError(
-                f"The model being loaded holds a BertPreprocessor layer ({config.get('name')!r}), the in-graph "
-                f"WordPiece tokenizer, so it loads on TensorFlow only. {error} To run it on this backend, save the "
-                "model it wraps without the preprocessor in a TensorFlow process (e.g. the BertClassifier "
-                "inside it, with model.save) and load that here."
+                f"The model being loaded holds a BertPreprocessor layer ({config.get('name')!r}), the "
+                f"in-graph WordPiece tokenizer, so it loads on TensorFlow only. {error} To run it on this "
+                "backend, save the model it wraps without the preprocessor in a TensorFlow process (e.g. "
+                "the BertClassifier inside it, with model.save) and load that here."
             ) from None
         return module.BertPreprocessor.from_config(config)
 

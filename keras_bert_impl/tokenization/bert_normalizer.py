@@ -71,9 +71,10 @@ _ASSIGNED_AFTER_14 = (
 def _unassigned_in_pinned_version():
     if unicodedata.unidata_version not in _PINNED_FROM:
         raise RuntimeError(
-            f"Python's unicodedata is Unicode {unicodedata.unidata_version}, but BERT's normalizer knows how to "
-            f"pin Unicode {UNICODE_VERSION} from {', '.join(_PINNED_FROM)} only (Python 3.11 to 3.13): run it "
-            "on one of those, or add the newer version's assignments to bert_normalizer._ASSIGNED_AFTER_14"
+            f"Python's unicodedata is Unicode {unicodedata.unidata_version}, but BERT's normalizer knows "
+            f"how to pin Unicode {UNICODE_VERSION} from {', '.join(_PINNED_FROM)} only (Python 3.11 to "
+            "3.13): run it on one of those, or add the newer version's assignments to "
+            "bert_normalizer._ASSIGNED_AFTER_14"
         )
     return frozenset(cp for first, last in _ASSIGNED_AFTER_14 for cp in range(first, last + 1))
 
@@ -132,36 +133,15 @@ def _darts_clone_trie(keys, values):
     gets its own base (node ^ offset), so a missing edge can never land on
     another parent's child with the same label.
     """
-    root = {}
-    for key, value in zip(keys, values):
-        node = root
-        for byte in key:
-            node = node.setdefault(byte, {})
-        node[None] = value
+    root = _byte_trie(keys, values)
     units, used, used_bases = [0] * 1024, bytearray(1024), set()
     used[0] = 1  # the root
     queue, head, first_free = [(0, root)], 0, 256  # bases start at 256: slots below stay free
-
-    def grow(index):
-        if index >= len(used):
-            extra = max(len(used), index + 1 - len(used))
-            units.extend([0] * extra)
-            used.extend(bytearray(extra))
-
     while head < len(queue):
         pos, node = queue[head]
         head += 1
         labels = sorted(0 if k is None else k for k in node)
-        # The first free slot that can take the smallest label fixes the base.
-        free = used.find(0, first_free)
-        while True:
-            if free < 0:
-                free = len(used)
-            base = free ^ labels[0]
-            grow(base | 0xFF)
-            if base >= 256 and base not in used_bases and not any(used[base ^ label] for label in labels):
-                break
-            free = used.find(0, free + 1)
+        base = _free_base(units, used, used_bases, first_free, labels)
         used_bases.add(base)
         offset = pos ^ base
         if offset >= 1 << 21:
@@ -179,6 +159,35 @@ def _darts_clone_trie(keys, values):
         if first_free < 0:
             first_free = len(used)
     return np.asarray(units[: len(used.rstrip(b"\x00"))], np.uint32)
+
+
+def _byte_trie(keys, values):
+    """Nested dicts byte -> child; a key's value sits under None at its last node."""
+    root = {}
+    for key, value in zip(keys, values):
+        node = root
+        for byte in key:
+            node = node.setdefault(byte, {})
+        node[None] = value
+    return root
+
+
+def _free_base(units, used, used_bases, first_free, labels):
+    """The base of a node with children `labels` (sorted): the first free slot that can take the
+    smallest label fixes it. Grows `units` and `used` as far as the base's 256 slots reach."""
+    free = used.find(0, first_free)
+    while True:
+        if free < 0:
+            free = len(used)
+        base = free ^ labels[0]
+        index = base | 0xFF
+        if index >= len(used):
+            extra = max(len(used), index + 1 - len(used))
+            units.extend([0] * extra)
+            used.extend(bytearray(extra))
+        if base >= 256 and base not in used_bases and not any(used[base ^ label] for label in labels):
+            return base
+        free = used.find(0, free + 1)
 
 
 @functools.lru_cache(maxsize=2)

@@ -56,14 +56,16 @@ import keras
 
 from keras_bert_impl.backend_support import TOKENIZE_ELSEWHERE, require_tensorflow
 
+# On another backend this says so in one line before TensorFlow is imported, hence the E402
+# waivers on the imports below.
 require_tensorflow("BertPreprocessor (tensorflow-text's WordPiece kernels)", TOKENIZE_ELSEWHERE)
 
 import tensorflow as tf  # noqa: E402
 import tensorflow_text as tf_text  # noqa: E402
 
-from keras_bert_impl.tensor_names import MODEL_ID_INPUTS
-from keras_bert_impl.tokenization.bert_normalizer import bert_normalizer_model
-from keras_bert_impl.tokenization.vocabulary import (
+from keras_bert_impl.tensor_names import MODEL_ID_INPUTS  # noqa: E402
+from keras_bert_impl.tokenization.bert_normalizer import bert_normalizer_model  # noqa: E402
+from keras_bert_impl.tokenization.vocabulary import (  # noqa: E402
     TOKENIZE_CHUNK,
     is_continuation,
     load_vocabulary,
@@ -73,7 +75,7 @@ from keras_bert_impl.tokenization.vocabulary import (
     special_token_ids,
     vocabulary_is_uncased,
 )
-from keras_bert_impl.validation import check_positive_int
+from keras_bert_impl.validation import check_positive_int  # noqa: E402
 
 # A UTF-8 character is at most 4 bytes, so a word of `max_chars_per_word`
 # characters is at most this many times as many bytes.
@@ -96,9 +98,9 @@ def _take_first(ragged, lengths):
 
 
 _UTF8_ERROR = (
-    "BertPreprocessor: input text is not valid UTF-8. Decode the source with its real encoding (e.g. latin-1 "
-    "or cp1252) and pass text or UTF-8 bytes; replacing the bad bytes with U+FFFD would silently delete them, "
-    "as BERT's text cleaning drops U+FFFD. Invalid bytes are shown as U+FFFD below."
+    "BertPreprocessor: input text is not valid UTF-8. Decode the source with its real encoding (e.g. "
+    "latin-1 or cp1252) and pass text or UTF-8 bytes; replacing the bad bytes with U+FFFD would silently "
+    "delete them, as BERT's text cleaning drops U+FFFD. Invalid bytes are shown as U+FFFD below."
 )
 
 
@@ -170,7 +172,8 @@ class BertPreprocessor(keras.layers.Layer):
     array([ 101, 1996, 4248, 2829, 4419, 1012,  102], dtype=int32)
     >>> x = pre((["The quick brown fox."], ["It jumps!"]))  # a pair: [CLS] A [SEP] B [SEP] [PAD]
     >>> x["token_ids"].numpy(), x["segment_ids"].numpy(), x["padding_mask"].numpy()
-    (array([[  101,  1996,  4248,  2829,  4419,  1012,   102,  2009, 14523,   999,   102,     0]], dtype=int32),
+    (array([[  101,  1996,  4248,  2829,  4419,  1012,   102,  2009, 14523,   999,   102,     0]],
+    dtype=int32),
      array([[0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 0]], dtype=int32),
      array([[1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 0]], dtype=int32))
     """

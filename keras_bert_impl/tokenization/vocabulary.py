@@ -51,9 +51,10 @@ def read_vocabulary(path):
     if duplicates:  # said here, naming the file, not later by whatever first builds a lookup table
         lines = {token: [i + 1 for i, t in enumerate(tokens) if t == token] for token in duplicates[:3]}
         raise ValueError(
-            f"{path} holds {len(duplicates)} token(s) more than once ({', '.join(f'{t!r} on lines {n}' for t, n in lines.items())}"
-            f"{', ...' if len(duplicates) > 3 else ''}): each token needs one id. Remove the repeated lines, or use the "
-            "checkpoint's own vocab.txt."
+            f"{path} holds {len(duplicates)} token(s) more than once "
+            f"({', '.join(f'{t!r} on lines {n}' for t, n in lines.items())}"
+            f"{', ...' if len(duplicates) > 3 else ''}): "
+            "each token needs one id. Remove the repeated lines, or use the checkpoint's own vocab.txt."
         )
     return tokens
 

@@ -13,6 +13,8 @@ import os
 
 from keras_bert_impl.backend_support import require_tensorflow
 
+# On another backend this says so in one line before TensorFlow is imported, hence the E402
+# waivers on the imports below.
 require_tensorflow(
     "VocabularyBuilder (tensorflow-text's WordPiece learner)",
     "Build the vocabulary in a TensorFlow process; vocab.txt is plain text every backend reads.",
@@ -23,9 +25,9 @@ import tensorflow_text as tf_text  # noqa: E402
 from tensorflow_text.python.ops.bert_tokenizer import BasicTokenizer  # noqa: E402
 from tensorflow_text.tools.wordpiece_vocab import wordpiece_tokenizer_learner_lib as learner  # noqa: E402
 
-from keras_bert_impl.tokenization.bert_normalizer import bert_normalizer_model
-from keras_bert_impl.tokenization.vocabulary import SPECIAL_TOKENS, SUFFIX_INDICATOR
-from keras_bert_impl.validation import check_bool, check_int, check_probability
+from keras_bert_impl.tokenization.bert_normalizer import bert_normalizer_model  # noqa: E402
+from keras_bert_impl.tokenization.vocabulary import SPECIAL_TOKENS, SUFFIX_INDICATOR  # noqa: E402
+from keras_bert_impl.validation import check_bool, check_int, check_probability  # noqa: E402
 
 # Progress while counting: every this many batches (~200k lines at the default batch size).
 _LOG_EVERY_BATCHES = 200
@@ -48,8 +50,8 @@ class VocabularyBuilder:
     characters into spaces, and even NFD + lower-casing in the graph differs
     from the run-time rule (ICU lower-cases a final capital sigma to "ς", and
     its Unicode tables class some codepoints differently from Python's), so
-    they would learn pieces the run-time tokenizer never produces. The vocabulary is `[PAD] [UNK] [CLS] [SEP] [MASK]`, then
-    `[unused0..K-1]`, then every character (bare and `##`-prefixed) and the
+    they would learn pieces the run-time tokenizer never produces. The vocabulary is `[PAD] [UNK] [CLS] [SEP]
+    [MASK]`, then `[unused0..K-1]`, then every character (bare and `##`-prefixed) and the
     learned subwords by descending count.
 
     tensorflow-text's `learn()` binary-searches a count threshold over
@@ -89,7 +91,8 @@ class VocabularyBuilder:
     ...     _ = f.write("a gripping film, a funny film.\n" * 20 + "the films drag on.\n" * 20)
     >>> vocab = VocabularyBuilder(vocab_size=60, lowercase=True).build(["reviews.txt"])
     >>> len(vocab), vocab[:5], vocab[24:31]  # reserved tokens, characters, words, then ##characters
-    (50, ['[PAD]', '[UNK]', '[CLS]', '[SEP]', '[MASK]'], ['film', 'drag', 'films', 'funny', 'gripping', 'on', 'the'])
+    (50, ['[PAD]', '[UNK]', '[CLS]', '[SEP]', '[MASK]'], ['film', 'drag', 'films', 'funny', 'gripping', 'on',
+    'the'])
     >>> write_vocabulary(vocab, "vocab.txt")
     """
 
@@ -209,7 +212,8 @@ class VocabularyBuilder:
         words = learner.filter_input_words(words, allowed, params.max_input_tokens)
         if not words:
             raise ValueError(
-                f"No word is at most max_token_length={self.max_token_length} characters long; nothing to learn from."
+                f"No word is at most max_token_length={self.max_token_length} characters long; nothing to "
+                "learn from."
             )
         highest = max(count for _, count in words)
         target, floor = self.vocab_size, self.vocab_size * (1 - self.slack_ratio)
@@ -236,9 +240,9 @@ class VocabularyBuilder:
             if high > highest:
                 # Above the highest count only characters are left.
                 raise ValueError(
-                    f"vocab_size={self.vocab_size} is smaller than this corpus's alphabet: "
-                    f"{len(at(high))} tokens are reserved tokens and single characters (bare and ##-prefixed). "
-                    "Raise vocab_size or lower max_unique_chars."
+                    f"vocab_size={self.vocab_size} is smaller than this corpus's alphabet: {len(at(high))} "
+                    "tokens are reserved tokens and single characters (bare and ##-prefixed). Raise "
+                    "vocab_size or lower max_unique_chars."
                 )
             low = high
         while len(at(high)) < floor and high - low > 1:

@@ -267,7 +267,8 @@ def isolation():
 
     import keras_bert_impl as kb
 
-    def ours():  # Keras' JAX backend imports Pallas itself (its splash attention): only our modules say anything
+    # Keras' JAX backend imports Pallas itself (its splash attention): only our modules say anything
+    def ours():
         return sorted(m for m in sys.modules if m.startswith("keras_bert_impl.kernels"))
 
     after_import = ours()

@@ -1,7 +1,7 @@
 """What a demanding user of the JAX and PyTorch backends meets beyond the workout of
 test_backends.py: mixed_float16 under a compiled predict, out-of-range token ids given to
-fit/evaluate/predict, masked-LM positions past the sequence, a .keras file that holds the in-graph tokenizer, mixed
-precision through fit, save and load, and a model trained with `create_optimizer` loaded
+fit/evaluate/predict, masked-LM positions past the sequence, a .keras file that holds the in-graph tokenizer,
+mixed precision through fit, save and load, and a model trained with `create_optimizer` loaded
 in a fresh process (saved on TensorFlow, loaded there).
 
 Each check runs in a side venv without TensorFlow (tests/side_venv.py): backend_child.py's

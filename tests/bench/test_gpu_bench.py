@@ -175,13 +175,11 @@ def test_the_levers_run_at_tiny_sizes_and_rbg_dropout_drops_its_rate(tmp_path):
     assert report["pretrain"]["attention_dropout"] == 0.0 and report["pretrain"]["prng"] == "unsafe_rbg"
     assert np.isfinite(report["pretrain"]["runs"][0]["final_loss"])
     check = (
-        "import json, keras, numpy as np\n"
-        "from bench.gpu.gpu_bench import use_rbg_dropout_keys\n"
-        "use_rbg_dropout_keys()\n"
-        "seed = keras.random.SeedGenerator(0)\n"
-        "a, b = (keras.ops.convert_to_numpy(keras.random.dropout(np.ones(100_000, 'float32'), 0.1, seed=seed))"
-        " for _ in range(2))\n"
-        "print(json.dumps([float((a == 0).mean()), float((b == 0).mean()), float((a != b).mean())]))\n"
+        "import json, keras, numpy as np\nfrom bench.gpu.gpu_bench import "
+        "use_rbg_dropout_keys\nuse_rbg_dropout_keys()\nseed = keras.random.SeedGenerator(0)\na, b = "
+        "(keras.ops.convert_to_numpy(keras.random.dropout(np.ones(100_000, 'float32'), 0.1, seed=seed)) "
+        "for _ in range(2))\nprint(json.dumps([float((a == 0).mean()), float((b == 0).mean()), float((a != "
+        "b).mean())]))\n"
     )
     result = subprocess.run(
         [JAX_PYTHON, "-c", check], capture_output=True, text=True, env=environment, cwd=REPO, timeout=300

@@ -312,13 +312,7 @@ def write_google_checkpoint(
         raise ValueError("token_ids, segment_ids, input_mask must share shape [B, T]")
     batch, seq_len = token_ids.shape
     if with_heads:
-        if masked_positions is None:
-            masked_positions = np.ones([batch, 1], dtype=np.int32)
-        masked_positions = np.asarray(masked_positions, dtype=np.int32)
-        if masked_positions.ndim != 2 or masked_positions.shape[0] != batch:
-            raise ValueError("masked_positions must be [B, P]")
-        if masked_positions.min() < 0 or masked_positions.max() >= seq_len:
-            raise ValueError("masked_positions out of range [0, T)")
+        masked_positions = _checked_positions(masked_positions, batch, seq_len)
 
     full = _full_config(config)
     bert_config = modeling.BertConfig.from_dict(full)
@@ -371,21 +365,7 @@ def write_google_checkpoint(
             fetches["nsp_logits"] = nsp_log_probs.op.inputs[0]
             fetches["nsp_log_probs"] = nsp_log_probs
 
-        overwrite, assign_ops = {}, []
-        if randomize_constants:
-            rng = np.random.default_rng(seed)
-            for var in sorted(v1.global_variables(), key=lambda v: v.op.name):
-                name = var.op.name
-                shape = var.shape.as_list()
-                if name.endswith("/gamma"):
-                    value = 1.0 + 0.1 * rng.standard_normal(shape)
-                elif name.endswith(("/bias", "/beta", "/output_bias")):
-                    value = 0.1 * rng.standard_normal(shape)
-                else:
-                    continue
-                ph = v1.placeholder(var.dtype.base_dtype, shape)
-                overwrite[ph] = value.astype(np.float32)
-                assign_ops.append(v1.assign(var, ph))
+        overwrite, assign_ops = _constant_overwrites(v1, seed) if randomize_constants else ({}, [])
 
         saver = v1.train.Saver(var_list=v1.global_variables(), max_to_keep=None)
         with v1.Session(graph=graph) as sess:
@@ -408,6 +388,38 @@ def write_google_checkpoint(
         out["mlm_logits"] = out["mlm_logits"].reshape(batch, n_pred, vocab)
         out["mlm_log_probs"] = out["mlm_log_probs"].reshape(batch, n_pred, vocab)
     return {k: np.asarray(v, dtype=np.float32) for k, v in out.items()}
+
+
+def _checked_positions(masked_positions, batch, seq_len):
+    """`masked_positions` as int32 [B, P] inside [0, T); position 1 of every row when None."""
+    if masked_positions is None:
+        masked_positions = np.ones([batch, 1], dtype=np.int32)
+    masked_positions = np.asarray(masked_positions, dtype=np.int32)
+    if masked_positions.ndim != 2 or masked_positions.shape[0] != batch:
+        raise ValueError("masked_positions must be [B, P]")
+    if masked_positions.min() < 0 or masked_positions.max() >= seq_len:
+        raise ValueError("masked_positions out of range [0, T)")
+    return masked_positions
+
+
+def _constant_overwrites(v1, seed):
+    """(feed, assign ops) that overwrite the graph's biases, betas and gammas with seeded values
+    (see write_google_checkpoint's randomize_constants)."""
+    overwrite, assign_ops = {}, []
+    rng = np.random.default_rng(seed)
+    for var in sorted(v1.global_variables(), key=lambda v: v.op.name):
+        name = var.op.name
+        shape = var.shape.as_list()
+        if name.endswith("/gamma"):
+            value = 1.0 + 0.1 * rng.standard_normal(shape)
+        elif name.endswith(("/bias", "/beta", "/output_bias")):
+            value = 0.1 * rng.standard_normal(shape)
+        else:
+            continue
+        ph = v1.placeholder(var.dtype.base_dtype, shape)
+        overwrite[ph] = value.astype(np.float32)
+        assign_ops.append(v1.assign(var, ph))
+    return overwrite, assign_ops
 
 
 def _main():  # pragma: no cover - manual use: python -m tests.checkpoints.google_reference DIR

@@ -41,7 +41,7 @@ def _inputs():
 
 
 def expected_variables(cfg, with_heads=True):
-    H, I, V = cfg["hidden_size"], cfg["intermediate_size"], cfg["vocab_size"]
+    H, INTER, V = cfg["hidden_size"], cfg["intermediate_size"], cfg["vocab_size"]
     ev = {
         "bert/embeddings/word_embeddings": [V, H],
         "bert/embeddings/token_type_embeddings": [cfg["type_vocab_size"], H],
@@ -60,9 +60,9 @@ def expected_variables(cfg, with_heads=True):
         ev[p + "attention/output/dense/bias"] = [H]
         ev[p + "attention/output/LayerNorm/beta"] = [H]
         ev[p + "attention/output/LayerNorm/gamma"] = [H]
-        ev[p + "intermediate/dense/kernel"] = [H, I]
-        ev[p + "intermediate/dense/bias"] = [I]
-        ev[p + "output/dense/kernel"] = [I, H]
+        ev[p + "intermediate/dense/kernel"] = [H, INTER]
+        ev[p + "intermediate/dense/bias"] = [INTER]
+        ev[p + "output/dense/kernel"] = [INTER, H]
         ev[p + "output/dense/bias"] = [H]
         ev[p + "output/LayerNorm/beta"] = [H]
         ev[p + "output/LayerNorm/gamma"] = [H]

@@ -2,7 +2,8 @@
 PyTorch + transformers outputs pinned in tests/fixtures/minilm_reference.npz.
 
 Regenerate the fixture (own venv, never the project's):
-    python3 -m venv /tmp/refvenv && /tmp/refvenv/bin/pip install torch==2.13.0 transformers==5.23.0 tokenizers==0.23.3 numpy
+    python3 -m venv /tmp/refvenv && /tmp/refvenv/bin/pip install torch==2.13.0 transformers==5.23.0 \\
+        tokenizers==0.23.3 numpy
     HF_HUB_OFFLINE=1 /tmp/refvenv/bin/python tests/fixtures/make_minilm_reference.py
 """
 
@@ -57,7 +58,8 @@ def test_minilm_matches_transformers(minilm):
         / np.linalg.norm(ref["sentence_embedding"], axis=-1)
     )
     print(
-        f"MiniLM vs transformers: hidden {hidden_diff:.2e}, pooled {pooled_diff:.2e}, min cosine {cosine.min():.8f}"
+        f"MiniLM vs transformers: hidden {hidden_diff:.2e}, pooled {pooled_diff:.2e}, min cosine "
+        f"{cosine.min():.8f}"
     )
     assert hidden_diff <= 1e-4
     assert pooled_diff <= 1e-4

@@ -303,7 +303,8 @@ def test_a_pretrainer_checkpoint_gives_its_encoder(tmp_path):
         ).max()
         <= 1e-5
     )
-    # Under the checkpoint's own keys: the word embeddings, shared with the MLM head, are saved under its path.
+    # Under the checkpoint's own keys: the word embeddings, shared
+    # with the MLM head, are saved under its path.
     keys = {name for name, _ in tf.train.list_variables(report.source)}
     mapped = {c for c, _, _ in report.mapped}
     assert (

@@ -1,7 +1,8 @@
 """Checkpoints written by transformers' own classes (in `.venv-torch`, by
 transformers_checkpoints_child.py) with configs MiniLM does not have: a LayerNorm epsilon of
 1e-3, ReLU and tanh-GELU activations, three segment types, 40 positions, a cased vocabulary
-(in vocab.txt, or only in the tokenizer.json transformers 5 saves), and the heads of BertForPreTraining, BertForMaskedLM and BertForNextSentencePrediction. Each
+(in vocab.txt, or only in the tokenizer.json transformers 5 saves), and the heads of BertForPreTraining,
+BertForMaskedLM and BertForNextSentencePrediction. Each
 import must compute what transformers computed."""
 
 import os

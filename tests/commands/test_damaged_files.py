@@ -154,7 +154,8 @@ def test_a_damaged_model_file_is_one_line_naming_it_exit_2(command, kind, inputs
     out = str(tmp_path / "out")
     assert main([str(a) for a in COMMANDS[command](given, inputs, out)]) == 2
     err = capsys.readouterr().err
-    # Progress lines may come first (serve's "exporting", distill's teacher); the failure is one line, the last.
+    # Progress lines may come first (serve's "exporting", distill's
+    # teacher); the failure is one line, the last.
     lines = err.strip().splitlines()
     failures = [line for line in lines if "is damaged: " in line or "is not a .keras model" in line]
     assert "Traceback" not in err and failures == lines[-1:], err[-3000:]

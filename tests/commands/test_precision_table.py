@@ -19,7 +19,6 @@ the tolerance).
 
 import csv
 import json
-import os
 
 import keras
 import numpy as np
@@ -102,7 +101,8 @@ EXPECTED = {
     "qat": QAT,
     "quantized": QUANTIZED,
 }
-# Which of the two names the refusal's line starts with ("--precision bf16 would ..." or "--runtime litert ...").
+# Which of the two names the refusal's line starts with
+# ("--precision bf16 would ..." or "--runtime litert ...").
 SENTENCES = ["a gripping , funny film", "nothing happens for two hours", "the cast is fine", "dull and long"]
 QUESTION, CONTEXT = "What is the capital of France ?", "Paris is the capital and largest city of France ."
 

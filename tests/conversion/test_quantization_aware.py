@@ -13,8 +13,13 @@ from keras_bert_impl.conversion.integer_only import convert_integer_only, conver
 from keras_bert_impl.conversion.tflite_targets import TfliteTargets
 from keras_bert_impl.layers.activation_ranges import ActivationRanges
 from keras_bert_impl.models.integer_forms import IntegerForms, classifier_forward, quantization_points
-from tests.conversion.test_integer_only import LENGTH, classifier, examples, mr, run, trained  # noqa: F401
+from tests.conversion import test_integer_only
+from tests.conversion.test_integer_only import LENGTH, classifier, run
 from tests.harness import save_and_reload
+
+# test_integer_only's module-scoped fixtures, shared (pytest finds fixtures among a module's
+# attributes): assigned rather than imported, as the tests' parameters of the same names shadow them.
+mr, trained = test_integer_only.mr, test_integer_only.trained
 
 
 @pytest.fixture(scope="module")

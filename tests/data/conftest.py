@@ -48,7 +48,9 @@ def unmasked_review_features(reviews, vocab_path):
     """Unmasked padded examples of the full reviews, stacked: dict of int32 [N, 128]."""
     from keras_bert_impl.data import PretrainingExampleBuilder
 
-    examples = list(PretrainingExampleBuilder(vocab_path, dupe_factor=1, mask=False, seed=3).examples(reviews))
+    examples = list(
+        PretrainingExampleBuilder(vocab_path, dupe_factor=1, mask=False, seed=3).examples(reviews)
+    )
     return {k: np.array([e[k] for e in examples], np.int32) for k in examples[0]}
 
 

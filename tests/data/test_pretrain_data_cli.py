@@ -19,12 +19,31 @@ def run_cli(*argv):
 
 def test_cli_writes_shards(review_subset_file, vocab_path, tmp_path, capsys):
     out = tmp_path / "out"
-    assert run_cli(review_subset_file, "--vocab", vocab_path, "--output", out, "--dupe-factor", 1,
-                   "--num-shards", 2, "--whole-word-masking", "--max-predictions-per-seq", 18) == 0
+    assert (
+        run_cli(
+            review_subset_file,
+            "--vocab",
+            vocab_path,
+            "--output",
+            out,
+            "--dupe-factor",
+            1,
+            "--num-shards",
+            2,
+            "--whole-word-masking",
+            "--max-predictions-per-seq",
+            18,
+        )
+        == 0
+    )
     printed = capsys.readouterr().out
     assert "Read 300 documents" in printed and "2 shard(s)" in printed
     metadata = json.loads((out / "pretraining.json").read_text())
-    assert metadata["whole_word_masking"] and metadata["max_predictions_per_seq"] == 18 and metadata["examples"] > 2000
+    assert (
+        metadata["whole_word_masking"]
+        and metadata["max_predictions_per_seq"] == 18
+        and metadata["examples"] > 2000
+    )
     x, y, _ = next(iter(PretrainingRecordReader.from_directory(out).dataset(batch_size=4)))
     assert x["mask_positions"].shape == (4, 18)
     assert not [p for p in os.listdir(out) if p.startswith(".tmp-")]
@@ -38,13 +57,30 @@ def test_cli_reads_the_reviews_csv(vocab_path, tmp_path, capsys):
         text = f.read()
     # The first ~20 reviews (rows end at a quote followed by a line break).
     csv_path.write_text('"\n'.join(text.split('"\n')[:20]) + '"\n', encoding="utf-8")
-    assert run_cli(csv_path, "--format", "reviews-csv", "--vocab", vocab_path, "--output", tmp_path / "o",
-                   "--dupe-factor", 1, "--dynamic-masking", "--quiet") == 0
+    assert (
+        run_cli(
+            csv_path,
+            "--format",
+            "reviews-csv",
+            "--vocab",
+            vocab_path,
+            "--output",
+            tmp_path / "o",
+            "--dupe-factor",
+            1,
+            "--dynamic-masking",
+            "--quiet",
+        )
+        == 0
+    )
     assert "unmasked (dynamic masking)" in capsys.readouterr().out
 
 
 BAD_SETTINGS = [
-    (["--max-predictions-per-seq", "0"], "max_predictions_per_seq must be a positive integer. Received: max_predictions_per_seq=0"),
+    (
+        ["--max-predictions-per-seq", "0"],
+        "max_predictions_per_seq must be a positive integer. Received: max_predictions_per_seq=0",
+    ),
     (["--masked-lm-prob", "0"], r"masked_lm_prob must be a number in (0, 1). Received: masked_lm_prob=0.0"),
     (["--masked-lm-prob", "1.2"], "masked_lm_prob=1.2"),
     (["--short-seq-prob", "2"], "short_seq_prob=2.0"),
@@ -56,7 +92,9 @@ BAD_SETTINGS = [
 
 def test_cli_rejects_bad_settings(review_subset_file, vocab_path, tmp_path, capsys):
     for extra, message in BAD_SETTINGS:
-        assert run_cli(review_subset_file, "--vocab", vocab_path, "--output", tmp_path / "o", *extra) == 2, extra
+        assert run_cli(review_subset_file, "--vocab", vocab_path, "--output", tmp_path / "o", *extra) == 2, (
+            extra
+        )
         err = capsys.readouterr().err
         assert err.startswith("kbert pretrain-data: ") and message in err, (extra, err)
         assert not (tmp_path / "o").exists() or not os.listdir(tmp_path / "o")
@@ -91,8 +129,12 @@ def test_cli_rejects_bad_inputs(review_subset_file, vocab_path, tmp_path, capsys
 def test_cli_refuses_a_reviews_csv_whose_quotes_merge_or_split_rows(vocab_path, tmp_path, capsys):
     """A quote left open used to swallow the next row into a wider one, of which the last field
     was taken: the review vanished without a word."""
-    rows = ['"1","A fine film. I liked it."', '"-1","Boring. Avoid.', '"1","Great acting. Superb score."',
-            '"-1","Dull. Too long."']
+    rows = [
+        '"1","A fine film. I liked it."',
+        '"-1","Boring. Avoid.',
+        '"1","Great acting. Superb score."',
+        '"-1","Dull. Too long."',
+    ]
     open_quote = tmp_path / "open_quote.csv"
     open_quote.write_text("\n".join(rows) + "\n", encoding="utf-8")
     args = ("--format", "reviews-csv", "--vocab", vocab_path, "--output", tmp_path / "o", "--quiet")

@@ -75,9 +75,16 @@ def test_isnext_pairs_are_consecutive_in_the_source(review_instances, source):
         for start in source.find(a):
             end = start + len(a)
             doc = source.document[start]
-            doc_end = end + np.argmax(source.document[end:] != doc) if (source.document[end:] != doc).any() else len(source.ids)
+            doc_end = (
+                end + np.argmax(source.document[end:] != doc)
+                if (source.document[end:] != doc).any()
+                else len(source.ids)
+            )
             for b_start in source.find(b, end, doc_end):
-                if source.boundary[end : b_start + 1].any() and source.document[start] == source.document[end - 1] == doc:
+                if (
+                    source.boundary[end : b_start + 1].any()
+                    and source.document[start] == source.document[end - 1] == doc
+                ):
                     found = True
                     if len(a) + len(b) < 125:
                         untruncated += 1

@@ -34,7 +34,11 @@ def test_static_masking_statistics_on_reviews(review_instances):
     assert abs(fraction_all - 0.15) <= 0.005, fraction_all
     assert abs(fraction_maskable - 0.15) <= 0.005, fraction_maskable
     mask, same, other = replacement_split(_static_rows(review_instances))
-    assert abs(mask - 0.8) <= 0.01 and abs(same - 0.1) <= 0.01 and abs(other - 0.1) <= 0.01, (mask, same, other)
+    assert abs(mask - 0.8) <= 0.01 and abs(same - 0.1) <= 0.01 and abs(other - 0.1) <= 0.01, (
+        mask,
+        same,
+        other,
+    )
 
 
 def test_static_masking_never_touches_special_tokens(review_instances):
@@ -122,7 +126,8 @@ def test_dynamic_masking_statistics_on_reviews(unmasked_review_features, vocab_p
     assert not np.isin(before["input_ids"][chosen], [CLS, SEP, PAD]).any()
     assert (before["input_mask"][chosen] == 1).all()
     split = replacement_split(
-        (after["input_ids"][r], positions[r][valid[r]], after["masked_lm_ids"][r][valid[r]]) for r in range(len(counts))
+        (after["input_ids"][r], positions[r][valid[r]], after["masked_lm_ids"][r][valid[r]])
+        for r in range(len(counts))
     )
     assert np.abs(split - [0.8, 0.1, 0.1]).max() <= 0.01, split
     if whole_word_masking:
@@ -142,7 +147,9 @@ def test_dynamic_masking_is_seeded_and_new_every_epoch(unmasked_review_features,
     again = masker.dynamic(tf.data.Dataset.from_tensor_slices(features).batch(64), seed=5)
     assert all(np.array_equal(a, b["masked_lm_positions"]) for a, b in zip(epoch1, again.as_numpy_iterator()))
     other = masker.dynamic(tf.data.Dataset.from_tensor_slices(features).batch(64), seed=6)
-    assert not all(np.array_equal(a, b["masked_lm_positions"]) for a, b in zip(epoch1, other.as_numpy_iterator()))
+    assert not all(
+        np.array_equal(a, b["masked_lm_positions"]) for a, b in zip(epoch1, other.as_numpy_iterator())
+    )
 
 
 def test_static_masking_is_seeded(review_instances, vocab_path):
@@ -157,7 +164,10 @@ BAD_MASKER_ARGUMENTS = [
     ({"masked_lm_prob": 1.0}, r"masked_lm_prob=1.0"),
     ({"masked_lm_prob": 1.5}, r"masked_lm_prob=1.5"),
     ({"masked_lm_prob": "0.15"}, r"masked_lm_prob='0.15'"),
-    ({"max_predictions_per_seq": 0}, r"max_predictions_per_seq must be a positive integer. Received: max_predictions_per_seq=0"),
+    (
+        {"max_predictions_per_seq": 0},
+        r"max_predictions_per_seq must be a positive integer. Received: max_predictions_per_seq=0",
+    ),
     ({"max_predictions_per_seq": -3}, r"max_predictions_per_seq=-3"),
     ({"max_predictions_per_seq": 2.5}, r"max_predictions_per_seq=2.5"),
     ({"whole_word_masking": "yes"}, r"whole_word_masking='yes'"),

@@ -20,8 +20,12 @@ from tests.data.helpers import CLS, MASK, PAD, SEP
 from tests.harness import assert_weights_changed
 
 GOOGLE_FEATURES = {
-    "input_ids": "int64_list", "input_mask": "int64_list", "segment_ids": "int64_list",
-    "masked_lm_positions": "int64_list", "masked_lm_ids": "int64_list", "masked_lm_weights": "float_list",
+    "input_ids": "int64_list",
+    "input_mask": "int64_list",
+    "segment_ids": "int64_list",
+    "masked_lm_positions": "int64_list",
+    "masked_lm_ids": "int64_list",
+    "masked_lm_weights": "float_list",
     "next_sentence_labels": "int64_list",
 }
 
@@ -44,15 +48,20 @@ def _as_tuple(example):
 def test_round_trip_with_google_feature_names(subset_examples, tmp_path):
     builder, corpus, examples = subset_examples
     writer = builder.write(corpus, tmp_path / "out", num_shards=3, shuffle_buffer_size=200)
-    assert [os.path.basename(p) for p in writer.paths] == [f"pretraining-0000{i}-of-00003.tfrecord" for i in range(3)]
-    assert sorted(os.listdir(tmp_path / "out")) == sorted(os.path.basename(p) for p in writer.paths) + ["pretraining.json"]
+    assert [os.path.basename(p) for p in writer.paths] == [
+        f"pretraining-0000{i}-of-00003.tfrecord" for i in range(3)
+    ]
+    assert sorted(os.listdir(tmp_path / "out")) == sorted(os.path.basename(p) for p in writer.paths) + [
+        "pretraining.json"
+    ]
     records = _records(writer.paths)
     assert len(records) == writer.count == len(examples)
     for record in records[:50]:
         kinds = {name: f.WhichOneof("kind") for name, f in record.features.feature.items()}
         assert kinds == GOOGLE_FEATURES  # Google's names; ints as int64, weights as floats
     decoded = [
-        {name: list(getattr(f, f.WhichOneof("kind")).value) for name, f in r.features.feature.items()} for r in records
+        {name: list(getattr(f, f.WhichOneof("kind")).value) for name, f in r.features.feature.items()}
+        for r in records
     ]
     assert sorted(map(_as_tuple, decoded)) == sorted(map(_as_tuple, examples))
     assert [_as_tuple(d) for d in decoded] != [_as_tuple(e) for e in examples]  # shuffled on the way out
@@ -114,11 +123,15 @@ def test_writer_is_atomic_and_refuses_to_mix_runs(subset_examples, tmp_path):
         builder.write(corpus, out, num_shards=2)
     builder.write(corpus, out, num_shards=2, overwrite=True)
     assert sorted(os.listdir(out)) == [
-        "pretraining-00000-of-00002.tfrecord", "pretraining-00001-of-00002.tfrecord", "pretraining.json"
+        "pretraining-00000-of-00002.tfrecord",
+        "pretraining-00001-of-00002.tfrecord",
+        "pretraining.json",
     ]
 
 
-def test_writer_keeps_other_prefixes_and_cleans_up_after_a_failing_close(subset_examples, tmp_path, monkeypatch):
+def test_writer_keeps_other_prefixes_and_cleans_up_after_a_failing_close(
+    subset_examples, tmp_path, monkeypatch
+):
     builder, corpus, examples = subset_examples
     out = tmp_path / "out"
     # Another prefix whose name starts with this one's: an overwrite used to delete its shards as stale.
@@ -126,8 +139,11 @@ def test_writer_keeps_other_prefixes_and_cleans_up_after_a_failing_close(subset_
     builder.write(corpus, out, num_shards=3)
     builder.write(corpus, out, num_shards=2, overwrite=True)
     assert sorted(os.listdir(out)) == [
-        "pretraining-00000-of-00002.tfrecord", "pretraining-00001-of-00002.tfrecord",
-        "pretraining-val-00000-of-00002.tfrecord", "pretraining-val-00001-of-00002.tfrecord", "pretraining-val.json",
+        "pretraining-00000-of-00002.tfrecord",
+        "pretraining-00001-of-00002.tfrecord",
+        "pretraining-val-00000-of-00002.tfrecord",
+        "pretraining-val-00001-of-00002.tfrecord",
+        "pretraining-val.json",
         "pretraining.json",
     ]
     PretrainingRecordReader.from_directory(out, prefix="pretraining-val")
@@ -163,7 +179,9 @@ def test_writer_keeps_other_prefixes_and_cleans_up_after_a_failing_close(subset_
     with pytest.raises(OSError, match="the disk went away"):
         builder.write(corpus, tmp_path / "halfway", num_shards=3)
     monkeypatch.setattr(os, "replace", real_replace)
-    assert os.listdir(tmp_path / "halfway") == ["pretraining-00000-of-00003.tfrecord"]  # no .tmp-, no metadata
+    assert os.listdir(tmp_path / "halfway") == [
+        "pretraining-00000-of-00003.tfrecord"
+    ]  # no .tmp-, no metadata
 
 
 def test_shards_of_two_writes_under_one_metadata_are_refused(subset_examples, tmp_path):
@@ -175,9 +193,15 @@ def test_shards_of_two_writes_under_one_metadata_are_refused(subset_examples, tm
     PretrainingRecordReader.from_directory(out)
     other = PretrainingExampleBuilder(builder.vocabulary, dupe_factor=2, document_buffer_size=100, seed=9)
     other.write(corpus, tmp_path / "other", num_shards=2)
-    os.replace(tmp_path / "other" / "pretraining-00001-of-00002.tfrecord", out / "pretraining-00001-of-00002.tfrecord")
-    with pytest.raises(ValueError, match=r"pretraining-00001-of-00002.tfrecord holds \d+ bytes, but .*pretraining.json "
-                                         r"lists \d+: the shards and their metadata come from different writes"):
+    os.replace(
+        tmp_path / "other" / "pretraining-00001-of-00002.tfrecord",
+        out / "pretraining-00001-of-00002.tfrecord",
+    )
+    with pytest.raises(
+        ValueError,
+        match=r"pretraining-00001-of-00002.tfrecord holds \d+ bytes, but .*pretraining.json "
+        r"lists \d+: the shards and their metadata come from different writes",
+    ):
         PretrainingRecordReader.from_directory(out)
 
 
@@ -188,7 +212,11 @@ def _check_batch(x, y, sample_weight, batch):
     assert y["mlm_logits"].shape == (batch, 20) and y["nsp_logits"].shape == (batch,)
     assert sample_weight["mlm_logits"].dtype == tf.float32
     np.testing.assert_array_equal(sample_weight["nsp_logits"], np.ones(batch, "float32"))
-    tokens, positions, weights = x["token_ids"].numpy(), x["mask_positions"].numpy(), sample_weight["mlm_logits"].numpy()
+    tokens, positions, weights = (
+        x["token_ids"].numpy(),
+        x["mask_positions"].numpy(),
+        sample_weight["mlm_logits"].numpy(),
+    )
     assert (tokens[:, 0] == CLS).all() and ((tokens == SEP).sum(1) == 2).all()
     assert ((tokens == PAD) == (x["padding_mask"].numpy() == 0)).all()
     assert set(np.unique(y["nsp_logits"])) <= {0, 1}
@@ -202,7 +230,9 @@ def test_records_feed_bert_pretrainer(subset_examples, review_subset_file, vocab
     each for one `fit` step of the pretrainer from the issue."""
     builder, corpus, _ = subset_examples
     builder.write(corpus, tmp_path / "static", num_shards=2)
-    static = PretrainingRecordReader.from_directory(tmp_path / "static").dataset(batch_size=16, shuffle_buffer_size=100, seed=1)
+    static = PretrainingRecordReader.from_directory(tmp_path / "static").dataset(
+        batch_size=16, shuffle_buffer_size=100, seed=1
+    )
     _check_batch(*next(iter(static)), batch=16)
 
     unmasked = PretrainingExampleBuilder(vocab_path, dupe_factor=1, mask=False, document_buffer_size=100)
@@ -210,14 +240,21 @@ def test_records_feed_bert_pretrainer(subset_examples, review_subset_file, vocab
     with pytest.raises(ValueError, match="unmasked"):
         PretrainingRecordReader.from_directory(tmp_path / "dynamic")
     masker = PretrainingMasker(vocab_path, whole_word_masking=True)
-    dynamic = PretrainingRecordReader.from_directory(tmp_path / "dynamic", masker=masker).dataset(batch_size=16, seed=4)
+    dynamic = PretrainingRecordReader.from_directory(tmp_path / "dynamic", masker=masker).dataset(
+        batch_size=16, seed=4
+    )
     _check_batch(*next(iter(dynamic)), batch=16)
     epoch1 = [x["mask_positions"].numpy() for x, _, _ in dynamic.take(2)]
     epoch2 = [x["mask_positions"].numpy() for x, _, _ in dynamic.take(2)]
     assert not all(np.array_equal(a, b) for a, b in zip(epoch1, epoch2))  # fresh masks per epoch
 
     backbone = keras_bert_impl.BertBackbone(
-        vocabulary_size=30522, num_layers=2, num_heads=2, hidden_dim=32, intermediate_dim=64, max_sequence_length=128
+        vocabulary_size=30522,
+        num_layers=2,
+        num_heads=2,
+        hidden_dim=32,
+        intermediate_dim=64,
+        max_sequence_length=128,
     )
     pretrainer = keras_bert_impl.BertPretrainer(backbone)
     for ds in (static, dynamic):
@@ -245,7 +282,7 @@ def test_passes_are_a_function_of_seed_and_pass_alone(subset_examples, tmp_path)
     whole = list(read())
     assert len(whole) == 3 * batches_per_pass
     written = sorted(_rows(reader.dataset(batch_size=16)))
-    passes = [_rows(whole[i * batches_per_pass:(i + 1) * batches_per_pass]) for i in range(3)]
+    passes = [_rows(whole[i * batches_per_pass : (i + 1) * batches_per_pass]) for i in range(3)]
     for rows in passes:
         assert sorted(rows) == written  # every record once, none twice
     assert passes[0] != passes[1] != passes[2]
@@ -257,7 +294,9 @@ def test_passes_are_a_function_of_seed_and_pass_alone(subset_examples, tmp_path)
     assert _rows(read()) == _rows(whole) and _rows(reader.dataset(16, 40, seed=4, passes=1)) != passes[0]
 
 
-def test_a_masker_on_statically_masked_records_starts_from_the_original_tokens(subset_examples, vocab_path, tmp_path):
+def test_a_masker_on_statically_masked_records_starts_from_the_original_tokens(
+    subset_examples, vocab_path, tmp_path
+):
     """The records' own masks are undone before the fresh ones: on statically masked records a
     dynamic masker used to mask text that was masked already ([MASK] left where nothing is
     labelled, and [MASK] as a label)."""
@@ -268,15 +307,20 @@ def test_a_masker_on_statically_masked_records_starts_from_the_original_tokens(s
     originals = []
     for example in examples:  # the text before static masking: labels put back at their positions
         ids = list(example["input_ids"])
-        for position, token, weight in zip(example["masked_lm_positions"], example["masked_lm_ids"],
-                                           example["masked_lm_weights"]):
+        for position, token, weight in zip(
+            example["masked_lm_positions"], example["masked_lm_ids"], example["masked_lm_weights"]
+        ):
             if weight > 0:
                 ids[position] = token
         originals.append(ids)
     labelled = unlabelled_masks = 0
     restored_rows = []
     for x, y, w in reader.dataset(batch_size=len(examples)):
-        tokens, positions, weights = x["token_ids"].numpy(), x["mask_positions"].numpy(), w["mlm_logits"].numpy()
+        tokens, positions, weights = (
+            x["token_ids"].numpy(),
+            x["mask_positions"].numpy(),
+            w["mlm_logits"].numpy(),
+        )
         labels = y["mlm_logits"].numpy()
         for i, row in enumerate(tokens):
             restored = row.copy()
@@ -298,6 +342,8 @@ def test_reader_errors(tmp_path, vocab_path):
     with pytest.raises(FileNotFoundError, match="pretraining.json"):
         PretrainingRecordReader.from_directory(tmp_path)
     with pytest.raises(ValueError, match="max_predictions_per_seq differs"):
-        PretrainingRecordReader(vocab_path, 128, 20, masker=PretrainingMasker(vocab_path, max_predictions_per_seq=10))
+        PretrainingRecordReader(
+            vocab_path, 128, 20, masker=PretrainingMasker(vocab_path, max_predictions_per_seq=10)
+        )
     with pytest.raises(ValueError, match="num_shards must be a positive integer. Received: num_shards=0"):
         PretrainingRecordWriter(tmp_path, num_shards=0)

@@ -13,8 +13,17 @@ VOCAB = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "good", "bad", "fine", "f
 def _batches(length_buckets, seed=0, epochs=2, targets=(1, 0, 1)):
     preprocessor = BertPreprocessor(VOCAB, sequence_length=8)
     texts = ["good film", "bad film", "very good"]
-    dataset = transfer_dataset(preprocessor, texts, None, None if targets is None else [np.int32(t) for t in targets],
-                               ["fine", "very fine film"], 2, seed, epochs, length_buckets)
+    dataset = transfer_dataset(
+        preprocessor,
+        texts,
+        None,
+        None if targets is None else [np.int32(t) for t in targets],
+        ["fine", "very fine film"],
+        2,
+        seed,
+        epochs,
+        length_buckets,
+    )
     return list(dataset.as_numpy_iterator())
 
 
@@ -44,5 +53,14 @@ def test_pairs_with_unlabeled_texts_are_refused():
     # The unlabeled texts have no text_b: gathering theirs failed mid-iteration (InvalidArgumentError).
     preprocessor = BertPreprocessor(VOCAB, sequence_length=8)
     with pytest.raises(ValueError, match="unlabeled texts are single texts, but the labelled rows are pairs"):
-        transfer_dataset(preprocessor, ["good", "bad"], ["film", "film"], [np.int32(1), np.int32(0)], ["fine"], 2, 0,
-                         1, False)
+        transfer_dataset(
+            preprocessor,
+            ["good", "bad"],
+            ["film", "film"],
+            [np.int32(1), np.int32(0)],
+            ["fine"],
+            2,
+            0,
+            1,
+            False,
+        )

@@ -284,7 +284,8 @@ def test_arguments_are_checked(pre):
 def test_invalid_utf8_names_the_line(pre, tmp_path):
     jsonl = tmp_path / "latin1.jsonl"
     jsonl.write_bytes(
-        b'{"text": "fine", "label": "a"}\n{"text": "caf\xe9 au lait", "label": "b"}\n{"text": "ok", "label": "a"}\n'
+        b'{"text": "fine", "label": "a"}\n{"text": "caf\xe9 au lait", "label": "b"}\n{"text": "ok", '
+        b'"label": "a"}\n'
     )
     with pytest.raises(MalformedRowError, match=r"latin1.jsonl:2: not valid UTF-8"):
         ClassificationReader(pre).read(jsonl)
@@ -319,7 +320,10 @@ def test_epochs_are_permutations_ordered_by_seed_and_epoch_alone(pre):
     for a, b in zip(first, again):
         np.testing.assert_array_equal(a, b)
     passes = [np.concatenate(first[i * per_pass : (i + 1) * per_pass]) for i in range(3)]
-    rows = lambda array: sorted(map(bytes, array))
+
+    def rows(array):
+        return sorted(map(bytes, array))
+
     assert all(rows(p) == rows(one_pass) for p in passes)
     assert not np.array_equal(passes[0], passes[1]) and not np.array_equal(passes[1], passes[2])
     assert not np.array_equal(np.concatenate(batches(reader(4).read(MR, epochs=1))), passes[0])

@@ -1,4 +1,5 @@
-"""classification_metrics and multilabel_metrics checked against scikit-learn (zero_division=0) on random and edge-case inputs."""
+"""classification_metrics and multilabel_metrics checked against scikit-learn (zero_division=0) on
+random and edge-case inputs."""
 
 import json
 

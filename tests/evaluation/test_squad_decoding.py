@@ -300,7 +300,8 @@ def test_perfect_logits_on_reader_windows_score_100(windows):
 
 
 def _google_write_predictions():
-    """Google's write_predictions and the features it reads (is_training=False), from bert-tensorflow's run_squad.py."""
+    """Google's write_predictions and the features it reads (is_training=False), from
+    bert-tensorflow's run_squad.py."""
     import tensorflow as tf
 
     from tests.data_readers.google_reference import _definitions, google_tokenization

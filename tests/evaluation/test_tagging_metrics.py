@@ -110,7 +110,8 @@ def test_metrics_equal_seqeval_on_random_corpora(seed):
 
 
 def test_entities_do_not_cross_sentences():
-    # One chunk per sentence, though the second sentence starts with I-PER right after the first ends with I-PER.
+    # One chunk per sentence, though the second sentence starts
+    # with I-PER right after the first ends with I-PER.
     gold = [["B-PER", "I-PER"], ["I-PER", "O"]]
     result = tagging_metrics(gold, [["B-PER", "I-PER"], ["O", "O"]])
     assert result["num_gold_entities"] == 2 and result["entity_recall"] == 0.5

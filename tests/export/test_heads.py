@@ -179,8 +179,8 @@ def test_id_saved_model_names_a_bad_input_its_value_and_where_it_is(tmp_path):
         with pytest.raises(tf.errors.InvalidArgumentError) as error:
             ids_fn(**bad)
         assert (
-            f"Input {name} holds {value} at example 1, position 7: this model takes values in {expected} there"
-            in str(error.value)
+            f"Input {name} holds {value} at example 1, position 7: this model takes values in {expected} "
+            "there" in str(error.value)
         ), str(error.value)
     # These failed in a Slice, a strided_slice and an add of the model, naming no input.
     for width in (0, 65):
@@ -194,6 +194,6 @@ def test_id_saved_model_names_a_bad_input_its_value_and_where_it_is(tmp_path):
     with pytest.raises(tf.errors.InvalidArgumentError) as error:
         ids_fn(ids=good["ids"], mask=good["mask"][:, :-1], segment_ids=good["segment_ids"])
     assert (
-        f"Input mask has shape [2 {SEQ_LEN - 1}], and ids [2 {SEQ_LEN}]: send ids, mask and segment_ids of one shape"
-        in str(error.value)
+        f"Input mask has shape [2 {SEQ_LEN - 1}], and ids [2 {SEQ_LEN}]: send ids, mask and segment_ids of "
+        "one shape" in str(error.value)
     ), str(error.value)

@@ -99,8 +99,8 @@ def test_int8_calls_refuse_ids_outside_the_model_tables(tmp_path):
         with pytest.raises(ValueError) as error:
             call(**inputs)
         assert (
-            f"Input {name} holds {value} at example 1, position 7: this model takes values in {expected} there"
-            in str(error.value)
+            f"Input {name} holds {value} at example 1, position 7: this model takes values in {expected} "
+            "there" in str(error.value)
         ), str(error.value)
 
 

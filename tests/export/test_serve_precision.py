@@ -1,6 +1,7 @@
 """`kbert serve --precision` (issue 33): int8 and bf16 servers of a tiny classifier answer real MR
 sentences with fp32's server's top labels, through the same TF Serving bodies (fp32 on the litert
-runtime with its probabilities); int8, bf16 and litert need the Keras model, and auto says what it keeps. The servers run as in test_serve.py (the real entry
+runtime with its probabilities); int8, bf16 and litert need the Keras model, and auto says what it keeps. The
+servers run as in test_serve.py (the real entry
 point in a subprocess, over HTTP on 127.0.0.1)."""
 
 import os
@@ -89,7 +90,8 @@ def test_int8_and_bf16_servers_answer_with_fp32s_top_labels(precision, classifie
     assert (
         len(set(r["top_label"] for r in want)) == 2
     )  # both labels among the sentences: not a constant answer
-    # The precision ran: its probabilities are not fp32's, and the ids model computes what the text model does.
+    # The precision ran: its probabilities are not fp32's, and the
+    # ids model computes what the text model does.
     got, expected = np.array([r["probabilities"] for r in rows]), np.array([r["probabilities"] for r in want])
     assert not np.array_equal(got, expected)
     np.testing.assert_allclose(got, [r["probabilities"] for r in by_ids], atol=1e-6)
@@ -100,7 +102,10 @@ def test_int8_and_bf16_servers_answer_with_fp32s_top_labels(precision, classifie
         assert "converting the model to int8" in err
     features = CpuFeatures.of_this_machine()
     needs = {"int8": "VNNI", "bf16": "BF16"}[precision]
-    expected_slower = f"kbert serve: --precision {precision} is expected to be slower than fp32 here: this CPU has no {needs}"
+    expected_slower = (
+        f"kbert serve: --precision {precision} is expected to be slower than fp32 here: this CPU has no "
+        f"{needs}"
+    )
     assert (expected_slower in err) == (not features.has(needs)), err[-3000:]
 
 

@@ -498,7 +498,8 @@ def test_text_classifier_matches_keras(mediapipe_runs):
         f"({(top == want.argmax(1))[~same].sum()} of the other {(~same).sum()}); max |p - p_keras| "
         f"{np.abs(got - want)[same].max():.2e}; on MediaPipe's own ids where they differ "
         f"{np.abs(got[differ] - mediapipe_runs['keras_probabilities_on_their_ids']).max(initial=0):.2e}; "
-        f"positive share {top.mean():.2f}; accuracy vs MR labels {(top == mediapipe_runs['labels']).mean():.3f}"
+        f"positive share {top.mean():.2f}; accuracy vs MR labels "
+        f"{(top == mediapipe_runs['labels']).mean():.3f}"
     )
     assert same.sum() >= 200
     assert 0.2 <= top.mean() <= 0.8  # both labels occur: agreement is not a constant answer
@@ -520,9 +521,10 @@ def test_text_embedder_matches_keras(mediapipe_runs):
     want = cosine(got, mediapipe_runs["keras_embeddings"])
     on_their_ids = cosine(got[differ], mediapipe_runs["keras_embeddings_on_their_ids"])
     print(
-        f"\nTextEmbedder on {len(got)} MR sentences: min cosine vs Keras {want[same].min():.9f} on the {same.sum()} "
-        f"with MediaPipe's ids equal to ours, {on_their_ids.min(initial=1):.9f} vs Keras on MediaPipe's own ids for "
-        f"the other {len(differ)} (vs Keras on ours there: {want[~same].min(initial=1):.4f})"
+        f"\nTextEmbedder on {len(got)} MR sentences: min cosine vs Keras {want[same].min():.9f} on the "
+        f"{same.sum()} with MediaPipe's ids equal to ours, {on_their_ids.min(initial=1):.9f} vs Keras on "
+        f"MediaPipe's own ids for the other {len(differ)} (vs Keras on ours there: "
+        f"{want[~same].min(initial=1):.4f})"
     )
     assert got.shape == (300, 384)
     assert want[same].min() >= 0.9999

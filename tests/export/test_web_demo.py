@@ -265,11 +265,12 @@ def test_page_agrees_with_the_python_pipeline(browser_run, capsys):
     latencies = [row["latency_ms"] for row in result["results"]]
     with capsys.disabled():
         print(
-            f"\nweb demo in headless Chromium {result['browser_version']}: {len(labels)} held-out MR sentences, "
-            f"top label equal on {sum(a == b for a, b in zip(labels, want_labels))}, "
-            f"max probability difference {diff:.2e}, median per-sentence latency {statistics.median(latencies):.1f} ms "
-            f"(model load {result['load_seconds']:.1f} s; {len(browser_run['skipped'])} accented sentence(s) "
-            "among the first ones left out: MediaPipe keeps accents)"
+            f"\nweb demo in headless Chromium {result['browser_version']}: {len(labels)} held-out MR "
+            f"sentences, top label equal on {sum(a == b for a, b in zip(labels, want_labels))}, max "
+            f"probability difference {diff:.2e}, median per-sentence latency "
+            f"{statistics.median(latencies):.1f} ms (model load {result['load_seconds']:.1f} s; "
+            f"{len(browser_run['skipped'])} accented sentence(s) among the first ones left out: MediaPipe "
+            "keeps accents)"
         )
     assert labels == want_labels
     assert diff < PROBABILITY_TOLERANCE
@@ -350,9 +351,10 @@ def test_search_tab_finds_the_pipelines_nearest_sentences(browser_run, search_da
     assert worst < PROBABILITY_TOLERANCE
     with capsys.disabled():
         print(
-            f"\nweb demo search: {len(queries)} queries over {len(corpus)} MR sentences, same top {NEIGHBOURS} as "
-            f"Keras, max cosine difference {worst:.2e}; indexing took {search['index_seconds']:.1f} s, "
-            f"median query {statistics.median(q['latency_ms'] for q in search['queries']):.1f} ms"
+            f"\nweb demo search: {len(queries)} queries over {len(corpus)} MR sentences, same top "
+            f"{NEIGHBOURS} as Keras, max cosine difference {worst:.2e}; indexing took "
+            f"{search['index_seconds']:.1f} s, median query "
+            f"{statistics.median(q['latency_ms'] for q in search['queries']):.1f} ms"
         )
 
 
@@ -399,11 +401,11 @@ def test_litert_path_on_our_ids_agrees_with_the_pipeline_accents_included(browse
     assert all("Accented letters" in row["message"] for row in accented)  # the page says so there
     with capsys.disabled():
         print(
-            f"\nweb demo, the {ACCENTED} accented sentences through MediaPipe (its own ids): top label equal on "
-            f"{mp_same}, max probability difference {mp_diff:.2e}"
+            f"\nweb demo, the {ACCENTED} accented sentences through MediaPipe (its own ids): top label "
+            f"equal on {mp_same}, max probability difference {mp_diff:.2e}"
         )
         print(
-            f"web demo on LiteRT.js: {len(rows)} MR sentences not trained on ({ACCENTED} accented), top label equal on "
-            f"all, max probability difference {diff:.2e}, median per-sentence latency "
+            f"web demo on LiteRT.js: {len(rows)} MR sentences not trained on ({ACCENTED} accented), top "
+            f"label equal on all, max probability difference {diff:.2e}, median per-sentence latency "
             f"{statistics.median(row['latency_ms'] for row in rows):.1f} ms"
         )

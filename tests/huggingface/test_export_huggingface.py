@@ -135,7 +135,8 @@ def test_config_of_each_head():
     )
     tanh = transformers_model(_backbone(activation="gelu_approximate"))
     assert tanh.config["hidden_act"] == "gelu_new"
-    # Quantization-aware: the float classifier it wraps (this was refused with advice that led to another refusal).
+    # Quantization-aware: the float classifier it wraps (this was
+    # refused with advice that led to another refusal).
     float_head = kb.BertClassifier(_backbone(), 2, label_names=["neg", "pos"])
     qat = transformers_model(kb.QuantizationAwareClassifier(float_head))
     assert qat.architecture == "BertForSequenceClassification" and "quantization-aware" in qat.notes[0]
@@ -181,7 +182,8 @@ def test_bad_input_is_refused_in_one_line_and_nothing_is_written(tmp_path, capsy
     _refused(capsys, ["--model", mean, "--output", out, "--formats", "huggingface"], "pooling='mean'")
     _refused(capsys, ["--model", no_vocabulary, "--output", out, "--formats", "huggingface"], "no vocabulary")
     _refused(capsys, ["--model", good, "--output", out, "--formats", "huggingface,tflite"], "given alone")
-    # The other formats' flags: dropped without a word before (a --validation file that did not exist, exit 0).
+    # The other formats' flags: dropped without a word before (a
+    # --validation file that did not exist, exit 0).
     _refused(
         capsys,
         [
@@ -198,8 +200,8 @@ def test_bad_input_is_refused_in_one_line_and_nothing_is_written(tmp_path, capsy
             "--name",
             "foo",
         ],
-        "--formats huggingface writes the float model and its tokenizer files; it takes no --validation, --name, "
-        "--seq-len. Leave them out",
+        "--formats huggingface writes the float model and its tokenizer files; it takes no --validation, "
+        "--name, --seq-len. Leave them out",
     )
     _refused(
         capsys,

@@ -13,7 +13,6 @@ from keras_bert_impl.inspection.attention_maps import AttentionMaps
 from keras_bert_impl.inspection.attention_plot import plot_attention
 from keras_bert_impl.models import BertBackbone
 from keras_bert_impl.tokenization import BertPreprocessor
-from tests.conftest import REPO
 from tests.run_once import make_target
 
 ANIMAL = "The animal didn't cross the street because it was too tired"

@@ -31,9 +31,9 @@ def mr_text(tmp_path_factory):
     with open(folder / "labels.txt", "w", encoding="utf-8") as f:
         f.write(
             "\n".join(
-                [{"1": "positive", "-1": "negative"}[l] for l, _ in rows[:100]]
+                [{"1": "positive", "-1": "negative"}[label] for label, _ in rows[:100]]
                 + ["blank"]
-                + [{"1": "positive", "-1": "negative"}[l] for l, _ in rows[100:]]
+                + [{"1": "positive", "-1": "negative"}[label] for label, _ in rows[100:]]
             )
             + "\n"
         )

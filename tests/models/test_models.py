@@ -178,7 +178,10 @@ def test_padding_does_not_change_unpadded_outputs():
     rng = np.random.default_rng(3)
     ids = rng.integers(1, 50, (1, 5)).astype("int32")
     short = {"token_ids": ids, "segment_ids": np.zeros_like(ids), "padding_mask": np.ones_like(ids)}
-    pad = lambda a, v: np.concatenate([a, np.full((1, 4), v, "int32")], axis=1)
+
+    def pad(a, v):
+        return np.concatenate([a, np.full((1, 4), v, "int32")], axis=1)
+
     # Garbage ids in the padded slots must not leak into the real positions.
     padded = {
         "token_ids": pad(ids, 17),
@@ -220,7 +223,7 @@ def test_preset_table():
 
 def _param_count(name):
     c = kb.BERT_PRESETS[name]
-    v, h, i, l, p = (
+    v, h, i, layers, p = (
         c["vocabulary_size"],
         c["hidden_dim"],
         c["intermediate_dim"],
@@ -228,7 +231,7 @@ def _param_count(name):
         c["max_sequence_length"],
     )
     per_layer = 4 * (h * h + h) + 2 * h + (h * i + i) + (i * h + h) + 2 * h
-    return (v + p + 2) * h + 2 * h + l * per_layer + h * h + h
+    return (v + p + 2) * h + 2 * h + layers * per_layer + h * h + h
 
 
 @pytest.mark.parametrize("name,published", [("bert_base", 110e6), ("bert_large", 340e6)])

@@ -69,7 +69,8 @@ def _hf_tokenizer_file():
 
 
 def fresh_hf_tokenizer(sequence_length=None):
-    """A new HF tokenizer: no truncation/padding, or both at `sequence_length` (longest_first, right, [PAD])."""
+    """A new HF tokenizer: no truncation/padding, or both at `sequence_length` (longest_first, right,
+    [PAD])."""
     from tokenizers import Tokenizer
 
     tokenizer = Tokenizer.from_str(_hf_tokenizer_file().to_str())

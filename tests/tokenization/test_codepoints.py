@@ -84,6 +84,7 @@ def test_every_codepoint_matches_hugging_face_except_documented(limit):
         "new differences": sorted(hex(cp) for cp in skew - expected_skew)[:20],
         "no longer different": sorted(hex(cp) for cp in expected_skew - skew)[:20],
     }
-    # Every private-use character differs (Hugging Face deletes them all); so does every codepoint of the CJK block.
+    # Every private-use character differs (Hugging Face deletes them
+    # all); so does every codepoint of the CJK block.
     assert private_use == {cp for cp in cps if unicodedata.category(chr(cp)) == "Co"}
     assert cjk == {cp for cp in CJK_RANGE_TYPO if cp < limit}

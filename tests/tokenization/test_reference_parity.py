@@ -116,9 +116,9 @@ def test_real_pairs_match_google_truncation_at_32(corpus):
     unexplained = [i for i in hf_differs if not _hf_and_google_differ(len(pieces_a[i]), len(pieces_b[i]), 29)]
     explained_class = sum(_hf_and_google_differ(len(x), len(y), 29) for x, y in zip(pieces_a, pieces_b))
     print(
-        f"\n{corpus}: pairs @32: {len(a)} pairs ({truncated} truncated), "
-        f"{len(bad)} mismatches vs HF pieces + Google truncation; "
-        f"HF's own longest_first differs on {len(hf_differs)} (all in the odd-budget class: {explained_class})"
+        f"\n{corpus}: pairs @32: {len(a)} pairs ({truncated} truncated), {len(bad)} mismatches vs HF pieces "
+        f"+ Google truncation; HF's own longest_first differs on {len(hf_differs)} (all in the odd-budget "
+        f"class: {explained_class})"
     )
     assert len(bad) == 0, [(a[i], b[i], ours[i, 0].tolist(), expected[i, 0].tolist()) for i in bad[:3]]
     assert not unexplained and len(hf_differs) == explained_class

@@ -40,13 +40,15 @@ with open(texts_file, encoding="utf-8") as f:
 served = tf.saved_model.load(path)
 single = served.single(tf.constant(texts["a"]))
 pair = served.pair(tf.constant(texts["a"]), tf.constant(texts["b"]))
-result = {name: {k: v.numpy().tolist() for k, v in out.items()} for name, out in (("single", single), ("pair", pair))}
+outputs = (("single", single), ("pair", pair))
+result = {name: {k: v.numpy().tolist() for k, v in out.items()} for name, out in outputs}
 try:
     served.single(tf.constant([b"caf\xe9"]))
     result["invalid_utf8"] = "no error"
 except tf.errors.InvalidArgumentError as e:
     result["invalid_utf8"] = "not valid UTF-8" in e.message and "caf\ufffd" in e.message
-result["modules"] = sorted(m for m in sys.modules if m.split(".")[0] in ("keras_bert_impl", "tokenizers", "bert"))
+ours = ("keras_bert_impl", "tokenizers", "bert")
+result["modules"] = sorted(m for m in sys.modules if m.split(".")[0] in ours)
 print(json.dumps(result))
 """
 

@@ -33,9 +33,14 @@ def decoded_lines(path, report=None, skippable=False, mark_skipped=False):
             try:
                 text = raw.decode("utf-8")
             except UnicodeDecodeError as e:
-                reason = f"not valid UTF-8 ({e.reason} at byte {e.start} of the line: {raw[max(0, e.start - 10):e.end + 10]!r})"
+                reason = (
+                    f"not valid UTF-8 ({e.reason} at byte {e.start} of the line: "
+                    f"{raw[max(0, e.start - 10) : e.end + 10]!r})"
+                )
                 if report is None:
-                    raise MalformedRowError(path, number, reason, kind="invalid_utf8", skippable=False) from None
+                    raise MalformedRowError(
+                        path, number, reason, kind="invalid_utf8", skippable=False
+                    ) from None
                 report.fail(number, reason, kind="invalid_utf8", skippable=skippable)
                 if mark_skipped:
                     yield number, None
@@ -51,7 +56,8 @@ def preprocessor_settings(preprocessor):
     vocabulary = getattr(preprocessor, "vocabulary", None)
     if vocabulary is None:
         raise ValueError(
-            "The preprocessor has no vocabulary. Build it as BertPreprocessor(vocab_path_or_list, sequence_length=N)."
+            "The preprocessor has no vocabulary. Build it as BertPreprocessor(vocab_path_or_list, "
+            "sequence_length=N)."
         )
     config = preprocessor.get_config()
     return list(vocabulary), config.get("lowercase"), config.get("sequence_length")
@@ -116,8 +122,10 @@ def length_bucketed(elements, lengths, batch_size, shuffle, seed, epochs=None):
     if not shuffle:
         return batched(elements, len(lengths), batch_size, shuffle, seed, epochs)
     if epochs is None or seed is None:
-        raise ValueError("Shuffled length buckets need an int epochs and a seed (each pass's batches are drawn "
-                         f"from (seed, pass)). Received: epochs={epochs!r}, seed={seed!r}")
+        raise ValueError(
+            "Shuffled length buckets need an int epochs and a seed (each pass's batches are drawn "
+            f"from (seed, pass)). Received: epochs={epochs!r}, seed={seed!r}"
+        )
     elements = tf.nest.map_structure(tf.convert_to_tensor, elements)
     indices = index_dataset(bucketed_batch_indices(lengths, batch_size, seed, epochs))  # [B] per batch
     return indices.map(lambda index: tf.nest.map_structure(lambda t: tf.gather(t, index), elements))

@@ -22,7 +22,14 @@ from keras_bert_impl.validation import check_bool
 
 FORMATS = ("csv", "tsv", "jsonl")
 LABEL_MODES = ("vocabulary", "index", "float")
-_EXTENSIONS = {".csv": "csv", ".tsv": "tsv", ".tab": "tsv", ".jsonl": "jsonl", ".ndjson": "jsonl", ".json": "jsonl"}
+_EXTENSIONS = {
+    ".csv": "csv",
+    ".tsv": "tsv",
+    ".tab": "tsv",
+    ".jsonl": "jsonl",
+    ".ndjson": "jsonl",
+    ".json": "jsonl",
+}
 
 
 class ClassificationReader:
@@ -118,48 +125,22 @@ class ClassificationReader:
     ):
         _common.preprocessor_settings(preprocessor)
         if label_mode not in LABEL_MODES:
-            raise ValueError(f"label_mode must be one of {list(LABEL_MODES)}. Received: label_mode={label_mode!r}")
-        if file_format is not None and file_format not in FORMATS:
-            raise ValueError(f"file_format must be one of {list(FORMATS)} or None. Received: file_format={file_format!r}")
-        for name, value in (("text_column", text_column), ("label_column", label_column), ("text_b_column", text_b_column)):
-            if value is not None and (not isinstance(value, str) or not value):
-                raise ValueError(f"{name} must be a non-empty string. Received: {name}={value!r}")
-        check_bool("multi_label", multi_label)
-        if label_mode == "index":
-            if isinstance(num_classes, bool) or not isinstance(num_classes, int) or num_classes < 1:
-                raise ValueError(
-                    'label_mode="index" keeps integer class ids and needs num_classes (an int >= 1) to check them. '
-                    f"Received: num_classes={num_classes!r}"
-                )
-        elif num_classes is not None:
             raise ValueError(
-                f'num_classes is only used with label_mode="index"; label_mode={label_mode!r} '
-                f"takes the number of classes from the labels. Received: num_classes={num_classes!r}"
+                f"label_mode must be one of {list(LABEL_MODES)}. Received: label_mode={label_mode!r}"
             )
-        if label_mode == "float" and multi_label:
-            raise ValueError('multi_label=True needs class labels: label_mode "vocabulary" or "index", not "float".')
-        if labels is not None:
-            if label_mode != "vocabulary":
-                raise ValueError(
-                    f'labels= is a class-name vocabulary for label_mode="vocabulary". Received: label_mode={label_mode!r}'
-                )
-            if not isinstance(labels, LabelVocabulary):
-                labels = LabelVocabulary(labels)
+        if file_format is not None and file_format not in FORMATS:
+            raise ValueError(
+                f"file_format must be one of {list(FORMATS)} or None. Received: file_format={file_format!r}"
+            )
+        _check_columns(text_column, label_column, text_b_column)
+        check_bool("multi_label", multi_label)
+        labels = _checked_labels(label_mode, num_classes, multi_label, labels)
         if not isinstance(label_delimiter, str) or not label_delimiter:
-            raise ValueError(f"label_delimiter must be a non-empty string. Received: label_delimiter={label_delimiter!r}")
+            raise ValueError(
+                f"label_delimiter must be a non-empty string. Received: label_delimiter={label_delimiter!r}"
+            )
         check_bool("header", header)
-        if column_names is not None:
-            if header:
-                raise ValueError(
-                    "column_names names the columns of a headerless file: pass header=False with it. "
-                    f"Received: header=True, column_names={column_names!r}"
-                )
-            column_names = list(column_names)
-            if not column_names or any(not isinstance(c, str) or not c for c in column_names):
-                raise ValueError(f"column_names must be a list of non-empty strings. Received: column_names={column_names!r}")
-            if duplicate_tokens(column_names):
-                raise ValueError(f"column_names names a column twice: name each column once (give the ones not "
-                                 f"read any other name). Received: column_names={column_names!r}")
+        column_names = _checked_column_names(header, column_names)
         _common.set_reading(self, preprocessor, batch_size, shuffle, seed, on_error)
         self.text_column = text_column
         self.text_b_column = text_b_column
@@ -229,7 +210,9 @@ class ClassificationReader:
             parsed = self._parse_row(line, row, report)
             if parsed is not None:
                 rows.append(parsed)
-        if self.label_mode == "vocabulary" and (build_labels or (build_labels is None and self.labels is None)):
+        if self.label_mode == "vocabulary" and (
+            build_labels or (build_labels is None and self.labels is None)
+        ):
             values = [label for *_, raw in rows for label in (raw if self.multi_label else [raw])]
             if not values:
                 report.finish()
@@ -256,7 +239,8 @@ class ClassificationReader:
         ext = os.path.splitext(path)[1].lower()
         if ext not in _EXTENSIONS:
             raise ValueError(
-                f"Cannot tell the format of {path!r} from its extension {ext!r}: pass file_format= one of {list(FORMATS)}."
+                f"Cannot tell the format of {path!r} from its extension {ext!r}: pass file_format= one of "
+                f"{list(FORMATS)}."
             )
         return _EXTENSIONS[ext]
 
@@ -278,10 +262,16 @@ class ClassificationReader:
             try:
                 row = json.loads(text)
             except json.JSONDecodeError as e:
-                report.fail(line, f"invalid JSON ({e.msg} at column {e.colno}): {text.strip()[:60]!r}", kind="bad_json")
+                report.fail(
+                    line,
+                    f"invalid JSON ({e.msg} at column {e.colno}): {text.strip()[:60]!r}",
+                    kind="bad_json",
+                )
                 continue
             if not isinstance(row, dict):
-                report.fail(line, f"expected a JSON object per line. Received: {text.strip()[:60]!r}", kind="bad_json")
+                report.fail(
+                    line, f"expected a JSON object per line. Received: {text.strip()[:60]!r}", kind="bad_json"
+                )
                 continue
             yield line, row
 
@@ -308,42 +298,66 @@ class ClassificationReader:
             if not fields:
                 continue  # a blank line
             if names is None:
-                if not self.header:
-                    raise ValueError(f"{path}: header=False needs column_names=[...] to name the columns.")
-                names = [name.strip() for name in fields]
-                twice = sorted(set(duplicate_tokens(names)))
-                if twice:  # a row read into a dict would keep the last of them without a word
-                    raise MalformedRowError(
-                        path, start, f"the header {names!r} names the column(s) {twice!r} more than once; rename "
-                        "them so each column has its own name", kind="duplicate_column", skippable=False)
-                missing = [c for c in self._required_columns() if c not in names]
-                if missing:
-                    raise MalformedRowError(
-                        path, start,
-                        f"the header {names!r} lacks the column(s) {missing!r}; pass text_column=/label_column= "
-                        "naming yours, or header=False with column_names= for a headerless file",
-                        kind="missing_column", skippable=False,
-                    )
+                names = self._header_names(path, start, fields)
                 continue
             if len(fields) != len(names):
                 if len(fields) < len(names):
-                    missing = [c for c in names[len(fields):] if c in self._required_columns()]
+                    missing = [c for c in names[len(fields) :] if c in self._required_columns()]
                     kind = "missing_column" if missing else "field_count"
                     reason = f"has {len(fields)} fields but the columns are {names!r}"
                     reason += f"; missing {missing!r}" if missing else ""
                 else:
                     kind = "field_count"
-                    reason = f"has {len(fields)} fields but the columns are {names!r} (an unquoted delimiter in the text?)"
+                    reason = (
+                        f"has {len(fields)} fields but the columns are {names!r} (an unquoted delimiter in "
+                        "the text?)"
+                    )
                 report.fail(start, reason, kind=kind)
                 continue
-            if not self.header and not consumed_data and [f.strip().lower() for f in fields] == [
-                    n.lower() for n in names]:
+            if (
+                not self.header
+                and not consumed_data
+                and [f.strip().lower() for f in fields] == [n.lower() for n in names]
+            ):
                 raise MalformedRowError(
-                    path, start, f"the first row {fields!r} is a header (the column names), but the reader was told "
-                    "the file has none (header=False): read it with header=True (without column_names=[...]), or remove the row",
-                    kind="header_as_data", skippable=False)
+                    path,
+                    start,
+                    f"the first row {fields!r} is a header (the column names), but the reader was told the "
+                    "file has none (header=False): read it with header=True (without column_names=[...]), "
+                    "or remove the row",
+                    kind="header_as_data",
+                    skippable=False,
+                )
             consumed_data = True
             yield start, dict(zip(names, fields))
+
+    def _header_names(self, path, start, fields):
+        """The column names of the header row `fields` (line `start`), checked."""
+        if not self.header:
+            raise ValueError(f"{path}: header=False needs column_names=[...] to name the columns.")
+        names = [name.strip() for name in fields]
+        twice = sorted(set(duplicate_tokens(names)))
+        if twice:  # a row read into a dict would keep the last of them without a word
+            raise MalformedRowError(
+                path,
+                start,
+                f"the header {names!r} names the column(s) {twice!r} more than once; rename "
+                "them so each column has its own name",
+                kind="duplicate_column",
+                skippable=False,
+            )
+        missing = [c for c in self._required_columns() if c not in names]
+        if missing:
+            raise MalformedRowError(
+                path,
+                start,
+                f"the header {names!r} lacks the column(s) {missing!r}; pass "
+                "text_column=/label_column= naming yours, or header=False with column_names= for a "
+                "headerless file",
+                kind="missing_column",
+                skippable=False,
+            )
+        return names
 
     def _parse_row(self, line, row, report):
         """(line, text, text_b, raw label) with labels as strings / lists of strings, or None when skipped."""
@@ -354,22 +368,34 @@ class ClassificationReader:
                 continue
             value = row.get(column)
             if value is None:
-                report.fail(line, f"missing column {column!r} (the row has {sorted(row)!r})", kind="missing_column")
+                report.fail(
+                    line, f"missing column {column!r} (the row has {sorted(row)!r})", kind="missing_column"
+                )
                 return None
             if not isinstance(value, str):
                 report.fail(line, f"column {column!r} must hold text. Received: {value!r}", kind="bad_text")
                 return None
             if not value.strip():  # it would be an example of [CLS] [SEP] alone, with the row's label
-                report.fail(line, f"column {column!r} is empty: give the row its text, or remove the row",
-                            kind="empty_text")
+                report.fail(
+                    line,
+                    f"column {column!r} is empty: give the row its text, or remove the row",
+                    kind="empty_text",
+                )
                 return None
             texts.append(value)
         if self.label_column not in row:
-            report.fail(line, f"missing column {self.label_column!r} (the row has {sorted(row)!r})", kind="missing_column")
+            report.fail(
+                line,
+                f"missing column {self.label_column!r} (the row has {sorted(row)!r})",
+                kind="missing_column",
+            )
             return None
         if row[self.label_column] is None:
-            report.fail(line, f"column {self.label_column!r} is null: give the row its label or remove the row",
-                        kind="bad_label")
+            report.fail(
+                line,
+                f"column {self.label_column!r} is null: give the row its label or remove the row",
+                kind="bad_label",
+            )
             return None
         raw = row[self.label_column]
         try:
@@ -382,7 +408,10 @@ class ClassificationReader:
     def _label_string(self, raw):
         if isinstance(raw, bool) or isinstance(raw, (list, dict)):
             hint = "; several labels per row need multi_label=True" if isinstance(raw, list) else ""
-            raise ValueError(f"column {self.label_column!r} must hold one label (a string or number). Received: {raw!r}{hint}")
+            raise ValueError(
+                f"column {self.label_column!r} must hold one label (a string or number). Received: "
+                f"{raw!r}{hint}"
+            )
         if isinstance(raw, (int, float)):
             return str(raw)
         label = raw.strip()
@@ -416,9 +445,10 @@ class ClassificationReader:
                 listed = None
         if not isinstance(listed, list):
             raise ValueError(
-                f"column {self.label_column!r} holds {text[:80]!r}, which looks like a list but reads as neither JSON "
-                f"([\"a\", \"b\"]) nor a Python list (['a', 'b']): write the labels as one of those, or separated by "
-                f"label_delimiter={self.label_delimiter!r} without brackets")
+                f"column {self.label_column!r} holds {text[:80]!r}, which looks like a list but reads as "
+                "neither JSON ([\"a\", \"b\"]) nor a Python list (['a', 'b']): write the labels as one of "
+                f"those, or separated by label_delimiter={self.label_delimiter!r} without brackets"
+            )
         return listed
 
     # -- labels ---------------------------------------------------------------
@@ -430,7 +460,9 @@ class ClassificationReader:
             except ValueError:
                 value = math.nan
             if not math.isfinite(value):
-                report.fail(line, f"label {raw!r} is not a finite number (label_mode='float')", kind="bad_label")
+                report.fail(
+                    line, f"label {raw!r} is not a finite number (label_mode='float')", kind="bad_label"
+                )
                 return None
             return value
         ids = []
@@ -441,7 +473,11 @@ class ClassificationReader:
                 except ValueError:
                     number = math.nan
                 if not math.isfinite(number) or number != int(number):
-                    report.fail(line, f"label {label!r} is not an integer class id (label_mode='index')", kind="bad_label")
+                    report.fail(
+                        line,
+                        f"label {label!r} is not an integer class id (label_mode='index')",
+                        kind="bad_label",
+                    )
                     return None
                 if not 0 <= number < self._index_classes:
                     report.fail(
@@ -478,11 +514,17 @@ class ClassificationReader:
             y = tf.constant(targets, tf.int32)  # [N]
         preprocessor = self.preprocessor
         if self.length_buckets:
-            lengths = wordpiece_lengths(preprocessor, features["text"] if "text_b" not in features
-                                        else (features["text"], features["text_b"]))  # [N]
-            dataset = _common.length_bucketed((features, y), lengths, self.batch_size, self.shuffle, self.seed, epochs)
+            lengths = wordpiece_lengths(
+                preprocessor,
+                features["text"] if "text_b" not in features else (features["text"], features["text_b"]),
+            )  # [N]
+            dataset = _common.length_bucketed(
+                (features, y), lengths, self.batch_size, self.shuffle, self.seed, epochs
+            )
         else:
-            dataset = _common.batched((features, y), len(texts), self.batch_size, self.shuffle, self.seed, epochs)
+            dataset = _common.batched(
+                (features, y), len(texts), self.batch_size, self.shuffle, self.seed, epochs
+            )
         cut = self.length_buckets
 
         def preprocess(features, y):
@@ -494,3 +536,64 @@ class ClassificationReader:
             return (cut_to_longest(x) if cut else x), y
 
         return _common.prefetched(dataset.map(preprocess, num_parallel_calls=tf.data.AUTOTUNE))
+
+
+def _check_columns(text_column, label_column, text_b_column):
+    for name, value in (
+        ("text_column", text_column),
+        ("label_column", label_column),
+        ("text_b_column", text_b_column),
+    ):
+        if value is not None and (not isinstance(value, str) or not value):
+            raise ValueError(f"{name} must be a non-empty string. Received: {name}={value!r}")
+
+
+def _checked_labels(label_mode, num_classes, multi_label, labels):
+    """`labels` as a LabelVocabulary (or None), once the label settings are checked together."""
+    if label_mode == "index":
+        if isinstance(num_classes, bool) or not isinstance(num_classes, int) or num_classes < 1:
+            raise ValueError(
+                'label_mode="index" keeps integer class ids and needs num_classes (an int >= 1) to '
+                "check them. "
+                f"Received: num_classes={num_classes!r}"
+            )
+    elif num_classes is not None:
+        raise ValueError(
+            f'num_classes is only used with label_mode="index"; label_mode={label_mode!r} '
+            f"takes the number of classes from the labels. Received: num_classes={num_classes!r}"
+        )
+    if label_mode == "float" and multi_label:
+        raise ValueError(
+            'multi_label=True needs class labels: label_mode "vocabulary" or "index", not "float".'
+        )
+    if labels is not None:
+        if label_mode != "vocabulary":
+            raise ValueError(
+                'labels= is a class-name vocabulary for label_mode="vocabulary". Received: '
+                f"label_mode={label_mode!r}"
+            )
+        if not isinstance(labels, LabelVocabulary):
+            labels = LabelVocabulary(labels)
+    return labels
+
+
+def _checked_column_names(header, column_names):
+    """`column_names` as a list (or None), checked against `header`."""
+    if column_names is None:
+        return None
+    if header:
+        raise ValueError(
+            "column_names names the columns of a headerless file: pass header=False with it. "
+            f"Received: header=True, column_names={column_names!r}"
+        )
+    column_names = list(column_names)
+    if not column_names or any(not isinstance(c, str) or not c for c in column_names):
+        raise ValueError(
+            f"column_names must be a list of non-empty strings. Received: column_names={column_names!r}"
+        )
+    if duplicate_tokens(column_names):
+        raise ValueError(
+            f"column_names names a column twice: name each column once (give the ones not "
+            f"read any other name). Received: column_names={column_names!r}"
+        )
+    return column_names

@@ -75,9 +75,13 @@ class LabelVocabulary:
             try:
                 data = json.load(f)
             except json.JSONDecodeError as e:
-                raise ValueError(f"{path}:{e.lineno}: not a label vocabulary file (invalid JSON: {e.msg}).") from None
+                raise ValueError(
+                    f"{path}:{e.lineno}: not a label vocabulary file (invalid JSON: {e.msg})."
+                ) from None
         if not isinstance(data, dict) or not isinstance(data.get("labels"), list):
-            raise ValueError(f'{path}: a label vocabulary file holds {{"labels": [...]}}. Received: {str(data)[:80]!r}')
+            raise ValueError(
+                f'{path}: a label vocabulary file holds {{"labels": [...]}}. Received: {str(data)[:80]!r}'
+            )
         return cls(data["labels"])
 
     def __len__(self):

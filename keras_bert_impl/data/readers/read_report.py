@@ -67,8 +67,14 @@ class ReadReport:
             kinds = ", ".join(f"{k}: {n}" for k, n in sorted(self.skipped_by_kind.items()))
             # The error's place and reason without its hint, which offers the on_error='skip' in force.
             first = f"{self.errors[0].where}: {self.errors[0].reason}"
-            logger.warning("%s: skipped %d malformed rows (%s); first: %s.", self.path, self.skipped, kinds, first,
-                           extra={SKIP_SUMMARY: True})
+            logger.warning(
+                "%s: skipped %d malformed rows (%s); first: %s.",
+                self.path,
+                self.skipped,
+                kinds,
+                first,
+                extra={SKIP_SUMMARY: True},
+            )
         if self.examples == 0:
             detail = f" ({self.skipped} rows were skipped as malformed: {first})" if self.skipped else ""
             raise ValueError(f"{self.path} gave no examples{detail}.")

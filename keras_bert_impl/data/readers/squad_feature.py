@@ -36,11 +36,14 @@ class SquadFeature:
     >>> from keras_bert_impl.data.readers import SquadReader
     >>> from keras_bert_impl.tokenization import BertPreprocessor
     >>> reader = SquadReader(BertPreprocessor("data/minilm/vocab.txt", sequence_length=128))
-    >>> qa = {"id": "q1", "question": "Who preached?", "answers": [{"text": "Huldrych Zwingli", "answer_start": 0}]}
+    >>> qa = {"id": "q1", "question": "Who preached?",
+    ...       "answers": [{"text": "Huldrych Zwingli", "answer_start": 0}]}
     >>> with open("dev.json", "w") as f:
-    ...     json.dump({"data": [{"paragraphs": [{"context": "Huldrych Zwingli preached in Zurich.", "qas": [qa]}]}]}, f)
+    ...     json.dump({"data": [{"paragraphs": [{"context": "Huldrych Zwingli preached in Zurich.",
+    ...                                          "qas": [qa]}]}]}, f)
     >>> _ = reader.read("dev.json")
-    >>> feature = reader.features[0]  # [CLS] who preached ? [SEP] hu ##ld ##ry ##ch z ##wing ##li preached ...
+    >>> # [CLS] who preached ? [SEP] hu ##ld ##ry ##ch z ##wing ##li preached ...
+    >>> feature = reader.features[0]
     >>> feature.context_offset, feature.start_position, feature.end_position
     (5, 5, 11)
     >>> feature.answer_text(feature.start_position, feature.end_position)
@@ -60,11 +63,12 @@ class SquadFeature:
     token_is_max_context: np.ndarray
 
     def answer_text(self, start, end):
-        """The context text under row positions start..end (inclusive); "" when either is outside the window."""
+        """The context text under row positions start..end (inclusive); "" when either is outside the
+        window."""
         first, last = start - self.context_offset, end - self.context_offset
         if not 0 <= first <= last < len(self.char_spans):
             return ""
-        return self.context[self.char_spans[first][0]:self.char_spans[last][1]]
+        return self.context[self.char_spans[first][0] : self.char_spans[last][1]]
 
     def is_max_context(self, position):
         """Whether row `position` is a context wordpiece best seen in this window."""

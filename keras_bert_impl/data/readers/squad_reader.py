@@ -8,7 +8,6 @@ import json
 import re
 
 import numpy as np
-import tensorflow as tf
 
 from keras_bert_impl.data.readers import _common
 from keras_bert_impl.data.readers.malformed_row_error import MalformedRowError
@@ -97,7 +96,8 @@ class SquadReader:
     Example:
     >>> import json
     >>> from keras_bert_impl.tokenization import BertPreprocessor
-    >>> context = "The Virgin Mary reputedly appeared to Saint Bernadette Soubirous in 1858 at Lourdes, France."
+    >>> context = ("The Virgin Mary reputedly appeared to Saint Bernadette Soubirous in 1858 at Lourdes, "
+    ...            "France.")
     >>> answer = {"text": "Saint Bernadette Soubirous", "answer_start": 38}
     >>> qa = {"id": "q1", "question": "To whom did Mary appear?", "answers": [answer]}
     >>> with open("dev.json", "w") as f:
@@ -132,8 +132,9 @@ class SquadReader:
         check_positive_int("max_query_length", max_query_length)
         if sequence_length - max_query_length - 3 < 1:
             raise ValueError(
-                "sequence_length must leave room for [CLS], [SEP], [SEP], the question and at least one context "
-                f"wordpiece. Received: sequence_length={sequence_length}, max_query_length={max_query_length}"
+                "sequence_length must leave room for [CLS], [SEP], [SEP], the question and at least one "
+                f"context wordpiece. Received: sequence_length={sequence_length}, "
+                f"max_query_length={max_query_length}"
             )
         if version_2_with_negative is not None and not isinstance(version_2_with_negative, bool):
             raise ValueError(
@@ -146,7 +147,12 @@ class SquadReader:
         self.version_2_with_negative = version_2_with_negative
         self.sequence_length = sequence_length
         ids = special_token_ids(vocabulary)
-        self._pad_id, self._cls_id, self._sep_id, self._unk_id = ids["[PAD]"], ids["[CLS]"], ids["[SEP]"], ids["[UNK]"]
+        self._pad_id, self._cls_id, self._sep_id, self._unk_id = (
+            ids["[PAD]"],
+            ids["[CLS]"],
+            ids["[SEP]"],
+            ids["[UNK]"],
+        )
         self._lowercase = bool(lowercase)
         # Piece text as it appears in normalised text: "##ing" continues a word as "ing".
         self._piece_text = [piece_text(t) for t in vocabulary]
@@ -169,7 +175,11 @@ class SquadReader:
             data = json.loads(raw)
         except json.JSONDecodeError as e:
             raise MalformedRowError(
-                path, e.lineno, f"invalid JSON ({e.msg} at column {e.colno})", kind="bad_json", skippable=False
+                path,
+                e.lineno,
+                f"invalid JSON ({e.msg} at column {e.colno})",
+                kind="bad_json",
+                skippable=False,
             ) from None
         return self._read(path, raw, data, epochs)
 
@@ -184,8 +194,10 @@ class SquadReader:
 
         Example:
         >>> from keras_bert_impl.tokenization import BertPreprocessor
-        >>> reader = SquadReader(BertPreprocessor(["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "a", "b"], sequence_length=16), max_query_length=4)
-        >>> _ = reader.read_data({"data": [{"paragraphs": [{"context": "a b", "qas": [{"id": "1", "question": "a", "answers": [{"text": "b", "answer_start": 2}]}]}]}]})
+        >>> vocabulary = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "a", "b"]
+        >>> reader = SquadReader(BertPreprocessor(vocabulary, sequence_length=16), max_query_length=4)
+        >>> qa = {"id": "1", "question": "a", "answers": [{"text": "b", "answer_start": 2}]}
+        >>> _ = reader.read_data({"data": [{"paragraphs": [{"context": "a b", "qas": [qa]}]}]})
         >>> len(reader.features)
         1
         """
@@ -210,8 +222,11 @@ class SquadReader:
         """Checked questions as dicts (id, question, context index, answer char span, answers, impossible)."""
         if not isinstance(data, dict) or not isinstance(data.get("data"), list):
             raise MalformedRowError(
-                path, 1, 'not a SQuAD file: expected {"version": ..., "data": [...]} at the top',
-                kind="bad_json", skippable=False,
+                path,
+                1,
+                'not a SQuAD file: expected {"version": ..., "data": [...]} at the top',
+                kind="bad_json",
+                skippable=False,
             )
         v2 = self.version_2_with_negative
         if v2 is None:
@@ -221,7 +236,12 @@ class SquadReader:
         for a, article in enumerate(data["data"]):
             paragraphs = article.get("paragraphs") if isinstance(article, dict) else None
             if not isinstance(paragraphs, list):
-                report.fail(None, "an article without a 'paragraphs' list", kind="missing_field", location=f"data[{a}]")
+                report.fail(
+                    None,
+                    "an article without a 'paragraphs' list",
+                    kind="missing_field",
+                    location=f"data[{a}]",
+                )
                 continue
             for p, paragraph in enumerate(paragraphs):
                 where = f"data[{a}].paragraphs[{p}]"
@@ -230,7 +250,10 @@ class SquadReader:
                 if not isinstance(context, str) or not isinstance(qas, list):
                     line = _locate(raw, "context", context) if isinstance(context, str) else None
                     report.fail(
-                        line, "a paragraph needs a 'context' string and a 'qas' list", kind="missing_field", location=where
+                        line,
+                        "a paragraph needs a 'context' string and a 'qas' list",
+                        kind="missing_field",
+                        location=where,
                     )
                     continue
                 context_index = len(self._contexts)
@@ -249,25 +272,37 @@ class SquadReader:
         def fail(reason, kind):
             report.fail(_locate(raw, "id", qid), reason, kind=kind, location=where)
 
-        if not isinstance(qa, dict) or not isinstance(qid, (str, int)) or not isinstance(qa.get("question"), str):
+        if (
+            not isinstance(qa, dict)
+            or not isinstance(qid, (str, int))
+            or not isinstance(qa.get("question"), str)
+        ):
             return fail("a question needs an 'id' and a 'question' string", "missing_field")
         impossible = qa.get("is_impossible", False)
         if not isinstance(impossible, bool):
             return fail(f"'is_impossible' must be true or false. Received: {impossible!r}", "missing_field")
         if impossible and not v2:
             return fail(
-                "an unanswerable question (is_impossible) in a SQuAD v1.1 file; pass version_2_with_negative=True",
+                "an unanswerable question (is_impossible) in a SQuAD v1.1 file; pass "
+                "version_2_with_negative=True",
                 "unexpected_impossible",
             )
         answers = qa.get("answers", [])
         if not isinstance(answers, list) or any(
-            not isinstance(x, dict) or not isinstance(x.get("text"), str) or isinstance(x.get("answer_start"), bool)
-            or not isinstance(x.get("answer_start"), int) for x in answers
+            not isinstance(x, dict)
+            or not isinstance(x.get("text"), str)
+            or isinstance(x.get("answer_start"), bool)
+            or not isinstance(x.get("answer_start"), int)
+            for x in answers
         ):
             return fail("'answers' must be a list of {'text': str, 'answer_start': int}", "missing_field")
         question = {
-            "id": str(qid), "question": qa["question"], "context": context_index,
-            "answers": [x["text"] for x in answers], "impossible": impossible, "span": None,
+            "id": str(qid),
+            "question": qa["question"],
+            "context": context_index,
+            "answers": [x["text"] for x in answers],
+            "impossible": impossible,
+            "span": None,
         }
         if impossible:
             return question
@@ -280,10 +315,13 @@ class SquadReader:
             return fail(f"the answer text is empty. Received: {text!r}", "answer_not_in_context")
         if start < 0 or end > len(context) or context[start:end] != text:
             found = context.find(text)
-            seen = context[max(0, start):max(0, end)]
-            hint = f"; the text occurs at {found}" if found >= 0 else "; the text does not occur in the context"
+            seen = context[max(0, start) : max(0, end)]
+            hint = (
+                f"; the text occurs at {found}" if found >= 0 else "; the text does not occur in the context"
+            )
             return fail(
-                f"answer {text!r} is not in its context at answer_start={start} (the context has {seen!r} there{hint})",
+                f"answer {text!r} is not in its context at answer_start={start} (the context has {seen!r} "
+                f"there{hint})",
                 "answer_not_in_context",
             )
         question["span"] = (start, end)
@@ -310,7 +348,7 @@ class SquadReader:
         results, cursor = [], 0
         for context, spans in zip(self._contexts, words):
             ids, char_spans = [], []
-            for (start, end), word_ids in zip(spans, pieces[cursor:cursor + len(spans)]):
+            for (start, end), word_ids in zip(spans, pieces[cursor : cursor + len(spans)]):
                 ids.extend(word_ids)
                 char_spans.extend(self._piece_spans(context, start, end, word_ids, report))
             cursor += len(spans)
@@ -349,20 +387,28 @@ class SquadReader:
             doc_ids, doc_spans = contexts[question["context"]]
             context = self._contexts[question["context"]]
             if len(doc_ids) == 0:
-                report.fail(_locate(raw, "id", question["id"]), "the context has no wordpieces", kind="empty_context",
-                            location=f"id {question['id']}")
+                report.fail(
+                    _locate(raw, "id", question["id"]),
+                    "the context has no wordpieces",
+                    kind="empty_context",
+                    location=f"id {question['id']}",
+                )
                 continue
             answer = None
             if question["span"] is not None:
                 char_start, char_end = question["span"]
                 inside = np.nonzero((doc_spans[:, 1] > char_start) & (doc_spans[:, 0] < char_end))[0]
                 if len(inside) == 0:
-                    report.fail(_locate(raw, "id", question["id"]), f"the answer {question['answers'][0]!r} covers no wordpiece",
-                                kind="answer_not_in_context", location=f"id {question['id']}")
+                    report.fail(
+                        _locate(raw, "id", question["id"]),
+                        f"the answer {question['answers'][0]!r} covers no wordpiece",
+                        kind="answer_not_in_context",
+                        location=f"id {question['id']}",
+                    )
                     continue
                 answer = (int(inside[0]), int(inside[-1]))  # wordpiece indices in the context
             if len(query) > self.max_query_length:
-                query = query[:self.max_query_length]
+                query = query[: self.max_query_length]
                 report.counters["truncated_questions"] += 1
             room = length - len(query) - 3
             windows = []
@@ -377,30 +423,49 @@ class SquadReader:
             for index, (start, span) in enumerate(windows):
                 token_ids = np.full([length], self._pad_id, np.int32)
                 segment_ids = np.zeros([length], np.int32)
-                row = [self._cls_id] + list(query) + [self._sep_id] + doc_ids[start:start + span].tolist() + [self._sep_id]
-                token_ids[:len(row)] = row
-                segment_ids[offset:len(row)] = 1
+                row = (
+                    [self._cls_id]
+                    + list(query)
+                    + [self._sep_id]
+                    + doc_ids[start : start + span].tolist()
+                    + [self._sep_id]
+                )
+                token_ids[: len(row)] = row
+                segment_ids[offset : len(row)] = 1
                 max_context = np.array([_max_context(windows, index, start + i) for i in range(span)], bool)
                 start_position = end_position = 0
                 if answer is not None and start <= answer[0] and answer[1] <= start + span - 1:
                     start_position, end_position = answer[0] - start + offset, answer[1] - start + offset
                 features.append(
                     SquadFeature(
-                        example_id=question["id"], window_index=index, question=question["question"], context=context,
-                        answers=question["answers"], is_impossible=question["impossible"],
-                        start_position=start_position, end_position=end_position, context_offset=offset,
-                        char_spans=doc_spans[start:start + span], token_is_max_context=max_context,
+                        example_id=question["id"],
+                        window_index=index,
+                        question=question["question"],
+                        context=context,
+                        answers=question["answers"],
+                        is_impossible=question["impossible"],
+                        start_position=start_position,
+                        end_position=end_position,
+                        context_offset=offset,
+                        char_spans=doc_spans[start : start + span],
+                        token_is_max_context=max_context,
                     )
                 )
                 all_token_ids.append(token_ids)
                 all_segment_ids.append(segment_ids)
                 lengths.append(len(row))
         if not features:
-            return features, (np.zeros([0, length], np.int32), np.zeros([0, length], np.int32), np.zeros([0], np.int64))
+            return features, (
+                np.zeros([0, length], np.int32),
+                np.zeros([0, length], np.int32),
+                np.zeros([0], np.int64),
+            )
         return features, (np.stack(all_token_ids), np.stack(all_segment_ids), np.array(lengths))
 
     def _dataset(self, features, token_ids, segment_ids, lengths, epochs=None):
-        padding_mask = (np.arange(self.sequence_length)[None, :] < lengths[:, None]).astype(np.int32)  # [N, S]
+        padding_mask = (np.arange(self.sequence_length)[None, :] < lengths[:, None]).astype(
+            np.int32
+        )  # [N, S]
         x = {"token_ids": token_ids, "segment_ids": segment_ids, "padding_mask": padding_mask}
         y = {
             "start_logits": np.array([f.start_position for f in features], np.int32),

@@ -86,7 +86,9 @@ class TaggingReader:
     ):
         vocabulary, _, sequence_length = _common.preprocessor_settings(preprocessor)
         if file_format not in FORMATS:
-            raise ValueError(f"file_format must be one of {list(FORMATS)}. Received: file_format={file_format!r}")
+            raise ValueError(
+                f"file_format must be one of {list(FORMATS)}. Received: file_format={file_format!r}"
+            )
         if isinstance(tag_column, bool) or not isinstance(tag_column, int) or tag_column == 0:
             raise ValueError(
                 "tag_column must be a non-zero int (column 0 holds the word; -1 is the last). "
@@ -144,7 +146,8 @@ class TaggingReader:
 
         Example:
         >>> from keras_bert_impl.tokenization import BertPreprocessor
-        >>> reader = TaggingReader(BertPreprocessor(["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "a", "b"], sequence_length=8))
+        >>> vocabulary = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "a", "b"]
+        >>> reader = TaggingReader(BertPreprocessor(vocabulary, sequence_length=8))
         >>> x, y, w = next(iter(reader.read_sentences([[("a", "B-X"), ("b", "O")]])))
         >>> x["token_ids"].numpy().tolist(), w.numpy().tolist()
         ([[2, 5, 6, 3, 0, 0, 0, 0]], [[0.0, 1.0, 1.0, 0.0, 0.0, 0.0, 0.0, 0.0]])
@@ -167,7 +170,10 @@ class TaggingReader:
         if report.counters["truncated_sequences"]:
             logger.warning(
                 "%s: %d of %d sequences were longer than sequence_length=%s and were cut (%d words lost)",
-                path, report.counters["truncated_sequences"], report.examples, self.sequence_length,
+                path,
+                report.counters["truncated_sequences"],
+                report.examples,
+                self.sequence_length,
                 report.counters["truncated_words"],
             )
         return self._dataset(*encoded, epochs=epochs)
@@ -214,17 +220,25 @@ class TaggingReader:
                 continue  # the rest of a sentence already reported
             if len(columns) < 2 or len(columns) < abs(self.tag_column) + (0 if self.tag_column < 0 else 1):
                 # Dropping just this word would shift every later tag: the sentence goes.
-                report.fail(line, f"expected 'word TAG' columns (tag in column {self.tag_column}). Received: {text.strip()!r}",
-                            kind="missing_tag")
+                report.fail(
+                    line,
+                    f"expected 'word TAG' columns (tag in column {self.tag_column}). Received: "
+                    f"{text.strip()!r}",
+                    kind="missing_tag",
+                )
                 bad = True
                 continue
             # Every line as many columns as the file's first: a word holding a space ("New York") in a
             # space-separated file reads as one column more, and the word's tail was lost without a word.
             width = width or len(columns)
             if len(columns) != width:
-                report.fail(line, f"has {len(columns)} columns where the file's first line has {width}: a word holding "
-                            f"a space? Separate the columns with tabs, or remove the space. Received: {text.strip()!r}",
-                            kind="field_count")
+                report.fail(
+                    line,
+                    f"has {len(columns)} columns where the file's first line has {width}: a word holding a "
+                    "space? Separate the columns with tabs, or remove the space. Received: "
+                    f"{text.strip()!r}",
+                    kind="field_count",
+                )
                 bad = True
                 continue
             words.append((columns[0], columns[self.tag_column]))
@@ -239,12 +253,14 @@ class TaggingReader:
         all_ids, all_tags, all_weights = [], [], []
         cursor = 0
         for line, words in sentences:
-            word_pieces = pieces[cursor:cursor + len(words)]
+            word_pieces = pieces[cursor : cursor + len(words)]
             cursor += len(words)
             empty = [word for (word, _), p in zip(words, word_pieces) if not p]
             if empty:
                 report.fail(
-                    line, f"the word(s) {empty[:3]!r} have no wordpieces, so their tags cannot be placed", kind="empty_word"
+                    line,
+                    f"the word(s) {empty[:3]!r} have no wordpieces, so their tags cannot be placed",
+                    kind="empty_word",
                 )
                 continue
             try:
@@ -257,7 +273,7 @@ class TaggingReader:
             for word_piece_ids, tag in zip(word_pieces, tag_ids):
                 if room is not None and len(ids) - 1 >= room:
                     break  # not even this word's first piece fits
-                take = word_piece_ids if room is None else word_piece_ids[:room - (len(ids) - 1)]
+                take = word_piece_ids if room is None else word_piece_ids[: room - (len(ids) - 1)]
                 ids.extend(take)
                 tags.extend([tag] + [self.ignore_label] * (len(take) - 1))
                 weights.extend([1.0] + [0.0] * (len(take) - 1))
@@ -281,10 +297,10 @@ class TaggingReader:
         weights = np.zeros([n, width], np.float32)  # [N, S]
         padding_mask = np.zeros([n, width], np.int32)  # [N, S]
         for i, (ids, row_tags, row_weights) in enumerate(zip(all_ids, all_tags, all_weights)):
-            token_ids[i, :len(ids)] = ids
-            tags[i, :len(ids)] = row_tags
-            weights[i, :len(ids)] = row_weights
-            padding_mask[i, :len(ids)] = 1
+            token_ids[i, : len(ids)] = ids
+            tags[i, : len(ids)] = row_tags
+            weights[i, : len(ids)] = row_weights
+            padding_mask[i, : len(ids)] = 1
         x = {"token_ids": token_ids, "segment_ids": np.zeros_like(token_ids), "padding_mask": padding_mask}
         dataset = _common.batched((x, tags, weights), n, self.batch_size, self.shuffle, self.seed, epochs)
         if self.sequence_length is None:
