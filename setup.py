@@ -64,7 +64,8 @@ setup(
         # Peers measured by bench/; kept out of the runtime install.
         "bench": [
             "keras-hub==0.32.0",
-            # Reads R's serialization: the Jane Austen novels of r-cran-janeaustenr (bench/corpora/austen_corpus.py).
+            # Reads R's serialization: the Jane Austen novels of r-cran-janeaustenr
+            # (bench/corpora/austen_corpus.py).
             "rdata==1.1.0",
         ],
     },
