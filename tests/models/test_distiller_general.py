@@ -253,3 +253,35 @@ def test_keras_file_round_trip_of_a_general_distiller_with_a_zero_hidden_weight(
         float(general.compute_loss(x, None, general(x))),
         rtol=PIN_RTOL,
     )
+
+
+def test_a_distiller_saved_with_flat_arguments_still_loads():
+    """The config a Distiller wrote while it took flat arguments (temperature, alpha,
+    layer_map, one weight per intermediate term) rebuilds the same terms and loss."""
+    x, y = _padded_inputs(), np.array([0, 2, 1])
+    teacher, student = _deep_pair()
+    task = Distiller(
+        teacher,
+        student,
+        [LogitsTerm(3.0, alpha=0.25), HiddenStatesTerm(0.7, layer_map=[1, 3]), EmbeddingTerm(0.3)],
+    )
+    config = {key: value for key, value in task.get_config().items() if key != "terms"}
+    config.update(temperature=3.0, alpha=0.25, layer_map=[1, 3], hidden_weight=0.7, attention_weight=0.0)
+    config["embedding_weight"] = 0.3
+    rebuilt = Distiller.from_config(config)
+    assert [term.get_config() for term in rebuilt.terms] == [term.get_config() for term in task.terms]
+    for name in ("hidden_projection", "embedding_projection"):
+        getattr(rebuilt, name).set_weights(getattr(task, name).get_weights())
+    rebuilt.student.set_weights(student.get_weights())
+    rebuilt.teacher.set_weights(teacher.get_weights())
+    np.testing.assert_allclose(
+        float(rebuilt.compute_loss(x, y, rebuilt(x))), float(task.compute_loss(x, y, task(x))), rtol=1e-6
+    )
+    general = {
+        key: value for key, value in Distiller(teacher.backbone, student.backbone).get_config().items()
+    }
+    general.pop("terms")
+    general.update(layer_map="uniform", hidden_weight=1.0, attention_weight=0.0, embedding_weight=0.0)
+    rebuilt = Distiller.from_config(general)
+    assert rebuilt.logits_term is None and [term.name for term in rebuilt.terms] == ["hidden_loss"]
+    assert rebuilt.mapped_layers == [2, 4]

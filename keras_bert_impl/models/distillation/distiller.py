@@ -32,6 +32,7 @@ from keras_bert_impl.models.distillation.terms import (
     AttentionTerm,
     DistillationArgumentError,
     DistillationTerm,
+    EmbeddingTerm,
     HiddenStatesTerm,
     LogitsTerm,
     real_tokens,
@@ -286,8 +287,28 @@ class Distiller(keras.Model):
         config = dict(config)
         config["teacher"] = keras.layers.deserialize(config["teacher"])
         config["student"] = keras.layers.deserialize(config["student"])
-        config["terms"] = [keras.saving.deserialize_keras_object(term) for term in config["terms"]]
+        if "terms" in config:
+            config["terms"] = [keras.saving.deserialize_keras_object(term) for term in config["terms"]]
+        else:
+            config["terms"] = _flat_terms(config)
         return cls(**config)
+
+
+def _flat_terms(config):
+    """The terms of a Distiller saved while it took flat arguments (`temperature` and `alpha`
+    for heads, `layer_map` and one weight per intermediate term, 0 when off), taken out of
+    `config`."""
+    terms = [LogitsTerm(config.pop("temperature"), config.pop("alpha"))] if "temperature" in config else []
+    layer_map = config.pop("layer_map", None)
+    for kind, term in (
+        ("hidden", HiddenStatesTerm),
+        ("attention", AttentionTerm),
+        ("embedding", EmbeddingTerm),
+    ):
+        weight = config.pop(f"{kind}_weight", 0.0)
+        if weight:
+            terms.append(term(weight) if kind == "embedding" else term(weight, layer_map=layer_map))
+    return terms
 
 
 def _checked_terms(teacher, terms):
