@@ -185,13 +185,15 @@ class Distiller(keras.Model):
             # Token-level: padded positions carry no teacher signal.
             weight = ops.cast(x["padding_mask"], "float32") if self.logits_term.token_level else sample_weight
             kd = self.logits_term(y_pred["logits"], teacher["logits"], sample_weight=weight)
-            loss = self.logits_term.weight * kd + self._labels_loss(x, y, y_pred, sample_weight, training)
+            loss = self.logits_term.weight * kd
         if self._transfer:
             for name, term in self.transfer_terms(student_features, teacher, x["padding_mask"]).items():
                 loss = loss + self._term(name).weight * term
                 # Each replica's term is its share of the global batch's mean (see
                 # terms.real_tokens): times the replica count, the Mean over replicas reports it.
                 self.trackers[name].update_state(term * _replicas_in_sync())
+        if self.logits_term is not None:
+            loss = loss + self._labels_loss(x, y, y_pred, sample_weight, training)
         return loss
 
     def _teacher_outputs(self, x, y_pred, student_features):
