@@ -33,6 +33,7 @@ _PUBLIC = {
     **{
         name: "keras_bert_impl.models"
         for name in (
+            "AttentionTerm",
             "BERT_PRESETS",
             "BertBackbone",
             "BertClassifier",
@@ -47,7 +48,10 @@ _PUBLIC = {
             "DistillationLoss",
             "DistillationTerm",
             "Distiller",
+            "EmbeddingTerm",
             "GlobalBatchLoss",
+            "HiddenStatesTerm",
+            "LogitsTerm",
             "MaskedLMAccuracy",
             "MaskedSparseCrossentropy",
             "QuantizationAwareClassifier",
@@ -84,6 +88,7 @@ def __dir__():
 if not os.path.basename(sys.argv[0] if sys.argv else "") == "kbert":
     from keras_bert_impl import layers  # noqa: E402,F401
     from keras_bert_impl.models import (  # noqa: E402,F401
+        AttentionTerm,
         BERT_PRESETS,
         BertBackbone,
         BertClassifier,
@@ -98,7 +103,10 @@ if not os.path.basename(sys.argv[0] if sys.argv else "") == "kbert":
         DistillationLoss,
         DistillationTerm,
         Distiller,
+        EmbeddingTerm,
         GlobalBatchLoss,
+        HiddenStatesTerm,
+        LogitsTerm,
         MaskedLMAccuracy,
         MaskedSparseCrossentropy,
         QuantizationAwareClassifier,

@@ -1,4 +1,4 @@
-"""The distillation defaults, in one place: the `Distiller`'s and `kbert distill`'s. Plain Python
+"""The distillation defaults, in one place: the `Distiller`'s terms' and `kbert distill`'s. Plain Python
 (no Keras), so the command reads them when it builds its flags without importing Keras."""
 
 import dataclasses
@@ -6,17 +6,17 @@ import dataclasses
 
 @dataclasses.dataclass(frozen=True)
 class DistillationDefaults:
-    """Default settings of a distillation, read by the `Distiller`'s arguments and by
+    """Default settings of a distillation, read by the `Distiller`'s terms' arguments and by
     `kbert distill`'s flags (`DISTILLATION_DEFAULTS`).
 
     Args:
         temperature: the softening of both distributions (Hinton et al. use 2 to 20).
-        alpha: the labels' weight of a `Distiller` built in Python: 0, soft targets only, so
+        alpha: the labels' weight of a `LogitsTerm` built in Python: 0, soft targets only, so
             an unlabeled transfer set fits as it is.
         labelled_alpha: the labels' weight of `kbert distill`, whose transfer set always
             holds the labelled --train rows: half soft targets, half labels.
-        general_layer_map: the layer map of general distillation (backbones) when a mapped
-            term is on and none is given: TinyBERT's uniform map.
+        general_layer_map: the layer map of a `HiddenStatesTerm` or `AttentionTerm` built in
+            Python, and of `kbert distill --general`, when none is given: TinyBERT's uniform map.
         general_hidden_weight: the hidden-state weight of general distillation when none is
             given (its only default term); a head's default is 0 (logits alone).
 

@@ -396,7 +396,7 @@ def main(argv=None):
     import tensorflow as tf
 
     from keras_bert_impl.atomic_write import write_json_atomically
-    from keras_bert_impl.models import Distiller
+    from keras_bert_impl.models import Distiller, LogitsTerm
     from keras_bert_impl.tokenization import BertPreprocessor
 
     texts, labels, train_idx, test_idx, train_csv, test_csv = write_mr_split(args.work, subset=args.subset)
@@ -474,7 +474,7 @@ def main(argv=None):
         if name in runs:
             return runs[name]
         if mode == "distilled":
-            model = Distiller(teacher, student, temperature=args.temperature, alpha=0.0)
+            model = Distiller(teacher, student, [LogitsTerm(args.temperature, alpha=0.0)])
             data, steps = dataset(
                 x_transfer, {"teacher_logits": teacher_logits}, lengths_transfer, seed, args.epochs
             )

@@ -7,7 +7,7 @@ import types
 
 from keras_bert_impl.commands import task_data
 from keras_bert_impl.commands.distill_flags import add_distill_parser, check_flags
-from keras_bert_impl.commands.distill_models import general_models, task_models
+from keras_bert_impl.commands.distill_models import distill_models
 from keras_bert_impl.commands.errors import UsageError
 
 TASKS = ("classification", "pair", "multilabel")
@@ -21,7 +21,7 @@ def add_parser(subparsers):
 
 def run(args):
     # A UsageError goes up to cli.main: one line and status 2, or its traceback with --debug.
-    check_flags(args)
+    args = check_flags(args)
     from keras_bert_impl.commands import training_run as tr
 
     folder = tr.run_folder(
@@ -163,9 +163,7 @@ def _run_task(args, folder, tr):
         file=sys.stderr,
     )
     tr.set_precision(args)
-    student, distiller, init = run.build(
-        lambda: task_models(args, teacher, teacher_path, data, train_steps, tr)
-    )
+    student, distiller, init = run.build(lambda: distill_models(args, teacher, train_steps, data.label_names))
     print(
         f"kbert distill: student {init}: {student.count_params():,} parameters (teacher {teacher.count_params():,})",
         file=sys.stderr,
@@ -269,9 +267,7 @@ def _run_general(args, folder, tr):
         file=sys.stderr,
     )
     tr.set_precision(args)
-    student, distiller, init = run.build(
-        lambda: general_models(args, teacher, steps_per_epoch * args.epochs, tr)
-    )
+    student, distiller, init = run.build(lambda: distill_models(args, teacher, steps_per_epoch * args.epochs))
     print(
         f"kbert distill --general: student {init}: {student.count_params():,} parameters (teacher "
         f"{teacher.count_params():,}); layer map {distiller.mapped_layers}",

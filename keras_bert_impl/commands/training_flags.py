@@ -11,9 +11,10 @@ from keras_bert_impl.commands.errors import UsageError
 from keras_bert_impl.commands.precision_flag import add_training_precision_flag
 
 
-def add_training_flags(parser, default_learning_rate, learning_rate_default=None):
+def add_training_flags(parser, default_learning_rate, learning_rate_default=None, seq_len_default=None):
     """Flags every training command takes (`learning_rate_default`: the help's words for a
-    default the command picks itself, when `default_learning_rate` is None)."""
+    default the command picks itself, when `default_learning_rate` is None; `seq_len_default`
+    likewise for --seq-len, whose default is then None)."""
     parser.add_argument(
         "--batch-size",
         type=int,
@@ -23,8 +24,9 @@ def add_training_flags(parser, default_learning_rate, learning_rate_default=None
     parser.add_argument(
         "--seq-len",
         type=int,
-        default=128,
-        help="Sequence length in wordpieces: longer texts are truncated to it. Default 128.",
+        default=None if seq_len_default else 128,
+        help="Sequence length in wordpieces: longer texts are truncated to it. "
+        f"Default {seq_len_default or 128}.",
     )
     parser.add_argument(
         "--learning-rate",

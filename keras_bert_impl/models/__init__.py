@@ -5,14 +5,21 @@ from keras_bert_impl.models.bert_pretrainer import BertPretrainer
 from keras_bert_impl.models.bert_span_labeler import BertSpanLabeler
 from keras_bert_impl.models.bert_task import BertTask
 from keras_bert_impl.models.bert_token_classifier import BertTokenClassifier
-from keras_bert_impl.models.distillation_argument_error import DistillationArgumentError
 from keras_bert_impl.distillation_defaults import DISTILLATION_DEFAULTS, DistillationDefaults
-from keras_bert_impl.models.distillation_loss import DistillationLoss
-from keras_bert_impl.models.distillation_term import DistillationTerm
-from keras_bert_impl.models.distiller import Distiller
+from keras_bert_impl.models.distillation import (
+    AttentionTerm,
+    DistillationArgumentError,
+    DistillationLoss,
+    DistillationTerm,
+    Distiller,
+    EmbeddingTerm,
+    HiddenStatesTerm,
+    LogitsTerm,
+    backbone_from_layers,
+    embeddings_from_teacher,
+)
 from keras_bert_impl.models.global_batch_loss import GlobalBatchLoss
 from keras_bert_impl.models.masked_lm_accuracy import MaskedLMAccuracy
 from keras_bert_impl.models.masked_sparse_crossentropy import MaskedSparseCrossentropy
 from keras_bert_impl.models.presets import BERT_PRESETS
 from keras_bert_impl.models.quantization_aware_classifier import QuantizationAwareClassifier
-from keras_bert_impl.models.student_init import backbone_from_layers, embeddings_from_teacher

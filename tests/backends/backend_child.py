@@ -155,11 +155,7 @@ def distillers(workdir):
     distiller = kb.Distiller(
         teacher,
         student,
-        alpha=0.5,
-        layer_map="uniform",
-        hidden_weight=1.0,
-        attention_weight=1.0,
-        embedding_weight=1.0,
+        [kb.LogitsTerm(alpha=0.5), kb.HiddenStatesTerm(1.0), kb.AttentionTerm(1.0), kb.EmbeddingTerm(1.0)],
     )
     distiller.compile(optimizer=create_optimizer(1e-3, train_steps=6, warmup_steps=2))
     history = distiller.fit(x, y, batch_size=4, epochs=3, shuffle=False, verbose=0).history
@@ -177,10 +173,7 @@ def distillers(workdir):
     general = kb.Distiller(
         kb.BertBackbone(**tiny_config()),
         kb.BertBackbone(**tiny_config(num_layers=1, hidden_dim=8)),
-        layer_map="uniform",
-        hidden_weight=1.0,
-        attention_weight=1.0,
-        embedding_weight=1.0,
+        [kb.HiddenStatesTerm(1.0), kb.AttentionTerm(1.0), kb.EmbeddingTerm(1.0)],
     )
     general.compile(optimizer=create_optimizer(1e-3, train_steps=6, warmup_steps=2))
     history = general.fit(x, batch_size=4, epochs=3, shuffle=False, verbose=0).history

@@ -7,8 +7,14 @@ import pytest
 import keras
 from keras_bert_impl.training import inference_copy
 from keras_bert_impl.models import BertBackbone, BertClassifier, BertTokenClassifier
-from keras_bert_impl.models.distillation_loss import DistillationLoss
-from keras_bert_impl.models.distiller import Distiller
+from keras_bert_impl.models.distillation import (
+    AttentionTerm,
+    DistillationLoss,
+    Distiller,
+    EmbeddingTerm,
+    HiddenStatesTerm,
+    LogitsTerm,
+)
 from tests.harness import random_inputs, save_and_reload, tiny_backbone_config
 
 
@@ -74,7 +80,7 @@ def test_fit_moves_the_student_towards_the_frozen_teacher():
     teacher_before = [w.copy() for w in teacher.get_weights()]
     loss = DistillationLoss(2.0)
     gap_before = float(loss(teacher.predict(x, verbose=0)["logits"], student.predict(x, verbose=0)["logits"]))
-    distiller = Distiller(teacher, student, temperature=2.0)
+    distiller = Distiller(teacher, student, [LogitsTerm(2.0)])
     distiller.compile(optimizer=keras.optimizers.Adam(1e-2))
     history = distiller.fit(x, epochs=30, batch_size=8, verbose=0)  # no labels: a transfer set
     gap_after = float(loss(teacher.predict(x, verbose=0)["logits"], student.predict(x, verbose=0)["logits"]))
@@ -87,7 +93,7 @@ def test_alpha_mixes_in_the_labels_loss():
     teacher, student = _pair()
     x = random_inputs(batch=4, length=6)
     y = np.array([0, 1, 2, 1])
-    distiller = Distiller(teacher, student, temperature=2.0, alpha=0.3)
+    distiller = Distiller(teacher, student, [LogitsTerm(2.0, alpha=0.3)])
     y_pred = distiller(x)
     soft = float(DistillationLoss(2.0)(teacher(x)["logits"], y_pred["logits"]))
     hard = float(keras.losses.SparseCategoricalCrossentropy(from_logits=True)(y, y_pred["logits"]))
@@ -104,7 +110,7 @@ def test_multi_label_and_token_heads_train():
     x = random_inputs(batch=8, length=6)
     y = (np.random.default_rng(0).random((8, 4)) > 0.5).astype("float32")
     assert np.isfinite(
-        Distiller(teacher, student, alpha=0.5).fit(x, y, epochs=1, verbose=0).history["loss"][0]
+        Distiller(teacher, student, [LogitsTerm(alpha=0.5)]).fit(x, y, epochs=1, verbose=0).history["loss"][0]
     )
     token_teacher = BertTokenClassifier(BertBackbone(**tiny_backbone_config()), num_classes=5)
     token_student = BertTokenClassifier(BertBackbone(**tiny_backbone_config(num_layers=1)), num_classes=5)
@@ -113,10 +119,13 @@ def test_multi_label_and_token_heads_train():
 
 def test_save_and_load_the_distiller_and_the_student(tmp_path):
     teacher, student = _pair()
-    distiller = Distiller(teacher, student, temperature=3.0, alpha=0.25)
+    distiller = Distiller(teacher, student, [LogitsTerm(3.0, alpha=0.25)])
     x = random_inputs(batch=2, length=5)
     loaded = save_and_reload(distiller)
-    assert isinstance(loaded, Distiller) and loaded.temperature == 3.0 and loaded.alpha == 0.25
+    assert isinstance(loaded, Distiller) and loaded.logits_term.get_config() == {
+        "temperature": 3.0,
+        "alpha": 0.25,
+    }
     np.testing.assert_allclose(loaded(x)["logits"], distiller(x)["logits"], atol=1e-6)
     np.testing.assert_allclose(loaded.teacher(x)["logits"], teacher(x)["logits"], atol=1e-6)
     assert not loaded.teacher.trainable
@@ -133,9 +142,9 @@ def test_refusals():
     teacher, student = _pair()
     for temperature in (0, float("inf"), float("nan")):
         with pytest.raises(ValueError, match="temperature must be a finite number > 0"):
-            Distiller(teacher, student, temperature=temperature)
+            Distiller(teacher, student, [LogitsTerm(temperature)])
     with pytest.raises(ValueError, match="alpha"):
-        Distiller(teacher, student, alpha=1.5)
+        Distiller(teacher, student, [LogitsTerm(alpha=1.5)])
     _, other = _pair(num_classes=2)
     with pytest.raises(ValueError, match="same classes"):
         Distiller(teacher, other)
@@ -164,7 +173,7 @@ cpu = tf.config.list_physical_devices("CPU")[0]
 tf.config.set_logical_device_configuration(cpu, [tf.config.LogicalDeviceConfiguration()] * 2)
 import keras, numpy as np
 import keras_bert_impl as kb
-from keras_bert_impl.models.distiller import Distiller
+from keras_bert_impl.models.distillation import Distiller
 from keras_bert_impl.training import create_strategy
 
 strategy = create_strategy(sys.argv[1])
@@ -173,17 +182,17 @@ rng = np.random.default_rng(0)
 x = {"token_ids": rng.integers(1, 50, (32, 8)).astype("int32"), "segment_ids": np.zeros((32, 8), "int32"),
      "padding_mask": np.ones((32, 8), "int32")}
 y = rng.integers(0, 3, 32)
-transfer = {}
+transfer = []
 if sys.argv[2] == "transfer":
     # Replicas with different numbers of real tokens: the terms' means are over the global batch.
     x["padding_mask"][np.arange(32) % 8 < 4, 5:] = 0
     x["token_ids"] *= x["padding_mask"]
-    transfer = dict(layer_map="uniform", hidden_weight=1.0, attention_weight=1.0, embedding_weight=0.5)
+    transfer = [kb.HiddenStatesTerm(1.0), kb.AttentionTerm(1.0), kb.EmbeddingTerm(0.5)]
 config = dict(vocabulary_size=50, num_heads=2, max_sequence_length=16, dropout=0.0)
 with strategy.scope():
     teacher = kb.BertClassifier(kb.BertBackbone(num_layers=2, hidden_dim=16, intermediate_dim=32, **config), num_classes=3, dropout=0.0)
     student = kb.BertClassifier(kb.BertBackbone(num_layers=1, hidden_dim=8, intermediate_dim=16, **config), num_classes=3, dropout=0.0)
-    distiller = Distiller(teacher, student, temperature=2.0, alpha=0.5, **transfer)
+    distiller = Distiller(teacher, student, [kb.LogitsTerm(2.0, alpha=0.5), *transfer])
     distiller.compile(optimizer=keras.optimizers.SGD(0.5))
 losses = []
 class Record(keras.callbacks.Callback):
@@ -232,7 +241,7 @@ def test_mirrored_over_two_cpus_equals_one_device(transfer):
 
 
 def test_student_from_every_other_teacher_layer():
-    from keras_bert_impl.models.student_init import backbone_from_layers
+    from keras_bert_impl.models.distillation.student_init import backbone_from_layers
 
     teacher = BertBackbone(**tiny_backbone_config(num_layers=4, dropout=0.0))
     teacher.set_vocabulary([f"w{i}" for i in range(50)], lowercase=True)
@@ -255,7 +264,7 @@ def test_student_from_every_other_teacher_layer():
 def test_precomputed_teacher_logits_give_the_loss_and_the_step_of_the_teacher_in_the_step():
     teacher, student = _pair()
     x = random_inputs(batch=8, length=6, seed=3)
-    distiller = Distiller(teacher, student, temperature=2.0)
+    distiller = Distiller(teacher, student, [LogitsTerm(2.0)])
     cached = {**x, "teacher_logits": distiller.teacher_logits(x)}
     np.testing.assert_allclose(cached["teacher_logits"], teacher(x)["logits"], atol=1e-6)
     y_pred = distiller(cached)  # the student ignores the extra input
@@ -282,7 +291,7 @@ def test_precomputed_teacher_logits_give_the_loss_and_the_step_of_the_teacher_in
     results = []
     for inputs in (x, cached):
         student.set_weights(weights)
-        d = Distiller(teacher, student, temperature=2.0)
+        d = Distiller(teacher, student, [LogitsTerm(2.0)])
         d.compile(optimizer=keras.optimizers.SGD(0.1))
         d.fit(inputs, epochs=2, batch_size=4, shuffle=False, verbose=0)
         results.append([w.copy() for w in student.get_weights()])
@@ -291,7 +300,7 @@ def test_precomputed_teacher_logits_give_the_loss_and_the_step_of_the_teacher_in
 
 
 def test_student_embeddings_from_the_teachers_principal_directions():
-    from keras_bert_impl.models.student_init import embeddings_from_teacher
+    from keras_bert_impl.models.distillation.student_init import embeddings_from_teacher
 
     teacher = BertBackbone(**tiny_backbone_config(hidden_dim=32, num_heads=2, intermediate_dim=64))
     teacher.set_vocabulary([f"w{i}" for i in range(50)], lowercase=True)
@@ -360,16 +369,13 @@ def _padded_inputs():
 
 def test_transfer_terms_equal_a_hand_computation_with_padding_and_the_projection():
     teacher, student = _deep_pair()
-    distiller = Distiller(
-        teacher,
-        student,
-        temperature=2.0,
-        alpha=0.0,
-        layer_map=[1, 3],
-        hidden_weight=0.7,
-        attention_weight=2.0,
-        embedding_weight=0.3,
-    )
+    terms = [
+        LogitsTerm(2.0, alpha=0.0),
+        HiddenStatesTerm(0.7, layer_map=[1, 3]),
+        AttentionTerm(2.0, layer_map=[1, 3]),
+        EmbeddingTerm(0.3),
+    ]
+    distiller = Distiller(teacher, student, terms)
     x = _padded_inputs()
     mask = x["padding_mask"].astype("float64")  # [B, T]
     t_hidden, t_probs = _states(teacher.backbone, x)
@@ -431,7 +437,7 @@ def test_the_feature_graphs_give_each_heads_own_outputs():
         pooling="mean",
     )
     for teacher, student in ((token_teacher, token_student), (mean_teacher, mean_student)):
-        distiller = Distiller(teacher, student, layer_map="uniform", hidden_weight=1.0, attention_weight=1.0)
+        distiller = Distiller(teacher, student, [LogitsTerm(), HiddenStatesTerm(1.0), AttentionTerm(1.0)])
         assert (
             distiller.mapped_layers == [2] and distiller.hidden_projection is None
         )  # same width: no projection
@@ -460,67 +466,72 @@ def test_uniform_layer_map_is_tinyberts():
         (6, [1, 2, 3, 4, 5, 6]),
     ):
         student = BertClassifier(BertBackbone(**tiny_backbone_config(num_layers=depth)), num_classes=2)
-        assert Distiller(teacher, student, layer_map="uniform", hidden_weight=1.0).mapped_layers == expected
+        assert Distiller(teacher, student, [LogitsTerm(), HiddenStatesTerm(1.0)]).mapped_layers == expected
 
 
 def test_transfer_refusals_quote_the_bad_value():
     teacher, student = _deep_pair()
     cases = [
         (
-            dict(layer_map=[1, 2, 3], hidden_weight=1.0),
+            lambda: [HiddenStatesTerm(1.0, layer_map=[1, 2, 3])],
             r"one teacher layer per student layer \(2\). Received 3: "
             r"layer_map=\[1, 2, 3\]",
         ),
         (
-            dict(layer_map=[0, 2], hidden_weight=1.0),
+            lambda: [HiddenStatesTerm(1.0, layer_map=[0, 2])],
             r"layer_map\[0\] must be a teacher layer in \[1, 4\].*"
             r"Received: layer_map\[0\]=0",
         ),
-        (dict(layer_map=[2, 5], hidden_weight=1.0), r"Received: layer_map\[1\]=5 in layer_map=\[2, 5\]"),
-        (dict(layer_map=[2, 2.0], hidden_weight=1.0), r"Received: layer_map\[1\]=2.0"),
         (
-            dict(layer_map="even", hidden_weight=1.0),
-            r"None, 'uniform' or a list of teacher layers. "
+            lambda: [HiddenStatesTerm(1.0, layer_map=[2, 5])],
+            r"Received: layer_map\[1\]=5 in layer_map=\[2, 5\]",
+        ),
+        (lambda: [HiddenStatesTerm(1.0, layer_map=[2, 2.0])], r"Received: layer_map\[1\]=2.0"),
+        (
+            lambda: [AttentionTerm(1.0, layer_map="even")],
+            r"'uniform' or a list of teacher layers. "
             r"Received: layer_map='even'",
         ),
         (
-            dict(layer_map="uniform", hidden_weight=-1.0),
+            lambda: [HiddenStatesTerm(-1.0)],
             r"hidden_weight must be a number >= 0. Received: hidden_weight=-1.0",
         ),
         (
-            dict(layer_map="uniform", attention_weight=float("nan")),
+            lambda: [AttentionTerm(float("nan"))],
             r"attention_weight must be a number >= 0. "
             r"Received: attention_weight=nan",
         ),
         (
-            dict(embedding_weight=-0.5),
+            lambda: [EmbeddingTerm(-0.5)],
             r"embedding_weight must be a number >= 0. Received: embedding_weight=-0.5",
         ),
         (
-            dict(hidden_weight=1.0),
-            r"hidden_weight=1.0 and attention_weight=0.0 compare mapped layers: pass layer_map",
+            lambda: [LogitsTerm(), HiddenStatesTerm(1.0), HiddenStatesTerm(0.5)],
+            r"at most one of each kind. Received: terms=",
         ),
-        (
-            dict(layer_map=[1, 2]),
-            r"layer_map=\[1, 2\] maps layers for hidden_weight and attention_weight, which are both 0",
-        ),
+        (lambda: [LogitsTerm(), "hidden"], r"list of new DistillationTerms"),
+        (lambda: [], r"non-empty list"),
     ]
-    for kwargs, message in cases:
+    for terms, message in cases:
         with pytest.raises(ValueError, match=message):
-            Distiller(teacher, student, **kwargs)
+            Distiller(teacher, student, terms())
+    built = [LogitsTerm()]
+    Distiller(teacher, student, built)
+    with pytest.raises(ValueError, match="one Distiller builds each"):
+        Distiller(teacher, student, built)
     deep_student = BertClassifier(BertBackbone(**tiny_backbone_config(num_layers=5)), num_classes=3)
     with pytest.raises(
         ValueError, match="no deeper than the teacher. Received: 5 student layers, 4 teacher layers"
     ):
-        Distiller(teacher, deep_student, layer_map="uniform", hidden_weight=1.0)
+        Distiller(teacher, deep_student, [LogitsTerm(), HiddenStatesTerm(1.0)])
     teacher4, student2 = _deep_pair(teacher_heads=4, student_heads=2)
     with pytest.raises(ValueError, match="teacher has 4 heads and the student 2. Pass attention_weight=0"):
-        Distiller(teacher4, student2, layer_map="uniform", attention_weight=1.0)
+        Distiller(teacher4, student2, [LogitsTerm(), AttentionTerm(1.0)])
     Distiller(
-        teacher4, student2, layer_map="uniform", hidden_weight=1.0
+        teacher4, student2, [LogitsTerm(), HiddenStatesTerm(1.0)]
     )  # hidden states only: heads may differ
     # Cached teacher logits would save nothing: the teacher runs for its hidden states anyway.
-    distiller = Distiller(teacher, student, layer_map="uniform", hidden_weight=1.0)
+    distiller = Distiller(teacher, student, [LogitsTerm(), HiddenStatesTerm(1.0)])
     x = _padded_inputs()
     cached = {**x, "teacher_logits": distiller.teacher_logits(x)}
     with pytest.raises(ValueError, match="cached logits would save nothing: drop teacher_logits"):
@@ -536,24 +547,33 @@ def test_transfer_config_and_keras_round_trip_keep_the_projections_and_the_loss(
     teacher, student = _deep_pair()
     student_weights = len(student.weights)
     distiller = Distiller(
-        teacher, student, layer_map="uniform", hidden_weight=1.0, attention_weight=0.5, embedding_weight=0.25
+        teacher, student, [LogitsTerm(), HiddenStatesTerm(1.0), AttentionTerm(0.5), EmbeddingTerm(0.25)]
     )
     distiller.hidden_projection.kernel.assign(np.random.default_rng(0).normal(size=(8, 16)).astype("float32"))
     x = _padded_inputs()
     loss = float(distiller.compute_loss(x, None, distiller(x)))
 
     config = distiller.get_config()
-    assert {k: config[k] for k in ("layer_map", "hidden_weight", "attention_weight", "embedding_weight")} == {
-        "layer_map": "uniform",
-        "hidden_weight": 1.0,
-        "attention_weight": 0.5,
-        "embedding_weight": 0.25,
-    }
+    assert [(term["class_name"], term["config"]) for term in config["terms"]] == [
+        ("LogitsTerm", {"temperature": 2.0, "alpha": 0.0}),
+        ("HiddenStatesTerm", {"weight": 1.0, "layer_map": "uniform"}),
+        ("AttentionTerm", {"weight": 0.5, "layer_map": "uniform"}),
+        ("EmbeddingTerm", {"weight": 0.25}),
+    ]
     rebuilt = Distiller.from_config(config)
-    assert rebuilt.mapped_layers == [2, 4] and rebuilt.get_config()["layer_map"] == "uniform"
+    assert (
+        rebuilt.mapped_layers == [2, 4]
+        and rebuilt.get_config()["terms"][1]["config"]["layer_map"] == "uniform"
+    )
 
     loaded = save_and_reload(distiller)
-    assert isinstance(loaded, Distiller) and loaded.mapped_layers == [2, 4] and loaded.attention_weight == 0.5
+    assert isinstance(loaded, Distiller) and loaded.mapped_layers == [2, 4]
+    assert {term.name: term.weight for term in loaded.terms} == {
+        "logits_loss": 1.0,
+        "hidden_loss": 1.0,
+        "attention_loss": 0.5,
+        "embedding_loss": 0.25,
+    }
     for name in ("hidden_projection", "embedding_projection"):
         np.testing.assert_array_equal(getattr(loaded, name).kernel, getattr(distiller, name).kernel)
     np.testing.assert_allclose(float(loaded.compute_loss(x, None, loaded(x))), loss, rtol=1e-6)
@@ -567,7 +587,7 @@ def test_transfer_config_and_keras_round_trip_keep_the_projections_and_the_loss(
 @pytest.mark.slow  # about 20 s or more: trains a student with fit
 def test_fit_reduces_the_hidden_loss_and_logs_each_term():
     teacher, student = _deep_pair()
-    distiller = Distiller(teacher, student, layer_map="uniform", hidden_weight=1.0, attention_weight=1.0)
+    distiller = Distiller(teacher, student, [LogitsTerm(), HiddenStatesTerm(1.0), AttentionTerm(1.0)])
     distiller.compile(optimizer=keras.optimizers.Adam(1e-2))
     x = random_inputs(batch=16, length=9, seed=2)
     projection = distiller.hidden_projection.kernel.numpy().copy()

@@ -8,7 +8,15 @@ import pytest
 
 import keras
 import keras_bert_impl
-from keras_bert_impl.models import BertBackbone, DistillationArgumentError, Distiller
+from keras_bert_impl.models import (
+    AttentionTerm,
+    BertBackbone,
+    DistillationArgumentError,
+    Distiller,
+    EmbeddingTerm,
+    HiddenStatesTerm,
+    LogitsTerm,
+)
 from keras_bert_impl.training import inference_copy
 from tests.harness import random_inputs, save_and_reload, tiny_backbone_config
 from tests.models.test_distiller import _deep_pair, _padded_inputs, _states
@@ -22,7 +30,9 @@ def _backbones(**kwargs):
 def test_loss_equals_a_hand_computation_with_padding_and_the_projections():
     teacher, student = _backbones()
     general = Distiller(
-        teacher, student, layer_map=[2, 4], hidden_weight=0.7, attention_weight=2.0, embedding_weight=0.3
+        teacher,
+        student,
+        [HiddenStatesTerm(0.7, layer_map=[2, 4]), AttentionTerm(2.0, layer_map=[2, 4]), EmbeddingTerm(0.3)],
     )
     x = _padded_inputs()
     mask = x["padding_mask"].astype("float64")
@@ -55,7 +65,7 @@ def test_loss_equals_a_hand_computation_with_padding_and_the_projections():
 @pytest.mark.slow  # about 20 s or more: trains a student with fit
 def test_fit_pulls_the_student_towards_the_teacher_and_leaves_the_teacher_alone():
     teacher, student = _backbones()
-    general = Distiller(teacher, student, hidden_weight=1.0, attention_weight=1.0, embedding_weight=1.0)
+    general = Distiller(teacher, student, [HiddenStatesTerm(1.0), AttentionTerm(1.0), EmbeddingTerm(1.0)])
     assert general.mapped_layers == [2, 4]  # TinyBERT's uniform map is the default
     general.compile(optimizer=keras.optimizers.Adam(1e-2))
     teacher_weights = [w.copy() for w in teacher.get_weights()]
@@ -72,12 +82,16 @@ def test_fit_pulls_the_student_towards_the_teacher_and_leaves_the_teacher_alone(
 
 def test_save_and_load_the_general_distiller_and_the_student():
     teacher, student = _backbones()
-    general = Distiller(teacher, student, hidden_weight=1.0, embedding_weight=0.5)
+    general = Distiller(teacher, student, [HiddenStatesTerm(1.0), EmbeddingTerm(0.5)])
     general.hidden_projection.kernel.assign(np.random.default_rng(0).normal(size=(8, 16)).astype("float32"))
     x = _padded_inputs()
     loss = float(general.compute_loss(x, None, general(x)))
     loaded = save_and_reload(general)
-    assert isinstance(loaded, Distiller) and loaded.mapped_layers == [2, 4] and loaded.embedding_weight == 0.5
+    assert isinstance(loaded, Distiller) and loaded.mapped_layers == [2, 4]
+    assert [(term.name, term.weight) for term in loaded.terms] == [
+        ("hidden_loss", 1.0),
+        ("embedding_loss", 0.5),
+    ]
     np.testing.assert_array_equal(loaded.hidden_projection.kernel, general.hidden_projection.kernel)
     np.testing.assert_allclose(float(loaded.compute_loss(x, None, loaded(x))), loss, rtol=1e-6)
     # What a checkpoint of it saves is the student backbone alone, which reloads as one.
@@ -93,38 +107,48 @@ def test_refusals_quote_the_bad_value():
     ):
         Distiller(teacher, _deep_pair()[1])
     with pytest.raises(
-        ValueError, match="give hidden_weight, attention_weight or embedding_weight a value > 0"
+        ValueError,
+        match=r"learns from the teacher's layers only\): give a term a weight > 0. Received: weights",
     ):
-        Distiller(teacher, student, hidden_weight=0.0)
+        Distiller(teacher, student, [HiddenStatesTerm(0.0), EmbeddingTerm(0.0)])
     with pytest.raises(ValueError, match=r"Received: layer_map\[1\]=5 in layer_map=\[2, 5\]"):
-        Distiller(teacher, student, layer_map=[2, 5])
+        Distiller(teacher, student, [HiddenStatesTerm(layer_map=[2, 5])])
     with pytest.raises(ValueError, match="teacher has 2 heads and the student 1"):
-        Distiller(teacher, BertBackbone(**tiny_backbone_config(num_heads=1)), attention_weight=1.0)
+        Distiller(
+            teacher,
+            BertBackbone(**tiny_backbone_config(num_heads=1)),
+            [HiddenStatesTerm(), AttentionTerm(1.0)],
+        )
     with pytest.raises(ValueError, match="token embeddings have 50 and 60 rows"):
         Distiller(teacher, BertBackbone(**tiny_backbone_config(vocabulary_size=60)))
     with pytest.raises(ValueError, match="hidden_weight must be a number >= 0. Received: hidden_weight=-1.0"):
-        Distiller(teacher, student, hidden_weight=-1.0)
+        Distiller(teacher, student, [HiddenStatesTerm(-1.0)])
+    with pytest.raises(ValueError, match="LogitsTerm compares logits, which backbones have not"):
+        Distiller(teacher, student, [LogitsTerm(), HiddenStatesTerm()])
 
 
 def test_every_refusal_names_its_argument():
     teacher, student = _backbones()
     cases = [
-        ("student", dict(student=_deep_pair()[1])),
-        ("hidden_weight", dict(hidden_weight=0.0)),
-        ("layer_map", dict(layer_map=[2, 5])),
-        ("layer_map", dict(layer_map="every")),
+        ("student", lambda: dict(student=_deep_pair()[1])),
+        ("terms", lambda: dict(terms=[HiddenStatesTerm(0.0)])),
+        ("layer_map", lambda: dict(terms=[HiddenStatesTerm(layer_map=[2, 5])])),
+        ("layer_map", lambda: dict(terms=[HiddenStatesTerm(layer_map="every")])),
         (
             "attention_weight",
-            dict(student=BertBackbone(**tiny_backbone_config(num_heads=1)), attention_weight=1.0),
+            lambda: dict(student=BertBackbone(**tiny_backbone_config(num_heads=1)), terms=[AttentionTerm()]),
         ),
-        ("student", dict(student=BertBackbone(**tiny_backbone_config(vocabulary_size=60)))),
-        ("hidden_weight", dict(hidden_weight=-1.0)),
-        ("alpha", dict(alpha=0.5)),
+        ("student", lambda: dict(student=BertBackbone(**tiny_backbone_config(vocabulary_size=60)))),
+        ("hidden_weight", lambda: dict(terms=[HiddenStatesTerm(-1.0)])),
+        ("alpha", lambda: dict(terms=[LogitsTerm(alpha=1.5)])),
+        ("temperature", lambda: dict(terms=[LogitsTerm(temperature=0)])),
+        ("terms", lambda: dict(terms=[LogitsTerm(alpha=0.5)])),
+        ("terms", lambda: dict(terms=[EmbeddingTerm(), EmbeddingTerm()])),
     ]
     for argument, kwargs in cases:
         with pytest.raises(DistillationArgumentError) as error:
-            Distiller(**{"teacher": teacher, "student": student, **kwargs})
-        assert error.value.argument == argument, (kwargs, error.value)
+            Distiller(**{"teacher": teacher, "student": student, **kwargs()})
+        assert error.value.argument == argument, (kwargs(), error.value)
 
 
 def test_there_is_exactly_one_distiller_class():
@@ -146,7 +170,7 @@ def test_there_is_exactly_one_distiller_class():
         for c in subclasses(keras.Model)
         if "distill" in c.__name__.lower() and c.__module__.startswith("keras_bert_impl")
     }
-    assert distillers == {"keras_bert_impl.models.distiller.Distiller"}, distillers
+    assert distillers == {"keras_bert_impl.models.distillation.distiller.Distiller"}, distillers
 
 
 # Computed by the pre-merge code at 136d477 (models/distiller.py's Distiller and
@@ -182,11 +206,17 @@ def _seeded_projections(distiller):
 
 
 def test_general_and_task_losses_equal_the_pre_merge_classes():
-    weights = dict(layer_map=[1, 3], hidden_weight=0.7, attention_weight=2.0, embedding_weight=0.3)
+    def terms():
+        return [
+            HiddenStatesTerm(0.7, layer_map=[1, 3]),
+            AttentionTerm(2.0, layer_map=[1, 3]),
+            EmbeddingTerm(0.3),
+        ]
+
     x, y = _padded_inputs(), np.array([0, 2, 1])
 
     teacher, student = _seeded_pair()
-    general = Distiller(teacher.backbone, student.backbone, **weights)
+    general = Distiller(teacher.backbone, student.backbone, terms())
     assert general.logits_term is None
     _seeded_projections(general)
     np.testing.assert_allclose(
@@ -196,7 +226,7 @@ def test_general_and_task_losses_equal_the_pre_merge_classes():
         np.testing.assert_allclose(float(tracker.result()), PRE_MERGE[name], rtol=PIN_RTOL)
 
     teacher, student = _seeded_pair()
-    task = Distiller(teacher, student, temperature=2.0, alpha=0.5, **weights)
+    task = Distiller(teacher, student, [LogitsTerm(2.0, alpha=0.5), *terms()])
     _seeded_projections(task)
     outputs = task(x)
     np.testing.assert_allclose(
@@ -212,9 +242,10 @@ def test_general_and_task_losses_equal_the_pre_merge_classes():
 
 def test_keras_file_round_trip_of_a_general_distiller_with_a_zero_hidden_weight():
     teacher, student = _backbones()
-    general = Distiller(teacher, student, hidden_weight=0.0, embedding_weight=1.0)
+    general = Distiller(teacher, student, [EmbeddingTerm(1.0)])
     loaded = save_and_reload(general)
-    assert (loaded.hidden_weight, loaded.embedding_weight, loaded.layer_map) == (0.0, 1.0, None)
+    assert [(term.kind, term.weight) for term in loaded.terms] == [("embedding", 1.0)]
+    assert loaded.mapped_layers is None
     assert sorted(loaded.trackers) == ["embedding_loss"]
     x = _padded_inputs()
     np.testing.assert_allclose(
@@ -222,3 +253,35 @@ def test_keras_file_round_trip_of_a_general_distiller_with_a_zero_hidden_weight(
         float(general.compute_loss(x, None, general(x))),
         rtol=PIN_RTOL,
     )
+
+
+def test_a_distiller_saved_with_flat_arguments_still_loads():
+    """The config a Distiller wrote while it took flat arguments (temperature, alpha,
+    layer_map, one weight per intermediate term) rebuilds the same terms and loss."""
+    x, y = _padded_inputs(), np.array([0, 2, 1])
+    teacher, student = _deep_pair()
+    task = Distiller(
+        teacher,
+        student,
+        [LogitsTerm(3.0, alpha=0.25), HiddenStatesTerm(0.7, layer_map=[1, 3]), EmbeddingTerm(0.3)],
+    )
+    config = {key: value for key, value in task.get_config().items() if key != "terms"}
+    config.update(temperature=3.0, alpha=0.25, layer_map=[1, 3], hidden_weight=0.7, attention_weight=0.0)
+    config["embedding_weight"] = 0.3
+    rebuilt = Distiller.from_config(config)
+    assert [term.get_config() for term in rebuilt.terms] == [term.get_config() for term in task.terms]
+    for name in ("hidden_projection", "embedding_projection"):
+        getattr(rebuilt, name).set_weights(getattr(task, name).get_weights())
+    rebuilt.student.set_weights(student.get_weights())
+    rebuilt.teacher.set_weights(teacher.get_weights())
+    np.testing.assert_allclose(
+        float(rebuilt.compute_loss(x, y, rebuilt(x))), float(task.compute_loss(x, y, task(x))), rtol=1e-6
+    )
+    general = {
+        key: value for key, value in Distiller(teacher.backbone, student.backbone).get_config().items()
+    }
+    general.pop("terms")
+    general.update(layer_map="uniform", hidden_weight=1.0, attention_weight=0.0, embedding_weight=0.0)
+    rebuilt = Distiller.from_config(general)
+    assert rebuilt.logits_term is None and [term.name for term in rebuilt.terms] == ["hidden_loss"]
+    assert rebuilt.mapped_layers == [2, 4]

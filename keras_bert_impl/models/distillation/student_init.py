@@ -37,8 +37,8 @@ def backbone_from_layers(teacher, layers, **overrides):
         or layers != sorted(set(layers))
     ):
         raise ValueError(
-            f"layers must be distinct layer indices in [0, {teacher.num_layers - 1}] of the {teacher.num_layers}-layer "
-            f"teacher, in increasing order. Received: layers={layers}"
+            f"layers must be distinct layer indices in [0, {teacher.num_layers - 1}] of the "
+            f"{teacher.num_layers}-layer teacher, in increasing order. Received: layers={layers}"
         )
     config = teacher.get_config()
     config.pop("name", None)
