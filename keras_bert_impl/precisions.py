@@ -13,7 +13,7 @@ TRAINING_PRECISIONS = ("fp32", "bf16", "fp16")
 # Weights stay float32 under both mixed policies; fp16 also needs a loss-scale optimizer.
 DTYPE_POLICIES = {"fp32": "float32", "bf16": "mixed_bfloat16", "fp16": "mixed_float16"}
 # The runtimes each inference precision runs on, its default first: TensorFlow's kernels (oneDNN
-# on x86) or LiteRT's XNNPACK (the classifier converted in memory, inference/int8_forward.py).
+# on x86) or LiteRT's XNNPACK (the classifier converted in memory, inference/litert_forward.py).
 # fp32 on LiteRT is opt-in: faster on the AVX-512 CPUs measured (cpu_peers.json: 1.03x and 1.18x
 # our TensorFlow fp32 at batch 32, about half its batch-1 latency), but it converts the model on
 # load (about 8 s for MiniLM-L6) and its logits are XNNPACK's (within 1e-4 of TensorFlow's).

@@ -16,7 +16,7 @@ in float32: its LayerNorms one oneDNN kernel each, 1.13-1.15x the Keras graph's 
 of onednn_forms.py, within 1e-5 of it) or the model itself (a QuantizationAwareClassifier's
 fake-quantized forward, a model under a mixed policy or quantized by Keras); "bf16" a copy under
 Keras' mixed_bfloat16 policy (`with_precision`); "int8" its dynamic-range int8 TFLite conversion on
-XNNPACK (`Int8Forward`), or a QuantizationAwareClassifier's integer-only file
+XNNPACK (`LiteRtForward`), or a QuantizationAwareClassifier's integer-only file
 (`IntegerFileForward`). `runtime="litert"` runs fp32 there too: the classifier's float32 TFLite
 conversion on XNNPACK (opt-in; keras_bert_impl/precisions.py's RUNTIMES says what it gains and
 costs). What a model does not run is refused there, in one line naming what to use.
