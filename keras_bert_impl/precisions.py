@@ -19,6 +19,9 @@ DTYPE_POLICIES = {"fp32": "float32", "bf16": "mixed_bfloat16", "fp16": "mixed_fl
 # load (about 8 s for MiniLM-L6) and its logits are XNNPACK's (within 1e-4 of TensorFlow's).
 # bf16 has no XNNPACK path here; int8 has no fast TensorFlow one (inference/precision.py).
 RUNTIMES = {"fp32": ("tensorflow", "litert"), "bf16": ("tensorflow",), "int8": ("litert",)}
+# The quantization (kbert export's and LiteRtForward's word for a .tflite's numbers) each precision
+# runs at on LiteRT: int8 is TFLite's dynamic-range int8, spelled dynamic_int8 where files are named.
+LITERT_QUANTIZATION = {"int8": "dynamic_int8", "fp32": "float32"}
 RUNTIME_NAMES = tuple(dict.fromkeys(runtime for runs in RUNTIMES.values() for runtime in runs))  # each once
 
 # Spellings of the same precisions met elsewhere (Keras' dtype policies, TFLite's quantization
@@ -30,7 +33,7 @@ OTHER_SPELLINGS = {
     "bfloat16": "bf16",
     "mixed_float16": "fp16",
     "float16": "fp16",
-    "dynamic_int8": "int8",
+    LITERT_QUANTIZATION["int8"]: "int8",
 }
 
 

@@ -1,6 +1,7 @@
 """`kbert distill`'s flags and their checks (argparse only: no Keras until the checks run)."""
 
 from keras_bert_impl.commands.errors import UsageError
+from keras_bert_impl.commands.flag_types import positive_int
 from keras_bert_impl.commands import task_data
 from keras_bert_impl.commands.training_flags import (
     add_fixed_length_flag,
@@ -9,6 +10,7 @@ from keras_bert_impl.commands.training_flags import (
     check_head_training_flags,
 )
 from keras_bert_impl.distillation_defaults import DISTILLATION_DEFAULTS as DEFAULTS
+from keras_bert_impl.validation import DEFAULT_SEQUENCE_LENGTH
 
 # Turc et al. (2019) fine-tune the compact BERTs at 1e-4 .. 3e-4: random layers take the
 # upper end. A student of teacher layers is not the teacher: one MiniLM layer under a new
@@ -155,7 +157,9 @@ def _add_loss_flags(parser):
 
 
 def _add_run_flags(parser):
-    parser.add_argument("--epochs", type=int, default=3, help="Passes over the transfer set. Default 3.")
+    parser.add_argument(
+        "--epochs", type=positive_int, default=3, help="Passes over the transfer set. Default 3."
+    )
     parser.add_argument(
         "--dropout", type=float, default=0.1, help="Dropout of the student's head. Default 0.1."
     )
@@ -205,7 +209,7 @@ def check_flags(args):
         )
         args.learning_rate = LEARNING_RATE[kind]
     if args.seq_len is None:
-        args.seq_len = 128  # checked here; the teacher's own length replaces it below
+        args.seq_len = DEFAULT_SEQUENCE_LENGTH  # checked here; the teacher's own length replaces it below
         args.seq_len_from_teacher = True
     check_head_training_flags(args)
     args.layer_map = _layer_map(args.layer_map)

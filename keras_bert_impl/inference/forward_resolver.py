@@ -23,7 +23,14 @@ else decides. What it accepts:
 """
 
 from keras_bert_impl.precision_choice import AUTO, INT8_TASKS, choose_precision, slower_here
-from keras_bert_impl.precisions import PRECISIONS, RUNTIME_NAMES, RUNTIMES, check_precision, check_runtime
+from keras_bert_impl.precisions import (
+    LITERT_QUANTIZATION,
+    PRECISIONS,
+    RUNTIME_NAMES,
+    RUNTIMES,
+    check_precision,
+    check_runtime,
+)
 from keras_bert_impl.tasks import TASKS as HEAD_TASKS
 
 TASKS = HEAD_TASKS + ("embedding",)
@@ -247,8 +254,7 @@ class ForwardResolver:
 
         # TFLite converts a float32 graph: a model computing in bfloat16 or float16 is rebuilt first.
         return LiteRtForward(
-            with_precision(self.model, "fp32"),
-            quantization="dynamic_int8" if self.precision == "int8" else "float32",
+            with_precision(self.model, "fp32"), quantization=LITERT_QUANTIZATION[self.precision]
         )
 
 

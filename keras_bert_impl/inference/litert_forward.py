@@ -36,10 +36,11 @@ from keras_bert_impl.inference.id_checks import check_id_arrays
 from keras_bert_impl.inference.litert_cache import LiteRtCache
 from keras_bert_impl.inference.litert_forms import LiteRtForms, computes_in_forms
 from keras_bert_impl.models.integer_forms import classifier_forward
+from keras_bert_impl.precisions import LITERT_QUANTIZATION
 from keras_bert_impl.validation import check_positive_int
 
 # What LiteRtForward can run: its int8, and the float graph (fp32 on the litert runtime).
-LITERT_QUANTIZATIONS = ("dynamic_int8", "float32")
+LITERT_QUANTIZATIONS = tuple(LITERT_QUANTIZATION.values())
 # LiteRtForward's `cache` default: the LiteRtCache KBERT_CACHE_DIR names (or the user cache folder's).
 FROM_ENVIRONMENT = "environment"
 
