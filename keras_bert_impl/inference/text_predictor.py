@@ -32,7 +32,7 @@ from keras_bert_impl.inference.forward_resolver import ForwardResolver
 from keras_bert_impl.models.bert_classifier import BertClassifier
 from keras_bert_impl.precisions import check_precision
 from keras_bert_impl.tokenization.bert_preprocessor import BertPreprocessor
-from keras_bert_impl.validation import check_positive_int, check_sequence_length
+from keras_bert_impl.validation import DEFAULT_SEQUENCE_LENGTH, check_positive_int, check_sequence_length
 
 
 class TextPredictor:
@@ -63,7 +63,13 @@ class TextPredictor:
     """
 
     def __init__(
-        self, model, sequence_length=128, batch_size=32, bucket_multiple=1, precision="fp32", runtime=None
+        self,
+        model,
+        sequence_length=DEFAULT_SEQUENCE_LENGTH,
+        batch_size=32,
+        bucket_multiple=1,
+        precision="fp32",
+        runtime=None,
     ):
         from keras_bert_impl.models.quantization_aware_classifier import QuantizationAwareClassifier
 
