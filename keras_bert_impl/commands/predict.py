@@ -6,7 +6,7 @@ import re
 
 import numpy as np
 
-from keras_bert_impl.commands import beam_inference
+from keras_bert_impl.commands import beam_inference, task_data
 from keras_bert_impl.commands.errors import UsageError
 from keras_bert_impl.commands.flag_types import add_flags, positive_int
 from keras_bert_impl.commands.inference_setup import load_for_inference, text_predictor
@@ -305,8 +305,8 @@ def _predict_squad(args, model, preprocessor, rows, stored):
 
     reader = SquadReader(
         preprocessor,
-        doc_stride=stored.get("doc_stride", 128),
-        max_query_length=stored.get("max_query_length", 64),
+        doc_stride=stored.get("doc_stride", task_data.DEFAULTS["doc_stride"]),
+        max_query_length=stored.get("max_query_length", task_data.DEFAULTS["max_query_length"]),
         version_2_with_negative=True,
         batch_size=args.batch_size,
     )
