@@ -1,13 +1,13 @@
 """The `kbert` command: one subcommand per module of `keras_bert_impl.commands`."""
 
 import argparse
-import functools
 import os
 import signal
 import sys
 import threading
 
 from keras_bert_impl.commands.errors import Terminated, UsageError
+from keras_bert_impl.commands.flag_types import FlagValueError
 from keras_bert_impl.commands import (
     attention,
     convert,
@@ -49,22 +49,32 @@ COMMANDS = (
 )
 
 
+class _Parser(argparse.ArgumentParser):
+    """allow_abbrev=False, and a value a `flag_types` type refused raised as one UsageError line
+    (argparse would print its usage first), so every bad number reads the same, checked at
+    parse time or after."""
+
+    def __init__(self, *args, **kwargs):
+        # With argparse's default a prefix of a flag is that flag (`kbert predict --text`
+        # silently meant --text-b); here it is an error, exit 2.
+        super().__init__(*args, allow_abbrev=False, **kwargs)
+
+    def error(self, message):
+        # Called by parse_known_args while it handles the ArgumentError of a type's refusal.
+        refused = sys.exc_info()[1]
+        if isinstance(refused, argparse.ArgumentError) and isinstance(refused.__context__, FlagValueError):
+            raise UsageError(f"{self.prog}: {refused.argument_name} {refused.__context__}") from None
+        super().error(message)
+
+
 def build_parser():
-    # allow_abbrev=False on every parser: with argparse's default a prefix of a flag is that
-    # flag (`kbert predict --text` silently meant --text-b); here it is an error, exit 2.
-    parser = argparse.ArgumentParser(
-        prog="kbert", description="keras_bert_impl: BERT as Keras 3 layers.", allow_abbrev=False
-    )
+    parser = _Parser(prog="kbert", description="keras_bert_impl: BERT as Keras 3 layers.")
     parser.add_argument(
         "--debug",
         action="store_true",
         help="Show the Python traceback of a failure instead of its one-line message (or set KBERT_DEBUG=1).",
     )
-    sub = parser.add_subparsers(
-        dest="command",
-        required=True,
-        parser_class=functools.partial(argparse.ArgumentParser, allow_abbrev=False),
-    )
+    sub = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
     for command in COMMANDS:
         command.add_parser(sub)
     return parser
@@ -124,7 +134,11 @@ def main(argv=None):
     the same cleanup, line and status.
     """
     parser = build_parser()
-    args, unknown = parser.parse_known_args(argv)
+    try:
+        args, unknown = parser.parse_known_args(argv)
+    except UsageError as e:  # a flag's value, refused while parsing (_Parser.error)
+        print(e, file=sys.stderr)
+        return 2
     if unknown:
         # Only a command run on a Beam runner takes options it does not know: that runner's own.
         if not getattr(args, "takes_pipeline_args", False) or args.runner == "local":

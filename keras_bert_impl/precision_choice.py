@@ -23,10 +23,11 @@ instruction a precision needs. Plain Python.
 
 from keras_bert_impl.cpu_features import CpuFeatures
 from keras_bert_impl.precisions import check_precision
+from keras_bert_impl.tasks import SEQUENCE_TASKS
 
 AUTO = "auto"
 # The tasks int8 runs (TextPredictor's heads); the token and span heads run fp32 or bf16.
-INT8_TASKS = ("classification", "pair", "multilabel")
+INT8_TASKS = SEQUENCE_TASKS
 # What each precision measured against fp32 with the extension it needs, and without it (on the
 # AVX2-only CPU, whole `kbert predict` processes): bench/results/cpu_peers.json and
 # precision_process.json; the AVX2-only processes are issue 33's.

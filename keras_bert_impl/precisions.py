@@ -13,12 +13,15 @@ TRAINING_PRECISIONS = ("fp32", "bf16", "fp16")
 # Weights stay float32 under both mixed policies; fp16 also needs a loss-scale optimizer.
 DTYPE_POLICIES = {"fp32": "float32", "bf16": "mixed_bfloat16", "fp16": "mixed_float16"}
 # The runtimes each inference precision runs on, its default first: TensorFlow's kernels (oneDNN
-# on x86) or LiteRT's XNNPACK (the classifier converted in memory, inference/int8_forward.py).
+# on x86) or LiteRT's XNNPACK (the classifier converted in memory, inference/litert_forward.py).
 # fp32 on LiteRT is opt-in: faster on the AVX-512 CPUs measured (cpu_peers.json: 1.03x and 1.18x
 # our TensorFlow fp32 at batch 32, about half its batch-1 latency), but it converts the model on
 # load (about 8 s for MiniLM-L6) and its logits are XNNPACK's (within 1e-4 of TensorFlow's).
 # bf16 has no XNNPACK path here; int8 has no fast TensorFlow one (inference/precision.py).
 RUNTIMES = {"fp32": ("tensorflow", "litert"), "bf16": ("tensorflow",), "int8": ("litert",)}
+# The quantization (kbert export's and LiteRtForward's word for a .tflite's numbers) each precision
+# runs at on LiteRT: int8 is TFLite's dynamic-range int8, spelled dynamic_int8 where files are named.
+LITERT_QUANTIZATION = {"int8": "dynamic_int8", "fp32": "float32"}
 RUNTIME_NAMES = tuple(dict.fromkeys(runtime for runs in RUNTIMES.values() for runtime in runs))  # each once
 
 # Spellings of the same precisions met elsewhere (Keras' dtype policies, TFLite's quantization
@@ -30,7 +33,7 @@ OTHER_SPELLINGS = {
     "bfloat16": "bf16",
     "mixed_float16": "fp16",
     "float16": "fp16",
-    "dynamic_int8": "int8",
+    LITERT_QUANTIZATION["int8"]: "int8",
 }
 
 

@@ -5,7 +5,7 @@ which all read it. Two id vocabularies meet here, on purpose. The Keras models t
 keyed by MODEL_ID_INPUTS (KerasHub's names); every exported id graph (the ids SavedModel, the
 tflite/ and mediapipe/ files) takes EXPORT_ID_INPUTS, the names LiteRT's and MediaPipe Tasks'
 BERT tokenizer feed (tensors called ids, mask and segment_ids). `EXPORT_TO_MODEL_ID_INPUTS`
-maps one onto the other. `Int8Forward` converts with the model's own names: it is a
+maps one onto the other. `LiteRtForward` converts with the model's own names: it is a
 library-internal forward pass, not an exported file.
 
 Shape legend: B batch, S sequence length.

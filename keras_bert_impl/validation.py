@@ -6,6 +6,10 @@ training and the numpy metrics all share one rule per kind of argument.
 
 import numbers
 
+# The sequence length, in wordpieces, of every command and class that is not told one (Google's
+# BERT pretrains and fine-tunes at 128 by default).
+DEFAULT_SEQUENCE_LENGTH = 128
+
 
 def _is_int(value):
     # bool is an int subclass, but True is never a sensible count.

@@ -139,7 +139,7 @@ def heldout_records(args, work, extra_heldout):
                 records,
                 "--dupe-factor",
                 "1",
-                "--max-seq-length",
+                "--seq-len",
                 args.seq_len,
                 "--num-shards",
                 1,

@@ -9,7 +9,7 @@ The model: the real MiniLM-L6 fine-tuned here on the 3,200 training sentences of
 80/20 MR split (`kbert finetune`, the pooled [CLS] head: the one transformers has), made by
 this script under data/bench/cpu_peers/ when missing. Ours runs its `model.keras` through
 `TextPredictor` (length-sorted batches of 32, each cut to its longest row, truncation at 128,
-tokenization included; fp32, bf16 = `with_precision`, int8 = `Int8Forward`; `ours_fp32_litert`:
+tokenization included; fp32, bf16 = `with_precision`, int8 = `LiteRtForward`; `ours_fp32_litert`:
 fp32 on the litert runtime, `TextPredictor(runtime="litert")` (`kbert predict --runtime litert`),
 the classifier's float32 TFLite on XNNPACK); every peer
 loads its `kbert export --formats huggingface` folder (bench/reference/classify_peers.py in

@@ -21,7 +21,7 @@ The contenders (`--contenders`, CONTENDERS):
 - ours_fp32: the forward `TextPredictor(precision="fp32")` runs (a tf.function, free shapes;
   since issue 33's OneDnnForms, the classifier's function in those forms).
 - ours_fp32_keras_graph: the Keras model itself in that tf.function (what fp32 ran before).
-- ours_int8: `Int8Forward` (TFLite dynamic-range int8 on XNNPACK), `precision="int8"`.
+- ours_int8: `LiteRtForward` (TFLite dynamic-range int8 on XNNPACK), `precision="int8"`.
 - levers on fp32: ours_fp32_xla (the same function with jit_compile=True: XLA compiles each
   batch shape once, in the warm-up pass, whose seconds are recorded); ours_fp32_frozen (the
   concrete function with its variables folded into constants: grappler folds what depends on
@@ -35,7 +35,7 @@ The contenders (`--contenders`, CONTENDERS):
   keras_bert_impl's __init__ turns oneDNN on for every x86 CPU since this bench measured
   that lever, and `onednn_on` in each child's facts says which ran);
   ours_litert_fp32 (the classifier's float32 .tflite through the library's conversion, on
-  XNNPACK at 2 threads, resized to each batch: `Int8Forward(quantization="float32")`);
+  XNNPACK at 2 threads, resized to each batch: `LiteRtForward(quantization="float32")`);
   ours_fp32_jax (the same .keras on Keras' JAX backend, in `make backend-venvs`' .venv-jax:
   the Keras graph through `stateless_call`, jitted, so XLA:CPU compiles each batch shape once in the
   warm-up pass and fuses the elementwise ops; JAX's CPU threads are its own, not capped at 2).
@@ -313,7 +313,7 @@ def litert_matmul_peak(quantization, n=2048, repeats=7, threads=THREADS, inspect
     from keras_bert_impl.tensor_names import SERVING_ENDPOINT
     from keras_bert_impl.conversion.native_log import native_output_held
     from keras_bert_impl.conversion.tflite_converter import convert_endpoint
-    from keras_bert_impl.inference.int8_forward import LITERT_QUANTIZATIONS
+    from keras_bert_impl.inference.litert_forward import LITERT_QUANTIZATIONS
 
     if quantization not in LITERT_QUANTIZATIONS:
         raise ValueError(
@@ -399,17 +399,17 @@ def ours_child(name, run, batches_path):
     import keras
 
     from bench.perf.inference_throughput import matmul_peak
+    from keras_bert_impl.inference import LiteRtForward, TextPredictor
     from keras_bert_impl.tensor_names import MODEL_ID_INPUTS
-    from keras_bert_impl.inference import Int8Forward, TextPredictor
 
     count, batches = _load_batches(batches_path)
     model = keras.saving.load_model(os.path.join(run, "model.keras"))
     start = time.perf_counter()
     litert = None
     if name == "ours_int8":
-        litert = Int8Forward(model, num_threads=THREADS)
+        litert = LiteRtForward(model, num_threads=THREADS)
     elif name == "ours_litert_fp32":
-        litert = Int8Forward(model, num_threads=THREADS, quantization="float32")
+        litert = LiteRtForward(model, num_threads=THREADS, quantization="float32")
     if litert is not None:
 
         def forward(*ids):

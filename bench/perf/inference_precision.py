@@ -1,4 +1,4 @@
-"""Raw-text inference in fp32, bf16 (Keras' mixed_bfloat16), int8 (`Int8Forward`: TFLite
+"""Raw-text inference in fp32, bf16 (Keras' mixed_bfloat16), int8 (`LiteRtForward`: TFLite
 dynamic-range int8 on XNNPACK, what `--precision int8` runs) and int8 through Keras' own
 `model.quantize("int8")` (the route the issue named, recorded to show why it is not the one
 `--precision int8` runs) on the fine-tuned MiniLM MR classifier, 2 threads, one run, alternating.

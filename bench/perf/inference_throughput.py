@@ -4,7 +4,7 @@ then where the time goes.
 
 Ours: `TextPredictor` on the fine-tuned MiniLM run (length-sorted batches of 32, each cut to
 its longest row, truncation at 128, tokenization included) in fp32, bf16 (`with_precision`)
-and int8 (`Int8Forward`: TFLite dynamic-range int8 on XNNPACK; its conversion is timed
+and int8 (`LiteRtForward`: TFLite dynamic-range int8 on XNNPACK; its conversion is timed
 apart, once), and fp32 with widths rounded up to 16 (the earlier default), timed in this
 process after a warm-up. KerasHub: `BertTextClassifier` with its
 `BertTextClassifierPreprocessor` (in-graph tokenizer, every text padded to its

@@ -1,6 +1,6 @@
 """Where LiteRT's time goes in our classifier on XNNPACK, kernel by kernel: Linux `perf` samples
 of warm forwards of the cpu_peers classifier, for two graphs (the Keras model's own and
-`LiteRtForms`', the one `Int8Forward` converts a classifier in) in dynamic-range int8 and float32.
+`LiteRtForms`', the one `LiteRtForward` converts a classifier in) in dynamic-range int8 and float32.
 
     .venv/bin/python -m bench.perf.litert_profile --output bench/results/litert_profile.json
 
@@ -57,7 +57,7 @@ CATEGORIES = (
     ("thread pool", lambda s: any(k in s for k in ("pthreadpool", "thread_main", "thread_parallelize"))),
 )
 COPY = ("memmove", "memcpy", "memset")
-# LiteRT's ways to run a file (the int8 forms'): the Interpreter Int8Forward uses, with
+# LiteRT's ways to run a file (the int8 forms'): the Interpreter LiteRtForward uses, with
 # `experimental_default_delegate_latest_features` (XNNPACK's flag-protected features), at the
 # static shape, and LiteRT's CompiledModel API with XNNPACK and with YNNPACK (CpuOptions).
 RUNTIMES = (
@@ -242,14 +242,14 @@ def profile(path, batch, width, forwards, folder):
 
 
 def convert(model, graph, quantization, batch=None, width=None):
-    """The classifier's .tflite bytes: its Keras graph, or LiteRtForms' (what Int8Forward converts),
+    """The classifier's .tflite bytes: its Keras graph, or LiteRtForms' (what LiteRtForward converts),
     with free [None, None] inputs or static [batch, width] ones."""
     import tensorflow as tf
 
     from keras_bert_impl.conversion.input_contract import id_signature, named_endpoint
     from keras_bert_impl.tensor_names import MODEL_ID_INPUTS
     from keras_bert_impl.conversion.tflite_converter import convert_endpoint
-    from keras_bert_impl.inference.int8_forward import convert_for_litert
+    from keras_bert_impl.inference.litert_forward import convert_for_litert
 
     if graph == "litert_forms":
         return convert_for_litert(model, quantization, batch=batch, length=width)

@@ -4,16 +4,17 @@ import sys
 
 from keras_bert_impl.commands.errors import UsageError
 from keras_bert_impl.commands.output_files import add_overwrite_flag, refuse_existing
+from keras_bert_impl.validation import DEFAULT_SEQUENCE_LENGTH
 
 
 def add_parser(subparsers):
     parser = subparsers.add_parser(
         "attention",
         help="Draw a model's attention on a text: heatmaps (PNG) and an interactive HTML page.",
-        description="Run the model on TEXT (and --pair TEXT_B) and draw the attention probabilities with the "
-        "wordpieces on both axes: --layer and --head give one head large, --layer alone every head of that layer, "
-        "neither a layer-by-head overview. --html writes a self-contained page (no network needed): choose the layer "
-        "and head, hover a token to see its attention lines.",
+        description="Run the model on TEXT (and --pair TEXT_B) and draw the attention probabilities with "
+        "the wordpieces on both axes: --layer and --head give one head large, --layer alone every head of "
+        "that layer, neither a layer-by-head overview. --html writes a self-contained page (no network "
+        "needed): choose the layer and head, hover a token to see its attention lines.",
     )
     parser.add_argument("text", metavar="TEXT", help="The text (the first segment).")
     parser.add_argument(
@@ -32,14 +33,42 @@ def add_parser(subparsers):
     parser.add_argument(
         "--seq-len",
         type=int,
-        default=128,
-        help="Wordpieces, [CLS] and [SEP]s included; longer is truncated. Default 128.",
+        default=DEFAULT_SEQUENCE_LENGTH,
+        help="Wordpieces, [CLS] and [SEP]s included; longer is truncated. Default "
+        f"{DEFAULT_SEQUENCE_LENGTH}.",
     )
     parser.set_defaults(func=run)
     return parser
 
 
 def run(args):
+    _check_flags(args)
+    from keras_bert_impl.commands.model_files import check_sequence_length, load_backbone
+    from keras_bert_impl.inspection.attention_maps import AttentionMaps
+
+    backbone, _ = load_backbone(args.model)
+    check_sequence_length(args.seq_len, backbone, minimum=3 if args.pair is None else 4)
+    for flag, value, count in (
+        ("--layer", args.layer, backbone.num_layers),
+        ("--head", args.head, backbone.num_heads),
+    ):
+        if value is not None and not -count <= value < count:
+            raise UsageError(
+                f"{flag} {value} is out of range: this model has {count} {flag[2:]}s (0 to {count - 1}, or "
+                "-1 for the last)."
+            )
+    maps = AttentionMaps.compute(backbone, args.text, text_b=args.pair, sequence_length=args.seq_len)
+    if maps.truncated:
+        print(
+            f"kbert attention: the text is longer than --seq-len {args.seq_len} wordpieces; the pictures "
+            f"show its first {len(maps.tokens)}.",
+            file=sys.stderr,
+        )
+    _write(args, maps)
+    return 0
+
+
+def _check_flags(args):
     refuse_existing(args, "output", "html")
     if not args.output and not args.html:
         raise UsageError("Say what to write: --output attention.png and/or --html attention.html.")
@@ -51,28 +80,12 @@ def run(args):
         raise UsageError("--head needs --layer (e.g. --layer 5 --head 3).")
     if not args.text.strip() and not (args.pair or "").strip():
         raise UsageError("TEXT is empty: give the text to look at.")
-    from keras_bert_impl.commands.model_files import check_sequence_length, load_backbone
+
+
+def _write(args, maps):
     from keras_bert_impl.inspection.attention_html import write_attention_html
-    from keras_bert_impl.inspection.attention_maps import AttentionMaps
     from keras_bert_impl.inspection.attention_plot import plot_attention
 
-    backbone, _ = load_backbone(args.model)
-    check_sequence_length(args.seq_len, backbone, minimum=3 if args.pair is None else 4)
-    for flag, value, count in (
-        ("--layer", args.layer, backbone.num_layers),
-        ("--head", args.head, backbone.num_heads),
-    ):
-        if value is not None and not -count <= value < count:
-            raise UsageError(
-                f"{flag} {value} is out of range: this model has {count} {flag[2:]}s (0 to {count - 1}, or -1 for the last)."
-            )
-    maps = AttentionMaps.compute(backbone, args.text, text_b=args.pair, sequence_length=args.seq_len)
-    if maps.truncated:
-        print(
-            f"kbert attention: the text is longer than --seq-len {args.seq_len} wordpieces; the pictures show its "
-            f"first {len(maps.tokens)}.",
-            file=sys.stderr,
-        )
     if args.output:
         layer, head = plot_attention(maps, args.output, layer=args.layer, head=args.head)
         view = (
@@ -86,4 +99,3 @@ def run(args):
     if args.html:
         write_attention_html(maps, args.html, layer=-1 if args.layer is None else args.layer, head=args.head)
         print(f"Wrote {args.html} (open it in a browser; no network needed)")
-    return 0

@@ -107,8 +107,6 @@ def _shards(pattern, flag, args):
     from keras_bert_impl.pipelines import text_shards
 
     lines_per_shard = DEFAULT_LINES_PER_SHARD if args.lines_per_shard is None else args.lines_per_shard
-    if lines_per_shard < 1:
-        raise UsageError(f"--lines-per-shard must be at least 1. Received: {lines_per_shard}")
     paths = (
         sorted(glob.glob(pattern))
         if any(c in pattern for c in _GLOB) and not os.path.exists(pattern)

@@ -4,52 +4,69 @@ import os
 import sys
 
 from keras_bert_impl.commands.errors import UsageError
+from keras_bert_impl.commands.flag_types import add_flags
+
+
+_DESCRIPTION = (
+    "Import a BERT checkpoint, print a per-tensor report, and save a .keras model that "
+    "carries the checkpoint's WordPiece vocabulary and casing. Nothing is half-loaded: if any tensor "
+    "is missing or has the wrong shape, nothing is written and the tensors are named."
+)
+# (flag, add_argument keywords), in `--help`'s order.
+_FLAG_TABLE = (
+    (
+        "src",
+        dict(
+            help="Checkpoint folder. google: bert_config.json, bert_model.ckpt.*, vocab.txt. huggingface: "
+            "config.json, model.safetensors, vocab.txt (or tokenizer.json). model-garden: "
+            "encoder_config.json (BertEncoderV2 get_config() as JSON) or a TF2 release's bert_config.json, "
+            "a TF2 checkpoint of tf.train.Checkpoint(encoder=...) or (model=...), optional vocab.txt."
+        ),
+    ),
+    (
+        "--format",
+        dict(
+            required=True, choices=["google", "huggingface", "model-garden"], help="Checkpoint format of SRC."
+        ),
+    ),
+    (
+        "--output",
+        dict(
+            required=True,
+            help="Path of the .keras file to write; an existing file is refused (see --overwrite).",
+        ),
+    ),
+    ("--overwrite", dict(action="store_true", help="Replace an existing --output (and --report-json) file.")),
+    (
+        "--backbone-only",
+        dict(action="store_true", help="Ignore MLM/NSP heads even when the checkpoint has them."),
+    ),
+    (
+        "--allow-pickle",
+        dict(
+            action="store_true",
+            help="huggingface: read pytorch_model.bin when there is no safetensors file. Unpickling can run "
+            "code from the file: only for sources you trust. Needs torch.",
+        ),
+    ),
+    (
+        "--report-json",
+        dict(
+            help="Also write the per-tensor report as JSON to this path (not --output's; "
+            "an existing file is refused, see --overwrite)."
+        ),
+    ),
+    ("--verbose", dict(action="store_true", help="List every mapped tensor.")),
+)
 
 
 def add_parser(subparsers):
     parser = subparsers.add_parser(
         "convert",
         help="Convert a checkpoint to a .keras model (with its vocabulary and casing).",
-        description="Import a BERT checkpoint, print a per-tensor report, and save a .keras model that "
-        "carries the checkpoint's WordPiece vocabulary and casing. Nothing is half-loaded: if any tensor "
-        "is missing or has the wrong shape, nothing is written and the tensors are named.",
+        description=_DESCRIPTION,
     )
-    parser.add_argument(
-        "src",
-        help="Checkpoint folder. google: bert_config.json, bert_model.ckpt.*, vocab.txt. huggingface: "
-        "config.json, model.safetensors, vocab.txt (or tokenizer.json). model-garden: encoder_config.json (BertEncoderV2 "
-        "get_config() as JSON) or a TF2 release's bert_config.json, a TF2 checkpoint of "
-        "tf.train.Checkpoint(encoder=...) or (model=...), optional vocab.txt.",
-    )
-    parser.add_argument(
-        "--format",
-        required=True,
-        choices=["google", "huggingface", "model-garden"],
-        help="Checkpoint format of SRC.",
-    )
-    parser.add_argument(
-        "--output",
-        required=True,
-        help="Path of the .keras file to write; an existing file is refused (see --overwrite).",
-    )
-    parser.add_argument(
-        "--overwrite", action="store_true", help="Replace an existing --output (and --report-json) file."
-    )
-    parser.add_argument(
-        "--backbone-only", action="store_true", help="Ignore MLM/NSP heads even when the checkpoint has them."
-    )
-    parser.add_argument(
-        "--allow-pickle",
-        action="store_true",
-        help="huggingface: read pytorch_model.bin when there is no safetensors file. Unpickling can run code "
-        "from the file: only for sources you trust. Needs torch.",
-    )
-    parser.add_argument(
-        "--report-json",
-        help="Also write the per-tensor report as JSON to this path (not --output's; "
-        "an existing file is refused, see --overwrite).",
-    )
-    parser.add_argument("--verbose", action="store_true", help="List every mapped tensor.")
+    add_flags(parser, _FLAG_TABLE)
     parser.set_defaults(func=run)
     return parser
 

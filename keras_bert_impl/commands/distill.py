@@ -9,8 +9,7 @@ from keras_bert_impl.commands import task_data
 from keras_bert_impl.commands.distill_flags import add_distill_parser, check_flags
 from keras_bert_impl.commands.distill_models import distill_models
 from keras_bert_impl.commands.errors import UsageError
-
-TASKS = ("classification", "pair", "multilabel")
+from keras_bert_impl.validation import DEFAULT_SEQUENCE_LENGTH
 
 
 def add_parser(subparsers):
@@ -79,7 +78,7 @@ def _teacher(args, strategy):
         task = task_data.task_of_model(teacher, has_text_b=stored.get("task") == "pair")
     except ValueError as e:
         raise UsageError(f"--teacher {teacher_path}: {e}") from None
-    if task not in TASKS:
+    if task not in task_data.SEQUENCE_TASKS:
         raise UsageError(
             f"--teacher {teacher_path} is a {task} model: kbert distill takes classification, pair and "
             "multilabel teachers."
@@ -107,7 +106,7 @@ def _task_data(args, teacher, stored, task):
     data = types.SimpleNamespace(label_names=list(teacher.label_names))
     unlabeled, data.blank = _unlabeled_texts(args.unlabeled) if args.unlabeled else ([], 0)
     if getattr(args, "seq_len_from_teacher", False):
-        args.seq_len = stored.get("seq_len", 128)
+        args.seq_len = stored.get("seq_len", DEFAULT_SEQUENCE_LENGTH)
     model_files.check_sequence_length(args.seq_len, teacher.backbone)
     preprocessor = BertPreprocessor(
         teacher.backbone.vocabulary, lowercase=teacher.backbone.lowercase, sequence_length=args.seq_len
@@ -254,7 +253,7 @@ def _run_general(args, folder, tr):
         teacher, teacher_description = model_files.load_backbone(args.teacher, "--teacher")
     if getattr(args, "seq_len_from_teacher", False):
         run_dir = args.teacher if os.path.isdir(args.teacher) else os.path.dirname(args.teacher)
-        args.seq_len = (task_data.read_task_file(run_dir) or {}).get("seq_len", 128)
+        args.seq_len = (task_data.read_task_file(run_dir) or {}).get("seq_len", DEFAULT_SEQUENCE_LENGTH)
     model_files.check_sequence_length(args.seq_len, teacher)
     preprocessor = BertPreprocessor(
         teacher.vocabulary, lowercase=teacher.lowercase, sequence_length=args.seq_len

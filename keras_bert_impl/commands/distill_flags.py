@@ -5,6 +5,7 @@ import argparse
 
 from keras_bert_impl.commands import task_data
 from keras_bert_impl.commands.errors import UsageError
+from keras_bert_impl.commands.flag_types import positive_int
 from keras_bert_impl.commands.training_flags import (
     add_fixed_length_flag,
     add_run_folder_flags,
@@ -12,6 +13,7 @@ from keras_bert_impl.commands.training_flags import (
     check_head_training_flags,
 )
 from keras_bert_impl.distillation_defaults import DISTILLATION_DEFAULTS as DEFAULTS
+from keras_bert_impl.validation import DEFAULT_SEQUENCE_LENGTH
 
 # Turc et al. (2019) fine-tune the compact BERTs at 1e-4 .. 3e-4: random layers take the
 # upper end. A student of teacher layers is not the teacher: one MiniLM layer under a new
@@ -37,7 +39,7 @@ FLAGS = {
     "--hidden-weight": (TRANSFER, dict(type=float, metavar="W")),
     "--attention-weight": (TRANSFER, dict(type=float, default=0.0, metavar="W")),
     "--embedding-weight": (TRANSFER, dict(type=float, default=0.0, metavar="W")),
-    "--epochs": (None, dict(type=int, default=3)),
+    "--epochs": (None, dict(type=positive_int, default=3)),
     "--dropout": (None, dict(type=float, default=0.1)),
 }
 HELP = {
@@ -106,7 +108,7 @@ def add_distill_parser(subparsers):
         default_learning_rate=None,
         learning_rate_default="3e-4 for --student-preset and --general, 2e-4 for --student-from-teacher "
         "and --student-init",
-        seq_len_default="the teacher run's (128 for a teacher without a run's task.json)",
+        seq_len_default=f"the teacher run's ({DEFAULT_SEQUENCE_LENGTH} for a teacher without a run's task.json)",
     )
     add_fixed_length_flag(parser)
     task_data.add_data_flags(parser, defaults_from_run=True)
@@ -121,7 +123,7 @@ def check_flags(args):
     defaults = {
         "student_embeddings": "teacher",
         "learning_rate": LEARNING_RATE["preset" if args.student_preset else kind],
-        "seq_len": 128,  # checked here; the teacher's own length replaces it
+        "seq_len": DEFAULT_SEQUENCE_LENGTH,  # checked here; the teacher's own length replaces it
         "hidden_weight": DEFAULTS.general_hidden_weight if args.general else 0.0,
         **({} if args.general else dict(temperature=DEFAULTS.temperature, alpha=DEFAULTS.labelled_alpha)),
     }

@@ -24,10 +24,10 @@ def add_parser(subparsers):
     parser = subparsers.add_parser(
         "embed",
         help="Embed every line of a text file (sentence vectors, bert-as-service's pooling choices).",
-        description="Write one vector per line of FILE, in order (a blank line gets the vector of an empty text, so "
-        'row i is always line i + 1): .npy (float32 [lines, dim]) or .jsonl ({"line", "text", "vector"} per '
-        "line). Texts are batched by length, and the file streams through in chunks, so memory does not grow "
-        "with it. all-MiniLM-L6-v2's published recipe is --pooling mean --normalize.",
+        description="Write one vector per line of FILE, in order (a blank line gets the vector of an empty "
+        'text, so row i is always line i + 1): .npy (float32 [lines, dim]) or .jsonl ({"line", "text", '
+        '"vector"} per line). Texts are batched by length, and the file streams through in chunks, so '
+        "memory does not grow with it. all-MiniLM-L6-v2's published recipe is --pooling mean --normalize.",
     )
     parser.add_argument("file", metavar="FILE", help="UTF-8 text, one text per line.")
     parser.add_argument("--output", required=True, help="vectors.npy or vectors.jsonl (written atomically).")
@@ -51,8 +51,8 @@ def run(args):
     total = check_text_file(args.file, "FILE")
     encoder, description = encoder_from_args(args)
     print(
-        f"Embedding {total} lines of {args.file} with {description} ({args.pooling} pooling, layers {args.layer}, "
-        f"{encoder.dim} dimensions)",
+        f"Embedding {total} lines of {args.file} with {description} ({args.pooling} pooling, layers "
+        f"{args.layer}, {encoder.dim} dimensions)",
         file=sys.stderr,
     )
     texts = read_lines(args.file, "FILE")

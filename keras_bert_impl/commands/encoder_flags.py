@@ -3,6 +3,8 @@
 import sys
 
 from keras_bert_impl.commands.errors import UsageError
+from keras_bert_impl.commands.flag_types import positive_int
+from keras_bert_impl.validation import DEFAULT_SEQUENCE_LENGTH
 
 POOLING = ("cls", "mean", "max", "first-last-mean")  # keras_bert_impl.inspection.sentence_encoder.POOLING
 
@@ -36,11 +38,13 @@ def add_encoder_flags(parser, normalize_flag=True):
     parser.add_argument(
         "--seq-len",
         type=int,
-        default=128,
+        default=DEFAULT_SEQUENCE_LENGTH,
         help="Wordpieces per text, [CLS] and [SEP] included; longer "
-        "texts are truncated (counted once at the end). Default 128.",
+        f"texts are truncated (counted once at the end). Default {DEFAULT_SEQUENCE_LENGTH}.",
     )
-    parser.add_argument("--batch-size", type=int, default=64, help="Texts per forward pass. Default 64.")
+    parser.add_argument(
+        "--batch-size", type=positive_int, default=64, help="Texts per forward pass. Default 64."
+    )
 
 
 def encoder_from_args(args, normalize=None):
@@ -48,8 +52,6 @@ def encoder_from_args(args, normalize=None):
     from keras_bert_impl.commands.model_files import check_sequence_length, load_backbone
     from keras_bert_impl.inspection.sentence_encoder import SentenceEncoder
 
-    if args.batch_size < 1:
-        raise UsageError(f"--batch-size must be a positive integer. Received: {args.batch_size}")
     backbone, description = load_backbone(args.model)
     check_sequence_length(args.seq_len, backbone)
     if getattr(args, "precision", None) is not None:  # kbert embed's --precision: ForwardResolver's to decide
@@ -64,8 +66,8 @@ def encoder_from_args(args, normalize=None):
     for layer in layers:
         if not -(backbone.num_layers + 1) <= layer <= backbone.num_layers:
             raise UsageError(
-                f"--layer {layer} is out of range for this {backbone.num_layers}-layer model: use 0 (embeddings) to "
-                f"{backbone.num_layers}, or -1 (last) to {-(backbone.num_layers + 1)}."
+                f"--layer {layer} is out of range for this {backbone.num_layers}-layer model: use 0 "
+                f"(embeddings) to {backbone.num_layers}, or -1 (last) to {-(backbone.num_layers + 1)}."
             )
     encoder = SentenceEncoder(
         backbone,
@@ -91,7 +93,7 @@ def progress_bar(total, command):
 def report_truncated(encoder, total, command):
     if encoder.truncated:
         print(
-            f"kbert {command}: {encoder.truncated} of {total} texts were longer than --seq-len {encoder.sequence_length} "
-            "wordpieces and were truncated.",
+            f"kbert {command}: {encoder.truncated} of {total} texts were longer than --seq-len "
+            f"{encoder.sequence_length} wordpieces and were truncated.",
             file=sys.stderr,
         )

@@ -7,10 +7,13 @@ import numpy as np
 
 from keras_bert_impl.commands import task_data
 from keras_bert_impl.commands.errors import UsageError
+from keras_bert_impl.commands.flag_types import positive_int
 from keras_bert_impl.commands.inference_setup import load_for_inference, text_predictor
 from keras_bert_impl.commands.precision_flag import add_precision_flag
 from keras_bert_impl.commands.progress import Progress
 from keras_bert_impl.evaluation import compute_metrics, sequence_metrics
+from keras_bert_impl.tasks import SEQUENCE_TASKS
+from keras_bert_impl.validation import DEFAULT_SEQUENCE_LENGTH
 
 
 def add_parser(subparsers):
@@ -26,9 +29,12 @@ def add_parser(subparsers):
     parser.add_argument("--model", required=True, help="A kbert finetune run folder, or its model.keras.")
     parser.add_argument("--data", required=True, help="The labelled file to evaluate on.")
     parser.add_argument("--json", action="store_true", help="Print the metrics as one JSON object.")
-    parser.add_argument("--batch-size", type=int, default=32, help="Default 32.")
+    parser.add_argument("--batch-size", type=positive_int, default=32, help="Default 32.")
     parser.add_argument(
-        "--seq-len", type=int, default=None, help="Default: the run's training --seq-len, else 128."
+        "--seq-len",
+        type=int,
+        default=None,
+        help=f"Default: the run's training --seq-len, else {DEFAULT_SEQUENCE_LENGTH}.",
     )
     add_precision_flag(parser)
     task_data.add_data_flags(parser, defaults_from_run=True)
@@ -60,20 +66,8 @@ def _run(args):
     reader = task_data.make_reader(
         task, preprocessor, settings, labels=label_names, batch_size=args.batch_size, on_error=args.on_error
     )
-    if task in ("classification", "pair", "multilabel"):
-        # Raw texts in length-sorted batches (TextPredictor): the metrics of padding every row to
-        # --seq-len, a fraction of the work on short texts.
-        texts, texts_b, targets = task_data.read_checked(
-            reader, args.data, "--data", "evaluate", method="read_examples", build_labels=False
-        )
-        progress = Progress("evaluate", len(texts), args.batch_size, unit="examples")
-        outputs = text_predictor(setup, args.batch_size).predict(
-            texts, texts_b if task == "pair" else None, progress=progress.update
-        )
-        progress.done()
-        metrics = sequence_metrics(
-            task, outputs, np.stack(targets) if task == "multilabel" else targets, label_names
-        )
+    if task in SEQUENCE_TASKS:
+        metrics = _sequence_metrics(args, setup, reader, label_names)
     else:
         dataset = task_data.read_checked(
             reader, args.data, "--data", "evaluate", **({} if task == "squad" else {"build_labels": False})
@@ -87,6 +81,23 @@ def _run(args):
         metrics.pop(same_count, None)
     _print_metrics({"task": task, "examples": reader.report.examples, **metrics}, args.json)
     return 0
+
+
+def _sequence_metrics(args, setup, reader, label_names):
+    """Raw texts in length-sorted batches (TextPredictor): the metrics of padding every row to
+    --seq-len, a fraction of the work on short texts."""
+    task = setup.task
+    texts, texts_b, targets = task_data.read_checked(
+        reader, args.data, "--data", "evaluate", method="read_examples", build_labels=False
+    )
+    progress = Progress("evaluate", len(texts), args.batch_size, unit="examples")
+    outputs = text_predictor(setup, args.batch_size).predict(
+        texts, texts_b if task == "pair" else None, progress=progress.update
+    )
+    progress.done()
+    return sequence_metrics(
+        task, outputs, np.stack(targets) if task == "multilabel" else targets, label_names
+    )
 
 
 def _print_metrics(metrics, as_json):

@@ -12,7 +12,9 @@ import zipfile
 
 from keras_bert_impl.commands import task_data
 from keras_bert_impl.commands.errors import UsageError
+from keras_bert_impl.commands.flag_types import positive_int
 from keras_bert_impl.commands.output_files import refuse_replacing_inputs
+from keras_bert_impl.validation import DEFAULT_SEQUENCE_LENGTH
 from keras_bert_impl.conversion.input_contract import (
     EXPORT_FORMATS,
     GPU_QUANTIZATIONS,
@@ -90,7 +92,7 @@ def add_parser(subparsers):
         type=int,
         default=None,
         help="Tokens per text in the raw-text and MediaPipe models (longer texts are truncated). "
-        "Default: the run's training --seq-len, else 128.",
+        f"Default: the run's training --seq-len, else {DEFAULT_SEQUENCE_LENGTH}.",
     )
     parser.add_argument(
         "--static-lengths",
@@ -125,7 +127,7 @@ def add_parser(subparsers):
     )
     parser.add_argument(
         "--repeats",
-        type=int,
+        type=positive_int,
         default=DEFAULT_REPEATS,
         help=f"Latency rounds in the report. Default {DEFAULT_REPEATS}.",
     )
@@ -201,7 +203,7 @@ def _examples(path, flag, task, model, settings, on_error="fail"):
     """(examples, labels) of a task file: texts or (a, b) pairs, and class ids or None."""
     if not os.path.isfile(path):
         raise UsageError(f"{flag} {path!r}: no such file.")
-    if task in ("classification", "pair", "multilabel"):
+    if task in task_data.SEQUENCE_TASKS:
         from keras_bert_impl.tokenization import BertPreprocessor
 
         # The reader checks rows and labels; read_examples leaves the tokenizing to the export.
@@ -437,7 +439,7 @@ def export_hub_folder(kind, args):
                 args.output,
                 pooling=args.pooling,
                 normalize=args.normalize,
-                max_seq_length=args.seq_len or 128,
+                max_seq_length=args.seq_len or DEFAULT_SEQUENCE_LENGTH,
                 overwrite=args.overwrite,
                 source=model_path,
             )
@@ -483,8 +485,6 @@ def check_flags(args):
         except ValueError as error:
             raise UsageError(str(error)) from None
     quantizations = _choices("--quantizations", args.quantizations, QUANTIZATIONS + STATIC_QUANTIZATIONS)
-    if args.repeats < 1:
-        raise UsageError(f"--repeats must be a positive integer. Received: {args.repeats}")
     learned = _saved_as_quantization_aware(args.model)
     refuse_unused_flags(args, formats, quantizations, learned)
     _static_length_values(args.static_lengths)

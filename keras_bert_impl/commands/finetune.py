@@ -11,6 +11,7 @@ import numpy as np
 from keras_bert_impl.commands import task_data
 from keras_bert_impl.atomic_write import write_text_atomically
 from keras_bert_impl.commands.errors import UsageError
+from keras_bert_impl.commands.flag_types import positive_int
 from keras_bert_impl.commands.label_checks import check_training_labels, report_labels
 from keras_bert_impl.commands.training_flags import (
     add_fixed_length_flag,
@@ -64,7 +65,9 @@ def add_parser(subparsers):
         default=None,
         help="vocab.txt to tokenize with, when --init carries none (it must match the embedding size).",
     )
-    parser.add_argument("--epochs", type=int, default=3, help="Passes over the training file. Default 3.")
+    parser.add_argument(
+        "--epochs", type=positive_int, default=3, help="Passes over the training file. Default 3."
+    )
     parser.add_argument(
         "--dropout", type=float, default=0.1, help="Dropout before the head's output layer. Default 0.1."
     )
@@ -124,7 +127,7 @@ def _check_validation_flags(args):
         raise UsageError(
             f"--validation-split must be a fraction in (0, 1), e.g. 0.1. Received: {args.validation_split}"
         )
-    if args.task not in ("classification", "pair", "multilabel"):
+    if args.task not in task_data.SEQUENCE_TASKS:
         raise UsageError(
             f"--validation-split splits row files (classification, pair, multilabel): give --task "
             f"{args.task} a --validation file."
@@ -134,7 +137,7 @@ def _check_validation_flags(args):
 def _check_qat_flags(args):
     if not args.qat:
         return
-    if args.task not in ("classification", "pair", "multilabel"):
+    if args.task not in task_data.SEQUENCE_TASKS:
         raise UsageError(
             f"--qat trains a classifier for the integer-only file, which is built for classifiers only: "
             f"--task {args.task} cannot be exported integer-only. Drop --qat (export it in float32 or "
@@ -284,7 +287,7 @@ def _data(args, scratch, strategy):
     preprocessor = BertPreprocessor(data.vocabulary, lowercase=lowercase, sequence_length=args.seq_len)
     data.settings = settings = task_data.data_settings(args, args.task)
     data.train_path, data.validation_path, layout = args.train, args.validation, settings
-    data.length_buckets = args.task in ("classification", "pair", "multilabel") and not args.fixed_length
+    data.length_buckets = args.task in task_data.SEQUENCE_TASKS and not args.fixed_length
     try:
         if args.validation_split is not None:
             data.train_path, data.validation_path, layout = _split(args, preprocessor, settings, scratch)

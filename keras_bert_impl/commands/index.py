@@ -20,10 +20,11 @@ def add_parser(subparsers):
     parser = subparsers.add_parser(
         "index",
         help="Build a semantic-search index of a text file's lines.",
-        description="Embed every non-blank line of FILE (normalised vectors, so scores are cosine similarities) and "
-        "write an index folder that `kbert search` queries. Up to 20,000 lines are searched exactly; above that the "
-        "folder also holds a faiss HNSW graph, searched approximately (--method to choose). The folder records the "
-        "model's fingerprint: a query embedded by another model is refused.",
+        description="Embed every non-blank line of FILE (normalised vectors, so scores are cosine "
+        "similarities) and write an index folder that `kbert search` queries. Up to 20,000 lines are "
+        "searched exactly; above that the folder also holds a faiss HNSW graph, searched approximately "
+        "(--method to choose). The folder records the model's fingerprint: a query embedded by another "
+        "model is refused.",
     )
     parser.add_argument(
         "file",
@@ -42,7 +43,8 @@ def add_parser(subparsers):
         "--method",
         default="auto",
         choices=("auto", "exact", "hnsw"),
-        help="exact: numpy over every vector; hnsw: faiss' HNSW graph; auto (default): hnsw above 20,000 lines.",
+        help="exact: numpy over every vector; hnsw: faiss' HNSW graph; auto (default): hnsw above 20,000 "
+        "lines.",
     )
     add_encoder_flags(parser, normalize_flag=False)
     parser.set_defaults(func=run)
@@ -52,33 +54,16 @@ def add_parser(subparsers):
 def run(args):
     if os.path.exists(args.output) and not os.path.isfile(os.path.join(args.output, "manifest.json")):
         raise UsageError(
-            f"--output {args.output!r} exists and is not an index folder: choose a new path (nothing there is replaced)."
+            f"--output {args.output!r} exists and is not an index folder: choose a new path (nothing there "
+            "is replaced)."
         )
     refuse_existing(args, "output")
     refuse_replacing_inputs(
         "--output", args.output, {"FILE": args.file, "--model": getattr(args, "model", None)}
     )
-    import numpy as np
-
     from keras_bert_impl.inspection.vector_index import VectorIndex
 
-    if os.path.isdir(args.file):
-        encoder, description = encoder_from_args(args, normalize=True)
-        start = time.perf_counter()
-        total, texts, vectors = _embedding_shards(args, encoder)
-    else:
-        total = check_text_file(args.file, "FILE")
-        texts = [text for text in read_lines(args.file, "FILE") if text.strip()]
-        if not texts:
-            raise UsageError(
-                f"FILE {args.file!r} has only blank lines: give a file with one sentence per line."
-            )
-        encoder, description = encoder_from_args(args, normalize=True)
-        print(f"Indexing {len(texts)} lines of {args.file} with {description}", file=sys.stderr)
-        start = time.perf_counter()
-        vectors = np.concatenate(
-            list(encoder.encode_stream(texts, progress=progress_bar(len(texts), "index")))
-        )
+    encoder, start, total, texts, vectors = _vectors(args)
     embedded = time.perf_counter()
     config = dict(encoder.config(), model=os.path.abspath(args.model))
     index = VectorIndex(vectors, texts, encoder.fingerprint(), config, method=args.method)
@@ -87,10 +72,30 @@ def run(args):
     report_truncated(encoder, len(texts), "index")
     skipped = total - len(texts)
     print(
-        f"Wrote {index.method} index of {len(texts)} lines to {args.output} (embedding {embedded - start:.1f} s, "
-        f"index {built - embedded:.1f} s){f'; skipped {skipped} blank lines' if skipped else ''}"
+        f"Wrote {index.method} index of {len(texts)} lines to {args.output} (embedding "
+        f"{embedded - start:.1f} s, index {built - embedded:.1f} s)"
+        f"{f'; skipped {skipped} blank lines' if skipped else ''}"
     )
     return 0
+
+
+def _vectors(args):
+    """(encoder, when embedding started (the model loaded), lines of FILE, its non-blank texts,
+    their vectors): FILE's lines embedded, or a `kbert embed --runner` folder's vectors."""
+    import numpy as np
+
+    if os.path.isdir(args.file):
+        encoder, _ = encoder_from_args(args, normalize=True)
+        return (encoder, time.perf_counter(), *_embedding_shards(args, encoder))
+    total = check_text_file(args.file, "FILE")
+    texts = [text for text in read_lines(args.file, "FILE") if text.strip()]
+    if not texts:
+        raise UsageError(f"FILE {args.file!r} has only blank lines: give a file with one sentence per line.")
+    encoder, description = encoder_from_args(args, normalize=True)
+    print(f"Indexing {len(texts)} lines of {args.file} with {description}", file=sys.stderr)
+    start = time.perf_counter()
+    vectors = np.concatenate(list(encoder.encode_stream(texts, progress=progress_bar(len(texts), "index"))))
+    return encoder, start, total, texts, vectors
 
 
 # The flags that decide a vector: a shard folder embedded with others would index wrong vectors.
@@ -102,6 +107,35 @@ def _embedding_shards(args, encoder):
     complete and made with this --model and these flags."""
     import numpy as np
 
+    manifest = _checked_manifest(args)
+    texts, vectors = [], []
+    for shard in manifest["shards"]:
+        block = np.load(os.path.join(args.file, shard["file"]))
+        lines = itertools.islice(
+            read_lines(shard["input"], "FILE"),
+            shard["first_line"] - 1,
+            shard["first_line"] - 1 + shard["lines"],
+        )
+        keep = []  # blank lines have a vector in the shard (as in `kbert embed`) but no place in an index
+        for i, text in enumerate(lines):
+            if text.strip():
+                keep.append(i)
+                texts.append(text)
+        if block.shape != (shard["lines"], encoder.dim):
+            raise UsageError(
+                f"FILE {args.file!r}: {shard['file']} holds {block.shape} vectors where "
+                f"{(shard['lines'], encoder.dim)} belong. Embed again."
+            )
+        vectors.append(block[keep])
+    if not texts:
+        raise UsageError(f"FILE {args.file!r}: its inputs have only blank lines.")
+    print(f"Indexing {len(texts)} vectors of {args.file} ({len(manifest['shards'])} shards)", file=sys.stderr)
+    return manifest["lines"], texts, np.concatenate(vectors)
+
+
+def _checked_manifest(args):
+    """The manifest of FILE's `kbert embed --runner` folder, refused unless this --model and these
+    flags made its vectors."""
     from keras_bert_impl.pipelines import read_manifest
 
     try:
@@ -127,26 +161,4 @@ def _embedding_shards(args, encoder):
             f"{': ' + '; '.join(differing) if differing else ''}. Index it with the flags it was embedded "
             "with, or embed again."
         )
-    texts, vectors = [], []
-    for shard in manifest["shards"]:
-        block = np.load(os.path.join(args.file, shard["file"]))
-        lines = itertools.islice(
-            read_lines(shard["input"], "FILE"),
-            shard["first_line"] - 1,
-            shard["first_line"] - 1 + shard["lines"],
-        )
-        keep = []  # blank lines have a vector in the shard (as in `kbert embed`) but no place in an index
-        for i, text in enumerate(lines):
-            if text.strip():
-                keep.append(i)
-                texts.append(text)
-        if block.shape != (shard["lines"], encoder.dim):
-            raise UsageError(
-                f"FILE {args.file!r}: {shard['file']} holds {block.shape} vectors where "
-                f"{(shard['lines'], encoder.dim)} belong. Embed again."
-            )
-        vectors.append(block[keep])
-    if not texts:
-        raise UsageError(f"FILE {args.file!r}: its inputs have only blank lines.")
-    print(f"Indexing {len(texts)} vectors of {args.file} ({len(manifest['shards'])} shards)", file=sys.stderr)
-    return manifest["lines"], texts, np.concatenate(vectors)
+    return manifest

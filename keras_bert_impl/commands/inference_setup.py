@@ -12,7 +12,8 @@ from keras_bert_impl.commands.errors import UsageError
 
 
 class InferenceSetup(NamedTuple):
-    model: object  # the task model: a classifier as loaded (TextPredictor runs its precision), else in --precision
+    # The task model: a classifier as loaded (TextPredictor runs its precision), else in --precision.
+    model: object
     model_path: str  # the .keras file that was loaded
     stored: dict  # the run folder's task.json ({} for a bare .keras)
     task: str  # classification, pair, multilabel, tagging or squad
@@ -44,14 +45,12 @@ def resolve_flags(args, model, task):
 
 
 def load_for_inference(args, has_text_b):
-    """`args.model`, `args.seq_len`, `args.precision`, `args.runtime` and `args.batch_size` checked and loaded;
-    `has_text_b`: the command was given second texts (a pair model either way when its run
-    folder says so)."""
+    """`args.model`, `args.seq_len`, `args.precision`, `args.runtime` and `args.batch_size` checked
+    and loaded; `has_text_b`: the command was given second texts (a pair model either way when its
+    run folder says so)."""
     from keras_bert_impl.commands.model_files import load_model, run_sequence_length
     from keras_bert_impl.precision_choice import INT8_TASKS
 
-    if args.batch_size < 1:
-        raise UsageError(f"--batch-size must be a positive integer. Received: {args.batch_size}")
     model, model_path = load_model(args.model)
     stored = task_data.read_task_file(os.path.dirname(model_path)) or {}
     try:

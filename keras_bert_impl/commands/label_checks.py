@@ -5,6 +5,7 @@ import collections
 import sys
 
 from keras_bert_impl.commands.errors import UsageError
+from keras_bert_impl.tasks import SEQUENCE_TASKS
 
 
 def label_key(label):
@@ -37,13 +38,14 @@ def check_training_labels(task, train_path, train_counts, allow_variants=False):
     """Refuses a training file that would train a useless or wrong head (before the
     validation file is read, whose labels must be the training file's). `train_counts`:
     rows per label as written (`ReadReport.label_counts`)."""
-    if task not in ("classification", "pair", "multilabel"):
+    if task not in SEQUENCE_TASKS:
         return
     if task != "multilabel" and len(train_counts) < 2:
         only = next(iter(train_counts), None)
         raise UsageError(
             f"--train {train_path} has one label only ({only!r} on all {sum(train_counts.values())} rows): a "
-            "classifier needs examples of at least two classes. Check --label-column, or add the other classes."
+            "classifier needs examples of at least two classes. Check --label-column, or add the other "
+            "classes."
         )
     groups = variants(train_counts)
     if groups and not allow_variants:
@@ -51,8 +53,9 @@ def check_training_labels(task, train_path, train_counts, allow_variants=False):
             " and ".join(f"{label!r} ({train_counts[label]} rows)" for label in group) for group in groups
         )
         raise UsageError(
-            f"--train {train_path} has labels that look like spellings of one label: {shown}. Each would be a "
-            "class of its own: make them one in the file, or pass --allow-label-variants if they are different classes."
+            f"--train {train_path} has labels that look like spellings of one label: {shown}. Each would be "
+            "a class of its own: make them one in the file, or pass --allow-label-variants if they are "
+            "different classes."
         )
 
 
@@ -60,13 +63,13 @@ def report_labels(task, train_counts, validation_path, validation_counts, log=No
     """Prints the rows per label of both files; for multi-label, the labels the validation
     file never has."""
     log = log or (lambda line: print(line, file=sys.stderr))
-    if task not in ("classification", "pair", "multilabel"):
+    if task not in SEQUENCE_TASKS:
         return
     log(f"labels: --train {_counts(train_counts)}; --validation {_counts(validation_counts)}")
     if task == "multilabel":
         never = sorted(set(train_counts) - set(validation_counts))
         if never:
             log(
-                f"warning: no --validation {validation_path} row has the label(s) {', '.join(map(repr, never))}: "
-                "their F1 there is undefined (counted as 0 in macro-F1)"
+                f"warning: no --validation {validation_path} row has the label(s) "
+                f"{', '.join(map(repr, never))}: their F1 there is undefined (counted as 0 in macro-F1)"
             )

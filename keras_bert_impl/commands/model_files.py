@@ -40,16 +40,20 @@ def resolve_model_path(path, flag="--model"):
         return os.path.join(path, "model.keras")
     if os.path.isfile(path) and path.endswith(".keras"):
         return path
+    if os.path.isdir(path):
+        found = "a folder without model.keras"
+    else:
+        found = "no such file" if not os.path.exists(path) else "not a .keras file"
     raise UsageError(
         f"{flag} must be a .keras file or a run folder of kbert pretrain/finetune (holding model.keras). "
-        f"Received: {path!r} ({'a folder without model.keras' if os.path.isdir(path) else 'no such file' if not os.path.exists(path) else 'not a .keras file'})"
+        f"Received: {path!r} ({found})"
     )
 
 
 def load_model(path, flag="--model"):
-    """The model of a .keras file or run folder given as `flag`, computing in float32; a file that exists but is
-    not a whole .keras model (truncated, another format, a corrupt entry) is a DamagedFileError
-    that names it, where Keras says "File not found" or raises from deep in h5py."""
+    """The model of a .keras file or run folder given as `flag`, computing in float32; a file that
+    exists but is not a whole .keras model (truncated, another format, a corrupt entry) is a
+    DamagedFileError that names it, where Keras says "File not found" or raises from deep in h5py."""
     model_path = resolve_model_path(path, flag=flag)
     check_keras_archive(model_path, flag=flag)
     try:
@@ -88,8 +92,9 @@ def load_init(path, flag="--init"):
         fmt = checkpoint_format(path)
         if fmt is None:
             raise UsageError(
-                f"{flag} {path!r} is a folder with neither model.keras (a kbert run folder) nor a checkpoint config "
-                f"({', '.join(CHECKPOINT_FORMATS)}). Pass a .keras file, a kbert run folder or a checkpoint folder."
+                f"{flag} {path!r} is a folder with neither model.keras (a kbert run folder) nor a checkpoint "
+                f"config ({', '.join(CHECKPOINT_FORMATS)}). Pass a .keras file, a kbert run folder or a "
+                "checkpoint folder."
             )
         try:
             model, report = convert_checkpoint(path, fmt)
@@ -111,11 +116,13 @@ def check_sequence_length(seq_len, backbone, flag="--seq-len", minimum=3):
 
 def run_sequence_length(seq_len, stored, backbone, flag="--seq-len"):
     """The length predict, evaluate, export and serve run a model at: `flag`'s value when given,
-    else the run's training --seq-len (`stored`, its task file), else 128 or the model's
+    else the run's training --seq-len (`stored`, its task file), else DEFAULT_SEQUENCE_LENGTH or the model's
     max_sequence_length if that is shorter; checked. `--seq-len 0` is refused, not taken for
     "not given" (None is)."""
     if seq_len is None:
-        seq_len = stored.get("seq_len") or min(128, backbone.max_sequence_length)
+        seq_len = stored.get("seq_len") or min(
+            validation.DEFAULT_SEQUENCE_LENGTH, backbone.max_sequence_length
+        )
     return check_sequence_length(seq_len, backbone, flag)
 
 
@@ -131,7 +138,8 @@ def load_backbone(path, flag="--model"):
     encoder of a task model, or a converted or pretrained backbone."""
     if not os.path.exists(path):
         raise UsageError(
-            f"{flag} {path!r}: no such file or folder. Pass a .keras file, a kbert run folder or a checkpoint folder."
+            f"{flag} {path!r}: no such file or folder. Pass a .keras file, a kbert run folder or a "
+            "checkpoint folder."
         )
     try:
         model, description = load_init(path, flag=flag)
@@ -145,8 +153,8 @@ def load_backbone(path, flag="--model"):
     backbone = backbone_of(model, flag=flag)
     if backbone.vocabulary is None:
         raise UsageError(
-            f"{flag} {path!r} carries no vocabulary, so text cannot be tokenized for it: use a model written by "
-            "kbert convert, pretrain or finetune, or a checkpoint folder with its vocab.txt."
+            f"{flag} {path!r} carries no vocabulary, so text cannot be tokenized for it: use a model written "
+            "by kbert convert, pretrain or finetune, or a checkpoint folder with its vocab.txt."
         )
     return backbone, description
 
@@ -160,14 +168,16 @@ def vocabulary_for(backbone, vocab_path):
         vocabulary = read_vocabulary(vocab_path)
         if len(vocabulary) != backbone.vocabulary_size:
             raise UsageError(
-                f"--vocab {vocab_path} has {len(vocabulary)} tokens but the --init model's token embedding has "
-                f"vocabulary_size={backbone.vocabulary_size}: the ids would not match the weights. Use the vocab.txt "
-                "the model was trained with (or leave out --vocab: a converted or kbert-trained model carries its own)."
+                f"--vocab {vocab_path} has {len(vocabulary)} tokens but the --init model's token embedding "
+                f"has vocabulary_size={backbone.vocabulary_size}: the ids would not match the weights. Use "
+                "the vocab.txt the model was trained with (or leave out --vocab: a converted or "
+                "kbert-trained model carries its own)."
             )
         return vocabulary, None
     if backbone.vocabulary is None:
         raise UsageError(
-            "The --init model carries no vocabulary: pass --vocab vocab.txt (the one its weights were trained with)."
+            "The --init model carries no vocabulary: pass --vocab vocab.txt (the one its weights were "
+            "trained with)."
         )
     return backbone.vocabulary, backbone.lowercase
 

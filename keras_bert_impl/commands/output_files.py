@@ -37,6 +37,6 @@ def refuse_replacing_inputs(output_flag, output, inputs):
         real = os.path.realpath(path)
         if real == out or real.startswith(out.rstrip(os.sep) + os.sep):
             raise UsageError(
-                f"{output_flag} {output} holds {flag} {path}: writing there replaces the whole folder, and with it "
-                f"what this command reads. Give another {output_flag}, outside that folder."
+                f"{output_flag} {output} holds {flag} {path}: writing there replaces the whole folder, and "
+                f"with it what this command reads. Give another {output_flag}, outside that folder."
             )

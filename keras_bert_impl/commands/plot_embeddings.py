@@ -12,8 +12,9 @@ def add_parser(subparsers):
     parser = subparsers.add_parser(
         "plot-embeddings",
         help="Plot vectors from kbert embed on their first two principal components, coloured by label.",
-        description="Read VECTORS (.npy or .jsonl from kbert embed) and --labels (one label per line, the same number "
-        "of lines as the embedded file), project on the first two principal components and write a PNG scatter.",
+        description="Read VECTORS (.npy or .jsonl from kbert embed) and --labels (one label per line, the "
+        "same number of lines as the embedded file), project on the first two principal components and "
+        "write a PNG scatter.",
     )
     parser.add_argument("vectors", metavar="VECTORS", help="vectors.npy or vectors.jsonl from kbert embed.")
     parser.add_argument(
@@ -59,8 +60,8 @@ def run(args):
     labels = [line.strip() for line in read_lines(args.labels, "--labels")]
     if len(labels) != len(vectors):
         raise UsageError(
-            f"--labels {args.labels} has {len(labels)} lines but VECTORS has {len(vectors)} vectors: give one "
-            "label per embedded line, in the same order."
+            f"--labels {args.labels} has {len(labels)} lines but VECTORS has {len(vectors)} vectors: give "
+            "one label per embedded line, in the same order."
         )
     from keras_bert_impl.inspection.embedding_plot import plot_embeddings
 
@@ -69,6 +70,7 @@ def run(args):
     except ValueError as e:
         raise UsageError(f"--labels: {e}") from None
     print(
-        f"Wrote {args.output} ({len(vectors)} points; labels: {', '.join(f'{k} {v}' for k, v in counts.items())})"
+        f"Wrote {args.output} ({len(vectors)} points; labels: "
+        f"{', '.join(f'{k} {v}' for k, v in counts.items())})"
     )
     return 0

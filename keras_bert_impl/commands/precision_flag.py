@@ -27,21 +27,22 @@ def add_precision_flag(parser):
         "classifier converted in memory to TFLite's dynamic-range int8 and run on XNNPACK (about 7 s to "
         "convert MiniLM-L6, once: the file is kept for the next run in $KBERT_CACHE_DIR, default "
         "~/.cache/keras_bert_impl; KBERT_CACHE_DIR=off converts every time; fast on CPUs with AVX512-VNNI; "
-        "classification, pair and multilabel models). "
-        "Labels nearly always fp32's: bench/results/inference_precision.json. auto: int8 for a classifier "
-        "where the CPU has VNNI, else bf16 where it has BF16, else fp32 (what our benches measured faster "
-        "on such CPUs); says its choice in one line. A kbert finetune --qat model: fp32 runs its fake-quantized "
-        "forward, int8 its integer-only file (what kbert export writes for it), auto one of the two; bf16 is "
-        "refused. Default fp32.",
+        "classification, pair and multilabel models). Labels nearly always fp32's: "
+        "bench/results/inference_precision.json. auto: int8 for a classifier where the CPU has VNNI, else "
+        "bf16 where it has BF16, else fp32 (what our benches measured faster on such CPUs); says its choice "
+        "in one line. A kbert finetune --qat model: fp32 runs its fake-quantized forward, int8 its "
+        "integer-only file (what kbert export writes for it), auto one of the two; bf16 is refused. Default "
+        "fp32.",
     )
     parser.add_argument(
         "--runtime",
         default=None,
         choices=RUNTIME_NAMES,
-        help="Where the precision runs. litert with fp32: the classifier converted in memory to a float32 TFLite "
-        "graph on XNNPACK (about 7 s to convert MiniLM-L6, once, kept as int8's file is; faster than tensorflow on the AVX-512 CPUs we measured, "
-        "about half the batch-1 latency; logits within 1e-4 of tensorflow's; classification, pair and multilabel "
-        "models). Default: tensorflow for fp32 and bf16, litert for int8 (their only runtimes).",
+        help="Where the precision runs. litert with fp32: the classifier converted in memory to a float32 "
+        "TFLite graph on XNNPACK (about 7 s to convert MiniLM-L6, once, kept as int8's file is; faster than "
+        "tensorflow on the AVX-512 CPUs we measured, about half the batch-1 latency; logits within 1e-4 of "
+        "tensorflow's; classification, pair and multilabel models). Default: tensorflow for fp32 and bf16, "
+        "litert for int8 (their only runtimes).",
     )
 
 
@@ -62,9 +63,9 @@ def add_training_precision_flag(parser):
         default="fp32",
         choices=TRAINING_PRECISIONS,
         type=lambda value: _precision_name(value, TRAINING_PRECISIONS),
-        help="bf16: Keras' mixed_bfloat16 (CPUs with AVX512-BF16, TPUs, recent GPUs); fp16: mixed_float16 with "
-        "dynamic loss scaling (GPUs). Weights stay float32 either way, and model.keras computes in float32 (the "
-        "precision it runs at is chosen when it runs). Default fp32.",
+        help="bf16: Keras' mixed_bfloat16 (CPUs with AVX512-BF16, TPUs, recent GPUs); fp16: mixed_float16 "
+        "with dynamic loss scaling (GPUs). Weights stay float32 either way, and model.keras computes in "
+        "float32 (the precision it runs at is chosen when it runs). Default fp32.",
     )
     parser.add_argument(
         "--mixed-precision",

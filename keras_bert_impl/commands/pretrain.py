@@ -10,6 +10,7 @@ import types
 import numpy as np
 
 from keras_bert_impl.commands.errors import UsageError
+from keras_bert_impl.commands.flag_types import positive_int
 from keras_bert_impl.commands.training_flags import (
     add_run_folder_flags,
     add_training_flags,
@@ -59,10 +60,12 @@ def add_parser(subparsers):
         "run and leaves a finished one as it is; other settings or edited inputs are refused.",
     )
     add_run_folder_flags(parser)
-    parser.add_argument("--steps", type=int, default=10000, help="Optimizer steps in all. Default 10000.")
+    parser.add_argument(
+        "--steps", type=positive_int, default=10000, help="Optimizer steps in all. Default 10000."
+    )
     parser.add_argument(
         "--steps-per-epoch",
-        type=int,
+        type=positive_int,
         default=None,
         help="Steps between progress summaries, validation and epoch-end backups. Default min(--steps, 1000).",
     )
@@ -83,7 +86,7 @@ def add_parser(subparsers):
     )
     parser.add_argument(
         "--validation-steps",
-        type=int,
+        type=positive_int,
         default=50,
         help="Batches of --validation-records per evaluation. Default 50.",
     )
@@ -165,16 +168,6 @@ def unigram_baseline(dataset, batches=200):
 
 def _check_flags(args):
     check_training_flags(args)
-    if args.steps < 1:
-        raise UsageError(f"--steps must be a positive integer. Received: {args.steps}")
-    # Checked as given: 0 used to read as "not given" (the default), and --validation-steps 0 failed
-    # after the first epoch's training, -1 evaluated the whole --validation-records.
-    for flag, value in (
-        ("--steps-per-epoch", args.steps_per_epoch),
-        ("--validation-steps", args.validation_steps),
-    ):
-        if value is not None and value < 1:
-            raise UsageError(f"{flag} must be a positive integer. Received: {value}")
     steps_per_epoch = args.steps_per_epoch or min(args.steps, 1000)
     if args.steps % steps_per_epoch:
         raise UsageError(

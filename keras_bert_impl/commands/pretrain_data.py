@@ -5,7 +5,9 @@ import sys
 import time
 
 from keras_bert_impl.commands.errors import UsageError
+from keras_bert_impl.commands.flag_types import add_old_spelling, in_flag_names
 from keras_bert_impl.commands.runner_flags import LOCAL, add_runner_flags, beam_options, check_runner_flags
+from keras_bert_impl.validation import DEFAULT_SEQUENCE_LENGTH
 
 DESCRIPTION = """\
 Create BERT pretraining examples (masked LM + next-sentence prediction) from raw
@@ -18,6 +20,135 @@ appear under their final names only when everything is written; DIR also gets
 pretraining.json with the settings. Read them back for BertPretrainer.fit with
 keras_bert_impl.data.PretrainingRecordReader.from_directory(DIR).dataset(...).
 """
+
+
+# (flags, add_argument keywords) of the example settings, in `--help`'s order.
+_FLAGS = (
+    (
+        ("--seq-len",),
+        dict(
+            type=int,
+            default=DEFAULT_SEQUENCE_LENGTH,
+            help="Packed sequence length, [CLS] A [SEP] B [SEP] "
+            f"(default: {DEFAULT_SEQUENCE_LENGTH}; at least 5).",
+        ),
+    ),
+    (
+        ("--max-predictions",),
+        dict(
+            type=int,
+            default=20,
+            help="Most masked-LM targets per sequence (default: 20, Google's for 128; use 80 for 512).",
+        ),
+    ),
+    (
+        ("--masked-lm-prob",),
+        dict(
+            type=float,
+            default=0.15,
+            help="Fraction of tokens to mask, in (0, 1); of "
+            "those 80%% become [MASK], 10%% a random token, 10%% stay (default: 0.15).",
+        ),
+    ),
+    (
+        ("--short-seq-prob",),
+        dict(
+            type=float,
+            default=0.1,
+            help="Probability that a document uses a random shorter target length, in [0, 1] (default: 0.1).",
+        ),
+    ),
+    (
+        ("--dupe-factor",),
+        dict(
+            type=int,
+            default=10,
+            help="Passes over the corpus, each with new pairs and masks (default: 10). Use 1 with "
+            "--dynamic-masking.",
+        ),
+    ),
+    (
+        ("--whole-word-masking",),
+        dict(
+            action="store_true",
+            help="Mask all WordPieces of a word together (a piece and its following ## pieces).",
+        ),
+    ),
+    (
+        ("--google-nsp",),
+        dict(
+            action="store_true",
+            help="Google's exact pairing, which forces NotNext for one-sentence chunks (about 54%% NotNext "
+            "on movie reviews). Default: a fair 50/50 coin for every pair.",
+        ),
+    ),
+    (
+        ("--dynamic-masking",),
+        dict(
+            action="store_true",
+            help="Write unmasked examples (no masked_lm_* features); masks are then drawn afresh every "
+            "epoch by PretrainingRecordReader(..., masker=PretrainingMasker(...)).",
+        ),
+    ),
+    (
+        ("--seed",),
+        dict(
+            type=int,
+            default=12345,
+            help="Random seed; the same seed gives the same records (default: 12345, Google's).",
+        ),
+    ),
+    (("--num-shards",), dict(type=int, default=4, help="Number of output TFRecord files (default: 4).")),
+    (
+        ("--document-buffer-size",),
+        dict(
+            type=int,
+            default=1000,
+            help="Documents held in memory: the shuffle window and the pool NotNext segments are drawn "
+            "from (default: 1000). A corpus that fits is processed exactly as Google does.",
+        ),
+    ),
+    (
+        ("--shuffle-buffer-size",),
+        dict(type=int, default=10000, help="Examples held to shuffle the output (default: 10000)."),
+    ),
+    (
+        ("--randomness",),
+        dict(
+            choices=["stream", "keyed"],
+            default=None,
+            help="stream (default with --runner local): one random generator over the streamed documents, "
+            "Google's draws. keyed (always with a Beam runner): each document's draws keyed by (seed, "
+            "pass, document), NotNext segments from its own split, so every runner and worker count "
+            "gives the same examples.",
+        ),
+    ),
+    (
+        ("--split-bytes",),
+        dict(
+            type=int,
+            default=None,
+            metavar="N",
+            help="keyed only: cut text files into splits of about N bytes at document boundaries "
+            "(default: one split per file). A split is one worker's task and the pool of its NotNext "
+            "segments.",
+        ),
+    ),
+)
+# The spellings of Google's create_pretraining_data.py, still taken with a note: (old, new).
+_OLD_SPELLINGS = (("--max-seq-length", "--seq-len"), ("--max-predictions-per-seq", "--max-predictions"))
+# PretrainingExampleBuilder's argument names in its messages, and the flags a kbert user gave.
+_ARGUMENT_FLAGS = {
+    "max_seq_length": "--seq-len",
+    "max_predictions_per_seq": "--max-predictions",
+    "masked_lm_prob": "--masked-lm-prob",
+    "short_seq_prob": "--short-seq-prob",
+    "dupe_factor": "--dupe-factor",
+    "document_buffer_size": "--document-buffer-size",
+    "split_bytes": "--split-bytes",
+    "num_shards": "--num-shards",
+    "shuffle_buffer_size": "--shuffle-buffer-size",
+}
 
 
 def add_parser(subparsers):
@@ -49,92 +180,10 @@ def add_parser(subparsers):
         help="Input format (default: text). reviews-csv splits each review into sentences at its line "
         "breaks, or after . ! ? when it has none.",
     )
-    p.add_argument(
-        "--max-seq-length",
-        type=int,
-        default=128,
-        help="Packed sequence length, [CLS] A [SEP] B [SEP] (default: 128; at least 5).",
-    )
-    p.add_argument(
-        "--max-predictions-per-seq",
-        type=int,
-        default=20,
-        help="Most masked-LM targets per sequence (default: 20, Google's for 128; use 80 for 512).",
-    )
-    p.add_argument(
-        "--masked-lm-prob",
-        type=float,
-        default=0.15,
-        help="Fraction of tokens to mask, in (0, 1); of "
-        "those 80%% become [MASK], 10%% a random token, 10%% stay (default: 0.15).",
-    )
-    p.add_argument(
-        "--short-seq-prob",
-        type=float,
-        default=0.1,
-        help="Probability that a document uses a random shorter target length, in [0, 1] (default: 0.1).",
-    )
-    p.add_argument(
-        "--dupe-factor",
-        type=int,
-        default=10,
-        help="Passes over the corpus, each with new pairs and masks (default: 10). Use 1 with "
-        "--dynamic-masking.",
-    )
-    p.add_argument(
-        "--whole-word-masking",
-        action="store_true",
-        help="Mask all WordPieces of a word together (a piece and its following ## pieces).",
-    )
-    p.add_argument(
-        "--google-nsp",
-        action="store_true",
-        help="Google's exact pairing, which forces NotNext for one-sentence chunks (about 54%% NotNext "
-        "on movie reviews). Default: a fair 50/50 coin for every pair.",
-    )
-    p.add_argument(
-        "--dynamic-masking",
-        action="store_true",
-        help="Write unmasked examples (no masked_lm_* features); masks are then drawn afresh every epoch "
-        "by PretrainingRecordReader(..., masker=PretrainingMasker(...)).",
-    )
-    p.add_argument(
-        "--seed",
-        type=int,
-        default=12345,
-        help="Random seed; the same seed gives the same records (default: 12345, Google's).",
-    )
-    p.add_argument("--num-shards", type=int, default=4, help="Number of output TFRecord files (default: 4).")
-    p.add_argument(
-        "--document-buffer-size",
-        type=int,
-        default=1000,
-        help="Documents held in memory: the shuffle window and the pool NotNext segments are drawn from "
-        "(default: 1000). A corpus that fits is processed exactly as Google does.",
-    )
-    p.add_argument(
-        "--shuffle-buffer-size",
-        type=int,
-        default=10000,
-        help="Examples held to shuffle the output (default: 10000).",
-    )
-    p.add_argument(
-        "--randomness",
-        choices=["stream", "keyed"],
-        default=None,
-        help="stream (default with --runner local): one random generator over the streamed documents, "
-        "Google's draws. keyed (always with a Beam runner): each document's draws keyed by (seed, pass, "
-        "document), NotNext segments from its own split, so every runner and worker count gives the "
-        "same examples.",
-    )
-    p.add_argument(
-        "--split-bytes",
-        type=int,
-        default=None,
-        metavar="N",
-        help="keyed only: cut text files into splits of about N bytes at document boundaries (default: "
-        "one split per file). A split is one worker's task and the pool of its NotNext segments.",
-    )
+    for flags, keywords in _FLAGS:
+        p.add_argument(*flags, **keywords)
+    for old, new in _OLD_SPELLINGS:
+        add_old_spelling(p, old, new, type=int)
     add_runner_flags(p)
     p.add_argument("--overwrite", action="store_true", help="Replace pretraining shards already in DIR.")
     p.add_argument("--quiet", action="store_true", help="No progress bar.")
@@ -146,55 +195,62 @@ def run(args):
     # Imported here so `kbert --help` does not pay for TensorFlow.
     from keras_bert_impl.data import PretrainingCorpus, PretrainingExampleBuilder
 
-    prog = "kbert pretrain-data"
     try:
         check_runner_flags(args)
-        randomness = _randomness(args)
+        settings = _settings(args)
         corpus = PretrainingCorpus(args.files, format=args.format)
         corpus.check_readable()
-        settings = dict(
-            vocabulary=args.vocab,
-            max_seq_length=args.max_seq_length,
-            max_predictions_per_seq=args.max_predictions_per_seq,
-            masked_lm_prob=args.masked_lm_prob,
-            short_seq_prob=args.short_seq_prob,
-            dupe_factor=args.dupe_factor,
-            whole_word_masking=args.whole_word_masking,
-            balanced_nsp=not args.google_nsp,
-            document_buffer_size=args.document_buffer_size,
-            mask=not args.dynamic_masking,
-            seed=args.seed,
-            randomness=randomness,
-            split_bytes=args.split_bytes,
-        )
         builder = PretrainingExampleBuilder(**settings)
         if args.runner != LOCAL:
             return _run_pipeline(args, corpus, dict(settings, vocabulary=builder.vocabulary))
-        documents, sentences = corpus.scan()
-        if documents == 0:
-            raise ValueError(
-                f"The input has no text: {len(corpus.paths)} file(s), 0 documents. Check the files and --format "
-                f"({args.format})."
-            )
-        progress = _Progress(documents * args.dupe_factor, quiet=args.quiet)
-        start = time.time()
-        writer = builder.write(
-            corpus,
-            args.output,
-            num_shards=args.num_shards,
-            shuffle_buffer_size=args.shuffle_buffer_size,
-            overwrite=args.overwrite,
-            on_document=progress.document,
-        )
-        progress.done()
+        return _write_locally(args, corpus, builder)
     except (ValueError, FileNotFoundError, FileExistsError) as e:
-        print(f"{prog}: {e}", file=sys.stderr)
+        print(f"kbert pretrain-data: {in_flag_names(str(e), _ARGUMENT_FLAGS)}", file=sys.stderr)
         return 2
+
+
+def _settings(args):
+    """PretrainingExampleBuilder's arguments from the flags."""
+    return dict(
+        vocabulary=args.vocab,
+        max_seq_length=args.seq_len,
+        max_predictions_per_seq=args.max_predictions,
+        masked_lm_prob=args.masked_lm_prob,
+        short_seq_prob=args.short_seq_prob,
+        dupe_factor=args.dupe_factor,
+        whole_word_masking=args.whole_word_masking,
+        balanced_nsp=not args.google_nsp,
+        document_buffer_size=args.document_buffer_size,
+        mask=not args.dynamic_masking,
+        seed=args.seed,
+        randomness=_randomness(args),
+        split_bytes=args.split_bytes,
+    )
+
+
+def _write_locally(args, corpus, builder):
+    documents, sentences = corpus.scan()
+    if documents == 0:
+        raise ValueError(
+            f"The input has no text: {len(corpus.paths)} file(s), 0 documents. Check the files and "
+            f"--format ({args.format})."
+        )
+    progress = _Progress(documents * args.dupe_factor, quiet=args.quiet)
+    start = time.time()
+    writer = builder.write(
+        corpus,
+        args.output,
+        num_shards=args.num_shards,
+        shuffle_buffer_size=args.shuffle_buffer_size,
+        overwrite=args.overwrite,
+        on_document=progress.document,
+    )
+    progress.done()
     masked = "unmasked (dynamic masking)" if args.dynamic_masking else "statically masked"
     print(
         f"Read {documents} documents, {sentences} sentences from {len(corpus.paths)} file(s). Wrote "
-        f"{writer.count} {masked} examples in {time.time() - start:.1f} s to {len(writer.paths)} shard(s) in "
-        f"{os.path.abspath(args.output)} ({os.path.basename(writer.metadata_path)} holds the settings)."
+        f"{writer.count} {masked} examples in {time.time() - start:.1f} s to {len(writer.paths)} shard(s) "
+        f"in {os.path.abspath(args.output)} ({os.path.basename(writer.metadata_path)} holds the settings)."
     )
     return 0
 

@@ -6,7 +6,7 @@ the flags, turns a run folder into the SavedModels `kbert export` would write (t
 
 `--precision`: what a run folder's model runs at is `ForwardResolver`'s to say (or refuse, in one
 line, before anything is written). bf16 is a SavedModel computing in bfloat16. int8 is not a
-SavedModel (TFLite's dynamic-range int8 on XNNPACK, `Int8Forward`; a `kbert finetune --qat`
+SavedModel (TFLite's dynamic-range int8 on XNNPACK, `LiteRtForward`; a `kbert finetune --qat`
 model's integer-only file, `IntegerFileForward`): the SavedModels are fp32's, for their signatures
 and metadata, and each call runs the same tokenization and post-processing (the wing's
 `ExportSignatures`) around the int8 forward pass in their place; `--runtime litert` does the same
@@ -24,68 +24,93 @@ import tempfile
 import threading
 
 from keras_bert_impl.commands.errors import UsageError
+from keras_bert_impl.commands.flag_types import add_flags, positive_int
 from keras_bert_impl.commands.precision_flag import add_precision_flag
+from keras_bert_impl.precisions import LITERT_QUANTIZATION
 
 _NAME = re.compile(r"[A-Za-z0-9._-]+")
+
+
+_DESCRIPTION = (
+    "Answer GET /v1/models/NAME[/versions/N][/metadata] and POST /v1/models/NAME[/versions/N]:predict "
+    "with TF Serving's request and response bodies (instances or inputs), batching concurrent requests, "
+    "with /healthz and Prometheus metrics at /monitoring/prometheus/metrics. SIGTERM or Ctrl-C: stop "
+    "accepting connections, answer every accepted request, exit 0. Clients written against it run "
+    "unchanged against TF Serving serving the same export."
+)
+# (flag, add_argument keywords), in `--help`'s order.
+_FLAG_TABLE = (
+    (
+        "--model",
+        dict(
+            required=True,
+            help="A kbert export folder (every model under its serving/), a model folder with numbered "
+            "versions, a SavedModel folder, or a kbert finetune run folder (exported on start-up).",
+        ),
+    ),
+    (
+        "--name",
+        dict(
+            default=None,
+            help="Model name in the URLs for a run, a version folder or a SavedModel (letters, digits, "
+            "'.', '_', '-'). Default: the folder's name; an export keeps its own names.",
+        ),
+    ),
+    (
+        "--host",
+        dict(default="127.0.0.1", help="Address to listen on. Default 127.0.0.1 (this machine only)."),
+    ),
+    (
+        "--port",
+        dict(type=int, default=8501, help="TF Serving's REST port by default (8501); 0 picks a free one."),
+    ),
+    ("--max-batch-size", dict(type=positive_int, default=32, help="Rows per model call. Default 32.")),
+    (
+        "--batch-timeout-ms",
+        dict(
+            type=float,
+            default=2.0,
+            help="Milliseconds a batch that is not full waits for more requests (a finite number >= 0). "
+            "Default 2.",
+        ),
+    ),
+    ("--num-batch-threads", dict(type=positive_int, default=1, help="Model calls at once. Default 1.")),
+    (
+        "--max-enqueued-batches",
+        dict(
+            type=positive_int,
+            default=1000,
+            help="Queue bound, in batches of --max-batch-size rows: a request that finds it full gets 503, "
+            "one with more rows than it holds gets 400. Default 1000.",
+        ),
+    ),
+    (
+        "--max-body-bytes",
+        dict(
+            type=positive_int,
+            default=16 * 1024 * 1024,
+            help="Largest request body; a larger one gets 413. Default 16 MiB.",
+        ),
+    ),
+    (
+        "--seq-len",
+        dict(
+            type=int,
+            default=None,
+            help="For a run folder: tokens per text (default: the run's training --seq-len). An export "
+            "keeps the length it was exported with.",
+        ),
+    ),
+)
 
 
 def add_parser(subparsers):
     parser = subparsers.add_parser(
         "serve",
         help="Serve an export (or a run folder) over TF Serving's REST API, with dynamic batching.",
-        description="Answer GET /v1/models/NAME[/versions/N][/metadata] and POST /v1/models/NAME[/versions/N]:predict "
-        "with TF Serving's request and response bodies (instances or inputs), batching concurrent requests, "
-        "with /healthz and Prometheus metrics at /monitoring/prometheus/metrics. SIGTERM or Ctrl-C: stop "
-        "accepting connections, answer every accepted request, exit 0. Clients written against it run "
-        "unchanged against TF Serving serving the same export.",
+        description=_DESCRIPTION,
     )
-    parser.add_argument(
-        "--model",
-        required=True,
-        help="A kbert export folder (every model under its serving/), a model folder with numbered "
-        "versions, a SavedModel folder, or a kbert finetune run folder (exported on start-up).",
-    )
-    parser.add_argument(
-        "--name",
-        default=None,
-        help="Model name in the URLs for a run, a version folder or a SavedModel (letters, digits, "
-        "'.', '_', '-'). Default: the folder's name; an export keeps its own names.",
-    )
-    parser.add_argument(
-        "--host", default="127.0.0.1", help="Address to listen on. Default 127.0.0.1 (this machine only)."
-    )
-    parser.add_argument(
-        "--port", type=int, default=8501, help="TF Serving's REST port by default (8501); 0 picks a free one."
-    )
-    parser.add_argument("--max-batch-size", type=int, default=32, help="Rows per model call. Default 32.")
-    parser.add_argument(
-        "--batch-timeout-ms",
-        type=float,
-        default=2.0,
-        help="Milliseconds a batch that is not full waits for more requests (a finite number >= 0). "
-        "Default 2.",
-    )
-    parser.add_argument("--num-batch-threads", type=int, default=1, help="Model calls at once. Default 1.")
-    parser.add_argument(
-        "--max-enqueued-batches",
-        type=int,
-        default=1000,
-        help="Queue bound, in batches of --max-batch-size rows: a request that finds it full gets 503, "
-        "one with more rows than it holds gets 400. Default 1000.",
-    )
-    parser.add_argument(
-        "--max-body-bytes",
-        type=int,
-        default=16 * 1024 * 1024,
-        help="Largest request body; a larger one gets 413. Default 16 MiB.",
-    )
-    parser.add_argument(
-        "--seq-len",
-        type=int,
-        default=None,
-        help="For a run folder: tokens per text (default: the run's training --seq-len). An export "
-        "keeps the length it was exported with.",
-    )
+    add_flags(parser, _FLAG_TABLE)
     add_precision_flag(parser)
     parser.set_defaults(func=run)
     return parser
@@ -95,20 +120,9 @@ def _log(line):
     print(f"kbert serve: {line}", file=sys.stderr, flush=True)
 
 
-def _check_positive(flag, value, minimum=1):
-    if value < minimum:
-        raise UsageError(f"{flag} must be at least {minimum}. Received: {value}")
-
-
 def _check_flags(args):
-    for flag, value in (
-        ("--max-batch-size", args.max_batch_size),
-        ("--num-batch-threads", args.num_batch_threads),
-        ("--max-enqueued-batches", args.max_enqueued_batches),
-        ("--max-body-bytes", args.max_body_bytes),
-    ):
-        _check_positive(flag, value)
-    _check_positive("--port", args.port, minimum=0)
+    if args.port < 0:
+        raise UsageError(f"--port must be at least 0. Received: {args.port}")
     if args.port > 65535:
         raise UsageError(f"--port must be at most 65535. Received: {args.port}")
     # inf made every request smaller than a batch wait forever; NaN was taken as 0 without a word.
@@ -131,7 +145,6 @@ def run(args):
     _check_flags(args)
 
     from keras_bert_impl_export.serve.model_server import ModelServer
-    from keras_bert_impl_export.serve.servable_model import ServableModel, find_servables
 
     temporary = None
     try:
@@ -150,19 +163,7 @@ def run(args):
             )
         else:
             _check_exported_precision(args)
-        try:
-            models = []
-            for name, version, path in find_servables(model_path, args.name):
-                _log(f"loading {name} version {version} from {path}")
-                models.append(ServableModel(name, version, path, functions=functions.get(name)))
-                unbatched = sorted(s for s, batch_major in models[-1].batch_major.items() if not batch_major)
-                if unbatched:
-                    _log(
-                        f"{name} signature(s) {', '.join(unbatched)}: an input or output has no batch dimension "
-                        "first, so their requests run alone, neither merged nor split"
-                    )
-        except ValueError as e:  # no SavedModel there, one without a signature: one line
-            raise UsageError(str(e)) from None
+        models = _servable_models(args, model_path, functions)
         server = ModelServer(
             models,
             max_batch_size=args.max_batch_size,
@@ -171,16 +172,7 @@ def run(args):
             max_enqueued_batches=args.max_enqueued_batches,
             max_body_bytes=args.max_body_bytes,
         )
-
-        def ready(port):
-            host = f"[{args.host}]" if ":" in args.host else args.host
-            for model in models:
-                print(
-                    f"Serving {model.name} (version {model.version}) at http://{host}:{port}/v1/models/{model.name}",
-                    flush=True,
-                )
-
-        status = server.serve(args.host, args.port, on_ready=ready)
+        status = server.serve(args.host, args.port, on_ready=lambda port: _print_urls(args, models, port))
         dropped = f", {server.dropped} dropped (their clients left first)" if server.dropped else ""
         _log(f"stopped: {server.accepted} predict requests accepted, {server.answered} answered{dropped}")
         return status
@@ -189,23 +181,54 @@ def run(args):
             shutil.rmtree(temporary, ignore_errors=True)
 
 
+def _servable_models(args, model_path, functions):
+    from keras_bert_impl_export.serve.servable_model import ServableModel, find_servables
+
+    try:
+        models = []
+        for name, version, path in find_servables(model_path, args.name):
+            _log(f"loading {name} version {version} from {path}")
+            models.append(ServableModel(name, version, path, functions=functions.get(name)))
+            unbatched = sorted(s for s, batch_major in models[-1].batch_major.items() if not batch_major)
+            if unbatched:
+                _log(
+                    f"{name} signature(s) {', '.join(unbatched)}: an input or output has no batch dimension "
+                    "first, so their requests run alone, neither merged nor split"
+                )
+    except ValueError as e:  # no SavedModel there, one without a signature: one line
+        raise UsageError(str(e)) from None
+    return models
+
+
+def _print_urls(args, models, port):
+    host = f"[{args.host}]" if ":" in args.host else args.host
+    for model in models:
+        print(
+            f"Serving {model.name} (version {model.version}) at http://{host}:{port}/v1/models/{model.name}",
+            flush=True,
+        )
+
+
 def _check_exported_precision(args):
     """An export's (or a SavedModel's) SavedModels run as they were written: bf16 and int8 are
     made from the Keras model, auto says it keeps them."""
     if args.runtime == "litert":
         raise UsageError(
-            f"--runtime litert needs the Keras model: pass the run folder or .keras file (--model {args.model} holds "
-            "SavedModels, which run on TensorFlow as they were exported), or leave --runtime out."
+            "--runtime litert needs the Keras model: pass the run folder or .keras file (--model "
+            f"{args.model} holds SavedModels, which run on TensorFlow as they were exported), or leave "
+            "--runtime out."
         )
     if args.precision in ("bf16", "int8"):
         raise UsageError(
-            f"--precision {args.precision} needs the Keras model: pass the run folder or .keras file (--model "
-            f"{args.model} holds SavedModels, which run as they were exported), or leave --precision out."
+            f"--precision {args.precision} needs the Keras model: pass the run folder or .keras file "
+            f"(--model {args.model} holds SavedModels, which run as they were exported), or leave "
+            "--precision out."
         )
     if args.seq_len is not None:
         raise UsageError(
-            f"--seq-len {args.seq_len} applies to a run folder or .keras file (exported on start-up); --model "
-            f"{args.model} holds SavedModels, which take the length they were exported with: leave --seq-len out."
+            f"--seq-len {args.seq_len} applies to a run folder or .keras file (exported on start-up); "
+            f"--model {args.model} holds SavedModels, which take the length they were exported with: leave "
+            "--seq-len out."
         )
     if args.precision == "auto":
         _log("--precision auto: fp32, the SavedModels as they were exported (a run folder lets auto choose)")
@@ -250,7 +273,10 @@ def export_in_precision(model_flag, output, *, name, seq_len=None, precision="fp
 
 def _what_runs(resolved):
     if resolved.runs == "integer_file":
-        return "converting the quantization-aware model to its integer-only file (int8, its learned ranges, LiteRT)"
+        return (
+            "converting the quantization-aware model to its integer-only file (int8, its learned ranges, "
+            "LiteRT)"
+        )
     if resolved.runs == "keras":
         return "running the quantization-aware model's fake-quantized forward (fp32, what it trained)"
     if resolved.precision == "int8":
@@ -258,39 +284,46 @@ def _what_runs(resolved):
     return "converting the model to TFLite float32 on XNNPACK (--runtime litert)"
 
 
-def litert_functions(model, name, seq_len, pair, quantization="dynamic_int8"):
-    """`servable_functions` around the model's `Int8Forward` in `quantization` (dynamic_int8 or
+def litert_functions(model, name, seq_len, pair, quantization=LITERT_QUANTIZATION["int8"]):
+    """`servable_functions` around the model's `LiteRtForward` in `quantization` (dynamic_int8 or
     float32)."""
-    from keras_bert_impl.inference import Int8Forward
+    from keras_bert_impl.inference import LiteRtForward
 
-    return servable_functions(model, name, seq_len, pair, Int8Forward(model, quantization=quantization))
+    return servable_functions(model, name, seq_len, pair, LiteRtForward(model, quantization=quantization))
 
 
 def servable_functions(model, name, seq_len, pair, litert):
     """{servable name: {"serving_default": function}}: the raw-text and id signatures of the
     export's NAME and NAME_ids SavedModels (exporter.py's layout), each the same tokenization and
     post-processing around `litert` (`(token_ids, segment_ids, padding_mask) -> outputs`: an
-    `Int8Forward`, a QAT model's `IntegerFileForward`, or `ForwardResolver.forward`'s
+    `LiteRtForward`, a QAT model's `IntegerFileForward`, or `ForwardResolver.forward`'s
     `tf.function`), called eagerly. A QuantizationAwareClassifier's signatures are its float
     classifier's, as its export's are."""
-    import numpy as np
-
-    from keras_bert_impl.tensor_names import EXPORT_TO_MODEL_ID_INPUTS, MODEL_ID_INPUTS, SERVING_ENDPOINT
-    from keras_bert_impl.inference.id_checks import check_id_arrays
-    from keras_bert_impl_export.export_signatures import ExportSignatures
-
+    from keras_bert_impl.tensor_names import SERVING_ENDPOINT
     from keras_bert_impl.models.quantization_aware_classifier import QuantizationAwareClassifier
+    from keras_bert_impl_export.export_signatures import ExportSignatures
 
     if isinstance(model, QuantizationAwareClassifier):  # its float head's signatures, as its export's
         model = model.classifier
+    signatures = ExportSignatures(model, seq_len, pair=pair, forward=_checked_forward(model, litert))
+    return {
+        name: {SERVING_ENDPOINT: signatures.endpoint(text=True)[0]},
+        f"{name}_ids": {SERVING_ENDPOINT: signatures.endpoint(text=False, checked=False)[0]},
+    }  # forward checks
+
+
+def _checked_forward(model, litert):
+    """`litert` on a signature's id inputs: checked, one call at a time, cut to the columns used."""
+    import numpy as np
+
+    from keras_bert_impl.tensor_names import EXPORT_TO_MODEL_ID_INPUTS, MODEL_ID_INPUTS
+    from keras_bert_impl.inference.id_checks import check_id_arrays
+
     # Checked first (check_id_arrays: shapes, width, every value inside its table), bad inputs are
     # a 400 naming the input and value as the client sent them; LiteRT would fail inside the
     # interpreter (a 500) or read past a table without a word.
-    sizes = {
-        "token_ids": model.backbone.vocabulary_size,
-        "segment_ids": model.backbone.num_segments,
-        "padding_mask": 2,
-    }
+    backbone = model.backbone
+    sizes = {"token_ids": backbone.vocabulary_size, "segment_ids": backbone.num_segments, "padding_mask": 2}
     # The client's names, in the exports' order (ids, mask, segment_ids), as the fp32 graph's checks say them.
     shown_as = {model_name: export for export, model_name in EXPORT_TO_MODEL_ID_INPUTS.items()}
     # One interpreter: with --num-batch-threads above 1 its calls take turns.
@@ -304,17 +337,11 @@ def servable_functions(model, name, seq_len, pair, litert):
         # when a row has no unmasked token: it attends to every column it is given, so cut to the
         # other rows' width its answer depended on which clients shared its call.
         ids = {name: np.asarray(inputs[name]) for name in MODEL_ID_INPUTS}  # [B, S] each
-        check_id_arrays(
-            {name: ids[name] for name in shown_as}, sizes, model.backbone.max_sequence_length, shown_as
-        )
+        check_id_arrays({name: ids[name] for name in shown_as}, sizes, backbone.max_sequence_length, shown_as)
         used = np.flatnonzero(ids["padding_mask"].any(axis=0))
         every_row_reads = ids["padding_mask"].any(axis=1).all()
         width = int(used[-1]) + 1 if every_row_reads else ids["padding_mask"].shape[1]
         with lock:
             return litert(*(ids[name][:, :width] for name in MODEL_ID_INPUTS))
 
-    signatures = ExportSignatures(model, seq_len, pair=pair, forward=forward)
-    return {
-        name: {SERVING_ENDPOINT: signatures.endpoint(text=True)[0]},
-        f"{name}_ids": {SERVING_ENDPOINT: signatures.endpoint(text=False, checked=False)[0]},
-    }  # forward checks
+    return forward

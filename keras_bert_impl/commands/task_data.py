@@ -9,7 +9,8 @@ import os
 import re
 import sys
 
-TASKS = ("classification", "pair", "multilabel", "tagging", "squad")
+from keras_bert_impl.tasks import SEQUENCE_TASKS, TASKS  # noqa: F401 (the commands read both here)
+
 TASK_FILE = "task.json"
 DATA_KEYS = (
     "format",
@@ -23,76 +24,6 @@ DATA_KEYS = (
     "doc_stride",
     "max_query_length",
 )
-
-
-def add_data_flags(parser, defaults_from_run=False):
-    """Flags that say how a task file is laid out. With `defaults_from_run`, every
-    default is None and the run folder's task.json (or the built-in default) fills it."""
-    d = (lambda value: None) if defaults_from_run else (lambda value: value)
-    group = parser.add_argument_group("task file layout")
-    group.add_argument(
-        "--format",
-        choices=["csv", "tsv", "jsonl"],
-        default=None,
-        help="classification/pair/multilabel files: csv, tsv or jsonl. Default: by the file extension.",
-    )
-    group.add_argument(
-        "--text-column", default=d("text"), help="Column or JSON key of the text. Default text."
-    )
-    group.add_argument(
-        "--text-b-column", default=d(None), help="pair: column of the second text. Default text_b."
-    )
-    group.add_argument(
-        "--label-column", default=d(None), help="Column of the label. Default label (labels for multilabel)."
-    )
-    group.add_argument(
-        "--no-header",
-        dest="header",
-        action="store_const",
-        const=False,
-        default=d(True),
-        help="CSV/TSV without a header row: give --columns.",
-    )
-    group.add_argument(
-        "--header",
-        dest="header",
-        action="store_const",
-        const=True,
-        help="CSV/TSV with a header row naming the columns (the default; overrides a run's "
-        "--no-header for evaluate and distill).",
-    )
-    group.add_argument(
-        "--columns",
-        default=d(None),
-        help="Comma-separated column names of a headerless CSV/TSV, e.g. label,text (the MR file).",
-    )
-    group.add_argument(
-        "--tag-format",
-        choices=["conll", "word/tag"],
-        default=d("conll"),
-        help="tagging: conll (word ... tag per line, blank line between sentences) or word/tag "
-        "(a sentence per line, tokens like The/DT). Default conll.",
-    )
-    group.add_argument(
-        "--tag-column", type=int, default=d(-1), help="tagging, conll: column of the tag. Default -1 (last)."
-    )
-    group.add_argument(
-        "--on-error",
-        choices=["fail", "skip"],
-        default="fail",
-        help="A malformed row (bad JSON, a missing column, an unknown label, invalid UTF-8 in a "
-        "line-based file): fail names it (default); skip leaves it out, and the rows skipped are "
-        "counted and the first ones shown.",
-    )
-    group.add_argument(
-        "--doc-stride",
-        type=int,
-        default=d(128),
-        help="squad: wordpieces between context windows. Default 128.",
-    )
-    group.add_argument(
-        "--max-query-length", type=int, default=d(64), help="squad: question wordpieces kept. Default 64."
-    )
 
 
 DEFAULTS = {
@@ -109,6 +40,98 @@ DEFAULTS = {
 }
 
 
+# (flag, the DEFAULTS key it defaults to or None, add_argument keywords), in `--help`'s order.
+_LAYOUT_FLAGS = (
+    (
+        "--format",
+        None,
+        dict(
+            choices=["csv", "tsv", "jsonl"],
+            default=None,
+            help="classification/pair/multilabel files: csv, tsv or jsonl. Default: by the file extension.",
+        ),
+    ),
+    ("--text-column", "text_column", dict(help="Column or JSON key of the text. Default text.")),
+    ("--text-b-column", "text_b_column", dict(help="pair: column of the second text. Default text_b.")),
+    (
+        "--label-column",
+        "label_column",
+        dict(help="Column of the label. Default label (labels for multilabel)."),
+    ),
+    (
+        "--no-header",
+        "header",
+        dict(
+            dest="header",
+            action="store_const",
+            const=False,
+            help="CSV/TSV without a header row: give --columns.",
+        ),
+    ),
+    (
+        "--header",
+        None,
+        dict(
+            dest="header",
+            action="store_const",
+            const=True,
+            help="CSV/TSV with a header row naming the columns (the default; overrides a run's "
+            "--no-header for evaluate and distill).",
+        ),
+    ),
+    (
+        "--columns",
+        "columns",
+        dict(help="Comma-separated column names of a headerless CSV/TSV, e.g. label,text (the MR file)."),
+    ),
+    (
+        "--tag-format",
+        "tag_format",
+        dict(
+            choices=["conll", "word/tag"],
+            help="tagging: conll (word ... tag per line, blank line between sentences) or word/tag "
+            "(a sentence per line, tokens like The/DT). Default conll.",
+        ),
+    ),
+    (
+        "--tag-column",
+        "tag_column",
+        dict(type=int, help="tagging, conll: column of the tag. Default -1 (last)."),
+    ),
+    (
+        "--on-error",
+        None,
+        dict(
+            choices=["fail", "skip"],
+            default="fail",
+            help="A malformed row (bad JSON, a missing column, an unknown label, invalid UTF-8 in a "
+            "line-based file): fail names it (default); skip leaves it out, and the rows skipped are "
+            "counted and the first ones shown.",
+        ),
+    ),
+    (
+        "--doc-stride",
+        "doc_stride",
+        dict(type=int, help="squad: wordpieces between context windows. Default 128."),
+    ),
+    (
+        "--max-query-length",
+        "max_query_length",
+        dict(type=int, help="squad: question wordpieces kept. Default 64."),
+    ),
+)
+
+
+def add_data_flags(parser, defaults_from_run=False):
+    """Flags that say how a task file is laid out. With `defaults_from_run`, every
+    default is None and the run folder's task.json (or the built-in default) fills it."""
+    group = parser.add_argument_group("task file layout")
+    for flag, key, keywords in _LAYOUT_FLAGS:
+        if key is not None:
+            keywords = dict(keywords, default=None if defaults_from_run else DEFAULTS[key])
+        group.add_argument(flag, **keywords)
+
+
 def data_settings(args, task, stored=None):
     """The layout settings: flags given now, else the run's stored ones, else defaults."""
     settings = {}
@@ -122,6 +145,10 @@ def data_settings(args, task, stored=None):
     if isinstance(settings["columns"], str):
         settings["columns"] = [c.strip() for c in settings["columns"].split(",") if c.strip()]
     return settings
+
+
+# --on-error's words, and the readers' own.
+_ON_ERROR = {"fail": "raise", "skip": "skip"}
 
 
 def make_reader(
@@ -140,25 +167,11 @@ def make_reader(
     full sequence length."""
     from keras_bert_impl.data.readers import ClassificationReader, SquadReader, TaggingReader
 
-    on_error = {"fail": "raise", "skip": "skip"}[on_error]
-
-    if task in ("classification", "pair", "multilabel"):
-        header = settings["header"]
+    common = dict(batch_size=batch_size, shuffle=shuffle, seed=seed, on_error=_ON_ERROR[on_error])
+    if task in SEQUENCE_TASKS:
+        layout = _classification_layout(task, settings)
         return ClassificationReader(
-            preprocessor,
-            text_column=settings["text_column"],
-            text_b_column=settings["text_b_column"] if task == "pair" else None,
-            label_column=settings["label_column"],
-            multi_label=task == "multilabel",
-            labels=labels,
-            file_format=settings["format"],
-            header=header,
-            column_names=settings["columns"] if not header else None,
-            batch_size=batch_size,
-            shuffle=shuffle,
-            seed=seed,
-            on_error=on_error,
-            length_buckets=length_buckets,
+            preprocessor, labels=labels, length_buckets=length_buckets, **layout, **common
         )
     if task == "tagging":
         return TaggingReader(
@@ -166,19 +179,26 @@ def make_reader(
             file_format=settings["tag_format"],
             tag_column=settings["tag_column"],
             labels=labels,
-            batch_size=batch_size,
-            shuffle=shuffle,
-            seed=seed,
-            on_error=on_error,
+            **common,
         )
     return SquadReader(
         preprocessor,
         doc_stride=settings["doc_stride"],
         max_query_length=settings["max_query_length"],
-        batch_size=batch_size,
-        shuffle=shuffle,
-        seed=seed,
-        on_error=on_error,
+        **common,
+    )
+
+
+def _classification_layout(task, settings):
+    header = settings["header"]
+    return dict(
+        text_column=settings["text_column"],
+        text_b_column=settings["text_b_column"] if task == "pair" else None,
+        label_column=settings["label_column"],
+        multi_label=task == "multilabel",
+        file_format=settings["format"],
+        header=header,
+        column_names=settings["columns"] if not header else None,
     )
 
 
@@ -230,8 +250,8 @@ def read_checked(reader, path, flag, command, method="read", unknown_label_hint=
         kinds = ", ".join(f"{kind} {n}" for kind, n in sorted(report.skipped_by_kind.items()))
         first = report.errors[0]
         print(
-            f"kbert {command}: {flag} {path}: skipped {report.skipped} malformed row(s) ({kinds}); the first, "
-            f"line {first.line}: {first.reason}",
+            f"kbert {command}: {flag} {path}: skipped {report.skipped} malformed row(s) ({kinds}); the "
+            f"first, line {first.line}: {first.reason}",
             file=sys.stderr,
         )
     return result
@@ -246,7 +266,7 @@ def build_head(task, backbone, num_classes, label_names, dropout, pooling="poole
         # These heads read sequence_output only: an untrained pooler is expected, not a bug
         # (Keras would warn each step that it gets no gradients).
         backbone.pooler.trainable = False
-    if task in ("classification", "pair", "multilabel"):
+    if task in SEQUENCE_TASKS:
         model = kb.BertClassifier(
             backbone,
             num_classes=num_classes,

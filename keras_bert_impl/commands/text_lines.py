@@ -44,8 +44,8 @@ def _decoded(f, path, flag):
             start = raw.rfind(b"\r", 0, e.start) + 1  # the line the byte is on, counting lone \r's
             line = number + raw.count(b"\r", 0, start) + 1
             raise UsageError(
-                f"{flag} {path}:{line} is not valid UTF-8 (byte {e.start - start}: {raw[e.start : e.start + 4]!r}). "
-                "Convert the file to UTF-8, e.g. iconv -f latin1 -t utf-8."
+                f"{flag} {path}:{line} is not valid UTF-8 (byte {e.start - start}: "
+                f"{raw[e.start : e.start + 4]!r}). Convert the file to UTF-8, e.g. iconv -f latin1 -t utf-8."
             ) from None
         for line in _universal_lines(text):
             number += 1

@@ -8,7 +8,9 @@ import os
 import sys
 
 from keras_bert_impl.commands.errors import UsageError
+from keras_bert_impl.commands.flag_types import positive_int
 from keras_bert_impl.commands.precision_flag import add_training_precision_flag
+from keras_bert_impl.validation import DEFAULT_SEQUENCE_LENGTH
 
 
 def add_training_flags(parser, default_learning_rate, learning_rate_default=None, seq_len_default=None):
@@ -17,16 +19,16 @@ def add_training_flags(parser, default_learning_rate, learning_rate_default=None
     likewise for --seq-len, whose default is then None)."""
     parser.add_argument(
         "--batch-size",
-        type=int,
+        type=positive_int,
         default=32,
         help="Global batch size, split evenly over the replicas. Default 32.",
     )
     parser.add_argument(
         "--seq-len",
-        type=int,
-        default=None if seq_len_default else 128,
+        type=positive_int,
+        default=None if seq_len_default else DEFAULT_SEQUENCE_LENGTH,
         help="Sequence length in wordpieces: longer texts are truncated to it. "
-        f"Default {seq_len_default or 128}.",
+        f"Default {seq_len_default or DEFAULT_SEQUENCE_LENGTH}.",
     )
     parser.add_argument(
         "--learning-rate",
@@ -66,7 +68,7 @@ def add_training_flags(parser, default_learning_rate, learning_rate_default=None
     )
     parser.add_argument(
         "--save-every",
-        type=int,
+        type=positive_int,
         default=200,
         help="Back up the full training state (weights, optimizer, data position) every N steps, and at each "
         "epoch end, to OUTPUT/backup. A killed run restarted with the same command resumes there. Default 200.",
@@ -88,10 +90,6 @@ def add_fixed_length_flag(parser):
 
 def check_training_flags(args):
     """Errors before anything is built or read."""
-    for name in ("batch_size", "seq_len", "save_every"):
-        value = getattr(args, name)
-        if value < 1:
-            raise UsageError(f"--{name.replace('_', '-')} must be a positive integer. Received: {value}")
     # NaN and inf fail these comparisons too: a run with either trained to an all-NaN model and exited 0.
     if not 0 < args.learning_rate < math.inf:
         raise UsageError(f"--learning-rate must be a finite number > 0. Received: {args.learning_rate}")
@@ -108,8 +106,6 @@ def check_head_training_flags(args):
     """The checks of a command that trains a head on task files (`finetune`, `distill`):
     the training flags, --epochs, --dropout, and non-empty --train and --validation files."""
     check_training_flags(args)
-    if args.epochs < 1:
-        raise UsageError(f"--epochs must be a positive integer. Received: {args.epochs}")
     if not 0 <= args.dropout < 1:
         raise UsageError(f"--dropout must be in [0, 1). Received: {args.dropout}")
     for flag, path in (("--train", args.train), ("--validation", args.validation)):

@@ -1,17 +1,20 @@
 """`kbert word-senses`: the contextual vectors of one word across sentences, as a picture."""
 
+import os
+
 from keras_bert_impl.commands.errors import UsageError
 from keras_bert_impl.commands.text_lines import check_text_file, read_lines
 from keras_bert_impl.commands.output_files import add_overwrite_flag, refuse_existing
+from keras_bert_impl.validation import DEFAULT_SEQUENCE_LENGTH
 
 
 def add_parser(subparsers):
     parser = subparsers.add_parser(
         "word-senses",
         help="Plot one word's contextual vectors across the sentences of one or more files.",
-        description="Find WORD (as a whole word) in the lines of each --file, take its vector in every sentence "
-        "(the mean over its wordpieces at --layer), and write a PCA scatter coloured by file, with a snippet of "
-        "the first sentences beside their points. Senses of a word form separate clouds.",
+        description="Find WORD (as a whole word) in the lines of each --file, take its vector in every "
+        "sentence (the mean over its wordpieces at --layer), and write a PCA scatter coloured by file, with "
+        "a snippet of the first sentences beside their points. Senses of a word form separate clouds.",
     )
     parser.add_argument("word", metavar="WORD", help="One word, e.g. bank or play.")
     parser.add_argument(
@@ -36,7 +39,9 @@ def add_parser(subparsers):
     parser.add_argument(
         "--annotate", type=int, default=12, help="How many points get a sentence snippet. Default 12."
     )
-    parser.add_argument("--seq-len", type=int, default=128, help="Default 128.")
+    parser.add_argument(
+        "--seq-len", type=int, default=DEFAULT_SEQUENCE_LENGTH, help=f"Default {DEFAULT_SEQUENCE_LENGTH}."
+    )
     parser.set_defaults(func=run)
     return parser
 
@@ -49,6 +54,35 @@ def run(args):
         raise UsageError(f"WORD must be one word without spaces. Received: {args.word!r}")
     if args.max_sentences < 2:
         raise UsageError(f"--max-sentences must be at least 2. Received: {args.max_sentences}")
+    sentences, groups = _sentences(args)
+    from keras_bert_impl.inspection.embedding_plot import nearest_neighbour_agreement, plot_word_senses
+
+    vectors, rows = _vectors(args, sentences)
+    names = [os.path.basename(groups[r]) for r in rows]
+    plot_word_senses(
+        vectors,
+        [sentences[r] for r in rows],
+        args.word,
+        args.output,
+        groups=names if len(args.file) > 1 else None,
+        annotate=args.annotate,
+    )
+    print(
+        f"Wrote {args.output} ({len(vectors)} occurrences of {args.word!r} in "
+        f"{len(set(rows.tolist()))} sentences)"
+    )
+    if len(set(names)) > 1:
+        agreement = nearest_neighbour_agreement(vectors, names)
+        counts = ", ".join(f"{name} {names.count(name)}" for name in sorted(set(names)))
+        print(
+            f"Nearest-neighbour agreement of the files ({counts}): {agreement:.1%} of occurrences have "
+            "their nearest other occurrence (cosine) in the same file"
+        )
+    return 0
+
+
+def _sentences(args):
+    """(the lines of each --file holding WORD, at most --max-sentences a file; the file of each)."""
     needle = args.word.lower()
     sentences, groups = [], []
     for path in args.file:
@@ -61,8 +95,12 @@ def run(args):
         raise UsageError(
             f"WORD {args.word!r} occurs in {len(sentences)} line(s) of --file: the picture needs at least 2."
         )
+    return sentences, groups
+
+
+def _vectors(args, sentences):
+    """(WORD's vectors at --layer, the sentence of each) from --model."""
     from keras_bert_impl.commands.model_files import check_sequence_length, load_backbone
-    from keras_bert_impl.inspection.embedding_plot import nearest_neighbour_agreement, plot_word_senses
     from keras_bert_impl.inspection.word_vectors import word_vectors
 
     backbone, _ = load_backbone(args.model)
@@ -79,25 +117,4 @@ def run(args):
         raise UsageError(
             f"WORD {args.word!r} occurs as a whole word only once: the picture needs at least 2."
         )
-    import os
-
-    names = [os.path.basename(groups[r]) for r in rows]
-    plot_word_senses(
-        vectors,
-        [sentences[r] for r in rows],
-        args.word,
-        args.output,
-        groups=names if len(args.file) > 1 else None,
-        annotate=args.annotate,
-    )
-    print(
-        f"Wrote {args.output} ({len(vectors)} occurrences of {args.word!r} in {len(set(rows.tolist()))} sentences)"
-    )
-    if len(set(names)) > 1:
-        agreement = nearest_neighbour_agreement(vectors, names)
-        counts = ", ".join(f"{name} {names.count(name)}" for name in sorted(set(names)))
-        print(
-            f"Nearest-neighbour agreement of the files ({counts}): {agreement:.1%} of occurrences have their nearest "
-            "other occurrence (cosine) in the same file"
-        )
-    return 0
+    return vectors, rows

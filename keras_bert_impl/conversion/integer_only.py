@@ -3,7 +3,7 @@ DEQUANTIZE works on int8 (or int16) tensors, what phone NPUs and the Edge TPU ta
 the same static forward, the GPU delegate's float16 file (`convert_static`, "float16_gpu").
 
 Why a forward of its own, and not the Keras model traced (as `convert_endpoint` does for every
-other file, and `Int8Forward` for `--precision int8`): the full-integer quantizer leaves parts of
+other file, and `LiteRtForward` for `--precision int8`): the full-integer quantizer leaves parts of
 the Keras graph float or refuses them; `models/integer_forms.py` says which and computes the
 same function in forms it takes whole. `integer_forward` traces those forms at a static [1, S]
 over the weights as constants.

@@ -1,7 +1,7 @@
 """The one route from a Keras model to a .tflite: every .tflite the project writes is converted here.
 
 Two entry points, one converter set-up: `convert_endpoint` traces a function (ids or raw text
-in) into an ExportArchive and converts it (text-in, MediaPipe, `Int8Forward`);
+in) into an ExportArchive and converts it (text-in, MediaPipe, `LiteRtForward`);
 `convert_saved_model` converts a SavedModel already on disk (the tflite/ files, from the ids
 SavedModel `kbert export` writes anyway). Builtin ops only; custom ops only where the caller
 lets tensorflow-text's kernels through (`allow_custom_ops`). Why not Keras' own

@@ -21,7 +21,13 @@ from keras_bert_impl.data.pretraining_masker import PretrainingMasker
 from keras_bert_impl.data.pretraining_record_writer import PretrainingRecordWriter
 from keras_bert_impl.tokenization.bert_preprocessor import BertPreprocessor
 from keras_bert_impl.tokenization.vocabulary import load_vocabulary
-from keras_bert_impl.validation import check_bool, check_choice, check_fraction, check_int
+from keras_bert_impl.validation import (
+    DEFAULT_SEQUENCE_LENGTH,
+    check_bool,
+    check_choice,
+    check_fraction,
+    check_int,
+)
 
 RANDOMNESS = ("stream", "keyed")
 
@@ -129,7 +135,7 @@ class PretrainingExampleBuilder:
     def __init__(
         self,
         vocabulary,
-        max_seq_length=128,
+        max_seq_length=DEFAULT_SEQUENCE_LENGTH,
         max_predictions_per_seq=20,
         masked_lm_prob=0.15,
         short_seq_prob=0.1,

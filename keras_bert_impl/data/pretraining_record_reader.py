@@ -7,7 +7,7 @@ import os
 import tensorflow as tf
 
 from keras_bert_impl.data.pretraining_features import MASK_FEATURES, feature_spec, to_pretrainer_inputs
-from keras_bert_impl.validation import check_int
+from keras_bert_impl.validation import DEFAULT_SEQUENCE_LENGTH, check_int
 
 
 class PretrainingRecordReader:
@@ -46,7 +46,9 @@ class PretrainingRecordReader:
     >>> _ = pretrainer.fit(reader.dataset(batch_size=8, shuffle_buffer_size=100), epochs=1, verbose=0)
     """
 
-    def __init__(self, files, max_seq_length=128, max_predictions_per_seq=20, masker=None):
+    def __init__(
+        self, files, max_seq_length=DEFAULT_SEQUENCE_LENGTH, max_predictions_per_seq=20, masker=None
+    ):
         check_int("max_seq_length", max_seq_length, 5)
         check_int("max_predictions_per_seq", max_predictions_per_seq, 1)
         if masker is not None and masker.max_predictions_per_seq != max_predictions_per_seq:

@@ -14,6 +14,7 @@ from keras_bert_impl.evaluation.squad_decoding import decode_squad_predictions, 
 from keras_bert_impl.evaluation.squad_metrics import squad_metrics
 from keras_bert_impl.evaluation.tagging_metrics import tagging_metrics
 from keras_bert_impl.evaluation.word_tags import tags_from_wordpieces
+from keras_bert_impl.tasks import SEQUENCE_TASKS
 
 
 def _predict_on_batch(model, x, rows):
@@ -78,7 +79,7 @@ def compute_metrics(task, model, reader, dataset, label_names, progress=None):
     outputs, ys, ws = _gather(model, dataset, progress)
     if progress is not None:
         progress.done()
-    if task in ("classification", "pair", "multilabel"):
+    if task in SEQUENCE_TASKS:
         return sequence_metrics(task, outputs, np.concatenate([np.asarray(y) for y in ys]), label_names)
     if task == "tagging":
         tags = np.concatenate([np.asarray(y) for y in ys])  # [N, S]

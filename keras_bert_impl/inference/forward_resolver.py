@@ -7,8 +7,8 @@ else decides. What it accepts:
 
 - A float classifier (classification, pair, multilabel): fp32 on tensorflow (the Keras model, in
   `OneDnnForms` where they compute its function) or litert (its float32 conversion on XNNPACK,
-  `Int8Forward`), bf16 on tensorflow (`with_precision`'s mixed_bfloat16 copy), int8 on litert
-  (dynamic-range int8, `Int8Forward`). auto: `precision_choice.choose_precision`.
+  `LiteRtForward`), bf16 on tensorflow (`with_precision`'s mixed_bfloat16 copy), int8 on litert
+  (dynamic-range int8, `LiteRtForward`). auto: `precision_choice.choose_precision`.
 - A token or span head, or an embedder: fp32 or bf16 on tensorflow; int8 and litert are refused
   (their conversions are not run here). auto: choose_precision (never int8).
 - A model Keras quantized with model.quantize: as saved (fp32's row, on tensorflow); any other
@@ -23,9 +23,17 @@ else decides. What it accepts:
 """
 
 from keras_bert_impl.precision_choice import AUTO, INT8_TASKS, choose_precision, slower_here
-from keras_bert_impl.precisions import PRECISIONS, RUNTIME_NAMES, RUNTIMES, check_precision, check_runtime
+from keras_bert_impl.precisions import (
+    LITERT_QUANTIZATION,
+    PRECISIONS,
+    RUNTIME_NAMES,
+    RUNTIMES,
+    check_precision,
+    check_runtime,
+)
+from keras_bert_impl.tasks import TASKS as HEAD_TASKS
 
-TASKS = INT8_TASKS + ("tagging", "squad", "embedding")
+TASKS = HEAD_TASKS + ("embedding",)
 
 
 class ForwardResolver:
@@ -49,7 +57,7 @@ class ForwardResolver:
         precision: "fp32", "bf16" or "int8": what runs (auto's choice).
         runtime: "tensorflow" or "litert".
         runs: "keras" (the Keras model in `precision`: `model_in_precision()`), "litert" (its
-            conversion, `Int8Forward`) or "integer_file" (a QAT model's `IntegerFileForward`).
+            conversion, `LiteRtForward`) or "integer_file" (a QAT model's `IntegerFileForward`).
         note: None, or one line for the user: what auto chose and why, or that an explicit
             bf16 or int8 is expected to be slower than fp32 on this CPU.
 
@@ -223,7 +231,7 @@ class ForwardResolver:
 
     def forward(self, sequence_length=None):
         """`(token_ids, segment_ids, padding_mask) -> {output: values [B, ...]}` on int32 [B, T]
-        batches (T free) of a sequence-level model: an `Int8Forward` (litert), an
+        batches (T free) of a sequence-level model: an `LiteRtForward` (litert), an
         `IntegerFileForward` (a QAT model's int8: `sequence_length`, its file's static length,
         is required), or a `tf.function` of the Keras model in its precision. A conversion that
         fails is a `ConversionError` of one line naming the precision and what to run instead."""
@@ -248,13 +256,12 @@ class ForwardResolver:
             if sequence_length is None:
                 raise ValueError("The integer-only file is static: give forward(sequence_length=...).")
             return IntegerFileForward(self.model, sequence_length)
-        from keras_bert_impl.inference.int8_forward import Int8Forward
+        from keras_bert_impl.inference.litert_forward import LiteRtForward
         from keras_bert_impl.inference.precision import with_precision
 
         # TFLite converts a float32 graph: a model computing in bfloat16 or float16 is rebuilt first.
-        return Int8Forward(
-            with_precision(self.model, "fp32"),
-            quantization="dynamic_int8" if self.precision == "int8" else "float32",
+        return LiteRtForward(
+            with_precision(self.model, "fp32"), quantization=LITERT_QUANTIZATION[self.precision]
         )
 
 

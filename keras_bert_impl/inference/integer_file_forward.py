@@ -5,7 +5,7 @@ ranges it learned), on LiteRT.
 The file is static, [1, S] (conversion/integer_only.py says why: the full-integer quantizer takes
 no free shapes), so each row of a [B, T] batch is padded to S and run alone. Attention and pooling
 ignore padding, so a text gives what it gives at its own width, up to the file's rounding.
-Dynamic-range int8 (`Int8Forward`) is no substitute: it converts the Keras graph, and a QAT model's
+Dynamic-range int8 (`LiteRtForward`) is no substitute: it converts the Keras graph, and a QAT model's
 graph holds fake-quantization ops TFLite has no builtin kernels for.
 
 Shape legend: B batch, T a batch's padded width (at most S), S the file's sequence length.
@@ -31,7 +31,7 @@ class IntegerFileForward:
         sequence_length: int. The file's static length S: every row is padded to it, and a
             batch wider than it is refused.
         num_threads: int. LiteRT's threads; default: the CPUs this process may use.
-        cache: as for `Int8Forward` ("environment", a `LiteRtCache` or None): the file is kept
+        cache: as for `LiteRtForward` ("environment", a `LiteRtCache` or None): the file is kept
             per model and length.
 
     Example:

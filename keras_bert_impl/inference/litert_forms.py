@@ -1,4 +1,4 @@
-"""The forms `Int8Forward` converts a classifier in: `integer_forms.classifier_forward` with a
+"""The forms `LiteRtForward` converts a classifier in: `integer_forms.classifier_forward` with a
 plain LayerNorm, for a float graph on XNNPACK (float32, or dynamic-range int8 whose float
 activations are quantized per batch inside each fully connected layer).
 
@@ -31,7 +31,7 @@ from keras_bert_impl.models.quantized_layers import quantization_modes
 
 
 def computes_in_forms(model):
-    """Whether `classifier_forward` computes `model`'s own function, as `Int8Forward` and
+    """Whether `classifier_forward` computes `model`'s own function, as `LiteRtForward` and
     `TextPredictor`'s fp32 run it: a `BertClassifier` of float weights computing in float32. Not
     one Keras' `model.quantize` left int8 kernels in (only its own layers apply their scales),
     nor one under a mixed policy (its layers compute in bf16 or fp16; the forms in float32):

@@ -9,7 +9,7 @@ under mixed_bfloat16, and given the same weights, vocabulary and label names.
 int8 is not a Keras model here: Keras' own `model.quantize("int8")` (3.15, TensorFlow backend)
 works on our models and its .keras file loads back (models/quantized_layers.py), but it makes
 the fine-tuned MiniLM slower on this CPU, not faster (`bench/perf/inference_precision.py`);
-`Int8Forward` (TFLite dynamic-range int8 on XNNPACK) is the int8 that is fast here, and
+`LiteRtForward` (TFLite dynamic-range int8 on XNNPACK) is the int8 that is fast here, and
 `TextPredictor(..., precision="int8")` uses it.
 """
 
@@ -18,7 +18,7 @@ import keras
 from keras_bert_impl.models.quantized_layers import quantization_modes
 from keras_bert_impl.precisions import PRECISIONS, check_precision
 
-# What with_precision makes as a Keras model: int8 is Int8Forward, a TFLite interpreter.
+# What with_precision makes as a Keras model: int8 is LiteRtForward, a TFLite interpreter.
 KERAS_PRECISIONS = tuple(p for p in PRECISIONS if p != "int8")
 _POLICIES = {"fp32": "float32", "bf16": "mixed_bfloat16"}
 

@@ -16,7 +16,7 @@ in float32: its LayerNorms one oneDNN kernel each, 1.13-1.15x the Keras graph's 
 of onednn_forms.py, within 1e-5 of it) or the model itself (a QuantizationAwareClassifier's
 fake-quantized forward, a model under a mixed policy or quantized by Keras); "bf16" a copy under
 Keras' mixed_bfloat16 policy (`with_precision`); "int8" its dynamic-range int8 TFLite conversion on
-XNNPACK (`Int8Forward`), or a QuantizationAwareClassifier's integer-only file
+XNNPACK (`LiteRtForward`), or a QuantizationAwareClassifier's integer-only file
 (`IntegerFileForward`). `runtime="litert"` runs fp32 there too: the classifier's float32 TFLite
 conversion on XNNPACK (opt-in; keras_bert_impl/precisions.py's RUNTIMES says what it gains and
 costs). What a model does not run is refused there, in one line naming what to use.
@@ -32,7 +32,7 @@ from keras_bert_impl.inference.forward_resolver import ForwardResolver
 from keras_bert_impl.models.bert_classifier import BertClassifier
 from keras_bert_impl.precisions import check_precision
 from keras_bert_impl.tokenization.bert_preprocessor import BertPreprocessor
-from keras_bert_impl.validation import check_positive_int, check_sequence_length
+from keras_bert_impl.validation import DEFAULT_SEQUENCE_LENGTH, check_positive_int, check_sequence_length
 
 
 class TextPredictor:
@@ -63,7 +63,13 @@ class TextPredictor:
     """
 
     def __init__(
-        self, model, sequence_length=128, batch_size=32, bucket_multiple=1, precision="fp32", runtime=None
+        self,
+        model,
+        sequence_length=DEFAULT_SEQUENCE_LENGTH,
+        batch_size=32,
+        bucket_multiple=1,
+        precision="fp32",
+        runtime=None,
     ):
         from keras_bert_impl.models.quantization_aware_classifier import QuantizationAwareClassifier
 

@@ -8,7 +8,7 @@ import numpy as np
 
 from keras_bert_impl.models.bert_backbone import BertBackbone
 from keras_bert_impl.tokenization.bert_preprocessor import BertPreprocessor
-from keras_bert_impl.validation import check_int
+from keras_bert_impl.validation import DEFAULT_SEQUENCE_LENGTH, check_int
 
 
 class AttentionMaps:
@@ -70,7 +70,7 @@ class AttentionMaps:
         return head % self.num_heads
 
     @classmethod
-    def compute(cls, backbone, text, text_b=None, sequence_length=128):
+    def compute(cls, backbone, text, text_b=None, sequence_length=DEFAULT_SEQUENCE_LENGTH):
         """Runs `backbone` (a `BertBackbone` with its vocabulary) on one text or pair."""
         if not isinstance(backbone, BertBackbone):
             raise ValueError(f"AttentionMaps needs a BertBackbone. Received: {type(backbone).__name__}")

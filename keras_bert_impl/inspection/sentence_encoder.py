@@ -16,6 +16,7 @@ from keras_bert_impl.layers.masking import masked_max, masked_mean
 from keras_bert_impl.models.bert_backbone import BertBackbone
 from keras_bert_impl.tokenization.bert_preprocessor import BertPreprocessor
 from keras_bert_impl.validation import (
+    DEFAULT_SEQUENCE_LENGTH,
     check_bool,
     check_choice,
     check_int,
@@ -55,7 +56,13 @@ class SentenceEncoder:
     """
 
     def __init__(
-        self, backbone, pooling="mean", layers=(-1,), normalize=True, sequence_length=128, batch_size=64
+        self,
+        backbone,
+        pooling="mean",
+        layers=(-1,),
+        normalize=True,
+        sequence_length=DEFAULT_SEQUENCE_LENGTH,
+        batch_size=64,
     ):
         if not isinstance(backbone, BertBackbone):
             raise ValueError(f"SentenceEncoder needs a BertBackbone. Received: {type(backbone).__name__}")

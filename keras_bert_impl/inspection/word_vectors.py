@@ -9,7 +9,7 @@ import numpy as np
 from keras_bert_impl.models.bert_backbone import BertBackbone
 from keras_bert_impl.tokenization.bert_preprocessor import BertPreprocessor
 from keras_bert_impl.tokenization.vocabulary import is_continuation
-from keras_bert_impl.validation import check_int, check_positive_int
+from keras_bert_impl.validation import DEFAULT_SEQUENCE_LENGTH, check_int, check_positive_int
 
 
 def _occurrences(ids, word_ids, vocabulary):
@@ -22,7 +22,7 @@ def _occurrences(ids, word_ids, vocabulary):
     return starts
 
 
-def word_vectors(backbone, word, sentences, layer=-1, sequence_length=128, batch_size=32):
+def word_vectors(backbone, word, sentences, layer=-1, sequence_length=DEFAULT_SEQUENCE_LENGTH, batch_size=32):
     """The vector of every occurrence of `word` in `sentences` (the mean over its wordpieces
     at `layer`: 0 = embeddings, -1 = last).
 

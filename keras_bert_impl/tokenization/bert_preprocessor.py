@@ -75,7 +75,7 @@ from keras_bert_impl.tokenization.vocabulary import (  # noqa: E402
     special_token_ids,
     vocabulary_is_uncased,
 )
-from keras_bert_impl.validation import check_positive_int  # noqa: E402
+from keras_bert_impl.validation import DEFAULT_SEQUENCE_LENGTH, check_positive_int  # noqa: E402
 
 # A UTF-8 character is at most 4 bytes, so a word of `max_chars_per_word`
 # characters is at most this many times as many bytes.
@@ -179,7 +179,12 @@ class BertPreprocessor(keras.layers.Layer):
     """
 
     def __init__(
-        self, vocabulary=None, lowercase=None, sequence_length=128, max_chars_per_word=100, **kwargs
+        self,
+        vocabulary=None,
+        lowercase=None,
+        sequence_length=DEFAULT_SEQUENCE_LENGTH,
+        max_chars_per_word=100,
+        **kwargs,
     ):
         super().__init__(**kwargs)
         if sequence_length is not None and (

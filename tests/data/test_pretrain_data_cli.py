@@ -31,7 +31,7 @@ def test_cli_writes_shards(review_subset_file, vocab_path, tmp_path, capsys):
             "--num-shards",
             2,
             "--whole-word-masking",
-            "--max-predictions-per-seq",
+            "--max-predictions",
             18,
         )
         == 0
@@ -78,15 +78,18 @@ def test_cli_reads_the_reviews_csv(vocab_path, tmp_path, capsys):
 
 BAD_SETTINGS = [
     (
-        ["--max-predictions-per-seq", "0"],
-        "max_predictions_per_seq must be a positive integer. Received: max_predictions_per_seq=0",
+        ["--max-predictions", "0"],
+        "--max-predictions must be a positive integer. Received: --max-predictions=0",
     ),
-    (["--masked-lm-prob", "0"], r"masked_lm_prob must be a number in (0, 1). Received: masked_lm_prob=0.0"),
-    (["--masked-lm-prob", "1.2"], "masked_lm_prob=1.2"),
-    (["--short-seq-prob", "2"], "short_seq_prob=2.0"),
-    (["--max-seq-length", "4"], "max_seq_length=4"),
-    (["--dupe-factor", "0"], "dupe_factor=0"),
-    (["--num-shards", "0"], "num_shards=0"),
+    (
+        ["--masked-lm-prob", "0"],
+        r"--masked-lm-prob must be a number in (0, 1). Received: --masked-lm-prob=0.0",
+    ),
+    (["--masked-lm-prob", "1.2"], "--masked-lm-prob=1.2"),
+    (["--short-seq-prob", "2"], "--short-seq-prob=2.0"),
+    (["--seq-len", "4"], "--seq-len=4"),
+    (["--dupe-factor", "0"], "--dupe-factor=0"),
+    (["--num-shards", "0"], "--num-shards=0"),
 ]
 
 
@@ -98,6 +101,39 @@ def test_cli_rejects_bad_settings(review_subset_file, vocab_path, tmp_path, caps
         err = capsys.readouterr().err
         assert err.startswith("kbert pretrain-data: ") and message in err, (extra, err)
         assert not (tmp_path / "o").exists() or not os.listdir(tmp_path / "o")
+
+
+def test_the_old_spellings_of_the_length_flags_still_work_with_a_note(
+    review_subset_file, vocab_path, tmp_path, capsys
+):
+    # Google's create_pretraining_data.py names; every other kbert command says --seq-len / --max-predictions.
+    out = tmp_path / "out"
+    assert (
+        run_cli(
+            review_subset_file,
+            "--vocab",
+            vocab_path,
+            "--output",
+            out,
+            "--dupe-factor",
+            1,
+            "--num-shards",
+            1,
+            "--max-seq-length",
+            40,
+            "--max-predictions-per-seq",
+            6,
+            "--quiet",
+        )
+        == 0
+    )
+    notes = capsys.readouterr().err.strip().splitlines()
+    assert notes == [
+        "kbert pretrain-data: --max-seq-length is now spelled --seq-len; running with --seq-len 40.",
+        "kbert pretrain-data: --max-predictions-per-seq is now spelled --max-predictions; running with --max-predictions 6.",
+    ]
+    metadata = json.loads((out / "pretraining.json").read_text())
+    assert (metadata["max_seq_length"], metadata["max_predictions_per_seq"]) == (40, 6)
 
 
 def test_cli_rejects_bad_inputs(review_subset_file, vocab_path, tmp_path, capsys):

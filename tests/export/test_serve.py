@@ -340,7 +340,10 @@ def test_a_run_folder_is_served_as_its_export(server, mr_run, texts):
     [
         (("--model", "/no/such/export"), "--model '/no/such/export': no such file or folder"),
         (("--model", REPO + "/tests"), "holds no SavedModel"),
-        (("--model", REPO + "/tests", "--max-batch-size", "0"), "--max-batch-size must be at least 1"),
+        (
+            ("--model", REPO + "/tests", "--max-batch-size", "0"),
+            "--max-batch-size must be a positive integer. Received: 0",
+        ),
     ],
 )
 def test_start_up_errors_are_one_line(flags, fragment):

@@ -8,7 +8,7 @@ import pytest
 
 import keras_bert_impl as kb
 from keras_bert_impl.commands.serve import litert_functions
-from keras_bert_impl.inference import Int8Forward
+from keras_bert_impl.inference import LiteRtForward
 from tests.commands.conftest import save_small_bert
 
 SEQ_LEN = 32
@@ -18,13 +18,13 @@ def test_int8_calls_run_at_their_longest_row_with_the_padded_outputs(tmp_path, m
     keras.utils.set_random_seed(0)
     model = kb.BertClassifier(keras.saving.load_model(save_small_bert(tmp_path)), num_classes=2)
     widths = []
-    run = Int8Forward.__call__
+    run = LiteRtForward.__call__
 
     def recording(self, token_ids, segment_ids, padding_mask):
         widths.append(np.shape(token_ids)[1])
         return run(self, token_ids, segment_ids, padding_mask)
 
-    monkeypatch.setattr(Int8Forward, "__call__", recording)
+    monkeypatch.setattr(LiteRtForward, "__call__", recording)
     call = litert_functions(model, "mr", SEQ_LEN, pair=False)["mr_ids"]["serving_default"]
     ids = np.zeros((3, SEQ_LEN), np.int32)
     ids[0, :6] = [101, 2023, 3185, 2001, 2307, 102]
@@ -44,8 +44,8 @@ def test_int8_calls_run_at_their_longest_row_with_the_padded_outputs(tmp_path, m
     np.testing.assert_allclose(merged[2:], alone, atol=1e-6)
     # The same int8 file at the padded width: attention and pooling ignore padding, and XNNPACK
     # quantizes activations per token, so the cut changes the logits by float rounding only.
-    monkeypatch.setattr(Int8Forward, "__call__", run)
-    padded = Int8Forward(model, num_threads=1)(ids, np.zeros_like(ids), mask)["logits"]
+    monkeypatch.setattr(LiteRtForward, "__call__", run)
+    padded = LiteRtForward(model, num_threads=1)(ids, np.zeros_like(ids), mask)["logits"]
     np.testing.assert_allclose(logits[:2], padded[:2], atol=1e-4)
     # A client may pad on the left: the call runs up to the last column any row uses (cut at the
     # longest row's count of 6, it lost this row's tokens and answered another label), with the
@@ -54,11 +54,11 @@ def test_int8_calls_run_at_their_longest_row_with_the_padded_outputs(tmp_path, m
     left[0, :6] = ids[0, :6]
     left[1, 4:10] = ids[0, :6]
     left_mask = (left > 0).astype(np.int32)
-    monkeypatch.setattr(Int8Forward, "__call__", recording)
+    monkeypatch.setattr(LiteRtForward, "__call__", recording)
     left_logits = np.asarray(call(ids=left, mask=left_mask, segment_ids=np.zeros_like(left))["logits"])
     assert widths[-1] == 10, widths
-    monkeypatch.setattr(Int8Forward, "__call__", run)
-    whole = Int8Forward(model, num_threads=1)(left, np.zeros_like(left), left_mask)["logits"]
+    monkeypatch.setattr(LiteRtForward, "__call__", run)
+    whole = LiteRtForward(model, num_threads=1)(left, np.zeros_like(left), left_mask)["logits"]
     np.testing.assert_allclose(left_logits, whole, atol=1e-4)
 
 

@@ -1,4 +1,4 @@
-"""Int8Forward's calls check their ids (keras_bert_impl/inference/id_checks.py): the interpreter
+"""LiteRtForward's calls check their ids (keras_bert_impl/inference/id_checks.py): the interpreter
 does not. Before, a negative id gave logits without a word, and an id past the vocabulary, a
 segment id past the segment table or more positions than the model has failed as LiteRT's
 "gather index out of bounds ... (GATHER) failed to invoke" RuntimeError, naming no input, its
@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 import keras_bert_impl as kb
-from keras_bert_impl.inference import Int8Forward
+from keras_bert_impl.inference import LiteRtForward
 from keras_bert_impl.inference.id_checks import check_id_arrays
 
 
@@ -20,7 +20,7 @@ def forward():
     model = kb.BertClassifier(backbone, num_classes=2)
     ids = np.array([[2, 7, 3, 0]], "int32")
     model({"token_ids": ids, "segment_ids": np.zeros_like(ids), "padding_mask": ids > 0})
-    return Int8Forward(model, num_threads=1, cache=None)
+    return LiteRtForward(model, num_threads=1, cache=None)
 
 
 def _inputs(width=6):

@@ -1,4 +1,4 @@
-"""The LiteRT file cache (keras_bert_impl/inference/litert_cache.py): a second Int8Forward of a
+"""The LiteRT file cache (keras_bert_impl/inference/litert_cache.py): a second LiteRtForward of a
 model reads the file the first converted, and it is byte for byte what a fresh conversion makes
 (TensorFlow's converter, which the cache trusts to be deterministic); any change the conversion
 reads misses; a damaged file is said and replaced; an unwritable folder or a model the key
@@ -15,7 +15,7 @@ import pytest
 
 import keras_bert_impl as kb
 from keras_bert_impl.cli import main
-from keras_bert_impl.inference import Int8Forward
+from keras_bert_impl.inference import LiteRtForward
 from keras_bert_impl.inference.litert_cache import ENVIRONMENT_VARIABLE, LiteRtCache, keyable
 from keras_bert_impl.tokenization import read_vocabulary
 from tests.harness import CLASSIFIER_IDS, CLASSIFIER_SEGMENTS, save_and_reload, tiny_classifiers
@@ -52,9 +52,9 @@ def test_a_second_int8_forward_reads_the_converted_file(tmp_path):
     model = _classifier()
     cache = LiteRtCache(tmp_path / "cache")
     for quantization in ("dynamic_int8", "float32"):
-        first = Int8Forward(model, num_threads=1, quantization=quantization, cache=cache)
-        again = Int8Forward(model, num_threads=1, quantization=quantization, cache=cache)
-        fresh = Int8Forward(model, num_threads=1, quantization=quantization, cache=None)
+        first = LiteRtForward(model, num_threads=1, quantization=quantization, cache=cache)
+        again = LiteRtForward(model, num_threads=1, quantization=quantization, cache=cache)
+        fresh = LiteRtForward(model, num_threads=1, quantization=quantization, cache=None)
         assert (first.cache_outcome, again.cache_outcome, fresh.cache_outcome) == ("miss", "hit", None)
         # What the cache rests on: the converter makes the same bytes every time.
         assert again.flatbuffer == first.flatbuffer == fresh.flatbuffer
@@ -105,7 +105,7 @@ def test_a_model_with_a_layer_of_its_own_is_converted_every_time(tmp_path):
 def test_a_damaged_file_is_said_and_converted_again(tmp_path):
     model = _classifier()
     cache = LiteRtCache(tmp_path)
-    want = Int8Forward(model, num_threads=1, cache=cache).flatbuffer
+    want = LiteRtForward(model, num_threads=1, cache=cache).flatbuffer
     (name,) = _files(tmp_path)
     path = tmp_path / name
     damaged = bytearray(want)
@@ -116,7 +116,7 @@ def test_a_damaged_file_is_said_and_converted_again(tmp_path):
         match=rf"LiteRT cache: {path} does not match the digest in its name \(the file is "
         r"damaged\); removing it and converting the model again\.",
     ):
-        forward = Int8Forward(model, num_threads=1, cache=cache)
+        forward = LiteRtForward(model, num_threads=1, cache=cache)
     assert forward.cache_outcome == "miss" and forward.flatbuffer == want
     assert path.read_bytes() == want  # replaced by the conversion's file
 
@@ -125,7 +125,7 @@ def test_a_damaged_file_in_a_read_only_cache_is_said_and_the_model_still_runs(tm
     """Neither removed nor replaced there (it was an OSError ending the command, on every run)."""
     model = _classifier()
     cache = LiteRtCache(tmp_path)
-    want = Int8Forward(model, num_threads=1, cache=cache).flatbuffer
+    want = LiteRtForward(model, num_threads=1, cache=cache).flatbuffer
     (name,) = _files(tmp_path)
     (tmp_path / name).write_bytes(want[:-1] + bytes([want[-1] ^ 0xFF]))
 
@@ -135,7 +135,7 @@ def test_a_damaged_file_in_a_read_only_cache_is_said_and_the_model_still_runs(tm
     monkeypatch.setattr("keras_bert_impl.inference.litert_cache.os.remove", read_only)
     monkeypatch.setattr("keras_bert_impl.atomic_write.os.replace", read_only)
     with pytest.warns(UserWarning) as said:
-        forward = Int8Forward(model, num_threads=1, cache=cache)
+        forward = LiteRtForward(model, num_threads=1, cache=cache)
     messages = [str(w.message) for w in said]
     assert any("does not match the digest in its name" in m for m in messages), messages
     assert any(
@@ -170,7 +170,7 @@ def test_an_unwritable_folder_still_converts_and_says_so(tmp_path):
         rf"\(.*\); it runs, but the next process converts it again\. Set "
         rf"{ENVIRONMENT_VARIABLE} to a writable folder, or to off\.",
     ):
-        forward = Int8Forward(_classifier(), num_threads=1, cache=cache)
+        forward = LiteRtForward(_classifier(), num_threads=1, cache=cache)
     assert _run(forward)["logits"].shape == (2, 3)
 
 
@@ -220,7 +220,7 @@ def test_the_folder_comes_from_the_environment(tmp_path):
     with pytest.raises(
         ValueError, match=r"cache must be 'environment', a LiteRtCache or None\. Received: cache='off'"
     ):
-        Int8Forward(_classifier(), cache="off")
+        LiteRtForward(_classifier(), cache="off")
 
 
 def test_kbert_predict_int8_reads_the_file_its_last_process_kept(tmp_path, monkeypatch, capsys):

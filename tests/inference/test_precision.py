@@ -1,5 +1,5 @@
 """Inference precisions on a trained MiniLM classifier and real MR sentences: the bf16 copy
-(`with_precision`) and the int8 forward (`Int8Forward`, TFLite dynamic-range int8 on
+(`with_precision`) and the int8 forward (`LiteRtForward`, TFLite dynamic-range int8 on
 XNNPACK) give fp32's labels and its accuracy; the bf16 copy leaves the original and Keras'
 global policy alone; `kbert predict` / `evaluate --precision` use them."""
 
@@ -13,7 +13,7 @@ import pytest
 
 import keras_bert_impl as kb
 from keras_bert_impl.cli import main
-from keras_bert_impl.inference import Int8Forward, TextPredictor, with_precision
+from keras_bert_impl.inference import LiteRtForward, TextPredictor, with_precision
 from keras_bert_impl.inference.precision import computes_in
 from keras_bert_impl.inference.litert_forms import LiteRtForms
 from keras_bert_impl.models.integer_forms import classifier_forward
@@ -89,7 +89,7 @@ def test_int8_forward_gives_the_fp32_labels(trained):
     model, texts, labels, want = trained
     predictor = TextPredictor(model, sequence_length=64, precision="int8")
     forward = predictor._forward
-    assert isinstance(forward, Int8Forward) and forward.output_names == ("logits",)
+    assert isinstance(forward, LiteRtForward) and forward.output_names == ("logits",)
     # int8 weights: a quarter of the float32 bytes, plus the float LayerNorm/bias vectors.
     float_bytes = sum(w.size * 4 for w in model.get_weights())
     assert forward.size_bytes < 0.3 * float_bytes, (forward.size_bytes, float_bytes)
@@ -121,11 +121,11 @@ def test_litert_float32_forward_gives_the_fp32_logits(trained):
     # summation order, for every length-sorted batch TextPredictor makes.
     model, texts, _, want = trained
     ids = BertPreprocessor.from_model(model, sequence_length=64)(texts[:32])
-    forward = Int8Forward(model, num_threads=1, quantization="float32")
+    forward = LiteRtForward(model, num_threads=1, quantization="float32")
     got = forward(*(np.asarray(ids[k]) for k in ("token_ids", "segment_ids", "padding_mask")))["logits"]
     np.testing.assert_allclose(got, want[:32], atol=1e-4)
     predictor = TextPredictor(model, sequence_length=64, runtime="litert")
-    assert predictor.runtime == "litert" and isinstance(predictor._forward, Int8Forward)
+    assert predictor.runtime == "litert" and isinstance(predictor._forward, LiteRtForward)
     assert predictor._forward.size_bytes > 0.9 * sum(
         w.size * 4 for w in model.get_weights()
     )  # float32 weights
@@ -137,11 +137,11 @@ def test_litert_float32_forward_gives_the_fp32_logits(trained):
         match=r"quantization must be one of \('dynamic_int8', 'float32'\). "
         r"Received: quantization='int8'",
     ):
-        Int8Forward(model, quantization="int8")
+        LiteRtForward(model, quantization="int8")
 
 
 def test_litert_forms_convert_every_classifier_to_its_keras_function():
-    """Int8Forward converts a BertClassifier in LiteRtForms (not its Keras graph): in float32 on
+    """LiteRtForward converts a BertClassifier in LiteRtForms (not its Keras graph): in float32 on
     XNNPACK the file gives the Keras model's outputs (both poolings, softmax and multi-label
     sigmoid heads, a pair's segments, padding), under the model's own output name."""
     ids, segments = CLASSIFIER_IDS, CLASSIFIER_SEGMENTS
@@ -150,7 +150,7 @@ def test_litert_forms_convert_every_classifier_to_its_keras_function():
         pooling = model.pooling
         want = np.asarray(model(x)[key])
         assert np.abs(np.asarray(classifier_forward(model, x, LiteRtForms())[key]) - want).max() < 1e-5
-        forward = Int8Forward(model, num_threads=1, quantization="float32")
+        forward = LiteRtForward(model, num_threads=1, quantization="float32")
         assert forward.output_names == (key,)
         # The file holds the forms: Q, K, V, the attention output and the two feed-forward
         # layers per block (no UNPACK of a merged Q/K/V), the pooler if pooled, the head.

@@ -103,8 +103,8 @@ def test_bad_inputs_are_one_line_before_any_worker(vocab_path, tmp_path, capsys)
         ([str(tmp_path / "nothing-*.txt")], [], "Input file(s) not found"),
         ([str(tmp_path / "in" / "unreadable.txt")], [], "cannot be read"),
         ([files], ["--randomness", "stream"], "--randomness stream"),
-        ([files], ["--workers", "0"], "--workers must be at least 1"),
-        ([files], ["--split-bytes", "0"], "split_bytes=0"),
+        ([files], ["--workers", "0"], "--workers must be a positive integer. Received: 0"),
+        ([files], ["--split-bytes", "0"], "--split-bytes=0"),
     ]
     for inputs, extra, message in cases:
         code = kbert(

@@ -1,4 +1,5 @@
-"""A classifier's forward pass in int8: TFLite's dynamic-range quantization on XNNPACK.
+"""A classifier's forward pass on LiteRT's XNNPACK: in int8 (TFLite's dynamic-range
+quantization), or unquantized in float32 (`--runtime litert`'s fp32).
 
 Why not Keras' own `model.quantize("int8")`: on this stack (Keras 3.15, TensorFlow 2.20) it
 makes the fine-tuned MiniLM 0.35x as fast as float32 (its int8 matmuls do not reach oneDNN's
@@ -31,18 +32,20 @@ from keras_bert_impl.inference.id_checks import check_id_arrays
 from keras_bert_impl.inference.litert_cache import LiteRtCache
 from keras_bert_impl.inference.litert_forms import LiteRtForms, computes_in_forms
 from keras_bert_impl.models.integer_forms import classifier_forward
+from keras_bert_impl.precisions import LITERT_QUANTIZATION
 from keras_bert_impl.validation import check_positive_int
 
-# What Int8Forward can run: its int8, and the float graph (fp32 on the litert runtime).
-LITERT_QUANTIZATIONS = ("dynamic_int8", "float32")
-# Int8Forward's `cache` default: the LiteRtCache KBERT_CACHE_DIR names (or the user cache folder's).
+# What LiteRtForward can run: its int8, and the float graph (fp32 on the litert runtime).
+LITERT_QUANTIZATIONS = tuple(LITERT_QUANTIZATION.values())
+# LiteRtForward's `cache` default: the LiteRtCache KBERT_CACHE_DIR names (or the user cache folder's).
 FROM_ENVIRONMENT = "environment"
 
 
-class Int8Forward:
+class LiteRtForward:
     """`(token_ids, segment_ids, padding_mask) -> {output: float32 array}` of a Keras BERT
-    model, computed by its dynamic-range int8 TFLite conversion. A ValueError names the first
-    input of a call that is not [B, S] ids inside the model's tables (`check_id_arrays`).
+    model, computed by its TFLite conversion on XNNPACK: dynamic-range int8 by default. A
+    ValueError names the first input of a call that is not [B, S] ids inside the model's tables
+    (`check_id_arrays`).
 
     Args:
         model: a built BERT task model of this library (dict inputs `token_ids`,
@@ -59,14 +62,14 @@ class Int8Forward:
     >>> backbone = kb.BertBackbone.from_preset("bert_tiny", vocabulary_size=100)
     >>> model = kb.BertClassifier(backbone, num_classes=2)
     >>> ids = np.array([[2, 7, 3, 0]], "int32")
-    >>> forward = Int8Forward(model, num_threads=1)
+    >>> forward = LiteRtForward(model, num_threads=1)
     >>> forward(ids, np.zeros_like(ids), (ids > 0).astype("int32"))["logits"].shape
     (1, 2)
     """
 
     def __init__(self, model, num_threads=None, quantization="dynamic_int8", cache=FROM_ENVIRONMENT):
         if not model.built:
-            raise ValueError("Int8Forward needs a built model (call it once, or load a trained one).")
+            raise ValueError("LiteRtForward needs a built model (call it once, or load a trained one).")
         # Each call's inputs are checked against the backbone's tables (a model without one: unchecked).
         backbone = getattr(model, "backbone", None)
         self._id_sizes = (
@@ -130,7 +133,7 @@ class Int8Forward:
 
 def convert_for_litert(model, quantization, batch=None, length=None):
     """The model's .tflite bytes in `quantization`, builtin ops only, [batch, length] inputs (None:
-    free, as Int8Forward converts): a float32 `BertClassifier` in `LiteRtForms` (faster on XNNPACK,
+    free, as LiteRtForward converts): a float32 `BertClassifier` in `LiteRtForms` (faster on XNNPACK,
     same function; `computes_in_forms`), any other model as its Keras graph."""
 
     def forward(token_ids, segment_ids, padding_mask):  # [B, T] each
