@@ -108,7 +108,8 @@ def add_distill_parser(subparsers):
         default_learning_rate=None,
         learning_rate_default="3e-4 for --student-preset and --general, 2e-4 for --student-from-teacher "
         "and --student-init",
-        seq_len_default=f"the teacher run's ({DEFAULT_SEQUENCE_LENGTH} for a teacher without a run's task.json)",
+        seq_len_default=f"the teacher run's ({DEFAULT_SEQUENCE_LENGTH} for a teacher without a run's "
+        "task.json)",
     )
     add_fixed_length_flag(parser)
     task_data.add_data_flags(parser, defaults_from_run=True)

@@ -40,15 +40,15 @@ tf = require_tensorflow(
 import keras  # noqa: E402
 import numpy as np  # noqa: E402
 
-from keras_bert_impl.conversion.native_log import native_output_held
-from keras_bert_impl.conversion.input_contract import (
+from keras_bert_impl.conversion.native_log import native_output_held  # noqa: E402
+from keras_bert_impl.conversion.input_contract import (  # noqa: E402
     CALIBRATED_QUANTIZATIONS,
     INTEGER_ONLY_QUANTIZATIONS,
     QUANTIZATIONS,
     STATIC_QUANTIZATIONS,
     check_quantization,
 )
-from keras_bert_impl.tensor_names import SERVING_ENDPOINT
+from keras_bert_impl.tensor_names import SERVING_ENDPOINT  # noqa: E402
 
 # int8_mixed quantizes the embedding lookups (GATHER) and the fully connected layers not
 # named in INT8_MIXED_FLOAT_NODES, and keeps every other op kind float: the mask's additive
@@ -95,7 +95,8 @@ def explain_converter_error(error):
     if match is None:
         op = re.search(r"'(tf\.\w+)' op", text)
         what = f"TensorFlow op {op.group(1)}" if op else "an op"
-        return f"TFLite cannot convert {what} with builtin ops only. Converter said: {text.strip().splitlines()[0][:300]}"
+        said = text.strip().splitlines()[0][:300]
+        return f"TFLite cannot convert {what} with builtin ops only. Converter said: {said}"
     op, node = match.groups()
     layer = node.rsplit("/", 1)[0] if "/" in node else node
     return (

@@ -23,3 +23,30 @@ from keras_bert_impl.models.masked_lm_accuracy import MaskedLMAccuracy
 from keras_bert_impl.models.masked_sparse_crossentropy import MaskedSparseCrossentropy
 from keras_bert_impl.models.presets import BERT_PRESETS
 from keras_bert_impl.models.quantization_aware_classifier import QuantizationAwareClassifier
+
+__all__ = [
+    "BertBackbone",
+    "BertClassifier",
+    "BertEmbedder",
+    "BertPretrainer",
+    "BertSpanLabeler",
+    "BertTask",
+    "BertTokenClassifier",
+    "DISTILLATION_DEFAULTS",
+    "DistillationDefaults",
+    "AttentionTerm",
+    "DistillationArgumentError",
+    "DistillationLoss",
+    "DistillationTerm",
+    "Distiller",
+    "EmbeddingTerm",
+    "HiddenStatesTerm",
+    "LogitsTerm",
+    "backbone_from_layers",
+    "embeddings_from_teacher",
+    "GlobalBatchLoss",
+    "MaskedLMAccuracy",
+    "MaskedSparseCrossentropy",
+    "BERT_PRESETS",
+    "QuantizationAwareClassifier",
+]

@@ -154,7 +154,8 @@ def test_student_from_teacher_layers_starts_as_those_layers(teacher, files, tmp_
 def test_a_quantization_aware_teacher_is_distilled_through_its_float_classifier(
     teacher, files, tmp_path, capsys
 ):
-    # It used to end in a traceback: the student head was built as a QuantizationAwareClassifier of a backbone.
+    # It used to end in a traceback: the student head was built as a QuantizationAwareClassifier of a
+    # backbone.
     float_teacher = keras.saving.load_model(os.path.join(teacher, "model.keras"))
     qat = tmp_path / "qat.keras"
     kb.QuantizationAwareClassifier(float_teacher).save(qat)
@@ -376,11 +377,13 @@ def test_bad_transfer_flags_are_one_line_before_training(teacher, files, tmp_pat
     refused((*tiny, "--layer-map", "every", "--hidden-weight", "1"), "Received: 'every'")
     refused(
         (*tiny, "--hidden-weight", "1"),
-        "--layer-map (not given): hidden_weight=1.0 and attention_weight=0.0 compare mapped layers: pass layer_map",
+        "--layer-map (not given): hidden_weight=1.0 and attention_weight=0.0 compare mapped layers: "
+        "pass layer_map",
     )
     refused(
         (*tiny, "--layer-map", "uniform"),
-        "--layer-map uniform: layer_map='uniform' maps layers for hidden_weight and attention_weight, which are both 0",
+        "--layer-map uniform: layer_map='uniform' maps layers for hidden_weight and attention_weight, "
+        "which are both 0",
     )
     # Checked against the two models once they are built, still before training.
     refused(

@@ -130,7 +130,8 @@ def test_the_old_spellings_of_the_length_flags_still_work_with_a_note(
     notes = capsys.readouterr().err.strip().splitlines()
     assert notes == [
         "kbert pretrain-data: --max-seq-length is now spelled --seq-len; running with --seq-len 40.",
-        "kbert pretrain-data: --max-predictions-per-seq is now spelled --max-predictions; running with --max-predictions 6.",
+        "kbert pretrain-data: --max-predictions-per-seq is now spelled --max-predictions; "
+        "running with --max-predictions 6.",
     ]
     metadata = json.loads((out / "pretraining.json").read_text())
     assert (metadata["max_seq_length"], metadata["max_predictions_per_seq"]) == (40, 6)

@@ -190,15 +190,19 @@ if sys.argv[2] == "transfer":
     transfer = [kb.HiddenStatesTerm(1.0), kb.AttentionTerm(1.0), kb.EmbeddingTerm(0.5)]
 config = dict(vocabulary_size=50, num_heads=2, max_sequence_length=16, dropout=0.0)
 with strategy.scope():
-    teacher = kb.BertClassifier(kb.BertBackbone(num_layers=2, hidden_dim=16, intermediate_dim=32, **config), num_classes=3, dropout=0.0)
-    student = kb.BertClassifier(kb.BertBackbone(num_layers=1, hidden_dim=8, intermediate_dim=16, **config), num_classes=3, dropout=0.0)
+    teacher_backbone = kb.BertBackbone(num_layers=2, hidden_dim=16, intermediate_dim=32, **config)
+    teacher = kb.BertClassifier(teacher_backbone, num_classes=3, dropout=0.0)
+    student_backbone = kb.BertBackbone(num_layers=1, hidden_dim=8, intermediate_dim=16, **config)
+    student = kb.BertClassifier(student_backbone, num_classes=3, dropout=0.0)
     distiller = Distiller(teacher, student, [kb.LogitsTerm(2.0, alpha=0.5), *transfer])
     distiller.compile(optimizer=keras.optimizers.SGD(0.5))
 losses = []
 class Record(keras.callbacks.Callback):
     def on_train_batch_end(self, batch, logs=None):
         losses.append(float(logs["loss"]))
-history = distiller.fit(tf.data.Dataset.from_tensor_slices((x, y)).batch(8), epochs=1, verbose=0, callbacks=[Record()])
+history = distiller.fit(
+    tf.data.Dataset.from_tensor_slices((x, y)).batch(8), epochs=1, verbose=0, callbacks=[Record()]
+)
 projection = distiller.hidden_projection.kernel.numpy() if transfer else np.zeros(1)
 print(json.dumps({"replicas": strategy.num_replicas_in_sync, "losses": losses,
                   "logs": {k: v[-1] for k, v in history.history.items()},
