@@ -1,9 +1,9 @@
 """What the CPU offers the speed of int8 and bf16 inference: its model name and the extensions
 that decide it (AVX2, AVX-512, VNNI, BF16, AMX), read from /proc/cpuinfo.
 
-The same int8 file ran at 0.32x float32's batch-1 latency on an AVX-512 VNNI machine and 0.75x
-on an AVX2-only AMD EPYC (issue 31), so every latency this project prints names the CPU it
-was measured on. Plain Python: nothing here imports TensorFlow.
+int8's gain over float32 differs several-fold between CPU kinds (docs/export.md, "Quantization"),
+so every latency this project prints names the CPU it was measured on. Plain Python: nothing here
+imports TensorFlow.
 """
 
 CPUINFO = "/proc/cpuinfo"

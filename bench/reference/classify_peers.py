@@ -19,9 +19,8 @@ What every peer shares
 - Batch-1 latency: --latency-sentences texts in file order, one call each (tokenize + forward,
   no padding), after 10 untimed calls; p50, p90 and mean in ms.
 - Threads: --threads (2) intra-op threads, one inter-op thread, in every runtime (below). Time
-  the peers on an idle machine: with the 2 cores shared (load average 3.8), PyTorch's OpenMP
-  threads spin at each barrier while the other is descheduled, and its batch-1 p50 on MiniLM
-  was 271 ms (29 ms with OMP_WAIT_POLICY=PASSIVE, 21 ms on one thread); this script leaves
+  the peers on an idle machine: on shared cores PyTorch's OpenMP threads spin at each barrier
+  while the other is descheduled, which multiplies its batch-1 latency; this script leaves
   OpenMP's defaults as users get them.
 - Memory: `peak_rss_mib` is the process's peak resident set (ru_maxrss) after loading and every
   timed run, before the correctness check (which loads the PyTorch fp32 model too);
@@ -71,10 +70,9 @@ The peers
   QAttention (`prepare.steps.ort_int8.quantized_ops` counts them: on MiniLM-L6 MatMulInteger 20,
   QAttention 6). The same session options.
 - onnxruntime_int8_per_channel: the same with per_channel=True (one scale per output channel of
-  each weight). On the smoke run's MiniLM (200 held-out MR sentences, one at a time, against ORT
-  fp32) per tensor kept 191 top labels with a mean |logit difference| of 0.061, per channel 196
-  and 0.028; reduce_range=True (ORT's advice against u8s8 saturation on CPUs without VNNI) made
-  it worse: 182 and 0.115 per tensor, 196 and 0.028 per channel.
+  each weight), which keeps ORT fp32's labels more often than per tensor on MiniLM;
+  reduce_range=True (ORT's advice against u8s8 saturation on CPUs without VNNI) is not used: it
+  kept fewer per tensor and no more per channel.
 - openvino_fp32: `openvino.convert_model` of the PyTorch model (transformers' default SDPA
   attention, which becomes OpenVINO's ScaledDotProductAttention op), with an example batch
   and every input dimension dynamic, saved as IR without fp16 compression; compiled for "CPU"

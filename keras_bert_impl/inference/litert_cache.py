@@ -1,9 +1,7 @@
 """Converted LiteRT files kept on disk, so a model's conversion is paid once and not by every
 process that runs it: `kbert predict` / `evaluate` with `--precision int8` or `--runtime litert`,
-and every start of `kbert serve` in those modes. Converting the fine-tuned MiniLM takes 6-7 s on
-the 2-core machine (timed alone, either quantization); with the file cached, a whole `kbert
-predict --precision int8` over the 4,000 MR sentences took 12.4 s against 17.3 s converting, at
-fp32's peak memory (bench/results/precision_process.json).
+and every start of `kbert serve` in those modes. What it saves a whole `kbert predict` process,
+and at what peak memory: bench/results/precision_process.json (its `_cached` contenders).
 OpenVINO's model cache and ONNX Runtime's optimized-model file do the same for their peers.
 
 Where: `$KBERT_CACHE_DIR/litert`, else `$XDG_CACHE_HOME/keras_bert_impl/litert`, else

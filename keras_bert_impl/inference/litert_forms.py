@@ -13,9 +13,7 @@ XNNPACK time outside the matmuls (issue 33, `perf` samples of LiteRT on the cpu_
   two MEANs, six full-size elementwise ops (SQUARED_DIFFERENCE, a MUL that broadcasts gamma
   times 1/std to the whole [B*S, H], two more MULs, two ADDs); here five: centre, square,
   scale by 1/std, gamma, beta.
-Measured (bench/results/litert_profile.json, [32, 32] forwards on that Xeon): 1.116x the Keras
-graph's speed in dynamic-range int8, 1.187x in float32; the int8 file's labels on cpu_peers'
-4,000 MR sentences give the same held-out accuracy (0.7963) as the Keras graph's did.
+The speed against the Keras graph, in int8 and float32: bench/results/litert_profile.json.
 
 The integer-only file's forms rescale each token before its variance (`integer_forms._norm`:
 int8 needs it); in a float graph that is three full-size passes more and changes nothing, so `norm`

@@ -2,18 +2,18 @@
 quantization), or unquantized in float32 (`--runtime litert`'s fp32).
 
 Why not Keras' own `model.quantize("int8")`: on this stack (Keras 3.15, TensorFlow 2.20) it
-makes the fine-tuned MiniLM 0.35x as fast as float32 (its int8 matmuls do not reach oneDNN's
-VNNI kernels through TensorFlow; bench/perf/inference_precision.py), though it works on our
+makes the fine-tuned MiniLM slower than float32 (its int8 matmuls do not reach oneDNN's VNNI
+kernels through TensorFlow; bench/results/inference_precision.json), though it works on our
 models and saves and loads as .keras (models/quantized_layers.py). TensorFlow offers no other
-maintained int8 route to oneDNN. TFLite's dynamic-range int8 is the maintained path that does reach the CPU's
-int8 dot-product units: the weights of every fully connected layer are stored in int8 with a
+maintained int8 route to oneDNN. TFLite's dynamic-range int8 is the maintained path that does
+reach the CPU's int8 dot-product units: the weights of every fully connected layer are stored in int8 with a
 scale per output channel, each batch's activations are quantized on the fly, and XNNPACK runs
 the products with its AVX512-VNNI kernels; LayerNorm, softmax and GELU stay float32. It is the
 quantization of `kbert export`'s `dynamic_int8` .tflite (through the one conversion home,
 keras_bert_impl.conversion), with the batch and length dimensions left free and the model's own
 input names, so length-bucketed batches of any shape run without retracing. A classifier is
 converted in `LiteRtForms` (the integer forms' forward with a plain LayerNorm: no UNPACK, leaner
-norms; 1.12x the Keras graph's speed in int8 on XNNPACK, litert_forms.py says how measured);
+norms; faster than the Keras graph on XNNPACK: bench/results/litert_profile.json);
 the files `kbert export` writes keep the Keras graph.
 
 Shape legend: B batch, T a batch's padded width.

@@ -14,15 +14,11 @@ grappler/optimizers/remapper.cc); it matches neither Keras 3's form nor the text
 exact GELU into the matmuls (`integer_forms._dense` adds biases as BiasAdd) and keep no per-call
 concatenation of the Q/K/V kernels.
 
-Measured (bench/results/forward_gap_xeon.json, the 125 batches of the 4,000 MR sentences on that
-Xeon, forwards only, 5 interleaved rounds): these forms 380.2 sentences/s against the Keras
-graph's 339.5 (1.126x; 1.146x in the run before), 0.750 of the run's fp32 matmul ceiling against
-0.670; LayerNorm 2.9 ms of the forward against 13.5. One LayerNorm of [1024, 384] alone: 0.60 ms
-against 1.36-1.47 ms in Keras' form (a scratch timing).
+The speed against the Keras graph: bench/results/forward_gap_xeon.json.
 
 Without oneDNN (TF_ENABLE_ONEDNN_OPTS=0, or a CPU TensorFlow runs Eigen on) the remapper does
-not fuse it, and Eigen's NCHW FusedBatchNorm is slower than the plain form (2.5 ms against 1.1 ms
-for the [1024, 384] LayerNorm): there `norm` is `LiteRtForms`' textbook one.
+not fuse it, and Eigen's NCHW FusedBatchNorm is slower than the plain form: there `norm` is
+`LiteRtForms`' textbook one.
 
 The padding mask adds the Keras model's MASK_VALUE (-1e9), not the integer forms' -30: this
 forward stands in for the model itself at fp32.

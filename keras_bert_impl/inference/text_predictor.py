@@ -5,15 +5,14 @@ padding. Here the texts of a chunk are tokenized at the model's sequence length 
 truncation is what padding to it would give), sorted by length, and each batch is cut to
 its own longest row (rounded up to a multiple of `bucket_multiple`, 1 by default: oneDNN and
 XNNPACK take any width without recompiling, and on MR sentences with MiniLM the exact width
-is 1.12x faster than multiples of 8 and 1.33x than multiples of 16, /tmp-free measurement in
-bench/perf/inference_throughput.py); the outputs go back to input order. Attention and
-pooling ignore padded positions, so the result equals padding every text to
+is faster than multiples of 16: bench/results/inference_throughput.json); outputs go back in order.
+Attention and pooling ignore padded positions, so the result equals padding every text to
 `sequence_length` (tests/inference: within 1e-5).
 
 `precision` and `runtime` pick the forward pass, as `ForwardResolver` (forward_resolver.py)
 decides and builds it: "fp32" the model's function in `OneDnnForms` (a `BertClassifier` computing
-in float32: its LayerNorms one oneDNN kernel each, 1.13-1.15x the Keras graph's speed on the Xeon
-of onednn_forms.py, within 1e-5 of it) or the model itself (a QuantizationAwareClassifier's
+in float32: its LayerNorms one oneDNN kernel each, faster than the Keras graph
+(bench/results/forward_gap_xeon.json), within 1e-5 of it) or the model itself (a QuantizationAwareClassifier's
 fake-quantized forward, a model under a mixed policy or quantized by Keras); "bf16" a copy under
 Keras' mixed_bfloat16 policy (`with_precision`); "int8" its dynamic-range int8 TFLite conversion on
 XNNPACK (`LiteRtForward`), or a QuantizationAwareClassifier's integer-only file
