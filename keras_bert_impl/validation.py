@@ -99,6 +99,16 @@ def check_divisible(hidden_dim, num_heads):
         )
 
 
+def check_distinct_names(name, names):
+    """`names` (a list) must be distinct non-empty strings; the errors call them `name`."""
+    bad = [n for n in names if not isinstance(n, str) or not n]
+    if bad:
+        raise ValueError(f"{name} must be non-empty strings. Received: {preview(bad)}")
+    if len(set(names)) != len(names):
+        duplicates = sorted({n for n in names if names.count(n) > 1})
+        raise ValueError(f"{name} must be distinct. Received duplicates: {preview(duplicates)}")
+
+
 def check_label_names(label_names, count, what="classes"):
     """None, or `count` distinct non-empty strings (a list, tuple or any iterable of them
     except a single string); returned as a list.
@@ -117,12 +127,7 @@ def check_label_names(label_names, count, what="classes"):
         raise ValueError(
             f"label_names must be a list of distinct non-empty strings. Received: label_names={label_names!r}"
         ) from None
-    bad = [n for n in names if not isinstance(n, str) or not n]
-    if bad:
-        raise ValueError(f"label_names must be non-empty strings. Received: {preview(bad)}")
-    if len(set(names)) != len(names):
-        duplicates = sorted({n for n in names if names.count(n) > 1})
-        raise ValueError(f"label_names must be distinct. Received duplicates: {preview(duplicates)}")
+    check_distinct_names("label_names", names)
     if len(names) != count:
         raise ValueError(
             f"label_names must name each of the {count} {what}. Received {len(names)} names: {preview(names)}"

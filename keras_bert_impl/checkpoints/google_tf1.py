@@ -6,20 +6,20 @@ import os
 import tensorflow as tf
 
 from keras_bert_impl.tokenization.vocabulary import vocabulary_is_uncased
-from keras_bert_impl.checkpoints.import_report import check_config_numbers, other_format_hint, read_json_file
+from keras_bert_impl.checkpoints.import_report import (
+    BERT_CONFIG_ARGUMENTS,
+    BERT_CONFIG_NUMBERS,
+    BERT_CONFIG_OPTIONAL,
+    BERT_CONFIG_REQUIRED,
+    backbone_kwargs_from_fields,
+    check_config_numbers,
+    read_format_config,
+)
 from keras_bert_impl.checkpoints.weight_map import build_and_load, read_checkpoint_vocabulary
 
-REQUIRED_FIELDS = (
-    "vocab_size",
-    "hidden_size",
-    "num_hidden_layers",
-    "num_attention_heads",
-    "intermediate_size",
-    "hidden_act",
-    "max_position_embeddings",
-    "type_vocab_size",
-)
-OPTIONAL_FIELDS = ("hidden_dropout_prob", "attention_probs_dropout_prob", "initializer_range")
+# hidden_act is required here (transformers' BertConfig defaults it).
+REQUIRED_FIELDS = (*BERT_CONFIG_REQUIRED, "hidden_act")
+OPTIONAL_FIELDS = BERT_CONFIG_OPTIONAL
 # Present in some of Google's releases (multilingual, Chinese) and without effect on BERT's encoder.
 INERT_FIELDS = (
     "directionality",
@@ -29,12 +29,7 @@ INERT_FIELDS = (
     "pooler_size_per_head",
     "pooler_type",
 )
-NUMBER_FIELDS = {
-    **{field: "size" for field in REQUIRED_FIELDS if field != "hidden_act"},
-    "hidden_dropout_prob": "probability",
-    "attention_probs_dropout_prob": "probability",
-    "initializer_range": "positive",
-}
+NUMBER_FIELDS = BERT_CONFIG_NUMBERS
 # Google's modeling.py implements "gelu" with the tanh approximation.
 HIDDEN_ACT = {"gelu": "gelu_approximate", "relu": "relu", "tanh": "tanh", "linear": "linear"}
 
@@ -54,18 +49,10 @@ def backbone_kwargs_from_google_config(config, source="bert_config.json"):
         raise ValueError(
             f"{source}: hidden_act={config['hidden_act']!r} is not supported; use one of {list(HIDDEN_ACT)}."
         )
-    return dict(
-        vocabulary_size=config["vocab_size"],
-        hidden_dim=config["hidden_size"],
-        num_layers=config["num_hidden_layers"],
-        num_heads=config["num_attention_heads"],
-        intermediate_dim=config["intermediate_size"],
+    return backbone_kwargs_from_fields(
+        config,
+        BERT_CONFIG_ARGUMENTS,
         activation=HIDDEN_ACT[config["hidden_act"]],
-        max_sequence_length=config["max_position_embeddings"],
-        num_segments=config["type_vocab_size"],
-        dropout=config.get("hidden_dropout_prob", 0.1),
-        attention_dropout=config.get("attention_probs_dropout_prob", 0.1),
-        initializer_range=config.get("initializer_range", 0.02),
         layer_norm_epsilon=1e-12,  # fixed in Google's layer_norm
     )
 
@@ -148,13 +135,9 @@ def load_google_checkpoint(src, with_heads=None):
     Returns:
         (BertBackbone or BertPretrainer, ImportReport)
     """
-    config_path = os.path.join(src, "bert_config.json")
-    if not os.path.exists(config_path):
-        raise FileNotFoundError(
-            f"No bert_config.json in {src}: point SRC at the unzipped Google release folder."
-            + other_format_hint(src, "google")
-        )
-    config = read_json_file(config_path)
+    config, config_path = read_format_config(
+        src, "bert_config.json", "the unzipped Google release folder", "google"
+    )
     kwargs = backbone_kwargs_from_google_config(config, config_path)
     prefix = checkpoint_prefix(src)
     arrays, ignored = {}, []

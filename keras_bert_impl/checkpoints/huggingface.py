@@ -6,7 +6,15 @@ import re
 import numpy as np
 
 from keras_bert_impl.tokenization.vocabulary import vocabulary_is_uncased
-from keras_bert_impl.checkpoints.import_report import check_config_numbers, other_format_hint, read_json_file
+from keras_bert_impl.checkpoints.import_report import (
+    BERT_CONFIG_ARGUMENTS,
+    BERT_CONFIG_NUMBERS,
+    BERT_CONFIG_REQUIRED,
+    backbone_kwargs_from_fields,
+    check_config_numbers,
+    read_format_config,
+    read_json_file,
+)
 from keras_bert_impl.checkpoints.weight_map import (
     backbone_variables,
     build_and_load,
@@ -14,22 +22,8 @@ from keras_bert_impl.checkpoints.weight_map import (
     read_checkpoint_vocabulary,
 )
 
-REQUIRED_FIELDS = (
-    "vocab_size",
-    "hidden_size",
-    "num_hidden_layers",
-    "num_attention_heads",
-    "intermediate_size",
-    "max_position_embeddings",
-    "type_vocab_size",
-)
-NUMBER_FIELDS = {
-    **{field: "size" for field in REQUIRED_FIELDS},
-    "hidden_dropout_prob": "probability",
-    "attention_probs_dropout_prob": "probability",
-    "initializer_range": "positive",
-    "layer_norm_eps": "epsilon",
-}
+REQUIRED_FIELDS = BERT_CONFIG_REQUIRED
+NUMBER_FIELDS = {**BERT_CONFIG_NUMBERS, "layer_norm_eps": "epsilon"}
 # In transformers, "gelu" is the exact erf form; these are its tanh variants.
 HIDDEN_ACT = {
     "gelu": "gelu",
@@ -196,19 +190,10 @@ def backbone_kwargs_from_huggingface_config(config, source="config.json"):
     act = config.get("hidden_act", "gelu")
     if act not in HIDDEN_ACT:
         raise ValueError(f"{source}: hidden_act={act!r} is not supported; use one of {list(HIDDEN_ACT)}.")
-    return dict(
-        vocabulary_size=config["vocab_size"],
-        hidden_dim=config["hidden_size"],
-        num_layers=config["num_hidden_layers"],
-        num_heads=config["num_attention_heads"],
-        intermediate_dim=config["intermediate_size"],
+    return backbone_kwargs_from_fields(
+        config,
+        {**BERT_CONFIG_ARGUMENTS, "layer_norm_epsilon": ("layer_norm_eps", 1e-12)},
         activation=HIDDEN_ACT[act],
-        max_sequence_length=config["max_position_embeddings"],
-        num_segments=config["type_vocab_size"],
-        dropout=config.get("hidden_dropout_prob", 0.1),
-        attention_dropout=config.get("attention_probs_dropout_prob", 0.1),
-        initializer_range=config.get("initializer_range", 0.02),
-        layer_norm_epsilon=config.get("layer_norm_eps", 1e-12),
     )
 
 
@@ -280,13 +265,9 @@ def load_huggingface_checkpoint(src, with_heads=None, allow_pickle=False):
     Returns:
         (BertBackbone or BertPretrainer, ImportReport)
     """
-    config_path = os.path.join(src, "config.json")
-    if not os.path.exists(config_path):
-        raise FileNotFoundError(
-            f"No config.json in {src}: point SRC at the folder holding the Hugging Face model files."
-            + other_format_hint(src, "huggingface")
-        )
-    config = read_json_file(config_path)
+    config, config_path = read_format_config(
+        src, "config.json", "the folder holding the Hugging Face model files", "huggingface"
+    )
     kwargs = backbone_kwargs_from_huggingface_config(config, config_path)
     tensors, weights_path = _read_tensors(src, allow_pickle)
     arrays, ignored, unknown, origin = translate_huggingface_names(tensors)

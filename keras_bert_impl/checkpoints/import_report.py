@@ -24,6 +24,54 @@ def read_json_file(path):
     return data
 
 
+def read_format_config(src, filename, what, format):
+    """(config, its path) from the JSON file `filename` in `src`; a missing one is a
+    FileNotFoundError that says `src` should be `what` (and names the format it looks like)."""
+    path = os.path.join(src, filename)
+    if not os.path.exists(path):
+        raise FileNotFoundError(
+            f"No {filename} in {src}: point SRC at {what}." + other_format_hint(src, format)
+        )
+    return read_json_file(path), path
+
+
+# BertBackbone's arguments and the bert_config.json fields that hold them (transformers' BertConfig
+# kept the names): a name is required, a (name, default) pair optional.
+BERT_CONFIG_ARGUMENTS = {
+    "vocabulary_size": "vocab_size",
+    "hidden_dim": "hidden_size",
+    "num_layers": "num_hidden_layers",
+    "num_heads": "num_attention_heads",
+    "intermediate_dim": "intermediate_size",
+    "max_sequence_length": "max_position_embeddings",
+    "num_segments": "type_vocab_size",
+    "dropout": ("hidden_dropout_prob", 0.1),
+    "attention_dropout": ("attention_probs_dropout_prob", 0.1),
+    "initializer_range": ("initializer_range", 0.02),
+}
+BERT_CONFIG_REQUIRED = tuple(field for field in BERT_CONFIG_ARGUMENTS.values() if isinstance(field, str))
+BERT_CONFIG_OPTIONAL = tuple(
+    field[0] for field in BERT_CONFIG_ARGUMENTS.values() if not isinstance(field, str)
+)
+# What each numeric field must hold (check_config_numbers' kinds).
+BERT_CONFIG_NUMBERS = {
+    **{field: "size" for field in BERT_CONFIG_REQUIRED},
+    "hidden_dropout_prob": "probability",
+    "attention_probs_dropout_prob": "probability",
+    "initializer_range": "positive",
+}
+
+
+def backbone_kwargs_from_fields(config, fields, **given):
+    """BertBackbone arguments read from a checkpoint's `config` through `fields` (argument -> field,
+    or -> (field, default) for an optional one), with the `given` ones that no field holds."""
+    kwargs = {
+        argument: config[field] if isinstance(field, str) else config.get(*field)
+        for argument, field in fields.items()
+    }
+    return {**kwargs, **given}
+
+
 # What a config's numeric fields must hold, by kind: (test, how it is said).
 _NUMBER_KINDS = {
     "size": (lambda v: isinstance(v, int) and not isinstance(v, bool) and v > 0, "a positive integer"),

@@ -9,7 +9,12 @@ import re
 
 import numpy as np
 
-from keras_bert_impl.checkpoints.import_report import other_format_hint, read_json_file
+from keras_bert_impl.checkpoints.import_report import (
+    BERT_CONFIG_ARGUMENTS,
+    backbone_kwargs_from_fields,
+    other_format_hint,
+    read_json_file,
+)
 from keras_bert_impl.checkpoints.weight_map import (
     assign_weights,
     backbone_variables,
@@ -87,6 +92,22 @@ def _probe_activation(fn):
     )
 
 
+# BertBackbone's arguments and the BertEncoder get_config() keys that hold them: bert_config.json's
+# names but for five (and no initializer_range: it saves an initializer object, not read here).
+_ENCODER_ARGUMENTS = {
+    **{
+        argument: field
+        for argument, field in BERT_CONFIG_ARGUMENTS.items()
+        if argument != "initializer_range"
+    },
+    "num_layers": "num_layers",
+    "intermediate_dim": "inner_dim",
+    "max_sequence_length": "max_sequence_length",
+    "dropout": ("output_dropout", 0.1),
+    "attention_dropout": ("attention_dropout", 0.1),
+}
+
+
 def backbone_kwargs_from_model_garden(encoder):
     # By name, so that this module needs tf-models-official only when it is given one of its encoders.
     if not {"BertEncoder", "BertEncoderV2"} & {cls.__name__ for cls in type(encoder).__mro__}:
@@ -114,17 +135,10 @@ def backbone_kwargs_from_model_garden(encoder):
             "factorised embeddings); not supported."
         )
     block = encoder.transformer_layers[0]
-    return dict(
-        vocabulary_size=config["vocab_size"],
-        hidden_dim=config["hidden_size"],
-        num_layers=config["num_layers"],
-        num_heads=config["num_attention_heads"],
-        intermediate_dim=config["inner_dim"],
+    return backbone_kwargs_from_fields(
+        config,
+        _ENCODER_ARGUMENTS,
         activation=_probe_activation(block._intermediate_activation_layer),
-        max_sequence_length=config["max_sequence_length"],
-        num_segments=config["type_vocab_size"],
-        dropout=config.get("output_dropout", 0.1),
-        attention_dropout=config.get("attention_dropout", 0.1),
         layer_norm_epsilon=block._norm_epsilon,
     )
 

@@ -6,17 +6,22 @@ import numpy as np
 from keras_bert_impl.validation import check_label_names, check_positive_int, preview  # noqa: F401
 
 
-def as_ids(name, values, ndim):
-    """`values` as an int64 array of rank `ndim`; floats are accepted only when they hold whole numbers."""
+def _numeric_array(name, values, ndim, shaped, holding):
+    """`values` as an array of rank `ndim` holding integers or floats (not booleans); the errors say
+    what `name` must be (`shaped`) and hold (`holding`)."""
     array = np.asarray(values)
     if array.ndim != ndim:
-        raise ValueError(
-            f"{name} must be {ndim}-D integer class ids. Received: {name} with shape {array.shape}"
-        )
+        raise ValueError(f"{name} must be {shaped}. Received: {name} with shape {array.shape}")
     if array.dtype == bool or not (
         np.issubdtype(array.dtype, np.integer) or np.issubdtype(array.dtype, np.floating)
     ):
-        raise ValueError(f"{name} must hold integer class ids. Received: {name} of dtype {array.dtype}")
+        raise ValueError(f"{name} must hold {holding}. Received: {name} of dtype {array.dtype}")
+    return array
+
+
+def as_ids(name, values, ndim):
+    """`values` as an int64 array of rank `ndim`; floats are accepted only when they hold whole numbers."""
+    array = _numeric_array(name, values, ndim, f"{ndim}-D integer class ids", "integer class ids")
     if np.issubdtype(array.dtype, np.floating):
         bad = array[~np.isfinite(array) | (array != np.round(array))] if array.size else array
         if bad.size:
@@ -40,16 +45,7 @@ def check_range(name, ids, num_classes):
 
 def as_scores(name, values, ndim):
     """`values` as a finite float64 array of rank `ndim`."""
-    array = np.asarray(values)
-    if array.ndim != ndim:
-        raise ValueError(
-            f"{name} must be a {ndim}-D array of scores. Received: {name} with shape {array.shape}"
-        )
-    if array.dtype == bool or not (
-        np.issubdtype(array.dtype, np.integer) or np.issubdtype(array.dtype, np.floating)
-    ):
-        raise ValueError(f"{name} must hold numbers. Received: {name} of dtype {array.dtype}")
-    array = array.astype(np.float64)
+    array = _numeric_array(name, values, ndim, f"a {ndim}-D array of scores", "numbers").astype(np.float64)
     if not np.all(np.isfinite(array)):
         bad = np.argwhere(~np.isfinite(array))[0].tolist()
         raise ValueError(f"{name} must be finite. Received: {array[tuple(bad)]} at index {bad}")

@@ -13,16 +13,19 @@ Shape legend: B batch, T a batch's padded width (at most S), S the file's sequen
 
 import numpy as np
 
-from keras_bert_impl.tensor_names import EXPORT_ID_INPUTS, MODEL_ID_INPUTS, SERVING_ENDPOINT
+from keras_bert_impl.tensor_names import EXPORT_ID_INPUTS, MODEL_ID_INPUTS
 from keras_bert_impl.conversion.native_log import native_output_held
-from keras_bert_impl.inference.id_checks import check_id_arrays
-from keras_bert_impl.inference.litert_cache import LiteRtCache
-from keras_bert_impl.validation import check_positive_int, check_sequence_length
+from keras_bert_impl.inference.litert_signature import (
+    FROM_ENVIRONMENT,
+    LiteRtSignature,
+    backbone_id_sizes,
+    litert_cache,
+    litert_threads,
+)
+from keras_bert_impl.validation import check_sequence_length
 
-FROM_ENVIRONMENT = "environment"
 
-
-class IntegerFileForward:
+class IntegerFileForward(LiteRtSignature):
     """`(token_ids, segment_ids, padding_mask) -> {output: float32 [B, C]}` of a trained
     `QuantizationAwareClassifier`, computed by its integer-only .tflite at [1, sequence_length].
 
@@ -46,8 +49,6 @@ class IntegerFileForward:
     """
 
     def __init__(self, model, sequence_length, num_threads=None, cache=FROM_ENVIRONMENT):
-        import os
-
         from keras_bert_impl.conversion.integer_only import convert_integer_only
         from keras_bert_impl.models.quantization_aware_classifier import QuantizationAwareClassifier
 
@@ -60,46 +61,20 @@ class IntegerFileForward:
         self.sequence_length = check_sequence_length(
             "sequence_length", sequence_length, backbone.max_sequence_length
         )
-        num_threads = len(os.sched_getaffinity(0)) if num_threads is None else num_threads
-        check_positive_int("num_threads", num_threads)
-        if isinstance(cache, str) and cache == FROM_ENVIRONMENT:
-            cache = LiteRtCache.from_environment()
-        elif cache is not None and not isinstance(cache, LiteRtCache):
-            raise ValueError(
-                f"cache must be {FROM_ENVIRONMENT!r}, a LiteRtCache or None. Received: cache={cache!r}"
-            )
+        num_threads = litert_threads(num_threads)
+        cache = litert_cache(cache)
         model.learned_ranges()  # its ValueError names the first untrained range and the fix
 
         def convert():
             with native_output_held():
                 return convert_integer_only(model, self.sequence_length)
 
+        self._id_sizes, self._max_length = backbone_id_sizes(backbone), self.sequence_length
         # The file is static: its length is part of what is kept.
-        quantization = f"int8_only/{self.sequence_length}"
-        self.flatbuffer = convert() if cache is None else cache.flatbuffer(model, quantization, convert)
-        self.cache_outcome = None if cache is None else cache.last
-        self._id_sizes = {
-            "token_ids": backbone.vocabulary_size,
-            "segment_ids": backbone.num_segments,
-            "padding_mask": 2,
-        }
-        from ai_edge_litert.interpreter import Interpreter
-
-        with native_output_held():
-            self._interpreter = Interpreter(model_content=self.flatbuffer, num_threads=num_threads)
-            self._runner = self._interpreter.get_signature_runner(SERVING_ENDPOINT)
-        self.output_names = tuple(sorted(self._runner.get_output_details()))
-
-    @property
-    def size_bytes(self):
-        return len(self.flatbuffer)
+        self._open(model, f"int8_only/{self.sequence_length}", convert, cache, num_threads)
 
     def __call__(self, token_ids, segment_ids, padding_mask):
-        feed = {
-            name: np.asarray(value, np.int32)
-            for name, value in zip(MODEL_ID_INPUTS, (token_ids, segment_ids, padding_mask))
-        }
-        check_id_arrays(feed, self._id_sizes, self.sequence_length)
+        feed = self._feed(token_ids, segment_ids, padding_mask)
         rows, width = feed["token_ids"].shape
         # The file's inputs are the exports' names (ids, mask, segment_ids), each [1, S].
         padded = {name: np.zeros((rows, self.sequence_length), np.int32) for name in MODEL_ID_INPUTS}

@@ -45,14 +45,11 @@ class LiteRtForms(IntegerForms):
     """`classifier_forward`'s hooks for a float TFLite graph: the base's plain float forward
     with LayerNorm as MEAN, SUB, MUL, MEAN, RSQRT and a scale and offset.
 
-    Example:
-    >>> from keras_bert_impl.models.integer_forms import classifier_forward
-    >>> backbone = kb.BertBackbone.from_preset("bert_tiny", vocabulary_size=100)
-    >>> model = kb.BertClassifier(backbone, num_classes=2)
-    >>> ids = np.array([[2, 7, 3, 0]], "int32")
-    >>> inputs = {"token_ids": ids, "padding_mask": ids > 0, "segment_ids": np.zeros_like(ids)}
-    >>> logits = classifier_forward(model, inputs, LiteRtForms())["logits"]
-    >>> bool(np.allclose(logits, model(inputs)["logits"], atol=1e-5))
+    Example (its LayerNorm; the whole forward is `IntegerForms`' example with `LiteRtForms()`):
+    >>> layer = keras.layers.LayerNormalization(epsilon=1e-12)
+    >>> x = np.random.default_rng(0).normal(size=(2, 3, 8)).astype("float32")
+    >>> keras_norm = layer(x)  # builds its scale and offset
+    >>> bool(np.allclose(LiteRtForms().norm("norm", layer, x), keras_norm, atol=1e-5))
     True
     """
 

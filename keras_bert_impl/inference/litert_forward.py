@@ -19,29 +19,29 @@ the files `kbert export` writes keep the Keras graph.
 Shape legend: B batch, T a batch's padded width.
 """
 
-import os
-
 import numpy as np
 import tensorflow as tf
 
 from keras_bert_impl.conversion.native_log import native_output_held
 from keras_bert_impl.conversion.tflite_converter import convert_endpoint
 from keras_bert_impl.conversion.input_contract import id_signature, named_endpoint
-from keras_bert_impl.tensor_names import MODEL_ID_INPUTS, SERVING_ENDPOINT
-from keras_bert_impl.inference.id_checks import check_id_arrays
-from keras_bert_impl.inference.litert_cache import LiteRtCache
+from keras_bert_impl.tensor_names import MODEL_ID_INPUTS
+from keras_bert_impl.inference.litert_signature import (
+    FROM_ENVIRONMENT,
+    LiteRtSignature,
+    backbone_id_sizes,
+    litert_cache,
+    litert_threads,
+)
 from keras_bert_impl.inference.litert_forms import LiteRtForms, computes_in_forms
 from keras_bert_impl.models.integer_forms import classifier_forward
 from keras_bert_impl.precisions import LITERT_QUANTIZATION
-from keras_bert_impl.validation import check_positive_int
 
 # What LiteRtForward can run: its int8, and the float graph (fp32 on the litert runtime).
 LITERT_QUANTIZATIONS = tuple(LITERT_QUANTIZATION.values())
-# LiteRtForward's `cache` default: the LiteRtCache KBERT_CACHE_DIR names (or the user cache folder's).
-FROM_ENVIRONMENT = "environment"
 
 
-class LiteRtForward:
+class LiteRtForward(LiteRtSignature):
     """`(token_ids, segment_ids, padding_mask) -> {output: float32 array}` of a Keras BERT
     model, computed by its TFLite conversion on XNNPACK: dynamic-range int8 by default. A
     ValueError names the first input of a call that is not [B, S] ids inside the model's tables
@@ -72,62 +72,30 @@ class LiteRtForward:
             raise ValueError("LiteRtForward needs a built model (call it once, or load a trained one).")
         # Each call's inputs are checked against the backbone's tables (a model without one: unchecked).
         backbone = getattr(model, "backbone", None)
-        self._id_sizes = (
-            None
-            if backbone is None
-            else {
-                "token_ids": backbone.vocabulary_size,
-                "segment_ids": backbone.num_segments,
-                "padding_mask": 2,
-            }
-        )
-        self._max_sequence_length = None if backbone is None else backbone.max_sequence_length
-        if num_threads is None:
-            num_threads = len(os.sched_getaffinity(0))
-        check_positive_int("num_threads", num_threads)
+        self._id_sizes = None if backbone is None else backbone_id_sizes(backbone)
+        self._max_length = None if backbone is None else backbone.max_sequence_length
+        num_threads = litert_threads(num_threads)
         if quantization not in LITERT_QUANTIZATIONS:
             raise ValueError(
                 f"quantization must be one of {LITERT_QUANTIZATIONS}. Received: quantization={quantization!r}"
             )
-        if isinstance(cache, str) and cache == FROM_ENVIRONMENT:
-            cache = LiteRtCache.from_environment()
-        elif cache is not None and not isinstance(cache, LiteRtCache):
-            raise ValueError(
-                f"cache must be {FROM_ENVIRONMENT!r}, a LiteRtCache or None. Received: cache={cache!r}"
-            )
-        # ai_edge_litert is imported here: it is only needed when int8 is asked for.
-        from ai_edge_litert.interpreter import Interpreter
+        cache = litert_cache(cache)
 
         def convert():
             with native_output_held():
                 return convert_for_litert(model, quantization)
 
         # The cache's own warnings (a damaged or unwritable file) are outside the capture.
-        self.flatbuffer = convert() if cache is None else cache.flatbuffer(model, quantization, convert)
-        # "hit", "miss" (converted and kept), "uncached" (a model the cache cannot key) or None (no cache).
-        self.cache_outcome = None if cache is None else cache.last
+        self._open(model, quantization, convert, cache, num_threads)
         with native_output_held():
-            self._interpreter = Interpreter(model_content=self.flatbuffer, num_threads=num_threads)
-            self._runner = self._interpreter.get_signature_runner(SERVING_ENDPOINT)
             # XNNPACK is applied (and says so) on the first run: here, inside the capture.
             ids = np.ones((1, 4), np.int32)
             self._runner(token_ids=ids, segment_ids=np.zeros_like(ids), padding_mask=ids)
-        self.output_names = tuple(sorted(self._runner.get_output_details()))
-
-    @property
-    def size_bytes(self):
-        return len(self.flatbuffer)
 
     def __call__(self, token_ids, segment_ids, padding_mask):
         # The signature runner resizes its inputs to each batch's [B, T] (and re-plans its
         # buffers only when the shape changed).
-        feed = {
-            name: np.asarray(value, np.int32)
-            for name, value in zip(MODEL_ID_INPUTS, (token_ids, segment_ids, padding_mask))
-        }
-        if self._id_sizes is not None:  # the interpreter checks none of it (id_checks.py)
-            check_id_arrays(feed, self._id_sizes, self._max_sequence_length)
-        outputs = self._runner(**feed)
+        outputs = self._runner(**self._feed(token_ids, segment_ids, padding_mask))
         return {name: np.array(value, np.float32) for name, value in outputs.items()}
 
 

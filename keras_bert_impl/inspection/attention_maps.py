@@ -52,22 +52,11 @@ class AttentionMaps:
 
     def check_layer(self, layer, name="layer"):
         """A 0-based layer index (negative counts from the end), checked against the model."""
-        check_int(name, layer)
-        if not -self.num_layers <= layer < self.num_layers:
-            raise ValueError(
-                f"{name} must be in [0, {self.num_layers - 1}] (or -1 for the last) for this "
-                f"{self.num_layers}-layer model. Received: {name}={layer}"
-            )
-        return layer % self.num_layers
+        n = self.num_layers
+        return _index_in(name, layer, n, f" (or -1 for the last) for this {n}-layer model")
 
     def check_head(self, head, name="head"):
-        check_int(name, head)
-        if not -self.num_heads <= head < self.num_heads:
-            raise ValueError(
-                f"{name} must be in [0, {self.num_heads - 1}] for this model's {self.num_heads} heads. "
-                f"Received: {name}={head}"
-            )
-        return head % self.num_heads
+        return _index_in(name, head, self.num_heads, f" for this model's {self.num_heads} heads")
 
     @classmethod
     def compute(cls, backbone, text, text_b=None, sequence_length=DEFAULT_SEQUENCE_LENGTH):
@@ -109,3 +98,11 @@ class AttentionMaps:
             "truncated": self.truncated,
             "probabilities": np.round(self.probabilities, 4).tolist(),
         }
+
+
+def _index_in(name, index, count, which):
+    """`index` in [0, count) (a negative one counts from the end); the error says `which` count."""
+    check_int(name, index)
+    if not -count <= index < count:
+        raise ValueError(f"{name} must be in [0, {count - 1}]{which}. Received: {name}={index}")
+    return index % count

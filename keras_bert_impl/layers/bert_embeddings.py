@@ -80,20 +80,14 @@ class BertEmbeddings(keras.layers.Layer):
         self.initializer_range = initializer_range
 
         initializer = keras.initializers.TruncatedNormal(stddev=initializer_range)
-        self.token_embedding = keras.layers.Embedding(
-            vocabulary_size,
-            hidden_dim,
-            embeddings_initializer=initializer,
-            name="token_embedding",
-            dtype=self.dtype_policy,
-        )
-        self.segment_embedding = keras.layers.Embedding(
-            num_segments,
-            hidden_dim,
-            embeddings_initializer=initializer,
-            name="segment_embedding",
-            dtype=self.dtype_policy,
-        )
+
+        def embedding(rows, name):
+            return keras.layers.Embedding(
+                rows, hidden_dim, embeddings_initializer=initializer, name=name, dtype=self.dtype_policy
+            )
+
+        self.token_embedding = embedding(vocabulary_size, "token_embedding")
+        self.segment_embedding = embedding(num_segments, "segment_embedding")
         self.layer_norm = keras.layers.LayerNormalization(
             epsilon=layer_norm_epsilon, name="layer_norm", dtype=self.dtype_policy
         )

@@ -186,9 +186,6 @@ class _TrainingForms(IntegerForms):
     # way, one level apart from a float product rounded once (on MiniLM, 0.4% of the attention
     # products), and the network amplifies a level into labels (tested op by op against the file).
     def dense(self, name, layer, x, source):
-        if self.training:
-            return super().dense(name, layer, x, source)
-
         def integer():
             kernel = self.weight(layer.kernel)
             kernel_scale = ops.maximum(ops.max(ops.abs(kernel), axis=0), 1e-12) / 127.0  # [out], per channel
@@ -210,9 +207,6 @@ class _TrainingForms(IntegerForms):
         )
 
     def matmul(self, name, a, a_source, b, b_source):
-        if self.training:
-            return super().matmul(name, a, a_source, b, b_source)
-
         def integer():
             (a_scale, _), (b_scale, b_zero), (out_scale, out_zero) = (
                 self._grid(s) for s in (a_source, b_source, name)
@@ -235,9 +229,6 @@ class _TrainingForms(IntegerForms):
         )
 
     def add(self, name, a, a_source, b, b_source):
-        if self.training:
-            return super().add(name, a, a_source, b, b_source)
-
         def integer():
             # XNNPACK's int8 ADD: each input's rescale to the output as an integer multiplier of
             # 21 bits for the larger one, the products summed and shifted right rounding half up.
@@ -261,9 +252,6 @@ class _TrainingForms(IntegerForms):
         )
 
     def mean(self, name, x, source):
-        if self.training:
-            return super().mean(name, x, source)
-
         def integer():
             # The sum of the levels, exact in float32 below 2^24 / 255 terms, rescaled as XNNPACK
             # does: a mean of float values loses the low bits of a sum that cancels nearly to 0,
@@ -296,8 +284,11 @@ class _TrainingForms(IntegerForms):
         return _scale(high, low), ops.round(ops.clip(-low / ((high - low) / 255.0), 0.0, 255.0)) - 128.0
 
     def _if_trained(self, sources, integer, fallback):
-        """`integer()` where every point of `sources` has its range, else `fallback()` (a point
-        never trained stays float, as in `ActivationRanges.fake_quantize`)."""
+        """In training `fallback()`, the float op; in inference `integer()` where every point of
+        `sources` has its range, else `fallback()` (a point never trained stays float, as in
+        `ActivationRanges.fake_quantize`)."""
+        if self.training:
+            return fallback()
         seen = [
             self.ranges._ranges[s][2] > 0 for s in sources if isinstance(s, str)
         ]  # one at least: the output

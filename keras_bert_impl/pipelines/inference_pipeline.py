@@ -8,6 +8,7 @@ import re
 import shutil
 
 from keras_bert_impl.pipelines.shard_files import read_sidecar, staging_folder
+from keras_bert_impl.pipelines.pipeline_options import spread_tasks
 
 
 class InferencePipeline:
@@ -80,15 +81,9 @@ class InferencePipeline:
             return self._finish(staging)
         handler = KeyedModelHandler(TextModelHandler(self.load, self.max_batch_size))
         with beam.Pipeline(options=options) as pipeline:
-            read = (
-                pipeline
-                | "Shards" >> beam.Create(todo)
-                | "Spread" >> beam.Reshuffle()
-                | "Read"
-                >> beam.ParDo(ShardReader(self.read_lines, self.blank_row is not None)).with_outputs(
-                    ShardReader.SHARDS, main="texts"
-                )
-            )
+            read = spread_tasks(pipeline, "Shards", todo) | "Read" >> beam.ParDo(
+                ShardReader(self.read_lines, self.blank_row is not None)
+            ).with_outputs(ShardReader.SHARDS, main="texts")
             results = (
                 read.texts
                 | "Infer" >> RunInference(handler)

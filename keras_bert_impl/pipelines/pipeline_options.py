@@ -1,4 +1,5 @@
-"""`--runner NAME --workers N [runner options...]` -> Beam's PipelineOptions."""
+"""`--runner NAME --workers N [runner options...]` -> Beam's PipelineOptions, and a pipeline's
+work spread over those workers."""
 
 # The short names `kbert --runner` takes; any other name goes to Beam as written (a runner class
 # name, e.g. PrismRunner), so new runners need nothing here.
@@ -45,3 +46,11 @@ def pipeline_options(runner, workers=None, extra_args=()):
     # Dataflow and the portable runners ship the main session's imports otherwise only by name.
     args += ["--save_main_session"] if name != "DirectRunner" else []
     return PipelineOptions(args)
+
+
+def spread_tasks(pipeline, label, items):
+    """`items` as a PCollection of one task each (labelled `label`): without the reshuffle a
+    runner may keep `beam.Create`'s one bundle, so all the work, on one worker."""
+    import apache_beam as beam
+
+    return pipeline | label >> beam.Create(items) | "Spread" >> beam.Reshuffle()

@@ -5,6 +5,7 @@ import os
 import shutil
 
 from keras_bert_impl.pipelines.shard_files import atomic_file, read_sidecar, staging_folder, write_sidecar
+from keras_bert_impl.pipelines.pipeline_options import spread_tasks
 
 
 class PretrainingPipeline:
@@ -72,10 +73,7 @@ class PretrainingPipeline:
         os.makedirs(staging)
         with beam.Pipeline(options=options) as pipeline:
             _ = (
-                pipeline
-                | "Splits" >> beam.Create(splits)
-                # One split per task: without it a runner may keep Create's one bundle on one worker.
-                | "Spread" >> beam.Reshuffle()
+                spread_tasks(pipeline, "Splits", splits)
                 | "Examples"
                 >> beam.ParDo(SplitExamples(self.builder_settings, self.paths, self.format, names.num_shards))
                 | "ByShard" >> beam.GroupByKey()

@@ -4,6 +4,7 @@ import json
 import math
 
 from keras_bert_impl.atomic_write import write_json_atomically
+from keras_bert_impl.validation import check_distinct_names
 
 
 def _as_number(label):
@@ -33,12 +34,7 @@ class LabelVocabulary:
 
     def __init__(self, labels):
         labels = list(labels)
-        bad = [label for label in labels if not isinstance(label, str) or not label]
-        if bad:
-            raise ValueError(f"Labels must be non-empty strings. Received: {bad[:5]!r}")
-        if len(set(labels)) != len(labels):
-            duplicates = sorted({label for label in labels if labels.count(label) > 1})
-            raise ValueError(f"Labels must be distinct. Received duplicates: {duplicates[:5]!r}")
+        check_distinct_names("Labels", labels)
         if not labels:
             raise ValueError("A label vocabulary needs at least one label. Received: labels=[]")
         self.labels = labels
