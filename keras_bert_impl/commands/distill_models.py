@@ -2,9 +2,10 @@
 
 from keras_bert_impl.commands.distill_flags import layer_map_text
 from keras_bert_impl.commands.errors import UsageError
+from keras_bert_impl.commands.training_flags import compile_for_training
 
 
-def task_models(args, teacher, teacher_path, data, train_steps, tr):
+def task_models(args, teacher, teacher_path, data, train_steps):
     """The student head on its backbone and the compiled Distiller (inside the run's scope)."""
     backbone, init = _student_backbone(args, teacher.backbone)
     if teacher.pooling == "mean":
@@ -27,18 +28,18 @@ def task_models(args, teacher, teacher_path, data, train_steps, tr):
         temperature=args.temperature,
         alpha=args.alpha,
     )
-    tr.compile_for_training(distiller, args, train_steps)
+    compile_for_training(distiller, args, train_steps)
     return student, distiller, init
 
 
-def general_models(args, teacher, train_steps, tr):
+def general_models(args, teacher, train_steps):
     """The student backbone and the compiled Distiller of two encoders (inside the run's scope)."""
     student, init = _student_backbone(args, teacher)
     # No term reads the pooler: frozen while distilling (no optimizer moments, no Keras
     # warning about missing gradients), trainable again in the saved encoder.
     student.pooler.trainable = False
     distiller = _distiller(args, teacher, student, teacher, student, args.teacher, alpha=0.0)
-    tr.compile_for_training(distiller, args, train_steps)
+    compile_for_training(distiller, args, train_steps)
     return student, distiller, init
 
 

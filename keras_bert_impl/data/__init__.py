@@ -21,4 +21,6 @@ from keras_bert_impl.data.pretraining_instance import PretrainingInstance
 from keras_bert_impl.data.pretraining_masker import PretrainingMasker
 from keras_bert_impl.data.pretraining_record_reader import PretrainingRecordReader
 from keras_bert_impl.data.pretraining_record_writer import PretrainingRecordWriter
+from keras_bert_impl.data.stratified_split import stratified_split
 from keras_bert_impl.data.transfer_dataset import transfer_dataset
+from keras_bert_impl.data.unigram_baseline import unigram_baseline

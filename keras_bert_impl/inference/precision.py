@@ -48,7 +48,8 @@ def with_precision(model, precision):
         raise ValueError("with_precision needs a built model (call it once, or load a trained one).")
     if quantized:
         raise ValueError(
-            f"with_precision({precision!r}) needs a float model; this one was quantized ({', '.join(quantized)}) "
+            f"with_precision({precision!r}) needs a float model; this one was quantized "
+            f"({', '.join(quantized)}) "
             "with model.quantize. Load the float model it came from instead."
         )
     return rebuilt(model, _POLICIES[precision])

@@ -16,3 +16,4 @@ from keras_bert_impl.models.masked_sparse_crossentropy import MaskedSparseCrosse
 from keras_bert_impl.models.presets import BERT_PRESETS
 from keras_bert_impl.models.quantization_aware_classifier import QuantizationAwareClassifier
 from keras_bert_impl.models.student_init import backbone_from_layers, embeddings_from_teacher
+from keras_bert_impl.models.task_heads import best_monitor, build_head

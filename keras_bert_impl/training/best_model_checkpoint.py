@@ -44,7 +44,8 @@ class BestModelCheckpoint(keras.callbacks.Callback):
     >>> model = keras.Sequential([keras.Input((4,)), keras.layers.Dense(1)])
     >>> model.compile(optimizer="sgd", loss="mse")
     >>> best = BestModelCheckpoint("run/best.keras", monitor="val_loss", mode="min")
-    >>> _ = model.fit(np.ones((8, 4)), np.ones((8, 1)), validation_split=0.25, epochs=3, callbacks=[best], verbose=0)
+    >>> x, y = np.ones((8, 4)), np.ones((8, 1))
+    >>> _ = model.fit(x, y, validation_split=0.25, epochs=3, callbacks=[best], verbose=0)
     >>> best.best_epoch, sorted(os.listdir("run"))  # the model of the lowest val_loss, and that score
     (2, ['best.keras', 'best.keras.json'])
     """
