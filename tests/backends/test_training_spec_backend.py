@@ -51,8 +51,10 @@ def test_jax_trains_and_saves_a_run_folder_through_the_spec(tmp_path):
     assert report["returned_metrics_equal_file"] is True
     assert report["second_call"] is None  # the finished run is left as it is
     assert report["saved_class"] == "BertClassifier"
-    # The model JAX saved gives TensorFlow the logits it gave JAX.
+    # The model JAX saved gives TensorFlow the outputs it gave JAX.
     model = keras.saving.load_model(tmp_path / "run" / "model.keras")
-    np.testing.assert_allclose(
-        model.predict(inputs, verbose=0), np.load(tmp_path / "logits.npy"), atol=1e-5, rtol=0
-    )
+    expected = model.predict(inputs, verbose=0)
+    with np.load(tmp_path / "outputs.npz") as got:
+        assert sorted(got.files) == sorted(expected)
+        for key in got.files:
+            np.testing.assert_allclose(got[key], expected[key], atol=1e-5, rtol=0)

@@ -6,7 +6,7 @@ TensorFlow (tests/backends/test_training_spec_backend.py starts it in `.venv-jax
 Trains a tiny classifier on numpy batches into FOLDER/run, twice the same spec (the second
 call must find the run finished), then prints one JSON object: what the folder holds, the
 run's record and metrics, whether TensorFlow was imported, and the saved model's logits on
-INPUTS.npz (written to FOLDER/logits.npy) for the TensorFlow side to compare.
+INPUTS.npz (written to FOLDER/outputs.npz) for the TensorFlow side to compare.
 """
 
 import json
@@ -74,8 +74,10 @@ def main(folder, inputs_path):
         metrics = json.load(f)
     model = keras.saving.load_model(os.path.join(run, "model.keras"))
     with np.load(inputs_path) as loaded:
-        logits = keras.ops.convert_to_numpy(model.predict(dict(loaded), verbose=0))
-    np.save(os.path.join(folder, "logits.npy"), logits)
+        outputs = model.predict(dict(loaded), verbose=0)  # the head's named outputs
+    np.savez(
+        os.path.join(folder, "outputs.npz"), **{k: keras.ops.convert_to_numpy(v) for k, v in outputs.items()}
+    )
     report = {
         "backend": keras.backend.backend(),
         "tensorflow_imported": "tensorflow" in sys.modules,
