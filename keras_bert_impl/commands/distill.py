@@ -88,8 +88,7 @@ def _teacher(args, strategy):
         # float classifier it wraps (what its other export files hold), and is built like it.
         print(
             f"kbert distill: --teacher {teacher_path} is quantization-aware: distilling from the float "
-            "classifier "
-            "it wraps",
+            "classifier it wraps",
             file=sys.stderr,
         )
         teacher = teacher.classifier
@@ -117,21 +116,23 @@ def _teacher(args, strategy):
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
-class _TaskData:
-    """What `TrainingData` holds, and the teacher and readers the student is built and scored with."""
+class _DistillData:
+    """What `TrainingData` holds, the teacher, and (task distillation) what the student is scored with."""
 
     dataset_fn: object
     epochs: int
     steps_per_epoch: int
     validation: object
     teacher: object
-    teacher_path: str
-    task: str
-    label_names: list
-    layout: dict
-    eval_reader: object
-    length_buckets: bool
     seq_len: int
+    teacher_path: str = None
+    task: str = None
+    layout: dict = None
+    eval_reader: object = None
+
+    @property
+    def label_names(self):
+        return list(self.teacher.label_names)
 
 
 def _teacher_length(args, stored, teacher_backbone):
@@ -159,7 +160,7 @@ def _task_data(args, run):
         f"{run.strategy.num_replicas_in_sync} replica(s)",
         file=sys.stderr,
     )
-    return _TaskData(
+    return _DistillData(
         dataset_fn=_transfer_set(args, preprocessor, texts, texts_b, targets, unlabeled),
         epochs=args.epochs,
         steps_per_epoch=steps,
@@ -167,10 +168,8 @@ def _task_data(args, run):
         teacher=teacher,
         teacher_path=teacher_path,
         task=task,
-        label_names=list(teacher.label_names),
         layout=layout,
         eval_reader=eval_reader,
-        length_buckets=not args.fixed_length,
         seq_len=seq_len,
     )
 
@@ -251,7 +250,7 @@ def _task_file(args, result):
         "seq_len": data.seq_len,
         "pooling": data.teacher.pooling,
         "steps_per_epoch": data.steps_per_epoch,
-        "length_buckets": data.length_buckets,
+        "length_buckets": not args.fixed_length,
         "layer_map": result.trained.mapped_layers,
         "label_names": data.label_names,
     }
@@ -271,18 +270,6 @@ def _task_report(args, result):
         f"Wrote {args.output}/model.keras ({type(student).__name__}, {student.count_params():,} parameters, "
         f"{len(result.data.label_names)} labels)"
     )
-
-
-@dataclasses.dataclass(frozen=True, kw_only=True)
-class _GeneralData:
-    """What `TrainingData` holds, and the teacher encoder."""
-
-    dataset_fn: object
-    epochs: int
-    steps_per_epoch: int
-    validation: object
-    teacher: object
-    seq_len: int
 
 
 def _general_data(args, run):
@@ -310,7 +297,7 @@ def _general_data(args, run):
     def texts(rows, seed, epochs, buckets):
         return transfer_dataset(preprocessor, [], None, None, rows, args.batch_size, seed, epochs, buckets)
 
-    return _GeneralData(
+    return _DistillData(
         dataset_fn=lambda: texts(unlabeled, args.seed, args.epochs, not args.fixed_length),
         epochs=args.epochs,
         steps_per_epoch=steps,
