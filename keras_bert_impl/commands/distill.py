@@ -1,14 +1,17 @@
 """`kbert distill`: a smaller student from a fine-tuned teacher run, resumable, under any strategy."""
 
+import dataclasses
+import functools
 import math
 import os
 import sys
-import types
 
 from keras_bert_impl.commands import task_data
 from keras_bert_impl.commands.distill_flags import add_distill_parser, check_flags
 from keras_bert_impl.commands.distill_models import distill_models
 from keras_bert_impl.commands.errors import UsageError
+from keras_bert_impl.commands.training_flags import spec_options, train
+from keras_bert_impl.tasks import SEQUENCE_TASKS
 from keras_bert_impl.validation import DEFAULT_SEQUENCE_LENGTH
 
 
@@ -20,16 +23,31 @@ def add_parser(subparsers):
 
 def run(args):
     # A UsageError goes up to cli.main: one line and status 2, or its traceback with --debug.
-    args = check_flags(args)
-    from keras_bert_impl.commands import training_run as tr
+    from keras_bert_impl.models import best_monitor
+    from keras_bert_impl.training import TrainingSpec
 
-    folder = tr.run_folder(
-        args, "distill", inputs=("teacher", "train", "unlabeled", "validation", "student_init")
-    )
-    if folder.state == "finished":
-        folder.report_finished("kbert distill")
-        return 0
-    return _run_general(args, folder, tr) if args.general else _run_task(args, folder, tr)
+    args = check_flags(args)
+    inputs = ("teacher", "train", "unlabeled", "validation", "student_init")
+    if args.general:
+        spec = TrainingSpec(
+            **spec_options(args, "distill", inputs, name="kbert distill --general"),
+            data=functools.partial(_general_data, args),
+            model=functools.partial(_general_model, args),
+            final_metrics=_general_metrics,
+        )
+    else:
+        spec = TrainingSpec(
+            **spec_options(args, "distill", inputs),
+            data=functools.partial(_task_data, args),
+            model=functools.partial(_task_model, args),
+            best=lambda data: best_monitor(data.task),
+            final_metrics=functools.partial(_task_metrics, args),
+            files=functools.partial(_task_file, args),
+        )
+    result = train(spec)
+    if result is not None:
+        (_general_report if args.general else _task_report)(args, result)
+    return 0
 
 
 def _read(reader, path, flag, method="read_examples", **kwargs):
@@ -69,8 +87,8 @@ def _teacher(args, strategy):
         # Its fake quantization is there for the integer-only file; a student learns from the
         # float classifier it wraps (what its other export files hold), and is built like it.
         print(
-            f"kbert distill: --teacher {teacher_path} is quantization-aware: distilling from the float classifier "
-            "it wraps",
+            f"kbert distill: --teacher {teacher_path} is quantization-aware: distilling from the float "
+            "classifier it wraps",
             file=sys.stderr,
         )
         teacher = teacher.classifier
@@ -78,7 +96,7 @@ def _teacher(args, strategy):
         task = task_data.task_of_model(teacher, has_text_b=stored.get("task") == "pair")
     except ValueError as e:
         raise UsageError(f"--teacher {teacher_path}: {e}") from None
-    if task not in task_data.SEQUENCE_TASKS:
+    if task not in SEQUENCE_TASKS:
         raise UsageError(
             f"--teacher {teacher_path} is a {task} model: kbert distill takes classification, pair and "
             "multilabel teachers."
@@ -97,246 +115,240 @@ def _teacher(args, strategy):
     return teacher, teacher_path, stored, task
 
 
-def _task_data(args, teacher, stored, task):
-    """The transfer set (--train rows and --unlabeled texts) and the validation rows, all checked."""
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class _DistillData:
+    """What `TrainingData` holds, the teacher, and (task distillation) what the student is scored with."""
+
+    dataset_fn: object
+    epochs: int
+    steps_per_epoch: int
+    validation: object
+    teacher: object
+    seq_len: int
+    teacher_path: str = None
+    task: str = None
+    layout: dict = None
+    eval_reader: object = None
+
+    @property
+    def label_names(self):
+        return list(self.teacher.label_names)
+
+
+def _teacher_length(args, stored, teacher_backbone):
+    """--seq-len, or the teacher run's own length when it was not given; checked against the model."""
     from keras_bert_impl.commands import model_files
+
+    seq_len = (
+        stored.get("seq_len", DEFAULT_SEQUENCE_LENGTH)
+        if getattr(args, "seq_len_from_teacher", False)
+        else args.seq_len
+    )
+    model_files.check_sequence_length(seq_len, teacher_backbone)
+    return seq_len
+
+
+def _task_data(args, run):
+    """The --teacher, the transfer set (--train rows, --unlabeled texts) and the validation rows, checked."""
+    teacher, teacher_path, stored, task = _teacher(args, run.strategy)
+    unlabeled, blank = _unlabeled_texts(args.unlabeled) if args.unlabeled else ([], 0)
+    seq_len = _teacher_length(args, stored, teacher.backbone)
+    preprocessor, layout, reader, eval_reader = _readers(args, teacher, stored, task, seq_len)
+    blank_lines = f" ({blank} blank lines skipped)" if blank else ""
+    texts, texts_b, targets = _read(reader, args.train, "--train", build_labels=False)
+    validation = _read(eval_reader, args.validation, "--validation", method="read", build_labels=False)
+    steps = math.ceil((len(texts) + len(unlabeled)) / args.batch_size)
+    print(
+        f"kbert distill: {task} teacher {teacher_path}; {len(texts)} labelled + {len(unlabeled)} unlabeled "
+        f"examples{blank_lines}, {steps} steps x {args.epochs} epochs on "
+        f"{run.strategy.num_replicas_in_sync} replica(s)",
+        file=sys.stderr,
+    )
+    return _DistillData(
+        dataset_fn=_transfer_set(args, preprocessor, texts, texts_b, targets, unlabeled),
+        epochs=args.epochs,
+        steps_per_epoch=steps,
+        validation=validation,
+        teacher=teacher,
+        teacher_path=teacher_path,
+        task=task,
+        layout=layout,
+        eval_reader=eval_reader,
+        seq_len=seq_len,
+    )
+
+
+def _transfer_set(args, preprocessor, *rows):
+    """The transfer set's batches, every epoch, ordered by (--seed, epoch) alone."""
     from keras_bert_impl.data import transfer_dataset
+
+    buckets = not args.fixed_length
+    return lambda: transfer_dataset(preprocessor, *rows, args.batch_size, args.seed, args.epochs, buckets)
+
+
+def _readers(args, teacher, stored, task, seq_len):
+    """The preprocessor at `seq_len`, the layout, and the readers of the transfer set and of --validation."""
     from keras_bert_impl.tokenization import BertPreprocessor
 
-    data = types.SimpleNamespace(label_names=list(teacher.label_names))
-    unlabeled, data.blank = _unlabeled_texts(args.unlabeled) if args.unlabeled else ([], 0)
-    if getattr(args, "seq_len_from_teacher", False):
-        args.seq_len = stored.get("seq_len", DEFAULT_SEQUENCE_LENGTH)
-    model_files.check_sequence_length(args.seq_len, teacher.backbone)
+    backbone = teacher.backbone
     preprocessor = BertPreprocessor(
-        teacher.backbone.vocabulary, lowercase=teacher.backbone.lowercase, sequence_length=args.seq_len
+        backbone.vocabulary, lowercase=backbone.lowercase, sequence_length=seq_len
     )
-    data.settings = task_data.data_settings(args, task, stored)
-    reader = task_data.make_reader(
-        task,
-        preprocessor,
-        data.settings,
-        labels=data.label_names,
-        batch_size=args.batch_size,
-        on_error=args.on_error,
+    layout = task_data.data_settings(args, task, stored)
+    reader, eval_reader = (
+        task_data.make_reader(
+            task,
+            preprocessor,
+            layout,
+            labels=list(teacher.label_names),
+            batch_size=args.batch_size,
+            on_error=args.on_error,
+            **extra,
+        )
+        for extra in ({}, {"length_buckets": not args.fixed_length})
     )
-    texts, texts_b, targets = _read(reader, args.train, "--train", build_labels=False)
-    data.length_buckets = length_buckets = not args.fixed_length
-    data.eval_reader = task_data.make_reader(
-        task,
-        preprocessor,
-        data.settings,
-        labels=data.label_names,
-        batch_size=args.batch_size,
-        on_error=args.on_error,
-        length_buckets=length_buckets,
-    )
-    data.validation = _read(
-        data.eval_reader, args.validation, "--validation", method="read", build_labels=False
-    )
-    data.labelled, data.unlabeled = len(texts), len(unlabeled)
-    data.steps_per_epoch = math.ceil((len(texts) + len(unlabeled)) / args.batch_size)
-    data.dataset_fn = lambda: transfer_dataset(
-        preprocessor,
-        texts,
-        texts_b,
-        targets,
-        unlabeled,
-        args.batch_size,
-        args.seed,
-        args.epochs,
-        length_buckets,
-    )
-    return data
+    return preprocessor, layout, reader, eval_reader
 
 
-def _run_task(args, folder, tr):
-    run = tr.training_run(args, folder, tr.strategy_for(args))
-    teacher, teacher_path, stored, task = _teacher(args, run.strategy)
-    data = _task_data(args, teacher, stored, task)
-    train_steps = data.steps_per_epoch * args.epochs
+def _task_model(args, data):
+    """The compiled Distiller of the student head (inside the run's scope)."""
+    student, distiller, init = distill_models(
+        args, data.teacher, data.steps_per_epoch * args.epochs, data.label_names
+    )
     print(
-        f"kbert distill: {task} teacher {teacher_path}; {data.labelled} labelled + {data.unlabeled} unlabeled "
-        f"examples{f' ({data.blank} blank lines skipped)' if data.blank else ''}, {data.steps_per_epoch} steps x "
-        f"{args.epochs} epochs on {run.strategy.num_replicas_in_sync} replica(s)",
+        f"kbert distill: student {init}: {student.count_params():,} parameters "
+        f"(teacher {data.teacher.count_params():,})",
         file=sys.stderr,
     )
-    tr.set_precision(args)
-    student, distiller, init = run.build(lambda: distill_models(args, teacher, train_steps, data.label_names))
-    print(
-        f"kbert distill: student {init}: {student.count_params():,} parameters (teacher {teacher.count_params():,})",
-        file=sys.stderr,
-    )
-    run_settings = {
-        "task": task,
-        "teacher": os.path.abspath(teacher_path),
-        "train": os.path.abspath(args.train),
-        "unlabeled": os.path.abspath(args.unlabeled) if args.unlabeled else None,
-        "student": init,
-        "temperature": args.temperature,
-        "alpha": args.alpha,
-        "epochs": args.epochs,
-        "batch_size": args.batch_size,
-        "seq_len": args.seq_len,
-        "learning_rate": args.learning_rate,
-        "warmup_fraction": args.warmup_fraction,
-        "weight_decay": args.weight_decay,
-        "dropout": args.dropout,
-        "pooling": teacher.pooling,
-        "seed": args.seed,
-        "precision": args.precision,
-        "steps_per_epoch": data.steps_per_epoch,
-        "length_buckets": data.length_buckets,
-        "layer_map": distiller.mapped_layers,
-        "hidden_weight": args.hidden_weight,
-        "attention_weight": args.attention_weight,
-        "embedding_weight": args.embedding_weight,
+    return distiller
+
+
+def _task_metrics(args, result):
+    from keras_bert_impl.evaluation import compute_metrics
+
+    data, student = result.data, result.model
+    scores = {
+        key: compute_metrics(data.task, model, data.eval_reader, data.validation, data.label_names)
+        for key, model in (("validation", student), ("teacher_validation", data.teacher))
+    }
+    return {
+        **scores,
+        "validation_file": os.path.abspath(args.validation),
+        "history": result.history,
+        "resumed_from_step": result.resumed_from_step,
+        "epoch_train_seconds": result.epoch_train_seconds,
+        "best": result.best,
+        "parameters": {"student": student.count_params(), "teacher": data.teacher.count_params()},
+        "seconds": result.seconds,
     }
 
-    def final_metrics(result):
-        from keras_bert_impl.evaluation import compute_metrics
 
-        data.metrics = compute_metrics(task, student, data.eval_reader, data.validation, data.label_names)
-        data.teacher_metrics = compute_metrics(
-            task, teacher, data.eval_reader, data.validation, data.label_names
-        )
-        return {
-            "validation": data.metrics,
-            "teacher_validation": data.teacher_metrics,
-            "validation_file": os.path.abspath(args.validation),
-            "history": result.history,
-            "resumed_from_step": result.resumed_from_step,
-            "epoch_train_seconds": result.epoch_train_seconds,
-            "best": result.best,
-            "parameters": {"student": student.count_params(), "teacher": teacher.count_params()},
-            "seconds": result.seconds,
-        }
+def _task_file(args, result):
+    """task.json: the run's settings, its data layout and labels (evaluate, predict and export read it)."""
+    data = result.data
+    derived = {
+        "task": data.task,
+        "teacher": os.path.abspath(data.teacher_path),
+        "train": os.path.abspath(args.train),
+        "unlabeled": os.path.abspath(args.unlabeled) if args.unlabeled else None,
+        "seq_len": data.seq_len,
+        "pooling": data.teacher.pooling,
+        "steps_per_epoch": data.steps_per_epoch,
+        "length_buckets": not args.fixed_length,
+        "layer_map": result.trained.mapped_layers,
+        "label_names": data.label_names,
+    }
+    return {task_data.TASK_FILE: {**result.settings, **data.layout, **derived}}
 
-    best = ("val_loss", "min") if task == "multilabel" else ("val_accuracy", "max")
-    task_file = {**run_settings, **data.settings, "label_names": data.label_names}
-    run.train(
-        distiller,
-        data.dataset_fn,
-        args.epochs,
-        data.steps_per_epoch,
-        final_metrics,
-        saved=student,
-        validation_data=data.validation,
-        settings=run_settings,
-        best=best,
-        files={task_data.TASK_FILE: task_file},
-    )
-    key = "accuracy" if task != "multilabel" else "micro_f1"
-    if key in data.metrics and key in data.teacher_metrics:
+
+def _task_report(args, result):
+    student, metrics = result.model, result.metrics
+    key = "accuracy" if result.data.task != "multilabel" else "micro_f1"
+    ours, theirs = metrics["validation"], metrics["teacher_validation"]
+    if key in ours and key in theirs:
         print(
-            f"validation {key}: student {data.metrics[key]:.4f}, teacher {data.teacher_metrics[key]:.4f} "
-            f"({100 * data.metrics[key] / max(data.teacher_metrics[key], 1e-12):.1f}% of the teacher)"
+            f"validation {key}: student {ours[key]:.4f}, teacher {theirs[key]:.4f} "
+            f"({100 * ours[key] / max(theirs[key], 1e-12):.1f}% of the teacher)"
         )
     print(
         f"Wrote {args.output}/model.keras ({type(student).__name__}, {student.count_params():,} parameters, "
-        f"{len(data.label_names)} labels)"
+        f"{len(result.data.label_names)} labels)"
     )
-    return 0
 
 
-def _run_general(args, folder, tr):
-    """Task-agnostic distillation: the student backbone learns the teacher encoder's layers
-    on --unlabeled text (the Distiller on two backbones); OUTPUT/model.keras is the student backbone."""
+def _general_data(args, run):
+    """Task-agnostic distillation's data: --unlabeled text (and --validation's held-out text) for
+    the student backbone to learn the teacher encoder's layers on."""
     from keras_bert_impl.commands import model_files
     from keras_bert_impl.data import transfer_dataset
     from keras_bert_impl.tokenization import BertPreprocessor
 
     unlabeled, blank = _unlabeled_texts(args.unlabeled)
     held_out = _unlabeled_texts(args.validation)[0] if args.validation else None
-    run = tr.training_run(args, folder, tr.strategy_for(args), name="kbert distill --general")
     with run.strategy.scope():
         teacher, teacher_description = model_files.load_backbone(args.teacher, "--teacher")
-    if getattr(args, "seq_len_from_teacher", False):
-        run_dir = args.teacher if os.path.isdir(args.teacher) else os.path.dirname(args.teacher)
-        args.seq_len = (task_data.read_task_file(run_dir) or {}).get("seq_len", DEFAULT_SEQUENCE_LENGTH)
-    model_files.check_sequence_length(args.seq_len, teacher)
-    preprocessor = BertPreprocessor(
-        teacher.vocabulary, lowercase=teacher.lowercase, sequence_length=args.seq_len
-    )
-    steps_per_epoch = math.ceil(len(unlabeled) / args.batch_size)
+    run_dir = args.teacher if os.path.isdir(args.teacher) else os.path.dirname(args.teacher)
+    seq_len = _teacher_length(args, task_data.read_task_file(run_dir) or {}, teacher)
+    preprocessor = BertPreprocessor(teacher.vocabulary, lowercase=teacher.lowercase, sequence_length=seq_len)
+    steps = math.ceil(len(unlabeled) / args.batch_size)
     print(
         f"kbert distill --general: teacher encoder {teacher_description}; {len(unlabeled)} texts"
-        f"{f' ({blank} blank lines skipped)' if blank else ''}, {steps_per_epoch} steps x {args.epochs} epochs on "
+        f"{f' ({blank} blank lines skipped)' if blank else ''}, {steps} steps x {args.epochs} epochs on "
         f"{run.strategy.num_replicas_in_sync} replica(s)",
         file=sys.stderr,
     )
-    tr.set_precision(args)
-    student, distiller, init = run.build(lambda: distill_models(args, teacher, steps_per_epoch * args.epochs))
+
+    def texts(rows, seed, epochs, buckets):
+        return transfer_dataset(preprocessor, [], None, None, rows, args.batch_size, seed, epochs, buckets)
+
+    return _DistillData(
+        dataset_fn=lambda: texts(unlabeled, args.seed, args.epochs, not args.fixed_length),
+        epochs=args.epochs,
+        steps_per_epoch=steps,
+        # Held-out text: one pass, file order (the loss is a mean, the order does not change it).
+        validation=texts(held_out, args.seed, 1, False) if held_out else None,
+        teacher=teacher,
+        seq_len=seq_len,
+    )
+
+
+def _general_model(args, data):
+    """The compiled Distiller of two encoders (inside the run's scope)."""
+    student, distiller, init = distill_models(args, data.teacher, data.steps_per_epoch * args.epochs)
     print(
         f"kbert distill --general: student {init}: {student.count_params():,} parameters (teacher "
-        f"{teacher.count_params():,}); layer map {distiller.mapped_layers}",
+        f"{data.teacher.count_params():,}); layer map {distiller.mapped_layers}",
         file=sys.stderr,
     )
-    run_settings = {
+    return distiller
+
+
+def _general_metrics(result):
+    student, settings = result.model, result.settings
+    student.pooler.trainable = True  # frozen while distilling, trainable again in the saved encoder
+    return {
+        "history": result.history,
+        "resumed_from_step": result.resumed_from_step,
+        "epoch_train_seconds": result.epoch_train_seconds,
+        "seconds": result.seconds,
+        "parameters": {"student": student.count_params(), "teacher": result.data.teacher.count_params()},
+        **settings,
         "general": True,
-        "teacher": os.path.abspath(args.teacher),
-        "unlabeled": os.path.abspath(args.unlabeled),
-        "validation": os.path.abspath(args.validation) if args.validation else None,
-        "student": init,
-        "layer_map": distiller.mapped_layers,
-        "hidden_weight": args.hidden_weight,
-        "attention_weight": args.attention_weight,
-        "embedding_weight": args.embedding_weight,
-        "epochs": args.epochs,
-        "batch_size": args.batch_size,
-        "seq_len": args.seq_len,
-        "learning_rate": args.learning_rate,
-        "warmup_fraction": args.warmup_fraction,
-        "weight_decay": args.weight_decay,
-        "seed": args.seed,
-        "precision": args.precision,
-        "steps_per_epoch": steps_per_epoch,
-        "length_buckets": not args.fixed_length,
+        "layer_map": result.trained.mapped_layers,
+        "seq_len": result.data.seq_len,
+        "steps_per_epoch": result.data.steps_per_epoch,
+        "length_buckets": not settings["fixed_length"],
     }
 
-    def final_metrics(result):
-        student.pooler.trainable = True  # frozen while distilling, trainable again in the saved encoder
-        return {
-            "history": result.history,
-            "resumed_from_step": result.resumed_from_step,
-            "epoch_train_seconds": result.epoch_train_seconds,
-            "seconds": result.seconds,
-            "parameters": {"student": student.count_params(), "teacher": teacher.count_params()},
-            **run_settings,
-        }
 
-    # Held-out text: one pass, file order (the loss is a mean, the order does not change it).
-    validation = (
-        transfer_dataset(
-            preprocessor, [], None, None, held_out, args.batch_size, args.seed, 1, length_buckets=False
-        )
-        if held_out
-        else None
-    )
-    metrics = run.train(
-        distiller,
-        lambda: transfer_dataset(
-            preprocessor,
-            [],
-            None,
-            None,
-            unlabeled,
-            args.batch_size,
-            args.seed,
-            args.epochs,
-            not args.fixed_length,
-        ),
-        args.epochs,
-        steps_per_epoch,
-        final_metrics,
-        saved=student,
-        validation_data=validation,
-        settings=run_settings,
-    )
-    print(f"last epoch: {', '.join(f'{k} {v[-1]:.4f}' for k, v in sorted(metrics['history'].items()))}")
+def _general_report(args, result):
+    student = result.model
     print(
-        f"Wrote {args.output}/model.keras (BertBackbone, {student.num_layers} layers, width {student.hidden_dim}, "
+        f"last epoch: {', '.join(f'{k} {v[-1]:.4f}' for k, v in sorted(result.metrics['history'].items()))}"
+    )
+    print(
+        f"Wrote {args.output}/model.keras (BertBackbone, {student.num_layers} layers, width "
+        f"{student.hidden_dim}, "
         f"{student.count_params():,} parameters): kbert finetune --init {args.output}, or kbert distill "
         f"--student-init {args.output}"
     )
-    return 0

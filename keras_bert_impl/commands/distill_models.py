@@ -8,7 +8,7 @@ def distill_models(args, teacher, train_steps, label_names=None):
     """The student (a head like the teacher's, or a backbone for a backbone teacher: general
     distillation) and the compiled Distiller of the flags' terms, and the student's story."""
     import keras_bert_impl as kb
-    from keras_bert_impl.commands.training_run import compile_for_training
+    from keras_bert_impl.commands.training_flags import compile_for_training
 
     encoder = isinstance(teacher, kb.BertBackbone)
     teacher_backbone = teacher if encoder else teacher.backbone

@@ -1,4 +1,4 @@
-"""Task files for `kbert finetune / evaluate / predict`: flags, readers, heads.
+"""Task files for `kbert finetune / evaluate / predict`: flags and readers.
 
 A run folder keeps the data settings in task.json, so `evaluate` and `predict`
 read files laid out like the training file without repeating the flags.
@@ -255,33 +255,6 @@ def read_checked(reader, path, flag, command, method="read", unknown_label_hint=
             file=sys.stderr,
         )
     return result
-
-
-def build_head(task, backbone, num_classes, label_names, dropout, pooling="pooled"):
-    """(model, monitor, mode): the task's head on `backbone`, compiled with its own loss and
-    metrics, and the validation metric that picks best.keras."""
-    import keras_bert_impl as kb
-
-    if task in ("tagging", "squad") or pooling == "mean":
-        # These heads read sequence_output only: an untrained pooler is expected, not a bug
-        # (Keras would warn each step that it gets no gradients).
-        backbone.pooler.trainable = False
-    if task in SEQUENCE_TASKS:
-        model = kb.BertClassifier(
-            backbone,
-            num_classes=num_classes,
-            label_names=label_names,
-            multi_label=task == "multilabel",
-            dropout=dropout,
-            pooling=pooling,
-        )
-        return (model, "val_loss", "min") if task == "multilabel" else (model, "val_accuracy", "max")
-    if task == "tagging":
-        model = kb.BertTokenClassifier(
-            backbone, num_classes=num_classes, label_names=label_names, dropout=dropout
-        )
-        return model, "val_accuracy", "max"
-    return kb.BertSpanLabeler(backbone), "val_loss", "min"
 
 
 def task_of_model(model, has_text_b=False):

@@ -1,6 +1,7 @@
-"""The flags every training command takes (`kbert pretrain`, `kbert finetune`), and their checks.
+"""The flags every training command takes (`kbert pretrain`, `finetune`, `distill`), their checks,
+and the `TrainingSpec` part they make: the one call that trains (keras_bert_impl/training/ does the rest).
 
-argparse only: imported while the parser is built, before any command runs.
+Imported while the parser is built, before any command runs: TensorFlow and Keras only inside functions.
 """
 
 import math
@@ -10,70 +11,100 @@ import sys
 from keras_bert_impl.commands.errors import UsageError
 from keras_bert_impl.commands.flag_types import positive_int
 from keras_bert_impl.commands.precision_flag import add_training_precision_flag
+from keras_bert_impl.precisions import DTYPE_POLICIES
 from keras_bert_impl.validation import DEFAULT_SEQUENCE_LENGTH
+
+
+def add_flags(parser, table):
+    """`parser.add_argument(flag, **options)` for each (flag, options) of `table`: flags as data."""
+    for flag, options in table:
+        parser.add_argument(flag, **options)
+
+
+# The flags every training command takes, but --learning-rate (its default is the command's)
+# and --precision (commands/precision_flag.py), which come between them in --help.
+TRAINING_FLAGS = (
+    (
+        "--batch-size",
+        dict(
+            type=positive_int,
+            default=32,
+            help="Global batch size, split evenly over the replicas. Default 32.",
+        ),
+    ),
+    (
+        "--seq-len",
+        dict(
+            type=positive_int,
+            default=DEFAULT_SEQUENCE_LENGTH,
+            help="Sequence length in wordpieces: longer texts are truncated to it. "
+            f"Default {DEFAULT_SEQUENCE_LENGTH}.",
+        ),
+    ),
+    (
+        "--warmup-fraction",
+        dict(
+            type=float,
+            default=0.1,
+            help="Share of the steps for linear warm-up, then linear decay to 0. Default 0.1.",
+        ),
+    ),
+    (
+        "--weight-decay",
+        dict(
+            type=float, default=0.01, help="AdamW weight decay (never on biases or LayerNorm). Default 0.01."
+        ),
+    ),
+    (
+        "--seed",
+        dict(type=int, default=0, help="Seed for weights of new layers, dropout and data order. Default 0."),
+    ),
+    (
+        "--strategy",
+        dict(
+            default="auto",
+            choices=["auto", "one-device", "mirrored", "multi-worker", "tpu"],
+            help="tf.distribute strategy. auto: multi-worker when TF_CONFIG lists several workers, mirrored "
+            "over several GPUs, else one device. multi-worker reads TF_CONFIG; tpu reads --tpu / TPU_NAME.",
+        ),
+    ),
+    ("--tpu", dict(default=None, help="TPU name or grpc:// address for --strategy tpu.")),
+)
+RUNNING_FLAGS = (
+    ("--xla", dict(action="store_true", help="Compile the train step with XLA (jit_compile=True).")),
+    (
+        "--save-every",
+        dict(
+            type=positive_int,
+            default=200,
+            help="Back up the full training state (weights, optimizer, data position) every N steps, and at "
+            "each epoch end, to OUTPUT/backup. A killed run restarted with the same command resumes there. "
+            "Default 200.",
+        ),
+    ),
+    ("--quiet", dict(action="store_true", help="No progress bar: one line per epoch.")),
+)
 
 
 def add_training_flags(parser, default_learning_rate, learning_rate_default=None, seq_len_default=None):
     """Flags every training command takes (`learning_rate_default`: the help's words for a
     default the command picks itself, when `default_learning_rate` is None; `seq_len_default`
     likewise for --seq-len, whose default is then None)."""
-    parser.add_argument(
-        "--batch-size",
-        type=positive_int,
-        default=32,
-        help="Global batch size, split evenly over the replicas. Default 32.",
-    )
-    parser.add_argument(
-        "--seq-len",
-        type=positive_int,
-        default=None if seq_len_default else DEFAULT_SEQUENCE_LENGTH,
-        help="Sequence length in wordpieces: longer texts are truncated to it. "
-        f"Default {seq_len_default or DEFAULT_SEQUENCE_LENGTH}.",
-    )
+    batch_size, (seq_len, options) = TRAINING_FLAGS[:2]
+    if seq_len_default:
+        options = dict(
+            options, default=None, help=f"{options['help'].split(' Default')[0]} Default {seq_len_default}."
+        )
+    add_flags(parser, (batch_size, (seq_len, options)))
     parser.add_argument(
         "--learning-rate",
         type=float,
         default=default_learning_rate,
         help=f"Peak learning rate of AdamW. Default {learning_rate_default or default_learning_rate}.",
     )
-    parser.add_argument(
-        "--warmup-fraction",
-        type=float,
-        default=0.1,
-        help="Share of the steps for linear warm-up, then linear decay to 0. Default 0.1.",
-    )
-    parser.add_argument(
-        "--weight-decay",
-        type=float,
-        default=0.01,
-        help="AdamW weight decay (never on biases or LayerNorm). Default 0.01.",
-    )
-    parser.add_argument(
-        "--seed",
-        type=int,
-        default=0,
-        help="Seed for weights of new layers, dropout and data order. Default 0.",
-    )
-    parser.add_argument(
-        "--strategy",
-        default="auto",
-        choices=["auto", "one-device", "mirrored", "multi-worker", "tpu"],
-        help="tf.distribute strategy. auto: multi-worker when TF_CONFIG lists several workers, mirrored over "
-        "several GPUs, else one device. multi-worker reads TF_CONFIG; tpu reads --tpu / TPU_NAME.",
-    )
-    parser.add_argument("--tpu", default=None, help="TPU name or grpc:// address for --strategy tpu.")
+    add_flags(parser, TRAINING_FLAGS[2:])
     add_training_precision_flag(parser)
-    parser.add_argument(
-        "--xla", action="store_true", help="Compile the train step with XLA (jit_compile=True)."
-    )
-    parser.add_argument(
-        "--save-every",
-        type=positive_int,
-        default=200,
-        help="Back up the full training state (weights, optimizer, data position) every N steps, and at each "
-        "epoch end, to OUTPUT/backup. A killed run restarted with the same command resumes there. Default 200.",
-    )
-    parser.add_argument("--quiet", action="store_true", help="No progress bar: one line per epoch.")
+    add_flags(parser, RUNNING_FLAGS)
 
 
 def add_fixed_length_flag(parser):
@@ -81,10 +112,10 @@ def add_fixed_length_flag(parser):
     parser.add_argument(
         "--fixed-length",
         action="store_true",
-        help="classification, pair, multilabel: pad every training batch to --seq-len. By default texts are batched "
-        "with others of similar wordpiece length (sorted within shuffled chunks of 64 batches, batches in random "
-        "order, the same for a --seed and epoch, so a resumed run is exact) and each batch is cut to its longest "
-        "row: the same model, far less work on short texts.",
+        help="classification, pair, multilabel: pad every training batch to --seq-len. By default texts are "
+        "batched with others of similar wordpiece length (sorted within shuffled chunks of 64 batches, "
+        "batches in random order, the same for a --seed and epoch, so a resumed run is exact) and each "
+        "batch is cut to its longest row: the same model, far less work on short texts.",
     )
 
 
@@ -126,11 +157,87 @@ def add_run_folder_flags(parser):
     parser.add_argument(
         "--overwrite",
         action="store_true",
-        help="Replace the run in --output when it was made by other settings or inputs (only the files a kbert "
-        "run writes are removed; a folder holding other files is always refused).",
+        help="Replace the run in --output when it was made by other settings or inputs (only the files a "
+        "kbert run writes are removed; a folder holding other files is always refused).",
     )
     parser.add_argument(
         "--keep-backup",
         action="store_true",
         help="Keep OUTPUT/backup (the full training state, about 3x the model) after the run succeeds.",
     )
+
+
+# Flags that change how a run reports or how often it saves, not what it computes.
+UNRECORDED = ("func", "command", "output", "overwrite", "keep_backup", "quiet", "debug", "save_every")
+
+
+def spec_options(args, command, inputs, name=None):
+    """The `TrainingSpec` arguments every training command takes from its flags: every flag
+    but `UNRECORDED` recorded as a setting, except the flags named in `inputs` (dests), which
+    are hashed as input files."""
+    values = {k: v for k, v in vars(args).items() if k not in UNRECORDED}
+    return {
+        "output": args.output,
+        "command": command,
+        "settings": {k: v for k, v in values.items() if k not in inputs},
+        "inputs": {k: values.get(k) for k in inputs},
+        "strategy": lambda: strategy_for(args),
+        "dtype_policy": DTYPE_POLICIES[args.precision],
+        "seed": args.seed,
+        "save_every": args.save_every,
+        "verbose": verbosity(args),
+        "overwrite": args.overwrite,
+        "keep_backup": args.keep_backup,
+        "name": name or f"kbert {command}",
+    }
+
+
+def train(spec):
+    """`run_training(spec)`: its metrics, or None for a finished run; a folder the run must not
+    touch is a UsageError."""
+    from keras_bert_impl.training import RunFolderError, run_training
+
+    try:
+        return run_training(spec)
+    except RunFolderError as e:
+        raise UsageError(str(e)) from None
+
+
+def strategy_for(args):
+    from keras_bert_impl.training import create_strategy
+
+    strategy = create_strategy(args.strategy, tpu=args.tpu)
+    replicas = strategy.num_replicas_in_sync
+    if args.batch_size % replicas:
+        raise UsageError(
+            f"--batch-size {args.batch_size} does not split over the {replicas} replicas of --strategy "
+            f"{args.strategy}: use a multiple of {replicas}, e.g. "
+            f"{replicas * max(1, args.batch_size // replicas)} or "
+            f"{replicas * math.ceil(args.batch_size / replicas)}."
+        )
+    devices = strategy.extended.worker_devices
+    if getattr(args, "xla", False) and len(devices) > 1 and all("CPU" in d.upper() for d in devices):
+        # XLA compiles the step for one device and cannot read the variables the other CPU
+        # devices hold ("Trying to access resource ... located in device CPU:1 from device CPU:0").
+        raise UsageError(
+            f"--xla with --strategy {args.strategy} over {len(devices)} CPU devices: XLA cannot compile a "
+            "step "
+            "whose replicas are CPU devices of one machine. Drop --xla, or train on one device "
+            "(--strategy one-device) with --xla."
+        )
+    return strategy
+
+
+def compile_for_training(model, args, train_steps):
+    """AdamW with warm-up and decay from the flags; the head's own loss and metrics."""
+    from keras_bert_impl.training import AllReplicaLossScaleOptimizer, create_optimizer
+
+    optimizer = create_optimizer(
+        args.learning_rate,
+        train_steps=train_steps,
+        warmup_steps=int(train_steps * args.warmup_fraction),
+        weight_decay=args.weight_decay,
+    )
+    if args.precision == "fp16":
+        optimizer = AllReplicaLossScaleOptimizer(optimizer)
+    model.compile(optimizer=optimizer, jit_compile=bool(args.xla))

@@ -25,7 +25,9 @@ from keras_bert_impl.data.pretraining_instance import PretrainingInstance  # noq
 from keras_bert_impl.data.pretraining_masker import PretrainingMasker  # noqa: E402
 from keras_bert_impl.data.pretraining_record_reader import PretrainingRecordReader  # noqa: E402
 from keras_bert_impl.data.pretraining_record_writer import PretrainingRecordWriter  # noqa: E402
+from keras_bert_impl.data.stratified_split import stratified_split  # noqa: E402
 from keras_bert_impl.data.transfer_dataset import transfer_dataset  # noqa: E402
+from keras_bert_impl.data.unigram_baseline import unigram_baseline  # noqa: E402
 
 __all__ = [
     "IS_NEXT",
@@ -41,7 +43,9 @@ __all__ = [
     "documents_to_text",
     "feature_spec",
     "split_sentences",
+    "stratified_split",
     "tensor_signature",
     "to_pretrainer_inputs",
     "transfer_dataset",
+    "unigram_baseline",
 ]

@@ -13,32 +13,13 @@ the fine-tuned MiniLM slower on this CPU, not faster (`bench/perf/inference_prec
 `TextPredictor(..., precision="int8")` uses it.
 """
 
-import keras
-
+from keras_bert_impl.models.model_copy import computes_in, rebuilt
 from keras_bert_impl.models.quantized_layers import quantization_modes
 from keras_bert_impl.precisions import PRECISIONS, check_precision
 
 # What with_precision makes as a Keras model: int8 is LiteRtForward, a TFLite interpreter.
 KERAS_PRECISIONS = tuple(p for p in PRECISIONS if p != "int8")
 _POLICIES = {"fp32": "float32", "bf16": "mixed_bfloat16"}
-
-
-def without_dtypes(config):
-    """A model config with every layer's "dtype" entry left out: built from it, every layer
-    takes the global dtype policy in force (a saved config pins each layer's own)."""
-    if isinstance(config, dict):
-        return {k: without_dtypes(v) for k, v in config.items() if k != "dtype"}
-    if isinstance(config, list):
-        return [without_dtypes(v) for v in config]
-    return config
-
-
-def computes_in(model):
-    """The set of compute dtypes of `model`'s layers (a model trained with --precision fp16 or
-    bf16 is saved with its mixed policy, and loads computing in float16 or bfloat16)."""
-    return {
-        layer.dtype_policy.compute_dtype for layer in model._flatten_layers(include_self=True, recursive=True)
-    }
 
 
 def with_precision(model, precision):
@@ -71,24 +52,3 @@ def with_precision(model, precision):
             f"({', '.join(quantized)}) with model.quantize. Load the float model it came from instead."
         )
     return rebuilt(model, _POLICIES[precision])
-
-
-def rebuilt(model, policy=None):
-    """A copy of `model` from its config, with its weights and vocabulary, without its compile
-    state or optimizer. `policy` (e.g. "float32"): every layer built under it instead of the
-    dtype policy its config records."""
-    config = model.get_config()
-    previous = keras.config.dtype_policy()
-    if policy is not None:
-        config = without_dtypes(config)
-        keras.config.set_dtype_policy(policy)
-    try:
-        # The library's models are functional: built by their constructor, every variable there.
-        copy = type(model).from_config(config)
-    finally:
-        keras.config.set_dtype_policy(previous)
-    copy.set_weights(model.get_weights())
-    source, target = getattr(model, "backbone", model), getattr(copy, "backbone", copy)
-    if getattr(source, "vocabulary", None) is not None:
-        target.set_vocabulary(source.vocabulary, lowercase=source.lowercase)
-    return copy

@@ -23,6 +23,7 @@ from keras_bert_impl.models.masked_lm_accuracy import MaskedLMAccuracy
 from keras_bert_impl.models.masked_sparse_crossentropy import MaskedSparseCrossentropy
 from keras_bert_impl.models.presets import BERT_PRESETS
 from keras_bert_impl.models.quantization_aware_classifier import QuantizationAwareClassifier
+from keras_bert_impl.models.task_heads import best_monitor, build_head
 
 __all__ = [
     "BertBackbone",
@@ -49,4 +50,6 @@ __all__ = [
     "MaskedSparseCrossentropy",
     "BERT_PRESETS",
     "QuantizationAwareClassifier",
+    "best_monitor",
+    "build_head",
 ]

@@ -1,5 +1,5 @@
-"""Training: the run driver (`TrainingRun` in a `RunFolder`), optimizer and schedule, distribution
-strategies, resumable fit."""
+"""Training: a run described by a `TrainingSpec` and trained by `run_training` (`TrainingRun` in a
+`RunFolder`), optimizer and schedule, distribution strategies, resumable fit."""
 
 from keras_bert_impl.training.all_replica_loss_scale_optimizer import AllReplicaLossScaleOptimizer
 from keras_bert_impl.training.backup_and_restore import BackupAndRestore, BackupError
@@ -13,4 +13,29 @@ from keras_bert_impl.training.strategy import create_strategy
 from keras_bert_impl.training.warmup_polynomial_decay import WarmupPolynomialDecay
 from keras_bert_impl.training.run_folder import RunFolder, RunFolderError
 from keras_bert_impl.training.training_result import TrainingResult
-from keras_bert_impl.training.training_run import TrainingRun, save_model
+from keras_bert_impl.training.training_data import TrainingData
+from keras_bert_impl.training.training_run import TrainingRun, run_training, save_model
+from keras_bert_impl.training.training_spec import TrainingSpec
+
+__all__ = [
+    "AllReplicaLossScaleOptimizer",
+    "BackupAndRestore",
+    "BackupError",
+    "BestModelCheckpoint",
+    "inference_copy",
+    "DivergenceGuard",
+    "EpochTimer",
+    "fit_resumable",
+    "GlobalClipAdamW",
+    "create_optimizer",
+    "create_strategy",
+    "WarmupPolynomialDecay",
+    "RunFolder",
+    "RunFolderError",
+    "TrainingResult",
+    "TrainingData",
+    "TrainingRun",
+    "run_training",
+    "save_model",
+    "TrainingSpec",
+]

@@ -7,6 +7,7 @@ import os
 import keras
 
 from keras_bert_impl.atomic_write import write_atomically, write_json_atomically
+from keras_bert_impl.models.model_copy import computes_in, rebuilt
 
 
 def inference_copy(model):
@@ -18,8 +19,6 @@ def inference_copy(model):
     trained under a mixed policy (--precision fp16 or bf16) is copied computing in float32,
     as every model file of the library is: the precision it runs at is chosen when it runs.
     """
-    from keras_bert_impl.inference.precision import computes_in, rebuilt
-
     # A wrapper that trains another model (the Distiller's student) names what it saves.
     model = getattr(model, "inference_model", model)
     return rebuilt(model, None if computes_in(model) == {"float32"} else "float32")
@@ -45,7 +44,8 @@ class BestModelCheckpoint(keras.callbacks.Callback):
     >>> model = keras.Sequential([keras.Input((4,)), keras.layers.Dense(1)])
     >>> model.compile(optimizer="sgd", loss="mse")
     >>> best = BestModelCheckpoint("run/best.keras", monitor="val_loss", mode="min")
-    >>> _ = model.fit(np.ones((8, 4)), np.ones((8, 1)), validation_split=0.25, epochs=3, callbacks=[best], verbose=0)
+    >>> x, y = np.ones((8, 4)), np.ones((8, 1))
+    >>> _ = model.fit(x, y, validation_split=0.25, epochs=3, callbacks=[best], verbose=0)
     >>> best.best_epoch, sorted(os.listdir("run"))  # the model of the lowest val_loss, and that score
     (2, ['best.keras', 'best.keras.json'])
     """

@@ -1,5 +1,6 @@
 """`model.fit` that resumes an interrupted run at its exact step, data position included."""
 
+import itertools
 import sys
 
 import keras
@@ -49,6 +50,28 @@ def _with_stated_length(validation_data):
     return validation_data.apply(tf.data.experimental.assert_cardinality(count))
 
 
+def _stream(batches, start):
+    """The run's batches repeated without end, from batch `start`: a `tf.data.Dataset`'s own
+    repeat and skip, or a re-iterable of batches (a list, on any backend) passed over again."""
+    if hasattr(batches, "repeat") and hasattr(batches, "skip"):
+        return batches.repeat().skip(start)
+
+    def passes():
+        while True:
+            count = 0
+            for batch in batches:
+                count += 1
+                yield batch
+            if count == 0:
+                raise ValueError(
+                    "dataset_fn() gave no batches (or an iterator already used up): return a tf.data.Dataset "
+                    f"or a re-iterable of batches, e.g. a list. Received: {type(batches).__name__}"
+                )
+
+    # A generator, as Keras' fit takes one (not any iterator).
+    return (batch for batch in itertools.islice(passes(), start, None))
+
+
 def fit_resumable(
     model,
     dataset_fn,
@@ -81,7 +104,8 @@ def fit_resumable(
         model: a compiled Keras model.
         dataset_fn: callable returning a new `tf.data.Dataset` of the run's
             batches (all epochs, or one epoch that is repeated), in the same order
-            each time it is built.
+            each time it is built; or, on any backend, a re-iterable of batches
+            (a list of (x, y) tuples), passed over again as often as needed.
         epochs: int.
         steps_per_epoch: int. Steps per Keras epoch (progress summary, validation,
             epoch-end callbacks). It need not be one pass over the data: the
@@ -99,11 +123,14 @@ def fit_resumable(
     >>> model = keras.Sequential([keras.Input((3,)), keras.layers.Dense(2)])
     >>> model.compile(optimizer="adam", loss="mse")
     >>> def dataset_fn():  # the same batches in the same order on every call
-    ...     return tf.data.Dataset.from_tensor_slices((np.ones((6, 3)), np.zeros((6, 2)))).shuffle(6, seed=0).batch(2)
-    >>> fit_resumable(model, dataset_fn, 2, steps_per_epoch=3, backup=BackupAndRestore("run"), verbose=0).epoch
+    ...     rows = tf.data.Dataset.from_tensor_slices((np.ones((6, 3)), np.zeros((6, 2))))
+    ...     return rows.shuffle(6, seed=0).batch(2)
+    >>> backup = BackupAndRestore("run")
+    >>> fit_resumable(model, dataset_fn, 2, steps_per_epoch=3, backup=backup, verbose=0).epoch
     [0, 1]
     >>> # Run again, as after a crash: the backup is at step 6, so only the third epoch is run now.
-    >>> history = fit_resumable(model, dataset_fn, 3, steps_per_epoch=3, backup=BackupAndRestore("run"), verbose=0)
+    >>> backup = BackupAndRestore("run")
+    >>> history = fit_resumable(model, dataset_fn, 3, steps_per_epoch=3, backup=backup, verbose=0)
     >>> history.epoch, len(history.history["loss"])
     ([0, 1, 2], 3)
     """
@@ -127,10 +154,11 @@ def fit_resumable(
     # Skipped before the model sees anything: the stream restarts at batch `start`.
     if not callable(dataset_fn):
         raise ValueError(
-            "dataset_fn must be a function that builds the one-epoch tf.data.Dataset, e.g. "
+            "dataset_fn must be a function that builds the one-epoch tf.data.Dataset (or list of batches), "
+            "e.g. "
             f"lambda: reader.read(path). Received: {dataset_fn!r}"
         )
-    stream = dataset_fn().repeat().skip(start)
+    stream = _stream(dataset_fn(), start)
     epoch, offset = divmod(start, steps_per_epoch)
     histories = []
     # shuffle=False: the order is the dataset's own (Keras ignores it for datasets, with a warning).
@@ -151,7 +179,7 @@ def fit_resumable(
             )
         )
         epoch += 1
-        stream = dataset_fn().repeat().skip(epoch * steps_per_epoch)
+        stream = _stream(dataset_fn(), epoch * steps_per_epoch)
     if epoch < epochs:
         histories.append(
             model.fit(stream, initial_epoch=epoch, epochs=epochs, steps_per_epoch=steps_per_epoch, **common)

@@ -1,6 +1,8 @@
-"""One training run in a run folder: the driver every training command (and a Python user) calls."""
+"""One training run in a run folder: the driver every training command (and a Python user) calls
+with a `TrainingSpec`."""
 
 import contextlib
+import importlib.util
 import os
 import sys
 import time
@@ -15,6 +17,8 @@ from keras_bert_impl.training.epoch_timer import EpochTimer
 from keras_bert_impl.training.fit_resumable import fit_resumable
 from keras_bert_impl.training.run_folder import RunFolder
 from keras_bert_impl.training.training_result import TrainingResult
+
+_HAS_TF = importlib.util.find_spec("tensorflow") is not None
 
 
 def save_model(model, path, optimizer_state=False):
@@ -31,81 +35,61 @@ def _save_json(data, path):
 
 
 class TrainingRun:
-    """A model trained into a run folder, resumable at the exact step after a kill.
+    """One `TrainingSpec` trained into its run folder, resumable at the exact step after a kill.
 
     The driver around `fit` that `kbert finetune`, `distill` and `pretrain` share, usable
-    from Python without the CLI. It owns what every run does around its model: the folder's
-    rules (`RunFolder`: a new run, a resumed one, a finished one left as it is, other
-    settings refused), the seed and the strategy scope the model is built in, the backup
-    and exact resume (`BackupAndRestore`, `fit_resumable`), the best-epoch checkpoint, the
-    TensorBoard logs, the atomic saves of `model.keras`, `metrics.json` and any other JSON
-    file, and the closing record. The caller brings the model builder (it compiles the
-    model), the datasets and the final metrics.
+    from Python without the CLI (`run_training(spec)` is `TrainingRun(spec).run()`). Made,
+    it has checked the folder (`RunFolder`: a new run, a resumed one, a finished one left as
+    it is, other settings refused with `RunFolderError`); `run()` does the rest in one call:
+    the strategy, the data, the seed, dtype policy and strategy scope the model is built in,
+    the backup and exact resume (`BackupAndRestore`, `fit_resumable`), the best-epoch
+    checkpoint, the TensorBoard logs (where TensorFlow is installed), the atomic saves of
+    `model.keras`, `metrics.json` and the spec's other JSON files, and the closing record.
 
     A run folder holds `run.json` (what made it), `backup/` while it trains, `logs/`,
-    `best.keras` (when a `best` metric is given and the best epoch is not the last),
-    `model.keras` and `metrics.json`.
+    `best.keras` (when `best` is given and the best epoch is not the last), `model.keras`
+    and `metrics.json`.
 
     Args:
-        folder: `RunFolder`, or the folder's path (then `command`, `settings` and `inputs`
-            make the `RunFolder`). It is checked at once: `state` is "new", "resume" or
-            "finished"; a folder this run must not touch raises `RunFolderError`.
-        command, settings, inputs, overwrite, keep_backup: as for `RunFolder`, when
-            `folder` is a path.
-        strategy: a `tf.distribute.Strategy`, or None for Keras' default (one device).
-        seed: int. `keras.utils.set_random_seed` before the model is built.
-        save_every: int. Steps between backups (and at each epoch end).
-        verbose: `fit`'s verbose.
-        name: str. The prefix of the lines the run prints (default "kbert COMMAND").
+        spec: `TrainingSpec`.
+
+    Attributes:
+        folder: the checked `RunFolder`; `state`: "new", "resume" or "finished".
+        strategy: the run's strategy, once `run()` has made it (the spec's `data` gets it).
+        chief: whether this process writes the run's files (not a non-chief worker).
 
     Example:
+    >>> from keras_bert_impl.training import TrainingData, TrainingSpec
     >>> x, y = np.ones((8, 3), "float32"), np.zeros((8, 1), "float32")
-    >>> def build():  # built, seeded, inside the strategy's scope; compiled by the caller
+    >>> def build(data):  # seeded, inside the strategy's scope; compiled here
     ...     model = keras.Sequential([keras.Input((3,)), keras.layers.Dense(1)])
     ...     model.compile(optimizer="sgd", loss="mse")
     ...     return model
-    >>> run = TrainingRun("run", command="train", settings={"steps": 4}, save_every=2, verbose=0)
-    >>> model = run.build(build)
-    >>> dataset_fn = lambda: tf.data.Dataset.from_tensor_slices((x, y)).batch(2)
-    >>> metrics = run.train(model, dataset_fn, epochs=2, steps_per_epoch=2,
-    ...                     final_metrics=lambda result: {"loss": result.history["loss"][-1]})
-    >>> sorted(os.listdir("run")), run.state
-    (['logs', 'metrics.json', 'model.keras', 'run.json'], 'finished')
+    >>> spec = TrainingSpec(
+    ...     output="run", settings={"steps": 4}, save_every=2, verbose=0, model=build,
+    ...     data=lambda run: TrainingData(
+    ...         dataset_fn=lambda: tf.data.Dataset.from_tensor_slices((x, y)).batch(2),
+    ...         epochs=2, steps_per_epoch=2),
+    ...     final_metrics=lambda result: {"loss": result.history["loss"][-1]})
+    >>> run = TrainingRun(spec)
+    >>> run.state, sorted(run.run().metrics), sorted(os.listdir("run")), run.state
+    ('new', ['loss'], ['logs', 'metrics.json', 'model.keras', 'run.json'], 'finished')
     """
 
-    def __init__(
-        self,
-        folder,
-        command=None,
-        settings=None,
-        inputs=None,
-        overwrite=False,
-        keep_backup=False,
-        strategy=None,
-        seed=0,
-        save_every=200,
-        verbose="auto",
-        name=None,
-    ):
-        if not isinstance(folder, RunFolder):
-            if command is None or settings is None:
-                raise ValueError(
-                    "A TrainingRun given a path needs command= and settings= to record the run "
-                    f"(or give a RunFolder). Received: command={command!r}, settings={settings!r}"
-                )
-            folder = RunFolder(
-                folder, command, settings, inputs, overwrite=overwrite, keep_backup=keep_backup
-            )
-        self.folder = folder
-        self.output = folder.path
-        if folder.state is None:
-            folder.check()
-        self.strategy = strategy if strategy is not None else _DefaultStrategy()
-        self.seed = seed
-        self.save_every = save_every
-        self.verbose = verbose
-        self.name = name or f"kbert {folder.command}"
+    def __init__(self, spec):
+        self.spec = spec
         self.started = time.monotonic()
+        self.folder = RunFolder(
+            spec.output,
+            spec.command,
+            spec.settings,
+            spec.inputs,
+            overwrite=spec.overwrite,
+            keep_backup=spec.keep_backup,
+        )
+        self.folder.check()
+        self.name = spec.name or f"kbert {spec.command}"
+        self.strategy = None
         self._started_folder = False
 
     @property
@@ -113,124 +97,111 @@ class TrainingRun:
         return self.folder.state
 
     @property
-    def finished(self):
-        return self.folder.state == "finished"
-
-    @property
     def chief(self):
         """Whether this process writes the run's files (not a non-chief multi-worker process)."""
-        return getattr(self.strategy.extended, "should_checkpoint", True)
+        strategy = self.strategy or _DefaultStrategy()
+        return getattr(strategy.extended, "should_checkpoint", True)
 
-    def report_finished(self):
-        self.folder.report_finished(self.name)
-
-    def path(self, *names):
-        return os.path.join(self.output, *names)
-
-    def start(self):
-        """Clears a replaced run's files and records this one (once; the chief only). `train`
-        calls it; call it first to write files of your own into the folder before training."""
+    def output_path(self, *names):
+        """The path of `names` in the run folder, for a file of the spec's own (e.g. records the
+        data step builds): a replaced run's files are cleared and this run recorded first."""
         if not self._started_folder:
             self.folder.start(write=self.chief)
             self._started_folder = True
+        return os.path.join(self.folder.path, *names)
 
-    def build(self, builder):
-        """`builder()` after seeding, inside the strategy's scope: the model, compiled."""
-        keras.utils.set_random_seed(self.seed)
+    def run(self):
+        """Trains the run and returns its `TrainingResult` (`metrics`: what metrics.json holds),
+        or None when the folder holds this run finished (reported, left as it is)."""
+        if self.state == "finished":
+            self.folder.report_finished(self.name)
+            return None
+        spec = self.spec
+        strategy = spec.strategy() if callable(spec.strategy) else spec.strategy
+        self.strategy = strategy if strategy is not None else _DefaultStrategy()
+        data = spec.data(self)
+        if spec.dtype_policy is not None:
+            keras.config.set_dtype_policy(spec.dtype_policy)
+        keras.utils.set_random_seed(spec.seed)
         with self.strategy.scope():
-            return builder()
+            model = spec.model(data)
+        saved = getattr(model, "inference_model", model)
+        self.output_path()  # every check passed: a replaced run's files go, this run is recorded
+        result = self._fit(model, saved, data)
+        result.metrics = spec.final_metrics(result)
+        if self.chief:
+            save_model(saved, self.output_path("model.keras"))
+            for name, contents in (spec.files(result) if spec.files else {}).items():
+                _save_json(contents, self.output_path(name))
+            _save_json(result.metrics, self.output_path("metrics.json"))
+        self.folder.finish(result.best_file, write=self.chief)
+        return result
 
-    def train(
-        self,
-        model,
-        dataset_fn,
-        epochs,
-        steps_per_epoch,
-        final_metrics,
-        validation_data=None,
-        saved=None,
-        settings=None,
-        best=None,
-        files=None,
-        callbacks=(),
-    ):
-        """Trains `model` (resuming from the folder's backup), then writes `saved` to
-        model.keras, `files` and `final_metrics(result)` to metrics.json, and closes the run.
-
-        Args:
-            model: the compiled model `fit` trains (from `build`).
-            dataset_fn, epochs, steps_per_epoch, validation_data: as for `fit_resumable`.
-            final_metrics: callable(`TrainingResult`) -> dict, written to metrics.json.
-            saved: the model written to model.keras (default `model`; e.g. a distiller's student).
-            settings: dict of what the run computes with; a backup made by other settings (or
-                another model config) is refused. Default: the folder's settings.
-            best: (monitor, mode), e.g. ("val_accuracy", "max"): keep the best epoch's model.
-            files: dict of file name -> dict, more JSON files written beside model.keras.
-            callbacks: more Keras callbacks for `fit`.
-
-        Returns:
-            The metrics dict written to metrics.json.
-        """
-        saved = model if saved is None else saved
-        self.start()
-        backup = BackupAndRestore(
-            self.path("backup"),
-            save_every=self.save_every,
-            fingerprint={
-                "model": saved.get_config(),
-                "run": self.folder.settings if settings is None else settings,
-            },
-        )
-        checkpoint = (
-            BestModelCheckpoint(self.path("best.keras"), monitor=best[0], mode=best[1], save=self.chief)
-            if best
-            else None
-        )
-        # The guard runs before the backup (appended last by fit_resumable): a diverged step is never backed up.
+    def _callbacks(self, checkpoint):
+        # The guard runs before the backup (appended last by fit_resumable): a diverged step is never
+        # backed up.
         guard = DivergenceGuard(
             "Lower --learning-rate, then run again with --overwrite (another learning rate is another run)."
         )
-        callbacks = [
-            *([checkpoint] if checkpoint else []),
-            keras.callbacks.TensorBoard(self.path("logs"), update_freq="epoch"),
-            EpochTimer(),
-            guard,
-            *callbacks,
-        ]
+        # Keras' TensorBoard callback writes through tf.summary: no logs where TensorFlow is not installed.
+        logs = [keras.callbacks.TensorBoard(self.output_path("logs"), update_freq="epoch")] if _HAS_TF else []
+        return [*([checkpoint] if checkpoint else []), *logs, EpochTimer(), guard, *self.spec.callbacks]
+
+    def _fit(self, model, saved, data):
+        """`fit_resumable` with the run's backup and callbacks: the `TrainingResult`."""
+        spec = self.spec
+        backup = BackupAndRestore(
+            self.output_path("backup"),
+            save_every=spec.save_every,
+            fingerprint={"model": saved.get_config(), "run": self.folder.settings},
+        )
+        checkpoint = None
+        best = spec.best(data) if callable(spec.best) else spec.best
+        if best:
+            monitor, mode = best
+            checkpoint = BestModelCheckpoint(
+                self.output_path("best.keras"), monitor=monitor, mode=mode, save=self.chief
+            )
+        callbacks = self._callbacks(checkpoint)
         fit_started = time.monotonic()
         with self.strategy.scope():
             history = fit_resumable(
                 model,
-                dataset_fn,
-                epochs=epochs,
-                steps_per_epoch=steps_per_epoch,
+                data.dataset_fn,
+                epochs=data.epochs,
+                steps_per_epoch=data.steps_per_epoch,
                 backup=backup,
-                validation_data=validation_data,
+                validation_data=data.validation,
                 callbacks=callbacks,
-                verbose=self.verbose,
+                verbose=spec.verbose,
             )
         if backup.restored_step:
             print(
-                f"{self.name}: resumed from the backup at step {backup.restored_step} of {epochs * steps_per_epoch}",
+                f"{self.name}: resumed from the backup at step {backup.restored_step} of "
+                f"{data.epochs * data.steps_per_epoch}",
                 file=sys.stderr,
             )
-        result = TrainingResult(
+        return TrainingResult(
             history,
             backup.restored_step,
             callbacks,
             checkpoint,
-            epochs - 1,
+            data.epochs - 1,
             seconds=time.monotonic() - self.started,
             train_seconds=time.monotonic() - fit_started,
+            model=saved,
+            trained=model,
+            data=data,
+            settings=self.folder.settings,
         )
-        metrics = final_metrics(result)
-        if self.chief:
-            save_model(saved, self.path("model.keras"))
-            for name, data in (files or {}).items():
-                _save_json(data, self.path(name))
-            _save_json(metrics, self.path("metrics.json"))
-        self.folder.finish(result.best_file, write=self.chief)
-        return metrics
+
+
+def run_training(spec):
+    """Trains `spec`'s run (a `TrainingSpec`) in its folder and returns its `TrainingResult`
+    (`metrics`: what metrics.json holds; `model`: what model.keras holds), or None when the
+    folder already holds this finished run (reported on stderr and left as it is). Raises
+    `RunFolderError` for a folder the run must not touch."""
+    return TrainingRun(spec).run()
 
 
 class _DefaultStrategy:

@@ -1,4 +1,4 @@
-"""A run folder trained through the Python API (`TrainingRun`, the example of docs/training.md
+"""A run folder trained through the Python API (`TrainingSpec`, the example of docs/training.md
 as written), killed with SIGKILL mid-epoch and run again: it resumes at the backed-up step
 and ends with exactly the weights of an uninterrupted run; a third run leaves it alone."""
 
@@ -20,9 +20,10 @@ EPOCHS, STEPS = 3, 10  # the example's
 # Prepended to the example: each step is reported to ./step (so the test knows when the run
 # is mid-epoch) and slowed a little so the kill lands while it trains; neither touches the numbers.
 PRELUDE = r"""
+import dataclasses
 import time
 import keras
-from keras_bert_impl.training import training_run
+import keras_bert_impl.training
 
 
 class _Report(keras.callbacks.Callback):
@@ -32,8 +33,10 @@ class _Report(keras.callbacks.Callback):
         time.sleep(0.15)
 
 
-_train = training_run.TrainingRun.train
-training_run.TrainingRun.train = lambda self, *args, **kwargs: _train(self, *args, callbacks=[_Report()], **kwargs)
+_run_training = keras_bert_impl.training.run_training
+keras_bert_impl.training.run_training = lambda spec: _run_training(
+    dataclasses.replace(spec, callbacks=(*spec.callbacks, _Report()))
+)
 """
 
 
