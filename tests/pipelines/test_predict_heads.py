@@ -84,10 +84,10 @@ def heads(tmp_path_factory):
 def input_lines(task):
     """The --file lines of `task` from real data, a blank line among them."""
     if task == "pair":
-        texts = mr_sentences(121)
+        texts = mr_sentences(61)
         lines = [json.dumps({"text": a, "text_b": b}) for a, b in zip(texts, texts[1:])]
     elif task == "tagging":
-        lines = [" ".join(word for word, _ in sentence) for sentence in wsj_sentences(120)]
+        lines = [" ".join(word for word, _ in sentence) for sentence in wsj_sentences(60)]
     else:
         lines = [json.dumps({"question": q, "context": c}) for q, c in squad_questions()]
     lines[3] = ""  # a blank line keeps its place: the empty row, as the one-process command gives
@@ -124,29 +124,26 @@ def test_every_head_on_the_direct_runner_equals_kbert_predict(task, heads, tmp_p
 
 
 def test_bad_lines_are_one_line_before_any_worker(heads, tmp_path, capsys):
-    """A line the one-process command refuses is refused by the launcher, naming the file and
-    line, before any worker starts: not JSON for a pair model, a word without wordpieces for a
-    tagger (a lone control character), a context without wordpieces for a span labeler."""
+    """A line the one-process command refuses (with the same line: the same functions read both)
+    is refused by the launcher, naming the file and line, before any worker starts: not JSON or
+    not text for a pair model, a word without wordpieces for a tagger (a lone control character),
+    a context without wordpieces for a span labeler; so are the flags --runner does not take."""
     pair = json.dumps({"text": "a", "text_b": "b"})
+    out = tmp_path / "out"
     cases = [
-        ("pair", [pair, pair, '{"text": "a"}'], ":3: a pair model needs a JSON object"),
-        ("pair", [pair, '{"text": "\\ud800", "text_b": "b"}'], ":2 ('text') holds '\\ud800'"),
-        ("tagging", ["the film", "", "a \u0007 b"], ":3: the word(s) ['\\x07'] have no wordpieces"),
-        (
-            "squad",
-            [json.dumps({"question": "Who ?", "context": "\u0007"})],
-            ":1: the context has no wordpieces",
-        ),
+        ("pair", [pair, pair, '{"text": "a"}'], (), ":3: a pair model needs a JSON object"),
+        ("pair", [pair, '{"text": "\\ud800", "text_b": "b"}'], (), ":2 ('text') holds '\\ud800'"),
+        ("tagging", ["the film", "", "a \u0007 b"], (), ":3: the word(s) ['\\x07'] have no wordpieces"),
+        ("squad", [json.dumps({"question": "Who ?", "context": "\u0007"})], (), ":1: the context has no"),
+        ("pair", [pair], ("--text-b", "b"), "--runner direct predicts on --file only"),
+        ("tagging", ["a b"], ("--threshold", "2"), "--threshold is a probability"),
     ]
-    for task, lines, message in cases:
+    for task, lines, flags, message in cases:
         path = tmp_path / f"{task}.txt"
         path.write_text("\n".join(lines) + "\n", encoding="utf-8")
-        for runner in ((), ("--runner", "direct", "--output", tmp_path / "out")):
-            code = kbert("predict", "--model", heads[task], "--file", path, *runner)
-            err = capsys.readouterr().err
-            assert code == 2 and f"--file {path}{message}" in err and len(err.strip().splitlines()) == 1, (
-                task,
-                runner,
-                err,
-            )
-        assert not (tmp_path / "out").exists()
+        argv = ("--file", path, *flags, "--runner", "direct", "--output", out)
+        code = kbert("predict", "--model", heads[task], *argv)
+        err = capsys.readouterr().err
+        expected = message if message.startswith("-") else f"--file {path}{message}"
+        assert code == 2 and expected in err and len(err.strip().splitlines()) == 1, (task, err)
+        assert not out.exists()
