@@ -17,6 +17,8 @@ LINE_KEYS = {"pair": ("text", "text_b"), "squad": ("question", "context")}
 READER_TASKS = ("tagging", "squad")
 # Inputs per reader pass when the Beam launcher checks a file: memory stays one chunk's.
 CHECK_CHUNK = 4096
+# The most distinct words the launcher remembers as having wordpieces (a few tens of MB).
+GOOD_WORDS = 1_000_000
 
 
 def file_row(task, line, where):
@@ -104,7 +106,7 @@ class RowPredictor:
         from keras_bert_impl.tokenization import BertPreprocessor
 
         self.setup, self.task, self.batch_size, self.threshold = setup, setup.task, batch_size, threshold
-        self._text_predictor = None
+        self._text_predictor, self._good_words = None, set()
         backbone = setup.model.backbone
         self.preprocessor = (
             BertPreprocessor(backbone.vocabulary, lowercase=backbone.lowercase, sequence_length=setup.seq_len)
@@ -153,11 +155,29 @@ class RowPredictor:
         return count
 
     def _check(self, chunk, name):
-        rows = [row for _, row in chunk]
+        """Refuses what the tagger's or span labeler's reader would refuse in `chunk` ([(line
+        number, input)]). Their only refusals of a text here are a word (tagging) or a whole
+        context (squad) without wordpieces, so each distinct word or context is tokenized alone
+        (a word once per file: most repeat) and the reader runs only on the inputs holding one
+        that has none, for its own message."""
+        parts = {text for _, (text, _) in chunk} if self.task == "tagging" else {c for _, (_, c) in chunk}
+        if self.task == "tagging":
+            parts = {word for text in parts for word in text.split()} - self._good_words
+        parts = sorted(parts)
+        empty = {part for part, ids in zip(parts, self.preprocessor.tokenize_lists(parts)) if not ids}
+        if self.task == "tagging" and len(self._good_words) < GOOD_WORDS:
+            self._good_words.update(set(parts) - empty)
+        if self.task == "tagging":
+            suspects = [(n, row) for n, row in chunk if empty.intersection(row[0].split())]
+        else:
+            suspects = [(n, row) for n, row in chunk if row[1] in empty]
+        if not suspects:
+            return
 
         def where(j):
-            return f"{name}:{chunk[j][0]}"
+            return f"{name}:{suspects[j][0]}"
 
+        rows = [row for _, row in suspects]
         if self.task == "tagging":
             self._tag_dataset([text for text, _ in rows], where)
         else:
