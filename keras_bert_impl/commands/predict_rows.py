@@ -158,7 +158,7 @@ class RowPredictor:
         """Refuses what the tagger's or span labeler's reader would refuse in `chunk` ([(line
         number, input)]). Their only refusals of a text here are a word (tagging) or a whole
         context (squad) without wordpieces, so each distinct word or context is tokenized alone
-        (a word once per file: most repeat) and the reader runs only on the inputs holding one
+        (a word once per run: most repeat) and the reader runs only on the inputs holding one
         that has none, for its own message."""
         parts = {text for _, (text, _) in chunk} if self.task == "tagging" else {c for _, (_, c) in chunk}
         if self.task == "tagging":
