@@ -16,30 +16,25 @@ _GLOB = ("*", "?", "[")
 
 
 def run_predict(args):
-    """`kbert predict --file PATTERN --runner R --output DIR`: JSON lines per shard."""
+    """`kbert predict --file PATTERN --runner R --output DIR`: JSON lines per shard, the rows
+    `kbert predict --file ... --json` prints, for every head it predicts."""
     from keras_bert_impl.commands.inference_setup import load_for_inference
+    from keras_bert_impl.commands.predict_rows import RowPredictor, blank_row
 
     check_runner_flags(args)
-    if not args.file or args.texts:
+    if not args.file or args.texts or args.text_b or args.question or args.context:
         raise UsageError(
-            f"--runner {args.runner} predicts on --file only (a file or a glob of files), not on TEXT "
-            "arguments."
+            f"--runner {args.runner} predicts on --file only (a file or a glob of files; pair and squad "
+            "models take a JSON object per line), not on TEXT, --text-b, --question or --context."
         )
     output = _check_output(args)
-    shards = _shards(args.file, "--file", args)
-    # Loaded here once, so a missing or unusable model is one line before any worker starts.
+    # Loaded here once, so a missing or unusable model is one line before any worker starts, and
+    # every line is read as the workers will read it (a bad one refused here, not on a worker).
     setup = load_for_inference(args, has_text_b=False)
-    if setup.task not in ("classification", "multilabel"):
-        raise UsageError(
-            f"--runner {args.runner} runs single-text classifiers (classification, multilabel); "
-            f"{setup.model_path} is a {setup.task} model: predict on it without --runner."
-        )
-    blank = (
-        {"text": "", "labels": None, "probabilities": None}
-        if setup.task == "multilabel"
-        else {"text": "", "label": None, "probability": None}
-    )
-    return _run(args, shards, functools.partial(_Predictor, args), output, "predictions", blank)
+    check = RowPredictor(setup, args.batch_size, args.threshold).check_file
+    shards = _shards(args.file, "--file", args, check)
+    predictor = functools.partial(_Predictor, args)
+    return _run(args, shards, predictor, output, "predictions", blank_row(setup.task))
 
 
 def run_embed(args):
@@ -101,9 +96,10 @@ def _check_output(args):
     return output
 
 
-def _shards(pattern, flag, args):
+def _shards(pattern, flag, args, count=None):
     """The TextShards of every file `pattern` names, each file counted and checked to be UTF-8
-    text here, so a bad input is one line before any worker starts."""
+    text here (and by `count(lines, name)`, which returns the count), so a bad input is one line
+    before any worker starts."""
     from keras_bert_impl.pipelines import text_shards
 
     lines_per_shard = DEFAULT_LINES_PER_SHARD if args.lines_per_shard is None else args.lines_per_shard
@@ -119,7 +115,8 @@ def _shards(pattern, flag, args):
         if os.path.isdir(path) or not os.path.exists(path):
             raise UsageError(f"{flag} {path!r}: no such file.")
         try:
-            counts.append((path, sum(1 for _ in read_lines(path, flag))))
+            lines = read_lines(path, flag)
+            counts.append((path, count(lines, f"{flag} {path}") if count else sum(1 for _ in lines)))
         except OSError as e:
             raise UsageError(f"{flag} {path!r} cannot be read ({e.strerror or e}).") from None
     if not sum(count for _, count in counts):
@@ -128,42 +125,21 @@ def _shards(pattern, flag, args):
 
 
 class _Predictor:
-    """On a worker: `kbert predict`'s model and TextPredictor for the same flags; `infer` gives
-    the JSON row `kbert predict --json` prints for each text."""
+    """On a worker: `kbert predict`'s model and RowPredictor for the same flags; `infer` gives
+    the JSON row `kbert predict --json` prints for each --file line."""
 
     def __init__(self, args):
-        from keras_bert_impl.commands.inference_setup import load_for_inference, text_predictor
+        from keras_bert_impl.commands.inference_setup import load_for_inference
+        from keras_bert_impl.commands.predict_rows import RowPredictor
 
         setup = load_for_inference(args, has_text_b=False)
-        model = setup.model
-        self.task, self.threshold = setup.task, args.threshold
-        self.names = model.label_names or [str(i) for i in range(model.num_classes)]
-        self.predictor = text_predictor(setup, args.batch_size)
+        self.task, self.predictor = setup.task, RowPredictor(setup, args.batch_size, args.threshold)
 
-    def infer(self, texts):
-        import numpy as np
+    def infer(self, lines):
+        from keras_bert_impl.commands.predict_rows import file_row
 
-        outputs = self.predictor.predict(texts)
-        from_logits = "logits" in outputs
-        rows = []
-        for text, row in zip(texts, outputs["logits"] if from_logits else outputs["probabilities"]):
-            # As commands/predict.py's _run formats a classifier's row.
-            if self.task == "multilabel":
-                probs = 1 / (1 + np.exp(-row)) if from_logits else row
-                chosen = [self.names[i] for i in np.flatnonzero(probs >= self.threshold)]
-                rows.append(
-                    {
-                        "text": text,
-                        "labels": chosen,
-                        "probabilities": {n: float(p) for n, p in zip(self.names, probs)},
-                    }
-                )
-            else:
-                probs = np.exp(row - row.max()) if from_logits else row
-                probs = probs / probs.sum() if from_logits else probs
-                best = int(probs.argmax())
-                rows.append({"text": text, "label": self.names[best], "probability": float(probs[best])})
-        return rows
+        # The launcher read every line the same way (check_file), so none is refused here.
+        return self.predictor.rows([file_row(self.task, line, "--file") for line in lines])
 
 
 class _Encoder:
