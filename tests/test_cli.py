@@ -95,6 +95,23 @@ def test_no_flag_is_taken_for_a_prefix_of_another(capsys):
     assert [name for name, sub in subparsers.choices.items() if sub.allow_abbrev] == []
 
 
+def _builds_a_parser(node):
+    """An `ArgumentParser(...)` call, or the `super().__init__(...)` of a class deriving from
+    it (cli.py's parser class, which passes allow_abbrev itself)."""
+    import ast
+
+    if not isinstance(node, ast.Call):
+        return False
+    if getattr(node.func, "attr", None) == "ArgumentParser":
+        return True
+    return (
+        getattr(node.func, "attr", None) == "__init__"
+        and isinstance(node.func.value, ast.Call)
+        and getattr(node.func.value.func, "id", None) == "super"
+        and getattr(node, "_in_parser_class", False)
+    )
+
+
 def test_every_argument_parser_refuses_abbreviations():
     """Every other ArgumentParser of the library and the export wing (demo scripts, the
     char table, the TF Serving client) is built with allow_abbrev=False too."""
@@ -108,8 +125,14 @@ def test_every_argument_parser_refuses_abbreviations():
                 path = os.path.join(root, name)
                 with open(path, encoding="utf-8") as f:
                     tree = ast.parse(f.read(), path)
+                for cls in ast.walk(tree):
+                    if isinstance(cls, ast.ClassDef) and any(
+                        getattr(b, "attr", None) == "ArgumentParser" for b in cls.bases
+                    ):
+                        for inner in ast.walk(cls):
+                            inner._in_parser_class = True
                 for node in ast.walk(tree):
-                    if isinstance(node, ast.Call) and getattr(node.func, "attr", None) == "ArgumentParser":
+                    if _builds_a_parser(node):
                         found += 1
                         keywords = {k.arg: k.value for k in node.keywords}
                         value = keywords.get("allow_abbrev")
