@@ -140,10 +140,12 @@ def main(argv=None):
         score = served["top_score"].numpy()[i]
         lite_top = int(lite["probabilities"][i].argmax())
         print(
-            f"{sentence[:57]:58} {label:>12} ({score:.3f}) {names[lite_top]:>8} ({lite['probabilities'][i][lite_top]:.3f})"
+            f"{sentence[:57]:58} {label:>12} ({score:.3f}) {names[lite_top]:>8} "
+            f"({lite['probabilities'][i][lite_top]:.3f})"
         )
     print(
-        f"\nmake demo: {time.perf_counter() - started:.0f} s in all; report: {os.path.join(export, 'report.md')}"
+        f"\nmake demo: {time.perf_counter() - started:.0f} s in all; report: "
+        f"{os.path.join(export, 'report.md')}"
     )
     return 0
 

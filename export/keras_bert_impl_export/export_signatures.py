@@ -54,7 +54,8 @@ def _range_check(name, values, size):
         at = tf.where(bad)[0]  # [2] int64: the first (example, position) outside, row-major
         value = tf.gather_nd(values, at[None])[0]
         return tf.strings.format(
-            f"Input {name} holds {{}} at example {{}}, position {{}}: this model takes values in [0, {size}) there.",
+            f"Input {name} holds {{}} at example {{}}, position {{}}: this model takes values in [0, {size}) "
+            "there.",
             (value, at[0], at[1]),
         )
 
@@ -146,8 +147,8 @@ class ExportSignatures:
             _assert(
                 tf.reduce_all(tf.equal(tf.shape(other), tf.shape(ids))),
                 lambda n=name, o=other: tf.strings.format(
-                    f"Input {n} has shape {{}}, and ids {{}}: send ids, mask and segment_ids of one shape, [examples, "
-                    "positions].",
+                    f"Input {n} has shape {{}}, and ids {{}}: send ids, mask and segment_ids of one shape, "
+                    "[examples, positions].",
                     (tf.shape(o), tf.shape(ids)),
                 ),
             )
@@ -157,8 +158,8 @@ class ExportSignatures:
             _assert(
                 tf.logical_and(width >= 1, width <= backbone.max_sequence_length),
                 lambda: tf.strings.format(
-                    f"Input ids has {{}} positions per example: this model takes 1 to {backbone.max_sequence_length} "
-                    "(its max_sequence_length); send that many per example.",
+                    "Input ids has {} positions per example: this model takes 1 to "
+                    f"{backbone.max_sequence_length} (its max_sequence_length); send that many per example.",
                     (width,),
                 ),
             )

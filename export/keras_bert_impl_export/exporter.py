@@ -11,6 +11,9 @@ Layout of the output folder (NAME from --name):
     vocab.txt, labels.txt    the model's vocabulary and label names
     export.json              what was written, inputs and outputs, casing, sequence length
 
+Each format is one unit of `keras_bert_impl_export.formats` (`write(job)`, an `ExportJob`);
+this module checks the arguments, runs the units and writes the manifest.
+
 Everything is built in a sibling folder `OUTPUT.partial-PID` and renamed into place at the
 end, so a killed export leaves no half-written OUTPUT (the next run deletes the leftover).
 """
@@ -19,17 +22,10 @@ import contextlib
 import glob
 import os
 import shutil
-import time
 
 import numpy as np
-import tensorflow as tf
 
-from keras_bert_impl.atomic_write import replace_folder, write_json_atomically, write_text_atomically
-from keras_bert_impl.conversion.tflite_converter import (
-    check_builtins_only,
-    convert_endpoint,
-    convert_saved_model,
-)
+from keras_bert_impl.atomic_write import replace_folder, write_json_atomically
 from keras_bert_impl.conversion.input_contract import (
     CALIBRATED_QUANTIZATIONS,
     EXPORT_FORMATS,
@@ -37,17 +33,19 @@ from keras_bert_impl.conversion.input_contract import (
     STATIC_QUANTIZATIONS,
     check_quantization,
 )
-from keras_bert_impl.tensor_names import EXPORT_ID_INPUTS, MEDIAPIPE_OUTPUTS
-from keras_bert_impl.conversion.integer_only import convert_static
 from keras_bert_impl.models import QuantizationAwareClassifier
-from keras_bert_impl.tokenization import BertPreprocessor
+from keras_bert_impl.tensor_names import EXPORT_ID_INPUTS
 from keras_bert_impl.validation import check_choice, check_sequence_length
+from keras_bert_impl_export.export_job import ExportJob
 from keras_bert_impl_export.export_signatures import ExportSignatures
-from keras_bert_impl_export.warmup import write_warmup_requests
+from keras_bert_impl_export.formats import WRITERS, saved_model_files
+from keras_bert_impl_export.formats.mediapipe_files import MEDIAPIPE_SUFFIXES
+
+# Part of the exporter's API too: bench/ scripts and tests tokenize as the export does through them.
+from keras_bert_impl_export.tokenized_examples import id_examples as id_examples
+from keras_bert_impl_export.tokenized_examples import tokenize as tokenize
 
 MANIFEST = "export.json"
-# Examples the calibration of int8_mixed and the integer-only files runs (Model Garden's and TFLite's guides use 100-500).
-CALIBRATION_EXAMPLES = 200
 WARMUP_EXAMPLES = 4
 
 
@@ -60,8 +58,9 @@ def prepare_output(output, overwrite):
     output = os.path.abspath(output)
     if os.path.exists(output) and not (os.path.isdir(output) and not os.listdir(output)):
         if not overwrite:
+            holds = " and holds an export" if os.path.exists(os.path.join(output, MANIFEST)) else ""
             raise ExportExistsError(
-                f"--output {output} already exists{' and holds an export' if os.path.exists(os.path.join(output, MANIFEST)) else ''}. "
+                f"--output {output} already exists{holds}. "
                 "Pass --overwrite to replace it, or choose another folder."
             )
     for leftover in glob.glob(glob.escape(output) + ".partial-*"):
@@ -87,36 +86,6 @@ def output_folder(output, overwrite):
 def commit_output(work, output):
     """Renames the finished work folder to OUTPUT (the old export, if any, goes last)."""
     replace_folder(work, output)
-
-
-def id_examples(serving, texts, sequence_length=None):
-    """Texts (or (a, b) pairs) -> [{ids, mask, segment_ids}] int32 arrays [1, S], one per example."""
-    x = tokenize(serving, texts, sequence_length)
-    return [{name: x[name][i : i + 1] for name in EXPORT_ID_INPUTS} for i in range(len(x["ids"]))]
-
-
-def tokenize(serving, texts, sequence_length=None):
-    """Texts (or (a, b) pairs) -> {ids, mask, segment_ids} int32 arrays [N, S]; S is the
-    export's length, or `sequence_length` (a static file's own length)."""
-    if serving.pair:
-        segments = (tf.constant([a for a, _ in texts]), tf.constant([b for _, b in texts]))
-    else:
-        segments = tf.constant(list(texts))
-    preprocessor = serving.preprocessor
-    if sequence_length not in (None, serving.sequence_length):
-        preprocessor = BertPreprocessor.from_model(serving.model, sequence_length=sequence_length)
-    x = preprocessor(segments)
-    return {
-        "ids": x["token_ids"].numpy(),
-        "mask": x["padding_mask"].numpy(),
-        "segment_ids": x["segment_ids"].numpy(),
-    }
-
-
-def text_request(serving, texts):
-    if serving.pair:
-        return {serving.text_inputs[0]: [a for a, _ in texts], serving.text_inputs[1]: [b for _, b in texts]}
-    return {"text": list(texts)}
 
 
 def export_model(
@@ -169,7 +138,8 @@ def export_model(
     calibrated = calibrated_quantizations(formats, quantizations, learned=learned is not None)
     if calibrated and not calibration_texts:
         raise ValueError(
-            f"{calibrated[0]} needs calibration examples: pass --calibration FILE (real examples of the task)."
+            f"{calibrated[0]} needs calibration examples: pass --calibration FILE "
+            "(real examples of the task)."
         )
     static = [q for q in quantizations if q in STATIC_QUANTIZATIONS and _written(q, formats)]
     if static and serving.kind != "classifier":
@@ -181,18 +151,18 @@ def export_model(
         static_lengths = check_static_lengths(static_lengths, quantizations, formats, model)
     samples = list(calibration_texts or [])[:WARMUP_EXAMPLES] or _default_samples(serving)
     with output_folder(output, overwrite) as work:
-        manifest = _write_all(
-            serving,
-            learned,
-            work,
-            name,
-            formats,
-            quantizations,
-            calibration_texts,
-            samples,
-            static_lengths,
-            log,
+        job = ExportJob(
+            serving=serving,
+            learned=learned,
+            work=work,
+            name=name,
+            quantizations=quantizations,
+            calibration_texts=calibration_texts,
+            samples=samples,
+            static_lengths=static_lengths,
+            log=log,
         )
+        manifest = _write_all(job, formats)
         if finish is not None:
             finish(work, manifest)
         write_json_atomically(manifest, os.path.join(work, MANIFEST), indent=1)
@@ -225,9 +195,9 @@ def check_static_lengths(lengths, quantizations, formats, model):
     asked for, and the model's positions cover each length."""
     if "tflite" not in formats or not set(quantizations) & set(STATIC_QUANTIZATIONS):
         raise ValueError(
-            f"static_lengths {list(lengths)} are the lengths of the static files, and no static file is asked for: "
-            f"add one of {', '.join(STATIC_QUANTIZATIONS)} to --quantizations (with the tflite format), or drop "
-            "--static-lengths."
+            f"static_lengths {list(lengths)} are the lengths of the static files, and no static file is "
+            f"asked for: add one of {', '.join(STATIC_QUANTIZATIONS)} to --quantizations (with the tflite "
+            "format), or drop --static-lengths."
         )
     if not lengths:
         raise ValueError("static_lengths is empty: give at least one length, e.g. 64,128.")
@@ -242,92 +212,30 @@ def _default_samples(serving):
     return ["A first warm-up sentence.", "Another one, a little longer than the first."]
 
 
-def _timed(log, what, fn, *args, **kwargs):
-    start = time.perf_counter()
-    log(f"  {what} ...")
-    result = fn(*args, **kwargs)
-    log(f"  {what}: {time.perf_counter() - start:.1f} s")
-    return result
-
-
-def _write_all(
-    serving, learned, work, name, formats, quantizations, calibration_texts, samples, static_lengths, log
-):
-    model = serving.model
-    backbone = model.backbone
-    files = {}
-    ids_dir = os.path.join(work, "serving", f"{name}_ids", "1")
-    # The ids SavedModel is also what the .tflite files are converted from.
-    _timed(
-        log, "SavedModel (token ids)", serving.export_archive(text=False).write_out, ids_dir, verbose=False
-    )
-    x = tokenize(serving, samples)
-    write_warmup_requests(ids_dir, f"{name}_ids", [{k: x[k] for k in EXPORT_ID_INPUTS}])
-    if "saved_model" in formats:
-        files["saved_model_ids"] = os.path.relpath(ids_dir, work)
-        text_dir = os.path.join(work, "serving", name, "1")
-        _timed(
-            log, "SavedModel (raw text)", serving.export_archive(text=True).write_out, text_dir, verbose=False
-        )
-        write_warmup_requests(text_dir, name, [text_request(serving, samples)])
-        files["saved_model_text"] = os.path.relpath(text_dir, work)
-    cache = {}  # by length: the calibration examples tokenized at it
-
-    def calibration(length):
-        if length not in cache:
-            cache[length] = id_examples(serving, list(calibration_texts)[:CALIBRATION_EXAMPLES], length)
-        return cache[length]
-
-    def static_file(quantization, length, **options):
-        """The static [1, length] file: of the ranges a QuantizationAwareClassifier learned
-        (int8_only), else of the float classifier, calibrated when the precision is."""
-        if learned is not None and quantization == "int8_only":
-            return convert_static(learned, length, quantization, **options)
-        examples = calibration(length) if quantization in CALIBRATED_QUANTIZATIONS else None
-        return convert_static(serving.model, length, quantization, examples, **options)
-
-    if "tflite" in formats:
-        files.update(
-            _write_tflite(serving, work, name, quantizations, calibration, static_file, static_lengths, log)
-        )
-    if "text_tflite" in formats:
-        from keras_bert_impl_export.text_in_tflite import convert_text_in
-
-        flatbuffer = _timed(
-            log,
-            "TFLite text-in",
-            convert_text_in,
-            model,
-            sequence_length=serving.sequence_length,
-            pair=serving.pair and serving.kind == "classifier",
-        )
-        path = os.path.join(work, "text", f"{name}_text_in.tflite")
-        os.makedirs(os.path.dirname(path), exist_ok=True)
-        with open(path, "wb") as f:
-            f.write(flatbuffer)
-        files["text_tflite"] = os.path.relpath(path, work)
-    if "mediapipe" in formats:
-        if serving.kind not in MEDIAPIPE_OUTPUTS:
-            log(
-                f"  no MediaPipe model for a {serving.kind}: MediaPipe Tasks' text tasks are classifiers and embedders"
-            )
-        elif not backbone.lowercase:
-            log(
-                "  no MediaPipe model: MediaPipe's BERT tokenizer always lower-cases, and this model is cased"
-            )
-        else:
-            files.update(_write_mediapipe(serving, work, name, quantizations, static_file, log))
+def _write_all(job, formats):
+    """Every file of `formats` into `job.work`; returns the manifest."""
+    x = saved_model_files.write_ids(job)
+    for fmt, write in WRITERS.items():
+        if fmt in formats:
+            write(job)
     if "saved_model" not in formats:
-        shutil.rmtree(os.path.join(work, "serving"))
-    write_text_atomically("".join(t + "\n" for t in backbone.vocabulary), os.path.join(work, "vocab.txt"))
-    if serving.label_names:
-        write_text_atomically(
-            "".join(n + "\n" for n in serving.label_names), os.path.join(work, "labels.txt")
-        )
+        shutil.rmtree(os.path.join(job.work, "serving"))
+    backbone = job.serving.model.backbone
+    job.write_text("vocab.txt", backbone.vocabulary)
+    if job.serving.label_names:
+        job.write_text("labels.txt", job.serving.label_names)
+    return _manifest(job, x)
+
+
+def _manifest(job, x):
+    """export.json: what was written, inputs and outputs, casing, sequence length; `x`: the
+    samples tokenized."""
+    serving = job.serving
+    backbone = serving.model.backbone
     return {
-        "name": name,
+        "name": job.name,
         "head": serving.kind,
-        "model_class": type(model).__name__,
+        "model_class": type(serving.model).__name__,
         "sequence_length": serving.sequence_length,
         "max_sequence_length": backbone.max_sequence_length,
         "lowercase": bool(backbone.lowercase),
@@ -342,113 +250,11 @@ def _write_all(
             "cls": serving.preprocessor.cls_id,
             "sep": serving.preprocessor.sep_id,
         },
-        "files": files,
+        "files": job.files,
         # A few sentences and the ids our tokenizer gives them: what a client that tokenizes
         # for itself (the web and Android demos) is checked against.
         "golden": [
             {"input": sample, "ids": [int(i) for i in np.asarray(ids)[np.asarray(mask) == 1]]}
-            for sample, ids, mask in zip(samples, x["ids"], x["mask"])
+            for sample, ids, mask in zip(job.samples, x["ids"], x["mask"])
         ],
     }
-
-
-def _write_tflite(serving, work, name, quantizations, calibration, static_file, static_lengths, log):
-    """tflite/: each precision of the ids SavedModel at a free [B, T], and each static one
-    (STATIC_QUANTIZATIONS, the classifier's own [1, S] forward: `static_file(quantization, S)`)
-    at S = the export's length, or once per length of `static_lengths`, the length in its
-    name. `calibration(S)`: the calibration examples at length S."""
-    files = {}
-    ids_dir = os.path.join(work, "serving", f"{name}_ids", "1")
-
-    def write(key, flatbuffer):
-        check_builtins_only(flatbuffer)
-        path = os.path.join(work, "tflite", f"{name}_{key}.tflite")
-        os.makedirs(os.path.dirname(path), exist_ok=True)
-        with open(path, "wb") as f:
-            f.write(flatbuffer)
-        files[f"tflite_{key}"] = os.path.relpath(path, work)
-
-    for quantization in quantizations:
-        if quantization not in STATIC_QUANTIZATIONS:
-            calibrated = quantization in CALIBRATED_QUANTIZATIONS
-            write(
-                quantization,
-                _timed(
-                    log,
-                    f"TFLite {quantization}",
-                    convert_saved_model,
-                    ids_dir,
-                    quantization,
-                    calibration(serving.sequence_length) if calibrated else None,
-                ),
-            )
-            continue
-        for length in static_lengths or [serving.sequence_length]:
-            # Its own static graph of the model at [1, S], not the ids SavedModel's.
-            flatbuffer = _timed(
-                log, f"TFLite {quantization} at [1, {length}]", static_file, quantization, length
-            )
-            write(quantization if static_lengths is None else f"{quantization}_{length}", flatbuffer)
-    return files
-
-
-# The MediaPipe files' names by precision (the float32 one plain, as apps expect one model).
-# No int8_mixed MediaPipe file: MediaPipe runs text models on the CPU, where dynamic-range int8
-# is smaller, faster and closer to Keras (bench/results/full_int8_denylist.json compares the
-# two on the same sentences). int8_only (a classifier's): MediaPipe 0.10.21's TextClassifier
-# runs it and gives LiteRT's scores; no int16x8_only one, as its runtime refuses int16
-# activations ("Only float32, int8 and uint8 supported currently, got INT16", on GELU).
-MEDIAPIPE_SUFFIXES = {
-    "float32": "",
-    "float16": "_float16",
-    "dynamic_int8": "_int8",
-    "int8_only": "_int8_only",
-}
-
-
-def _write_mediapipe(serving, work, name, quantizations, static_file, log):
-    """[1, S] ids in, the one output MediaPipe Tasks read (probabilities or embeddings),
-    float32, with the metadata that carries the vocabulary and the labels.
-    `static_file(quantization, S, probabilities=True)`: the int8_only one."""
-    from keras_bert_impl_export import tflite_metadata
-
-    output_name = MEDIAPIPE_OUTPUTS[serving.kind]
-    ids_function, signature = serving.endpoint(text=False, batch=1, length=serving.sequence_length)
-
-    def serve(ids, mask, segment_ids):
-        return {output_name: ids_function(ids, mask, segment_ids)[output_name]}
-
-    files = {}
-    backbone = serving.model.backbone
-    for quantization in [q for q in quantizations if q in MEDIAPIPE_SUFFIXES]:
-        suffix = MEDIAPIPE_SUFFIXES[quantization]
-        if quantization in STATIC_QUANTIZATIONS:  # the integer-only graph, probabilities out
-            flatbuffer = _timed(
-                log,
-                f"TFLite for MediaPipe, {quantization}",
-                static_file,
-                quantization,
-                serving.sequence_length,
-                probabilities=True,
-            )
-        else:
-            flatbuffer = _timed(
-                log, f"TFLite for MediaPipe, {quantization}", convert_endpoint, serve, signature, quantization
-            )
-        check_builtins_only(flatbuffer)
-        flatbuffer = tflite_metadata.add_metadata(
-            flatbuffer,
-            kind=serving.kind,
-            vocabulary=list(backbone.vocabulary),
-            lowercase=bool(backbone.lowercase),
-            label_names=serving.label_names or None,
-            name=name,
-            description=f"{type(serving.model).__name__} exported by kbert export ({quantization})",
-            version="1",
-        )
-        path = os.path.join(work, "mediapipe", f"{name}{suffix}.tflite")
-        os.makedirs(os.path.dirname(path), exist_ok=True)
-        with open(path, "wb") as f:
-            f.write(flatbuffer)
-        files["mediapipe" + suffix] = os.path.relpath(path, work)
-    return files

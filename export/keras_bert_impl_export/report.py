@@ -15,7 +15,7 @@ from keras_bert_impl.atomic_write import write_json_atomically, write_text_atomi
 from keras_bert_impl.tensor_names import EXPORT_ID_INPUTS
 from keras_bert_impl.cpu_features import CpuFeatures
 from keras_bert_impl.conversion.native_log import native_output_held
-from keras_bert_impl_export.exporter import text_request, tokenize
+from keras_bert_impl_export.tokenized_examples import text_request, tokenize
 
 LATENCY_BATCHES = (1, 32)
 
@@ -100,7 +100,6 @@ def build_report(work, manifest, serving, texts, labels=None, repeats=20, log=pr
     """
     if not texts:
         raise ValueError("The validation set is empty: pass a --validation file with examples.")
-    model = serving.model
     x = tokenize(serving, texts)
     keras_out = {}
     for batch, _ in _batches(x, texts, 64):
@@ -256,7 +255,8 @@ def report_markdown(report):
     # "runs on" (static checks, conversion/tflite_targets.py) is a column where the report has it.
     runs_on = any("runs_on" in row for row in report["artifacts"])
     lines += [
-        "| artifact | size (MB) | batch 1 p50 / p90 (ms) | batch 32 p50 / p90 (ms) | metric | max abs diff vs Keras "
+        "| artifact | size (MB) | batch 1 p50 / p90 (ms) | batch 32 p50 / p90 (ms) | metric | max abs diff "
+        "vs Keras "
         "| top-label agreement |" + (" runs on |" if runs_on else ""),
         "|---|---|---|---|---|---|---|" + ("---|" if runs_on else ""),
     ]

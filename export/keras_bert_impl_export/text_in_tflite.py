@@ -206,7 +206,8 @@ def convert_text_in(model, *, sequence_length, pair=False, max_chars_per_word=10
     names = text_input_names(isinstance(model, BertSpanLabeler), pair)
     if len(names) == 2 and sequence_length < 4:
         raise ValueError(
-            f"sequence_length must be >= 4 for two texts ([CLS] A [SEP] [SEP]). Received: sequence_length={sequence_length}"
+            "sequence_length must be >= 4 for two texts ([CLS] A [SEP] [SEP]). Received: "
+            f"sequence_length={sequence_length}"
         )
     preprocessor = BertPreprocessor.from_model(
         model, sequence_length=sequence_length, max_chars_per_word=max_chars_per_word

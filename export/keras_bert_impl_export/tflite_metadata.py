@@ -40,15 +40,15 @@ import flatbuffers
 from flatbuffers import encode, number_types
 from flatbuffers.table import Table
 
-from keras_bert_impl.tensor_names import EXPORT_ID_INPUTS
+from keras_bert_impl.tensor_names import EXPORT_ID_INPUTS, MEDIAPIPE_OUTPUTS
 from keras_bert_impl.tokenization import load_vocabulary
 from keras_bert_impl.validation import check_bool, check_choice, check_label_names, preview
 
-KINDS = ("classifier", "embedder")
+# The heads MediaPipe Tasks describe; the output tensor metadata is named MEDIAPIPE_OUTPUTS[kind]
+# (MediaPipe reports it as `head_name`).
+KINDS = tuple(MEDIAPIPE_OUTPUTS)
 VOCAB_FILE = "vocab.txt"
 LABELS_FILE = "labels.txt"
-# The names of the output tensor metadata: MediaPipe reports them as `head_name`.
-OUTPUT_NAMES = {"classifier": "probabilities", "embedder": "embeddings"}
 METADATA_NAME = "TFLITE_METADATA"
 
 # The oldest metadata parser that reads what this module writes (MediaPipe's
@@ -218,12 +218,14 @@ def add_metadata(
         bad = [n for n in label_names if "\n" in n or "\r" in n]
         if bad:
             raise ValueError(
-                f"label_names go into a file of one name per line and cannot hold line breaks. Received: {preview(bad)}"
+                "label_names go into a file of one name per line and cannot hold line breaks. Received: "
+                f"{preview(bad)}"
             )
         files[LABELS_FILE] = "\n".join(label_names).encode("utf-8")
     elif label_names is not None:
         raise ValueError(
-            f"kind='embedder' takes no label_names (an embedding has no classes). Received: label_names={label_names!r}"
+            "kind='embedder' takes no label_names (an embedding has no classes). Received: "
+            f"label_names={label_names!r}"
         )
 
     metadata = _build_metadata(kind, name, description, version, inputs)
@@ -348,7 +350,8 @@ def _check_tflite_bytes(tflite_bytes):
 def _check_vocabulary(vocabulary):
     if vocabulary is None or isinstance(vocabulary, (bytes, bytearray)):
         raise ValueError(
-            f"vocabulary must be a list of WordPiece tokens or a vocab.txt path. Received: vocabulary={vocabulary!r}"
+            "vocabulary must be a list of WordPiece tokens or a vocab.txt path. Received: "
+            f"vocabulary={vocabulary!r}"
         )
     tokens = load_vocabulary(vocabulary)
     # MediaPipe reads the vocab file line by line, skips empty lines and drops one trailing
@@ -422,7 +425,8 @@ def _check_signature(model):
     output_indices = subgraph.scalars(_SUBGRAPH_OUTPUTS, number_types.Int32Flags)
     if len(output_indices) != 1:
         raise ValueError(
-            f"The .tflite must have exactly one output (probabilities or embeddings). Received: {len(output_indices)}"
+            "The .tflite must have exactly one output (probabilities or embeddings). Received: "
+            f"{len(output_indices)}"
         )
     tensor = tensors[output_indices[0]]
     dtype = tensor.scalar(_TENSOR_TYPE, number_types.Int8Flags, 0)
@@ -437,44 +441,47 @@ def _check_signature(model):
 # --- the metadata flatbuffer ----------------------------------------------------------
 
 
-def _build_metadata(kind, name, description, version, input_names):
-    """The ModelMetadata flatbuffer (identifier "M001") for the inputs in subgraph order."""
-    b = flatbuffers.Builder(1024)
+class _TableWriter:
+    """The metadata schema's tables and vectors, written on one flatbuffers Builder `b`."""
 
-    def table(num_fields, fields):
+    def __init__(self, b):
+        self.b = b
+
+    def table(self, num_fields, fields):
         """A table from (slot, writer) pairs; writers run inside StartObject/EndObject."""
-        b.StartObject(num_fields)
+        self.b.StartObject(num_fields)
         for slot, write in fields:
             write(slot)
-        return b.EndObject()
+        return self.b.EndObject()
 
-    def ref(value):
-        return lambda slot: b.PrependUOffsetTRelativeSlot(slot, value, 0)
+    def ref(self, value):
+        return lambda slot: self.b.PrependUOffsetTRelativeSlot(slot, value, 0)
 
-    def vector(offsets):
-        b.StartVector(4, len(offsets), 4)
+    def vector(self, offsets):
+        self.b.StartVector(4, len(offsets), 4)
         for offset in reversed(offsets):
-            b.PrependUOffsetTRelative(offset)
-        return b.EndVector()
+            self.b.PrependUOffsetTRelative(offset)
+        return self.b.EndVector()
 
-    def floats(values):
-        b.StartVector(4, len(values), 4)
+    def floats(self, values):
+        self.b.StartVector(4, len(values), 4)
         for value in reversed(values):
-            b.PrependFloat32(value)
-        return b.EndVector()
+            self.b.PrependFloat32(value)
+        return self.b.EndVector()
 
-    def associated_file(file_name, file_description, file_type):
-        name_off, description_off = b.CreateString(file_name), b.CreateString(file_description)
-        return table(
+    def associated_file(self, file_name, file_description, file_type):
+        name_off, description_off = self.b.CreateString(file_name), self.b.CreateString(file_description)
+        return self.table(
             5,
             [
-                (_FILE_NAME, ref(name_off)),
-                (_FILE_DESCRIPTION, ref(description_off)),
-                (_FILE_TYPE, lambda slot: b.PrependInt8Slot(slot, file_type, 0)),
+                (_FILE_NAME, self.ref(name_off)),
+                (_FILE_DESCRIPTION, self.ref(description_off)),
+                (_FILE_TYPE, lambda slot: self.b.PrependInt8Slot(slot, file_type, 0)),
             ],
         )
 
-    def tensor_metadata(tensor_name, tensor_description, files=(), stats=None):
+    def tensor_metadata(self, tensor_name, tensor_description, files=(), stats=None):
+        b, table, ref = self.b, self.table, self.ref
         name_off, description_off = b.CreateString(tensor_name), b.CreateString(tensor_description)
         feature = table(0, [])
         content = table(
@@ -490,22 +497,30 @@ def _build_metadata(kind, name, description, version, input_names):
             (_TM_CONTENT, ref(content)),
         ]
         if stats is not None:
-            low, high = floats(stats[0]), floats(stats[1])
+            low, high = self.floats(stats[0]), self.floats(stats[1])
             fields.append((_TM_STATS, ref(table(2, [(_STATS_MIN, ref(low)), (_STATS_MAX, ref(high))]))))
         if files:
-            fields.append((_TM_FILES, ref(vector([associated_file(*f) for f in files]))))
+            fields.append((_TM_FILES, ref(self.vector([self.associated_file(*f) for f in files]))))
         return table(_TM_FIELDS, fields)
+
+
+def _build_metadata(kind, name, description, version, input_names):
+    """The ModelMetadata flatbuffer (identifier "M001") for the inputs in subgraph order."""
+    b = flatbuffers.Builder(1024)
+    w = _TableWriter(b)
+    table, ref, vector, tensor_metadata = w.table, w.ref, w.vector, w.tensor_metadata
+    associated_file = w.associated_file
 
     inputs = vector([tensor_metadata(n, _INPUT_DESCRIPTIONS[n]) for n in input_names])
     if kind == "classifier":
         output = tensor_metadata(
-            OUTPUT_NAMES[kind],
+            MEDIAPIPE_OUTPUTS[kind],
             _OUTPUT_DESCRIPTIONS[kind],
             files=[(LABELS_FILE, _LABELS_DESCRIPTION, _AXIS_LABELS)],
             stats=([0.0], [1.0]),
         )
     else:
-        output = tensor_metadata(OUTPUT_NAMES[kind], _OUTPUT_DESCRIPTIONS[kind])
+        output = tensor_metadata(MEDIAPIPE_OUTPUTS[kind], _OUTPUT_DESCRIPTIONS[kind])
     outputs = vector([output])
     vocab = vector([associated_file(VOCAB_FILE, _VOCAB_DESCRIPTION, _VOCABULARY)])
     tokenizer_options = table(1, [(0, ref(vocab))])

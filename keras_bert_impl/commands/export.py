@@ -4,6 +4,7 @@ checked and measured in the runtimes that run them. The work is the export wing'
 files and imports the wing lazily, the one place the library reaches it."""
 
 import argparse
+import functools
 import json
 import os
 import re
@@ -32,105 +33,141 @@ DEFAULT_NAME = "bert"
 DEFAULT_REPEATS = 20
 
 
+DESCRIPTION = (
+    "Write OUTPUT/serving/NAME/1 (raw text in, for TF Serving, with warm-up requests), "
+    "OUTPUT/serving/NAME_ids/1 (token ids in, no tensorflow-text op), OUTPUT/tflite/NAME_QUANT.tflite "
+    "(builtin ops only, any batch and length), OUTPUT/mediapipe/NAME.tflite (with MediaPipe Tasks "
+    "metadata), OUTPUT/text/NAME_text_in.tflite (strings in, tensorflow-text's tokenizer inside), "
+    "vocab.txt, labels.txt and export.json; with --validation, OUTPUT/report.md/.json/.png "
+    "(size, latency, accuracy and difference from the Keras model of every artifact). The model carries "
+    "its vocabulary, casing and label names. OUTPUT appears only when everything is written."
+)
+# kbert export's own flags, in --help's order: (flag, add_argument's keywords).
+FLAGS = (
+    (
+        "--model",
+        dict(
+            required=True,
+            help="A kbert finetune run folder or a .keras head; a .keras backbone (kbert convert) "
+            "is exported as a sentence embedder (mean pooling, L2-normalised).",
+        ),
+    ),
+    (
+        "--output",
+        dict(required=True, help="Folder to create; refused if it holds anything (see --overwrite)."),
+    ),
+    (
+        "--formats",
+        dict(
+            default=",".join(EXPORT_FORMATS),
+            help=f"Comma-separated subset of {','.join(EXPORT_FORMATS)}. Default: all of those. "
+            "Or huggingface alone: OUTPUT becomes a folder transformers loads with from_pretrained(OUTPUT) "
+            "(config.json, model.safetensors, vocab.txt, tokenizer files, README.md model card); a model "
+            "transformers cannot express as it is (mean pooling, sinusoidal positions, int8) is refused. "
+            "Or sentence_transformers alone, for a backbone or BertEmbedder: the same folder plus the "
+            "modules SentenceTransformer(OUTPUT) pools with (see --pooling, --normalize, --seq-len).",
+        ),
+    ),
+    (
+        "--quantizations",
+        dict(
+            default=",".join(QUANTIZATIONS),
+            help=f"TFLite precisions, comma-separated subset of {','.join(QUANTIZATIONS)}. "
+            "Default: all (int8_mixed calibrates on --calibration: a run folder's training file unless "
+            "given). Also, for classifiers, the integer-only "
+            f"files {' and '.join(INTEGER_ONLY_QUANTIZATIONS)} (every op on int8, or int16 "
+            "activations with int8 weights; static [1, --seq-len]; calibrated the same way), "
+            "for phone NPUs and the Edge TPU, and the GPU delegate's file "
+            f"{' and '.join(GPU_QUANTIZATIONS)} (the same static graph, float16 weights): named, never "
+            "by default.",
+        ),
+    ),
+    (
+        "--validation",
+        dict(
+            default=None,
+            help="Examples to check and measure every artifact on (the training file's layout; "
+            "for an embedder, one text per line). Writes the report.",
+        ),
+    ),
+    (
+        "--calibration",
+        dict(
+            default=None,
+            help="Real examples for int8_mixed's and the integer-only files' calibration, same layout. "
+            "Default: the run's training file.",
+        ),
+    ),
+    (
+        "--seq-len",
+        dict(
+            type=int,
+            default=None,
+            help="Tokens per text in the raw-text and MediaPipe models (longer texts are truncated). "
+            f"Default: the run's training --seq-len, else {DEFAULT_SEQUENCE_LENGTH}.",
+        ),
+    ),
+    (
+        "--static-lengths",
+        dict(
+            default=None,
+            metavar="S1,S2",
+            help="Comma-separated lengths, e.g. 64,128: each static file "
+            f"({', '.join(STATIC_QUANTIZATIONS)}) "
+            "is written once per length, as tflite/NAME_QUANT_S.tflite at [1, S], so an app runs the "
+            "shortest that fits its text instead of resizing tensors. Default: one file at --seq-len.",
+        ),
+    ),
+    (
+        "--name",
+        dict(
+            default=DEFAULT_NAME,
+            help=f"Model name in TF Serving's layout and the file names. Default {DEFAULT_NAME}.",
+        ),
+    ),
+    (
+        "--pair",
+        dict(
+            action="store_true",
+            help="A classifier of text pairs, when the model is a .keras file without its run folder.",
+        ),
+    ),
+    ("--overwrite", dict(action="store_true", help="Replace an existing OUTPUT.")),
+    (
+        "--pooling",
+        dict(
+            choices=EMBEDDER_POOLING,
+            default=None,
+            help="--formats sentence_transformers of a backbone: how its last layer is pooled. Default mean.",
+        ),
+    ),
+    (
+        "--normalize",
+        dict(
+            action=argparse.BooleanOptionalAction,
+            default=None,
+            help="--formats sentence_transformers of a backbone: L2-normalise the vectors. Default yes.",
+        ),
+    ),
+    (
+        "--repeats",
+        dict(
+            type=positive_int,
+            default=DEFAULT_REPEATS,
+            help=f"Latency rounds in the report. Default {DEFAULT_REPEATS}.",
+        ),
+    ),
+)
+
+
 def add_parser(subparsers):
     parser = subparsers.add_parser(
         "export",
         help="Export a model to TF Serving SavedModels and TFLite files, with a report.",
-        description="Write OUTPUT/serving/NAME/1 (raw text in, for TF Serving, with warm-up requests), "
-        "OUTPUT/serving/NAME_ids/1 (token ids in, no tensorflow-text op), OUTPUT/tflite/NAME_QUANT.tflite "
-        "(builtin ops only, any batch and length), OUTPUT/mediapipe/NAME.tflite (with MediaPipe Tasks "
-        "metadata), OUTPUT/text/NAME_text_in.tflite (strings in, tensorflow-text's tokenizer inside), vocab.txt, "
-        "labels.txt and export.json; with --validation, OUTPUT/report.md/.json/.png "
-        "(size, latency, accuracy and difference from the Keras model of every artifact). The model carries "
-        "its vocabulary, casing and label names. OUTPUT appears only when everything is written.",
+        description=DESCRIPTION,
     )
-    parser.add_argument(
-        "--model",
-        required=True,
-        help="A kbert finetune run folder or a .keras head; a .keras backbone (kbert convert) "
-        "is exported as a sentence embedder (mean pooling, L2-normalised).",
-    )
-    parser.add_argument(
-        "--output", required=True, help="Folder to create; refused if it holds anything (see --overwrite)."
-    )
-    parser.add_argument(
-        "--formats",
-        default=",".join(EXPORT_FORMATS),
-        help=f"Comma-separated subset of {','.join(EXPORT_FORMATS)}. Default: all of those. "
-        "Or huggingface alone: OUTPUT becomes a folder transformers loads with from_pretrained(OUTPUT) "
-        "(config.json, model.safetensors, vocab.txt, tokenizer files, README.md model card); a model "
-        "transformers cannot express as it is (mean pooling, sinusoidal positions, int8) is refused. "
-        "Or sentence_transformers alone, for a backbone or BertEmbedder: the same folder plus the "
-        "modules SentenceTransformer(OUTPUT) pools with (see --pooling, --normalize, --seq-len).",
-    )
-    parser.add_argument(
-        "--quantizations",
-        default=",".join(QUANTIZATIONS),
-        help=f"TFLite precisions, comma-separated subset of {','.join(QUANTIZATIONS)}. "
-        "Default: all (int8_mixed calibrates on --calibration: a run folder's training file unless given). "
-        "Also, for classifiers, the integer-only "
-        f"files {' and '.join(INTEGER_ONLY_QUANTIZATIONS)} (every op on int8, or int16 "
-        "activations with int8 weights; static [1, --seq-len]; calibrated the same way), "
-        "for phone NPUs and the Edge TPU, and the GPU delegate's file "
-        f"{' and '.join(GPU_QUANTIZATIONS)} (the same static graph, float16 weights): named, never "
-        "by default.",
-    )
-    parser.add_argument(
-        "--validation",
-        default=None,
-        help="Examples to check and measure every artifact on (the training file's layout; "
-        "for an embedder, one text per line). Writes the report.",
-    )
-    parser.add_argument(
-        "--calibration",
-        default=None,
-        help="Real examples for int8_mixed's and the integer-only files' calibration, same layout. "
-        "Default: the run's training file.",
-    )
-    parser.add_argument(
-        "--seq-len",
-        type=int,
-        default=None,
-        help="Tokens per text in the raw-text and MediaPipe models (longer texts are truncated). "
-        f"Default: the run's training --seq-len, else {DEFAULT_SEQUENCE_LENGTH}.",
-    )
-    parser.add_argument(
-        "--static-lengths",
-        default=None,
-        metavar="S1,S2",
-        help=f"Comma-separated lengths, e.g. 64,128: each static file ({', '.join(STATIC_QUANTIZATIONS)}) "
-        "is written once per length, as tflite/NAME_QUANT_S.tflite at [1, S], so an app runs the "
-        "shortest that fits its text instead of resizing tensors. Default: one file at --seq-len.",
-    )
-    parser.add_argument(
-        "--name",
-        default=DEFAULT_NAME,
-        help=f"Model name in TF Serving's layout and the file names. Default {DEFAULT_NAME}.",
-    )
-    parser.add_argument(
-        "--pair",
-        action="store_true",
-        help="A classifier of text pairs, when the model is a .keras file without its run folder.",
-    )
-    parser.add_argument("--overwrite", action="store_true", help="Replace an existing OUTPUT.")
-    parser.add_argument(
-        "--pooling",
-        choices=EMBEDDER_POOLING,
-        default=None,
-        help="--formats sentence_transformers of a backbone: how its last layer is pooled. Default mean.",
-    )
-    parser.add_argument(
-        "--normalize",
-        action=argparse.BooleanOptionalAction,
-        default=None,
-        help="--formats sentence_transformers of a backbone: L2-normalise the vectors. Default yes.",
-    )
-    parser.add_argument(
-        "--repeats",
-        type=positive_int,
-        default=DEFAULT_REPEATS,
-        help=f"Latency rounds in the report. Default {DEFAULT_REPEATS}.",
-    )
+    for flag, spec in FLAGS:
+        parser.add_argument(flag, **spec)
     task_data.add_data_flags(parser, defaults_from_run=True)
     parser.set_defaults(func=run)
     return parser
@@ -193,8 +230,8 @@ def _read_lines(path, flag, pair):
                 rows.append((row[keys[0]], row[keys[1]]))
             except (json.JSONDecodeError, KeyError, TypeError):
                 raise UsageError(
-                    f"{flag} {path}:{number}: a pair model needs a JSON object with text and text_b (or question "
-                    f"and context) per line. Received: {line[:80]!r}"
+                    f"{flag} {path}:{number}: a pair model needs a JSON object with text and text_b "
+                    f"(or question and context) per line. Received: {line[:80]!r}"
                 ) from None
     return rows
 
@@ -241,8 +278,9 @@ def load_for_export(model_flag, seq_len=None, pair=False):
     backbone = getattr(model, "backbone", None)
     if backbone is None or backbone.vocabulary is None:
         raise UsageError(
-            f"{model_path} carries no vocabulary. Re-create it with kbert convert or kbert finetune (which keep "
-            "the checkpoint's vocab.txt), or attach one: backbone.set_vocabulary('vocab.txt') and save."
+            f"{model_path} carries no vocabulary. Re-create it with kbert convert or kbert finetune "
+            "(which keep the checkpoint's vocab.txt), or attach one: backbone.set_vocabulary('vocab.txt') "
+            "and save."
         )
     pair = bool(pair or stored.get("task") == "pair")
     if isinstance(model, kb.BertEmbedder):
@@ -377,8 +415,9 @@ def refuse_unused_flags(args, formats, quantizations, learned=False):
     them = "them" if len(unused) > 1 else "it"
     if unused and formats[0] in HUB_FORMATS:
         raise UsageError(
-            f"--formats {formats[0]} writes the float model and its tokenizer files; it takes no {', '.join(unused)}. "
-            f"Leave {them} out, or run kbert export again for the formats that use {them}."
+            f"--formats {formats[0]} writes the float model and its tokenizer files; it takes no "
+            f"{', '.join(unused)}. Leave {them} out, or run kbert export again for the formats that use "
+            f"{them}."
         )
     if unused:
         reasons = "; ".join(f"{flag} is for {what}" for flag, what in unused.items())
@@ -393,8 +432,8 @@ def refuse_unused_flags(args, formats, quantizations, learned=False):
     unwritten = [q for q in quantizations if q not in written_quantizations(formats, quantizations)]
     if unwritten:
         raise UsageError(
-            f"--quantizations {','.join(unwritten)}: --formats {','.join(formats)} writes no such file (tflite writes "
-            "every precision; mediapipe float32, float16, dynamic_int8 and int8_only). Leave "
+            f"--quantizations {','.join(unwritten)}: --formats {','.join(formats)} writes no such file "
+            "(tflite writes every precision; mediapipe float32, float16, dynamic_int8 and int8_only). Leave "
             f"{'them' if len(unwritten) > 1 else 'it'} out, or add --formats tflite."
         )
 
@@ -463,10 +502,11 @@ def _formats(args):
         {"--model": args.model, "--validation": args.validation, "--calibration": args.calibration},
     )
     if set(formats) & set(HUB_FORMATS) and len(formats) > 1:
+        hub = formats[0] if formats[0] in HUB_FORMATS else formats[1]
         raise UsageError(
-            f"--formats {formats[0] if formats[0] in HUB_FORMATS else formats[1]} makes --output a hub folder and "
-            f"is given alone. Received: {args.formats!r}; run kbert export once for it and once for the other "
-            "formats, into two folders."
+            f"--formats {hub} makes --output a hub folder and is given alone. Received: "
+            f"{args.formats!r}; run kbert export once for it and once for the other formats, into two "
+            "folders."
         )
     return formats
 
@@ -491,6 +531,43 @@ def check_flags(args):
     return formats, quantizations, learned
 
 
+def _calibration(args, stored, formats, quantizations, learned, read):
+    """The calibration examples (--calibration, else the run's training file) when a file asked
+    for is calibrated, else None. `read(path, flag)`: `_examples` of the model's task."""
+    calibration_path = args.calibration or stored.get("train")
+    refuse_replacing_inputs("--output", args.output, {"the run's training file": calibration_path})
+    from keras_bert_impl_export.exporter import calibrated_quantizations
+
+    calibrated = calibrated_quantizations(formats, quantizations, learned=learned)
+    if not calibrated:
+        return None
+    if not calibration_path:
+        raise UsageError(
+            f"{calibrated[0]} needs real examples to calibrate on: pass --calibration FILE (or leave "
+            f"{calibrated[0]} out of --quantizations)."
+        )
+    return read(calibration_path, "--calibration")[0]
+
+
+def _report_writer(validation, model, seq_len, pair, repeats):
+    """The export's `finish`: the report on the `validation` (examples, labels), written in the
+    work folder and printed; None without validation examples."""
+    if validation is None:
+        return None
+
+    def finish(work, manifest):
+        from keras_bert_impl_export.export_signatures import ExportSignatures
+        from keras_bert_impl_export.report import build_report
+
+        _log(f"report on {len(validation[0])} validation examples")
+        serving = ExportSignatures(model, seq_len, pair=pair)
+        build_report(work, manifest, serving, validation[0], validation[1], repeats=repeats, log=_log)
+        with open(os.path.join(work, "report.md"), encoding="utf-8") as f:
+            print(f.read())
+
+    return finish
+
+
 def run(args):
     import keras_bert_impl as kb
 
@@ -500,54 +577,26 @@ def run(args):
     model, model_path, stored, task, pair, seq_len = load_for_export(args.model, args.seq_len, args.pair)
     if isinstance(model, kb.QuantizationAwareClassifier) != learned:  # its archive could not be read ahead
         refuse_unused_flags(args, formats, quantizations, not learned)
-    settings = task_data.data_settings(args, task, stored) if task in task_data.TASKS else {}
-    validation = (
-        _examples(args.validation, "--validation", task, model, settings, args.on_error)
-        if args.validation
-        else None
-    )
-    calibration_path = args.calibration or stored.get("train")
-    refuse_replacing_inputs("--output", args.output, {"the run's training file": calibration_path})
-    calibration = None
-    from keras_bert_impl_export.exporter import calibrated_quantizations
-
     float_model = model.classifier if isinstance(model, kb.QuantizationAwareClassifier) else model
-    calibrated = calibrated_quantizations(formats, quantizations, learned=float_model is not model)
-    if calibrated:
-        if not calibration_path:
-            raise UsageError(
-                f"{calibrated[0]} needs real examples to calibrate on: pass --calibration FILE (or leave "
-                f"{calibrated[0]} out of --quantizations)."
-            )
-        calibration, _ = _examples(calibration_path, "--calibration", task, model, settings, args.on_error)
-
-    def finish(work, manifest):
-        if validation is not None:
-            from keras_bert_impl_export.export_signatures import ExportSignatures
-            from keras_bert_impl_export.report import build_report
-
-            _log(f"report on {len(validation[0])} validation examples")
-            serving = ExportSignatures(float_model, seq_len, pair=pair and task == "pair")
-            build_report(
-                work, manifest, serving, validation[0], validation[1], repeats=args.repeats, log=_log
-            )
-            with open(os.path.join(work, "report.md"), encoding="utf-8") as f:
-                print(f.read())
-
+    settings = task_data.data_settings(args, task, stored) if task in task_data.TASKS else {}
+    read = functools.partial(_examples, task=task, model=model, settings=settings, on_error=args.on_error)
+    validation = read(args.validation, "--validation") if args.validation else None
+    calibration = _calibration(args, stored, formats, quantizations, float_model is not model, read)
     static_lengths = _static_lengths(args.static_lengths, quantizations, formats, model)
+    pair = pair and task == "pair"
     _log(f"{type(model).__name__} ({task}) from {model_path}, sequence length {seq_len}, formats {formats}")
     manifest = write_export(
         model,
         args.output,
         name=args.name,
         seq_len=seq_len,
-        pair=pair and task == "pair",
+        pair=pair,
         formats=formats,
         quantizations=quantizations,
         calibration=calibration,
         static_lengths=static_lengths,
         overwrite=args.overwrite,
-        finish=finish,
+        finish=_report_writer(validation, float_model, seq_len, pair, args.repeats),
     )
     _log(f"wrote {args.output}: {', '.join(sorted(manifest['files']))}")
     return 0

@@ -27,7 +27,11 @@ from keras_bert_impl.conversion.tflite_converter import (
 )
 from keras_bert_impl_export.warmup import read_warmup_requests
 from tests.export.conftest import SEQ_LEN, VALIDATION_EXAMPLES
-from tests.export.test_tflite_metadata import mediapipe_venv, run_mediapipe, strip_accents  # noqa: F401 (a fixture)
+from tests.export import test_tflite_metadata
+from tests.export.test_tflite_metadata import run_mediapipe, strip_accents
+
+# The MediaPipe venv fixture, shared with test_tflite_metadata.py (pytest finds it by this name).
+mediapipe_venv = test_tflite_metadata.mediapipe_venv
 
 pytestmark = pytest.mark.slow
 
@@ -220,7 +224,8 @@ with tf.compat.v1.Session(graph=tf.Graph()) as sess:
     meta = tf.compat.v1.saved_model.loader.load(sess, ["serve"], sys.argv[1])
     signature = meta.signature_def["serving_default"]
     feeds = json.load(open(sys.argv[2]))
-    feed = {signature.inputs[k].name: np.array(v, dtype=object if text_model else np.int32) for k, v in feeds.items()}
+    dtype = object if text_model else np.int32
+    feed = {signature.inputs[k].name: np.array(v, dtype=dtype) for k, v in feeds.items()}
     logits = sess.run(signature.outputs["logits"].name, feed)
 print(json.dumps({"logits": logits.tolist(), "tensorflow_text": "tensorflow_text" in sys.modules}))
 """
@@ -249,7 +254,10 @@ def test_session_loader_in_a_fresh_process(mr_export, reference, tmp_path):
 
 def test_saved_model_cli_runs_both_models(mr_export, reference, tmp_path):
     # saved_model_cli's own entry point, with tensorflow_text imported first for the text model.
-    cli = "import sys, tensorflow_text; from tensorflow.python.tools import saved_model_cli; sys.exit(saved_model_cli.main())"
+    cli = (
+        "import sys, tensorflow_text; from tensorflow.python.tools import saved_model_cli; "
+        "sys.exit(saved_model_cli.main())"
+    )
     texts = reference["texts"][:2]
     result = subprocess.run(
         [
@@ -484,14 +492,15 @@ def test_killed_export_leaves_nothing_and_the_next_run_starts_clean(tiny_classif
     out = tmp_path / "out"
     code = (
         "import os, signal, sys\n"
-        "import keras_bert_impl_export.exporter as e\n"
+        "import keras_bert_impl_export.formats.saved_model_files as e\n"
         "original = e.write_warmup_requests\n"
         "def killed(*a, **k):\n"
         "    original(*a, **k)\n"
         "    os.kill(os.getpid(), signal.SIGKILL)\n"
         "e.write_warmup_requests = killed\n"
         "from keras_bert_impl.cli import main\n"
-        f"sys.exit(main(['export', '--model', {tiny_classifier!r}, '--output', {str(out)!r}, '--formats', 'saved_model', '--seq-len', '16']))\n"
+        f"sys.exit(main(['export', '--model', {tiny_classifier!r}, '--output', {str(out)!r}, "
+        "'--formats', 'saved_model', '--seq-len', '16']))\n"
     )
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
     assert result.returncode == -9

@@ -10,7 +10,6 @@ import pytest
 
 import keras_bert_impl as kb
 from keras_bert_impl.cli import build_parser, main
-from keras_bert_impl.commands.errors import UsageError
 from keras_bert_impl.commands.export import check_flags
 from keras_bert_impl.tokenization import read_vocabulary
 
@@ -224,11 +223,13 @@ def test_every_flag_of_kbert_export_is_in_the_table():
     [
         (
             ["--formats", "tflite", "--quantizations", "float16_gpu", "--static-lengths", "²"],
-            "kbert export: --static-lengths takes comma-separated lengths in wordpieces, e.g. 64,128. Received: '²'",
+            "kbert export: --static-lengths takes comma-separated lengths in wordpieces, e.g. 64,128. "
+            "Received: '²'",
         ),
         (
             ["--formats", "huggingface,huggingface"],
-            "kbert export: --formats names huggingface more than once. Received: 'huggingface,huggingface'; give each once.",
+            "kbert export: --formats names huggingface more than once. "
+            "Received: 'huggingface,huggingface'; give each once.",
         ),
         (
             ["--formats", "tflite,tflite", "--quantizations", "float32,float32"],

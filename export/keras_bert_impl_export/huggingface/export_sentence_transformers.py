@@ -31,8 +31,8 @@ def _embedder_settings(model, pooling, normalize):
         )
     if model.layer_index not in (-1, model.backbone.num_layers):
         raise NotExpressibleError(
-            f"the embedder pools layer {model.layer_index}; sentence-transformers' Transformer module gives the "
-            "last layer: pool the last layer (layer_index=-1) to export it."
+            f"the embedder pools layer {model.layer_index}; sentence-transformers' Transformer module gives "
+            "the last layer: pool the last layer (layer_index=-1) to export it."
         )
     for name, given, own in (("pooling", pooling, model.pooling), ("normalize", normalize, model.normalize)):
         if given is not None and given != own:
@@ -89,9 +89,9 @@ def export_sentence_transformers(
         "1_Pooling/config.json": pooling_config,
     }
     note = (
-        f"A sentence-transformers folder too: SentenceTransformer(folder).encode(texts) gives {pooling} pooling "
-        f"of the last layer over {max_seq_length} wordpieces{', L2-normalised' if normalize else ''}, "
-        "as `kbert embed` does."
+        f"A sentence-transformers folder too: SentenceTransformer(folder).encode(texts) gives {pooling} "
+        f"pooling of the last layer over {max_seq_length} "
+        f"wordpieces{', L2-normalised' if normalize else ''}, as `kbert embed` does."
     )
     return export_huggingface(
         backbone,

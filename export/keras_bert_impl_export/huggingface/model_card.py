@@ -18,10 +18,12 @@ _TASK_PIPELINES = {
 # of tests/fixtures/tokenization_hard_cases.json (`expect: google`), one line per kind.
 TOKENIZER_DIFFERENCES = (
     "Pairs longer than the length, with an odd budget and both segments over half of it: we cut as Google's "
-    "`_truncate_seq_pair` (A keeps one piece more than B); `tokenizers`' longest_first gives it to the longer one.",
-    "Literal `[CLS]`, `[SEP]`, `[MASK]`, `[UNK]`, `[PAD]` in the text are plain text for us; the fast tokenizer "
-    "matches them as special tokens.",
-    "Private-use characters (category Co) stay and make their word [UNK] for us; the fast tokenizer deletes them.",
+    "`_truncate_seq_pair` (A keeps one piece more than B); `tokenizers`' longest_first gives it to the "
+    "longer one.",
+    "Literal `[CLS]`, `[SEP]`, `[MASK]`, `[UNK]`, `[PAD]` in the text are plain text for us; the fast "
+    "tokenizer matches them as special tokens.",
+    "Private-use characters (category Co) stay and make their word [UNK] for us; the fast tokenizer deletes "
+    "them.",
     "U+2B820..U+2B91F are CJK ideographs for us (split off, as Google's and tensorflow-text's tables say); "
     "Hugging Face's table starts that block at U+2B920.",
     "Characters whose Unicode category changed after Unicode 9 (e.g. U+07FD, U+0890, U+166D, U+1734, "
@@ -68,7 +70,8 @@ def model_card(described, source, run_folder=None):
         "",
         f"# {described.architecture}",
         "",
-        f"Exported by keras_bert_impl (`kbert export --formats huggingface`) from `{os.path.basename(source)}`.",
+        "Exported by keras_bert_impl (`kbert export --formats huggingface`) from "
+        f"`{os.path.basename(source)}`.",
         f"Task: {described.task}.",
         "",
         f"- Encoder: {config['num_hidden_layers']} layers, hidden size {config['hidden_size']}, "

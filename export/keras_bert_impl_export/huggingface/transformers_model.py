@@ -42,8 +42,9 @@ def _without_pooler(tensors, notes):
 def _check_backbone(backbone):
     if backbone.position_embedding != "learned":
         raise NotExpressibleError(
-            f"the backbone has position_embedding={backbone.position_embedding!r}; transformers' BERT has learned "
-            "position embeddings only (position_embedding_type 'absolute'): export a model with learned positions."
+            f"the backbone has position_embedding={backbone.position_embedding!r}; transformers' BERT has "
+            "learned position embeddings only (position_embedding_type 'absolute'): export a model with "
+            "learned positions."
         )
     if backbone.activation not in _HIDDEN_ACT:
         raise NotExpressibleError(
@@ -52,8 +53,9 @@ def _check_backbone(backbone):
         )
     if backbone.vocabulary is None:
         raise NotExpressibleError(
-            "the model carries no vocabulary, so no tokenizer can be written: use a model written by kbert convert, "
-            "pretrain or finetune, or attach one with backbone.set_vocabulary('vocab.txt', lowercase=...) and save."
+            "the model carries no vocabulary, so no tokenizer can be written: use a model written by kbert "
+            "convert, pretrain or finetune, or attach one with backbone.set_vocabulary('vocab.txt', "
+            "lowercase=...) and save."
         )
 
 
@@ -61,9 +63,9 @@ def _check_float(model):
     kinds = sorted({str(v.dtype) for v in model.weights if not str(v.dtype).startswith("float32")})
     if kinds:
         raise NotExpressibleError(
-            f"the model holds {', '.join(kinds)} weights (an int8-quantized or low-precision .keras); a transformers "
-            "folder holds the float32 model: export the run's float model (model.keras of kbert finetune, before "
-            "quantizing)."
+            f"the model holds {', '.join(kinds)} weights (an int8-quantized or low-precision .keras); a "
+            "transformers folder holds the float32 model: export the run's float model (model.keras of "
+            "kbert finetune, before quantizing)."
         )
 
 
@@ -141,8 +143,9 @@ def transformers_model(model):
     elif isinstance(model, kb.BertClassifier):
         if model.pooling != "pooled":
             raise NotExpressibleError(
-                f"the classifier pools with pooling={model.pooling!r}; transformers' BertForSequenceClassification "
-                "classifies the pooler's [CLS] vector only: fine-tune with --pooling pooled to export it to transformers."
+                f"the classifier pools with pooling={model.pooling!r}; transformers' "
+                "BertForSequenceClassification classifies the pooler's [CLS] vector only: fine-tune with "
+                "--pooling pooled to export it to transformers."
             )
         architecture = "BertForSequenceClassification"
         task = "multi-label classification" if model.multi_label else "sequence classification"
@@ -174,8 +177,9 @@ def transformers_model(model):
         )
     else:
         raise NotExpressibleError(
-            f"a {type(model).__name__} has no transformers BERT class (a sentence embedder's pooling is not a "
-            "transformers model): export it with --formats sentence_transformers (export_sentence_transformers), "
-            "or its backbone (model.backbone.save('encoder.keras')) as a BertModel."
+            f"a {type(model).__name__} has no transformers BERT class (a sentence embedder's pooling is not "
+            "a transformers model): export it with --formats sentence_transformers "
+            "(export_sentence_transformers), or its backbone (model.backbone.save('encoder.keras')) as a "
+            "BertModel."
         )
     return TransformersModel(architecture, task, config, tensors, label_names, notes)

@@ -6,10 +6,10 @@ request of a batch waits for others, `num_batch_threads` calls at once, a bounde
 (`max_enqueued_batches`) whose overflow is refused at once (TF Serving: UNAVAILABLE) rather than
 waited on, and large requests split into batches of `max_batch_size` rows
 (`enable_large_batch_splitting`). Requests are merged only when they go to the same signature
-with the same per-example shapes (the key, a `BatchKey` in the server); the model runs in worker threads, so the event
-loop keeps reading requests (a slow client never holds a batch back: its request joins
-the queue only once its body has arrived), and an answer nobody waits for any more (the
-client left) is dropped, not computed. Unlike TF Serving, whose batch fails as a whole, a
+with the same per-example shapes (the key, a `BatchKey` in the server); the model runs in
+worker threads, so the event loop keeps reading requests (a slow client never holds a batch
+back: its request joins the queue only once its body has arrived), and an answer nobody waits
+for any more (the client left) is dropped, not computed. Unlike TF Serving, whose batch fails as a whole, a
 merged call that fails is run again request by request, so only the request that makes the
 model raise hears the error. A request submitted `whole` (a signature with an output that has
 no batch dimension: a scalar, a constant table) runs alone and unsplit, and its outputs come
@@ -90,7 +90,8 @@ class DynamicBatcher:
             or not 0 <= batch_timeout_ms < math.inf
         ):
             raise ValueError(
-                f"batch_timeout_ms must be a finite number >= 0. Received: batch_timeout_ms={batch_timeout_ms!r}"
+                "batch_timeout_ms must be a finite number >= 0. Received: "
+                f"batch_timeout_ms={batch_timeout_ms!r}"
             )
         self.batch_timeout = batch_timeout_ms / 1000.0
         self.num_batch_threads = check_int("num_batch_threads", num_batch_threads, minimum=1)
@@ -129,9 +130,9 @@ class DynamicBatcher:
             raise QueueFullError("the server is shutting down")
         if rows > self.max_enqueued_rows:
             raise RequestTooLargeError(
-                f"The request has {rows} examples; this server takes at most {self.max_enqueued_rows} per request "
-                "(--max-enqueued-batches x --max-batch-size): send at most that many per request, or start the "
-                "server with a larger --max-enqueued-batches."
+                f"The request has {rows} examples; this server takes at most {self.max_enqueued_rows} per "
+                "request (--max-enqueued-batches x --max-batch-size): send at most that many per request, "
+                "or start the server with a larger --max-enqueued-batches."
             )
         if self.queued_rows + rows > self.max_enqueued_rows:
             raise QueueFullError(

@@ -12,8 +12,8 @@ plus `GET /healthz` and Prometheus metrics at TF Serving's path
 with 400 (a bad request, or one larger than the whole batch queue), 404 (no such model,
 version or path), 413 (a body over the limit) or 503 (the batch queue is full). Concurrent
 `:predict` calls to a signature whose inputs and outputs are all batch-major are merged by a
-`DynamicBatcher`; any other signature's requests run alone and whole. On SIGTERM or SIGINT the server stops accepting connections,
-answers every request it has accepted, and returns.
+`DynamicBatcher`; any other signature's requests run alone and whole. On SIGTERM or SIGINT
+the server stops accepting connections, answers every request it has accepted, and returns.
 """
 
 import asyncio
@@ -103,7 +103,10 @@ def client_error_message(error, first_row):
     renumbered = _EXAMPLE_INDEX.sub(lambda m: f"{m.group(1)}{int(m.group(2)) + first_row}", message)
     if renumbered != message:
         return renumbered
-    return f"{message} (in the examples from {first_row} of the request, which ran as one call of --max-batch-size rows)"
+    return (
+        f"{message} (in the examples from {first_row} of the request, which ran as one call of "
+        "--max-batch-size rows)"
+    )
 
 
 class ModelServer:

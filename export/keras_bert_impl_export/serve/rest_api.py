@@ -74,30 +74,40 @@ def _json_body(body):
 def _leaf(value, name, dtype, where):
     """One JSON scalar as the input's dtype."""
     if dtype == tf.string:
-        # {"b64": ...} is binary for any string input (TF Serving's FillTensorProto); a name ending
-        # in _bytes only says how outputs are written, and that its inputs need the b64 form.
-        if name.endswith("_bytes") or isinstance(value, dict):
-            if not (isinstance(value, dict) and set(value) == {"b64"} and isinstance(value["b64"], str)):
-                raise RestApiError(
-                    f'{where} of input {name!r} must be a string or {{"b64": "..."}} '
-                    f"(binary data, base64); received {json.dumps(value)[:60]}."
-                )
-            try:
-                return base64.b64decode(value["b64"], validate=True)
-            except binascii.Error as e:
-                raise RestApiError(f"{where} of input {name!r} is not valid base64 ({e}).") from None
-        if not isinstance(value, str):
+        return _string_leaf(value, name, where)
+    return _number_leaf(value, name, dtype, where)
+
+
+def _string_leaf(value, name, where):
+    """One JSON string (or {"b64": ...}) as bytes."""
+    # {"b64": ...} is binary for any string input (TF Serving's FillTensorProto); a name ending
+    # in _bytes only says how outputs are written, and that its inputs need the b64 form.
+    if name.endswith("_bytes") or isinstance(value, dict):
+        if not (isinstance(value, dict) and set(value) == {"b64"} and isinstance(value["b64"], str)):
             raise RestApiError(
-                f"{where} of input {name!r} must be a string; received {json.dumps(value)[:60]} "
-                f"({type(value).__name__}). Send texts as JSON strings."
+                f'{where} of input {name!r} must be a string or {{"b64": "..."}} '
+                f"(binary data, base64); received {json.dumps(value)[:60]}."
             )
         try:
-            return value.encode("utf-8")
-        except UnicodeEncodeError as e:  # a lone surrogate escape ("\\ud800"): valid JSON, not text
-            raise RestApiError(
-                f"{where} of input {name!r} holds {value[e.start : e.end]!r} at character {e.start}, a "
-                "lone UTF-16 surrogate that is no character: send the text as valid Unicode."
-            ) from None
+            return base64.b64decode(value["b64"], validate=True)
+        except binascii.Error as e:
+            raise RestApiError(f"{where} of input {name!r} is not valid base64 ({e}).") from None
+    if not isinstance(value, str):
+        raise RestApiError(
+            f"{where} of input {name!r} must be a string; received {json.dumps(value)[:60]} "
+            f"({type(value).__name__}). Send texts as JSON strings."
+        )
+    try:
+        return value.encode("utf-8")
+    except UnicodeEncodeError as e:  # a lone surrogate escape ("\\ud800"): valid JSON, not text
+        raise RestApiError(
+            f"{where} of input {name!r} holds {value[e.start : e.end]!r} at character {e.start}, a "
+            "lone UTF-16 surrogate that is no character: send the text as valid Unicode."
+        ) from None
+
+
+def _number_leaf(value, name, dtype, where):
+    """One JSON number (or bool) checked against the input's numeric or bool dtype."""
     if dtype == tf.bool:  # TF Serving's JSON mapping: true and false
         if not isinstance(value, bool):
             raise RestApiError(
@@ -183,67 +193,14 @@ def parse_predict_body(body, signatures):
         signatures: {name: {"inputs": {input: TensorSpec}, ...}} of the model.
     """
     request = _json_body(body)
-    signature = request.get("signature_name", DEFAULT_SIGNATURE)
-    if not isinstance(signature, str) or signature not in signatures:
-        raise RestApiError(
-            f"Serving signature name: {json.dumps(signature)} not found in signature def. The model "
-            f"has {', '.join(sorted(signatures))}."
-        )
+    signature = _signature_name(request, signatures)
     specs = signatures[signature]["inputs"]
     names = sorted(specs)
-    unknown = sorted(set(request) - {"signature_name", "instances", "inputs"})
-    if unknown:
-        raise RestApiError(
-            f"Unknown key(s) {unknown} in the request: it takes signature_name and one of "
-            "instances or inputs."
-        )
-    if ("instances" in request) == ("inputs" in request):
-        raise RestApiError("Missing 'inputs' or 'instances' key: send exactly one of them.")
     row_format = "instances" in request
     if row_format:
-        instances = request["instances"]
-        if not isinstance(instances, list):
-            raise RestApiError(
-                f"'instances' must be a list with one entry per example; received {type(instances).__name__}."
-            )
-        if not instances:
-            raise RestApiError("'instances' is an empty list: send at least one example.")
-        objects = [isinstance(item, dict) and not (len(item) == 1 and "b64" in item) for item in instances]
-        if len(names) > 1 and not all(objects):
-            raise RestApiError(
-                f"Each instance must be an object with the inputs {names}: the signature "
-                f"{signature!r} has more than one."
-            )
-        if any(objects):
-            if not all(objects):
-                raise RestApiError(
-                    "'instances' mixes objects and bare values: use one form for every example."
-                )
-            columns = {}
-            for i, item in enumerate(instances):
-                if set(item) != set(names):
-                    raise RestApiError(
-                        f"instances[{i}] has the keys {sorted(item)}; the signature {signature!r} "
-                        f"takes {names}."
-                    )
-                for name in names:
-                    columns.setdefault(name, []).append(item[name])
-        else:
-            columns = {names[0]: instances}
-        where = "instances"
+        columns, where = _instance_columns(request["instances"], names, signature), "instances"
     else:
-        inputs = request["inputs"]
-        if isinstance(inputs, dict) and not (len(inputs) == 1 and "b64" in inputs):
-            if set(inputs) != set(names):
-                raise RestApiError(
-                    f"'inputs' has the keys {sorted(inputs)}; the signature {signature!r} takes {names}."
-                )
-            columns = inputs
-        elif len(names) == 1:
-            columns = {names[0]: inputs}
-        else:
-            raise RestApiError(f"'inputs' must be an object with the inputs {names}.")
-        where = "inputs"
+        columns, where = _input_columns(request["inputs"], names, signature), "inputs"
     arrays = {name: _array(columns[name], name, specs[name], where) for name in names}
     sizes = {name: len(array) for name, array in arrays.items()}
     if len(set(sizes.values())) != 1:
@@ -254,6 +211,67 @@ def parse_predict_body(body, signatures):
     if rows == 0:
         raise RestApiError(f"'{where}' holds no example: send at least one.")
     return signature, arrays, rows, row_format
+
+
+def _signature_name(request, signatures):
+    """The request's signature, checked, and its keys checked: exactly one of instances, inputs."""
+    signature = request.get("signature_name", DEFAULT_SIGNATURE)
+    if not isinstance(signature, str) or signature not in signatures:
+        raise RestApiError(
+            f"Serving signature name: {json.dumps(signature)} not found in signature def. The model "
+            f"has {', '.join(sorted(signatures))}."
+        )
+    unknown = sorted(set(request) - {"signature_name", "instances", "inputs"})
+    if unknown:
+        raise RestApiError(
+            f"Unknown key(s) {unknown} in the request: it takes signature_name and one of "
+            "instances or inputs."
+        )
+    if ("instances" in request) == ("inputs" in request):
+        raise RestApiError("Missing 'inputs' or 'instances' key: send exactly one of them.")
+    return signature
+
+
+def _instance_columns(instances, names, signature):
+    """The row format's 'instances' -> {input: [value per example]}."""
+    if not isinstance(instances, list):
+        raise RestApiError(
+            f"'instances' must be a list with one entry per example; received {type(instances).__name__}."
+        )
+    if not instances:
+        raise RestApiError("'instances' is an empty list: send at least one example.")
+    objects = [isinstance(item, dict) and not (len(item) == 1 and "b64" in item) for item in instances]
+    if len(names) > 1 and not all(objects):
+        raise RestApiError(
+            f"Each instance must be an object with the inputs {names}: the signature "
+            f"{signature!r} has more than one."
+        )
+    if not any(objects):
+        return {names[0]: instances}
+    if not all(objects):
+        raise RestApiError("'instances' mixes objects and bare values: use one form for every example.")
+    columns = {}
+    for i, item in enumerate(instances):
+        if set(item) != set(names):
+            raise RestApiError(
+                f"instances[{i}] has the keys {sorted(item)}; the signature {signature!r} takes {names}."
+            )
+        for name in names:
+            columns.setdefault(name, []).append(item[name])
+    return columns
+
+
+def _input_columns(inputs, names, signature):
+    """The columnar format's 'inputs' -> {input: [value per example]}."""
+    if isinstance(inputs, dict) and not (len(inputs) == 1 and "b64" in inputs):
+        if set(inputs) != set(names):
+            raise RestApiError(
+                f"'inputs' has the keys {sorted(inputs)}; the signature {signature!r} takes {names}."
+            )
+        return inputs
+    if len(names) == 1:
+        return {names[0]: inputs}
+    raise RestApiError(f"'inputs' must be an object with the inputs {names}.")
 
 
 def _jsonable(array, name):

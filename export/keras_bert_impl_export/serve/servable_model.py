@@ -10,7 +10,9 @@ import os
 
 import numpy as np
 import tensorflow as tf
-import tensorflow_text  # noqa: F401  registers its ops (FastBertNormalize, ...): the raw-text SavedModels use them
+
+# Imported for its ops (FastBertNormalize, ...): the raw-text SavedModels use them.
+import tensorflow_text  # noqa: F401
 from google.protobuf import json_format
 from google.protobuf.message import DecodeError
 from tensorflow.core.protobuf import saved_model_pb2
