@@ -1,3 +1,4 @@
+import gc
 import os
 
 os.environ.setdefault("KERAS_BACKEND", "tensorflow")
@@ -31,9 +32,9 @@ def _modules(*paths):
 # what is neither slow nor medium, `make test` (about 15 minutes) what is not slow, and CI runs
 # `make test` then `make test-slow`, so every test runs there. NOT_FAST are the modules whose
 # tests that are not slow still add up to about 30 s or more of the 2-core machine each (they train,
-# load the real MiniLM, convert to TFLite or start kbert processes; test_tflite_metadata and
-# test_precision by their module fixtures, 95 s and 76 s in a fresh clone's test-fast of
-# 9960a9e): test-fast leaves them out.
+# load the real MiniLM, convert to TFLite or start kbert processes; test_tflite_metadata by its
+# MediaPipe fixture, 95 s in a fresh clone's test-fast of 9960a9e; test_precision's fine-tune now
+# serves slow tests only, its other tests convert the real MiniLM): test-fast leaves them out.
 NOT_FAST = set(
     _modules(
         "checkpoints/test_model_garden.py",
@@ -128,6 +129,16 @@ def pytest_collection_modifyitems(config, items):
         item.add_marker(pytest.mark.xdist_group(modules[item]))
         if modules[item] in NOT_FAST:
             item.add_marker(pytest.mark.medium)
+
+
+def pytest_collection_finish(session):
+    """Collection imported TensorFlow, Keras and the package: about 420,000 objects that live for
+    the whole run. Every test's `keras.backend.clear_session()` (below) runs a full
+    `gc.collect()`, as Keras' quantize does per variable, and each walked all of them: 0.4 s
+    and more per call on the 2-core machine, minutes of `make test`. Frozen, they are left out
+    of every collection; what the tests make is still collected."""
+    gc.collect()
+    gc.freeze()
 
 
 @pytest.fixture(scope="session", autouse=True)

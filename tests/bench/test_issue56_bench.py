@@ -15,7 +15,7 @@ from bench.gpu.gpu_bench import train_flops
 from bench.gpu.torch_peer import TINY
 from tests.bench.test_attribute_hlo import HLO
 from tests.conftest import REPO
-from tests.side_venv import run_in_side_venv, side_python
+from tests.side_venv import side_python
 
 SCRIPT = os.path.join(REPO, "bench", "gpu", "run_issue56.sh")
 
@@ -46,21 +46,36 @@ def test_the_device_script_parses():
     assert subprocess.run(["bash", "-n", SCRIPT], capture_output=True, text=True).returncode == 0
 
 
+@pytest.fixture(scope="module")
+def issue56_toy_run(tmp_path_factory):
+    """bench/gpu/run_issue56.sh end to end at toy sizes, once for the module: its output folder. Its
+    torch_peer step is the PyTorch peer's toy run in .venv-torch (eager, `--tiny --no-compile`),
+    which the peer's own test reads rather than running the peer a second time."""
+    root = tmp_path_factory.mktemp("issue56")
+    carry = root / "carry"  # sweep.sh needs a manifest; no wheels: .venv-jax has Keras
+    carry.mkdir()
+    (carry / "manifest.json").write_text("{}")
+    out = root / "out"
+    environment = {
+        key: value for key, value in os.environ.items() if not key.startswith(("KERAS_", "XLA_", "TF_"))
+    }
+    environment.update(
+        TINY="1", CARRY=str(carry), PYTHON=side_python(".venv-jax"), TORCH_PYTHON=side_python(".venv-torch")
+    )
+    result = subprocess.run(
+        ["bash", SCRIPT, str(out)], capture_output=True, text=True, env=environment, cwd=REPO, timeout=2400
+    )
+    assert result.returncode == 0, result.stdout[-4000:] + result.stderr[-2000:]
+    return out
+
+
 @pytest.mark.slow
-def test_the_torch_peer_trains_and_times_inference_at_toy_sizes_on_the_cpu(tmp_path):
+def test_the_torch_peer_trains_and_times_inference_at_toy_sizes_on_the_cpu(issue56_toy_run):
     """Eager (--no-compile): torch.compile works here too (gcc is installed) but took 249 s to
     compile the toy training step on the 2-core machine."""
-    out = tmp_path / "peer.json"
-    run_in_side_venv(
-        ".venv-torch",
-        os.path.join(REPO, "bench", "gpu", "torch_peer.py"),
-        "--tiny",
-        "--no-compile",
-        "--output",
-        str(out),
-        timeout=900,
-    )
-    report = json.loads(out.read_text())
+    log = (issue56_toy_run / "sweep.log").read_text()
+    assert "=== torch_peer: exit 0" in log, log[-4000:]
+    report = json.loads((issue56_toy_run / "torch_peer.json").read_text())
     assert report["environment"]["device"] == "cpu" and not report["environment"]["keras_imported"]
     run = report["pretrain"]["runs"][0]
     assert run["batch"] == 4 and run["steps_timed"] == 2
@@ -75,21 +90,8 @@ def test_the_torch_peer_trains_and_times_inference_at_toy_sizes_on_the_cpu(tmp_p
 
 
 @pytest.mark.slow
-def test_the_issue56_device_script_runs_end_to_end_at_toy_sizes(tmp_path):
-    carry = tmp_path / "carry"  # sweep.sh needs a manifest; no wheels: .venv-jax has Keras
-    carry.mkdir()
-    (carry / "manifest.json").write_text("{}")
-    out = tmp_path / "out"
-    environment = {
-        key: value for key, value in os.environ.items() if not key.startswith(("KERAS_", "XLA_", "TF_"))
-    }
-    environment.update(
-        TINY="1", CARRY=str(carry), PYTHON=side_python(".venv-jax"), TORCH_PYTHON=side_python(".venv-torch")
-    )
-    result = subprocess.run(
-        ["bash", SCRIPT, str(out)], capture_output=True, text=True, env=environment, cwd=REPO, timeout=2400
-    )
-    assert result.returncode == 0, result.stdout[-4000:] + result.stderr[-2000:]
+def test_the_issue56_device_script_runs_end_to_end_at_toy_sizes(issue56_toy_run):
+    out = issue56_toy_run
     log = (out / "sweep.log").read_text()
     assert "=== unfused: exit 0" in log and "=== fused: exit 0" in log and "=== torch_peer: exit 0" in log, (
         log[-4000:]

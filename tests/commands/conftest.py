@@ -1,5 +1,5 @@
-"""Fixtures the command tests share: a one-layer BERT with the real MiniLM vocabulary, and
-real MR rows to train and validate on."""
+"""Fixtures the command tests share: a one-layer BERT with the real MiniLM vocabulary, real MR
+rows to train and validate on, and a finished run of the one on the other."""
 
 import csv
 import os
@@ -8,6 +8,7 @@ import keras
 import pytest
 
 import keras_bert_impl as kb
+from tests.run_once import once_per_run
 from keras_bert_impl.tokenization.vocabulary import read_vocabulary
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -56,3 +57,23 @@ def mr_files(tmp_path_factory):
         with open(path, "w", encoding="utf-8", newline="") as f:
             csv.writer(f, quoting=csv.QUOTE_ALL).writerows(part)
     return str(train), str(dev)
+
+
+@pytest.fixture(scope="session")
+def tiny_run(tiny_init, mr_files, tmp_path_factory):
+    """A finished `kbert finetune` classification run of `tiny_init` on `mr_files` (one epoch,
+    length 32, batch 8), trained once per test run (tests/run_once.py) for the modules that only
+    read it: test_cli_errors and test_sigterm each trained the same run for themselves."""
+    from keras_bert_impl.cli import main
+
+    train, dev = mr_files
+
+    def build(folder):
+        run = str(folder / "run")
+        argv = ["finetune", "--task", "classification", "--train", train, "--validation", dev]
+        argv += ["--init", tiny_init, "--output", run, "--epochs", "1", "--seq-len", "32"]
+        argv += ["--batch-size", "8", "--quiet", "--no-header", "--columns", "label,text"]
+        assert main(argv) == 0
+        return run
+
+    return once_per_run(tmp_path_factory, "tiny_run", build)

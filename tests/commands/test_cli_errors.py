@@ -5,6 +5,7 @@ saved; `predict` keeps one output line per input line."""
 
 import json
 import os
+import pathlib
 import signal
 import subprocess
 import sys
@@ -46,37 +47,9 @@ def _one_line_failure(done, *fragments):
 
 
 @pytest.fixture(scope="module")
-def run(tiny_init, mr_files, tmp_path_factory):
-    """A finished classification run of the tiny model on 80 MR rows."""
-    train, dev = mr_files
-    output = tmp_path_factory.mktemp("errors") / "run"
-    assert (
-        main(
-            [
-                "finetune",
-                "--task",
-                "classification",
-                "--train",
-                train,
-                "--validation",
-                dev,
-                "--init",
-                tiny_init,
-                "--output",
-                str(output),
-                "--epochs",
-                "1",
-                "--seq-len",
-                "32",
-                "--batch-size",
-                "8",
-                "--quiet",
-                *LAYOUT,
-            ]
-        )
-        == 0
-    )
-    return output
+def run(tiny_run):
+    """A finished classification run of the tiny model on 80 MR rows (tests/commands/conftest.py)."""
+    return pathlib.Path(tiny_run)
 
 
 @pytest.mark.slow  # about 20 s or more: one kbert process per damaged or foreign file

@@ -14,7 +14,6 @@ import time
 
 import pytest
 
-from keras_bert_impl.cli import main
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 DATA = os.path.join(REPO, "data")
@@ -125,35 +124,6 @@ def _resumable(status, err, command, output):
         f"{output / 'backup'}: run the same command again to resume from there."
     ), last
     assert (output / "backup" / "training_state.npz").is_file() and not (output / "model.keras").exists()
-
-
-@pytest.fixture(scope="module")
-def tiny_run(tiny_init, mr_files, tmp_path_factory):
-    run = tmp_path_factory.mktemp("teacher") / "run"
-    train, dev = mr_files
-    assert (
-        main(
-            [
-                "finetune",
-                "--task",
-                "classification",
-                "--init",
-                tiny_init,
-                "--train",
-                train,
-                "--validation",
-                dev,
-                "--output",
-                str(run),
-                "--epochs",
-                "1",
-                *LAYOUT,
-                *FAST,
-            ]
-        )
-        == 0
-    )
-    return str(run)
 
 
 @pytest.mark.slow  # about 20 s or more each: a training process killed after its first backup

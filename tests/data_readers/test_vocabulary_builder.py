@@ -52,7 +52,8 @@ def reviews_vocab(tmp_path_factory):
     return vocab, str(path)
 
 
-@pytest.mark.slow  # about 20 s or more: learns a vocabulary from every review
+# Not slow: its time is reviews_vocab's, which make test builds for the two tests below anyway;
+# marked slow, make test-slow learned the vocabulary a second time for this test alone.
 def test_reviews_vocab_size_and_layout(reviews_vocab):
     vocab, path = reviews_vocab
     # tf-text's learner accepts the first vocabulary within 5% below the target.

@@ -433,7 +433,8 @@ def mediapipe_runs(tmp_path_factory, mediapipe_venv, minilm, mr):
     }
 
 
-@pytest.mark.slow  # about 20 s or more: builds the MediaPipe client venv, then runs it
+# Not slow: its minutes are mediapipe_runs', which make test builds for the three tests below
+# anyway; marked slow, make test-slow built the fixture a second time for it alone.
 def test_mediapipe_reads_our_metadata(mediapipe_runs):
     for kind in ("classifier", "embedder"):
         ours = read_metadata(mediapipe_runs["models"][kind])

@@ -85,6 +85,9 @@ def test_bf16_copy_gives_the_fp32_labels(trained):
     )
 
 
+# Slow with its fixture: `trained` fine-tunes MiniLM (a minute and more here), which only these
+# tests use; make test-slow builds it for the bf16 and Keras-int8 tests anyway.
+@pytest.mark.slow  # about 20 s or more: int8 inference of the fine-tuned MiniLM (and its fine-tune)
 def test_int8_forward_gives_the_fp32_labels(trained):
     model, texts, labels, want = trained
     predictor = TextPredictor(model, sequence_length=64, precision="int8")
@@ -116,6 +119,7 @@ def test_int8_forward_gives_the_fp32_labels(trained):
     assert np.abs(alone[0] - got[0]).max() < 0.1, (alone[0], got[0])
 
 
+@pytest.mark.slow  # about 20 s or more: litert inference of the fine-tuned MiniLM (and its fine-tune)
 def test_litert_float32_forward_gives_the_fp32_logits(trained):
     # fp32 on the litert runtime: XNNPACK's float kernels, the same logits as TensorFlow's up to
     # summation order, for every length-sorted batch TextPredictor makes.
