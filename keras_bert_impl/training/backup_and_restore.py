@@ -156,8 +156,8 @@ class BackupAndRestore(keras.callbacks.Callback):
             more = f" (and {len(differ) - 6} more)" if len(differ) > 6 else ""
             raise BackupError(
                 f"The backup in {self.backup_dir} is of another model or run configuration: {shown}{more}. "
-                "Resume with the settings it was written with, or use another output folder (or delete this one) "
-                "to start a new run."
+                "Resume with the settings it was written with, or use another output folder "
+                "(or delete this one) to start a new run."
             )
         spec = _spec(variables)
         # Shapes and dtypes in order; paths only name them (they carry the layer-name counters).
@@ -199,8 +199,8 @@ class BackupAndRestore(keras.callbacks.Callback):
                 not n.startswith(".tmp-") for n in os.listdir(self.backup_dir)
             ):
                 raise BackupError(
-                    f"{self.backup_dir} holds files but no {STATE_FILE}: it is not a backup folder of this library, "
-                    "or its backup was deleted. Use an empty or new folder."
+                    f"{self.backup_dir} holds files but no {STATE_FILE}: it is not a backup folder of "
+                    "this library, or its backup was deleted. Use an empty or new folder."
                 )
             return 0
         meta, arrays = self._load()

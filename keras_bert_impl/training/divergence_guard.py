@@ -20,7 +20,13 @@ class DivergenceGuard(keras.callbacks.Callback):
     >>> model = keras.Sequential([keras.Input((1,)), keras.layers.Dense(1, kernel_initializer="ones")])
     >>> model.compile(optimizer=keras.optimizers.SGD(1e30), loss="mse")  # (1e20 - 1)**2 overflows float32
     >>> try:
-    ...     model.fit(np.ones((64, 1)) * 1e20, np.ones((64, 1)), batch_size=8, callbacks=[DivergenceGuard()], verbose=0)
+    ...     model.fit(
+    ...         np.ones((64, 1)) * 1e20,
+    ...         np.ones((64, 1)),
+    ...         batch_size=8,
+    ...         callbacks=[DivergenceGuard()],
+    ...         verbose=0,
+    ...     )
     ... except FloatingPointError as error:
     ...     print(str(error).split(":")[0])
     The training loss became inf at step 1

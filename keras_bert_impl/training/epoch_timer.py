@@ -12,7 +12,9 @@ class EpochTimer(keras.callbacks.Callback):
     >>> model = keras.Sequential([keras.Input((4,)), keras.layers.Dense(1)])
     >>> model.compile(optimizer="sgd", loss="mse")
     >>> timer = EpochTimer()
-    >>> _ = model.fit(np.ones((8, 4)), np.ones((8, 1)), validation_split=0.25, epochs=3, callbacks=[timer], verbose=0)
+    >>> _ = model.fit(
+    ...     np.ones((8, 4)), np.ones((8, 1)), validation_split=0.25, epochs=3, callbacks=[timer], verbose=0
+    ... )
     >>> len(timer.seconds), all(s > 0 for s in timer.seconds)
     (3, True)
     """

@@ -149,8 +149,8 @@ class RunFolder:
         if foreign:
             raise RunFolderError(
                 f"--output {self.path} holds files a kbert run does not write ({', '.join(foreign[:5])}"
-                f"{', ...' if len(foreign) > 5 else ''}): give a new or empty folder (kbert never deletes them, "
-                "--overwrite included)."
+                f"{', ...' if len(foreign) > 5 else ''}): give a new or empty folder "
+                "(kbert never deletes them, --overwrite included)."
             )
         if not entries:
             self.state = "new"
@@ -179,7 +179,8 @@ class RunFolder:
                 return self.state
             raise RunFolderError(
                 f"--output {self.path} holds a finished run whose {' and '.join(missing)} "
-                f"{'is' if len(missing) == 1 else 'are'} gone: add --overwrite to train it again, or give a new --output."
+                f"{'is' if len(missing) == 1 else 'are'} gone: add --overwrite to train it again, "
+                "or give a new --output."
             )
         return self.state
 
@@ -191,8 +192,8 @@ class RunFolder:
             return None
         except (OSError, ValueError) as e:
             raise RunFolderError(
-                f"--output {self.path}: its {RECORD} cannot be read ({e}): add --overwrite to replace the run, "
-                "or give a new --output."
+                f"--output {self.path}: its {RECORD} cannot be read ({e}): "
+                "add --overwrite to replace the run, or give a new --output."
             ) from None
 
     def _differences(self, record):
@@ -211,11 +212,13 @@ class RunFolder:
             then, now = then_inputs.get(key), self.inputs.get(key)
             if then is None or now is None:
                 differences.append(
-                    f"{_flag(key)} {(then or now)['path']} {'given now only' if then is None else 'given then only'}"
+                    f"{_flag(key)} {(then or now)['path']} "
+                    f"{'given now only' if then is None else 'given then only'}"
                 )
             elif then["sha256"] != now["sha256"]:
                 differences.append(
-                    f"{_flag(key)} {now['path']} changed since (sha256 {then['sha256'][:12]} then, {now['sha256'][:12]} now)"
+                    f"{_flag(key)} {now['path']} changed since "
+                    f"(sha256 {then['sha256'][:12]} then, {now['sha256'][:12]} now)"
                 )
         return differences
 
@@ -256,8 +259,9 @@ class RunFolder:
 
     def report_finished(self, prefix):
         print(
-            f"{prefix}: {self.path} already holds this finished run (the same settings and inputs); nothing was "
-            f"changed. Results: {os.path.join(self.path, 'metrics.json')}, model: {os.path.join(self.path, 'model.keras')}.",
+            f"{prefix}: {self.path} already holds this finished run (the same settings and inputs); "
+            f"nothing was changed. Results: {os.path.join(self.path, 'metrics.json')}, "
+            f"model: {os.path.join(self.path, 'model.keras')}.",
             file=sys.stderr,
         )
 

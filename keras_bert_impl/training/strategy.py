@@ -83,7 +83,8 @@ def create_strategy(name="auto", tpu=None):
         raise ValueError(f"strategy must be one of {list(STRATEGIES)}. Received: strategy={name!r}")
     tf = require_tensorflow(
         "create_strategy (tf.distribute)",
-        "On JAX, train data-parallel with keras.distribution.set_distribution(keras.distribution.DataParallel()) "
+        "On JAX, train data-parallel with "
+        "keras.distribution.set_distribution(keras.distribution.DataParallel()) "
         "before building the model; on PyTorch, train on one device.",
     )
     if name == "auto":
@@ -104,8 +105,9 @@ def create_strategy(name="auto", tpu=None):
     if name == "multi-worker":
         if "TF_CONFIG" not in os.environ:
             raise ValueError(
-                "strategy='multi-worker' needs TF_CONFIG describing the cluster and this worker's task, e.g. "
-                '{"cluster": {"worker": ["host1:port", "host2:port"]}, "task": {"type": "worker", "index": 0}}.'
+                "strategy='multi-worker' needs TF_CONFIG describing the cluster and this worker's task, "
+                'e.g. {"cluster": {"worker": ["host1:port", "host2:port"]}, '
+                '"task": {"type": "worker", "index": 0}}.'
             )
         return _keras_fit_multi_worker_strategy(tf)()
     resolver = tf.distribute.cluster_resolver.TPUClusterResolver(tpu=tpu)

@@ -43,7 +43,8 @@ class WarmupPolynomialDecay(keras.optimizers.schedules.LearningRateSchedule):
             or not 0 <= warmup_steps < decay_steps
         ):
             raise ValueError(
-                f"warmup_steps must be an int in [0, decay_steps={decay_steps}). Received: warmup_steps={warmup_steps!r}. "
+                f"warmup_steps must be an int in [0, decay_steps={decay_steps}). "
+                f"Received: warmup_steps={warmup_steps!r}. "
                 "BERT warms up over about 10% of the steps."
             )
         self.peak_learning_rate = float(peak_learning_rate)

@@ -313,7 +313,10 @@ def test_validation_split_holds_out_a_stratified_part_the_run_keeps(tiny_init, m
     assert sorted(r["label"] for r in held) == ["-1"] * 10 + ["1"] * 10  # stratified: 25% of each class
     with open(train, encoding="utf-8", newline="") as f:
         rows = [{"label": label, "text": text} for label, text in csv.reader(f)]
-    key = lambda row: json.dumps(row, sort_keys=True)
+
+    def key(row):
+        return json.dumps(row, sort_keys=True)
+
     assert sorted(map(key, held + kept)) == sorted(map(key, rows))  # every row, once
     metrics = json.loads((run / "metrics.json").read_text())
     assert metrics["validation"]["num_examples"] == 20 and metrics["validation_file"] == str(

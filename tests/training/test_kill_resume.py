@@ -26,7 +26,8 @@ from keras_bert_impl.training import create_optimizer
 from keras_bert_impl.training.backup_and_restore import BackupAndRestore
 from keras_bert_impl.training.fit_resumable import fit_resumable
 
-out, epochs, steps, save_every, kind = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4]), sys.argv[5]
+out, epochs, steps, save_every, kind = (sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4]),
+                                        sys.argv[5])
 keras.utils.set_random_seed(0)
 backbone = kb.BertBackbone(vocabulary_size=60, num_layers=2, num_heads=2, hidden_dim=16, intermediate_dim=32,
                            max_sequence_length=16, dropout=0.1)
@@ -49,7 +50,8 @@ class Report(keras.callbacks.Callback):
         time.sleep(0.15)
 
 backup = BackupAndRestore(os.path.join(out, "backup"), save_every=save_every)
-fit_resumable(model, dataset_fn, epochs=epochs, steps_per_epoch=steps, backup=backup, callbacks=[Report()], verbose=0)
+fit_resumable(model, dataset_fn, epochs=epochs, steps_per_epoch=steps, backup=backup, callbacks=[Report()],
+              verbose=0)
 np.savez(os.path.join(out, "final.npz"), *model.get_weights())
 print(json.dumps({"restored_step": backup.restored_step, "step": int(model.optimizer.iterations.numpy())}))
 """

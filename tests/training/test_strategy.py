@@ -30,8 +30,8 @@ x = {"token_ids": rng.integers(1, 50, (32, 8)).astype("int32"), "segment_ids": n
      "padding_mask": np.ones((32, 8), "int32")}
 y = rng.integers(0, 2, 32)
 with strategy.scope():
-    backbone = kb.BertBackbone(vocabulary_size=50, num_layers=2, num_heads=2, hidden_dim=16, intermediate_dim=32,
-                               max_sequence_length=16, dropout=0.0)
+    backbone = kb.BertBackbone(vocabulary_size=50, num_layers=2, num_heads=2, hidden_dim=16,
+                               intermediate_dim=32, max_sequence_length=16, dropout=0.0)
     model = kb.BertClassifier(backbone, num_classes=2, dropout=0.0)
     if sys.argv[3:] == ["qat"]:  # quantization-aware training: ranges from the global batch
         model = kb.QuantizationAwareClassifier(model)
@@ -70,16 +70,19 @@ rng = np.random.default_rng(0)
 x = {"token_ids": rng.integers(5, 50, (32, 8)).astype("int32"), "segment_ids": np.zeros((32, 8), "int32"),
      "padding_mask": np.ones((32, 8), "int32"), "mask_positions": rng.integers(1, 8, (32, 4)).astype("int32")}
 y = {"mlm_logits": rng.integers(5, 50, (32, 4)), "nsp_logits": rng.integers(0, 2, 32)}
-mlm_weights = np.where((np.arange(32) % 8 < 4)[:, None], [1.0, 0.0, 0.0, 0.0], [1.0, 1.0, 1.0, 1.0]).astype("float32")
+mlm_weights = np.where((np.arange(32) % 8 < 4)[:, None], [1.0, 0.0, 0.0, 0.0],
+                       [1.0, 1.0, 1.0, 1.0]).astype("float32")
 w = {"mlm_logits": mlm_weights, "nsp_logits": np.ones(32, "float32")}
 with strategy.scope():
-    backbone = kb.BertBackbone(vocabulary_size=50, num_layers=2, num_heads=2, hidden_dim=16, intermediate_dim=32,
-                               max_sequence_length=16, dropout=0.0)
+    backbone = kb.BertBackbone(vocabulary_size=50, num_layers=2, num_heads=2, hidden_dim=16,
+                               intermediate_dim=32, max_sequence_length=16, dropout=0.0)
     model = kb.BertPretrainer(backbone)
-    mlm_loss = (keras.losses.SparseCategoricalCrossentropy(from_logits=True, reduction="mean_with_sample_weight")
+    mlm_loss = (keras.losses.SparseCategoricalCrossentropy(from_logits=True,
+                                                           reduction="mean_with_sample_weight")
                 if sys.argv[2] == "per-replica-mean" else model.loss["mlm_logits"])
     model.compile(optimizer=keras.optimizers.SGD(0.5),
-                  loss={"mlm_logits": mlm_loss, "nsp_logits": keras.losses.SparseCategoricalCrossentropy(from_logits=True)})
+                  loss={"mlm_logits": mlm_loss,
+                        "nsp_logits": keras.losses.SparseCategoricalCrossentropy(from_logits=True)})
 losses = []
 class Record(keras.callbacks.Callback):
     def on_train_batch_end(self, batch, logs=None):
@@ -175,7 +178,8 @@ with strategy.scope():
 before = model.get_weights()
 model.fit(tf.data.Dataset.from_tensor_slices((x, y)).batch(8), epochs=1, verbose=0)
 after = model.get_weights()
-print(json.dumps({"replicas": strategy.num_replicas_in_sync, "scale": float(model.optimizer.dynamic_scale.numpy()),
+print(json.dumps({"replicas": strategy.num_replicas_in_sync,
+                  "scale": float(model.optimizer.dynamic_scale.numpy()),
                   "unchanged": all(bool(np.array_equal(a, b)) for a, b in zip(after, before)),
                   "finite": all(bool(np.isfinite(a).all()) for a in after)}))
 """
