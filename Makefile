@@ -188,6 +188,8 @@ $(AUSTEN_STAMP): $(BENCH_INSTALLED)
 # and .ci/run runs both, so CI runs every test; make test-fast also leaves out the modules of
 # tests/conftest.py's NOT_FAST.
 test: $(INSTALLED) $(DATA_STAMP)
+	$(BIN)/ruff check --quiet .
+	$(BIN)/ruff format --check --quiet .
 	$(BIN)/python -m pytest -m "not slow" $(PYTEST_ARGS)
 
 test-slow: $(INSTALLED) $(DATA_STAMP) $(JAX_INSTALLED) $(TORCH_INSTALLED) $(PEERS_INSTALLED)
