@@ -24,32 +24,3 @@ from keras_bert_impl.models.masked_sparse_crossentropy import MaskedSparseCrosse
 from keras_bert_impl.models.presets import BERT_PRESETS
 from keras_bert_impl.models.quantization_aware_classifier import QuantizationAwareClassifier
 from keras_bert_impl.models.task_heads import best_monitor, build_head
-
-__all__ = [
-    "BertBackbone",
-    "BertClassifier",
-    "BertEmbedder",
-    "BertPretrainer",
-    "BertSpanLabeler",
-    "BertTask",
-    "BertTokenClassifier",
-    "DISTILLATION_DEFAULTS",
-    "DistillationDefaults",
-    "AttentionTerm",
-    "DistillationArgumentError",
-    "DistillationLoss",
-    "DistillationTerm",
-    "Distiller",
-    "EmbeddingTerm",
-    "HiddenStatesTerm",
-    "LogitsTerm",
-    "backbone_from_layers",
-    "embeddings_from_teacher",
-    "GlobalBatchLoss",
-    "MaskedLMAccuracy",
-    "MaskedSparseCrossentropy",
-    "BERT_PRESETS",
-    "QuantizationAwareClassifier",
-    "best_monitor",
-    "build_head",
-]

@@ -16,26 +16,3 @@ from keras_bert_impl.training.training_result import TrainingResult
 from keras_bert_impl.training.training_data import TrainingData
 from keras_bert_impl.training.training_run import TrainingRun, run_training, save_model
 from keras_bert_impl.training.training_spec import TrainingSpec
-
-__all__ = [
-    "AllReplicaLossScaleOptimizer",
-    "BackupAndRestore",
-    "BackupError",
-    "BestModelCheckpoint",
-    "inference_copy",
-    "DivergenceGuard",
-    "EpochTimer",
-    "fit_resumable",
-    "GlobalClipAdamW",
-    "create_optimizer",
-    "create_strategy",
-    "WarmupPolynomialDecay",
-    "RunFolder",
-    "RunFolderError",
-    "TrainingResult",
-    "TrainingData",
-    "TrainingRun",
-    "run_training",
-    "save_model",
-    "TrainingSpec",
-]
