@@ -101,8 +101,8 @@ EXPECTED = {
     "qat": QAT,
     "quantized": QUANTIZED,
 }
-# Which of the two names the refusal's line starts with
-# ("--precision bf16 would ..." or "--runtime litert ...").
+# Which of the two names the refusal's line starts with ("--precision bf16 would ..." or
+# "--runtime litert ...").
 SENTENCES = ["a gripping , funny film", "nothing happens for two hours", "the cast is fine", "dull and long"]
 QUESTION, CONTEXT = "What is the capital of France ?", "Paris is the capital and largest city of France ."
 
@@ -393,6 +393,9 @@ def _probabilities(rows):
     return np.array([[r["probability"]] for r in rows])
 
 
+# In make test-slow the QAT model's integer-only file is the one the accepted cells below convert
+# (the module's LiteRT cache); in make test it was converted for these two tests alone.
+@pytest.mark.slow  # about 20 s or more: the QAT model's integer-only conversion and five commands
 def test_a_qat_run_predicts_and_evaluates_in_int8_and_auto(runs, capsys, monkeypatch):
     """The crash of issue 52: a QAT run under --precision int8 and auto (on a VNNI CPU) ran
     into TextPredictor's ValueError (exit 1). Now int8 runs its integer-only file, auto says so,
@@ -419,6 +422,7 @@ def test_a_qat_run_predicts_and_evaluates_in_int8_and_auto(runs, capsys, monkeyp
     assert got.keys() == want.keys() and got["examples"] == want["examples"] == 8
 
 
+@pytest.mark.slow  # about 20 s or more: three serve builds of the QAT model and its two forwards
 def test_serve_runs_a_qat_model_as_it_predicts(runs, loaded, monkeypatch):
     """The crash of issue 52: `kbert serve --model RUN_QAT --precision int8` (and auto) died at
     start-up with TFLite's MatMul error after writing its SavedModels. Now its calls run the
