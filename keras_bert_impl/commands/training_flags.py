@@ -21,6 +21,8 @@ def add_flags(parser, table):
         parser.add_argument(flag, **options)
 
 
+SEQ_LEN_HELP = "Sequence length in wordpieces: longer texts are truncated to it."
+
 # The flags every training command takes, but --learning-rate (its default is the command's)
 # and --precision (commands/precision_flag.py), which come between them in --help.
 TRAINING_FLAGS = (
@@ -37,8 +39,7 @@ TRAINING_FLAGS = (
         dict(
             type=positive_int,
             default=DEFAULT_SEQUENCE_LENGTH,
-            help="Sequence length in wordpieces: longer texts are truncated to it. "
-            f"Default {DEFAULT_SEQUENCE_LENGTH}.",
+            help=f"{SEQ_LEN_HELP} Default {DEFAULT_SEQUENCE_LENGTH}.",
         ),
     ),
     (
@@ -92,9 +93,7 @@ def add_training_flags(parser, default_learning_rate, learning_rate_default=None
     likewise for --seq-len, whose default is then None)."""
     batch_size, (seq_len, options) = TRAINING_FLAGS[:2]
     if seq_len_default:
-        options = dict(
-            options, default=None, help=f"{options['help'].split(' Default')[0]} Default {seq_len_default}."
-        )
+        options = dict(options, default=None, help=f"{SEQ_LEN_HELP} Default {seq_len_default}.")
     add_flags(parser, (batch_size, (seq_len, options)))
     parser.add_argument(
         "--learning-rate",
