@@ -60,6 +60,12 @@ setup(
             # Google's original modeling.py, the source model of the TF1 checkpoint test.
             "bert-tensorflow==1.0.4",
             "tf-slim==1.1.0",
+            # gs:// paths of the Beam commands, tested for real (tests/pipelines/test_cloud_paths.py):
+            # Google's Cloud Storage client, which Beam's GCSFileSystem is built on (a user of gs://
+            # installs it too, or apache-beam[gcp]), and a Cloud Storage emulator that serves its
+            # JSON API on 127.0.0.1 (STORAGE_EMULATOR_HOST).
+            "google-cloud-storage==3.17.1",
+            "gcp-storage-emulator==2026.7.19",
         ],
         # Peers measured by bench/; kept out of the runtime install.
         "bench": [

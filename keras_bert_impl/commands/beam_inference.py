@@ -1,11 +1,11 @@
 """`kbert predict --file` and `kbert embed` with --runner: the pipeline of
 keras_bert_impl.pipelines.InferencePipeline, fed the same model the one-process commands build."""
 
+import argparse
 import functools
-import glob
-import os
 import sys
 
+from keras_bert_impl import file_paths
 from keras_bert_impl.commands.errors import UsageError
 from keras_bert_impl.commands.runner_flags import beam_options, check_runner_flags
 from keras_bert_impl.commands.text_lines import read_lines
@@ -22,6 +22,7 @@ def run_predict(args):
     from keras_bert_impl.commands.predict_rows import RowPredictor, blank_row
 
     check_runner_flags(args)
+    options = beam_options(args)  # first: remote paths are read with its options
     if not args.file or args.texts or args.text_b or args.question or args.context:
         raise UsageError(
             f"--runner {args.runner} predicts on --file only (a file or a glob of files; pair and squad "
@@ -30,11 +31,11 @@ def run_predict(args):
     output = _check_output(args)
     # Loaded here once, so a missing or unusable model is one line before any worker starts, and
     # every line is read as the workers will read it (a bad one refused here, not on a worker).
-    setup = load_for_inference(args, has_text_b=False)
+    setup = load_for_inference(_local_model(args), has_text_b=False)
     check = RowPredictor(setup, args.batch_size, args.threshold).check_file
     shards = _shards(args.file, "--file", args, check)
     predictor = functools.partial(_Predictor, args)
-    return _run(args, shards, predictor, output, "predictions", blank_row(setup.task))
+    return _run(args, options, shards, predictor, output, "predictions", blank_row(setup.task))
 
 
 def run_embed(args):
@@ -42,24 +43,31 @@ def run_embed(args):
     from keras_bert_impl.commands.encoder_flags import encoder_from_args
 
     check_runner_flags(args)
+    options = beam_options(args)  # first: remote paths are read with its options
     output = _check_output(args)
     shards = _shards(args.file, "FILE", args)
-    encoder_from_args(args)  # checks the model and flags here, before any worker
-    return _run(args, shards, functools.partial(_Encoder, args), output, "embeddings", None)
+    encoder_from_args(_local_model(args))  # checks the model and flags here, before any worker
+    return _run(args, options, shards, functools.partial(_Encoder, args), output, "embeddings", None)
 
 
-def _run(args, shards, load, output, kind, blank_row):
+def _local_model(args):
+    """`args` with --model as a local path: a remote model (gs://...) copied to this machine, as
+    each worker copies it for itself (Keras loads local files)."""
+    return argparse.Namespace(**dict(vars(args), model=file_paths.local_copy(args.model)))
+
+
+def _run(args, options, shards, load, output, kind, blank_row):
     from keras_bert_impl.pipelines import InferencePipeline
 
     pipeline = InferencePipeline(
         shards, read_lines, load, output, kind, blank_row=blank_row, settings=_settings(args)
     )
-    manifest = pipeline.run(beam_options(args))
+    manifest = pipeline.run(options)
     lines = sum(s.lines for s in shards)
     resumed = f"; {pipeline.resumed} finished by an earlier run were kept" if pipeline.resumed else ""
     print(
         f"Wrote {kind} of {lines} lines in {len(shards)} shard(s) to {output} with --runner {args.runner} "
-        f"({os.path.basename(manifest)} lists them{resumed})",
+        f"({file_paths.basename(manifest)} lists them{resumed})",
         file=sys.stderr,
     )
     return 0
@@ -74,11 +82,11 @@ def _settings(args):
         if isinstance(v, (str, int, float, bool, list, type(None)))
         and k not in ("workers", "pipeline_args", "overwrite", "output")
     }
-    model = os.path.abspath(args.model)
-    for path in (model, os.path.join(model, "model.keras")):
-        if os.path.isfile(path):
-            stat = os.stat(path)
-            settings["model_file"] = [path, stat.st_size, stat.st_mtime_ns]
+    model = file_paths.absolute(args.model)
+    for path in (model, file_paths.join(model, "model.keras")):
+        stamp = file_paths.stamp(path)
+        if stamp is not None:
+            settings["model_file"] = [path, *stamp]
     return settings
 
 
@@ -86,9 +94,9 @@ def _check_output(args):
     output = args.output
     if output is None:
         raise UsageError(f"--runner {args.runner} writes a folder of shards: give it with --output DIR.")
-    if os.path.isfile(output):
+    if file_paths.exists(output) and not file_paths.is_folder(output):
         raise UsageError(f"--output {output!r} is a file: with --runner, --output is a folder of shards.")
-    if os.path.exists(os.path.join(output, "manifest.json")) and not args.overwrite:
+    if file_paths.exists(file_paths.join(output, "manifest.json")) and not args.overwrite:
         raise UsageError(
             f"--output {output!r} already holds shards (manifest.json): choose a new folder, or add "
             "--overwrite."
@@ -103,16 +111,12 @@ def _shards(pattern, flag, args, count=None):
     from keras_bert_impl.pipelines import text_shards
 
     lines_per_shard = DEFAULT_LINES_PER_SHARD if args.lines_per_shard is None else args.lines_per_shard
-    paths = (
-        sorted(glob.glob(pattern))
-        if any(c in pattern for c in _GLOB) and not os.path.exists(pattern)
-        else [pattern]
-    )
+    paths = file_paths.expand(pattern) if any(c in pattern for c in _GLOB) else [pattern]
     if not paths:
         raise UsageError(f"{flag} {pattern!r} matches no file.")
     counts = []
     for path in paths:
-        if os.path.isdir(path) or not os.path.exists(path):
+        if file_paths.is_folder(path) or not file_paths.exists(path):
             raise UsageError(f"{flag} {path!r}: no such file.")
         try:
             lines = read_lines(path, flag)
@@ -132,7 +136,7 @@ class _Predictor:
         from keras_bert_impl.commands.inference_setup import load_for_inference
         from keras_bert_impl.commands.predict_rows import RowPredictor
 
-        setup = load_for_inference(args, has_text_b=False)
+        setup = load_for_inference(_local_model(args), has_text_b=False)
         self.task, self.predictor = setup.task, RowPredictor(setup, args.batch_size, args.threshold)
 
     def infer(self, lines):
@@ -148,7 +152,7 @@ class _Encoder:
     def __init__(self, args):
         from keras_bert_impl.commands.encoder_flags import encoder_from_args
 
-        self.encoder, _ = encoder_from_args(args)
+        self.encoder, _ = encoder_from_args(_local_model(args))
 
     def infer(self, texts):
         return list(self.encoder.encode(texts))

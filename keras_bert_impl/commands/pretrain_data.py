@@ -4,6 +4,7 @@ import os
 import sys
 import time
 
+from keras_bert_impl import file_paths
 from keras_bert_impl.commands.errors import UsageError
 from keras_bert_impl.commands.flag_types import add_old_spelling, in_flag_names
 from keras_bert_impl.commands.runner_flags import LOCAL, add_runner_flags, beam_options, check_runner_flags
@@ -197,12 +198,14 @@ def run(args):
 
     try:
         check_runner_flags(args)
+        # First: remote paths (gs://...) are read with the runner's options.
+        options = beam_options(args) if args.runner != LOCAL else None
         settings = _settings(args)
         corpus = PretrainingCorpus(args.files, format=args.format)
         corpus.check_readable()
         builder = PretrainingExampleBuilder(**settings)
         if args.runner != LOCAL:
-            return _run_pipeline(args, corpus, dict(settings, vocabulary=builder.vocabulary))
+            return _run_pipeline(args, options, corpus, dict(settings, vocabulary=builder.vocabulary))
         return _write_locally(args, corpus, builder)
     except (ValueError, FileNotFoundError, FileExistsError) as e:
         print(f"kbert pretrain-data: {in_flag_names(str(e), _ARGUMENT_FLAGS)}", file=sys.stderr)
@@ -212,7 +215,7 @@ def run(args):
 def _settings(args):
     """PretrainingExampleBuilder's arguments from the flags."""
     return dict(
-        vocabulary=args.vocab,
+        vocabulary=file_paths.local_copy(args.vocab),
         max_seq_length=args.seq_len,
         max_predictions_per_seq=args.max_predictions,
         masked_lm_prob=args.masked_lm_prob,
@@ -266,18 +269,17 @@ def _randomness(args):
     return "keyed"
 
 
-def _run_pipeline(args, corpus, settings):
+def _run_pipeline(args, options, corpus, settings):
     from keras_bert_impl.pipelines import PretrainingPipeline
 
     pipeline = PretrainingPipeline(
         settings, corpus.paths, args.format, args.output, num_shards=args.num_shards, overwrite=args.overwrite
     )
-    options = beam_options(args)
     start = time.time()
     count, paths, metadata_path = pipeline.run(options)
     print(
         f"Wrote {count} examples from {len(corpus.paths)} file(s) with --runner {args.runner} in "
-        f"{time.time() - start:.1f} s to {len(paths)} shard(s) in {os.path.abspath(args.output)} "
+        f"{time.time() - start:.1f} s to {len(paths)} shard(s) in {file_paths.absolute(args.output)} "
         f"({os.path.basename(metadata_path)} holds the settings)."
     )
     return 0

@@ -4,6 +4,7 @@ byte-order mark allowed), read lazily so that files of any size stream through."
 import os
 import sys
 
+from keras_bert_impl import file_paths
 from keras_bert_impl.commands.errors import UsageError
 
 
@@ -21,13 +22,14 @@ def check_text_file(path, flag):
 
 
 def read_lines(path, flag):
-    """Yields every line of `path` (without its line end; "-" is stdin), blank ones included,
+    """Yields every line of `path` (without its line end; "-" is stdin; a remote path, gs://...,
+    through `file_paths`), blank ones included,
     so that output row i belongs to input line i + 1. Invalid UTF-8 is a UsageError naming
     the line."""
     if path == "-":
         yield from _decoded(sys.stdin.buffer, "stdin", flag)
         return
-    with open(path, "rb") as f:
+    with file_paths.open_read(path) as f:
         yield from _decoded(f, path, flag)
 
 

@@ -1,10 +1,11 @@
 """Documents of sentences, streamed from disk one document at a time."""
 
 import csv
-import glob
+import io
 import os
 import re
 
+from keras_bert_impl import file_paths
 from keras_bert_impl.data.corpus_split import CorpusSplit
 from keras_bert_impl.validation import check_int
 
@@ -35,7 +36,8 @@ class PretrainingCorpus:
             `.`, `!` or `?` followed by whitespace. Other columns are ignored.
 
     Args:
-        paths: a path, a glob pattern, or a list of them.
+        paths: a path, a glob pattern, or a list of them; local, or on a filesystem of Apache
+            Beam's (gs://bucket/corpus/*.txt: `keras_bert_impl.file_paths`).
         format: "text" or "reviews-csv".
         text_column: the CSV column holding the document text (reviews-csv).
 
@@ -66,10 +68,7 @@ class PretrainingCorpus:
         for pattern in patterns:
             # A literal file name may contain glob characters (the Pang & Lee
             # corpus names have "&"; others may have "[").
-            if os.path.exists(pattern):
-                matches = [pattern]
-            else:
-                matches = sorted(glob.glob(pattern))
+            matches = file_paths.expand(pattern)
             if not matches:
                 missing.append(pattern)
             for path in matches:
@@ -92,7 +91,7 @@ class PretrainingCorpus:
         before any work (a pipeline's workers would otherwise fail on it one by one)."""
         for path in self.paths:
             try:
-                with open(path, "rb") as f:
+                with file_paths.open_read(path) as f:
                     f.read(1)
             except OSError as e:
                 raise ValueError(
@@ -117,7 +116,7 @@ class PretrainingCorpus:
             check_int("split_bytes", split_bytes, 1)
         splits = []
         for index, path in enumerate(self.paths):
-            size = os.path.getsize(path)
+            size = file_paths.size(path)
             step = size if split_bytes is None or self.format != "text" else split_bytes
             starts = range(0, size, step) if size else [0]
             splits.extend(
@@ -145,7 +144,7 @@ class PretrainingCorpus:
         """The text documents whose preceding blank line starts in [start, end) (end None: to
         the end of the file), as (that line's offset, document); the file's first document has
         offset 0 and belongs to the split starting at 0."""
-        with open(path, "rb") as f:
+        with file_paths.open_read(path) as f:
             offset = 0
             if start > 0:
                 # Start at the first line beginning at or after `start`: the line holding byte
@@ -173,7 +172,7 @@ class PretrainingCorpus:
 
     def _text_documents(self, path):
         document = []
-        with open(path, "rb") as f:
+        with file_paths.open_read(path) as f:
             for number, raw in enumerate(f, 1):
                 line = _decode(raw, path, f"line {number}")
                 if number == 1:
@@ -190,7 +189,7 @@ class PretrainingCorpus:
 
     def _csv_documents(self, path):
         # csv needs text mode; decoding errors are reported with the row.
-        with open(path, encoding="utf-8-sig", newline="") as f:
+        with io.TextIOWrapper(file_paths.open_read(path), encoding="utf-8-sig", newline="") as f:
             # strict: a stray quote is an error, not a field that swallows the rows after it.
             reader = csv.reader(f, strict=True)
             row_number, width = 0, None

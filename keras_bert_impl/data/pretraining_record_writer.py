@@ -91,11 +91,11 @@ class PretrainingRecordWriter:
         # Exactly this prefix's names: a glob `prefix-*-of-*` also matched `prefix-val-...`, whose
         # shards an overwrite then deleted as stale.
         name = re.compile(rf"{re.escape(self.prefix)}-\d{{5}}-of-\d{{5}}\.tfrecord")
-        if not os.path.isdir(self.output_dir):
-            return []
+        from keras_bert_impl import file_paths  # the Beam pipeline writes into remote folders too
+
         return sorted(
-            os.path.join(self.output_dir, entry)
-            for entry in os.listdir(self.output_dir)
+            file_paths.join(self.output_dir, entry)
+            for entry in file_paths.listdir(self.output_dir)
             if name.fullmatch(entry)
         )
 

@@ -5,9 +5,9 @@ import hashlib
 import json
 import os
 import re
-import shutil
 
-from keras_bert_impl.pipelines.shard_files import read_sidecar, staging_folder
+from keras_bert_impl import file_paths
+from keras_bert_impl.pipelines.shard_files import read_sidecar, staging_folder, write_json
 from keras_bert_impl.pipelines.pipeline_options import spread_tasks
 
 
@@ -38,7 +38,8 @@ class InferencePipeline:
         load: function () -> the loaded model on a worker: an object whose `infer(texts)` gives
             the output file's row of each text (a JSON-able dict for predictions, a vector for
             embeddings).
-        output_dir: the folder of the shards and manifest.json.
+        output_dir: the folder of the shards and manifest.json, local or remote (gs://...:
+            `keras_bert_impl.file_paths`); the inputs may be remote too.
         kind: "predictions" (JSON lines) or "embeddings" (.npy float32 [lines, dim]).
         blank_row: the row of a blank line, which then skips the model; None sends blank
             lines through it too (embeddings: the vector of an empty text, as `kbert embed`).
@@ -103,7 +104,7 @@ class InferencePipeline:
             "kind": self.kind,
             "blank_row": self.blank_row,
             "settings": self.settings,
-            "shards": [[s.index, os.path.abspath(s.path), s.first_line, s.lines] for s in self.shards],
+            "shards": [[s.index, file_paths.absolute(s.path), s.first_line, s.lines] for s in self.shards],
         }
         return hashlib.sha256(json.dumps(described, sort_keys=True).encode("utf-8")).hexdigest()
 
@@ -111,37 +112,29 @@ class InferencePipeline:
         """The shards a run still has to write: all of them unless the staging folder was left
         by a run of this very pipeline, whose finished shards (their count file is written
         last) are kept."""
-        stamp = os.path.join(staging, "pipeline.sha256")
+        stamp = file_paths.join(staging, "pipeline.sha256")
         fingerprint = self._fingerprint()
-        try:
-            with open(stamp, encoding="utf-8") as f:
-                same = f.read() == fingerprint
-        except OSError:
-            same = False
-        if not same:
-            shutil.rmtree(staging, ignore_errors=True)
-            os.makedirs(staging)
-            with open(stamp, "w", encoding="utf-8") as f:
-                f.write(fingerprint)
+        if not file_paths.exists(stamp) or file_paths.read_text(stamp) != fingerprint:
+            file_paths.remove_tree(staging)
+            file_paths.makedirs(staging)
+            file_paths.write_text(stamp, fingerprint)
             return list(self.shards)
         return [
             s
             for s, name in zip(self.shards, self.names)
-            if not os.path.exists(os.path.join(staging, name + ".json"))
+            if not file_paths.exists(file_paths.join(staging, name + ".json"))
         ]
 
     def _finish(self, staging):
-        from keras_bert_impl.atomic_write import write_json_atomically
-
-        os.makedirs(self.output_dir, exist_ok=True)
+        file_paths.makedirs(self.output_dir)
         shards = []
         for shard, name in zip(self.shards, self.names):
-            staged = os.path.join(staging, name)
+            staged = file_paths.join(staging, name)
             written = read_sidecar(staged)
             shards.append(
                 {
                     "file": name,
-                    "input": os.path.abspath(shard.path),
+                    "input": file_paths.absolute(shard.path),
                     "first_line": shard.first_line + 1,
                     "lines": shard.lines,
                     "texts": written["texts"],
@@ -149,14 +142,14 @@ class InferencePipeline:
             )
         stale = [
             n
-            for n in os.listdir(self.output_dir)
+            for n in file_paths.listdir(self.output_dir)
             if re.fullmatch(rf"{self.kind}-\d{{5}}-of-\d{{5}}{re.escape(self.KINDS[self.kind])}", n)
             and n not in self.names
         ]
         for name in self.names:
-            os.replace(os.path.join(staging, name), os.path.join(self.output_dir, name))
-        manifest = os.path.join(self.output_dir, "manifest.json")
-        write_json_atomically(
+            file_paths.replace(file_paths.join(staging, name), file_paths.join(self.output_dir, name))
+        manifest = file_paths.join(self.output_dir, "manifest.json")
+        write_json(
             {
                 "kind": self.kind,
                 "lines": sum(s.lines for s in self.shards),
@@ -167,12 +160,11 @@ class InferencePipeline:
             indent=2,
         )
         for name in stale:  # a run with --overwrite and with fewer shards: no file of the old run stays
-            os.remove(os.path.join(self.output_dir, name))
-        shutil.rmtree(staging, ignore_errors=True)
+            file_paths.remove(file_paths.join(self.output_dir, name))
+        file_paths.remove_tree(staging)
         return manifest
 
 
 def read_manifest(output_dir):
     """The shards a finished `InferencePipeline` wrote: manifest.json's dict."""
-    with open(os.path.join(output_dir, "manifest.json"), encoding="utf-8") as f:
-        return json.load(f)
+    return json.loads(file_paths.read_text(file_paths.join(output_dir, "manifest.json")))

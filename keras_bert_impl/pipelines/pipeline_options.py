@@ -20,7 +20,8 @@ def pipeline_options(runner, workers=None, extra_args=()):
     direct: `workers` processes on this machine (Beam's multi_processing mode; 1 runs in this
     process). Other runners take their own options in `extra_args` (`--project`, `--region`,
     `--temp_location` for Dataflow, `--flink_master` for Flink...); `workers` becomes Dataflow's
-    `--max_num_workers` and is refused for the others, whose cluster sets it."""
+    `--max_num_workers` and is refused for the others, whose cluster sets it. The options are
+    also those this process reads remote paths with (`keras_bert_impl.file_paths`)."""
     from apache_beam.options.pipeline_options import PipelineOptions
 
     name = RUNNER_NAMES.get(runner, runner)
@@ -45,7 +46,13 @@ def pipeline_options(runner, workers=None, extra_args=()):
         args += ["--max_num_workers", str(workers)]
     # Dataflow and the portable runners ship the main session's imports otherwise only by name.
     args += ["--save_main_session"] if name != "DirectRunner" else []
-    return PipelineOptions(args)
+    options = PipelineOptions(args)
+    # Remote paths (gs://...) that the launcher checks and copies are then read with the runner's
+    # options (project, credentials) as the workers read them.
+    from apache_beam.io.filesystems import FileSystems
+
+    FileSystems.set_options(options)
+    return options
 
 
 def spread_tasks(pipeline, label, items):

@@ -1,10 +1,14 @@
 """`kbert pretrain-data --runner ...`: the keyed pretraining examples built by Beam workers, one
 corpus split per task, written as sharded TFRecords the one-process reader takes."""
 
-import os
-import shutil
-
-from keras_bert_impl.pipelines.shard_files import atomic_file, read_sidecar, staging_folder, write_sidecar
+from keras_bert_impl import file_paths
+from keras_bert_impl.pipelines.shard_files import (
+    atomic_file,
+    read_sidecar,
+    staging_folder,
+    write_json,
+    write_sidecar,
+)
 from keras_bert_impl.pipelines.pipeline_options import spread_tasks
 
 
@@ -29,7 +33,8 @@ class PretrainingPipeline:
             list of tokens); `randomness` is set to "keyed".
         paths: the input files (already expanded: `PretrainingCorpus(...).paths`).
         format: `PretrainingCorpus` format.
-        output_dir: the folder of the shards.
+        output_dir: the folder of the shards, local or remote (gs://...: `keras_bert_impl.file_paths`;
+            the input paths may be remote too).
         num_shards: output TFRecord files.
         overwrite: replace shards of `prefix` already in `output_dir`.
         prefix: shard names `<prefix>-00000-of-00004.tfrecord`, as `PretrainingRecordWriter`'s.
@@ -65,56 +70,54 @@ class PretrainingPipeline:
         existing = names._existing()
         if existing and not names.overwrite:
             raise FileExistsError(
-                f"{names.output_dir} already holds pretraining shards ({os.path.basename(existing[0])}, "
+                f"{names.output_dir} already holds pretraining shards ({file_paths.basename(existing[0])}, "
                 "...). Pick another output directory or prefix, or overwrite them (--overwrite)."
             )
         staging = staging_folder(names.output_dir, names.prefix)
-        shutil.rmtree(staging, ignore_errors=True)
-        os.makedirs(staging)
+        file_paths.remove_tree(staging)
+        file_paths.makedirs(staging)
         with beam.Pipeline(options=options) as pipeline:
             _ = (
                 spread_tasks(pipeline, "Splits", splits)
                 | "Examples"
                 >> beam.ParDo(SplitExamples(self.builder_settings, self.paths, self.format, names.num_shards))
                 | "ByShard" >> beam.GroupByKey()
-                | "Write" >> beam.ParDo(ShardWriter(staging, [os.path.basename(p) for p in names.paths]))
+                | "Write" >> beam.ParDo(ShardWriter(staging, [file_paths.basename(p) for p in names.paths]))
             )
         return self._finish(staging, builder.metadata())
 
     def _finish(self, staging, metadata):
-        import tensorflow as tf
 
         names = self._names
         counts, sizes = {}, {}
         for path in names.paths:
-            name = os.path.basename(path)
-            staged = os.path.join(staging, name)
-            if not os.path.exists(staged):
-                # No example hashed to this shard (a tiny corpus): an empty file keeps the set whole.
+            name = file_paths.basename(path)
+            staged = file_paths.join(staging, name)
+            if not file_paths.exists(staged):
+                # No example hashed to this shard (a tiny corpus): an empty file keeps the set whole
+                # (an empty TFRecord file is an empty file).
                 with atomic_file(staged) as temp:
-                    tf.io.TFRecordWriter(temp).close()
+                    file_paths.open_write(temp).close()
                 write_sidecar(staged, {"examples": 0})
             counts[name] = read_sidecar(staged)["examples"]
-            sizes[name] = os.path.getsize(staged)
+            sizes[name] = file_paths.size(staged)
         if not sum(counts.values()):
-            shutil.rmtree(staging, ignore_errors=True)
+            file_paths.remove_tree(staging)
             raise ValueError(
                 f"The input has no text: {len(self.paths)} file(s) gave no example. Check the files and "
                 f"--format ({self.format})."
             )
         stale = [p for p in names._existing() if p not in names.paths]
         for path in names.paths:
-            os.replace(os.path.join(staging, os.path.basename(path)), path)
-        from keras_bert_impl.atomic_write import write_json_atomically
-
+            file_paths.replace(file_paths.join(staging, file_paths.basename(path)), path)
         total = sum(counts.values())
-        write_json_atomically(
+        write_json(
             dict(metadata, examples=total, shards=list(sizes), shard_bytes=sizes),
             names.metadata_path,
             indent=2,
             sort_keys=True,
         )
         for path in stale:
-            os.remove(path)
-        shutil.rmtree(staging, ignore_errors=True)
+            file_paths.remove(path)
+        file_paths.remove_tree(staging)
         return total, list(names.paths), names.metadata_path

@@ -1,10 +1,10 @@
 """The DoFn that writes one output shard of batch inference (imports Beam)."""
 
 import json
-import os
 
 import apache_beam as beam
 
+from keras_bert_impl import file_paths
 from keras_bert_impl.pipelines.shard_files import atomic_file, write_sidecar
 
 
@@ -35,13 +35,11 @@ class ShardOutput(beam.DoFn):
             raise RuntimeError(
                 f"shard {index}: {sum(r is None for r in rows)} line(s) came back without a result"
             )
-        path = os.path.join(self.staging, self.names[index])
-        with atomic_file(path) as temp:
+        path = file_paths.join(self.staging, self.names[index])
+        with atomic_file(path) as temp, file_paths.open_write(temp) as f:
             if self.kind == "embeddings":
-                with open(temp, "wb") as f:
-                    np.save(f, np.asarray(rows, np.float32).reshape(len(rows), -1))
+                np.save(f, np.asarray(rows, np.float32).reshape(len(rows), -1))
             else:
-                with open(temp, "w", encoding="utf-8") as f:
-                    f.writelines(json.dumps(row, ensure_ascii=False) + "\n" for row in rows)
+                f.writelines((json.dumps(row, ensure_ascii=False) + "\n").encode("utf-8") for row in rows)
         write_sidecar(path, {"texts": len(results)})
         yield index, len(rows)

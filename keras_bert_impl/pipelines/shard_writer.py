@@ -1,9 +1,11 @@
 """The DoFn that writes one output shard of pretraining records (imports Beam)."""
 
 import os
+import tempfile
 
 import apache_beam as beam
 
+from keras_bert_impl import file_paths
 from keras_bert_impl.pipelines.shard_files import atomic_file, write_sidecar
 
 
@@ -20,10 +22,21 @@ class ShardWriter(beam.DoFn):
 
         shard, records = element
         records = sorted(records)
-        path = os.path.join(self.staging, self.names[shard])
+        path = file_paths.join(self.staging, self.names[shard])
         with atomic_file(path) as temp:
-            with tf.io.TFRecordWriter(temp) as writer:
-                for _, record in records:
-                    writer.write(record)
+            # TensorFlow's writer writes local files; a remote shard is uploaded once whole.
+            local = temp
+            if file_paths.is_remote(temp):
+                handle, local = tempfile.mkstemp(suffix=".tfrecord")
+                os.close(handle)
+            try:
+                with tf.io.TFRecordWriter(local) as writer:
+                    for _, record in records:
+                        writer.write(record)
+                if local != temp:
+                    file_paths.upload(local, temp)
+            finally:
+                if local != temp and os.path.exists(local):
+                    os.remove(local)
         write_sidecar(path, {"examples": len(records)})
         yield shard, len(records)
