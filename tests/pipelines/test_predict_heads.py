@@ -1,7 +1,8 @@
 """`kbert predict --file --runner direct` for every head beside the single-text classifiers (pair,
 tagging, squad) against the one-process `kbert predict --file --json`, on real data: MR
 sentence pairs, Penn Treebank sentences of tagged-en-wsj.txt, and the SQuAD v1.1 and v2.0
-sample questions."""
+sample questions; in this process, and (slow) on 2 worker processes (Beam's multi_processing
+mode), as on a cluster, where each worker loads the model from the run folder itself."""
 
 import json
 import os
@@ -105,15 +106,25 @@ def same(a, b):
     return a == b
 
 
+@pytest.mark.parametrize("workers", (1, pytest.param(2, marks=pytest.mark.slow)))  # 2: ~35-55 s a head
 @pytest.mark.parametrize("task", ("pair", "tagging", "squad"))
-def test_every_head_on_the_direct_runner_equals_kbert_predict(task, heads, tmp_path, capsys):
+def test_every_head_on_the_direct_runner_equals_kbert_predict(task, workers, heads, tmp_path, capsys):
     lines = input_lines(task)
     path = tmp_path / f"{task}.jsonl"
     path.write_text("\n".join(lines) + "\n", encoding="utf-8")
     assert kbert("predict", "--model", heads[task], "--file", path, "--json") == 0
     expected = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
     out = tmp_path / "predictions"
-    argv = ("--runner", "direct", "--lines-per-shard", -(-len(lines) // 3), "--output", out)
+    argv = (
+        "--runner",
+        "direct",
+        "--workers",
+        workers,
+        "--lines-per-shard",
+        -(-len(lines) // 3),
+        "--output",
+        out,
+    )
     assert kbert("predict", "--model", heads[task], "--file", path, *argv) == 0
     manifest, rows = read_jsonl_shards(out)
     assert manifest["lines"] == len(lines) == len(expected) == len(rows) and len(manifest["shards"]) == 3
