@@ -128,13 +128,11 @@ def upload(local_path, path):
 
 
 def replace(source, target):
-    """Renames `source` onto `target` (remote: copy, then delete: a reader sees the old or the new
-    file, and a retried rename writes the same bytes)."""
+    """Renames `source` onto `target`, replacing it (remote: a copy over it, then the source
+    deleted: a reader sees the old or the new file, and a retried rename writes the same bytes)."""
     if not is_remote(target):
         os.replace(source, target)
         return
-    if exists(target):
-        _file_systems().delete([target])
     _file_systems().rename([source], [target])
 
 

@@ -101,7 +101,9 @@ def test_file_paths_on_gcs(bucket, tmp_path):
     model = file_paths.local_copy(f"{root}/run/model.keras")
     assert open(model, "rb").read() == b"run/model.keras" and model.endswith("model.keras")
     file_paths.replace(f"{root}/in/c.txt", f"{root}/in/d.txt")
-    assert [b.name for b in bucket.client.list_blobs(BUCKET, prefix="in/")] == ["in/a&b.txt", "in/d.txt"]
+    file_paths.replace(f"{root}/in/d.txt", f"{root}/in/a&b.txt")  # onto a file: replaces it
+    assert [b.name for b in bucket.client.list_blobs(BUCKET, prefix="in/")] == ["in/a&b.txt"]
+    assert bucket.blob("in/a&b.txt").download_as_bytes() == b"in/c.txt"
     file_paths.remove_tree(f"{root}/in")
     assert not list(bucket.client.list_blobs(BUCKET, prefix="in/"))
 
