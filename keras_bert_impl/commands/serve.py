@@ -20,12 +20,13 @@ import sys
 import tempfile
 
 from keras_bert_impl.commands.errors import UsageError
-from keras_bert_impl.commands.flag_types import add_flags, positive_int
+from keras_bert_impl.commands.flag_types import add_command, positive_int
 from keras_bert_impl.commands.precision_flag import add_precision_flag
 
 _NAME = re.compile(r"[A-Za-z0-9._-]+")
 
 
+_HELP = "Serve an export (or a run folder) over TF Serving's REST API, with dynamic batching."
 _DESCRIPTION = (
     "Answer GET /v1/models/NAME[/versions/N][/metadata] and POST /v1/models/NAME[/versions/N]:predict "
     "with TF Serving's request and response bodies (instances or inputs), batching concurrent requests, "
@@ -100,14 +101,8 @@ _FLAG_TABLE = (
 
 
 def add_parser(subparsers):
-    parser = subparsers.add_parser(
-        "serve",
-        help="Serve an export (or a run folder) over TF Serving's REST API, with dynamic batching.",
-        description=_DESCRIPTION,
-    )
-    add_flags(parser, _FLAG_TABLE)
+    parser = add_command(subparsers, "serve", run, _HELP, _DESCRIPTION, _FLAG_TABLE)
     add_precision_flag(parser)
-    parser.set_defaults(func=run)
     return parser
 
 
