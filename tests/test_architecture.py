@@ -59,8 +59,7 @@ def _names(cell):
 
 
 def _read_layers():
-    """[(layer, entries, may import, backend)], top layer first, from the layer table, and the
-    known exceptions as {(module, imported module)}."""
+    """[(layer, entries, may import, backend)], top layer first, from the layer table."""
     lines = _section("Layers: who may import whom")
     rows = [[c.strip() for c in line.strip().strip("|").split("|")] for line in lines if line.startswith("|")]
     assert rows[0] == ["layer", "modules", "may import", "backend"], rows[0]
@@ -75,12 +74,7 @@ def _read_layers():
         else:
             allowed = set() if may_import == "nothing" else {word.strip() for word in may_import.split(",")}
         layers.append((name, _names(modules), allowed, backend))
-    exceptions = {
-        tuple(_names(line))
-        for line in lines
-        if line.startswith("- `") and "→" in line and len(_names(line)) == 2
-    }
-    return layers, exceptions
+    return layers
 
 
 def _public_api():
@@ -244,7 +238,7 @@ def _import_graph(modules=ALL_MODULES):
     return graph
 
 
-LAYERS, KNOWN_EXCEPTIONS = _read_layers()
+LAYERS = _read_layers()
 
 
 def _layer_of(module, layers=LAYERS):
@@ -259,16 +253,14 @@ def _layer_of(module, layers=LAYERS):
     return max(matches)[1] if matches else None
 
 
-def _upward_imports(graph, layers, exceptions=frozenset()):
+def _upward_imports(graph, layers):
     """(module, imported, its layer, the imported module's layer) for every import the layer
-    table does not allow, less `exceptions` ((module, imported package or module) pairs)."""
+    table does not allow."""
     allowed = {name: may_import for name, _, may_import, _ in layers}
     bad = []
     for module, imported in sorted((m, i) for m, edges in graph.items() for i in edges):
         here, there = _layer_of(module, layers), _layer_of(imported, layers)
         if here == there or there in allowed[here]:
-            continue
-        if any(module == m and (imported == i or imported.startswith(i + ".")) for m, i in exceptions):
             continue
         bad.append((module, imported, here, there))
     return bad
@@ -296,15 +288,9 @@ def test_the_layer_table_points_down():
 
 def test_no_import_runs_from_a_lower_layer_to_a_higher_one():
     """Every import of the library, the wing and bench, function-level ones included, goes to
-    its own layer or one its row names; the known exceptions are each still needed."""
+    its own layer or one its row names: the table has no exceptions."""
     graph = _import_graph({**ALL_MODULES, **BENCH_MODULES})
-    assert _upward_imports(graph, LAYERS, KNOWN_EXCEPTIONS) == []
-    for module, imported in KNOWN_EXCEPTIONS:
-        used = _upward_imports({module: graph.get(module, set())}, LAYERS)
-        assert [b for b in used if b[1] == imported or b[1].startswith(imported + ".")], (
-            f"{module} -> {imported} is no longer imported: "
-            "remove it from docs/ARCHITECTURE.md's known exceptions"
-        )
+    assert _upward_imports(graph, LAYERS) == []
 
 
 def test_the_layer_check_sees_an_upward_import():
@@ -317,9 +303,6 @@ def test_the_layer_check_sees_an_upward_import():
     assert _upward_imports(graph, layers) == [
         ("pkg.low.b", "pkg.top.a", "low", "top"),
         ("pkg.top.a", "pkg.mid.c", "top", "mid"),
-    ]
-    assert _upward_imports(graph, layers, {("pkg.low.b", "pkg.top")}) == [
-        ("pkg.top.a", "pkg.mid.c", "top", "mid")
     ]
     facade = [("facade", ["keras_bert_impl"], set(), "any")]
     assert _layer_of("keras_bert_impl", facade) == "facade" and _layer_of("keras_bert_impl.x", facade) is None

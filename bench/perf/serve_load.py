@@ -9,8 +9,9 @@ offline figure is the same SavedModel's signature called in this process on batc
 compared with `kbert predict --json` on the run folder (at fp32).
 
 With --precision int8 (or bf16, auto) the server is `kbert serve --model RUN --precision int8`
-and the offline figure is the same in-process model (`commands.serve.export_in_precision`: for
-int8, the export's signatures around the int8 conversion); the results go to serve_load_int8.json.
+and the offline figure is the same in-process model (the wing's
+`precision_export.export_in_precision`: for int8, the export's signatures around the int8
+conversion); the results go to serve_load_int8.json.
 With --runtime litert (fp32), `kbert serve --runtime litert`: the same signatures around the
 float32 conversion on XNNPACK, offline likewise; serve_load_fp32_litert.json. Those servers
 convert at start-up with --litert-cache off (the default: KBERT_CACHE_DIR=off for this process
@@ -51,29 +52,40 @@ def _offline(model, texts, batch_size):
 
 def _offline_model(args, export):
     """The model the server runs, in this process: the export's SavedModel at fp32; else what
-    `kbert serve --precision` builds from the run folder (in a temporary folder)."""
+    `kbert serve --precision` builds from the run folder (`export_in_precision`, in a temporary
+    folder), at the length the run trained with, as the server takes it."""
     import atexit
     import shutil
     import tempfile
 
+    import keras
+
+    from keras_bert_impl.inference import with_precision
+    from keras_bert_impl.inference.forward_resolver import ForwardResolver
+    from keras_bert_impl_export.precision_export import export_in_precision
     from keras_bert_impl_export.serve.servable_model import ServableModel
 
     if args.precision == "fp32" and args.runtime is None:
         return ServableModel("mr", 1, os.path.join(export, "serving", "mr", "1"))
-    from keras_bert_impl.commands.serve import export_in_precision
 
+    def log(line):
+        print(f"serve_load: {line.strip()}", file=sys.stderr)
+
+    # As the commands load a model: computing in float32, whatever policy it was trained in.
+    model = with_precision(keras.saving.load_model(os.path.join(args.run, "model.keras")), "fp32")
+    resolved = ForwardResolver(model, args.precision, args.runtime)
+    if resolved.note:
+        log(resolved.note)
     root = tempfile.mkdtemp(prefix="serve-load-")
     atexit.register(shutil.rmtree, root, True)
     folder = os.path.join(root, "export")
-    functions = export_in_precision(
-        args.run,
-        folder,
-        name="mr",
-        precision=args.precision,
-        runtime=args.runtime,
-        log=lambda line: print(f"serve_load: {line}", file=sys.stderr),
-    )
+    functions = export_in_precision(resolved, folder, name="mr", seq_len=_run_seq_len(args.run), log=log)
     return ServableModel("mr", 1, os.path.join(folder, "serving", "mr", "1"), functions=functions.get("mr"))
+
+
+def _run_seq_len(run):
+    with open(os.path.join(run, "task.json"), encoding="utf-8") as f:
+        return json.load(f)["seq_len"]
 
 
 def _percentile(values, q):
@@ -294,7 +306,7 @@ def main(argv=None):
             "precision": args.precision,
             "runtime": args.runtime,
             "litert_cache": args.litert_cache,
-            "seq_len_padded_to": json.load(open(os.path.join(args.run, "task.json")))["seq_len"],
+            "seq_len_padded_to": _run_seq_len(args.run),
         },
         "settings": {
             "clients": args.clients,

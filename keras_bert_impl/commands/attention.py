@@ -2,43 +2,47 @@
 
 import sys
 
+from keras_bert_impl.commands.encoder_flags import MODEL_FLAG
 from keras_bert_impl.commands.errors import UsageError
-from keras_bert_impl.commands.output_files import add_overwrite_flag, refuse_existing
+from keras_bert_impl.commands.flag_types import add_command
+from keras_bert_impl.commands.output_files import overwrite_flag, refuse_existing
 from keras_bert_impl.validation import DEFAULT_SEQUENCE_LENGTH
 
 
-def add_parser(subparsers):
-    parser = subparsers.add_parser(
-        "attention",
-        help="Draw a model's attention on a text: heatmaps (PNG) and an interactive HTML page.",
-        description="Run the model on TEXT (and --pair TEXT_B) and draw the attention probabilities with "
-        "the wordpieces on both axes: --layer and --head give one head large, --layer alone every head of "
-        "that layer, neither a layer-by-head overview. --html writes a self-contained page (no network "
-        "needed): choose the layer and head, hover a token to see its attention lines.",
-    )
-    parser.add_argument("text", metavar="TEXT", help="The text (the first segment).")
-    parser.add_argument(
-        "--pair", default=None, metavar="TEXT_B", help="A second segment, packed as [CLS] A [SEP] B [SEP]."
-    )
-    parser.add_argument(
-        "--model",
-        required=True,
-        help="A .keras model (kbert convert/pretrain/finetune), a run folder, or a checkpoint folder.",
-    )
-    parser.add_argument("--layer", type=int, default=None, help="0-based encoder layer (-1 = last).")
-    parser.add_argument("--head", type=int, default=None, help="0-based head within --layer.")
-    parser.add_argument("--output", default=None, help="PNG to write.")
-    parser.add_argument("--html", default=None, help="Interactive HTML page to write.")
-    add_overwrite_flag(parser, "--output and --html files")
-    parser.add_argument(
+_HELP = "Draw a model's attention on a text: heatmaps (PNG) and an interactive HTML page."
+_DESCRIPTION = (
+    "Run the model on TEXT (and --pair TEXT_B) and draw the attention probabilities with the wordpieces "
+    "on both axes: --layer and --head give one head large, --layer alone every head of that layer, "
+    "neither a layer-by-head overview. --html writes a self-contained page (no network needed): choose "
+    "the layer and head, hover a token to see its attention lines."
+)
+# (flag, add_argument keywords), in `--help`'s order.
+_FLAG_TABLE = (
+    ("text", dict(metavar="TEXT", help="The text (the first segment).")),
+    (
+        "--pair",
+        dict(default=None, metavar="TEXT_B", help="A second segment, packed as [CLS] A [SEP] B [SEP]."),
+    ),
+    MODEL_FLAG,
+    ("--layer", dict(type=int, default=None, help="0-based encoder layer (-1 = last).")),
+    ("--head", dict(type=int, default=None, help="0-based head within --layer.")),
+    ("--output", dict(default=None, help="PNG to write.")),
+    ("--html", dict(default=None, help="Interactive HTML page to write.")),
+    overwrite_flag("--output and --html files"),
+    (
         "--seq-len",
-        type=int,
-        default=DEFAULT_SEQUENCE_LENGTH,
-        help="Wordpieces, [CLS] and [SEP]s included; longer is truncated. Default "
-        f"{DEFAULT_SEQUENCE_LENGTH}.",
-    )
-    parser.set_defaults(func=run)
-    return parser
+        dict(
+            type=int,
+            default=DEFAULT_SEQUENCE_LENGTH,
+            help="Wordpieces, [CLS] and [SEP]s included; longer is truncated. Default "
+            f"{DEFAULT_SEQUENCE_LENGTH}.",
+        ),
+    ),
+)
+
+
+def add_parser(subparsers):
+    return add_command(subparsers, "attention", run, _HELP, _DESCRIPTION, _FLAG_TABLE)
 
 
 def run(args):

@@ -4,9 +4,10 @@ import os
 import sys
 
 from keras_bert_impl.commands.errors import UsageError
-from keras_bert_impl.commands.flag_types import add_flags
+from keras_bert_impl.commands.flag_types import add_command
 
 
+_HELP = "Convert a checkpoint to a .keras model (with its vocabulary and casing)."
 _DESCRIPTION = (
     "Import a BERT checkpoint, print a per-tensor report, and save a .keras model that "
     "carries the checkpoint's WordPiece vocabulary and casing. Nothing is half-loaded: if any tensor "
@@ -61,14 +62,7 @@ _FLAG_TABLE = (
 
 
 def add_parser(subparsers):
-    parser = subparsers.add_parser(
-        "convert",
-        help="Convert a checkpoint to a .keras model (with its vocabulary and casing).",
-        description=_DESCRIPTION,
-    )
-    add_flags(parser, _FLAG_TABLE)
-    parser.set_defaults(func=run)
-    return parser
+    return add_command(subparsers, "convert", run, _HELP, _DESCRIPTION, _FLAG_TABLE)
 
 
 def _check_flags(args):

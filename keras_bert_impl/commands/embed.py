@@ -12,6 +12,7 @@ from keras_bert_impl.commands.encoder_flags import (
     report_truncated,
 )
 from keras_bert_impl.commands.errors import UsageError
+from keras_bert_impl.commands.flag_types import add_command
 from keras_bert_impl.commands.text_lines import check_text_file, read_lines
 from keras_bert_impl.commands.output_files import add_overwrite_flag, refuse_existing
 from keras_bert_impl.commands.runner_flags import LOCAL, add_runner_flags, check_runner_flags
@@ -20,22 +21,23 @@ from keras_bert_impl.commands.precision_flag import add_precision_flag
 FORMATS = (".npy", ".jsonl")
 
 
+_HELP = "Embed every line of a text file (sentence vectors, bert-as-service's pooling choices)."
+_DESCRIPTION = (
+    "Write one vector per line of FILE, in order (a blank line gets the vector of an empty "
+    'text, so row i is always line i + 1): .npy (float32 [lines, dim]) or .jsonl ({"line", "text", '
+    '"vector"} per line). Texts are batched by length, and the file streams through in chunks, so '
+    "memory does not grow with it. all-MiniLM-L6-v2's published recipe is --pooling mean --normalize."
+)
+
+
 def add_parser(subparsers):
-    parser = subparsers.add_parser(
-        "embed",
-        help="Embed every line of a text file (sentence vectors, bert-as-service's pooling choices).",
-        description="Write one vector per line of FILE, in order (a blank line gets the vector of an empty "
-        'text, so row i is always line i + 1): .npy (float32 [lines, dim]) or .jsonl ({"line", "text", '
-        '"vector"} per line). Texts are batched by length, and the file streams through in chunks, so '
-        "memory does not grow with it. all-MiniLM-L6-v2's published recipe is --pooling mean --normalize.",
-    )
+    parser = add_command(subparsers, "embed", run, _HELP, _DESCRIPTION)
     parser.add_argument("file", metavar="FILE", help="UTF-8 text, one text per line.")
     parser.add_argument("--output", required=True, help="vectors.npy or vectors.jsonl (written atomically).")
     add_overwrite_flag(parser)
     add_encoder_flags(parser)
     add_runner_flags(parser, shards=True)
     add_precision_flag(parser)
-    parser.set_defaults(func=run)
     return parser
 
 

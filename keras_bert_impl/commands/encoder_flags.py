@@ -9,12 +9,18 @@ from keras_bert_impl.validation import DEFAULT_SEQUENCE_LENGTH
 POOLING = ("cls", "mean", "max", "first-last-mean")  # keras_bert_impl.inspection.sentence_encoder.POOLING
 
 
-def add_encoder_flags(parser, normalize_flag=True):
-    parser.add_argument(
-        "--model",
+# The model of every command that takes any BERT model (a backbone or a head on one).
+MODEL_FLAG = (
+    "--model",
+    dict(
         required=True,
         help="A .keras model (kbert convert/pretrain/finetune), a run folder, or a checkpoint folder.",
-    )
+    ),
+)
+
+
+def add_encoder_flags(parser, normalize_flag=True):
+    parser.add_argument(MODEL_FLAG[0], **MODEL_FLAG[1])
     parser.add_argument(
         "--pooling",
         default="mean",

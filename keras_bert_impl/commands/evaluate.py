@@ -7,7 +7,7 @@ import numpy as np
 
 from keras_bert_impl.commands import task_data
 from keras_bert_impl.commands.errors import UsageError
-from keras_bert_impl.commands.flag_types import positive_int
+from keras_bert_impl.commands.flag_types import add_command, positive_int
 from keras_bert_impl.commands.inference_setup import load_for_inference, text_predictor
 from keras_bert_impl.commands.precision_flag import add_precision_flag
 from keras_bert_impl.commands.progress import Progress
@@ -16,16 +16,18 @@ from keras_bert_impl.tasks import SEQUENCE_TASKS
 from keras_bert_impl.validation import DEFAULT_SEQUENCE_LENGTH
 
 
+_HELP = "Print a fine-tuned model's metrics on a task file."
+_DESCRIPTION = (
+    "Run a model from `kbert finetune` over a labelled file laid out like its training file "
+    "(the run folder's task.json supplies the layout; flags override it) and print the task's metrics: "
+    "accuracy and macro-F1 (classification, pair), micro/macro-F1 and exact match (multilabel), token "
+    "accuracy and seqeval-style entity F1 (tagging), exact match and F1 (squad, the official SQuAD v1.1 "
+    "normalisation)."
+)
+
+
 def add_parser(subparsers):
-    parser = subparsers.add_parser(
-        "evaluate",
-        help="Print a fine-tuned model's metrics on a task file.",
-        description="Run a model from `kbert finetune` over a labelled file laid out like its training file "
-        "(the run folder's task.json supplies the layout; flags override it) and print the task's metrics: "
-        "accuracy and macro-F1 (classification, pair), micro/macro-F1 and exact match (multilabel), token "
-        "accuracy and seqeval-style entity F1 (tagging), exact match and F1 (squad, the official SQuAD v1.1 "
-        "normalisation).",
-    )
+    parser = add_command(subparsers, "evaluate", run, _HELP, _DESCRIPTION)
     parser.add_argument("--model", required=True, help="A kbert finetune run folder, or its model.keras.")
     parser.add_argument("--data", required=True, help="The labelled file to evaluate on.")
     parser.add_argument("--json", action="store_true", help="Print the metrics as one JSON object.")
@@ -38,7 +40,6 @@ def add_parser(subparsers):
     )
     add_precision_flag(parser)
     task_data.add_data_flags(parser, defaults_from_run=True)
-    parser.set_defaults(func=run)
     return parser
 
 

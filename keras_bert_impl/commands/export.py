@@ -13,7 +13,7 @@ import zipfile
 
 from keras_bert_impl.commands import task_data
 from keras_bert_impl.commands.errors import UsageError
-from keras_bert_impl.commands.flag_types import positive_int
+from keras_bert_impl.commands.flag_types import add_command, positive_int
 from keras_bert_impl.commands.output_files import refuse_replacing_inputs
 from keras_bert_impl.validation import DEFAULT_SEQUENCE_LENGTH
 from keras_bert_impl.conversion.input_contract import (
@@ -33,6 +33,7 @@ DEFAULT_NAME = "bert"
 DEFAULT_REPEATS = 20
 
 
+_HELP = "Export a model to TF Serving SavedModels and TFLite files, with a report."
 DESCRIPTION = (
     "Write OUTPUT/serving/NAME/1 (raw text in, for TF Serving, with warm-up requests), "
     "OUTPUT/serving/NAME_ids/1 (token ids in, no tensorflow-text op), OUTPUT/tflite/NAME_QUANT.tflite "
@@ -161,15 +162,8 @@ FLAGS = (
 
 
 def add_parser(subparsers):
-    parser = subparsers.add_parser(
-        "export",
-        help="Export a model to TF Serving SavedModels and TFLite files, with a report.",
-        description=DESCRIPTION,
-    )
-    for flag, spec in FLAGS:
-        parser.add_argument(flag, **spec)
+    parser = add_command(subparsers, "export", run, _HELP, DESCRIPTION, FLAGS)
     task_data.add_data_flags(parser, defaults_from_run=True)
-    parser.set_defaults(func=run)
     return parser
 
 

@@ -12,11 +12,10 @@ import numpy as np
 from keras_bert_impl.commands import task_data
 from keras_bert_impl.atomic_write import write_text_atomically
 from keras_bert_impl.commands.errors import UsageError
-from keras_bert_impl.commands.flag_types import positive_int
+from keras_bert_impl.commands.flag_types import add_command, positive_int
 from keras_bert_impl.commands.label_checks import check_training_labels, report_labels
 from keras_bert_impl.commands.training_flags import (
     add_fixed_length_flag,
-    add_flags,
     add_run_folder_flags,
     add_training_flags,
     check_head_training_flags,
@@ -26,6 +25,7 @@ from keras_bert_impl.commands.training_flags import (
 )
 
 
+_HELP = "Fine-tune a BERT model on a classification, pair, multi-label, tagging or SQuAD file."
 DESCRIPTION = (
     "Read the training and validation files (every row checked before training starts), put the task's head "
     "on the --init model, train with AdamW (warm-up, linear decay) under a tf.distribute strategy, and write "
@@ -110,17 +110,11 @@ FLAGS = (
 
 
 def add_parser(subparsers):
-    parser = subparsers.add_parser(
-        "finetune",
-        help="Fine-tune a BERT model on a classification, pair, multi-label, tagging or SQuAD file.",
-        description=DESCRIPTION,
-    )
-    add_flags(parser, FLAGS)
+    parser = add_command(subparsers, "finetune", run, _HELP, DESCRIPTION, FLAGS)
     add_run_folder_flags(parser)
     add_training_flags(parser, default_learning_rate=5e-5)
     add_fixed_length_flag(parser)
     task_data.add_data_flags(parser)
-    parser.set_defaults(func=run)
     return parser
 
 

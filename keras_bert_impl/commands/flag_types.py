@@ -64,3 +64,13 @@ def add_flags(parser, table):
     name, or a tuple of names)."""
     for flag, keywords in table:
         parser.add_argument(*((flag,) if isinstance(flag, str) else flag), **keywords)
+
+
+def add_command(subparsers, name, run, help, description, flags=()):
+    """`kbert NAME`'s parser on `subparsers`: `run`, the function that runs it; `help`, its line in
+    `kbert --help`; its `description`; the flags of `flags` (`add_flags`' table). Returns the
+    parser, for the flags added after the table."""
+    parser = subparsers.add_parser(name, help=help, description=description)
+    add_flags(parser, flags)
+    parser.set_defaults(func=run)
+    return parser

@@ -12,20 +12,23 @@ from keras_bert_impl.commands.encoder_flags import (
     report_truncated,
 )
 from keras_bert_impl.commands.errors import UsageError
+from keras_bert_impl.commands.flag_types import add_command
 from keras_bert_impl.commands.output_files import add_overwrite_flag, refuse_existing, refuse_replacing_inputs
 from keras_bert_impl.commands.text_lines import check_text_file, read_lines
 
 
+_HELP = "Build a semantic-search index of a text file's lines."
+_DESCRIPTION = (
+    "Embed every non-blank line of FILE (normalised vectors, so scores are cosine "
+    "similarities) and write an index folder that `kbert search` queries. Up to 20,000 lines are "
+    "searched exactly; above that the folder also holds a faiss HNSW graph, searched approximately "
+    "(--method to choose). The folder records the model's fingerprint: a query embedded by another "
+    "model is refused."
+)
+
+
 def add_parser(subparsers):
-    parser = subparsers.add_parser(
-        "index",
-        help="Build a semantic-search index of a text file's lines.",
-        description="Embed every non-blank line of FILE (normalised vectors, so scores are cosine "
-        "similarities) and write an index folder that `kbert search` queries. Up to 20,000 lines are "
-        "searched exactly; above that the folder also holds a faiss HNSW graph, searched approximately "
-        "(--method to choose). The folder records the model's fingerprint: a query embedded by another "
-        "model is refused.",
-    )
+    parser = add_command(subparsers, "index", run, _HELP, _DESCRIPTION)
     parser.add_argument(
         "file",
         metavar="FILE",
@@ -47,7 +50,6 @@ def add_parser(subparsers):
         "lines.",
     )
     add_encoder_flags(parser, normalize_flag=False)
-    parser.set_defaults(func=run)
     return parser
 
 

@@ -6,10 +6,17 @@ import os
 from keras_bert_impl.commands.errors import UsageError
 
 
-def add_overwrite_flag(parser, what="the output file"):
-    parser.add_argument(
-        "--overwrite", action="store_true", help=f"Replace {what} when it exists (refused otherwise)."
+def overwrite_flag(what="the output file"):
+    """`--overwrite` as a row of a flag table (`flag_types.add_flags`): `what` it replaces."""
+    return (
+        "--overwrite",
+        dict(action="store_true", help=f"Replace {what} when it exists (refused otherwise)."),
     )
+
+
+def add_overwrite_flag(parser, what="the output file"):
+    flag, keywords = overwrite_flag(what)
+    parser.add_argument(flag, **keywords)
 
 
 def refuse_existing(args, *flags):

@@ -4,27 +4,29 @@ import json
 import os
 
 from keras_bert_impl.commands.errors import UsageError
+from keras_bert_impl.commands.flag_types import add_command
 from keras_bert_impl.commands.text_lines import check_text_file, read_lines
-from keras_bert_impl.commands.output_files import add_overwrite_flag, refuse_existing
+from keras_bert_impl.commands.output_files import overwrite_flag, refuse_existing
+
+
+_HELP = "Plot vectors from kbert embed on their first two principal components, coloured by label."
+_DESCRIPTION = (
+    "Read VECTORS (.npy or .jsonl from kbert embed) and --labels (one label per line, the same number "
+    "of lines as the embedded file), project on the first two principal components and write a PNG "
+    "scatter."
+)
+# (flag, add_argument keywords), in `--help`'s order.
+_FLAG_TABLE = (
+    ("vectors", dict(metavar="VECTORS", help="vectors.npy or vectors.jsonl from kbert embed.")),
+    ("--labels", dict(required=True, help="A text file with one label per line (at most 20 distinct).")),
+    ("--output", dict(required=True, help="PNG to write.")),
+    overwrite_flag(),
+    ("--title", dict(default="Sentence vectors (PCA)", help="The picture's title.")),
+)
 
 
 def add_parser(subparsers):
-    parser = subparsers.add_parser(
-        "plot-embeddings",
-        help="Plot vectors from kbert embed on their first two principal components, coloured by label.",
-        description="Read VECTORS (.npy or .jsonl from kbert embed) and --labels (one label per line, the "
-        "same number of lines as the embedded file), project on the first two principal components and "
-        "write a PNG scatter.",
-    )
-    parser.add_argument("vectors", metavar="VECTORS", help="vectors.npy or vectors.jsonl from kbert embed.")
-    parser.add_argument(
-        "--labels", required=True, help="A text file with one label per line (at most 20 distinct)."
-    )
-    parser.add_argument("--output", required=True, help="PNG to write.")
-    add_overwrite_flag(parser)
-    parser.add_argument("--title", default="Sentence vectors (PCA)", help="The picture's title.")
-    parser.set_defaults(func=run)
-    return parser
+    return add_command(subparsers, "plot-embeddings", run, _HELP, _DESCRIPTION, _FLAG_TABLE)
 
 
 def _read_vectors(path):

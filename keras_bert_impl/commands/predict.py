@@ -5,7 +5,7 @@ import os
 
 from keras_bert_impl.commands import beam_inference
 from keras_bert_impl.commands.errors import UsageError
-from keras_bert_impl.commands.flag_types import add_flags, positive_int
+from keras_bert_impl.commands.flag_types import add_command, add_flags, positive_int
 from keras_bert_impl.commands.inference_setup import load_for_inference
 from keras_bert_impl.commands.precision_flag import add_precision_flag
 from keras_bert_impl.commands.predict_rows import READER_TASKS, RowPredictor, check_text, file_row, plain_line
@@ -15,6 +15,7 @@ from keras_bert_impl.commands.text_lines import read_lines
 from keras_bert_impl.validation import DEFAULT_SEQUENCE_LENGTH
 
 
+_HELP = "Predict with a fine-tuned model on strings or a text file."
 _DESCRIPTION = (
     "Classify texts (label and probability), tag words, or answer questions with a model "
     "from `kbert finetune`; the model carries its vocabulary, casing and label names. Texts come as "
@@ -46,16 +47,13 @@ _FLAG_TABLE = (
 
 
 def add_parser(subparsers):
-    parser = subparsers.add_parser(
-        "predict", help="Predict with a fine-tuned model on strings or a text file.", description=_DESCRIPTION
-    )
+    parser = add_command(subparsers, "predict", run, _HELP, _DESCRIPTION)
     parser.add_argument("--model", required=True, help="A kbert finetune run folder, or its model.keras.")
     parser.add_argument("texts", nargs="*", metavar="TEXT", help="Texts to predict on (or use --file).")
     add_flags(parser, _FLAG_TABLE)
     add_precision_flag(parser)
     parser.add_argument("--json", action="store_true", help="One JSON object per input line.")
     add_runner_flags(parser, shards=True)
-    parser.set_defaults(func=run)
     return parser
 
 

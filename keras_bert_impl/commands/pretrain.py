@@ -9,7 +9,7 @@ import sys
 import time
 
 from keras_bert_impl.commands.errors import UsageError
-from keras_bert_impl.commands.flag_types import positive_int
+from keras_bert_impl.commands.flag_types import add_command, positive_int
 from keras_bert_impl.commands.training_flags import (
     add_flags,
     add_run_folder_flags,
@@ -21,6 +21,7 @@ from keras_bert_impl.commands.training_flags import (
 )
 
 
+_HELP = "Pretrain a BertPretrainer (MLM + NSP) from text or pretraining TFRecords."
 DESCRIPTION = (
     "Pretrain BERT's masked LM and next-sentence heads. From --corpus, the examples are first built as "
     "`kbert pretrain-data` does (Google's recipe: 15% masking, 80/10/10, NSP pairs) into OUTPUT/records, "
@@ -96,17 +97,12 @@ FLAGS = (
 
 
 def add_parser(subparsers):
-    parser = subparsers.add_parser(
-        "pretrain",
-        help="Pretrain a BertPretrainer (MLM + NSP) from text or pretraining TFRecords.",
-        description=DESCRIPTION,
-    )
+    parser = add_command(subparsers, "pretrain", run, _HELP, DESCRIPTION)
     add_flags(parser.add_mutually_exclusive_group(required=True), SOURCE_FLAGS)
     add_flags(parser.add_mutually_exclusive_group(), MODEL_FLAGS)
     add_flags(parser, FLAGS)
     add_run_folder_flags(parser)
     add_training_flags(parser, default_learning_rate=1e-4)
-    parser.set_defaults(func=run)
     return parser
 
 

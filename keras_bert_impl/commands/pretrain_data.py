@@ -6,10 +6,11 @@ import time
 
 from keras_bert_impl import file_paths
 from keras_bert_impl.commands.errors import UsageError
-from keras_bert_impl.commands.flag_types import add_old_spelling, in_flag_names
+from keras_bert_impl.commands.flag_types import add_command, add_old_spelling, in_flag_names
 from keras_bert_impl.commands.runner_flags import LOCAL, add_runner_flags, beam_options, check_runner_flags
 from keras_bert_impl.validation import DEFAULT_SEQUENCE_LENGTH
 
+_HELP = "Create BERT pretraining TFRecords (MLM + NSP) from text files."
 DESCRIPTION = """\
 Create BERT pretraining examples (masked LM + next-sentence prediction) from raw
 text, following Google's create_pretraining_data.py, and write them as sharded
@@ -23,10 +24,36 @@ keras_bert_impl.data.PretrainingRecordReader.from_directory(DIR).dataset(...).
 """
 
 
-# (flags, add_argument keywords) of the example settings, in `--help`'s order.
+# (flag, add_argument keywords), in `--help`'s order: the inputs, then the example settings.
 _FLAGS = (
     (
-        ("--seq-len",),
+        "files",
+        dict(
+            nargs="+",
+            metavar="FILES",
+            help="Input files or glob patterns. --format text: one sentence per line, a blank line between "
+            'documents. --format reviews-csv: one document per row ("label","text").',
+        ),
+    ),
+    (
+        "--vocab",
+        dict(
+            required=True,
+            help="WordPiece vocab.txt (must contain [PAD] [UNK] [CLS] [SEP] [MASK]); casing is read off it.",
+        ),
+    ),
+    ("--output", dict(required=True, metavar="DIR", help="Directory for the shards and pretraining.json.")),
+    (
+        "--format",
+        dict(
+            default="text",
+            choices=["text", "reviews-csv"],
+            help="Input format (default: text). reviews-csv splits each review into sentences at its line "
+            "breaks, or after . ! ? when it has none.",
+        ),
+    ),
+    (
+        "--seq-len",
         dict(
             type=int,
             default=DEFAULT_SEQUENCE_LENGTH,
@@ -35,7 +62,7 @@ _FLAGS = (
         ),
     ),
     (
-        ("--max-predictions",),
+        "--max-predictions",
         dict(
             type=int,
             default=20,
@@ -43,7 +70,7 @@ _FLAGS = (
         ),
     ),
     (
-        ("--masked-lm-prob",),
+        "--masked-lm-prob",
         dict(
             type=float,
             default=0.15,
@@ -52,7 +79,7 @@ _FLAGS = (
         ),
     ),
     (
-        ("--short-seq-prob",),
+        "--short-seq-prob",
         dict(
             type=float,
             default=0.1,
@@ -60,7 +87,7 @@ _FLAGS = (
         ),
     ),
     (
-        ("--dupe-factor",),
+        "--dupe-factor",
         dict(
             type=int,
             default=10,
@@ -69,14 +96,14 @@ _FLAGS = (
         ),
     ),
     (
-        ("--whole-word-masking",),
+        "--whole-word-masking",
         dict(
             action="store_true",
             help="Mask all WordPieces of a word together (a piece and its following ## pieces).",
         ),
     ),
     (
-        ("--google-nsp",),
+        "--google-nsp",
         dict(
             action="store_true",
             help="Google's exact pairing, which forces NotNext for one-sentence chunks (about 54%% NotNext "
@@ -84,7 +111,7 @@ _FLAGS = (
         ),
     ),
     (
-        ("--dynamic-masking",),
+        "--dynamic-masking",
         dict(
             action="store_true",
             help="Write unmasked examples (no masked_lm_* features); masks are then drawn afresh every "
@@ -92,16 +119,16 @@ _FLAGS = (
         ),
     ),
     (
-        ("--seed",),
+        "--seed",
         dict(
             type=int,
             default=12345,
             help="Random seed; the same seed gives the same records (default: 12345, Google's).",
         ),
     ),
-    (("--num-shards",), dict(type=int, default=4, help="Number of output TFRecord files (default: 4).")),
+    ("--num-shards", dict(type=int, default=4, help="Number of output TFRecord files (default: 4).")),
     (
-        ("--document-buffer-size",),
+        "--document-buffer-size",
         dict(
             type=int,
             default=1000,
@@ -110,11 +137,11 @@ _FLAGS = (
         ),
     ),
     (
-        ("--shuffle-buffer-size",),
+        "--shuffle-buffer-size",
         dict(type=int, default=10000, help="Examples held to shuffle the output (default: 10000)."),
     ),
     (
-        ("--randomness",),
+        "--randomness",
         dict(
             choices=["stream", "keyed"],
             default=None,
@@ -125,7 +152,7 @@ _FLAGS = (
         ),
     ),
     (
-        ("--split-bytes",),
+        "--split-bytes",
         dict(
             type=int,
             default=None,
@@ -153,43 +180,13 @@ _ARGUMENT_FLAGS = {
 
 
 def add_parser(subparsers):
-    """Registers `pretrain-data` on an argparse subparsers object."""
-    p = subparsers.add_parser(
-        "pretrain-data",
-        help="Create BERT pretraining TFRecords (MLM + NSP) from text files.",
-        description=DESCRIPTION,
-    )
-    p.add_argument(
-        "files",
-        nargs="+",
-        metavar="FILES",
-        help="Input files or glob patterns. --format text: one sentence per line, a blank line between "
-        'documents. --format reviews-csv: one document per row ("label","text").',
-    )
-    p.add_argument(
-        "--vocab",
-        required=True,
-        help="WordPiece vocab.txt (must contain [PAD] [UNK] [CLS] [SEP] [MASK]); casing is read off it.",
-    )
-    p.add_argument(
-        "--output", required=True, metavar="DIR", help="Directory for the shards and pretraining.json."
-    )
-    p.add_argument(
-        "--format",
-        default="text",
-        choices=["text", "reviews-csv"],
-        help="Input format (default: text). reviews-csv splits each review into sentences at its line "
-        "breaks, or after . ! ? when it has none.",
-    )
-    for flags, keywords in _FLAGS:
-        p.add_argument(*flags, **keywords)
+    parser = add_command(subparsers, "pretrain-data", run, _HELP, DESCRIPTION, _FLAGS)
     for old, new in _OLD_SPELLINGS:
-        add_old_spelling(p, old, new, type=int)
-    add_runner_flags(p)
-    p.add_argument("--overwrite", action="store_true", help="Replace pretraining shards already in DIR.")
-    p.add_argument("--quiet", action="store_true", help="No progress bar.")
-    p.set_defaults(func=run)
-    return p
+        add_old_spelling(parser, old, new, type=int)
+    add_runner_flags(parser)
+    parser.add_argument("--overwrite", action="store_true", help="Replace pretraining shards already in DIR.")
+    parser.add_argument("--quiet", action="store_true", help="No progress bar.")
+    return parser
 
 
 def run(args):

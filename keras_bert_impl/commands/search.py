@@ -4,31 +4,31 @@ import json
 import sys
 
 from keras_bert_impl.commands.errors import UsageError
-from keras_bert_impl.commands.flag_types import positive_int
+from keras_bert_impl.commands.flag_types import add_command, positive_int
+
+
+_HELP = "Find the lines of a `kbert index` folder nearest to a query."
+_DESCRIPTION = (
+    "Embed QUERY with the index's model and settings and print the k nearest lines with their cosine "
+    "similarity. The model is the one the index was built with (or --model, which must be the same "
+    "model: its fingerprint is checked)."
+)
+# (flag, add_argument keywords), in `--help`'s order.
+_FLAG_TABLE = (
+    ("index", dict(metavar="DIR", help="A folder written by kbert index.")),
+    ("query", dict(metavar="QUERY", nargs="+", help="The query text (several: searched one by one).")),
+    ("-k", dict(type=positive_int, default=10, help="How many results per query. Default 10.")),
+    ("--model", dict(default=None, help="The model to embed the query with. Default: the index's own.")),
+    (
+        "--exact",
+        dict(action="store_true", help="Search every vector, even when the index has an HNSW graph."),
+    ),
+    ("--json", dict(action="store_true", help="One JSON object per query.")),
+)
 
 
 def add_parser(subparsers):
-    parser = subparsers.add_parser(
-        "search",
-        help="Find the lines of a `kbert index` folder nearest to a query.",
-        description="Embed QUERY with the index's model and settings and print the k nearest lines with "
-        "their cosine similarity. The model is the one the index was built with (or --model, which must be "
-        "the same model: its fingerprint is checked).",
-    )
-    parser.add_argument("index", metavar="DIR", help="A folder written by kbert index.")
-    parser.add_argument(
-        "query", metavar="QUERY", nargs="+", help="The query text (several: searched one by one)."
-    )
-    parser.add_argument("-k", type=positive_int, default=10, help="How many results per query. Default 10.")
-    parser.add_argument(
-        "--model", default=None, help="The model to embed the query with. Default: the index's own."
-    )
-    parser.add_argument(
-        "--exact", action="store_true", help="Search every vector, even when the index has an HNSW graph."
-    )
-    parser.add_argument("--json", action="store_true", help="One JSON object per query.")
-    parser.set_defaults(func=run)
-    return parser
+    return add_command(subparsers, "search", run, _HELP, _DESCRIPTION, _FLAG_TABLE)
 
 
 def run(args):

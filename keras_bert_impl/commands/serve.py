@@ -2,16 +2,13 @@
 
 The server is the export wing's (`keras_bert_impl_export.serve.model_server`); this module reads
 the flags, turns a run folder into the SavedModels `kbert export` would write (through its
-`load_for_export` and `write_export`, into a temporary folder), and imports the wing lazily.
+`load_for_export` and the wing's `precision_export`, into a temporary folder), and imports the
+wing lazily.
 
 `--precision`: what a run folder's model runs at is `ForwardResolver`'s to say (or refuse, in one
-line, before anything is written). bf16 is a SavedModel computing in bfloat16. int8 is not a
-SavedModel (TFLite's dynamic-range int8 on XNNPACK, `LiteRtForward`; a `kbert finetune --qat`
-model's integer-only file, `IntegerFileForward`): the SavedModels are fp32's, for their signatures
-and metadata, and each call runs the same tokenization and post-processing (the wing's
-`ExportSignatures`) around the int8 forward pass in their place; `--runtime litert` does the same
-with the float32 conversion for fp32, and a QAT model at fp32 with its fake-quantized forward (its
-SavedModels are its float classifier's). An export folder's SavedModels run as they were written.
+line, before anything is written); `precision_export` builds it (bf16 a SavedModel computing in
+bfloat16, int8 and `--runtime litert` calls around a LiteRT forward in fp32's SavedModels). An
+export folder's SavedModels run as they were written.
 """
 
 import argparse
@@ -21,16 +18,15 @@ import re
 import shutil
 import sys
 import tempfile
-import threading
 
 from keras_bert_impl.commands.errors import UsageError
-from keras_bert_impl.commands.flag_types import add_flags, positive_int
+from keras_bert_impl.commands.flag_types import add_command, positive_int
 from keras_bert_impl.commands.precision_flag import add_precision_flag
-from keras_bert_impl.precisions import LITERT_QUANTIZATION
 
 _NAME = re.compile(r"[A-Za-z0-9._-]+")
 
 
+_HELP = "Serve an export (or a run folder) over TF Serving's REST API, with dynamic batching."
 _DESCRIPTION = (
     "Answer GET /v1/models/NAME[/versions/N][/metadata] and POST /v1/models/NAME[/versions/N]:predict "
     "with TF Serving's request and response bodies (instances or inputs), batching concurrent requests, "
@@ -105,19 +101,13 @@ _FLAG_TABLE = (
 
 
 def add_parser(subparsers):
-    parser = subparsers.add_parser(
-        "serve",
-        help="Serve an export (or a run folder) over TF Serving's REST API, with dynamic batching.",
-        description=_DESCRIPTION,
-    )
-    add_flags(parser, _FLAG_TABLE)
+    parser = add_command(subparsers, "serve", run, _HELP, _DESCRIPTION, _FLAG_TABLE)
     add_precision_flag(parser)
-    parser.set_defaults(func=run)
     return parser
 
 
 def _log(line):
-    print(f"kbert serve: {line}", file=sys.stderr, flush=True)
+    print(f"kbert serve: {line.strip()}", file=sys.stderr, flush=True)
 
 
 def _check_flags(args):
@@ -235,113 +225,21 @@ def _check_exported_precision(args):
 
 
 def export_in_precision(model_flag, output, *, name, seq_len=None, precision="fp32", runtime=None, log=None):
-    """A run folder's (or .keras file's) SavedModels in `output`, what `kbert export --formats
-    saved_model` writes, and {servable name: {signature: function}} to give `ServableModel` where
-    the calls run something else than those SavedModels' graphs (else {}). What runs at `precision`
-    (fp32, bf16, int8 or auto) and `runtime` is `ForwardResolver`'s to say, before anything is
-    written: bf16 exports its bfloat16 copy; int8, and fp32 on litert, run their LiteRT forward in
-    the calls of fp32's SavedModels; a QuantizationAwareClassifier's SavedModels are its float
-    classifier's (what `kbert export` writes), so its calls run what it trained: its fake-quantized
-    forward at fp32, its integer-only file at int8.
-    bench/perf/serve_load.py builds its in-process model the same way. `log`: where the progress
-    lines go (default: stderr, as kbert serve's)."""
-    log = log or _log
-    from keras_bert_impl.commands.export import load_for_export, write_export
+    """A run folder's (or .keras file's) SavedModels in `output` and the servable functions that
+    run them at `precision` and `runtime` (the wing's `export_in_precision`), once
+    `ForwardResolver` has said what runs there; its refusals and the conversion's are one line
+    (UsageError). `log`: where the progress lines go (default: stderr, as kbert serve's)."""
+    from keras_bert_impl.commands.export import load_for_export
     from keras_bert_impl.commands.inference_setup import resolve_flags
+    from keras_bert_impl_export.exporter import ExportExistsError
+    from keras_bert_impl_export.precision_export import export_in_precision as export
 
-    model, model_path, _, task, pair, seq_len = load_for_export(model_flag, seq_len)
+    model, _, _, task, pair, seq_len = load_for_export(model_flag, seq_len)
     pair = pair and task == "pair"
     resolved = resolve_flags(
         argparse.Namespace(precision=precision, runtime=runtime, command="serve"), model, task
     )
-    functions = {}
-    if resolved.runs != "keras" or resolved.quantization_aware:
-        log(f"{_what_runs(resolved)}: the SavedModels' calls run it")
-        from keras_bert_impl.conversion.tflite_converter import ConversionError
-
-        try:
-            forward = resolved.forward(seq_len)
-        except ConversionError as e:
-            raise UsageError(str(e)) from None
-        functions = servable_functions(model, name, seq_len, pair, forward)
-    log(f"exporting {model_path} as {name!r} (the SavedModels kbert export writes, {resolved.precision})")
-    write_export(
-        resolved.model_in_precision(), output, name=name, seq_len=seq_len, pair=pair, formats=("saved_model",)
-    )
-    return functions
-
-
-def _what_runs(resolved):
-    if resolved.runs == "integer_file":
-        return (
-            "converting the quantization-aware model to its integer-only file (int8, its learned ranges, "
-            "LiteRT)"
-        )
-    if resolved.runs == "keras":
-        return "running the quantization-aware model's fake-quantized forward (fp32, what it trained)"
-    if resolved.precision == "int8":
-        return "converting the model to int8 (TFLite dynamic-range on XNNPACK)"
-    return "converting the model to TFLite float32 on XNNPACK (--runtime litert)"
-
-
-def litert_functions(model, name, seq_len, pair, quantization=LITERT_QUANTIZATION["int8"]):
-    """`servable_functions` around the model's `LiteRtForward` in `quantization` (dynamic_int8 or
-    float32)."""
-    from keras_bert_impl.inference import LiteRtForward
-
-    return servable_functions(model, name, seq_len, pair, LiteRtForward(model, quantization=quantization))
-
-
-def servable_functions(model, name, seq_len, pair, litert):
-    """{servable name: {"serving_default": function}}: the raw-text and id signatures of the
-    export's NAME and NAME_ids SavedModels (exporter.py's layout), each the same tokenization and
-    post-processing around `litert` (`(token_ids, segment_ids, padding_mask) -> outputs`: an
-    `LiteRtForward`, a QAT model's `IntegerFileForward`, or `ForwardResolver.forward`'s
-    `tf.function`), called eagerly. A QuantizationAwareClassifier's signatures are its float
-    classifier's, as its export's are."""
-    from keras_bert_impl.tensor_names import SERVING_ENDPOINT
-    from keras_bert_impl.models.quantization_aware_classifier import QuantizationAwareClassifier
-    from keras_bert_impl_export.export_signatures import ExportSignatures
-
-    if isinstance(model, QuantizationAwareClassifier):  # its float head's signatures, as its export's
-        model = model.classifier
-    signatures = ExportSignatures(model, seq_len, pair=pair, forward=_checked_forward(model, litert))
-    return {
-        name: {SERVING_ENDPOINT: signatures.endpoint(text=True)[0]},
-        f"{name}_ids": {SERVING_ENDPOINT: signatures.endpoint(text=False, checked=False)[0]},
-    }  # forward checks
-
-
-def _checked_forward(model, litert):
-    """`litert` on a signature's id inputs: checked, one call at a time, cut to the columns used."""
-    import numpy as np
-
-    from keras_bert_impl.tensor_names import EXPORT_TO_MODEL_ID_INPUTS, MODEL_ID_INPUTS
-    from keras_bert_impl.inference.id_checks import check_id_arrays
-
-    # Checked first (check_id_arrays: shapes, width, every value inside its table), bad inputs are
-    # a 400 naming the input and value as the client sent them; LiteRT would fail inside the
-    # interpreter (a 500) or read past a table without a word.
-    backbone = model.backbone
-    sizes = {"token_ids": backbone.vocabulary_size, "segment_ids": backbone.num_segments, "padding_mask": 2}
-    # The client's names, in the exports' order (ids, mask, segment_ids), as the fp32 graph's checks say them.
-    shown_as = {model_name: export for export, model_name in EXPORT_TO_MODEL_ID_INPUTS.items()}
-    # One interpreter: with --num-batch-threads above 1 its calls take turns.
-    lock = threading.Lock()
-
-    def forward(inputs):
-        # The signatures pad every call to the sequence length; attention and pooling ignore
-        # padding, so the LiteRT forward runs up to the last column any row uses (not the longest
-        # row's count: a client's ids call may pad on the left), as TextPredictor's batches do: the
-        # same outputs for a fraction of the work on short texts (serve_load_xeon_int8.json). Not
-        # when a row has no unmasked token: it attends to every column it is given, so cut to the
-        # other rows' width its answer depended on which clients shared its call.
-        ids = {name: np.asarray(inputs[name]) for name in MODEL_ID_INPUTS}  # [B, S] each
-        check_id_arrays({name: ids[name] for name in shown_as}, sizes, backbone.max_sequence_length, shown_as)
-        used = np.flatnonzero(ids["padding_mask"].any(axis=0))
-        every_row_reads = ids["padding_mask"].any(axis=1).all()
-        width = int(used[-1]) + 1 if every_row_reads else ids["padding_mask"].shape[1]
-        with lock:
-            return litert(*(ids[name][:, :width] for name in MODEL_ID_INPUTS))
-
-    return forward
+    try:
+        return export(resolved, output, name=name, seq_len=seq_len, pair=pair, log=log or _log)
+    except (ExportExistsError, ValueError) as e:  # a ConversionError is a ValueError
+        raise UsageError(str(e)) from None

@@ -151,23 +151,14 @@ def data_settings(args, task, stored=None):
 _ON_ERROR = {"fail": "raise", "skip": "skip"}
 
 
-def make_reader(
-    task,
-    preprocessor,
-    settings,
-    labels=None,
-    batch_size=32,
-    shuffle=False,
-    seed=None,
-    on_error="fail",
-    length_buckets=False,
-):
-    """The reader of `task`'s files. `length_buckets`: the sequence tasks' batches of similar
-    lengths, cut to their longest row (ClassificationReader); tagging and SQuAD read at the
-    full sequence length."""
+def make_reader(task, preprocessor, settings, labels=None, on_error="fail", length_buckets=False, **reading):
+    """The reader of `task`'s files. `on_error`: --on-error's word; `length_buckets`: the sequence
+    tasks' batches of similar lengths, cut to their longest row (ClassificationReader); tagging and
+    SQuAD read at the full sequence length. `reading`: the readers' batch_size, shuffle and seed
+    (default: theirs)."""
     from keras_bert_impl.data.readers import ClassificationReader, SquadReader, TaggingReader
 
-    common = dict(batch_size=batch_size, shuffle=shuffle, seed=seed, on_error=_ON_ERROR[on_error])
+    common = dict(reading, on_error=_ON_ERROR[on_error])
     if task in SEQUENCE_TASKS:
         layout = _classification_layout(task, settings)
         return ClassificationReader(

@@ -5,10 +5,11 @@ import sys
 import time
 
 from keras_bert_impl.commands.errors import UsageError
-from keras_bert_impl.commands.flag_types import add_flags, in_flag_names
+from keras_bert_impl.commands.flag_types import add_command, add_flags, in_flag_names
 from keras_bert_impl.commands.output_files import add_overwrite_flag, refuse_existing
 
 
+_HELP = "Learn a BERT WordPiece vocab.txt from text files."
 _DESCRIPTION = (
     "Stream text files line by line, split them into words as BertPreprocessor does "
     "(uncased: lower-case and strip accents first), and learn a WordPiece vocabulary with "
@@ -71,16 +72,13 @@ _FLAG_TABLE = (
 
 def add_parser(subparsers):
     """Registers `vocab` on the `kbert` subparsers; returns its parser."""
-    parser = subparsers.add_parser(
-        "vocab", help="Learn a BERT WordPiece vocab.txt from text files.", description=_DESCRIPTION
-    )
+    parser = add_command(subparsers, "vocab", run, _HELP, _DESCRIPTION)
     parser.add_argument(
         "files", nargs="+", metavar="FILES", help="UTF-8 text files to learn from (any line layout)."
     )
     add_flags(parser, _FLAG_TABLE[:2])  # --size, --output
     add_overwrite_flag(parser)
     add_flags(parser, _FLAG_TABLE[2:])
-    parser.set_defaults(func=run)
     return parser
 
 

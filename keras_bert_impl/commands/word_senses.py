@@ -2,48 +2,46 @@
 
 import os
 
+from keras_bert_impl.commands.encoder_flags import MODEL_FLAG
 from keras_bert_impl.commands.errors import UsageError
+from keras_bert_impl.commands.flag_types import add_command
 from keras_bert_impl.commands.text_lines import check_text_file, read_lines
-from keras_bert_impl.commands.output_files import add_overwrite_flag, refuse_existing
+from keras_bert_impl.commands.output_files import overwrite_flag, refuse_existing
 from keras_bert_impl.validation import DEFAULT_SEQUENCE_LENGTH
 
 
-def add_parser(subparsers):
-    parser = subparsers.add_parser(
-        "word-senses",
-        help="Plot one word's contextual vectors across the sentences of one or more files.",
-        description="Find WORD (as a whole word) in the lines of each --file, take its vector in every "
-        "sentence (the mean over its wordpieces at --layer), and write a PCA scatter coloured by file, with "
-        "a snippet of the first sentences beside their points. Senses of a word form separate clouds.",
-    )
-    parser.add_argument("word", metavar="WORD", help="One word, e.g. bank or play.")
-    parser.add_argument(
+_HELP = "Plot one word's contextual vectors across the sentences of one or more files."
+_DESCRIPTION = (
+    "Find WORD (as a whole word) in the lines of each --file, take its vector in every sentence (the mean "
+    "over its wordpieces at --layer), and write a PCA scatter coloured by file, with a snippet of the "
+    "first sentences beside their points. Senses of a word form separate clouds."
+)
+# (flag, add_argument keywords), in `--help`'s order.
+_FLAG_TABLE = (
+    ("word", dict(metavar="WORD", help="One word, e.g. bank or play.")),
+    (
         "--file",
-        action="append",
-        required=True,
-        help="UTF-8 text, one sentence per line; repeat to compare sources (one colour each).",
-    )
-    parser.add_argument(
-        "--model",
-        required=True,
-        help="A .keras model (kbert convert/pretrain/finetune), a run folder, or a checkpoint folder.",
-    )
-    parser.add_argument("--output", required=True, help="PNG to write.")
-    add_overwrite_flag(parser)
-    parser.add_argument(
-        "--layer", type=int, default=-1, help="0 = embeddings (no context), -1 = last layer (default)."
-    )
-    parser.add_argument(
-        "--max-sentences", type=int, default=200, help="Sentences with WORD used per file. Default 200."
-    )
-    parser.add_argument(
-        "--annotate", type=int, default=12, help="How many points get a sentence snippet. Default 12."
-    )
-    parser.add_argument(
-        "--seq-len", type=int, default=DEFAULT_SEQUENCE_LENGTH, help=f"Default {DEFAULT_SEQUENCE_LENGTH}."
-    )
-    parser.set_defaults(func=run)
-    return parser
+        dict(
+            action="append",
+            required=True,
+            help="UTF-8 text, one sentence per line; repeat to compare sources (one colour each).",
+        ),
+    ),
+    MODEL_FLAG,
+    ("--output", dict(required=True, help="PNG to write.")),
+    overwrite_flag(),
+    ("--layer", dict(type=int, default=-1, help="0 = embeddings (no context), -1 = last layer (default).")),
+    ("--max-sentences", dict(type=int, default=200, help="Sentences with WORD used per file. Default 200.")),
+    ("--annotate", dict(type=int, default=12, help="How many points get a sentence snippet. Default 12.")),
+    (
+        "--seq-len",
+        dict(type=int, default=DEFAULT_SEQUENCE_LENGTH, help=f"Default {DEFAULT_SEQUENCE_LENGTH}."),
+    ),
+)
+
+
+def add_parser(subparsers):
+    return add_command(subparsers, "word-senses", run, _HELP, _DESCRIPTION, _FLAG_TABLE)
 
 
 def run(args):

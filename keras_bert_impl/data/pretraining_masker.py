@@ -63,12 +63,8 @@ class PretrainingMasker:
         self.masked_lm_prob = float(masked_lm_prob)
         self.max_predictions_per_seq = max_predictions_per_seq
         self.whole_word_masking = whole_word_masking
-        ids = special_token_ids(vocabulary)
-        self.pad_id, self.cls_id, self.sep_id, self.mask_id = (
-            ids["[PAD]"],
-            ids["[CLS]"],
-            ids["[SEP]"],
-            ids["[MASK]"],
+        self.pad_id, self.cls_id, self.sep_id, self.mask_id = special_token_ids(
+            vocabulary, "[PAD]", "[CLS]", "[SEP]", "[MASK]"
         )
         self.vocabulary_size = len(vocabulary)
         self.is_continuation = np.array([is_continuation(t) for t in vocabulary], bool)

@@ -8,6 +8,7 @@ import keras
 from keras import ops
 
 from keras_bert_impl.layers.activations import ACTIVATIONS, get_activation
+from keras_bert_impl.layers.sublayer_config import deserialize_sublayers
 from keras_bert_impl.validation import check_choice
 
 
@@ -98,9 +99,7 @@ class MaskedLMHead(keras.layers.Layer):
 
     @classmethod
     def from_config(cls, config):
-        config = dict(config)
-        config["token_embedding"] = keras.layers.deserialize(config["token_embedding"])
-        return cls(**config)
+        return cls(**deserialize_sublayers(config, "token_embedding"))
 
 
 def _float_embedding_matrix(embedding):

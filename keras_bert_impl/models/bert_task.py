@@ -2,6 +2,7 @@
 
 import keras
 
+from keras_bert_impl.layers.sublayer_config import deserialize_sublayers
 from keras_bert_impl.models._checked_data import ChecksIdData
 from keras_bert_impl.models.bert_backbone import BertBackbone
 from keras_bert_impl.models.head_compile import HeadCompile
@@ -73,8 +74,6 @@ class BertTask(ChecksIdData, HeadCompile, keras.Model):
     @classmethod
     def from_config(cls, config):
         config, quantized = split_quantized_config(cls, config)
-        if isinstance(config["backbone"], dict):
-            config["backbone"] = keras.layers.deserialize(config["backbone"])
-        task = cls(**config)
+        task = cls(**deserialize_sublayers(config, "backbone"))
         restore_quantized_layers(task, quantized)
         return task

@@ -4,6 +4,7 @@ import keras
 from keras import ops
 
 from keras_bert_impl.layers.activation_ranges import ActivationRanges
+from keras_bert_impl.layers.sublayer_config import deserialize_sublayers
 from keras_bert_impl.models.bert_classifier import BertClassifier
 from keras_bert_impl.models.head_compile import HeadCompile
 from keras_bert_impl.models.integer_forms import IntegerForms, classifier_forward, quantization_points
@@ -128,9 +129,7 @@ class QuantizationAwareClassifier(HeadCompile, keras.Model):
 
     @classmethod
     def from_config(cls, config):
-        config = dict(config)
-        config["classifier"] = keras.layers.deserialize(config["classifier"])
-        return cls(**config)
+        return cls(**deserialize_sublayers(config, "classifier"))
 
 
 class _TrainingForms(IntegerForms):

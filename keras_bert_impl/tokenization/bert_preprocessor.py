@@ -235,12 +235,8 @@ class BertPreprocessor(keras.layers.Layer):
             )
         self.vocabulary = vocabulary
         self.lowercase = bool(lowercase)
-        ids = special_token_ids(vocabulary)
-        self.pad_id, self.unk_id, self.cls_id, self.sep_id = (
-            ids["[PAD]"],
-            ids["[UNK]"],
-            ids["[CLS]"],
-            ids["[SEP]"],
+        self.pad_id, self.unk_id, self.cls_id, self.sep_id = special_token_ids(
+            vocabulary, "[PAD]", "[UNK]", "[CLS]", "[SEP]"
         )
         self._tokenizer = tf_text.FastBertTokenizer(
             vocab=vocabulary,

@@ -128,9 +128,12 @@ def load_vocabulary(vocabulary):
     return vocabulary
 
 
-def special_token_ids(vocabulary):
-    """{"[PAD]": id, "[UNK]": id, ...} for the five special tokens of a checked vocabulary."""
+def special_token_ids(vocabulary, *tokens):
+    """{"[PAD]": id, "[UNK]": id, ...} for the five special tokens of a checked vocabulary; given
+    `tokens` (some of them), the tuple of their ids, in that order."""
     ids = {token: i for i, token in enumerate(vocabulary)}
+    if tokens:
+        return tuple(ids[token] for token in tokens)
     return {token: ids[token] for token in SPECIAL_TOKENS}
 
 

@@ -8,6 +8,7 @@ with fewer passes.
 """
 
 import collections
+import dataclasses
 import math
 import os
 
@@ -33,6 +34,7 @@ from keras_bert_impl.validation import check_bool, check_int, check_probability 
 _LOG_EVERY_BATCHES = 200
 
 
+@dataclasses.dataclass(eq=False)  # a worker, not a value: two builders are compared by identity
 class VocabularyBuilder:
     r"""Learns a WordPiece vocabulary from text files, BERT's reserved tokens first.
 
@@ -96,38 +98,29 @@ class VocabularyBuilder:
     >>> write_vocabulary(vocab, "vocab.txt")
     """
 
-    def __init__(
-        self,
-        vocab_size,
-        lowercase=True,
-        num_unused=0,
-        min_count=10,
-        max_token_length=50,
-        max_unique_chars=1000,
-        slack_ratio=0.05,
-        batch_size=1024,
-        log=None,
-    ):
-        check_int("num_unused", num_unused, 0)
-        check_int("vocab_size", vocab_size, len(SPECIAL_TOKENS) + num_unused + 1)
-        check_int("min_count", min_count, 1)
-        check_int("max_token_length", max_token_length, 1)
-        check_int("max_unique_chars", max_unique_chars, 1)
-        check_int("batch_size", batch_size, 1)
-        check_bool("lowercase", lowercase)
-        check_probability("slack_ratio", slack_ratio)
-        self.vocab_size = vocab_size
-        self.lowercase = lowercase
-        self.num_unused = num_unused
-        self.min_count = min_count
-        self.max_token_length = max_token_length
-        self.max_unique_chars = max_unique_chars
-        self.slack_ratio = slack_ratio
-        self.batch_size = batch_size
-        self.log = log or (lambda message: None)
+    vocab_size: int
+    lowercase: bool = True
+    num_unused: int = 0
+    min_count: int = 10
+    max_token_length: int = 50
+    max_unique_chars: int = 1000
+    slack_ratio: float = 0.05
+    batch_size: int = 1024
+    log: object = None
+
+    def __post_init__(self):
+        check_int("num_unused", self.num_unused, 0)
+        check_int("vocab_size", self.vocab_size, len(SPECIAL_TOKENS) + self.num_unused + 1)
+        check_int("min_count", self.min_count, 1)
+        check_int("max_token_length", self.max_token_length, 1)
+        check_int("max_unique_chars", self.max_unique_chars, 1)
+        check_int("batch_size", self.batch_size, 1)
+        check_bool("lowercase", self.lowercase)
+        check_probability("slack_ratio", self.slack_ratio)
+        self.log = self.log or (lambda message: None)
         # Only the splitting: BasicTokenizer(lower_case=True) would normalise with ICU's
         # NFKC_Casefold, not BERT's rule (see the class docstring).
-        self._normalizer = tf_text.FastBertNormalizer(model_buffer=bert_normalizer_model(lowercase))
+        self._normalizer = tf_text.FastBertNormalizer(model_buffer=bert_normalizer_model(self.lowercase))
         self._splitter = BasicTokenizer(lower_case=False)
         self.invalid_utf8_lines = 0
         self.lines_read = 0  # by the last count_words, which the count above is a share of

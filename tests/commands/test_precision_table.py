@@ -509,7 +509,7 @@ def _serve_build(path, precision, runtime):
 
     from keras_bert_impl.commands import serve
 
-    with mock.patch("keras_bert_impl.commands.export.write_export") as write:
+    with mock.patch("keras_bert_impl_export.precision_export.export_model") as write:
         functions = serve.export_in_precision(
             path, "unused", name="m", precision=precision, runtime=runtime, log=lambda line: None
         )

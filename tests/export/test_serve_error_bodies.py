@@ -8,7 +8,7 @@ import pytest
 import tensorflow as tf
 
 import keras_bert_impl as kb
-from keras_bert_impl.commands.serve import litert_functions
+from keras_bert_impl_export.precision_export import litert_functions
 from keras_bert_impl_export.serve.model_server import client_error_message
 from keras_bert_impl_export.serve.rest_api import error_sentence
 from tests.commands.conftest import save_small_bert

@@ -1,13 +1,13 @@
-"""`kbert serve --precision int8`'s calls (commands/serve.py's `litert_functions`): each runs the int8
-forward at its own longest row, not the padded sequence length the signatures hand it, with the
-outputs of the padded call; a row with no unmasked token does not break the call."""
+"""`kbert serve --precision int8`'s calls (the wing's `precision_export.litert_functions`): each
+runs the int8 forward at its own longest row, not the padded sequence length the signatures hand
+it, with the outputs of the padded call; a row with no unmasked token does not break the call."""
 
 import keras
 import numpy as np
 import pytest
 
 import keras_bert_impl as kb
-from keras_bert_impl.commands.serve import litert_functions
+from keras_bert_impl_export.precision_export import litert_functions
 from keras_bert_impl.inference import LiteRtForward
 from tests.commands.conftest import save_small_bert
 

@@ -146,12 +146,8 @@ class SquadReader:
         self.max_query_length = max_query_length
         self.version_2_with_negative = version_2_with_negative
         self.sequence_length = sequence_length
-        ids = special_token_ids(vocabulary)
-        self._pad_id, self._cls_id, self._sep_id, self._unk_id = (
-            ids["[PAD]"],
-            ids["[CLS]"],
-            ids["[SEP]"],
-            ids["[UNK]"],
+        self._pad_id, self._cls_id, self._sep_id, self._unk_id = special_token_ids(
+            vocabulary, "[PAD]", "[CLS]", "[SEP]", "[UNK]"
         )
         self._lowercase = bool(lowercase)
         # Piece text as it appears in normalised text: "##ing" continues a word as "ing".

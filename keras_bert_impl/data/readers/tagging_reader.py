@@ -103,8 +103,7 @@ class TaggingReader:
         self.labels = labels
         self.ignore_label = ignore_label
         self.sequence_length = sequence_length
-        ids = special_token_ids(vocabulary)
-        self._pad_id, self._cls_id, self._sep_id = ids["[PAD]"], ids["[CLS]"], ids["[SEP]"]
+        self._pad_id, self._cls_id, self._sep_id = special_token_ids(vocabulary, "[PAD]", "[CLS]", "[SEP]")
         self.report = None
 
     @property
