@@ -16,7 +16,7 @@ from tests.harness import random_inputs
 
 SEQ_LEN = 16
 
-pytestmark = pytest.mark.slow  # exports a SavedModel and a .tflite: about 40 s on the 2-core CI machine
+pytestmark = pytest.mark.slow  # a SavedModel and a .tflite (about 40 s); transformers in .venv-torch (14 s)
 
 
 @pytest.fixture(scope="module")
@@ -86,3 +86,19 @@ def test_export_answers_as_the_unmerged_model(lora_classifier, tmp_path, capsys)
     )
     got = runner(**ids)["logits"]
     np.testing.assert_allclose(got, want, atol=1e-5, rtol=0)
+
+
+def test_huggingface_export_answers_as_the_unmerged_model_in_transformers(lora_classifier, tmp_path, capsys):
+    from tests.huggingface.transformers_side import check_loading_info, keras_outputs, transformers_outputs
+
+    folder = str(tmp_path / "hf")
+    assert main(["export", "--model", lora_classifier, "--output", folder, "--formats", "huggingface"]) == 0
+    assert "merged into the kernels" in capsys.readouterr().err
+    texts = ["a gripping , funny film", "dull and slow , with no story to speak of", "fine"]
+    report, arrays = transformers_outputs(
+        folder, {"forward": {"texts": texts, "texts_b": None, "max_length": SEQ_LEN}}, tmp_path
+    )
+    check_loading_info(report)
+    want = keras_outputs(keras.saving.load_model(lora_classifier), arrays)["logits"]
+    assert np.abs(want).max() > 0.5
+    np.testing.assert_allclose(arrays["logits"], want, atol=1e-5, rtol=0)

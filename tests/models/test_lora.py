@@ -118,6 +118,19 @@ def test_keras_file_round_trip_keeps_unmerged_kernels_and_adapters(tmp_path):
     assert_close(loaded.predict(inputs, verbose=0), model.predict(inputs, verbose=0))
 
 
+def test_bare_backbone_keras_file_round_trip(tmp_path):
+    backbone = _backbone(rank=3, targets=["key", "attention_output"])
+    backbone.set_vocabulary([f"t{i}" for i in range(50)], lowercase=False)
+    _randomize_adapters(backbone)
+    path = str(tmp_path / "backbone.keras")
+    backbone.save(path)
+    loaded = keras.saving.load_model(path)
+    assert loaded.lora_settings == backbone.lora_settings and loaded.vocabulary == backbone.vocabulary
+    for saved, restored in zip(backbone.weights, loaded.weights):
+        np.testing.assert_array_equal(saved.numpy(), restored.numpy(), err_msg=saved.path)
+    assert _lora_paths(loaded) == _lora_paths(backbone)
+
+
 def test_weights_file_round_trip(tmp_path):
     model = _backbone(rank=2)
     _randomize_adapters(model)
