@@ -11,7 +11,9 @@ import keras
 import numpy as np
 import pytest
 
+from keras_bert_impl.commands.model_files import rebuilt_backbone
 from keras_bert_impl.commands.training_flags import LORA_TARGET_NAMES, spec_options
+from keras_bert_impl.models import merge_lora
 from tests.commands.conftest import REPO, save_small_bert
 from tests.commands.test_training_commands import MIRRORED, _finetune, _interrupted
 
@@ -54,16 +56,13 @@ def test_lora_run_trains_adapters_and_head_only(tiny_init, mr_files, tmp_path, c
     for path, value in init.items():
         np.testing.assert_array_equal(trained[path], value, err_msg=path)
     assert all(np.any(v.numpy()) for v in model.weights if "lora_kernel_b" in v.path)
-    # A full fine-tune from the LoRA run starts from its merged encoder, every weight trainable.
-    assert (
-        _finetune(str(run), tmp_path / "full", "classification", train, dev, *CSV, "--learning-rate", "1e-9")
-        == 0
-    )
-    full = keras.saving.load_model(tmp_path / "full" / "model.keras")
-    assert full.backbone.lora_settings is None and "lora" not in json.loads(
-        (tmp_path / "full" / "metrics.json").read_text()
-    )
-    assert len(full.trainable_weights) == len(full.weights)
+    # --init of a LoRA run: its encoder comes back merged, a plain one (a full fine-tune's start).
+    fresh = rebuilt_backbone(model.backbone)
+    assert fresh.lora_settings is None and len(fresh.trainable_weights) == len(fresh.weights)
+    merged = {v.path: v.numpy() for v in merge_lora(model.backbone).weights}
+    for variable in fresh.weights:
+        np.testing.assert_array_equal(variable.numpy(), merged[variable.path], err_msg=variable.path)
+    assert fresh.vocabulary == model.backbone.vocabulary
 
 
 def test_a_run_without_lora_records_no_lora_setting():
