@@ -259,13 +259,25 @@ def _log(line):
     print(f"kbert export: {line.strip()}", file=sys.stderr, flush=True)
 
 
+def _merged(model, model_path):
+    """`load_model`'s (model, model_path), a LoRA model's (a `kbert finetune --lora-rank` run)
+    adapters folded into plain Dense kernels: every format is written from the merged weights."""
+    from keras_bert_impl.models import merge_lora
+
+    settings = getattr(getattr(model, "backbone", model), "lora_settings", None)
+    if settings is None:
+        return model, model_path
+    _log(f"LoRA rank {settings['rank']} on {', '.join(settings['targets'])}: merged into the kernels")
+    return merge_lora(model), model_path
+
+
 def load_for_export(model_flag, seq_len=None, pair=False):
     """(model, model_path, stored run settings, task, pair, sequence length) of `--model`:
     a bare backbone becomes a sentence embedder; the length defaults to the run's."""
     import keras_bert_impl as kb
     from keras_bert_impl.commands.model_files import load_model, run_sequence_length
 
-    model, model_path = load_model(model_flag)
+    model, model_path = _merged(*load_model(model_flag))
     stored = task_data.read_task_file(os.path.dirname(model_path)) or {}
     if isinstance(model, kb.BertBackbone):
         model = kb.BertEmbedder(model, pooling="mean", normalize=True)
@@ -458,7 +470,7 @@ def export_hub_folder(kind, args):
         export_sentence_transformers,
     )
 
-    model, model_path = load_model(args.model)
+    model, model_path = _merged(*load_model(args.model))
     run_folder = os.path.dirname(model_path) if os.path.isdir(args.model) else None
     _log(f"{type(model).__name__} from {model_path} as a {kind.replace('_', '-')} folder")
     try:

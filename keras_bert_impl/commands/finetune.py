@@ -12,14 +12,18 @@ import numpy as np
 from keras_bert_impl.commands import task_data
 from keras_bert_impl.atomic_write import write_text_atomically
 from keras_bert_impl.commands.errors import UsageError
-from keras_bert_impl.commands.flag_types import add_command, positive_int
+from keras_bert_impl.commands.flag_types import add_command, add_flags, positive_int
 from keras_bert_impl.commands.label_checks import check_training_labels, report_labels
 from keras_bert_impl.commands.training_flags import (
+    LORA_FLAGS,
     add_fixed_length_flag,
     add_run_folder_flags,
     add_training_flags,
     check_head_training_flags,
+    check_lora_flags,
     compile_for_training,
+    enable_lora,
+    lora_metrics,
     spec_options,
     train,
 )
@@ -111,6 +115,7 @@ FLAGS = (
 
 def add_parser(subparsers):
     parser = add_command(subparsers, "finetune", run, _HELP, DESCRIPTION, FLAGS)
+    add_flags(parser, LORA_FLAGS)
     add_run_folder_flags(parser)
     add_training_flags(parser, default_learning_rate=5e-5)
     add_fixed_length_flag(parser)
@@ -133,6 +138,7 @@ def run(args):
     # A UsageError goes up to cli.main: one line and status 2, or its traceback with --debug.
     _check_validation_flags(args)
     _check_qat_flags(args)
+    check_lora_flags(args)
     check_head_training_flags(args)
     from keras_bert_impl.models import best_monitor
     from keras_bert_impl.training import TrainingSpec
@@ -380,6 +386,9 @@ def _model(args, data):
         model.output_dense.set_weights(start.output_dense.get_weights())
     if args.qat:
         model = kb.QuantizationAwareClassifier(model)
+    lora = enable_lora(model, args)
+    if lora:
+        print(f"kbert finetune: {lora}", file=sys.stderr)
     compile_for_training(model, args, data.steps_per_epoch * args.epochs)
     return model
 
@@ -398,6 +407,7 @@ def _final_metrics(args, result):
         "epoch_train_seconds": result.epoch_train_seconds,
         "best": result.best,
         "seconds": result.seconds,
+        **lora_metrics(args, result.model),
     }
 
 

@@ -12,7 +12,7 @@ from keras_bert_impl.checkpoints import convert_checkpoint
 from keras_bert_impl.checkpoints.google_tf1 import holds_object_based_checkpoint
 from keras_bert_impl.commands.errors import UsageError
 from keras_bert_impl.damaged_file_error import DamagedFileError, check_keras_archive
-from keras_bert_impl.models import BertBackbone
+from keras_bert_impl.models import BertBackbone, merge_lora
 from keras_bert_impl.tokenization.vocabulary import read_vocabulary
 
 # The config file that tells a checkpoint folder's format.
@@ -184,7 +184,10 @@ def vocabulary_for(backbone, vocab_path):
 
 def rebuilt_backbone(backbone, **overrides):
     """A fresh backbone with `backbone`'s weights and vocabulary, built in the current
-    strategy scope and dtype policy (a loaded model keeps the policy it was saved with)."""
+    strategy scope and dtype policy (a loaded model keeps the policy it was saved with). A LoRA
+    backbone (a --lora-rank run) comes back merged: a plain encoder, every weight trainable."""
+    if backbone.lora_settings is not None:
+        backbone = merge_lora(backbone)
     config = backbone.get_config()
     config.pop("dtype", None)
     config.pop("name", None)

@@ -87,6 +87,91 @@ RUNNING_FLAGS = (
 )
 
 
+# `kbert finetune`'s LoRA flags (models/lora.py); the layer names are LORA_TARGET_NAMES, spelled
+# out here because the parser is built before Keras may be imported.
+LORA_TARGET_NAMES = ("query", "key", "value", "attention_output", "intermediate", "output", "dense")
+LORA_FLAGS = (
+    (
+        "--lora-rank",
+        dict(
+            type=positive_int,
+            default=None,
+            metavar="R",
+            help="Train low-rank adapters of rank R (Keras' Dense.enable_lora) and the head only; every "
+            "other encoder weight stays frozen. OUTPUT/metrics.json records the trainable share; `kbert "
+            "export` writes every format from the merged weights.",
+        ),
+    ),
+    (
+        "--lora-targets",
+        dict(
+            nargs="+",
+            default=None,
+            metavar="LAYER",
+            help="With --lora-rank: the Dense layers that get adapters, by name "
+            f"({', '.join(LORA_TARGET_NAMES)}; the pooler's is dense) or path "
+            "(transformer_layer_0/attention/query). Default: query value.",
+        ),
+    ),
+)
+# Settings recorded in run.json only when given, so a run without them records what it did before.
+SETTINGS_WHEN_GIVEN = ("lora_rank", "lora_targets")
+
+
+def check_lora_flags(args):
+    """--lora-targets needs --lora-rank and names layers; LoRA and --qat do not go together."""
+    if args.lora_rank is None:
+        if args.lora_targets is not None:
+            raise UsageError("--lora-targets chooses the layers of --lora-rank: give --lora-rank R too.")
+        return
+    if getattr(args, "qat", False):
+        raise UsageError(
+            f"--lora-rank {args.lora_rank} with --qat: quantization-aware training trains every weight "
+            "through fake quantization, LoRA freezes them. Drop one of the two."
+        )
+    for target in args.lora_targets or ():
+        if "/" not in target and target not in LORA_TARGET_NAMES:
+            raise UsageError(
+                f"--lora-targets {target!r} names no Dense layer of the encoder. Choose among "
+                f"{', '.join(LORA_TARGET_NAMES)}, or a path such as transformer_layer_0/attention/query."
+            )
+
+
+def enable_lora(model, args):
+    """`--lora-rank`'s adapters on the head's backbone (inside the run's scope, before compiling);
+    returns the line that says what trains."""
+    if args.lora_rank is None:
+        return None
+    from keras_bert_impl.models import DEFAULT_LORA_TARGETS
+
+    try:
+        model.backbone.enable_lora(args.lora_rank, targets=args.lora_targets or DEFAULT_LORA_TARGETS)
+    except ValueError as e:  # a path naming no layer of this encoder
+        raise UsageError(f"--lora-targets {str(e).removeprefix('targets: ')}") from None
+    share = trainable_share(model)
+    return (
+        f"LoRA rank {args.lora_rank} on {', '.join(model.backbone.lora_settings['targets'])}: "
+        f"{share['trainable_parameters']:,} of {share['parameters']:,} parameters trainable "
+        f"({100 * share['trainable_share']:.2f}%)"
+    )
+
+
+def lora_metrics(args, model):
+    """metrics.json's "lora" entry of a --lora-rank run: its settings and trainable share."""
+    if args.lora_rank is None:
+        return {}
+    return {"lora": {**model.backbone.lora_settings, **trainable_share(model)}}
+
+
+def trainable_share(model):
+    """{"trainable_parameters", "parameters", "trainable_share"} of `model`."""
+    import numpy as np
+
+    trainable = sum(int(np.prod(v.shape)) for v in model.trainable_weights)
+    total = sum(int(np.prod(v.shape)) for v in model.weights)
+    return {"trainable_parameters": trainable, "parameters": total, "trainable_share": trainable / total}
+
+
 def add_training_flags(parser, default_learning_rate, learning_rate_default=None, seq_len_default=None):
     """Flags every training command takes (`learning_rate_default`: the help's words for a
     default the command picks itself, when `default_learning_rate` is None; `seq_len_default`
@@ -174,7 +259,11 @@ def spec_options(args, command, inputs, name=None):
     """The `TrainingSpec` arguments every training command takes from its flags: every flag
     but `UNRECORDED` recorded as a setting, except the flags named in `inputs` (dests), which
     are hashed as input files."""
-    values = {k: v for k, v in vars(args).items() if k not in UNRECORDED}
+    values = {
+        k: v
+        for k, v in vars(args).items()
+        if k not in UNRECORDED and not (k in SETTINGS_WHEN_GIVEN and v is None)
+    }
     return {
         "output": args.output,
         "command": command,

@@ -18,6 +18,12 @@ from keras_bert_impl.layers.bert_pooler import BertPooler
 from keras_bert_impl.layers.transformer_encoder import TransformerEncoder
 from keras_bert_impl.models._checked_data import ChecksIdData
 from keras_bert_impl.models._early_attributes import set_attribute
+from keras_bert_impl.models.lora import (
+    DEFAULT_LORA_TARGETS,
+    enable_backbone_lora,
+    freeze_all_but_adapters,
+    lora_settings,
+)
 from keras_bert_impl.models.presets import BERT_PRESETS
 from keras_bert_impl.models.quantized_layers import (
     build_with_quantized_layers,
@@ -36,6 +42,8 @@ from keras_bert_impl.validation import (
 # The casing that goes with the vocabulary (the vocabulary itself is tokenization's
 # VOCAB_ASSET), in the .keras file's assets.
 TOKENIZER_ASSET = "tokenizer.json"
+# The config field of a LoRA backbone's settings (absent without LoRA).
+_LORA = "lora"
 
 
 def _concrete(x):
@@ -302,6 +310,42 @@ class BertBackbone(ChecksIdData, keras.Model):
                     }[key]
                 )
 
+    # --- LoRA ----------------------------------------------------------------
+
+    def enable_lora(self, rank, targets=DEFAULT_LORA_TARGETS, alpha=None):
+        """Low-rank adapters (Keras' `Dense.enable_lora`) on the Dense layers `targets` names,
+        and every other weight of the backbone frozen.
+
+        Args:
+            rank: int > 0. The adapters' rank r: a [in, r] and b [r, out] per layer.
+            targets: layer names (each layer's "query", "key", "value", "attention_output",
+                "intermediate", "output"; the pooler's "dense") or paths
+                ("transformer_layer_0/attention/query"). The query and value projections
+                by default, as KerasHub.
+            alpha: int or None. The adapters' output is scaled by alpha / rank (Keras' and
+                PEFT's lora_alpha); None: alpha = rank.
+
+        Enabled once, before compiling (inside the strategy's scope when distributed). The
+        setting is part of the config, and the .keras file keeps the unmerged kernels and
+        adapters (see models/lora.py). A head built on the backbone stays trainable.
+        """
+        enable_backbone_lora(self, rank, targets=targets, alpha=alpha)
+
+    @property
+    def trainable(self):
+        return keras.layers.Layer.trainable.fget(self)
+
+    @trainable.setter
+    def trainable(self, value):
+        keras.layers.Layer.trainable.fset(self, value)
+        if value:  # a LoRA backbone made trainable trains its adapters, not its frozen weights
+            freeze_all_but_adapters(self)
+
+    @property
+    def lora_settings(self):
+        """{"rank", "alpha", "targets"} after `enable_lora`, else None."""
+        return lora_settings(self)
+
     # --- vocabulary assets -------------------------------------------------
 
     def set_vocabulary(self, vocabulary, lowercase):
@@ -354,16 +398,29 @@ class BertBackbone(ChecksIdData, keras.Model):
                 "fused_kernels": self.fused_kernels,
             }
         )
+        if self.lora_settings is not None:
+            config[_LORA] = self.lora_settings
         return record_quantized_layers(
             config, self
         )  # after model.quantize(...): see models/quantized_layers.py
 
     @classmethod
     def from_config(cls, config):
+        config = dict(config)
+        lora = config.pop(_LORA, None)
         config, quantized = split_quantized_config(cls, config)
         if quantized is not None:
-            return build_with_quantized_layers(cls, config, quantized)
-        return cls(**config)
+            backbone = build_with_quantized_layers(cls, config, quantized)
+        else:
+            backbone = cls(**config)
+        if lora is not None:
+            if not isinstance(lora, dict) or sorted(lora) != ["alpha", "rank", "targets"]:
+                raise ValueError(
+                    f"BertBackbone config field '{_LORA}' must be {{'rank', 'alpha', 'targets'}}. Received: "
+                    f"{lora!r}. Fix the config JSON, or save the model again."
+                )
+            backbone.enable_lora(**lora)
+        return backbone
 
     @classmethod
     def from_preset(cls, name, **kwargs):
