@@ -86,6 +86,12 @@ RUNNING_FLAGS = (
     ("--quiet", dict(action="store_true", help="No progress bar: one line per epoch.")),
 )
 
+# The flags of a command that trains a head on task files (`finetune`, `distill`).
+HEAD_FLAGS = (
+    ("--epochs", dict(type=positive_int, default=3, help="Passes over the training data. Default 3.")),
+    ("--dropout", dict(type=float, default=0.1, help="Dropout before the head's output layer. Default 0.1.")),
+)
+
 
 def add_training_flags(parser, default_learning_rate, learning_rate_default=None, seq_len_default=None):
     """Flags every training command takes (`learning_rate_default`: the help's words for a
