@@ -148,6 +148,7 @@ def test_held_out_text_is_the_validation_of_a_general_transfer_set():
         TransferSet(**common, held_out=["fine"], validation=data.validation)
 
 
+@pytest.mark.slow  # about 20 s or more: a Distiller traced, trained two epochs and scored
 def test_a_distillation_spec_trains_a_run_folder_from_python(tmp_path):
     teacher = _teacher()
     preprocessor = BertPreprocessor.from_model(teacher, sequence_length=8)
