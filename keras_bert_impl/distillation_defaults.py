@@ -19,6 +19,8 @@ class DistillationDefaults:
             Python, and of `kbert distill --general`, when none is given: TinyBERT's uniform map.
         general_hidden_weight: the hidden-state weight of general distillation when none is
             given (its only default term); a head's default is 0 (logits alone).
+        learning_rates: `kbert distill`'s peak learning rate by student: "preset" (random
+            layers), "teacher" (teacher layers), "init" (a given encoder), "general".
 
     Example:
     >>> DISTILLATION_DEFAULTS.temperature, DISTILLATION_DEFAULTS.labelled_alpha
@@ -30,6 +32,13 @@ class DistillationDefaults:
     labelled_alpha: float = 0.5
     general_layer_map: str = "uniform"
     general_hidden_weight: float = 1.0
+    # Turc et al. (2019) fine-tune the compact BERTs at 1e-4 .. 3e-4: random layers take the upper
+    # end. A student of teacher layers is not the teacher: one MiniLM layer under a new head reached
+    # 0.68 on MR at the teacher's 5e-5 and 0.77 at 2e-4 (bench/experiments/distill_mr.py). General
+    # distillation regresses hidden states: the random-layer rate serves it too.
+    learning_rates: dict = dataclasses.field(
+        default_factory=lambda: {"preset": 3e-4, "teacher": 2e-4, "init": 2e-4, "general": 3e-4}
+    )
 
 
 DISTILLATION_DEFAULTS = DistillationDefaults()

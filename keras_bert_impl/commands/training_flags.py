@@ -86,6 +86,12 @@ RUNNING_FLAGS = (
     ("--quiet", dict(action="store_true", help="No progress bar: one line per epoch.")),
 )
 
+# The flags of a command that trains a head on task files (`finetune`, `distill`).
+HEAD_FLAGS = (
+    ("--epochs", dict(type=positive_int, default=3, help="Passes over the training data. Default 3.")),
+    ("--dropout", dict(type=float, default=0.1, help="Dropout before the head's output layer. Default 0.1.")),
+)
+
 
 # `kbert finetune`'s LoRA flags (models/lora.py); the layer names are LORA_TARGET_NAMES, spelled
 # out here because the parser is built before Keras may be imported.

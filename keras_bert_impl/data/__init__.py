@@ -1,5 +1,5 @@
 """Pretraining data: documents -> sentence pairs -> masked examples -> TFRecords -> tf.data; the
-distillation transfer set (`transfer_dataset`)."""
+distillation transfer set (`transfer_dataset`, `TransferSet`)."""
 
 from keras_bert_impl.backend_support import TOKENIZE_ELSEWHERE, require_tensorflow
 
@@ -27,6 +27,7 @@ from keras_bert_impl.data.pretraining_record_reader import PretrainingRecordRead
 from keras_bert_impl.data.pretraining_record_writer import PretrainingRecordWriter  # noqa: E402
 from keras_bert_impl.data.stratified_split import stratified_split  # noqa: E402
 from keras_bert_impl.data.transfer_dataset import transfer_dataset  # noqa: E402
+from keras_bert_impl.data.transfer_set import TransferSet  # noqa: E402
 from keras_bert_impl.data.unigram_baseline import unigram_baseline  # noqa: E402
 
 __all__ = [
@@ -40,6 +41,7 @@ __all__ = [
     "PretrainingMasker",
     "PretrainingRecordReader",
     "PretrainingRecordWriter",
+    "TransferSet",
     "documents_to_text",
     "feature_spec",
     "split_sentences",

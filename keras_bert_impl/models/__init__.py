@@ -16,7 +16,11 @@ from keras_bert_impl.models.distillation import (
     HiddenStatesTerm,
     LogitsTerm,
     backbone_from_layers,
+    distillation_teacher,
+    distillation_terms,
     embeddings_from_teacher,
+    student_backbone,
+    student_model,
 )
 from keras_bert_impl.models.global_batch_loss import GlobalBatchLoss
 from keras_bert_impl.models.masked_lm_accuracy import MaskedLMAccuracy

@@ -1,9 +1,11 @@
 """Training: a run described by a `TrainingSpec` and trained by `run_training` (`TrainingRun` in a
-`RunFolder`), optimizer and schedule, distribution strategies, resumable fit."""
+`RunFolder`; `distillation_spec` fills one for a distillation), optimizer and schedule,
+distribution strategies, resumable fit."""
 
 from keras_bert_impl.training.all_replica_loss_scale_optimizer import AllReplicaLossScaleOptimizer
 from keras_bert_impl.training.backup_and_restore import BackupAndRestore, BackupError
 from keras_bert_impl.training.best_model_checkpoint import BestModelCheckpoint, inference_copy
+from keras_bert_impl.training.distillation_spec import distillation_spec
 from keras_bert_impl.training.divergence_guard import DivergenceGuard
 from keras_bert_impl.training.epoch_timer import EpochTimer
 from keras_bert_impl.training.fit_resumable import fit_resumable

@@ -1,8 +1,15 @@
-"""Distillation: one `Distiller` whose loss is a list of weighted terms (`terms.py`), and
-students initialised from their teacher (`student_init.py`)."""
+"""Distillation: one `Distiller` whose loss is a list of weighted terms (`terms.py`,
+`distillation_terms` to choose them), and students made from their teacher
+(`student_init.py`: `student_backbone`, `student_model`)."""
 
 from keras_bert_impl.models.distillation.distiller import Distiller
-from keras_bert_impl.models.distillation.student_init import backbone_from_layers, embeddings_from_teacher
+from keras_bert_impl.models.distillation.student_init import (
+    backbone_from_layers,
+    distillation_teacher,
+    embeddings_from_teacher,
+    student_backbone,
+    student_model,
+)
 from keras_bert_impl.models.distillation.terms import (
     AttentionTerm,
     DistillationArgumentError,
@@ -11,6 +18,7 @@ from keras_bert_impl.models.distillation.terms import (
     EmbeddingTerm,
     HiddenStatesTerm,
     LogitsTerm,
+    distillation_terms,
 )
 
 __all__ = [
@@ -23,5 +31,9 @@ __all__ = [
     "HiddenStatesTerm",
     "LogitsTerm",
     "backbone_from_layers",
+    "distillation_teacher",
+    "distillation_terms",
     "embeddings_from_teacher",
+    "student_backbone",
+    "student_model",
 ]

@@ -36,6 +36,11 @@ class DistillationArgumentError(ValueError):
             "embedding_weight".
         message: str. What is wrong, quoting the value, and the fix.
 
+    Attributes:
+        models: None, or the two models' depths in words ("a 2-layer student of a 4-layer
+            teacher") where the error came from checking the terms against them
+            (`distillation_spec` sets it).
+
     Example:
     >>> DistillationArgumentError("layer_map", "layer_map must be ...").argument
     'layer_map'
@@ -44,6 +49,7 @@ class DistillationArgumentError(ValueError):
     def __init__(self, argument, message):
         super().__init__(message)
         self.argument = argument
+        self.models = None
 
 
 @keras.saving.register_keras_serializable(package="keras_bert_impl")
@@ -409,3 +415,60 @@ def _argument(argument, check, *args):
         return check(*args)
     except ValueError as e:
         raise DistillationArgumentError(argument, str(e)) from None
+
+
+def distillation_terms(
+    logits=True,
+    temperature=DISTILLATION_DEFAULTS.temperature,
+    alpha=DISTILLATION_DEFAULTS.alpha,
+    hidden_weight=None,
+    attention_weight=0.0,
+    embedding_weight=0.0,
+    layer_map=None,
+):
+    """The `Distiller`'s terms from their settings: a `LogitsTerm` when `logits` (task
+    distillation; general distillation has none), and each intermediate term whose weight is
+    > 0 (`hidden_weight` None: 0 beside logits, else `DISTILLATION_DEFAULTS.general_hidden_weight`).
+    A new list each call (a `Distiller` builds its own terms).
+
+    `layer_map` (see `HiddenStatesTerm`) is for the hidden-state and attention terms: refused
+    when both weights are 0, and needed by them, but in general distillation (no logits),
+    which maps uniformly when it is None (`DISTILLATION_DEFAULTS.general_layer_map`) and needs
+    a term whose weight is > 0. Every refusal is a `DistillationArgumentError`.
+
+    Example:
+    >>> [term.name for term in distillation_terms(hidden_weight=1.0, layer_map="uniform")]
+    ['logits_loss', 'hidden_loss']
+    >>> [term.get_config() for term in distillation_terms(logits=False, embedding_weight=0.5)]
+    [{'weight': 1.0, 'layer_map': 'uniform'}, {'weight': 0.5}]
+    """
+    if hidden_weight is None:
+        hidden_weight = 0.0 if logits else DISTILLATION_DEFAULTS.general_hidden_weight
+    mapping = DISTILLATION_DEFAULTS.general_layer_map if layer_map is None else layer_map
+    wanted = [
+        (LogitsTerm, dict(temperature=temperature, alpha=alpha), logits),
+        (HiddenStatesTerm, dict(weight=hidden_weight, layer_map=mapping), hidden_weight),
+        (AttentionTerm, dict(weight=attention_weight, layer_map=mapping), attention_weight),
+        (EmbeddingTerm, dict(weight=embedding_weight), embedding_weight),
+    ]
+    terms = [term(**arguments) for term, arguments, on in wanted if on]
+    mapped = [term for term in terms if isinstance(term, _MappedTerm)]
+    if not logits and not terms:
+        raise DistillationArgumentError(
+            "hidden_weight",
+            "General distillation learns from the teacher's layers only: give hidden_weight, "
+            "attention_weight or embedding_weight a value > 0. Received: all 0.",
+        )
+    if layer_map is not None and not mapped:
+        raise DistillationArgumentError(
+            "layer_map",
+            f"layer_map={layer_map!r} maps layers for hidden_weight and attention_weight, which are both "
+            "0: give one of them a weight > 0, or drop layer_map.",
+        )
+    if layer_map is None and mapped and logits:
+        raise DistillationArgumentError(
+            "layer_map",
+            f"hidden_weight={hidden_weight} and attention_weight={attention_weight} compare mapped layers: "
+            "pass layer_map (a teacher layer per student layer, or 'uniform').",
+        )
+    return terms
