@@ -32,8 +32,7 @@ def _modules(*paths):
 # what is neither slow nor medium, `make test` (about 15 minutes) what is not slow, and CI runs
 # `make test` then `make test-slow`, so every test runs there. NOT_FAST are the modules whose
 # tests that are not slow still add up to about 30 s or more of the 2-core machine each (they train,
-# load the real MiniLM, convert to TFLite or start kbert processes; test_tflite_metadata by its
-# MediaPipe fixture, 95 s in a fresh clone's test-fast of 9960a9e; test_precision's fine-tune now
+# load the real MiniLM, convert to TFLite or start kbert processes; test_precision's fine-tune now
 # serves slow tests only, its other tests convert the real MiniLM): test-fast leaves them out.
 NOT_FAST = set(
     _modules(
@@ -53,7 +52,6 @@ NOT_FAST = set(
         "export/test_export_flags.py",
         "export/test_serve_error_bodies.py",
         "export/test_text_in_tflite.py",
-        "export/test_tflite_metadata.py",
         "huggingface/test_export_huggingface.py",
         "inference/test_precision.py",
         "backends/test_backend_edges.py",
