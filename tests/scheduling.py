@@ -15,7 +15,8 @@ written by `python -m tests.scheduling LOG...` from pytest's `--durations` lines
   the next longest module there, one worker would end with two long modules in a row while the
   other ran out of work.
 
-A test not in the file (new, or under the file's `--durations-min`) counts as DEFAULT_SECONDS.
+A test not in the file (new, or under the file's `--durations-min`) counts as DEFAULT_SECONDS,
+or SLOW_DEFAULT_SECONDS in a run of the slow tier (`-m slow`), whose tests take about 20 s or more.
 """
 
 import json
@@ -27,7 +28,8 @@ import time
 from xdist.scheduler import LoadGroupScheduling
 
 DURATIONS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "durations.json")
-DEFAULT_SECONDS = 0.5
+DEFAULT_SECONDS = 1.0  # about the mean of make test's tests under 3 s, on the 2-core machine
+SLOW_DEFAULT_SECONDS = 30.0
 
 
 def read_durations(path=DURATIONS):
@@ -52,15 +54,20 @@ class LongestFirstScheduling(LoadGroupScheduling):
         self.durations = read_durations() if durations is None else durations
         self.clock = clock
         self.running_since = {}
+        markexpr = getattr(getattr(config, "option", None), "markexpr", "")
+        self.default = SLOW_DEFAULT_SECONDS if markexpr.strip() == "slow" else DEFAULT_SECONDS
+
+    def estimate(self, nodeid):
+        return self.durations.get(plain_id(nodeid), self.default)
 
     def seconds(self, nodeids):
-        return sum(self.durations.get(plain_id(nodeid), DEFAULT_SECONDS) for nodeid in nodeids)
+        return sum(self.estimate(nodeid) for nodeid in nodeids)
 
     def held_seconds(self, node):
         """The work the node still holds, less what its running test has done of it (its
         estimate at most)."""
         held = [
-            self.durations.get(plain_id(nodeid), DEFAULT_SECONDS)
+            self.estimate(nodeid)
             for unit in self.assigned_work.get(node, {}).values()
             for nodeid, done in unit.items()
             if not done
@@ -87,8 +94,8 @@ class LongestFirstScheduling(LoadGroupScheduling):
 class _Config:
     """What the schedulers read of pytest's config, for `simulate`."""
 
-    def __init__(self, workers):
-        self.option = type("Option", (), {"loadscopereorder": False})()
+    def __init__(self, workers, markexpr=""):
+        self.option = type("Option", (), {"loadscopereorder": False, "markexpr": markexpr})()
         self.workers = workers
 
     def getvalue(self, name):
@@ -121,16 +128,19 @@ class _Worker:
         self.shutting_down = True
 
 
-def simulate(nodeids, seconds, scheduling=None, workers=2):
+def simulate(nodeids, seconds, scheduling=None, workers=2, markexpr=""):
     """Each worker's finishing time (s) when `scheduling` (a scheduler class) hands `nodeids` (in
     collection order, with their `@group` suffixes) to `workers` workers and each test takes
-    `seconds[its id]` (DEFAULT_SECONDS if absent)."""
+    `seconds[its id]` (the default of a run with `-m markexpr` if absent)."""
+    default = SLOW_DEFAULT_SECONDS if markexpr == "slow" else DEFAULT_SECONDS
     nodes = [_Worker(f"gw{index}") for index in range(workers)]
     now = [0.0]
     if scheduling is None:
-        scheduler = LongestFirstScheduling(_Config(workers), _Quiet(), seconds, clock=lambda: now[0])
+        scheduler = LongestFirstScheduling(
+            _Config(workers, markexpr), _Quiet(), seconds, clock=lambda: now[0]
+        )
     else:
-        scheduler = scheduling(_Config(workers), _Quiet())
+        scheduler = scheduling(_Config(workers, markexpr), _Quiet())
     for node in nodes:
         scheduler.add_node(node)
         scheduler.add_node_collection(node, list(nodeids))
@@ -140,11 +150,10 @@ def simulate(nodeids, seconds, scheduling=None, workers=2):
         if not ready:
             break
         node = min(
-            ready,
-            key=lambda node: node.clock + seconds.get(plain_id(nodeids[node.queue[0]]), DEFAULT_SECONDS),
+            ready, key=lambda node: node.clock + seconds.get(plain_id(nodeids[node.queue[0]]), default)
         )
         index = node.queue.pop(0)
-        node.clock += seconds.get(plain_id(nodeids[index]), DEFAULT_SECONDS)
+        node.clock += seconds.get(plain_id(nodeids[index]), default)
         now[0] = node.clock
         scheduler.mark_test_complete(node, index)
     assert scheduler.tests_finished, "the simulated run stopped with tests left"
