@@ -10,10 +10,11 @@ DATA_STAMP := $(DATA)/.fetched
 AUSTEN_STAMP := $(DATA)/austen/.fetched
 AUSTEN_DEB := r-cran-janeaustenr_1.0.0-1_all.deb
 # Each test target runs on two pytest-xdist workers (tests/conftest.py keeps each module on one
-# worker and hands out the longest modules first, which --no-loadscope-reorder keeps in that
-# order), listing every phase of a test that took 10 s or more. A passing run deletes its tmp_path
+# worker; tests/scheduling.py hands out the longest modules first, by tests/durations.json),
+# listing every phase of a test that took 3 s or more (what `python -m tests.scheduling` reads
+# to rewrite tests/durations.json). A passing run deletes its tmp_path
 # folders (1.6 GB after make test), so make test-slow's side venvs still find room on the disk.
-PYTEST_ARGS ?= --durations=0 --durations-min=10 -n 2 --dist loadgroup --no-loadscope-reorder -o tmp_path_retention_policy=failed
+PYTEST_ARGS ?= --durations=0 --durations-min=3 -n 2 --dist loadgroup --no-loadscope-reorder -o tmp_path_retention_policy=failed
 # The benches (bench/README.md): where results files and run folders go, and extra flags for
 # the one script a target runs (last on its command line, so they win), e.g. a smoke run:
 #   make bench-backbone-forward BENCH_RESULTS=/tmp/smoke ARGS="--repeats 1 --batches 1"

@@ -32,8 +32,7 @@ def _modules(*paths):
 # what is neither slow nor medium, `make test` (about 15 minutes) what is not slow, and CI runs
 # `make test` then `make test-slow`, so every test runs there. NOT_FAST are the modules whose
 # tests that are not slow still add up to about 30 s or more of the 2-core machine each (they train,
-# load the real MiniLM, convert to TFLite or start kbert processes; test_tflite_metadata by its
-# MediaPipe fixture, 95 s in a fresh clone's test-fast of 9960a9e; test_precision's fine-tune now
+# load the real MiniLM, convert to TFLite or start kbert processes; test_precision's fine-tune now
 # serves slow tests only, its other tests convert the real MiniLM): test-fast leaves them out.
 NOT_FAST = set(
     _modules(
@@ -53,7 +52,6 @@ NOT_FAST = set(
         "export/test_export_flags.py",
         "export/test_serve_error_bodies.py",
         "export/test_text_in_tflite.py",
-        "export/test_tflite_metadata.py",
         "huggingface/test_export_huggingface.py",
         "inference/test_precision.py",
         "backends/test_backend_edges.py",
@@ -73,43 +71,6 @@ NOT_FAST = set(
 )
 
 
-# The modules that take longest, longest first (a fresh-clone `make test`, docs/checking.md):
-# make test passes --no-loadscope-reorder, so pytest-xdist hands the modules to its two workers
-# in this order and then the rest in collection order; starting the long ones first keeps one
-# worker from being left with a ten-minute module at the end. tests/export/test_export.py comes
-# first because its session fixture fine-tunes and exports MiniLM (tests/export/conftest.py,
-# once per run): while one worker builds it, the other runs the README commands, and the other
-# users of that export come after both.
-LONGEST_FIRST = _modules(
-    "export/test_export.py",
-    "commands/test_precision_table.py",
-    "test_readme_commands.py",
-    "export/test_serve.py",
-    "export/test_web_demo.py",
-    "export/test_android_logic.py",
-    "huggingface/test_trained_runs.py",
-    "backends/test_backends.py",
-    "pipelines/test_inference_pipeline.py",
-    "backends/test_fused_kernels.py",
-    "bench/test_issue56_bench.py",
-    "pipelines/test_kill_a_worker.py",
-    "pipelines/test_pretraining_pipeline.py",
-    "commands/test_cli_errors.py",
-    "commands/test_distill_command.py",
-    "commands/test_sigterm.py",
-    "training/test_strategy.py",
-    "inference/test_precision.py",
-    "models/test_models.py",
-    "export/test_tflite_metadata.py",
-    "huggingface/test_transformers_loads.py",
-    "conversion/test_integer_only.py",
-    "inspection/test_look_inside_cli.py",
-    "models/test_distiller.py",
-    "training/test_backup_and_restore.py",
-    "test_docstring_examples.py",
-)
-
-
 # tryfirst: xdist's own hook turns the xdist_group marks into node ids, so the marks must be
 # there before it runs (without it the groups were silently ignored).
 @pytest.hookimpl(tryfirst=True)
@@ -117,11 +78,9 @@ def pytest_collection_modifyitems(config, items):
     """Groups for pytest-xdist's --dist loadgroup (make test runs two workers): each module's
     tests stay on one worker, so a module-scoped fixture (a teacher run, a served model) is
     built once per run; what several modules share (the session's MiniLM export, the edge
-    demos' set-up) is built once by tests/run_once.py whichever worker asks first. The modules
-    of LONGEST_FIRST go first, in its order."""
-    rank = {module: index for index, module in enumerate(LONGEST_FIRST)}
+    demos' set-up) is built once by tests/run_once.py whichever worker asks first. Which worker
+    runs which module: pytest_xdist_make_scheduler below."""
     modules = {item: os.path.relpath(str(item.path), REPO) for item in items}
-    items.sort(key=lambda item: rank.get(modules[item], len(rank)))  # stable: the rest keep their order
     missing = sorted(path for path in NOT_FAST if not os.path.exists(os.path.join(REPO, path)))
     if missing:
         raise pytest.UsageError(f"tests/conftest.py NOT_FAST names modules that do not exist: {missing}")
@@ -129,6 +88,17 @@ def pytest_collection_modifyitems(config, items):
         item.add_marker(pytest.mark.xdist_group(modules[item]))
         if modules[item] in NOT_FAST:
             item.add_marker(pytest.mark.medium)
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_xdist_make_scheduler(config, log):
+    """Under --dist loadgroup, tests/scheduling.py's scheduler: the longest modules first, by the
+    seconds in tests/durations.json."""
+    if config.getvalue("dist") != "loadgroup":
+        return None
+    from tests.scheduling import LongestFirstScheduling
+
+    return LongestFirstScheduling(config, log)
 
 
 def pytest_collection_finish(session):

@@ -30,6 +30,7 @@ def _run(**env):
     return done.stdout.split()[-2:]
 
 
+@pytest.mark.slow  # about 20 s or more: two fresh processes import TensorFlow
 @pytest.mark.skipif(
     platform.machine().lower() not in ("x86_64", "amd64"), reason="oneDNN's switch is set on x86 only"
 )

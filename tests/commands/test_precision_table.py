@@ -463,10 +463,31 @@ def _tolerance(resolved):
     return TOLERANCE[resolved.precision, resolved.runtime]
 
 
+@pytest.fixture(scope="module")
+def evaluate_logits(loaded, runs):
+    """The fp32 logits of a model on its evaluate file, computed once per model (every accepted
+    evaluate cell of that model measures its metrics' room against them)."""
+    from keras_bert_impl.inference import TextPredictor
+
+    logits = {}
+
+    def of(name):
+        if name not in logits:
+            task = TASKS[name]
+            with open(runs[1][task], encoding="utf-8", newline="") as f:
+                rows = list(csv.DictReader(f))
+            logits[name] = TextPredictor(loaded[name], sequence_length=SEQ_LEN).predict(
+                [r["text"] for r in rows], [r["text_b"] for r in rows] if task == "pair" else None
+            )["logits"]
+        return logits[name]
+
+    return of
+
+
 @pytest.mark.slow  # every accepted cell: about 30 conversions and traces of 8 models per command
 @pytest.mark.parametrize("command", COMMANDS)
 def test_every_accepted_cell_gives_fp32s_result_within_its_tolerance(
-    command, runs, loaded, capsys, monkeypatch
+    command, runs, loaded, evaluate_logits, capsys, monkeypatch
 ):
     """predict: each row's probabilities within half the logit tolerance of fp32's (labels equal
     where fp32's margin is wider than twice the tolerance); evaluate: the same metrics, each
@@ -489,7 +510,7 @@ def test_every_accepted_cell_gives_fp32s_result_within_its_tolerance(
             tolerance = _tolerance(resolved)
             got = _run_cell(name, command, precision, runtime, runs, capsys)
             where = f"{name} {command} --precision {precision} --runtime {runtime}"
-            _compare(name, command, got, reference, tolerance, where, loaded, runs)
+            _compare(name, command, got, reference, tolerance, where, loaded, evaluate_logits)
 
 
 def _run_cell(name, command, precision, runtime, runs, capsys):
@@ -536,7 +557,7 @@ def _serve_outputs(name, functions, model):
     return {k: np.asarray(v) for k, v in outputs.items() if np.asarray(v).dtype == np.float32}
 
 
-def _compare(name, command, got, want, tolerance, where, loaded, runs):
+def _compare(name, command, got, want, tolerance, where, loaded, evaluate_logits):
     if command == "serve":
         assert got.keys() == want.keys(), where
         for key in want:
@@ -554,7 +575,7 @@ def _compare(name, command, got, want, tolerance, where, loaded, runs):
     assert len(got) == len(want) == 1 and got[0].keys() == want[0].keys(), where
     if TASKS[name] in ("tagging", "squad"):
         return  # numbers: _compare_heads at predict
-    undecided = _undecided_share(name, loaded, runs, tolerance)
+    undecided = _undecided_share(TASKS[name], evaluate_logits(name), tolerance)
     for key, value in want[0].items():
         if isinstance(value, float):
             assert abs(got[0][key] - value) <= undecided + 1e-9, (where, key, got[0][key], value, undecided)
@@ -575,17 +596,9 @@ def _compare_heads(name, loaded, tolerance, where):
         )
 
 
-def _undecided_share(name, loaded, runs, tolerance):
-    """The share of the evaluate file's examples whose fp32 decision a change of `tolerance` in
-    the logits could flip: the most a metric may move."""
-    from keras_bert_impl.inference import TextPredictor
-
-    task = TASKS[name]
-    with open(runs[1][task], encoding="utf-8", newline="") as f:
-        rows = list(csv.DictReader(f))
-    logits = TextPredictor(loaded[name], sequence_length=SEQ_LEN).predict(
-        [r["text"] for r in rows], [r["text_b"] for r in rows] if task == "pair" else None
-    )["logits"]
+def _undecided_share(task, logits, tolerance):
+    """The share of the evaluate file's examples (fp32 `logits`) whose fp32 decision a change of
+    `tolerance` in the logits could flip: the most a metric may move."""
     if task == "multilabel":
         close = (np.abs(logits) < tolerance).any(axis=1)
     else:

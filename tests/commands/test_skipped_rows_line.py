@@ -6,6 +6,8 @@ fact, the second without the `kbert CMD:` prefix or the flag's name."""
 import subprocess
 import sys
 
+import pytest
+
 from tests.conftest import REPO
 
 SCRIPT = r"""
@@ -20,6 +22,7 @@ read_checked(reader, sys.argv[1], "--train", "finetune")
 """
 
 
+@pytest.mark.slow  # about 20 s or more: a child process imports TensorFlow and reads the rows
 def test_skipped_rows_are_one_line_on_stderr(data_dir, tmp_path):
     rows = tmp_path / "train.csv"
     rows.write_text('"1","a gripping , funny film"\n"-1",""\n"-1","dull and slow"\n', encoding="utf-8")

@@ -644,6 +644,7 @@ def test_empty_training_file(tiny_init, tmp_path, capsys):
     assert not (tmp_path / "run").exists()
 
 
+@pytest.mark.slow  # about 30 s or more: a refusal, then a fine-tune that skips the row
 def test_validation_label_unseen_in_training(tiny_init, tmp_path, capsys):
     _refused(
         capsys,
@@ -810,6 +811,7 @@ sys.exit(main(sys.argv[1:]))
 """
 
 
+@pytest.mark.slow  # about 30 s: a child process imports TensorFlow and loads the model to refuse
 def test_batch_size_not_divisible_by_replicas(tiny_init, tmp_path):
     sentiment = os.path.join(FIXTURES, "sentiment_train.csv")
     argv = [
@@ -841,6 +843,7 @@ def test_batch_size_not_divisible_by_replicas(tiny_init, tmp_path):
     assert not (tmp_path / "run").exists()
 
 
+@pytest.mark.slow  # about 30 s: a child process imports TensorFlow and loads the model to refuse
 def test_xla_over_mirrored_cpu_devices_is_refused(tiny_init, tmp_path):
     sentiment = os.path.join(FIXTURES, "sentiment_train.csv")
     argv = [

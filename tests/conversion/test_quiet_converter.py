@@ -8,6 +8,8 @@ import os
 import subprocess
 import sys
 
+import pytest
+
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 CHILD = """
 import sys
@@ -57,6 +59,7 @@ def after(text, marker):
     return text[text.index(marker) :] if marker in text else text
 
 
+@pytest.mark.slow  # about 20 s or more: a child process imports TensorFlow and converts
 def test_a_working_conversion_prints_nothing_of_the_converter():
     child = run_child("works")
     assert child.returncode == 0, child.stderr[-3000:]
@@ -66,6 +69,7 @@ def test_a_working_conversion_prints_nothing_of_the_converter():
     assert not shown, child.stderr[-3000:]
 
 
+@pytest.mark.slow  # about 20 s or more: a child process imports TensorFlow and converts
 def test_a_failed_conversion_shows_what_the_converter_said():
     child = run_child("fails")
     assert child.returncode == 1

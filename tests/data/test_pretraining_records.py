@@ -225,6 +225,7 @@ def _check_batch(x, y, sample_weight, batch):
     assert not np.isin(y["mlm_logits"].numpy()[weights > 0], [CLS, SEP, PAD]).any()
 
 
+@pytest.mark.slow  # about 30 s: writes records and trains a pretrainer on them
 def test_records_feed_bert_pretrainer(subset_examples, review_subset_file, vocab_path, tmp_path):
     """Static records, then unmasked records with dynamic (whole-word) masks,
     each for one `fit` step of the pretrainer from the issue."""

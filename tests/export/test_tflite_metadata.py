@@ -433,8 +433,12 @@ def mediapipe_runs(tmp_path_factory, mediapipe_venv, minilm, mr):
     }
 
 
-# Not slow: its minutes are mediapipe_runs', which make test builds for the three tests below
-# anyway; marked slow, make test-slow built the fixture a second time for it alone.
+# The four tests of mediapipe_runs are slow together: the fixture converts MiniLM three times and
+# runs MediaPipe on 4,000 sentences in its own venv (about 85 s), built once, in make test-slow.
+MEDIAPIPE = pytest.mark.slow
+
+
+@MEDIAPIPE
 def test_mediapipe_reads_our_metadata(mediapipe_runs):
     for kind in ("classifier", "embedder"):
         ours = read_metadata(mediapipe_runs["models"][kind])
@@ -466,6 +470,7 @@ def test_mediapipe_reads_our_metadata(mediapipe_runs):
     assert mediapipe_runs["mediapipe_labels"] == LABELS
 
 
+@MEDIAPIPE
 def test_mediapipe_tokenizer_differs_from_ours_only_by_accents(mediapipe_runs):
     """MediaPipe's BERT preprocessor does not strip accents (BERT's uncased tokenizer, ours, does):
     on the MR sentences that is the whole difference, measured id for id."""
@@ -489,6 +494,7 @@ def test_mediapipe_tokenizer_differs_from_ours_only_by_accents(mediapipe_runs):
         np.testing.assert_array_equal(stripped[i], ours["token_ids"][i], err_msg=texts[i])
 
 
+@MEDIAPIPE
 def test_text_classifier_matches_keras(mediapipe_runs):
     same, differ = mediapipe_runs["sample_same_ids"], mediapipe_runs["differ"]
     got, want = mediapipe_runs["mediapipe_probabilities"], mediapipe_runs["keras_probabilities"]
@@ -512,6 +518,7 @@ def test_text_classifier_matches_keras(mediapipe_runs):
     assert np.abs(got[differ] - on_their_ids).max(initial=0) <= 1e-3
 
 
+@MEDIAPIPE
 def test_text_embedder_matches_keras(mediapipe_runs):
     same, differ = mediapipe_runs["sample_same_ids"], mediapipe_runs["differ"]
     got = mediapipe_runs["mediapipe_embeddings"]

@@ -73,6 +73,7 @@ def check_packing(out, pieces, length):
             assert ids[row, first_sep + 1 : n - 1].tolist() == pieces[1][row][: keep[1]]
 
 
+@pytest.mark.slow  # about 20 s or more: 100 random batches through the eager preprocessor
 @SETTINGS
 @given(texts=TEXTS, length=st.sampled_from(LENGTHS))
 def test_single_sentences_pack_correctly(texts, length):
@@ -81,6 +82,7 @@ def test_single_sentences_pack_correctly(texts, length):
     check_packing(out, [pre.tokenize(tf.constant(texts)).to_list()], length)
 
 
+@pytest.mark.slow  # about 20 s or more: 100 random batches of pairs through the eager preprocessor
 @SETTINGS
 @given(pairs=PAIRS, length=st.sampled_from(LENGTHS))
 def test_pairs_pack_correctly(pairs, length):

@@ -11,6 +11,7 @@ import subprocess
 import sys
 
 import numpy as np
+import pytest
 import tensorflow as tf
 
 from keras_bert_impl.tokenization import BertPreprocessor
@@ -67,6 +68,7 @@ class Serving(tf.Module):
         return self.preprocessor((text_a, text_b))
 
 
+@pytest.mark.slow  # about 20 s or more: a fresh process imports TensorFlow and loads the SavedModel
 def test_saved_model_gives_the_same_ids_in_a_fresh_process(tmp_path):
     pre = BertPreprocessor(references.VOCAB, sequence_length=48)
     serving = Serving(pre)
