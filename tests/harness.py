@@ -23,6 +23,31 @@ def tiny_backbone_config(**overrides):
     return config
 
 
+REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+MINILM_VOCAB = os.path.join(REPO, "data", "minilm", "vocab.txt")
+
+
+def minilm_vocab_backbone(num_layers=1, hidden_dim=16, intermediate_dim=32, seed=0, **config):
+    """A small random `BertBackbone` with the real MiniLM vocabulary (30,522 tokens, lowercased)
+    as its asset, so that tokenizing, exporting and serving run on real text; `seed=None` leaves
+    Keras' random state as it is."""
+    import keras_bert_impl as kb
+    from keras_bert_impl.tokenization.vocabulary import read_vocabulary
+
+    if seed is not None:
+        keras.utils.set_random_seed(seed)
+    config = dict(max_sequence_length=64, num_heads=2, **config)
+    backbone = kb.BertBackbone(
+        vocabulary_size=30522,
+        num_layers=num_layers,
+        hidden_dim=hidden_dim,
+        intermediate_dim=intermediate_dim,
+        **config,
+    )
+    backbone.set_vocabulary(read_vocabulary(MINILM_VOCAB), lowercase=True)
+    return backbone
+
+
 def random_inputs(batch=3, length=7, vocabulary_size=50, pad_last=2, seed=0):
     """Backbone inputs with the last `pad_last` positions of row 0 padded."""
     rng = np.random.default_rng(seed)

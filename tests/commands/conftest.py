@@ -4,12 +4,10 @@ rows to train and validate on, and a finished run of the one on the other."""
 import csv
 import os
 
-import keras
 import pytest
 
-import keras_bert_impl as kb
 from tests.run_once import once_per_run
-from keras_bert_impl.tokenization.vocabulary import read_vocabulary
+from tests.harness import minilm_vocab_backbone
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 MR = os.path.join(REPO, "data", "corpora", "polarity-en-pang&lee2.csv")
@@ -20,19 +18,7 @@ def save_small_bert(folder, num_layers=1, hidden_dim=16, intermediate_dim=32, dr
     leaves one; returns the .keras path."""
     if not os.path.isdir(os.path.join(REPO, "data", "minilm")):
         pytest.fail("data/ is missing: run `make data` (make test does it for you).")
-    keras.utils.set_random_seed(0)
-    backbone = kb.BertBackbone(
-        vocabulary_size=30522,
-        num_layers=num_layers,
-        num_heads=2,
-        hidden_dim=hidden_dim,
-        intermediate_dim=intermediate_dim,
-        max_sequence_length=64,
-        dropout=dropout,
-    )
-    backbone.set_vocabulary(
-        read_vocabulary(os.path.join(REPO, "data", "minilm", "vocab.txt")), lowercase=True
-    )
+    backbone = minilm_vocab_backbone(num_layers, hidden_dim, intermediate_dim, dropout=dropout)
     path = str(folder / "tiny.keras")
     backbone.save(path)
     return path

@@ -29,6 +29,7 @@ from keras_bert_impl_export.warmup import read_warmup_requests
 from tests.export.conftest import SEQ_LEN, VALIDATION_EXAMPLES
 from tests.export import test_tflite_metadata
 from tests.export.test_tflite_metadata import run_mediapipe, strip_accents
+from tests.harness import minilm_vocab_backbone
 
 # The MediaPipe venv fixture, shared with test_tflite_metadata.py (pytest finds it by this name).
 mediapipe_venv = test_tflite_metadata.mediapipe_venv
@@ -347,21 +348,7 @@ def test_report_covers_every_artifact(mr_export):
 
 @pytest.fixture(scope="module")
 def tiny_classifier(tmp_path_factory):
-    from keras_bert_impl.tokenization import read_vocabulary
-    from tests.export.conftest import REPO
-
-    keras.utils.set_random_seed(0)
-    backbone = kb.BertBackbone(
-        vocabulary_size=30522,
-        num_layers=1,
-        num_heads=2,
-        hidden_dim=16,
-        intermediate_dim=32,
-        max_sequence_length=64,
-    )
-    backbone.set_vocabulary(
-        read_vocabulary(os.path.join(REPO, "data", "minilm", "vocab.txt")), lowercase=True
-    )
+    backbone = minilm_vocab_backbone()
     path = str(tmp_path_factory.mktemp("tiny") / "tiny.keras")
     kb.BertClassifier(backbone, num_classes=2, label_names=["neg", "pos"]).save(path)
     return path

@@ -11,25 +11,11 @@ import pytest
 import keras_bert_impl as kb
 from keras_bert_impl.cli import build_parser, main
 from keras_bert_impl.commands.export import check_flags
-from keras_bert_impl.tokenization import read_vocabulary
-
-REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+from tests.harness import minilm_vocab_backbone
 
 
 def _tiny_classifier():
-    keras.utils.set_random_seed(0)
-    backbone = kb.BertBackbone(
-        vocabulary_size=30522,
-        num_layers=1,
-        num_heads=2,
-        hidden_dim=16,
-        intermediate_dim=32,
-        max_sequence_length=64,
-    )
-    backbone.set_vocabulary(
-        read_vocabulary(os.path.join(REPO, "data", "minilm", "vocab.txt")), lowercase=True
-    )
-    return kb.BertClassifier(backbone, num_classes=2, label_names=["neg", "pos"])
+    return kb.BertClassifier(minilm_vocab_backbone(), num_classes=2, label_names=["neg", "pos"])
 
 
 @pytest.fixture(scope="module")

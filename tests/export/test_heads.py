@@ -4,37 +4,24 @@ models with the real MiniLM vocabulary and real MR sentences."""
 
 import os
 
-import keras
 import numpy as np
 import pytest
 import tensorflow as tf
 from ai_edge_litert.interpreter import Interpreter
 
 import keras_bert_impl as kb
-from keras_bert_impl.tokenization import read_vocabulary
 from keras_bert_impl_export.exporter import export_model, tokenize
 from keras_bert_impl.tensor_names import EXPORT_ID_INPUTS
 from keras_bert_impl_export.export_signatures import ExportSignatures
-from tests.export.conftest import REPO, mr_rows
+from tests.export.conftest import mr_rows
+from tests.harness import minilm_vocab_backbone
 
 SEQ_LEN = 24
 TEXTS = [text for _, text in mr_rows()[:12]]
 
 
 def _backbone():
-    keras.utils.set_random_seed(0)
-    backbone = kb.BertBackbone(
-        vocabulary_size=30522,
-        num_layers=2,
-        num_heads=2,
-        hidden_dim=16,
-        intermediate_dim=32,
-        max_sequence_length=64,
-    )
-    backbone.set_vocabulary(
-        read_vocabulary(os.path.join(REPO, "data", "minilm", "vocab.txt")), lowercase=True
-    )
-    return backbone
+    return minilm_vocab_backbone(num_layers=2)
 
 
 def _export(model, tmp_path, pair=False):

@@ -12,7 +12,7 @@ import tensorflow as tf
 import keras_bert_impl as kb
 from keras_bert_impl.cli import main
 from keras_bert_impl.tensor_names import EXPORT_ID_INPUTS, EXPORT_TO_MODEL_ID_INPUTS
-from tests.harness import random_inputs
+from tests.harness import minilm_vocab_backbone, random_inputs
 
 SEQ_LEN = 16
 
@@ -22,21 +22,7 @@ pytestmark = pytest.mark.slow  # a SavedModel and a .tflite (about 40 s); transf
 @pytest.fixture(scope="module")
 def lora_classifier(tmp_path_factory):
     """A one-layer LoRA classifier whose adapters are non-zero (as after training), saved."""
-    from keras_bert_impl.tokenization import read_vocabulary
-    from tests.export.conftest import REPO
-
-    keras.utils.set_random_seed(0)
-    backbone = kb.BertBackbone(
-        vocabulary_size=30522,
-        num_layers=1,
-        num_heads=2,
-        hidden_dim=16,
-        intermediate_dim=32,
-        max_sequence_length=64,
-    )
-    backbone.set_vocabulary(
-        read_vocabulary(os.path.join(REPO, "data", "minilm", "vocab.txt")), lowercase=True
-    )
+    backbone = minilm_vocab_backbone()
     backbone.enable_lora(4, targets=["query", "value", "intermediate"], alpha=8)
     model = kb.BertClassifier(backbone, num_classes=2, label_names=["neg", "pos"])
     rng = np.random.default_rng(3)

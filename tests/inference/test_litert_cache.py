@@ -17,10 +17,13 @@ import keras_bert_impl as kb
 from keras_bert_impl.cli import main
 from keras_bert_impl.inference import LiteRtForward
 from keras_bert_impl.inference.litert_cache import ENVIRONMENT_VARIABLE, LiteRtCache, keyable
-from keras_bert_impl.tokenization import read_vocabulary
-from tests.harness import CLASSIFIER_IDS, CLASSIFIER_SEGMENTS, save_and_reload, tiny_classifiers
-
-REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+from tests.harness import (
+    CLASSIFIER_IDS,
+    CLASSIFIER_SEGMENTS,
+    minilm_vocab_backbone,
+    save_and_reload,
+    tiny_classifiers,
+)
 
 
 def _classifier():
@@ -224,17 +227,7 @@ def test_the_folder_comes_from_the_environment(tmp_path):
 
 
 def test_kbert_predict_int8_reads_the_file_its_last_process_kept(tmp_path, monkeypatch, capsys):
-    backbone = kb.BertBackbone(
-        vocabulary_size=30522,
-        num_layers=1,
-        num_heads=2,
-        hidden_dim=16,
-        intermediate_dim=32,
-        max_sequence_length=64,
-    )
-    backbone.set_vocabulary(
-        read_vocabulary(os.path.join(REPO, "data", "minilm", "vocab.txt")), lowercase=True
-    )
+    backbone = minilm_vocab_backbone(seed=None)
     path = str(tmp_path / "classifier.keras")
     kb.BertClassifier(backbone, num_classes=2, label_names=["neg", "pos"]).save(path)
     folder = tmp_path / "cache"

@@ -10,6 +10,7 @@ import pytest
 
 from tests.conftest import DATA
 from tests.pipelines.helpers import kbert
+from tests.harness import minilm_vocab_backbone
 
 MR = os.path.join(DATA, "corpora", "polarity-en-pang&lee2.csv")
 
@@ -25,21 +26,10 @@ def mr_sentences(count):
 def tiny_classifier(tmp_path_factory):
     """A small random classifier with the real MiniLM vocabulary (what is compared is the
     pipeline against the one-process command, not the model's quality)."""
-    import keras
 
     import keras_bert_impl as kb
-    from keras_bert_impl.tokenization.vocabulary import read_vocabulary
 
-    keras.utils.set_random_seed(0)
-    backbone = kb.BertBackbone(
-        vocabulary_size=30522,
-        num_layers=2,
-        num_heads=2,
-        hidden_dim=32,
-        intermediate_dim=64,
-        max_sequence_length=64,
-    )
-    backbone.set_vocabulary(read_vocabulary(os.path.join(DATA, "minilm", "vocab.txt")), lowercase=True)
+    backbone = minilm_vocab_backbone(num_layers=2, hidden_dim=32, intermediate_dim=64)
     model = kb.BertClassifier(backbone, num_classes=2, label_names=["negative", "positive"])
     path = str(tmp_path_factory.mktemp("model") / "classifier.keras")
     model.save(path)

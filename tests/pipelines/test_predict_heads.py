@@ -12,6 +12,7 @@ import pytest
 from tests.conftest import DATA, REPO
 from tests.pipelines.helpers import kbert
 from tests.pipelines.test_inference_pipeline import mr_sentences, read_jsonl_shards
+from tests.harness import minilm_vocab_backbone
 
 WSJ = os.path.join(DATA, "corpora", "tagged-en-wsj.txt")
 SQUAD = [
@@ -41,25 +42,13 @@ def squad_questions():
 def heads(tmp_path_factory):
     """A run folder per head on a small random backbone with the real MiniLM vocabulary (what
     is compared is the pipeline against the one-process command, not the model's quality)."""
-    import keras
-
     import keras_bert_impl as kb
-    from keras_bert_impl.tokenization.vocabulary import read_vocabulary
 
     tags = sorted({tag for sentence in wsj_sentences(100) for _, tag in sentence})
     folder = tmp_path_factory.mktemp("heads")
     paths = {}
     for task in ("pair", "tagging", "squad"):
-        keras.utils.set_random_seed(0)
-        backbone = kb.BertBackbone(
-            vocabulary_size=30522,
-            num_layers=1,
-            num_heads=2,
-            hidden_dim=16,
-            intermediate_dim=32,
-            max_sequence_length=64,
-        )
-        backbone.set_vocabulary(read_vocabulary(os.path.join(DATA, "minilm", "vocab.txt")), lowercase=True)
+        backbone = minilm_vocab_backbone()
         if task == "tagging":
             model = kb.BertTokenClassifier(backbone, num_classes=len(tags), label_names=tags)
         elif task == "squad":
