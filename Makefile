@@ -25,7 +25,12 @@ ARGS ?=
 # committed results used (torch==2.13.0 installs the CPU build here; see ../shared/DATA.md).
 TORCH_VENV := .venv-torch
 TORCH_INSTALLED := $(TORCH_VENV)/.installed
-TORCH_PINS := torch==2.13.0 transformers==5.23.0 keras==3.15.1 sentence-transformers==6.0.1
+# peft: the LoRA adapter folder of `kbert export --formats huggingface --peft-adapter` is loaded
+# over its base there (tests/huggingface/test_export_peft_adapter.py).
+TORCH_PINS := torch==2.13.0 transformers==5.23.0 keras==3.15.1 sentence-transformers==6.0.1 peft==0.21.2
+# The stamp holds the pins the venv was installed with: when TORCH_PINS differs (a package added,
+# a version moved), its rule runs again and pip installs the new pins into the venv already there.
+TORCH_STAMPED_PINS := $(shell cat $(TORCH_INSTALLED) 2>/dev/null)
 # The CPU runtimes users pick for speed, measured against ours on the MR classifier (issue 33;
 # bench/reference/classify_peers.py): ONNX Runtime (the ONNX file made by torch.onnx.export, which
 # needs onnxscript), OpenVINO and NNCF's int8, beside transformers. A venv of its own, as the torch
@@ -74,11 +79,17 @@ $(BENCH_INSTALLED): $(INSTALLED)
 	$(BIN)/pip install -q -e ".[dev,bench]"
 	touch $@
 
+ifneq ($(strip $(TORCH_STAMPED_PINS)),$(strip $(TORCH_PINS)))
+$(TORCH_INSTALLED): FORCE
+endif
+
 $(TORCH_INSTALLED):
 	test -x $(TORCH_VENV)/bin/python || $(PYTHON) -m venv $(TORCH_VENV)
 	$(TORCH_VENV)/bin/pip install -q --upgrade pip
 	$(TORCH_VENV)/bin/pip install -q $(TORCH_PINS)
-	touch $@
+	echo '$(TORCH_PINS)' > $@
+
+FORCE:
 
 $(PEERS_INSTALLED):
 	test -x $(PEERS_VENV)/bin/python || $(PYTHON) -m venv $(PEERS_VENV)
