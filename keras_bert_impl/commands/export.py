@@ -133,6 +133,17 @@ FLAGS = (
             help="A classifier of text pairs, when the model is a .keras file without its run folder.",
         ),
     ),
+    (
+        "--peft-adapter",
+        dict(
+            action="store_true",
+            help="--formats huggingface of a LoRA model (kbert finetune --lora-rank): instead of the merged "
+            "model, write OUTPUT/base, the transformers folder of the model without its adapters (its head "
+            "left to the adapter), and OUTPUT/adapter, the PEFT LoRA adapter that "
+            "peft.PeftModel.from_pretrained(AutoModelFor...from_pretrained('OUTPUT/base'), 'OUTPUT/adapter') "
+            "loads.",
+        ),
+    ),
     ("--overwrite", dict(action="store_true", help="Replace an existing OUTPUT.")),
     (
         "--pooling",
@@ -365,6 +376,7 @@ def _given_flags(args):
         "--seq-len": args.seq_len is not None,
         "--pooling": args.pooling is not None,
         "--normalize": args.normalize is not None,
+        "--peft-adapter": args.peft_adapter,
     }
     given.update({flag: getattr(args, dest) is not None for flag, dest in DATA_FLAGS.items()})
     given.update(
@@ -405,6 +417,7 @@ def _unused_flags(args, formats, quantizations, learned):
         "--pair": (not hub, "the TF Serving and TFLite formats"),
         "--pooling": (hub == "sentence_transformers", "--formats sentence_transformers"),
         "--normalize": (hub == "sentence_transformers", "--formats sentence_transformers"),
+        "--peft-adapter": (hub == "huggingface", "--formats huggingface of a LoRA model"),
         "--repeats": (not hub and args.validation is not None, "the report's latency (with --validation)"),
         **{
             flag: (reads_task_file, layout) for flag in (*DATA_FLAGS, "--header", "--no-header", "--on-error")
@@ -457,43 +470,71 @@ def _saved_as_quantization_aware(model_flag):
     return isinstance(config, dict) and config.get("class_name") == "QuantizationAwareClassifier"
 
 
-def export_hub_folder(kind, args):
-    """`kbert export --formats huggingface` (a transformers folder) or `sentence_transformers`
-    (that folder plus its pooling modules): the model of a run folder or .keras file at --output
-    (the wing's `export_huggingface` / `export_sentence_transformers`), refusals as UsageError;
-    the flags checked first (`check_flags`)."""
+def _loaded_for_hub(args):
+    """(model, model_path) of --model: a LoRA model merged, unless --peft-adapter writes its
+    adapters (refused on a model without them)."""
     from keras_bert_impl.commands.model_files import load_model
-    from keras_bert_impl_export.exporter import ExportExistsError
-    from keras_bert_impl_export.huggingface import (
-        NotExpressibleError,
-        export_huggingface,
-        export_sentence_transformers,
+
+    model, model_path = load_model(args.model)
+    if not args.peft_adapter:
+        return _merged(model, model_path)
+    settings = getattr(getattr(model, "backbone", model), "lora_settings", None)
+    if settings is None:
+        raise UsageError(
+            f"--peft-adapter: --model {args.model} has no LoRA adapters (a kbert finetune --lora-rank run): "
+            "leave --peft-adapter out to export it as a transformers folder."
+        )
+    _log(f"LoRA rank {settings['rank']} on {', '.join(settings['targets'])}: written as a PEFT adapter")
+    return model, model_path
+
+
+def _write_hub_folder(kind, model, model_path, args):
+    """The wing's writer of `kind` on the loaded `model`; returns the `TransformersModel` written."""
+    from keras_bert_impl_export import huggingface
+
+    if args.peft_adapter:
+        return huggingface.export_peft_adapter(
+            model, args.output, overwrite=args.overwrite, source=model_path
+        )
+    if kind == "huggingface":
+        run_folder = os.path.dirname(model_path) if os.path.isdir(args.model) else None
+        return huggingface.export_huggingface(
+            model, args.output, overwrite=args.overwrite, run_folder=run_folder, source=model_path
+        )
+    return huggingface.export_sentence_transformers(
+        model,
+        args.output,
+        pooling=args.pooling,
+        normalize=args.normalize,
+        max_seq_length=args.seq_len or DEFAULT_SEQUENCE_LENGTH,
+        overwrite=args.overwrite,
+        source=model_path,
     )
 
-    model, model_path = _merged(*load_model(args.model))
-    run_folder = os.path.dirname(model_path) if os.path.isdir(args.model) else None
+
+def export_hub_folder(kind, args):
+    """`kbert export --formats huggingface` (a transformers folder; with --peft-adapter, the base
+    and its PEFT adapter) or `sentence_transformers` (that folder plus its pooling modules): the
+    model of a run folder or .keras file at --output (the wing's `export_huggingface`,
+    `export_peft_adapter` / `export_sentence_transformers`), refusals as UsageError; the flags
+    checked first (`check_flags`)."""
+    from keras_bert_impl_export.exporter import ExportExistsError
+    from keras_bert_impl_export.huggingface import NotExpressibleError
+
+    model, model_path = _loaded_for_hub(args)
     _log(f"{type(model).__name__} from {model_path} as a {kind.replace('_', '-')} folder")
     try:
-        if kind == "huggingface":
-            described = export_huggingface(
-                model, args.output, overwrite=args.overwrite, run_folder=run_folder, source=model_path
-            )
-        else:
-            described = export_sentence_transformers(
-                model,
-                args.output,
-                pooling=args.pooling,
-                normalize=args.normalize,
-                max_seq_length=args.seq_len or DEFAULT_SEQUENCE_LENGTH,
-                overwrite=args.overwrite,
-                source=model_path,
-            )
+        described = _write_hub_folder(kind, model, model_path, args)
     except NotExpressibleError as e:
         raise UsageError(
             f"--model {args.model}: {kind.replace('_', '-')} cannot hold this model as it is: {e}"
         ) from None
     except (ExportExistsError, ValueError) as e:
         raise UsageError(str(e).replace("max_seq_length", "--seq-len")) from None
+    if args.peft_adapter:
+        base, adapter = os.path.join(args.output, "base"), os.path.join(args.output, "adapter")
+        _log(f"wrote {base}: {described.architecture} without the adapters, and {adapter}: the PEFT adapter")
+        return 0
     loader = "from_pretrained" if kind == "huggingface" else "SentenceTransformer"
     _log(f"wrote {args.output}: {described.architecture} ({loader}({args.output!r}))")
     return 0
@@ -522,6 +563,12 @@ def check_flags(args):
     combination leaves unused refused (`refuse_unused_flags`): all before the model loads.
     `learned`: --model holds a QuantizationAwareClassifier."""
     formats = _formats(args)
+    if args.peft_adapter and formats[0] == "sentence_transformers":
+        raise UsageError(
+            "--peft-adapter writes the adapters of a LoRA model for --formats huggingface; --formats "
+            "sentence_transformers writes its merged weights. Leave --peft-adapter out, or use --formats "
+            "huggingface."
+        )
     if set(formats) & set(HUB_FORMATS):
         refuse_unused_flags(args, formats[:1], ())
         return formats, (), False

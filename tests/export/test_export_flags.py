@@ -89,6 +89,11 @@ TABLE = [
         ["--formats", "tflite", "--normalize"],
     ),
     (
+        "--peft-adapter",
+        ["--formats", "huggingface", "--peft-adapter"],
+        ["--formats", "saved_model", "--peft-adapter"],
+    ),
+    (
         "--repeats",
         ["--formats", "saved_model", "--validation", "V", "--repeats", "2"],
         ["--formats", "saved_model", "--repeats", "2"],

@@ -60,26 +60,33 @@ def export_huggingface(
     >>> export_huggingface("runs/mr", "mr-transformers")  # doctest: +SKIP
     >>> transformers.BertForSequenceClassification.from_pretrained("mr-transformers")  # doctest: +SKIP
     """
-    from safetensors.numpy import save_file
-
     model, loaded_from, found_run = _model_and_run_folder(model)
     run_folder = run_folder or found_run
     described = transformers_model(model)  # refuses before anything is written
     described.notes.extend(notes)
     backbone = model if described.architecture == "BertModel" else model.backbone
-    files = tokenizer_files(backbone.vocabulary, backbone.lowercase, backbone.max_sequence_length)
     card = model_card(described, source or loaded_from or type(model).__name__, run_folder)
     with output_folder(output, overwrite) as work:
-        write_json_atomically(described.config, os.path.join(work, "config.json"), indent=2)
-        # "pt" is what transformers writes and checks for when it loads a safetensors file.
-        write_atomically(
-            os.path.join(work, WEIGHTS),
-            lambda tmp: save_file(described.tensors, tmp, metadata={"format": "pt"}),
-        )
-        for name, text in files.items():
-            write_text_atomically(text, os.path.join(work, name))
-        write_text_atomically(card, os.path.join(work, "README.md"))
+        write_transformers_folder(work, described, backbone, card)
         for name, value in (extra_files or {}).items():
             os.makedirs(os.path.dirname(os.path.join(work, name)), exist_ok=True)
             write_json_atomically(value, os.path.join(work, name), indent=2)
     return described
+
+
+def write_transformers_folder(folder, described, backbone, card):
+    """Writes the `TransformersModel` `described` into `folder` (made if missing): config.json,
+    model.safetensors, the tokenizer files of `backbone`'s vocabulary and `card` as README.md."""
+    from safetensors.numpy import save_file
+
+    os.makedirs(folder, exist_ok=True)
+    write_json_atomically(described.config, os.path.join(folder, "config.json"), indent=2)
+    # "pt" is what transformers writes and checks for when it loads a safetensors file.
+    write_atomically(
+        os.path.join(folder, WEIGHTS),
+        lambda tmp: save_file(described.tensors, tmp, metadata={"format": "pt"}),
+    )
+    files = tokenizer_files(backbone.vocabulary, backbone.lowercase, backbone.max_sequence_length)
+    for name, text in files.items():
+        write_text_atomically(text, os.path.join(folder, name))
+    write_text_atomically(card, os.path.join(folder, "README.md"))
