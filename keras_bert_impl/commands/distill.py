@@ -214,7 +214,7 @@ def _rows(args, stored, path, common):
         raise UsageError(f"--unlabeled holds single texts, but {pairs}.")
     labels, layout = list(teacher.label_names), task_data.data_settings(args, task, stored)
     options = dict(on_error=args.on_error, length_buckets=not args.fixed_length)
-    reader = task_data.make_reader(task, preprocessor, layout, labels, args.batch_size, **options)
+    reader = task_data.make_reader(task, preprocessor, layout, labels, batch_size=args.batch_size, **options)
     names = ", ".join(labels)
     hint = f"The student predicts the teacher's labels ({names}): every label must be one of them."
     read = functools.partial(task_data.read_checked, reader, command="distill", unknown_label_hint=hint)
