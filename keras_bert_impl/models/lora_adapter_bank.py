@@ -75,6 +75,10 @@ def _adapter(classifier, index):
         "activation": dense.activation,  # the output layer's own function (linear, softmax, sigmoid)
         "output": "logits" if classifier.activation is None else "probabilities",
         "label_names": classifier.label_names,
+        "config": {  # the head's BertClassifier arguments
+            key: getattr(classifier, key)
+            for key in ("num_classes", "multi_label", "activation", "dropout", "label_names", "pooling")
+        },
     }
     return matrices, head
 
@@ -102,7 +106,9 @@ class LoraAdapterBank:
     Attributes:
         backbone: the base `BertBackbone` (no LoRA), its vocabulary set.
         heads: per adapter, {"output": "logits" or "probabilities", "label_names", "pooling",
-            "activation" (the output layer's function), "kernel", "bias"}.
+            "activation" (the output layer's function), "kernel", "bias", "config" (the
+            BertClassifier arguments of its head: a classifier on `backbone` with them takes
+            the adapter's inputs and gives its outputs' names and labels)}.
 
     Raises ValueError, one line naming the classifier, where one has no LoRA or another base.
     """
@@ -186,13 +192,14 @@ class LoraAdapterBank:
 
     def _adapted_call(self, layer, path):
         def call(inputs, training=None):
-            a, b = (ops.take(stack, self._rows, axis=0) for stack in self._stacks[path])
-            # The inputs' leading axes hold the rows first: [B, in], [B, S, in], or the attention's
-            # [B * S, in] (its projections run on the flattened tokens).
-            rows = ops.shape(self._rows)[0]
-            low = ops.einsum("bti,bir->btr", ops.reshape(inputs, (rows, -1, inputs.shape[-1])), a)
-            delta = ops.reshape(ops.einsum("btr,bro->bto", low, b), (*ops.shape(inputs)[:-1], -1))
-            outputs = ops.matmul(inputs, layer.kernel) + delta
+            outputs = ops.matmul(inputs, layer.kernel)
+            if self._rows is not None:  # else the base's own layer (a head built on the backbone)
+                a, b = (ops.take(stack, self._rows, axis=0) for stack in self._stacks[path])
+                # The inputs' leading axes hold the rows first: [B, in], [B, S, in], or the attention's
+                # [B * S, in] (its projections run on the flattened tokens).
+                rows = ops.shape(self._rows)[0]
+                low = ops.einsum("bti,bir->btr", ops.reshape(inputs, (rows, -1, inputs.shape[-1])), a)
+                outputs += ops.reshape(ops.einsum("btr,bro->bto", low, b), (*ops.shape(inputs)[:-1], -1))
             if layer.bias is not None:
                 outputs = outputs + layer.bias
             return layer.activation(outputs) if layer.activation is not None else outputs

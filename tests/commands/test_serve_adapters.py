@@ -1,0 +1,97 @@
+"""`kbert serve --model RUN_A --model RUN_B`: LoRA runs of one base, each a model of TF
+Serving's REST API over one backbone, answering as its own merged export's SavedModels; runs
+of different bases refused in one line."""
+
+import os
+
+import keras
+import numpy as np
+import pytest
+import tensorflow as tf
+
+import keras_bert_impl as kb
+from keras_bert_impl.cli import main
+from keras_bert_impl_export.exporter import export_model
+from tests.export.test_serve import Server
+from tests.harness import minilm_vocab_backbone
+
+pytestmark = pytest.mark.slow
+
+TEXTS = ["a gripping, funny film", "a dull mess of a movie", "it is what it is"]
+SEQ_LEN = 16
+
+
+def _lora_run(folder, lora, head, base_seed=0, seed=1):
+    """A run folder holding a LoRA classifier with trained-looking adapters and head."""
+    backbone = minilm_vocab_backbone(seed=base_seed)
+    backbone.enable_lora(**lora)
+    classifier = kb.BertClassifier(backbone, **head)
+    rng = np.random.default_rng(seed)
+    for variable in classifier.variables:
+        if "lora_kernel" in variable.path or "logits" in variable.path:
+            variable.assign(rng.normal(0, 0.5, variable.shape).astype("float32"))
+    os.makedirs(folder)
+    classifier.save(os.path.join(folder, "model.keras"))
+    return classifier
+
+
+@pytest.fixture(scope="module")
+def runs(tmp_path_factory):
+    root = tmp_path_factory.mktemp("adapters")
+    specs = {
+        "sentiment": (dict(rank=2), dict(num_classes=2, label_names=["negative", "positive"])),
+        "topic": (
+            dict(rank=4, targets=["query", "value", "intermediate"]),
+            dict(num_classes=3, pooling="mean"),
+        ),
+    }
+    models = {
+        name: _lora_run(str(root / name), lora, head, seed=i + 1)
+        for i, (name, (lora, head)) in enumerate(specs.items())
+    }
+    return root, models
+
+
+def _own_export(model, folder, name):
+    """The adapter's merged model exported as kbert export writes it; its text signature."""
+    export_model(
+        kb.models.merge_lora(model), folder, name=name, sequence_length=SEQ_LEN, formats=("saved_model",)
+    )
+    return tf.saved_model.load(os.path.join(folder, "serving", name, "1")).signatures["serving_default"]
+
+
+def test_two_adapters_answer_as_their_own_merged_exports(runs, tmp_path):
+    root, models = runs
+    server = Server(*(f for name in models for f in ("--model", root / name)), "--seq-len", SEQ_LEN)
+    try:
+        for name, model in models.items():
+            status, body = server.request("POST", f"/v1/models/{name}:predict", {"instances": TEXTS})
+            assert status == 200, body
+            expected = _own_export(model, str(tmp_path / name), name)(text=tf.constant(TEXTS))
+            for key in ("logits", "probabilities", "top_score"):
+                served = np.array([row[key] for row in body["predictions"]], "float32")
+                np.testing.assert_allclose(served, expected[key].numpy(), atol=1e-5, rtol=0)
+            assert [row["top_label"] for row in body["predictions"]] == [
+                label.decode() for label in expected["top_label"].numpy()
+            ]
+            status, body = server.request("GET", f"/v1/models/{name}/metadata")
+            assert status == 200 and body["model_spec"]["name"] == name
+    finally:
+        status, _, err = server.stop()
+    assert status == 0, err[-3000:]
+    assert "2 adapters over one backbone" in err
+
+
+def test_adapters_of_different_bases_are_one_line_and_exit_2(runs, tmp_path, capsys):
+    root, _ = runs
+    keras.utils.clear_session()
+    _lora_run(str(tmp_path / "other"), dict(rank=2), dict(num_classes=2), base_seed=7)
+    code = main(
+        ["serve", "--model", str(root / "sentiment"), "--model", str(tmp_path / "other"), "--port", "0"]
+    )
+    err = capsys.readouterr().err.strip().splitlines()
+    assert code == 2
+    assert err[-1].startswith("kbert serve: --model: classifiers[1] was not made from the same base as "), (
+        err[-1]
+    )
+    assert "serve adapters of one base model together" in err[-1]
