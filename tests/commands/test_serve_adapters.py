@@ -1,6 +1,6 @@
 """`kbert serve --model RUN_A --model RUN_B`: LoRA runs of one base, each a model of TF
-Serving's REST API over one backbone, answering as its own merged export's SavedModels; runs
-of different bases refused in one line."""
+Serving's REST API over one backbone, answering as its own merged export's SavedModels; a batch
+mixing their requests is one backbone call; runs of different bases refused in one line."""
 
 import os
 
@@ -11,7 +11,9 @@ import tensorflow as tf
 
 import keras_bert_impl as kb
 from keras_bert_impl.cli import main
+from keras_bert_impl.tensor_names import SERVING_ENDPOINT
 from keras_bert_impl_export.exporter import export_model
+from keras_bert_impl_export.serve.lora_adapters import adapter_servables
 from tests.export.test_serve import Server
 from tests.harness import minilm_vocab_backbone
 
@@ -42,7 +44,7 @@ def runs(tmp_path_factory):
         "sentiment": (dict(rank=2), dict(num_classes=2, label_names=["negative", "positive"])),
         "topic": (
             dict(rank=4, targets=["query", "value", "intermediate"]),
-            dict(num_classes=3, pooling="mean"),
+            dict(num_classes=2, pooling="mean", label_names=["news", "opinion"]),
         ),
     }
     models = {
@@ -95,3 +97,39 @@ def test_adapters_of_different_bases_are_one_line_and_exit_2(runs, tmp_path, cap
         err[-1]
     )
     assert "serve adapters of one base model together" in err[-1]
+
+
+def test_a_batch_mixing_adapters_is_one_backbone_call_answering_each_as_alone(runs, tmp_path, monkeypatch):
+    root, models = runs
+    servables = {
+        s.name: s
+        for s in adapter_servables(
+            ((name, model, SEQ_LEN, False) for name, model in models.items()),
+            str(tmp_path),
+            log=lambda _: None,
+        )
+    }
+    batches = servables["sentiment"].batch_runner
+    for kind in ("", "_ids"):  # the text signatures batch together, and the id ones
+        assert servables[f"sentiment{kind}"].batch_group == servables[f"topic{kind}"].batch_group
+    assert servables["sentiment"].batch_group != servables["sentiment_ids"].batch_group
+    # Three requests, as the batcher concatenates them: sentiment, topic, sentiment.
+    requests = [("sentiment", TEXTS[:2]), ("topic", TEXTS), ("sentiment", TEXTS[2:])]
+    tagged = [
+        batches.inputs(servables[name], {"text": np.array(texts, object)}, len(texts))
+        for name, texts in requests
+    ]
+    batch = {key: np.concatenate([part[key] for part in tagged]) for key in tagged[0]}
+    calls = []
+    run = batches.bank.run
+    monkeypatch.setattr(batches.bank, "run", lambda parts: calls.append(len(parts)) or run(parts))
+    outputs = batches.run(SERVING_ENDPOINT, batch)
+    assert calls == [2]  # one backbone call, for the rows of both adapters
+    start = 0
+    for name, texts in requests:
+        alone = servables[name].run(SERVING_ENDPOINT, {"text": np.array(texts, object)})
+        rows = slice(start, start + len(texts))
+        np.testing.assert_allclose(outputs["logits"][rows], alone["logits"], atol=1e-5, rtol=0)
+        assert list(outputs["top_label"][rows]) == list(alone["top_label"])
+        assert list(outputs["label_names"][rows][0]) == list(alone["label_names"][0])
+        start += len(texts)
