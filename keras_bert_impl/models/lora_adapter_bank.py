@@ -123,6 +123,7 @@ class LoraAdapterBank:
                 self._check_base(classifier.backbone, index)
             adapters.append(matrices)
             self.heads.append(head)
+            del classifier  # before the iterable loads the next one
         if not adapters:
             raise ValueError("classifiers: none given; the bank needs at least one LoRA classifier.")
         self._stack(adapters)

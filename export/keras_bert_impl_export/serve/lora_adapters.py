@@ -14,6 +14,7 @@ post-processing, and their forwards meet in one `LoraAdapterBank.run`: one backb
 """
 
 import concurrent.futures
+import gc
 import os
 import threading
 
@@ -43,8 +44,9 @@ def adapter_servables(runs, output, log):
         for name, model, seq_len, pair in runs:
             log(f"exporting {name!r} (its merged model's SavedModels, for their signatures)")
             folder = os.path.join(output, name)
+            merged = merge_lora(model)
             export_model(
-                merge_lora(model),
+                merged,
                 folder,
                 name=name,
                 sequence_length=seq_len,
@@ -53,7 +55,11 @@ def adapter_servables(runs, output, log):
                 log=log,
             )
             served.append((name, seq_len, pair, folder))
+            del merged
             yield model
+            # Gone before the next run loads: one full model in memory at a time.
+            del model
+            gc.collect()
 
     bank = LoraAdapterBank(classifiers())
     log(f"{len(bank)} adapters over one backbone")
