@@ -133,3 +133,42 @@ def test_a_batch_mixing_adapters_is_one_backbone_call_answering_each_as_alone(ru
         assert list(outputs["top_label"][rows]) == list(alone["top_label"])
         assert list(outputs["label_names"][rows][0]) == list(alone["label_names"][0])
         start += len(texts)
+
+
+@pytest.mark.parametrize(
+    "extra, message",
+    [
+        (
+            ["--name", "x"],
+            "--name 'x' names one model; with several --model each is served under its folder's",
+        ),
+        (["--precision", "int8"], "several --model (LoRA adapters over one backbone) run fp32 on Keras"),
+        (
+            ["--model", "{root}/nothing"],
+            "--model '{root}/nothing': no kbert finetune run folder or .keras file",
+        ),
+        (["--model", "{root}/again/sentiment"], "--model: 3 folders, but 'sentiment' names more than one"),
+    ],
+)
+def test_start_up_mistakes_with_several_models_are_one_line(runs, capsys, extra, message):
+    root, _ = runs
+    os.makedirs(root / "nothing", exist_ok=True)
+    os.makedirs(root / "again" / "sentiment", exist_ok=True)
+    (root / "again" / "sentiment" / "model.keras").touch()
+    flags = ["--model", str(root / "sentiment"), "--model", str(root / "topic")]
+    code = main(["serve", *flags, *(f.format(root=root) for f in extra), "--port", "0"])
+    err = capsys.readouterr().err.strip().splitlines()
+    assert code == 2
+    assert len(err) == 1 and message.format(root=root) in err[0], err
+
+
+def test_a_run_without_lora_among_several_is_one_line(runs, tmp_path, capsys):
+    root, _ = runs
+    os.makedirs(tmp_path / "full")
+    kb.BertClassifier(minilm_vocab_backbone(), num_classes=2).save(str(tmp_path / "full" / "model.keras"))
+    code = main(
+        ["serve", "--model", str(root / "sentiment"), "--model", str(tmp_path / "full"), "--port", "0"]
+    )
+    err = capsys.readouterr().err.strip().splitlines()
+    assert code == 2
+    assert err[-1].startswith(f"kbert serve: --model '{tmp_path / 'full'}' has no LoRA adapters"), err[-1]
