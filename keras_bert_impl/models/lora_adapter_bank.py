@@ -30,15 +30,11 @@ from keras_bert_impl.tensor_names import MODEL_ID_INPUTS
 _ADAPTERS = ("lora_kernel_a", "lora_kernel_b")
 
 
-def _base_values(backbone):
-    """{weight path: numpy} of `backbone` without its adapters, LoRA kernels unmerged."""
+def _base_weights(backbone):
+    """{weight path: variable} of `backbone` without its adapters, LoRA kernels unmerged."""
     adapted = {id(layer._kernel): layer for layer in lora_layers(backbone).values()}
     adapters = {id(getattr(layer, name)) for layer in adapted.values() for name in _ADAPTERS}
-    return {
-        variable.path: keras.ops.convert_to_numpy(variable)
-        for variable in backbone.weights
-        if id(variable) not in adapters
-    }
+    return {variable.path: variable for variable in backbone.weights if id(variable) not in adapters}
 
 
 def _base_config(backbone):
@@ -136,16 +132,16 @@ class LoraAdapterBank:
     def _build_base(self, source):
         config = _base_config(source)
         self.backbone = BertBackbone.from_config(config)
-        values = _base_values(source)
-        for variable in self.backbone.weights:
-            variable.assign(values[variable.path])
+        weights = _base_weights(source)
+        for variable in self.backbone.weights:  # one at a time: no second copy of the model
+            variable.assign(weights[variable.path])
         if source.vocabulary is not None:
             self.backbone.set_vocabulary(source.vocabulary, lowercase=source.lowercase)
         self._config = config
 
     def _check_base(self, backbone, index):
         config = _base_config(backbone)
-        values = _base_values(backbone)
+        weights = _base_weights(backbone)
         base = {v.path: v for v in self.backbone.weights}
         differs = None
         if config != self._config:
@@ -156,8 +152,10 @@ class LoraAdapterBank:
             differs = next(
                 (
                     f"weight {path!r}"
-                    for path, value in values.items()
-                    if not np.array_equal(value, keras.ops.convert_to_numpy(base[path]))
+                    for path, variable in weights.items()
+                    if not np.array_equal(
+                        keras.ops.convert_to_numpy(variable), keras.ops.convert_to_numpy(base[path])
+                    )
                 ),
                 None,
             )

@@ -18,6 +18,7 @@ import gc
 import os
 import threading
 
+import keras
 import numpy as np
 
 from keras_bert_impl.models import BertClassifier, LoraAdapterBank, merge_lora
@@ -60,6 +61,7 @@ def adapter_servables(runs, output, log):
             # Gone before the next run loads: one full model in memory at a time.
             del model
             gc.collect()
+            keras.utils.clear_session()  # Keras' and TensorFlow's traces of it (its export's)
 
     bank = LoraAdapterBank(classifiers())
     log(f"{len(bank)} adapters over one backbone")
