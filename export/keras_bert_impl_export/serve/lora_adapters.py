@@ -1,7 +1,8 @@
 """LoRA classifiers of one base served as separate models over one backbone in memory.
 
-Each adapter's SavedModels are written as `kbert export` writes its merged model (NAME and
-NAME_ids, exporter.py's layout), for their signatures and metadata only: `ServableModel`
+Each adapter's SavedModels (NAME and NAME_ids, exporter.py's layout) are written from its head
+on the shared base backbone, for their signatures and metadata only, which are its merged
+export's (they depend on the head and the vocabulary, not on the weights): `ServableModel`
 reads their saved_model.pb and leaves their variables on disk. Every call runs the same
 tokenization and post-processing (`ExportSignatures`, as `precision_export`'s LiteRT calls)
 around the adapter's forward in a `LoraAdapterBank`, which holds the base backbone once and
@@ -21,7 +22,7 @@ import threading
 import keras
 import numpy as np
 
-from keras_bert_impl.models import BertClassifier, LoraAdapterBank, merge_lora
+from keras_bert_impl.models import BertClassifier, LoraAdapterBank
 from keras_bert_impl.tensor_names import MODEL_ID_INPUTS
 from keras_bert_impl_export.exporter import export_model
 from keras_bert_impl_export.precision_export import servable_functions
@@ -43,33 +44,28 @@ def adapter_servables(runs, output, log):
 
     def classifiers():
         for name, model, seq_len, pair in runs:
-            log(f"exporting {name!r} (its merged model's SavedModels, for their signatures)")
-            folder = os.path.join(output, name)
-            merged = merge_lora(model)
-            export_model(
-                merged,
-                folder,
-                name=name,
-                sequence_length=seq_len,
-                pair=pair,
-                formats=("saved_model",),
-                log=log,
-            )
-            served.append((name, seq_len, pair, folder))
-            del merged
+            served.append((name, seq_len, pair, os.path.join(output, name)))
             yield model
             # Gone before the next run loads: one full model in memory at a time.
             del model
             gc.collect()
-            keras.utils.clear_session()  # Keras' and TensorFlow's traces of it (its export's)
 
     bank = LoraAdapterBank(classifiers())
     log(f"{len(bank)} adapters over one backbone")
     batches = AdapterBatches(bank)
     servables = []
     for index, (name, seq_len, pair, folder) in enumerate(served):
-        # The adapter's head on the shared backbone: the signatures' labels, outputs and id checks.
+        # The adapter's head on the shared backbone: the signatures' labels, outputs and id checks,
+        # and the SavedModels written for their signatures and metadata (what its merged model's
+        # export holds but the weights, which are never loaded), with no copy of the backbone.
         head = BertClassifier(bank.backbone, **bank.heads[index]["config"])
+        head.output_dense.kernel.assign(bank.heads[index]["kernel"])
+        head.output_dense.bias.assign(bank.heads[index]["bias"])
+        log(f"exporting {name!r}'s signatures")
+        export_model(
+            head, folder, name=name, sequence_length=seq_len, pair=pair, formats=("saved_model",), log=log
+        )
+        keras.utils.clear_session()  # the export's traces
         functions = servable_functions(head, name, seq_len, pair, batches.forward(index))
         for model_name, version, path in find_servables(folder):
             servable = ServableModel(model_name, version, path, functions=functions[model_name], load=False)
