@@ -40,8 +40,11 @@ _FLAG_TABLE = (
         "--model",
         dict(
             required=True,
+            action="append",
             help="A kbert export folder (every model under its serving/), a model folder with numbered "
-            "versions, a SavedModel folder, or a kbert finetune run folder (exported on start-up).",
+            "versions, a SavedModel folder, or a kbert finetune run folder (exported on start-up). "
+            "Repeated: LoRA runs (kbert finetune --lora-rank) of one base model, each served under its "
+            "folder's name from one backbone in memory.",
         ),
     ),
     (
@@ -132,10 +135,10 @@ def _check_flags(args):
 
 
 def run(args):
+    if len(args.model) > 1:
+        return _run_adapters(args)
+    args.model = args.model[0]
     _check_flags(args)
-
-    from keras_bert_impl_export.serve.model_server import ModelServer
-
     temporary = None
     try:
         model_path, functions = args.model, {}
@@ -153,22 +156,109 @@ def run(args):
             )
         else:
             _check_exported_precision(args)
-        models = _servable_models(args, model_path, functions)
-        server = ModelServer(
-            models,
-            max_batch_size=args.max_batch_size,
-            batch_timeout_ms=args.batch_timeout_ms,
-            num_batch_threads=args.num_batch_threads,
-            max_enqueued_batches=args.max_enqueued_batches,
-            max_body_bytes=args.max_body_bytes,
-        )
-        status = server.serve(args.host, args.port, on_ready=lambda port: _print_urls(args, models, port))
-        dropped = f", {server.dropped} dropped (their clients left first)" if server.dropped else ""
-        _log(f"stopped: {server.accepted} predict requests accepted, {server.answered} answered{dropped}")
-        return status
+        return _serve(args, _servable_models(args, model_path, functions))
     finally:
         if temporary is not None:
             shutil.rmtree(temporary, ignore_errors=True)
+
+
+def _serve(args, models):
+    from keras_bert_impl_export.serve.model_server import ModelServer
+
+    server = ModelServer(
+        models,
+        max_batch_size=args.max_batch_size,
+        batch_timeout_ms=args.batch_timeout_ms,
+        num_batch_threads=args.num_batch_threads,
+        max_enqueued_batches=args.max_enqueued_batches,
+        max_body_bytes=args.max_body_bytes,
+    )
+    status = server.serve(args.host, args.port, on_ready=lambda port: _print_urls(args, models, port))
+    dropped = f", {server.dropped} dropped (their clients left first)" if server.dropped else ""
+    _log(f"stopped: {server.accepted} predict requests accepted, {server.answered} answered{dropped}")
+    return status
+
+
+def _check_adapter_flags(args):
+    """Several --model: LoRA run folders (or .keras files), served at fp32 on Keras under their
+    folders' names."""
+    checks = (
+        (
+            args.name is not None,
+            f"--name {args.name!r} names one model; with several --model each is "
+            "served under its folder's name: leave --name out.",
+        ),
+        (
+            args.runtime == "litert" or args.precision in ("bf16", "int8"),
+            f"--precision {args.precision} "
+            f"--runtime {args.runtime}: several --model (LoRA adapters over one backbone) run fp32 on Keras: "
+            "leave --precision and --runtime out.",
+        ),
+    )
+    for failed, message in checks:
+        if failed:
+            raise UsageError(message)
+    names = [_adapter_name(path) for path in args.model]
+    repeated = sorted({name for name in names if names.count(name) > 1})
+    if repeated:
+        raise UsageError(
+            f"--model: {len(args.model)} folders, but {repeated[0]!r} names more than one: each is served "
+            "under its folder's name, so give the runs folders of different names."
+        )
+    return names
+
+
+def _adapter_name(path):
+    name = os.path.basename(os.path.normpath(path)).removesuffix(".keras")
+    if not os.path.isfile(path) and not os.path.isfile(os.path.join(path, "model.keras")):
+        raise UsageError(
+            f"--model {path!r}: no kbert finetune run folder or .keras file there; several --model serve "
+            "LoRA runs of one base (kbert finetune --lora-rank), each a run folder."
+        )
+    if not _NAME.fullmatch(name):
+        raise UsageError(
+            f"--model {path!r}: its name {name!r} goes in /v1/models/NAME, which takes letters, digits, "
+            "'.', '_' or '-': rename the folder."
+        )
+    return name
+
+
+def _run_adapters(args):
+    """Several LoRA runs of one base, each its own model over one backbone (the wing's
+    `adapter_servables`)."""
+    _check_flags(argparse.Namespace(**{**vars(args), "model": args.model[0], "name": None}))
+    names = _check_adapter_flags(args)
+    from keras_bert_impl_export.serve.lora_adapters import adapter_servables
+
+    temporary = tempfile.mkdtemp(prefix="kbert-serve-")
+    try:
+        runs = (_load_adapter(name, path, args.seq_len) for name, path in zip(names, args.model))
+        try:
+            models = adapter_servables(runs, os.path.join(temporary, "adapters"), log=_log)
+        except UsageError:  # a run's own (loading it), already one line
+            raise
+        except ValueError as e:  # adapters of different bases, a run without LoRA: one line
+            raise UsageError(f"--model: {e}") from None
+        return _serve(args, models)
+    finally:
+        shutil.rmtree(temporary, ignore_errors=True)
+
+
+def _load_adapter(name, path, seq_len):
+    """(name, the run's LoRA classifier unmerged, its sequence length, pair)."""
+    from keras_bert_impl.commands import task_data
+    from keras_bert_impl.commands.model_files import load_model, run_sequence_length
+
+    _log(f"loading {name} from {path}")
+    model, model_path = load_model(path)
+    stored = task_data.read_task_file(os.path.dirname(model_path)) or {}
+    backbone = getattr(model, "backbone", model)
+    if not getattr(backbone, "lora_settings", None):
+        raise UsageError(
+            f"--model {path!r} has no LoRA adapters: several --model serve LoRA runs of one base "
+            "(kbert finetune --lora-rank); serve a full fine-tune alone, with one --model."
+        )
+    return name, model, run_sequence_length(seq_len, stored, backbone), stored.get("task") == "pair"
 
 
 def _servable_models(args, model_path, functions):

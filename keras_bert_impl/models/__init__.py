@@ -25,6 +25,7 @@ from keras_bert_impl.models.distillation import (
 from keras_bert_impl.models.global_batch_loss import GlobalBatchLoss
 from keras_bert_impl.models.masked_lm_accuracy import MaskedLMAccuracy
 from keras_bert_impl.models.lora import DEFAULT_LORA_TARGETS, LORA_TARGET_NAMES, merge_lora
+from keras_bert_impl.models.lora_adapter_bank import LoraAdapterBank
 from keras_bert_impl.models.masked_sparse_crossentropy import MaskedSparseCrossentropy
 from keras_bert_impl.models.presets import BERT_PRESETS
 from keras_bert_impl.models.quantization_aware_classifier import QuantizationAwareClassifier

@@ -8,7 +8,8 @@ class BatchKey(NamedTuple):
     model version and signature, and the same per-example shape of every input.
 
     Fields:
-        model_name: str. The model's name in `/v1/models/NAME`.
+        model_name: str. The model's name in `/v1/models/NAME`, or its `batch_group` where it
+            has one (LoRA adapters over one backbone: requests to several models merge).
         version: int. Its version.
         signature: str. The signature called ("serving_default").
         input_shapes: tuple of (input name, per-example shape), sorted by name.
@@ -23,5 +24,8 @@ class BatchKey(NamedTuple):
     def of(cls, model, signature, inputs):
         """The key of a request to `model` (a ServableModel) with `inputs` {name: array [B, ...]}."""
         return cls(
-            model.name, model.version, signature, tuple((k, v.shape[1:]) for k, v in sorted(inputs.items()))
+            getattr(model, "batch_group", None) or model.name,
+            model.version,
+            signature,
+            tuple((k, v.shape[1:]) for k, v in sorted(inputs.items())),
         )

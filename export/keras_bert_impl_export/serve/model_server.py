@@ -115,6 +115,8 @@ class ModelServer:
     Args:
         models: list of ServableModel; several versions of one name are allowed, and the
             highest answers requests that name no version (TF Serving's default policy).
+            Models with a `batch_group` (and `batch_runner`, an `AdapterBatches`) batch
+            together: the runner tags their rows and runs the mixed batches.
         max_batch_size, batch_timeout_ms, num_batch_threads, max_enqueued_batches: the
             batching parameters (see DynamicBatcher).
         max_body_bytes: int. A larger request body is refused with 413.
@@ -131,9 +133,11 @@ class ModelServer:
     ):
         if not models:
             raise ValueError("ModelServer needs at least one model.")
-        self.models = {}
+        self.models, self._groups = {}, {}
         for model in models:
             self.models.setdefault(model.name, {})[model.version] = model
+            if getattr(model, "batch_group", None):
+                self._groups[model.batch_group] = model.batch_runner
         self.max_body_bytes = check_int("max_body_bytes", max_body_bytes, minimum=1)
         self.registry = CollectorRegistry()
         self._requests = Counter(
@@ -237,6 +241,8 @@ class ModelServer:
     # -- requests ---------------------------------------------------------------
 
     def _run(self, key, inputs):
+        if key.model_name in self._groups:
+            return self._groups[key.model_name].run(key.signature, inputs)
         return self.models[key.model_name][key.version].run(key.signature, inputs)
 
     def _observe_batch(self, rows, seconds):
@@ -359,6 +365,8 @@ class ModelServer:
         _ClientGone when the client disconnects first (its request leaves the queue)."""
         signature, inputs, rows, row_format = parse_predict_body(body, model.signatures)
         key = BatchKey.of(model, signature, inputs)
+        if getattr(model, "batch_group", None):
+            inputs = model.batch_runner.inputs(model, inputs, rows)
         work = asyncio.ensure_future(
             self.batcher.submit(key, inputs, rows, whole=not model.batch_major[signature])
         )

@@ -41,39 +41,52 @@ class ServableModel:
             functions, with the same inputs (as keyword arguments) and outputs: `kbert serve
             --precision int8` runs the int8 conversion of the model the SavedModel was exported
             from. The signatures and the metadata stay the SavedModel's. Default: none.
+        load: bool. False: read only saved_model.pb (signatures, metadata) and leave the graph
+            and its variables on disk, for `functions` replacing every signature: `kbert serve`
+            of LoRA adapters runs them over one shared backbone. Default True.
     """
 
-    def __init__(self, name, version, path, functions=None):
+    def __init__(self, name, version, path, functions=None, load=True):
         if not os.path.isfile(os.path.join(path, SAVED_MODEL_FILE)):
             raise ValueError(f"{path!r} is not a SavedModel folder: it has no {SAVED_MODEL_FILE}.")
         self.name = name
         self.version = int(version)
         self.path = path
         try:
-            self._loaded = tf.saved_model.load(path)
             with open(os.path.join(path, SAVED_MODEL_FILE), "rb") as f:
                 proto = saved_model_pb2.SavedModel.FromString(f.read())
+            self._loaded = tf.saved_model.load(path) if load else None
         except (tf.errors.OpError, ValueError, OSError, DecodeError) as e:
             # A variables shard failing its checksum, a cut saved_model.pb: one line naming the folder.
             raise damaged_export_file(path, e, flag="--model") from None
-        self._functions = dict(self._loaded.signatures)
+        self._signature_defs = proto.meta_graphs[0].signature_def
+        # name -> {"inputs": {input: TensorSpec}, "outputs": {output: TensorSpec}}
+        if load:
+            self._functions = dict(self._loaded.signatures)
+            self.signatures = {name: _function_specs(function) for name, function in self._functions.items()}
+        else:
+            self.signatures = {
+                key: _proto_specs(signature_def)
+                for key, signature_def in self._signature_defs.items()
+                if not key.startswith("__")  # TF's internal __saved_model_init_op
+            }
+            self._functions = dict.fromkeys(self.signatures)
+            if sorted(functions or {}) != sorted(self.signatures):
+                raise ValueError(
+                    f"load=False needs functions for every signature of {path!r} "
+                    f"({sorted(self.signatures)}). "
+                    f"Received: {sorted(functions or {})}"
+                )
         if not self._functions:
             raise ValueError(
                 f"The SavedModel {path!r} has no serving signature (TF Serving would not serve it)."
             )
-        # name -> {"inputs": {input: TensorSpec}, "outputs": {output: TensorSpec}}
-        self.signatures = {}
-        for signature, function in self._functions.items():
-            inputs = dict(function.structured_input_signature[1])
-            outputs = {k: tf.TensorSpec(v.shape, v.dtype, k) for k, v in function.structured_outputs.items()}
-            self.signatures[signature] = {"inputs": inputs, "outputs": outputs}
         # signature -> whether every input and output is [batch, ...] (TF Serving's batching needs
         # it too): the server merges and splits only those requests, and runs the others whole.
         self.batch_major = {
             signature: all(_batch_major(spec) for group in specs.values() for spec in group.values())
             for signature, specs in self.signatures.items()
         }
-        self._signature_defs = proto.meta_graphs[0].signature_def
         unknown = sorted(set(functions or {}) - set(self._functions))
         if unknown:
             raise ValueError(
@@ -107,6 +120,29 @@ class ServableModel:
         specs = self.signatures[signature]["inputs"]
         tensors = {key: tf.constant(value, dtype=specs[key].dtype) for key, value in inputs.items()}
         return {key: np.asarray(value) for key, value in function(**tensors).items()}
+
+
+def _function_specs(function):
+    inputs = dict(function.structured_input_signature[1])
+    outputs = {k: tf.TensorSpec(v.shape, v.dtype, k) for k, v in function.structured_outputs.items()}
+    return {"inputs": inputs, "outputs": outputs}
+
+
+def _proto_specs(signature_def):
+    """A SignatureDef's inputs and outputs as the loaded function's specs (named by their keys)."""
+
+    def spec(key, info):
+        shape = (
+            None
+            if info.tensor_shape.unknown_rank
+            else [d.size if d.size >= 0 else None for d in info.tensor_shape.dim]
+        )
+        return tf.TensorSpec(shape, tf.dtypes.as_dtype(info.dtype), key)
+
+    return {
+        group: {key: spec(key, info) for key, info in getattr(signature_def, group).items()}
+        for group in ("inputs", "outputs")
+    }
 
 
 def _batch_major(spec):
