@@ -58,6 +58,11 @@ NOT_RUN = {
     ".venv/bin/kbert serve --model exports/mr": (
         "serves until SIGTERM; tests/export/test_serve.py runs it on the session's export (with --port 0)"
     ),
+    ".venv/bin/kbert export --model runs/mr-lora --output exports/mr-lora-peft --formats huggingface "
+    "--peft-adapter": (
+        "its run folder comes from docs/training.md's LoRA command, a page this test reaches later; "
+        "tests/huggingface/test_export_peft_adapter.py runs this export of a LoRA run and loads it in peft"
+    ),
     'python export/tf_serving_client.py --url http://127.0.0.1:8501 --model mr "a gripping , funny film" '
     '"dull and slow"': "needs the server above; tests/export/test_serve.py runs the client against it",
 }
