@@ -63,6 +63,10 @@ NOT_RUN = {
         "its run folder comes from docs/training.md's LoRA command, a page this test reaches later; "
         "tests/huggingface/test_export_peft_adapter.py runs this export of a LoRA run and loads it in peft"
     ),
+    ".venv/bin/kbert serve --model runs/sentiment --model runs/topic --model runs/spam": (
+        "serves until SIGTERM, from three LoRA runs of one base; tests/commands/test_serve_adapters.py "
+        "serves two such runs over REST"
+    ),
     'python export/tf_serving_client.py --url http://127.0.0.1:8501 --model mr "a gripping , funny film" '
     '"dull and slow"': "needs the server above; tests/export/test_serve.py runs the client against it",
 }
