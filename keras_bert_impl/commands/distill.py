@@ -6,7 +6,7 @@ import functools
 import os
 import sys
 
-from keras_bert_impl.commands import model_files, task_data, text_lines, training_flags as training
+from keras_bert_impl.commands import task_data, text_lines, training_flags as training
 from keras_bert_impl.commands.errors import UsageError
 from keras_bert_impl.commands.flag_types import FlagValueError
 from keras_bert_impl.distillation_defaults import DISTILLATION_DEFAULTS as DEFAULTS
@@ -79,7 +79,6 @@ def add_parser(subparsers):
 
 
 def run(args):
-    # A UsageError goes up to cli.main: one line and status 2, or its traceback with --debug.
     from keras_bert_impl.training import distillation_spec
 
     args = _checked(args)
@@ -161,11 +160,11 @@ def _terms(args):
 
 
 def _student(args, encoder):
+    from keras_bert_impl.commands.model_files import load_backbone  # TensorFlow: not at --help
     from keras_bert_impl.models import student_backbone
 
-    init, described = (None, None)
-    if args.student_init:
-        init, described = model_files.load_backbone(args.student_init, "--student-init")
+    given = args.student_init
+    init, described = load_backbone(given, "--student-init") if given else (None, None)
     layers = args.student_from_teacher and [int(part) for part in args.student_from_teacher.split(",")]
     backbone, how = student_backbone(encoder, args.student_preset, layers, init, args.student_embeddings)
     return backbone, described or how
@@ -173,6 +172,7 @@ def _student(args, encoder):
 
 def _data(args, run):
     """The teacher (checked), the transfer set and the validation data, counted on stderr."""
+    from keras_bert_impl.commands import model_files
     from keras_bert_impl.data import TransferSet
     from keras_bert_impl.models import QuantizationAwareClassifier, distillation_teacher
     from keras_bert_impl.tokenization import BertPreprocessor
