@@ -173,12 +173,40 @@ def test_a_full_queue_refuses_at_once_and_a_gone_client_costs_nothing():
         with pytest.raises(QueueFullError, match="would pass its 8"):
             await batcher.submit("k", {"x": np.ones(1, np.float32)}, 1)
         gone.cancel()  # its client disconnected while it waited
+        await asyncio.sleep(0)
+        # Its rows are free at once, not when a worker next reaches it: a new request fits.
+        late = asyncio.create_task(batcher.submit("k", {"x": np.ones(4, np.float32)}, 4))
         await first
         await kept
+        await late
         await batcher.stop()
 
     asyncio.run(main())
-    assert model.sizes == [4, 4]  # the cancelled request was never computed
+    assert model.sizes == [4, 4, 4]  # the cancelled request was never computed
+
+
+def test_the_parts_a_failed_request_never_runs_leave_the_queue_at_once():
+    # 5 rows in parts of 2; the second part fails, so the third is cancelled. It once held its
+    # row in the queue until the batch timeout passed, and a full-size request just after got
+    # a 503 (the CI failure of tests/export/test_serve_toy.py).
+    def model(key, inputs):
+        if (inputs["x"] < 0).any():
+            raise tf.errors.InvalidArgumentError(None, None, "indices[1] = -1 is not in [0, 4)")
+        return {"y": inputs["x"]}
+
+    async def main():
+        batcher = DynamicBatcher(model, max_batch_size=2, batch_timeout_ms=5000, max_enqueued_batches=3)
+        await batcher.start()
+        try:
+            with pytest.raises(tf.errors.InvalidArgumentError):
+                await batcher.submit("k", {"x": np.array([0, 1, -1, 2, 3], np.float32)}, 5)
+            await asyncio.sleep(0)
+            assert batcher.queued_rows == 0
+            return await asyncio.wait_for(batcher.submit("k", {"x": np.ones(6, np.float32)}, 6), 10)
+        finally:
+            await batcher.stop()
+
+    np.testing.assert_array_equal(asyncio.run(main())["y"], np.ones(6, np.float32))
 
 
 def test_a_request_that_makes_the_model_raise_fails_alone():

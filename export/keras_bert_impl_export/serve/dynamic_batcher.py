@@ -145,8 +145,12 @@ class DynamicBatcher:
         for start in range(0, rows, size):
             part = {name: value[start : start + size] for name, value in inputs.items()}
             count = min(size, rows - start)
-            futures.append(loop.create_future())
-            self._queue.append(_Item(key, part, count, futures[-1], whole=whole))
+            item = _Item(key, part, count, loop.create_future(), whole=whole)
+            # A part cancelled while queued (its client left, or another part failed) gives its
+            # rows back at once: the queue bound counts only rows that will still run.
+            item.future.add_done_callback(lambda future, item=item: self._drop_if_queued(item))
+            futures.append(item.future)
+            self._queue.append(item)
             self.queued_rows += count
         self._wakeup.set()
         parts = await self._gather(futures, size)
@@ -176,14 +180,17 @@ class DynamicBatcher:
     def _rows_for(self, key):
         return sum(item.rows for item in self._queue if item.key == key)
 
+    def _drop_if_queued(self, item):
+        if item.future.cancelled() and item in self._queue:
+            self._queue.remove(item)
+            self.queued_rows -= item.rows
+
     def _take(self, key):
         """The oldest items of `key` that fit one batch, removed from the queue."""
         batch, rows, kept = [], 0, collections.deque()
         while self._queue:
             item = self._queue.popleft()
-            if item.future.done():  # cancelled: its client is gone
-                self.queued_rows -= item.rows
-            elif (
+            if (
                 item.key == key
                 and not (batch and (batch[0].whole or item.whole))
                 and (not batch or rows + item.rows <= self.max_batch_size)
