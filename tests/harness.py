@@ -48,6 +48,18 @@ def minilm_vocab_backbone(num_layers=1, hidden_dim=16, intermediate_dim=32, seed
     return backbone
 
 
+def randomize_like_trained(model, seed=1, heads=()):
+    """Draws N(0, 0.5) into every LoRA kernel of `model` (Keras starts b at zero, so an untrained
+    adapter changes nothing) and into each variable whose path contains one of `heads` (a pooler
+    and head at their 0.02 initialization give logits of order 1e-3, too small for a close
+    comparison to say much): the model then answers as one with trained adapters."""
+    rng = np.random.default_rng(seed)
+    for variable in model.weights:
+        if "lora_kernel" in variable.path or any(part in variable.path for part in heads):
+            variable.assign(rng.normal(0, 0.5, variable.shape).astype("float32"))
+    return model
+
+
 def random_inputs(batch=3, length=7, vocabulary_size=50, pad_last=2, seed=0):
     """Backbone inputs with the last `pad_last` positions of row 0 padded."""
     rng = np.random.default_rng(seed)

@@ -15,7 +15,7 @@ from keras_bert_impl.tensor_names import SERVING_ENDPOINT
 from keras_bert_impl_export.exporter import export_model
 from keras_bert_impl_export.serve.lora_adapters import adapter_servables
 from tests.export.test_serve import Server
-from tests.harness import minilm_vocab_backbone
+from tests.harness import minilm_vocab_backbone, randomize_like_trained
 
 pytestmark = pytest.mark.slow
 
@@ -27,11 +27,7 @@ def _lora_run(folder, lora, head, base_seed=0, seed=1):
     """A run folder holding a LoRA classifier with trained-looking adapters and head."""
     backbone = minilm_vocab_backbone(seed=base_seed)
     backbone.enable_lora(**lora)
-    classifier = kb.BertClassifier(backbone, **head)
-    rng = np.random.default_rng(seed)
-    for variable in classifier.variables:
-        if "lora_kernel" in variable.path or "logits" in variable.path:
-            variable.assign(rng.normal(0, 0.5, variable.shape).astype("float32"))
+    classifier = randomize_like_trained(kb.BertClassifier(backbone, **head), seed=seed, heads=("logits",))
     os.makedirs(folder)
     classifier.save(os.path.join(folder, "model.keras"))
     return classifier

@@ -12,7 +12,7 @@ import tensorflow as tf
 import keras_bert_impl as kb
 from keras_bert_impl.cli import main
 from keras_bert_impl.tensor_names import EXPORT_ID_INPUTS, EXPORT_TO_MODEL_ID_INPUTS
-from tests.harness import minilm_vocab_backbone, random_inputs
+from tests.harness import minilm_vocab_backbone, random_inputs, randomize_like_trained
 
 SEQ_LEN = 16
 
@@ -25,12 +25,7 @@ def lora_classifier(tmp_path_factory):
     backbone = minilm_vocab_backbone()
     backbone.enable_lora(4, targets=["query", "value", "intermediate"], alpha=8)
     model = kb.BertClassifier(backbone, num_classes=2, label_names=["neg", "pos"])
-    rng = np.random.default_rng(3)
-    # Adapters as after training, and a pooler and head giving logits of order 1 (at their
-    # 0.02 initialization they are of order 1e-3, too small for a 1e-5 comparison to say much).
-    for variable in model.weights:
-        if "lora_kernel" in variable.path or variable.path in ("pooler/dense/kernel", "logits/kernel"):
-            variable.assign(rng.normal(0, 0.5, variable.shape).astype("float32"))
+    randomize_like_trained(model, seed=3, heads=("pooler/dense/kernel", "logits/kernel"))
     path = str(tmp_path_factory.mktemp("lora") / "lora.keras")
     model.save(path)
     return path

@@ -12,7 +12,7 @@ import pytest
 import keras_bert_impl as kb
 from keras_bert_impl.cli import main
 from tests.conftest import REPO
-from tests.harness import minilm_vocab_backbone
+from tests.harness import minilm_vocab_backbone, randomize_like_trained
 from keras_bert_impl.tokenization import BertPreprocessor
 from tests.huggingface.transformers_side import BUFFERS, keras_outputs
 from tests.test_readme import python_block
@@ -38,12 +38,7 @@ def lora_classifier(tmp_path_factory):
     backbone = minilm_vocab_backbone(num_layers=2)
     backbone.enable_lora(4, targets=TARGETS, alpha=8)
     model = kb.BertClassifier(backbone, num_classes=3, label_names=["neg", "mixed", "pos"])
-    rng = np.random.default_rng(5)
-    # b is zero at initialization; the pooler and head at their 0.02 initialization give logits
-    # of order 1e-3, too small for a 1e-4 comparison to say much.
-    for variable in model.weights:
-        if "lora_kernel" in variable.path or variable.path in ("pooler/dense/kernel", "logits/kernel"):
-            variable.assign(rng.normal(0, 0.5, variable.shape).astype("float32"))
+    randomize_like_trained(model, seed=5, heads=("pooler/dense/kernel", "logits/kernel"))
     path = str(tmp_path_factory.mktemp("lora") / "lora.keras")
     model.save(path)
     return path

@@ -5,7 +5,7 @@ import numpy as np
 import pytest
 
 from keras_bert_impl.models import BertBackbone, BertClassifier
-from tests.harness import assert_close, random_inputs, tiny_backbone_config
+from tests.harness import assert_close, random_inputs, randomize_like_trained, tiny_backbone_config
 
 
 def _backbone(**lora):
@@ -14,14 +14,6 @@ def _backbone(**lora):
     if lora:
         backbone.enable_lora(**lora)
     return backbone
-
-
-def _randomize_adapters(model, seed=1):
-    """Non-zero b (Keras starts it at zero), as after some training."""
-    rng = np.random.default_rng(seed)
-    for variable in model.variables:
-        if "lora_kernel" in variable.path:
-            variable.assign(rng.normal(0, 0.5, variable.shape).astype("float32"))
 
 
 def _lora_paths(model):
@@ -60,7 +52,7 @@ def test_forward_starts_unchanged_and_adapters_change_it():
     before = plain(inputs)
     plain.enable_lora(rank=2)
     assert_close(plain(inputs), before)  # b starts at zero
-    _randomize_adapters(plain)
+    randomize_like_trained(plain)
     assert not np.allclose(plain(inputs)["pooled_output"], before["pooled_output"])
 
 
@@ -105,7 +97,7 @@ def test_classifier_trains_adapters_and_head(tmp_path):
 
 def test_keras_file_round_trip_keeps_unmerged_kernels_and_adapters(tmp_path):
     model = BertClassifier(_backbone(rank=2, targets=["query", "value", "output"], alpha=4), num_classes=3)
-    _randomize_adapters(model)
+    randomize_like_trained(model)
     inputs = random_inputs(vocabulary_size=50)
     path = str(tmp_path / "model.keras")
     model.save(path)
@@ -121,7 +113,7 @@ def test_keras_file_round_trip_keeps_unmerged_kernels_and_adapters(tmp_path):
 def test_bare_backbone_keras_file_round_trip(tmp_path):
     backbone = _backbone(rank=3, targets=["key", "attention_output"])
     backbone.set_vocabulary([f"t{i}" for i in range(50)], lowercase=False)
-    _randomize_adapters(backbone)
+    randomize_like_trained(backbone)
     path = str(tmp_path / "backbone.keras")
     backbone.save(path)
     loaded = keras.saving.load_model(path)
@@ -133,7 +125,7 @@ def test_bare_backbone_keras_file_round_trip(tmp_path):
 
 def test_weights_file_round_trip(tmp_path):
     model = _backbone(rank=2)
-    _randomize_adapters(model)
+    randomize_like_trained(model)
     path = str(tmp_path / "lora.weights.h5")
     model.save_weights(path)
     other = _backbone(rank=2)
@@ -182,7 +174,7 @@ def test_merged_model_has_no_lora_and_answers_as_the_unmerged_one(head):
     backbone.enable_lora(rank=2, targets=["query", "value", "intermediate", "dense"], alpha=8)
     backbone.set_vocabulary([f"t{i}" for i in range(50)], lowercase=True)
     model = BertClassifier(backbone, num_classes=3, label_names=["a", "b", "c"]) if head else backbone
-    _randomize_adapters(model)
+    randomize_like_trained(model)
     merged = merge_lora(model)
     merged_backbone = getattr(merged, "backbone", merged)
     assert merged_backbone.lora_settings is None and "lora" not in merged_backbone.get_config()

@@ -7,7 +7,7 @@ import pytest
 
 from keras_bert_impl.models import BertBackbone, BertClassifier, merge_lora
 from keras_bert_impl.models.lora_adapter_bank import LoraAdapterBank
-from tests.harness import random_inputs, tiny_backbone_config
+from tests.harness import random_inputs, randomize_like_trained, tiny_backbone_config
 
 # (LoRA settings, head) of the three adapters: other ranks, targets, poolings and activations.
 _ADAPTERS = (
@@ -24,13 +24,7 @@ def _lora_classifier(lora, head, base_seed=0, seed=1):
     keras.utils.set_random_seed(base_seed)
     backbone = BertBackbone(**tiny_backbone_config())
     backbone.enable_lora(**lora)
-    classifier = BertClassifier(backbone, **head)
-    rng = np.random.default_rng(seed)
-    # Trained-looking adapters (Keras starts b at zero) and heads of their own.
-    for variable in classifier.variables:
-        if "lora_kernel" in variable.path or "logits" in variable.path:
-            variable.assign(rng.normal(0, 0.5, variable.shape).astype("float32"))
-    return classifier
+    return randomize_like_trained(BertClassifier(backbone, **head), seed=seed, heads=("logits",))
 
 
 @pytest.fixture(scope="module")
