@@ -57,7 +57,7 @@ MEDIAPIPE_PINS := tests/export/mediapipe_requirements.txt
 PERF := backbone-forward backbone-profile tokenization pretraining-memory pretraining-speed finetune-mr finetune-mr-buckets finetune-mr-mean \
 	embed-throughput semantic-search serve-load serve-overhead inference-precision inference-throughput train-step-optimizer cpu-peers precision-process \
 	beam-throughput
-EXPERIMENTS := finetune-mr-seeds mr-baseline pretrain-tiny nsp-baseline pretrain-reference-tfm full-int8-denylist integer-ladder distill-mr
+EXPERIMENTS := finetune-mr-seeds mr-baseline pretrain-tiny nsp-baseline pretrain-reference-tfm full-int8-denylist integer-ladder distill-mr lora-mr
 # The committed runs of bench/experiments/pretrain_tiny.py (its RUNS); PRETRAIN_TINY_ARGS go
 # to the runs other experiments read (nsp-baseline, pretrain-reference-tfm).
 PRETRAIN_TINY_RUNS ?= 5k len64 len64_phase2 vocab8k vocab8k_phase2 vocab8k_30k austen_5k austen_30k
@@ -440,6 +440,13 @@ experiment-integer-ladder: $(INSTALLED) $(DATA_STAMP)
 experiment-distill-mr: $(INSTALLED) $(DATA_STAMP)
 	$(BIN)/python -m bench.experiments.distill_mr --work $(BENCH_WORK)/distill_mr \
 	  --output $(BENCH_RESULTS)/distill_mr.json $(ARGS)
+
+# LoRA against full fine-tuning of MiniLM on MR, 3 seeds each (bench/experiments/lora_mr.py; six
+# 3-epoch runs: about half an hour on 2 idle cores, a full fine-tune's epoch taking 74-86 s in
+# bench/results/finetune_mr.json).
+experiment-lora-mr: $(INSTALLED) $(DATA_STAMP)
+	$(BIN)/python -m bench.experiments.lora_mr --work $(BENCH_WORK)/lora_mr \
+	  --output $(BENCH_RESULTS)/lora_mr.json $(ARGS)
 
 clean:
 	rm -rf $(VENV) $(DATA)
