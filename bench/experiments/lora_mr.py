@@ -86,14 +86,15 @@ def side_result(metrics, trainable, parameters):
 
 def parameter_counts(run):
     """(trainable, all) parameters of the model a finished run saved, counted from its variables
-    as the LoRA run's own count is (keras_bert_impl.commands.training_flags.trainable_share)."""
+    (the LoRA run's metrics.json counts its own the same way)."""
     import keras
+    import numpy as np
 
     import keras_bert_impl  # noqa: F401  (registers the classes the .keras file names)
-    from keras_bert_impl.commands.training_flags import trainable_share
 
-    share = trainable_share(keras.saving.load_model(os.path.join(run, "model.keras"), compile=False))
-    return share["trainable_parameters"], share["parameters"]
+    model = keras.saving.load_model(os.path.join(run, "model.keras"), compile=False)
+    trainable = sum(int(np.prod(v.shape)) for v in model.trainable_weights)
+    return trainable, sum(int(np.prod(v.shape)) for v in model.weights)
 
 
 def summary(runs, key):
