@@ -108,9 +108,18 @@ def open_write(path):
     return _file_systems().create(path, compression_type=CompressionTypes.UNCOMPRESSED)
 
 
-def read_text(path):
+def read_bytes(path):
     with open_read(path) as f:
-        return f.read().decode("utf-8")
+        return f.read()
+
+
+def read_text(path):
+    return read_bytes(path).decode("utf-8")
+
+
+def is_file(path):
+    """Whether `path` is a file (local: not a folder)."""
+    return exists(path) if is_remote(path) else os.path.isfile(path)
 
 
 def write_text(path, text):
@@ -193,6 +202,14 @@ def local_copy(path):
     for name in dict.fromkeys(names):
         _download(join(source, name), os.path.join(folder, name))
     return local
+
+
+def with_local_model(args):
+    """A copy of the argparse namespace `args` whose --model is local (`local_copy`): Keras loads
+    local files, so a model in a bucket is copied to the machine that loads it."""
+    import argparse
+
+    return argparse.Namespace(**dict(vars(args), model=local_copy(args.model)))
 
 
 def parent_of(path):

@@ -1,7 +1,6 @@
 """`kbert predict --file` and `kbert embed` with --runner: the pipeline of
 keras_bert_impl.pipelines.InferencePipeline, fed the same model the one-process commands build."""
 
-import argparse
 import functools
 import sys
 
@@ -31,7 +30,7 @@ def run_predict(args):
     output = _check_output(args)
     # Loaded here once, so a missing or unusable model is one line before any worker starts, and
     # every line is read as the workers will read it (a bad one refused here, not on a worker).
-    setup = load_for_inference(_local_model(args), has_text_b=False)
+    setup = load_for_inference(file_paths.with_local_model(args), has_text_b=False)
     check = RowPredictor(setup, args.batch_size, args.threshold).check_file
     shards = _shards(args.file, "--file", args, check)
     predictor = functools.partial(_Predictor, args)
@@ -46,14 +45,8 @@ def run_embed(args):
     options = beam_options(args)  # first: remote paths are read with its options
     output = _check_output(args)
     shards = _shards(args.file, "FILE", args)
-    encoder_from_args(_local_model(args))  # checks the model and flags here, before any worker
+    encoder_from_args(file_paths.with_local_model(args))  # checks the model and flags here, before any worker
     return _run(args, options, shards, functools.partial(_Encoder, args), output, "embeddings", None)
-
-
-def _local_model(args):
-    """`args` with --model as a local path: a remote model (gs://...) copied to this machine, as
-    each worker copies it for itself (Keras loads local files)."""
-    return argparse.Namespace(**dict(vars(args), model=file_paths.local_copy(args.model)))
 
 
 def _run(args, options, shards, load, output, kind, blank_row):
@@ -136,7 +129,7 @@ class _Predictor:
         from keras_bert_impl.commands.inference_setup import load_for_inference
         from keras_bert_impl.commands.predict_rows import RowPredictor
 
-        setup = load_for_inference(_local_model(args), has_text_b=False)
+        setup = load_for_inference(file_paths.with_local_model(args), has_text_b=False)
         self.task, self.predictor = setup.task, RowPredictor(setup, args.batch_size, args.threshold)
 
     def infer(self, lines):
@@ -152,7 +145,7 @@ class _Encoder:
     def __init__(self, args):
         from keras_bert_impl.commands.encoder_flags import encoder_from_args
 
-        self.encoder, _ = encoder_from_args(_local_model(args))
+        self.encoder, _ = encoder_from_args(file_paths.with_local_model(args))
 
     def infer(self, texts):
         return list(self.encoder.encode(texts))

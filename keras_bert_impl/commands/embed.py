@@ -4,6 +4,7 @@ import json
 import os
 import sys
 
+from keras_bert_impl import file_paths
 from keras_bert_impl.commands import beam_inference
 from keras_bert_impl.commands.encoder_flags import (
     add_encoder_flags,
@@ -45,13 +46,18 @@ def run(args):
     if args.runner != LOCAL:
         return beam_inference.run_embed(args)
     check_runner_flags(args)
+    if file_paths.is_remote(args.output):
+        raise UsageError(
+            f"--output {args.output!r} is a cloud path: without --runner `kbert embed` writes a local "
+            "file. Write it here, or add --runner direct (its output folder may be in a bucket)."
+        )
     if not args.output.endswith(FORMATS):
         raise UsageError(f"--output must end in .npy or .jsonl. Received: {args.output!r}")
     if os.path.isdir(args.output):
         raise UsageError(f"--output {args.output!r} is a folder: give a file name ending in .npy or .jsonl.")
     refuse_existing(args, "output")
     total = check_text_file(args.file, "FILE")
-    encoder, description = encoder_from_args(args)
+    encoder, description = encoder_from_args(file_paths.with_local_model(args))  # FILE is read where it is
     print(
         f"Embedding {total} lines of {args.file} with {description} ({args.pooling} pooling, layers "
         f"{args.layer}, {encoder.dim} dimensions)",

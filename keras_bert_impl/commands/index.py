@@ -1,10 +1,12 @@
 """`kbert index`: a searchable folder of a text file's sentence vectors."""
 
+import io
 import itertools
 import os
 import sys
 import time
 
+from keras_bert_impl import file_paths
 from keras_bert_impl.commands.encoder_flags import (
     add_encoder_flags,
     encoder_from_args,
@@ -54,6 +56,11 @@ def add_parser(subparsers):
 
 
 def run(args):
+    if file_paths.is_remote(args.output):
+        raise UsageError(
+            f"--output {args.output!r} is a cloud path: `kbert index` writes a local folder, which "
+            "`kbert search` reads. Write it here, then copy it where it belongs."
+        )
     if os.path.exists(args.output) and not os.path.isfile(os.path.join(args.output, "manifest.json")):
         raise UsageError(
             f"--output {args.output!r} exists and is not an index folder: choose a new path (nothing there "
@@ -67,7 +74,7 @@ def run(args):
 
     encoder, start, total, texts, vectors = _vectors(args)
     embedded = time.perf_counter()
-    config = dict(encoder.config(), model=os.path.abspath(args.model))
+    config = dict(encoder.config(), model=file_paths.absolute(args.model))
     index = VectorIndex(vectors, texts, encoder.fingerprint(), config, method=args.method)
     index.save(args.output)
     built = time.perf_counter()
@@ -86,14 +93,15 @@ def _vectors(args):
     their vectors): FILE's lines embedded, or a `kbert embed --runner` folder's vectors."""
     import numpy as np
 
-    if os.path.isdir(args.file):
-        encoder, _ = encoder_from_args(args, normalize=True)
+    local_model = file_paths.with_local_model(args)  # FILE is read where it is
+    if file_paths.is_folder(args.file):
+        encoder, _ = encoder_from_args(local_model, normalize=True)
         return (encoder, time.perf_counter(), *_embedding_shards(args, encoder))
     total = check_text_file(args.file, "FILE")
     texts = [text for text in read_lines(args.file, "FILE") if text.strip()]
     if not texts:
         raise UsageError(f"FILE {args.file!r} has only blank lines: give a file with one sentence per line.")
-    encoder, description = encoder_from_args(args, normalize=True)
+    encoder, description = encoder_from_args(local_model, normalize=True)
     print(f"Indexing {len(texts)} lines of {args.file} with {description}", file=sys.stderr)
     start = time.perf_counter()
     vectors = np.concatenate(list(encoder.encode_stream(texts, progress=progress_bar(len(texts), "index"))))
@@ -112,7 +120,7 @@ def _embedding_shards(args, encoder):
     manifest = _checked_manifest(args)
     texts, vectors = [], []
     for shard in manifest["shards"]:
-        block = np.load(os.path.join(args.file, shard["file"]))
+        block = np.load(io.BytesIO(file_paths.read_bytes(file_paths.join(args.file, shard["file"]))))
         lines = itertools.islice(
             read_lines(shard["input"], "FILE"),
             shard["first_line"] - 1,
@@ -156,7 +164,7 @@ def _checked_manifest(args):
     if (
         manifest.get("kind") != "embeddings"
         or differing
-        or os.path.abspath(settings.get("model", "")) != os.path.abspath(args.model)
+        or file_paths.absolute(settings.get("model", "")) != file_paths.absolute(args.model)
     ):
         raise UsageError(
             f"FILE {args.file!r} holds {manifest.get('kind')} of --model {settings.get('model')!r}"

@@ -1,7 +1,6 @@
 """Reading the text files the inspection commands take: one text per line, UTF-8 (a
 byte-order mark allowed), read lazily so that files of any size stream through."""
 
-import os
 import sys
 
 from keras_bert_impl import file_paths
@@ -11,7 +10,7 @@ from keras_bert_impl.commands.errors import UsageError
 def check_text_file(path, flag):
     """Raises UsageError unless `path` is a non-empty UTF-8 text file; returns its line count.
     (A pass of its own, so a bad file is refused before any model is loaded or output written.)"""
-    if not os.path.isfile(path):
+    if not file_paths.is_file(path):
         raise UsageError(f"{flag} {path!r}: no such file.")
     count = 0
     for _ in read_lines(path, flag):

@@ -146,6 +146,29 @@ def test_embed_and_predict_from_gcs(bucket, tiny_classifier, tmp_path, capsys): 
     vectors = np.concatenate([np.load(tmp_path / "embeddings" / s["file"]) for s in manifest["shards"]])
     np.testing.assert_allclose(vectors, np.load(tmp_path / "one.npy"), rtol=0, atol=1e-5)
 
+    # kbert index of those shards where they lie, and of the text in the bucket in one process:
+    # the index of the local text, with the model copied down from the bucket.
+    assert kbert("index", texts, "--model", tiny_classifier, *flags, "--output", tmp_path / "local") == 0
+    for source, name in ((out, "shards"), (text, "text")):
+        assert kbert("index", source, "--model", model, *flags, "--output", tmp_path / name) == 0
+        got = np.load(tmp_path / name / "vectors.npy")
+        np.testing.assert_allclose(got, np.load(tmp_path / "local" / "vectors.npy"), rtol=0, atol=1e-5)
+        assert (tmp_path / name / "texts.jsonl").read_text() == (
+            tmp_path / "local" / "texts.jsonl"
+        ).read_text()
+        assert json.loads((tmp_path / name / "manifest.json").read_text())["encoder"]["model"] == model
+    # kbert embed in one process of the text and model in the bucket; its output stays here.
+    assert kbert("embed", text, "--model", model, *flags, "--output", tmp_path / "in_one.npy") == 0
+    np.testing.assert_allclose(
+        np.load(tmp_path / "in_one.npy"), np.load(tmp_path / "one.npy"), rtol=0, atol=0
+    )
+    capsys.readouterr()
+    for command, source in (("index", out), ("embed", text)):
+        target = f"gs://{BUCKET}/{command}.npy"
+        assert kbert(command, source, "--model", model, *flags, "--output", target) == 2
+        err = capsys.readouterr().err
+        assert f"--output '{target}' is a cloud path" in err and len(err.strip().splitlines()) == 1, err
+
     capsys.readouterr()  # kbert embed's report
     assert kbert("predict", "--model", tiny_classifier, "--file", texts, *flags, "--json") == 0
     expected = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
