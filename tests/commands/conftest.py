@@ -1,7 +1,9 @@
 """Fixtures the command tests share: a one-layer BERT with the real MiniLM vocabulary, real MR
 rows to train and validate on, and a finished run of the one on the other."""
 
+import contextlib
 import csv
+import io
 import os
 
 import pytest
@@ -48,8 +50,10 @@ def mr_files(tmp_path_factory):
 @pytest.fixture(scope="session")
 def tiny_run(tiny_init, mr_files, tmp_path_factory):
     """A finished `kbert finetune` classification run of `tiny_init` on `mr_files` (one epoch,
-    length 32, batch 8), trained once per test run (tests/run_once.py) for the modules that only
-    read it: test_cli_errors and test_sigterm each trained the same run for themselves."""
+    length 32, batch 8), trained once per test run (tests/run_once.py) for the tests that only
+    read it or start from it (test_cli_errors, test_sigterm, test_training_commands' checks of a
+    classification run and its QAT continuation each trained the same run for themselves). Its
+    command's stderr is kept beside it: `tiny_run_stderr`."""
     from keras_bert_impl.cli import main
 
     train, dev = mr_files
@@ -59,7 +63,18 @@ def tiny_run(tiny_init, mr_files, tmp_path_factory):
         argv = ["finetune", "--task", "classification", "--train", train, "--validation", dev]
         argv += ["--init", tiny_init, "--output", run, "--epochs", "1", "--seq-len", "32"]
         argv += ["--batch-size", "8", "--quiet", "--no-header", "--columns", "label,text"]
-        assert main(argv) == 0
+        err = io.StringIO()
+        with contextlib.redirect_stderr(err):
+            status = main(argv)
+        assert status == 0, err.getvalue()[-3000:]
+        (folder / "finetune.stderr").write_text(err.getvalue(), encoding="utf-8")
         return run
 
     return once_per_run(tmp_path_factory, "tiny_run", build)
+
+
+@pytest.fixture(scope="session")
+def tiny_run_stderr(tiny_run):
+    """What `tiny_run`'s `kbert finetune` wrote to stderr (its label counts among it)."""
+    with open(os.path.join(os.path.dirname(tiny_run), "finetune.stderr"), encoding="utf-8") as f:
+        return f.read()

@@ -5,6 +5,7 @@ every bad input the training issue lists, refused before training starts."""
 import csv
 import json
 import os
+import pathlib
 import shutil
 import subprocess
 import sys
@@ -51,13 +52,12 @@ def _json_line(text):
     return json.loads(text.strip().splitlines()[-1])
 
 
-@pytest.mark.slow  # about 20 s or more: fine-tunes, evaluates and predicts through the CLI
-def test_classification_finetune_evaluate_predict(tiny_init, mr_files, tmp_path, capsys):
-    train, dev = mr_files
-    run = tmp_path / "run"
-    assert (
-        _finetune(tiny_init, run, "classification", train, dev, "--no-header", "--columns", "label,text") == 0
-    )
+@pytest.mark.slow  # about 20 s or more: evaluates and predicts through the CLI (and the shared fine-tune)
+def test_classification_finetune_evaluate_predict(tiny_run, tiny_run_stderr, mr_files, tmp_path, capsys):
+    """`tiny_run` is this fine-tune: `_finetune(tiny_init, run, "classification", train, dev,
+    "--no-header", "--columns", "label,text")`, trained once for the tests that read it."""
+    _, dev = mr_files
+    run = pathlib.Path(tiny_run)
     # One epoch: the best epoch is the final model (no best.keras copy), the backup is gone.
     assert sorted(os.listdir(run)) == ["logs", "metrics.json", "model.keras", "run.json", "task.json"]
     model = keras.saving.load_model(run / "model.keras")
@@ -67,7 +67,7 @@ def test_classification_finetune_evaluate_predict(tiny_init, mr_files, tmp_path,
     assert os.listdir(run / "logs")  # TensorBoard event files
     with open(run / "metrics.json") as f:
         metrics = json.load(f)
-    assert "labels: --train '-1' 40, '1' 40; --validation '-1' 20, '1' 20" in capsys.readouterr().err
+    assert "labels: --train '-1' 40, '1' 40; --validation '-1' 20, '1' 20" in tiny_run_stderr
 
     # evaluate reads the layout (headerless, label,text) from the run's task.json.
     assert main(["evaluate", "--model", str(run), "--data", dev, "--json"]) == 0
@@ -421,26 +421,46 @@ def test_interrupted_then_rerun_gives_the_uninterrupted_weights_across_an_epoch_
     assert history["val_loss"][1] == reference_history["val_loss"][1]
 
 
+# The fixtures each head fine-tunes on (train, validation, extra flags).
+HEADS = {
+    "pair": ("nli_pairs.tsv", "nli_pairs.tsv", ()),
+    "multilabel": ("topics_train.jsonl", "topics_dev.jsonl", ()),
+    "tagging": ("ner_train.conll", "ner_train.conll", ()),
+    "squad": (
+        "squad_v1.1_sample.json",
+        "squad_v1.1_sample.json",
+        ("--doc-stride", "8", "--max-query-length", "12"),
+    ),
+}
+
+
+@pytest.fixture(scope="module")
+def head_run(tiny_init, tmp_path_factory):
+    """`head_run(task)`: the run folder of `_finetune(tiny_init, run, task, *HEADS[task])`, trained
+    the first time a test of this module asks for it (the tagger and the span labeler are read by
+    two tests each)."""
+    runs = {}
+
+    def get(task):
+        if task not in runs:
+            train, dev, extra = HEADS[task]
+            run = tmp_path_factory.mktemp(task) / "run"
+            train, dev = os.path.join(FIXTURES, train), os.path.join(FIXTURES, dev)
+            assert _finetune(tiny_init, run, task, train, dev, *extra) == 0
+            runs[task] = run
+        return runs[task]
+
+    return get
+
+
 @pytest.mark.parametrize(
-    "task, train, dev, metric, extra",
-    [
-        ("pair", "nli_pairs.tsv", "nli_pairs.tsv", "accuracy", ()),
-        ("multilabel", "topics_train.jsonl", "topics_dev.jsonl", "micro_f1", ()),
-        ("tagging", "ner_train.conll", "ner_train.conll", "entity_f1", ()),
-        (
-            "squad",
-            "squad_v1.1_sample.json",
-            "squad_v1.1_sample.json",
-            "exact_match",
-            ("--doc-stride", "8", "--max-query-length", "12"),
-        ),
-    ],
+    "task, metric",
+    [("pair", "accuracy"), ("multilabel", "micro_f1"), ("tagging", "entity_f1"), ("squad", "exact_match")],
 )
 @pytest.mark.slow  # about 20 s or more: a fine-tune and an evaluation for each head
-def test_every_head_finetunes_and_evaluates(tiny_init, tmp_path, capsys, task, train, dev, metric, extra):
-    run = tmp_path / "run"
-    train, dev = os.path.join(FIXTURES, train), os.path.join(FIXTURES, dev)
-    assert _finetune(tiny_init, run, task, train, dev, *extra) == 0
+def test_every_head_finetunes_and_evaluates(head_run, capsys, task, metric):
+    run = head_run(task)
+    dev = os.path.join(FIXTURES, HEADS[task][1])
     capsys.readouterr()
     assert main(["evaluate", "--model", str(run), "--data", dev, "--json"]) == 0
     evaluated = _json_line(capsys.readouterr().out)
@@ -449,16 +469,9 @@ def test_every_head_finetunes_and_evaluates(tiny_init, tmp_path, capsys, task, t
         assert json.load(f)["validation"][metric] == pytest.approx(evaluated[metric], abs=1e-9)
 
 
-@pytest.mark.slow  # about 20 s or more: fine-tunes a tagger and a span labeler
-def test_predict_tags_words_and_answers_questions(tiny_init, tmp_path, capsys):
-    tagger, reader = tmp_path / "tagger", tmp_path / "reader"
-    conll = os.path.join(FIXTURES, "ner_train.conll")
-    assert _finetune(tiny_init, tagger, "tagging", conll, conll) == 0
-    squad = os.path.join(FIXTURES, "squad_v1.1_sample.json")
-    assert (
-        _finetune(tiny_init, reader, "squad", squad, squad, "--doc-stride", "8", "--max-query-length", "12")
-        == 0
-    )
+@pytest.mark.slow  # about 20 s or more: fine-tunes a tagger and a span labeler (or reads the shared ones)
+def test_predict_tags_words_and_answers_questions(head_run, tmp_path, capsys):
+    tagger, reader = head_run("tagging"), head_run("squad")
     capsys.readouterr()
     assert main(["predict", "--model", str(tagger), "--json", "Airbus delivered 735 jets in 2023"]) == 0
     tags = _json_line(capsys.readouterr().out)["tags"]
@@ -800,21 +813,28 @@ def test_steps_zero_and_preset_vocab_mismatch(tiny_init, tmp_path, capsys, data_
     assert not (tmp_path / "p").exists() and not (tmp_path / "f").exists()
 
 
-# Two logical CPU devices must be configured before TensorFlow starts: a fresh process.
+# Two logical CPU devices must be configured before TensorFlow starts: a fresh process. One
+# process runs every command of the mirrored tests (argv lists as JSON in argv[1]) and writes each
+# one's exit status and stderr to the JSON file argv[2]: each TensorFlow start costs 8-10 s.
 MIRRORED = r"""
-import sys
+import contextlib, io, json, sys
 import tensorflow as tf
 cpu = tf.config.list_physical_devices("CPU")[0]
 tf.config.set_logical_device_configuration(cpu, [tf.config.LogicalDeviceConfiguration()] * 2)
 from keras_bert_impl.cli import main
-sys.exit(main(sys.argv[1:]))
+results = {}
+for name, argv in json.loads(sys.argv[1]).items():
+    err = io.StringIO()
+    with contextlib.redirect_stderr(err):
+        results[name] = {"returncode": main(argv), "stderr": err.getvalue()}
+with open(sys.argv[2], "w") as f:
+    json.dump(results, f)
 """
 
 
-@pytest.mark.slow  # about 30 s: a child process imports TensorFlow and loads the model to refuse
-def test_batch_size_not_divisible_by_replicas(tiny_init, tmp_path):
+def _mirrored_argv(init, output, *extra):
     sentiment = os.path.join(FIXTURES, "sentiment_train.csv")
-    argv = [
+    return [
         "finetune",
         "--task",
         "classification",
@@ -823,78 +843,37 @@ def test_batch_size_not_divisible_by_replicas(tiny_init, tmp_path):
         "--validation",
         sentiment,
         "--init",
-        tiny_init,
+        init,
         "--output",
-        str(tmp_path / "run"),
+        str(output),
         "--strategy",
         "mirrored",
-        "--batch-size",
-        "7",
+        *extra,
     ]
-    env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3", PYTHONPATH=REPO, KERAS_BACKEND="tensorflow")
-    done = subprocess.run(
-        [sys.executable, "-c", MIRRORED, *argv], capture_output=True, text=True, env=env, timeout=300
-    )
-    assert done.returncode == 2, done.stderr[-2000:]
-    assert (
-        "--batch-size 7 does not split over the 2 replicas of --strategy mirrored: use a multiple of 2"
-        in done.stderr
-    )
-    assert not (tmp_path / "run").exists()
 
 
-@pytest.mark.slow  # about 30 s: a child process imports TensorFlow and loads the model to refuse
-def test_xla_over_mirrored_cpu_devices_is_refused(tiny_init, tmp_path):
-    sentiment = os.path.join(FIXTURES, "sentiment_train.csv")
-    argv = [
-        "finetune",
-        "--task",
-        "classification",
-        "--train",
-        sentiment,
-        "--validation",
-        sentiment,
-        "--init",
-        tiny_init,
-        "--output",
-        str(tmp_path / "run"),
-        "--strategy",
-        "mirrored",
-        "--batch-size",
-        "8",
-        "--xla",
-    ]
-    env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3", PYTHONPATH=REPO, KERAS_BACKEND="tensorflow")
-    done = subprocess.run(
-        [sys.executable, "-c", MIRRORED, *argv], capture_output=True, text=True, env=env, timeout=300
-    )
-    assert done.returncode == 2, done.stderr[-2000:]
-    assert "--xla with --strategy mirrored over 2 CPU devices" in done.stderr and "Drop --xla" in done.stderr
-    assert not (tmp_path / "run").exists()
-
-
-@pytest.mark.slow  # about 60 s: fine-tunes on one device and on two, with a backup every 3 steps
-def test_mirrored_finetune_trains_like_one_device(mr_files, tmp_path):
-    """`kbert finetune --strategy mirrored` end to end: 83 rows at batch 8 end each epoch on a
-    partial batch of 3, which two replicas split 2 and 1 (seed 0 shuffles it to the front);
-    the backups, that first batch and its weighting all once broke mirrored training."""
-    init = save_small_bert(tmp_path, dropout=0.0)  # no dropout: the two runs draw no masks
+@pytest.fixture(scope="module")
+def mirrored(tiny_init, mr_files, tmp_path_factory):
+    """The commands of the three mirrored tests below, run in one child process over two logical
+    CPU devices: {"folder", "results": {name: {"returncode", "stderr"}}}. The two refusals come
+    after the two trainings, so that they cannot change what the trainings compare."""
+    folder = tmp_path_factory.mktemp("mirrored")
+    init = save_small_bert(folder, dropout=0.0)  # no dropout: the two runs draw no masks
     train, dev = mr_files
     with open(train, encoding="utf-8", newline="") as f, open(dev, encoding="utf-8", newline="") as g:
         rows = list(csv.reader(f)) + list(csv.reader(g))[:3]  # quoted fields, some with line breaks inside
-    with open(tmp_path / "train83.csv", "w", encoding="utf-8", newline="") as f:
+    with open(folder / "train83.csv", "w", encoding="utf-8", newline="") as f:
         csv.writer(f, quoting=csv.QUOTE_ALL).writerows(rows)
-    env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3", PYTHONPATH=REPO, KERAS_BACKEND="tensorflow")
-    weights = {}
+    commands = {}
     for strategy in ("one-device", "mirrored"):
-        argv = [
+        commands[strategy] = [
             "finetune",
             "--task",
             "classification",
             "--init",
             init,
             "--train",
-            str(tmp_path / "train83.csv"),
+            str(folder / "train83.csv"),
             "--validation",
             dev,
             "--no-header",
@@ -916,14 +895,57 @@ def test_mirrored_finetune_trains_like_one_device(mr_files, tmp_path):
             "--strategy",
             strategy,
             "--output",
-            str(tmp_path / strategy),
+            str(folder / strategy),
         ]
-        done = subprocess.run(
-            [sys.executable, "-c", MIRRORED, *argv], capture_output=True, text=True, env=env, timeout=600
-        )
-        assert done.returncode == 0, done.stderr[-3000:]
-        assert f"on {1 if strategy == 'one-device' else 2} replica(s)" in done.stderr
-        weights[strategy] = keras.saving.load_model(str(tmp_path / strategy / "model.keras")).get_weights()
+    commands["batch_size_7"] = _mirrored_argv(tiny_init, folder / "batch_size_7", "--batch-size", "7")
+    commands["xla"] = _mirrored_argv(tiny_init, folder / "xla", "--batch-size", "8", "--xla")
+    env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3", PYTHONPATH=REPO, KERAS_BACKEND="tensorflow")
+    results = folder / "results.json"
+    done = subprocess.run(
+        [sys.executable, "-c", MIRRORED, json.dumps(commands), str(results)],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=900,
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    return {"folder": folder, "results": json.loads(results.read_text())}
+
+
+@pytest.mark.slow  # about 30 s: a child process imports TensorFlow and loads the model to refuse
+def test_batch_size_not_divisible_by_replicas(mirrored):
+    done = mirrored["results"]["batch_size_7"]
+    assert done["returncode"] == 2, done["stderr"][-2000:]
+    assert (
+        "--batch-size 7 does not split over the 2 replicas of --strategy mirrored: use a multiple of 2"
+        in done["stderr"]
+    )
+    assert not (mirrored["folder"] / "batch_size_7").exists()
+
+
+@pytest.mark.slow  # about 30 s: a child process imports TensorFlow and loads the model to refuse
+def test_xla_over_mirrored_cpu_devices_is_refused(mirrored):
+    done = mirrored["results"]["xla"]
+    assert done["returncode"] == 2, done["stderr"][-2000:]
+    assert (
+        "--xla with --strategy mirrored over 2 CPU devices" in done["stderr"]
+        and "Drop --xla" in done["stderr"]
+    )
+    assert not (mirrored["folder"] / "xla").exists()
+
+
+@pytest.mark.slow  # about 60 s: fine-tunes on one device and on two, with a backup every 3 steps
+def test_mirrored_finetune_trains_like_one_device(mirrored):
+    """`kbert finetune --strategy mirrored` end to end: 83 rows at batch 8 end each epoch on a
+    partial batch of 3, which two replicas split 2 and 1 (seed 0 shuffles it to the front);
+    the backups, that first batch and its weighting all once broke mirrored training."""
+    weights = {}
+    for strategy in ("one-device", "mirrored"):
+        done = mirrored["results"][strategy]
+        assert done["returncode"] == 0, done["stderr"][-3000:]
+        assert f"on {1 if strategy == 'one-device' else 2} replica(s)" in done["stderr"]
+        path = mirrored["folder"] / strategy / "model.keras"
+        weights[strategy] = keras.saving.load_model(str(path)).get_weights()
     gap = max(float(np.max(np.abs(a - b))) for a, b in zip(weights["one-device"], weights["mirrored"]))
     print("max weight difference, one device vs mirrored:", gap)
     assert gap < 1e-5
@@ -989,16 +1011,17 @@ def test_mixed_precision_trains_and_resumes(tiny_init, tmp_path, capsys, monkeyp
 
 
 @pytest.mark.slow  # about 40 s or more: a fine-tune, its quantization-aware training and an export
-def test_qat_continues_a_classifier_and_exports_its_integer_file(tiny_init, mr_files, tmp_path, capsys):
+def test_qat_continues_a_classifier_and_exports_its_integer_file(tiny_run, mr_files, tmp_path, capsys):
     """`kbert finetune --qat` from a finished run keeps its head, writes a QuantizationAwareClassifier
     that evaluates and predicts like any head, and `kbert export --quantizations int8_only` converts it
-    with the ranges it learned: no --calibration, every tensor integer (issue 31, item 2)."""
+    with the ranges it learned: no --calibration, every tensor integer (issue 31, item 2). The
+    finished float run is `tiny_run`: `_finetune(tiny_init, float_run, "classification", train,
+    dev, "--no-header", "--columns", "label,text")`, shared."""
     from keras_bert_impl.conversion.tflite_targets import TfliteTargets
 
     train, dev = mr_files
     layout = ["--no-header", "--columns", "label,text"]
-    float_run, qat_run = tmp_path / "float", tmp_path / "qat"
-    assert _finetune(tiny_init, float_run, "classification", train, dev, *layout) == 0
+    float_run, qat_run = pathlib.Path(tiny_run), tmp_path / "qat"
     assert (
         _finetune(
             str(float_run), qat_run, "classification", train, dev, *layout, "--qat", "--learning-rate", "1e-5"
