@@ -233,7 +233,8 @@ class BertPreprocessor(keras.layers.Layer):
                 "unless the mismatch is intended.",
                 stacklevel=2,
             )
-        self.vocabulary = vocabulary
+        # A plain attribute, as BertBackbone.set_vocabulary keeps it: no tracker walks its tokens.
+        object.__setattr__(self, "vocabulary", vocabulary)
         self.lowercase = bool(lowercase)
         self.pad_id, self.unk_id, self.cls_id, self.sep_id = special_token_ids(
             vocabulary, "[PAD]", "[UNK]", "[CLS]", "[SEP]"
