@@ -13,6 +13,10 @@ VENVS = {"jax": ".venv-jax", "torch": ".venv-torch"}
 # most of their time (a tiny classifier's 3-epoch fit: 11.6 CPU-s at the default level, 4.1 at
 # 0). The HLO, hence what is computed and every shape or dtype error, is the same.
 JAX_XLA_FLAGS = "--xla_backend_optimization_level=0"
+# PyTorch on one CPU thread: the children's tensors are tiny (a 16-wide model, 48 sentences),
+# and a second OpenMP thread only spun waiting for work, on CI's two shared cores (the
+# workout: 40 CPU-s with the default threads, 14 with one).
+TORCH_THREADS = "1"
 
 
 def run_backend_child(backend, script, *args, xla_flags=(), timeout=900):
@@ -21,6 +25,8 @@ def run_backend_child(backend, script, *args, xla_flags=(), timeout=900):
     env = {"KERAS_BACKEND": backend}
     if backend == "jax":
         env["XLA_FLAGS"] = " ".join([JAX_XLA_FLAGS, *xla_flags])
+    if backend == "torch":
+        env["OMP_NUM_THREADS"] = TORCH_THREADS
     return run_in_side_venv(VENVS[backend], script, *args, env=env, timeout=timeout)
 
 
