@@ -5,18 +5,18 @@ mixed precision through fit, save and load, and a model trained with `create_opt
 in a fresh process (saved on TensorFlow, loaded there).
 
 Each check runs in a side venv without TensorFlow (tests/side_venv.py): backend_child.py's
-`edges` mode, and fresh_load_child.py for a process that imports only keras_bert_impl.
+`edges` mode, and fresh_load_child.py for a process that imports only keras_bert_impl (one
+process per backend for both of its loads).
 """
 
-import json
 import os
 
 import numpy as np
 import pytest
 
-from tests.backends.test_backends import BACKENDS, VENVS, run_child
+from tests.backends.side_run import last_json, run_backend_child
+from tests.backends.test_backends import BACKENDS, run_child
 from tests.conftest import REPO
-from tests.side_venv import run_in_side_venv
 
 # A side-venv subprocess per backend and check (the PyTorch venv takes ~30 s to import torch).
 pytestmark = pytest.mark.slow
@@ -70,16 +70,19 @@ def saved_on_tensorflow(tmp_path_factory):
 @pytest.fixture(scope="module")
 def edges(saved_on_tensorflow):
     return {
-        backend: json.loads(
-            run_child(backend, "edges", saved_on_tensorflow["text_in"]).strip().splitlines()[-1]
-        )
+        backend: last_json(run_child(backend, "edges", saved_on_tensorflow["text_in"]))
         for backend in BACKENDS
     }
 
 
-def fresh_load(backend, path, *flags):
-    out = run_in_side_venv(VENVS[backend], FRESH_LOAD_CHILD, path, *flags, env={"KERAS_BACKEND": backend})
-    return json.loads(out.strip().splitlines()[-1])
+@pytest.fixture(scope="module")
+def fresh_loads(saved_on_tensorflow):
+    """fresh_load_child.py on the trained classifier, one process per backend: a load before
+    and one after `import keras_bert_impl.training`."""
+    return {
+        backend: last_json(run_backend_child(backend, FRESH_LOAD_CHILD, saved_on_tensorflow["trained"]))
+        for backend in BACKENDS
+    }
 
 
 @pytest.mark.parametrize("backend", BACKENDS)
@@ -148,24 +151,22 @@ def test_a_mixed_precision_head_keeps_its_policy_and_loss_scaling_through_save_a
 
 
 @pytest.mark.parametrize("backend", BACKENDS)
-def test_a_model_trained_with_create_optimizer_loads_after_import_keras_bert_impl(
-    backend, saved_on_tensorflow
-):
+def test_a_model_trained_with_create_optimizer_loads_after_import_keras_bert_impl(backend, fresh_loads):
     """`import keras_bert_impl` registers what the library saves: a .keras file with
     create_optimizer's GlobalClipAdamW and WarmupPolynomialDecay failed to load ("Could not
     locate class 'GlobalClipAdamW'") unless the script had imported keras_bert_impl.training."""
-    report = fresh_load(backend, saved_on_tensorflow["trained"])
+    report = fresh_loads[backend]["plain"]
     assert report.get("optimizer") == "GlobalClipAdamW", report
     assert report["iterations"] == 2, report  # the saved state: two steps taken on TensorFlow
 
 
 @pytest.mark.parametrize("backend", BACKENDS)
 def test_a_reloaded_create_optimizer_still_exempts_layer_norm_and_bias_from_weight_decay(
-    backend, saved_on_tensorflow
+    backend, fresh_loads
 ):
     """Keras' AdamW does not save `exclude_from_weight_decay`'s names: reloaded, it decayed
     every LayerNorm gamma/beta and bias that create_optimizer exempts, as BERT does."""
-    report = fresh_load(backend, saved_on_tensorflow["trained"], "import-training")
+    report = fresh_loads[backend]["import_training"]
     exempt = [path for path in report["trainable"] if path.rsplit("/", 1)[-1] in ("gamma", "beta", "bias")]
     assert exempt and report["decayed"], report
     assert not set(report["decayed"]) & set(exempt), sorted(set(report["decayed"]) & set(exempt))

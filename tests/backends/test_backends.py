@@ -6,7 +6,6 @@ build), each with Keras 3.15.1 and this repository on PYTHONPATH (`make backend-
 `make test` builds them). The TensorFlow side here computes the references.
 """
 
-import json
 import os
 import subprocess
 
@@ -14,24 +13,22 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
+from tests.backends.side_run import VENVS, last_json, run_backend_child
 from tests.conftest import DATA, REPO
-from tests.side_venv import run_in_side_venv, side_python
+from tests.side_venv import side_python
 
 # Subprocesses of a few minutes in all (make test runs them; make test-fast needs no side venv).
 pytestmark = pytest.mark.slow
 
 CHILD = os.path.join(REPO, "tests", "backends", "backend_child.py")
-VENVS = {"jax": ".venv-jax", "torch": ".venv-torch"}
 BACKENDS = sorted(VENVS)
 # Real MR sentences of several lengths (file order), padded to the longest of the batch.
 PARITY_SENTENCES = 48
 
 
-def run_child(backend, *args, env=None, timeout=900):
+def run_child(backend, *args, xla_flags=(), timeout=900):
     """Runs backend_child.py on `backend`; returns its stdout (the JSON report, if any)."""
-    return run_in_side_venv(
-        VENVS[backend], CHILD, *args, env={"KERAS_BACKEND": backend, **(env or {})}, timeout=timeout
-    )
+    return run_backend_child(backend, CHILD, *args, xla_flags=xla_flags, timeout=timeout)
 
 
 @pytest.fixture(scope="module")
@@ -40,10 +37,7 @@ def workouts(tmp_path_factory):
     reports = {}
     for backend in BACKENDS:
         folder = str(tmp_path_factory.mktemp(f"workout_{backend}"))
-        reports[backend] = (
-            json.loads(run_child(backend, "workout", folder).strip().splitlines()[-1]),
-            folder,
-        )
+        reports[backend] = (last_json(run_child(backend, "workout", folder)), folder)
     return reports
 
 
@@ -205,10 +199,8 @@ def test_jax_data_parallel_over_two_devices_gives_the_one_device_losses():
     """keras.distribution.DataParallel over two host devices: the same per-step losses as one
     device, with clipping active and rows of different lengths and masked-LM weights, so each
     device's share differs (the JAX twin of tests/training/test_strategy.py's mirrored check)."""
-    report = json.loads(
-        run_child("jax", "data-parallel", env={"XLA_FLAGS": "--xla_force_host_platform_device_count=2"})
-        .strip()
-        .splitlines()[-1]
+    report = last_json(
+        run_child("jax", "data-parallel", xla_flags=["--xla_force_host_platform_device_count=2"])
     )
     assert len(report["devices"]) == 2, report["devices"]
     assert report["mesh_shape"] == [2] and report["batch_layout_axes"][0] == "batch", (
