@@ -63,9 +63,10 @@ def _clean_environment(**extra):
 @pytest.mark.parametrize("preset", ["bert_tiny", "bert_base"])
 def test_the_flop_count_matches_the_kernels_of_the_built_models(preset):
     config = BERT_PRESETS[preset]
-    pretrainer = BertPretrainer(BertBackbone(**config))
+    backbone = BertBackbone(**config)  # one for both heads: initializing BERT-base's costs seconds
+    pretrainer = BertPretrainer(backbone)
     assert forward_flops(config, 4, 128, predictions=20) == kernel_flops(pretrainer, 4, 128, predictions=20)
-    classifier = BertClassifier(BertBackbone(**config), num_classes=2)
+    classifier = BertClassifier(backbone, num_classes=2)
     assert forward_flops(config, 32, 64, num_classes=2) == kernel_flops(classifier, 32, 64)
     assert train_flops(config, 4, 128, predictions=20) == 3 * forward_flops(config, 4, 128, predictions=20)
 
