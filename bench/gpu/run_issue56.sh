@@ -36,13 +36,15 @@ rm -rf "$dump" "$profile"
 
 if [[ ${TINY:-0} == 1 ]]; then
   size=(--tiny --pretrain-steps 2 --warmup-steps 1 --deadline-s 600 --phase-reserve-s 0)
-  notriton=""
+  # XLA's CPU backend compiles without LLVM's optimizations in a fraction of the time, and the toy
+  # steps are few: compiling is most of this run.
+  xla_flags="--xla_backend_optimization_level=0"
   torch_flags=(--tiny --no-compile --warmup-steps 1 --deadline-s 600 --phase-reserve-s 0)
   export KBERT_PALLAS_INTERPRET=1  # the kernels interpreted on JAX's CPU backend
   limit_unfused=900 limit_fused=900 limit_torch=900 budget=${BUDGET_S:-3600}
 else
   size=(--pretrain-batches 512 --pretrain-steps 10 --warmup-steps 3 --deadline-s 140 --phase-reserve-s 30)
-  notriton="--xla_gpu_enable_triton_gemm=false"
+  xla_flags="--xla_gpu_enable_triton_gemm=false"
   torch_flags=(--pretrain-batches 512 --pretrain-steps 20 --latency-repeats 100 --deadline-s 200 --phase-reserve-s 40)
   limit_unfused=150 limit_fused=190 limit_torch=210
 fi
@@ -51,8 +53,8 @@ common="--phases pretrain inference --attention-dropout 0 ${size[*]}"
 # 1 and 2: gpu_bench through sweep.sh (each configuration its own process with its own XLA_FLAGS;
 # gpu_bench's --deadline-s keeps each inside its share of the limit).
 CARRY=$carry PYTHON=$python timeout $(( limit_unfused + limit_fused )) bash bench/gpu/sweep.sh "$out" \
-  unfused "$notriton" "$common" \
-  fused "$notriton --xla_dump_to=$dump --xla_dump_hlo_as_text" \
+  unfused "$xla_flags" "$common" \
+  fused "$xla_flags --xla_dump_to=$dump --xla_dump_hlo_as_text" \
   "$common --fused-kernels --profile-steps 3 --profile-dir $profile"
 site=$PWD
 [[ -d /tmp/site ]] && site="/tmp/site:$PWD"  # sweep.sh installed the carried Keras there, if it carries wheels
@@ -80,7 +82,7 @@ echo "=== torch_peer: exit ${PIPESTATUS[0]}" | tee -a "$log"
 # toy carry holds no MiniLM).
 left=$(( budget - (SECONDS - started) ))
 if [[ ${TINY:-0} != 1 && $left -gt 90 ]]; then
-  CARRY=$carry PYTHON=$python timeout $(( left - 15 )) bash bench/gpu/sweep.sh "$out" fused_finetune "$notriton" \
+  CARRY=$carry PYTHON=$python timeout $(( left - 15 )) bash bench/gpu/sweep.sh "$out" fused_finetune "$xla_flags" \
     "--phases finetune --fused-kernels --seeds 0 1 2 --deadline-s $(( left - 30 )) --phase-reserve-s 40"
 else
   echo "=== fused_finetune: skipped, $left s of the budget left" | tee -a "$log"

@@ -39,13 +39,15 @@ def kernel_flops(model, batch, seq_len, predictions=0):
     return total
 
 
-def _tiny_carry(tmp_path):
-    """A carry folder without wheels (.venv-jax has Keras) for the JAX CPU runs below."""
+@pytest.fixture(scope="module")
+def tiny_carry(tmp_path_factory):
+    """A carry folder without wheels (.venv-jax has Keras) for the JAX CPU runs below, made once for
+    the module: bench/gpu/prepare.py converts MiniLM and tokenizes MR, the same for every run."""
     from bench.gpu.prepare import main as prepare
 
     if not os.access(JAX_PYTHON, os.X_OK):
         pytest.fail(f"{JAX_PYTHON} is missing: run `make backend-venvs` (make test does it for you).")
-    carry = tmp_path / "carry"
+    carry = tmp_path_factory.mktemp("gpu_bench") / "carry"
     prepare(["--output", str(carry), "--no-wheels"])
     return carry
 
@@ -61,9 +63,10 @@ def _clean_environment(**extra):
 @pytest.mark.parametrize("preset", ["bert_tiny", "bert_base"])
 def test_the_flop_count_matches_the_kernels_of_the_built_models(preset):
     config = BERT_PRESETS[preset]
-    pretrainer = BertPretrainer(BertBackbone(**config))
+    backbone = BertBackbone(**config)  # one for both heads: initializing BERT-base's costs seconds
+    pretrainer = BertPretrainer(backbone)
     assert forward_flops(config, 4, 128, predictions=20) == kernel_flops(pretrainer, 4, 128, predictions=20)
-    classifier = BertClassifier(BertBackbone(**config), num_classes=2)
+    classifier = BertClassifier(backbone, num_classes=2)
     assert forward_flops(config, 32, 64, num_classes=2) == kernel_flops(classifier, 32, 64)
     assert train_flops(config, 4, 128, predictions=20) == 3 * forward_flops(config, 4, 128, predictions=20)
 
@@ -88,8 +91,10 @@ def test_the_datasheet_peak_is_found_by_device_kind():
 
 
 @pytest.mark.slow
-def test_the_gpu_bench_runs_on_the_jax_cpu_backend_at_tiny_sizes(tmp_path):
-    carry = _tiny_carry(tmp_path)
+def test_the_gpu_bench_runs_on_the_jax_cpu_backend_at_tiny_sizes(tiny_carry, sweep_run):
+    """Every phase but inference (gpu_bench's default phases) at toy sizes: sweep_run's `dumped`
+    configuration; its levers change nothing this test reads."""
+    carry = tiny_carry
     manifest = json.loads((carry / "manifest.json").read_text())
     assert (
         manifest["total_bytes"] < 60 * 2**20
@@ -101,29 +106,10 @@ def test_the_gpu_bench_runs_on_the_jax_cpu_backend_at_tiny_sizes(tmp_path):
         )  # [CLS]
         assert ids["test_labels"].sum() == 400  # the stratified split: 400 of each class held out
 
-    output = tmp_path / "tiny.json"
-    environment = _clean_environment(KERAS_BACKEND="jax", PYTHONPATH=REPO)
-    result = subprocess.run(
-        [
-            JAX_PYTHON,
-            "-m",
-            "bench.gpu.gpu_bench",
-            "--carry",
-            str(carry),
-            "--output",
-            str(output),
-            "--tiny",
-            "--seeds",
-            "0",
-        ],
-        capture_output=True,
-        text=True,
-        env=environment,
-        cwd=REPO,
-        timeout=900,
-    )
-    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
-    report = json.loads(output.read_text())
+    _, out, _ = sweep_run
+    log = (out / "sweep.log").read_text()
+    assert "=== dumped: exit 0" in log, log[-4000:]
+    report = json.loads((out / "dumped.json").read_text())
     assert "errors" not in report
     assert report["environment"]["keras_backend"] == "jax" and report["environment"]["jax"] == "0.11.2"
     assert report["environment"]["tensorflow_imported"] is False
@@ -138,30 +124,28 @@ def test_the_gpu_bench_runs_on_the_jax_cpu_backend_at_tiny_sizes(tmp_path):
     assert finetune["seed_spread_cpu_fp32"]["min"] <= finetune["seed_spread_cpu_fp32"]["max"]
 
 
-@pytest.mark.slow
-def test_the_levers_run_at_tiny_sizes_and_rbg_dropout_drops_its_rate(tmp_path):
-    """--attention-dropout 0 (JAX's fused attention) and --prng unsafe_rbg, the levers of
-    bench/results/gpu/levers/, on the JAX CPU backend; unsafe_rbg's masks keep the rate and
-    change from draw to draw."""
-    carry = _tiny_carry(tmp_path)
-    environment = _clean_environment(KERAS_BACKEND="jax", PYTHONPATH=REPO)
-    output = tmp_path / "levers.json"
+@pytest.fixture(scope="module")
+def sweep_run(tiny_carry, tmp_path_factory):
+    """bench/gpu/sweep.sh (the levers_3 slot's one command) on the JAX CPU backend, once for the
+    module: a configuration whose flags gpu_bench refuses, then one that asks for an HLO dump and
+    runs the default phases (matmul, pretrain, finetune) at --tiny with the levers of
+    bench/results/gpu/levers/ (--attention-dropout 0, JAX's fused attention, and --prng unsafe_rbg).
+    The tiny-sizes test, the levers' test and the sweep's test read the one run: a gpu_bench process
+    each cost them a JIT compile of every step."""
+    root = tmp_path_factory.mktemp("sweep")
+    out, dump = root / "out", root / "dump"
+    environment = _clean_environment(CARRY=str(tiny_carry), PYTHON=JAX_PYTHON)
     result = subprocess.run(
         [
-            JAX_PYTHON,
-            "-m",
-            "bench.gpu.gpu_bench",
-            "--carry",
-            str(carry),
-            "--output",
-            str(output),
-            "--tiny",
-            "--phases",
-            "pretrain",
-            "--attention-dropout",
-            "0",
-            "--prng",
-            "unsafe_rbg",
+            "bash",
+            "bench/gpu/sweep.sh",
+            str(out),
+            "refused",
+            "",
+            "--tiny --phases nonsense",
+            "dumped",
+            f"--xla_dump_to={dump} --xla_dump_hlo_as_text",
+            "--tiny --seeds 0 --attention-dropout 0 --prng unsafe_rbg",
         ],
         capture_output=True,
         text=True,
@@ -169,11 +153,22 @@ def test_the_levers_run_at_tiny_sizes_and_rbg_dropout_drops_its_rate(tmp_path):
         cwd=REPO,
         timeout=900,
     )
-    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
-    report = json.loads(output.read_text())
+    return result, out, dump
+
+
+@pytest.mark.slow
+def test_the_levers_run_at_tiny_sizes_and_rbg_dropout_drops_its_rate(sweep_run):
+    """--attention-dropout 0 (JAX's fused attention) and --prng unsafe_rbg, the levers of
+    bench/results/gpu/levers/, on the JAX CPU backend (sweep_run's `dumped` configuration);
+    unsafe_rbg's masks keep the rate and change from draw to draw."""
+    _, out, _ = sweep_run
+    log = (out / "sweep.log").read_text()
+    assert "=== dumped: exit 0" in log, log[-4000:]
+    report = json.loads((out / "dumped.json").read_text())
     assert "errors" not in report
     assert report["pretrain"]["attention_dropout"] == 0.0 and report["pretrain"]["prng"] == "unsafe_rbg"
     assert np.isfinite(report["pretrain"]["runs"][0]["final_loss"])
+    environment = _clean_environment(KERAS_BACKEND="jax", PYTHONPATH=REPO)
     check = (
         "import json, keras, numpy as np\nfrom bench.gpu.gpu_bench import "
         "use_rbg_dropout_keys\nuse_rbg_dropout_keys()\nseed = keras.random.SeedGenerator(0)\na, b = "
@@ -206,31 +201,11 @@ def test_the_sweep_refuses_configurations_that_do_not_come_in_threes(tmp_path):
 
 
 @pytest.mark.slow
-def test_the_sweep_runs_each_configuration_in_its_own_process_and_goes_on_past_a_failure(tmp_path):
+def test_the_sweep_runs_each_configuration_in_its_own_process_and_goes_on_past_a_failure(sweep_run):
     """bench/gpu/sweep.sh (the levers_3 slot's one command) on the JAX CPU backend: a configuration
     whose flags gpu_bench refuses is logged with its exit status and the next one still runs, its
     XLA_FLAGS reaching its own process (the HLO dump it asks for is made and summarised)."""
-    carry = _tiny_carry(tmp_path)
-    out, dump = tmp_path / "out", tmp_path / "dump"
-    environment = _clean_environment(CARRY=str(carry), PYTHON=JAX_PYTHON)
-    result = subprocess.run(
-        [
-            "bash",
-            "bench/gpu/sweep.sh",
-            str(out),
-            "refused",
-            "",
-            "--tiny --phases nonsense",
-            "dumped",
-            f"--xla_dump_to={dump} --xla_dump_hlo_as_text",
-            "--tiny --phases pretrain",
-        ],
-        capture_output=True,
-        text=True,
-        env=environment,
-        cwd=REPO,
-        timeout=900,
-    )
+    result, out, dump = sweep_run
     assert result.returncode == 1, result.stdout[-3000:] + result.stderr[-3000:]
     log = (out / "sweep.log").read_text()
     assert log.rstrip().endswith("sweep: 1 of 2 configuration(s) failed: refused")
