@@ -3,7 +3,9 @@ sentences (labelled rows) and full-review sentences (the unlabeled transfer set)
 folder other commands take, resume after SIGKILL with the weights of an uninterrupted run,
 and every bad input of the distillation issue refused before training starts."""
 
+import contextlib
 import csv
+import io
 import json
 import os
 import signal
@@ -51,7 +53,7 @@ def files(tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def teacher(tmp_path_factory, files):
-    """A `kbert finetune` run of a 2-layer, 128-wide BERT (real vocabulary) on the MR rows."""
+    """A `kbert finetune` run (one epoch) of a 2-layer, 128-wide BERT (real vocabulary) on the MR rows."""
     init = save_small_bert(
         tmp_path_factory.mktemp("init"), num_layers=2, hidden_dim=128, intermediate_dim=256
     )
@@ -71,7 +73,7 @@ def teacher(tmp_path_factory, files):
                 "--output",
                 run,
                 "--epochs",
-                "2",
+                "1",
                 "--learning-rate",
                 "1e-3",
                 *LAYOUT,
@@ -101,31 +103,51 @@ def _distill(teacher, files, output, *extra):
     ]
 
 
-@pytest.mark.slow  # about 20 s or more: distils, evaluates and predicts through the CLI
-def test_distill_writes_a_run_folder_that_evaluate_and_predict_take(teacher, files, tmp_path, capsys):
-    run = tmp_path / "student"
-    assert (
-        main(
-            _distill(
-                teacher,
-                files,
-                run,
-                "--student-preset",
-                "bert_tiny",
-                "--unlabeled",
-                files["unlabeled"],
-                "--alpha",
-                "0.3",
-                "--temperature",
-                "3",
-            )
-        )
-        == 0
-    )
-    captured = capsys.readouterr()
-    assert "120 labelled + 300 unlabeled examples (1 blank lines skipped)" in captured.err
-    assert "embeddings from the teacher's by PCA" in captured.err
-    assert "% of the teacher" in captured.out
+def _captured(argv):
+    """`kbert argv` run in this process for a module fixture (capsys is per test): (status, out, err)."""
+    out, err = io.StringIO(), io.StringIO()
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        status = main(argv)
+    return status, out.getvalue(), err.getvalue()
+
+
+@pytest.fixture(scope="module")
+def transfer_run(teacher, files, tmp_path_factory):
+    """A bert_tiny student distilled on the labelled rows and the unlabeled texts with intermediate
+    layer transfer, read by the run-folder test and the layer-transfer test (each trained a run of
+    its own, alike but for the flags the other does not check): (run folder, stdout, stderr)."""
+    run = tmp_path_factory.mktemp("transfer") / "student"
+    transfer = ["--layer-map", "uniform", "--hidden-weight", "1", "--attention-weight", "1"]
+    argv = _distill(teacher, files, run, "--student-preset", "bert_tiny", "--unlabeled", files["unlabeled"])
+    argv += ["--alpha", "0.3", "--temperature", "3", *transfer, "--embedding-weight", "0.5"]
+    status, out, err = _captured(argv)
+    assert status == 0, err[-3000:]
+    return run, out, err
+
+
+@pytest.fixture(scope="module")
+def qat_teacher_run(teacher, files, tmp_path_factory):
+    """A one-layer student taken from layer 1 of a quantization-aware copy of the teacher, read by
+    the from-teacher-layers test and the QAT test (each trained a run of its own, alike but for
+    the teacher's QAT wrapper, which is unwrapped to the same float classifier before the
+    student is built): (run folder, stderr)."""
+    folder = tmp_path_factory.mktemp("qat_teacher")
+    float_teacher = keras.saving.load_model(os.path.join(teacher, "model.keras"))
+    qat = folder / "qat.keras"
+    kb.QuantizationAwareClassifier(float_teacher).save(qat)
+    run = folder / "student"
+    argv = _distill(str(qat), files, run, "--student-from-teacher", "1", "--alpha", "0", *LAYOUT)
+    status, _, err = _captured(argv)
+    assert status == 0, err[-3000:]
+    return run, err
+
+
+@pytest.mark.slow  # about 20 s or more: evaluates and predicts through the CLI (and `transfer_run`)
+def test_distill_writes_a_run_folder_that_evaluate_and_predict_take(transfer_run, teacher, files, capsys):
+    run, out, err = transfer_run
+    assert "120 labelled + 300 unlabeled examples (1 blank lines skipped)" in err
+    assert "embeddings from the teacher's by PCA" in err
+    assert "% of the teacher" in out
     student = keras.saving.load_model(run / "model.keras")
     teacher_model = keras.saving.load_model(os.path.join(teacher, "model.keras"))
     assert isinstance(student, kb.BertClassifier) and student.backbone.hidden_dim == 128
@@ -141,27 +163,21 @@ def test_distill_writes_a_run_folder_that_evaluate_and_predict_take(teacher, fil
     assert predicted in teacher_model.label_names, predicted
 
 
-@pytest.mark.slow  # about 20 s or more: a distillation run from the teacher's layers
-def test_student_from_teacher_layers_starts_as_those_layers(teacher, files, tmp_path, capsys):
-    run = tmp_path / "student"
-    assert main(_distill(teacher, files, run, "--student-from-teacher", "1", "--alpha", "0")) == 0
-    assert "teacher layers [1]" in capsys.readouterr().err
+@pytest.mark.slow  # about 20 s or more: reads `qat_teacher_run` (and `teacher`), trained for it
+def test_student_from_teacher_layers_starts_as_those_layers(qat_teacher_run):
+    run, err = qat_teacher_run
+    assert "teacher layers [1]" in err
     student = keras.saving.load_model(run / "model.keras")
     assert student.backbone.num_layers == 1 and student.backbone.hidden_dim == 128
 
 
 @pytest.mark.slow  # about 20 s or more: a distillation run from a quantization-aware teacher
-def test_a_quantization_aware_teacher_is_distilled_through_its_float_classifier(
-    teacher, files, tmp_path, capsys
-):
+def test_a_quantization_aware_teacher_is_distilled_through_its_float_classifier(teacher, qat_teacher_run):
     # It used to end in a traceback: the student head was built as a QuantizationAwareClassifier of a
     # backbone.
     float_teacher = keras.saving.load_model(os.path.join(teacher, "model.keras"))
-    qat = tmp_path / "qat.keras"
-    kb.QuantizationAwareClassifier(float_teacher).save(qat)
-    run = tmp_path / "student"
-    assert main(_distill(str(qat), files, run, "--student-from-teacher", "1", "--alpha", "0", *LAYOUT)) == 0
-    assert "is quantization-aware: distilling from the float classifier it wraps" in capsys.readouterr().err
+    run, err = qat_teacher_run
+    assert "is quantization-aware: distilling from the float classifier it wraps" in err
     student = keras.saving.load_model(run / "model.keras")
     assert type(student) is kb.BertClassifier and student.label_names == float_teacher.label_names
 
@@ -295,32 +311,9 @@ def test_bad_input_is_refused_before_training(teacher, files, tmp_path, capsys):
     assert not out.exists()
 
 
-@pytest.mark.slow  # about 20 s or more: a distillation run with layer transfer
-def test_intermediate_layer_transfer_trains_and_is_recorded(teacher, files, tmp_path, capsys):
-    run = tmp_path / "student"
-    assert (
-        main(
-            _distill(
-                teacher,
-                files,
-                run,
-                "--student-preset",
-                "bert_tiny",
-                "--alpha",
-                "0.3",
-                "--layer-map",
-                "uniform",
-                "--hidden-weight",
-                "1",
-                "--attention-weight",
-                "1",
-                "--embedding-weight",
-                "0.5",
-            )
-        )
-        == 0
-    )
-    capsys.readouterr()
+@pytest.mark.slow  # about 20 s or more: reads `transfer_run` (and `teacher`), trained for it
+def test_intermediate_layer_transfer_trains_and_is_recorded(transfer_run):
+    run = transfer_run[0]
     metrics = json.loads((run / "metrics.json").read_text())
     for term in ("hidden_loss", "attention_loss", "embedding_loss"):
         assert np.isfinite(metrics["history"][term][0]) and term in metrics["history"], metrics["history"]
