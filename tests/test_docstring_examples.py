@@ -72,7 +72,8 @@ def test_every_example_in_the_sources_is_collected():
 # make test-slow runs them (the rest of this file stays in make test).
 SLOW = {
     "keras_bert_impl.models.quantization_aware_classifier.QuantizationAwareClassifier": (
-        "one fit of a quantization-aware bert_tiny: tracing its fake-quantized step is the time"
+        "one fit and predict of a one-layer quantization-aware classifier: tracing its "
+        "fake-quantized step and its integer forward is the time"
     )
 }
 

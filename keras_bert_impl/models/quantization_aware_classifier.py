@@ -62,7 +62,9 @@ class QuantizationAwareClassifier(HeadCompile, keras.Model):
     >>> from keras_bert_impl.tokenization import BertPreprocessor
     >>> preprocessor = BertPreprocessor("data/minilm/vocab.txt", sequence_length=16)
     >>> x = preprocessor(["a gripping, funny film", "a dull mess"])
-    >>> classifier = BertClassifier(kb.BertBackbone.from_preset("bert_tiny"), num_classes=2)
+    >>> backbone = kb.BertBackbone(vocabulary_size=30522, num_layers=1, num_heads=2, hidden_dim=32,
+    ...                            intermediate_dim=64, max_sequence_length=16)  # small: quick to trace
+    >>> classifier = BertClassifier(backbone, num_classes=2)
     >>> qat = QuantizationAwareClassifier(classifier)  # compiled with the classifier's loss and metrics
     >>> history = qat.fit(x, np.array([1, 0]), epochs=1, verbose=0)
     >>> qat.predict(x, verbose=0)["logits"].shape

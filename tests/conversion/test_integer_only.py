@@ -20,6 +20,7 @@ from keras_bert_impl.conversion.integer_only import convert_integer_only, conver
 from keras_bert_impl.conversion.tflite_targets import TfliteTargets
 from keras_bert_impl.tokenization import BertPreprocessor
 from keras_bert_impl.tokenization.vocabulary import read_vocabulary
+from tests.run_once import once_per_run
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 MR = os.path.join(REPO, "data", "corpora", "polarity-en-pang&lee2.csv")
@@ -67,16 +68,24 @@ def classifier(**kwargs):
 
 
 @pytest.fixture(scope="module")
-def trained(mr):
+def trained(mr, tmp_path_factory):
     """The token-mean classifier after three epochs on 2,000 MR sentences (held-out accuracy
     about 0.63, 97% of the held-out logits' margins above 0.1: a classifier, not near-ties),
-    and its float logits on the held-out sentences."""
+    and its float logits on the held-out sentences. Trained once per test run (tests/run_once.py)
+    and loaded by each module that reads it (this one and test_quantization_aware)."""
     (x, y, _), _, (held_out, *_) = mr
-    keras.utils.set_random_seed(0)
-    model = classifier(pooling="mean")
-    model.compile(optimizer=keras.optimizers.Adam(3e-4))
-    model.fit(x, y, epochs=3, batch_size=32, verbose=0)
-    return model, model.predict(held_out, verbose=0)["logits"]
+
+    def build(folder):
+        keras.utils.set_random_seed(0)
+        model = classifier(pooling="mean")
+        model.compile(optimizer=keras.optimizers.Adam(3e-4))
+        model.fit(x, y, epochs=3, batch_size=32, verbose=0)
+        model.save(str(folder / "trained.keras"))
+        np.save(folder / "logits.npy", model.predict(held_out, verbose=0)["logits"])
+        return {"model": str(folder / "trained.keras"), "logits": str(folder / "logits.npy")}
+
+    files = once_per_run(tmp_path_factory, "integer_only_trained", build)
+    return keras.saving.load_model(files["model"]), np.load(files["logits"])
 
 
 def run(function, x):

@@ -28,14 +28,23 @@ def quantization_aware(mr, trained):
     training sentences at a small learning rate."""
     (x, y, _), *_ = mr
     model, _ = trained
+    # Seeded before the copy is built: its dropout layers draw their seeds then, whatever ran before.
+    keras.utils.set_random_seed(0)
     copy = classifier(pooling="mean")
     copy.set_weights(model.get_weights())
-    keras.utils.set_random_seed(0)
     qat = kb.QuantizationAwareClassifier(copy)
     qat.compile(optimizer=keras.optimizers.Adam(3e-5))
     before = [w.copy() for w in copy.get_weights()]
     qat.fit(x, y, epochs=1, batch_size=32, verbose=0)
     return qat, before
+
+
+@pytest.fixture(scope="module")
+def qat_file(quantization_aware):
+    """The integer-only file of the quantization-aware model (its ranges, no calibration),
+    converted once for the tests that read it."""
+    qat, _ = quantization_aware
+    return convert_integer_only(qat, LENGTH)
 
 
 def test_float_forms_equal_the_keras_forward():
@@ -107,12 +116,12 @@ def test_qat_trains_and_round_trips(mr, quantization_aware):
 
 
 @pytest.mark.slow
-def test_integer_only_file_takes_the_learned_ranges(mr, quantization_aware):
+def test_integer_only_file_takes_the_learned_ranges(mr, quantization_aware, qat_file):
     """No calibration: every tensor integer, the learned ranges in the file, and LiteRT gives
     the QAT model's top label on 300 held-out sentences (logits within a few int8 steps)."""
     *_, (held_out, y_held_out, _) = mr
     qat, _ = quantization_aware
-    flatbuffer = convert_integer_only(qat, LENGTH)
+    flatbuffer = qat_file
     targets = TfliteTargets(flatbuffer)
     assert targets.integer_only and targets.runs_on() == ["CPU", "GPU (shapes)", "integer NPU", "Edge TPU"]
     float_bytes = sum(w.size * 4 for w in qat.classifier.get_weights())
@@ -133,7 +142,7 @@ def test_integer_only_file_takes_the_learned_ranges(mr, quantization_aware):
 
 
 @pytest.mark.slow
-def test_the_file_rounds_as_the_qat_forward(mr, quantization_aware):
+def test_the_file_rounds_as_the_qat_forward(mr, quantization_aware, qat_file):
     """Every logit of the integer file on the QAT forward's int8 level, on 300 held-out MR
     sentences, through LiteRT's default CPU path (XNNPACK where it takes the op), but for a few
     a level apart: the forward's inference rounds each requantizing op (FULLY_CONNECTED,
@@ -145,10 +154,7 @@ def test_the_file_rounds_as_the_qat_forward(mr, quantization_aware):
     qat, _ = quantization_aware
     from ai_edge_litert.interpreter import Interpreter
 
-    got = run(
-        Interpreter(model_content=convert_integer_only(qat, LENGTH)).get_signature_runner("serving_default"),
-        held_out,
-    )["logits"]
+    got = run(Interpreter(model_content=qat_file).get_signature_runner("serving_default"), held_out)["logits"]
     want = qat.predict(held_out, verbose=0)["logits"]
     low, high = qat.ranges.range_of("head")
     steps = np.abs(got - want) / ((high - low) / 255)

@@ -17,17 +17,19 @@ import keras_bert_impl as kb
 from keras_bert_impl.cli import main
 from keras_bert_impl.inference import LiteRtForward
 from keras_bert_impl.inference.litert_cache import ENVIRONMENT_VARIABLE, LiteRtCache, keyable
-from tests.harness import (
-    CLASSIFIER_IDS,
-    CLASSIFIER_SEGMENTS,
-    minilm_vocab_backbone,
-    save_and_reload,
-    tiny_classifiers,
-)
+from tests.harness import CLASSIFIER_IDS, CLASSIFIER_SEGMENTS, minilm_vocab_backbone, save_and_reload
 
 
-def _classifier():
-    model, _ = next(tiny_classifiers())
+def _backbone():
+    """bert_tiny's widths (its kernels quantized by dynamic_int8 as bert_tiny's are) in one layer:
+    the cache needs converted files, not depth, and the converter's time grows with each layer."""
+    return kb.BertBackbone.from_preset("bert_tiny", vocabulary_size=20, num_layers=1)
+
+
+def _classifier(**kwargs):
+    """The pooled 3-class classifier of tests/harness.py's tiny_classifiers, seeded, one layer deep."""
+    keras.utils.set_random_seed(0)
+    model = kb.BertClassifier(_backbone(), num_classes=3, **kwargs)
     model(
         {"token_ids": CLASSIFIER_IDS, "segment_ids": CLASSIFIER_SEGMENTS, "padding_mask": CLASSIFIER_IDS > 0}
     )
@@ -76,12 +78,7 @@ def test_the_key_follows_everything_the_conversion_reads(tmp_path):
     bias = model.output_dense.bias
     bias.assign(bias.numpy() + np.float32(1e-7))
     assert cache.key(model, "dynamic_int8") != key
-    other = kb.BertClassifier(
-        kb.BertBackbone.from_preset("bert_tiny", vocabulary_size=20), num_classes=3, pooling="mean"
-    )
-    other(
-        {"token_ids": CLASSIFIER_IDS, "segment_ids": CLASSIFIER_SEGMENTS, "padding_mask": CLASSIFIER_IDS > 0}
-    )
+    other = _classifier(pooling="mean")
     other.set_weights(model.get_weights())
     assert cache.key(other, "dynamic_int8") not in (key, cache.key(model, "dynamic_int8"))
 
@@ -181,9 +178,7 @@ def test_the_folder_keeps_to_its_size_dropping_the_least_recently_used(tmp_path)
     models = [_classifier()]
     for seed in (1, 2):
         keras.utils.set_random_seed(seed)
-        models.append(
-            kb.BertClassifier(kb.BertBackbone.from_preset("bert_tiny", vocabulary_size=20), num_classes=3)
-        )
+        models.append(kb.BertClassifier(_backbone(), num_classes=3))
         models[-1](
             {
                 "token_ids": CLASSIFIER_IDS,

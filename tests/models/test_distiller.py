@@ -165,9 +165,12 @@ def test_refusals():
         Distiller(teacher, probabilities)
 
 
-# A fresh process: logical CPU devices must be set before TensorFlow starts.
+# A fresh process: logical CPU devices must be set before TensorFlow starts. One process runs
+# all four trainings (each from the same seeds, on one strategy object of each kind: a second
+# MirroredStrategy in a process reuses the first one's collective keys): a process start and its
+# TensorFlow import cost more than a training here.
 MIRRORED_SCRIPT = r"""
-import json, sys
+import json
 import tensorflow as tf
 cpu = tf.config.list_physical_devices("CPU")[0]
 tf.config.set_logical_device_configuration(cpu, [tf.config.LogicalDeviceConfiguration()] * 2)
@@ -176,44 +179,50 @@ import keras_bert_impl as kb
 from keras_bert_impl.models.distillation import Distiller
 from keras_bert_impl.training import create_strategy
 
-strategy = create_strategy(sys.argv[1])
-keras.utils.set_random_seed(0)
-rng = np.random.default_rng(0)
-x = {"token_ids": rng.integers(1, 50, (32, 8)).astype("int32"), "segment_ids": np.zeros((32, 8), "int32"),
-     "padding_mask": np.ones((32, 8), "int32")}
-y = rng.integers(0, 3, 32)
-transfer = []
-if sys.argv[2] == "transfer":
-    # Replicas with different numbers of real tokens: the terms' means are over the global batch.
-    x["padding_mask"][np.arange(32) % 8 < 4, 5:] = 0
-    x["token_ids"] *= x["padding_mask"]
-    transfer = [kb.HiddenStatesTerm(1.0), kb.AttentionTerm(1.0), kb.EmbeddingTerm(0.5)]
-config = dict(vocabulary_size=50, num_heads=2, max_sequence_length=16, dropout=0.0)
-with strategy.scope():
-    teacher_backbone = kb.BertBackbone(num_layers=2, hidden_dim=16, intermediate_dim=32, **config)
-    teacher = kb.BertClassifier(teacher_backbone, num_classes=3, dropout=0.0)
-    student_backbone = kb.BertBackbone(num_layers=1, hidden_dim=8, intermediate_dim=16, **config)
-    student = kb.BertClassifier(student_backbone, num_classes=3, dropout=0.0)
-    distiller = Distiller(teacher, student, [kb.LogitsTerm(2.0, alpha=0.5), *transfer])
-    distiller.compile(optimizer=keras.optimizers.SGD(0.5))
-losses = []
-class Record(keras.callbacks.Callback):
-    def on_train_batch_end(self, batch, logs=None):
-        losses.append(float(logs["loss"]))
-history = distiller.fit(
-    tf.data.Dataset.from_tensor_slices((x, y)).batch(8), epochs=1, verbose=0, callbacks=[Record()]
-)
-projection = distiller.hidden_projection.kernel.numpy() if transfer else np.zeros(1)
-print(json.dumps({"replicas": strategy.num_replicas_in_sync, "losses": losses,
-                  "logs": {k: v[-1] for k, v in history.history.items()},
-                  "weights": float(sum(np.abs(w).sum() for w in student.get_weights())),
-                  "projection": float(np.abs(projection).sum())}))
+strategies = {name: create_strategy(name) for name in ("one-device", "mirrored")}
+
+def train(name, mode):
+    strategy = strategies[name]
+    keras.utils.set_random_seed(0)
+    rng = np.random.default_rng(0)
+    x = {"token_ids": rng.integers(1, 50, (32, 8)).astype("int32"), "segment_ids": np.zeros((32, 8), "int32"),
+         "padding_mask": np.ones((32, 8), "int32")}
+    y = rng.integers(0, 3, 32)
+    transfer = []
+    if mode == "transfer":
+        # Replicas with different numbers of real tokens: the terms' means are over the global batch.
+        x["padding_mask"][np.arange(32) % 8 < 4, 5:] = 0
+        x["token_ids"] *= x["padding_mask"]
+        transfer = [kb.HiddenStatesTerm(1.0), kb.AttentionTerm(1.0), kb.EmbeddingTerm(0.5)]
+    config = dict(vocabulary_size=50, num_heads=2, max_sequence_length=16, dropout=0.0)
+    with strategy.scope():
+        teacher_backbone = kb.BertBackbone(num_layers=2, hidden_dim=16, intermediate_dim=32, **config)
+        teacher = kb.BertClassifier(teacher_backbone, num_classes=3, dropout=0.0)
+        student_backbone = kb.BertBackbone(num_layers=1, hidden_dim=8, intermediate_dim=16, **config)
+        student = kb.BertClassifier(student_backbone, num_classes=3, dropout=0.0)
+        distiller = Distiller(teacher, student, [kb.LogitsTerm(2.0, alpha=0.5), *transfer])
+        distiller.compile(optimizer=keras.optimizers.SGD(0.5))
+    losses = []
+    class Record(keras.callbacks.Callback):
+        def on_train_batch_end(self, batch, logs=None):
+            losses.append(float(logs["loss"]))
+    history = distiller.fit(
+        tf.data.Dataset.from_tensor_slices((x, y)).batch(8), epochs=1, verbose=0, callbacks=[Record()]
+    )
+    projection = distiller.hidden_projection.kernel.numpy() if transfer else np.zeros(1)
+    return {"replicas": strategy.num_replicas_in_sync, "losses": losses,
+            "logs": {k: v[-1] for k, v in history.history.items()},
+            "weights": float(sum(np.abs(w).sum() for w in student.get_weights())),
+            "projection": float(np.abs(projection).sum())}
+
+print(json.dumps({mode: {name: train(name, mode) for name in ("one-device", "mirrored")}
+                  for mode in ("logits", "transfer")}))
 """
 
 
-@pytest.mark.parametrize("transfer", ["logits", "transfer"])
-@pytest.mark.slow  # about 20 s or more: trains on one and on two devices
-def test_mirrored_over_two_cpus_equals_one_device(transfer):
+@pytest.fixture(scope="module")
+def mirrored_runs():
+    """{"logits" | "transfer": {"one-device" | "mirrored": the run's results}}, from one child."""
     import json
     import os
     import subprocess
@@ -221,19 +230,18 @@ def test_mirrored_over_two_cpus_equals_one_device(transfer):
 
     from tests.conftest import REPO
 
-    def run(name):
-        env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3", PYTHONPATH=REPO, KERAS_BACKEND="tensorflow")
-        out = subprocess.run(
-            [sys.executable, "-c", MIRRORED_SCRIPT, name, transfer],
-            capture_output=True,
-            text=True,
-            env=env,
-            timeout=300,
-        )
-        assert out.returncode == 0, out.stderr[-3000:]
-        return json.loads(out.stdout.strip().splitlines()[-1])
+    env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3", PYTHONPATH=REPO, KERAS_BACKEND="tensorflow")
+    out = subprocess.run(
+        [sys.executable, "-c", MIRRORED_SCRIPT], capture_output=True, text=True, env=env, timeout=300
+    )
+    assert out.returncode == 0, out.stderr[-3000:]
+    return json.loads(out.stdout.strip().splitlines()[-1])
 
-    one, mirrored = run("one-device"), run("mirrored")
+
+@pytest.mark.parametrize("transfer", ["logits", "transfer"])
+@pytest.mark.slow  # about 20 s or more: trains on one and on two devices
+def test_mirrored_over_two_cpus_equals_one_device(mirrored_runs, transfer):
+    one, mirrored = mirrored_runs[transfer]["one-device"], mirrored_runs[transfer]["mirrored"]
     assert one["replicas"] == 1 and mirrored["replicas"] == 2 and len(one["losses"]) == 4
     np.testing.assert_allclose(mirrored["losses"], one["losses"], rtol=1e-4)
     np.testing.assert_allclose(mirrored["weights"], one["weights"], rtol=1e-5)

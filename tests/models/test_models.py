@@ -17,6 +17,13 @@ def backbone(**kw):
     return kb.BertBackbone(**tiny_backbone_config(**kw))
 
 
+def head_backbone():
+    """The backbone of the heads' run_model_test: one layer, as what it checks of a head does not
+    depend on depth, and it traces each layer in every export and fit it runs (a third less time
+    than two layers)."""
+    return backbone(num_layers=1)
+
+
 def test_backbone_outputs_and_harness():
     bb = backbone(return_hidden_states=True, return_attention_scores=True)
     out = bb(X)
@@ -66,15 +73,15 @@ def test_backbone_fit_save_mixed_precision():
 
 @pytest.mark.slow  # about 20 s or more: trains and round-trips a classifier
 def test_classifier():
-    run_model_test(lambda: kb.BertClassifier(backbone(), num_classes=3), X, np.array([0, 2, 1]))
+    run_model_test(lambda: kb.BertClassifier(head_backbone(), num_classes=3), X, np.array([0, 2, 1]))
 
 
 @pytest.mark.slow  # about 20 s or more: trains and round-trips a mean-pooling classifier
 def test_classifier_mean_pooling():
     run_model_test(
-        lambda: kb.BertClassifier(backbone(), num_classes=3, pooling="mean"), X, np.array([0, 2, 1])
+        lambda: kb.BertClassifier(head_backbone(), num_classes=3, pooling="mean"), X, np.array([0, 2, 1])
     )
-    model = kb.BertClassifier(backbone(), num_classes=3, pooling="mean", label_names=["a", "b", "c"])
+    model = kb.BertClassifier(head_backbone(), num_classes=3, pooling="mean", label_names=["a", "b", "c"])
     sequence = model.backbone.predict(X, verbose=0)["sequence_output"]  # [B, T, H]
     mask = X["padding_mask"][:, :, None].astype("float32")
     mean = (sequence * mask).sum(1) / mask.sum(1)  # only the unpadded tokens
@@ -84,15 +91,15 @@ def test_classifier_mean_pooling():
     with pytest.raises(
         ValueError, match=r"pooling must be one of \['pooled', 'mean'\]. Received: pooling='max'"
     ):
-        kb.BertClassifier(backbone(), num_classes=3, pooling="max")
+        kb.BertClassifier(head_backbone(), num_classes=3, pooling="max")
     with pytest.raises(ValueError, match=r"label_names must name each of the 3 classes"):
-        kb.BertClassifier(backbone(), num_classes=3, label_names=["a", "b"])
+        kb.BertClassifier(head_backbone(), num_classes=3, label_names=["a", "b"])
 
 
 @pytest.mark.slow  # about 20 s or more: trains and round-trips a multi-label classifier
 def test_classifier_multi_label():
     y = np.array([[1, 0, 1], [0, 0, 0], [1, 1, 1]], "float32")
-    run_model_test(lambda: kb.BertClassifier(backbone(), num_classes=3, multi_label=True), X, y)
+    run_model_test(lambda: kb.BertClassifier(head_backbone(), num_classes=3, multi_label=True), X, y)
 
 
 def test_classifier_probabilities():
@@ -103,14 +110,17 @@ def test_classifier_probabilities():
 @pytest.mark.slow  # about 20 s or more: trains and round-trips a token classifier
 def test_token_classifier():
     run_model_test(
-        lambda: kb.BertTokenClassifier(backbone(), num_classes=4), X, X["token_ids"] % 4, X["padding_mask"]
+        lambda: kb.BertTokenClassifier(head_backbone(), num_classes=4),
+        X,
+        X["token_ids"] % 4,
+        X["padding_mask"],
     )
 
 
 @pytest.mark.slow  # about 20 s or more: trains and round-trips a span labeler
 def test_span_labeler():
     y = {"start_logits": np.array([1, 2, 3]), "end_logits": np.array([2, 4, 3])}
-    model = run_model_test(lambda: kb.BertSpanLabeler(backbone()), X, y)
+    model = run_model_test(lambda: kb.BertSpanLabeler(head_backbone()), X, y)
     out = model.predict(X, verbose=0)
     assert np.all(out["start_logits"][0, -2:] < -1e8)  # padding is never a span boundary
 
@@ -135,7 +145,7 @@ def test_embedder(pooling):
 @pytest.mark.slow  # about 20 s or more: trains and round-trips an embedder in mixed precision
 def test_embedder_fit_save_mixed_precision():
     def make():
-        model = kb.BertEmbedder(backbone(), pooling="mean")
+        model = kb.BertEmbedder(head_backbone(), pooling="mean")
         model.compile(optimizer="sgd", loss="mse")
         return model
 
@@ -152,7 +162,7 @@ def test_pretrainer_ties_mlm_and_ignores_unmasked_positions():
     x = dict(X, mask_positions=np.array([[1, 2], [0, 3], [4, 5]], "int32"))
     y = {"mlm_logits": np.array([[3, 4], [5, 6], [7, 8]]), "nsp_logits": np.array([0, 1, 0])}
     w = {"mlm_logits": np.array([[1, 1], [1, 0], [0, 0]], "float32"), "nsp_logits": np.ones(3, "float32")}
-    model = run_model_test(lambda: kb.BertPretrainer(backbone()), x, y, w)
+    model = run_model_test(lambda: kb.BertPretrainer(head_backbone()), x, y, w)
     assert model.masked_lm_head.token_embedding is model.backbone.token_embedding
     reloaded = keras.saving.load_model(_save(model))
     assert reloaded.masked_lm_head.token_embedding is reloaded.backbone.token_embedding
