@@ -3,9 +3,6 @@ run folder, resume and metrics as a full fine-tune's; bad LoRA flags in one line
 
 import argparse
 import json
-import os
-import subprocess
-import sys
 
 import keras
 import numpy as np
@@ -14,8 +11,8 @@ import pytest
 from keras_bert_impl.commands.model_files import rebuilt_backbone
 from keras_bert_impl.commands.training_flags import LORA_TARGET_NAMES, spec_options
 from keras_bert_impl.models import merge_lora
-from tests.commands.conftest import REPO, save_small_bert
-from tests.commands.test_training_commands import MIRRORED, _finetune, _interrupted
+from tests.commands.conftest import save_small_bert
+from tests.commands.test_training_commands import _finetune, _interrupted, run_over_two_cpus
 
 CSV = ("--no-header", "--columns", "label,text")
 
@@ -132,26 +129,21 @@ def test_interrupted_lora_run_resumes_to_the_uninterrupted_weights(
     assert metrics["resumed_from_step"] == 6 and metrics["lora"]["targets"] == ["query", "intermediate"]
 
 
-@pytest.mark.slow  # about 60 s: fine-tunes on one device and on two CPU replicas, in two processes
+@pytest.mark.slow  # about 40 s: fine-tunes on one device and on two CPU replicas, in one child process
 def test_mirrored_lora_run_trains_like_one_device(mr_files, tmp_path):
     init = save_small_bert(tmp_path, dropout=0.0)  # no dropout: the two runs draw no masks
     train, dev = mr_files
-    env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3", PYTHONPATH=REPO, KERAS_BACKEND="tensorflow")
     argv = ["finetune", "--task", "classification", "--init", init, "--train", train, "--validation", dev]
     argv += [*CSV, "--seq-len", "32", "--batch-size", "8", "--epochs", "1", "--dropout", "0", "--quiet"]
     argv += ["--learning-rate", "1e-2", "--save-every", "3", "--lora-rank", "2"]
+    strategies = ("one-device", "mirrored")
+    commands = {s: [*argv, "--strategy", s, "--output", str(tmp_path / s)] for s in strategies}
+    results = run_over_two_cpus(commands, tmp_path / "results.json")
     weights = {}
-    for strategy in ("one-device", "mirrored"):
-        output = ["--strategy", strategy, "--output", str(tmp_path / strategy)]
-        done = subprocess.run(
-            [sys.executable, "-c", MIRRORED, *argv, *output],
-            capture_output=True,
-            text=True,
-            env=env,
-            timeout=600,
-        )
-        assert done.returncode == 0, done.stderr[-3000:]
-        assert f"on {1 if strategy == 'one-device' else 2} replica(s)" in done.stderr
+    for strategy in strategies:
+        done = results[strategy]
+        assert done["returncode"] == 0, done["stderr"][-3000:]
+        assert f"on {1 if strategy == 'one-device' else 2} replica(s)" in done["stderr"]
         model = keras.saving.load_model(str(tmp_path / strategy / "model.keras"))
         assert model.backbone.lora_settings["rank"] == 2
         weights[strategy] = {v.path: v.numpy() for v in model.weights}

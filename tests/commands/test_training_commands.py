@@ -899,8 +899,14 @@ def mirrored(tiny_init, mr_files, tmp_path_factory):
         ]
     commands["batch_size_7"] = _mirrored_argv(tiny_init, folder / "batch_size_7", "--batch-size", "7")
     commands["xla"] = _mirrored_argv(tiny_init, folder / "xla", "--batch-size", "8", "--xla")
+    return {"folder": folder, "results": run_over_two_cpus(commands, folder / "results.json")}
+
+
+def run_over_two_cpus(commands, results):
+    """{name: {"returncode", "stderr"}} of the `kbert` commands {name: argv}, run in order in one
+    child process whose CPU is split into two logical devices (what --strategy mirrored spreads
+    over); `results` is the file the child writes them to."""
     env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3", PYTHONPATH=REPO, KERAS_BACKEND="tensorflow")
-    results = folder / "results.json"
     done = subprocess.run(
         [sys.executable, "-c", MIRRORED, json.dumps(commands), str(results)],
         capture_output=True,
@@ -909,7 +915,7 @@ def mirrored(tiny_init, mr_files, tmp_path_factory):
         timeout=900,
     )
     assert done.returncode == 0, done.stderr[-3000:]
-    return {"folder": folder, "results": json.loads(results.read_text())}
+    return json.loads(results.read_text())
 
 
 @pytest.mark.slow  # about 30 s: a child process imports TensorFlow and loads the model to refuse
