@@ -190,7 +190,9 @@ class DynamicBatcher:
         batch, rows, kept = [], 0, collections.deque()
         while self._queue:
             item = self._queue.popleft()
-            if (
+            if item.future.done():  # cancelled, its callback not yet run: whoever dequeues it counts it
+                self.queued_rows -= item.rows
+            elif (
                 item.key == key
                 and not (batch and (batch[0].whole or item.whole))
                 and (not batch or rows + item.rows <= self.max_batch_size)
