@@ -32,7 +32,7 @@ import sys
 
 from bench.common import REPO, RESULTS, WORK, machine_info, write_report
 from bench.corpora.mr_split import write_mr_split
-from bench.mr_finetune import finetune_command
+from bench.mr_finetune import BATCH_SIZE, SEQ_LEN, finetune_command
 
 FULL_LEARNING_RATE = 5e-5
 ADAM_SLOTS = 2  # Adam's first and second moments: one float32 each per trainable parameter
@@ -179,8 +179,8 @@ def main(argv=None):
             "test_examples": len(test_idx),
             "subset": args.subset,
             "epochs": args.epochs,
-            "batch_size": 32,
-            "seq_len": 64,
+            "batch_size": BATCH_SIZE,
+            "seq_len": SEQ_LEN,
             "pooling": "mean",
             "learning_rate": {"full": FULL_LEARNING_RATE, "lora": args.lora_learning_rate},
             "lora_rank": args.lora_rank,
