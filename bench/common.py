@@ -17,6 +17,7 @@ must not import TensorFlow, can use the paths and `machine_info` too.
 """
 
 import datetime
+import importlib
 import json
 import os
 import platform
@@ -151,6 +152,9 @@ def machine_info(**extra):
 
 def tensorflow_threads():
     """TensorFlow's intra- and inter-op thread pool sizes (imports TensorFlow)."""
+    # keras_bert_impl first: it sets TensorFlow's log level before TensorFlow loads, so a bench's
+    # terminal does not open with the CUDA stub's "Could not find cuda drivers" lines.
+    importlib.import_module("keras_bert_impl")
     import tensorflow as tf
 
     return {
