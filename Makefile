@@ -56,7 +56,7 @@ MEDIAPIPE_INSTALLED := $(MEDIAPIPE_VENV)/.installed
 MEDIAPIPE_PINS := tests/export/mediapipe_requirements.txt
 PERF := backbone-forward backbone-profile tokenization pretraining-memory pretraining-speed finetune-mr finetune-mr-buckets finetune-mr-mean \
 	embed-throughput semantic-search serve-load serve-overhead inference-precision inference-throughput train-step-optimizer cpu-peers precision-process \
-	beam-throughput
+	beam-throughput serve-adapters-load
 EXPERIMENTS := finetune-mr-seeds mr-baseline pretrain-tiny nsp-baseline pretrain-reference-tfm full-int8-denylist integer-ladder distill-mr lora-mr
 # The committed runs of bench/experiments/pretrain_tiny.py (its RUNS); PRETRAIN_TINY_ARGS go
 # to the runs other experiments read (nsp-baseline, pretrain-reference-tfm).
@@ -338,6 +338,10 @@ bench-serve-overhead: $(INSTALLED)
 
 bench-serve-load-int8: $(INSTALLED) $(DATA_STAMP)
 	$(BIN)/python -m bench.perf.serve_load --wait-idle 60 --precision int8 --output $(BENCH_RESULTS)/serve_load_int8.json $(ARGS)
+
+# `kbert serve` with 4 LoRA adapters over one backbone against one merged run's server, the same load (issue 57 item 5).
+bench-serve-adapters-load: $(INSTALLED) $(DATA_STAMP)
+	$(BIN)/python -m bench.perf.serve_adapters_load --wait-idle 60 --output $(BENCH_RESULTS)/serve_adapters_load.json $(ARGS)
 
 # Apache Beam's DirectRunner (2 worker processes) against the one-process pretrain-data and embed (docs/beam.md).
 bench-beam-throughput: $(INSTALLED) $(DATA_STAMP)

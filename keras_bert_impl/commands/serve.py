@@ -189,10 +189,14 @@ def _check_adapter_flags(args):
             "served under its folder's name: leave --name out.",
         ),
         (
-            args.runtime == "litert" or args.precision in ("bf16", "int8"),
-            f"--precision {args.precision} "
-            f"--runtime {args.runtime}: several --model (LoRA adapters over one backbone) run fp32 on Keras: "
-            "leave --precision and --runtime out.",
+            args.precision in ("bf16", "int8"),
+            f"--precision {args.precision}: several --model (LoRA adapters over one backbone) run fp32 on "
+            "Keras: leave --precision out, or serve one run alone (one --model) at it.",
+        ),
+        (
+            args.runtime == "litert",
+            "--runtime litert: several --model (LoRA adapters over one backbone) run fp32 on Keras: leave "
+            "--runtime out, or serve one run alone (one --model) on it.",
         ),
     )
     for failed, message in checks:
@@ -228,6 +232,8 @@ def _run_adapters(args):
     `adapter_servables`)."""
     _check_flags(argparse.Namespace(**{**vars(args), "model": args.model[0], "name": None}))
     names = _check_adapter_flags(args)
+    if args.precision == "auto":  # what auto picks for one run (int8, bf16) the adapters do not run
+        _log("--precision auto: fp32 (several --model: LoRA adapters over one backbone run fp32 on Keras)")
     from keras_bert_impl_export.serve.lora_adapters import adapter_servables
 
     temporary = tempfile.mkdtemp(prefix="kbert-serve-")

@@ -129,6 +129,9 @@ def test_a_batch_mixing_adapters_is_one_backbone_call_answering_each_as_alone(ru
         assert list(outputs["top_label"][rows]) == list(alone["top_label"])
         assert list(outputs["label_names"][rows][0]) == list(alone["label_names"][0])
         start += len(texts)
+    # The backbone ran as one graph for every batch size and width above (eagerly it took 1.5
+    # times as long: bench/perf/serve_adapters_load.py), traced once.
+    assert batches.bank.forward.experimental_get_tracing_count() == 1
 
 
 @pytest.mark.parametrize(
@@ -139,6 +142,9 @@ def test_a_batch_mixing_adapters_is_one_backbone_call_answering_each_as_alone(ru
             "--name 'x' names one model; with several --model each is served under its folder's",
         ),
         (["--precision", "int8"], "several --model (LoRA adapters over one backbone) run fp32 on Keras"),
+        # Each flag named alone, as given: the line once read "--precision int8 --runtime None".
+        (["--precision", "bf16"], "kbert serve: --precision bf16: several --model (LoRA adapters"),
+        (["--runtime", "litert"], "kbert serve: --runtime litert: several --model (LoRA adapters"),
         (
             ["--model", "{root}/nothing"],
             "--model '{root}/nothing': no kbert finetune run folder or .keras file",
@@ -156,6 +162,26 @@ def test_start_up_mistakes_with_several_models_are_one_line(runs, capsys, extra,
     err = capsys.readouterr().err.strip().splitlines()
     assert code == 2
     assert len(err) == 1 and message.format(root=root) in err[0], err
+
+
+def test_precision_auto_with_several_models_says_it_runs_fp32(runs, capsys, monkeypatch):
+    """auto picks int8 or bf16 for one run on some CPUs; the adapters run fp32, and say so."""
+    from keras_bert_impl_export.serve import lora_adapters
+
+    def stop(runs, output, log):
+        raise ValueError("stopped before loading")
+
+    monkeypatch.setattr(lora_adapters, "adapter_servables", stop)
+    root, _ = runs
+    flags = ["--model", str(root / "sentiment"), "--model", str(root / "topic")]
+    code = main(["serve", *flags, "--precision", "auto", "--port", "0"])
+    err = capsys.readouterr().err.strip().splitlines()
+    assert code == 2
+    assert err == [
+        "kbert serve: --precision auto: fp32 (several --model: LoRA adapters over one backbone run fp32 on "
+        "Keras)",
+        "kbert serve: --model: stopped before loading",
+    ], err
 
 
 def test_a_run_without_lora_among_several_is_one_line(runs, tmp_path, capsys):

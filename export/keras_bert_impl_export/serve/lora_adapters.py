@@ -21,6 +21,7 @@ import threading
 
 import keras
 import numpy as np
+import tensorflow as tf
 
 from keras_bert_impl.models import BertClassifier, LoraAdapterBank
 from keras_bert_impl.tensor_names import MODEL_ID_INPUTS
@@ -88,6 +89,13 @@ class AdapterBatches:
 
     def __init__(self, bank):
         self.bank = bank
+        # One graph for every batch size and width (run eagerly, MiniLM's backbone took 1.5 times
+        # as long; a trace per shape would stall the requests that meet a new one).
+        ids = tf.TensorSpec([None, None], tf.int32)
+        bank.forward = tf.function(
+            bank.forward,
+            input_signature=({name: ids for name in MODEL_ID_INPUTS}, tf.TensorSpec([None], tf.int32)),
+        )
         self.servables = []
         self._meeting = threading.local()  # the _Meeting of the batch a thread runs a part of
 
