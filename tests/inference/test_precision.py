@@ -18,7 +18,13 @@ from keras_bert_impl.inference.precision import computes_in
 from keras_bert_impl.inference.litert_forms import LiteRtForms
 from keras_bert_impl.models.integer_forms import classifier_forward
 from keras_bert_impl.tokenization import BertPreprocessor
-from tests.harness import CLASSIFIER_IDS, CLASSIFIER_SEGMENTS, quantize, tiny_classifiers
+from tests.harness import (
+    CLASSIFIER_IDS,
+    CLASSIFIER_SEGMENTS,
+    minilm_vocab_backbone,
+    quantize,
+    tiny_classifiers,
+)
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 MR = os.path.join(REPO, "data", "corpora", "polarity-en-pang&lee2.csv")
@@ -28,6 +34,16 @@ MR = os.path.join(REPO, "data", "corpora", "polarity-en-pang&lee2.csv")
 def rows():
     with open(MR, encoding="utf-8-sig", newline="") as f:
         return list(csv.reader(f))
+
+
+@pytest.fixture(scope="module")
+def classifier_file(tmp_path_factory):
+    """A one-layer random classifier with the real MiniLM vocabulary, saved once for the tests of
+    the commands' flags: they check what each flag runs and refuses, which MiniLM's size does not
+    change (its int8 and float conversions cost these tests most of their time)."""
+    path = str(tmp_path_factory.mktemp("classifier") / "classifier.keras")
+    kb.BertClassifier(minilm_vocab_backbone(), num_classes=2, label_names=["-1", "1"]).save(path)
+    return path
 
 
 @pytest.fixture(scope="module")
@@ -253,10 +269,8 @@ def test_bad_precision_is_named(minilm):
 
 
 @pytest.mark.slow  # about 20 s or more: kbert predict and evaluate at each precision
-def test_kbert_predict_and_evaluate_take_precision(minilm, rows, tmp_path, capsys):
-    model = kb.BertClassifier(minilm, num_classes=2, label_names=["-1", "1"])
-    path = str(tmp_path / "classifier.keras")
-    model.save(path)
+def test_kbert_predict_and_evaluate_take_precision(classifier_file, rows, tmp_path, capsys):
+    path = classifier_file
     outputs = {}
     for precision in ("fp32", "bf16", "int8"):
         assert (
@@ -278,10 +292,8 @@ def test_kbert_predict_and_evaluate_take_precision(minilm, rows, tmp_path, capsy
     assert metrics["int8"]["examples"] == metrics["fp32"]["examples"] == 40, metrics
 
 
-def test_kbert_predict_takes_the_litert_runtime_for_fp32(minilm, tmp_path, capsys):
-    model = kb.BertClassifier(minilm, num_classes=2, label_names=["-1", "1"])
-    path = str(tmp_path / "classifier.keras")
-    model.save(path)
+def test_kbert_predict_takes_the_litert_runtime_for_fp32(classifier_file, capsys):
+    path = classifier_file
     outputs = {}
     for runtime in ("tensorflow", "litert"):
         assert (
@@ -301,9 +313,9 @@ def test_kbert_predict_takes_the_litert_runtime_for_fp32(minilm, tmp_path, capsy
     assert "--runtime litert goes with an explicit --precision" in capsys.readouterr().err
 
 
-def test_int8_refuses_token_heads(minilm, tmp_path, capsys):
+def test_int8_refuses_token_heads(tmp_path, capsys):
     path = str(tmp_path / "tagger.keras")
-    kb.BertTokenClassifier(minilm, num_classes=3, label_names=["O", "B-X", "I-X"]).save(path)
+    kb.BertTokenClassifier(minilm_vocab_backbone(), num_classes=3, label_names=["O", "B-X", "I-X"]).save(path)
     assert main(["predict", "--model", path, "--precision", "int8", "the cat sat"]) == 2
     err = capsys.readouterr().err
     assert (
