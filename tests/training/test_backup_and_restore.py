@@ -2,6 +2,7 @@
 clear errors for a corrupt backup or one of another model."""
 
 import os
+import shutil
 
 import keras
 import numpy as np
@@ -63,16 +64,49 @@ class _Interrupt(keras.callbacks.Callback):
             raise KeyboardInterrupt
 
 
-def _uninterrupted():
+@pytest.fixture(scope="module")
+def uninterrupted():
+    """(weights, history) of the run without a backup that both resume tests compare with."""
     model = _model()
     history = fit_resumable(model, _dataset, epochs=EPOCHS, steps_per_epoch=STEPS, verbose=0)
     return model.get_weights(), history.history
 
 
+def _trained_backup(folder, epochs, **options):
+    """The weights of `_model()` trained `epochs` epochs with a backup in `folder`."""
+    model = _model()
+    backup = BackupAndRestore(folder, **options)
+    fit_resumable(model, _dataset, epochs=epochs, steps_per_epoch=STEPS, backup=backup, verbose=0)
+    return model.get_weights()
+
+
+@pytest.fixture(scope="module")
+def one_epoch_backup(tmp_path_factory):
+    """A backup folder after one epoch, trained once for the tests that damage it or train on from
+    it; each takes a copy (`_copy`)."""
+    folder = tmp_path_factory.mktemp("one_epoch")
+    _trained_backup(folder, 1)
+    return folder
+
+
+@pytest.fixture(scope="module")
+def finished_backup(tmp_path_factory):
+    """(folder, weights) of a run trained to its end (EPOCHS epochs) with a backup, trained once for
+    the tests that rerun it; each takes a copy (`_copy`)."""
+    folder = tmp_path_factory.mktemp("finished")
+    return folder, _trained_backup(folder, EPOCHS)
+
+
+def _copy(folder, tmp_path):
+    target = tmp_path / "backup"
+    shutil.copytree(folder, target)
+    return target
+
+
 @pytest.mark.parametrize("stop_at", [3, 7])  # inside epoch 0 (then a whole epoch 1), inside epoch 1
-@pytest.mark.slow  # about 20 s or more: an uninterrupted, an interrupted and a resumed run
-def test_resume_mid_epoch_is_exact(tmp_path, stop_at):
-    reference, reference_history = _uninterrupted()
+@pytest.mark.slow  # about 20 s or more: an interrupted and a resumed run (and the shared uninterrupted one)
+def test_resume_mid_epoch_is_exact(tmp_path, stop_at, uninterrupted):
+    reference, reference_history = uninterrupted
     backup_dir = tmp_path / "backup"
     model = _model()
     with pytest.raises(KeyboardInterrupt):
@@ -159,39 +193,38 @@ def test_fp16_resume_counts_the_batches_whose_updates_were_skipped(tmp_path):
         np.testing.assert_array_equal(a, b)
 
 
-@pytest.mark.slow  # about 20 s or more: trains, then reruns a run folder
-def test_finished_run_does_nothing(tmp_path):
-    model = _model()
-    fit_resumable(
-        model, _dataset, epochs=EPOCHS, steps_per_epoch=STEPS, backup=BackupAndRestore(tmp_path), verbose=0
-    )
+@pytest.mark.slow  # about 20 s or more: reruns a finished run (`finished_backup`, trained for it)
+def test_finished_run_does_nothing(tmp_path, finished_backup):
+    folder, weights = finished_backup
+    backup_dir = _copy(folder, tmp_path)
     again = _model()
     history = fit_resumable(
-        again, _dataset, epochs=EPOCHS, steps_per_epoch=STEPS, backup=BackupAndRestore(tmp_path), verbose=0
+        again, _dataset, epochs=EPOCHS, steps_per_epoch=STEPS, backup=BackupAndRestore(backup_dir), verbose=0
     )
     assert history.epoch == [0, 1]  # from the backup; no step was run
     assert int(again.optimizer.iterations.numpy()) == EPOCHS * STEPS
-    for a, b in zip(model.get_weights(), again.get_weights()):
+    for a, b in zip(weights, again.get_weights()):
         np.testing.assert_array_equal(a, b)
 
 
-@pytest.mark.slow  # about 20 s or more: trains, then resumes with fewer steps
-def test_backup_past_the_requested_steps_is_an_error(tmp_path):
-    fit_resumable(
-        _model(), _dataset, epochs=EPOCHS, steps_per_epoch=STEPS, backup=BackupAndRestore(tmp_path), verbose=0
-    )
+@pytest.mark.slow  # about 20 s or more: resumes a finished run (`finished_backup`) with fewer steps
+def test_backup_past_the_requested_steps_is_an_error(tmp_path, finished_backup):
+    backup_dir = _copy(finished_backup[0], tmp_path)
     with pytest.raises(ValueError, match=r"backup is at step 10, past the 5 steps"):
         fit_resumable(
-            _model(), _dataset, epochs=1, steps_per_epoch=STEPS, backup=BackupAndRestore(tmp_path), verbose=0
+            _model(),
+            _dataset,
+            epochs=1,
+            steps_per_epoch=STEPS,
+            backup=BackupAndRestore(backup_dir),
+            verbose=0,
         )
 
 
-@pytest.mark.slow  # about 20 s or more: trains, corrupts the backup and resumes
-def test_corrupt_backup_is_an_error_not_a_fresh_start(tmp_path):
-    fit_resumable(
-        _model(), _dataset, epochs=1, steps_per_epoch=STEPS, backup=BackupAndRestore(tmp_path), verbose=0
-    )
-    path = tmp_path / STATE_FILE
+@pytest.mark.slow  # about 20 s or more: corrupts a backup (`one_epoch_backup`) and resumes
+def test_corrupt_backup_is_an_error_not_a_fresh_start(tmp_path, one_epoch_backup):
+    backup_dir = _copy(one_epoch_backup, tmp_path)
+    path = backup_dir / STATE_FILE
     data = path.read_bytes()
     path.write_bytes(data[: len(data) // 2])  # a torn file, as a disk failure would leave
     model = _model()
@@ -203,24 +236,22 @@ def test_corrupt_backup_is_an_error_not_a_fresh_start(tmp_path):
             _dataset,
             epochs=EPOCHS,
             steps_per_epoch=STEPS,
-            backup=BackupAndRestore(tmp_path),
+            backup=BackupAndRestore(backup_dir),
             verbose=0,
         )
     assert int(model.optimizer.iterations.numpy()) == 0  # nothing trained
 
 
-@pytest.mark.slow  # about 20 s or more: trains, then resumes into another model
-def test_backup_of_another_model_is_an_error(tmp_path):
-    fit_resumable(
-        _model(), _dataset, epochs=1, steps_per_epoch=STEPS, backup=BackupAndRestore(tmp_path), verbose=0
-    )
+@pytest.mark.slow  # about 20 s or more: resumes a backup (`one_epoch_backup`) into another model
+def test_backup_of_another_model_is_an_error(tmp_path, one_epoch_backup):
+    backup_dir = _copy(one_epoch_backup, tmp_path)
     with pytest.raises(BackupError, match=r"another model .*hidden_dim: backup 16, now 32"):
         fit_resumable(
             _model(hidden_dim=32),
             _dataset,
             epochs=1,
             steps_per_epoch=STEPS,
-            backup=BackupAndRestore(tmp_path),
+            backup=BackupAndRestore(backup_dir),
             verbose=0,
         )
 
@@ -245,16 +276,14 @@ def test_folder_with_other_files_is_an_error(tmp_path):
         BackupAndRestore(tmp_path).restore(_model())
 
 
-@pytest.mark.slow  # about 20 s or more: trains, interrupts and resumes
-def test_leftover_partial_write_is_ignored(tmp_path):
-    fit_resumable(
-        _model(), _dataset, epochs=1, steps_per_epoch=STEPS, backup=BackupAndRestore(tmp_path), verbose=0
-    )
-    (tmp_path / ".tmp-killed-mid-write.npz").write_bytes(b"PK\x03\x04 torn")
-    backup = BackupAndRestore(tmp_path)
+@pytest.mark.slow  # about 20 s or more: resumes a backup (`one_epoch_backup`) beside a torn write
+def test_leftover_partial_write_is_ignored(tmp_path, one_epoch_backup):
+    backup_dir = _copy(one_epoch_backup, tmp_path)
+    (backup_dir / ".tmp-killed-mid-write.npz").write_bytes(b"PK\x03\x04 torn")
+    backup = BackupAndRestore(backup_dir)
     fit_resumable(_model(), _dataset, epochs=EPOCHS, steps_per_epoch=STEPS, backup=backup, verbose=0)
     assert backup.restored_step == STEPS
-    assert sorted(os.listdir(tmp_path)) == [STATE_FILE]
+    assert sorted(os.listdir(backup_dir)) == [STATE_FILE]
 
 
 def test_bad_arguments_are_named():

@@ -14,10 +14,14 @@ import pytest
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 EPOCHS, STEPS, SAVE_EVERY = 3, 10, 3
+# Seconds a step of the run to be killed sleeps (kill_mid_run sets it): the uninterrupted and the
+# resumed runs, which nothing stops, train at full speed.
+PACE_VARIABLE, PACE = "KILL_TEST_PACE", "0.15"
 
 # The training "command". It reports its step to a file (so the test knows when it is
-# mid-epoch) and sleeps a little per step so the kill lands while it trains; neither
-# touches the numbers. Dropout is on, so equal weights also mean equal dropout masks.
+# mid-epoch) and, in the run to be killed (PACE_VARIABLE set), sleeps a little per step so the
+# kill lands while it trains; neither touches the numbers. Dropout is on, so equal weights also
+# mean equal dropout masks.
 SCRIPT = r"""
 import json, os, sys, time
 import keras, numpy as np, tensorflow as tf
@@ -43,11 +47,13 @@ x = {"token_ids": rng.integers(1, 60, (n, 12)).astype("int32"), "segment_ids": n
 y = rng.integers(0, 3, n)
 dataset_fn = lambda: tf.data.Dataset.from_tensor_slices((x, y)).shuffle(n, seed=7).batch(8)
 
+pace = float(os.environ.get("KILL_TEST_PACE", "0"))
+
 class Report(keras.callbacks.Callback):
     def on_train_batch_end(self, batch, logs=None):
         with open(os.path.join(out, "step"), "w") as f:
             f.write(str(int(self.model.optimizer.iterations.numpy())))
-        time.sleep(0.15)
+        time.sleep(pace)
 
 backup = BackupAndRestore(os.path.join(out, "backup"), save_every=save_every)
 fit_resumable(model, dataset_fn, epochs=epochs, steps_per_epoch=steps, backup=backup, callbacks=[Report()],
@@ -85,11 +91,10 @@ def _step(out):
 
 
 def kill_mid_run(command, folder, step, cwd=None):
-    """Starts `command`, SIGKILLs it once `folder`/step reports `step` (or it ends, or 300 s
-    pass) and returns the step it was killed at."""
-    process = subprocess.Popen(
-        command, cwd=cwd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env=_env()
-    )
+    """Starts `command` with PACE_VARIABLE set, SIGKILLs it once `folder`/step reports `step`
+    (or it ends, or 300 s pass) and returns the step it was killed at."""
+    env = dict(_env(), **{PACE_VARIABLE: PACE})
+    process = subprocess.Popen(command, cwd=cwd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env=env)
     deadline = time.monotonic() + 300
     while _step(folder) < step and process.poll() is None and time.monotonic() < deadline:
         time.sleep(0.01)

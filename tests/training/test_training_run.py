@@ -18,9 +18,11 @@ SECTION = "## Training a run folder from Python"
 EPOCHS, STEPS = 3, 10  # the example's
 
 # Prepended to the example: each step is reported to ./step (so the test knows when the run
-# is mid-epoch) and slowed a little so the kill lands while it trains; neither touches the numbers.
+# is mid-epoch) and, in the run kill_mid_run starts, slowed a little so the kill lands while it
+# trains; neither touches the numbers.
 PRELUDE = r"""
 import dataclasses
+import os
 import time
 import keras
 import keras_bert_impl.training
@@ -30,7 +32,7 @@ class _Report(keras.callbacks.Callback):
     def on_train_batch_end(self, batch, logs=None):
         with open("step", "w") as f:
             f.write(str(int(self.model.optimizer.iterations.numpy())))
-        time.sleep(0.15)
+        time.sleep(float(os.environ.get("KILL_TEST_PACE", "0")))
 
 
 _run_training = keras_bert_impl.training.run_training
