@@ -292,7 +292,7 @@ def test_ctrl_c_during_training_says_what_was_saved_and_the_same_command_resumes
         "--output",
         output,
         "--epochs",
-        "5",
+        "20",
         "--seq-len",
         "32",
         "--batch-size",
@@ -302,9 +302,8 @@ def test_ctrl_c_during_training_says_what_was_saved_and_the_same_command_resumes
         "--quiet",
         *LAYOUT,
     ]
-    # 5 epochs of 10 steps: the run is still training when the first backup (step 2) appears and
-    # Ctrl-C follows (48 steps and 5 validations before its end), and the resumed run has only
-    # those to train. The child gets a terminal's default SIGINT action: a test suite started in the
+    # 20 epochs of 10 steps: the run is still training when the first backup appears and Ctrl-C
+    # follows. The child gets a terminal's default SIGINT action: a test suite started in the
     # background of a non-interactive shell (`make test &`) runs with SIGINT ignored, which
     # children inherit, and Python then installs no KeyboardInterrupt handler (the run ignored
     # the signal and finished with status 0 in two such fresh-clone checks).
