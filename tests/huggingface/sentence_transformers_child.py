@@ -1,9 +1,11 @@
 """Loads an exported folder with sentence-transformers in `.venv-torch` (PyTorch, no TensorFlow)
 and writes the vectors it gives.
 
-    python sentence_transformers_child.py FOLDER TEXTS.json OUT.npy
+    python sentence_transformers_child.py FOLDER TEXTS.json OUT.npy [FOLDER TEXTS.json OUT.npy ...]
 
-Prints one JSON line: the modules SentenceTransformer built and its max_seq_length.
+Several jobs (triples) run in this one process, one after the other: the interpreter's start and
+the PyTorch imports cost more than the encoding. Prints one JSON line per job, in order: the
+modules SentenceTransformer built and its max_seq_length.
 """
 
 import json
@@ -26,4 +28,8 @@ def main(folder, texts_path, out_path):
 
 
 if __name__ == "__main__":
-    main(*sys.argv[1:])
+    jobs = sys.argv[1:]
+    if not jobs or len(jobs) % 3:
+        sys.exit(f"usage: {sys.argv[0]} FOLDER TEXTS.json OUT.npy [...]: got {len(jobs)} arguments")
+    for first in range(0, len(jobs), 3):
+        main(*jobs[first : first + 3])

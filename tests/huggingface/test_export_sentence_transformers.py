@@ -97,28 +97,47 @@ def test_an_embedder_model_brings_its_own_settings_and_what_it_cannot_be_is_refu
     assert not os.path.exists(tmp_path / "x")
 
 
-@pytest.mark.slow  # about 20 s or more: sentence-transformers in the PyTorch venv
-@pytest.mark.parametrize("pooling, normalize", [("mean", True), ("cls", False), ("max", True)])
-def test_sentence_transformers_gives_our_vectors(minilm, pooling, normalize, tmp_path):
-    """MR sentences, some longer than 32 wordpieces: SentenceTransformer(folder).encode equals
-    kbert embed's SentenceEncoder at the same settings."""
+SETTINGS = [("mean", True), ("cls", False), ("max", True)]
+
+
+@pytest.fixture(scope="module")
+def vectors_in_sentence_transformers(minilm, tmp_path_factory):
+    """(texts, {(pooling, normalize): (the child's report, its vectors)}): MiniLM exported at each
+    of SETTINGS and encoded by SentenceTransformer, the three in one child process (its start and
+    imports cost more than the encoding)."""
     all_texts, _ = load_mr(os.path.join(DATA, "corpora", "polarity-en-pang&lee2.csv"))
     texts = all_texts[:24] + all_texts[-24:]
-    folder = str(tmp_path / "st")
-    export_sentence_transformers(minilm, folder, pooling=pooling, normalize=normalize, max_seq_length=32)
-    (tmp_path / "texts.json").write_text(json.dumps(texts), encoding="utf-8")
-    out = str(tmp_path / "vectors.npy")
-    report = json.loads(
-        run_in_side_venv(".venv-torch", CHILD, folder, str(tmp_path / "texts.json"), out)
-        .strip()
-        .splitlines()[-1]
-    )
+    folder = tmp_path_factory.mktemp("st")
+    (folder / "texts.json").write_text(json.dumps(texts), encoding="utf-8")
+    args = []
+    for index, (pooling, normalize) in enumerate(SETTINGS):
+        export = str(folder / f"st_{index}")
+        export_sentence_transformers(minilm, export, pooling=pooling, normalize=normalize, max_seq_length=32)
+        args += [export, str(folder / "texts.json"), str(folder / f"vectors_{index}.npy")]
+    printed = run_in_side_venv(".venv-torch", CHILD, *args).splitlines()
+    reports = [json.loads(line) for line in printed if line.startswith('{"modules"')]
+    assert len(reports) == len(SETTINGS), printed[-20:]
+    return texts, {
+        setting: (report, np.load(folder / f"vectors_{index}.npy"))
+        for index, (setting, report) in enumerate(zip(SETTINGS, reports, strict=True))
+    }
+
+
+@pytest.mark.slow  # about 20 s or more: sentence-transformers in the PyTorch venv
+@pytest.mark.parametrize("pooling, normalize", SETTINGS)
+def test_sentence_transformers_gives_our_vectors(
+    minilm, pooling, normalize, vectors_in_sentence_transformers
+):
+    """MR sentences, some longer than 32 wordpieces: SentenceTransformer(folder).encode equals
+    kbert embed's SentenceEncoder at the same settings."""
+    texts, results = vectors_in_sentence_transformers
+    report, theirs = results[(pooling, normalize)]
     assert report == {
         "modules": ["Transformer", "Pooling"] + (["Normalize"] if normalize else []),
         "max_seq_length": 32,
     }
     ours = SentenceEncoder(minilm, pooling=pooling, normalize=normalize, sequence_length=32).encode(texts)
-    np.testing.assert_allclose(np.load(out), ours, atol=1e-5)
+    np.testing.assert_allclose(theirs, ours, atol=1e-5)
 
 
 @pytest.mark.slow  # about 20 s or more: 1,000 sentences through MiniLM on each side, in two processes

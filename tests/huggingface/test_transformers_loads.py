@@ -16,7 +16,12 @@ from bench.corpora.mr_split import load_mr
 from keras_bert_impl_export.huggingface import export_huggingface
 from tests.conftest import DATA, REPO
 from tests.export.edge_reference import preprocess
-from tests.huggingface.transformers_side import check_loading_info, keras_outputs, transformers_outputs
+from tests.huggingface.transformers_side import (
+    check_loading_info,
+    keras_outputs,
+    transformers_outputs,
+    transformers_outputs_of_many,
+)
 from tests.side_venv import run_in_side_venv
 from tests.test_readme import python_block
 
@@ -52,8 +57,10 @@ def _our_ids(vocabulary, requests):
     return ours
 
 
-def _head(kind, minilm_keras):
-    backbone = keras.saving.load_model(minilm_keras)
+KINDS = ["classifier", "tagger", "spans", "pretrainer"]
+
+
+def _head(kind, backbone):
     keras.utils.set_random_seed(7)
     if kind == "classifier":
         return kb.BertClassifier(backbone, 2, label_names=["negative", "positive"])
@@ -64,19 +71,35 @@ def _head(kind, minilm_keras):
     return kb.BertSpanLabeler(backbone)
 
 
-@pytest.mark.parametrize("kind", ["classifier", "tagger", "spans", "pretrainer"])
-def test_transformers_gives_the_keras_outputs(kind, minilm_keras, mr_texts, tmp_path):
-    model = _head(kind, minilm_keras)
-    folder = str(tmp_path / kind)
-    described = export_huggingface(model, folder)
+def _forward_request(kind, mr_texts):
     # The pretrainer's 30,522 logits per token: 16 sentences (200 would be 1.7 GB of them).
     texts = mr_texts[: 16 if kind == "pretrainer" else SENTENCES]
     # Question answering: a question and a real sentence as its context (segment 1).
     texts_b = texts if kind == "spans" else None
     texts = ["what does the critic think of the film?"] * SENTENCES if kind == "spans" else texts
-    report, arrays = transformers_outputs(
-        folder, {"forward": {"texts": texts, "texts_b": texts_b, "max_length": LENGTH}}, tmp_path
+    return {"forward": {"texts": texts, "texts_b": texts_b, "max_length": LENGTH}}
+
+
+@pytest.fixture(scope="module")
+def heads_in_transformers(minilm_keras, mr_texts, tmp_path_factory):
+    """kind -> (model, export_huggingface's description, the child's report, its arrays): each
+    head on one loaded MiniLM encoder, exported, and run by transformers, the four in one child
+    process (its start and imports cost more than the forward passes)."""
+    folder = tmp_path_factory.mktemp("heads")
+    backbone = keras.saving.load_model(minilm_keras)
+    models = {kind: _head(kind, backbone) for kind in KINDS}
+    described = {kind: export_huggingface(models[kind], str(folder / kind)) for kind in KINDS}
+    results = transformers_outputs_of_many(
+        [(str(folder / kind), _forward_request(kind, mr_texts)) for kind in KINDS], folder
     )
+    return {
+        kind: (models[kind], described[kind], *result) for kind, result in zip(KINDS, results, strict=True)
+    }
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_transformers_gives_the_keras_outputs(kind, heads_in_transformers):
+    model, described, report, arrays = heads_in_transformers[kind]
     check_loading_info(report)
     ours = keras_outputs(model, arrays)
     real = arrays["attention_mask"] == 1  # [N, T]

@@ -1,14 +1,17 @@
 """Loads an exported folder with transformers (AutoTokenizer + the class in its config.json)
 in `.venv-torch` (PyTorch, transformers, no TensorFlow) and reports what it gives.
 
-    python transformers_child.py FOLDER REQUEST.json OUT.npz
+    python transformers_child.py FOLDER REQUEST.json OUT.npz [FOLDER REQUEST.json OUT.npz ...]
+
+Several jobs (triples) run in this one process, one after the other: the interpreter's start and
+the PyTorch and transformers imports cost more than a forward pass.
 
 REQUEST: {"tokenize": [{"text", "text_b" (optional), "max_length"}, ...] (optional),
           "forward": {"texts", "texts_b" (or null), "max_length"} or {"ids": IDS.npz} (optional)}.
 IDS.npz: input_ids, token_type_ids and attention_mask of a batch made elsewhere (SQuAD windows).
-Prints one JSON line: the tokenizer's class, the model's loading info (missing and unexpected
-keys), and each "tokenize" item's input_ids and token_type_ids. OUT.npz: the forward batch's
-input_ids, attention_mask, token_type_ids and every tensor the model returns.
+Prints one JSON line per job, in order: the tokenizer's class, the model's loading info (missing
+and unexpected keys), and each "tokenize" item's input_ids and token_type_ids. OUT.npz: the
+forward batch's input_ids, attention_mask, token_type_ids and every tensor the model returns.
 """
 
 import json
@@ -61,4 +64,8 @@ def main(folder, request_path, out_path):
 
 
 if __name__ == "__main__":
-    main(*sys.argv[1:])
+    jobs = sys.argv[1:]
+    if not jobs or len(jobs) % 3:
+        sys.exit(f"usage: {sys.argv[0]} FOLDER REQUEST.json OUT.npz [...]: got {len(jobs)} arguments")
+    for first in range(0, len(jobs), 3):
+        main(*jobs[first : first + 3])

@@ -19,15 +19,29 @@ BUFFERS = {"bert.embeddings.position_ids", "embeddings.position_ids"}
 
 def transformers_outputs(folder, request, tmp_path):
     """(report, arrays) of transformers_child.py on `folder` (its docstring says what they hold)."""
-    request_path, out = tmp_path / "request.json", tmp_path / "out.npz"
-    request_path.write_text(json.dumps(request), encoding="utf-8")
-    report = json.loads(
-        run_in_side_venv(".venv-torch", CHILD, folder, str(request_path), str(out)).strip().splitlines()[-1]
-    )
-    if not out.exists():
-        return report, {}
-    with np.load(out) as arrays:
-        return report, dict(arrays)
+    return transformers_outputs_of_many([(folder, request)], tmp_path)[0]
+
+
+def transformers_outputs_of_many(jobs, tmp_path):
+    """[(report, arrays)] of transformers_child.py on each (folder, request) of `jobs`, all in one
+    child process."""
+    args = []
+    for index, (folder, request) in enumerate(jobs):
+        request_path, out = tmp_path / f"request_{index}.json", tmp_path / f"out_{index}.npz"
+        request_path.write_text(json.dumps(request), encoding="utf-8")
+        args += [folder, str(request_path), str(out)]
+    printed = run_in_side_venv(".venv-torch", CHILD, *args).splitlines()
+    lines = [line for line in printed if line.startswith('{"tokenizer_class"')]  # the jobs' reports
+    assert len(lines) == len(jobs), printed[-20:]
+    results = []
+    for index, line in enumerate(lines):
+        out = tmp_path / f"out_{index}.npz"
+        if not out.exists():
+            results.append((json.loads(line), {}))
+            continue
+        with np.load(out) as arrays:
+            results.append((json.loads(line), dict(arrays)))
+    return results
 
 
 def check_loading_info(report):
