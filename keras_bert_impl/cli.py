@@ -109,7 +109,21 @@ def _interrupted_message(args):
 
 
 def _raise_terminated(signum, frame):
+    if _inside_finalizer(frame):
+        # Python prints and drops an exception raised in a __del__ (TensorFlow's functions free
+        # themselves there, often mid-trace), so a SIGTERM handled there was lost and the command
+        # ran on to exit 0. It is sent again once the finalizer has returned.
+        threading.Timer(0.01, os.kill, (os.getpid(), signum)).start()
+        return
     raise Terminated()
+
+
+def _inside_finalizer(frame):
+    while frame is not None:
+        if frame.f_code.co_name == "__del__":
+            return True
+        frame = frame.f_back
+    return False
 
 
 def _terminate_as_interrupt():

@@ -14,6 +14,8 @@ import time
 
 import pytest
 
+from keras_bert_impl import cli
+from keras_bert_impl.commands.errors import Terminated
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 DATA = os.path.join(REPO, "data")
@@ -195,3 +197,20 @@ def test_sigterm_during_training_keeps_the_backup_and_says_so(
     )
     _resumable(status, err, command, output)
     assert os.listdir(tmpdir) == []  # finetune's scratch folder (kbert-finetune-*) too
+
+
+def test_a_sigterm_handled_inside_a_finalizer_is_raised_after_it():
+    # A SIGTERM that landed while TensorFlow's AtomicFunction.__del__ ran (mid-trace, in the
+    # text-in conversion) was dropped with the exception Python ignores in a finalizer: the export
+    # went on to exit 0.
+    class Finalized:
+        def __del__(self):
+            signal.raise_signal(signal.SIGTERM)
+
+    previous = signal.signal(signal.SIGTERM, cli._raise_terminated)
+    try:
+        with pytest.raises(Terminated):
+            Finalized()  # dropped at once: its __del__ runs the handler here
+            time.sleep(10)  # the signal, sent again, ends this wait
+    finally:
+        signal.signal(signal.SIGTERM, previous)
