@@ -27,55 +27,15 @@ import json
 import os
 import random
 import statistics
-import subprocess
 import sys
 import tempfile
 import threading
 import time
 
 from bench.common import MR, REPO, machine_info, wait_for_idle, write_report
-from bench.perf.serve_adapters_rss import SHAPES, _make_runs
+from bench.perf.serve_adapters_rss import SHAPES, _make_runs, start_serve
 
 ARMS = ("merged", "adapters_spread", "adapters_one")
-
-
-def _start(folders, args, log):
-    """(process, port, [model names]) of `kbert serve` over `folders`, once it is listening;
-    its stderr goes to the file `log`."""
-    flags = [f for folder in folders for f in ("--model", folder)]
-    process = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "keras_bert_impl.cli",
-            "serve",
-            *flags,
-            "--port",
-            "0",
-            "--seq-len",
-            str(args.seq_len),
-            "--max-batch-size",
-            str(args.max_batch_size),
-            "--batch-timeout-ms",
-            str(args.batch_timeout_ms),
-        ],
-        stdout=subprocess.PIPE,
-        stderr=log,  # a file: a pipe nobody reads would stop the server once full
-        text=True,
-        cwd=REPO,
-    )
-    names = []
-    for _ in range(2 * len(folders)):  # NAME and NAME_ids of each
-        line = process.stdout.readline()
-        if not line.startswith("Serving "):
-            process.kill()
-            process.wait()
-            log.seek(0)
-            raise RuntimeError(f"kbert serve did not start: {line!r} {log.read()[-2000:]}")
-        if not line.split()[1].endswith("_ids"):
-            names.append(line.split()[1])
-        port = int(line.split("http://127.0.0.1:")[1].split("/")[0])
-    return process, port, names
 
 
 def _post(conn, name, body):
@@ -171,7 +131,16 @@ def _rounds(folders, root, warm_up, requests, args):
     try:
         for key, served in (("merged", folders[:1]), ("adapters", folders)):
             logs[key] = open(os.path.join(root, f"{key}.log"), "w+", encoding="utf-8")
-            servers[key] = _start(served, args, logs[key])
+            servers[key] = start_serve(
+                served,
+                logs[key],
+                "--seq-len",
+                str(args.seq_len),
+                "--max-batch-size",
+                str(args.max_batch_size),
+                "--batch-timeout-ms",
+                str(args.batch_timeout_ms),
+            )
         targets = {
             "merged": servers["merged"][1:],
             "adapters_spread": servers["adapters"][1:],

@@ -64,14 +64,14 @@ def _make_runs(root, count, shape):
     return folders
 
 
-def _peak_rss(folders):
-    """(peak RSS in MiB, seconds to ready) of `kbert serve` over `folders`, after one request each."""
-    started = time.monotonic()
-    flags = [f for folder in folders for f in ("--model", folder)]
+def start_serve(folders, log, *flags):
+    """(process, port, [model names]) of `kbert serve --model FOLDER... FLAGS` once it is listening
+    (the text models' names; each also serves NAME_ids); its stderr goes to the file `log`."""
+    models = [f for folder in folders for f in ("--model", folder)]
     process = subprocess.Popen(
-        [sys.executable, "-m", "keras_bert_impl.cli", "serve", *flags, "--port", "0", "--seq-len", "32"],
+        [sys.executable, "-m", "keras_bert_impl.cli", "serve", *models, "--port", "0", *flags],
         stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
+        stderr=log,  # a file: a pipe nobody reads would stop the server once full
         text=True,
         cwd=REPO,
     )
@@ -80,25 +80,34 @@ def _peak_rss(folders):
         line = process.stdout.readline()
         if not line.startswith("Serving "):
             process.kill()
-            raise RuntimeError(f"kbert serve did not start: {line!r} {process.stderr.read()[-2000:]}")
-        names.append(line.split()[1])
+            process.wait()
+            log.seek(0)
+            raise RuntimeError(f"kbert serve did not start: {line!r} {log.read()[-2000:]}")
+        if not line.split()[1].endswith("_ids"):
+            names.append(line.split()[1])
         port = int(line.split("http://127.0.0.1:")[1].split("/")[0])
-    ready = time.monotonic() - started
-    for name in names:
-        if name.endswith("_ids"):
-            continue
-        conn = http.client.HTTPConnection("127.0.0.1", port, timeout=300)
-        conn.request(
-            "POST", f"/v1/models/{name}:predict", json.dumps({"instances": ["a gripping, funny film"]})
-        )
-        response = conn.getresponse()
-        assert response.status == 200, response.read()
-        response.read()
-        conn.close()
-    with open(f"/proc/{process.pid}/status", encoding="utf-8") as f:
-        peak_kib = next(int(line.split()[1]) for line in f if line.startswith("VmHWM:"))
-    process.send_signal(signal.SIGTERM)
-    process.communicate(timeout=120)
+    return process, port, names
+
+
+def _peak_rss(folders):
+    """(peak RSS in MiB, seconds to ready) of `kbert serve` over `folders`, after one request each."""
+    started = time.monotonic()
+    with tempfile.TemporaryFile("w+") as log:
+        process, port, names = start_serve(folders, log, "--seq-len", "32")
+        ready = time.monotonic() - started
+        for name in names:
+            conn = http.client.HTTPConnection("127.0.0.1", port, timeout=300)
+            conn.request(
+                "POST", f"/v1/models/{name}:predict", json.dumps({"instances": ["a gripping, funny film"]})
+            )
+            response = conn.getresponse()
+            assert response.status == 200, response.read()
+            response.read()
+            conn.close()
+        with open(f"/proc/{process.pid}/status", encoding="utf-8") as f:
+            peak_kib = next(int(line.split()[1]) for line in f if line.startswith("VmHWM:"))
+        process.send_signal(signal.SIGTERM)
+        process.communicate(timeout=120)
     return peak_kib / 1024, ready
 
 
