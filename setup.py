@@ -30,6 +30,11 @@ setup(
         # `kbert export --formats huggingface` writes tokenizer.json with Hugging Face's own library.
         "tokenizers==0.23.3",
         "numpy<2.3",
+        # TensorFlow asks for ml_dtypes>=0.5.1,<1; 0.7.0 spends about 1 CPU-second of every process's
+        # start registering its types' NumPy loops (PyUFunc_AddLoop scans the loops already there, so
+        # the cost grows with their square): `import ml_dtypes` 1.03 s user against 0.11 s for 0.6.0
+        # on the 2-core AVX2 EPYC, and every `kbert` command and test process imports it.
+        "ml_dtypes==0.6.0",
         # The export wing: TF Serving's PredictionLog protos for the warm-up requests, and
         # the report's chart (both already in tf-models-official's tree; pinned here).
         "tensorflow-serving-api==2.20.0",
