@@ -27,7 +27,7 @@ TORCH_VENV := .venv-torch
 TORCH_INSTALLED := $(TORCH_VENV)/.installed
 # peft: the LoRA adapter folder of `kbert export --formats huggingface --peft-adapter` is loaded
 # over its base there (tests/huggingface/test_export_peft_adapter.py).
-TORCH_PINS := torch==2.13.0 transformers==5.23.0 keras==3.15.1 sentence-transformers==6.0.1 peft==0.21.2
+TORCH_PINS := torch==2.13.0 transformers==5.23.0 keras==3.15.1 ml_dtypes==0.6.0 sentence-transformers==6.0.1 peft==0.21.2
 # The stamp holds the pins the venv was installed with: when TORCH_PINS differs (a package added,
 # a version moved), its rule runs again and pip installs the new pins into the venv already there.
 TORCH_STAMPED_PINS := $(shell cat $(TORCH_INSTALLED) 2>/dev/null)
@@ -43,7 +43,7 @@ PEERS_PINS := transformers==5.23.0 onnx==1.23.2 onnxscript==0.7.2 onnxruntime==1
 # machine's versions), and PyTorch in .venv-torch above (keras is in its pins).
 JAX_VENV := .venv-jax
 JAX_INSTALLED := $(JAX_VENV)/.installed
-JAX_PINS := jax==0.11.2 jaxlib==0.11.2 keras==3.15.1
+JAX_PINS := jax==0.11.2 jaxlib==0.11.2 keras==3.15.1 ml_dtypes==0.6.0
 # The first Python X.Y that runs: pyenv's own (its shim fails where X.Y is not the active
 # version), then pythonX.Y on the PATH; empty when there is none.
 find_python = $(shell for p in $$HOME/.pyenv/versions/$(1).*/bin/python$(1) $$(command -v python$(1)); do \
