@@ -21,7 +21,10 @@ class TextModelHandler(ModelHandler):
         return [PredictionResult(text, output) for text, output in zip(batch, outputs)]
 
     def batch_elements_kwargs(self):
-        return {"min_batch_size": 1, "max_batch_size": self._max_batch_size}
+        # Full batches: Beam's default estimator starts every bundle at one text and doubles, so a
+        # worker ran dozens of small, badly padded batches (each sorted and padded by itself) where
+        # the one-process command sorts thousands of texts at once. A bundle's last batch is smaller.
+        return {"min_batch_size": self._max_batch_size, "max_batch_size": self._max_batch_size}
 
     def share_model_across_processes(self):
         return False

@@ -167,3 +167,40 @@ def test_kbert_index_builds_from_the_embedding_shards(tiny_classifier, tmp_path)
     assert (
         kbert("index", shards, "--model", tiny_classifier, "--seq-len", 32, "--output", tmp_path / "c") == 2
     )
+
+
+class _BatchLog:
+    """A stand-in model (no TensorFlow) that appends the size of each batch it gets to a file."""
+
+    def __init__(self, path):
+        self.path = path
+
+    def infer(self, texts):
+        with open(self.path, "a", encoding="utf-8") as f:
+            f.write(f"{len(texts)}\n")
+        return [{"length": len(text)} for text in texts]
+
+
+def test_run_inference_hands_the_model_full_batches(tmp_path):
+    """A shard's texts reach the model in batches of max_batch_size (the last one smaller), so
+    each is sorted by length and padded over many texts as in the one-process commands, not in
+    the 1, 2, 4, ... texts Beam's batch estimator starts every bundle with."""
+    import functools
+
+    from keras_bert_impl.commands.text_lines import read_lines
+    from keras_bert_impl.pipelines import InferencePipeline, pipeline_options, text_shards
+
+    source, log = tmp_path / "in.txt", tmp_path / "batches.txt"
+    source.write_text("".join(f"line {i}\n" for i in range(300)), encoding="utf-8")
+    pipeline = InferencePipeline(
+        text_shards([(str(source), 300)], 300),  # one shard: one bundle
+        read_lines,
+        functools.partial(_BatchLog, str(log)),
+        tmp_path / "out",
+        "predictions",
+        blank_row={"length": None},
+        max_batch_size=128,
+        settings={"test": 1},
+    )
+    pipeline.run(pipeline_options("direct", 1))
+    assert sorted(map(int, log.read_text().split()), reverse=True) == [128, 128, 44]
