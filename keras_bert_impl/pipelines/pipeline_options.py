@@ -3,8 +3,11 @@ work spread over those workers."""
 
 # The short names `kbert --runner` takes; any other name goes to Beam as written (a runner class
 # name, e.g. PrismRunner), so new runners need nothing here.
+# `direct` is Beam's FnApiRunner, the batch engine behind its DirectRunner: the DirectRunner
+# itself first tries the PrismRunner, whose binary it downloads from GitHub on first use (offline it
+# falls back to the FnApiRunner), and nothing here downloads anything at run time.
 RUNNER_NAMES = {
-    "direct": "DirectRunner",
+    "direct": "FnApiRunner",
     "dataflow": "DataflowRunner",
     "flink": "FlinkRunner",
     "spark": "SparkRunner",
@@ -12,6 +15,8 @@ RUNNER_NAMES = {
 }
 # The default --runner: the one-process path, no Beam at all.
 LOCAL_RUNNER = "local"
+# Runners in this process's machine, whose workers are processes here (--direct_num_workers).
+THIS_MACHINE = ("FnApiRunner", "DirectRunner")
 
 
 def pipeline_options(runner, workers=None, extra_args=()):
@@ -26,7 +31,7 @@ def pipeline_options(runner, workers=None, extra_args=()):
 
     name = RUNNER_NAMES.get(runner, runner)
     args = ["--runner", name, *extra_args]
-    if name == "DirectRunner":
+    if name in THIS_MACHINE:
         workers = workers or 1
         args += [
             "--direct_num_workers",
@@ -45,7 +50,7 @@ def pipeline_options(runner, workers=None, extra_args=()):
             )
         args += ["--max_num_workers", str(workers)]
     # Dataflow and the portable runners ship the main session's imports otherwise only by name.
-    args += ["--save_main_session"] if name != "DirectRunner" else []
+    args += ["--save_main_session"] if name not in THIS_MACHINE else []
     options = PipelineOptions(args)
     # Remote paths (gs://...) that the launcher checks and copies are then read with the runner's
     # options (project, credentials) as the workers read them.

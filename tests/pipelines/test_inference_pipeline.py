@@ -204,3 +204,20 @@ def test_run_inference_hands_the_model_full_batches(tmp_path):
     )
     pipeline.run(pipeline_options("direct", 1))
     assert sorted(map(int, log.read_text().split()), reverse=True) == [128, 128, 44]
+
+
+def test_the_direct_runner_never_starts_prism(tmp_path, monkeypatch):
+    """`--runner direct` runs Beam's FnApiRunner: Beam's DirectRunner would first start the
+    PrismRunner, which downloads its binary from GitHub (offline it fails and falls back), and
+    nothing is downloaded at run time."""
+    import apache_beam as beam
+    from apache_beam.runners.portability import prism_runner
+
+    from keras_bert_impl.pipelines import pipeline_options
+
+    started = []
+    monkeypatch.setattr(prism_runner.PrismRunner, "run_pipeline", lambda *a, **k: started.append(a))
+    out = tmp_path / "out"
+    with beam.Pipeline(options=pipeline_options("direct", 1)) as pipeline:
+        _ = pipeline | beam.Create(["a", "b"]) | beam.io.WriteToText(str(out), shard_name_template="")
+    assert started == [] and out.read_text().split() == ["a", "b"]
