@@ -26,6 +26,8 @@ ordinary values), so `int8_mixed` quantizes only the op kinds in INT8_MIXED_QUAN
 minus the nodes in INT8_MIXED_FLOAT_NODES, and keeps the rest float.
 """
 
+import contextlib
+import copy
 import os
 import re
 import tempfile
@@ -108,12 +110,7 @@ def explain_converter_error(error):
 
 def convert_endpoint(function, input_signature, quantization="float32", *, allow_custom_ops=False, **options):
     """The .tflite bytes of `function` traced on `input_signature`, as the `serving_default`
-    signature of an ExportArchive written to a temporary SavedModel.
-
-    The archive is not given `archive.track(model)`: it already saves every variable the
-    endpoint uses, Keras 3.15 saves tracked ones a second time (as the KerasVariable
-    wrappers, which doubled a SavedModel on disk), and the .tflite is byte-identical
-    without it.
+    signature of an ExportArchive written to a temporary SavedModel (`endpoint_saved_model`).
 
     Args:
         function: a function of the tensors in `input_signature` (parameters named as the
@@ -121,13 +118,28 @@ def convert_endpoint(function, input_signature, quantization="float32", *, allow
         input_signature: its tf.TensorSpecs (`input_contract.id_signature` or `text_signature`).
         quantization, allow_custom_ops, options: as for `convert_saved_model`.
     """
+    with endpoint_saved_model(function, input_signature) as saved_model:
+        return convert_saved_model(saved_model, quantization, allow_custom_ops=allow_custom_ops, **options)
+
+
+@contextlib.contextmanager
+def endpoint_saved_model(function, input_signature):
+    """The folder of a temporary SavedModel whose `serving_default` is `function` traced on
+    `input_signature` (as for `convert_endpoint`), removed when the block ends: what a caller
+    converting one function in several precisions traces and writes once.
+
+    The archive is not given `archive.track(model)`: it already saves every variable the
+    endpoint uses, Keras 3.15 saves tracked ones a second time (as the KerasVariable
+    wrappers, which doubled a SavedModel on disk), and the .tflite is byte-identical
+    without it.
+    """
     archive = keras.export.ExportArchive()
     archive.add_endpoint(SERVING_ENDPOINT, function, input_signature=input_signature)
     with tempfile.TemporaryDirectory(prefix="kbert-convert-") as folder:
         saved_model = os.path.join(folder, "saved_model")
         with native_output_held():
             archive.write_out(saved_model, verbose=False)
-        return convert_saved_model(saved_model, quantization, allow_custom_ops=allow_custom_ops, **options)
+        yield saved_model
 
 
 def convert_saved_model(
@@ -155,33 +167,79 @@ def convert_saved_model(
         allow_custom_ops: bool. Lets ops with no builtin through as custom ops: the text-in
             graph's tensorflow-text kernels (its caller then checks that no other is left).
     """
+    _check_request(quantization, calibration_inputs)
+    convert = saved_model_converter(saved_model_dir, allow_custom_ops=allow_custom_ops)
+    return convert(quantization, calibration_inputs, quantized_ops, float_nodes)
+
+
+def saved_model_converter(saved_model_dir, *, allow_custom_ops=False):
+    """`convert(quantization="float32", calibration_inputs=None, quantized_ops=None,
+    float_nodes=None)`: the .tflite bytes of the SavedModel in each precision asked for, as
+    `convert_saved_model` gives them (its arguments), for a caller writing several precisions
+    of one SavedModel: TFLiteConverter.from_saved_model loads the whole SavedModel (its
+    functions and variables) to read its signatures, here once for every precision; and
+    int8_mixed picks its denylist from the float32 conversion already made, when it was."""
+    try:
+        with native_output_held():
+            loaded = tf.lite.TFLiteConverter.from_saved_model(saved_model_dir)
+    except Exception as error:
+        if _is_converter_error(error):
+            raise ConversionError(explain_converter_error(error)) from None
+        raise
+    made = {}  # quantization -> bytes, of the conversions without options that change them
+
+    def convert(quantization="float32", calibration_inputs=None, quantized_ops=None, float_nodes=None):
+        _check_request(quantization, calibration_inputs)
+        # Each conversion sets its options on a copy: QuantizationDebugger switches its converter
+        # to calibration only, which must not reach the next precision's.
+        converter = copy.copy(loaded)
+        converter.target_spec = copy.copy(loaded.target_spec)
+        try:
+            # The converter's log lines reach the terminal only with a failure (native_log.py).
+            with native_output_held():
+                converter.target_spec.supported_ops = [
+                    INTEGER_ONLY_OPS.get(quantization, tf.lite.OpsSet.TFLITE_BUILTINS)
+                ]
+                converter.allow_custom_ops = bool(allow_custom_ops)
+                if quantization != "float32":
+                    converter.optimizations = [tf.lite.Optimize.DEFAULT]
+                if quantization == "float16":
+                    converter.target_spec.supported_types = [tf.float16]
+                flatbuffer = _convert(
+                    converter,
+                    quantization,
+                    calibration_inputs,
+                    quantized_ops,
+                    float_nodes,
+                    made.get("float32"),
+                )
+        except Exception as error:
+            if _is_converter_error(error):
+                raise ConversionError(explain_converter_error(error)) from None
+            raise
+        if quantization == "float32":
+            made[quantization] = flatbuffer
+        return flatbuffer
+
+    return convert
+
+
+def _check_request(quantization, calibration_inputs):
     check_quantization("quantization", quantization, QUANTIZATIONS + STATIC_QUANTIZATIONS + (LEARNED_INT8,))
     if quantization in CALIBRATED_QUANTIZATIONS and not calibration_inputs:
         raise ValueError(
             f"{quantization} needs calibration_inputs: real examples to measure activation ranges on."
         )
-    try:
-        # The converter's log lines reach the terminal only with a failure (native_log.py).
-        with native_output_held():
-            converter = tf.lite.TFLiteConverter.from_saved_model(saved_model_dir)
-            converter.target_spec.supported_ops = [
-                INTEGER_ONLY_OPS.get(quantization, tf.lite.OpsSet.TFLITE_BUILTINS)
-            ]
-            converter.allow_custom_ops = bool(allow_custom_ops)
-            if quantization != "float32":
-                converter.optimizations = [tf.lite.Optimize.DEFAULT]
-            if quantization == "float16":
-                converter.target_spec.supported_types = [tf.float16]
-            return _convert(converter, quantization, calibration_inputs, quantized_ops, float_nodes)
-    except Exception as error:
-        # tensorflow.lite.python.convert_phase.ConverterError: not exported under tf.lite.
-        if type(error).__name__ == "ConverterError":
-            raise ConversionError(explain_converter_error(error)) from None
-        raise
 
 
-def _convert(converter, quantization, calibration_inputs, quantized_ops, float_nodes):
-    """The set-up converter's .tflite bytes in `quantization`."""
+def _is_converter_error(error):
+    # tensorflow.lite.python.convert_phase.ConverterError: not exported under tf.lite.
+    return type(error).__name__ == "ConverterError"
+
+
+def _convert(converter, quantization, calibration_inputs, quantized_ops, float_nodes, float_model=None):
+    """The set-up converter's .tflite bytes in `quantization`; `float_model`: its float32
+    conversion, if made already (int8_mixed reads its ops)."""
     if quantization == LEARNED_INT8:
         return _learned_int8(converter)
     if quantization in INTEGER_ONLY_QUANTIZATIONS:
@@ -197,6 +255,7 @@ def _convert(converter, quantization, calibration_inputs, quantized_ops, float_n
         calibration_inputs,
         INT8_MIXED_QUANTIZED_OPS if quantized_ops is None else tuple(quantized_ops),
         INT8_MIXED_FLOAT_NODES if float_nodes is None else tuple(float_nodes),
+        float_model,
     )
 
 
@@ -216,25 +275,42 @@ def _learned_int8(converter):
     return flatbuffer
 
 
-def _int8_mixed(converter, calibration_inputs, quantized_ops, float_nodes):
+def _int8_mixed(converter, calibration_inputs, quantized_ops, float_nodes, float_model=None):
     """Calibrated int8 activations and weights for `quantized_ops`, except the nodes matching
-    `float_nodes`; every other op kind denylisted, so it stays float
-    (tf.lite.experimental.QuantizationDebugger is the converter's public route to a denylist)."""
+    `float_nodes`; every other op kind denylisted, so it stays float (the route of
+    tf.lite.experimental.QuantizationDebugger, the converter's public way to a denylist).
+    `float_model`: the float32 conversion of the same SavedModel, if made already."""
     representative = _representative(calibration_inputs)
     converter.representative_dataset = representative
-    float_ops = _float_ops(converter)
+    float_ops = _float_ops(converter, float_model)
     denylisted_ops = sorted({op for op, _ in float_ops if op not in quantized_ops})
     denylisted_nodes = sorted(
         name for op, name in float_ops if op in quantized_ops and any(re.search(p, name) for p in float_nodes)
     )
-    debugger = tf.lite.experimental.QuantizationDebugger(
-        converter=converter,
-        debug_dataset=representative,
-        debug_options=tf.lite.experimental.QuantizationDebugOptions(
-            denylisted_ops=denylisted_ops, denylisted_nodes=denylisted_nodes
-        ),
+    return _denylisted_quantization(converter, denylisted_ops, denylisted_nodes)
+
+
+def _denylisted_quantization(converter, denylisted_ops, denylisted_nodes):
+    """The bytes `tf.lite.experimental.QuantizationDebugger(converter=converter, debug_options=
+    QuantizationDebugOptions(denylisted_ops=..., denylisted_nodes=...)).get_nondebug_quantized_model()`
+    returns, by the debugger's own two steps (TF 2.20's debugger.py): the converter's
+    calibrated model, then the MLIR quantizer with the denylists. Its constructor first quantizes
+    and loads a debug model (NumericVerify ops after every quantized op) that nothing here reads:
+    on MiniLM, a third of the file's time. tests/conversion/test_tflite_converter.py checks the
+    bytes equal the debugger's."""
+    from tensorflow.lite.python.convert import mlir_quantize
+
+    converter.experimental_mlir_quantizer = True
+    converter._experimental_calibrate_only = True  # the debugger's own switch (no public one)
+    calibrated = converter.convert()
+    return mlir_quantize(
+        calibrated,
+        disable_per_channel=converter._experimental_disable_per_channel,
+        fully_quantize=False,
+        enable_numeric_verify=False,
+        denylisted_ops=denylisted_ops,
+        denylisted_nodes=denylisted_nodes,
     )
-    return debugger.get_nondebug_quantized_model()
 
 
 def _representative(calibration_inputs):
@@ -247,17 +323,19 @@ def _representative(calibration_inputs):
     return representative
 
 
-def _float_ops(converter):
-    """(op name, output tensor name) of every op of the float conversion, which the denylist
-    is chosen from."""
+def _float_ops(converter, float_model=None):
+    """(op name, output tensor name) of every op of the float conversion (`float_model`, or the
+    converter's without optimizations), which the denylist is chosen from."""
     from ai_edge_litert.interpreter import Interpreter
 
-    optimizations, converter.optimizations = converter.optimizations, []
-    dataset, converter.representative_dataset = converter.representative_dataset, None
-    try:
-        interpreter = Interpreter(model_content=converter.convert())
-    finally:
-        converter.optimizations, converter.representative_dataset = optimizations, dataset
+    if float_model is None:
+        optimizations, converter.optimizations = converter.optimizations, []
+        dataset, converter.representative_dataset = converter.representative_dataset, None
+        try:
+            float_model = converter.convert()
+        finally:
+            converter.optimizations, converter.representative_dataset = optimizations, dataset
+    interpreter = Interpreter(model_content=float_model)
     names = {t["index"]: t["name"] for t in interpreter.get_tensor_details()}
     return [
         (op["op_name"], names[op["outputs"][0]])

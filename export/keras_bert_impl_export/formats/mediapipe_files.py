@@ -2,11 +2,16 @@
 read (probabilities or embeddings), with the metadata that carries the vocabulary and the
 labels: NAME.tflite float32, NAME_float16, NAME_int8 (dynamic range), NAME_int8_only."""
 
+import contextlib
 import os
 
 from keras_bert_impl.conversion.input_contract import STATIC_QUANTIZATIONS
 from keras_bert_impl.tensor_names import MEDIAPIPE_OUTPUTS
-from keras_bert_impl.conversion.tflite_converter import check_builtins_only, convert_endpoint
+from keras_bert_impl.conversion.tflite_converter import (
+    check_builtins_only,
+    endpoint_saved_model,
+    saved_model_converter,
+)
 from keras_bert_impl_export.tflite_metadata import add_metadata
 
 FORMAT = "mediapipe"
@@ -38,9 +43,17 @@ def write(job):
             "  no MediaPipe model: MediaPipe's BERT tokenizer always lower-cases, and this model is cased"
         )
     else:
-        endpoint = _endpoint(serving)
-        for quantization in [q for q in job.quantizations if q in MEDIAPIPE_SUFFIXES]:
-            _write(job, quantization, _convert(job, quantization, endpoint))
+        quantizations = [q for q in job.quantizations if q in MEDIAPIPE_SUFFIXES]
+        with contextlib.ExitStack() as stack:
+            convert = None
+            if set(quantizations) - set(STATIC_QUANTIZATIONS):
+                # The endpoint traced and written once, its SavedModel loaded once, for each precision.
+                saved_model = job.timed(
+                    "SavedModel for MediaPipe", stack.enter_context, endpoint_saved_model(*_endpoint(serving))
+                )
+                convert = saved_model_converter(saved_model)
+            for quantization in quantizations:
+                _write(job, quantization, _convert(job, quantization, convert))
 
 
 def _endpoint(serving):
@@ -54,13 +67,13 @@ def _endpoint(serving):
     return serve, signature
 
 
-def _convert(job, quantization, endpoint):
+def _convert(job, quantization, convert):
     """The file's flatbuffer without metadata: the integer-only graph with probabilities out
-    (`job.static_file`), or `endpoint` converted."""
+    (`job.static_file`), or the endpoint's SavedModel converted (`convert`)."""
     what = f"TFLite for MediaPipe, {quantization}"
     if quantization in STATIC_QUANTIZATIONS:
         return job.timed(what, job.static_file, quantization, job.serving.sequence_length, probabilities=True)
-    return job.timed(what, convert_endpoint, *endpoint, quantization)
+    return job.timed(what, convert, quantization)
 
 
 def _write(job, quantization, flatbuffer):

@@ -6,21 +6,22 @@ in its name."""
 import os
 
 from keras_bert_impl.conversion.input_contract import CALIBRATED_QUANTIZATIONS, STATIC_QUANTIZATIONS
-from keras_bert_impl.conversion.tflite_converter import check_builtins_only, convert_saved_model
+from keras_bert_impl.conversion.tflite_converter import check_builtins_only, saved_model_converter
 
 FORMAT = "tflite"
 
 
 def write(job):
+    convert = None  # the ids SavedModel loaded once, for every precision of it
     for quantization in job.quantizations:
         if quantization in STATIC_QUANTIZATIONS:
             _write_static(job, quantization)
             continue
         calibrated = quantization in CALIBRATED_QUANTIZATIONS
+        convert = convert or saved_model_converter(job.ids_dir)
         flatbuffer = job.timed(
             f"TFLite {quantization}",
-            convert_saved_model,
-            job.ids_dir,
+            convert,
             quantization,
             job.calibration(job.serving.sequence_length) if calibrated else None,
         )
