@@ -72,6 +72,18 @@ def random_inputs(batch=3, length=7, vocabulary_size=50, pad_last=2, seed=0):
     return {"token_ids": token_ids, "segment_ids": segment_ids * padding_mask, "padding_mask": padding_mask}
 
 
+def id_calibration(length, examples=8, vocabulary_size=100, seed=0):
+    """Calibration examples for a converter of the ids signature: `examples` single rows of
+    random ids at [1, `length`], each padded from a random point on."""
+    rng = np.random.default_rng(seed)
+    rows = []
+    for _ in range(examples):
+        ids = rng.integers(4, vocabulary_size, (1, length)).astype(np.int32)
+        ids[0, rng.integers(3, length) :] = 0
+        rows.append({"ids": ids, "mask": (ids > 0).astype(np.int32), "segment_ids": np.zeros_like(ids)})
+    return rows
+
+
 def _to_numpy(outputs):
     return keras.tree.map_structure(lambda t: keras.ops.convert_to_numpy(t).astype("float32"), outputs)
 

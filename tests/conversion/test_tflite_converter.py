@@ -3,7 +3,6 @@ fresh `convert_saved_model` gives, in any order, and int8_mixed's bytes are what
 TensorFlow's QuantizationDebugger returns for the same denylists (the converter takes the
 debugger's two steps without its debug model)."""
 
-import numpy as np
 import pytest
 import tensorflow as tf
 
@@ -16,6 +15,7 @@ from keras_bert_impl.conversion.tflite_converter import (
     saved_model_converter,
 )
 from keras_bert_impl.tensor_names import EXPORT_ID_INPUTS
+from tests.harness import id_calibration
 
 LENGTH = 8
 
@@ -38,13 +38,7 @@ def saved_model(tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def calibration():
-    rng = np.random.default_rng(0)
-    examples = []
-    for _ in range(8):
-        ids = rng.integers(4, 100, (1, LENGTH)).astype(np.int32)
-        ids[0, rng.integers(3, LENGTH) :] = 0
-        examples.append({"ids": ids, "mask": (ids > 0).astype(np.int32), "segment_ids": np.zeros_like(ids)})
-    return examples
+    return id_calibration(LENGTH)
 
 
 def test_one_loaded_converter_gives_each_precision_as_a_fresh_one(saved_model, calibration, monkeypatch):

@@ -5,7 +5,6 @@ Lite's own GPU compatibility analyzer, on files of a small classifier converted 
 import contextlib
 import io
 
-import numpy as np
 import pytest
 import tensorflow as tf
 
@@ -15,6 +14,7 @@ from keras_bert_impl.tensor_names import MODEL_ID_INPUTS
 from keras_bert_impl.conversion.integer_only import convert_integer_only, integer_forward
 from keras_bert_impl.conversion.tflite_converter import convert_endpoint
 from keras_bert_impl.conversion.tflite_targets import TfliteTargets
+from tests.harness import id_calibration
 
 LENGTH = 8
 
@@ -27,13 +27,7 @@ def model():
 
 @pytest.fixture(scope="module")
 def calibration():
-    rng = np.random.default_rng(0)
-    examples = []
-    for _ in range(8):
-        ids = rng.integers(4, 100, (1, LENGTH)).astype(np.int32)
-        ids[0, rng.integers(3, LENGTH) :] = 0
-        examples.append({"ids": ids, "mask": (ids > 0).astype(np.int32), "segment_ids": np.zeros_like(ids)})
-    return examples
+    return id_calibration(LENGTH)
 
 
 def _free_shape_file(model, quantization):
