@@ -40,5 +40,20 @@ class DistillationDefaults:
         default_factory=lambda: {"preset": 3e-4, "teacher": 2e-4, "init": 2e-4, "general": 3e-4}
     )
 
+    def for_run(self, general, student):
+        """The defaults of `kbert distill`'s flags that depend on the run: general distillation
+        or a head's, and the student's kind ("preset", "teacher" or "init", as in
+        `learning_rates`).
+
+        >>> DISTILLATION_DEFAULTS.for_run(general=False, student="teacher")["learning_rate"]
+        0.0002
+        """
+        if general:
+            terms = dict(hidden_weight=self.general_hidden_weight)
+        else:
+            terms = dict(hidden_weight=0.0, temperature=self.temperature, alpha=self.labelled_alpha)
+        rate = self.learning_rates["general" if general else student]
+        return dict(terms, student_embeddings="teacher", learning_rate=rate)
+
 
 DISTILLATION_DEFAULTS = DistillationDefaults()

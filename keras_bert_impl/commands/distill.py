@@ -17,26 +17,6 @@ DESCRIPTION = (
     "labels' loss) on --train rows and --unlabeled texts, into a run folder like kbert finetune's. "
     "--general: TinyBERT's task-agnostic stage, a student encoder learning the teacher's layers."
 )
-NAME, INPUTS = ("kbert distill", "kbert distill --general"), ("teacher", "train", "unlabeled", "validation")
-FLOAT, WEIGHT = dict(type=float), dict(type=float, default=0.0, metavar="W")
-FLAGS = {  # flag: (help, add_argument keywords); the --student- flags exclusive, the last four a group
-    "--teacher": ("A kbert finetune run; --general: any model finetune --init takes.", dict(required=True)),
-    "--general": ("Task-agnostic distillation on --unlabeled text.", dict(action="store_true")),
-    "--student-preset": ("A BERT_PRESETS name (e.g. bert_tiny): its layers random.", dict(metavar="NAME")),
-    "--student-from-teacher": ("Teacher layers, 0-based (e.g. 0,2,4), at its width.", dict(metavar="LAYERS")),
-    "--student-init": ("An encoder with the teacher's vocabulary (a --general run).", dict(metavar="MODEL")),
-    "--student-embeddings": ("--student-preset's: teacher (PCA; default) or random.", {}),
-    "--train": ("Labelled rows laid out like the teacher's. Not with --general.", {}),
-    "--unlabeled": ("Texts, one per line, for the teacher to label. Required with --general.", {}),
-    "--validation": ("Labelled rows (--general: held-out texts), evaluated each epoch.", {}),
-    "--output": ("Run folder (created); the same command resumes it.", dict(required=True)),
-    "--temperature": (f"Softening of both distributions. Default {DEFAULTS.temperature:g}.", FLOAT),
-    "--alpha": (f"Weight of the labels' loss, in [0, 1]. Default {DEFAULTS.labelled_alpha:g}.", FLOAT),
-    "--layer-map": ("uniform, or each student layer's teacher layer (from 1), e.g. 2,4.", {}),
-    "--hidden-weight": ("Hidden states' MSE. Default 0 (1 with --general).", dict(FLOAT, metavar="W")),
-    "--attention-weight": ("Attention's KL (the same head count). Default 0.", WEIGHT),
-    "--embedding-weight": ("Embedding outputs' MSE. Default 0.", WEIGHT),
-}
 
 
 def _layer_map(text):
@@ -55,9 +35,27 @@ def _layers(text):  # the flag as typed (a recorded setting), once it reads as l
     return text
 
 
-FLAGS["--layer-map"][1].update(type=_layer_map, metavar="uniform|I,J,K")
-FLAGS["--student-from-teacher"][1].update(type=_layers)
-FLAGS["--student-embeddings"][1].update(choices=["teacher", "random"])
+NAME, INPUTS = ("kbert distill", "kbert distill --general"), ("teacher", "train", "unlabeled", "validation")
+FLOAT, WEIGHT = dict(type=float), dict(type=float, default=0.0, metavar="W")
+EMBEDDINGS, LAYER_MAP = dict(choices=["teacher", "random"]), dict(type=_layer_map, metavar="uniform|I,J,K")
+FLAGS = {  # flag: (help, add_argument keywords); the --student- flags exclusive, the last four a group
+    "--teacher": ("A kbert finetune run; --general: any model finetune --init takes.", dict(required=True)),
+    "--general": ("Task-agnostic distillation on --unlabeled text.", dict(action="store_true")),
+    "--student-preset": ("A BERT_PRESETS name (e.g. bert_tiny): its layers random.", dict(metavar="NAME")),
+    "--student-from-teacher": ("Teacher layers, 0-based (e.g. 0,2,4), at its width.", dict(type=_layers)),
+    "--student-init": ("An encoder with the teacher's vocabulary (a --general run).", dict(metavar="MODEL")),
+    "--student-embeddings": ("--student-preset's: teacher (PCA; default) or random.", EMBEDDINGS),
+    "--train": ("Labelled rows laid out like the teacher's. Not with --general.", {}),
+    "--unlabeled": ("Texts, one per line, for the teacher to label. Required with --general.", {}),
+    "--validation": ("Labelled rows (--general: held-out texts), evaluated each epoch.", {}),
+    "--output": ("Run folder (created); the same command resumes it.", dict(required=True)),
+    "--temperature": (f"Softening of both distributions. Default {DEFAULTS.temperature:g}.", FLOAT),
+    "--alpha": (f"Weight of the labels' loss, in [0, 1]. Default {DEFAULTS.labelled_alpha:g}.", FLOAT),
+    "--layer-map": ("uniform, or each student layer's teacher layer (from 1), e.g. 2,4.", LAYER_MAP),
+    "--hidden-weight": ("Hidden states' MSE. Default 0 (1 with --general).", dict(FLOAT, metavar="W")),
+    "--attention-weight": ("Attention's KL (the same head count). Default 0.", WEIGHT),
+    "--embedding-weight": ("Embedding outputs' MSE. Default 0.", WEIGHT),
+}
 
 
 def add_parser(subparsers):
@@ -119,12 +117,8 @@ def _checked(args):
             f"{missing[0]} is required (labelled rows laid out like the teacher's), except with "
             "--general (task-agnostic distillation on --unlabeled text)."
         )
-    kind = "preset" if args.student_preset else "teacher" if args.student_from_teacher else "init"
-    kind = "general" if args.general else kind
-    defaults = dict(student_embeddings="teacher", learning_rate=DEFAULTS.learning_rates[kind])
-    general = dict(hidden_weight=DEFAULTS.general_hidden_weight)
-    head = dict(hidden_weight=0.0, temperature=DEFAULTS.temperature, alpha=DEFAULTS.labelled_alpha)
-    defaults.update(seq_len=DEFAULT_SEQUENCE_LENGTH, **(general if args.general else head))
+    student = "preset" if args.student_preset else "teacher" if args.student_from_teacher else "init"
+    defaults = dict(DEFAULTS.for_run(args.general, student), seq_len=DEFAULT_SEQUENCE_LENGTH)
     resolved = {**vars(args), **({"seq_len_from_teacher": True} if args.seq_len is None else {})}
     args = argparse.Namespace(**{**resolved, **{k: v for k, v in defaults.items() if resolved[k] is None}})
     training.check_head_training_flags(args)
@@ -188,13 +182,14 @@ def _data(args, run):
     stored = task_data.read_task_file(folder) or {}
     seq_len = None if getattr(args, "seq_len_from_teacher", False) else args.seq_len
     seq_len = model_files.run_sequence_length(seq_len, stored, getattr(teacher, "backbone", teacher))
-    unlabeled, blank = _texts(args.unlabeled, "--unlabeled") if args.unlabeled else ([], 0)
+    texts = text_lines.non_blank_texts
+    unlabeled, blank = texts(args.unlabeled, "--unlabeled") if args.unlabeled else ([], 0)
     preprocessor = BertPreprocessor.from_model(teacher, sequence_length=seq_len)
     common = dict(teacher=teacher, preprocessor=preprocessor, unlabeled=unlabeled, blank_lines=blank)
     common.update(batch_size=args.batch_size, seed=args.seed, epochs=args.epochs)
     common.update(length_buckets=not args.fixed_length)
     if args.general:
-        held_out = _texts(args.validation, "--validation")[0] if args.validation else ()
+        held_out = texts(args.validation, "--validation")[0] if args.validation else ()
         data = TransferSet(**common, held_out=held_out)
     else:
         data = TransferSet(**common, **_rows(args, stored, path, common))
@@ -207,8 +202,7 @@ def _data(args, run):
 def _rows(args, stored, path, common):
     """A head's --train rows and --validation data, read like the teacher's rows."""
     teacher, preprocessor = common["teacher"], common["preprocessor"]
-    task = "pair" if stored.get("task") == "pair" else "classification"
-    task = "multilabel" if teacher.multi_label else task
+    task = task_data.task_of_model(teacher, has_text_b=stored.get("task") == "pair")
     if args.unlabeled and task == "pair":
         pairs = "the teacher classifies pairs: give pairs as --train rows"
         raise UsageError(f"--unlabeled holds single texts, but {pairs}.")
@@ -223,15 +217,6 @@ def _rows(args, stored, path, common):
     files = dict(teacher=path, train=args.train, unlabeled=args.unlabeled)
     record = {**layout, **{key: value and os.path.abspath(value) for key, value in files.items()}}
     return dict(rows=rows, validation=validation, task=task, reader=reader, record=record)
-
-
-def _texts(path, flag):
-    """The non-blank lines of a text file, and the count of blank ones."""
-    count = text_lines.check_text_file(path, flag)
-    texts = [line for line in text_lines.read_lines(path, flag) if line.strip()]
-    if not texts:
-        raise UsageError(f"{flag} {path!r} holds only blank lines: give one text per line.")
-    return texts, count - len(texts)
 
 
 def _report(args, result):

@@ -16,7 +16,7 @@ from keras_bert_impl.commands.encoder_flags import (
 from keras_bert_impl.commands.errors import UsageError
 from keras_bert_impl.commands.flag_types import add_command
 from keras_bert_impl.commands.output_files import add_overwrite_flag, refuse_existing, refuse_replacing_inputs
-from keras_bert_impl.commands.text_lines import check_text_file, read_lines
+from keras_bert_impl.commands.text_lines import non_blank_texts, read_lines
 
 
 _HELP = "Build a semantic-search index of a text file's lines."
@@ -97,10 +97,8 @@ def _vectors(args):
     if file_paths.is_folder(args.file):
         encoder, _ = encoder_from_args(local_model, normalize=True)
         return (encoder, time.perf_counter(), *_embedding_shards(args, encoder))
-    total = check_text_file(args.file, "FILE")
-    texts = [text for text in read_lines(args.file, "FILE") if text.strip()]
-    if not texts:
-        raise UsageError(f"FILE {args.file!r} has only blank lines: give a file with one sentence per line.")
+    texts, blank = non_blank_texts(args.file, "FILE")
+    total = len(texts) + blank
     encoder, description = encoder_from_args(local_model, normalize=True)
     print(f"Indexing {len(texts)} lines of {args.file} with {description}", file=sys.stderr)
     start = time.perf_counter()

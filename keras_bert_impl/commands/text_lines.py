@@ -20,6 +20,16 @@ def check_text_file(path, flag):
     return count
 
 
+def non_blank_texts(path, flag):
+    """(the non-blank lines of a text file checked by `check_text_file`, how many blank lines it
+    holds); a file of blank lines only is a UsageError."""
+    count = check_text_file(path, flag)
+    texts = [line for line in read_lines(path, flag) if line.strip()]
+    if not texts:
+        raise UsageError(f"{flag} {path!r} has only blank lines: give a file with one text per line.")
+    return texts, count - len(texts)
+
+
 def read_lines(path, flag):
     """Yields every line of `path` (without its line end; "-" is stdin; a remote path, gs://...,
     through `file_paths`), blank ones included,
