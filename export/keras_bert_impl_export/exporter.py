@@ -214,11 +214,14 @@ def _default_samples(serving):
 
 def _write_all(job, formats):
     """Every file of `formats` into `job.work`; returns the manifest."""
-    x = saved_model_files.write_ids(job)
+    if "saved_model" in formats or "tflite" in formats:
+        x = saved_model_files.write_ids(job)
+    else:  # nothing is converted from the ids SavedModel (MediaPipe and text-in trace their own)
+        x = tokenize(job.serving, job.samples)
     for fmt, write in WRITERS.items():
         if fmt in formats:
             write(job)
-    if "saved_model" not in formats:
+    if "saved_model" not in formats and os.path.isdir(os.path.join(job.work, "serving")):
         shutil.rmtree(os.path.join(job.work, "serving"))
     backbone = job.serving.model.backbone
     job.write_text("vocab.txt", backbone.vocabulary)

@@ -17,7 +17,11 @@ from keras_bert_impl.cli import main
 from keras_bert_impl.data.readers import SquadReader
 from keras_bert_impl.tokenization import BertPreprocessor
 from tests.conftest import DATA, REPO
-from tests.huggingface.transformers_side import check_loading_info, keras_outputs, transformers_outputs
+from tests.huggingface.transformers_side import (
+    check_loading_info,
+    keras_outputs,
+    transformers_outputs_of_many,
+)
 
 # MiniLM fine-tunes and subprocesses in .venv-torch, which make test-slow builds.
 pytestmark = pytest.mark.slow
@@ -107,40 +111,27 @@ def _same_ids_as_ours(model, texts, arrays, length):
         assert ours[row][our_mask[row]].tolist() == theirs[row][their_mask[row]].tolist(), texts[row]
 
 
-def _check_classifier(run, texts, tmp_path):
-    """The exported run in BertForSequenceClassification: logits within 1e-4 of Keras's, the same
-    top label on every sentence, labels and validation metrics carried into the folder."""
-    model, folder = _export(run, str(tmp_path / "transformers"))
-    report, arrays = transformers_outputs(
-        folder, {"forward": {"texts": texts, "max_length": MR_LENGTH}}, tmp_path
-    )
-    check_loading_info(report)
-    _same_ids_as_ours(model, texts, arrays, MR_LENGTH)
-    ours = keras_outputs(model, arrays)["logits"]
-    assert arrays["logits"].shape == ours.shape == (len(texts), 2)
-    np.testing.assert_allclose(arrays["logits"], ours, atol=1e-4, rtol=0)
-    _same_top_labels(arrays["logits"], ours)
-    with open(os.path.join(folder, "config.json"), encoding="utf-8") as f:
-        config = json.load(f)
-    assert config["architectures"] == ["BertForSequenceClassification"]
-    assert [config["id2label"][str(i)] for i in range(2)] == list(model.label_names)
-    with open(os.path.join(run, "metrics.json"), encoding="utf-8") as f:
-        accuracy = json.load(f)["validation"]["accuracy"]
-    with open(os.path.join(folder, "README.md"), encoding="utf-8") as f:
-        assert f"| accuracy | {accuracy:.4f} |" in f.read()
-    return model, arrays["logits"]
+def _classifier_job(run, texts, folder):
+    """The exported run and the forward transformers runs on it: the held-out sentences."""
+    model, folder = _export(run, folder)
+    return {
+        "run": run,
+        "model": model,
+        "folder": folder,
+        "texts": texts,
+        "request": {"forward": {"texts": texts, "max_length": MR_LENGTH}},
+    }
 
 
-def test_a_fine_tuned_mr_classifier(mr_run, mr, tmp_path):
-    _, logits = _check_classifier(mr_run, mr["test_texts"], tmp_path)
-    # Trained: confident on most held-out sentences (a random head's logits sit near a tie;
-    # measured: held-out accuracy 0.752, median margin 1.18).
-    assert np.median(np.abs(logits[:, 1] - logits[:, 0])) > 0.5
+@pytest.fixture(scope="module")
+def mr_job(mr_run, mr, tmp_path_factory):
+    return _classifier_job(mr_run, mr["test_texts"], str(tmp_path_factory.mktemp("mr_transformers")))
 
 
-def test_a_distilled_bert_tiny_student(mr_run, mr, tmp_path):
-    """The path a user takes to publish a small model: kbert distill, then the same export."""
-    student = str(tmp_path / "student")
+@pytest.fixture(scope="module")
+def student_job(mr_run, mr, tmp_path_factory):
+    """kbert distill of a bert_tiny student from the MR run, exported."""
+    student = str(tmp_path_factory.mktemp("runs") / "student")
     assert (
         main(
             [
@@ -164,7 +155,67 @@ def test_a_distilled_bert_tiny_student(mr_run, mr, tmp_path):
         )
         == 0
     )
-    model, _ = _check_classifier(student, mr["test_texts"], tmp_path)
+    return _classifier_job(student, mr["test_texts"], str(tmp_path_factory.mktemp("student_transformers")))
+
+
+# The module's tests and the fixture that trains and exports the folder each loads in transformers.
+JOBS = {
+    "test_a_fine_tuned_mr_classifier": "mr_job",
+    "test_a_distilled_bert_tiny_student": "student_job",
+    "test_a_wsj_tagger": "tagger_job",
+    "test_a_squad_reader": "reader_job",
+}
+
+
+@pytest.fixture(scope="module")
+def transformers_side(request, tmp_path_factory):
+    """transformers' (report, arrays) on the exported folder of every test of this module that
+    runs, by its job fixture's name: all loaded in one `.venv-torch` child (its start and the
+    PyTorch and transformers imports are paid once, not once per test)."""
+    selected = [
+        JOBS[item.originalname]
+        for item in request.session.items
+        if getattr(item, "module", None) is request.module and getattr(item, "originalname", None) in JOBS
+    ]
+    jobs = {name: request.getfixturevalue(name) for name in dict.fromkeys(selected)}
+    results = transformers_outputs_of_many(
+        [(job["folder"], job["request"]) for job in jobs.values()], tmp_path_factory.mktemp("transformers")
+    )
+    return dict(zip(jobs, results))
+
+
+def _check_classifier(job, transformers_side):
+    """The exported run in BertForSequenceClassification: logits within 1e-4 of Keras's, the same
+    top label on every sentence, labels and validation metrics carried into the folder."""
+    run, model, folder, texts = job["run"], job["model"], job["folder"], job["texts"]
+    report, arrays = transformers_side
+    check_loading_info(report)
+    _same_ids_as_ours(model, texts, arrays, MR_LENGTH)
+    ours = keras_outputs(model, arrays)["logits"]
+    assert arrays["logits"].shape == ours.shape == (len(texts), 2)
+    np.testing.assert_allclose(arrays["logits"], ours, atol=1e-4, rtol=0)
+    _same_top_labels(arrays["logits"], ours)
+    with open(os.path.join(folder, "config.json"), encoding="utf-8") as f:
+        config = json.load(f)
+    assert config["architectures"] == ["BertForSequenceClassification"]
+    assert [config["id2label"][str(i)] for i in range(2)] == list(model.label_names)
+    with open(os.path.join(run, "metrics.json"), encoding="utf-8") as f:
+        accuracy = json.load(f)["validation"]["accuracy"]
+    with open(os.path.join(folder, "README.md"), encoding="utf-8") as f:
+        assert f"| accuracy | {accuracy:.4f} |" in f.read()
+    return model, arrays["logits"]
+
+
+def test_a_fine_tuned_mr_classifier(mr_job, transformers_side):
+    _, logits = _check_classifier(mr_job, transformers_side["mr_job"])
+    # Trained: confident on most held-out sentences (a random head's logits sit near a tie;
+    # measured: held-out accuracy 0.752, median margin 1.18).
+    assert np.median(np.abs(logits[:, 1] - logits[:, 0])) > 0.5
+
+
+def test_a_distilled_bert_tiny_student(student_job, transformers_side):
+    """The path a user takes to publish a small model: kbert distill, then the same export."""
+    model, _ = _check_classifier(student_job, transformers_side["student_job"])
     assert model.backbone.num_layers == 2 and model.backbone.hidden_dim == 128  # bert_tiny, not the teacher
 
 
@@ -173,10 +224,11 @@ def _wsj_lines():
         return [line.strip() for line in f if line.strip()]
 
 
-def test_a_wsj_tagger(minilm_keras, tmp_path):
-    """A part-of-speech tagger (Penn Treebank tags of tagged-en-wsj.txt) in
-    BertForTokenClassification: logits at every real position within 1e-4 of Keras's on 100
-    held-out sentences, the same tag everywhere."""
+@pytest.fixture(scope="module")
+def tagger_job(minilm_keras, tmp_path_factory):
+    """kbert finetune of a WSJ part-of-speech tagger on 240 lines, exported; transformers runs it
+    on 100 held-out lines whose tags training saw."""
+    tmp_path = tmp_path_factory.mktemp("tagger")
     lines = _wsj_lines()
     train = lines[:WSJ_TRAIN]
     tags = {token.rsplit("/", 1)[1] for line in train for token in line.split()}
@@ -220,7 +272,22 @@ def test_a_wsj_tagger(minilm_keras, tmp_path):
     )
     model, folder = _export(run, str(tmp_path / "transformers"))
     texts = [" ".join(token.rsplit("/", 1)[0] for token in line.split()) for line in held_out]
-    report, arrays = transformers_outputs(folder, {"forward": {"texts": texts, "max_length": 128}}, tmp_path)
+    return {
+        "model": model,
+        "folder": folder,
+        "tags": tags,
+        "texts": texts,
+        "request": {"forward": {"texts": texts, "max_length": 128}},
+    }
+
+
+def test_a_wsj_tagger(tagger_job, transformers_side):
+    """A part-of-speech tagger (Penn Treebank tags of tagged-en-wsj.txt) in
+    BertForTokenClassification: logits at every real position within 1e-4 of Keras's on 100
+    held-out sentences, the same tag everywhere."""
+    model, folder, tags, texts = (tagger_job[key] for key in ("model", "folder", "tags", "texts"))
+    assert len(texts) == WSJ_HELD_OUT
+    report, arrays = transformers_side["tagger_job"]
     check_loading_info(report)
     _same_ids_as_ours(model, texts, arrays, 128)
     ours = keras_outputs(model, arrays)["logits"]
@@ -234,10 +301,11 @@ def test_a_wsj_tagger(minilm_keras, tmp_path):
     assert [config["id2label"][str(i)] for i in range(len(tags))] == list(model.label_names)
 
 
-def test_a_squad_reader(minilm_keras, tmp_path):
-    """A SQuAD v1.1 reader in BertForQuestionAnswering, fed the windows our SquadReader packs
-    (question + context, 32-piece stride): start/end logits within 1e-4 of Keras's at every real
-    position, the same best start and end in every window."""
+@pytest.fixture(scope="module")
+def reader_job(minilm_keras, tmp_path_factory):
+    """kbert finetune of a SQuAD reader on the sample, exported, and the windows our SquadReader
+    packs from it (question + context, 32-piece stride), which transformers is fed."""
+    tmp_path = tmp_path_factory.mktemp("reader")
     run = str(tmp_path / "reader")
     assert (
         main(
@@ -270,13 +338,25 @@ def test_a_squad_reader(minilm_keras, tmp_path):
     batches = [x for x, _ in reader.read(SQUAD)]
     ids = {"input_ids": "token_ids", "token_type_ids": "segment_ids", "attention_mask": "padding_mask"}
     windows = {theirs: np.concatenate([x[ours].numpy() for x in batches]) for theirs, ours in ids.items()}
-    assert (
-        len(windows["input_ids"]) == len(reader.features) > 11
-    )  # long contexts make several windows per question
     np.savez(tmp_path / "windows.npz", **windows)
-    report, arrays = transformers_outputs(
-        folder, {"forward": {"ids": str(tmp_path / "windows.npz")}}, tmp_path
-    )
+    return {
+        "model": model,
+        "folder": folder,
+        "windows": windows,
+        "features": len(reader.features),
+        "request": {"forward": {"ids": str(tmp_path / "windows.npz")}},
+    }
+
+
+def test_a_squad_reader(reader_job, transformers_side):
+    """A SQuAD v1.1 reader in BertForQuestionAnswering, fed the windows our SquadReader packs
+    (question + context, 32-piece stride): start/end logits within 1e-4 of Keras's at every real
+    position, the same best start and end in every window."""
+    model, windows = reader_job["model"], reader_job["windows"]
+    assert (
+        len(windows["input_ids"]) == reader_job["features"] > 11
+    )  # long contexts make several windows per question
+    report, arrays = transformers_side["reader_job"]
     check_loading_info(report)
     ours = keras_outputs(model, arrays)
     real = arrays["attention_mask"] == 1

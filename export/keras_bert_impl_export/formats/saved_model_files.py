@@ -11,9 +11,9 @@ FORMAT = "saved_model"
 
 
 def write_ids(job):
-    """The ids SavedModel, written by every export: the .tflite files are converted from it
-    (the exporter removes serving/ at the end unless saved_model is asked for). Returns the
-    samples tokenized: {ids, mask, segment_ids} [N, S]."""
+    """The ids SavedModel, written by every export of saved_model or tflite: the .tflite files
+    are converted from it (the exporter removes serving/ at the end unless saved_model is asked
+    for). Returns the samples tokenized: {ids, mask, segment_ids} [N, S]."""
     job.timed(
         "SavedModel (token ids)", job.serving.export_archive(text=False).write_out, job.ids_dir, verbose=False
     )
