@@ -14,6 +14,7 @@ import time
 import pytest
 
 from keras_bert_impl.cli import main
+from tests.commands.model_loads import load_each_file_once
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 LAYOUT = ["--no-header", "--columns", "label,text"]
@@ -52,6 +53,19 @@ def run(tiny_run):
     return pathlib.Path(tiny_run)
 
 
+@pytest.fixture(scope="module")
+def _models():
+    return {}
+
+
+@pytest.fixture
+def one_load(_models, monkeypatch):
+    """The in-process tests below only read `run`'s model (predict and evaluate, never finetune
+    --init): its file is loaded once for them all (tests/commands/model_loads.py), not by each of
+    their 18 commands."""
+    load_each_file_once(monkeypatch, _models)
+
+
 @pytest.mark.slow  # about 20 s or more: one kbert process per damaged or foreign file
 def test_corrupt_or_foreign_model_files_are_one_line_and_debug_shows_the_traceback(run, tmp_path):
     truncated = tmp_path / "truncated.keras"
@@ -88,7 +102,7 @@ def test_predict_keeps_one_output_line_per_input_line_and_reads_stdin(run, tmp_p
     assert main(["predict", "--model", str(run), "--file", str(path), "--json"]) == 0
 
 
-def test_predict_json_results_for_blank_lines(run, tmp_path, capsys):
+def test_predict_json_results_for_blank_lines(run, one_load, tmp_path, capsys):
     path = tmp_path / "texts.txt"
     path.write_text("\ufeffa warm , funny film\n\nflat\n", encoding="utf-8")
     assert main(["predict", "--model", str(run), "--file", str(path), "--json"]) == 0
@@ -98,7 +112,7 @@ def test_predict_json_results_for_blank_lines(run, tmp_path, capsys):
     assert rows[0]["label"] in ("-1", "1") and rows[2]["label"] in ("-1", "1")
 
 
-def test_inference_flags_that_cannot_work_are_refused(run, mr_files, tmp_path, capsys):
+def test_inference_flags_that_cannot_work_are_refused(run, one_load, mr_files, tmp_path, capsys):
     _, dev = mr_files
     bad = tmp_path / "latin1.txt"
     bad.write_bytes("fine\ncaf\xe9 cr\xe8me\n".encode("latin-1"))
@@ -118,7 +132,7 @@ def test_inference_flags_that_cannot_work_are_refused(run, mr_files, tmp_path, c
         assert message in err and len(err.strip().splitlines()) == 1, err
 
 
-def test_predict_reads_every_kind_of_line_end_and_refuses_what_is_not_text(run, tmp_path, capsys):
+def test_predict_reads_every_kind_of_line_end_and_refuses_what_is_not_text(run, one_load, tmp_path, capsys):
     """Lone \\r line ends were read as one text (one prediction for three inputs); a byte the
     shell could not decode, or a lone surrogate escape, ended in a traceback."""
     old_mac = tmp_path / "old_mac.txt"
@@ -151,7 +165,7 @@ def test_predict_reads_every_kind_of_line_end_and_refuses_what_is_not_text(run, 
         assert message in err and len(err.strip().splitlines()) == 1, err
 
 
-def test_seq_len_zero_or_negative_is_refused_not_read_as_the_default(run, mr_files, capsys):
+def test_seq_len_zero_or_negative_is_refused_not_read_as_the_default(run, one_load, mr_files, capsys):
     """`--seq-len 0` once ran at the run's length without a word (`args.seq_len or ...`) while
     100000 was refused: every length outside 3..max is one refusal naming the flag, the value
     and the range. (kbert export's are in tests/export/test_export.py.)"""

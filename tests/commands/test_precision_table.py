@@ -29,6 +29,7 @@ from keras_bert_impl.cli import main
 from keras_bert_impl.cpu_features import CpuFeatures
 from keras_bert_impl.tokenization import BertPreprocessor
 from tests.commands.conftest import MR
+from tests.commands.model_loads import load_each_file_once
 from tests.harness import quantize
 
 MODELS = ("classifier", "pair", "multilabel", "tagger", "span", "embedder", "qat", "quantized")
@@ -214,6 +215,25 @@ def runs(tiny_init, tmp_path_factory, monkeypatch_module):
 def monkeypatch_module():
     with pytest.MonkeyPatch.context() as patch:
         yield patch
+
+
+@pytest.fixture(scope="module")
+def _model_files():
+    """{(.keras path, mtime, size): the model Keras loaded from it}: filled by `_one_load_per_file`."""
+    return {}
+
+
+@pytest.fixture(autouse=True)
+def _one_load_per_file(_model_files, monkeypatch):
+    """Each model file of the table is loaded once per module, by the first command that asks,
+    and that model is what every later command given the same file gets from
+    `keras.saving.load_model` (tests/commands/model_loads.py): every cell still runs its
+    command's whole path (the folder's checks, the archive check, the resolver, the forward), but
+    about 250 loads of the same eight files were most of a refused cell's time and a fifth of an
+    accepted one's. No command here changes the model it loaded (bf16 is a copy,
+    `with_precision`; int8 and litert convert it); the fp32 reference of each model runs before
+    its other cells."""
+    load_each_file_once(monkeypatch, _model_files)
 
 
 @pytest.fixture(scope="module")

@@ -20,6 +20,7 @@ from keras_bert_impl.cli import main
 from keras_bert_impl.inference.precision import computes_in
 from keras_bert_impl.training.backup_and_restore import STATE_FILE
 from tests.commands.conftest import save_small_bert
+from tests.commands.model_loads import load_each_file_once
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 FIXTURES = os.path.join(REPO, "tests", "fixtures", "readers")
@@ -53,9 +54,13 @@ def _json_line(text):
 
 
 @pytest.mark.slow  # about 20 s or more: evaluates and predicts through the CLI (and the shared fine-tune)
-def test_classification_finetune_evaluate_predict(tiny_run, tiny_run_stderr, mr_files, tmp_path, capsys):
+def test_classification_finetune_evaluate_predict(
+    tiny_run, tiny_run_stderr, mr_files, tmp_path, capsys, monkeypatch
+):
     """`tiny_run` is this fine-tune: `_finetune(tiny_init, run, "classification", train, dev,
-    "--no-header", "--columns", "label,text")`, trained once for the tests that read it."""
+    "--no-header", "--columns", "label,text")`, trained once for the tests that read it. Nothing
+    here trains: its model.keras is loaded once for the six loads below (tests/commands/model_loads.py)."""
+    load_each_file_once(monkeypatch, {})
     _, dev = mr_files
     run = pathlib.Path(tiny_run)
     # One epoch: the best epoch is the final model (no best.keras copy), the backup is gone.
