@@ -56,7 +56,7 @@ MEDIAPIPE_INSTALLED := $(MEDIAPIPE_VENV)/.installed
 MEDIAPIPE_PINS := tests/export/mediapipe_requirements.txt
 PERF := backbone-forward backbone-profile tokenization pretraining-memory pretraining-speed finetune-mr finetune-mr-buckets finetune-mr-mean \
 	embed-throughput semantic-search serve-load serve-overhead inference-precision inference-throughput train-step-optimizer cpu-peers precision-process \
-	beam-throughput serve-adapters-load
+	beam-throughput serve-adapters-load batch1-split
 EXPERIMENTS := finetune-mr-seeds mr-baseline pretrain-tiny nsp-baseline pretrain-reference-tfm full-int8-denylist integer-ladder distill-mr lora-mr
 # The committed runs of bench/experiments/pretrain_tiny.py (its RUNS); PRETRAIN_TINY_ARGS go
 # to the runs other experiments read (nsp-baseline, pretrain-reference-tfm).
@@ -322,6 +322,10 @@ bench-forward-gap: $(INSTALLED) $(DATA_STAMP) $(PEERS_INSTALLED) $(JAX_INSTALLED
 # LiteRT's time in our classifier kernel by kernel (Linux perf samples), Keras graph vs LiteRtForms (issue 33).
 bench-litert-profile: $(INSTALLED) $(DATA_STAMP)
 	$(BIN)/python -m bench.perf.litert_profile --wait-idle 60 --output $(BENCH_RESULTS)/litert_profile.json $(ARGS)
+
+# Where one sentence's milliseconds go in TextPredictor, per runtime (issue 54).
+bench-batch1-split: $(INSTALLED) $(DATA_STAMP)
+	$(BIN)/python -m bench.perf.batch1_split --wait-idle 60 --output $(BENCH_RESULTS)/batch1_split.json $(ARGS)
 
 bench-inference-precision: $(INSTALLED) $(DATA_STAMP)
 	$(BIN)/python -m bench.perf.inference_precision --wait-idle 60 --output $(BENCH_RESULTS)/inference_precision.json $(ARGS)
