@@ -17,9 +17,16 @@ setup(
     python_requires=">=3.11,<3.14",
     # The export wing lives in the top-level export/ folder (the product card's layout) and
     # installs under a namespaced name, never as a generic top-level `export` module.
+    # keras_bert_lite (an export folder's classifier without TensorFlow) lives beside it.
     packages=find_packages(include=["keras_bert_impl", "keras_bert_impl.*"])
-    + find_packages("export", include=["keras_bert_impl_export", "keras_bert_impl_export.*"]),
-    package_dir={"keras_bert_impl_export": "export/keras_bert_impl_export"},
+    + find_packages(
+        "export", include=["keras_bert_impl_export", "keras_bert_impl_export.*", "keras_bert_lite"]
+    ),
+    package_dir={
+        "keras_bert_impl_export": "export/keras_bert_impl_export",
+        "keras_bert_lite": "export/keras_bert_lite",
+    },
+    package_data={"keras_bert_lite": ["bert_unicode.txt"]},
     install_requires=[
         "tensorflow==2.20.0",
         "tensorflow-text==2.20.1",

@@ -162,10 +162,12 @@ def main(argv=None):
     previous = _terminate_as_interrupt()
     try:
         # What `import keras_bert_impl` does outside the `kbert` command (TensorFlow, and every layer,
-        # model, optimizer and schedule registered with Keras for load_model), once a command is to run.
-        import keras_bert_impl.layers  # noqa: F401
-        import keras_bert_impl.models  # noqa: F401
-        import keras_bert_impl.training  # noqa: F401  (create_optimizer's optimizer and schedule)
+        # model, optimizer and schedule registered with Keras for load_model), once a command is to run;
+        # not for one that runs without them (`kbert predict` of an export folder, on LiteRT).
+        if not getattr(args, "without_tensorflow", lambda _: False)(args):
+            import keras_bert_impl.layers  # noqa: F401
+            import keras_bert_impl.models  # noqa: F401
+            import keras_bert_impl.training  # noqa: F401  (create_optimizer's optimizer and schedule)
 
         return args.func(args)
     except KeyboardInterrupt as e:

@@ -184,16 +184,31 @@ def test_the_export_wing_uses_the_public_api_only():
     assert not bad, bad
 
 
-# Every module of the library and of the wing, by dotted name.
+LITE = os.path.join(os.path.dirname(WING), "keras_bert_lite")
+# Every module of the library, of the wing and of keras_bert_lite, by dotted name.
 ALL_MODULES = {
     **MODULES,
     **{
         os.path.relpath(path, os.path.dirname(WING))[: -len(".py")]
         .replace(os.sep, ".")
         .removesuffix(".__init__"): path
-        for path in _wing_files()
+        for path in _wing_files() + [os.path.join(LITE, n) for n in os.listdir(LITE) if n.endswith(".py")]
     },
 }
+# What keras_bert_lite may import besides itself: it runs an export without TensorFlow or Keras.
+LITE_IMPORTS = ("numpy", "ai_edge_litert", "contextlib", "json", "os", "sys", "tempfile")
+
+
+def test_keras_bert_lite_imports_only_numpy_litert_and_the_standard_library():
+    lite = {m: p for m, p in ALL_MODULES.items() if m.split(".")[0] == "keras_bert_lite"}
+    assert "keras_bert_lite.wordpiece_tokenizer" in lite
+    bad = [
+        (module, imported)
+        for module, path in lite.items()
+        for imported, _ in _imports(path)
+        if imported.split(".")[0] not in LITE_IMPORTS + ("keras_bert_lite",)
+    ]
+    assert not bad, bad
 
 
 BENCH = os.path.join(REPO, "bench")

@@ -1,6 +1,7 @@
-"""Every `>>>` example in keras_bert_impl's docstrings runs and prints what it shows.
+"""Every `>>>` example in keras_bert_impl's (and keras_bert_lite's) docstrings runs and prints
+what it shows.
 
-Examples are found with doctest over every module of the package (pkgutil.walk_packages),
+Examples are found with doctest over every module of the packages (pkgutil.walk_packages),
 so a new module's examples are picked up without touching this file, and a plain text scan
 of the sources checks that none is silently skipped. Each docstring runs as its own test,
 named after the object, with:
@@ -27,15 +28,22 @@ import pytest
 import tensorflow as tf
 
 import keras_bert_impl as kb
+import keras_bert_lite
 from tests.conftest import DATA, REPO
 
 PACKAGE_DIR = pathlib.Path(kb.__file__).parent
+LITE_DIR = pathlib.Path(keras_bert_lite.__file__).parent
 OPTIONFLAGS = doctest.ELLIPSIS | doctest.NORMALIZE_WHITESPACE
 COMMON_NAMESPACE = {"np": np, "tf": tf, "keras": keras, "ops": keras.ops, "kb": kb}
 
 
 def _package_modules():
-    names = [kb.__name__] + [m.name for m in pkgutil.walk_packages(kb.__path__, prefix=f"{kb.__name__}.")]
+    names = [
+        name
+        for package in (kb, keras_bert_lite)
+        for name in [package.__name__]
+        + [m.name for m in pkgutil.walk_packages(package.__path__, prefix=f"{package.__name__}.")]
+    ]
     return [importlib.import_module(name) for name in sorted(names)]
 
 
@@ -57,7 +65,7 @@ def test_every_example_in_the_sources_is_collected():
     # A `>>>` line holding only a comment is no example to doctest either.
     prompts = sum(
         len(re.findall(r"^\s*>>>(?!\s*(?:#|$))", path.read_text(encoding="utf-8"), flags=re.MULTILINE))
-        for path in PACKAGE_DIR.rglob("*.py")
+        for path in [*PACKAGE_DIR.rglob("*.py"), *LITE_DIR.rglob("*.py")]
     )
     collected = sum(len(test.examples) for test in DOCSTRING_TESTS)
     assert prompts > 0

@@ -243,6 +243,7 @@ def _manifest(job, x):
         "max_sequence_length": backbone.max_sequence_length,
         "lowercase": bool(backbone.lowercase),
         "pair": serving.pair,
+        "multi_label": bool(getattr(serving.model, "multi_label", False)),
         "text_inputs": list(serving.text_inputs),
         "id_inputs": list(EXPORT_ID_INPUTS),
         "id_outputs": list(serving.output_names()),

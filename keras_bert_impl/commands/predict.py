@@ -8,6 +8,7 @@ from keras_bert_impl.commands.errors import UsageError
 from keras_bert_impl.commands.flag_types import add_command, add_flags, positive_int
 from keras_bert_impl.commands.inference_setup import load_for_inference
 from keras_bert_impl.commands.precision_flag import add_precision_flag
+from keras_bert_impl.commands.predict_export import export_classifier, export_rows, is_export_folder
 from keras_bert_impl.commands.predict_rows import READER_TASKS, RowPredictor, check_text, file_row, plain_line
 from keras_bert_impl.commands.progress import Progress
 from keras_bert_impl.commands.runner_flags import LOCAL, add_runner_flags, check_runner_flags
@@ -48,7 +49,15 @@ _FLAG_TABLE = (
 
 def add_parser(subparsers):
     parser = add_command(subparsers, "predict", run, _HELP, _DESCRIPTION)
-    parser.add_argument("--model", required=True, help="A kbert finetune run folder, or its model.keras.")
+    parser.add_argument(
+        "--model",
+        required=True,
+        help="A kbert finetune run folder, or its model.keras; or a classifier's kbert export folder (its "
+        ".tflite files run on LiteRT without loading TensorFlow: fp32 the float32 file, int8 the "
+        "dynamic_int8 one).",
+    )
+    # cli.main loads TensorFlow and the models before a command, except for an export folder here.
+    parser.set_defaults(without_tensorflow=is_export_folder)
     parser.add_argument("texts", nargs="*", metavar="TEXT", help="Texts to predict on (or use --file).")
     add_flags(parser, _FLAG_TABLE)
     add_precision_flag(parser)
@@ -129,6 +138,11 @@ def run(args):
     if not 0 <= args.threshold <= 1:  # NaN too
         raise UsageError(f"--threshold is a probability: a number in [0, 1]. Received: {args.threshold}")
     if args.runner != LOCAL:
+        if is_export_folder(args):
+            raise UsageError(
+                f"--model {args.model} is a kbert export folder; --runner runs a run folder's model.keras: "
+                "pass --model the run folder."
+            )
         return beam_inference.run_predict(args)
     check_runner_flags(args)
     if args.output is not None:
@@ -140,6 +154,8 @@ def run(args):
 
 
 def _run(args):
+    if is_export_folder(args):
+        return _run_export(args)
     setup = load_for_inference(args, has_text_b=bool(args.text_b))
     task = setup.task
     if args.text_b and setup.stored.get("task") in ("classification", "multilabel"):
@@ -154,6 +170,20 @@ def _run(args):
         inputs, lambda index: _input_name(args, index, task), progress.update
     )
     progress.done()
+    return _print_rows(args, task, rows)
+
+
+def _run_export(args):
+    """An export folder's classifier on LiteRT, without TensorFlow (predict_export.py)."""
+    classifier, task = export_classifier(args, has_text_b=bool(args.text_b))
+    inputs = _inputs(args, task)
+    progress = Progress("predict", sum(text is not None for text, _ in inputs), args.batch_size)
+    rows = export_rows(classifier, task, inputs, args.threshold, progress.update)
+    progress.done()
+    return _print_rows(args, task, rows)
+
+
+def _print_rows(args, task, rows):
     for row in rows:
         print(json.dumps(row, ensure_ascii=False) if args.json else plain_line(task, row))
     return 0

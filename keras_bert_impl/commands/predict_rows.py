@@ -93,6 +93,19 @@ def _softmax(x):
     return e / e.sum(-1, keepdims=True)
 
 
+def label_fields(task, threshold, names, row, from_logits):
+    """A classifier row's result fields from its scores `row` [C] (logits, or probabilities where
+    `from_logits` is False): multilabel's labels at or over `threshold` and every probability,
+    else the top label and its probability."""
+    if task == "multilabel":
+        probs = 1 / (1 + np.exp(-row)) if from_logits else row
+        chosen = [names[i] for i in np.flatnonzero(probs >= threshold)]
+        return {"labels": chosen, "probabilities": {n: float(p) for n, p in zip(names, probs)}}
+    probs = _softmax(row) if from_logits else row
+    best = int(probs.argmax())
+    return {"label": names[best], "probability": float(probs[best])}
+
+
 class RowPredictor:
     """The JSON rows a fine-tuned model gives its inputs, for every head `kbert predict` runs.
 
@@ -207,13 +220,7 @@ class RowPredictor:
         return rows
 
     def _label_fields(self, names, row, from_logits):
-        if self.task == "multilabel":
-            probs = 1 / (1 + np.exp(-row)) if from_logits else row
-            chosen = [names[i] for i in np.flatnonzero(probs >= self.threshold)]
-            return {"labels": chosen, "probabilities": {n: float(p) for n, p in zip(names, probs)}}
-        probs = _softmax(row) if from_logits else row
-        best = int(probs.argmax())
-        return {"label": names[best], "probability": float(probs[best])}
+        return label_fields(self.task, self.threshold, names, row, from_logits)
 
     def _tag_dataset(self, texts, where):
         """The TaggingReader and its dataset of whitespace-separated words, aligned to wordpieces

@@ -578,3 +578,44 @@ def test_mediapipe_text_embedder_runs_the_exported_embedder(minilm_keras, mr_fil
     want = want["embeddings"]
     cosine = np.sum(got * want, -1) / (np.linalg.norm(got, axis=-1) * np.linalg.norm(want, axis=-1))
     assert len(texts) == 200 and cosine.min() >= 0.9999, cosine.min()
+
+
+_LITE_CHILD = """
+import json, sys
+import numpy as np
+from keras_bert_lite import LiteTextClassifier
+export_dir, texts_file, out = sys.argv[1:]
+texts = json.load(open(texts_file, encoding="utf-8"))
+arrays = {}
+for quantization in ("float32", "dynamic_int8"):
+    classifier = LiteTextClassifier(export_dir, quantization=quantization, batch_size=32)
+    arrays[quantization] = classifier.predict(texts)["logits"]
+arrays["ids"] = np.array([classifier.tokenizer.pack(t, sequence_length=classifier.sequence_length)[0]
+                          for t in texts], dtype=object)
+np.savez(out, **arrays)
+print(sorted(m for m in ("tensorflow", "tensorflow_text", "keras", "tf_keras") if m in sys.modules))
+"""
+
+
+def test_lite_classifier_runs_the_export_without_tensorflow(mr_export, reference, tmp_path):
+    """keras_bert_lite in a child that never imports TensorFlow or Keras, on the 500 held-out
+    sentences: the export's own ids (row by row, unpadded), float32 within 1e-4 of Keras, the
+    dynamic int8 file's top label on at least 98% (the bounds of the .tflite files' test above)."""
+    texts = reference["texts"]
+    texts_file = tmp_path / "texts.json"
+    texts_file.write_text(json.dumps(texts), encoding="utf-8")
+    out = tmp_path / "lite.npz"
+    child = subprocess.run(
+        [sys.executable, "-c", _LITE_CHILD, mr_export, str(texts_file), str(out)],
+        capture_output=True,
+        text=True,
+    )
+    assert child.returncode == 0, child.stderr[-3000:]
+    assert child.stdout.strip() == "[]", child.stdout  # no TensorFlow, tensorflow-text or Keras loaded
+    assert child.stderr == "", child.stderr  # LiteRT's delegate line held back
+    got = np.load(out, allow_pickle=True)
+    ids, mask = reference["x"]["ids"], reference["x"]["mask"]
+    assert [list(row) for row in got["ids"]] == [row[m == 1].tolist() for row, m in zip(ids, mask)]
+    want = reference["logits"]
+    assert np.abs(got["float32"] - want).max() <= 1e-4
+    assert np.mean(got["dynamic_int8"].argmax(-1) == want.argmax(-1)) >= 0.98
