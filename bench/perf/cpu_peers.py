@@ -389,6 +389,19 @@ def _summary(values):
     return {"median": float(np.median(values)), "min": float(values.min()), "max": float(values.max())}
 
 
+def speed_row(child, per_round, latency, closing, **extra):
+    """A runtime's row of the results: sentences/s per round [rounds] and their summary, `extra`,
+    batch-1 latency, then what the child said when ready (load seconds, ...) and when done."""
+    return {
+        "sentences_per_second": [float(v) for v in per_round],
+        "sentences_per_second_summary": _summary(per_round),
+        **extra,
+        "latency_batch1_ms": latency,
+        **{k: v for k, v in child.ready.items() if k != "ready"},
+        **closing,
+    }
+
+
 def checked_runtimes(args):
     """(the runtimes to run, those of them capped at CAP_ISA), checked against this CPU."""
     # CpuFeatures by its path, not the package: see cpu_features_class (the peers' peak memory).
@@ -559,17 +572,16 @@ def main(argv=None):
     with open(os.path.join(hf, "config.json"), encoding="utf-8") as f:
         label2id = json.load(f)["label2id"]
     truth = np.array([label2id[str(label)] for label in labels[test_idx]])
-    rows = {}
-    for name, child in children.items():
-        per_round = [len(texts) / s for s in seconds[name]]
-        rows[name] = {
-            "sentences_per_second": per_round,
-            "sentences_per_second_summary": _summary(per_round),
-            "accuracy_800_held_out": float(np.mean(predicted[name][test_idx] == truth)),
-            "latency_batch1_ms": latency[name],
-            **{k: v for k, v in child.ready.items() if k != "ready"},
-            **closing[name],
-        }
+    rows = {
+        name: speed_row(
+            child,
+            len(texts) / np.asarray(seconds[name]),
+            latency[name],
+            closing[name],
+            accuracy_800_held_out=float(np.mean(predicted[name][test_idx] == truth)),
+        )
+        for name, child in children.items()
+    }
 
     ratios = runtime_ratios(rows, children)
     results = {

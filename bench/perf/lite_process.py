@@ -44,6 +44,7 @@ from bench.perf.cpu_peers import (
     child_command,
     interleaved_passes,
     results_by_cpu,
+    speed_row,
 )
 
 EXPORT = os.path.join(FOLDER, "mr_pooled_export")
@@ -203,16 +204,10 @@ def main(argv=None):
     seconds, predicted = interleaved_passes(children, args.rounds, len(texts), loads)
     latency = {name: child.ask("latency")["latency_batch1_ms"] for name, child in children.items()}
     closing = {name: child.close() for name, child in children.items()}
-    rows = {}
-    for name, child in children.items():
-        per_round = [len(texts) / s for s in seconds[name]]
-        rows[name] = {
-            "sentences_per_second": per_round,
-            "sentences_per_second_summary": _summary(per_round),
-            "latency_batch1_ms": latency[name],
-            **{k: v for k, v in child.ready.items() if k != "ready"},
-            **closing[name],
-        }
+    rows = {
+        name: speed_row(child, len(texts) / np.asarray(seconds[name]), latency[name], closing[name])
+        for name, child in children.items()
+    }
     # Every side's labels on the 4,000 sentences against ours on TensorFlow: the same model.
     agreement = {name: float(np.mean(predicted[name] == predicted["ours_fp32"])) for name in children}
     results = {
