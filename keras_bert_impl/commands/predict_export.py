@@ -11,8 +11,7 @@ from keras_bert_impl.commands.errors import UsageError
 from keras_bert_impl.commands.predict_rows import blank_row, label_fields
 from keras_bert_impl.precision_choice import AUTO
 from keras_bert_impl.precisions import LITERT_QUANTIZATION
-
-MANIFEST = "export.json"
+from keras_bert_lite.lite_text_classifier import MANIFEST
 
 
 def is_export_folder(args):
@@ -50,11 +49,12 @@ def _precision(args):
     if args.precision != AUTO:
         return args.precision
     from keras_bert_impl.cpu_features import CpuFeatures
-    from keras_bert_impl.precision_choice import choose_precision
+    from keras_bert_impl.precision_choice import choose_precision, slower_here
 
     features = CpuFeatures.of_this_machine()
     precision, reason = choose_precision(features, "classification")
-    precision = "int8" if precision == "int8" else "fp32"  # an export holds no bf16 file
+    if precision == "bf16":  # an export holds float32 and int8 files only
+        precision, reason = "fp32", f"{slower_here('int8', features)}; an export holds no bf16 file"
     print(
         f"kbert {args.command}: --precision auto: {precision} on {features.describe()}, because {reason}.",
         file=sys.stderr,

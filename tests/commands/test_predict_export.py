@@ -85,3 +85,22 @@ def test_what_an_export_cannot_run_is_one_line(export, capsys, argv, fragment):
     assert main(["predict", "--model", export, *argv, "a"]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and fragment in err[0], err
+
+
+@pytest.mark.parametrize(
+    "flags, runs, says",
+    [
+        (["avx2", "avx512f", "avx512_vnni"], "int8", "because it has VNNI"),
+        (["avx2", "avx512f", "avx512_bf16"], "fp32", "an export holds no bf16 file"),
+    ],
+)
+def test_auto_picks_a_file_the_export_has(export, capsys, monkeypatch, flags, runs, says):
+    from keras_bert_impl.cpu_features import CpuFeatures
+
+    monkeypatch.setattr(CpuFeatures, "of_this_machine", classmethod(lambda cls: CpuFeatures("a CPU", flags)))
+    want = _json_rows(capsys, "--model", export, "--precision", runs, *TEXTS[:8])
+    capsys.readouterr()
+    assert main(["predict", "--json", "--model", export, "--precision", "auto", *TEXTS[:8]]) == 0
+    out, err = capsys.readouterr()
+    assert [json.loads(line) for line in out.splitlines()] == want
+    assert err.startswith(f"kbert predict: --precision auto: {runs} on a CPU") and says in err, err
