@@ -100,9 +100,7 @@ class LiteTextClassifier:
         with _native_stderr_held():
             # LiteRT applies XNNPACK (and says so on stderr) on the first run: here, held back.
             one = np.array([[self.tokenizer.cls_id, self.tokenizer.sep_id]], np.int32)
-            self._runner(
-                **{self._ids: one, self._mask: np.ones_like(one), self._segments: np.zeros_like(one)}
-            )
+            self._run(one, np.zeros_like(one), np.ones_like(one))
 
     def _run(self, ids, segments, mask):  # int32 [B, T] each
         return self._runner(**{self._ids: ids, self._mask: mask, self._segments: segments})
@@ -117,10 +115,12 @@ class LiteTextClassifier:
                 if self.pair
                 else "This export classifies single texts: leave texts_b out."
             )
-        rows = [
-            self.tokenizer.pack(text, None if texts_b is None else texts_b[i], self.sequence_length)
-            for i, text in enumerate(texts)
-        ]
+        if texts_b is not None and len(texts_b) != len(texts):
+            raise ValueError(
+                f"texts_b must have one entry per text. Received {len(texts)} texts and {len(texts_b)}."
+            )
+        seconds = [None] * len(texts) if texts_b is None else texts_b
+        rows = [self.tokenizer.pack(text, b, self.sequence_length) for text, b in zip(texts, seconds)]
         outputs = {}
         # Longest first: each batch pads only a little, and the widest shape comes first.
         order = sorted(range(len(rows)), key=lambda i: -len(rows[i][0]))
