@@ -48,7 +48,7 @@ from bench.perf.cpu_peers import (
 )
 
 EXPORT = os.path.join(FOLDER, "mr_pooled_export")
-# name -> (kbert predict flags, or the child's quantization)
+# whole-process runs: name -> its --precision on the export folder (None: the run folder, fp32)
 WHOLE = {"ours_fp32_run_folder": None, "lite_fp32": "fp32", "lite_int8": "int8"}
 LITE = {"lite_fp32": "float32", "lite_int8": "dynamic_int8"}
 RUNTIMES = ("ours_fp32", *LITE, "onnxruntime_fp32", "onnxruntime_int8")

@@ -126,17 +126,8 @@ class LiteTextClassifier:
         order = sorted(range(len(rows)), key=lambda i: -len(rows[i][0]))
         for start in range(0, len(order), self.batch_size):
             batch = order[start : start + self.batch_size]
-            width = len(rows[batch[0]][0])
-            ids = np.zeros((len(batch), width), np.int32)  # [B, T]
-            segments = np.zeros((len(batch), width), np.int32)
-            mask = np.zeros((len(batch), width), np.int32)
-            for row, i in enumerate(batch):
-                token_ids, segment_ids = rows[i]
-                ids[row, : len(token_ids)] = token_ids
-                segments[row, : len(token_ids)] = segment_ids
-                mask[row, : len(token_ids)] = 1
-            ids[mask == 0] = self.tokenizer.pad_id
-            result = self._run(ids, segments, mask)
+            x = self.tokenizer.pad([rows[i] for i in batch], len(rows[batch[0]][0]))  # [B, T] each
+            result = self._run(x["token_ids"], x["segment_ids"], x["padding_mask"])
             for name, value in result.items():
                 if name not in outputs:
                     outputs[name] = np.empty((len(rows), *value.shape[1:]), np.float32)

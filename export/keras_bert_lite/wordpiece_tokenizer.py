@@ -160,8 +160,12 @@ class WordPieceTokenizer:
             self.pack(t, None if texts_b is None else texts_b[i], sequence_length)
             for i, t in enumerate(texts)
         ]
-        width = sequence_length or max((len(ids) for ids, _ in rows), default=2)
-        token_ids = np.full((len(rows), width), self.pad_id, np.int32)  # [N, S]
+        return self.pad(rows, sequence_length or max((len(ids) for ids, _ in rows), default=2))
+
+    def pad(self, rows, width):
+        """`pack`'s rows [(token_ids, segment_ids)] -> {"token_ids", "segment_ids",
+        "padding_mask": int32 [N, width]}, each row padded to `width`."""
+        token_ids = np.full((len(rows), width), self.pad_id, np.int32)  # [N, width]
         segment_ids = np.zeros((len(rows), width), np.int32)
         padding_mask = np.zeros((len(rows), width), np.int32)
         for i, (ids, segments) in enumerate(rows):
