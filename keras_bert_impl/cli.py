@@ -108,14 +108,27 @@ def _interrupted_message(args):
     return ". Every file is written whole or not at all: run the same command again."
 
 
-def _raise_terminated(signum, frame):
+# The stop signal (SIGTERM or SIGINT) that `main`'s command received, or None.
+_received = None
+
+
+def _stopped(args, terminated):
+    """Says in one line that the command was stopped and what was kept; the exit status, 2."""
+    what = "terminated (SIGTERM)" if terminated else "interrupted"
+    print(f"kbert {args.command}: {what}{_interrupted_message(args)}", file=sys.stderr)
+    return 2
+
+
+def _raise_stop(signum, frame):
+    global _received
     if _inside_finalizer(frame):
         # Python prints and drops an exception raised in a __del__ (TensorFlow's functions free
         # themselves there, often mid-trace), so a SIGTERM handled there was lost and the command
         # ran on to exit 0. It is sent again once the finalizer has returned.
         threading.Timer(0.01, os.kill, (os.getpid(), signum)).start()
         return
-    raise Terminated()
+    _received = signum
+    raise Terminated() if signum == signal.SIGTERM else KeyboardInterrupt()
 
 
 def _inside_finalizer(frame):
@@ -129,14 +142,20 @@ def _inside_finalizer(frame):
 def _terminate_as_interrupt():
     """SIGTERM (`kill`, systemd, a container's stop) takes Ctrl-C's path: its default action
     ends the process at once, leaving the temporary folders Ctrl-C's cleanup removes (the TFLite
-    converter's SavedModel, hundreds of MB). A signal ignored at start stays ignored. Returns the
-    handler to put back when `main` returns (None: nothing was changed), as `main` also runs in-process."""
-    if (
-        threading.current_thread() is not threading.main_thread()
-        or signal.getsignal(signal.SIGTERM) != signal.SIG_DFL
-    ):
-        return None
-    return signal.signal(signal.SIGTERM, _raise_terminated)
+    converter's SavedModel, hundreds of MB). Ctrl-C keeps Python's KeyboardInterrupt, raised by
+    the same handler so that `main` knows which signal stopped the command. A signal ignored or
+    handled by someone else at start stays so. Returns {signal: handler to put back when `main`
+    returns}, as `main` also runs in-process."""
+    global _received
+    _received = None
+    if threading.current_thread() is not threading.main_thread():
+        return {}
+    defaults = {signal.SIGTERM: signal.SIG_DFL, signal.SIGINT: signal.default_int_handler}
+    return {
+        number: signal.signal(number, _raise_stop)
+        for number, default in defaults.items()
+        if signal.getsignal(number) == default
+    }
 
 
 def main(argv=None):
@@ -173,22 +192,25 @@ def main(argv=None):
     except KeyboardInterrupt as e:
         if debug:
             raise
-        what = "terminated (SIGTERM)" if isinstance(e, Terminated) else "interrupted"
-        print(f"kbert {args.command}: {what}{_interrupted_message(args)}", file=sys.stderr)
-        return 2
+        return _stopped(args, isinstance(e, Terminated))
     except BrokenPipeError:
         # `kbert predict ... | head`: the reader left; not an error of ours.
         sys.stderr.close()
         return 0
     except Exception as e:
+        if _received is not None and not debug:
+            # The signal's exception, raised inside a library's own handling (TensorFlow's
+            # pybind11 layer, a tracer's `except`), came out as another exception; the command
+            # was still stopped by the user, and its `finally` blocks ran.
+            return _stopped(args, _received == signal.SIGTERM)
         if debug or not isinstance(e, _expected_failures()):
             raise
         message = " ".join(str(e).split()) or type(e).__name__
         print(f"kbert {args.command}: {message}", file=sys.stderr)
         return 2
     finally:
-        if previous is not None:
-            signal.signal(signal.SIGTERM, previous)
+        for number, handler in previous.items():
+            signal.signal(number, handler)
 
 
 if __name__ == "__main__":

@@ -207,10 +207,39 @@ def test_a_sigterm_handled_inside_a_finalizer_is_raised_after_it():
         def __del__(self):
             signal.raise_signal(signal.SIGTERM)
 
-    previous = signal.signal(signal.SIGTERM, cli._raise_terminated)
+    previous = signal.signal(signal.SIGTERM, cli._raise_stop)
     try:
         with pytest.raises(Terminated):
             Finalized()  # dropped at once: its __del__ runs the handler here
             time.sleep(10)  # the signal, sent again, ends this wait
     finally:
         signal.signal(signal.SIGTERM, previous)
+
+
+@pytest.mark.parametrize("number", [signal.SIGTERM, signal.SIGINT])
+def test_a_signal_a_library_turned_into_another_error_still_reads_as_the_stop(monkeypatch, capsys, number):
+    # SIGTERM mid-trace in the text-in conversion: the handler's exception, raised while
+    # TensorFlow's pybind11 layer built an InvalidArgumentError, came out as a RuntimeError
+    # ("MISMATCH of original and normalized active exception types") with its traceback, exit 1.
+    from keras_bert_impl.commands import vocab
+
+    cleaned = []
+
+    def run(args):
+        try:
+            try:
+                signal.raise_signal(number)
+            except BaseException:
+                raise RuntimeError("a library's own error") from None
+        finally:
+            cleaned.append(True)
+
+    monkeypatch.setattr(vocab, "run", run)
+    status = cli.main(["vocab", REVIEWS, "--size", "100", "--output", "unused.txt"])
+    what = "terminated (SIGTERM)" if number == signal.SIGTERM else "interrupted"
+    assert (status, cleaned) == (2, [True])
+    assert capsys.readouterr().err == (
+        f"kbert vocab: {what}. Every file is written whole or not at all: run the same command again.\n"
+    )
+    assert signal.getsignal(signal.SIGTERM) == signal.SIG_DFL  # main put the handlers back
+    assert signal.getsignal(signal.SIGINT) == signal.default_int_handler
