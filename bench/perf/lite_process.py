@@ -12,8 +12,11 @@ the order rotated from round to round:
 
 - `whole_process`: `kbert predict --model M "one sentence"` as a user runs it, from the start
   of the process to its exit (seconds) and its peak resident memory (MiB, the child's own
-  rusage): M the run folder (fp32 on TensorFlow, what every earlier entry measured), the export
-  folder at fp32 (its float32 .tflite) and at --precision int8 (its dynamic_int8 one).
+  rusage), each once before the rounds so that every cache is warm: M the run folder (fp32 on
+  TensorFlow, what every earlier entry measured; and with `--runtime litert` and `--precision
+  int8`, which after that first process take the run folder's kept LiteRT route without
+  TensorFlow: keras_bert_impl/commands/lite_route.py), the export folder at fp32 (its float32
+  .tflite) and at --precision int8 (its dynamic_int8 one).
 - `runtimes`: warm children speaking cpu_peers' protocol: ours fp32 on TensorFlow
   (`TextPredictor`), `LiteTextClassifier` on the export's float32 and dynamic_int8 files, and
   ONNX Runtime fp32 and int8 (bench/reference/classify_peers.py): sentences/s over the 4,000 MR
@@ -48,8 +51,14 @@ from bench.perf.cpu_peers import (
 )
 
 EXPORT = os.path.join(FOLDER, "mr_pooled_export")
-# whole-process runs: name -> its --precision on the export folder (None: the run folder, fp32)
-WHOLE = {"ours_fp32_run_folder": None, "lite_fp32": "fp32", "lite_int8": "int8"}
+# whole-process runs: name -> (the run folder or the export, its flags)
+WHOLE = {
+    "ours_fp32_run_folder": ("run", []),
+    "route_fp32_run_folder": ("run", ["--runtime", "litert"]),
+    "route_int8_run_folder": ("run", ["--precision", "int8"]),
+    "lite_fp32": ("export", ["--precision", "fp32"]),
+    "lite_int8": ("export", ["--precision", "int8"]),
+}
 LITE = {"lite_fp32": "float32", "lite_int8": "dynamic_int8"}
 RUNTIMES = ("ours_fp32", *LITE, "onnxruntime_fp32", "onnxruntime_int8")
 RATIOS = {"ours_fp32": "onnxruntime_fp32", "lite_fp32": "onnxruntime_fp32", "lite_int8": "onnxruntime_int8"}
@@ -87,12 +96,11 @@ def lite_child(export, quantization, sentences_path):
     return 0
 
 
-def whole_process(model, precision, sentence):
+def whole_process(model, flags, sentence):
     """(seconds, peak RSS MiB, stdout) of one `kbert predict` process, start to exit; its peak
     memory is the child's own rusage (os.wait4)."""
     argv = [os.path.join(os.path.dirname(sys.executable), "kbert"), "predict", "--model", model, sentence]
-    if precision:
-        argv += ["--precision", precision]
+    argv += flags
     read_end, write_end = os.pipe()
     with tempfile.TemporaryFile() as err:
         start = time.perf_counter()
@@ -117,11 +125,13 @@ def whole_processes(run, rounds, sentence):
     """{name: {"seconds": [per round], "peak_rss_mib": [per round], "output"}}, rotated rounds."""
     names = list(WHOLE)
     rows = {name: {"seconds": [], "peak_rss_mib": []} for name in names}
+    models = {"run": run, "export": EXPORT}
+    for name in names:  # warm: LiteRT's kept files and the run folder's routes, the page cache
+        seconds, rss, _ = whole_process(models[WHOLE[name][0]], WHOLE[name][1], sentence)
+        rows[name]["first_process"] = {"seconds": seconds, "peak_rss_mib": rss}
     for round_ in range(rounds):
         for name in names[round_ % len(names) :] + names[: round_ % len(names)]:
-            seconds, rss, output = whole_process(
-                run if WHOLE[name] is None else EXPORT, WHOLE[name], sentence
-            )
+            seconds, rss, output = whole_process(models[WHOLE[name][0]], WHOLE[name][1], sentence)
             rows[name]["seconds"].append(seconds)
             rows[name]["peak_rss_mib"].append(rss)
             rows[name]["output"] = output

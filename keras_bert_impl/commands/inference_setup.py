@@ -20,6 +20,7 @@ class InferenceSetup(NamedTuple):
     seq_len: int  # checked against the model's max_sequence_length
     precision: str  # fp32, bf16 or int8: --precision, or what auto chose
     runtime: str  # tensorflow or litert: --runtime, or the precision's own
+    note: object = None  # the resolver's line for the user (auto's choice, a slower precision), or None
 
 
 def resolve_flags(args, model, task):
@@ -67,7 +68,7 @@ def load_for_inference(args, has_text_b):
     # TextPredictor builds a classifier's forward from the resolved precision and runtime itself.
     in_precision = model if task in INT8_TASKS else resolved.model_in_precision()
     return InferenceSetup(
-        in_precision, model_path, stored, task, seq_len, resolved.precision, resolved.runtime
+        in_precision, model_path, stored, task, seq_len, resolved.precision, resolved.runtime, resolved.note
     )
 
 

@@ -8,7 +8,13 @@ from keras_bert_impl.commands.errors import UsageError
 from keras_bert_impl.commands.flag_types import add_command, add_flags, positive_int
 from keras_bert_impl.commands.inference_setup import load_for_inference
 from keras_bert_impl.commands.precision_flag import add_precision_flag
-from keras_bert_impl.commands.predict_export import export_classifier, export_rows, is_export_folder
+from keras_bert_impl.commands.lite_route import LiteRoute
+from keras_bert_impl.commands.predict_export import (
+    export_classifier,
+    export_rows,
+    is_export_folder,
+    route_classifier,
+)
 from keras_bert_impl.commands.predict_rows import READER_TASKS, RowPredictor, check_text, file_row, plain_line
 from keras_bert_impl.commands.progress import Progress
 from keras_bert_impl.commands.runner_flags import LOCAL, add_runner_flags, check_runner_flags
@@ -56,14 +62,19 @@ def add_parser(subparsers):
         ".tflite files run on LiteRT without loading TensorFlow: fp32 the float32 file, int8 the "
         "dynamic_int8 one).",
     )
-    # cli.main loads TensorFlow and the models before a command, except for an export folder here.
-    parser.set_defaults(without_tensorflow=is_export_folder)
+    # cli.main loads TensorFlow and the models before a command, except for an export folder here,
+    # and a run folder whose LiteRT file this machine kept (lite_route.py).
+    parser.set_defaults(without_tensorflow=_without_tensorflow)
     parser.add_argument("texts", nargs="*", metavar="TEXT", help="Texts to predict on (or use --file).")
     add_flags(parser, _FLAG_TABLE)
     add_precision_flag(parser)
     parser.add_argument("--json", action="store_true", help="One JSON object per input line.")
     add_runner_flags(parser, shards=True)
     return parser
+
+
+def _without_tensorflow(args):
+    return is_export_folder(args) or LiteRoute.find(args) is not None
 
 
 def _inputs(args, task):
@@ -155,7 +166,9 @@ def run(args):
 
 def _run(args):
     if is_export_folder(args):
-        return _run_export(args)
+        return _run_export(args, export_classifier(args, has_text_b=bool(args.text_b)))
+    if getattr(args, "lite_route", None) is not None:  # cli.main found it (and loaded no TensorFlow)
+        return _run_export(args, route_classifier(args, args.lite_route))
     setup = load_for_inference(args, has_text_b=bool(args.text_b))
     task = setup.task
     if args.text_b and setup.stored.get("task") in ("classification", "multilabel"):
@@ -166,16 +179,19 @@ def _run(args):
     inputs = _inputs(args, task)
     given = sum(text is not None for text, _ in inputs)
     progress = Progress("predict", given if task not in READER_TASKS else 0, args.batch_size)
-    rows = RowPredictor(setup, args.batch_size, args.threshold).rows(
-        inputs, lambda index: _input_name(args, index, task), progress.update
-    )
+    predictor = RowPredictor(setup, args.batch_size, args.threshold)
+    rows = predictor.rows(inputs, lambda index: _input_name(args, index, task), progress.update)
     progress.done()
+    route = LiteRoute.of(args)
+    if route is not None and predictor.text_predictor is not None:
+        route.keep(setup, predictor.text_predictor)
     return _print_rows(args, task, rows)
 
 
-def _run_export(args):
-    """An export folder's classifier on LiteRT, without TensorFlow (predict_export.py)."""
-    classifier, task = export_classifier(args, has_text_b=bool(args.text_b))
+def _run_export(args, found):
+    """`found` (a LiteTextClassifier and its task: an export folder's, or a run folder's kept
+    route) on LiteRT, without TensorFlow (predict_export.py)."""
+    classifier, task = found
     inputs = _inputs(args, task)
     progress = Progress("predict", sum(text is not None for text, _ in inputs), args.batch_size)
     rows = export_rows(classifier, task, inputs, args.threshold, progress.update)

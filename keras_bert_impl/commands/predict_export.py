@@ -36,13 +36,34 @@ def export_classifier(args, has_text_b):
         )
     except ValueError as e:
         raise UsageError(f"--model {args.model}: {e}") from None
-    task = "pair" if classifier.pair else "multilabel" if classifier.multi_label else "classification"
+    task = _task(classifier)
     if has_text_b and not classifier.pair:
         raise UsageError(
             f"--text-b given, but {args.model} classifies single texts: leave out --text-b, or use the "
             "export of a model fine-tuned with --task pair."
         )
     return classifier, task
+
+
+def route_classifier(args, route):
+    """(LiteTextClassifier of a run folder's kept `LiteRoute`, its task): what the TensorFlow path
+    ran there, with the resolver's line it said (lite_route.py)."""
+    from keras_bert_lite import LiteTextClassifier
+
+    manifest = route.manifest()
+    if manifest["note"]:
+        print(f"kbert {args.command}: {manifest['note']}", file=sys.stderr, flush=True)
+    try:
+        classifier = LiteTextClassifier(route.folder, manifest["quantization"], batch_size=args.batch_size)
+    except (ValueError, OSError) as e:  # its file removed since `found`: the next run converts it again
+        raise UsageError(
+            f"--model {args.model}: its kept LiteRT file went missing ({e}); run the same command again."
+        ) from None
+    return classifier, _task(classifier)
+
+
+def _task(classifier):
+    return "pair" if classifier.pair else "multilabel" if classifier.multi_label else "classification"
 
 
 def _precision(args):

@@ -127,6 +127,11 @@ class RowPredictor:
             else None
         )
 
+    @property
+    def text_predictor(self):
+        """A classifier's `TextPredictor`, once `rows` ran it (else None)."""
+        return self._text_predictor
+
     def rows(self, inputs, where=None, progress=None):
         """One row per input of `inputs` ([(text, text_b or None)] or squad's [(question,
         context)]; (None, None) for a blank line, whose row is `blank_row`'s), in order.

@@ -19,7 +19,6 @@ file the conversion would make. Each file's name ends in a digest of its bytes, 
 read: a damaged file is said, removed and converted again, never run.
 """
 
-import functools
 import glob
 import hashlib
 import json
@@ -30,10 +29,9 @@ import keras
 import numpy as np
 
 from keras_bert_impl.atomic_write import write_atomically
+from keras_bert_impl.cache_folders import ENVIRONMENT_VARIABLE, OFF, cache_folder, package_source_digest
 from keras_bert_impl.validation import check_positive_int
 
-ENVIRONMENT_VARIABLE = "KBERT_CACHE_DIR"
-OFF = "off"
 DEFAULT_MAX_BYTES = 2 * 1024**3
 # Part of every key: a change in how keys or files are made misses every older file.
 CACHE_FORMAT = "litert-cache-1"
@@ -68,25 +66,17 @@ class LiteRtCache:
             raise ValueError(f"folder must be a path. Received: folder={folder!r}")
         self.folder = os.path.abspath(os.fspath(folder))
         self.max_bytes = check_positive_int("max_bytes", max_bytes)
-        # What the last `flatbuffer` call did: "hit", "miss" (converted and kept) or "uncached".
+        # What the last `flatbuffer` call did: "hit", "miss" (converted and kept) or "uncached",
+        # and the kept file it read or wrote (None: none).
         self.last = None
+        self.path = None
 
     @classmethod
     def from_environment(cls, environ=None):
         """The cache `KBERT_CACHE_DIR` names (its `litert` folder), the user cache folder's when
         it is unset or empty, or None for `KBERT_CACHE_DIR=off`."""
-        environ = os.environ if environ is None else environ
-        chosen = environ.get(ENVIRONMENT_VARIABLE, "").strip()
-        if chosen.lower() == OFF:
-            return None
-        if chosen:
-            root = chosen
-        else:
-            base = environ.get("XDG_CACHE_HOME", "").strip() or os.path.join(
-                os.path.expanduser("~"), ".cache"
-            )
-            root = os.path.join(base, "keras_bert_impl")
-        return cls(os.path.join(root, "litert"))
+        folder = cache_folder("litert", environ)
+        return None if folder is None else cls(folder)
 
     def key(self, model, quantization):
         """The hex digest naming (model, quantization)'s file; None for a model with a layer class
@@ -104,7 +94,7 @@ class LiteRtCache:
             config,
             tf.__version__,
             keras.__version__,
-            _package_source_digest(),
+            package_source_digest(),
         ):
             digest.update(part.encode("utf-8") + b"\0")
         for weight in model.weights:  # weights in tracking order; names, shapes and bytes
@@ -117,6 +107,7 @@ class LiteRtCache:
         """The .tflite bytes of `model` in `quantization`: the kept file's when there is one
         whose bytes match its digest, else `convert()`'s (kept for the next process)."""
         key = self.key(model, quantization)
+        self.path = None
         if key is None:
             self.last = "uncached"
             return convert()
@@ -146,6 +137,7 @@ class LiteRtCache:
                     os.utime(path)  # used now: the last the size cap removes
                 except OSError:
                     pass  # a read-only cache still serves its files
+                self.path = path
                 return content
             warnings.warn(
                 f"LiteRT cache: {path} does not match the digest in its name (the file is damaged); "
@@ -172,6 +164,7 @@ class LiteRtCache:
                 stacklevel=3,
             )
             return
+        self.path = path
         self._trim(keep=path)
 
     def _trim(self, keep):
@@ -200,22 +193,6 @@ def keyable(model):
         type(layer).__module__.startswith(KEYED_MODULES)
         for layer in model._flatten_layers(include_self=True, recursive=True)
     )
-
-
-@functools.lru_cache(maxsize=1)
-def _package_source_digest():
-    """sha256 of every .py file of keras_bert_impl, its path included (read once per process)."""
-    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-    digest = hashlib.sha256()
-    for folder, subfolders, files in os.walk(root):
-        subfolders.sort()
-        for name in sorted(files):
-            if name.endswith(".py"):
-                path = os.path.join(folder, name)
-                digest.update(os.path.relpath(path, root).encode("utf-8") + b"\0")
-                with open(path, "rb") as f:
-                    digest.update(f.read() + b"\0")
-    return digest.hexdigest()
 
 
 def _content_digest(content):

@@ -80,6 +80,7 @@ class LiteRtForward(LiteRtSignature):
                 f"quantization must be one of {LITERT_QUANTIZATIONS}. Received: quantization={quantization!r}"
             )
         cache = litert_cache(cache)
+        self.quantization = quantization
 
         def convert():
             with native_output_held():

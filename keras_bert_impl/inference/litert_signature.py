@@ -49,6 +49,9 @@ class LiteRtSignature:
         self.flatbuffer = convert() if cache is None else cache.flatbuffer(model, quantization, convert)
         # "hit", "miss" (converted and kept), "uncached" (a model the cache cannot key) or None (no cache).
         self.cache_outcome = None if cache is None else cache.last
+        # The kept .tflite file this runs (None: not kept), which `kbert predict` of a run folder
+        # can then open without TensorFlow (commands/lite_route.py).
+        self.cache_path = None if cache is None else cache.path
         with native_output_held():
             self._interpreter = Interpreter(model_content=self.flatbuffer, num_threads=num_threads)
             self._runner = self._interpreter.get_signature_runner(SERVING_ENDPOINT)

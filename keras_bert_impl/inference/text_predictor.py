@@ -111,6 +111,12 @@ class TextPredictor:
         }
         self._forward = resolved.forward(sequence_length)
 
+    @property
+    def forward(self):
+        """What runs each batch's ids: a `LiteRtForward`, an `IntegerFileForward` or a
+        `tf.function` of the Keras model (`ForwardResolver.forward`)."""
+        return self._forward
+
     def predict(self, texts, texts_b=None, chunk_size=4096, progress=None):
         """texts (list of str; `texts_b` the second texts of pairs) -> {output name: float32
         array [N, ...]} in input order. `progress(n)` is called after each batch with its size."""
