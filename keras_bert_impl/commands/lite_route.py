@@ -106,6 +106,7 @@ class LiteRoute:
             return False
         try:
             self._write(_manifest(self.model_path, setup, forward, path), setup.model.backbone.vocabulary)
+            _remove_dead_routes(os.path.dirname(self.folder))
         except OSError as e:
             warnings.warn(
                 f"LiteRT cache: could not keep the route to {path} in {self.folder} ({e}); the next "
@@ -151,6 +152,16 @@ def _manifest(model_path, setup, forward, path):
         "label_names": list(model.label_names or [str(i) for i in range(model.num_classes)]),
         "files": {f"tflite_{forward.quantization}": path},
     }
+
+
+def _remove_dead_routes(root):
+    """Removes the routes whose file the LiteRT cache has removed (its size cap), so that the
+    routes take no more room than the files they name."""
+    for name in os.listdir(root):
+        route = LiteRoute(os.path.join(root, name), None)
+        manifest = route.manifest()
+        if manifest is not None and not all(os.path.isfile(p) for p in manifest["files"].values()):
+            shutil.rmtree(route.folder, ignore_errors=True)
 
 
 def _model_path(model):

@@ -99,8 +99,12 @@ def test_what_the_route_was_not_made_from_takes_the_tensorflow_path(run_copy, ca
     assert _route(*argv) is None
     os.remove(path)
     assert _route(*argv) is None
+    # A route whose file the cache's size cap removed is removed when the next route is kept.
+    dead = cache / ROUTES / "dead"
+    dead.mkdir()
+    (dead / "export.json").write_text(json.dumps({"files": {"tflite_float32": str(cache / "gone.tflite")}}))
     _predict(capsys, *argv)  # the TensorFlow path converts it again and keeps the route again
-    assert _route(*argv) is not None
+    assert _route(*argv) is not None and not dead.exists()
     # A changed task.json (its label names), a changed model.keras.
     task = os.path.join(run_copy, "task.json")
     stored = json.load(open(task))
