@@ -60,7 +60,9 @@ def add_parser(subparsers):
         required=True,
         help="A kbert finetune run folder, or its model.keras; or a classifier's kbert export folder (its "
         ".tflite files run on LiteRT without loading TensorFlow: fp32 the float32 file, int8 the "
-        "dynamic_int8 one).",
+        "dynamic_int8 one). A classifier's run folder that ran on LiteRT here (--precision int8, "
+        "--runtime litert) runs without loading TensorFlow the next time, with the same flags, from "
+        "the file $KBERT_CACHE_DIR keeps.",
     )
     # cli.main loads TensorFlow and the models before a command, except for an export folder here,
     # and a run folder whose LiteRT file this machine kept (lite_route.py).
