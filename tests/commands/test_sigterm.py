@@ -235,11 +235,19 @@ def test_a_signal_a_library_turned_into_another_error_still_reads_as_the_stop(mo
             cleaned.append(True)
 
     monkeypatch.setattr(vocab, "run", run)
-    status = cli.main(["vocab", REVIEWS, "--size", "100", "--output", "unused.txt"])
+    # A shell's defaults (a pytest-xdist worker ignores SIGINT), which main takes over and puts back.
+    previous = {n: signal.getsignal(n) for n in (signal.SIGTERM, signal.SIGINT)}
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)
+    signal.signal(signal.SIGINT, signal.default_int_handler)
+    try:
+        status = cli.main(["vocab", REVIEWS, "--size", "100", "--output", "unused.txt"])
+        handlers = {n: signal.getsignal(n) for n in previous}
+    finally:
+        for n, handler in previous.items():
+            signal.signal(n, handler)
     what = "terminated (SIGTERM)" if number == signal.SIGTERM else "interrupted"
     assert (status, cleaned) == (2, [True])
     assert capsys.readouterr().err == (
         f"kbert vocab: {what}. Every file is written whole or not at all: run the same command again.\n"
     )
-    assert signal.getsignal(signal.SIGTERM) == signal.SIG_DFL  # main put the handlers back
-    assert signal.getsignal(signal.SIGINT) == signal.default_int_handler
+    assert handlers == {signal.SIGTERM: signal.SIG_DFL, signal.SIGINT: signal.default_int_handler}
