@@ -20,7 +20,13 @@ setup(
     # keras_bert_lite (an export folder's classifier without TensorFlow) lives beside it.
     packages=find_packages(include=["keras_bert_impl", "keras_bert_impl.*"])
     + find_packages(
-        "export", include=["keras_bert_impl_export", "keras_bert_impl_export.*", "keras_bert_lite"]
+        "export",
+        include=[
+            "keras_bert_impl_export",
+            "keras_bert_impl_export.*",
+            "keras_bert_lite",
+            "keras_bert_lite.*",
+        ],
     ),
     package_dir={
         "keras_bert_impl_export": "export/keras_bert_impl_export",

@@ -2,8 +2,8 @@
 elsewhere (SavedModels for TF Serving, TFLite files for LiteRT and MediaPipe Tasks), each
 checked in the runtime that serves it, with a report.
 
-Its `serve` sub-package is `kbert serve`'s local stand-in for TF Serving (`serve.model_server.ModelServer`),
-which loads what the exporting modules wrote.
+Its `serve` sub-package loads what the exporting modules wrote for `kbert serve`, whose server
+is `keras_bert_lite.serve.model_server.ModelServer`.
 It depends on the library's public API and the library never imports it, except the `kbert
 export` and `kbert serve` commands, which load it lazily (tests/test_architecture.py holds
 both rules).

@@ -18,6 +18,7 @@ import tempfile
 
 import numpy as np
 
+from keras_bert_lite.checks import positive_int
 from keras_bert_lite.wordpiece_tokenizer import WordPieceTokenizer
 
 MANIFEST = "export.json"
@@ -40,6 +41,7 @@ class LiteTextClassifier:
     Attributes:
         label_names: list of str, one per class. outputs: the file's output names. pair: whether
             rows are text pairs. multi_label: whether "probabilities" are per-label sigmoids.
+            manifest: the folder's export.json.
 
     Example:
     >>> classifier = LiteTextClassifier("data/demo/mr_export")  # doctest: +SKIP
@@ -52,7 +54,7 @@ class LiteTextClassifier:
     ):
         from ai_edge_litert.interpreter import Interpreter
 
-        manifest = _read_manifest(export_dir)
+        self.manifest = manifest = _read_manifest(export_dir)
         if manifest.get("head") != "classifier":
             raise ValueError(
                 f"{export_dir!r} exports a {manifest.get('head')!r} model; LiteTextClassifier runs a "
@@ -66,9 +68,8 @@ class LiteTextClassifier:
                 f"{export_dir!r} has no {quantization} .tflite file (it holds: {held or 'none'}). Pass "
                 f"one of those, or export it: kbert export --formats tflite --quantizations {quantization}."
             )
-        for name, value in (("batch_size", batch_size), ("num_threads", num_threads)):
-            if value is not None and (not isinstance(value, int) or value < 1):
-                raise ValueError(f"{name} must be a positive int. Received: {name}={value!r}")
+        batch_size = positive_int("batch_size", batch_size)
+        num_threads = None if num_threads is None else positive_int("num_threads", num_threads)
         most = manifest["max_sequence_length"]
         sequence_length = manifest["sequence_length"] if sequence_length is None else sequence_length
         minimum = 4 if manifest["pair"] else 3

@@ -1,6 +1,6 @@
 """`kbert serve`: a local server with TF Serving's REST API over an export or a run folder.
 
-The server is the export wing's (`keras_bert_impl_export.serve.model_server`); this module reads
+The server is keras_bert_lite's (`keras_bert_lite.serve.model_server`); this module reads
 the flags, turns a run folder into the SavedModels `kbert export` would write (through its
 `load_for_export` and the wing's `precision_export`, into a temporary folder), and imports the
 wing lazily.
@@ -22,6 +22,8 @@ import tempfile
 from keras_bert_impl.commands.errors import UsageError
 from keras_bert_impl.commands.flag_types import add_command, positive_int
 from keras_bert_impl.commands.precision_flag import add_precision_flag
+
+EXPORT_MANIFEST = "export.json"  # what makes a folder a `kbert export` folder
 
 _NAME = re.compile(r"[A-Za-z0-9._-]+")
 
@@ -106,7 +108,20 @@ _FLAG_TABLE = (
 def add_parser(subparsers):
     parser = add_command(subparsers, "serve", run, _HELP, _DESCRIPTION, _FLAG_TABLE)
     add_precision_flag(parser)
+    # cli.main loads TensorFlow before a command, except to serve an export's .tflite on LiteRT.
+    parser.set_defaults(without_tensorflow=_serves_tflite)
     return parser
+
+
+def _serves_tflite(args):
+    """Whether one export folder is served from its .tflite on LiteRT (--runtime litert, or
+    --precision int8: its dynamic_int8 file), without TensorFlow (`keras_bert_lite.serve`)."""
+    models = args.model if isinstance(args.model, list) else [args.model]
+    return (
+        len(models) == 1
+        and os.path.isfile(os.path.join(models[0], EXPORT_MANIFEST))
+        and (args.runtime == "litert" or args.precision == "int8")
+    )
 
 
 def _log(line):
@@ -137,8 +152,11 @@ def _check_flags(args):
 def run(args):
     if len(args.model) > 1:
         return _run_adapters(args)
+    serves_tflite = _serves_tflite(args)
     args.model = args.model[0]
     _check_flags(args)
+    if serves_tflite:
+        return _serve(args, [_tflite_servable(args)])
     temporary = None
     try:
         model_path, functions = args.model, {}
@@ -163,7 +181,7 @@ def run(args):
 
 
 def _serve(args, models):
-    from keras_bert_impl_export.serve.model_server import ModelServer
+    from keras_bert_lite.serve.model_server import ModelServer
 
     server = ModelServer(
         models,
@@ -293,6 +311,34 @@ def _print_urls(args, models, port):
             f"Serving {model.name} (version {model.version}) at http://{host}:{port}/v1/models/{model.name}",
             flush=True,
         )
+
+
+def _tflite_servable(args):
+    """The export's raw-text model on LiteRT: its float32 file at fp32, dynamic_int8 at int8."""
+    from keras_bert_lite.serve.lite_servable import LiteServable
+
+    quantization = {"fp32": "float32", "int8": "dynamic_int8"}.get(args.precision)
+    if quantization is None:
+        raise UsageError(
+            f"--model {args.model} is served from its .tflite files on litert at --precision fp32 or int8 "
+            f"(received --precision {args.precision}): pass one of those, or leave --runtime out to serve "
+            "its SavedModels."
+        )
+    if args.seq_len is not None:
+        raise UsageError(
+            f"--seq-len {args.seq_len} applies to a run folder or .keras file; --model {args.model} is an "
+            "export, which keeps the length it was exported with: leave --seq-len out."
+        )
+    try:
+        servable = LiteServable(args.model, quantization)
+    except ValueError as e:  # not a classifier's export, no such file in it: one line
+        raise UsageError(f"--model {args.model}: {e}") from None
+    _log(
+        f"loading {servable.name} version 1 from its {quantization} .tflite on LiteRT (the raw-text "
+        "model; the folder's SavedModels, its id model among them, are served on TensorFlow without "
+        "--runtime litert)"
+    )
+    return servable
 
 
 def _check_exported_precision(args):

@@ -8,14 +8,14 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from keras_bert_impl_export.serve.dynamic_batcher import (
+from keras_bert_lite.serve.dynamic_batcher import (
     DynamicBatcher,
     QueueFullError,
     RequestTooLargeError,
     UnbatchableOutputError,
 )
-from keras_bert_impl_export.serve.model_server import client_error_message
-from keras_bert_impl_export.serve.rest_api import RestApiError, format_predict_response, parse_predict_body
+from keras_bert_lite.serve.model_server import client_error_message
+from keras_bert_lite.serve.rest_api import RestApiError, format_predict_response, parse_predict_body
 
 TEXT = {"serving_default": {"inputs": {"text": tf.TensorSpec([None], tf.string, "text")}}}
 PAIR = {

@@ -9,8 +9,8 @@ import tensorflow as tf
 
 import keras_bert_impl as kb
 from keras_bert_impl_export.precision_export import litert_functions
-from keras_bert_impl_export.serve.model_server import client_error_message
-from keras_bert_impl_export.serve.rest_api import error_sentence
+from keras_bert_lite.serve.model_server import client_error_message
+from keras_bert_lite.serve.rest_api import error_sentence
 from tests.commands.conftest import save_small_bert
 
 

@@ -5,7 +5,7 @@ client's delayed ACK on a kept-alive connection."""
 import asyncio
 import socket
 
-from keras_bert_impl_export.serve.model_server import listening_socket
+from keras_bert_lite.serve.model_server import listening_socket
 
 
 def test_accepted_connections_have_nagle_off():

@@ -46,6 +46,9 @@ class ServableModel:
             of LoRA adapters runs them over one shared backbone. Default True.
     """
 
+    # What a call raises for a client's bad input (an id out of range, a failed Assert): a 400.
+    input_errors = (tf.errors.InvalidArgumentError,)
+
     def __init__(self, name, version, path, functions=None, load=True):
         if not os.path.isfile(os.path.join(path, SAVED_MODEL_FILE)):
             raise ValueError(f"{path!r} is not a SavedModel folder: it has no {SAVED_MODEL_FILE}.")

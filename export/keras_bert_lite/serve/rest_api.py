@@ -18,7 +18,6 @@ import math
 import re
 
 import numpy as np
-import tensorflow as tf
 
 DEFAULT_SIGNATURE = "serving_default"
 
@@ -73,7 +72,7 @@ def _json_body(body):
 
 def _leaf(value, name, dtype, where):
     """One JSON scalar as the input's dtype."""
-    if dtype == tf.string:
+    if dtype.name == "string":
         return _string_leaf(value, name, where)
     return _number_leaf(value, name, dtype, where)
 
@@ -108,7 +107,7 @@ def _string_leaf(value, name, where):
 
 def _number_leaf(value, name, dtype, where):
     """One JSON number (or bool) checked against the input's numeric or bool dtype."""
-    if dtype == tf.bool:  # TF Serving's JSON mapping: true and false
+    if dtype.name == "bool":  # TF Serving's JSON mapping: true and false
         if not isinstance(value, bool):
             raise RestApiError(
                 f"{where} of input {name!r} must be true or false (bool); received {json.dumps(value)[:60]}."
@@ -158,7 +157,7 @@ def _array(values, name, spec, where):
         return [convert(item, depth + 1, f"{position}[{i}]") for i, item in enumerate(value)]
 
     rows = [convert(value, 1, f"{where}[{i}]") for i, value in enumerate(values)]
-    if spec.dtype == tf.string:
+    if spec.dtype.name == "string":
         array = np.empty(len(rows), dtype=object)
         array[:] = rows  # one bytes object per example (rank-1 string inputs)
         if rank != 1:

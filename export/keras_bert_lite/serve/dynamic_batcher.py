@@ -24,7 +24,7 @@ import time
 
 import numpy as np
 
-from keras_bert_impl.validation import check_int
+from keras_bert_lite.checks import positive_int
 
 
 # How long a merged call (or two requests queued at once) keeps the batcher waiting for rows.
@@ -82,7 +82,7 @@ class DynamicBatcher:
         on_batch=None,
     ):
         self._run = run
-        self.max_batch_size = check_int("max_batch_size", max_batch_size, minimum=1)
+        self.max_batch_size = positive_int("max_batch_size", max_batch_size)
         # inf never ends a batch that is not full (its requests hang); NaN compares false to every deadline.
         if (
             isinstance(batch_timeout_ms, bool)
@@ -94,9 +94,9 @@ class DynamicBatcher:
                 f"batch_timeout_ms={batch_timeout_ms!r}"
             )
         self.batch_timeout = batch_timeout_ms / 1000.0
-        self.num_batch_threads = check_int("num_batch_threads", num_batch_threads, minimum=1)
+        self.num_batch_threads = positive_int("num_batch_threads", num_batch_threads)
         self.max_enqueued_rows = (
-            check_int("max_enqueued_batches", max_enqueued_batches, minimum=1) * self.max_batch_size
+            positive_int("max_enqueued_batches", max_enqueued_batches) * self.max_batch_size
         )
         self._on_batch = on_batch
         self._queue = collections.deque()

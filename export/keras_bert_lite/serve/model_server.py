@@ -25,7 +25,6 @@ import signal
 import socket
 import time
 
-import tensorflow as tf
 import uvicorn
 from prometheus_client import (
     CONTENT_TYPE_LATEST,
@@ -39,14 +38,10 @@ from starlette.applications import Starlette
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
-from keras_bert_impl.validation import check_int
-from keras_bert_impl_export.serve.batch_key import BatchKey
-from keras_bert_impl_export.serve.dynamic_batcher import (
-    DynamicBatcher,
-    QueueFullError,
-    UnbatchableOutputError,
-)
-from keras_bert_impl_export.serve.rest_api import (
+from keras_bert_lite.serve.batch_key import BatchKey
+from keras_bert_lite.checks import positive_int
+from keras_bert_lite.serve.dynamic_batcher import DynamicBatcher, QueueFullError, UnbatchableOutputError
+from keras_bert_lite.serve.rest_api import (
     RestApiError,
     error_sentence,
     format_predict_response,
@@ -110,12 +105,18 @@ def client_error_message(error, first_row):
 
 
 class ModelServer:
-    """Serves `models` (ServableModel objects) over TF Serving's REST API.
+    """Serves `models` over TF Serving's REST API.
 
     Args:
-        models: list of ServableModel; several versions of one name are allowed, and the
-            highest answers requests that name no version (TF Serving's default policy).
-            Models with a `batch_group` (and `batch_runner`, an `AdapterBatches`) batch
+        models: list of servables: each has `name`, `version`, `signatures` ({signature:
+            {"inputs": {input: spec}, "outputs": ...}}, a spec with TensorFlow's TensorSpec's
+            `dtype` and `shape` attributes: a tf.TensorSpec or `serve.tensor_spec.TensorSpec`),
+            `batch_major` ({signature: bool}), `metadata()`, `status()`, `run(signature,
+            inputs)` and optionally `input_errors` (the exception types its `run` raises for a
+            client's bad input, beside ValueError: a 400) (`keras_bert_impl_export.serve.
+            servable_model.ServableModel`, a SavedModel on TensorFlow). Several versions of one name are
+            allowed, and the highest answers requests that name no version (TF Serving's default
+            policy). Models with a `batch_group` (and `batch_runner`, an `AdapterBatches`) batch
             together: the runner tags their rows and runs the mixed batches.
         max_batch_size, batch_timeout_ms, num_batch_threads, max_enqueued_batches: the
             batching parameters (see DynamicBatcher).
@@ -138,7 +139,8 @@ class ModelServer:
             self.models.setdefault(model.name, {})[model.version] = model
             if getattr(model, "batch_group", None):
                 self._groups[model.batch_group] = model.batch_runner
-        self.max_body_bytes = check_int("max_body_bytes", max_body_bytes, minimum=1)
+        self.max_body_bytes = positive_int("max_body_bytes", max_body_bytes)
+        self._input_errors = (ValueError, *{e for m in models for e in getattr(m, "input_errors", ())})
         self.registry = CollectorRegistry()
         self._requests = Counter(
             "kbert_serve_requests",
@@ -383,7 +385,7 @@ class ModelServer:
             outputs = work.result()
         except QueueFullError as e:
             raise RestApiError(f"The server is overloaded: {e}. Retry later.", status=503) from None
-        except (tf.errors.InvalidArgumentError, ValueError) as e:
+        except self._input_errors as e:
             raise RestApiError(client_error_message(e, getattr(e, "first_row", 0)), status=400) from None
         except UnbatchableOutputError as e:
             raise RestApiError(
