@@ -343,12 +343,13 @@ def _tflite_servable(args):
 
 def _check_exported_precision(args):
     """An export's (or a SavedModel's) SavedModels run as they were written: bf16 and int8 are
-    made from the Keras model, auto says it keeps them."""
+    made from the Keras model (an export's int8 and litert are its .tflite files: `_serves_tflite`),
+    auto says it keeps them."""
     if args.runtime == "litert":
         raise UsageError(
-            "--runtime litert needs the Keras model: pass the run folder or .keras file (--model "
-            f"{args.model} holds SavedModels, which run on TensorFlow as they were exported), or leave "
-            "--runtime out."
+            "--runtime litert needs the Keras model: pass the run folder or .keras file, or a kbert "
+            f"export folder for its .tflite files (--model {args.model} holds SavedModels, which run on "
+            "TensorFlow as they were exported), or leave --runtime out."
         )
     if args.precision in ("bf16", "int8"):
         raise UsageError(
