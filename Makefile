@@ -442,9 +442,9 @@ experiment-full-int8-denylist: $(INSTALLED)
 	  --output $(BENCH_RESULTS)/full_int8_denylist.json $(ARGS)
 
 # The integer-only ladder on MR (issue 31): float32 down to int8_only, post-training and after quantization-aware
-# training over 3 seeds, from make bench-cpu-peers' float checkpoint (made first if missing; about 75 minutes on 2 cores).
+# training (3 epochs) over 3 seeds, from make bench-cpu-peers' float checkpoint (made first if missing; about 90 minutes on 2 cores).
 experiment-integer-ladder: $(INSTALLED) $(DATA_STAMP)
-	$(BIN)/python -m bench.experiments.integer_ladder --work $(BENCH_WORK)/integer_ladder --qat-epochs 2 \
+	$(BIN)/python -m bench.experiments.integer_ladder --work $(BENCH_WORK)/integer_ladder --qat-epochs 3 \
 	  --qat-learning-rate 3e-5 --output $(BENCH_RESULTS)/integer_ladder.json $(ARGS)
 
 # Students distilled from the MR-fine-tuned MiniLM over 3 seeds, beside label-only training and
