@@ -23,12 +23,24 @@ the order rotated from round to round:
   sentences per round (batches of 32, each cut to its longest row, tokenization included),
   then batch-1 p50 over 200 sentences, load seconds and peak RSS.
 
-Ratios: each of ours over ONNX Runtime of its precision, per round.
+- `serving`: `kbert serve` as a user starts it, each --rounds times: seconds from the start of
+  the process to its "Serving" line (ready), then one client sending the first 200 of the
+  sentences one per request (`{"instances": [TEXT]}`), on one kept-alive connection and then 50
+  on a new connection each (p50 ms), then SIGTERM and the process's peak resident memory: the
+  export folder's float32 and dynamic_int8 files on LiteRT (`--runtime litert`, `--precision
+  int8`: keras_bert_lite.serve, no TensorFlow) and the run folder on TensorFlow (SavedModels
+  exported at start-up, fp32). The one-client overhead is the HTTP p50 less the same
+  precision's in-process batch-1 p50 of `runtimes`.
+
+Ratios: each of ours over ONNX Runtime of its precision, per round; the servers' peak memory over
+ONNX Runtime fp32's process.
 """
 
 import argparse
+import http.client
 import json
 import os
+import signal
 import sys
 import tempfile
 import time
@@ -144,6 +156,102 @@ def whole_processes(run, rounds, sentence):
     return rows
 
 
+# servers: name -> (the run folder or the export, its flags, the in-process row its overhead is over)
+SERVE = {
+    "serve_lite_fp32": ("export", ["--runtime", "litert"], "lite_fp32"),
+    "serve_lite_int8": ("export", ["--precision", "int8"], "lite_int8"),
+    "serve_ours_fp32_run_folder": ("run", [], "ours_fp32"),
+}
+SERVE_KEPT_ALIVE, SERVE_NEW_CONNECTIONS = LATENCY_SENTENCES, 50
+
+
+def serve_once(model, flags, texts):
+    """One `kbert serve` process: (ready seconds, kept-alive p50 ms, new-connection p50 ms, peak
+    RSS MiB)."""
+    argv = [os.path.join(os.path.dirname(sys.executable), "kbert"), "serve", "--model", model, "--port", "0"]
+    read_end, write_end = os.pipe()
+    with tempfile.TemporaryFile() as err:
+        start = time.perf_counter()
+        pid = os.posix_spawn(
+            argv[0],
+            argv + flags,
+            os.environ,
+            file_actions=[(os.POSIX_SPAWN_DUP2, write_end, 1), (os.POSIX_SPAWN_DUP2, err.fileno(), 2)],
+        )
+        os.close(write_end)
+        with os.fdopen(read_end, encoding="utf-8") as out:
+            line = out.readline()  # "Serving NAME (version N) at http://127.0.0.1:PORT/v1/models/NAME"
+            ready = time.perf_counter() - start
+            if not line.startswith("Serving "):
+                os.kill(pid, signal.SIGKILL)
+                err.seek(0)
+                raise SystemExit(f"{' '.join(argv + flags)} did not start: {err.read().decode()[-1500:]}")
+            url = line.split()[-1].removeprefix("http://")
+            host, path = url.split("/", 1)
+            port = int(host.split(":")[1])
+
+            def ask(conn, text):
+                body = json.dumps({"instances": [text]})
+                started = time.perf_counter()
+                conn.request(
+                    "POST", f"/{path}:predict", body=body, headers={"Content-Type": "application/json"}
+                )
+                response = conn.getresponse()
+                response.read()
+                if response.status != 200:
+                    raise SystemExit(f"{' '.join(argv + flags)} answered {response.status}")
+                return 1000 * (time.perf_counter() - started)
+
+            kept = http.client.HTTPConnection("127.0.0.1", port, timeout=120)
+            for text in texts[:10]:
+                ask(kept, text)
+            kept_alive = [ask(kept, text) for text in texts[:SERVE_KEPT_ALIVE]]
+            kept.close()
+            new = []
+            for text in texts[:SERVE_NEW_CONNECTIONS]:
+                conn = http.client.HTTPConnection("127.0.0.1", port, timeout=120)
+                new.append(ask(conn, text))
+                conn.close()
+            os.kill(pid, signal.SIGTERM)
+            out.read()
+        _, status, usage = os.wait4(pid, 0)
+    return ready, float(np.median(kept_alive)), float(np.median(new)), usage.ru_maxrss / 1024
+
+
+def serve_rounds(run, rounds, texts):
+    """{name: per round and summarised: ready seconds, p50s, peak RSS}, rotated rounds."""
+    names = list(SERVE)
+    fields = ("ready_seconds", "kept_alive_p50_ms", "new_connection_p50_ms", "peak_rss_mib")
+    rows = {name: {field: [] for field in fields} for name in names}
+    models = {"run": run, "export": EXPORT}
+    for round_ in range(rounds):
+        for name in names[round_ % len(names) :] + names[: round_ % len(names)]:
+            where, flags, _ = SERVE[name]
+            for field, value in zip(fields, serve_once(models[where], flags, texts)):
+                rows[name][field].append(value)
+            print(f"round {round_ + 1}: {name} " + ", ".join(f"{f} {rows[name][f][-1]:.1f}" for f in fields))
+    for row in rows.values():
+        for field in fields:
+            row[f"{field}_summary"] = _summary(row[field])
+    return rows
+
+
+def _serving_ratios(serving, rows):
+    """Each server's one-client overhead over its in-process batch-1 p50, and peak RSS over ONNX
+    Runtime fp32's process."""
+    ratios = {}
+    for name, (_, _, in_process) in SERVE.items():
+        batch1 = rows[in_process]["latency_batch1_ms"]["p50"]
+        ratios[name] = {
+            "in_process_batch1_p50_ms": batch1,
+            "kept_alive_overhead_ms": serving[name]["kept_alive_p50_ms_summary"]["median"] - batch1,
+            "new_connection_overhead_ms": serving[name]["new_connection_p50_ms_summary"]["median"] - batch1,
+            "peak_rss_over_onnxruntime_fp32": serving[name]["peak_rss_mib_summary"]["median"]
+            / rows["onnxruntime_fp32"]["peak_rss_mib"],
+        }
+    return ratios
+
+
 def _export(run):
     if not os.path.isfile(os.path.join(EXPORT, "export.json")):
         kbert(
@@ -209,6 +317,8 @@ def main(argv=None):
     if args.wait_idle:
         wait_for_idle(args.wait_idle)
     whole = whole_processes(run, args.rounds, texts[test_idx[0]].replace("\n", " "))
+    with open(sentences, encoding="utf-8") as f:
+        serving = serve_rounds(run, args.rounds, [line.rstrip("\n") for line in f])
     children = {name: _child(name, args, run, sentences, hf, calibration) for name in RUNTIMES}
     loads = []
     seconds, predicted = interleaved_passes(children, args.rounds, len(texts), loads)
@@ -230,6 +340,8 @@ def main(argv=None):
         "runtimes": rows,
         "labels_agree_with_ours_fp32": agreement,
         "ratios": _ratios(rows),
+        "serving": serving,
+        "serving_ratios": _serving_ratios(serving, rows),
         "loadavg_after_each_round": loads,
     }
     report = {**report_header("lite_process", {**machine, "loadavg_at_end": read_loadavg()}), **results}
@@ -238,6 +350,7 @@ def main(argv=None):
     write_json_atomically(results_by_cpu(args.output, report), args.output, indent=2)
     print(json.dumps({k: whole[k]["seconds_summary"]["median"] for k in whole}), flush=True)
     print(json.dumps(_ratios(rows), indent=1), flush=True)
+    print(json.dumps(_serving_ratios(serving, rows), indent=1), flush=True)
     print(f"wrote {args.output}", flush=True)
     return 0
 
