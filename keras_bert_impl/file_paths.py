@@ -90,6 +90,15 @@ def stamp(path):
     return (files[0].size_in_bytes, files[0].last_updated_in_seconds) if files else None
 
 
+def sha256(path):
+    """The hex sha256 of the local file `path`'s bytes, read in blocks."""
+    digest = hashlib.sha256()
+    with open(path, "rb") as f:
+        for block in iter(lambda: f.read(1 << 22), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
+
 def open_read(path):
     """`path` open for reading bytes (seekable), never decompressed by its extension."""
     if not is_remote(path):

@@ -24,6 +24,7 @@ import shutil
 import tempfile
 import warnings
 
+from keras_bert_impl.file_paths import sha256
 from keras_bert_impl.cache_folders import ENVIRONMENT_VARIABLE, cache_folder, package_source_digest
 from keras_bert_impl.tensor_names import MODEL_ID_INPUTS
 
@@ -188,22 +189,14 @@ def _key(args, model_path):
     task_file = os.path.join(os.path.dirname(model_path), TASK_FILE)
     for part in (
         ROUTE_FORMAT,
-        _file_digest(model_path),
-        _file_digest(task_file) if os.path.isfile(task_file) else "no task file",
+        sha256(model_path),
+        sha256(task_file) if os.path.isfile(task_file) else "no task file",
         json.dumps(flags, sort_keys=True),
         json.dumps(CpuFeatures.of_this_machine().to_dict(), sort_keys=True),
         package_source_digest(),
         *(_version(name) for name in VERSIONED),
     ):
         digest.update(part.encode("utf-8") + b"\0")
-    return digest.hexdigest()
-
-
-def _file_digest(path):
-    digest = hashlib.sha256()
-    with open(path, "rb") as f:
-        for block in iter(lambda: f.read(1 << 22), b""):
-            digest.update(block)
     return digest.hexdigest()
 
 

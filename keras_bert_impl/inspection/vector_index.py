@@ -13,7 +13,6 @@ Layout of an index folder:
     hnsw.faiss     the HNSW graph (method "hnsw" only)
 """
 
-import hashlib
 import json
 import os
 import shutil
@@ -21,6 +20,7 @@ import shutil
 import numpy as np
 
 from keras_bert_impl.atomic_write import replace_folder
+from keras_bert_impl.file_paths import sha256
 from keras_bert_impl.validation import check_choice, check_positive_int
 
 FORMAT = "keras_bert_impl.vector_index/1"
@@ -29,14 +29,6 @@ METHODS = ("auto", "exact", "hnsw")
 EXACT_LIMIT = 20_000
 # HNSW's graph degree and search breadths (faiss' names: M, efConstruction, efSearch).
 HNSW_M, HNSW_EF_CONSTRUCTION, HNSW_EF_SEARCH = 32, 200, 128
-
-
-def _sha256(path):
-    digest = hashlib.sha256()
-    with open(path, "rb") as f:
-        for block in iter(lambda: f.read(1 << 20), b""):
-            digest.update(block)
-    return digest.hexdigest()
 
 
 def _normalized(vectors):
@@ -139,7 +131,7 @@ class VectorIndex:
                 "dim": int(self.vectors.shape[1]),
                 "method": self.method,
                 "hnsw": {"M": HNSW_M, "efConstruction": HNSW_EF_CONSTRUCTION, "efSearch": HNSW_EF_SEARCH},
-                "sha256": {name: _sha256(os.path.join(partial, name)) for name in files},
+                "sha256": {name: sha256(os.path.join(partial, name)) for name in files},
             }
             with open(os.path.join(partial, "manifest.json"), "w", encoding="utf-8") as f:
                 json.dump(manifest, f, indent=2)
@@ -176,7 +168,7 @@ class VectorIndex:
             )
         for name, expected in manifest["sha256"].items():
             file = os.path.join(path, name)
-            if not os.path.isfile(file) or _sha256(file) != expected:
+            if not os.path.isfile(file) or sha256(file) != expected:
                 state = (
                     "is missing"
                     if not os.path.isfile(file)

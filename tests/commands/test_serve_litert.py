@@ -15,17 +15,11 @@ import numpy as np
 import pytest
 
 from keras_bert_impl.cli import main
+from tests.commands.without_tensorflow import kbert_child
 from tests.conftest import REPO
 from tests.tokenization.references import corpus
 
 TEXTS = corpus("mr")[:12]
-HEAVY = ("tensorflow", "tensorflow_text", "keras", "tf_keras")
-# `kbert serve ARGS...` as the console script runs it; at exit it says which of HEAVY it imported.
-CHILD = (
-    "import sys; sys.argv[0] = 'kbert'; from keras_bert_impl.cli import main; "
-    "status = main(['serve', *sys.argv[1:]]); "
-    f"print('heavy', sorted(m for m in {HEAVY!r} if m in sys.modules), flush=True); sys.exit(status)"
-)
 
 
 @pytest.fixture(scope="module")
@@ -74,7 +68,7 @@ def test_the_server_process_never_imports_tensorflow(export):
     from keras_bert_lite.serve.lite_servable import LiteServable
 
     process = subprocess.Popen(
-        [sys.executable, "-c", CHILD, "--model", export, "--precision", "int8", "--port", "0"],
+        [sys.executable, "-c", kbert_child("serve"), "--model", export, "--precision", "int8", "--port", "0"],
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
