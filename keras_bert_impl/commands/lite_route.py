@@ -57,10 +57,13 @@ class LiteRoute:
 
     @classmethod
     def of(cls, args, environ=None):
-        """The route of `kbert predict`'s `args`, or None where none applies."""
+        """The route of `kbert predict`'s `args`, or None where none applies: the flags cannot run
+        on LiteRT (fp32 or bf16 on TensorFlow: nothing to hash the model for), the cache is off,
+        --model is no run folder or .keras file, a Beam runner."""
+        on_litert = args.runtime == "litert" or args.precision in ("int8", "auto")
         root = cache_folder(ROUTES, environ)
         model_path = _model_path(getattr(args, "model", None))
-        if root is None or model_path is None or getattr(args, "runner", "local") != "local":
+        if not on_litert or root is None or model_path is None or getattr(args, "runner", "local") != "local":
             return None
         return cls(os.path.join(root, _key(args, model_path)), model_path)
 

@@ -184,9 +184,10 @@ def _run(args):
     predictor = RowPredictor(setup, args.batch_size, args.threshold)
     rows = predictor.rows(inputs, lambda index: _input_name(args, index, task), progress.update)
     progress.done()
-    route = LiteRoute.of(args)
-    if route is not None and predictor.text_predictor is not None:
-        route.keep(setup, predictor.text_predictor)
+    ran = predictor.text_predictor  # a classifier's; its forward names the LiteRT file it kept, if any
+    route = LiteRoute.of(args) if ran is not None and getattr(ran.forward, "cache_path", None) else None
+    if route is not None:
+        route.keep(setup, ran)
     return _print_rows(args, task, rows)
 
 
