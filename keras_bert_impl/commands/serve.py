@@ -318,11 +318,11 @@ def _tflite_servable(args):
     from keras_bert_lite.serve.lite_servable import LiteServable
 
     quantization = {"fp32": "float32", "int8": "dynamic_int8"}.get(args.precision)
-    if quantization is None:
+    if quantization is None or args.runtime == "tensorflow":
         raise UsageError(
             f"--model {args.model} is served from its .tflite files on litert at --precision fp32 or int8 "
-            f"(received --precision {args.precision}): pass one of those, or leave --runtime out to serve "
-            "its SavedModels."
+            f"(received --precision {args.precision}, --runtime {args.runtime}): pass one of those and no "
+            "--runtime tensorflow, or leave --runtime and --precision out to serve its SavedModels."
         )
     if args.seq_len is not None:
         raise UsageError(

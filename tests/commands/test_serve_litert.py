@@ -103,6 +103,7 @@ def test_the_server_process_never_imports_tensorflow(export):
     "flags, fragment",
     [
         (["--runtime", "litert", "--precision", "bf16"], "on litert at --precision fp32 or int8"),
+        (["--runtime", "tensorflow", "--precision", "int8"], "and no --runtime tensorflow"),
         (["--runtime", "litert", "--seq-len", "16"], "--seq-len 16 applies to a run folder"),
     ],
 )
