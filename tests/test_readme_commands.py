@@ -61,6 +61,13 @@ NOT_RUN = {
     ".venv/bin/kbert serve --model exports/mr": (
         "serves until SIGTERM; tests/export/test_serve.py runs it on the session's export (with --port 0)"
     ),
+    ".venv/bin/kbert serve --model exports/mr --runtime litert": (
+        "serves until SIGTERM; tests/commands/test_serve_litert.py serves an export's .tflite (with --port 0)"
+    ),
+    ".venv/bin/kbert serve --model exports/mr --precision int8": (
+        "serves until SIGTERM; tests/commands/test_serve_litert.py serves an export's dynamic_int8 .tflite "
+        "(with --port 0)"
+    ),
     ".venv/bin/kbert export --model runs/mr-lora --output exports/mr-lora-peft --formats huggingface "
     "--peft-adapter": (
         "its run folder comes from docs/training.md's LoRA command, a page this test reaches later; "
