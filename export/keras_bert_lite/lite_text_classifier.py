@@ -109,6 +109,11 @@ class LiteTextClassifier:
     def predict(self, texts, texts_b=None, progress=None):
         """texts (list of str; `texts_b` the second texts of a pair model's rows) -> {output name:
         float32 array [N, ...]} in input order. `progress(n)` is called after each batch with its size."""
+        return self.predict_packed(self.pack(texts, texts_b), progress)
+
+    def pack(self, texts, texts_b=None):
+        """The rows `predict` runs: `WordPieceTokenizer.pack`'s (token_ids, segment_ids) per text,
+        cut to the sequence length, unpadded."""
         texts = list(texts)
         if self.pair != (texts_b is not None):
             raise ValueError(
@@ -121,7 +126,10 @@ class LiteTextClassifier:
                 f"texts_b must have one entry per text. Received {len(texts)} texts and {len(texts_b)}."
             )
         seconds = [None] * len(texts) if texts_b is None else texts_b
-        rows = [self.tokenizer.pack(text, b, self.sequence_length) for text, b in zip(texts, seconds)]
+        return [self.tokenizer.pack(text, b, self.sequence_length) for text, b in zip(texts, seconds)]
+
+    def predict_packed(self, rows, progress=None):
+        """`pack`'s rows -> {output name: float32 array [N, ...]} in their order."""
         outputs = {}
         # Longest first: each batch pads only a little, and the widest shape comes first.
         order = sorted(range(len(rows)), key=lambda i: -len(rows[i][0]))

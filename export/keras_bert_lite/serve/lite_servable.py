@@ -1,7 +1,7 @@
 """A classifier's `kbert export` folder served without TensorFlow: its raw-text model as TF Serving
 serves the folder's `serving/NAME` SavedModel (the same name, version, signature, inputs, outputs
 and metadata), computed by `LiteTextClassifier` from the folder's float32 or dynamic_int8 .tflite
-on LiteRT. tests/export/test_serve_litert.py holds its answers and metadata to the SavedModel's.
+on LiteRT. tests/commands/test_serve_litert.py holds its answers and metadata to the SavedModel's.
 
 Shape legend: N texts, C classes, S the export's sequence length.
 """
@@ -84,9 +84,10 @@ class LiteServable:
         if self.classifier.pair:
             name = self.text_inputs[1]
             texts_b = [_text(value, name, i) for i, value in enumerate(inputs[name])]
-        outputs = self.classifier.predict(texts, texts_b)
-        tokenizer = self.classifier.tokenizer
-        outputs["token_ids"] = tokenizer.encode(texts, texts_b, self.classifier.sequence_length)["token_ids"]
+        rows = self.classifier.pack(texts, texts_b)  # tokenized once, for the forward and token_ids
+        outputs = self.classifier.predict_packed(rows)
+        padded = self.classifier.tokenizer.pad(rows, self.classifier.sequence_length)  # [N, S] each
+        outputs["token_ids"] = padded["token_ids"]
         probabilities = outputs["probabilities"]  # [N, C]
         names = np.array([name.encode("utf-8") for name in self.classifier.label_names], dtype=object)
         outputs["top_label"] = names[probabilities.argmax(-1)]  # [N]
