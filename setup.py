@@ -60,6 +60,10 @@ setup(
         # server (graceful shutdown), with Prometheus' own client for the metrics page.
         "starlette==1.10.0",
         "uvicorn==0.54.0",
+        # uvicorn's fast pair (its "standard" extra): HTTP parsed by llhttp in C, the event loop on
+        # libuv; the one-client overhead of `kbert serve` (bench/perf/serve_overhead.py).
+        "httptools==0.9.0",
+        "uvloop==0.23.0; sys_platform != 'win32'",
         "prometheus-client==0.26.0",
         # `--runner` of `kbert pretrain-data`, `kbert predict --file` and `kbert embed`: Apache Beam
         # runs the same algorithm on the DirectRunner here or on Dataflow, Flink or Spark. A runtime

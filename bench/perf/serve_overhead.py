@@ -11,7 +11,16 @@ each:
     one_write        a raw socket sending each request in one write, on a kept-alive connection
 The in-process figure is `ServableModel.run` of the same signature, the call the server makes.
 
+With `--lite EXPORT` the server is `kbert serve --model EXPORT --runtime litert` (or `--precision
+int8` with `--quantization dynamic_int8`): keras_bert_lite.serve, no TensorFlow. Each request is
+one sentence, the first --requests of --sentences in turn (their own widths, as a user's), and the
+in-process figures, measured in this process in the same rounds, are the server's call
+(`LiteServable.run`) and `LiteTextClassifier.predict` of one sentence (cpu_peers' and lite_process'
+batch-1 p50): the one-client overhead of issue 54 is the HTTP p50 less the latter.
+
     .venv/bin/python -m bench.perf.serve_overhead --output bench/results/serve_overhead.json
+    .venv/bin/python -m bench.perf.serve_overhead --lite data/bench/cpu_peers/mr_pooled_export \
+        --output bench/results/serve_overhead_lite_fp32.json
 """
 
 import argparse
@@ -66,16 +75,43 @@ def _in_process(export, name, body, requests):
     return statistics.median(times)
 
 
-def _http_times(port, path, body, mode, requests):
-    """Milliseconds per request (send to last byte of the answer) over `mode`'s connections."""
+def _lite_in_process(export, quantization, texts):
+    """A function of no argument timing one pass of the server's call and of
+    LiteTextClassifier.predict over `texts`, one sentence a call: (ms list, ms list)."""
+    import numpy as np
+
+    from keras_bert_lite.serve.lite_servable import LiteServable
+
+    servable = LiteServable(export, quantization)
+    classifier = servable.classifier
+
+    def timed(call):
+        call(texts[0])
+        times = []
+        for text in texts:
+            started = time.perf_counter()
+            call(text)
+            times.append((time.perf_counter() - started) * 1e3)
+        return times
+
+    def run(text):
+        return servable.run("serving_default", {"text": np.array([text.encode()], dtype=object)})
+
+    return lambda: (timed(run), timed(lambda text: classifier.predict([text])))
+
+
+def _http_times(port, path, bodies, mode, requests):
+    """Milliseconds per request (send to last byte of the answer) over `mode`'s connections;
+    `bodies` in turn."""
     times = []
-    data = body.encode()
-    raw = (
-        f"POST {path} HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
-        f"Content-Length: {len(data)}\r\n\r\n"
-    ).encode() + data
     conn = sock = None
-    for _ in range(requests):
+    for index in range(requests):
+        body = bodies[index % len(bodies)]
+        data = body.encode()
+        raw = (
+            f"POST {path} HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
+            f"Content-Length: {len(data)}\r\n\r\n"
+        ).encode() + data
         if mode == "keep_alive" and conn is None or mode == "new_connection":
             conn = http.client.HTTPConnection("127.0.0.1", port, timeout=60)
             conn.connect()
@@ -115,11 +151,49 @@ def _one_write(sock, raw):
                 return
 
 
+def _server(export, flags):
+    """`kbert serve` of `export` on a free port: (process, port)."""
+    server = subprocess.Popen(
+        [sys.executable, "-m", "keras_bert_impl.cli", "serve", "--model", export, "--port", "0", *flags],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+        text=True,
+        cwd=REPO,
+    )
+    line = server.stdout.readline()
+    if "http://127.0.0.1:" not in line:
+        server.kill()
+        raise SystemExit(f"kbert serve --model {export} {' '.join(flags)} did not start")
+    return server, int(line.split("http://127.0.0.1:")[1].split("/")[0])
+
+
+def _summary(values, in_process=None):
+    values = sorted(values)
+    p50 = statistics.median(values)
+    row = {
+        "p50_ms": round(p50, 3),
+        "p90_ms": round(values[int(0.9 * (len(values) - 1))], 3),
+        "min_ms": round(values[0], 3),
+    }
+    if in_process is not None:
+        row["overhead_p50_ms"] = round(p50 - in_process, 3)
+    return row
+
+
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0], allow_abbrev=False)
     parser.add_argument("--export", help="A kbert export folder to serve (default: a toy SavedModel).")
     parser.add_argument("--name", default="toy", help="The model's name under the export's serving/.")
     parser.add_argument("--body", default=json.dumps({"instances": [1.0]}), help="The :predict request body.")
+    parser.add_argument(
+        "--lite", help="A classifier's kbert export folder, served on LiteRT without TensorFlow."
+    )
+    parser.add_argument("--quantization", default="float32", choices=("float32", "dynamic_int8"))
+    parser.add_argument(
+        "--sentences",
+        default=os.path.join(REPO, "data", "bench", "cpu_peers", "mr_sentences.txt"),
+        help="--lite's requests: one sentence per line.",
+    )
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--requests", type=int, default=200, help="Requests per client per round.")
     parser.add_argument(
@@ -130,24 +204,67 @@ def main(argv=None):
     if args.wait_idle:
         wait_for_idle(args.wait_idle)
     machine = machine_info()
+    if args.lite:
+        results = _lite(args)
+    else:
+        results = _toy_or_export(args)
+    write_report(args.output, "kbert serve's own cost per request at one client", results, machine)
+
+
+def _lite(args):
+    with open(args.sentences, encoding="utf-8") as f:
+        texts = [line.rstrip("\n") for line in f][: args.requests]
+    bodies = [json.dumps({"instances": [text]}) for text in texts]
+    flags = ["--runtime", "litert"] if args.quantization == "float32" else ["--precision", "int8"]
+    with open(os.path.join(args.lite, "export.json"), encoding="utf-8") as f:
+        name = json.load(f)["name"]
+    path = f"/v1/models/{name}:predict"
+    server, port = _server(args.lite, flags)
+    in_process_pass = _lite_in_process(args.lite, args.quantization, texts)
+    times = {mode: [] for mode in ("servable_run", "classifier_predict", *MODES)}
+    try:
+        _http_times(port, path, bodies, "keep_alive", 20)  # warm-up
+        for _ in range(args.rounds):
+            run, predict = in_process_pass()
+            times["servable_run"] += run
+            times["classifier_predict"] += predict
+            for mode in MODES:
+                times[mode] += _http_times(port, path, bodies, mode, len(bodies))
+    finally:
+        server.terminate()
+        server.wait(timeout=60)
+    in_process = statistics.median(times["classifier_predict"])
+    results = {
+        "model": args.lite,
+        "server": "kbert serve --model EXPORT " + " ".join(flags),
+        "quantization": args.quantization,
+        "sentences": len(texts),
+        "rounds": args.rounds,
+        "in_process_p50_ms": round(in_process, 3),
+        "servable_run": _summary(times["servable_run"]),
+        "classifier_predict": _summary(times["classifier_predict"]),
+    }
+    for mode in MODES:
+        results[mode] = _summary(times[mode], in_process)
+        print(
+            f"{mode:>15}: p50 {results[mode]['p50_ms']:.2f} ms, over in-process "
+            f"{results[mode]['overhead_p50_ms']:.2f} ms",
+            flush=True,
+        )
+    return results
+
+
+def _toy_or_export(args):
     with tempfile.TemporaryDirectory() as tmp:
         export = args.export or _toy_export(tmp)
-        server = subprocess.Popen(
-            [sys.executable, "-m", "keras_bert_impl.cli", "serve", "--model", export, "--port", "0"],
-            stdout=subprocess.PIPE,
-            stderr=subprocess.DEVNULL,
-            text=True,
-            cwd=REPO,
-        )
+        server, port = _server(export, [])
         try:
-            line = server.stdout.readline()
-            port = int(line.split("http://127.0.0.1:")[1].split("/")[0])
             path = f"/v1/models/{args.name}:predict"
-            _http_times(port, path, args.body, "keep_alive", 20)  # warm-up
+            _http_times(port, path, [args.body], "keep_alive", 20)  # warm-up
             times = {mode: [] for mode in MODES}
             for _ in range(args.rounds):
                 for mode in MODES:
-                    times[mode] += _http_times(port, path, args.body, mode, args.requests)
+                    times[mode] += _http_times(port, path, [args.body], mode, args.requests)
         finally:
             server.terminate()
             server.wait(timeout=60)
@@ -160,16 +277,13 @@ def main(argv=None):
         "in_process_p50_ms": round(in_process, 3),
     }
     for mode in MODES:
-        values = sorted(times[mode])
-        p50 = statistics.median(values)
-        results[mode] = {
-            "p50_ms": round(p50, 3),
-            "p90_ms": round(values[int(0.9 * (len(values) - 1))], 3),
-            "min_ms": round(values[0], 3),
-            "overhead_p50_ms": round(p50 - in_process, 3),
-        }
-        print(f"{mode:>15}: p50 {p50:.2f} ms, over in-process {p50 - in_process:.2f} ms", flush=True)
-    write_report(args.output, "kbert serve's own cost per request at one client", results, machine)
+        results[mode] = _summary(times[mode], in_process)
+        print(
+            f"{mode:>15}: p50 {results[mode]['p50_ms']:.2f} ms, over in-process "
+            f"{results[mode]['overhead_p50_ms']:.2f} ms",
+            flush=True,
+        )
+    return results
 
 
 if __name__ == "__main__":

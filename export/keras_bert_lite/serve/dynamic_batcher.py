@@ -105,6 +105,7 @@ class DynamicBatcher:
         self._workers = []
         self._executor = None
         self._stopping = False
+        self._calls = 0  # calls running now
         self._came_together = -math.inf  # when requests last came together (time.monotonic())
 
     async def start(self):
@@ -120,6 +121,18 @@ class DynamicBatcher:
         self._wakeup.set()
         await asyncio.gather(*self._workers)
         self._executor.shutdown(wait=True)
+
+    def starts_at_once(self, rows, whole=False):
+        """Whether a request of `rows` submitted now starts computing at once, as one call: nothing
+        queued, a thread free, no part to wait behind another, and requests not coming together
+        (when they do, a lone request waits for others). Such a request has no time in the
+        queue in which its client could leave."""
+        return (
+            not self._queue
+            and self._calls < self.num_batch_threads
+            and (whole or rows <= self.max_batch_size)
+            and time.monotonic() - self._came_together > CONCURRENCY_MEMORY_S
+        )
 
     async def submit(self, key, inputs, rows, whole=False):
         """{name: numpy [rows, ...]} -> {name: numpy [rows, ...]}, computed in batches.
@@ -153,6 +166,8 @@ class DynamicBatcher:
             self._queue.append(item)
             self.queued_rows += count
         self._wakeup.set()
+        if len(futures) == 1:
+            return await futures[0]
         parts = await self._gather(futures, size)
         if len(parts) == 1:
             return parts[0]
@@ -253,11 +268,18 @@ class DynamicBatcher:
         so a request that makes the model raise (an id past the vocabulary, say) fails by
         itself and the requests merged with it get their answers.
         """
-        inputs = {name: np.concatenate([item.inputs[name] for item in batch]) for name in batch[0].inputs}
+        if len(batch) == 1:
+            inputs = batch[0].inputs
+        else:
+            inputs = {name: np.concatenate([item.inputs[name] for item in batch]) for name in batch[0].inputs}
         started = time.monotonic()
         rows = sum(item.rows for item in batch)
         try:
-            outputs = await loop.run_in_executor(self._executor, self._run, key, inputs)
+            self._calls += 1
+            try:
+                outputs = await loop.run_in_executor(self._executor, self._run, key, inputs)
+            finally:
+                self._calls -= 1
             if not batch[0].whole:
                 _check_batch_major(outputs, rows)
         except Exception as e:
@@ -271,17 +293,22 @@ class DynamicBatcher:
             return
         if self._on_batch is not None:
             self._on_batch(rows, time.monotonic() - started)
-        if batch[0].whole:
-            if not batch[0].future.done():
-                batch[0].future.set_result(outputs)
-            return
-        start = 0
-        for item in batch:
-            if not item.future.done():
-                item.future.set_result(
-                    {name: value[start : start + item.rows] for name, value in outputs.items()}
-                )
-            start += item.rows
+        _deliver(batch, outputs)
+
+
+def _deliver(batch, outputs):
+    """Each item of a call its rows of `outputs` (a whole or lone item: all of them)."""
+    if batch[0].whole or len(batch) == 1:
+        if not batch[0].future.done():
+            batch[0].future.set_result(outputs)
+        return
+    start = 0
+    for item in batch:
+        if not item.future.done():
+            item.future.set_result(
+                {name: value[start : start + item.rows] for name, value in outputs.items()}
+            )
+        start += item.rows
 
 
 def _check_batch_major(outputs, rows):

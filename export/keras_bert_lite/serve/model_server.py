@@ -37,6 +37,7 @@ from prometheus_client import (
 from starlette.applications import Starlette
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
+from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
 
 from keras_bert_lite.serve.batch_key import BatchKey
 from keras_bert_lite.checks import positive_int
@@ -52,6 +53,7 @@ _MODEL_PATH = re.compile(
     r"^(?P<name>[^/:]+)(?:/versions/(?P<version>[0-9]+))?(?:/(?P<metadata>metadata)|:(?P<method>[A-Za-z]+))?$"
 )
 _METHODS = ("status", "metadata", "predict", "classify", "regress")
+_MODELS = "/v1/models/"  # TF Serving's model paths: /v1/models/NAME[/versions/N][/metadata|:VERB]
 SHUTDOWN_SECONDS = 30  # how long SIGTERM waits for accepted requests
 # Where an error counts examples: TensorFlow's gather ("indices[3,1] = 40000 is not in [0, 30522)")
 # and the id checks, the export's graph's and the LiteRT calls' ("at example 3").
@@ -78,12 +80,58 @@ def listening_socket(host):
     return sock
 
 
+class _HeadWithBody:
+    """A connection's transport that sends a response's head in the same write as its body.
+
+    uvicorn writes the status line and headers, then the body, as two writes: with Nagle off
+    (listening_socket), two TCP segments, two wake-ups of the client and one more system call
+    per answer. A head is held until the next write (the body, written by the same task step)
+    or, when none follows (a 204, a HEAD, 100 Continue), until the loop's next turn."""
+
+    def __init__(self, transport, loop):
+        self._transport, self._loop, self._held = transport, loop, None
+
+    def write(self, data):
+        if self._held is not None:
+            data, self._held = self._held + bytes(data), None
+        elif bytes(data[:5]) == b"HTTP/":
+            self._held = bytes(data)
+            self._loop.call_soon(self._flush)
+            return
+        self._transport.write(data)
+
+    def _flush(self):
+        if self._held is not None:
+            held, self._held = self._held, None
+            if not self._transport.is_closing():
+                self._transport.write(held)
+
+    def close(self):
+        self._flush()
+        self._transport.close()
+
+    def __getattr__(self, name):  # reading, flow control, addresses: the transport's own
+        return getattr(self._transport, name)
+
+
+class _Protocol(HttpToolsProtocol):
+    """uvicorn's HTTP/1.1 protocol on httptools (llhttp, C), writing each answer once."""
+
+    def connection_made(self, transport):
+        super().connection_made(_HeadWithBody(transport, self.loop))
+
+
+def _json_bytes(content):
+    """JSON as TF Serving writes it: NaN and +-inf as NaN, Infinity, -Infinity (where Starlette's
+    JSONResponse raises ValueError), UTF-8 unescaped."""
+    return json.dumps(content, ensure_ascii=False, allow_nan=True, separators=(",", ":")).encode("utf-8")
+
+
 class _JSONResponse(JSONResponse):
-    """Starlette's JSONResponse writing NaN and +-inf as TF Serving does (NaN, Infinity,
-    -Infinity), where Starlette's raises ValueError."""
+    """Starlette's JSONResponse written by `_json_bytes`."""
 
     def render(self, content):
-        return json.dumps(content, ensure_ascii=False, allow_nan=True, separators=(",", ":")).encode("utf-8")
+        return _json_bytes(content)
 
 
 def client_error_message(error, first_row):
@@ -179,17 +227,30 @@ class ModelServer:
         # :predict requests read, answered (any status), and dropped because their client left first
         self.accepted = self.answered = self.dropped = 0
         self.on_ready = None  # called once the batcher runs (the command prints its address then)
-        self.app = Starlette(
+        self._starlette = Starlette(
             routes=[
-                Route("/v1/models/{path:path}", self._models, methods=["GET", "POST"]),
                 Route("/healthz", self._health, methods=["GET"]),
                 Route("/monitoring/prometheus/metrics", self._metrics, methods=["GET"]),
                 Route("/metrics", self._metrics, methods=["GET"]),
             ],
             lifespan=self._lifespan,
         )
-        self.app.add_exception_handler(404, self._not_found)
-        self.app.add_exception_handler(405, self._not_found)
+        self._starlette.add_exception_handler(404, self._not_found)
+        self._starlette.add_exception_handler(405, self._not_found)
+
+    async def app(self, scope, receive, send):
+        """The ASGI application. TF Serving's model paths are answered here on ASGI's own
+        messages, without Starlette's routing, request and response objects (about a tenth of a
+        millisecond of each one-sentence request: bench/perf/serve_overhead.py); health, metrics,
+        unknown paths and the lifespan go to Starlette."""
+        if scope["type"] != "http" or not scope["path"].startswith(_MODELS):
+            return await self._starlette(scope, receive, send)
+        status, content = await self._models(scope, receive)
+        headers = [(b"content-length", b"%d" % len(content))]
+        if content:
+            headers.append((b"content-type", b"application/json"))
+        await send({"type": "http.response.start", "status": status, "headers": headers})
+        await send({"type": "http.response.body", "body": content})
 
     # -- lifecycle --------------------------------------------------------------
 
@@ -221,8 +282,13 @@ class ModelServer:
         sock.listen(2048)
         bound = sock.getsockname()[1]
         self.on_ready = (lambda: on_ready(bound)) if on_ready is not None else None
+        # httptools parses HTTP in C and uvloop runs the event loop on libuv: a quarter less
+        # of the server's CPU per request than h11 on asyncio (bench/perf/serve_overhead.py).
         config = uvicorn.Config(
             self.app,
+            http=_Protocol,
+            interface="asgi3",  # a bound method: uvicorn's guess would read it as ASGI 2
+            loop="auto",  # uvloop (setup.py pins it where it builds: not on Windows)
             log_level="warning",
             access_log=False,
             lifespan="on",
@@ -252,12 +318,13 @@ class ModelServer:
         self._batch_seconds.observe(seconds)
 
     def _answer(self, model, method, started, body, status=200):
-        response = _JSONResponse(body, status_code=status)  # first: what cannot be written is not counted
+        """(status, the JSON bytes of `body`), counted in the metrics."""
+        content = _json_bytes(body)  # first: what cannot be written is not counted
         if method == "predict":
             self.answered += 1
         self._requests.labels(model, method, str(status)).inc()
         self._latency.labels(model, method).observe(time.monotonic() - started)
-        return response
+        return status, content
 
     async def _not_found(self, request, exc):
         return _JSONResponse(
@@ -290,16 +357,20 @@ class ModelServer:
             )
         return versions[int(version)]
 
-    async def _read_body(self, request):
-        length = request.headers.get("content-length")
-        if length is not None and length.isdigit() and int(length) > self.max_body_bytes:
+    async def _read_body(self, scope, receive):
+        length = dict(scope["headers"]).get(b"content-length", b"").decode("latin-1")
+        if length.isdigit() and int(length) > self.max_body_bytes:
             raise RestApiError(
                 f"The request body has {int(length)} bytes, over this server's limit of "
                 f"{self.max_body_bytes} (--max-body-bytes): send fewer examples per request.",
                 status=413,
             )
-        chunks, size = [], 0
-        async for chunk in request.stream():
+        chunks, size, more = [], 0, True
+        while more:
+            message = await receive()
+            if message["type"] == "http.disconnect":
+                raise _ClientGone()
+            chunk, more = message.get("body", b""), message.get("more_body", False)
             size += len(chunk)
             if size > self.max_body_bytes:
                 raise RestApiError(
@@ -310,10 +381,11 @@ class ModelServer:
             chunks.append(chunk)
         return b"".join(chunks)
 
-    async def _models(self, request):
+    async def _models(self, scope, receive):
+        """(HTTP status, JSON body bytes) of a request under /v1/models/."""
         started = time.monotonic()
-        path = request.path_params["path"]
-        match = _MODEL_PATH.match(path)
+        http_method, url_path = scope["method"], scope["path"]
+        match = _MODEL_PATH.match(url_path[len(_MODELS) :])
         name = match.group("name") if match else "-"
         # TF Serving reads the verb case-insensitively (:PREDICT works there).
         method = (
@@ -325,8 +397,12 @@ class ModelServer:
         if method == "predict":
             self.accepted += 1
         try:
-            if match is None or (request.method == "POST") != bool(match.group("method")):
-                raise RestApiError(f"Malformed request: {request.method} {request.url.path}", status=404)
+            if (
+                match is None
+                or http_method not in ("GET", "HEAD", "POST")
+                or (http_method == "POST") != bool(match.group("method"))
+            ):
+                raise RestApiError(f"Malformed request: {http_method} {url_path}", status=404)
             model = self._model(name, match.group("version"))
             if method == "status":
                 versions = (
@@ -341,7 +417,7 @@ class ModelServer:
                 return self._answer(name, method, started, model.metadata())
             if verb not in _METHODS:  # TF Serving: InvalidArgument, HTTP 400
                 raise RestApiError(
-                    f"Malformed request: {request.method} {request.url.path}: the verb is :predict "
+                    f"Malformed request: {http_method} {url_path}: the verb is :predict "
                     "(or :classify, :regress).",
                     status=400,
                 )
@@ -351,38 +427,33 @@ class ModelServer:
                     f"{name} has predict signatures only: POST .../{name}:predict.",
                     status=400,
                 )
-            outputs, rows, row_format = await self._predict(model, await self._read_body(request), request)
+            body = await self._read_body(scope, receive)
+            outputs, rows, row_format = await self._predict(model, body, receive)
             return self._answer(name, method, started, format_predict_response(outputs, row_format, rows))
         except _ClientGone:  # nobody to answer; its rows left the queue uncomputed
             self.dropped += 1
-            return Response(status_code=499)
+            return 499, b""
         except RestApiError as e:
             return self._answer(name, method, started, {"error": str(e)}, status=e.status)
         except Exception as e:  # a bug of ours: the client hears it, the server lives on
             body = {"error": f"Internal error: {type(e).__name__}: {error_sentence(e)}"}
             return self._answer(name, method, started, body, status=500)
 
-    async def _predict(self, model, body, request):
+    async def _predict(self, model, body, receive):
         """(outputs, rows, row_format) of a `:predict` body; a RestApiError for what fails, and
         _ClientGone when the client disconnects first (its request leaves the queue)."""
         signature, inputs, rows, row_format = parse_predict_body(body, model.signatures)
         key = BatchKey.of(model, signature, inputs)
         if getattr(model, "batch_group", None):
             inputs = model.batch_runner.inputs(model, inputs, rows)
-        work = asyncio.ensure_future(
-            self.batcher.submit(key, inputs, rows, whole=not model.batch_major[signature])
-        )
-        gone = asyncio.ensure_future(_disconnected(request))
+        whole = not model.batch_major[signature]
         try:
-            await asyncio.wait({work, gone}, return_when=asyncio.FIRST_COMPLETED)
-        finally:
-            gone.cancel()
-        if not work.done():
-            work.cancel()
-            await asyncio.wait({work})  # its parts are cancelled: the batcher skips them
-            raise _ClientGone()
-        try:
-            outputs = work.result()
+            if self.batcher.starts_at_once(rows, whole):  # no queue to leave: no watcher needed
+                outputs = await self.batcher.submit(key, inputs, rows, whole=whole)
+            else:
+                outputs = await self._unless_gone(
+                    self.batcher.submit(key, inputs, rows, whole=whole), receive
+                )
         except QueueFullError as e:
             raise RestApiError(f"The server is overloaded: {e}. Retry later.", status=503) from None
         except self._input_errors as e:
@@ -393,15 +464,31 @@ class ModelServer:
             ) from None
         return outputs, rows, row_format
 
+    @staticmethod
+    async def _unless_gone(submitted, receive):
+        """The outputs of `submitted` (the batcher's coroutine), or _ClientGone when the client
+        disconnects first: its parts leave the queue uncomputed."""
+        work = asyncio.ensure_future(submitted)
+        gone = asyncio.ensure_future(_disconnected(receive))
+        try:
+            await asyncio.wait({work, gone}, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            gone.cancel()
+        if not work.done():
+            work.cancel()
+            await asyncio.wait({work})  # its parts are cancelled: the batcher skips them
+            raise _ClientGone()
+        return work.result()
+
 
 class _ClientGone(Exception):
     """The client of a `:predict` disconnected before its answer."""
 
 
-async def _disconnected(request):
+async def _disconnected(receive):
     """Returns once the client disconnects. The body is read by then, so the next ASGI message
     is http.disconnect: uvicorn sends it when the connection drops (or the response is done)."""
-    while (await request.receive())["type"] != "http.disconnect":
+    while (await receive())["type"] != "http.disconnect":
         pass
 
 
