@@ -19,8 +19,16 @@ and the server); with --litert-cache warm the in-process model converts into a f
 --work's first and the server reads its file from there (inference/litert_cache.py), as a
 server started again finds it; the output name ends in _cached.
 
+With --lite EXPORT (a classifier's `kbert export --formats tflite` folder) the server is `kbert
+serve --model EXPORT --runtime litert` (or `--precision int8`: the dynamic_int8 file), keras_bert_lite
+without TensorFlow; the offline figure is its `LiteServable.run` in this process, and the labels
+are checked against `kbert predict --model EXPORT --json` at the same precision; the results go to
+serve_load_lite_PRECISION.json.
+
     .venv/bin/python -m bench.perf.serve_load --output bench/results/serve_load.json
     .venv/bin/python -m bench.perf.serve_load --precision int8
+    .venv/bin/python -m bench.perf.serve_load --lite data/bench/cpu_peers/mr_pooled_export \
+        --sentences data/bench/cpu_peers/mr_sentences.txt
 """
 
 import argparse
@@ -46,8 +54,13 @@ def _offline(model, texts, batch_size):
 
     started = time.perf_counter()
     for start in range(0, len(texts), batch_size):
-        model.run("serving_default", {"text": np.array(texts[start : start + batch_size], dtype=object)})
+        batch = [text.encode("utf-8") for text in texts[start : start + batch_size]]  # as the server's
+        model.run("serving_default", {"text": np.array(batch, dtype=object)})
     return len(texts) / (time.perf_counter() - started)
+
+
+def _lite_flags(args):
+    return ["--runtime", "litert"] if args.precision == "fp32" else ["--precision", "int8"]
 
 
 def _offline_model(args, export):
@@ -57,6 +70,11 @@ def _offline_model(args, export):
     import atexit
     import shutil
     import tempfile
+
+    if args.lite:
+        from keras_bert_lite.serve.lite_servable import LiteServable
+
+        return LiteServable(args.lite, "float32" if args.precision == "fp32" else "dynamic_int8")
 
     import keras
 
@@ -96,7 +114,11 @@ def _percentile(values, q):
 def kbert_predictions(args):
     """`kbert predict --json` on --sentences by text, run once into --work (the reference the
     served answers are checked against)."""
+    model, flags = args.run, []
     predicted_path = os.path.join(args.work, "predicted.jsonl")
+    if args.lite:
+        model, flags = args.lite, _lite_flags(args)
+        predicted_path = os.path.join(args.work, f"predicted_lite_{args.precision}.jsonl")
     if not os.path.isfile(predicted_path):
         with open(predicted_path + ".tmp", "w", encoding="utf-8") as out:
             subprocess.run(
@@ -106,10 +128,11 @@ def kbert_predictions(args):
                     "keras_bert_impl.cli",
                     "predict",
                     "--model",
-                    args.run,
+                    model,
                     "--file",
                     args.sentences,
                     "--json",
+                    *flags,
                 ],
                 check=True,
                 stdout=out,
@@ -133,9 +156,55 @@ def differences(ok, predicted):
     return mismatched, max_difference
 
 
+def _start_server(args, export, model):
+    """`kbert serve` of what --lite, --precision and --runtime name: (process, port, what it
+    serves, its flags, the model's name, seconds to its "Serving" line)."""
+    # Another precision is made from the Keras model, so its server starts from the run folder.
+    served = export if args.precision == "fp32" and args.runtime is None else args.run
+    flags = [
+        "--name",
+        "mr",
+        "--precision",
+        args.precision,
+        *(["--runtime", args.runtime] if args.runtime else []),
+    ]
+    name = "mr"
+    if args.lite:
+        served, flags, name = args.lite, _lite_flags(args), model.name
+    server = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "keras_bert_impl.cli",
+            "serve",
+            "--model",
+            served,
+            *flags,
+            "--port",
+            "0",
+            "--max-batch-size",
+            str(args.max_batch_size),
+            "--batch-timeout-ms",
+            str(args.batch_timeout_ms),
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        cwd=REPO,
+    )
+    started_at = time.perf_counter()
+    line = server.stdout.readline()
+    start_up = time.perf_counter() - started_at
+    port = int(line.split("http://127.0.0.1:")[1].split("/")[0])
+    return server, port, served, flags, name, start_up
+
+
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0], allow_abbrev=False)
     parser.add_argument("--run", default=RUN, help="A kbert finetune run folder of a classifier.")
+    parser.add_argument(
+        "--lite", help="A classifier's kbert export folder (tflite), served on LiteRT without TensorFlow."
+    )
     parser.add_argument("--sentences", default=SENTENCES, help="One sentence per line.")
     parser.add_argument("--clients", type=int, default=32)
     parser.add_argument("--seconds", type=float, default=60)
@@ -179,6 +248,10 @@ def main(argv=None):
     default = args.precision == "fp32" and args.runtime is None
     suffix = "" if default else f"_{args.precision}" + (f"_{args.runtime}" if args.runtime else "")
     suffix += "_cached" if args.litert_cache == "warm" else ""
+    if args.lite:
+        if args.precision not in ("fp32", "int8") or args.runtime:
+            raise SystemExit("--lite serves fp32 (its float32 file) or --precision int8 (dynamic_int8).")
+        suffix, args.run = f"_lite_{args.precision}", args.lite
     args.output = args.output or os.path.join("bench", "results", f"serve_load{suffix}.json")
     for path, what in ((args.run, "--run"), (args.sentences, "--sentences")):
         if not os.path.exists(path):
@@ -197,7 +270,7 @@ def main(argv=None):
         OFF if args.litert_cache == "off" else os.path.join(args.work, "litert_cache")
     )
     export = os.path.join(args.work, "export")
-    if args.precision == "fp32" and not os.path.isdir(export):
+    if args.precision == "fp32" and not args.lite and not os.path.isdir(export):
         kbert("export", "--model", args.run, "--output", export, "--formats", "saved_model", "--name", "mr")
     predicted = kbert_predictions(args)
 
@@ -212,40 +285,10 @@ def main(argv=None):
     _offline(model, offline_texts[:64], args.max_batch_size)  # warm-up
     offline_before = _offline(model, offline_texts, args.max_batch_size)
 
-    # Another precision is made from the Keras model, so its server starts from the run folder.
-    served = export if args.precision == "fp32" and args.runtime is None else args.run
-    server = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "keras_bert_impl.cli",
-            "serve",
-            "--model",
-            served,
-            "--name",
-            "mr",
-            "--precision",
-            args.precision,
-            *(["--runtime", args.runtime] if args.runtime else []),
-            "--port",
-            "0",
-            "--max-batch-size",
-            str(args.max_batch_size),
-            "--batch-timeout-ms",
-            str(args.batch_timeout_ms),
-        ],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-        cwd=REPO,
-    )
-    started_at = time.perf_counter()
-    line = server.stdout.readline()
-    start_up = time.perf_counter() - started_at
-    port = int(line.split("http://127.0.0.1:")[1].split("/")[0])
+    server, port, served, flags, name, start_up = _start_server(args, export, model)
     # One request to warm the server (its first call traces nothing, but oneDNN picks its kernels).
     warm = http.client.HTTPConnection("127.0.0.1", port)
-    warm.request("POST", "/v1/models/mr:predict", json.dumps({"instances": texts[:32]}))
+    warm.request("POST", f"/v1/models/{name}:predict", json.dumps({"instances": texts[:32]}))
     warm.getresponse().read()
 
     lock = threading.Lock()
@@ -264,7 +307,7 @@ def main(argv=None):
             sent = time.perf_counter()
             conn.request(
                 "POST",
-                "/v1/models/mr:predict",
+                f"/v1/models/{name}:predict",
                 json.dumps({"instances": body}),
                 {"Content-Type": "application/json"},
             )
@@ -301,12 +344,14 @@ def main(argv=None):
             "run": os.path.relpath(args.run, REPO),
             "export": "kbert export --formats saved_model"
             if served == export
+            else f"kbert serve --model EXPORT {' '.join(flags)} (keras_bert_lite, no TensorFlow)"
+            if args.lite
             else f"kbert serve --model RUN --precision {args.precision}"
             f"{' --runtime ' + args.runtime if args.runtime else ''} (exported on start-up)",
             "precision": args.precision,
             "runtime": args.runtime,
             "litert_cache": args.litert_cache,
-            "seq_len_padded_to": _run_seq_len(args.run),
+            "seq_len_padded_to": None if args.lite else _run_seq_len(args.run),
         },
         "settings": {
             "clients": args.clients,
