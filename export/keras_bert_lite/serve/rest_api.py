@@ -275,11 +275,15 @@ def _input_columns(inputs, names, signature):
 
 def _jsonable(array, name):
     if array.dtype == object or array.dtype.kind == "S":
+        if not array.size:
+            return array.tolist()
         if name.endswith("_bytes"):
-            encode = np.vectorize(lambda b: {"b64": base64.b64encode(b).decode("ascii")}, otypes=[object])
+            values = [{"b64": base64.b64encode(b).decode("ascii")} for b in array.ravel().tolist()]
         else:
-            encode = np.vectorize(lambda b: b.decode("utf-8", errors="replace"), otypes=[object])
-        return encode(array).tolist() if array.size else array.tolist()
+            values = [b.decode("utf-8", errors="replace") for b in array.ravel().tolist()]
+        strings = np.empty(len(values), dtype=object)  # a list per axis, as the array's tolist()
+        strings[:] = values
+        return strings.reshape(array.shape).tolist()
     if array.dtype == np.float32:
         return _float32_decimals(array).tolist()
     return array.tolist()
