@@ -56,7 +56,7 @@ MEDIAPIPE_INSTALLED := $(MEDIAPIPE_VENV)/.installed
 MEDIAPIPE_PINS := tests/export/mediapipe_requirements.txt
 PERF := backbone-forward backbone-profile tokenization pretraining-memory pretraining-speed finetune-mr finetune-mr-buckets finetune-mr-mean \
 	embed-throughput semantic-search serve-load serve-overhead inference-precision inference-throughput train-step-optimizer cpu-peers precision-process \
-	beam-throughput serve-adapters-load batch1-split lite-process
+	beam-throughput serve-adapters-load batch1-split lite-process serve-lite
 EXPERIMENTS := finetune-mr-seeds mr-baseline pretrain-tiny nsp-baseline pretrain-reference-tfm full-int8-denylist integer-ladder distill-mr lora-mr
 # The committed runs of bench/experiments/pretrain_tiny.py (its RUNS); PRETRAIN_TINY_ARGS go
 # to the runs other experiments read (nsp-baseline, pretrain-reference-tfm).
@@ -343,6 +343,18 @@ bench-serve-load: $(INSTALLED) $(DATA_STAMP)
 # The same load against `kbert serve --precision int8` (not part of `make bench`: issue 33 item 5).
 bench-serve-overhead: $(INSTALLED)
 	$(BIN)/python -m bench.perf.serve_overhead --wait-idle 60 --output $(BENCH_RESULTS)/serve_overhead.json $(ARGS)
+
+# One client, then 32, against an export's LiteRT server without TensorFlow, float32 and dynamic_int8
+# (issue 54 item 4); the export folder is make bench-lite-process's (made there when missing).
+LITE_EXPORT := $(BENCH_WORK)/cpu_peers/mr_pooled_export
+bench-serve-lite: $(INSTALLED) $(DATA_STAMP)
+	$(BIN)/python -m bench.perf.serve_overhead --wait-idle 60 --lite $(LITE_EXPORT) \
+	  --output $(BENCH_RESULTS)/serve_overhead_lite_fp32.json $(ARGS)
+	$(BIN)/python -m bench.perf.serve_overhead --wait-idle 60 --lite $(LITE_EXPORT) --quantization dynamic_int8 \
+	  --output $(BENCH_RESULTS)/serve_overhead_lite_int8.json $(ARGS)
+	for precision in fp32 int8; do $(BIN)/python -m bench.perf.serve_load --wait-idle 60 --lite $(LITE_EXPORT) \
+	  --sentences $(BENCH_WORK)/cpu_peers/mr_sentences.txt --precision $$precision \
+	  --output $(BENCH_RESULTS)/serve_load_lite_$$precision.json || exit 1; done
 
 bench-serve-load-int8: $(INSTALLED) $(DATA_STAMP)
 	$(BIN)/python -m bench.perf.serve_load --wait-idle 60 --precision int8 --output $(BENCH_RESULTS)/serve_load_int8.json $(ARGS)
