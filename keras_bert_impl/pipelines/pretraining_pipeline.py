@@ -19,7 +19,8 @@ class PretrainingPipeline:
     it whole, tokenizes it and builds every pass's examples with the builder's own
     `split_instances`: the algorithm of the one-process command, so both give the same multiset
     of examples for the same seed, on any runner and any number of workers. Memory per worker
-    is one split's tokens; the writer of an output shard holds that shard's records.
+    is one split's tokens and examples: each split's examples of each output shard are written
+    sorted as a run (shard_runs.py), which the shard's writer merges as streams.
 
     Each example goes to the output shard chosen by a hash of (seed, its key), and each shard
     is written sorted by that hash, so the files themselves do not depend on the runner either.
@@ -76,11 +77,15 @@ class PretrainingPipeline:
         staging = staging_folder(names.output_dir, names.prefix)
         file_paths.remove_tree(staging)
         file_paths.makedirs(staging)
+        runs = file_paths.join(staging, "runs")  # removed with the staging folder
+        file_paths.makedirs(runs)
         with beam.Pipeline(options=options) as pipeline:
             _ = (
                 spread_tasks(pipeline, "Splits", splits)
                 | "Examples"
-                >> beam.ParDo(SplitExamples(self.builder_settings, self.paths, self.format, names.num_shards))
+                >> beam.ParDo(
+                    SplitExamples(self.builder_settings, self.paths, self.format, names.num_shards, runs)
+                )
                 | "ByShard" >> beam.GroupByKey()
                 | "Write" >> beam.ParDo(ShardWriter(staging, [file_paths.basename(p) for p in names.paths]))
             )
