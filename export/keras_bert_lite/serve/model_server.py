@@ -1,7 +1,7 @@
 """A local server with TF Serving's REST API, for developing clients before deploying to TF Serving.
 
-Built on Starlette (routing, requests, responses) and uvicorn (HTTP/1.1, graceful shutdown).
-The endpoints and bodies are TF Serving's:
+Built on uvicorn (HTTP/1.1 on httptools and uvloop, graceful shutdown), the model paths answered
+on ASGI's messages and the rest routed by Starlette. The endpoints and bodies are TF Serving's:
 
     GET  /v1/models/NAME[/versions/N]             model_version_status
     GET  /v1/models/NAME[/versions/N]/metadata    the SignatureDefs
