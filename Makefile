@@ -352,6 +352,8 @@ bench-serve-lite: $(INSTALLED) $(DATA_STAMP)
 	  --output $(BENCH_RESULTS)/serve_overhead_lite_fp32.json $(ARGS)
 	$(BIN)/python -m bench.perf.serve_overhead --wait-idle 60 --lite $(LITE_EXPORT) --quantization dynamic_int8 \
 	  --output $(BENCH_RESULTS)/serve_overhead_lite_int8.json $(ARGS)
+	$(BIN)/python -m bench.perf.serve_stages --wait-idle 60 --export $(LITE_EXPORT) \
+	  --output $(BENCH_RESULTS)/serve_stages_lite_fp32.json
 	for precision in fp32 int8; do $(BIN)/python -m bench.perf.serve_load --wait-idle 60 --lite $(LITE_EXPORT) \
 	  --sentences $(BENCH_WORK)/cpu_peers/mr_sentences.txt --precision $$precision \
 	  --output $(BENCH_RESULTS)/serve_load_lite_$$precision.json || exit 1; done
