@@ -244,6 +244,11 @@ def _lite(args):
         "servable_run": _summary(times["servable_run"]),
         "classifier_predict": _summary(times["classifier_predict"]),
     }
+    return _with_modes(results, times, in_process)
+
+
+def _with_modes(results, times, in_process):
+    """`results` with each HTTP mode's summary and its p50 over `in_process`, printed too."""
     for mode in MODES:
         results[mode] = _summary(times[mode], in_process)
         print(
@@ -276,14 +281,7 @@ def _toy_or_export(args):
         "requests_per_round": args.requests,
         "in_process_p50_ms": round(in_process, 3),
     }
-    for mode in MODES:
-        results[mode] = _summary(times[mode], in_process)
-        print(
-            f"{mode:>15}: p50 {results[mode]['p50_ms']:.2f} ms, over in-process "
-            f"{results[mode]['overhead_p50_ms']:.2f} ms",
-            flush=True,
-        )
-    return results
+    return _with_modes(results, times, in_process)
 
 
 if __name__ == "__main__":
