@@ -3,6 +3,18 @@ its metric on the validation examples and how far its outputs are from the Keras
 
 Latency is timed round-robin (one call of each artifact in turn, `repeats` rounds), so a
 busy moment on a shared machine slows every artifact alike and the ratios hold.
+
+The outputs are compared on every example at the export's sequence length (texts truncated
+there). Where a head's outputs are one per example (a classifier's, an embedder's) and the
+artifact takes ids of any length (the ids SavedModel, the free-shape .tflite files), the
+examples run sorted by length and each batch is cut to its longest row, as TextPredictor's
+batches are: attention and pooling ignore padding, so the outputs are those at the full
+length (within float rounding), for about half the work on MR sentences (27 wordpieces on
+average, padded to 64). The Keras model's outputs are computed the same way. Files of a
+static shape and the raw-text artifacts pad every example, as their callers do; per-token
+outputs keep the full width (their padded positions are compared too).
+
+Shape legend: N examples, S sequence length, B batch, T a batch's cut width.
 """
 
 import os
@@ -34,6 +46,8 @@ class _Runner:
         self.one_row = False
         # The ids' length: the export's, or a static file's own ([1, S] of --static-lengths).
         self.length = serving.sequence_length
+        # Whether it takes ids of any length (a batch cut to its longest row).
+        self.free_length = kind == "saved_model_ids"
         if kind == "text_tflite":
             from keras_bert_impl_export.text_in_tflite import text_in_interpreter
 
@@ -48,6 +62,8 @@ class _Runner:
             self.one_row = kind == "mediapipe" or shape[0] == 1
             if shape[1] > 0:
                 self.length = int(shape[1])
+            else:
+                self.free_length = True
             # LiteRT applies XNNPACK on the first run and says so on stderr: a padding row's
             # run, its line held back (shown only if it fails).
             with native_output_held():
@@ -76,9 +92,20 @@ class _Runner:
         return {k: np.asarray(v) for k, v in out.items()}
 
 
-def _batches(x, texts, size):
-    for first in range(0, len(texts), size):
-        yield {k: v[first : first + size] for k, v in x.items()}, texts[first : first + size]
+def _run_all(call, x, texts, size, cut):
+    """`call(ids, texts)` over every example, `size` at a time -> {output: array [N, ...]} in
+    the examples' order. `cut`: the examples sorted by length (longest first) and each batch's
+    ids cut to its longest row ([B, T]); else in order at the full width ([B, S])."""
+    lengths = x["mask"].sum(axis=1)  # [N]
+    order = np.argsort(-lengths, kind="stable") if cut else np.arange(len(texts))
+    parts = {}
+    for first in range(0, len(order), size):
+        rows = order[first : first + size]
+        width = int(lengths[rows].max()) if cut else x["mask"].shape[1]
+        for k, v in call({k: v[rows, :width] for k, v in x.items()}, [texts[i] for i in rows]).items():
+            parts.setdefault(k, []).append(np.asarray(v))
+    back = np.argsort(order)  # [N]: where each example's row is in the run's order
+    return {k: np.concatenate(v)[back] for k, v in parts.items()}
 
 
 def _compared_output(serving, outputs):
@@ -101,12 +128,11 @@ def build_report(work, manifest, serving, texts, labels=None, repeats=20, log=pr
     if not texts:
         raise ValueError("The validation set is empty: pass a --validation file with examples.")
     x = tokenize(serving, texts)
-    keras_out = {}
-    for batch, _ in _batches(x, texts, 64):
-        out = serving.id_outputs(*(tf.constant(batch[k]) for k in EXPORT_ID_INPUTS))
-        for k, v in out.items():
-            keras_out.setdefault(k, []).append(v.numpy())
-    keras_out = {k: np.concatenate(v) for k, v in keras_out.items()}
+    # One output per example: padding changes nothing, so batches may be cut (module docstring).
+    cut = serving.kind in ("classifier", "embedder")
+    keras_out = _run_all(
+        lambda ids, _: serving.id_outputs(*(tf.constant(ids[k]) for k in EXPORT_ID_INPUTS)), x, texts, 64, cut
+    )
     key = _compared_output(serving, keras_out)
     runners = []
     for file_key, relative in manifest["files"].items():
@@ -124,7 +150,10 @@ def build_report(work, manifest, serving, texts, labels=None, repeats=20, log=pr
     for r in runners:
         if r.length not in inputs:
             inputs[r.length] = tokenize(serving, texts, r.length)
-    rows = [_quality(r, serving, inputs[r.length], texts, labels, keras_out, key, log) for r in runners]
+    rows = [
+        _quality(r, serving, inputs[r.length], texts, labels, keras_out, key, cut and r.free_length, log)
+        for r in runners
+    ]
     for row, runner in zip(rows, runners, strict=True):
         row["runs_on"] = _runs_on(runner)
     keras_row = {"artifact": "keras", "size_bytes": None, "compared_output": key}
@@ -178,13 +207,9 @@ def _metric(serving, outputs, labels):
     return {"metric": "accuracy", "value": float(np.mean(np.argmax(probabilities, -1) == np.asarray(labels)))}
 
 
-def _quality(runner, serving, x, texts, labels, keras_out, key, log):
+def _quality(runner, serving, x, texts, labels, keras_out, key, cut, log):
     start = time.perf_counter()
-    parts = {}
-    for batch, batch_texts in _batches(x, texts, 32):
-        for k, v in runner(batch, batch_texts).items():
-            parts.setdefault(k, []).append(v)
-    out = {k: np.concatenate(v) for k, v in parts.items()}
+    out = _run_all(runner, x, texts, 32, cut)
     compared = key if key in out else _compared_output(serving, out)
     got, want = out[compared].astype(np.float32), keras_out[compared]
     row = {
