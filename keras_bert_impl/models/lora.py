@@ -14,6 +14,7 @@ and puts them back after the layers have loaded: the round trip is exact.
 import keras
 import numpy as np
 
+from keras_bert_impl.models.model_copy import built_with_weights
 from keras_bert_impl.validation import check_positive_int
 
 # KerasHub's `Backbone.enable_lora` targets the query and value projections by default.
@@ -206,14 +207,17 @@ def merge_lora(model):
     }
     config = model.get_config()
     config = {k: v for k, v in config.items() if k != "lora"} if model is backbone else _without_lora(config)
-    copy = type(model).from_config(config)
-    if sorted(v.path for v in copy.weights) != sorted(values):
-        raise ValueError(
-            f"merge_lora: the {type(model).__name__} rebuilt without LoRA has other weights than the "
-            "original (a model whose layers are not all built by its config)."
-        )
-    for variable in copy.weights:
-        variable.assign(values[variable.path])
+
+    def set_weights(copy):
+        if sorted(v.path for v in copy.weights) != sorted(values):
+            raise ValueError(
+                f"merge_lora: the {type(model).__name__} rebuilt without LoRA has other weights than the "
+                "original (a model whose layers are not all built by its config)."
+            )
+        for variable in copy.weights:
+            variable.assign(values[variable.path])
+
+    copy = built_with_weights(lambda: type(model).from_config(config), set_weights)
     source, target = getattr(model, "backbone", model), getattr(copy, "backbone", copy)
     if getattr(source, "vocabulary", None) is not None:
         target.set_vocabulary(source.vocabulary, lowercase=source.lowercase)

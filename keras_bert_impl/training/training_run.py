@@ -11,7 +11,7 @@ import keras
 
 from keras_bert_impl.atomic_write import write_atomically, write_json_atomically
 from keras_bert_impl.training.backup_and_restore import BackupAndRestore
-from keras_bert_impl.training.best_model_checkpoint import BestModelCheckpoint, inference_copy
+from keras_bert_impl.training.best_model_checkpoint import BestModelCheckpoint, InferenceCopies
 from keras_bert_impl.training.divergence_guard import DivergenceGuard
 from keras_bert_impl.training.epoch_timer import EpochTimer
 from keras_bert_impl.training.fit_resumable import fit_resumable
@@ -21,12 +21,13 @@ from keras_bert_impl.training.training_result import TrainingResult
 _HAS_TF = importlib.util.find_spec("tensorflow") is not None
 
 
-def save_model(model, path, optimizer_state=False):
+def save_model(model, path, optimizer_state=False, copies=None):
     """Writes the .keras file next to its destination, then renames it into place,
     so a crash never leaves a half-written model at `path`. Without the
-    optimizer's state unless asked (a finished model needs only its weights)."""
+    optimizer's state unless asked (a finished model needs only its weights): then the
+    file holds `copies(model)` (an `InferenceCopies`; None: a new one)."""
     if not optimizer_state and getattr(model, "optimizer", None) is not None and model.optimizer.built:
-        model = inference_copy(model)
+        model = (copies or InferenceCopies())(model)
     write_atomically(path, model.save, suffix=".keras", hold_interrupts=True)
 
 
@@ -91,6 +92,8 @@ class TrainingRun:
         self.name = spec.name or f"kbert {spec.command}"
         self.strategy = None
         self._started_folder = False
+        # The best epoch's model and the final one are saved from one inference copy.
+        self._copies = InferenceCopies()
 
     @property
     def state(self):
@@ -130,7 +133,7 @@ class TrainingRun:
         result = self._fit(model, saved, data)
         result.metrics = spec.final_metrics(result)
         if self.chief:
-            save_model(saved, self.output_path("model.keras"))
+            save_model(saved, self.output_path("model.keras"), copies=self._copies)
             for name, contents in (spec.files(result) if spec.files else {}).items():
                 _save_json(contents, self.output_path(name))
             _save_json(result.metrics, self.output_path("metrics.json"))
@@ -160,7 +163,12 @@ class TrainingRun:
         if best:
             monitor, mode = best
             checkpoint = BestModelCheckpoint(
-                self.output_path("best.keras"), monitor=monitor, mode=mode, save=self.chief
+                self.output_path("best.keras"),
+                monitor=monitor,
+                mode=mode,
+                save=self.chief,
+                final_epoch=data.epochs - 1,
+                copies=self._copies,
             )
         callbacks = self._callbacks(checkpoint)
         fit_started = time.monotonic()

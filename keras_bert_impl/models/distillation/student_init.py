@@ -9,6 +9,7 @@ import numpy as np
 from keras_bert_impl.models.bert_backbone import BertBackbone
 from keras_bert_impl.models.bert_classifier import BertClassifier
 from keras_bert_impl.models.distillation.terms import DistillationArgumentError
+from keras_bert_impl.models.model_copy import built_with_weights
 from keras_bert_impl.models.presets import BERT_PRESETS
 from keras_bert_impl.models.quantization_aware_classifier import QuantizationAwareClassifier
 
@@ -49,11 +50,14 @@ def backbone_from_layers(teacher, layers, **overrides):
     config = teacher.get_config()
     config.pop("name", None)
     config.update(num_layers=len(layers), **overrides)
-    student = BertBackbone.from_config(config)
-    student.embeddings.set_weights(teacher.embeddings.get_weights())
-    student.pooler.set_weights(teacher.pooler.get_weights())
-    for target, source in zip(student.transformer_layers, layers):
-        target.set_weights(teacher.transformer_layers[source].get_weights())
+
+    def set_weights(student):  # every weight of the student: embeddings, the chosen layers, pooler
+        student.embeddings.set_weights(teacher.embeddings.get_weights())
+        student.pooler.set_weights(teacher.pooler.get_weights())
+        for target, source in zip(student.transformer_layers, layers):
+            target.set_weights(teacher.transformer_layers[source].get_weights())
+
+    student = built_with_weights(lambda: BertBackbone.from_config(config), set_weights)
     if teacher.vocabulary is not None:
         student.set_vocabulary(teacher.vocabulary, teacher.lowercase)
     return student
