@@ -154,7 +154,17 @@ def _one_write(sock, raw):
 def _server(export, flags):
     """`kbert serve` of `export` on a free port: (process, port)."""
     server = subprocess.Popen(
-        [sys.executable, "-m", "keras_bert_impl.cli", "serve", "--model", export, "--port", "0", *flags],
+        # The console script, as a user starts it (`python -m keras_bert_impl.cli` would import
+        # TensorFlow into an export's LiteRT server first).
+        [
+            os.path.join(os.path.dirname(sys.executable), "kbert"),
+            "serve",
+            "--model",
+            export,
+            "--port",
+            "0",
+            *flags,
+        ],
         stdout=subprocess.PIPE,
         stderr=subprocess.DEVNULL,
         text=True,
