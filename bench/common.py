@@ -256,6 +256,34 @@ def kbert(*argv, capture=False):
     ).stdout
 
 
+def kbert_serve(model, flags, stderr=subprocess.DEVNULL):
+    """`kbert serve --model MODEL FLAGS --port 0` started as a user starts it, the console script
+    (`python -m keras_bert_impl.cli` imports the package, and TensorFlow, first): (process, port,
+    seconds to its "Serving" line). A server that does not start ends the bench in one line."""
+    started = time.perf_counter()
+    server = subprocess.Popen(
+        [
+            os.path.join(os.path.dirname(sys.executable), "kbert"),
+            "serve",
+            "--model",
+            model,
+            "--port",
+            "0",
+            *flags,
+        ],
+        stdout=subprocess.PIPE,
+        stderr=stderr,
+        text=True,
+        cwd=REPO,
+    )
+    line = server.stdout.readline()
+    ready = time.perf_counter() - started
+    if "http://127.0.0.1:" not in line:
+        server.kill()
+        raise SystemExit(f"kbert serve --model {model} {' '.join(flags)} did not start")
+    return server, int(line.split("http://127.0.0.1:")[1].split("/")[0]), ready
+
+
 def run_json_child(command, **kwargs):
     """Runs `command` from the repository root (its standard error shows as it goes) and
     returns the JSON object on the last line of its standard output."""

@@ -41,7 +41,7 @@ import sys
 import threading
 import time
 
-from bench.common import REPO, WORK, kbert, machine_info, wait_for_idle, write_report
+from bench.common import REPO, WORK, kbert, kbert_serve, machine_info, wait_for_idle, write_report
 from keras_bert_impl.precisions import RUNTIME_NAMES
 
 RUN = os.path.join(WORK, "distill_mr", "ours-mean-seed0-wu0.0-wd0.0")
@@ -171,31 +171,17 @@ def _start_server(args, export, model):
     name = "mr"
     if args.lite:
         served, flags, name = args.lite, _lite_flags(args), model.name
-    server = subprocess.Popen(
+    server, port, start_up = kbert_serve(
+        served,
         [
-            # The console script, as a user starts it: `python -m keras_bert_impl.cli` imports the
-            # package (and TensorFlow) first, seconds an export's LiteRT server never spends.
-            os.path.join(os.path.dirname(sys.executable), "kbert"),
-            "serve",
-            "--model",
-            served,
             *flags,
-            "--port",
-            "0",
             "--max-batch-size",
             str(args.max_batch_size),
             "--batch-timeout-ms",
             str(args.batch_timeout_ms),
         ],
-        stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
-        text=True,
-        cwd=REPO,
     )
-    started_at = time.perf_counter()
-    line = server.stdout.readline()
-    start_up = time.perf_counter() - started_at
-    port = int(line.split("http://127.0.0.1:")[1].split("/")[0])
     return server, port, served, flags, name, start_up
 
 

@@ -29,12 +29,11 @@ import json
 import os
 import socket
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
 
-from bench.common import REPO, machine_info, wait_for_idle, write_report
+from bench.common import REPO, kbert_serve, machine_info, wait_for_idle, write_report
 
 MODES = ("keep_alive", "new_connection", "one_write")
 
@@ -151,32 +150,6 @@ def _one_write(sock, raw):
                 return
 
 
-def _server(export, flags):
-    """`kbert serve` of `export` on a free port: (process, port)."""
-    server = subprocess.Popen(
-        # The console script, as a user starts it (`python -m keras_bert_impl.cli` would import
-        # TensorFlow into an export's LiteRT server first).
-        [
-            os.path.join(os.path.dirname(sys.executable), "kbert"),
-            "serve",
-            "--model",
-            export,
-            "--port",
-            "0",
-            *flags,
-        ],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.DEVNULL,
-        text=True,
-        cwd=REPO,
-    )
-    line = server.stdout.readline()
-    if "http://127.0.0.1:" not in line:
-        server.kill()
-        raise SystemExit(f"kbert serve --model {export} {' '.join(flags)} did not start")
-    return server, int(line.split("http://127.0.0.1:")[1].split("/")[0])
-
-
 def _summary(values, in_process=None):
     values = sorted(values)
     p50 = statistics.median(values)
@@ -229,7 +202,7 @@ def _lite(args):
     with open(os.path.join(args.lite, "export.json"), encoding="utf-8") as f:
         name = json.load(f)["name"]
     path = f"/v1/models/{name}:predict"
-    server, port = _server(args.lite, flags)
+    server, port, _ = kbert_serve(args.lite, flags)
     in_process_pass = _lite_in_process(args.lite, args.quantization, texts)
     times = {mode: [] for mode in ("servable_run", "classifier_predict", *MODES)}
     try:
@@ -272,7 +245,7 @@ def _with_modes(results, times, in_process):
 def _toy_or_export(args):
     with tempfile.TemporaryDirectory() as tmp:
         export = args.export or _toy_export(tmp)
-        server, port = _server(export, [])
+        server, port, _ = kbert_serve(export, [])
         try:
             path = f"/v1/models/{args.name}:predict"
             _http_times(port, path, [args.body], "keep_alive", 20)  # warm-up
