@@ -13,7 +13,7 @@ from keras_bert_impl.checkpoints.google_tf1 import holds_object_based_checkpoint
 from keras_bert_impl.commands.errors import UsageError
 from keras_bert_impl.damaged_file_error import DamagedFileError, check_keras_archive
 from keras_bert_impl.models import BertBackbone, merge_lora
-from keras_bert_impl.models.model_copy import built_with_weights
+from keras_bert_impl.models.model_copy import built_with_weights, copy_vocabulary
 from keras_bert_impl.tokenization.vocabulary import read_vocabulary
 
 # The config file that tells a checkpoint folder's format.
@@ -194,6 +194,5 @@ def rebuilt_backbone(backbone, **overrides):
     config.pop("name", None)
     config.update(overrides)
     fresh = built_with_weights(lambda: BertBackbone.from_config(config), backbone.get_weights())
-    if backbone.vocabulary is not None:
-        fresh.set_vocabulary(backbone.vocabulary, backbone.lowercase)
+    copy_vocabulary(backbone, fresh)
     return fresh

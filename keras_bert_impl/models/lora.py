@@ -14,7 +14,7 @@ and puts them back after the layers have loaded: the round trip is exact.
 import keras
 import numpy as np
 
-from keras_bert_impl.models.model_copy import built_with_weights
+from keras_bert_impl.models.model_copy import built_with_weights, copy_vocabulary
 from keras_bert_impl.validation import check_positive_int
 
 # KerasHub's `Backbone.enable_lora` targets the query and value projections by default.
@@ -218,7 +218,5 @@ def merge_lora(model):
             variable.assign(values[variable.path])
 
     copy = built_with_weights(lambda: type(model).from_config(config), set_weights)
-    source, target = getattr(model, "backbone", model), getattr(copy, "backbone", copy)
-    if getattr(source, "vocabulary", None) is not None:
-        target.set_vocabulary(source.vocabulary, lowercase=source.lowercase)
+    copy_vocabulary(model, copy)
     return copy

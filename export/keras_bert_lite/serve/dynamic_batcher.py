@@ -169,8 +169,6 @@ class DynamicBatcher:
         if len(futures) == 1:
             return await futures[0]
         parts = await self._gather(futures, size)
-        if len(parts) == 1:
-            return parts[0]
         return {name: np.concatenate([part[name] for part in parts]) for name in parts[0]}
 
     @staticmethod

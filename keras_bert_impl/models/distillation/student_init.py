@@ -9,7 +9,7 @@ import numpy as np
 from keras_bert_impl.models.bert_backbone import BertBackbone
 from keras_bert_impl.models.bert_classifier import BertClassifier
 from keras_bert_impl.models.distillation.terms import DistillationArgumentError
-from keras_bert_impl.models.model_copy import built_with_weights
+from keras_bert_impl.models.model_copy import built_with_weights, copy_vocabulary
 from keras_bert_impl.models.presets import BERT_PRESETS
 from keras_bert_impl.models.quantization_aware_classifier import QuantizationAwareClassifier
 
@@ -58,8 +58,7 @@ def backbone_from_layers(teacher, layers, **overrides):
             target.set_weights(teacher.transformer_layers[source].get_weights())
 
     student = built_with_weights(lambda: BertBackbone.from_config(config), set_weights)
-    if teacher.vocabulary is not None:
-        student.set_vocabulary(teacher.vocabulary, teacher.lowercase)
+    copy_vocabulary(teacher, student)
     return student
 
 
