@@ -461,3 +461,61 @@ def test_a_request_that_comes_alone_runs_at_once_and_concurrent_ones_wait_to_mer
     assert alone < 1.0, alone
     assert model.sizes == [1, 3, 1], model.sizes
     assert after_merging >= 1.9, after_merging
+
+
+def test_a_lone_request_to_a_quick_key_runs_on_the_loops_thread_and_a_slow_keys_in_a_worker():
+    """run_now saves a one-client request the two thread hand-offs around its call; a key whose
+    last call took longer than INLINE_MAX_S (or was never called) keeps its calls off the loop."""
+    from keras_bert_lite.serve.dynamic_batcher import INLINE_MAX_S
+
+    threads = []
+
+    def model(key, inputs):
+        threads.append(threading.current_thread().name)
+        if key == "slow":
+            threading.Event().wait(INLINE_MAX_S * 1.5)
+        return {"y": inputs["x"] * 2}
+
+    one = {"x": np.ones(1, np.float32)}
+
+    async def main():
+        batcher = DynamicBatcher(model, max_batch_size=8, batch_timeout_ms=0)
+        await batcher.start()
+        try:
+            said = [batcher.runs_now("quick", 1)]  # never called: no estimate yet
+            await batcher.submit("quick", one, 1)
+            said.append(batcher.runs_now("quick", 1))
+            np.testing.assert_array_equal(batcher.run_now("quick", one, 1)["y"], [2.0])
+            # A request of many more rows scales the last call's time: 0.05 s would not stay under.
+            said.append(batcher.runs_now("quick", 10**6))
+            await batcher.submit("slow", one, 1)
+            said.append(batcher.runs_now("slow", 1))
+            with pytest.raises(UnbatchableOutputError):  # checked as a worker's call is
+                DynamicBatcher(lambda key, inputs: {"y": np.float32(1)}).run_now("k", one, 1)
+        finally:
+            await batcher.stop()
+        return said
+
+    assert asyncio.run(main()) == [False, True, False, False]
+    assert threads[0].startswith("batch") and threads[2].startswith("batch"), threads
+    assert threads[1] == threading.main_thread().name, threads
+
+
+def test_a_client_that_left_is_seen_before_an_inline_call_and_one_still_there_is_not_waited_for():
+    from keras_bert_lite.serve.model_server import _gone_already
+
+    async def left():
+        return {"type": "http.disconnect"}
+
+    waiting = []
+
+    async def still_there():
+        waiting.append(asyncio.current_task())
+        await asyncio.Event().wait()
+
+    async def main():
+        gone, there = await _gone_already(left), await _gone_already(still_there)
+        await asyncio.sleep(0)
+        return gone, there, waiting[0].cancelled()
+
+    assert asyncio.run(main()) == (True, False, True)

@@ -14,6 +14,10 @@ merged call that fails is run again request by request, so only the request that
 model raise hears the error. A request submitted `whole` (a signature with an output that has
 no batch dimension: a scalar, a constant table) runs alone and unsplit, and its outputs come
 back as the model gave them: slicing them would hand one client's part of a tensor to another.
+A request that comes alone to a key whose calls are quick runs on the event loop's own thread
+(`run_now`): handing it to a worker thread and its answer back costs two thread wake-ups, a good
+part of a one-client request's time around a few-millisecond forward; a slow key's calls stay in
+the workers, so the loop keeps answering health checks and reading requests meanwhile.
 """
 
 import asyncio
@@ -29,6 +33,9 @@ from keras_bert_lite.checks import positive_int
 
 # How long a merged call (or two requests queued at once) keeps the batcher waiting for rows.
 CONCURRENCY_MEMORY_S = 1.0
+# The longest call `run_now` makes on the event loop's thread (estimated from the key's last call):
+# while it runs, the loop reads no request and answers no health check.
+INLINE_MAX_S = 0.05
 
 
 class QueueFullError(Exception):
@@ -106,6 +113,7 @@ class DynamicBatcher:
         self._executor = None
         self._stopping = False
         self._calls = 0  # calls running now
+        self._last_call = {}  # key -> (rows, seconds) of its last call
         self._came_together = -math.inf  # when requests last came together (time.monotonic())
 
     async def start(self):
@@ -133,6 +141,35 @@ class DynamicBatcher:
             and (whole or rows <= self.max_batch_size)
             and time.monotonic() - self._came_together > CONCURRENCY_MEMORY_S
         )
+
+    def runs_now(self, key, rows, whole=False):
+        """Whether a request of `rows` under `key` is one for `run_now`: it starts at once, and the
+        key's last call, scaled to `rows`, took at most INLINE_MAX_S (a key not yet called is not)."""
+        last = self._last_call.get(key)
+        return (
+            last is not None
+            and last[1] * max(1.0, rows / last[0]) <= INLINE_MAX_S
+            and self.starts_at_once(rows, whole)
+        )
+
+    def run_now(self, key, inputs, rows, whole=False):
+        """submit's answer computed here, on the caller's (the event loop's) thread, as one call:
+        for a request `runs_now` says yes to. Errors are raised as submit raises them."""
+        self._calls += 1
+        started = time.monotonic()
+        try:
+            outputs = self._run(key, inputs)
+        finally:
+            self._calls -= 1
+        if not whole:
+            _check_batch_major(outputs, rows)
+        self._called(key, rows, time.monotonic() - started)
+        return outputs
+
+    def _called(self, key, rows, seconds):
+        self._last_call[key] = (rows, seconds)
+        if self._on_batch is not None:
+            self._on_batch(rows, seconds)
 
     async def submit(self, key, inputs, rows, whole=False):
         """{name: numpy [rows, ...]} -> {name: numpy [rows, ...]}, computed in batches.
@@ -289,8 +326,7 @@ class DynamicBatcher:
             if not batch[0].future.done():
                 batch[0].future.set_exception(e)
             return
-        if self._on_batch is not None:
-            self._on_batch(rows, time.monotonic() - started)
+        self._called(key, rows, time.monotonic() - started)
         _deliver(batch, outputs)
 
 

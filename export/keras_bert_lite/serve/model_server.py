@@ -448,7 +448,11 @@ class ModelServer:
             inputs = model.batch_runner.inputs(model, inputs, rows)
         whole = not model.batch_major[signature]
         try:
-            if self.batcher.starts_at_once(rows, whole):  # no queue to leave: no watcher needed
+            if self.batcher.runs_now(key, rows, whole):
+                if await _gone_already(receive):
+                    raise _ClientGone()
+                outputs = self.batcher.run_now(key, inputs, rows, whole=whole)
+            elif self.batcher.starts_at_once(rows, whole):  # no queue to leave: no watcher needed
                 outputs = await self.batcher.submit(key, inputs, rows, whole=whole)
             else:
                 outputs = await self._unless_gone(
@@ -483,6 +487,18 @@ class ModelServer:
 
 class _ClientGone(Exception):
     """The client of a `:predict` disconnected before its answer."""
+
+
+async def _gone_already(receive):
+    """Whether the client has disconnected by now. One turn of the event loop lets a close that has
+    arrived be read (while a call ran on the loop's thread, a client could send and leave), and
+    uvicorn's receive() then answers http.disconnect at once; otherwise it waits, and is cancelled."""
+    probe = asyncio.ensure_future(receive())
+    await asyncio.sleep(0)
+    if probe.done():
+        return probe.result()["type"] == "http.disconnect"
+    probe.cancel()
+    return False
 
 
 async def _disconnected(receive):
