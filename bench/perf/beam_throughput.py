@@ -136,7 +136,9 @@ def embedding(work, sentences, workers):
     if not os.path.exists(model):
         timed(["convert", MINILM, "--format", "huggingface", "--output", model])
     with open(MR, encoding="utf-8-sig", newline="") as f:
-        texts = [" ".join(text.split()) for _, text in csv.reader(f)][:sentences]
+        texts = [" ".join(text.split()) for _, text in csv.reader(f)]
+    # Past the file's 10,662 sentences they come round again: the same work per sentence.
+    texts = (texts * -(-sentences // len(texts)))[:sentences]
     source = os.path.join(work, f"mr_{len(texts)}.txt")
     with open(source, "w", encoding="utf-8") as f:
         f.write("\n".join(texts) + "\n")
@@ -174,9 +176,13 @@ def main(argv=None):
         return child(sys.argv[2:])
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0], allow_abbrev=False)
     parser.add_argument("--reviews", type=int, default=400, help="Reviews in the 1x pretraining corpus.")
-    parser.add_argument("--scales", type=int, nargs="+", default=[1, 10])
+    parser.add_argument(
+        "--scales", type=int, nargs="*", default=[1, 10], help="Corpus sizes; none: embedding only."
+    )
     parser.add_argument("--split-bytes", type=int, default=100_000)
-    parser.add_argument("--sentences", type=int, default=4000, help="MR sentences embedded.")
+    parser.add_argument(
+        "--sentences", type=int, default=4000, help="MR sentences embedded (cycled past the file's)."
+    )
     parser.add_argument("--workers", type=int, default=2)
     parser.add_argument("--work", default=os.path.join(WORK, "beam_throughput"))
     parser.add_argument(
