@@ -56,7 +56,7 @@ MEDIAPIPE_INSTALLED := $(MEDIAPIPE_VENV)/.installed
 MEDIAPIPE_PINS := tests/export/mediapipe_requirements.txt
 PERF := backbone-forward backbone-profile tokenization pretraining-memory pretraining-speed finetune-mr finetune-mr-buckets finetune-mr-mean \
 	embed-throughput semantic-search serve-load serve-overhead inference-precision inference-throughput train-step-optimizer cpu-peers precision-process \
-	beam-throughput serve-adapters-load batch1-split lite-process serve-lite
+	beam-throughput serve-adapters-load batch1-split lite-process serve-lite saved-model-batch1
 EXPERIMENTS := finetune-mr-seeds mr-baseline pretrain-tiny nsp-baseline pretrain-reference-tfm full-int8-denylist integer-ladder distill-mr lora-mr
 # The committed runs of bench/experiments/pretrain_tiny.py (its RUNS); PRETRAIN_TINY_ARGS go
 # to the runs other experiments read (nsp-baseline, pretrain-reference-tfm).
@@ -327,6 +327,11 @@ bench-litert-profile: $(INSTALLED) $(DATA_STAMP)
 bench-lite-process: $(INSTALLED) $(DATA_STAMP) $(PEERS_INSTALLED)
 	$(BIN)/python -m bench.perf.lite_process --wait-idle 60 --peers-python $(PEERS_VENV)/bin/python \
 	  --output $(BENCH_RESULTS)/lite_process.json $(ARGS)
+
+# The ids SavedModel's batch-1 in TensorFlow's loader against ONNX Runtime fp32 (issue 54 item 2).
+bench-saved-model-batch1: $(INSTALLED) $(DATA_STAMP) $(PEERS_INSTALLED)
+	$(BIN)/python -m bench.perf.saved_model_batch1 --wait-idle 60 --peers-python $(PEERS_VENV)/bin/python \
+	  --output $(BENCH_RESULTS)/saved_model_batch1.json $(ARGS)
 
 bench-batch1-split: $(INSTALLED) $(DATA_STAMP)
 	$(BIN)/python -m bench.perf.batch1_split --wait-idle 60 --output $(BENCH_RESULTS)/batch1_split.json $(ARGS)
