@@ -448,9 +448,11 @@ class ModelServer:
             inputs = model.batch_runner.inputs(model, inputs, rows)
         whole = not model.batch_major[signature]
         try:
-            if self.batcher.runs_now(key, rows, whole):
-                if await _gone_already(receive):
-                    raise _ClientGone()
+            inline = self.batcher.runs_now(key, rows, whole)
+            if inline and await _gone_already(receive):
+                raise _ClientGone()
+            # Asked again: during that turn of the loop another request may have started a call.
+            if inline and self.batcher.runs_now(key, rows, whole):
                 outputs = self.batcher.run_now(key, inputs, rows, whole=whole)
             elif self.batcher.starts_at_once(rows, whole):  # no queue to leave: no watcher needed
                 outputs = await self.batcher.submit(key, inputs, rows, whole=whole)
