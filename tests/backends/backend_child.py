@@ -6,7 +6,7 @@ test to check. It imports keras, numpy and keras_bert_impl only: what it runs is
 on a machine with no TensorFlow, such as the GPU machine of bench/gpu/.
 
     python tests/backends/backend_child.py forward MODEL.keras INPUTS.npz OUT.npz
-    python tests/backends/backend_child.py workout WORKDIR
+    python tests/backends/backend_child.py workout WORKDIR [MODEL.keras INPUTS.npz OUT.npz]
     python tests/backends/backend_child.py data-parallel   (JAX, two host devices)
     python tests/backends/backend_child.py edges TEXT_IN.keras
 """
@@ -444,6 +444,10 @@ def main(argv):
     elif argv[0] == "edges":
         edges(argv[1])
     elif argv[0] == "workout":
+        # `workout WORKDIR [MODEL INPUTS OUT]`: with a model, its forward first (as `forward` gives
+        # it), in the same process: one start of the backend and its imports for both.
+        if len(argv) > 2:
+            forward(*argv[2:])
         workout(argv[1])
     elif argv[0] == "data-parallel":
         data_parallel()

@@ -3,7 +3,11 @@ user's script does, on one Keras backend (tests/backends/test_backend_edges.py s
 in a side venv); then imports keras_bert_impl.training, as a training script does, and loads
 it again. Prints one JSON object: {"plain": ..., "import_training": ...}, a report per load.
 
-    python tests/backends/fresh_load_child.py MODEL.keras
+    python tests/backends/fresh_load_child.py MODEL.keras [TEXT_IN.keras]
+
+With TEXT_IN.keras, the same process then runs backend_child.py's `edges` on it (after both
+loads, so they still come first; one start of the backend and its imports for both), and prints
+its JSON object on a second line.
 
 Each report gives the loaded optimizer's class and iteration count, or the error, and which
 trainable variables its weight decay applies to (Keras' own test, `_use_weight_decay`, which
@@ -33,12 +37,16 @@ def load(path):
     }
 
 
-def main(path):
+def main(path, text_in_path=None):
     report = {"plain": load(path)}  # before anything imports keras_bert_impl.training
     import keras_bert_impl.training  # noqa: F401
 
     report["import_training"] = load(path)
-    print(json.dumps(report))
+    print(json.dumps(report), flush=True)
+    if text_in_path is not None:
+        from tests.backends.backend_child import edges
+
+        edges(text_in_path)
 
 
 if __name__ == "__main__":

@@ -4,18 +4,20 @@ fit/evaluate/predict, masked-LM positions past the sequence, a .keras file that 
 mixed precision through fit, save and load, and a model trained with `create_optimizer` loaded
 in a fresh process (saved on TensorFlow, loaded there).
 
-Each check runs in a side venv without TensorFlow (tests/side_venv.py): backend_child.py's
-`edges` mode, and fresh_load_child.py for a process that imports only keras_bert_impl (one
-process per backend for both of its loads).
+Each check runs in a side venv without TensorFlow (tests/side_venv.py): fresh_load_child.py for
+a process that imports only keras_bert_impl (one process per backend for both of its loads),
+which then runs backend_child.py's `edges` (in the same process, after those loads: one start of
+the backend and its imports for both).
 """
 
+import json
 import os
 
 import numpy as np
 import pytest
 
-from tests.backends.side_run import last_json, run_backend_child
-from tests.backends.test_backends import BACKENDS, run_child
+from tests.backends.side_run import run_backend_child
+from tests.backends.test_backends import BACKENDS
 from tests.conftest import REPO
 
 # A side-venv subprocess per backend and check (the PyTorch venv takes ~30 s to import torch).
@@ -68,21 +70,30 @@ def saved_on_tensorflow(tmp_path_factory):
 
 
 @pytest.fixture(scope="module")
-def edges(saved_on_tensorflow):
-    return {
-        backend: last_json(run_child(backend, "edges", saved_on_tensorflow["text_in"]))
-        for backend in BACKENDS
-    }
+def children(saved_on_tensorflow):
+    """{backend: (fresh_load_child.py's report, backend_child.py's `edges` report)}, from one
+    process per backend: first a load of the trained classifier before and one after `import
+    keras_bert_impl.training`, then the edges on the text-in file."""
+    reports = {}
+    for backend in BACKENDS:
+        lines = run_backend_child(
+            backend, FRESH_LOAD_CHILD, saved_on_tensorflow["trained"], saved_on_tensorflow["text_in"]
+        )
+        fresh, edges = lines.strip().splitlines()[-2:]
+        reports[backend] = (json.loads(fresh), json.loads(edges))
+    return reports
 
 
 @pytest.fixture(scope="module")
-def fresh_loads(saved_on_tensorflow):
-    """fresh_load_child.py on the trained classifier, one process per backend: a load before
-    and one after `import keras_bert_impl.training`."""
-    return {
-        backend: last_json(run_backend_child(backend, FRESH_LOAD_CHILD, saved_on_tensorflow["trained"]))
-        for backend in BACKENDS
-    }
+def edges(children):
+    return {backend: reports[1] for backend, reports in children.items()}
+
+
+@pytest.fixture(scope="module")
+def fresh_loads(children):
+    """fresh_load_child.py on the trained classifier, per backend: a load before and one after
+    `import keras_bert_impl.training`."""
+    return {backend: reports[0] for backend, reports in children.items()}
 
 
 @pytest.mark.parametrize("backend", BACKENDS)

@@ -32,12 +32,17 @@ def run_child(backend, *args, xla_flags=(), timeout=900):
 
 
 @pytest.fixture(scope="module")
-def workouts(tmp_path_factory):
-    """backend_child.py's workout on each backend, run once for the module's tests."""
+def workouts(tmp_path_factory, minilm_keras, mr_inputs):
+    """backend_child.py's workout on each backend, run once for the module's tests: ({backend:
+    (its report, its folder)}). The same process first runs the real MiniLM's forward on
+    `mr_inputs` (`inputs.npz` in the folder; the outputs in `out.npz`), which would otherwise
+    start the backend a second time."""
     reports = {}
     for backend in BACKENDS:
-        folder = str(tmp_path_factory.mktemp(f"workout_{backend}"))
-        reports[backend] = (last_json(run_child(backend, "workout", folder)), folder)
+        folder = tmp_path_factory.mktemp(f"workout_{backend}")
+        np.savez(folder / "inputs.npz", **mr_inputs)
+        forward = [minilm_keras, str(folder / "inputs.npz"), str(folder / "out.npz")]
+        reports[backend] = (last_json(run_child(backend, "workout", str(folder), *forward)), str(folder))
     return reports
 
 
@@ -58,7 +63,7 @@ def mr_inputs(minilm):
 
 @pytest.mark.parametrize("backend", BACKENDS)
 def test_the_real_minilm_saved_on_tensorflow_gives_the_same_sequence_output(
-    backend, minilm_keras, mr_inputs, tmp_path
+    backend, minilm_keras, mr_inputs, workouts
 ):
     import keras
 
@@ -67,9 +72,11 @@ def test_the_real_minilm_saved_on_tensorflow_gives_the_same_sequence_output(
     assert (
         mr_inputs["padding_mask"].sum(1).min() < mr_inputs["token_ids"].shape[1]
     )  # padded rows are in the batch
-    np.savez(tmp_path / "inputs.npz", **mr_inputs)
-    run_child(backend, "forward", minilm_keras, str(tmp_path / "inputs.npz"), str(tmp_path / "out.npz"))
-    with np.load(tmp_path / "out.npz") as out:
+    # The backend's outputs: its child (the workout's process) loaded the file and ran it on them.
+    folder = workouts[backend][1]
+    with np.load(os.path.join(folder, "inputs.npz")) as given:
+        assert all(np.array_equal(given[key], value) for key, value in mr_inputs.items())
+    with np.load(os.path.join(folder, "out.npz")) as out:
         got = out["sequence_output"]
         assert got.shape == expected.shape
         real = mr_inputs["padding_mask"].astype(bool)  # [48, T]: the sentences' own tokens

@@ -54,9 +54,11 @@ def run(strategy_name, optimizer_name, *extra):
     y = rng.integers(0, 2, 32)
     qat = list(extra) == ["qat"]
     with strategy.scope():
-        # One block for QAT: its mirrored graph traces every quantization point per replica (a
-        # minute for two blocks here), and one block has every kind of point.
-        backbone = kb.BertBackbone(vocabulary_size=50, num_layers=1 if qat else 2, num_heads=2, hidden_dim=16,
+        # One block: what is compared (the replicas' gradients summed, clipped and applied as one
+        # device's) does not depend on depth, and each block is traced once per replica. For QAT
+        # its mirrored graph traces every quantization point per replica (a minute for two blocks
+        # here), and one block has every kind of point.
+        backbone = kb.BertBackbone(vocabulary_size=50, num_layers=1, num_heads=2, hidden_dim=16,
                                    intermediate_dim=32, max_sequence_length=16, dropout=0.0)
         model = kb.BertClassifier(backbone, num_classes=2, dropout=0.0)
         if qat:  # quantization-aware training: ranges from the global batch
@@ -98,7 +100,8 @@ def run(strategy_name, loss_name):
                            [1.0, 1.0, 1.0, 1.0]).astype("float32")
     w = {"mlm_logits": mlm_weights, "nsp_logits": np.ones(32, "float32")}
     with strategy.scope():
-        backbone = kb.BertBackbone(vocabulary_size=50, num_layers=2, num_heads=2, hidden_dim=16,
+        # One block, as the classifier's script: the loss's reduction is what is compared.
+        backbone = kb.BertBackbone(vocabulary_size=50, num_layers=1, num_heads=2, hidden_dim=16,
                                    intermediate_dim=32, max_sequence_length=16, dropout=0.0)
         model = kb.BertPretrainer(backbone)
         mlm_loss = (keras.losses.SparseCategoricalCrossentropy(from_logits=True,
