@@ -1,7 +1,9 @@
 """kbert attention / embed / index / search / plot-embeddings / word-senses on the real MiniLM
 and real MR sentences, and their refusals of bad input (exit status 2, one line, nothing written)."""
 
+import contextlib
 import csv
+import io
 import json
 import os
 
@@ -104,34 +106,31 @@ def test_embed_npy_and_jsonl_keep_one_row_per_line(minilm, minilm_keras, mr_text
     assert [p for p in os.listdir(tmp_path) if p.startswith(".tmp")] == []
 
 
-def test_embed_says_once_how_many_texts_were_truncated(minilm_keras, mr_text, tmp_path, capsys):
-    capsys.readouterr()
-    assert (
-        main(
-            [
-                "embed",
-                mr_text["text"],
-                "--model",
-                minilm_keras,
-                "--output",
-                str(tmp_path / "v.npy"),
-                "--seq-len",
-                "8",
-            ]
-        )
-        == 0
-    )
-    err = [line for line in capsys.readouterr().err.splitlines() if "truncated" in line]
+@pytest.fixture(scope="module")
+def embedded_at_8(minilm_keras, mr_text, tmp_path_factory):
+    """`kbert embed` of the 301 lines at --seq-len 8 (the .npy and the command's stderr), run once
+    for the two tests below: the truncation line is read from this run, and its vectors are
+    what plot-embeddings maps (the plot test checks counts and the image, not the vectors'
+    length; a second MiniLM embed at the default length cost its own load and forward)."""
+    npy = str(tmp_path_factory.mktemp("embedded") / "v.npy")
+    err = io.StringIO()
+    with contextlib.redirect_stderr(err):
+        status = main(["embed", mr_text["text"], "--model", minilm_keras, "--output", npy, "--seq-len", "8"])
+    assert status == 0, err.getvalue()[-3000:]
+    return npy, err.getvalue()
+
+
+def test_embed_says_once_how_many_texts_were_truncated(embedded_at_8, minilm, mr_text):
+    err = [line for line in embedded_at_8[1].splitlines() if "truncated" in line]
     assert len(err) == 1 and "--seq-len 8" in err[0]
-    lengths = SentenceEncoder(keras.saving.load_model(minilm_keras), sequence_length=8).pack(
-        mr_text["texts"]
-    )[2]
+    # The same vocabulary as minilm_keras (kbert convert of the same checkpoint).
+    lengths = SentenceEncoder(minilm, sequence_length=8).pack(mr_text["texts"])[2]
     assert err[0].startswith(f"kbert embed: {int(lengths.sum())} of 301 texts")
 
 
-def test_plot_embeddings(mr_text, minilm_keras, tmp_path, capsys):
-    npy, png = str(tmp_path / "v.npy"), str(tmp_path / "map.png")
-    assert main(["embed", mr_text["text"], "--model", minilm_keras, "--output", npy]) == 0
+def test_plot_embeddings(mr_text, embedded_at_8, tmp_path, capsys):
+    npy, png = embedded_at_8[0], str(tmp_path / "map.png")
+    assert np.load(npy).shape == (301, 384)
     assert main(["plot-embeddings", npy, "--labels", mr_text["labels"], "--output", png]) == 0
     assert "negative 150, positive 150" in capsys.readouterr().out
     from matplotlib.image import imread

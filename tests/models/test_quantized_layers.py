@@ -27,6 +27,13 @@ def _copy(backbone):
     return twin
 
 
+def _out(model, x, key):
+    """`model`'s output `key` for the one small batch `x`, called eagerly: predict() traced a
+    function for each model and each batch of one call (the 6-layer int8 MiniLM's three cost
+    most of its test)."""
+    return np.asarray(model(x, training=False)[key])
+
+
 def test_int8_minilm_matches_transformers_and_loads_back(minilm):
     """Against PyTorch + transformers' fp32 sentence embeddings (tests/fixtures): int8 costs
     little (the project's int8 bar, 0.98, as for the TFLite int8 exports). Before the fix the
@@ -40,7 +47,7 @@ def test_int8_minilm_matches_transformers_and_loads_back(minilm):
     backbone = _copy(minilm)
     quantize(backbone, "int8")
     assert len(_quantized_paths(backbone)) == 6 * 6 + 3  # 6 Dense per block; 2 embeddings, pooler
-    embeddings = kb.BertEmbedder(backbone, pooling="mean", normalize=True).predict(x, verbose=0)["embeddings"]
+    embeddings = _out(kb.BertEmbedder(backbone, pooling="mean", normalize=True), x, "embeddings")
     want = ref["sentence_embedding"]
     cosine = (embeddings * want).sum(-1) / np.linalg.norm(want, axis=-1)
     print(f"int8 MiniLM vs transformers fp32: min cosine {cosine.min():.4f}, mean {cosine.mean():.4f}")
@@ -50,18 +57,16 @@ def test_int8_minilm_matches_transformers_and_loads_back(minilm):
     assert _quantized_paths(loaded) == _quantized_paths(backbone)
     assert loaded.embeddings.token_embedding.embeddings.dtype == "int8"
     assert loaded.vocabulary == minilm.vocabulary
-    np.testing.assert_array_equal(
-        loaded.predict(x, verbose=0)["sequence_output"], backbone.predict(x, verbose=0)["sequence_output"]
-    )
+    np.testing.assert_array_equal(_out(loaded, x, "sequence_output"), _out(backbone, x, "sequence_output"))
 
 
 def test_int8_classifier_head_round_trips():
     backbone = kb.BertBackbone(**tiny_backbone_config())
     model = kb.BertClassifier(backbone, num_classes=3)
     x = random_inputs()
-    fp32 = model.predict(x, verbose=0)["logits"]
+    fp32 = _out(model, x, "logits")
     quantize(model, "int8")
-    int8 = model.predict(x, verbose=0)["logits"]
+    int8 = _out(model, x, "logits")
     assert not np.array_equal(int8, fp32)
     np.testing.assert_allclose(int8, fp32, atol=0.05 * np.abs(fp32).max())
 
@@ -70,7 +75,7 @@ def test_int8_classifier_head_round_trips():
     assert len(config["backbone"]["config"]["quantized_layers"]) == 2 * 6 + 3
     loaded = save_and_reload(model)
     assert isinstance(loaded, kb.BertClassifier) and _quantized_paths(loaded) == _quantized_paths(model)
-    np.testing.assert_array_equal(loaded.predict(x, verbose=0)["logits"], int8)
+    np.testing.assert_array_equal(_out(loaded, x, "logits"), int8)
     # An unquantized model's config is unchanged.
     assert (
         "quantized_layers" not in kb.BertClassifier(kb.BertBackbone(**tiny_backbone_config()), 3).get_config()
@@ -82,12 +87,12 @@ def test_int8_pretrainer_masked_lm_uses_the_dequantized_tied_embedding():
     pretrainer = kb.BertPretrainer(backbone)
     x = random_inputs()
     x["mask_positions"] = np.array([[1, 2], [0, 3], [4, 5]], "int32")
-    fp32 = pretrainer.predict(x, verbose=0)["mlm_logits"]
+    fp32 = _out(pretrainer, x, "mlm_logits")
     quantize(pretrainer, "int8")
     assert backbone.token_embedding.embeddings.dtype == "int8"
-    int8 = pretrainer.predict(x, verbose=0)["mlm_logits"]
+    int8 = _out(pretrainer, x, "mlm_logits")
     np.testing.assert_allclose(int8, fp32, atol=0.05 * np.abs(fp32).max())
-    np.testing.assert_array_equal(save_and_reload(pretrainer).predict(x, verbose=0)["mlm_logits"], int8)
+    np.testing.assert_array_equal(_out(save_and_reload(pretrainer), x, "mlm_logits"), int8)
 
 
 def test_masked_lm_refuses_a_token_embedding_it_cannot_dequantize():
