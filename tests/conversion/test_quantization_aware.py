@@ -45,6 +45,16 @@ def quantization_aware(mr, trained):
 
 
 @pytest.fixture(scope="module")
+def qat_logits(mr, quantization_aware):
+    """The quantization-aware model's logits on the 300 held-out sentences, predicted once in one
+    batch for the tests that compare with them: predicted in batches of 32, its fake-quantized
+    graph was traced at two shapes (300 = 9 x 32 + 12), about 18 CPU-s each."""
+    *_, (held_out, *_) = mr
+    qat, _ = quantization_aware
+    return qat.predict(held_out, batch_size=len(held_out["token_ids"]), verbose=0)["logits"]
+
+
+@pytest.fixture(scope="module")
 def qat_file(quantization_aware):
     """The integer-only file of the quantization-aware model (its ranges, no calibration),
     converted once for the tests that read it."""
@@ -97,7 +107,7 @@ def test_activation_ranges_move_by_momentum():
 
 
 @pytest.mark.slow
-def test_qat_trains_and_round_trips(mr, quantization_aware):
+def test_qat_trains_and_round_trips(mr, quantization_aware, qat_logits):
     *_, (held_out, *_) = mr
     qat, before = quantization_aware
     after = qat.classifier.get_weights()
@@ -110,12 +120,12 @@ def test_qat_trains_and_round_trips(mr, quantization_aware):
     # and after the mask, context, attention output, residual, 14 LayerNorm steps, intermediate,
     # GELU, output, residual, 14 more; the pooled mean and the head.
     assert len(points) == 16 + 2 * 41 + 2 and qat.ranges.untrained() == []
-    want = qat.predict(held_out, verbose=0)["logits"]
+    want = qat_logits
     loaded = save_and_reload(qat)
     assert isinstance(loaded, kb.QuantizationAwareClassifier)
     assert all(np.array_equal(a, b) for a, b in zip(loaded.get_weights(), qat.get_weights()))
     # The reloaded forward against the original's, both called eagerly: a second predict function
-    # would trace the fake-quantized graph again (two shapes, about 35 CPU-s) for the same check.
+    # would trace the fake-quantized graph again (about 18 CPU-s a shape) for the same check.
     logits = [keras.ops.convert_to_numpy(model(held_out)["logits"]) for model in (loaded, qat)]
     np.testing.assert_array_equal(*logits)
     assert loaded.learned_ranges() == qat.learned_ranges()
@@ -125,7 +135,7 @@ def test_qat_trains_and_round_trips(mr, quantization_aware):
 
 
 @pytest.mark.slow
-def test_integer_only_file_takes_the_learned_ranges(mr, quantization_aware, qat_file):
+def test_integer_only_file_takes_the_learned_ranges(mr, quantization_aware, qat_file, qat_logits):
     """No calibration: every tensor integer, the learned ranges in the file, and LiteRT gives
     the QAT model's top label on 300 held-out sentences (logits within a few int8 steps)."""
     *_, (held_out, y_held_out, _) = mr
@@ -144,14 +154,14 @@ def test_integer_only_file_takes_the_learned_ranges(mr, quantization_aware, qat_
     scales = [t["quantization"][0] for t in interpreter.get_tensor_details() if t["dtype"] == np.int8]
     assert min(abs(s - (high - low) / 255) for s in scales) < 1e-6 * (high - low)
     got = run(interpreter.get_signature_runner("serving_default"), held_out)["logits"]
-    want = qat.predict(held_out, verbose=0)["logits"]
+    want = qat_logits
     agreement = np.mean(got.argmax(-1) == want.argmax(-1))
     assert agreement >= 0.97, agreement
     assert np.median(np.abs(got - want)) < 0.05, np.median(np.abs(got - want))
 
 
 @pytest.mark.slow
-def test_the_file_rounds_as_the_qat_forward(mr, quantization_aware, qat_file):
+def test_the_file_rounds_as_the_qat_forward(mr, quantization_aware, qat_file, qat_logits):
     """Every logit of the integer file on the QAT forward's int8 level, on 300 held-out MR
     sentences, through LiteRT's default CPU path (XNNPACK where it takes the op), but for a few
     a level apart: the forward's inference rounds each requantizing op (FULLY_CONNECTED,
@@ -165,7 +175,7 @@ def test_the_file_rounds_as_the_qat_forward(mr, quantization_aware, qat_file):
     from ai_edge_litert.interpreter import Interpreter
 
     got = run(Interpreter(model_content=qat_file).get_signature_runner("serving_default"), held_out)["logits"]
-    want = qat.predict(held_out, verbose=0)["logits"]
+    want = qat_logits
     low, high = qat.ranges.range_of("head")
     steps = np.abs(got - want) / ((high - low) / 255)
     assert steps.max() < 1.01, steps.max()
