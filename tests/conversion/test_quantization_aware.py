@@ -167,9 +167,8 @@ def test_the_file_rounds_as_the_qat_forward(mr, quantization_aware, qat_file, qa
     a level apart: the forward's inference rounds each requantizing op (FULLY_CONNECTED,
     BATCH_MATMUL, ADD, MEAN) as the kernels do, from exact integer accumulators on the file's
     own scales. Rounded once from float values instead, near-ties fell one level apart and
-    LayerNorm's variance and RSQRT amplified them: 9.3% of these logits a level off (2.2% now,
-    1.8% since the fixture's QAT epoch is 256 rows, the largest 1.000005 levels; on MiniLM 6.75%
-    of the labels differed, 0.125% now)."""
+    LayerNorm's variance and RSQRT amplified them: 9.3% of these logits a level off (1.8% now,
+    the largest 1.000005 levels; on MiniLM 6.75% of the labels differed, 0.125% now)."""
     *_, (held_out, _, _) = mr
     qat, _ = quantization_aware
     from ai_edge_litert.interpreter import Interpreter
