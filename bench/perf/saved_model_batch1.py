@@ -3,7 +3,9 @@ p50 in TensorFlow's own loader (`tf.saved_model.load`, what TF Serving runs) aga
 fp32 (bench/reference/classify_peers.py's optimized BERT graph, 2 threads) on the same fine-tuned
 MiniLM (bench/perf/cpu_peers.py's MR run) and the same token ids: padded to the export's length (the
 export report's batch-1 column feeds the ids so) and at each sentence's own length. Each side is a
-fresh child per round, the rounds interleaved (the order swapped every round).
+fresh child per round, the rounds interleaved (the order swapped every round). The TensorFlow child
+imports TensorFlow alone, so it runs with TensorFlow's own defaults (oneDNN's graph rewrites as
+TensorFlow picks them for the CPU), as TF Serving does, not with `kbert`'s TF_ENABLE_ONEDNN_OPTS.
 
     .venv/bin/python -m bench.perf.saved_model_batch1 --rounds 5 \\
         --output bench/results/saved_model_batch1.json
