@@ -4,6 +4,15 @@ PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 INSTALLED := $(VENV)/.installed
+# Every venv is installed by uv (pinned here, installed into .venv by pip first): it resolves and
+# unpacks in parallel, and installs no bytecode (Python writes it on the first import), so .venv
+# takes about a quarter of pip's CPU time and a side venv a tenth. uv reads no pip configuration,
+# so the find-links pip is given (PIP_FIND_LINKS, `pip config`: where a machine keeps wheels of
+# its own, such as a CPU-only torch) are passed on to it.
+UV_VERSION := 0.13.8
+UV := $(BIN)/uv
+PIP_LINKS = $(sort $(PIP_FIND_LINKS) $(shell $(PYTHON) -m pip config get global.find-links 2>/dev/null))
+UV_INSTALL = $(UV) pip install -q $(addprefix --find-links ,$(PIP_LINKS)) --python
 BENCH_INSTALLED := $(VENV)/.bench-installed
 DATA := data
 DATA_STAMP := $(DATA)/.fetched
@@ -29,7 +38,7 @@ TORCH_INSTALLED := $(TORCH_VENV)/.installed
 # over its base there (tests/huggingface/test_export_peft_adapter.py).
 TORCH_PINS := torch==2.13.0 transformers==5.23.0 keras==3.15.1 ml_dtypes==0.6.0 sentence-transformers==6.0.1 peft==0.21.2
 # The stamp holds the pins the venv was installed with: when TORCH_PINS differs (a package added,
-# a version moved), its rule runs again and pip installs the new pins into the venv already there.
+# a version moved), its rule runs again and uv installs the new pins into the venv already there.
 TORCH_STAMPED_PINS := $(shell cat $(TORCH_INSTALLED) 2>/dev/null)
 # The CPU runtimes users pick for speed, measured against ours on the MR classifier (issue 33;
 # bench/reference/classify_peers.py): ONNX Runtime (the ONNX file made by torch.onnx.export, which
@@ -64,48 +73,51 @@ PRETRAIN_TINY_RUNS ?= 5k len64 len64_phase2 vocab8k vocab8k_phase2 vocab8k_30k a
 PRETRAIN_TINY_ARGS ?=
 VOCAB8K_30K := $(BENCH_WORK)/pretrain_tiny_vocab8k_30k
 
-.PHONY: install data data-austen test test-slow test-fast lint test-pythons backend-venvs peers-venv bench-gpu-prepare bench-gpu bench-gpu-cpu bench-forward-gap bench-litert-profile bench-chart demo demo-embeddings look-inside-pictures bench experiments clean mediapipe-venv edge-setup web-demo \
+.PHONY: install uv data data-austen test test-slow test-fast lint test-pythons backend-venvs peers-venv bench-gpu-prepare bench-gpu bench-gpu-cpu bench-forward-gap bench-litert-profile bench-chart demo demo-embeddings look-inside-pictures bench experiments clean mediapipe-venv edge-setup web-demo \
 	$(addprefix bench-,$(PERF)) $(addprefix experiment-,$(EXPERIMENTS))
 
 install: $(INSTALLED)
 
-$(INSTALLED): setup.py
+# .ci/run makes it before it builds the side venvs beside make test, so that the makes running
+# at once never build it twice.
+uv: $(UV)
+
+$(UV):
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
-	$(BIN)/pip install -q --upgrade pip
-	$(BIN)/pip install -q -e ".[dev]"
+	$(BIN)/pip install -q uv==$(UV_VERSION)
+
+$(INSTALLED): setup.py | $(UV)
+	$(UV_INSTALL) $(BIN)/python -e ".[dev]"
 	touch $@
 
 $(BENCH_INSTALLED): $(INSTALLED)
-	$(BIN)/pip install -q -e ".[dev,bench]"
+	$(UV_INSTALL) $(BIN)/python -e ".[dev,bench]"
 	touch $@
 
 ifneq ($(strip $(TORCH_STAMPED_PINS)),$(strip $(TORCH_PINS)))
 $(TORCH_INSTALLED): FORCE
 endif
 
-$(TORCH_INSTALLED):
-	test -x $(TORCH_VENV)/bin/python || $(PYTHON) -m venv $(TORCH_VENV)
-	$(TORCH_VENV)/bin/pip install -q --upgrade pip
-	$(TORCH_VENV)/bin/pip install -q $(TORCH_PINS)
+$(TORCH_INSTALLED): | $(UV)
+	test -x $(TORCH_VENV)/bin/python || $(UV) venv -q --python $(PYTHON) $(TORCH_VENV)
+	$(UV_INSTALL) $(TORCH_VENV)/bin/python $(TORCH_PINS)
 	echo '$(TORCH_PINS)' > $@
 
 FORCE:
 
-$(PEERS_INSTALLED):
-	test -x $(PEERS_VENV)/bin/python || $(PYTHON) -m venv $(PEERS_VENV)
-	$(PEERS_VENV)/bin/pip install -q --upgrade pip
-	$(PEERS_VENV)/bin/pip install -q torch==2.13.0
-	$(PEERS_VENV)/bin/pip install -q torch==2.13.0 $(PEERS_PINS)
-	$(PEERS_VENV)/bin/pip check
+$(PEERS_INSTALLED): | $(UV)
+	test -x $(PEERS_VENV)/bin/python || $(UV) venv -q --python $(PYTHON) $(PEERS_VENV)
+	$(UV_INSTALL) $(PEERS_VENV)/bin/python torch==2.13.0
+	$(UV_INSTALL) $(PEERS_VENV)/bin/python torch==2.13.0 $(PEERS_PINS)
+	$(UV) pip check --python $(PEERS_VENV)/bin/python
 	touch $@
 
 peers-venv: $(PEERS_INSTALLED)
 
-$(JAX_INSTALLED):
+$(JAX_INSTALLED): | $(UV)
 	@test -n "$(PYTHON312)" || { echo "make: the JAX venv needs Python 3.12 (JAX 0.11 has no wheels for older ones): install it, or set PYTHON312=/path/to/python3.12" >&2; exit 2; }
-	test -x $(JAX_VENV)/bin/python || $(PYTHON312) -m venv $(JAX_VENV)
-	$(JAX_VENV)/bin/pip install -q --upgrade pip
-	$(JAX_VENV)/bin/pip install -q $(JAX_PINS)
+	test -x $(JAX_VENV)/bin/python || $(UV) venv -q --python $(PYTHON312) $(JAX_VENV)
+	$(UV_INSTALL) $(JAX_VENV)/bin/python $(JAX_PINS)
 	touch $@
 
 # Both side venvs of tests/backends/ (make test-slow builds them; those tests are slow).
@@ -114,10 +126,9 @@ backend-venvs: $(JAX_INSTALLED) $(TORCH_INSTALLED)
 # tests/export/test_tflite_metadata.py runs this itself (quick once the stamp exists).
 mediapipe-venv: $(MEDIAPIPE_INSTALLED)
 
-$(MEDIAPIPE_INSTALLED): $(MEDIAPIPE_PINS)
-	test -x $(MEDIAPIPE_VENV)/bin/python || $(PYTHON) -m venv $(MEDIAPIPE_VENV)
-	$(MEDIAPIPE_VENV)/bin/pip install -q --upgrade pip
-	$(MEDIAPIPE_VENV)/bin/pip install -q -r $(MEDIAPIPE_PINS)
+$(MEDIAPIPE_INSTALLED): $(MEDIAPIPE_PINS) | $(UV)
+	test -x $(MEDIAPIPE_VENV)/bin/python || $(UV) venv -q --python $(PYTHON) $(MEDIAPIPE_VENV)
+	$(UV_INSTALL) $(MEDIAPIPE_VENV)/bin/python -r $(MEDIAPIPE_PINS)
 	touch $@
 
 # The edge demos' set-up (web_demo/, android_demo/; tests/export/test_web_demo.py and
@@ -235,12 +246,11 @@ test-pythons: $(DATA_STAMP) $(addsuffix /.installed,$(PYTHONS_VENVS))
 	done
 
 # The stem is the version without its dot (312 for 3.12).
-.venv-py%/.installed: setup.py
+.venv-py%/.installed: setup.py | $(UV)
 	@test -n "$(call find_python,$(patsubst 3%,3.%,$*))" || { echo "make: no Python $(patsubst 3%,3.%,$*) found" \
 	  "(pyenv install $(patsubst 3%,3.%,$*), or put python$(patsubst 3%,3.%,$*) on the PATH)" >&2; exit 2; }
-	test -x $(@D)/bin/python || $(call find_python,$(patsubst 3%,3.%,$*)) -m venv $(@D)
-	$(@D)/bin/pip install -q --upgrade pip
-	$(@D)/bin/pip install -q -e ".[dev]"
+	test -x $(@D)/bin/python || $(UV) venv -q --python $(call find_python,$(patsubst 3%,3.%,$*)) $(@D)
+	$(UV_INSTALL) $(@D)/bin/python -e ".[dev]"
 	touch $@
 
 # The main job: convert the real MiniLM, fine-tune it on MR, export every format with its
