@@ -9,6 +9,10 @@ is faster than multiples of 16: bench/results/inference_throughput.json); output
 Attention and pooling ignore padded positions, so the result equals padding every text to
 `sequence_length` (tests/inference: within 1e-5).
 
+A call of a few texts (PLAIN_TOKENIZER_MAX_TEXTS) is tokenized in plain Python
+(`BertPreprocessor.plain_tokenizer`, the same ids), not by the in-graph tokenizer, whose
+dispatch alone cost about as much as LiteRT's int8 forward of one MR sentence.
+
 `precision` and `runtime` pick the forward pass, as `ForwardResolver` (forward_resolver.py)
 decides and builds it: "fp32" the model's function in `OneDnnForms` (a `BertClassifier` computing
 in float32: its LayerNorms one oneDNN kernel each, faster than the Keras graph
@@ -32,6 +36,12 @@ from keras_bert_impl.models.bert_classifier import BertClassifier
 from keras_bert_impl.precisions import check_precision
 from keras_bert_impl.tokenization.bert_preprocessor import BertPreprocessor
 from keras_bert_impl.validation import DEFAULT_SEQUENCE_LENGTH, check_positive_int, check_sequence_length
+
+# Calls of at most this many texts are tokenized in plain Python (`BertPreprocessor.plain_tokenizer`):
+# it costs ~0.1 ms a MR sentence, where the in-graph tokenizer's dispatch costs ~1 ms a call and
+# ~5 us a sentence (2-core AVX2 EPYC, CPU-ms medians at 128: 1 text 0.16 vs 0.97, 4: 0.46 vs 1.02,
+# 16: 1.44 vs 1.34, 64: 6.4 vs 2.2). Same ids either way (tests/tokenization/test_plain_tokenizer.py).
+PLAIN_TOKENIZER_MAX_TEXTS = 8
 
 
 class TextPredictor:
@@ -110,6 +120,8 @@ class TextPredictor:
             ),
         }
         self._forward = resolved.forward(sequence_length)
+        # BertPreprocessor's ids in plain Python (`plain_tokenizer`), made on the first small call.
+        self._plain_tokenizer = None
 
     @property
     def forward(self):
@@ -138,9 +150,7 @@ class TextPredictor:
         """The forward passes `predict` makes for one chunk of texts: yields (rows, token_ids,
         segment_ids, padding_mask), rows [B] the texts' indices, the arrays int32 [B, T], each
         batch cut to its longest row (rounded up to `bucket_multiple`), longest batches first."""
-        segments = [texts] if texts_b is None else [texts, texts_b]
-        x = self._tokenize[len(segments)](*(tf.constant(list(t), tf.string) for t in segments))
-        token_ids, segment_ids, mask = (np.asarray(x[k]) for k in MODEL_ID_INPUTS)  # [N, S]
+        token_ids, segment_ids, mask = self._ids(texts, texts_b)  # [N, S] each
         lengths = mask.sum(axis=1)  # [N]
         # Longest first: the first batch meets the widest shape, and each batch pads only a little.
         order = np.argsort(-lengths, kind="stable")
@@ -152,6 +162,23 @@ class TextPredictor:
                 )
             )
             yield (rows, *(a[rows, :width] for a in (token_ids, segment_ids, mask)))  # [B, T] each
+
+    def _ids(self, texts, texts_b):
+        """A chunk's (token_ids, segment_ids, padding_mask), int32 [N, S] each: BertPreprocessor's
+        ids, from its plain-Python twin for a few `str` texts (see PLAIN_TOKENIZER_MAX_TEXTS)."""
+        segments = [texts] if texts_b is None else [texts, texts_b]
+        if (
+            len(texts) <= PLAIN_TOKENIZER_MAX_TEXTS
+            and all(isinstance(t, str) for segment in segments for t in segment)
+            and (texts_b is None or self.sequence_length >= 4)  # the plain encoder packs a pair in 4 or more
+        ):
+            if self._plain_tokenizer is None:
+                self._plain_tokenizer = self._preprocessor.plain_tokenizer()
+            pairs = None if texts_b is None else list(texts_b)
+            x = self._plain_tokenizer.encode(list(texts), pairs, self.sequence_length)
+            return tuple(x[k] for k in MODEL_ID_INPUTS)
+        x = self._tokenize[len(segments)](*(tf.constant(list(t), tf.string) for t in segments))
+        return tuple(np.asarray(x[k]) for k in MODEL_ID_INPUTS)
 
     def _predict_chunk(self, texts, texts_b, progress):
         outputs = {}

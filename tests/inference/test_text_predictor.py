@@ -78,3 +78,30 @@ def test_batches_are_what_predict_runs(minilm, sentences):
         predictor.predict([sentences[i] for i in rows])["logits"],
         atol=1e-5,
     )
+
+
+def test_small_calls_tokenize_in_plain_python_with_the_same_ids(minilm, sentences):
+    """A call of at most PLAIN_TOKENIZER_MAX_TEXTS str texts skips the in-graph tokenizer: the ids
+    are BertPreprocessor's bit for bit (singles, a text over the length, empty text, pairs), and
+    the logits those of the same texts in a large call (TensorFlow's tokenizer) within 1e-5."""
+    from keras_bert_impl.inference.text_predictor import PLAIN_TOKENIZER_MAX_TEXTS
+
+    model = kb.BertClassifier(minilm, num_classes=2)
+    predictor = TextPredictor(model, sequence_length=64, batch_size=16)
+    preprocessor = BertPreprocessor(minilm.vocabulary, lowercase=minilm.lowercase, sequence_length=64)
+    small = sentences[:5] + sentences[-3:]  # the last three: over the length, "", "a"
+    assert len(small) == PLAIN_TOKENIZER_MAX_TEXTS
+    for texts, texts_b in ((small, None), (small[:4], small[4:]), ([small[5]], None)):
+        want = preprocessor(texts if texts_b is None else (texts, texts_b))
+        batches = list(predictor.batches(texts, texts_b))
+        for rows, *ids in batches:
+            for got, key in zip(ids, ("token_ids", "segment_ids", "padding_mask")):
+                np.testing.assert_array_equal(got, np.asarray(want[key])[rows, : got.shape[1]], err_msg=key)
+    assert predictor._plain_tokenizer is not None  # the route was taken
+    # Bytes take TensorFlow's route (the plain tokenizer reads str only), with the same ids.
+    (rows, *ids), *_ = predictor.batches([t.encode() for t in small[:2]])
+    np.testing.assert_array_equal(
+        ids[0], np.asarray(preprocessor(small[:2])["token_ids"])[rows, : ids[0].shape[1]]
+    )
+    large = predictor.predict(small + sentences[5:30])["logits"][: len(small)]
+    np.testing.assert_allclose(predictor.predict(small)["logits"], large, atol=1e-5)
