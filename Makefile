@@ -5,11 +5,12 @@ VENV := .venv
 BIN := $(VENV)/bin
 INSTALLED := $(VENV)/.installed
 # Every venv is installed by uv (pinned here, installed into .venv by pip first): it resolves,
-# unpacks and compiles in parallel, at about half of pip's CPU time for .venv. It compiles the
-# bytecode at install, as pip does: where PYTHONDONTWRITEBYTECODE is set, Python never writes it,
-# and every process would compile TensorFlow's sources again (about 11 CPU-s an import). uv reads
-# no pip configuration, so the find-links pip is given (PIP_FIND_LINKS, `pip config`: where a
-# machine keeps wheels of its own, such as a CPU-only torch) are passed on to it.
+# unpacks and compiles in parallel, .venv in two thirds of pip's CPU time and 40% of its wall
+# time (docs/checking.md). It compiles the bytecode at install, as pip does: where
+# PYTHONDONTWRITEBYTECODE is set, Python never writes it, and every process would compile
+# TensorFlow's sources again (about 11 CPU-s an import). uv reads no pip configuration, so the
+# find-links pip is given (PIP_FIND_LINKS, `pip config`: where a machine keeps wheels of its own,
+# such as a CPU-only torch) are passed on to it.
 UV_VERSION := 0.13.8
 UV := $(BIN)/uv
 PIP_LINKS = $(sort $(PIP_FIND_LINKS) $(shell $(PYTHON) -m pip config get global.find-links 2>/dev/null))
