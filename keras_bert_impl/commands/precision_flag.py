@@ -29,7 +29,8 @@ def add_precision_flag(parser):
         "~/.cache/keras_bert_impl; KBERT_CACHE_DIR=off converts every time; fast on CPUs with AVX512-VNNI; "
         "classification, pair and multilabel models). Labels nearly always fp32's: "
         "bench/results/inference_precision.json. auto: int8 for a classifier where the CPU has VNNI, else "
-        "bf16 where it has BF16, else fp32 (what our benches measured faster on such CPUs); says its choice "
+        "bf16 where it has BF16, else int8 for a classifier where it has AVX2, else fp32 (what our benches "
+        "measured faster on such CPUs); says its choice "
         "in one line. A kbert finetune --qat model: fp32 runs its fake-quantized forward, int8 its "
         "integer-only file (what kbert export writes for it), auto one of the two; bf16 is refused. Default "
         "fp32.",

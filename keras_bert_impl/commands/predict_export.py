@@ -70,12 +70,14 @@ def _precision(args):
     if args.precision != AUTO:
         return args.precision
     from keras_bert_impl.cpu_features import CpuFeatures
-    from keras_bert_impl.precision_choice import choose_precision, slower_here
+    from keras_bert_impl.precision_choice import NO_INT8_GAIN, choose_precision, int8_reason
 
     features = CpuFeatures.of_this_machine()
     precision, reason = choose_precision(features, "classification")
     if precision == "bf16":  # an export holds float32 and int8 files only
-        precision, reason = "fp32", f"{slower_here('int8', features)}; an export holds no bf16 file"
+        int8 = int8_reason(features)
+        precision = "int8" if int8 else "fp32"
+        reason = f"{int8 or NO_INT8_GAIN}; an export holds no bf16 file"
     print(
         f"kbert {args.command}: --precision auto: {precision} on {features.describe()}, because {reason}.",
         file=sys.stderr,

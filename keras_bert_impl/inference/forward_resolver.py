@@ -18,11 +18,18 @@ else decides. What it accepts:
   (`IntegerFileForward`, the ranges it learned), the file `kbert export` writes for the phone.
   bf16 is refused: a bfloat16 copy of its float classifier would drop the int8 ranges it learned,
   so it would run neither what it trained nor what the phone runs. fp32 on litert is refused for
-  the same reason (it would be the float classifier). auto: int8 where the CPU has VNNI (as for
-  any classifier) and the ranges were trained, else fp32; its one line says which forward.
+  the same reason (it would be the float classifier). auto: int8 where the CPU has VNNI or AVX2 (as
+  for any classifier) and the ranges were trained, else fp32; its one line says which forward.
 """
 
-from keras_bert_impl.precision_choice import AUTO, INT8_TASKS, choose_precision, slower_here
+from keras_bert_impl.precision_choice import (
+    AUTO,
+    INT8_TASKS,
+    NO_INT8_GAIN,
+    choose_precision,
+    int8_reason,
+    slower_here,
+)
 from keras_bert_impl.precisions import (
     LITERT_QUANTIZATION,
     PRECISIONS,
@@ -152,15 +159,16 @@ class ForwardResolver:
             )
         if self.quantization_aware:
             trained = not self.model.ranges.untrained()
-            precision, reason = choose_precision(features, self.task)
-            if precision == "int8" and trained:
-                reason += (
-                    ": int8 runs this quantization-aware model's integer-only file, with the ranges it "
-                    "learned"
+            int8 = int8_reason(features)
+            if int8 and trained:
+                precision = "int8"
+                reason = (
+                    f"{int8}: int8 runs this quantization-aware model's integer-only file, with the "
+                    "ranges it learned"
                 )
             else:
                 precision = "fp32"
-                why = slower_here("int8", features) if trained else "its activation ranges were never trained"
+                why = NO_INT8_GAIN if trained else "its activation ranges were never trained"
                 reason = (
                     f"{why}: fp32 runs this quantization-aware model's own fake-quantized forward on "
                     "tensorflow, what it trained (bf16 would drop its int8 ranges)"

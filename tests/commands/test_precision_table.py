@@ -67,7 +67,7 @@ CLASSIFIER = {
     ("int8", None): ("int8", "litert"),
     ("int8", "tensorflow"): "--runtime",
     ("int8", "litert"): ("int8", "litert"),
-    ("auto", None): ("fp32", "tensorflow"),
+    ("auto", None): ("int8", "litert"),
     ("auto", "tensorflow"): "--runtime",
     ("auto", "litert"): "--runtime",
 }
@@ -76,6 +76,7 @@ TOKEN_HEAD = {
     ("fp32", "litert"): "--runtime",
     ("int8", None): "--precision",
     ("int8", "litert"): "--precision",
+    ("auto", None): ("fp32", "tensorflow"),
 }
 QAT = {
     **CLASSIFIER,
@@ -91,6 +92,7 @@ QUANTIZED = {
     ("bf16", "litert"): "--runtime",
     ("int8", None): "--precision",
     ("int8", "litert"): "--precision",
+    ("auto", None): ("fp32", "tensorflow"),
 }
 EXPECTED = {
     "classifier": CLASSIFIER,
@@ -311,7 +313,7 @@ def test_auto_with_vnni_picks_what_the_model_runs(loaded):
         assert resolved.note.startswith("--precision auto: ") and "\n" not in resolved.note
     qat = ForwardResolver(loaded["qat"], "auto", features=VNNI_BF16)
     assert qat.runs == "integer_file" and "integer-only file" in qat.note
-    fallback = ForwardResolver(loaded["qat"], "auto", features=AVX2)
+    fallback = ForwardResolver(loaded["qat"], "auto", features=CpuFeatures(None, []))
     assert fallback.runs == "keras" and "fake-quantized forward" in fallback.note
 
 

@@ -91,7 +91,9 @@ def test_what_an_export_cannot_run_is_one_line(export, capsys, argv, fragment):
     "flags, runs, says",
     [
         (["avx2", "avx512f", "avx512_vnni"], "int8", "because it has VNNI"),
-        (["avx2", "avx512f", "avx512_bf16"], "fp32", "an export holds no bf16 file"),
+        (["avx2", "fma"], "int8", "because it has AVX2"),
+        (["avx2", "avx512f", "avx512_bf16"], "int8", "because it has AVX2 (int8 ran"),
+        (["avx512_bf16"], "fp32", "it has no AVX2 or VNNI (int8 was measured faster than fp32 only on"),
     ],
 )
 def test_auto_picks_a_file_the_export_has(export, capsys, monkeypatch, flags, runs, says):

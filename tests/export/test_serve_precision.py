@@ -100,13 +100,14 @@ def test_int8_and_bf16_servers_answer_with_fp32s_top_labels(precision, classifie
     assert {"probabilities", "top_label", "top_score", "token_ids"} <= set(signature["outputs"])
     if precision == "int8":
         assert "converting the model to int8" in err
-    features = CpuFeatures.of_this_machine()
-    needs = {"int8": "VNNI", "bf16": "BF16"}[precision]
-    expected_slower = (
-        f"kbert serve: --precision {precision} is expected to be slower than fp32 here: this CPU has no "
-        f"{needs}"
-    )
-    assert (expected_slower in err) == (not features.has(needs)), err[-3000:]
+    # bf16 without BF16 says it is expected slower; int8 ran faster than fp32 on every CPU measured.
+    slower = "is expected to be slower than fp32 here"
+    if precision == "bf16":
+        assert (f"{slower}: this CPU has no BF16" in err) == (
+            not CpuFeatures.of_this_machine().has("BF16")
+        ), err
+    else:
+        assert slower not in err, err[-3000:]
 
 
 def test_the_litert_runtime_serves_fp32s_answers(classifier, texts, fp32):
