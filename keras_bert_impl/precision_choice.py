@@ -9,7 +9,8 @@ is tested on made-up CPUs and on this machine's. By what the CPU has:
 - BF16: bf16 (oneDNN runs its matmuls on the AVX512-BF16 instructions).
 - AVX2 without VNNI or BF16 (the AVX2-only CPUs, AVX-512 without either): int8 for the classifier
   tasks, on XNNPACK's AVX2 int8 kernels: faster than fp32 per pass, per request and as a whole
-  process, conversion included; fp32 for the other heads (bf16 runs slower than fp32 there).
+  process once the converted file is cached (a model's first process, which converts it, about
+  even); fp32 for the other heads (bf16 runs slower than fp32 there).
 - none of them (a CPU whose features are unknown): fp32.
 - AMX comes with VNNI and BF16 and takes what they take.
 
@@ -30,8 +31,8 @@ AUTO = "auto"
 # The tasks int8 runs (TextPredictor's heads); the token and span heads run fp32 or bf16.
 INT8_TASKS = SEQUENCE_TASKS
 # What each precision measured against fp32 with the extension it needs, and without it:
-# bench/results/cpu_peers.json (per pass, batch 1) and precision_process.json (whole `kbert
-# predict --file` processes, int8 converting the model).
+# bench/results/cpu_peers.json (per pass) and precision_process.json (whole `kbert predict
+# --file` processes: int8 converting the model, and reading it from the cache).
 INT8_GAIN, BF16_GAIN = (
     "int8 ran 3.24x fp32 on an AVX512-VNNI CPU",
     "bf16 ran 1.44x fp32 on an AVX512-BF16 CPU",
