@@ -357,6 +357,8 @@ def inference_precision_rows(record):
 def serve_load_rows(record):
     model, settings, latency = record["model"], record["settings"], record["latency_ms"]
     how = model.get("precision", "fp32") + (" on LiteRT" if model.get("runtime") == "litert" else "")
+    if record.get("auto_picked"):  # auto's pick on the run's CPU (files before it: not recorded)
+        how += f" ({record['auto_picked']})"
     if model.get("litert_cache") == "warm":
         how += ", converted file cached"
     # An export's server without TensorFlow (serve_load.py --lite): each call runs up to its

@@ -36,6 +36,7 @@ import http.client
 import json
 import os
 import random
+import re
 import subprocess
 import sys
 import threading
@@ -183,6 +184,15 @@ def _start_server(args, export, model):
         stderr=subprocess.PIPE,
     )
     return server, port, served, flags, name, start_up
+
+
+def _auto_picked(precision, err):
+    """{"auto_picked": the precision the server's one line says auto picked on this CPU} under
+    --precision auto, else {}."""
+    if precision != "auto":
+        return {}
+    said = re.search(r"--precision auto: (\w+)", err)
+    return {"auto_picked": said and said.group(1)}
 
 
 def main(argv=None):
@@ -372,6 +382,7 @@ def main(argv=None):
         "labels_differing_from_kbert_predict": mismatched,
         "max_probability_difference_from_kbert_predict": max_difference,
         "server_stderr_tail": err.strip().splitlines()[-1:],
+        **_auto_picked(args.precision, err),
     }
     print(json.dumps(results_json, indent=2))
     write_report(args.output, "serve_load", results_json, machine, command=None)
