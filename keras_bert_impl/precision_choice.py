@@ -46,7 +46,6 @@ BF16_LOSS, ON_AVX2 = "bf16 ran 0.70x fp32", " on an AVX2-only CPU"
 # bf16 per pass, each against fp32 in the same rounds.
 INT8_GAIN_NO_BF16 = "int8 ran 2.64x fp32 on an AVX512-VNNI CPU without BF16"
 BF16_LOSS_AVX512 = "bf16 ran 0.22x fp32 on an AVX512-VNNI CPU without BF16"
-NOT_MEASURED = "int8 and bf16 were measured faster than fp32 only on CPUs with them"
 # Why a classifier stays fp32 on a CPU without AVX2 or VNNI (a quantization-aware one: no integer file).
 NO_INT8_GAIN = "it has no AVX2 or VNNI (int8 was measured faster than fp32 only on CPUs with one of them)"
 
@@ -95,7 +94,7 @@ def choose_precision(features, task):
     if features.has("BF16"):
         return "bf16", f"it has BF16{' but no VNNI' if classifier else ''} ({BF16_GAIN}{not_int8})"
     if classifier:
-        return "fp32", f"it has no AVX2, VNNI or BF16 ({NOT_MEASURED})"
+        return "fp32", NO_INT8_GAIN
     return "fp32", f"it has no BF16 ({_bf16_loss(features)}{not_int8})"
 
 
